@@ -1,0 +1,76 @@
+// Reading model files: Hugging Face directories (config.json + safetensors,
+// single or sharded), GGUF v3 and llama2.c checkpoints.
+//
+//   embedlab::ModelFiles mf = embedlab::read_model_files("models/tinygpt2-f16");
+//   mf.config.vocab_size;                       // 50257
+//   mf.weights.at("wte.weight");                // float32 [50257, 128]
+//
+// Files are memory-mapped and read once; F16/BF16 are converted to float32.
+// Every declared size is checked against the file before any allocation.
+// Thread safety: functions are reentrant; the result is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedlab/model_config.hpp"
+#include "embedlab/vocab.hpp"
+#include "embedlab/weights.hpp"
+
+namespace embedlab {
+
+enum class ModelFormat { HuggingFace, GGUF, Llama2c };
+
+inline const char* model_format_name(ModelFormat f)
+{
+    switch (f) {
+    case ModelFormat::HuggingFace: return "huggingface";
+    case ModelFormat::GGUF: return "gguf";
+    case ModelFormat::Llama2c: return "llama2c";
+    }
+    return "?";
+}
+
+struct ModelFiles {
+    ModelFormat format = ModelFormat::HuggingFace;
+    std::filesystem::path path;                  // what the user named
+    std::vector<std::filesystem::path> files;    // every weight file read
+    ModelConfig config;
+    WeightMap weights;                           // canonical names, float32, contiguous
+    std::string stored_dtype;                    // "F32", "F16", "BF16" or "mixed"
+    std::optional<ScoredVocab> embedded_vocab;   // GGUF only
+    std::vector<std::string> warnings;           // e.g. "NaN in tensor h.0.attn.c_attn.weight"
+};
+
+// MODEL is a directory, a .gguf file or a .bin (llama2.c) file.
+ModelFiles read_model_files(const std::filesystem::path& model);
+
+// --- lower-level pieces, exposed for tests and fuzzing ---
+
+struct SafetensorsEntry {
+    std::string name;
+    std::string dtype;           // as written: "F32", "F16", "BF16", ...
+    std::vector<int64_t> shape;
+    uint64_t begin = 0, end = 0; // byte offsets relative to the data section
+};
+struct SafetensorsHeader {
+    std::vector<SafetensorsEntry> entries;       // sorted by begin
+    std::map<std::string, std::string> metadata;
+    uint64_t data_start = 0;                     // 8 + header length
+};
+// Validates the header of a whole safetensors file held in `bytes`: header length,
+// JSON, dtypes, shape/byte-count agreement, offsets inside the data and not
+// overlapping. `label` names the file in messages.
+SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t size,
+                                           const std::string& label);
+// Loads every tensor of one safetensors file as float32 (zero-copy for aligned F32).
+WeightMap load_safetensors(const std::filesystem::path& file);
+
+// config.json -> ModelConfig; unknown model_type fails naming it.
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& label);
+
+} // namespace embedlab
