@@ -1,0 +1,67 @@
+// Perplexity exactly as METHODS.md section 0 defines it.
+//
+//   auto lm = embedlab::load_model("models/tinygpt2-f16");
+//   auto ids = lm.tokenizer->encode(embedlab::read_text_file("heldout.txt"));
+//   embedlab::PerplexityResult r = embedlab::evaluate_perplexity(*lm.model, ids, {.ctx = 128});
+//   // r.ppl, r.nll_per_token, r.tokens, r.tokens_per_second
+//
+// Protocol: the whole text is tokenized once, no BOS; ids are cut into windows of
+// ctx+1 tokens overlapping by one; each window predicts its last ctx tokens;
+// ppl = exp(total NLL / predicted tokens). With stride < ctx, windows start every
+// `stride` tokens and each scores only targets no earlier window scored.
+// Windows of equal length are batched through the model together.
+// Thread safety: reentrant; the progress callback runs on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct PerplexityOptions {
+    int64_t ctx = 128;
+    int64_t stride = 0;        // 0: equal to ctx (the default protocol)
+    int64_t batch_windows = 0; // 0: chosen so one batch's logits stay near 256 MB
+};
+
+struct PerplexityResult {
+    int64_t ids = 0;           // ids in the text
+    int64_t tokens = 0;        // predicted (scored) tokens
+    int64_t windows = 0;
+    double nll_per_token = 0;
+    double ppl = 0;
+    int64_t ctx = 0;
+    int64_t stride = 0;
+    int64_t batch_windows = 0;
+    double seconds = 0;
+    double tokens_per_second = 0; // predicted tokens per second of forward + loss
+};
+
+// One window: ids [start, start + length) predicting targets from `first_scored`
+// (index into the window's targets 0..length-2) to its end.
+struct EvalWindow {
+    int64_t start = 0;
+    int64_t length = 0;
+    int64_t first_scored = 0;
+};
+// The protocol's windows for n ids; throws InputError for ctx < 1, stride outside
+// [1, ctx] or fewer than 2 ids.
+std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t stride);
+
+PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const int32_t> ids,
+                                     const PerplexityOptions& options,
+                                     const ProgressFn& progress = {});
+
+// A text file's bytes; InputError if it cannot be read or is empty.
+std::string read_text_file(const std::filesystem::path& file);
+// Token ids: whitespace-separated integers, a JSON array, or a JSON object with
+// an "ids" array (../shared/reference/tokens-*.json). InputError on anything else.
+std::vector<int32_t> read_ids_file(const std::filesystem::path& file);
+
+} // namespace embedlab

@@ -1,0 +1,133 @@
+// The libtorch forward pass for gpt2 and llama decoder-only models.
+//
+//   auto lm = embedlab::load_model("models/tinygpt2-f16");
+//   torch::Tensor ids = torch::tensor({{7454, 2402, 257}}, torch::kLong);
+//   torch::Tensor logits = lm.model->logits(ids);           // [1, 3, 50257]
+//
+// Inference only (no autograd). The token embedding is an interface so that a
+// compressed embedding serves the input lookup and a tied output head directly
+// from its factors, without a dense V x d copy.
+// Thread safety: logits() is const and may run from several threads at once;
+// libtorch's intra-op pool already uses every core, so one call at a time is best.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedlab/model_config.hpp"
+#include "embedlab/model_files.hpp"
+#include "embedlab/tokenizer.hpp"
+#include "embedlab/weights.hpp"
+
+namespace embedlab {
+
+// Token embedding table, dense or compressed.
+class TokenEmbedding {
+public:
+    virtual ~TokenEmbedding() = default;
+    virtual int64_t vocab_size() const = 0;
+    virtual int64_t dim() const = 0;
+    // ids [..] int64 -> [.., d] float32
+    virtual torch::Tensor lookup(const torch::Tensor& ids) const = 0;
+    // Tied output head: hidden [N, d] -> logits [N, V] = hidden E^T.
+    virtual torch::Tensor project(const torch::Tensor& hidden) const = 0;
+    // Stored values (an int32 index counts as one value; METHODS 0).
+    virtual int64_t parameter_count() const = 0;
+    virtual std::string kind() const = 0; // "dense", "pca", ...
+};
+
+class DenseTokenEmbedding final : public TokenEmbedding {
+public:
+    explicit DenseTokenEmbedding(torch::Tensor table); // [V, d] float32
+    int64_t vocab_size() const override { return table_.size(0); }
+    int64_t dim() const override { return table_.size(1); }
+    torch::Tensor lookup(const torch::Tensor& ids) const override;
+    torch::Tensor project(const torch::Tensor& hidden) const override;
+    int64_t parameter_count() const override { return table_.numel(); }
+    std::string kind() const override { return "dense"; }
+    const torch::Tensor& table() const { return table_; }
+
+private:
+    torch::Tensor table_;
+};
+
+// Parameter counts by part; a tied head is counted once (in token_embedding).
+struct ParameterBreakdown {
+    int64_t token_embedding = 0;
+    int64_t position_embedding = 0;
+    int64_t attention = 0;
+    int64_t mlp = 0;
+    int64_t norms = 0;
+    int64_t output_head = 0; // 0 when tied
+    int64_t total() const
+    {
+        return token_embedding + position_embedding + attention + mlp + norms + output_head;
+    }
+};
+
+class LanguageModel {
+public:
+    // Validates every tensor's presence and shape against the config; throws
+    // InputError naming the tensor (`label` names the model in messages).
+    LanguageModel(ModelConfig config, WeightMap weights, const std::string& label);
+
+    const ModelConfig& config() const { return config_; }
+    const WeightMap& weights() const { return weights_; }
+    const TokenEmbedding& token_embedding() const { return *embedding_; }
+    // Swap in a compressed embedding (must match V and d).
+    void set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding);
+
+    // ids [B, T] int64 -> final hidden states [B, T, d] (after the last norm).
+    torch::Tensor hidden_states(const torch::Tensor& ids) const;
+    // hidden [N, d] -> logits [N, V] through the output head (tied or not).
+    torch::Tensor head(const torch::Tensor& hidden) const;
+    // ids [B, T] -> logits [B, T, V].
+    torch::Tensor logits(const torch::Tensor& ids) const;
+
+    ParameterBreakdown parameter_breakdown() const;
+    // Maximum window the model accepts (learned positions bound gpt2).
+    int64_t max_context() const;
+
+private:
+    torch::Tensor gpt2_hidden(const torch::Tensor& ids) const;
+    torch::Tensor llama_hidden(const torch::Tensor& ids) const;
+    const torch::Tensor& w(const std::string& name) const;
+
+    ModelConfig config_;
+    WeightMap weights_;
+    std::shared_ptr<const TokenEmbedding> embedding_;
+};
+
+struct LoadOptions {
+    // llama2.c checkpoints: tokenizer.bin path; default: tokenizer.bin or
+    // tok<V>.bin beside the checkpoint.
+    std::optional<std::filesystem::path> tokenizer;
+    bool need_tokenizer = true; // false: load weights even if no tokenizer is found
+};
+
+struct LoadedModel {
+    ModelFiles files;                         // config, weights, provenance
+    std::unique_ptr<LanguageModel> model;
+    std::unique_ptr<Tokenizer> tokenizer;     // null only if need_tokenizer was false
+    std::filesystem::path tokenizer_path;     // empty for embedded vocabularies
+};
+
+// MODEL: a Hugging Face directory, a .gguf or a llama2.c .bin.
+LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& options = {});
+
+// The tokenizer that goes with already-read model files (what load_model uses);
+// sets *tokenizer_path when the tokenizer comes from a file of its own.
+std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const LoadOptions& options,
+                                                std::filesystem::path* tokenizer_path = nullptr);
+
+// Hex sha256 of a file's bytes, read in 1 MiB blocks.
+std::string sha256_file(const std::filesystem::path& file);
+
+// Use every core for libtorch intra-op work. Call once at start-up.
+void init_threads();
+
+} // namespace embedlab

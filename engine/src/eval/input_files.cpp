@@ -1,0 +1,92 @@
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/eval.hpp"
+
+namespace embedlab {
+
+namespace {
+
+std::string read_bytes(const std::filesystem::path& file)
+{
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec))
+        throw InputError(file.string() + ": no such file");
+    if (std::filesystem::is_directory(file, ec))
+        throw InputError(file.string() + ": is a directory, expected a file");
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        throw InputError(file.string() + ": cannot open (" + std::strerror(errno) + ")");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+int32_t checked_id(const nlohmann::json& v, const std::filesystem::path& file, size_t index)
+{
+    if (!v.is_number_integer())
+        throw InputError(file.string() + ": ids[" + std::to_string(index) + "] is not an integer");
+    const auto x = v.get<int64_t>();
+    if (x < 0 || x > std::numeric_limits<int32_t>::max())
+        throw InputError(file.string() + ": ids[" + std::to_string(index) + "] = " +
+                         std::to_string(x) + " is not a valid token id");
+    return static_cast<int32_t>(x);
+}
+
+} // namespace
+
+std::string read_text_file(const std::filesystem::path& file)
+{
+    std::string text = read_bytes(file);
+    if (text.empty())
+        throw InputError(file.string() + ": the text is empty");
+    return text;
+}
+
+std::vector<int32_t> read_ids_file(const std::filesystem::path& file)
+{
+    const std::string bytes = read_bytes(file);
+    const auto first = bytes.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos)
+        throw InputError(file.string() + ": the ids file is empty");
+    std::vector<int32_t> ids;
+    if (bytes[first] == '{' || bytes[first] == '[') {
+        nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
+        if (j.is_discarded())
+            throw InputError(file.string() + ": not valid JSON");
+        const nlohmann::json* arr = &j;
+        if (j.is_object()) {
+            if (!j.contains("ids") || !j["ids"].is_array())
+                throw InputError(file.string() + ": JSON object has no \"ids\" array");
+            arr = &j["ids"];
+        }
+        ids.reserve(arr->size());
+        for (size_t i = 0; i < arr->size(); ++i)
+            ids.push_back(checked_id((*arr)[i], file, i));
+    } else {
+        const char* p = bytes.data() + first;
+        const char* end = bytes.data() + bytes.size();
+        while (p < end) {
+            int64_t x = 0;
+            auto [q, ec] = std::from_chars(p, end, x);
+            if (ec != std::errc() || x < 0 || x > std::numeric_limits<int32_t>::max())
+                throw InputError(file.string() + ": token " + std::to_string(ids.size()) +
+                                 " is not a non-negative integer id");
+            ids.push_back(static_cast<int32_t>(x));
+            p = q;
+            while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+                ++p;
+        }
+    }
+    if (ids.empty())
+        throw InputError(file.string() + ": contains no token ids");
+    return ids;
+}
+
+} // namespace embedlab

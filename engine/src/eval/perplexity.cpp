@@ -1,0 +1,97 @@
+#include <chrono>
+#include <cmath>
+
+#include "embedlab/eval.hpp"
+
+namespace embedlab {
+
+std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t stride)
+{
+    if (ctx < 1)
+        throw InputError("--ctx must be at least 1, got " + std::to_string(ctx));
+    if (stride < 1 || stride > ctx)
+        throw InputError("--stride must be between 1 and ctx (" + std::to_string(ctx) + "), got " +
+                         std::to_string(stride));
+    if (n < 2)
+        throw InputError("the text has " + std::to_string(n) +
+                         " token(s); perplexity needs at least 2");
+    std::vector<EvalWindow> windows;
+    int64_t scored_until = 0; // targets 1..scored_until are already scored
+    for (int64_t start = 0;; start += stride) {
+        const int64_t end = std::min(start + ctx + 1, n);
+        const int64_t first_target = std::max(start + 1, scored_until + 1);
+        if (first_target <= end - 1)
+            windows.push_back({start, end - start, first_target - (start + 1)});
+        scored_until = end - 1;
+        if (end == n)
+            break;
+    }
+    return windows;
+}
+
+PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const int32_t> ids,
+                                     const PerplexityOptions& options, const ProgressFn& progress)
+{
+    c10::InferenceMode guard;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t ctx = options.ctx;
+    const int64_t stride = options.stride > 0 ? options.stride : ctx;
+    if (ctx > model.max_context())
+        throw InputError("--ctx " + std::to_string(ctx) + " exceeds the model's " +
+                         std::to_string(model.max_context()) + " learned positions");
+    const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
+    const int64_t V = model.config().vocab_size;
+    const int64_t batch = options.batch_windows > 0
+                              ? options.batch_windows
+                              : std::max<int64_t>(1, (256LL << 20) / (ctx * V * 4));
+
+    auto all_ids = torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())},
+                                    torch::kInt32)
+                       .to(torch::kLong);
+    double total_nll = 0;
+    int64_t scored = 0;
+    size_t next = 0;
+    report_progress(progress, 0, static_cast<int64_t>(windows.size()));
+    while (next < windows.size()) {
+        // A batch: consecutive windows of the same length.
+        size_t end = next + 1;
+        while (end < windows.size() && end - next < static_cast<size_t>(batch) &&
+               windows[end].length == windows[next].length)
+            ++end;
+        const int64_t len = windows[next].length, T = len - 1;
+        std::vector<torch::Tensor> rows;
+        for (size_t i = next; i < end; ++i)
+            rows.push_back(all_ids.narrow(0, windows[i].start, len));
+        auto batch_ids = torch::stack(rows);                  // [B, len]
+        auto inputs = batch_ids.narrow(1, 0, T);
+        auto targets = batch_ids.narrow(1, 1, T).reshape({-1});
+        auto hidden = model.hidden_states(inputs);           // [B, T, d]
+        auto logits = model.head(hidden.reshape({-1, hidden.size(-1)})); // [B*T, V]
+        // NLL = logsumexp(logits) - logit[target]; no full log_softmax copy.
+        auto nll = (torch::logsumexp(logits, -1) - logits.gather(1, targets.unsqueeze(1)).squeeze(1))
+                       .view({-1, T});
+        for (size_t i = next; i < end; ++i) {
+            const auto& w = windows[i];
+            auto row = nll[static_cast<int64_t>(i - next)].narrow(0, w.first_scored, T - w.first_scored);
+            total_nll += row.to(torch::kDouble).sum().item<double>();
+            scored += T - w.first_scored;
+        }
+        next = end;
+        report_progress(progress, static_cast<int64_t>(next), static_cast<int64_t>(windows.size()));
+    }
+
+    PerplexityResult r;
+    r.ids = static_cast<int64_t>(ids.size());
+    r.tokens = scored;
+    r.windows = static_cast<int64_t>(windows.size());
+    r.nll_per_token = total_nll / static_cast<double>(scored);
+    r.ppl = std::exp(r.nll_per_token);
+    r.ctx = ctx;
+    r.stride = stride;
+    r.batch_windows = batch;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.tokens_per_second = r.seconds > 0 ? static_cast<double>(scored) / r.seconds : 0;
+    return r;
+}
+
+} // namespace embedlab

@@ -1,0 +1,196 @@
+#include <cmath>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+#include "model/shape_check.hpp"
+
+namespace embedlab {
+
+namespace {
+
+// [T, T] boolean mask, true above the diagonal (future positions).
+torch::Tensor causal_mask(int64_t T)
+{
+    return torch::ones({T, T}, torch::kBool).triu(1);
+}
+
+// softmax(q k^T / sqrt(hd) + causal) v, for q/k/v [B, H, T, hd].
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v)
+{
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    auto scores = torch::matmul(q, k.transpose(-2, -1)).mul_(scale);
+    scores.masked_fill_(causal_mask(q.size(2)), -std::numeric_limits<float>::infinity());
+    return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+// HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * w, in float32.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps)
+{
+    return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x)
+{
+    const int64_t h = x.size(-1) / 2;
+    return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
+}
+
+torch::Tensor activation(const torch::Tensor& x, const std::string& name)
+{
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
+        return torch::gelu(x, "tanh");
+    if (name == "gelu")
+        return torch::gelu(x);
+    if (name == "relu")
+        return torch::relu(x);
+    return torch::silu(x); // silu / swish
+}
+
+} // namespace
+
+LanguageModel::LanguageModel(ModelConfig config, WeightMap weights, const std::string& label)
+    : config_(std::move(config)), weights_(std::move(weights))
+{
+    detail::check_weights(config_, weights_, label);
+    const char* table = config_.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
+    embedding_ = std::make_shared<DenseTokenEmbedding>(weights_.at(table));
+}
+
+void LanguageModel::set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding)
+{
+    if (embedding->vocab_size() != config_.vocab_size || embedding->dim() != config_.hidden_size)
+        throw InputError("token embedding of shape [" + std::to_string(embedding->vocab_size()) +
+                         ", " + std::to_string(embedding->dim()) + "] does not fit a model with V=" +
+                         std::to_string(config_.vocab_size) + ", d=" +
+                         std::to_string(config_.hidden_size));
+    embedding_ = std::move(embedding);
+}
+
+const torch::Tensor& LanguageModel::w(const std::string& name) const { return weights_.at(name); }
+
+int64_t LanguageModel::max_context() const
+{
+    return config_.arch == Architecture::GPT2 ? config_.max_positions : INT64_MAX;
+}
+
+torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids) const
+{
+    const int64_t B = ids.size(0), T = ids.size(1), d = config_.hidden_size;
+    const int64_t H = config_.num_heads, hd = config_.head_dim();
+    const double eps = config_.norm_eps;
+    auto x = embedding_->lookup(ids) + w("wpe.weight").narrow(0, 0, T);
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+        const std::string p = "h." + std::to_string(l) + ".";
+        auto a = torch::layer_norm(x, {d}, w(p + "ln_1.weight"), w(p + "ln_1.bias"), eps);
+        // Conv1D weights are [in, out]: y = x W + b.
+        auto qkv = torch::addmm(w(p + "attn.c_attn.bias"), a.reshape({B * T, d}),
+                                w(p + "attn.c_attn.weight"))
+                       .view({B, T, 3, H, hd})
+                       .permute({2, 0, 3, 1, 4});
+        auto y = causal_attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape({B * T, d});
+        x = x + torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")).view({B, T, d});
+        auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
+        auto h = activation(
+            torch::addmm(w(p + "mlp.c_fc.bias"), m.reshape({B * T, d}), w(p + "mlp.c_fc.weight")),
+            config_.activation);
+        x = x + torch::addmm(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")).view({B, T, d});
+    }
+    return torch::layer_norm(x, {d}, w("ln_f.weight"), w("ln_f.bias"), eps);
+}
+
+torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids) const
+{
+    const int64_t B = ids.size(0), T = ids.size(1);
+    const int64_t H = config_.num_heads, Hkv = config_.num_kv_heads, hd = config_.head_dim();
+    const double eps = config_.norm_eps;
+
+    // RoPE tables as Hugging Face builds them (float32 inv_freq, rotate-half layout).
+    auto inv_freq = 1.0 / torch::pow(config_.rope_theta,
+                                     torch::arange(0, hd, 2, torch::kLong).to(torch::kFloat32) / hd);
+    auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq.to(torch::kFloat32));
+    auto angles = torch::cat({freqs, freqs}, -1); // [T, hd]
+    auto cos = angles.cos(), sin = angles.sin();
+    auto rope = [&](const torch::Tensor& t) { return t * cos + rotate_half(t) * sin; };
+
+    auto x = embedding_->lookup(ids);
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        auto a = rms_norm(x, w(p + "input_layernorm.weight"), eps);
+        auto q = torch::matmul(a, w(p + "self_attn.q_proj.weight").t()).view({B, T, H, hd}).transpose(1, 2);
+        auto k = torch::matmul(a, w(p + "self_attn.k_proj.weight").t()).view({B, T, Hkv, hd}).transpose(1, 2);
+        auto v = torch::matmul(a, w(p + "self_attn.v_proj.weight").t()).view({B, T, Hkv, hd}).transpose(1, 2);
+        q = rope(q);
+        k = rope(k);
+        if (Hkv != H) { // grouped-query attention: KV head j serves query heads j*rep..
+            k = k.repeat_interleave(H / Hkv, 1);
+            v = v.repeat_interleave(H / Hkv, 1);
+        }
+        auto y = causal_attention(q, k, v).transpose(1, 2).reshape({B, T, H * hd});
+        x = x + torch::matmul(y, w(p + "self_attn.o_proj.weight").t());
+        auto m = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps);
+        auto gate = activation(torch::matmul(m, w(p + "mlp.gate_proj.weight").t()), config_.activation);
+        auto up = torch::matmul(m, w(p + "mlp.up_proj.weight").t());
+        x = x + torch::matmul(gate * up, w(p + "mlp.down_proj.weight").t());
+    }
+    return rms_norm(x, w("model.norm.weight"), eps);
+}
+
+torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids) const
+{
+    c10::InferenceMode guard;
+    if (ids.dim() != 2)
+        throw InputError("token ids must be a [batch, length] tensor");
+    if (ids.size(1) > max_context())
+        throw InputError("window of " + std::to_string(ids.size(1)) +
+                         " tokens exceeds the model's " + std::to_string(max_context()) +
+                         " learned positions");
+    const auto max_id = ids.numel() ? ids.max().item<int64_t>() : 0;
+    const auto min_id = ids.numel() ? ids.min().item<int64_t>() : 0;
+    if (min_id < 0 || max_id >= config_.vocab_size)
+        throw InputError("token id " + std::to_string(min_id < 0 ? min_id : max_id) +
+                         " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+    return config_.arch == Architecture::GPT2 ? gpt2_hidden(ids) : llama_hidden(ids);
+}
+
+torch::Tensor LanguageModel::head(const torch::Tensor& hidden) const
+{
+    c10::InferenceMode guard;
+    if (config_.tied_embeddings)
+        return embedding_->project(hidden);
+    return torch::matmul(hidden, w("lm_head.weight").t());
+}
+
+torch::Tensor LanguageModel::logits(const torch::Tensor& ids) const
+{
+    c10::InferenceMode guard;
+    auto h = hidden_states(ids);
+    return head(h.reshape({-1, h.size(-1)})).view({h.size(0), h.size(1), -1});
+}
+
+ParameterBreakdown LanguageModel::parameter_breakdown() const
+{
+    ParameterBreakdown b;
+    b.token_embedding = embedding_->parameter_count();
+    // Only the architecture's own tensors: checkpoints may carry buffers (GPT-2's
+    // attn.bias causal masks) that are not parameters.
+    for (const auto& e : detail::expected_tensors(config_)) {
+        const std::string& name = e.name;
+        const int64_t n = weights_.at(name).numel();
+        if (name == "wte.weight" || name == "model.embed_tokens.weight")
+            continue; // counted through the (possibly compressed) embedding
+        if (name == "wpe.weight")
+            b.position_embedding += n;
+        else if (name == "lm_head.weight")
+            b.output_head += n;
+        else if (name.find("attn") != std::string::npos)
+            b.attention += n;
+        else if (name.find("mlp") != std::string::npos)
+            b.mlp += n;
+        else
+            b.norms += n;
+    }
+    return b;
+}
+
+} // namespace embedlab

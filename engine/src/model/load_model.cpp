@@ -1,0 +1,101 @@
+#include <thread>
+
+#include <openssl/evp.h>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+namespace {
+
+std::filesystem::path find_llama2c_tokenizer(const std::filesystem::path& checkpoint,
+                                             int64_t vocab_size)
+{
+    const auto dir = checkpoint.parent_path();
+    for (const auto& name : {std::string("tokenizer.bin"), "tok" + std::to_string(vocab_size) + ".bin"})
+        if (std::filesystem::exists(dir / name))
+            return dir / name;
+    throw InputError(checkpoint.string() + ": no tokenizer found beside the checkpoint (looked for " +
+                     (dir / "tokenizer.bin").string() + " and tok" + std::to_string(vocab_size) +
+                     ".bin); pass --tokenizer FILE");
+}
+
+} // namespace
+
+std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const LoadOptions& options,
+                                                std::filesystem::path* tokenizer_path)
+{
+    const std::string label = files.path.string();
+    std::filesystem::path source;
+    std::unique_ptr<Tokenizer> tokenizer;
+    switch (files.format) {
+    case ModelFormat::HuggingFace:
+        source = options.tokenizer ? *options.tokenizer : files.path;
+        tokenizer = load_tokenizer_from_directory(source);
+        break;
+    case ModelFormat::GGUF:
+        if (!files.embedded_vocab)
+            throw InputError(label + ": the GGUF file has no embedded tokenizer vocabulary");
+        tokenizer = make_scored_vocab_tokenizer(*files.embedded_vocab, "gguf-llama", label);
+        break;
+    case ModelFormat::Llama2c:
+        source = options.tokenizer ? *options.tokenizer
+                                   : find_llama2c_tokenizer(files.path, files.config.vocab_size);
+        tokenizer = load_llama2c_tokenizer(source, files.config.vocab_size);
+        break;
+    }
+    if (tokenizer->vocab_size() > files.config.vocab_size)
+        throw InputError(label + ": the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                         " tokens but the embedding has only " +
+                         std::to_string(files.config.vocab_size) + " rows");
+    if (tokenizer_path)
+        *tokenizer_path = source;
+    return tokenizer;
+}
+
+LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& options)
+{
+    LoadedModel out;
+    out.files = read_model_files(model);
+    if (options.need_tokenizer || options.tokenizer)
+        out.tokenizer = load_model_tokenizer(out.files, options, &out.tokenizer_path);
+    // The model shares the tensors' storage with files.weights (no copy).
+    out.model = std::make_unique<LanguageModel>(out.files.config, out.files.weights, model.string());
+    return out;
+}
+
+std::string sha256_file(const std::filesystem::path& file)
+{
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    if (!f)
+        throw InputError(file.string() + ": cannot open for hashing");
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    std::vector<unsigned char> buf(1 << 20);
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+        EVP_DigestUpdate(ctx.get(), buf.data(), n);
+    const bool failed = std::ferror(f);
+    std::fclose(f);
+    if (failed)
+        throw InputError(file.string() + ": read error while hashing");
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx.get(), digest, &len);
+    static const char* hex = "0123456789abcdef";
+    std::string s;
+    for (unsigned i = 0; i < len; ++i) {
+        s += hex[digest[i] >> 4];
+        s += hex[digest[i] & 15];
+    }
+    return s;
+}
+
+void init_threads()
+{
+    const unsigned n = std::thread::hardware_concurrency();
+    at::set_num_threads(n > 0 ? static_cast<int>(n) : 1);
+}
+
+} // namespace embedlab

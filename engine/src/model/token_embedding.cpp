@@ -1,0 +1,17 @@
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+DenseTokenEmbedding::DenseTokenEmbedding(torch::Tensor table) : table_(std::move(table)) {}
+
+torch::Tensor DenseTokenEmbedding::lookup(const torch::Tensor& ids) const
+{
+    return torch::embedding(table_, ids);
+}
+
+torch::Tensor DenseTokenEmbedding::project(const torch::Tensor& hidden) const
+{
+    return torch::matmul(hidden, table_.t());
+}
+
+} // namespace embedlab
