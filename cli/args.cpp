@@ -1,0 +1,82 @@
+#include "args.hpp"
+
+#include <charconv>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab::cli {
+
+Args::Args(const std::string& command, const std::vector<std::string>& argv,
+           const std::set<std::string>& valued, const std::set<std::string>& switches)
+    : command_(command)
+{
+    bool options_done = false;
+    for (size_t i = 0; i < argv.size(); ++i) {
+        std::string a = argv[i];
+        if (options_done || a.size() < 2 || a.rfind("--", 0) != 0) {
+            positional_.push_back(a);
+            continue;
+        }
+        if (a == "--") {
+            options_done = true;
+            continue;
+        }
+        std::optional<std::string> inline_value;
+        if (auto eq = a.find('='); eq != std::string::npos) {
+            inline_value = a.substr(eq + 1);
+            a = a.substr(0, eq);
+        }
+        if (valued.count(a)) {
+            if (inline_value)
+                values_[a] = *inline_value;
+            else if (i + 1 < argv.size())
+                values_[a] = argv[++i];
+            else
+                throw InputError(command_ + ": option " + a + " needs a value");
+        } else if (switches.count(a) && !inline_value) {
+            switches_.insert(a);
+        } else {
+            throw InputError(command_ + ": unknown option " + a + " (see embedlab-cli help)");
+        }
+    }
+}
+
+bool Args::has(const std::string& option) const
+{
+    return switches_.count(option) || values_.count(option);
+}
+
+std::optional<std::string> Args::get(const std::string& option) const
+{
+    auto it = values_.find(option);
+    if (it == values_.end())
+        return std::nullopt;
+    return it->second;
+}
+
+int64_t Args::get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const
+{
+    auto v = get(option);
+    if (!v)
+        return fallback;
+    int64_t x = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+    if (ec != std::errc() || end != v->data() + v->size())
+        throw InputError(command_ + ": " + option + " expects an integer, got '" + *v + "'");
+    if (x < min || x > max)
+        throw InputError(command_ + ": " + option + " must be between " + std::to_string(min) +
+                         " and " + std::to_string(max) + ", got " + *v);
+    return x;
+}
+
+std::optional<std::string> Args::single_positional(const std::string& what) const
+{
+    if (positional_.size() > 1)
+        throw InputError(command_ + ": expected one " + what + ", got " +
+                         std::to_string(positional_.size()) + " arguments");
+    if (positional_.empty())
+        return std::nullopt;
+    return positional_[0];
+}
+
+} // namespace embedlab::cli

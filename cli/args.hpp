@@ -1,0 +1,34 @@
+// A small, strict command-line parser: known options only, typed getters with
+// messages that name the option. Errors are InputError (exit code 2).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace embedlab::cli {
+
+class Args {
+public:
+    // valued: options taking a value ("--ctx"); switches: boolean ("--json").
+    Args(const std::string& command, const std::vector<std::string>& argv,
+         const std::set<std::string>& valued, const std::set<std::string>& switches);
+
+    const std::vector<std::string>& positional() const { return positional_; }
+    bool has(const std::string& option) const;
+    std::optional<std::string> get(const std::string& option) const;
+    int64_t get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const;
+    // Exactly one or zero positionals, else InputError.
+    std::optional<std::string> single_positional(const std::string& what) const;
+
+private:
+    std::string command_;
+    std::vector<std::string> positional_;
+    std::map<std::string, std::string> values_;
+    std::set<std::string> switches_;
+};
+
+} // namespace embedlab::cli

@@ -1,0 +1,88 @@
+#include <chrono>
+
+#include "common.hpp"
+#include "embedlab/eval.hpp"
+#include "progress_printer.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+} // namespace
+
+int command_eval(const std::vector<std::string>& argv)
+{
+    Args args("eval", argv, {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer"},
+              {"--json", "--quiet"});
+    if (args.has("--text") == args.has("--ids"))
+        throw InputError("eval: give exactly one of --text FILE or --ids FILE");
+    const auto path = model_argument(args);
+    const int64_t ctx = args.get_int("--ctx", 128, 1, 1 << 20);
+    const int64_t stride = args.get_int("--stride", ctx, 1, ctx);
+    const int64_t batch = args.get_int("--batch", 0, 0, 1 << 16);
+
+    auto t0 = std::chrono::steady_clock::now();
+    LoadOptions options = load_options(args);
+    options.need_tokenizer = args.has("--text");
+    auto lm = load_model(path, options);
+    const double load_seconds = seconds_since(t0);
+    print_warnings(lm.files.warnings);
+
+    t0 = std::chrono::steady_clock::now();
+    std::vector<int32_t> ids;
+    std::string input;
+    if (auto text = args.get("--text")) {
+        input = *text;
+        ids = lm.tokenizer->encode(read_text_file(*text));
+    } else {
+        input = *args.get("--ids");
+        ids = read_ids_file(input);
+    }
+    const double tokenize_seconds = seconds_since(t0);
+    for (int32_t id : ids)
+        if (id >= lm.files.config.vocab_size)
+            throw InputError(input + ": token id " + std::to_string(id) +
+                             " is outside the model's vocabulary of " +
+                             std::to_string(lm.files.config.vocab_size));
+
+    PerplexityResult r;
+    {
+        ProgressPrinter progress("eval", "windows", args.has("--quiet"));
+        r = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = stride, .batch_windows = batch},
+                                progress.callback());
+    }
+    Json j = {{"model", path.string()},
+              {"input", input},
+              {"input_kind", args.has("--text") ? "text" : "ids"},
+              {"tokens", r.tokens},
+              {"nll_per_token", r.nll_per_token},
+              {"ppl", r.ppl},
+              {"ctx", r.ctx},
+              {"stride", r.stride},
+              {"seconds", r.seconds},
+              {"tokens_per_second", r.tokens_per_second},
+              {"ids", r.ids},
+              {"windows", r.windows},
+              {"batch_windows", r.batch_windows},
+              {"load_seconds", load_seconds},
+              {"tokenize_seconds", tokenize_seconds},
+              {"threads", at::get_num_threads()},
+              {"protocol", "METHODS.md section 0: whole text tokenized once, no BOS, windows of "
+                           "ctx+1 ids overlapping by one (stride < ctx: sliding windows)"}};
+    if (args.has("--json")) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("perplexity %.6f  (NLL/token %.8f over %lld tokens, ctx %lld, stride %lld)\n", r.ppl,
+                r.nll_per_token, (long long)r.tokens, (long long)r.ctx, (long long)r.stride);
+    std::printf("%.0f tokens/s  (%.2f s forward, %lld windows, batches of %lld, %d threads; "
+                "load %.2f s, tokenize %.2f s)\n",
+                r.tokens_per_second, r.seconds, (long long)r.windows, (long long)r.batch_windows,
+                at::get_num_threads(), load_seconds, tokenize_seconds);
+    return 0;
+}
+
+} // namespace embedlab::cli

@@ -1,0 +1,43 @@
+// Pieces every command shares: model argument resolution, JSON output.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "args.hpp"
+#include "embedlab/model.hpp"
+#include "embedlab/resources.hpp"
+
+namespace embedlab::cli {
+
+using Json = nlohmann::ordered_json;
+
+// MODEL positional, or the bundled default model when none is given.
+inline std::filesystem::path model_argument(const Args& args)
+{
+    auto m = args.single_positional("MODEL");
+    return m ? std::filesystem::path(*m) : default_model_path();
+}
+
+inline LoadOptions load_options(const Args& args)
+{
+    LoadOptions o;
+    if (auto t = args.get("--tokenizer"))
+        o.tokenizer = *t;
+    return o;
+}
+
+inline void print_json(const Json& j) { std::printf("%s\n", j.dump(1).c_str()); }
+
+Json parameter_json(const ParameterBreakdown& p);
+void print_warnings(const std::vector<std::string>& warnings);
+
+int command_inspect(const std::vector<std::string>& argv);
+int command_eval(const std::vector<std::string>& argv);
+int command_tokenize(const std::vector<std::string>& argv);
+int command_bench(const std::vector<std::string>& argv);
+
+} // namespace embedlab::cli

@@ -1,0 +1,72 @@
+// embedlab-cli: the engine, headless. Exit codes: 0 success, 2 bad input (one
+// line on stderr naming the file and the problem), 1 internal error, 130 cancelled.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "embedlab/error.hpp"
+#include "progress_printer.hpp"
+
+namespace {
+
+const char* kUsage = R"(embedlab-cli — compress and evaluate token embeddings of small language models
+
+usage: embedlab-cli COMMAND [options]
+
+commands:
+  inspect  [MODEL] [--json]                    architecture, sizes, parameter breakdown, sha256
+  eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
+                                               perplexity (METHODS.md section 0)
+  tokenize [MODEL] --text FILE [--json]        token ids of a text
+  bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
+                                               tokens per second, one window at a time vs batched
+  version                                      print the version
+
+MODEL is a Hugging Face directory (config.json + safetensors), a .gguf file, or a
+llama2.c .bin (tokenizer.bin beside it, or --tokenizer FILE). Without MODEL the
+bundled default model (tinygpt2-f16) is used. Progress goes to stderr; --quiet hides it.
+)";
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    using namespace embedlab;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(kUsage, args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    const std::string command = args[0];
+    args.erase(args.begin());
+    init_threads();
+    cli::install_interrupt_handler();
+    try {
+        if (command == "inspect")
+            return cli::command_inspect(args);
+        if (command == "eval")
+            return cli::command_eval(args);
+        if (command == "tokenize")
+            return cli::command_tokenize(args);
+        if (command == "bench")
+            return cli::command_bench(args);
+        if (command == "version" || command == "--version") {
+            std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
+            return 0;
+        }
+        std::fprintf(stderr, "embedlab-cli: unknown command '%s' (see embedlab-cli help)\n",
+                     command.c_str());
+        return 2;
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "embedlab-cli: %s\n", e.what());
+        return 2;
+    } catch (const Cancelled&) {
+        std::fprintf(stderr, "embedlab-cli: cancelled\n");
+        return 130;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "embedlab-cli: internal error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,58 @@
+#include "progress_printer.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include <unistd.h>
+
+namespace embedlab::cli {
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+} // namespace
+
+void install_interrupt_handler()
+{
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+}
+
+ProgressPrinter::ProgressPrinter(std::string what, std::string unit, bool quiet)
+    : what_(std::move(what)), unit_(std::move(unit)), quiet_(quiet), tty_(::isatty(2))
+{
+}
+
+ProgressPrinter::~ProgressPrinter()
+{
+    if (drew_ && tty_)
+        std::fputc('\n', stderr);
+}
+
+ProgressFn ProgressPrinter::callback()
+{
+    return [this](int64_t done, int64_t total) { return report(done, total); };
+}
+
+bool ProgressPrinter::report(int64_t done, int64_t total)
+{
+    if (g_interrupted)
+        return false;
+    if (quiet_ || total <= 0)
+        return true;
+    const int percent = static_cast<int>(100 * done / total);
+    if (tty_) {
+        std::fprintf(stderr, "\r%s: %3d%% (%lld/%lld %s)", what_.c_str(), percent,
+                     static_cast<long long>(done), static_cast<long long>(total), unit_.c_str());
+        drew_ = true;
+    } else if (percent / 10 != last_decile_) {
+        last_decile_ = percent / 10;
+        std::fprintf(stderr, "%s: %d%% (%lld/%lld %s)\n", what_.c_str(), percent,
+                     static_cast<long long>(done), static_cast<long long>(total), unit_.c_str());
+    }
+    std::fflush(stderr);
+    return true;
+}
+
+} // namespace embedlab::cli
