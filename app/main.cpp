@@ -1,0 +1,43 @@
+// embedlab: the GUI. `embedlab [MODEL] [--screenshot FILE.png]` opens MODEL (default:
+// the bundled model); --screenshot saves the window once the model is shown, then quits.
+//
+// libtorch stays out of this file: the engine is reached through model_summary.hpp.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QTimer>
+
+#include "main_window.hpp"
+
+namespace embedlab { void init_threads(); }
+
+int main(int argc, char** argv)
+{
+    QApplication app(argc, argv);
+    QApplication::setApplicationName("EmbedLab");
+    QApplication::setOrganizationName("EmbedLab");
+    embedlab::init_threads();
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription("EmbedLab: compress token embeddings of small language models");
+    parser.addHelpOption();
+    parser.addPositionalArgument("model", "Model directory, .gguf or llama2.c .bin (default: bundled)");
+    QCommandLineOption screenshot("screenshot", "Save a PNG of the window once loaded, then quit.", "file");
+    parser.addOption(screenshot);
+    parser.process(app);
+
+    embedlab::app::MainWindow window;
+    const QStringList pos = parser.positionalArguments();
+    const QString model = pos.isEmpty() ? QString::fromStdString(embedlab::app::default_model()) : pos[0];
+    if (parser.isSet(screenshot)) {
+        const QString file = parser.value(screenshot);
+        QObject::connect(&window, &embedlab::app::MainWindow::modelShown, &window, [&window, file](bool ok) {
+            QTimer::singleShot(200, &window, [&window, file, ok] {
+                window.grab().save(file);
+                QApplication::exit(ok ? 0 : 2);
+            });
+        });
+    }
+    window.show();
+    window.openModel(model);
+    return app.exec();
+}

@@ -1,0 +1,39 @@
+#include "model_summary.hpp"
+
+#include "embedlab/model.hpp"
+#include "embedlab/resources.hpp"
+
+namespace embedlab::app {
+
+ModelSummary summarize_model(const std::string& path)
+{
+    ModelSummary s;
+    s.path = path;
+    try {
+        auto lm = load_model(path);
+        const auto& c = lm.files.config;
+        s.format = model_format_name(lm.files.format);
+        s.architecture = architecture_name(c.arch);
+        s.dtype = lm.files.stored_dtype;
+        s.tokenizer = lm.tokenizer->kind();
+        s.vocab_size = c.vocab_size;
+        s.hidden_size = c.hidden_size;
+        s.layers = c.num_layers;
+        s.heads = c.num_heads;
+        s.kv_heads = c.num_kv_heads;
+        s.tied = c.tied_embeddings;
+        const auto p = lm.model->parameter_breakdown();
+        s.parameters = {{"token embedding", p.token_embedding}, {"position embedding", p.position_embedding},
+                        {"attention", p.attention},             {"MLP", p.mlp},
+                        {"norms", p.norms},                     {"output head", p.output_head}};
+        s.total_parameters = p.total();
+        s.warnings = lm.files.warnings;
+    } catch (const std::exception& e) {
+        s.error = e.what();
+    }
+    return s;
+}
+
+std::string default_model() { return default_model_path().string(); }
+
+} // namespace embedlab::app

@@ -1,0 +1,25 @@
+// What the main window shows of a model, as plain data (no libtorch, no Qt).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace embedlab::app {
+
+struct ModelSummary {
+    std::string path, format, architecture, dtype, tokenizer;
+    int64_t vocab_size = 0, hidden_size = 0, layers = 0, heads = 0, kv_heads = 0;
+    bool tied = false;
+    std::vector<std::pair<std::string, int64_t>> parameters; // part -> count
+    int64_t total_parameters = 0;
+    std::vector<std::string> warnings;
+    std::string error; // non-empty: loading failed, with the engine's message
+};
+
+// Loads the model with the engine; never throws (errors land in `error`).
+ModelSummary summarize_model(const std::string& path);
+std::string default_model();
+
+} // namespace embedlab::app

@@ -1,0 +1,47 @@
+#include "parameter_breakdown_chart.hpp"
+
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+namespace embedlab::views {
+
+ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent)
+    : QWidget(parent), plot_(new QCustomPlot(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(plot_);
+    // Two bar series: the highlighted part gets its own colour so it reads at a glance.
+    bars_ = new QCPBars(plot_->xAxis, plot_->yAxis);
+    bars_->setBrush(QColor(120, 144, 176));
+    bars_->setPen(Qt::NoPen);
+    highlight_ = new QCPBars(plot_->xAxis, plot_->yAxis);
+    highlight_->setBrush(QColor(214, 96, 77));
+    highlight_->setPen(Qt::NoPen);
+    plot_->yAxis->setLabel("parameters (millions)");
+    plot_->setMinimumHeight(220);
+}
+
+void ParameterBreakdownChart::setData(const ParameterBreakdownData& data)
+{
+    data_ = data;
+    QVector<double> keys, values, hkeys, hvalues;
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    double top = 0;
+    for (int i = 0; i < data.bars.size(); ++i) {
+        const double millions = data.bars[i].count / 1e6;
+        ticker->addTick(i + 1, data.bars[i].label);
+        (i == data.highlighted ? hkeys : keys).push_back(i + 1);
+        (i == data.highlighted ? hvalues : values).push_back(millions);
+        top = std::max(top, millions);
+    }
+    bars_->setData(keys, values);
+    highlight_->setData(hkeys, hvalues);
+    plot_->xAxis->setTicker(ticker);
+    plot_->xAxis->setTickLabelRotation(30);
+    plot_->xAxis->setRange(0.3, data.bars.size() + 0.7);
+    plot_->yAxis->setRange(0, top > 0 ? top * 1.1 : 1);
+    plot_->replot();
+}
+
+} // namespace embedlab::views
