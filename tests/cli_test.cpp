@@ -1,0 +1,143 @@
+// embedlab-cli as users script it: JSON fields, exit codes, one-line errors.
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "test_support.hpp"
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+std::string quote(const std::string& s)
+{
+    std::string q = "'";
+    for (char c : s)
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+Run cli(const std::vector<std::string>& args)
+{
+    static embedlab::test::TempDir dir;
+    std::string cmd = quote(EMBEDLAB_CLI_PATH);
+    for (const auto& a : args)
+        cmd += " " + quote(a);
+    cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string()) + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    Run r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = embedlab::test::read_text(dir / "out");
+    r.err = embedlab::test::read_text(dir / "err");
+    return r;
+}
+
+size_t line_count(const std::string& s)
+{
+    size_t n = 0;
+    for (char c : s)
+        n += c == '\n';
+    return n;
+}
+
+TEST(Cli, InspectTheBundledDefaultModel)
+{
+    const Run r = cli({"inspect", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["format"], "huggingface");
+    EXPECT_EQ(j["architecture"], "gpt2");
+    EXPECT_EQ(j["vocab_size"], 50257);
+    EXPECT_EQ(j["hidden_size"], 128);
+    EXPECT_EQ(j["layers"], 4);
+    EXPECT_EQ(j["heads"], 4);
+    EXPECT_EQ(j["kv_heads"], 4);
+    EXPECT_EQ(j["tied_embeddings"], true);
+    EXPECT_EQ(j["dtype"], "F16");
+    EXPECT_EQ(j["parameters"]["counts"]["token_embedding"], 50257 * 128);
+    EXPECT_EQ(j["parameters"]["counts"]["output_head"], 0);
+    EXPECT_GT(j["parameters"]["share_percent"]["token_embedding"].get<double>(), 85.0);
+    EXPECT_EQ(j["sha256"].get<std::string>().size(), 64u);
+    EXPECT_EQ(j["tokenizer"]["kind"], "gpt2-bpe");
+}
+
+TEST(Cli, EvalJsonHasTheContractFields)
+{
+    embedlab::test::TempDir dir;
+    std::ofstream(dir / "t.txt") << "Once upon a time, there was a little robot who wanted to play. "
+                                    "It looked at the sun and smiled.";
+    const Run r = cli({"eval", "--text", (dir / "t.txt").string(), "--ctx", "8", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* field : {"tokens", "nll_per_token", "ppl", "ctx", "stride", "seconds", "tokens_per_second"})
+        EXPECT_TRUE(j.contains(field)) << field;
+    EXPECT_EQ(j["ctx"], 8);
+    EXPECT_EQ(j["stride"], 8);
+    EXPECT_NEAR(j["ppl"].get<double>(), std::exp(j["nll_per_token"].get<double>()), 1e-6 * j["ppl"].get<double>());
+}
+
+TEST(Cli, TokenizeAndEvalOfIdsAgree)
+{
+    embedlab::test::TempDir dir;
+    std::ofstream(dir / "t.txt") << "The little dog ran to the park and found a red ball.";
+    const Run tok = cli({"tokenize", "--text", (dir / "t.txt").string(), "--json"});
+    ASSERT_EQ(tok.exit_code, 0) << tok.err;
+    std::ofstream(dir / "ids.json") << tok.out;
+    const Run a = cli({"eval", "--text", (dir / "t.txt").string(), "--json"});
+    const Run b = cli({"eval", "--ids", (dir / "ids.json").string(), "--json"});
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["ppl"], nlohmann::json::parse(b.out)["ppl"]);
+}
+
+// Bad input: exit code 2 and one line on stderr naming the file and the problem.
+TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
+{
+    embedlab::test::TempDir dir;
+    std::ofstream(dir / "empty.txt").close();
+    std::ofstream(dir / "notes.md") << "hello";
+    std::filesystem::create_directory(dir / "nomodel");
+    struct Case {
+        std::vector<std::string> args;
+        std::string needle;
+    };
+    const std::vector<Case> cases = {
+        {{"eval", "--text", (dir / "empty.txt").string()}, "empty.txt: the text is empty"},
+        {{"eval", "--text", (dir / "missing.txt").string()}, "missing.txt"},
+        {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "0"}, "--ctx"},
+        {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "4000"}, "learned positions"},
+        {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "abc"}, "--ctx expects an integer"},
+        {{"eval"}, "--text"},
+        {{"eval", "--text", "x", "--bogus"}, "unknown option --bogus"},
+        {{"inspect", (dir / "nomodel").string()}, "nomodel"},
+        {{"inspect", (dir / "notes.md").string()}, "notes.md"},
+        {{"frobnicate"}, "unknown command"},
+    };
+    for (const auto& c : cases) {
+        const Run r = cli(c.args);
+        EXPECT_EQ(r.exit_code, 2) << c.args[0] << " " << r.err;
+        EXPECT_EQ(line_count(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+}
+
+TEST(Cli, StoriesReferenceIdsThroughGguf)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto shared = embedlab::test::shared_dir();
+    const Run r = cli({"eval", (shared / "models/stories260K/stories260K.gguf").string(), "--ids",
+                       (shared / "reference/tokens-stories260K-tinystories-6000.json").string(), "--ctx",
+                       "256", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"], 3013);
+    EXPECT_NEAR(j["ppl"].get<double>(), 6.385497172545627, 6.385497172545627 * 1e-4);
+}
+
+} // namespace

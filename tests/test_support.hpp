@@ -1,0 +1,61 @@
+// Locating ../shared test data. Cases that need it skip with a message when it
+// is absent, so the unit part of every suite runs on a bare clone.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace embedlab::test {
+
+inline std::filesystem::path shared_dir()
+{
+    if (const char* env = std::getenv("EMBEDLAB_SHARED_DIR"))
+        return env;
+    return std::filesystem::path(EMBEDLAB_SOURCE_DIR) / ".." / "shared";
+}
+
+inline bool have_shared() { return std::filesystem::exists(shared_dir() / "METHODS.md"); }
+
+inline std::string read_text(const std::filesystem::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A fresh, empty directory under the system temp dir, removed at scope exit.
+class TempDir {
+public:
+    TempDir()
+    {
+        auto base = std::filesystem::temp_directory_path();
+        for (int i = 0;; ++i) {
+            path_ = base / ("embedlab-test-" + std::to_string(::getpid()) + "-" + std::to_string(i));
+            if (std::filesystem::create_directory(path_))
+                break;
+        }
+    }
+    ~TempDir() { std::error_code ec; std::filesystem::remove_all(path_, ec); }
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
+
+private:
+    std::filesystem::path path_;
+};
+
+} // namespace embedlab::test
+
+#include <unistd.h>
+
+#define EMBEDLAB_REQUIRE_SHARED()                                                          \
+    do {                                                                                   \
+        if (!::embedlab::test::have_shared())                                              \
+            GTEST_SKIP() << "needs ../shared test data (not found at "                     \
+                         << ::embedlab::test::shared_dir() << ")";                         \
+    } while (0)
