@@ -1,0 +1,33 @@
+// Facts about the canonical weight names shared by every reader: the expected
+// tensors of a config, and the Meta -> Hugging Face RoPE row permutation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "embedlab/model_config.hpp"
+#include "embedlab/weights.hpp"
+
+namespace embedlab::io {
+
+// Every canonical tensor `config` requires is present with the right shape,
+// starting with the embedding (so a vocabulary mismatch is reported as such).
+// Messages start with `weights_label`, or `config_label` for a vocab_size /
+// hidden-size disagreement between the config and the embedding.
+void check_weights_against_config(const ModelConfig& config, const WeightMap& weights,
+                                  const std::string& config_label, const std::string& weights_label);
+
+// Name of the token embedding for the architecture.
+const char* embedding_name(Architecture arch);
+
+// Tied configs drop a stored lm_head.weight (the embedding is the head); an
+// untied config without lm_head.weight becomes tied, with a warning.
+void settle_output_head(ModelConfig& config, WeightMap& weights, const std::string& label,
+                        std::vector<std::string>& warnings);
+
+// Rows of a q/k projection [n_heads*head_dim, d] stored in Meta's interleaved
+// RoPE layout (pairs 2i, 2i+1) reordered to rotate-half (pairs i, i+head_dim/2),
+// exactly as Hugging Face's convert_llama_weights_to_hf.py `permute`.
+torch::Tensor meta_rope_rows_to_hf(const torch::Tensor& w, int64_t n_heads);
+
+} // namespace embedlab::io

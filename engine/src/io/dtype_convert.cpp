@@ -1,0 +1,108 @@
+#include "io/dtype_convert.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include <ATen/Parallel.h>
+
+namespace embedlab::io {
+
+const char* stored_type_name(StoredType t)
+{
+    switch (t) {
+    case StoredType::F32:
+        return "F32";
+    case StoredType::F16:
+        return "F16";
+    case StoredType::BF16:
+        return "BF16";
+    }
+    return "?";
+}
+
+uint64_t stored_type_size(StoredType t)
+{
+    return t == StoredType::F32 ? 4 : 2;
+}
+
+float f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exponent = (h >> 10) & 0x1fu;
+    const uint32_t mantissa = h & 0x3ffu;
+    if (exponent == 0) {
+        // Zero or subnormal: mantissa * 2^-24 is exact in float32.
+        const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+        return sign ? -magnitude : magnitude;
+    }
+    if (exponent == 0x1f) // Inf or NaN (payload kept)
+        return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+    return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
+}
+
+float bf16_to_f32(uint16_t bits)
+{
+    return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+namespace {
+
+int64_t element_count(const std::vector<int64_t>& shape)
+{
+    int64_t n = 1;
+    for (int64_t d : shape)
+        n *= d; // callers validated the shape, so no overflow here
+    return n;
+}
+
+template <float (*Convert)(uint16_t)> void convert_16bit(const uint8_t* src, float* dst, int64_t n)
+{
+    // memcpy per element: the source may be unaligned.
+    at::parallel_for(0, n, 1 << 16, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            uint16_t bits;
+            std::memcpy(&bits, src + 2 * i, 2);
+            dst[i] = Convert(bits);
+        }
+    });
+}
+
+} // namespace
+
+torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
+                                 const std::vector<int64_t>& shape)
+{
+    const int64_t n = element_count(shape);
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+    if (n == 0)
+        return torch::empty(shape, f32);
+
+    const uint8_t* src = file->data() + offset;
+    if (type == StoredType::F32) {
+        if (reinterpret_cast<uintptr_t>(src) % alignof(float) == 0) {
+            std::shared_ptr<MappedFile> keep_alive = file;
+            return torch::from_blob(
+                const_cast<uint8_t*>(src), shape, [keep_alive](void*) mutable { keep_alive.reset(); }, f32);
+        }
+        torch::Tensor out = torch::empty(shape, f32);
+        std::memcpy(out.data_ptr<float>(), src, static_cast<size_t>(n) * 4);
+        return out;
+    }
+
+    torch::Tensor out = torch::empty(shape, f32);
+    if (type == StoredType::F16)
+        convert_16bit<f16_to_f32>(src, out.data_ptr<float>(), n);
+    else
+        convert_16bit<bf16_to_f32>(src, out.data_ptr<float>(), n);
+    return out;
+}
+
+std::string summarize_stored_types(const std::set<std::string>& names)
+{
+    if (names.empty())
+        return "";
+    return names.size() == 1 ? *names.begin() : "mixed";
+}
+
+} // namespace embedlab::io

@@ -1,0 +1,34 @@
+// Element types the readers accept on disk, and turning mapped bytes into
+// float32 tensors: F32 is wrapped zero-copy when aligned, F16/BF16 converted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "io/mapped_file.hpp"
+
+namespace embedlab::io {
+
+enum class StoredType { F32, F16, BF16 };
+
+const char* stored_type_name(StoredType t); // "F32", "F16", "BF16"
+uint64_t stored_type_size(StoredType t);    // bytes per element
+
+float f16_to_f32(uint16_t bits);
+float bf16_to_f32(uint16_t bits);
+
+// Float32 contiguous tensor of `shape` from the bytes at `offset` in `file`.
+// The caller has checked that the bytes lie inside the file. Aligned F32 data is
+// wrapped without copying; the tensor keeps `file` mapped while it lives.
+torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
+                                 const std::vector<int64_t>& shape);
+
+// "F32" when one type was stored, "mixed" for several, "" for none.
+std::string summarize_stored_types(const std::set<std::string>& names);
+
+} // namespace embedlab::io

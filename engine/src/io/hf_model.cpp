@@ -1,0 +1,150 @@
+// Hugging Face model directories: config.json plus one safetensors file or a
+// sharded set listed by model.safetensors.index.json.
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/error.hpp"
+#include "io/canonical_weights.hpp"
+#include "io/dtype_convert.hpp"
+#include "io/readers.hpp"
+#include "io/safetensors.hpp"
+
+namespace embedlab::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_whole_file(const fs::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw InputError(path.string() + ": cannot open for reading");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+struct LoadedWeights {
+    WeightMap weights;
+    std::set<std::string> stored_types;
+    std::vector<std::string> skipped;
+    std::vector<fs::path> files;
+};
+
+void merge_file(LoadedWeights& into, const fs::path& file, SafetensorsFile&& loaded,
+                const std::string& duplicate_label)
+{
+    for (auto& [name, tensor] : loaded.weights) {
+        if (!into.weights.emplace(name, std::move(tensor)).second)
+            throw InputError(duplicate_label + ": tensor '" + name +
+                             "' appears in more than one shard (again in " + file.filename().string() + ")");
+    }
+    into.stored_types.insert(loaded.stored_types.begin(), loaded.stored_types.end());
+    into.skipped.insert(into.skipped.end(), loaded.skipped.begin(), loaded.skipped.end());
+    into.files.push_back(file);
+}
+
+LoadedWeights load_sharded(const fs::path& dir, const fs::path& index_path)
+{
+    const std::string label = index_path.string();
+    nlohmann::json index;
+    try {
+        index = nlohmann::json::parse(read_whole_file(index_path));
+    } catch (const nlohmann::json::exception& ex) {
+        throw InputError(label + ": not valid JSON (" + ex.what() + ")");
+    }
+    const auto map_it = index.is_object() ? index.find("weight_map") : index.end();
+    if (map_it == index.end() || !map_it->is_object())
+        throw InputError(label + ": missing field 'weight_map' (tensor name -> shard file)");
+
+    std::map<std::string, std::string> shard_of;
+    std::set<std::string> shards;
+    for (const auto& [name, shard] : map_it->items()) {
+        if (!shard.is_string())
+            throw InputError(label + ": weight_map entry for '" + name + "' is not a file name");
+        const std::string file = shard.get<std::string>();
+        // Shards must sit next to the index: no paths out of the model directory.
+        if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+            throw InputError(label + ": weight_map names '" + file +
+                             "', which is not a file in the model directory");
+        shard_of[name] = file;
+        shards.insert(file);
+    }
+    if (shards.empty())
+        throw InputError(label + ": weight_map is empty");
+
+    LoadedWeights out;
+    for (const std::string& shard : shards) {
+        const fs::path file = dir / shard;
+        if (!fs::exists(file))
+            throw InputError(label + ": shard " + shard + " is missing (expected " + file.string() + ")");
+        merge_file(out, file, load_safetensors_file(file), label);
+    }
+    for (const auto& [name, shard] : shard_of)
+        if (!out.weights.count(name))
+            throw InputError(label + ": missing tensor '" + name + "', listed in weight_map for " + shard +
+                             " but not found there");
+    return out;
+}
+
+// GPT-2 checkpoints saved from GPT2LMHeadModel prefix every name with "transformer.".
+void strip_transformer_prefix(WeightMap& weights, const std::string& label)
+{
+    static const std::string prefix = "transformer.";
+    WeightMap renamed;
+    for (auto& [name, tensor] : weights) {
+        const std::string canonical = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+        if (!renamed.emplace(canonical, std::move(tensor)).second)
+            throw InputError(label + ": tensor '" + canonical +
+                             "' is stored both with and without 'transformer.'");
+    }
+    weights = std::move(renamed);
+}
+
+} // namespace
+
+ModelFiles read_hf_directory(const fs::path& dir)
+{
+    const fs::path config_path = dir / "config.json";
+    if (!fs::exists(config_path))
+        throw InputError(dir.string() + ": no config.json; a Hugging Face model directory needs config.json "
+                                        "and model.safetensors");
+    ModelFiles mf;
+    mf.format = ModelFormat::HuggingFace;
+    mf.config = parse_hf_config(read_whole_file(config_path), config_path.string());
+
+    const fs::path single = dir / "model.safetensors";
+    const fs::path index = dir / "model.safetensors.index.json";
+    LoadedWeights loaded;
+    std::string weights_label;
+    if (fs::exists(single)) {
+        merge_file(loaded, single, load_safetensors_file(single), single.string());
+        weights_label = single.string();
+    } else if (fs::exists(index)) {
+        loaded = load_sharded(dir, index);
+        weights_label = index.string();
+    } else {
+        std::string problem = "no model.safetensors or model.safetensors.index.json";
+        if (fs::exists(dir / "pytorch_model.bin"))
+            problem += " (pytorch_model.bin is not supported; convert it to safetensors)";
+        throw InputError(dir.string() + ": " + problem);
+    }
+
+    mf.weights = std::move(loaded.weights);
+    mf.files = std::move(loaded.files);
+    mf.stored_dtype = summarize_stored_types(loaded.stored_types);
+    for (const std::string& s : loaded.skipped)
+        mf.warnings.push_back(weights_label + ": ignored non-float tensor " + s);
+    if (mf.config.arch == Architecture::GPT2)
+        strip_transformer_prefix(mf.weights, weights_label);
+
+    settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
+    check_weights_against_config(mf.config, mf.weights, config_path.string(), weights_label);
+    return mf;
+}
+
+} // namespace embedlab::io

@@ -1,0 +1,65 @@
+#include "io/mapped_file.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab::io {
+
+namespace {
+
+// Closes the descriptor on every path out of open(); the mapping stays valid.
+struct FdCloser {
+    int fd;
+    ~FdCloser()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+};
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what, int err)
+{
+    throw InputError(path.string() + ": " + what + ": " + std::strerror(err));
+}
+
+} // namespace
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
+{
+    FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (fd.fd < 0)
+        fail(path, "cannot open", errno);
+
+    struct stat st {};
+    if (::fstat(fd.fd, &st) != 0)
+        fail(path, "cannot stat", errno);
+    if (!S_ISREG(st.st_mode))
+        throw InputError(path.string() + ": not a regular file");
+
+    std::shared_ptr<MappedFile> file(new MappedFile());
+    file->path_ = path;
+    file->size_ = static_cast<uint64_t>(st.st_size);
+    if (file->size_ == 0)
+        return file;
+
+    void* p = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.fd, 0);
+    if (p == MAP_FAILED)
+        fail(path, "cannot map into memory", errno);
+    file->data_ = static_cast<uint8_t*>(p);
+    return file;
+}
+
+MappedFile::~MappedFile()
+{
+    if (data_)
+        ::munmap(data_, size_);
+}
+
+} // namespace embedlab::io

@@ -1,0 +1,38 @@
+// A whole file mapped into memory, unmapped when the last owner goes away.
+//
+// Tensors that wrap mapped bytes zero-copy hold a std::shared_ptr<MappedFile>,
+// so the mapping outlives the reader. The mapping is private copy-on-write: the
+// file itself is never modified, but a caller that edits a weight tensor in
+// place gets its own copy of the touched pages instead of a segfault.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace embedlab::io {
+
+class MappedFile {
+public:
+    // Throws InputError "<path>: <reason>" when the file cannot be opened or mapped.
+    static std::shared_ptr<MappedFile> open(const std::filesystem::path& path);
+
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    const uint8_t* data() const { return data_; }
+    uint64_t size() const { return size_; }
+    const std::filesystem::path& path() const { return path_; }
+    std::string label() const { return path_.string(); }
+
+private:
+    MappedFile() = default;
+
+    std::filesystem::path path_;
+    uint8_t* data_ = nullptr; // nullptr for an empty file (mmap rejects length 0)
+    uint64_t size_ = 0;
+};
+
+} // namespace embedlab::io
