@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   qt6-base-dev libgl-dev libqcustomplot-dev
   libtorch-dev libarmadillo-dev libeigen3-dev nlohmann-json3-dev
-  libsentencepiece-dev libicu-dev libssl-dev
+  libicu-dev libssl-dev
   libgtest-dev libgmock-dev
   # Without an optimised BLAS, libtorch and Armadillo fall back to the
   # reference BLAS and matrix products run about 20x slower.

@@ -46,7 +46,10 @@ std::unique_ptr<Tokenizer> load_gpt2_bpe(const std::filesystem::path& vocab_json
                                          const std::filesystem::path& merges_txt);
 // Hugging Face tokenizer.json with model.type "BPE" and a ByteLevel pre-tokenizer.
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::filesystem::path& tokenizer_json);
-// SentencePiece tokenizer.model (libsentencepiece).
+// SentencePiece tokenizer.model (BPE models, identity normalizer), read natively
+// and encoded as libsentencepiece does. libsentencepiece itself cannot be linked:
+// Debian's build exports a bundled protobuf that collides with libtorch's and
+// crashes the process before main().
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& model_file);
 // llama2.c tokenizer.bin; vocab_size comes from the checkpoint header.
 std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& tokenizer_bin,

@@ -1,0 +1,344 @@
+// The byte-level BPE tokenizer: pre-tokenize, map bytes to their one-character
+// tokens, then apply merges lowest rank first (leftmost on ties), as Hugging
+// Face tokenizers and GPT-2's encoder.py do.
+#include "tokenizer/byte_level_bpe.hpp"
+
+#include <array>
+#include <queue>
+#include <unordered_map>
+
+#include <unicode/bytestream.h>
+#include <unicode/normalizer2.h>
+
+#include "embedlab/error.hpp"
+#include "tokenizer/pre_tokenizer.hpp"
+#include "tokenizer/text_util.hpp"
+
+namespace embedlab::tokenizer_impl {
+namespace {
+
+// Ids beyond this are a corrupt file, not a real vocabulary; the bound keeps a
+// lying file from making us allocate gigabytes.
+constexpr int64_t max_vocab_id = 1 << 26;
+
+std::string to_byte_level(std::string_view bytes)
+{
+    std::string out;
+    out.reserve(bytes.size() * 2);
+    for (unsigned char b : bytes)
+        append_utf8(out, byte_to_code_point(b));
+    return out;
+}
+
+uint64_t pair_key(int32_t left, int32_t right)
+{
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
+}
+
+struct Merge {
+    int32_t rank;
+    int32_t merged_id;
+};
+
+std::string nfc(std::string_view text)
+{
+    UErrorCode status = U_ZERO_ERROR;
+    const icu::Normalizer2* normalizer = icu::Normalizer2::getNFCInstance(status);
+    std::string out;
+    icu::StringByteSink<std::string> sink(&out);
+    if (U_SUCCESS(status))
+        normalizer->normalizeUTF8(0, icu::StringPiece(text.data(), static_cast<int32_t>(text.size())),
+                                  sink, nullptr, status);
+    if (U_FAILURE(status))
+        return std::string(text); // not normalizable (e.g. too long): leave as is
+    return out;
+}
+
+class ByteLevelBpeTokenizer final : public Tokenizer {
+public:
+    explicit ByteLevelBpeTokenizer(ByteLevelBpeSpec spec);
+
+    std::vector<int32_t> encode(std::string_view text) const override;
+    std::string decode(std::span<const int32_t> ids) const override;
+    std::string token_text(int32_t id) const override;
+    int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+    std::string kind() const override { return "gpt2-bpe"; }
+    bool is_special(int32_t id) const override
+    {
+        return id >= 0 && id < vocab_size() && special_[static_cast<size_t>(id)];
+    }
+    std::optional<int32_t> unk_id() const override { return std::nullopt; }
+    std::optional<int32_t> bos_id() const override { return bos_; }
+    std::optional<int32_t> eos_id() const override { return eos_; }
+
+private:
+    void check_id(int32_t id) const;
+    void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+
+    std::filesystem::path source_;
+    std::vector<std::string> tokens_;  // id -> byte-level text (added: plain content)
+    std::vector<uint8_t> special_;     // id -> special added token
+    std::vector<uint8_t> added_;       // id -> added token (decoded as plain text)
+    std::unordered_map<std::string, int32_t> token_ids_;
+    std::array<int32_t, 256> byte_ids_{};
+    std::unordered_map<uint64_t, Merge> merges_;
+    std::optional<int32_t> bos_, eos_;
+    ByteLevelBpeSpec options_; // flags only; its tables are moved out
+};
+
+ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(spec.source)
+{
+    int64_t max_id = -1;
+    for (const auto& [text, id] : spec.vocab) {
+        if (id < 0 || id > max_vocab_id)
+            throw InputError(file_message(source_, "token \"" + printable_utf8(text) +
+                                                       "\" has an invalid id " + std::to_string(id)));
+        max_id = std::max<int64_t>(max_id, id);
+    }
+    for (const AddedToken& t : spec.added_tokens) {
+        if (t.id < 0 || t.id > max_vocab_id)
+            throw InputError(file_message(source_, "added token \"" + printable_utf8(t.content) +
+                                                       "\" has an invalid id " + std::to_string(t.id)));
+        max_id = std::max<int64_t>(max_id, t.id);
+    }
+    if (max_id < 0)
+        throw InputError(file_message(source_, "the vocabulary is empty"));
+
+    const auto size = static_cast<size_t>(max_id + 1);
+    tokens_.resize(size);
+    special_.assign(size, 0);
+    added_.assign(size, 0);
+    token_ids_.reserve(spec.vocab.size());
+    for (auto& [text, id] : spec.vocab) {
+        token_ids_.emplace(text, id);
+        if (tokens_[static_cast<size_t>(id)].empty())
+            tokens_[static_cast<size_t>(id)] = std::move(text);
+    }
+    for (const AddedToken& t : spec.added_tokens) {
+        tokens_[static_cast<size_t>(t.id)] = t.content;
+        added_[static_cast<size_t>(t.id)] = 1;
+        special_[static_cast<size_t>(t.id)] = t.special ? 1 : 0;
+    }
+
+    for (int b = 0; b < 256; ++b) {
+        std::string one;
+        append_utf8(one, byte_to_code_point(static_cast<unsigned char>(b)));
+        const auto it = token_ids_.find(one);
+        byte_ids_[static_cast<size_t>(b)] = it == token_ids_.end() ? -1 : it->second;
+    }
+
+    const std::filesystem::path& merges_file =
+        spec.merges_source.empty() ? source_ : spec.merges_source;
+    const auto id_of = [&](const std::string& text, size_t merge_index) {
+        const auto it = token_ids_.find(text);
+        if (it == token_ids_.end())
+            throw InputError(file_message(merges_file, "merge " + std::to_string(merge_index + 1) +
+                                                           " uses \"" + printable_utf8(text) +
+                                                           "\", which is not in the vocabulary"));
+        return it->second;
+    };
+    merges_.reserve(spec.merges.size());
+    for (size_t i = 0; i < spec.merges.size(); ++i) {
+        const auto& [left, right] = spec.merges[i];
+        const int32_t left_id = id_of(left, i);
+        const int32_t right_id = id_of(right, i);
+        const int32_t merged_id = id_of(left + right, i);
+        // A repeated pair keeps its last rank, as in GPT-2 and Hugging Face.
+        merges_[pair_key(left_id, right_id)] = Merge{static_cast<int32_t>(i), merged_id};
+    }
+
+    // BOS/EOS are not part of these files; recognise the usual names.
+    for (const AddedToken& t : spec.added_tokens) {
+        if (!t.special)
+            continue;
+        if (!bos_ && (t.content == "<|endoftext|>" || t.content == "<s>" ||
+                      t.content == "<|begin_of_text|>" || t.content == "<bos>"))
+            bos_ = t.id;
+        if (!eos_ && (t.content == "<|endoftext|>" || t.content == "</s>" ||
+                      t.content == "<|end_of_text|>" || t.content == "<eos>"))
+            eos_ = t.id;
+    }
+
+    spec.vocab.clear();
+    spec.merges.clear();
+    spec.added_tokens.clear();
+    options_ = std::move(spec);
+}
+
+void ByteLevelBpeTokenizer::check_id(int32_t id) const
+{
+    if (id < 0 || id >= vocab_size())
+        throw InputError(file_message(source_, "token id " + std::to_string(id) +
+                                                   " is out of range (vocabulary size " +
+                                                   std::to_string(vocab_size()) + ")"));
+}
+
+void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const
+{
+    if (options_.ignore_merges) {
+        const auto it = token_ids_.find(to_byte_level(piece));
+        if (it != token_ids_.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
+
+    // Symbols form a linked list; merging marks the right one dead (id -1).
+    struct Symbol {
+        int32_t id;
+        int32_t prev;
+        int32_t next;
+    };
+    std::vector<Symbol> symbols;
+    symbols.reserve(piece.size());
+    for (unsigned char b : piece) {
+        const int32_t id = byte_ids_[b];
+        if (id < 0)
+            continue; // no token for this byte: dropped, as HF does without an unk token
+        const auto index = static_cast<int32_t>(symbols.size());
+        symbols.push_back({id, index - 1, index + 1});
+    }
+    if (symbols.empty())
+        return;
+    symbols.back().next = -1;
+
+    struct Candidate {
+        int32_t rank;
+        int32_t left;
+        int32_t right;
+        int32_t left_id;
+        int32_t right_id;
+        int32_t merged_id;
+    };
+    // Lowest rank first, then leftmost.
+    const auto later = [](const Candidate& a, const Candidate& b) {
+        return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
+    const auto consider = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0)
+            return;
+        const Symbol& l = symbols[static_cast<size_t>(left)];
+        const Symbol& r = symbols[static_cast<size_t>(right)];
+        const auto it = merges_.find(pair_key(l.id, r.id));
+        if (it != merges_.end())
+            queue.push({it->second.rank, left, right, l.id, r.id, it->second.merged_id});
+    };
+    for (size_t i = 0; i + 1 < symbols.size(); ++i)
+        consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
+
+    while (!queue.empty()) {
+        const Candidate c = queue.top();
+        queue.pop();
+        Symbol& l = symbols[static_cast<size_t>(c.left)];
+        Symbol& r = symbols[static_cast<size_t>(c.right)];
+        // Stale entry: one side has since merged with something else.
+        if (l.id != c.left_id || r.id != c.right_id || l.next != c.right)
+            continue;
+        l.id = c.merged_id;
+        l.next = r.next;
+        r.id = -1;
+        if (r.next >= 0)
+            symbols[static_cast<size_t>(r.next)].prev = c.left;
+        consider(l.prev, c.left);
+        consider(c.left, l.next);
+    }
+    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
+        out.push_back(symbols[static_cast<size_t>(i)].id);
+}
+
+std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text) const
+{
+    std::vector<int32_t> ids;
+    if (text.empty())
+        return ids;
+
+    std::string prepared;
+    if (options_.nfc) {
+        prepared = nfc(text);
+        text = prepared;
+    }
+    if (options_.add_prefix_space && text.front() != ' ') {
+        std::string with_space(1, ' ');
+        with_space.append(text);
+        prepared = std::move(with_space);
+        text = prepared;
+    }
+
+    std::vector<std::string_view> segments{text};
+    if (options_.split_digits)
+        segments = split_digits(text, options_.individual_digits);
+    std::vector<std::string_view> pieces;
+    for (std::string_view segment : segments) {
+        if (!options_.use_regex) {
+            pieces.push_back(segment);
+            continue;
+        }
+        const auto split = split_gpt2_pattern(segment);
+        pieces.insert(pieces.end(), split.begin(), split.end());
+    }
+
+    // Words repeat a lot: reuse the ids a piece got the first time it was seen
+    // in this call (a per-call cache, so calls share no mutable state).
+    struct Span {
+        size_t start;
+        size_t length;
+    };
+    std::unordered_map<std::string_view, Span> seen;
+    ids.reserve(text.size() / 3);
+    for (std::string_view piece : pieces) {
+        const auto [it, inserted] = seen.try_emplace(piece, Span{ids.size(), 0});
+        if (!inserted) {
+            for (size_t i = 0; i < it->second.length; ++i) {
+                const int32_t id = ids[it->second.start + i];
+                ids.push_back(id);
+            }
+            continue;
+        }
+        encode_piece(piece, ids);
+        it->second.length = ids.size() - it->second.start;
+    }
+    return ids;
+}
+
+std::string ByteLevelBpeTokenizer::decode(std::span<const int32_t> ids) const
+{
+    std::string out;
+    for (int32_t id : ids) {
+        check_id(id);
+        const std::string& token = tokens_[static_cast<size_t>(id)];
+        if (added_[static_cast<size_t>(id)]) {
+            out += token;
+            continue;
+        }
+        for (size_t pos = 0; pos < token.size();) {
+            const CodePoint cp = next_code_point(token, pos);
+            const int byte = byte_from_code_point(cp.value);
+            if (byte >= 0)
+                out.push_back(static_cast<char>(byte));
+            else
+                out.append(token, pos, static_cast<size_t>(cp.length)); // not byte-level text
+            pos += static_cast<size_t>(cp.length);
+        }
+    }
+    return out;
+}
+
+std::string ByteLevelBpeTokenizer::token_text(int32_t id) const
+{
+    check_id(id);
+    if (added_[static_cast<size_t>(id)])
+        return tokens_[static_cast<size_t>(id)];
+    const int32_t one[] = {id};
+    return printable_utf8(decode(one));
+}
+
+} // namespace
+
+std::unique_ptr<Tokenizer> make_byte_level_bpe(ByteLevelBpeSpec spec)
+{
+    return std::make_unique<ByteLevelBpeTokenizer>(std::move(spec));
+}
+
+} // namespace embedlab::tokenizer_impl

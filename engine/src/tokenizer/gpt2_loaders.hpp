@@ -1,0 +1,18 @@
+// Reading byte-level BPE descriptions from GPT-2 files and Hugging Face
+// tokenizer.json.
+#pragma once
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/byte_level_bpe.hpp"
+
+namespace embedlab::tokenizer_impl {
+
+// The spec of a tokenizer.json already parsed from `file`; InputError naming
+// `file` when it is not a byte-level BPE this engine reproduces exactly.
+ByteLevelBpeSpec parse_hf_tokenizer_json(const nlohmann::json& root,
+                                         const std::filesystem::path& file);
+
+} // namespace embedlab::tokenizer_impl

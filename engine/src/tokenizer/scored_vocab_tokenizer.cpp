@@ -1,0 +1,311 @@
+// ScoredVocabTokenizer: construction, decoding, and run.c's score-merge
+// encoder (llama2.c tokenizer.bin and GGUF vocabularies).
+#include "tokenizer/scored_vocab.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <queue>
+
+#include "embedlab/error.hpp"
+#include "tokenizer/text_util.hpp"
+
+namespace embedlab {
+namespace tokenizer_impl {
+namespace {
+
+constexpr std::string_view sp_space = "\xE2\x96\x81"; // U+2581 "▁", SentencePiece's space
+
+// The byte of a "<0xXX>" token, or -1.
+int parse_byte_token(const std::string& token)
+{
+    unsigned value = 0;
+    char tail = 0;
+    if (token.size() != 6 || std::sscanf(token.c_str(), "<0x%2X%c", &value, &tail) != 2 || tail != '>')
+        return -1;
+    return static_cast<int>(value);
+}
+
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to)
+{
+    std::string out;
+    out.reserve(text.size());
+    for (size_t pos = 0;;) {
+        const size_t hit = text.find(from, pos);
+        if (hit == std::string_view::npos) {
+            out.append(text.substr(pos));
+            return out;
+        }
+        out.append(text.substr(pos, hit - pos));
+        out.append(to);
+        pos = hit + from.size();
+    }
+}
+
+} // namespace
+
+ScoredVocabTokenizer::ScoredVocabTokenizer(ScoredVocab vocab, std::string kind, std::string source,
+                                           ScoredEncoderOptions options)
+    : vocab_(std::move(vocab)), kind_(std::move(kind)), source_(std::move(source)),
+      options_(std::move(options))
+{
+    const size_t n = vocab_.tokens.size();
+    if (n == 0)
+        throw InputError(file_message(source_, "the vocabulary is empty"));
+    if (n > static_cast<size_t>(INT32_MAX))
+        throw InputError(file_message(source_, "the vocabulary is too large"));
+    if (vocab_.scores.size() != n)
+        throw InputError(file_message(source_, "the vocabulary has " + std::to_string(n) +
+                                                   " tokens but " +
+                                                   std::to_string(vocab_.scores.size()) + " scores"));
+    if (!vocab_.types.empty() && vocab_.types.size() != n)
+        throw InputError(file_message(source_, "the vocabulary has " + std::to_string(n) +
+                                                   " tokens but " +
+                                                   std::to_string(vocab_.types.size()) + " token types"));
+    for (const auto& [name, id] : {std::pair{"BOS", vocab_.bos_id}, std::pair{"EOS", vocab_.eos_id},
+                                   std::pair{"unknown", vocab_.unk_id}})
+        if (id < -1 || id >= static_cast<int64_t>(n))
+            throw InputError(file_message(source_, std::string(name) + " token id " +
+                                                       std::to_string(id) + " is out of range"));
+
+    const bool sentencepiece = options_.style == ScoredEncoderOptions::Style::sentencepiece;
+    token_ids_.reserve(n);
+    merge_ids_.reserve(n);
+    bool any_sp_space = false;
+    for (size_t i = 0; i < n; ++i) {
+        const auto id = static_cast<int32_t>(i);
+        const std::string_view token = vocab_.tokens[i];
+        const int32_t type = type_of(id);
+        const bool reserved = type == type_control || type == type_unknown || type == type_byte;
+        // libsentencepiece's PieceToId looks at reserved pieces first.
+        if (sentencepiece && reserved)
+            token_ids_.insert_or_assign(token, id);
+        else
+            token_ids_.emplace(token, id);
+        if (!sentencepiece || !reserved)
+            merge_ids_.emplace(token, id);
+        if (sentencepiece && type == type_user_defined)
+            user_defined_.push_back(token);
+        any_sp_space = any_sp_space || token.find(sp_space) != std::string_view::npos;
+    }
+    std::stable_sort(user_defined_.begin(), user_defined_.end(),
+                     [](std::string_view a, std::string_view b) { return a.size() > b.size(); });
+    // llama2.c's tokenizer.bin stores spaces as ' ', GGUF and .model files as '▁'.
+    space_ = sentencepiece ? (options_.escape_whitespaces ? std::string(sp_space) : " ")
+                           : (any_sp_space ? std::string(sp_space) : " ");
+
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        const auto it = token_ids_.find(name);
+        int32_t id = it == token_ids_.end() ? -1 : it->second;
+        // run.c hard-codes byte b as token b + 3 (after <unk>, <s>, </s>).
+        if (id < 0 && !sentencepiece && kind_ == "llama2c" && b + 3 < static_cast<int>(n))
+            id = b + 3;
+        if (id < 0)
+            id = vocab_.unk_id;
+        byte_ids_[static_cast<size_t>(b)] = id;
+    }
+}
+
+int32_t ScoredVocabTokenizer::type_of(int32_t id) const
+{
+    if (!vocab_.types.empty())
+        return vocab_.types[static_cast<size_t>(id)];
+    // No stored types (llama2.c): the fixed special ids and "<0xXX>" names.
+    if (id == vocab_.unk_id)
+        return type_unknown;
+    if (id == vocab_.bos_id || id == vocab_.eos_id)
+        return type_control;
+    if (parse_byte_token(vocab_.tokens[static_cast<size_t>(id)]) >= 0)
+        return type_byte;
+    return type_normal;
+}
+
+void ScoredVocabTokenizer::check_id(int32_t id) const
+{
+    if (id < 0 || id >= vocab_size())
+        throw InputError(file_message(source_, "token id " + std::to_string(id) +
+                                                   " is out of range (vocabulary size " +
+                                                   std::to_string(vocab_size()) + ")"));
+}
+
+bool ScoredVocabTokenizer::is_special(int32_t id) const
+{
+    if (id < 0 || id >= vocab_size())
+        return false;
+    const int32_t type = type_of(id);
+    return type == type_control || type == type_unknown;
+}
+
+int ScoredVocabTokenizer::byte_of(int32_t id) const
+{
+    if (type_of(id) != type_byte)
+        return -1;
+    return parse_byte_token(vocab_.tokens[static_cast<size_t>(id)]);
+}
+
+void ScoredVocabTokenizer::throw_no_byte_token(unsigned char byte) const
+{
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", byte);
+    throw InputError(file_message(source_, std::string("the text has byte ") + hex +
+                                               ", which has no token and no unknown-token fallback"));
+}
+
+std::vector<int32_t> ScoredVocabTokenizer::encode(std::string_view text) const
+{
+    if (text.empty())
+        return {};
+    if (options_.style == ScoredEncoderOptions::Style::sentencepiece)
+        return encode_sentencepiece(text);
+    return encode_llama2c(text);
+}
+
+std::vector<int32_t> ScoredVocabTokenizer::encode_llama2c(std::string_view text) const
+{
+    std::string prepared(vocab_.add_dummy_prefix ? 1 : 0, ' ');
+    prepared.append(text);
+    if (space_ != " ")
+        prepared = replace_all(prepared, " ", space_);
+
+    // One token per code point, or its bytes' fallback tokens. Grouping follows
+    // run.c: a byte plus up to three following continuation bytes.
+    std::vector<int32_t> initial;
+    initial.reserve(prepared.size());
+    const std::string_view all = prepared;
+    for (size_t pos = 0; pos < all.size();) {
+        size_t end = pos + 1;
+        while (end < all.size() && end - pos < 4 && (static_cast<unsigned char>(all[end]) & 0xC0) == 0x80)
+            ++end;
+        const std::string_view group = all.substr(pos, end - pos);
+        if (const auto it = token_ids_.find(group); it != token_ids_.end()) {
+            initial.push_back(it->second);
+        } else {
+            for (unsigned char b : group) {
+                if (byte_ids_[b] < 0)
+                    throw_no_byte_token(b);
+                initial.push_back(byte_ids_[b]);
+            }
+        }
+        pos = end;
+    }
+
+    // Linked list of symbols; a merged-away symbol gets id -1.
+    struct Symbol {
+        int32_t id;
+        int32_t prev;
+        int32_t next;
+    };
+    std::vector<Symbol> symbols(initial.size());
+    for (size_t i = 0; i < initial.size(); ++i)
+        symbols[i] = {initial[i], static_cast<int32_t>(i) - 1, static_cast<int32_t>(i) + 1};
+    symbols.back().next = -1;
+
+    struct Candidate {
+        float score;
+        int32_t left;
+        int32_t right;
+        int32_t left_id;
+        int32_t right_id;
+        int32_t merged_id;
+    };
+    // Highest score first, leftmost on ties (run.c's strict '>' scan).
+    const auto later = [](const Candidate& a, const Candidate& b) {
+        return a.score != b.score ? a.score < b.score : a.left > b.left;
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
+    std::string joined;
+    const auto consider = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0)
+            return;
+        const Symbol& l = symbols[static_cast<size_t>(left)];
+        const Symbol& r = symbols[static_cast<size_t>(right)];
+        joined = vocab_.tokens[static_cast<size_t>(l.id)];
+        joined += vocab_.tokens[static_cast<size_t>(r.id)];
+        const auto it = merge_ids_.find(joined);
+        if (it == merge_ids_.end())
+            return;
+        const float score = vocab_.scores[static_cast<size_t>(it->second)];
+        // run.c starts its search at -1e10: pairs scored at or below it never merge.
+        if (!(score > -1e10f))
+            return;
+        queue.push({score, left, right, l.id, r.id, it->second});
+    };
+    for (size_t i = 0; i + 1 < symbols.size(); ++i)
+        consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
+
+    while (!queue.empty()) {
+        const Candidate c = queue.top();
+        queue.pop();
+        Symbol& l = symbols[static_cast<size_t>(c.left)];
+        Symbol& r = symbols[static_cast<size_t>(c.right)];
+        if (l.id != c.left_id || r.id != c.right_id || l.next != c.right)
+            continue; // stale: one side has merged since
+        l.id = c.merged_id;
+        l.next = r.next;
+        r.id = -1;
+        if (r.next >= 0)
+            symbols[static_cast<size_t>(r.next)].prev = c.left;
+        consider(l.prev, c.left);
+        consider(c.left, l.next);
+    }
+
+    std::vector<int32_t> ids;
+    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
+        ids.push_back(symbols[static_cast<size_t>(i)].id);
+    return ids;
+}
+
+std::string ScoredVocabTokenizer::decode(std::span<const int32_t> ids) const
+{
+    const bool sentencepiece = options_.style == ScoredEncoderOptions::Style::sentencepiece;
+    // The dummy prefix the encoder added comes back as the first piece's leading space.
+    bool strip_leading_space = vocab_.add_dummy_prefix && !options_.whitespace_as_suffix;
+    std::string out;
+    for (int32_t id : ids) {
+        check_id(id);
+        const int32_t type = type_of(id);
+        if (type == type_control)
+            continue;
+        if (type == type_byte) {
+            out.push_back(static_cast<char>(byte_of(id)));
+        } else if (type == type_unknown && sentencepiece) {
+            out += options_.unk_surface;
+        } else {
+            std::string piece = vocab_.tokens[static_cast<size_t>(id)];
+            if (space_ != " ")
+                piece = replace_all(piece, space_, " ");
+            if (strip_leading_space && !piece.empty() && piece.front() == ' ')
+                piece.erase(0, 1);
+            out += piece;
+        }
+        strip_leading_space = false;
+    }
+    return out;
+}
+
+std::string ScoredVocabTokenizer::token_text(int32_t id) const
+{
+    check_id(id);
+    const std::string& token = vocab_.tokens[static_cast<size_t>(id)];
+    if (is_special(id)) {
+        // llama2.c stores BOS/EOS as "\n<s>\n"; show the name only.
+        const size_t first = token.find_first_not_of(" \n");
+        const size_t last = token.find_last_not_of(" \n");
+        return first == std::string::npos ? token : token.substr(first, last - first + 1);
+    }
+    if (byte_of(id) >= 0)
+        return token;
+    return printable_utf8(space_ != " " ? replace_all(token, space_, " ") : token);
+}
+
+} // namespace tokenizer_impl
+
+std::unique_ptr<Tokenizer> make_scored_vocab_tokenizer(ScoredVocab vocab, std::string kind,
+                                                       const std::string& source)
+{
+    return std::make_unique<tokenizer_impl::ScoredVocabTokenizer>(
+        std::move(vocab), std::move(kind), source, tokenizer_impl::ScoredEncoderOptions{});
+}
+
+} // namespace embedlab

@@ -1,0 +1,184 @@
+// SentencePiece BPE encoding, following libsentencepiece (normalizer.cc and
+// bpe_model.cc): normalize, split into characters (user-defined symbols stay
+// whole), merge the best-scored adjacent pair (leftmost on ties), split
+// "unused" pieces back, and spell unknown pieces as byte tokens.
+#include <queue>
+
+#include "tokenizer/scored_vocab.hpp"
+#include "tokenizer/text_util.hpp"
+
+namespace embedlab::tokenizer_impl {
+
+// Length of the longest user-defined symbol that `rest` starts with, or 0.
+size_t ScoredVocabTokenizer::user_defined_match(std::string_view rest) const
+{
+    for (std::string_view symbol : user_defined_) // longest first
+        if (!symbol.empty() && rest.starts_with(symbol))
+            return symbol.size();
+    return 0;
+}
+
+// The identity normalizer (no precompiled character map, as Llama's models
+// have): optional whitespace squeezing, the dummy prefix, ' ' -> '▁'.
+std::string ScoredVocabTokenizer::normalize_sentencepiece(std::string_view input) const
+{
+    static constexpr std::string_view replacement = "\xEF\xBF\xBD"; // U+FFFD
+
+    // Next character: a user-defined symbol, a code point, or U+FFFD for one
+    // ill-formed byte.
+    const auto next = [&](std::string_view rest) -> std::pair<std::string_view, size_t> {
+        if (const size_t n = user_defined_match(rest))
+            return {rest.substr(0, n), n};
+        const CodePoint cp = next_code_point(rest, 0);
+        if (cp.value < 0)
+            return {replacement, 1};
+        return {rest.substr(0, static_cast<size_t>(cp.length)), static_cast<size_t>(cp.length)};
+    };
+
+    if (options_.remove_extra_whitespaces)
+        while (!input.empty() && input.front() == ' ')
+            input.remove_prefix(1);
+    std::string out;
+    if (input.empty())
+        return out;
+    out.reserve(input.size() * 3 / 2 + 3);
+    const bool dummy_prefix = vocab_.add_dummy_prefix;
+    if (dummy_prefix && !options_.whitespace_as_suffix)
+        out += space_;
+
+    bool previous_was_space = options_.remove_extra_whitespaces;
+    while (!input.empty()) {
+        auto [piece, consumed] = next(input);
+        input.remove_prefix(consumed);
+        if (previous_was_space)
+            while (!piece.empty() && piece.front() == ' ')
+                piece.remove_prefix(1);
+        if (piece.empty())
+            continue;
+        for (char c : piece) {
+            if (c == ' ')
+                out += space_;
+            else
+                out += c;
+        }
+        // Only squeezing looks at the previous character.
+        previous_was_space = options_.remove_extra_whitespaces && piece.back() == ' ';
+    }
+    if (options_.remove_extra_whitespaces)
+        while (out.ends_with(space_))
+            out.erase(out.size() - space_.size());
+    if (dummy_prefix && options_.whitespace_as_suffix)
+        out += space_;
+    return out;
+}
+
+std::vector<int32_t> ScoredVocabTokenizer::encode_sentencepiece(std::string_view text) const
+{
+    const std::string normalized = normalize_sentencepiece(text);
+    std::vector<int32_t> ids;
+    if (normalized.empty())
+        return ids;
+    const std::string_view all = normalized;
+
+    // Symbols are spans of `normalized`; a merged-away symbol becomes empty.
+    struct Symbol {
+        size_t start;
+        size_t length;
+        int32_t prev;
+        int32_t next;
+        bool frozen; // user-defined symbols never merge
+    };
+    std::vector<Symbol> symbols;
+    symbols.reserve(all.size());
+    for (size_t pos = 0; pos < all.size();) {
+        size_t length = user_defined_match(all.substr(pos));
+        const bool frozen = length > 0;
+        if (!frozen)
+            length = static_cast<size_t>(next_code_point(all, pos).length);
+        const auto index = static_cast<int32_t>(symbols.size());
+        symbols.push_back({pos, length, index - 1, index + 1, frozen});
+        pos += length;
+    }
+    symbols.back().next = -1;
+    const auto piece_of = [&](const Symbol& s) { return all.substr(s.start, s.length); };
+
+    struct Candidate {
+        float score;
+        int32_t left;
+        int32_t right;
+        size_t length;
+    };
+    const auto later = [](const Candidate& a, const Candidate& b) {
+        return a.score != b.score ? a.score < b.score : a.left > b.left;
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
+    // Unused pieces may be built by merges but are emitted as their two halves.
+    std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> unused_halves;
+    const auto consider = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0)
+            return;
+        const Symbol& l = symbols[static_cast<size_t>(left)];
+        const Symbol& r = symbols[static_cast<size_t>(right)];
+        if (l.frozen || r.frozen)
+            return;
+        const std::string_view joined = all.substr(l.start, l.length + r.length);
+        const auto it = merge_ids_.find(joined);
+        if (it == merge_ids_.end())
+            return;
+        queue.push({vocab_.scores[static_cast<size_t>(it->second)], left, right, joined.size()});
+        if (type_of(it->second) == type_unused)
+            unused_halves[joined] = {piece_of(l), piece_of(r)};
+    };
+    for (size_t i = 0; i + 1 < symbols.size(); ++i)
+        consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
+
+    while (!queue.empty()) {
+        const Candidate c = queue.top();
+        queue.pop();
+        Symbol& l = symbols[static_cast<size_t>(c.left)];
+        Symbol& r = symbols[static_cast<size_t>(c.right)];
+        // Stale: a side merged since (symbols only grow to the right, so
+        // unchanged lengths mean unchanged symbols).
+        if (l.length == 0 || r.length == 0 || l.length + r.length != c.length)
+            continue;
+        l.length += r.length;
+        l.next = r.next;
+        r.length = 0;
+        if (r.next >= 0)
+            symbols[static_cast<size_t>(r.next)].prev = c.left;
+        consider(l.prev, c.left);
+        consider(c.left, l.next);
+    }
+
+    const auto emit = [&](auto&& self, std::string_view piece) -> void {
+        const auto it = token_ids_.find(piece);
+        const int32_t id = it == token_ids_.end() ? -1 : it->second;
+        if (id >= 0 && type_of(id) == type_unused) {
+            if (const auto halves = unused_halves.find(piece); halves != unused_halves.end()) {
+                self(self, halves->second.first);
+                self(self, halves->second.second);
+                return;
+            }
+        }
+        if (id >= 0 && type_of(id) != type_unknown) {
+            ids.push_back(id);
+            return;
+        }
+        if (options_.byte_fallback) {
+            for (unsigned char b : piece) {
+                if (byte_ids_[b] < 0)
+                    throw_no_byte_token(b);
+                ids.push_back(byte_ids_[b]);
+            }
+            return;
+        }
+        if (vocab_.unk_id < 0)
+            throw_no_byte_token(static_cast<unsigned char>(piece.front()));
+        ids.push_back(vocab_.unk_id);
+    };
+    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
+        emit(emit, piece_of(symbols[static_cast<size_t>(i)]));
+    return ids;
+}
+
+} // namespace embedlab::tokenizer_impl
