@@ -8,14 +8,14 @@
 
 #include "main_window.hpp"
 
-namespace embedlab { void init_threads(); }
+namespace embedlab { void init_runtime(); }
 
 int main(int argc, char** argv)
 {
     QApplication app(argc, argv);
     QApplication::setApplicationName("EmbedLab");
     QApplication::setOrganizationName("EmbedLab");
-    embedlab::init_threads();
+    embedlab::init_runtime();
 
     QCommandLineParser parser;
     parser.setApplicationDescription("EmbedLab: compress token embeddings of small language models");

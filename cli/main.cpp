@@ -41,7 +41,7 @@ int main(int argc, char** argv)
     }
     const std::string command = args[0];
     args.erase(args.begin());
-    init_threads();
+    init_runtime();
     cli::install_interrupt_handler();
     try {
         if (command == "inspect")

@@ -10,7 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include "embedlab/model.hpp"
+
 namespace embedlab::test {
+
+// Same process set-up as the CLI and GUI (threads, allocator), once per test program.
+inline const bool runtime_initialized = (embedlab::init_runtime(), true);
 
 inline std::filesystem::path shared_dir()
 {

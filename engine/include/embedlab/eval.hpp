@@ -27,7 +27,7 @@ namespace embedlab {
 struct PerplexityOptions {
     int64_t ctx = 128;
     int64_t stride = 0;        // 0: equal to ctx (the default protocol)
-    int64_t batch_windows = 0; // 0: chosen so one batch's logits stay near 256 MB
+    int64_t batch_windows = 0; // 0: about 2048 positions per batch
 };
 
 struct PerplexityResult {

@@ -127,7 +127,8 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
 // Hex sha256 of a file's bytes, read in 1 MiB blocks.
 std::string sha256_file(const std::filesystem::path& file);
 
-// Use every core for libtorch intra-op work. Call once at start-up.
-void init_threads();
+// Process start-up: libtorch uses every core (EMBEDLAB_THREADS overrides) and
+// glibc keeps large freed blocks for reuse. Call once from main().
+void init_runtime();
 
 } // namespace embedlab

@@ -41,9 +41,9 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
                          std::to_string(model.max_context()) + " learned positions");
     const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
     const int64_t V = model.config().vocab_size;
-    const int64_t batch = options.batch_windows > 0
-                              ? options.batch_windows
-                              : std::max<int64_t>(1, (256LL << 20) / (ctx * V * 4));
+    // About 2048 positions per batch keeps the matrix products efficient.
+    const int64_t batch =
+        options.batch_windows > 0 ? options.batch_windows : std::max<int64_t>(1, 2048 / ctx);
 
     auto all_ids = torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())},
                                     torch::kInt32)
@@ -59,17 +59,26 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
                windows[end].length == windows[next].length)
             ++end;
         const int64_t len = windows[next].length, T = len - 1;
-        std::vector<torch::Tensor> rows;
+        std::vector<torch::Tensor> window_ids;
         for (size_t i = next; i < end; ++i)
-            rows.push_back(all_ids.narrow(0, windows[i].start, len));
-        auto batch_ids = torch::stack(rows);                  // [B, len]
+            window_ids.push_back(all_ids.narrow(0, windows[i].start, len));
+        auto batch_ids = torch::stack(window_ids);                  // [B, len]
         auto inputs = batch_ids.narrow(1, 0, T);
         auto targets = batch_ids.narrow(1, 1, T).reshape({-1});
-        auto hidden = model.hidden_states(inputs);           // [B, T, d]
-        auto logits = model.head(hidden.reshape({-1, hidden.size(-1)})); // [B*T, V]
-        // NLL = logsumexp(logits) - logit[target]; no full log_softmax copy.
-        auto nll = (torch::logsumexp(logits, -1) - logits.gather(1, targets.unsqueeze(1)).squeeze(1))
-                       .view({-1, T});
+        auto hidden = model.hidden_states(inputs).reshape({-1, model.config().hidden_size});
+        // Head and loss in row chunks whose logits stay under glibc's 32 MB mmap
+        // threshold: freed blocks are then reused instead of unmapped, and fresh
+        // pages fault in very slowly on VMs (5x slower end to end here).
+        const int64_t rows = hidden.size(0), chunk = std::max<int64_t>(1, (24LL << 20) / (V * 4));
+        std::vector<torch::Tensor> nll_parts;
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+            const int64_t n = std::min(chunk, rows - r0);
+            auto logits = model.head(hidden.narrow(0, r0, n)); // [n, V]
+            auto target = targets.narrow(0, r0, n).unsqueeze(1);
+            // NLL = logsumexp(logits) - logit[target]; no full log_softmax copy.
+            nll_parts.push_back(torch::logsumexp(logits, -1) - logits.gather(1, target).squeeze(1));
+        }
+        auto nll = torch::cat(nll_parts).view({-1, T});
         for (size_t i = next; i < end; ++i) {
             const auto& w = windows[i];
             auto row = nll[static_cast<int64_t>(i - next)].narrow(0, w.first_scored, T - w.first_scored);

