@@ -9,7 +9,7 @@
 
 namespace {
 
-struct Run {
+struct CliRun {
     int exit_code = -1;
     std::string out, err;
 };
@@ -22,7 +22,7 @@ std::string quote(const std::string& s)
     return q + "'";
 }
 
-Run cli(const std::vector<std::string>& args)
+CliRun cli(const std::vector<std::string>& args)
 {
     static embedlab::test::TempDir dir;
     std::string cmd = quote(EMBEDLAB_CLI_PATH);
@@ -30,7 +30,7 @@ Run cli(const std::vector<std::string>& args)
         cmd += " " + quote(a);
     cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string()) + " </dev/null";
     const int status = std::system(cmd.c_str());
-    Run r;
+    CliRun r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = embedlab::test::read_text(dir / "out");
     r.err = embedlab::test::read_text(dir / "err");
@@ -47,7 +47,7 @@ size_t line_count(const std::string& s)
 
 TEST(Cli, InspectTheBundledDefaultModel)
 {
-    const Run r = cli({"inspect", "--json"});
+    const CliRun r = cli({"inspect", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["format"], "huggingface");
@@ -71,7 +71,7 @@ TEST(Cli, EvalJsonHasTheContractFields)
     embedlab::test::TempDir dir;
     std::ofstream(dir / "t.txt") << "Once upon a time, there was a little robot who wanted to play. "
                                     "It looked at the sun and smiled.";
-    const Run r = cli({"eval", "--text", (dir / "t.txt").string(), "--ctx", "8", "--json"});
+    const CliRun r = cli({"eval", "--text", (dir / "t.txt").string(), "--ctx", "8", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     for (const char* field : {"tokens", "nll_per_token", "ppl", "ctx", "stride", "seconds", "tokens_per_second"})
@@ -85,11 +85,11 @@ TEST(Cli, TokenizeAndEvalOfIdsAgree)
 {
     embedlab::test::TempDir dir;
     std::ofstream(dir / "t.txt") << "The little dog ran to the park and found a red ball.";
-    const Run tok = cli({"tokenize", "--text", (dir / "t.txt").string(), "--json"});
+    const CliRun tok = cli({"tokenize", "--text", (dir / "t.txt").string(), "--json"});
     ASSERT_EQ(tok.exit_code, 0) << tok.err;
     std::ofstream(dir / "ids.json") << tok.out;
-    const Run a = cli({"eval", "--text", (dir / "t.txt").string(), "--json"});
-    const Run b = cli({"eval", "--ids", (dir / "ids.json").string(), "--json"});
+    const CliRun a = cli({"eval", "--text", (dir / "t.txt").string(), "--json"});
+    const CliRun b = cli({"eval", "--ids", (dir / "ids.json").string(), "--json"});
     ASSERT_EQ(a.exit_code, 0) << a.err;
     ASSERT_EQ(b.exit_code, 0) << b.err;
     EXPECT_EQ(nlohmann::json::parse(a.out)["ppl"], nlohmann::json::parse(b.out)["ppl"]);
@@ -119,7 +119,7 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
         {{"frobnicate"}, "unknown command"},
     };
     for (const auto& c : cases) {
-        const Run r = cli(c.args);
+        const CliRun r = cli(c.args);
         EXPECT_EQ(r.exit_code, 2) << c.args[0] << " " << r.err;
         EXPECT_EQ(line_count(r.err), 1u) << r.err;
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
@@ -131,7 +131,7 @@ TEST(Cli, StoriesReferenceIdsThroughGguf)
 {
     EMBEDLAB_REQUIRE_SHARED();
     const auto shared = embedlab::test::shared_dir();
-    const Run r = cli({"eval", (shared / "models/stories260K/stories260K.gguf").string(), "--ids",
+    const CliRun r = cli({"eval", (shared / "models/stories260K/stories260K.gguf").string(), "--ids",
                        (shared / "reference/tokens-stories260K-tinystories-6000.json").string(), "--ctx",
                        "256", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
