@@ -1,0 +1,77 @@
+// What a compressed embedding costs and saves, from sizes alone (METHODS.md 0, 1, 5).
+//
+//   auto a = embedlab::account_low_rank(embedlab::LowRankKind::PCA, 50257, 768, 128);
+//   a.params_after;        // 6,532,736 (the paper's Table II: 6.53M)
+//   a.flops_per_token;     // 13,065,472 (13.06M)
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace embedlab {
+
+// TensorSLM energy model (METHODS 5, eqs. 2-5) for a text of `tokens` tokens.
+struct EnergyOptions {
+    double nu = 5.0;      // cost of one memory access
+    double tau = 1.0;     // cost of one arithmetic operation (nu / tau = 5: paper, Appendix F)
+    int64_t tokens = 50;  // l
+};
+struct EnergyEstimate {
+    double original_nu = 0, original_tau = 0;
+    double compressed_nu = 0, compressed_tau = 0;
+    double omega = 0;     // (compressed_nu + compressed_tau) / (original_nu + original_tau)
+};
+
+struct EmbeddingAccounting {
+    std::string method;
+    int64_t vocab = 0, dim = 0;
+    int64_t params_before = 0;   // V d
+    int64_t params_after = 0;    // stored values of the compressed table
+    double ratio = 0;            // after / before
+    double eta_emb = 0;          // (before - after) / before
+    // Whole model, when its parameter count is known (else the table alone).
+    int64_t model_params_before = 0, model_params_after = 0;
+    double eta = 0;              // (|M0| - |Mc|) / |Mc|
+    int64_t flops_per_token = 0; // 2 x (values touched per token); dense: 2 V d
+    int64_t flops_per_token_dense = 0;
+    EnergyEstimate energy;
+    // low rank
+    int64_t rank = 0;
+    // tensor train
+    std::vector<int64_t> shape, ranks;
+    int64_t params_per_token = 0;
+    double eta_ttd = 0;          // d / params_per_token - 1
+    int64_t svd_equal_size_rank = 0;
+    EnergyEstimate svd_equal_size_energy;
+};
+
+enum class LowRankKind { PCA, SVD };
+
+// PCA: V k + d k + d values (mean included), SVD: V k + d k. Rank 1..d.
+EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t dim, int64_t rank,
+                                     const EnergyOptions& energy = {}, int64_t model_params = 0);
+
+// Per-token tensor train: shape with product d, ranks r_0..r_N with r_0 = r_N = 1
+// and r_k <= min(prod_{j<=k} I_j, prod_{j>k} I_j).
+EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& ranks,
+                                         const EnergyOptions& energy = {}, int64_t model_params = 0);
+
+// Throws InputError naming the problem (product != d, wrong rank count, cap exceeded).
+void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
+                              const std::vector<int64_t>& ranks);
+// The largest ranks the caps allow for a shape (TT-SVD at full accuracy).
+std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape);
+// Every ordered factorisation of d into n factors >= 2 (768 -> 8x8x12, 4x4x6x8, ...).
+std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n);
+
+// Energy of the dense table and of a rank-k SVD (eqs. 2 and 5), and of a TT with
+// cores counted as r x I_k x r, r the largest rank, as eqs. 3-4 assume.
+EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const EnergyOptions& o);
+EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& ranks, const EnergyOptions& o);
+
+} // namespace embedlab

@@ -1,0 +1,195 @@
+#include "embedlab/accounting.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab {
+
+namespace {
+
+void check_sizes(int64_t vocab, int64_t dim)
+{
+    if (vocab < 1 || dim < 1)
+        throw InputError("vocabulary size and dimension must be positive, got V=" + std::to_string(vocab) +
+                         ", d=" + std::to_string(dim));
+}
+
+std::string join(const std::vector<int64_t>& v, const char* sep)
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i)
+            s += sep;
+        s += std::to_string(v[i]);
+    }
+    return s;
+}
+
+double energy_total(double nu_part, double tau_part) { return nu_part + tau_part; }
+
+void fill_common(EmbeddingAccounting& a, int64_t model_params)
+{
+    a.params_before = a.vocab * a.dim;
+    a.ratio = static_cast<double>(a.params_after) / static_cast<double>(a.params_before);
+    a.eta_emb = static_cast<double>(a.params_before - a.params_after) / static_cast<double>(a.params_before);
+    a.model_params_before = model_params > 0 ? model_params : a.params_before;
+    a.model_params_after = a.model_params_before - a.params_before + a.params_after;
+    a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
+            static_cast<double>(a.model_params_after);
+    a.flops_per_token_dense = 2 * a.vocab * a.dim;
+}
+
+} // namespace
+
+EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const EnergyOptions& o)
+{
+    const double V = static_cast<double>(vocab), d = static_cast<double>(dim), k = static_cast<double>(rank),
+                 l = static_cast<double>(o.tokens);
+    EnergyEstimate e;
+    e.original_nu = o.nu * (d * V + l * d);
+    e.compressed_nu = o.nu * (k * (V + 2 * d + l + 1) + l * d);
+    e.compressed_tau = o.tau * (2 * l * d * k - l * d + k * d);
+    e.omega = energy_total(e.compressed_nu, e.compressed_tau) / energy_total(e.original_nu, e.original_tau);
+    return e;
+}
+
+EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& ranks, const EnergyOptions& o)
+{
+    const double r = static_cast<double>(*std::max_element(ranks.begin(), ranks.end()));
+    // N I r^2 of eqs. 3-4, generalised to unequal I_k as r^2 sum I_k.
+    const double nir2 = r * r * static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{0}));
+    const double V = static_cast<double>(vocab), d = static_cast<double>(dim), l = static_cast<double>(o.tokens);
+    EnergyEstimate e;
+    e.original_nu = o.nu * (d * V + l * d);
+    e.compressed_nu = o.nu * (V * nir2 + l * nir2 + l * d);
+    e.compressed_tau = o.tau * nir2;
+    e.omega = energy_total(e.compressed_nu, e.compressed_tau) / energy_total(e.original_nu, e.original_tau);
+    return e;
+}
+
+EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t dim, int64_t rank,
+                                     const EnergyOptions& energy, int64_t model_params)
+{
+    check_sizes(vocab, dim);
+    if (rank < 1 || rank > dim)
+        throw InputError("rank must be between 1 and d = " + std::to_string(dim) + ", got " +
+                         std::to_string(rank));
+    EmbeddingAccounting a;
+    a.method = kind == LowRankKind::PCA ? "pca" : "svd";
+    a.vocab = vocab;
+    a.dim = dim;
+    a.rank = rank;
+    // PCA stores Z (V x k), P (k x d) and the mean mu (d); SVD has no mean.
+    a.params_after = vocab * rank + dim * rank + (kind == LowRankKind::PCA ? dim : 0);
+    fill_common(a, model_params);
+    // METHODS 1: the tied head through the factors touches every stored value once.
+    a.flops_per_token = 2 * a.params_after;
+    a.energy = svd_energy(vocab, dim, rank, energy);
+    return a;
+}
+
+std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape)
+{
+    std::vector<int64_t> caps(shape.size() + 1, 1);
+    const int64_t total = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    int64_t left = 1;
+    for (size_t k = 1; k < shape.size(); ++k) {
+        left *= shape[k - 1];
+        caps[k] = std::min(left, total / left);
+    }
+    return caps;
+}
+
+void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape, const std::vector<int64_t>& ranks)
+{
+    if (shape.size() < 2)
+        throw InputError("a tensor-train shape needs at least 2 factors, got " + std::to_string(shape.size()));
+    int64_t product = 1;
+    for (int64_t f : shape) {
+        if (f < 1)
+            throw InputError("tensor-train shape factors must be positive, got " + join(shape, "x"));
+        product *= f;
+        if (product > dim)
+            break;
+    }
+    if (product != dim)
+        throw InputError("tensor-train shape " + join(shape, "x") + " has product " + std::to_string(product) +
+                         ", not d = " + std::to_string(dim));
+    if (ranks.size() != shape.size() + 1)
+        throw InputError("a " + std::to_string(shape.size()) + "-factor shape needs " +
+                         std::to_string(shape.size() + 1) + " ranks r_0..r_N, got " + std::to_string(ranks.size()));
+    if (ranks.front() != 1 || ranks.back() != 1)
+        throw InputError("tensor-train ranks must start and end with 1, got " + join(ranks, ","));
+    const auto caps = tt_rank_caps(shape);
+    for (size_t k = 1; k + 1 < ranks.size(); ++k)
+        if (ranks[k] < 1 || ranks[k] > caps[k])
+            throw InputError("tensor-train rank r_" + std::to_string(k) + " = " + std::to_string(ranks[k]) +
+                             " is outside [1, " + std::to_string(caps[k]) + "] for shape " + join(shape, "x"));
+}
+
+EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& ranks, const EnergyOptions& energy,
+                                         int64_t model_params)
+{
+    const int64_t dim = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    check_sizes(vocab, dim);
+    check_tt_shape_and_ranks(dim, shape, ranks);
+    EmbeddingAccounting a;
+    a.method = "tt";
+    a.vocab = vocab;
+    a.dim = dim;
+    a.shape = shape;
+    a.ranks = ranks;
+    for (size_t k = 0; k < shape.size(); ++k)
+        a.params_per_token += ranks[k] * shape[k] * ranks[k + 1];
+    a.params_after = vocab * a.params_per_token;
+    a.eta_ttd = static_cast<double>(dim) / static_cast<double>(a.params_per_token) - 1.0;
+    fill_common(a, model_params);
+    // Reconstructing a row contracts the cores left to right: sum over k of
+    // 2 * (prod_{j<k} I_j) * r_{k-1} * I_k * r_k; the head needs all V rows.
+    int64_t per_row = 0, left = 1;
+    for (size_t k = 0; k < shape.size(); ++k) {
+        if (k > 0)
+            per_row += 2 * left * ranks[k] * shape[k] * ranks[k + 1];
+        left *= shape[k];
+    }
+    a.flops_per_token = vocab * (per_row + 2 * dim);
+    a.energy = tt_energy(vocab, dim, shape, ranks, energy);
+    a.svd_equal_size_rank = std::clamp<int64_t>(
+        static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) / static_cast<double>(vocab + dim))),
+        1, dim);
+    a.svd_equal_size_energy = svd_energy(vocab, dim, a.svd_equal_size_rank, energy);
+    return a;
+}
+
+std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n)
+{
+    std::vector<std::vector<int64_t>> out;
+    std::vector<int64_t> current;
+    std::function<void(int64_t, int)> recurse = [&](int64_t rest, int left) {
+        if (left == 1) {
+            if (rest >= 2) {
+                current.push_back(rest);
+                out.push_back(current);
+                current.pop_back();
+            }
+            return;
+        }
+        for (int64_t f = 2; f <= rest / 2; ++f)
+            if (rest % f == 0) {
+                current.push_back(f);
+                recurse(rest / f, left - 1);
+                current.pop_back();
+            }
+    };
+    if (dim >= 2 && n >= 1)
+        recurse(dim, n);
+    return out;
+}
+
+} // namespace embedlab

@@ -1,0 +1,115 @@
+#include <algorithm>
+#include <cmath>
+
+#include "embedlab/accounting.hpp"
+#include "embedlab/error.hpp"
+#include "test_support.hpp"
+
+using namespace embedlab;
+
+namespace {
+
+// The PCA paper's Table II (GPT-2 small: V = 50257, d = 768), to the printed 0.01M.
+TEST(Accounting, PcaReproducesTableTwo)
+{
+    const struct {
+        int64_t k;
+        double params_m, flops_m;
+    } table[] = {{64, 3.27, 6.53}, {128, 6.53, 13.06}, {256, 13.06, 26.13}, {512, 26.13, 52.25}};
+    for (const auto& row : table) {
+        const auto a = account_low_rank(LowRankKind::PCA, 50257, 768, row.k);
+        EXPECT_EQ(a.params_after, 50257 * row.k + 768 * row.k + 768);
+        EXPECT_NEAR(a.params_after / 1e6, row.params_m, 0.005) << "k=" << row.k;
+        EXPECT_NEAR(a.flops_per_token / 1e6, row.flops_m, 0.005) << "k=" << row.k;
+        EXPECT_NEAR(a.params_before / 1e6, 38.60, 0.005);
+        EXPECT_DOUBLE_EQ(a.ratio, static_cast<double>(a.params_after) / (50257.0 * 768));
+        EXPECT_DOUBLE_EQ(a.eta_emb, 1.0 - a.ratio);
+    }
+}
+
+TEST(Accounting, SvdHasNoMeanAndWholeModelEta)
+{
+    const auto a = account_low_rank(LowRankKind::SVD, 1000, 64, 8, {}, 100000);
+    EXPECT_EQ(a.params_after, 1000 * 8 + 64 * 8);
+    EXPECT_EQ(a.model_params_before, 100000);
+    EXPECT_EQ(a.model_params_after, 100000 - 64000 + 8512);
+    EXPECT_DOUBLE_EQ(a.eta, (100000.0 - a.model_params_after) / a.model_params_after);
+}
+
+TEST(Accounting, RankOutsideOneToDIsAnError)
+{
+    EXPECT_THROW(account_low_rank(LowRankKind::PCA, 100, 16, 0), InputError);
+    EXPECT_THROW(account_low_rank(LowRankKind::PCA, 100, 16, 17), InputError);
+    EXPECT_NO_THROW(account_low_rank(LowRankKind::PCA, 100, 16, 16));
+}
+
+TEST(Accounting, TensorTrainParamsPerTokenAndEtaTtd)
+{
+    const auto a = account_tensor_train(50257, {8, 8, 12}, {1, 4, 4, 1});
+    EXPECT_EQ(a.params_per_token, 1 * 8 * 4 + 4 * 8 * 4 + 4 * 12 * 1); // 208
+    EXPECT_EQ(a.params_after, 50257 * 208);
+    EXPECT_NEAR(a.eta_ttd, 768.0 / 208.0 - 1.0, 1e-12);
+    EXPECT_EQ(a.dim, 768);
+    // Equal-size SVD rank: V k + d k closest to the TT's stored values.
+    EXPECT_EQ(a.svd_equal_size_rank, std::llround(50257.0 * 208 / (50257 + 768)));
+}
+
+TEST(Accounting, TensorTrainCapsAndShapeErrors)
+{
+    EXPECT_EQ(tt_rank_caps({8, 8, 12}), (std::vector<int64_t>{1, 8, 12, 1}));
+    EXPECT_EQ(tt_rank_caps({4, 4, 6, 8}), (std::vector<int64_t>{1, 4, 16, 8, 1}));
+    const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> bad = {
+        {{8, 8, 10}, {1, 4, 4, 1}},  // product 640, not 768
+        {{8, 8, 12}, {1, 4, 1}},     // wrong rank count
+        {{8, 8, 12}, {2, 4, 4, 1}},  // r_0 != 1
+        {{8, 8, 12}, {1, 9, 4, 1}},  // r_1 above its cap of 8
+        {{8, 8, 12}, {1, 4, 13, 1}}, // r_2 above its cap of 12
+        {{768}, {1, 1}},             // one factor
+    };
+    for (const auto& [shape, ranks] : bad)
+        EXPECT_THROW(check_tt_shape_and_ranks(768, shape, ranks), InputError);
+    try {
+        check_tt_shape_and_ranks(768, {8, 8, 12}, {1, 9, 4, 1});
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("r_1 = 9"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Accounting, ShapeHelperListsEveryFactorisation)
+{
+    const auto three = tt_shapes(768, 3);
+    EXPECT_NE(std::find(three.begin(), three.end(), std::vector<int64_t>{8, 8, 12}), three.end());
+    const auto four = tt_shapes(768, 4);
+    EXPECT_NE(std::find(four.begin(), four.end(), std::vector<int64_t>{4, 4, 6, 8}), four.end());
+    for (const auto& s : four) {
+        int64_t p = 1;
+        for (int64_t f : s) {
+            EXPECT_GE(f, 2);
+            p *= f;
+        }
+        EXPECT_EQ(p, 768);
+    }
+    EXPECT_EQ(tt_shapes(12, 2), (std::vector<std::vector<int64_t>>{{2, 6}, {3, 4}, {4, 3}, {6, 2}}));
+    EXPECT_TRUE(tt_shapes(7, 2).empty()); // a prime has no 2-factor shape
+}
+
+// Eqs. 2-5 written out by hand for small numbers.
+TEST(Accounting, EnergyModelMatchesTheEquations)
+{
+    EnergyOptions o;
+    o.nu = 5;
+    o.tau = 1;
+    o.tokens = 10;
+    const auto svd = svd_energy(100, 8, 2, o);
+    EXPECT_DOUBLE_EQ(svd.original_nu, 5.0 * (8 * 100 + 10 * 8));
+    EXPECT_DOUBLE_EQ(svd.compressed_nu, 5.0 * (2 * (100 + 16 + 10 + 1) + 10 * 8));
+    EXPECT_DOUBLE_EQ(svd.compressed_tau, 1.0 * (2 * 10 * 8 * 2 - 10 * 8 + 2 * 8));
+    EXPECT_DOUBLE_EQ(svd.omega, (svd.compressed_nu + svd.compressed_tau) / svd.original_nu);
+    // Uniform TT (I = 4, r = 2, N = 3): N I r^2 = 48.
+    const auto tt = tt_energy(100, 64, {4, 4, 4}, {1, 2, 2, 1}, o);
+    EXPECT_DOUBLE_EQ(tt.compressed_nu, 5.0 * (100 * 48 + 10 * 48 + 10 * 64));
+    EXPECT_DOUBLE_EQ(tt.compressed_tau, 48.0);
+}
+
+} // namespace
