@@ -1,6 +1,7 @@
 #include "args.hpp"
 
 #include <charconv>
+#include <cmath>
 
 #include "embedlab/error.hpp"
 
@@ -67,6 +68,49 @@ int64_t Args::get_int(const std::string& option, int64_t fallback, int64_t min, 
         throw InputError(command_ + ": " + option + " must be between " + std::to_string(min) +
                          " and " + std::to_string(max) + ", got " + *v);
     return x;
+}
+
+double Args::get_double(const std::string& option, double fallback, double min, double max) const
+{
+    auto v = get(option);
+    if (!v)
+        return fallback;
+    size_t used = 0;
+    double x = 0;
+    try {
+        x = std::stod(*v, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != v->size() || !std::isfinite(x))
+        throw InputError(command_ + ": " + option + " expects a number, got '" + *v + "'");
+    if (x < min || x > max)
+        throw InputError(command_ + ": " + option + " must be between " + std::to_string(min) + " and " +
+                         std::to_string(max) + ", got " + *v);
+    return x;
+}
+
+std::vector<int64_t> Args::get_int_list(const std::string& option, int64_t min, int64_t max) const
+{
+    std::vector<int64_t> out;
+    auto v = get(option);
+    if (!v)
+        return out;
+    size_t start = 0;
+    while (start <= v->size()) {
+        const size_t comma = std::min(v->find(',', start), v->size());
+        const std::string item = v->substr(start, comma - start);
+        int64_t x = 0;
+        auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+        if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+            throw InputError(command_ + ": " + option + " expects comma-separated integers, got '" + *v + "'");
+        if (x < min || x > max)
+            throw InputError(command_ + ": every value of " + option + " must be between " + std::to_string(min) +
+                             " and " + std::to_string(max) + ", got " + std::to_string(x));
+        out.push_back(x);
+        start = comma + 1;
+    }
+    return out;
 }
 
 std::optional<std::string> Args::single_positional(const std::string& what) const

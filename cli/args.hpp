@@ -21,6 +21,9 @@ public:
     bool has(const std::string& option) const;
     std::optional<std::string> get(const std::string& option) const;
     int64_t get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const;
+    double get_double(const std::string& option, double fallback, double min, double max) const;
+    // "a,b,c" -> integers, each within [min, max]; empty if the option is absent.
+    std::vector<int64_t> get_int_list(const std::string& option, int64_t min, int64_t max) const;
     // Exactly one or zero positionals, else InputError.
     std::optional<std::string> single_positional(const std::string& what) const;
 

@@ -23,7 +23,9 @@ int command_tokenize(const std::vector<std::string>& argv)
     }
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) {
-        line += (i ? " " : "") + std::to_string(ids[i]);
+        if (i)
+            line += ' ';
+        line += std::to_string(ids[i]);
     }
     std::printf("%s\n", line.c_str());
     return 0;

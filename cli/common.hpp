@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.hpp"
+#include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/resources.hpp"
 
@@ -39,5 +40,6 @@ int command_inspect(const std::vector<std::string>& argv);
 int command_eval(const std::vector<std::string>& argv);
 int command_tokenize(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);
+int command_account(const std::vector<std::string>& argv);
 
 } // namespace embedlab::cli

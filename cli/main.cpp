@@ -22,6 +22,9 @@ commands:
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
                                                tokens per second, one window at a time vs batched
+  account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
+           [--tokens L] [--nu X] [--tau Y] [--model-params N] [--json]
+                                               params, ratio, eta, FLOPs, energy; no model needed
   version                                      print the version
 
 MODEL is a Hugging Face directory (config.json + safetensors), a .gguf file, or a
@@ -50,6 +53,8 @@ int main(int argc, char** argv)
             return cli::command_eval(args);
         if (command == "tokenize")
             return cli::command_tokenize(args);
+        if (command == "account")
+            return cli::command_account(args);
         if (command == "bench")
             return cli::command_bench(args);
         if (command == "version" || command == "--version") {

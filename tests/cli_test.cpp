@@ -17,8 +17,12 @@ struct CliRun {
 std::string quote(const std::string& s)
 {
     std::string q = "'";
-    for (char c : s)
-        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    for (char c : s) {
+        if (c == '\'')
+            q += "'\\''";
+        else
+            q += c;
+    }
     return q + "'";
 }
 
@@ -26,9 +30,12 @@ CliRun cli(const std::vector<std::string>& args)
 {
     static embedlab::test::TempDir dir;
     std::string cmd = quote(EMBEDLAB_CLI_PATH);
-    for (const auto& a : args)
-        cmd += " " + quote(a);
-    cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string()) + " </dev/null";
+    for (const auto& a : args) {
+        cmd += ' ';
+        cmd += quote(a);
+    }
+    cmd.append(" >").append(quote((dir / "out").string()));
+    cmd.append(" 2>").append(quote((dir / "err").string())).append(" </dev/null");
     const int status = std::system(cmd.c_str());
     CliRun r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -125,6 +132,28 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
         EXPECT_TRUE(r.out.empty()) << r.out;
     }
+}
+
+TEST(Cli, AccountPrintsTableTwoWithoutAModel)
+{
+    const CliRun r = cli({"account", "--method", "pca", "--vocab", "50257", "--dim", "768", "--rank",
+                          "64,128,256,512", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["results"].size(), 4u);
+    const double params[] = {3.27, 6.53, 13.06, 26.13}, flops[] = {6.53, 13.06, 26.13, 52.25};
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_NEAR(j["results"][i]["params_after"].get<double>() / 1e6, params[i], 0.005);
+        EXPECT_NEAR(j["results"][i]["flops_per_token"].get<double>() / 1e6, flops[i], 0.005);
+        EXPECT_NEAR(j["results"][i]["params_before"].get<double>() / 1e6, 38.60, 0.005);
+    }
+    const CliRun tt = cli({"account", "--method", "tt", "--vocab", "50257", "--shape", "8,8,12", "--ranks",
+                           "1,4,4,1", "--json"});
+    ASSERT_EQ(tt.exit_code, 0) << tt.err;
+    EXPECT_EQ(nlohmann::json::parse(tt.out)["params_per_token"], 208);
+    const CliRun bad = cli({"account", "--method", "tt", "--vocab", "50257", "--dim", "768", "--shape", "8,8,10"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("product 640"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, StoriesReferenceIdsThroughGguf)

@@ -1,0 +1,138 @@
+// account: what a compressed embedding costs and saves, from sizes alone.
+#include "common.hpp"
+#include "embedlab/accounting.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+
+Json energy_json(const EnergyEstimate& e)
+{
+    return {{"original_nu", e.original_nu},     {"original_tau", e.original_tau},
+            {"compressed_nu", e.compressed_nu}, {"compressed_tau", e.compressed_tau},
+            {"omega", e.omega}};
+}
+
+Json accounting_json(const EmbeddingAccounting& a, const EnergyOptions& o)
+{
+    Json j = {{"method", a.method},
+              {"vocab", a.vocab},
+              {"dim", a.dim},
+              {"params_before", a.params_before},
+              {"params_after", a.params_after},
+              {"ratio", a.ratio},
+              {"eta_emb", a.eta_emb},
+              {"model_params_before", a.model_params_before},
+              {"model_params_after", a.model_params_after},
+              {"eta", a.eta},
+              {"flops_per_token", a.flops_per_token},
+              {"flops_per_token_dense", a.flops_per_token_dense}};
+    if (a.method == "tt") {
+        j["shape"] = a.shape;
+        j["ranks"] = a.ranks;
+        j["params_per_token"] = a.params_per_token;
+        j["eta_ttd"] = a.eta_ttd;
+        j["energy"] = energy_json(a.energy);
+        j["svd_equal_size_rank"] = a.svd_equal_size_rank;
+        j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
+    } else {
+        j["rank"] = a.rank;
+        j["energy"] = energy_json(a.energy);
+    }
+    j["energy_model"] = {{"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens},
+                         {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
+    return j;
+}
+
+} // namespace
+
+int command_account(const std::vector<std::string>& argv)
+{
+    Args args("account", argv,
+              {"--method", "--vocab", "--dim", "--rank", "--shape", "--ranks", "--tokens", "--nu", "--tau",
+               "--model-params"},
+              {"--json"});
+    const std::string method = args.get("--method").value_or("");
+    if (method != "pca" && method != "svd" && method != "tt")
+        throw InputError("account: --method must be pca, svd or tt");
+    const int64_t limit = int64_t{1} << 40;
+    const int64_t vocab = args.get_int("--vocab", 0, 1, limit);
+    if (!args.has("--vocab"))
+        throw InputError("account: --vocab V is required");
+    EnergyOptions energy;
+    energy.nu = args.get_double("--nu", energy.nu, 0, 1e12);
+    energy.tau = args.get_double("--tau", energy.tau, 0, 1e12);
+    energy.tokens = args.get_int("--tokens", energy.tokens, 0, limit);
+    const int64_t model_params = args.get_int("--model-params", 0, 0, limit);
+
+    std::vector<EmbeddingAccounting> rows;
+    if (method == "tt") {
+        const auto shape = args.get_int_list("--shape", 1, limit);
+        if (shape.empty())
+            throw InputError("account: --method tt needs --shape I1,I2,... (product = d)");
+        auto ranks = args.get_int_list("--ranks", 1, limit);
+        if (ranks.empty())
+            ranks = tt_rank_caps(shape);
+        int64_t product = 1;
+        for (int64_t f : shape)
+            product = std::min(product * f, limit);
+        if (args.has("--dim") && args.get_int("--dim", 0, 1, limit) != product)
+            throw InputError("account: --shape has product " + std::to_string(product) + ", not --dim " +
+                             *args.get("--dim"));
+        rows.push_back(account_tensor_train(vocab, shape, ranks, energy, model_params));
+    } else {
+        const int64_t dim = args.get_int("--dim", 0, 1, limit);
+        if (!args.has("--dim"))
+            throw InputError("account: --dim d is required");
+        const auto ranks = args.get_int_list("--rank", 1, limit);
+        if (ranks.empty())
+            throw InputError("account: --rank K (or K1,K2,...) is required");
+        for (int64_t k : ranks)
+            rows.push_back(account_low_rank(method == "pca" ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
+                                            k, energy, model_params));
+    }
+
+    if (args.has("--json")) {
+        if (rows.size() == 1) {
+            print_json(accounting_json(rows[0], energy));
+        } else {
+            Json results = Json::array();
+            for (const auto& r : rows)
+                results.push_back(accounting_json(r, energy));
+            print_json({{"method", method}, {"results", results}});
+        }
+        return 0;
+    }
+    const auto& first = rows[0];
+    std::printf("%s, V = %lld, d = %lld: dense table %.2fM params, %.2fM FLOPs per token (tied head)\n",
+                method.c_str(), (long long)first.vocab, (long long)first.dim, first.params_before / 1e6,
+                first.flops_per_token_dense / 1e6);
+    std::printf("%-18s %12s %8s %8s %12s %8s\n", method == "tt" ? "shape / ranks" : "rank", "params", "ratio",
+                "eta_emb", "FLOPs/token", "omega");
+    for (const auto& r : rows) {
+        std::string label = std::to_string(r.rank);
+        if (method == "tt") {
+            label.clear();
+            for (size_t i = 0; i < r.shape.size(); ++i) {
+                if (i)
+                    label += 'x';
+                label += std::to_string(r.shape[i]);
+            }
+            label += " /";
+            for (size_t i = 0; i < r.ranks.size(); ++i) {
+                label += i ? ',' : ' ';
+                label += std::to_string(r.ranks[i]);
+            }
+        }
+        std::printf("%-18s %11.2fM %8.4f %8.4f %11.2fM %8.4f\n", label.c_str(), r.params_after / 1e6, r.ratio,
+                    r.eta_emb, r.flops_per_token / 1e6, r.energy.omega);
+    }
+    if (method == "tt")
+        std::printf("params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
+                    "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as METHODS.md 5)\n",
+                    (long long)first.params_per_token, first.eta_ttd, (long long)first.svd_equal_size_rank,
+                    first.svd_equal_size_energy.omega);
+    return 0;
+}
+
+} // namespace embedlab::cli
