@@ -110,7 +110,7 @@ struct LoadOptions {
 };
 
 struct LoadedModel {
-    ModelFiles files;                         // config, weights, provenance
+    ModelFiles files;                         // config and provenance; weights moved into `model`
     std::unique_ptr<LanguageModel> model;
     std::unique_ptr<Tokenizer> tokenizer;     // null only if need_tokenizer was false
     std::filesystem::path tokenizer_path;     // empty for embedded vocabularies

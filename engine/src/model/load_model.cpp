@@ -62,8 +62,9 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
     out.files = read_model_files(model);
     if (options.need_tokenizer || options.tokenizer)
         out.tokenizer = load_model_tokenizer(out.files, options, &out.tokenizer_path);
-    // The model shares the tensors' storage with files.weights (no copy).
-    out.model = std::make_unique<LanguageModel>(out.files.config, out.files.weights, model.string());
+    // The weights move into the model: one map, no second copy to keep in step.
+    out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
+    out.files.weights.clear();
     return out;
 }
 
