@@ -1,0 +1,268 @@
+#include "embedlab/file_output.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Tensor bytes are written as they lie in memory; safetensors is little-endian.
+static_assert(std::endian::native == std::endian::little, "safetensors output needs a little-endian host");
+
+std::atomic<uint64_t> temp_counter{0};
+
+// "<kind><pid>-<n>", unique within the process and, through the pid, between processes.
+std::string unique_suffix(const char* kind)
+{
+    return kind + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+}
+
+[[noreturn]] void fail(const fs::path& path, const std::string& what, int err)
+{
+    throw InputError(path.string() + ": " + what + ": " + std::strerror(err));
+}
+
+fs::path parent_of(const fs::path& p)
+{
+    return p.parent_path().empty() ? fs::path(".") : p.parent_path();
+}
+
+// fsyncs a file or directory; fails on error unless `best_effort`.
+void sync_path(const fs::path& p, bool best_effort)
+{
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+        const int err = errno;
+        if (fd >= 0)
+            ::close(fd);
+        if (!best_effort)
+            fail(p, "cannot flush to disk", err);
+        return;
+    }
+    ::close(fd);
+}
+
+// Makes a rename durable. Some file systems cannot fsync a directory; the rename
+// itself has already happened, so this is best effort.
+void sync_directory(const fs::path& dir)
+{
+    sync_path(dir, true);
+}
+
+// A file at `<target>.tmp-<pid>-<n>` that replaces `target` on commit() and is
+// removed otherwise.
+class TempFile {
+public:
+    explicit TempFile(fs::path target) : target_(std::move(target))
+    {
+        do {
+            tmp_ = target_;
+            tmp_ += unique_suffix(".tmp-");
+            fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        } while (fd_ < 0 && errno == EEXIST); // a leftover of a crashed process with our pid
+        if (fd_ < 0)
+            fail(target_, "cannot create " + tmp_.filename().string(), errno);
+    }
+    ~TempFile()
+    {
+        if (fd_ >= 0)
+            ::close(fd_);
+        if (!committed_)
+            ::unlink(tmp_.c_str());
+    }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+
+    void write(const void* data, size_t size)
+    {
+        const char* p = static_cast<const char*>(data);
+        while (size > 0) {
+            const ssize_t n = ::write(fd_, p, std::min<size_t>(size, size_t{1} << 30));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                fail(target_, "cannot write", n < 0 ? errno : EIO);
+            p += n;
+            size -= static_cast<size_t>(n);
+        }
+    }
+
+    void commit()
+    {
+        if (::fsync(fd_) != 0)
+            fail(target_, "cannot flush to disk", errno);
+        if (::close(std::exchange(fd_, -1)) != 0)
+            fail(target_, "cannot write", errno);
+        if (::rename(tmp_.c_str(), target_.c_str()) != 0)
+            fail(target_, "cannot rename " + tmp_.filename().string() + " into place", errno);
+        committed_ = true;
+        sync_directory(parent_of(target_));
+    }
+
+private:
+    fs::path target_;
+    fs::path tmp_;
+    int fd_ = -1;
+    bool committed_ = false;
+};
+
+const char* safetensors_dtype(torch::ScalarType t)
+{
+    switch (t) {
+    case torch::kFloat32:
+        return "F32";
+    case torch::kFloat16:
+        return "F16";
+    case torch::kBFloat16:
+        return "BF16";
+    case torch::kInt64:
+        return "I64";
+    case torch::kInt32:
+        return "I32";
+    default:
+        return nullptr;
+    }
+}
+
+} // namespace
+
+void write_file_atomic(const fs::path& path, std::string_view bytes)
+{
+    TempFile file(path);
+    file.write(bytes.data(), bytes.size());
+    file.commit();
+}
+
+void write_safetensors(const fs::path& path,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata, const ProgressFn& progress)
+{
+    // Validate everything before creating the temp file, so bad input leaves nothing behind.
+    nlohmann::json header = nlohmann::json::object();
+    if (!metadata.empty())
+        header["__metadata__"] = metadata;
+    uint64_t data_size = 0;
+    for (const auto& [name, t] : tensors) {
+        const std::string where = path.string() + ": tensor '" + name + "': ";
+        if (name == "__metadata__")
+            throw InputError(where + "the name is reserved for metadata");
+        if (header.contains(name))
+            throw InputError(where + "duplicate name");
+        if (!t.defined() || t.layout() != torch::kStrided)
+            throw InputError(where + "not a dense tensor");
+        const char* dtype = safetensors_dtype(t.scalar_type());
+        if (!dtype)
+            throw InputError(where + "dtype " + std::string(c10::toString(t.scalar_type())) +
+                             " cannot be written (supported: float32, float16, bfloat16, int64, int32)");
+        const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+        header[name] = {
+            {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {data_size, data_size + bytes}}};
+        data_size += bytes;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' '); // keeps the data 8-byte aligned for mmap readers
+    const uint64_t header_len = text.size();
+    const auto total = static_cast<int64_t>(8 + header_len + data_size);
+
+    TempFile file(path);
+    file.write(&header_len, 8);
+    file.write(text.data(), text.size());
+    int64_t done = static_cast<int64_t>(8 + header_len);
+    report_progress(progress, done, total);
+    // One contiguous CPU copy at a time, written in chunks so progress and
+    // cancellation stay responsive on large tensors.
+    constexpr size_t chunk = size_t{64} << 20;
+    for (const auto& [name, t] : tensors) {
+        const torch::Tensor c = t.cpu().contiguous();
+        const char* p = static_cast<const char*>(c.data_ptr());
+        const size_t bytes = static_cast<size_t>(c.numel()) * c.element_size();
+        for (size_t at = 0; at < bytes; at += chunk) {
+            const size_t n = std::min(chunk, bytes - at);
+            file.write(p + at, n);
+            done += static_cast<int64_t>(n);
+            report_progress(progress, done, total);
+        }
+    }
+    file.commit();
+}
+
+AtomicDirectory::AtomicDirectory(fs::path final_dir, bool overwrite)
+    : final_(std::move(final_dir)), overwrite_(overwrite)
+{
+    if (!final_.has_filename()) // "out/model/" means out/model, not a child of it
+        final_ = final_.parent_path();
+    std::error_code ec;
+    if (!overwrite_ && fs::exists(fs::symlink_status(final_, ec)))
+        throw InputError(final_.string() + ": already exists (use --force to replace it)");
+    const fs::path parent = parent_of(final_);
+    if (!fs::is_directory(parent, ec))
+        throw InputError(final_.string() + ": parent directory " + parent.string() + " does not exist");
+    int rc = 0;
+    do {
+        tmp_ = final_;
+        tmp_ += unique_suffix(".tmp-");
+        rc = ::mkdir(tmp_.c_str(), 0777);
+    } while (rc != 0 && errno == EEXIST);
+    if (rc != 0)
+        fail(final_, "cannot create " + tmp_.string(), errno);
+}
+
+AtomicDirectory::~AtomicDirectory()
+{
+    if (committed_)
+        return;
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+}
+
+void AtomicDirectory::commit()
+{
+    if (committed_)
+        return;
+    // Files written by other means (ofstream, libraries) must be on disk before the
+    // rename publishes them.
+    try {
+        for (const auto& entry : fs::recursive_directory_iterator(tmp_))
+            if (entry.is_regular_file() || entry.is_directory())
+                sync_path(entry.path(), false);
+    } catch (const fs::filesystem_error& e) {
+        fail(final_, "cannot list " + tmp_.string(), e.code().value());
+    }
+    sync_path(tmp_, false);
+
+    std::error_code ec;
+    fs::path old;
+    if (fs::exists(fs::symlink_status(final_, ec))) {
+        if (!overwrite_) // appeared after the constructor checked
+            throw InputError(final_.string() + ": already exists (use --force to replace it)");
+        old = final_;
+        old += ".old-" + std::to_string(::getpid());
+        fs::remove_all(old, ec); // a leftover of a crashed process with our pid
+        if (::rename(final_.c_str(), old.c_str()) != 0)
+            fail(final_, "cannot move it aside to " + old.string(), errno);
+    }
+    if (::rename(tmp_.c_str(), final_.c_str()) != 0) {
+        const int err = errno;
+        if (!old.empty())
+            ::rename(old.c_str(), final_.c_str()); // put the old content back
+        fail(final_, "cannot rename " + tmp_.string() + " into place", err);
+    }
+    committed_ = true;
+    sync_directory(parent_of(final_));
+    if (!old.empty())
+        fs::remove_all(old, ec); // the new content is in place; a failure leaves only litter
+}
+
+} // namespace embedlab
