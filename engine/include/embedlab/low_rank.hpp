@@ -44,6 +44,11 @@ public:
     int64_t parameter_count() const override;
     std::string kind() const override { return kind_ == LowRankKind::PCA ? "pca" : "svd"; }
 
+    LowRankKind low_rank_kind() const { return kind_; }
+    const torch::Tensor& mu() const { return mu_; } // [d]; zeros for SVD
+    const torch::Tensor& Z() const { return Z_; }   // [V, k]
+    const torch::Tensor& P() const { return P_; }   // [k, d]
+
 private:
     LowRankKind kind_;
     torch::Tensor mu_, Z_, P_;

@@ -74,6 +74,10 @@ public:
     // Validates every tensor's presence and shape against the config; throws
     // InputError naming the tensor (`label` names the model in messages).
     LanguageModel(ModelConfig config, WeightMap weights, const std::string& label);
+    // A model whose token embedding is given (compressed); `weights` need not
+    // hold the dense table.
+    LanguageModel(ModelConfig config, WeightMap weights, std::shared_ptr<const TokenEmbedding> embedding,
+                  const std::string& label);
 
     const ModelConfig& config() const { return config_; }
     const WeightMap& weights() const { return weights_; }

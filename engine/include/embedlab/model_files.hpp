@@ -44,6 +44,10 @@ struct ModelFiles {
     std::string stored_dtype;                    // "F32", "F16", "BF16" or "mixed"
     std::optional<ScoredVocab> embedded_vocab;   // GGUF only
     std::vector<std::string> warnings;           // e.g. "NaN in tensor h.0.attn.c_attn.weight"
+    // An EmbedLab compressed directory: embedlab.json's text, and the tensors
+    // that replace the embedding (names under its prefix, e.g. "wte.pca.Z").
+    std::string embedlab_manifest;
+    WeightMap embedding_factors;
 };
 
 // MODEL is a directory, a .gguf file or a .bin (llama2.c) file.

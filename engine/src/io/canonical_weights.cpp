@@ -81,7 +81,8 @@ const char* embedding_name(Architecture arch)
 }
 
 void check_weights_against_config(const ModelConfig& config, const WeightMap& weights,
-                                  const std::string& config_label, const std::string& weights_label)
+                                  const std::string& config_label, const std::string& weights_label,
+                                  bool embedding_stored)
 {
     const std::string embedding = embedding_name(config.arch);
     const auto emb = weights.find(embedding);
@@ -101,6 +102,8 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
         const auto expected =
             config.arch == Architecture::GPT2 ? expected_gpt2(config, layer) : expected_llama(config, layer);
         for (const Expected& e : expected) {
+            if (!embedding_stored && e.name == embedding)
+                continue;
             const auto it = weights.find(e.name);
             if (it == weights.end())
                 throw InputError(weights_label + ": missing tensor '" + e.name + "' (required by " +

@@ -14,8 +14,10 @@ namespace embedlab::io {
 // starting with the embedding (so a vocabulary mismatch is reported as such).
 // Messages start with `weights_label`, or `config_label` for a vocab_size /
 // hidden-size disagreement between the config and the embedding.
+// embedding_stored = false: a compressed directory, whose embedding is factors.
 void check_weights_against_config(const ModelConfig& config, const WeightMap& weights,
-                                  const std::string& config_label, const std::string& weights_label);
+                                  const std::string& config_label, const std::string& weights_label,
+                                  bool embedding_stored = true);
 
 // Name of the token embedding for the architecture.
 const char* embedding_name(Architecture arch);

@@ -143,7 +143,23 @@ ModelFiles read_hf_directory(const fs::path& dir)
         strip_transformer_prefix(mf.weights, weights_label);
 
     settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
-    check_weights_against_config(mf.config, mf.weights, config_path.string(), weights_label);
+    // A compressed directory stores factor tensors in place of the embedding.
+    const fs::path manifest = dir / "embedlab.json";
+    const bool compressed = fs::exists(manifest);
+    if (compressed) {
+        mf.embedlab_manifest = read_whole_file(manifest);
+        const std::string table = embedding_name(mf.config.arch);
+        const std::string prefix = table.substr(0, table.size() - std::string("weight").size());
+        for (auto it = mf.weights.begin(); it != mf.weights.end();) {
+            if (it->first != table && it->first.rfind(prefix, 0) == 0) {
+                mf.embedding_factors.emplace(it->first, std::move(it->second));
+                it = mf.weights.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    check_weights_against_config(mf.config, mf.weights, config_path.string(), weights_label, !compressed);
     return mf;
 }
 

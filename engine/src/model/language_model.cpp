@@ -57,6 +57,14 @@ LanguageModel::LanguageModel(ModelConfig config, WeightMap weights, const std::s
     embedding_ = std::make_shared<DenseTokenEmbedding>(weights_.at(table));
 }
 
+LanguageModel::LanguageModel(ModelConfig config, WeightMap weights,
+                             std::shared_ptr<const TokenEmbedding> embedding, const std::string& label)
+    : config_(std::move(config)), weights_(std::move(weights))
+{
+    detail::check_weights(config_, weights_, label, /*embedding_stored=*/false);
+    set_token_embedding(std::move(embedding));
+}
+
 void LanguageModel::set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding)
 {
     if (embedding->vocab_size() != config_.vocab_size || embedding->dim() != config_.hidden_size)
@@ -176,9 +184,9 @@ ParameterBreakdown LanguageModel::parameter_breakdown() const
     // attn.bias causal masks) that are not parameters.
     for (const auto& e : detail::expected_tensors(config_)) {
         const std::string& name = e.name;
-        const int64_t n = weights_.at(name).numel();
         if (name == "wte.weight" || name == "model.embed_tokens.weight")
             continue; // counted through the (possibly compressed) embedding
+        const int64_t n = weights_.at(name).numel();
         if (name == "wpe.weight")
             b.position_embedding += n;
         else if (name == "lm_head.weight")

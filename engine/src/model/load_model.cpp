@@ -4,6 +4,7 @@
 
 #include <openssl/evp.h>
 
+#include "embedlab/compressed_model.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
 
@@ -63,7 +64,14 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
     if (options.need_tokenizer || options.tokenizer)
         out.tokenizer = load_model_tokenizer(out.files, options, &out.tokenizer_path);
     // The weights move into the model: one map, no second copy to keep in step.
-    out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
+    if (!out.files.embedlab_manifest.empty()) {
+        auto embedding = embedding_from_manifest(out.files.embedlab_manifest, out.files.embedding_factors,
+                                                 out.files.config, model.string());
+        out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights),
+                                                    std::move(embedding), model.string());
+    } else {
+        out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
+    }
     out.files.weights.clear();
     return out;
 }

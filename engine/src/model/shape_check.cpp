@@ -64,7 +64,8 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c)
     return t;
 }
 
-void check_weights(const ModelConfig& c, const WeightMap& weights, const std::string& label)
+void check_weights(const ModelConfig& c, const WeightMap& weights, const std::string& label,
+                   bool embedding_stored)
 {
     if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.vocab_size <= 0)
         throw InputError(label + ": config has a non-positive size (hidden, layers, heads or vocab)");
@@ -79,6 +80,8 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
         throw InputError(label + ": RoPE needs an even head dimension, got " +
                          std::to_string(c.head_dim()));
     for (const auto& e : expected_tensors(c)) {
+        if (!embedding_stored && (e.name == "wte.weight" || e.name == "model.embed_tokens.weight"))
+            continue;
         auto it = weights.find(e.name);
         if (it == weights.end())
             throw InputError(label + ": missing tensor '" + e.name + "'");

@@ -16,6 +16,8 @@ struct ExpectedTensor {
 };
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c);
-void check_weights(const ModelConfig& c, const WeightMap& weights, const std::string& label);
+// embedding_stored = false: the token embedding is supplied separately.
+void check_weights(const ModelConfig& c, const WeightMap& weights, const std::string& label,
+                   bool embedding_stored = true);
 
 } // namespace embedlab::detail

@@ -1,0 +1,65 @@
+// Compressing a token-embedding table by name of method, with the numbers every
+// result carries: accounting (METHODS 0), reconstruction error, fit details.
+//
+//   embedlab::CompressionSpec spec{.method = "pca", .rank = 64};
+//   auto c = embedlab::compress_table(table, spec, model_params, progress);
+//   c.reconstruction.mean_cosine;    // how close the rows stay
+//   model.set_token_embedding(c.embedding);
+//
+// Thread safety: reentrant; results are plain values (the embedding is immutable).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/accounting.hpp"
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+// Every method's parameters; which ones apply depends on `method`.
+struct CompressionSpec {
+    std::string method;         // "pca", "svd" or "tt"
+    int64_t rank = 0;           // pca, svd: 1..d
+    std::vector<int64_t> shape; // tt: factors of d
+    std::vector<int64_t> ranks; // tt: r_0..r_N (empty: from eps)
+    double eps = 0;             // tt: accuracy in (0, 1) when ranks are empty
+};
+
+// Methods compress_table knows, for messages and the CLI.
+const std::vector<std::string>& compression_methods();
+
+struct ReconstructionMetrics {
+    double relative_frobenius = 0; // ||E - E_hat||_F / ||E||_F
+    double mean_cosine = 0;        // over rows; a zero row against a zero row counts 1
+    double worst_cosine = 0;
+    int64_t worst_row = -1;
+};
+
+// Compares `original` [V, d] with the compressed embedding's rows, block by block.
+ReconstructionMetrics measure_reconstruction(const torch::Tensor& original, const TokenEmbedding& compressed,
+                                             const ProgressFn& progress = {});
+
+struct CompressedEmbedding {
+    CompressionSpec spec; // as run (tt eps: ranks filled in)
+    std::shared_ptr<const TokenEmbedding> embedding;
+    EmbeddingAccounting accounting;
+    ReconstructionMetrics reconstruction;
+    nlohmann::ordered_json fit; // method details: spectrum, explained variance, TT ranks
+    double fit_seconds = 0, total_seconds = 0;
+};
+
+// model_params: whole-model parameter count for eta (0: the table alone).
+CompressedEmbedding compress_table(const torch::Tensor& table, const CompressionSpec& spec,
+                                   int64_t model_params = 0, const ProgressFn& progress = {});
+
+// JSON views used by embedlab.json and the CLI (field names are a contract).
+nlohmann::ordered_json spec_json(const CompressionSpec& spec);
+nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const EnergyOptions& energy = {});
+nlohmann::ordered_json reconstruction_json(const ReconstructionMetrics& r);
+
+} // namespace embedlab

@@ -1,0 +1,61 @@
+// The compressed-model directory: what `embedlab-cli compress` writes and
+// load_model() reads back.
+//
+//   auto src = embedlab::load_model("models/tinygpt2");
+//   auto c = embedlab::compress_table(table, {.method = "pca", .rank = 64});
+//   embedlab::save_compressed_model(src, c, "out/tinygpt2-pca64", {.dense = true});
+//   auto back = embedlab::load_model("out/tinygpt2-pca64");   // factorised embedding
+//
+// Layout of DIR:
+//   config.json, tokenizer and other non-weight files   copied from the source
+//   model.safetensors   every weight except the embedding table, plus the
+//                       method's factors under the table's prefix:
+//                       pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d]
+//                       svd: <p>svd.Z, <p>svd.P
+//                       tt : <p>tt.core0 .. core{N-1}, core k [V, r_k, I_k+1, r_k+1]
+//                       (<p> = "wte." for gpt2, "model.embed_tokens." for llama)
+//   embedlab.json       method, parameters, factor shapes, accounting,
+//                       reconstruction, fit details, source files with sha256,
+//                       versions, timestamps, evaluation results when run
+//   dense/              with --dense: a standard Hugging Face directory with the
+//                       reconstructed table, loadable by any tool
+// DIR is written as a sibling temporary directory and renamed into place, so a
+// failure or cancel never leaves a half-written model.
+// Thread safety: reentrant.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/compress.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct SaveCompressedOptions {
+    bool dense = false;                // also write DIR/dense/
+    bool overwrite = false;            // replace an existing DIR
+    nlohmann::ordered_json evaluation; // stored under "evaluation" when not null
+};
+
+// Returns the manifest as written. `source` must be a dense Hugging Face model.
+nlohmann::ordered_json save_compressed_model(const LoadedModel& source, const CompressedEmbedding& compressed,
+                                             const std::filesystem::path& out,
+                                             const SaveCompressedOptions& options = {},
+                                             const ProgressFn& progress = {});
+
+// The embedding a compressed directory describes: checks embedlab.json against
+// the factor tensors (names, shapes, method parameters, finiteness) and fails
+// naming the file and the disagreement. Consumes `factors`.
+std::shared_ptr<const TokenEmbedding> embedding_from_manifest(const std::string& manifest_text,
+                                                              WeightMap& factors, const ModelConfig& config,
+                                                              const std::string& label);
+
+// The factor tensors of a compressed embedding under `prefix` (see above).
+std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(const TokenEmbedding& embedding,
+                                                                            const std::string& prefix);
+
+} // namespace embedlab

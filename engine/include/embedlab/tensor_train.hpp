@@ -1,0 +1,77 @@
+// Per-token Tensor-Train embeddings (TensorSLM), METHODS.md 5.
+//
+//   auto fit = embedlab::fit_tensor_train(table, {.shape = {8, 8, 12}, .ranks = {1, 4, 4, 1}});
+//   model.set_token_embedding(std::make_shared<embedlab::TensorTrainTokenEmbedding>(fit));
+//
+// Each row x (length d = prod I_k) is tensorised little-endian (eq. 6:
+// X[i_1..i_N] = x[i_1 + i_2 I_1 + ...]) and decomposed by TT-SVD (Oseledets'
+// Algorithm 1). The whole vocabulary is processed at once: every step's small
+// SVDs run as float64 eigendecompositions of the smaller Gram side, in parallel
+// over tokens. Ranks are fixed, or chosen from an accuracy eps; in the eps case
+// each position takes the largest rank any token needs (so every token meets
+// its bound) and the cores stay one dense tensor per position.
+// Thread safety: fit_tensor_train is reentrant; the embedding is immutable.
+#pragma once
+
+#include <vector>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct TensorTrainOptions {
+    std::vector<int64_t> shape; // I_1..I_N, product d
+    std::vector<int64_t> ranks; // r_0..r_N with r_0 = r_N = 1; empty: chosen from eps
+    double eps = 0;             // in (0, 1) when ranks is empty
+};
+
+struct TensorTrainFit {
+    std::vector<int64_t> shape, ranks;
+    double eps = 0; // 0 when ranks were given
+    // core k (0-based): [V, r_k, I_{k+1}, r_{k+1}] float32, the conventional TT layout.
+    std::vector<torch::Tensor> cores;
+    // eps mode: mean over tokens of the rank each token needed at each inner position.
+    std::vector<double> mean_needed_ranks;
+    double seconds = 0;
+};
+
+// table [V, d] float32. Throws InputError for a bad shape, ranks above their caps,
+// eps outside (0, 1), or non-finite rows.
+TensorTrainFit fit_tensor_train(const torch::Tensor& table, const TensorTrainOptions& options,
+                                const ProgressFn& progress = {});
+
+class TensorTrainTokenEmbedding final : public TokenEmbedding {
+public:
+    // Checks that the cores agree with each other (InputError naming the core).
+    TensorTrainTokenEmbedding(std::vector<int64_t> shape, std::vector<torch::Tensor> cores);
+    explicit TensorTrainTokenEmbedding(const TensorTrainFit& fit);
+
+    int64_t vocab_size() const override { return vocab_; }
+    int64_t dim() const override { return dim_; }
+    // Contracts only the looked-up tokens' cores.
+    torch::Tensor lookup(const torch::Tensor& ids) const override;
+    // Tied head: rows are contracted block by block and multiplied into the
+    // logits, so no V x d table is ever held.
+    torch::Tensor project(const torch::Tensor& hidden) const override;
+    int64_t parameter_count() const override;
+    std::string kind() const override { return "tt"; }
+
+    const std::vector<int64_t>& shape() const { return shape_; }
+    std::vector<int64_t> ranks() const;
+    // The cores in the conventional layout [V, r_k, I_{k+1}, r_{k+1}] (a copy).
+    std::vector<torch::Tensor> cores() const;
+
+private:
+    // rows [first, first + count) -> [count, d] into `out` (contiguous float32).
+    void contract_rows(const int64_t* ids, int64_t count, float* out) const;
+
+    std::vector<int64_t> shape_;
+    // Only one copy of the cores is held, in the layout the contraction reads:
+    // core k as [V, r_{k+1}, I_{k+1}, r_k].
+    std::vector<torch::Tensor> kernel_;
+    int64_t vocab_ = 0, dim_ = 0;
+    int64_t buffer_ = 1; // floats per contraction scratch buffer
+};
+
+} // namespace embedlab

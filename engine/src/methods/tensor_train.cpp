@@ -1,0 +1,360 @@
+#include "embedlab/tensor_train.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include <Eigen/Dense>
+
+#include "embedlab/accounting.hpp"
+
+namespace embedlab {
+
+namespace {
+
+using Eigen::MatrixXd;
+
+std::string join(const std::vector<int64_t>& v)
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+}
+
+// Reused buffers of one worker: TT-SVD of one row at a time allocates nothing.
+struct TokenWorkspace {
+    std::vector<double> current, next;
+    std::vector<float> scratch;
+    // One Gram matrix and solver per step: sizes differ between steps.
+    std::vector<MatrixXd> gram;
+    std::vector<Eigen::SelfAdjointEigenSolver<MatrixXd>> solver;
+    explicit TokenWorkspace(size_t steps) : gram(steps), solver(steps) {}
+};
+
+// Rank that keeps the discarded energy within delta2 (eigenvalues ascending).
+int64_t needed_rank(const Eigen::VectorXd& ascending, double delta2)
+{
+    const int64_t n = ascending.size();
+    double tail = 0;
+    int64_t r = n;
+    // Drop the smallest values while their sum stays within the bound.
+    for (int64_t j = 0; j < n - 1; ++j) {
+        tail += std::max(0.0, ascending(j));
+        if (tail > delta2)
+            break;
+        r = n - 1 - j;
+    }
+    return std::max<int64_t>(1, r);
+}
+
+// One TT-SVD of a single row. ranks[0..known] are fixed; with probe_step = k the
+// sweep stops at step k and returns the rank the eps bound needs there.
+// Otherwise writes each core k in kernel layout (U column-major, [r_k, I_k, r_{k-1}]
+// with r_{k-1} fastest) to cores[k] and returns 0.
+int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const std::vector<int64_t>& ranks,
+                   double delta2, int64_t probe_step, float* const* cores, TokenWorkspace& ws)
+{
+    const int64_t N = static_cast<int64_t>(shape.size());
+    int64_t rest = 1;
+    for (auto I : shape)
+        rest *= I;
+    ws.current.assign(row, row + rest);
+    int64_t r_prev = 1;
+    for (int64_t k = 0; k + 1 < N; ++k) {
+        const int64_t m = r_prev * shape[k];
+        rest /= shape[k];
+        const int64_t n = rest;
+        Eigen::Map<const MatrixXd> M(ws.current.data(), m, n);
+        const bool left = m <= n; // decompose the smaller Gram side
+        auto& gram = ws.gram[static_cast<size_t>(k)];
+        auto& solver = ws.solver[static_cast<size_t>(k)];
+        if (left)
+            gram.noalias() = M * M.transpose();
+        else
+            gram.noalias() = M.transpose() * M;
+        solver.compute(gram);
+        const auto& values = solver.eigenvalues(); // ascending
+        if (k == probe_step)
+            return needed_rank(values, delta2);
+        const int64_t r = ranks[k + 1];
+        const int64_t g = gram.rows();
+        const int64_t kept = std::min(r, g); // ranks beyond g are zero padding
+        ws.next.assign(static_cast<size_t>(r * n), 0.0);
+        Eigen::Map<MatrixXd> C(ws.next.data(), r, n);
+        // Probing sweeps recompute earlier steps but keep no cores.
+        if (!cores[k])
+            ws.scratch.resize(static_cast<size_t>(m * r));
+        Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>> U(
+            cores[k] ? cores[k] : ws.scratch.data(), m, r);
+        U.setZero();
+        const auto& vectors = solver.eigenvectors();
+        if (left) {
+            // U = top r eigenvectors of M M^T, C = U^T M = S V^T.
+            for (int64_t j = 0; j < kept; ++j) {
+                const auto u = vectors.col(g - 1 - j);
+                U.col(j) = u.cast<float>();
+                C.row(j).noalias() = u.transpose() * M;
+            }
+        } else {
+            // V = top r eigenvectors of M^T M, C = S V^T, U = M V S^-1.
+            const double s_max = std::sqrt(std::max(0.0, values(g - 1)));
+            for (int64_t j = 0; j < kept; ++j) {
+                const auto v = vectors.col(g - 1 - j);
+                const double s = std::sqrt(std::max(0.0, values(g - 1 - j)));
+                C.row(j) = s * v.transpose();
+                // A null direction keeps a zero column: its row of C is zero too.
+                if (s > 1e-12 * s_max && s > 0)
+                    U.col(j) = ((M * v) / s).cast<float>();
+            }
+        }
+        std::swap(ws.current, ws.next);
+        r_prev = r;
+    }
+    // The last core is what remains: [r_{N-1}, I_N], r_{N-1} fastest.
+    std::transform(ws.current.begin(), ws.current.begin() + r_prev * shape.back(), cores[N - 1],
+                   [](double v) { return static_cast<float>(v); });
+    return 0;
+}
+
+void check_finite(const torch::Tensor& table)
+{
+    if (!torch::isfinite(table).all().item<bool>()) {
+        const auto bad = (~torch::isfinite(table)).any(1).nonzero();
+        throw InputError("the embedding table has non-finite values (NaN or Inf) in " +
+                         std::to_string(bad.size(0)) + " row(s), first row " +
+                         std::to_string(bad[0][0].item<int64_t>()));
+    }
+}
+
+} // namespace
+
+TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrainOptions& options,
+                                const ProgressFn& progress)
+{
+    c10::InferenceMode guard;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto& shape = options.shape;
+    if (shape.empty())
+        throw InputError("TT shape is empty; give factors of d, e.g. 8,8,12 for d = 768");
+    if (table_in.dim() != 2)
+        throw InputError("the embedding table must be a matrix, got " + std::to_string(table_in.dim()) +
+                         " dimensions");
+    const int64_t d = table_in.size(1);
+    const bool use_eps = options.ranks.empty();
+    if (use_eps && !(options.eps > 0 && options.eps < 1))
+        throw InputError("TT accuracy eps must lie in (0, 1), got " + std::to_string(options.eps) +
+                         " (or give ranks)");
+    // Shape first (its product must be d), then the ranks against their caps.
+    check_tt_shape_and_ranks(d, shape, use_eps ? std::vector<int64_t>(shape.size() + 1, 1) : options.ranks);
+    check_finite(table_in);
+    const auto table = table_in.to(torch::kFloat32).contiguous();
+    const int64_t V = table.size(0), N = static_cast<int64_t>(shape.size());
+    const float* rows = table.data_ptr<float>();
+
+    TensorTrainFit fit;
+    fit.shape = shape;
+    fit.eps = use_eps ? options.eps : 0.0;
+    std::vector<int64_t> ranks = use_eps ? std::vector<int64_t>(N + 1, 1) : options.ranks;
+    const auto caps = tt_rank_caps(shape);
+    const double eps2_per_step =
+        use_eps && N > 1 ? options.eps * options.eps / static_cast<double>(N - 1) : 0;
+
+    // eps: one probing sweep per inner position fixes its rank (the largest any
+    // token needs), then the final sweep writes the cores. Rows are recomputed
+    // instead of stored, so memory stays at the cores' size.
+    const int64_t sweeps = use_eps ? N : 1;
+    const int64_t block = 4096;
+    const int64_t blocks = (V + block - 1) / block;
+    int64_t done = 0;
+    report_progress(progress, 0, sweeps * blocks);
+    for (int64_t sweep = 0; sweep < sweeps; ++sweep) {
+        const bool probing = use_eps && sweep + 1 < N;
+        const int64_t probe_step = probing ? sweep : -1;
+        std::vector<int64_t> needed(probing ? V : 0, 0);
+        std::vector<float*> core_ptrs;
+        if (!probing) {
+            fit.cores.clear();
+            for (int64_t k = 0; k < N; ++k) {
+                fit.cores.push_back(torch::empty({V, ranks[k + 1], shape[k], ranks[k]}, torch::kFloat32));
+                core_ptrs.push_back(fit.cores.back().data_ptr<float>());
+            }
+        }
+        for (int64_t b = 0; b < blocks; ++b) {
+            const int64_t begin = b * block, end = std::min(V, begin + block);
+            at::parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
+                TokenWorkspace ws(static_cast<size_t>(N));
+                std::vector<float*> ptrs(static_cast<size_t>(N), nullptr);
+                for (int64_t t = lo; t < hi; ++t) {
+                    const float* row = rows + t * d;
+                    double delta2 = 0;
+                    if (probing) {
+                        double norm2 = 0;
+                        for (int64_t i = 0; i < d; ++i)
+                            norm2 += static_cast<double>(row[i]) * row[i];
+                        delta2 = eps2_per_step * norm2;
+                    } else {
+                        for (int64_t k = 0; k < N; ++k)
+                            ptrs[k] = core_ptrs[k] + t * ranks[k] * shape[k] * ranks[k + 1];
+                    }
+                    const int64_t r = tt_svd_row(row, shape, ranks, delta2, probe_step, ptrs.data(), ws);
+                    if (probing)
+                        needed[t] = r;
+                }
+            });
+            report_progress(progress, ++done, sweeps * blocks);
+        }
+        if (probing) {
+            const int64_t r = std::min(caps[sweep + 1], *std::max_element(needed.begin(), needed.end()));
+            ranks[sweep + 1] = r;
+            fit.mean_needed_ranks.push_back(std::accumulate(needed.begin(), needed.end(), 0.0) /
+                                            static_cast<double>(V));
+        }
+    }
+    // Kernel layout [V, r_k, I_k, r_{k-1}] -> conventional [V, r_{k-1}, I_k, r_k].
+    for (auto& core : fit.cores)
+        core = core.permute({0, 3, 2, 1}).contiguous();
+    fit.ranks = ranks;
+    fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return fit;
+}
+
+// --- the embedding --------------------------------------------------------------
+
+TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(const TensorTrainFit& fit)
+    : TensorTrainTokenEmbedding(fit.shape, fit.cores)
+{
+}
+
+TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
+                                                     std::vector<torch::Tensor> cores)
+    : shape_(std::move(shape))
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    if (N == 0 || static_cast<int64_t>(cores.size()) != N)
+        throw InputError("TT embedding: " + std::to_string(cores.size()) + " cores for a shape of " +
+                         std::to_string(N) + " factors");
+    dim_ = 1;
+    for (auto I : shape_)
+        dim_ *= I;
+    vocab_ = cores[0].dim() == 4 ? cores[0].size(0) : -1;
+    int64_t r_prev = 1;
+    for (int64_t k = 0; k < N; ++k) {
+        const auto& c = cores[static_cast<size_t>(k)];
+        const std::string name = "TT core " + std::to_string(k);
+        if (c.dim() != 4 || c.size(0) != vocab_ || c.size(1) != r_prev || c.size(2) != shape_[k] ||
+            c.size(3) < 1 || (k + 1 == N && c.size(3) != 1))
+            throw InputError(name + " has shape [" + join(c.sizes().vec()) + "], expected [" +
+                             std::to_string(vocab_) + ", " + std::to_string(r_prev) + ", " +
+                             std::to_string(shape_[k]) + ", " + (k + 1 == N ? "1" : "r") + "]");
+        if (!torch::isfinite(c).all().item<bool>())
+            throw InputError(name + " has non-finite values");
+        // Widest intermediate of the right-to-left contraction: (I_k..I_N) x r_{k-1}.
+        int64_t trailing = 1;
+        for (int64_t j = k; j < N; ++j)
+            trailing *= shape_[j];
+        buffer_ = std::max(buffer_, trailing * r_prev);
+        r_prev = c.size(3);
+        kernel_.push_back(c.to(torch::kFloat32).permute({0, 3, 2, 1}).contiguous());
+    }
+}
+
+std::vector<int64_t> TensorTrainTokenEmbedding::ranks() const
+{
+    std::vector<int64_t> r{1};
+    for (const auto& k : kernel_)
+        r.push_back(k.size(1));
+    return r;
+}
+
+std::vector<torch::Tensor> TensorTrainTokenEmbedding::cores() const
+{
+    std::vector<torch::Tensor> out;
+    for (const auto& k : kernel_)
+        out.push_back(k.permute({0, 3, 2, 1}).contiguous());
+    return out;
+}
+
+int64_t TensorTrainTokenEmbedding::parameter_count() const
+{
+    int64_t n = 0;
+    for (const auto& k : kernel_)
+        n += k.numel();
+    return n;
+}
+
+void TensorTrainTokenEmbedding::contract_rows(const int64_t* ids, int64_t count, float* out) const
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    at::parallel_for(0, count, 16, [&](int64_t lo, int64_t hi) {
+        std::vector<float> a(static_cast<size_t>(buffer_)), b(a.size());
+        for (int64_t t = lo; t < hi; ++t) {
+            const int64_t id = ids[t];
+            float* dst = out + t * dim_;
+            // Right to left: B[q, b] (q over the trailing indices, i_N slowest)
+            // times core k as [b, (i, a)] gives B'[(q, i), a], so the final
+            // buffer is already the little-endian row (eq. 6).
+            const auto& last = kernel_[static_cast<size_t>(N - 1)];
+            int64_t r = last.size(3);  // r_{N-1}
+            int64_t q = shape_[N - 1]; // rows of B
+            const float* src = last.data_ptr<float>() + id * last.stride(0);
+            float* cur = N == 1 ? dst : a.data();
+            std::copy(src, src + q * r, cur);
+            for (int64_t k = N - 2; k >= 0; --k) {
+                const auto& core = kernel_[static_cast<size_t>(k)];
+                const int64_t I = shape_[k], r_in = core.size(3), width = I * r_in;
+                const float* K = core.data_ptr<float>() + id * core.stride(0);
+                float* nxt = k == 0 ? dst : (cur == a.data() ? b.data() : a.data());
+                for (int64_t row = 0; row < q; ++row) {
+                    float* o = nxt + row * width;
+                    const float* bin = cur + row * r;
+                    std::fill(o, o + width, 0.0f);
+                    for (int64_t j = 0; j < r; ++j) {
+                        const float s = bin[j];
+                        const float* kr = K + j * width;
+                        for (int64_t x = 0; x < width; ++x)
+                            o[x] += s * kr[x];
+                    }
+                }
+                cur = nxt;
+                q *= I;
+                r = r_in;
+            }
+        }
+    });
+}
+
+torch::Tensor TensorTrainTokenEmbedding::lookup(const torch::Tensor& ids) const
+{
+    auto flat = ids.reshape({-1}).to(torch::kLong).contiguous();
+    if (flat.numel() > 0) {
+        const int64_t lo = flat.min().item<int64_t>(), hi = flat.max().item<int64_t>();
+        if (lo < 0 || hi >= vocab_)
+            throw InputError("token id " + std::to_string(lo < 0 ? lo : hi) +
+                             " is outside the vocabulary (V = " + std::to_string(vocab_) + ")");
+    }
+    auto out = torch::empty({flat.numel(), dim_}, torch::kFloat32);
+    contract_rows(flat.data_ptr<int64_t>(), flat.numel(), out.data_ptr<float>());
+    auto sizes = ids.sizes().vec();
+    sizes.push_back(dim_);
+    return out.view(sizes);
+}
+
+torch::Tensor TensorTrainTokenEmbedding::project(const torch::Tensor& hidden) const
+{
+    const auto h = hidden.to(torch::kFloat32).contiguous();
+    const int64_t block = 2048;
+    auto logits = torch::empty({h.size(0), vocab_}, torch::kFloat32);
+    auto rows = torch::empty({std::min(block, vocab_), dim_}, torch::kFloat32);
+    std::vector<int64_t> ids(static_cast<size_t>(block));
+    for (int64_t v0 = 0; v0 < vocab_; v0 += block) {
+        const int64_t n = std::min(block, vocab_ - v0);
+        std::iota(ids.begin(), ids.begin() + n, v0);
+        contract_rows(ids.data(), n, rows.data_ptr<float>());
+        logits.narrow(1, v0, n).copy_(torch::mm(h, rows.narrow(0, 0, n).t()));
+    }
+    return logits;
+}
+
+} // namespace embedlab

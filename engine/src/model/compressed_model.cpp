@@ -1,0 +1,304 @@
+#include "embedlab/compressed_model.hpp"
+
+#include <chrono>
+#include <ctime>
+#include <set>
+
+#include <armadillo>
+
+#include "embedlab/file_output.hpp"
+#include "embedlab/low_rank.hpp"
+#include "embedlab/tensor_train.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::string table_name(Architecture arch)
+{
+    return arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
+}
+
+std::string factor_prefix(Architecture arch)
+{
+    const std::string t = table_name(arch);
+    return t.substr(0, t.size() - std::string("weight").size());
+}
+
+std::string shape_text(c10::IntArrayRef s)
+{
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+bool is_weight_file(const fs::path& p)
+{
+    static const std::set<std::string> exts{".safetensors", ".bin",  ".pt", ".pth",
+                                            ".gguf",        ".ckpt", ".h5", ".msgpack"};
+    const std::string name = p.filename().string();
+    return exts.count(p.extension().string()) > 0 || name == "model.safetensors.index.json" ||
+           name == "embedlab.json";
+}
+
+// config.json, tokenizer files, generation_config.json, README ...: everything but weights.
+void copy_support_files(const fs::path& from, const fs::path& to)
+{
+    for (const auto& entry : fs::directory_iterator(from)) {
+        if (!entry.is_regular_file() || is_weight_file(entry.path()))
+            continue;
+        std::error_code ec;
+        fs::copy_file(entry.path(), to / entry.path().filename(), ec);
+        if (ec)
+            throw InputError((to / entry.path().filename()).string() + ": cannot copy from " +
+                             entry.path().string() + " (" + ec.message() + ")");
+        // Copies of read-only sources stay editable, like every file we write.
+        fs::permissions(to / entry.path().filename(), fs::perms::owner_write, fs::perm_options::add, ec);
+    }
+}
+
+std::string utc_now()
+{
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+Json versions()
+{
+    return {{"embedlab", EMBEDLAB_VERSION},
+            {"libtorch", TORCH_VERSION},
+            {"armadillo", arma::arma_version::as_string()},
+            {"manifest_format", kFormatVersion}};
+}
+
+Json source_json(const LoadedModel& source)
+{
+    Json files = Json::array();
+    for (const auto& f : source.files.files)
+        files.push_back({{"file", f.filename().string()},
+                         {"bytes", static_cast<int64_t>(fs::file_size(f))},
+                         {"sha256", sha256_file(f)}});
+    return {{"path", fs::absolute(source.files.path).lexically_normal().string()},
+            {"format", model_format_name(source.files.format)},
+            {"architecture", architecture_name(source.files.config.arch)},
+            {"stored_dtype", source.files.stored_dtype},
+            {"files", files}};
+}
+
+// Every row of the embedding, block by block: only for the dense export.
+torch::Tensor reconstruct_table(const TokenEmbedding& e)
+{
+    std::vector<torch::Tensor> blocks;
+    for (int64_t v0 = 0; v0 < e.vocab_size(); v0 += 8192) {
+        const int64_t n = std::min<int64_t>(8192, e.vocab_size() - v0);
+        blocks.push_back(e.lookup(torch::arange(v0, v0 + n, torch::kLong)));
+    }
+    return torch::cat(blocks, 0);
+}
+
+using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+Tensors weights_without_table(const LanguageModel& m)
+{
+    Tensors out;
+    const std::string table = table_name(m.config().arch);
+    for (const auto& [name, t] : m.weights())
+        if (name != table)
+            out.emplace_back(name, t);
+    return out;
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(const TokenEmbedding& embedding,
+                                                                            const std::string& prefix)
+{
+    Tensors out;
+    if (const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&embedding)) {
+        const std::string p = prefix + lr->kind() + ".";
+        if (lr->low_rank_kind() == LowRankKind::PCA)
+            out.emplace_back(p + "mu", lr->mu());
+        out.emplace_back(p + "Z", lr->Z());
+        out.emplace_back(p + "P", lr->P());
+    } else if (const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(&embedding)) {
+        const auto cores = tt->cores();
+        for (size_t k = 0; k < cores.size(); ++k)
+            out.emplace_back(prefix + "tt.core" + std::to_string(k), cores[k]);
+    } else {
+        throw InputError("embedding kind '" + embedding.kind() + "' cannot be stored as factors");
+    }
+    return out;
+}
+
+Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding& compressed,
+                           const fs::path& out, const SaveCompressedOptions& options,
+                           const ProgressFn& progress)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string label = source.files.path.string();
+    if (source.files.format != ModelFormat::HuggingFace || !fs::is_directory(source.files.path))
+        throw InputError(label +
+                         ": compressed models are written from Hugging Face directories (config.json + "
+                         "safetensors); " +
+                         model_format_name(source.files.format) + " sources are not supported yet");
+    if (!source.files.embedlab_manifest.empty())
+        throw InputError(label +
+                         ": is already an EmbedLab compressed model; compress the original model instead");
+    const auto& model = *source.model;
+    const auto& config = model.config();
+    const std::string prefix = factor_prefix(config.arch);
+
+    AtomicDirectory dir(out, options.overwrite);
+    copy_support_files(source.files.path, dir.path());
+
+    Tensors tensors = weights_without_table(model);
+    const Tensors factors = embedding_factor_tensors(*compressed.embedding, prefix);
+    Json factor_shapes = Json::object();
+    for (const auto& [name, t] : factors) {
+        factor_shapes[name] = t.sizes().vec();
+        tensors.emplace_back(name, t);
+    }
+    const std::map<std::string, std::string> metadata{{"format", "pt"},
+                                                      {"embedlab_method", compressed.spec.method}};
+    write_safetensors(dir.path() / "model.safetensors", tensors, metadata, progress);
+
+    Json manifest = {{"format", "embedlab-compressed-model"},
+                     {"format_version", kFormatVersion},
+                     {"method", compressed.spec.method},
+                     {"parameters", spec_json(compressed.spec)},
+                     {"embedding_tensor", table_name(config.arch)},
+                     {"factor_tensors", factor_shapes},
+                     {"tied_output_head", config.tied_embeddings},
+                     {"accounting", accounting_json(compressed.accounting)},
+                     {"reconstruction", reconstruction_json(compressed.reconstruction)},
+                     {"fit", compressed.fit},
+                     {"source", source_json(source)},
+                     // Every method here is deterministic; the seed is recorded for uniformity.
+                     {"seed", 0},
+                     {"versions", versions()},
+                     {"created", utc_now()}};
+    manifest["fit"]["seconds"] = compressed.fit_seconds;
+    if (!options.evaluation.is_null())
+        manifest["evaluation"] = options.evaluation;
+
+    if (options.dense) {
+        const fs::path dense = dir.path() / "dense";
+        fs::create_directory(dense);
+        copy_support_files(source.files.path, dense);
+        Tensors dense_tensors = weights_without_table(model);
+        dense_tensors.emplace_back(table_name(config.arch), reconstruct_table(*compressed.embedding));
+        write_safetensors(dense / "model.safetensors", dense_tensors, {{"format", "pt"}});
+        manifest["dense_export"] = "dense";
+    }
+    manifest["wall_seconds"] = compressed.total_seconds +
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_file_atomic(dir.path() / "embedlab.json", manifest.dump(1) + "\n");
+    dir.commit();
+    return manifest;
+}
+
+std::shared_ptr<const TokenEmbedding> embedding_from_manifest(const std::string& manifest_text,
+                                                              WeightMap& factors, const ModelConfig& config,
+                                                              const std::string& label)
+{
+    const std::string where = label + "/embedlab.json";
+    nlohmann::json m;
+    try {
+        m = nlohmann::json::parse(manifest_text);
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(where + ": not valid JSON (" + e.what() + ")");
+    }
+    auto field = [&](const nlohmann::json& obj, const char* name) -> const nlohmann::json& {
+        if (!obj.is_object() || !obj.contains(name))
+            throw InputError(where + ": missing field '" + name + "'");
+        return obj.at(name);
+    };
+    try {
+        if (field(m, "format_version").get<int>() != kFormatVersion)
+            throw InputError(where + ": format_version " + field(m, "format_version").dump() +
+                             " is not supported (this build reads " + std::to_string(kFormatVersion) + ")");
+        const std::string method = field(m, "method").get<std::string>();
+        const auto& params = field(m, "parameters");
+        const std::string prefix = factor_prefix(config.arch);
+        const int64_t V = config.vocab_size, d = config.hidden_size;
+
+        // The manifest's list of factor tensors must match the file exactly.
+        const auto& listed = field(m, "factor_tensors");
+        if (!listed.is_object())
+            throw InputError(where + ": 'factor_tensors' must map tensor names to shapes");
+        for (const auto& [name, shape] : listed.items()) {
+            const auto it = factors.find(name);
+            if (it == factors.end())
+                throw InputError(where + ": lists tensor '" + name +
+                                 "' but model.safetensors does not have it");
+            if (shape.get<std::vector<int64_t>>() != it->second.sizes().vec())
+                throw InputError(where + ": says '" + name + "' has shape " + shape.dump() +
+                                 " but model.safetensors stores " + shape_text(it->second.sizes()));
+            if (!torch::isfinite(it->second).all().item<bool>())
+                throw InputError(label + "/model.safetensors: tensor '" + name + "' has NaN or Inf values");
+        }
+        for (const auto& [name, t] : factors)
+            if (!listed.contains(name))
+                throw InputError(where + ": does not list tensor '" + name + "' found in model.safetensors");
+        auto take = [&](const std::string& name, std::vector<int64_t> shape) {
+            const auto it = factors.find(prefix + name);
+            if (it == factors.end())
+                throw InputError(where + ": method '" + method + "' needs tensor '" + prefix + name + "'");
+            if (it->second.sizes().vec() != shape)
+                throw InputError(label + "/model.safetensors: tensor '" + prefix + name + "' has shape " +
+                                 shape_text(it->second.sizes()) + ", expected " + shape_text(shape) +
+                                 " from embedlab.json and config.json");
+            auto t = std::move(it->second);
+            factors.erase(it);
+            return t;
+        };
+
+        std::shared_ptr<const TokenEmbedding> out;
+        if (method == "pca" || method == "svd") {
+            const int64_t k = field(params, "rank").get<int64_t>();
+            if (k < 1 || k > d)
+                throw InputError(where + ": rank " + std::to_string(k) + " is outside 1.." +
+                                 std::to_string(d));
+            LowRankFit fit;
+            fit.kind = method == "pca" ? LowRankKind::PCA : LowRankKind::SVD;
+            fit.rank = k;
+            fit.mu = method == "pca" ? take("pca.mu", {d}) : torch::zeros({d}, torch::kFloat32);
+            fit.Z = take(method + ".Z", {V, k});
+            fit.P = take(method + ".P", {k, d});
+            out = std::make_shared<LowRankTokenEmbedding>(fit);
+        } else if (method == "tt") {
+            const auto shape = field(params, "shape").get<std::vector<int64_t>>();
+            const auto ranks = field(params, "ranks").get<std::vector<int64_t>>();
+            check_tt_shape_and_ranks(d, shape, ranks);
+            std::vector<torch::Tensor> cores;
+            for (size_t k = 0; k < shape.size(); ++k)
+                cores.push_back(take("tt.core" + std::to_string(k), {V, ranks[k], shape[k], ranks[k + 1]}));
+            out = std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores));
+        } else {
+            throw InputError(where + ": unknown method '" + method + "'");
+        }
+        if (!factors.empty())
+            throw InputError(where + ": tensor '" + factors.begin()->first + "' is not used by method '" +
+                             method + "'");
+        return out;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(where + ": a field has the wrong type (" + e.what() + ")");
+    } catch (const InputError& e) {
+        const std::string msg = e.what();
+        if (msg.rfind(label, 0) == 0)
+            throw;
+        throw InputError(where + ": " + msg); // errors from the shape/rank checks name no file
+    }
+}
+
+} // namespace embedlab

@@ -1,0 +1,187 @@
+// The compressed-model directory: save -> load round trips for pca, svd and tt on
+// tied (gpt2) and untied (llama) models, the dense export, and tampered manifests.
+#include <nlohmann/json.hpp>
+
+#include "embedlab/compressed_model.hpp"
+#include "embedlab/file_output.hpp"
+#include "test_support.hpp"
+#include "tiny_models.hpp"
+
+using namespace embedlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A Hugging Face style directory holding a random tiny model.
+fs::path write_tiny_hf_model(const fs::path& dir, Architecture arch)
+{
+    fs::create_directories(dir);
+    const ModelConfig c = test::tiny_config(arch);
+    nlohmann::json config;
+    if (arch == Architecture::GPT2)
+        config = {{"model_type", "gpt2"},          {"vocab_size", c.vocab_size},
+                  {"n_embd", c.hidden_size},       {"n_layer", c.num_layers},
+                  {"n_head", c.num_heads},         {"n_positions", c.max_positions},
+                  {"n_inner", c.intermediate_size}};
+    else
+        config = {{"model_type", "llama"},
+                  {"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", c.num_heads},
+                  {"num_key_value_heads", c.num_kv_heads},
+                  {"intermediate_size", c.intermediate_size},
+                  {"max_position_embeddings", c.max_positions},
+                  {"tie_word_embeddings", false}};
+    write_file_atomic(dir / "config.json", config.dump());
+    write_file_atomic(dir / "tokenizer_config.json", "{}"); // a support file to be copied
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    for (auto& [name, t] : test::random_weights(c))
+        tensors.emplace_back(name, t);
+    write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+    return dir;
+}
+
+LoadedModel load_weights_only(const fs::path& dir)
+{
+    LoadOptions o;
+    o.need_tokenizer = false;
+    return load_model(dir, o);
+}
+
+const torch::Tensor& table_of(const LanguageModel& m)
+{
+    return m.weights().at(m.config().arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight");
+}
+
+std::vector<CompressionSpec> specs()
+{
+    return {{.method = "pca", .rank = 5},
+            {.method = "svd", .rank = 3},
+            {.method = "tt", .shape = {4, 4}, .ranks = {1, 2, 1}},
+            {.method = "tt", .shape = {2, 2, 4}, .eps = 0.5}};
+}
+
+std::string load_error(const fs::path& dir)
+{
+    try {
+        load_weights_only(dir);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+} // namespace
+
+class CompressedModelRoundTrip : public ::testing::TestWithParam<Architecture> {};
+
+TEST_P(CompressedModelRoundTrip, SaveLoadAndDenseExportGiveTheSameLogits)
+{
+    test::TempDir tmp;
+    const auto src_dir = write_tiny_hf_model(tmp / "src", GetParam());
+    auto src = load_weights_only(src_dir);
+    const auto ids = torch::tensor({{1, 7, 3, 49, 0, 22}}, torch::kLong);
+    for (const auto& spec : specs()) {
+        SCOPED_TRACE(spec.method + (spec.eps > 0 ? " eps" : ""));
+        const auto c = compress_table(table_of(*src.model), spec, src.model->parameter_breakdown().total());
+        const fs::path out = tmp / ("out-" + spec.method + std::to_string(spec.eps > 0));
+        const auto manifest = save_compressed_model(src, c, out, {.dense = true});
+        EXPECT_TRUE(fs::exists(out / "tokenizer_config.json"));
+        EXPECT_EQ(manifest["method"], spec.method);
+        EXPECT_EQ(manifest["source"]["files"][0]["sha256"], sha256_file(src_dir / "model.safetensors"));
+
+        // In-memory compressed model, the reloaded directory and the dense export agree.
+        LanguageModel in_memory(src.model->config(), src.model->weights(), "in-memory");
+        in_memory.set_token_embedding(c.embedding);
+        const auto expected = in_memory.logits(ids);
+        auto back = load_weights_only(out);
+        EXPECT_EQ(back.model->token_embedding().kind(), spec.method);
+        EXPECT_EQ(back.model->weights().count(GetParam() == Architecture::GPT2 ? "wte.weight"
+                                                                               : "model.embed_tokens.weight"),
+                  0u); // no dense copy kept
+        EXPECT_TRUE(torch::equal(back.model->logits(ids), expected));
+        EXPECT_EQ(back.model->parameter_breakdown().token_embedding, c.accounting.params_after);
+        auto dense = load_weights_only(out / "dense");
+        EXPECT_EQ(dense.model->token_embedding().kind(), "dense");
+        EXPECT_TRUE(torch::allclose(dense.model->logits(ids), expected, 1e-4, 1e-4));
+        // The original model's logits differ: the compression was lossy.
+        EXPECT_FALSE(torch::allclose(src.model->logits(ids), expected, 1e-4, 1e-4));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(TiedAndUntied, CompressedModelRoundTrip,
+                         ::testing::Values(Architecture::GPT2, Architecture::Llama),
+                         [](const auto& info) { return std::string(architecture_name(info.param)); });
+
+TEST(CompressedModel, ReconstructionMetricsAreExactForALosslessFit)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    const auto& E = table_of(*src.model);
+    const auto full = compress_table(E, {.method = "pca", .rank = 16});
+    EXPECT_LT(full.reconstruction.relative_frobenius, 1e-5);
+    EXPECT_NEAR(full.reconstruction.mean_cosine, 1.0, 1e-6);
+    const auto lossy = compress_table(E, {.method = "svd", .rank = 2});
+    EXPECT_GT(lossy.reconstruction.relative_frobenius, 0.1);
+    EXPECT_LT(lossy.reconstruction.worst_cosine, lossy.reconstruction.mean_cosine);
+    // The worst row really is the worst one.
+    const auto w = lossy.reconstruction.worst_row;
+    const auto row = lossy.embedding->lookup(torch::tensor({w}, torch::kLong))[0];
+    EXPECT_NEAR(torch::cosine_similarity(row, E[w], 0).item<double>(), lossy.reconstruction.worst_cosine,
+                1e-5);
+    EXPECT_THROW(compress_table(E, {.method = "zip", .rank = 2}), InputError);
+}
+
+TEST(CompressedModel, ExistingOutputIsNotOverwrittenAndFailuresLeaveNothing)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    const auto c = compress_table(table_of(*src.model), {.method = "pca", .rank = 4});
+    fs::create_directory(tmp / "taken");
+    try {
+        save_compressed_model(src, c, tmp / "taken");
+        FAIL() << "expected an error";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+    }
+    save_compressed_model(src, c, tmp / "taken", {.overwrite = true});
+    EXPECT_TRUE(fs::exists(tmp / "taken" / "embedlab.json"));
+    // A cancelled save leaves neither the directory nor a temporary.
+    EXPECT_THROW(save_compressed_model(src, c, tmp / "cancelled", {}, [](int64_t, int64_t) { return false; }),
+                 Cancelled);
+    EXPECT_FALSE(fs::exists(tmp / "cancelled"));
+    for (const auto& e : fs::directory_iterator(tmp.path()))
+        EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    // A compressed model is not compressed again.
+    auto again = load_weights_only(tmp / "taken");
+    EXPECT_THROW(save_compressed_model(again, c, tmp / "twice"), InputError);
+}
+
+TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::Llama));
+    const auto c = compress_table(table_of(*src.model), {.method = "pca", .rank = 4});
+    save_compressed_model(src, c, tmp / "good");
+    auto tamper = [&](const std::string& name, auto&& edit) {
+        fs::copy(tmp / "good", tmp / name);
+        auto m = nlohmann::json::parse(test::read_text(tmp / name / "embedlab.json"));
+        edit(m);
+        write_file_atomic(tmp / name / "embedlab.json", m.dump());
+        return load_error(tmp / name);
+    };
+    auto rank = tamper("rank", [](auto& m) { m["parameters"]["rank"] = 5; });
+    EXPECT_NE(rank.find("embedlab.json"), std::string::npos) << rank;
+    EXPECT_NE(rank.find("model.embed_tokens.pca.Z"), std::string::npos) << rank;
+    auto method = tamper("method", [](auto& m) { m["method"] = "svd"; });
+    EXPECT_NE(method.find("model.embed_tokens.svd.Z"), std::string::npos) << method;
+    auto listed = tamper("listed", [](auto& m) { m["factor_tensors"]["model.embed_tokens.pca.Q"] = {1}; });
+    EXPECT_NE(listed.find("does not have it"), std::string::npos) << listed;
+    auto version = tamper("version", [](auto& m) { m["format_version"] = 99; });
+    EXPECT_NE(version.find("format_version"), std::string::npos) << version;
+    auto missing = tamper("missing", [](auto& m) { m.erase("parameters"); });
+    EXPECT_NE(missing.find("'parameters'"), std::string::npos) << missing;
+    write_file_atomic(tmp / "good" / "embedlab.json", "{not json");
+    EXPECT_NE(load_error(tmp / "good").find("not valid JSON"), std::string::npos);
+}

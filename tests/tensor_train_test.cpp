@@ -1,0 +1,182 @@
+#include "embedlab/accounting.hpp"
+#include "embedlab/tensor_train.hpp"
+#include "test_support.hpp"
+
+using namespace embedlab;
+
+namespace {
+
+torch::Tensor random_table(int64_t V, int64_t d, uint64_t seed = 5)
+{
+    torch::manual_seed(seed);
+    return torch::randn({V, d}) * torch::linspace(1.5, 0.2, d) + 0.3;
+}
+
+// Column-major (Fortran) views, as Oseledets' TT-SVD and eq. (6) use them.
+torch::Tensor fortran_matrix(const torch::Tensor& flat, int64_t rows, int64_t cols)
+{
+    return flat.reshape({cols, rows}).t();
+}
+torch::Tensor fortran_flat(const torch::Tensor& m)
+{
+    return m.t().contiguous().reshape({-1});
+}
+
+// Reference TT-SVD approximation of one row with plain LAPACK SVDs, written the
+// textbook way: X_hat = U_1 (approximation of the remainder), recursively.
+torch::Tensor reference_unfolding(const torch::Tensor& M, const std::vector<int64_t>& shape,
+                                  const std::vector<int64_t>& ranks, size_t k)
+{
+    if (k + 1 == shape.size())
+        return M; // the last core is the remainder itself
+    auto [U, S, Vh] = torch::linalg_svd(M, /*full_matrices=*/false);
+    const int64_t r = ranks[k + 1];
+    auto C = S.narrow(0, 0, r).unsqueeze(1) * Vh.narrow(0, 0, r); // [r, n]
+    const int64_t n = C.size(1), next_rows = r * shape[k + 1];
+    auto next = fortran_matrix(fortran_flat(C), next_rows, r * n / next_rows);
+    auto approx = reference_unfolding(next, shape, ranks, k + 1);
+    return torch::matmul(U.narrow(1, 0, r), fortran_matrix(fortran_flat(approx), r, n));
+}
+
+torch::Tensor reference_tt_row(const torch::Tensor& x, const std::vector<int64_t>& shape,
+                               const std::vector<int64_t>& ranks)
+{
+    const auto xd = x.to(torch::kDouble);
+    return fortran_flat(
+               reference_unfolding(fortran_matrix(xd, shape[0], xd.numel() / shape[0]), shape, ranks, 0))
+        .to(torch::kFloat32);
+}
+
+} // namespace
+
+TEST(TensorTrain, MatchesTextbookTtSvdRowByRow)
+{
+    const std::vector<int64_t> shape{4, 3, 5}, ranks{1, 3, 4, 1};
+    auto E = random_table(20, 60);
+    const auto fit = fit_tensor_train(E, {.shape = shape, .ranks = ranks});
+    ASSERT_EQ(fit.cores.size(), 3u);
+    EXPECT_EQ(fit.cores[0].sizes(), (std::vector<int64_t>{20, 1, 4, 3}));
+    EXPECT_EQ(fit.cores[1].sizes(), (std::vector<int64_t>{20, 3, 3, 4}));
+    EXPECT_EQ(fit.cores[2].sizes(), (std::vector<int64_t>{20, 4, 5, 1}));
+    TensorTrainTokenEmbedding emb(fit);
+    const auto rows = emb.lookup(torch::arange(20, torch::kLong));
+    for (int64_t t = 0; t < 20; ++t) {
+        const auto ref = reference_tt_row(E[t], shape, ranks);
+        EXPECT_LT((rows[t] - ref).norm().item<double>(), 1e-4 * ref.norm().item<double>()) << "row " << t;
+        // Truncation really happened: the rows are not reproduced exactly.
+        EXPECT_GT((rows[t] - E[t]).norm().item<double>(), 1e-3) << "row " << t;
+    }
+}
+
+TEST(TensorTrain, CapRanksAreLossless)
+{
+    const std::vector<int64_t> shape{2, 3, 2, 4};
+    auto E = random_table(30, 48);
+    const auto caps = tt_rank_caps(shape);
+    TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = shape, .ranks = caps}));
+    EXPECT_TRUE(torch::allclose(emb.lookup(torch::arange(30, torch::kLong)), E, 1e-4, 1e-4));
+    EXPECT_EQ(emb.ranks(), caps);
+}
+
+// Eq. (6): x[i_1 + i_2 I_1] = a[i_1] b[i_2] is a rank-1 tensor; the big-endian
+// ordering of the same outer product is not.
+TEST(TensorTrain, TensorisesRowsLittleEndian)
+{
+    torch::manual_seed(1);
+    auto a = torch::randn({2}), b = torch::randn({3});
+    auto little = torch::outer(b, a).reshape({1, 6});
+    auto big = torch::outer(a, b).reshape({1, 6});
+    const std::vector<int64_t> shape{2, 3}, ranks{1, 1, 1};
+    TensorTrainTokenEmbedding fit_little(fit_tensor_train(little, {.shape = shape, .ranks = ranks}));
+    TensorTrainTokenEmbedding fit_big(fit_tensor_train(big, {.shape = shape, .ranks = ranks}));
+    const auto id = torch::zeros({1}, torch::kLong);
+    EXPECT_LT((fit_little.lookup(id) - little).abs().max().item<float>(), 1e-6);
+    EXPECT_GT((fit_big.lookup(id) - big).abs().max().item<float>(), 1e-2);
+}
+
+TEST(TensorTrain, EpsBoundHoldsForEveryRowAndRanksStayUnderCaps)
+{
+    const std::vector<int64_t> shape{4, 4, 6};
+    auto E = random_table(64, 96, 9);
+    for (double eps : {0.05, 0.3, 0.6}) {
+        const auto fit = fit_tensor_train(E, {.shape = shape, .eps = eps});
+        TensorTrainTokenEmbedding emb(fit);
+        const auto rows = emb.lookup(torch::arange(64, torch::kLong));
+        const auto rel = (rows - E).norm(2, 1) / E.norm(2, 1);
+        EXPECT_LE(rel.max().item<double>(), eps * (1 + 1e-4)) << "eps " << eps;
+        const auto caps = tt_rank_caps(shape);
+        ASSERT_EQ(fit.ranks.size(), caps.size());
+        for (size_t k = 0; k < caps.size(); ++k)
+            EXPECT_LE(fit.ranks[k], caps[k]);
+        ASSERT_EQ(fit.mean_needed_ranks.size(), 2u);
+        EXPECT_LE(fit.mean_needed_ranks[0], static_cast<double>(fit.ranks[1]));
+        EXPECT_EQ(fit.eps, eps);
+    }
+    // A looser bound never needs more parameters.
+    const auto tight = fit_tensor_train(E, {.shape = shape, .eps = 0.05});
+    const auto loose = fit_tensor_train(E, {.shape = shape, .eps = 0.6});
+    EXPECT_LT(TensorTrainTokenEmbedding(loose).parameter_count(),
+              TensorTrainTokenEmbedding(tight).parameter_count());
+}
+
+TEST(TensorTrain, TiedHeadFromCoresEqualsDenseHead)
+{
+    auto E = random_table(5000, 24); // more rows than one contraction block
+    TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = {2, 3, 4}, .ranks = {1, 2, 3, 1}}));
+    auto dense = emb.lookup(torch::arange(5000, torch::kLong));
+    auto h = torch::randn({7, 24});
+    EXPECT_TRUE(torch::allclose(emb.project(h), torch::matmul(h, dense.t()), 1e-4, 1e-4));
+    // Lookups keep the ids' shape.
+    auto ids = torch::tensor({{3, 4999}, {0, 17}}, torch::kLong);
+    auto looked = emb.lookup(ids);
+    EXPECT_EQ(looked.sizes(), (std::vector<int64_t>{2, 2, 24}));
+    EXPECT_TRUE(torch::equal(looked[0][1], dense[4999]));
+}
+
+TEST(TensorTrain, ParameterCountMatchesAccountingAndCoresRoundTrip)
+{
+    const std::vector<int64_t> shape{4, 4, 6}, ranks{1, 3, 5, 1};
+    auto E = random_table(40, 96);
+    TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = shape, .ranks = ranks}));
+    EXPECT_EQ(emb.parameter_count(), account_tensor_train(40, shape, ranks).params_after);
+    EXPECT_EQ(emb.parameter_count(), 40 * (1 * 4 * 3 + 3 * 4 * 5 + 5 * 6 * 1));
+    TensorTrainTokenEmbedding again(shape, emb.cores());
+    const auto ids = torch::arange(40, torch::kLong);
+    EXPECT_TRUE(torch::equal(again.lookup(ids), emb.lookup(ids)));
+}
+
+TEST(TensorTrain, RanksBeyondTheUnfoldingArePaddedWithZeros)
+{
+    // r_1 = 1 makes the second unfolding 2 x 4, so r_2 = 4 (its cap) cannot all be used.
+    const std::vector<int64_t> shape{2, 2, 2, 2};
+    auto E = random_table(10, 16);
+    TensorTrainTokenEmbedding padded(fit_tensor_train(E, {.shape = shape, .ranks = {1, 1, 4, 2, 1}}));
+    TensorTrainTokenEmbedding plain(fit_tensor_train(E, {.shape = shape, .ranks = {1, 1, 2, 2, 1}}));
+    const auto ids = torch::arange(10, torch::kLong);
+    EXPECT_TRUE(torch::allclose(padded.lookup(ids), plain.lookup(ids), 1e-5, 1e-5));
+}
+
+TEST(TensorTrain, BadInputIsRefusedWithAMessage)
+{
+    auto E = random_table(10, 24);
+    auto message = [&](const TensorTrainOptions& o, const torch::Tensor& t) {
+        try {
+            fit_tensor_train(t, o);
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(message({.shape = {4, 5}, .ranks = {1, 2, 1}}, E).find("product"), std::string::npos);
+    EXPECT_NE(message({.shape = {4, 6}, .ranks = {1, 5, 1}}, E).find("5"), std::string::npos);
+    EXPECT_NE(message({.shape = {4, 6}, .ranks = {1, 2}}, E), "no error");
+    EXPECT_NE(message({.shape = {4, 6}, .eps = 0}, E).find("(0, 1)"), std::string::npos);
+    EXPECT_NE(message({.shape = {4, 6}, .eps = 1.0}, E).find("(0, 1)"), std::string::npos);
+    EXPECT_NE(message({}, E).find("empty"), std::string::npos);
+    auto bad = E.clone();
+    bad[7][3] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_NE(message({.shape = {4, 6}, .ranks = {1, 2, 1}}, bad).find("row 7"), std::string::npos);
+    TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = {4, 6}, .ranks = {1, 2, 1}}));
+    EXPECT_THROW(emb.lookup(torch::tensor({10}, torch::kLong)), InputError);
+    EXPECT_THROW(TensorTrainTokenEmbedding({4, 6}, {emb.cores()[0]}), InputError);
+}
