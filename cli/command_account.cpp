@@ -1,50 +1,10 @@
 // account: what a compressed embedding costs and saves, from sizes alone.
 #include "common.hpp"
 #include "embedlab/accounting.hpp"
+#include "embedlab/compress.hpp"
 
 namespace embedlab::cli {
 
-namespace {
-
-Json energy_json(const EnergyEstimate& e)
-{
-    return {{"original_nu", e.original_nu},     {"original_tau", e.original_tau},
-            {"compressed_nu", e.compressed_nu}, {"compressed_tau", e.compressed_tau},
-            {"omega", e.omega}};
-}
-
-Json accounting_json(const EmbeddingAccounting& a, const EnergyOptions& o)
-{
-    Json j = {{"method", a.method},
-              {"vocab", a.vocab},
-              {"dim", a.dim},
-              {"params_before", a.params_before},
-              {"params_after", a.params_after},
-              {"ratio", a.ratio},
-              {"eta_emb", a.eta_emb},
-              {"model_params_before", a.model_params_before},
-              {"model_params_after", a.model_params_after},
-              {"eta", a.eta},
-              {"flops_per_token", a.flops_per_token},
-              {"flops_per_token_dense", a.flops_per_token_dense}};
-    if (a.method == "tt") {
-        j["shape"] = a.shape;
-        j["ranks"] = a.ranks;
-        j["params_per_token"] = a.params_per_token;
-        j["eta_ttd"] = a.eta_ttd;
-        j["energy"] = energy_json(a.energy);
-        j["svd_equal_size_rank"] = a.svd_equal_size_rank;
-        j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
-    } else {
-        j["rank"] = a.rank;
-        j["energy"] = energy_json(a.energy);
-    }
-    j["energy_model"] = {{"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens},
-                         {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
-    return j;
-}
-
-} // namespace
 
 int command_account(const std::vector<std::string>& argv)
 {

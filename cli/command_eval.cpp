@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cmath>
 
 #include "common.hpp"
 #include "embedlab/eval.hpp"
@@ -10,6 +11,29 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0)
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A compressed model records the uncompressed perplexity it was evaluated
+// against; on the same text and protocol, report delta ln PPL against it.
+void add_recorded_baseline(Json& j, const std::string& manifest_text, const std::string& text)
+{
+    if (manifest_text.empty() || text.empty())
+        return;
+    const auto m = nlohmann::json::parse(manifest_text, nullptr, /*allow_exceptions=*/false);
+    if (!m.is_object() || !m.contains("evaluation"))
+        return;
+    const auto& e = m["evaluation"];
+    try {
+        if (e.at("text_sha256") != sha256_file(text) || e.at("ctx") != j["ctx"] ||
+            e.at("stride") != j["stride"])
+            return;
+        const double base = e.at("baseline").at("ppl").get<double>();
+        j["baseline_ppl"] = base;
+        j["delta_ln_ppl"] = std::log(j["ppl"].get<double>()) - std::log(base);
+        j["baseline_source"] = "embedlab.json evaluation (same text sha256, ctx and stride)";
+    } catch (const nlohmann::json::exception&) {
+        // A manifest without a usable record simply has no baseline to show.
+    }
 }
 } // namespace
 
@@ -72,10 +96,16 @@ int command_eval(const std::vector<std::string>& argv)
               {"threads", at::get_num_threads()},
               {"protocol", "METHODS.md section 0: whole text tokenized once, no BOS, windows of "
                            "ctx+1 ids overlapping by one (stride < ctx: sliding windows)"}};
+    j["embedding"] = lm.model->token_embedding().kind();
+    add_recorded_baseline(j, lm.files.embedlab_manifest, args.has("--text") ? input : std::string());
     if (args.has("--json")) {
         print_json(j);
         return 0;
     }
+    if (j.contains("delta_ln_ppl"))
+        std::printf("embedding %s: delta ln PPL %+.6f against the recorded baseline %.6f\n",
+                    j["embedding"].get<std::string>().c_str(), j["delta_ln_ppl"].get<double>(),
+                    j["baseline_ppl"].get<double>());
     std::printf("perplexity %.6f  (NLL/token %.8f over %lld tokens, ctx %lld, stride %lld)\n", r.ppl,
                 r.nll_per_token, (long long)r.tokens, (long long)r.ctx, (long long)r.stride);
     std::printf("%.0f tokens/s  (%.2f s forward, %lld windows, batches of %lld, %d threads; "

@@ -41,5 +41,7 @@ int command_eval(const std::vector<std::string>& argv);
 int command_tokenize(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);
 int command_account(const std::vector<std::string>& argv);
+int command_compress(const std::vector<std::string>& argv);
+int command_sweep(const std::vector<std::string>& argv);
 
 } // namespace embedlab::cli

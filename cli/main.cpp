@@ -22,14 +22,27 @@ commands:
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
                                                tokens per second, one window at a time vs batched
+  bench pca|tt|lookup [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
+           pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E]
+           lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
+                                               fit / lookup timings and peak RSS on a synthetic table
   account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
            [--tokens L] [--nu X] [--tau Y] [--model-params N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
+  compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E))
+           --out DIR [--eval-text FILE [--ctx N]] [--dense] [--force] [--json]
+                                               write a compressed model directory (embedlab.json,
+                                               factor tensors; --dense adds DIR/dense, a plain HF model)
+  sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--json]
+  sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,..)
+           --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl, delta ln PPL
+                                               (tt --ranks: a uniform inner rank, clipped to the caps)
   version                                      print the version
 
-MODEL is a Hugging Face directory (config.json + safetensors), a .gguf file, or a
-llama2.c .bin (tokenizer.bin beside it, or --tokenizer FILE). Without MODEL the
-bundled default model (tinygpt2-f16) is used. Progress goes to stderr; --quiet hides it.
+MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
+directory runs through its factorised embedding), a .gguf file, or a llama2.c .bin
+(tokenizer.bin beside it, or --tokenizer FILE). Without MODEL the bundled default model
+(tinygpt2-f16) is used. Progress goes to stderr; --quiet hides it.
 )";
 
 } // namespace
@@ -55,6 +68,10 @@ int main(int argc, char** argv)
             return cli::command_tokenize(args);
         if (command == "account")
             return cli::command_account(args);
+        if (command == "compress")
+            return cli::command_compress(args);
+        if (command == "sweep")
+            return cli::command_sweep(args);
         if (command == "bench")
             return cli::command_bench(args);
         if (command == "version" || command == "--version") {

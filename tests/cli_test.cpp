@@ -5,44 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
-#include "test_support.hpp"
+#include "cli_support.hpp"
 
 namespace {
 
-struct CliRun {
-    int exit_code = -1;
-    std::string out, err;
-};
-
-std::string quote(const std::string& s)
-{
-    std::string q = "'";
-    for (char c : s) {
-        if (c == '\'')
-            q += "'\\''";
-        else
-            q += c;
-    }
-    return q + "'";
-}
-
-CliRun cli(const std::vector<std::string>& args)
-{
-    static embedlab::test::TempDir dir;
-    std::string cmd = quote(EMBEDLAB_CLI_PATH);
-    for (const auto& a : args) {
-        cmd += ' ';
-        cmd += quote(a);
-    }
-    cmd.append(" >").append(quote((dir / "out").string()));
-    cmd.append(" 2>").append(quote((dir / "err").string())).append(" </dev/null");
-    const int status = std::system(cmd.c_str());
-    CliRun r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = embedlab::test::read_text(dir / "out");
-    r.err = embedlab::test::read_text(dir / "err");
-    return r;
-}
+using embedlab::test::cli;
+using embedlab::test::CliRun;
 
 size_t line_count(const std::string& s)
 {

@@ -1,0 +1,126 @@
+// compress: fit a method to the model's token embedding, optionally evaluate it,
+// and write the compressed-model directory (engine/include/embedlab/compressed_model.hpp).
+#include "common.hpp"
+#include "embedlab/compressed_model.hpp"
+#include "progress_printer.hpp"
+#include "text_eval.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+
+CompressionSpec spec_from_args(const Args& args, int64_t d)
+{
+    CompressionSpec spec;
+    const auto method = args.get("--method");
+    if (!method)
+        throw InputError("compress: --method pca|svd|tt is required");
+    spec.method = *method;
+    if (spec.method == "pca" || spec.method == "svd") {
+        if (!args.has("--rank"))
+            throw InputError("compress: --method " + spec.method + " needs --rank K (1.." +
+                             std::to_string(d) + ")");
+        spec.rank = args.get_int("--rank", 0, 1, d);
+    } else if (spec.method == "tt") {
+        spec.shape = args.get_int_list("--shape", 1, d);
+        if (spec.shape.empty())
+            throw InputError("compress: --method tt needs --shape I1,I2,.. with product d = " +
+                             std::to_string(d) + " (embedlab-cli account lists the factorisations)");
+        spec.ranks = args.get_int_list("--ranks", 1, d);
+        if (args.has("--eps") == !spec.ranks.empty())
+            throw InputError("compress: --method tt needs exactly one of --ranks 1,r1,..,1 or --eps E");
+        spec.eps = args.get_double("--eps", 0, 0, 1);
+    } else {
+        throw InputError("compress: unknown --method '" + spec.method + "' (pca, svd or tt)");
+    }
+    return spec;
+}
+
+const char* table_name(const ModelConfig& c)
+{
+    return c.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
+}
+
+} // namespace
+
+int command_compress(const std::vector<std::string>& argv)
+{
+    Args args("compress", argv,
+              {"--method", "--rank", "--shape", "--ranks", "--eps", "--out", "--eval-text", "--ctx",
+               "--stride", "--batch", "--tokenizer"},
+              {"--dense", "--force", "--json", "--quiet"});
+    const auto path = model_argument(args);
+    const auto out = args.get("--out");
+    if (!out)
+        throw InputError("compress: --out DIR is required");
+    // Fail on the output location now, not after the fit.
+    namespace fs = std::filesystem;
+    if (fs::exists(*out) && !args.has("--force"))
+        throw InputError(*out + ": already exists (use --force to replace it)");
+    if (const auto parent = fs::absolute(*out).parent_path(); !fs::exists(parent)) {
+        std::error_code ec;
+        fs::create_directories(parent, ec);
+        if (ec)
+            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
+                             ec.message() + ")");
+    }
+    LoadOptions options = load_options(args);
+    options.need_tokenizer = args.has("--eval-text");
+    auto lm = load_model(path, options);
+    print_warnings(lm.files.warnings);
+    if (!lm.files.embedlab_manifest.empty())
+        throw InputError(path.string() +
+                         ": is already an EmbedLab compressed model; compress the original model");
+    auto& model = *lm.model;
+    const auto spec = spec_from_args(args, model.config().hidden_size);
+    // Before the fit: a bad text should fail in a second, not after the work.
+    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
+    const bool quiet = args.has("--quiet");
+
+    CompressedEmbedding c;
+    {
+        ProgressPrinter p("compress " + spec.method, "%", quiet);
+        c = compress_table(model.weights().at(table_name(model.config())), spec,
+                           model.parameter_breakdown().total(), p.callback());
+    }
+    SaveCompressedOptions save{.dense = args.has("--dense"), .overwrite = args.has("--force")};
+    if (eval.enabled()) {
+        const auto baseline = eval.run(model, "eval original");
+        model.set_token_embedding(c.embedding);
+        const auto compressed = eval.run(model, "eval compressed");
+        save.evaluation = eval.json(baseline, compressed);
+    }
+    Json manifest;
+    {
+        ProgressPrinter p("write " + *out, "bytes", quiet);
+        manifest = save_compressed_model(lm, c, *out, save, p.callback());
+    }
+    if (args.has("--json")) {
+        print_json(manifest);
+        return 0;
+    }
+    const auto& a = c.accounting;
+    std::printf("%s: %s %s\n", out->c_str(), spec.method.c_str(), spec_json(c.spec).dump().c_str());
+    std::printf("  embedding params %lld -> %lld (ratio %.4f, eta_emb %.4f); model %lld -> %lld\n",
+                (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
+                (long long)a.model_params_before, (long long)a.model_params_after);
+    std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
+                c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
+                c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);
+    if (c.fit.contains("explained_variance_at_rank"))
+        std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
+                    c.fit["explained_variance_at_rank"].get<double>());
+    std::printf("  fit %.3f s, total %.3f s\n", c.fit_seconds, manifest["wall_seconds"].get<double>());
+    if (eval.enabled()) {
+        const auto& e = save.evaluation;
+        std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
+                    e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
+                    e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
+                    (long long)e["ctx"].get<int64_t>());
+    }
+    if (save.dense)
+        std::printf("  dense export: %s\n", (std::filesystem::path(*out) / "dense").c_str());
+    return 0;
+}
+
+} // namespace embedlab::cli

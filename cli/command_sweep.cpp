@@ -1,0 +1,163 @@
+// sweep: one compression per setting on the same tokenized text, one row each,
+// so ppl can be read against size (a rank sweep, or TT shapes x ranks / eps).
+#include <cmath>
+#include <sstream>
+
+#include "common.hpp"
+#include "embedlab/compress.hpp"
+#include "progress_printer.hpp"
+#include "text_eval.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+
+// --shapes 8,8,12:4,4,6,8 (or one --shape) -> shapes.
+std::vector<std::vector<int64_t>> shapes_from_args(const Args& args, int64_t d)
+{
+    std::vector<std::vector<int64_t>> shapes;
+    if (auto one = args.get_int_list("--shape", 1, d); !one.empty())
+        shapes.push_back(one);
+    if (auto many = args.get("--shapes")) {
+        std::stringstream in(*many);
+        std::string part;
+        while (std::getline(in, part, ':')) {
+            std::vector<std::string> argv{"--shape", part};
+            shapes.push_back(Args("sweep", argv, {"--shape"}, {}).get_int_list("--shape", 1, d));
+        }
+    }
+    if (shapes.empty())
+        throw InputError("sweep: --method tt needs --shape I1,I2,.. or --shapes A:B:..");
+    return shapes;
+}
+
+std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
+{
+    const std::string method = args.get("--method").value_or("");
+    std::vector<CompressionSpec> specs;
+    if (method == "pca" || method == "svd") {
+        for (int64_t k : args.get_int_list("--ranks", 1, d))
+            specs.push_back({.method = method, .rank = k});
+        if (specs.empty())
+            throw InputError("sweep: --method " + method + " needs --ranks K1,K2,.. (each 1.." +
+                             std::to_string(d) + ")");
+        return specs;
+    }
+    if (method != "tt")
+        throw InputError("sweep: --method pca|svd|tt is required");
+    const auto ranks = args.get_int_list("--ranks", 1, d);
+    std::vector<double> eps;
+    if (auto e = args.get("--eps")) {
+        std::stringstream in(*e);
+        std::string part;
+        while (std::getline(in, part, ','))
+            eps.push_back(Args("sweep", {"--eps", part}, {"--eps"}, {}).get_double("--eps", 0, 0, 1));
+    }
+    if (ranks.empty() == eps.empty())
+        throw InputError("sweep: --method tt needs --ranks R1,R2,.. (uniform inner ranks) or --eps E1,E2,..");
+    for (const auto& shape : shapes_from_args(args, d)) {
+        const auto caps = tt_rank_caps(shape);
+        for (int64_t r : ranks) {
+            // A uniform inner rank r, clipped to each position's cap.
+            std::vector<int64_t> rr(caps.size());
+            for (size_t k = 0; k < caps.size(); ++k)
+                rr[k] = std::min(r, caps[k]);
+            specs.push_back({.method = "tt", .shape = shape, .ranks = rr});
+        }
+        for (double e : eps)
+            specs.push_back({.method = "tt", .shape = shape, .eps = e});
+    }
+    return specs;
+}
+
+std::string join(const std::vector<int64_t>& v, const char* sep)
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? sep : "") + std::to_string(v[i]);
+    return s;
+}
+
+} // namespace
+
+int command_sweep(const std::vector<std::string>& argv)
+{
+    Args args("sweep", argv,
+              {"--method", "--ranks", "--shape", "--shapes", "--eps", "--eval-text", "--ctx", "--stride",
+               "--batch", "--tokenizer"},
+              {"--json", "--quiet"});
+    const auto path = model_argument(args);
+    if (!args.has("--eval-text"))
+        throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
+    auto lm = load_model(path, load_options(args));
+    print_warnings(lm.files.warnings);
+    auto& model = *lm.model;
+    const auto specs = specs_from_args(args, model.config().hidden_size);
+    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
+    const bool quiet = args.has("--quiet");
+    const auto table = model.weights().at(
+        model.config().arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight");
+    if (!lm.files.embedlab_manifest.empty())
+        throw InputError(path.string() + ": sweep needs an uncompressed model");
+    const auto dense = std::make_shared<DenseTokenEmbedding>(table);
+    const auto baseline = eval.run(model, "eval original");
+    const int64_t model_params = model.parameter_breakdown().total();
+
+    Json rows = Json::array();
+    if (!args.has("--json"))
+        std::printf("%-22s %12s %8s %10s %10s %12s %12s %8s\n", "setting", "params", "ratio", "expl.var",
+                    "mean cos", "ppl", "dlnPPL", "fit s");
+    for (const auto& spec : specs) {
+        CompressedEmbedding c;
+        {
+            ProgressPrinter p("compress " + spec_json(spec).dump(), "%", quiet);
+            c = compress_table(table, spec, model_params, p.callback());
+        }
+        model.set_token_embedding(c.embedding);
+        const auto r = eval.run(model, "eval");
+        model.set_token_embedding(dense);
+        Json row = spec_json(c.spec);
+        row["params"] = c.accounting.params_after;
+        row["ratio"] = c.accounting.ratio;
+        if (c.fit.contains("explained_variance_at_rank"))
+            row["explained_variance"] = c.fit["explained_variance_at_rank"];
+        row["relative_frobenius"] = c.reconstruction.relative_frobenius;
+        row["mean_cosine"] = c.reconstruction.mean_cosine;
+        row["ppl"] = r.ppl;
+        row["nll_per_token"] = r.nll_per_token;
+        row["delta_ln_ppl"] = std::log(r.ppl) - std::log(baseline.ppl);
+        row["fit_seconds"] = c.fit_seconds;
+        if (!args.has("--json")) {
+            const std::string setting = spec.method == "tt"
+                                            ? join(c.spec.shape, "x") + " r" + join(c.spec.ranks, ",")
+                                            : spec.method + " k=" + std::to_string(spec.rank);
+            std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f\n", setting.c_str(),
+                        (long long)c.accounting.params_after, c.accounting.ratio,
+                        row.contains("explained_variance")
+                            ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
+                            : "-",
+                        c.reconstruction.mean_cosine, r.ppl, row["delta_ln_ppl"].get<double>(),
+                        c.fit_seconds);
+            std::fflush(stdout);
+        }
+        rows.push_back(row);
+    }
+    if (args.has("--json")) {
+        print_json({{"model", path.string()},
+                    {"method", specs.front().method},
+                    {"text", eval.text.string()},
+                    {"text_sha256", eval.sha256},
+                    {"tokens", baseline.tokens},
+                    {"ctx", baseline.ctx},
+                    {"stride", baseline.stride},
+                    {"baseline_ppl", baseline.ppl},
+                    {"params_before", table.numel()},
+                    {"rows", rows}});
+    } else {
+        std::printf("%-22s %12lld %8.4f %10s %10s %12.4f %12s\n", "original", (long long)table.numel(), 1.0,
+                    "1", "1", baseline.ppl, "0");
+    }
+    return 0;
+}
+
+} // namespace embedlab::cli

@@ -1,0 +1,53 @@
+#include "text_eval.hpp"
+
+#include <cmath>
+
+#include "progress_printer.hpp"
+
+namespace embedlab::cli {
+
+TextEval TextEval::from_args(const Args& args, const Tokenizer* tokenizer, int64_t max_context)
+{
+    TextEval e;
+    e.quiet = args.has("--quiet");
+    const auto text = args.get("--eval-text");
+    if (!text)
+        return e;
+    if (!tokenizer)
+        throw InputError("--eval-text needs the model's tokenizer");
+    e.text = *text;
+    e.ids = tokenizer->encode(read_text_file(e.text));
+    e.sha256 = sha256_file(e.text);
+    e.options.ctx = args.get_int("--ctx", std::min<int64_t>(128, max_context), 1, max_context);
+    e.options.stride = args.get_int("--stride", e.options.ctx, 1, e.options.ctx);
+    e.options.batch_windows = args.get_int("--batch", 0, 0, 1 << 16);
+    return e;
+}
+
+PerplexityResult TextEval::run(const LanguageModel& model, const std::string& what) const
+{
+    ProgressPrinter progress(what, "windows", quiet);
+    return evaluate_perplexity(model, ids, options, progress.callback());
+}
+
+Json TextEval::json(const PerplexityResult& baseline, const PerplexityResult& compressed) const
+{
+    auto result = [](const PerplexityResult& r) {
+        return Json{{"ppl", r.ppl},
+                    {"nll_per_token", r.nll_per_token},
+                    {"seconds", r.seconds},
+                    {"tokens_per_second", r.tokens_per_second}};
+    };
+    return {{"text", std::filesystem::absolute(text).lexically_normal().string()},
+            {"text_sha256", sha256},
+            {"tokens", compressed.tokens},
+            {"ctx", compressed.ctx},
+            {"stride", compressed.stride},
+            {"baseline", result(baseline)},
+            {"compressed", result(compressed)},
+            // TensorSLM eq. 12: ln of the perplexity ratio.
+            {"delta_ln_ppl", std::log(compressed.ppl) - std::log(baseline.ppl)},
+            {"protocol", "METHODS.md section 0"}};
+}
+
+} // namespace embedlab::cli

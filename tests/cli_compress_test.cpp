@@ -1,0 +1,142 @@
+// compress -> eval -> export -> eval round trips through embedlab-cli, on the
+// bundled tinygpt2-f16 (tied head) and, with ../shared, tinyllama (untied).
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+
+namespace {
+
+using embedlab::test::cli;
+using embedlab::test::CliRun;
+namespace fs = std::filesystem;
+
+// About 700 tokens of the bundled sample text: enough windows, a few seconds per eval.
+fs::path short_text(const embedlab::test::TempDir& dir)
+{
+    const auto text =
+        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    std::ofstream(dir / "short.txt") << text.substr(0, 3000);
+    return dir / "short.txt";
+}
+
+nlohmann::json json_of(const CliRun& r)
+{
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+}
+
+void round_trip(const std::string& model, const std::vector<std::string>& method_args,
+                const std::string& method)
+{
+    SCOPED_TRACE(model + " " + method);
+    embedlab::test::TempDir dir;
+    const auto text = short_text(dir).string();
+    const auto out = (dir / "compressed").string();
+    std::vector<std::string> args{"compress"};
+    if (!model.empty())
+        args.push_back(model);
+    args.insert(args.end(), method_args.begin(), method_args.end());
+    for (const char* a :
+         {"--out", out.c_str(), "--eval-text", text.c_str(), "--ctx", "64", "--dense", "--json", "--quiet"})
+        args.emplace_back(a);
+    const auto manifest = json_of(cli(args));
+    ASSERT_TRUE(manifest.is_object());
+    EXPECT_EQ(manifest["method"], method);
+    EXPECT_EQ(manifest["format_version"], 1);
+    EXPECT_EQ(manifest["dense_export"], "dense");
+    EXPECT_EQ(manifest["source"]["files"][0]["sha256"].get<std::string>().size(), 64u);
+    EXPECT_LT(manifest["accounting"]["params_after"].get<int64_t>(),
+              manifest["accounting"]["params_before"].get<int64_t>());
+    EXPECT_GT(manifest["reconstruction"]["mean_cosine"].get<double>(), 0.0);
+    EXPECT_LT(manifest["reconstruction"]["relative_frobenius"].get<double>(), 1.0);
+    const double recorded = manifest["evaluation"]["compressed"]["ppl"].get<double>();
+    const double baseline = manifest["evaluation"]["baseline"]["ppl"].get<double>();
+    EXPECT_NEAR(manifest["evaluation"]["delta_ln_ppl"].get<double>(), std::log(recorded / baseline), 1e-9);
+    // The file on disk is the manifest that was printed.
+    EXPECT_EQ(nlohmann::json::parse(embedlab::test::read_text(dir / "compressed/embedlab.json")), manifest);
+
+    // Reloaded: the factorised model reproduces the recorded perplexity.
+    const auto factorised = json_of(cli({"eval", out, "--text", text, "--ctx", "64", "--json", "--quiet"}));
+    EXPECT_EQ(factorised["embedding"], method);
+    EXPECT_NEAR(factorised["ppl"].get<double>(), recorded, 1e-6 * recorded);
+    EXPECT_NEAR(factorised["baseline_ppl"].get<double>(), baseline, 1e-12 * baseline);
+    // The dense export, a plain Hugging Face directory, agrees to 1e-4 relative.
+    const auto dense =
+        json_of(cli({"eval", out + "/dense", "--text", text, "--ctx", "64", "--json", "--quiet"}));
+    EXPECT_EQ(dense["embedding"], "dense");
+    EXPECT_NEAR(dense["ppl"].get<double>(), recorded, 1e-4 * recorded);
+    EXPECT_NE(dense["ppl"].get<double>(), baseline);
+}
+
+} // namespace
+
+TEST(CliCompress, TiedGpt2RoundTripsForPcaSvdAndTt)
+{
+    round_trip("", {"--method", "pca", "--rank", "16"}, "pca");
+    round_trip("", {"--method", "svd", "--rank", "16"}, "svd");
+    round_trip("", {"--method", "tt", "--shape", "4,4,8", "--ranks", "1,4,4,1"}, "tt");
+}
+
+TEST(CliCompress, UntiedLlamaRoundTripsForPcaSvdAndTt)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto model = (embedlab::test::shared_dir() / "models/tinyllama").string();
+    round_trip(model, {"--method", "pca", "--rank", "16"}, "pca");
+    round_trip(model, {"--method", "svd", "--rank", "16"}, "svd");
+    round_trip(model, {"--method", "tt", "--shape", "8,16", "--eps", "0.5"}, "tt");
+}
+
+TEST(CliCompress, RankSweepApproachesTheOriginalPerplexity)
+{
+    embedlab::test::TempDir dir;
+    const auto text = short_text(dir).string();
+    const auto j = json_of(cli({"sweep", "--method", "pca", "--ranks", "4,32,128", "--eval-text", text,
+                                "--ctx", "64", "--json", "--quiet"}));
+    const auto& rows = j["rows"];
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_GT(rows[0]["ppl"].get<double>(), rows[1]["ppl"].get<double>());
+    EXPECT_GT(rows[1]["ppl"].get<double>(), rows[2]["ppl"].get<double>());
+    EXPECT_LT(rows[0]["explained_variance"].get<double>(), rows[1]["explained_variance"].get<double>());
+    // Rank d = 128 is lossless: the original perplexity up to float rounding.
+    EXPECT_NEAR(rows[2]["delta_ln_ppl"].get<double>(), 0.0, 1e-4);
+    EXPECT_NEAR(rows[2]["explained_variance"].get<double>(), 1.0, 1e-9);
+    EXPECT_EQ(rows[1]["params"], 50257 * 32 + 32 * 128 + 128);
+}
+
+TEST(CliCompress, BadArgumentsFailBeforeAnyWorkAndWriteNothing)
+{
+    embedlab::test::TempDir dir;
+    fs::create_directory(dir / "taken");
+    const auto out = (dir / "out").string();
+    struct Case {
+        std::vector<std::string> args;
+        std::string needle;
+    };
+    const std::vector<Case> cases = {
+        {{"compress", "--method", "pca", "--rank", "0", "--out", out}, "--rank"},
+        {{"compress", "--method", "pca", "--rank", "129", "--out", out}, "--rank"},
+        {{"compress", "--method", "pca", "--out", out}, "--rank"},
+        {{"compress", "--method", "tt", "--shape", "5,5", "--ranks", "1,2,1", "--out", out}, "product 25"},
+        {{"compress", "--method", "tt", "--shape", "4,32", "--ranks", "1,9,1", "--out", out}, "r_1 = 9"},
+        {{"compress", "--method", "tt", "--shape", "4,32", "--eps", "1.5", "--out", out}, "--eps"},
+        {{"compress", "--method", "tt", "--shape", "4,32", "--out", out}, "--eps"},
+        {{"compress", "--method", "zip", "--rank", "3", "--out", out}, "unknown --method"},
+        {{"compress", "--method", "pca", "--rank", "3"}, "--out"},
+        {{"compress", "--method", "pca", "--rank", "3", "--out", (dir / "taken").string()}, "already exists"},
+        {{"sweep", "--method", "pca", "--ranks", "4"}, "--eval-text"},
+    };
+    for (const auto& c : cases) {
+        const CliRun r = cli(c.args);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
+        EXPECT_FALSE(fs::exists(out)) << c.needle;
+    }
+    // Nothing but the pre-existing directory is left behind.
+    size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path()))
+        ++entries;
+    EXPECT_EQ(entries, 1u);
+}

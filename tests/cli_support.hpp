@@ -1,0 +1,49 @@
+// Running embedlab-cli from tests: exit code, stdout and stderr of one call.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+
+#include "test_support.hpp"
+
+namespace embedlab::test {
+
+struct CliRun {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+inline std::string quote(const std::string& s)
+{
+    std::string q = "'";
+    for (char c : s) {
+        if (c == '\'')
+            q += "'\\''";
+        else
+            q += c;
+    }
+    return q + "'";
+}
+
+inline CliRun cli(const std::vector<std::string>& args)
+{
+    static embedlab::test::TempDir dir;
+    std::string cmd = quote(EMBEDLAB_CLI_PATH);
+    for (const auto& a : args) {
+        cmd += ' ';
+        cmd += quote(a);
+    }
+    cmd.append(" >").append(quote((dir / "out").string()));
+    cmd.append(" 2>").append(quote((dir / "err").string())).append(" </dev/null");
+    const int status = std::system(cmd.c_str());
+    CliRun r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = embedlab::test::read_text(dir / "out");
+    r.err = embedlab::test::read_text(dir / "err");
+    return r;
+}
+
+} // namespace embedlab::test
