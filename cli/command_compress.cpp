@@ -1,5 +1,7 @@
 // compress: fit a method to the model's token embedding, optionally evaluate it,
 // and write the compressed-model directory (engine/include/embedlab/compressed_model.hpp).
+#include <optional>
+
 #include "common.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "progress_printer.hpp"
@@ -48,7 +50,7 @@ int command_compress(const std::vector<std::string>& argv)
     Args args("compress", argv,
               {"--method", "--rank", "--shape", "--ranks", "--eps", "--out", "--eval-text", "--ctx",
                "--stride", "--batch", "--tokenizer"},
-              {"--dense", "--force", "--json", "--quiet"});
+              {"--dense", "--force", "--positions", "--json", "--quiet"});
     const auto path = model_argument(args);
     const auto out = args.get("--out");
     if (!out)
@@ -83,10 +85,22 @@ int command_compress(const std::vector<std::string>& argv)
         c = compress_table(model.weights().at(table_name(model.config())), spec,
                            model.parameter_breakdown().total(), p.callback());
     }
+    // gpt2's learned position table, with the same method and parameters.
+    std::optional<CompressedEmbedding> positions;
+    if (args.has("--positions")) {
+        if (model.config().arch != Architecture::GPT2)
+            throw InputError(path.string() + ": --positions: " + architecture_name(model.config().arch) +
+                             " models have no learned position table");
+        ProgressPrinter p("compress positions", "%", quiet);
+        positions = compress_table(model.weights().at("wpe.weight"), spec, 0, p.callback());
+    }
     SaveCompressedOptions save{.dense = args.has("--dense"), .overwrite = args.has("--force")};
+    save.positions = positions ? &*positions : nullptr;
     if (eval.enabled()) {
         const auto baseline = eval.run(model, "eval original");
         model.set_token_embedding(c.embedding);
+        if (positions)
+            model.set_position_embedding(positions->embedding);
         const auto compressed = eval.run(model, "eval compressed");
         save.evaluation = eval.json(baseline, compressed);
     }
@@ -103,10 +117,17 @@ int command_compress(const std::vector<std::string>& argv)
     std::printf("%s: %s %s\n", out->c_str(), spec.method.c_str(), spec_json(c.spec).dump().c_str());
     std::printf("  embedding params %lld -> %lld (ratio %.4f, eta_emb %.4f); model %lld -> %lld\n",
                 (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
-                (long long)a.model_params_before, (long long)a.model_params_after);
+                (long long)manifest["model_params"]["before"].get<int64_t>(),
+                (long long)manifest["model_params"]["after"].get<int64_t>());
     std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
                 c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
                 c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);
+    if (positions) {
+        const auto& p = positions->accounting;
+        std::printf("  positions params %lld -> %lld (ratio %.4f), mean cosine %.6f\n",
+                    (long long)p.params_before, (long long)p.params_after, p.ratio,
+                    positions->reconstruction.mean_cosine);
+    }
     if (c.fit.contains("explained_variance_at_rank"))
         std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
                     c.fit["explained_variance_at_rank"].get<double>());

@@ -30,7 +30,7 @@ commands:
            [--tokens L] [--nu X] [--tau Y] [--model-params N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E))
-           --out DIR [--eval-text FILE [--ctx N]] [--dense] [--force] [--json]
+           --out DIR [--eval-text FILE [--ctx N]] [--positions] [--dense] [--force] [--json]
                                                write a compressed model directory (embedlab.json,
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--json]

@@ -114,6 +114,39 @@ INSTANTIATE_TEST_SUITE_P(TiedAndUntied, CompressedModelRoundTrip,
                          ::testing::Values(Architecture::GPT2, Architecture::Llama),
                          [](const auto& info) { return std::string(architecture_name(info.param)); });
 
+TEST(CompressedModel, Gpt2PositionTableCompressesAndRoundTrips)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    const auto& wpe = src.model->weights().at("wpe.weight");
+    const CompressionSpec spec{.method = "tt", .shape = {4, 4}, .ranks = {1, 3, 1}};
+    const auto tokens = compress_table(table_of(*src.model), spec);
+    const auto positions = compress_table(wpe, spec);
+    const auto manifest =
+        save_compressed_model(src, tokens, tmp / "out", {.dense = true, .positions = &positions});
+    EXPECT_EQ(manifest["positions"]["factor_tensors"].size(), 2u);
+    EXPECT_EQ(manifest["model_params"]["after"].get<int64_t>(),
+              src.model->parameter_breakdown().total() - table_of(*src.model).numel() - wpe.numel() +
+                  tokens.accounting.params_after + positions.accounting.params_after);
+
+    LanguageModel in_memory(src.model->config(), src.model->weights(), "in-memory");
+    in_memory.set_token_embedding(tokens.embedding);
+    in_memory.set_position_embedding(positions.embedding);
+    const auto ids = torch::tensor({{1, 7, 3, 49, 0, 22, 5, 5, 5}}, torch::kLong);
+    auto back = load_weights_only(tmp / "out");
+    EXPECT_EQ(back.model->weights().count("wpe.weight"), 0u);
+    ASSERT_NE(back.model->position_embedding(), nullptr);
+    EXPECT_EQ(back.model->position_embedding()->kind(), "tt");
+    EXPECT_EQ(back.model->parameter_breakdown().position_embedding, positions.accounting.params_after);
+    EXPECT_TRUE(torch::equal(back.model->logits(ids), in_memory.logits(ids)));
+    auto dense = load_weights_only(tmp / "out" / "dense");
+    EXPECT_TRUE(torch::allclose(dense.model->logits(ids), in_memory.logits(ids), 1e-4, 1e-4));
+    // Only the token table compressed: the model differs.
+    LanguageModel tokens_only(src.model->config(), src.model->weights(), "tokens-only");
+    tokens_only.set_token_embedding(tokens.embedding);
+    EXPECT_FALSE(torch::allclose(tokens_only.logits(ids), in_memory.logits(ids), 1e-4, 1e-4));
+}
+
 TEST(CompressedModel, ReconstructionMetricsAreExactForALosslessFit)
 {
     test::TempDir tmp;
@@ -182,6 +215,8 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     EXPECT_NE(version.find("format_version"), std::string::npos) << version;
     auto missing = tamper("missing", [](auto& m) { m.erase("parameters"); });
     EXPECT_NE(missing.find("'parameters'"), std::string::npos) << missing;
+    auto positions = tamper("positions", [](auto& m) { m["positions"] = m; });
+    EXPECT_NE(positions.find("no learned position table"), std::string::npos) << positions;
     write_file_atomic(tmp / "good" / "embedlab.json", "{not json");
     EXPECT_NE(load_error(tmp / "good").find("not valid JSON"), std::string::npos);
 }

@@ -13,7 +13,8 @@
 //                       pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d]
 //                       svd: <p>svd.Z, <p>svd.P
 //                       tt : <p>tt.core0 .. core{N-1}, core k [V, r_k, I_k+1, r_k+1]
-//                       (<p> = "wte." for gpt2, "model.embed_tokens." for llama)
+//                       (<p> = "wte." for gpt2, "model.embed_tokens." for llama;
+//                       a compressed gpt2 position table likewise under "wpe.")
 //   embedlab.json       method, parameters, factor shapes, accounting,
 //                       reconstruction, fit details, source files with sha256,
 //                       versions, timestamps, evaluation results when run
@@ -39,6 +40,8 @@ struct SaveCompressedOptions {
     bool dense = false;                // also write DIR/dense/
     bool overwrite = false;            // replace an existing DIR
     nlohmann::ordered_json evaluation; // stored under "evaluation" when not null
+    // gpt2: the compressed position table, stored as wpe.<method>.* factors.
+    const CompressedEmbedding* positions = nullptr;
 };
 
 // Returns the manifest as written. `source` must be a dense Hugging Face model.
@@ -47,12 +50,15 @@ nlohmann::ordered_json save_compressed_model(const LoadedModel& source, const Co
                                              const SaveCompressedOptions& options = {},
                                              const ProgressFn& progress = {});
 
-// The embedding a compressed directory describes: checks embedlab.json against
+// The embeddings a compressed directory describes: checks embedlab.json against
 // the factor tensors (names, shapes, method parameters, finiteness) and fails
 // naming the file and the disagreement. Consumes `factors`.
-std::shared_ptr<const TokenEmbedding> embedding_from_manifest(const std::string& manifest_text,
-                                                              WeightMap& factors, const ModelConfig& config,
-                                                              const std::string& label);
+struct ManifestEmbeddings {
+    std::shared_ptr<const TokenEmbedding> tokens;
+    std::shared_ptr<const TokenEmbedding> positions; // null unless wpe was compressed
+};
+ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, WeightMap& factors,
+                                            const ModelConfig& config, const std::string& label);
 
 // The factor tensors of a compressed embedding under `prefix` (see above).
 std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(const TokenEmbedding& embedding,

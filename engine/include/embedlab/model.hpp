@@ -75,15 +75,20 @@ public:
     // InputError naming the tensor (`label` names the model in messages).
     LanguageModel(ModelConfig config, WeightMap weights, const std::string& label);
     // A model whose token embedding is given (compressed); `weights` need not
-    // hold the dense table.
+    // hold the dense table. gpt2: `positions` likewise replaces wpe.weight when
+    // given (null: wpe.weight must be in `weights`).
     LanguageModel(ModelConfig config, WeightMap weights, std::shared_ptr<const TokenEmbedding> embedding,
-                  const std::string& label);
+                  const std::string& label, std::shared_ptr<const TokenEmbedding> positions = nullptr);
 
     const ModelConfig& config() const { return config_; }
     const WeightMap& weights() const { return weights_; }
     const TokenEmbedding& token_embedding() const { return *embedding_; }
     // Swap in a compressed embedding (must match V and d).
     void set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding);
+    // gpt2's learned position table (rows = positions), dense or compressed;
+    // null for llama.
+    const TokenEmbedding* position_embedding() const { return positions_.get(); }
+    void set_position_embedding(std::shared_ptr<const TokenEmbedding> positions);
 
     // ids [B, T] int64 -> final hidden states [B, T, d] (after the last norm).
     torch::Tensor hidden_states(const torch::Tensor& ids) const;
@@ -104,6 +109,7 @@ private:
     ModelConfig config_;
     WeightMap weights_;
     std::shared_ptr<const TokenEmbedding> embedding_;
+    std::shared_ptr<const TokenEmbedding> positions_;
 };
 
 struct LoadOptions {
@@ -114,10 +120,10 @@ struct LoadOptions {
 };
 
 struct LoadedModel {
-    ModelFiles files;                         // config and provenance; weights moved into `model`
+    ModelFiles files; // config and provenance; weights moved into `model`
     std::unique_ptr<LanguageModel> model;
-    std::unique_ptr<Tokenizer> tokenizer;     // null only if need_tokenizer was false
-    std::filesystem::path tokenizer_path;     // empty for embedded vocabularies
+    std::unique_ptr<Tokenizer> tokenizer; // null only if need_tokenizer was false
+    std::filesystem::path tokenizer_path; // empty for embedded vocabularies
 };
 
 // MODEL: a Hugging Face directory, a .gguf or a llama2.c .bin.

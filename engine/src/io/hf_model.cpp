@@ -150,8 +150,13 @@ ModelFiles read_hf_directory(const fs::path& dir)
         mf.embedlab_manifest = read_whole_file(manifest);
         const std::string table = embedding_name(mf.config.arch);
         const std::string prefix = table.substr(0, table.size() - std::string("weight").size());
+        auto is_factor = [&](const std::string& name) {
+            return (name != table && name.rfind(prefix, 0) == 0) ||
+                   (mf.config.arch == Architecture::GPT2 && name != "wpe.weight" &&
+                    name.rfind("wpe.", 0) == 0);
+        };
         for (auto it = mf.weights.begin(); it != mf.weights.end();) {
-            if (it->first != table && it->first.rfind(prefix, 0) == 0) {
+            if (is_factor(it->first)) {
                 mf.embedding_factors.emplace(it->first, std::move(it->second));
                 it = mf.weights.erase(it);
             } else {

@@ -108,14 +108,27 @@ torch::Tensor reconstruct_table(const TokenEmbedding& e)
 
 using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-Tensors weights_without_table(const LanguageModel& m)
+Tensors weights_except(const LanguageModel& m, const std::set<std::string>& skip)
 {
     Tensors out;
-    const std::string table = table_name(m.config().arch);
     for (const auto& [name, t] : m.weights())
-        if (name != table)
+        if (!skip.count(name))
             out.emplace_back(name, t);
     return out;
+}
+
+// The manifest entries describing one compressed table.
+Json table_json(const CompressedEmbedding& c, const std::string& table, const Json& factor_shapes)
+{
+    Json j = {{"method", c.spec.method},
+              {"parameters", spec_json(c.spec)},
+              {"embedding_tensor", table},
+              {"factor_tensors", factor_shapes},
+              {"accounting", accounting_json(c.accounting)},
+              {"reconstruction", reconstruction_json(c.reconstruction)},
+              {"fit", c.fit}};
+    j["fit"]["seconds"] = c.fit_seconds;
+    return j;
 }
 
 } // namespace
@@ -158,36 +171,51 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     const auto& config = model.config();
     const std::string prefix = factor_prefix(config.arch);
 
+    const CompressedEmbedding* positions = options.positions;
+    if (positions && config.arch != Architecture::GPT2)
+        throw InputError(label + ": only gpt2 models have a learned position table to compress");
+    std::set<std::string> replaced{table_name(config.arch)};
+    if (positions)
+        replaced.insert("wpe.weight");
+
     AtomicDirectory dir(out, options.overwrite);
     copy_support_files(source.files.path, dir.path());
 
-    Tensors tensors = weights_without_table(model);
-    const Tensors factors = embedding_factor_tensors(*compressed.embedding, prefix);
-    Json factor_shapes = Json::object();
-    for (const auto& [name, t] : factors) {
-        factor_shapes[name] = t.sizes().vec();
-        tensors.emplace_back(name, t);
-    }
+    Tensors tensors = weights_except(model, replaced);
+    auto add_factors = [&](const TokenEmbedding& e, const std::string& prefix) {
+        Json shapes = Json::object();
+        for (const auto& [name, t] : embedding_factor_tensors(e, prefix)) {
+            shapes[name] = t.sizes().vec();
+            tensors.emplace_back(name, t);
+        }
+        return shapes;
+    };
+    const Json token_factors = add_factors(*compressed.embedding, factor_prefix(config.arch));
+    const Json position_factors = positions ? add_factors(*positions->embedding, "wpe.") : Json();
     const std::map<std::string, std::string> metadata{{"format", "pt"},
                                                       {"embedlab_method", compressed.spec.method}};
     write_safetensors(dir.path() / "model.safetensors", tensors, metadata, progress);
 
-    Json manifest = {{"format", "embedlab-compressed-model"},
-                     {"format_version", kFormatVersion},
-                     {"method", compressed.spec.method},
-                     {"parameters", spec_json(compressed.spec)},
-                     {"embedding_tensor", table_name(config.arch)},
-                     {"factor_tensors", factor_shapes},
-                     {"tied_output_head", config.tied_embeddings},
-                     {"accounting", accounting_json(compressed.accounting)},
-                     {"reconstruction", reconstruction_json(compressed.reconstruction)},
-                     {"fit", compressed.fit},
-                     {"source", source_json(source)},
-                     // Every method here is deterministic; the seed is recorded for uniformity.
-                     {"seed", 0},
-                     {"versions", versions()},
-                     {"created", utc_now()}};
-    manifest["fit"]["seconds"] = compressed.fit_seconds;
+    // Token-table fields sit at the top level; a compressed wpe gets its own block.
+    Json manifest = {{"format", "embedlab-compressed-model"}, {"format_version", kFormatVersion}};
+    manifest.update(table_json(compressed, table_name(config.arch), token_factors));
+    manifest["tied_output_head"] = config.tied_embeddings;
+    if (positions)
+        manifest["positions"] = table_json(*positions, "wpe.weight", position_factors);
+    // From sizes: the CLI may already have swapped the compressed tables in.
+    auto before = model.parameter_breakdown();
+    before.token_embedding = config.vocab_size * config.hidden_size;
+    if (config.arch == Architecture::GPT2)
+        before.position_embedding = config.max_positions * config.hidden_size;
+    auto after = before;
+    after.token_embedding = compressed.embedding->parameter_count();
+    if (positions)
+        after.position_embedding = positions->embedding->parameter_count();
+    manifest["model_params"] = {{"before", before.total()}, {"after", after.total()}};
+    manifest["source"] = source_json(source);
+    manifest["seed"] = 0; // every method here is deterministic; recorded for uniformity
+    manifest["versions"] = versions();
+    manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
         manifest["evaluation"] = options.evaluation;
 
@@ -195,8 +223,10 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
         const fs::path dense = dir.path() / "dense";
         fs::create_directory(dense);
         copy_support_files(source.files.path, dense);
-        Tensors dense_tensors = weights_without_table(model);
+        Tensors dense_tensors = weights_except(model, replaced);
         dense_tensors.emplace_back(table_name(config.arch), reconstruct_table(*compressed.embedding));
+        if (positions)
+            dense_tensors.emplace_back("wpe.weight", reconstruct_table(*positions->embedding));
         write_safetensors(dense / "model.safetensors", dense_tensors, {{"format", "pt"}});
         manifest["dense_export"] = "dense";
     }
@@ -207,9 +237,60 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     return manifest;
 }
 
-std::shared_ptr<const TokenEmbedding> embedding_from_manifest(const std::string& manifest_text,
-                                                              WeightMap& factors, const ModelConfig& config,
-                                                              const std::string& label)
+namespace {
+
+// One table's embedding from its manifest block, consuming its factors.
+std::shared_ptr<const TokenEmbedding> build_table(const nlohmann::json& block, WeightMap& factors,
+                                                  const std::string& prefix, int64_t rows, int64_t d,
+                                                  const std::string& where, const std::string& label)
+{
+    auto field = [&](const nlohmann::json& obj, const char* name) -> const nlohmann::json& {
+        if (!obj.is_object() || !obj.contains(name))
+            throw InputError(where + ": missing field '" + name + "'");
+        return obj.at(name);
+    };
+    const std::string method = field(block, "method").get<std::string>();
+    const auto& params = field(block, "parameters");
+    auto take = [&](const std::string& name, std::vector<int64_t> shape) {
+        const auto it = factors.find(prefix + name);
+        if (it == factors.end())
+            throw InputError(where + ": method '" + method + "' needs tensor '" + prefix + name + "'");
+        if (it->second.sizes().vec() != shape)
+            throw InputError(label + "/model.safetensors: tensor '" + prefix + name + "' has shape " +
+                             shape_text(it->second.sizes()) + ", expected " + shape_text(shape) +
+                             " from embedlab.json and config.json");
+        auto t = std::move(it->second);
+        factors.erase(it);
+        return t;
+    };
+    if (method == "pca" || method == "svd") {
+        const int64_t k = field(params, "rank").get<int64_t>();
+        if (k < 1 || k > d)
+            throw InputError(where + ": rank " + std::to_string(k) + " is outside 1.." + std::to_string(d));
+        LowRankFit fit;
+        fit.kind = method == "pca" ? LowRankKind::PCA : LowRankKind::SVD;
+        fit.rank = k;
+        fit.mu = method == "pca" ? take("pca.mu", {d}) : torch::zeros({d}, torch::kFloat32);
+        fit.Z = take(method + ".Z", {rows, k});
+        fit.P = take(method + ".P", {k, d});
+        return std::make_shared<LowRankTokenEmbedding>(fit);
+    }
+    if (method == "tt") {
+        const auto shape = field(params, "shape").get<std::vector<int64_t>>();
+        const auto ranks = field(params, "ranks").get<std::vector<int64_t>>();
+        check_tt_shape_and_ranks(d, shape, ranks);
+        std::vector<torch::Tensor> cores;
+        for (size_t k = 0; k < shape.size(); ++k)
+            cores.push_back(take("tt.core" + std::to_string(k), {rows, ranks[k], shape[k], ranks[k + 1]}));
+        return std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores));
+    }
+    throw InputError(where + ": unknown method '" + method + "'");
+}
+
+} // namespace
+
+ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, WeightMap& factors,
+                                            const ModelConfig& config, const std::string& label)
 {
     const std::string where = label + "/embedlab.json";
     nlohmann::json m;
@@ -218,25 +299,28 @@ std::shared_ptr<const TokenEmbedding> embedding_from_manifest(const std::string&
     } catch (const nlohmann::json::exception& e) {
         throw InputError(where + ": not valid JSON (" + e.what() + ")");
     }
-    auto field = [&](const nlohmann::json& obj, const char* name) -> const nlohmann::json& {
-        if (!obj.is_object() || !obj.contains(name))
-            throw InputError(where + ": missing field '" + name + "'");
-        return obj.at(name);
-    };
     try {
-        if (field(m, "format_version").get<int>() != kFormatVersion)
-            throw InputError(where + ": format_version " + field(m, "format_version").dump() +
+        if (!m.is_object() || !m.contains("format_version"))
+            throw InputError(where + ": missing field 'format_version'");
+        if (m["format_version"] != kFormatVersion)
+            throw InputError(where + ": format_version " + m["format_version"].dump() +
                              " is not supported (this build reads " + std::to_string(kFormatVersion) + ")");
-        const std::string method = field(m, "method").get<std::string>();
-        const auto& params = field(m, "parameters");
-        const std::string prefix = factor_prefix(config.arch);
-        const int64_t V = config.vocab_size, d = config.hidden_size;
+        const bool has_positions = m.contains("positions");
+        if (has_positions && config.arch != Architecture::GPT2)
+            throw InputError(where + ": has a 'positions' block but " + architecture_name(config.arch) +
+                             " models have no learned position table");
 
-        // The manifest's list of factor tensors must match the file exactly.
-        const auto& listed = field(m, "factor_tensors");
-        if (!listed.is_object())
-            throw InputError(where + ": 'factor_tensors' must map tensor names to shapes");
-        for (const auto& [name, shape] : listed.items()) {
+        // The manifest's lists of factor tensors must match the file exactly.
+        std::map<std::string, nlohmann::json> listed;
+        for (const auto* block : {&m, has_positions ? &m["positions"] : nullptr}) {
+            if (!block)
+                continue;
+            if (!block->contains("factor_tensors") || !(*block)["factor_tensors"].is_object())
+                throw InputError(where + ": missing field 'factor_tensors' (tensor name -> shape)");
+            for (const auto& [name, shape] : (*block)["factor_tensors"].items())
+                listed[name] = shape;
+        }
+        for (const auto& [name, shape] : listed) {
             const auto it = factors.find(name);
             if (it == factors.end())
                 throw InputError(where + ": lists tensor '" + name +
@@ -248,48 +332,17 @@ std::shared_ptr<const TokenEmbedding> embedding_from_manifest(const std::string&
                 throw InputError(label + "/model.safetensors: tensor '" + name + "' has NaN or Inf values");
         }
         for (const auto& [name, t] : factors)
-            if (!listed.contains(name))
+            if (!listed.count(name))
                 throw InputError(where + ": does not list tensor '" + name + "' found in model.safetensors");
-        auto take = [&](const std::string& name, std::vector<int64_t> shape) {
-            const auto it = factors.find(prefix + name);
-            if (it == factors.end())
-                throw InputError(where + ": method '" + method + "' needs tensor '" + prefix + name + "'");
-            if (it->second.sizes().vec() != shape)
-                throw InputError(label + "/model.safetensors: tensor '" + prefix + name + "' has shape " +
-                                 shape_text(it->second.sizes()) + ", expected " + shape_text(shape) +
-                                 " from embedlab.json and config.json");
-            auto t = std::move(it->second);
-            factors.erase(it);
-            return t;
-        };
 
-        std::shared_ptr<const TokenEmbedding> out;
-        if (method == "pca" || method == "svd") {
-            const int64_t k = field(params, "rank").get<int64_t>();
-            if (k < 1 || k > d)
-                throw InputError(where + ": rank " + std::to_string(k) + " is outside 1.." +
-                                 std::to_string(d));
-            LowRankFit fit;
-            fit.kind = method == "pca" ? LowRankKind::PCA : LowRankKind::SVD;
-            fit.rank = k;
-            fit.mu = method == "pca" ? take("pca.mu", {d}) : torch::zeros({d}, torch::kFloat32);
-            fit.Z = take(method + ".Z", {V, k});
-            fit.P = take(method + ".P", {k, d});
-            out = std::make_shared<LowRankTokenEmbedding>(fit);
-        } else if (method == "tt") {
-            const auto shape = field(params, "shape").get<std::vector<int64_t>>();
-            const auto ranks = field(params, "ranks").get<std::vector<int64_t>>();
-            check_tt_shape_and_ranks(d, shape, ranks);
-            std::vector<torch::Tensor> cores;
-            for (size_t k = 0; k < shape.size(); ++k)
-                cores.push_back(take("tt.core" + std::to_string(k), {V, ranks[k], shape[k], ranks[k + 1]}));
-            out = std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores));
-        } else {
-            throw InputError(where + ": unknown method '" + method + "'");
-        }
+        ManifestEmbeddings out;
+        out.tokens = build_table(m, factors, factor_prefix(config.arch), config.vocab_size,
+                                 config.hidden_size, where, label);
+        if (has_positions)
+            out.positions = build_table(m["positions"], factors, "wpe.", config.max_positions,
+                                        config.hidden_size, where, label);
         if (!factors.empty())
-            throw InputError(where + ": tensor '" + factors.begin()->first + "' is not used by method '" +
-                             method + "'");
+            throw InputError(where + ": tensor '" + factors.begin()->first + "' is not used by its method");
         return out;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(where + ": a field has the wrong type (" + e.what() + ")");

@@ -15,8 +15,7 @@ torch::Tensor causal_mask(int64_t T)
 }
 
 // softmax(q k^T / sqrt(hd) + causal) v, for q/k/v [B, H, T, hd].
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v)
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v)
 {
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     auto scores = torch::matmul(q, k.transpose(-2, -1)).mul_(scale);
@@ -55,27 +54,54 @@ LanguageModel::LanguageModel(ModelConfig config, WeightMap weights, const std::s
     detail::check_weights(config_, weights_, label);
     const char* table = config_.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
     embedding_ = std::make_shared<DenseTokenEmbedding>(weights_.at(table));
+    if (config_.arch == Architecture::GPT2)
+        positions_ = std::make_shared<DenseTokenEmbedding>(weights_.at("wpe.weight"));
 }
 
 LanguageModel::LanguageModel(ModelConfig config, WeightMap weights,
-                             std::shared_ptr<const TokenEmbedding> embedding, const std::string& label)
+                             std::shared_ptr<const TokenEmbedding> embedding, const std::string& label,
+                             std::shared_ptr<const TokenEmbedding> positions)
     : config_(std::move(config)), weights_(std::move(weights))
 {
     detail::check_weights(config_, weights_, label, /*embedding_stored=*/false);
     set_token_embedding(std::move(embedding));
+    if (config_.arch == Architecture::GPT2) {
+        if (positions)
+            set_position_embedding(std::move(positions));
+        else if (weights_.count("wpe.weight"))
+            positions_ = std::make_shared<DenseTokenEmbedding>(weights_.at("wpe.weight"));
+        else
+            throw InputError(label + ": missing tensor 'wpe.weight' (or compressed position factors)");
+    } else if (positions) {
+        throw InputError(label + ": llama models have no learned position table to replace");
+    }
+}
+
+void LanguageModel::set_position_embedding(std::shared_ptr<const TokenEmbedding> positions)
+{
+    if (config_.arch != Architecture::GPT2)
+        throw InputError("only gpt2 models have a learned position table");
+    if (positions->vocab_size() != config_.max_positions || positions->dim() != config_.hidden_size)
+        throw InputError("position embedding of shape [" + std::to_string(positions->vocab_size()) + ", " +
+                         std::to_string(positions->dim()) + "] does not fit a model with " +
+                         std::to_string(config_.max_positions) +
+                         " positions and d=" + std::to_string(config_.hidden_size));
+    positions_ = std::move(positions);
 }
 
 void LanguageModel::set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding)
 {
     if (embedding->vocab_size() != config_.vocab_size || embedding->dim() != config_.hidden_size)
-        throw InputError("token embedding of shape [" + std::to_string(embedding->vocab_size()) +
-                         ", " + std::to_string(embedding->dim()) + "] does not fit a model with V=" +
-                         std::to_string(config_.vocab_size) + ", d=" +
-                         std::to_string(config_.hidden_size));
+        throw InputError("token embedding of shape [" + std::to_string(embedding->vocab_size()) + ", " +
+                         std::to_string(embedding->dim()) + "] does not fit a model with V=" +
+                         std::to_string(config_.vocab_size) + ", d=" + std::to_string(config_.hidden_size));
     embedding_ = std::move(embedding);
 }
 
-const torch::Tensor& LanguageModel::w(const std::string& name) const { return weights_.at(name); }
+const torch::Tensor& LanguageModel::w(const std::string& name) const
+{
+    return weights_.at(name);
+}
 
 int64_t LanguageModel::max_context() const
 {
@@ -87,21 +113,20 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids) const
     const int64_t B = ids.size(0), T = ids.size(1), d = config_.hidden_size;
     const int64_t H = config_.num_heads, hd = config_.head_dim();
     const double eps = config_.norm_eps;
-    auto x = embedding_->lookup(ids) + w("wpe.weight").narrow(0, 0, T);
+    auto x = embedding_->lookup(ids) + positions_->lookup(torch::arange(T, torch::kLong));
     for (int64_t l = 0; l < config_.num_layers; ++l) {
         const std::string p = "h." + std::to_string(l) + ".";
         auto a = torch::layer_norm(x, {d}, w(p + "ln_1.weight"), w(p + "ln_1.bias"), eps);
         // Conv1D weights are [in, out]: y = x W + b.
-        auto qkv = torch::addmm(w(p + "attn.c_attn.bias"), a.reshape({B * T, d}),
-                                w(p + "attn.c_attn.weight"))
+        auto qkv = torch::addmm(w(p + "attn.c_attn.bias"), a.reshape({B * T, d}), w(p + "attn.c_attn.weight"))
                        .view({B, T, 3, H, hd})
                        .permute({2, 0, 3, 1, 4});
         auto y = causal_attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape({B * T, d});
         x = x + torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")).view({B, T, d});
         auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
-        auto h = activation(
-            torch::addmm(w(p + "mlp.c_fc.bias"), m.reshape({B * T, d}), w(p + "mlp.c_fc.weight")),
-            config_.activation);
+        auto h =
+            activation(torch::addmm(w(p + "mlp.c_fc.bias"), m.reshape({B * T, d}), w(p + "mlp.c_fc.weight")),
+                       config_.activation);
         x = x + torch::addmm(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")).view({B, T, d});
     }
     return torch::layer_norm(x, {d}, w("ln_f.weight"), w("ln_f.bias"), eps);
@@ -114,8 +139,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids) const
     const double eps = config_.norm_eps;
 
     // RoPE tables as Hugging Face builds them (float32 inv_freq, rotate-half layout).
-    auto inv_freq = 1.0 / torch::pow(config_.rope_theta,
-                                     torch::arange(0, hd, 2, torch::kLong).to(torch::kFloat32) / hd);
+    auto inv_freq =
+        1.0 / torch::pow(config_.rope_theta, torch::arange(0, hd, 2, torch::kLong).to(torch::kFloat32) / hd);
     auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq.to(torch::kFloat32));
     auto angles = torch::cat({freqs, freqs}, -1); // [T, hd]
     auto cos = angles.cos(), sin = angles.sin();
@@ -150,9 +175,8 @@ torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids) const
     if (ids.dim() != 2)
         throw InputError("token ids must be a [batch, length] tensor");
     if (ids.size(1) > max_context())
-        throw InputError("window of " + std::to_string(ids.size(1)) +
-                         " tokens exceeds the model's " + std::to_string(max_context()) +
-                         " learned positions");
+        throw InputError("window of " + std::to_string(ids.size(1)) + " tokens exceeds the model's " +
+                         std::to_string(max_context()) + " learned positions");
     const auto max_id = ids.numel() ? ids.max().item<int64_t>() : 0;
     const auto min_id = ids.numel() ? ids.min().item<int64_t>() : 0;
     if (min_id < 0 || max_id >= config_.vocab_size)
@@ -180,16 +204,15 @@ ParameterBreakdown LanguageModel::parameter_breakdown() const
 {
     ParameterBreakdown b;
     b.token_embedding = embedding_->parameter_count();
+    b.position_embedding = positions_ ? positions_->parameter_count() : 0;
     // Only the architecture's own tensors: checkpoints may carry buffers (GPT-2's
     // attn.bias causal masks) that are not parameters.
     for (const auto& e : detail::expected_tensors(config_)) {
         const std::string& name = e.name;
-        if (name == "wte.weight" || name == "model.embed_tokens.weight")
-            continue; // counted through the (possibly compressed) embedding
+        if (name == "wte.weight" || name == "model.embed_tokens.weight" || name == "wpe.weight")
+            continue; // counted through the (possibly compressed) embeddings
         const int64_t n = weights_.at(name).numel();
-        if (name == "wpe.weight")
-            b.position_embedding += n;
-        else if (name == "lm_head.weight")
+        if (name == "lm_head.weight")
             b.output_head += n;
         else if (name.find("attn") != std::string::npos)
             b.attention += n;

@@ -65,10 +65,11 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
         out.tokenizer = load_model_tokenizer(out.files, options, &out.tokenizer_path);
     // The weights move into the model: one map, no second copy to keep in step.
     if (!out.files.embedlab_manifest.empty()) {
-        auto embedding = embedding_from_manifest(out.files.embedlab_manifest, out.files.embedding_factors,
-                                                 out.files.config, model.string());
+        auto tables = embeddings_from_manifest(out.files.embedlab_manifest, out.files.embedding_factors,
+                                               out.files.config, model.string());
         out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights),
-                                                    std::move(embedding), model.string());
+                                                    std::move(tables.tokens), model.string(),
+                                                    std::move(tables.positions));
     } else {
         out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
     }

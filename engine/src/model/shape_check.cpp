@@ -73,22 +73,22 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
         throw InputError(label + ": hidden size " + std::to_string(c.hidden_size) +
                          " is not divisible by the number of heads " + std::to_string(c.num_heads));
     if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0)
-        throw InputError(label + ": " + std::to_string(c.num_heads) +
-                         " query heads cannot be grouped over " + std::to_string(c.num_kv_heads) +
-                         " key/value heads");
+        throw InputError(label + ": " + std::to_string(c.num_heads) + " query heads cannot be grouped over " +
+                         std::to_string(c.num_kv_heads) + " key/value heads");
     if (c.arch == Architecture::Llama && c.head_dim() % 2 != 0)
-        throw InputError(label + ": RoPE needs an even head dimension, got " +
-                         std::to_string(c.head_dim()));
+        throw InputError(label + ": RoPE needs an even head dimension, got " + std::to_string(c.head_dim()));
     for (const auto& e : expected_tensors(c)) {
-        if (!embedding_stored && (e.name == "wte.weight" || e.name == "model.embed_tokens.weight"))
+        // Compressed models: the tables may be factors; wpe stays dense unless compressed.
+        if (!embedding_stored && (e.name == "wte.weight" || e.name == "model.embed_tokens.weight" ||
+                                  (e.name == "wpe.weight" && !weights.count(e.name))))
             continue;
         auto it = weights.find(e.name);
         if (it == weights.end())
             throw InputError(label + ": missing tensor '" + e.name + "'");
         if (it->second.sizes() != c10::IntArrayRef(e.shape))
             throw InputError(label + ": tensor '" + e.name + "' has shape " +
-                             shape_string(it->second.sizes()) + ", expected " +
-                             shape_string(e.shape) + " from the config");
+                             shape_string(it->second.sizes()) + ", expected " + shape_string(e.shape) +
+                             " from the config");
         if (it->second.scalar_type() != torch::kFloat32)
             throw InputError(label + ": tensor '" + e.name + "' is not float32 after loading");
     }
