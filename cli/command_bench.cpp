@@ -1,7 +1,45 @@
-// bench eval: perplexity throughput one window at a time (what a PyTorch eager
-// loop does) and with windows batched, on the same ids.
+// bench: figures, not tests. Nothing here asserts a time or a size; each mode
+// prints what it measured so that runs can be compared by hand.
+//
+//   bench eval [MODEL...]  perplexity throughput one window at a time (what a
+//                          PyTorch eager loop does) and with windows batched, on
+//                          the same ids.
+//
+// The other modes run on a synthetic GPT-2-sized table, --vocab V (50257) by
+// --dim d (768), float32, anisotropic like a trained table:
+//   torch::manual_seed(--seed); E = randn(V, d) * linspace(1, 0.05, d) + 0.01
+//   bench pca     wall time of fit_low_rank (mean, covariance, eigh, projection):
+//                 best and median of --repeat fits, rows per second, and the
+//                 relative Frobenius error of the last fit (computed once).
+//   bench tt      wall time of fit_tensor_train over every row: best and median,
+//                 microseconds per token, rows per second, relative Frobenius error.
+//   bench lookup  wall time of embedding.lookup(ids) on --repeat batches of
+//                 --batch seeded random ids, after one untimed fit (tt, pca/svd,
+//                 or the dense table itself): microseconds per row, rows per second.
+// Every synthetic mode reports peak RSS (VmHWM), the RSS right after the table was
+// built (it is part of the peak), and the peak over the table's size. In lookup
+// the peak is reset after the fit and the table released (unless it is the dense
+// embedding), so it covers the lookups. Figures depend on the machine and its
+// load; the thread count is printed with them.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "common.hpp"
+#include "embedlab/accounting.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/low_rank.hpp"
+#include "embedlab/tensor_train.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
@@ -38,8 +76,8 @@ int bench_eval(const std::vector<std::string>& argv)
         {
             ProgressPrinter p("bench " + path.filename().string() + " (batched)", "windows",
                               args.has("--quiet"));
-            batched = evaluate_perplexity(*lm.model, ids,
-                                          {.ctx = ctx, .stride = ctx, .batch_windows = batch}, p.callback());
+            batched = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = ctx, .batch_windows = batch},
+                                          p.callback());
         }
         results.push_back({{"model", path.string()},
                            {"tokens", batched.tokens},
@@ -49,16 +87,19 @@ int bench_eval(const std::vector<std::string>& argv)
                            {"batch_windows", batched.batch_windows},
                            {"speedup", batched.tokens_per_second / one.tokens_per_second}});
     }
-    Json j = {{"bench", "eval"},      {"text", text.string()}, {"ctx", ctx},
-              {"threads", at::get_num_threads()}, {"results", results}};
+    Json j = {{"bench", "eval"},
+              {"text", text.string()},
+              {"ctx", ctx},
+              {"threads", at::get_num_threads()},
+              {"results", results}};
     if (args.has("--json")) {
         print_json(j);
         return 0;
     }
     std::printf("bench eval: %s, ctx %lld, %d threads\n", text.c_str(), (long long)ctx,
                 at::get_num_threads());
-    std::printf("%-40s %8s %10s %14s %14s %8s\n", "model", "tokens", "ppl", "1-window tok/s",
-                "batched tok/s", "batch");
+    std::printf("%-40s %8s %10s %14s %14s %8s\n", "model", "tokens", "ppl", "1-window tok/s", "batched tok/s",
+                "batch");
     for (const auto& r : results)
         std::printf("%-40s %8lld %10.4f %14.0f %14.0f %8lld\n", r["model"].get<std::string>().c_str(),
                     (long long)r["tokens"].get<int64_t>(), r["ppl"].get<double>(),
@@ -68,13 +109,361 @@ int bench_eval(const std::vector<std::string>& argv)
     return 0;
 }
 
+// ---- the synthetic-table modes ----
+
+const std::set<std::string> kSwitches = {"--json", "--quiet"};
+
+std::set<std::string> with_table_options(std::set<std::string> options)
+{
+    options.insert({"--vocab", "--dim", "--seed", "--repeat"});
+    return options;
+}
+
+// A "Key:  N kB" line of /proc/self/status, in bytes; 0 where unavailable.
+int64_t proc_status_bytes(const std::string& key)
+{
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(key + ":", 0) == 0)
+            return std::strtoll(line.c_str() + key.size() + 1, nullptr, 10) * 1024;
+    return 0;
+}
+
+// Linux >= 4.0: writing 5 to clear_refs resets VmHWM to the current RSS. Freed
+// heap is first handed back (glibc keeps it), so the RSS is what is still live.
+bool reset_peak_rss()
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    std::ofstream out("/proc/self/clear_refs");
+    out << "5" << std::flush;
+    return static_cast<bool>(out);
+}
+
+struct Table {
+    int64_t vocab = 0, dim = 0, seed = 0;
+    torch::Tensor E;          // [V, d] float32
+    int64_t baseline_rss = 0; // VmRSS right after E was built
+};
+
+// Sizes and seed only; build_table() fills E once the mode's options are checked.
+Table table_spec(const Args& args, const std::string& command)
+{
+    if (!args.positional().empty())
+        throw InputError(command + ": unexpected argument '" + args.positional().front() + "'");
+    Table t;
+    t.vocab = args.get_int("--vocab", 50257, 1, int64_t{1} << 26);
+    t.dim = args.get_int("--dim", 768, 1, 1 << 16);
+    t.seed = args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max());
+    return t;
+}
+
+// In place, so no V x d temporaries raise the peak RSS above the table itself.
+void build_table(Table& t)
+{
+    torch::manual_seed(static_cast<uint64_t>(t.seed));
+    t.E = torch::randn({t.vocab, t.dim}, torch::kFloat32);
+    t.E.mul_(torch::linspace(1.0, 0.05, t.dim, torch::kFloat32)).add_(0.01);
+    t.baseline_rss = proc_status_bytes("VmRSS");
+}
+
+struct Timing {
+    double best = 0, median = 0; // seconds
+};
+
+// Wall time of run(0) .. run(repeat - 1), each on its own.
+Timing time_runs(int64_t repeat, const std::function<void(int64_t)>& run)
+{
+    std::vector<double> seconds;
+    for (int64_t i = 0; i < repeat; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run(i);
+        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const size_t n = seconds.size();
+    return {seconds.front(), n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2};
+}
+
+// ||E - E_hat||_F / ||E||_F, E_hat from emb.lookup in blocks of 8192 ids.
+double relative_frobenius(const TokenEmbedding& emb, const torch::Tensor& E)
+{
+    c10::InferenceMode guard;
+    double err2 = 0, norm2 = 0;
+    for (int64_t lo = 0; lo < E.size(0); lo += 8192) {
+        const int64_t hi = std::min(E.size(0), lo + 8192);
+        const auto rows = E.slice(0, lo, hi);
+        err2 += (rows - emb.lookup(torch::arange(lo, hi, torch::kLong)))
+                    .square()
+                    .sum(torch::kDouble)
+                    .item<double>();
+        norm2 += rows.square().sum(torch::kDouble).item<double>();
+    }
+    return norm2 > 0 ? std::sqrt(err2 / norm2) : 0.0;
+}
+
+struct LowRankChoice {
+    LowRankKind kind = LowRankKind::PCA;
+    int64_t rank = 0;
+};
+
+LowRankChoice low_rank_choice(const Args& args, const std::string& method, int64_t dim)
+{
+    return {method == "svd" ? LowRankKind::SVD : LowRankKind::PCA,
+            args.get_int("--rank", std::min<int64_t>(128, dim), 1, dim)};
+}
+
+// --shape (default 8,8,12 for d = 768, else the first 3-factor shape of d) with
+// --ranks (default 1,4,..,4,1 clipped to the caps) or --eps; checked against d.
+TensorTrainOptions tt_options(const Args& args, const std::string& command, int64_t dim)
+{
+    TensorTrainOptions o;
+    o.shape = args.get_int_list("--shape", 1, dim);
+    if (o.shape.empty() && dim == 768)
+        o.shape = {8, 8, 12};
+    if (o.shape.empty()) {
+        const auto shapes = tt_shapes(dim, 3);
+        if (shapes.empty())
+            throw InputError(command + ": d = " + std::to_string(dim) +
+                             " has no 3-factor shape; give --shape I1,I2,... (product = d)");
+        o.shape = shapes.front();
+    }
+    if (args.has("--eps") && args.has("--ranks"))
+        throw InputError(command + ": give --ranks or --eps, not both");
+    if (args.has("--eps")) {
+        o.eps = args.get_double("--eps", 0, 0, 1);
+        if (o.eps <= 0 || o.eps >= 1)
+            throw InputError(command + ": --eps must lie strictly between 0 and 1, got " +
+                             *args.get("--eps"));
+    } else {
+        o.ranks = args.get_int_list("--ranks", 1, dim);
+        if (o.ranks.empty()) {
+            o.ranks = tt_rank_caps(o.shape);
+            for (size_t k = 1; k + 1 < o.ranks.size(); ++k)
+                o.ranks[k] = std::min<int64_t>(4, o.ranks[k]);
+        }
+    }
+    try {
+        check_tt_shape_and_ranks(dim, o.shape, o.ranks.empty() ? tt_rank_caps(o.shape) : o.ranks);
+    } catch (const InputError& e) {
+        throw InputError(command + ": " + e.what());
+    }
+    return o;
+}
+
+LowRankFit run_low_rank(const Table& t, const LowRankChoice& c, const std::string& what, bool quiet)
+{
+    ProgressPrinter p(what, "steps", quiet);
+    return fit_low_rank(t.E, c.kind, c.rank, p.callback());
+}
+
+TensorTrainFit run_tensor_train(const Table& t, const TensorTrainOptions& o, const std::string& what,
+                                bool quiet)
+{
+    ProgressPrinter p(what, "blocks", quiet);
+    return fit_tensor_train(t.E, o, p.callback());
+}
+
+Json low_rank_json(const LowRankFit& fit)
+{
+    return {{"method", fit.kind == LowRankKind::PCA ? "pca" : "svd"},
+            {"rank", fit.rank},
+            {"explained_variance", fit.explained_variance[static_cast<size_t>(fit.rank - 1)]}};
+}
+
+Json tt_json(const TensorTrainFit& fit)
+{
+    Json j = {{"method", "tt"}, {"shape", fit.shape}, {"ranks", fit.ranks}};
+    if (fit.eps > 0)
+        j["eps"] = fit.eps;
+    return j;
+}
+
+std::string repeat_label(const std::string& what, int64_t i, int64_t repeat)
+{
+    return what + " " + std::to_string(i + 1) + "/" + std::to_string(repeat);
+}
+
+std::string human_value(const std::string& key, const Json& v)
+{
+    char buf[64];
+    if (v.is_array()) {
+        std::string s;
+        for (const auto& x : v) {
+            if (!s.empty())
+                s += key == "shape" ? "x" : ",";
+            s += x.dump();
+        }
+        return s;
+    }
+    if (v.is_string())
+        return v.get<std::string>();
+    if (key.size() > 6 && key.ends_with("_bytes"))
+        std::snprintf(buf, sizeof buf, "%.1f MiB", v.get<double>() / (1 << 20));
+    else if (v.is_number_float())
+        std::snprintf(buf, sizeof buf, std::abs(v.get<double>()) >= 1e4 ? "%.0f" : "%.4g", v.get<double>());
+    else
+        return v.dump();
+    return buf;
+}
+
+// The common fields, then the mode's; JSON or a short block of "key value" lines.
+int report(const Args& args, const std::string& bench, const Table& t, int64_t peak_rss, const Json& figures)
+{
+    const int64_t table_bytes = t.vocab * t.dim * 4;
+    Json j = {{"bench", bench},
+              {"vocab", t.vocab},
+              {"dim", t.dim},
+              {"seed", t.seed},
+              {"threads", at::get_num_threads()},
+              {"table_bytes", table_bytes},
+              {"baseline_rss_bytes", t.baseline_rss},
+              {"peak_rss_bytes", peak_rss},
+              {"peak_rss_over_table", static_cast<double>(peak_rss) / static_cast<double>(table_bytes)}};
+    for (auto it = figures.begin(); it != figures.end(); ++it)
+        j[it.key()] = it.value();
+    if (args.has("--json")) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("bench %s: V = %lld, d = %lld, seed %lld, %d threads\n", bench.c_str(), (long long)t.vocab,
+                (long long)t.dim, (long long)t.seed, at::get_num_threads());
+    for (auto it = std::next(j.begin(), 5); it != j.end(); ++it)
+        std::printf("  %-22s %s\n", it.key().c_str(), human_value(it.key(), it.value()).c_str());
+    return 0;
+}
+
+int bench_pca(const std::vector<std::string>& argv)
+{
+    Args args("bench pca", argv, with_table_options({"--rank", "--method"}), kSwitches);
+    Table t = table_spec(args, "bench pca");
+    const std::string method = args.get("--method").value_or("pca");
+    if (method != "pca" && method != "svd")
+        throw InputError("bench pca: --method must be pca or svd, got '" + method + "'");
+    const LowRankChoice choice = low_rank_choice(args, method, t.dim);
+    const int64_t repeat = args.get_int("--repeat", 3, 1, 10000);
+    build_table(t);
+    LowRankFit fit;
+    const Timing time = time_runs(repeat, [&](int64_t i) {
+        fit = {}; // one fit alive at a time, so the peak is one fit's
+        fit = run_low_rank(t, choice, repeat_label("bench pca: fit", i, repeat), args.has("--quiet"));
+    });
+    const int64_t peak = proc_status_bytes("VmHWM");
+    Json figures = low_rank_json(fit);
+    figures.update({{"repeat", repeat},
+                    {"seconds_best", time.best},
+                    {"seconds_median", time.median},
+                    {"rows_per_second", static_cast<double>(t.vocab) / time.best},
+                    {"relative_frobenius", relative_frobenius(LowRankTokenEmbedding(fit), t.E)}});
+    return report(args, "pca", t, peak, figures);
+}
+
+int bench_tt(const std::vector<std::string>& argv)
+{
+    Args args("bench tt", argv, with_table_options({"--shape", "--ranks", "--eps"}), kSwitches);
+    Table t = table_spec(args, "bench tt");
+    const TensorTrainOptions options = tt_options(args, "bench tt", t.dim);
+    const int64_t repeat = args.get_int("--repeat", 3, 1, 10000);
+    build_table(t);
+    TensorTrainFit fit;
+    const Timing time = time_runs(repeat, [&](int64_t i) {
+        fit = {};
+        fit = run_tensor_train(t, options, repeat_label("bench tt: fit", i, repeat), args.has("--quiet"));
+    });
+    const int64_t peak = proc_status_bytes("VmHWM");
+    Json figures = tt_json(fit);
+    figures.update({{"repeat", repeat},
+                    {"seconds_best", time.best},
+                    {"seconds_median", time.median},
+                    {"us_per_token", 1e6 * time.best / static_cast<double>(t.vocab)},
+                    {"rows_per_second", static_cast<double>(t.vocab) / time.best},
+                    {"relative_frobenius", relative_frobenius(TensorTrainTokenEmbedding(fit), t.E)}});
+    return report(args, "tt", t, peak, figures);
+}
+
+void reject_options(const Args& args, const std::string& method, const std::vector<std::string>& options)
+{
+    for (const auto& o : options)
+        if (args.has(o))
+            throw InputError("bench lookup: " + o + " does not apply to --method " + method);
+}
+
+int bench_lookup(const std::vector<std::string>& argv)
+{
+    Args args("bench lookup", argv,
+              with_table_options({"--method", "--batch", "--rank", "--shape", "--ranks", "--eps"}),
+              kSwitches);
+    Table t = table_spec(args, "bench lookup");
+    const std::string method = args.get("--method").value_or("tt");
+    const int64_t batch = args.get_int("--batch", 4096, 1, 1 << 24);
+    const int64_t repeat = args.get_int("--repeat", 20, 1, 100000);
+    std::optional<TensorTrainOptions> tt;
+    std::optional<LowRankChoice> low_rank;
+    if (method == "tt") {
+        reject_options(args, method, {"--rank"});
+        tt = tt_options(args, "bench lookup", t.dim);
+    } else if (method == "pca" || method == "svd") {
+        reject_options(args, method, {"--shape", "--ranks", "--eps"});
+        low_rank = low_rank_choice(args, method, t.dim);
+    } else if (method == "dense") {
+        reject_options(args, method, {"--rank", "--shape", "--ranks", "--eps"});
+    } else {
+        throw InputError("bench lookup: --method must be tt, pca, svd or dense, got '" + method + "'");
+    }
+    build_table(t);
+    const auto ids = torch::randint(t.vocab, {repeat, batch}, torch::kLong); // seeded by build_table
+
+    // The untimed fit; then the table is released unless it is the embedding.
+    std::shared_ptr<TokenEmbedding> emb;
+    Json figures;
+    const bool quiet = args.has("--quiet");
+    if (tt) {
+        const auto fit = run_tensor_train(t, *tt, "bench lookup: fit", quiet);
+        figures = tt_json(fit);
+        emb = std::make_shared<TensorTrainTokenEmbedding>(fit);
+    } else if (low_rank) {
+        const auto fit = run_low_rank(t, *low_rank, "bench lookup: fit", quiet);
+        figures = low_rank_json(fit);
+        emb = std::make_shared<LowRankTokenEmbedding>(fit);
+    } else {
+        figures = {{"method", "dense"}};
+        emb = std::make_shared<DenseTokenEmbedding>(t.E);
+    }
+    if (method != "dense")
+        t.E = torch::Tensor();
+    figures["parameters"] = emb->parameter_count();
+
+    c10::InferenceMode guard;
+    emb->lookup(ids[0]); // warm-up: allocator and thread pool
+    const bool reset = reset_peak_rss();
+    const Timing time = time_runs(repeat, [&](int64_t i) { emb->lookup(ids[i]); });
+    const int64_t peak = proc_status_bytes("VmHWM");
+    const double per_row = 1e6 / static_cast<double>(batch);
+    figures.update({{"batch", batch},
+                    {"repeat", repeat},
+                    {"seconds_best", time.best},
+                    {"seconds_median", time.median},
+                    {"us_per_row_best", per_row * time.best},
+                    {"us_per_row_median", per_row * time.median},
+                    {"rows_per_second", static_cast<double>(batch) / time.best},
+                    {"peak_rss_scope", reset ? "lookups (reset after the fit)" : "whole run"}});
+    return report(args, "lookup", t, peak, figures);
+}
+
 } // namespace
 
 int command_bench(const std::vector<std::string>& argv)
 {
-    if (argv.empty() || argv[0] != "eval")
-        throw InputError("bench: expected 'bench eval [MODEL...]'");
-    return bench_eval(std::vector<std::string>(argv.begin() + 1, argv.end()));
+    using Mode = int (*)(const std::vector<std::string>&);
+    static const std::map<std::string, Mode> modes = {
+        {"eval", bench_eval}, {"pca", bench_pca}, {"tt", bench_tt}, {"lookup", bench_lookup}};
+    const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
+    if (mode == modes.end())
+        throw InputError(
+            "bench: " + (argv.empty() ? std::string("no mode given") : "unknown mode '" + argv[0] + "'") +
+            "; expected bench eval|pca|tt|lookup (see embedlab-cli help)");
+    return mode->second(std::vector<std::string>(argv.begin() + 1, argv.end()));
 }
 
 } // namespace embedlab::cli
