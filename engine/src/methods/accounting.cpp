@@ -29,7 +29,10 @@ std::string join(const std::vector<int64_t>& v, const char* sep)
     return s;
 }
 
-double energy_total(double nu_part, double tau_part) { return nu_part + tau_part; }
+double energy_total(double nu_part, double tau_part)
+{
+    return nu_part + tau_part;
+}
 
 void fill_common(EmbeddingAccounting& a, int64_t model_params)
 {
@@ -63,7 +66,8 @@ EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>&
     const double r = static_cast<double>(*std::max_element(ranks.begin(), ranks.end()));
     // N I r^2 of eqs. 3-4, generalised to unequal I_k as r^2 sum I_k.
     const double nir2 = r * r * static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{0}));
-    const double V = static_cast<double>(vocab), d = static_cast<double>(dim), l = static_cast<double>(o.tokens);
+    const double V = static_cast<double>(vocab), d = static_cast<double>(dim),
+                 l = static_cast<double>(o.tokens);
     EnergyEstimate e;
     e.original_nu = o.nu * (d * V + l * d);
     e.compressed_nu = o.nu * (V * nir2 + l * nir2 + l * d);
@@ -105,10 +109,12 @@ std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape)
     return caps;
 }
 
-void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape, const std::vector<int64_t>& ranks)
+void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
+                              const std::vector<int64_t>& ranks)
 {
     if (shape.size() < 2)
-        throw InputError("a tensor-train shape needs at least 2 factors, got " + std::to_string(shape.size()));
+        throw InputError("a tensor-train shape needs at least 2 factors, got " +
+                         std::to_string(shape.size()));
     int64_t product = 1;
     for (int64_t f : shape) {
         if (f < 1)
@@ -118,18 +124,20 @@ void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape, co
             break;
     }
     if (product != dim)
-        throw InputError("tensor-train shape " + join(shape, "x") + " has product " + std::to_string(product) +
-                         ", not d = " + std::to_string(dim));
+        throw InputError("tensor-train shape " + join(shape, "x") + " has product " +
+                         std::to_string(product) + ", not d = " + std::to_string(dim));
     if (ranks.size() != shape.size() + 1)
         throw InputError("a " + std::to_string(shape.size()) + "-factor shape needs " +
-                         std::to_string(shape.size() + 1) + " ranks r_0..r_N, got " + std::to_string(ranks.size()));
+                         std::to_string(shape.size() + 1) + " ranks r_0..r_N, got " +
+                         std::to_string(ranks.size()));
     if (ranks.front() != 1 || ranks.back() != 1)
         throw InputError("tensor-train ranks must start and end with 1, got " + join(ranks, ","));
     const auto caps = tt_rank_caps(shape);
     for (size_t k = 1; k + 1 < ranks.size(); ++k)
         if (ranks[k] < 1 || ranks[k] > caps[k])
             throw InputError("tensor-train rank r_" + std::to_string(k) + " = " + std::to_string(ranks[k]) +
-                             " is outside [1, " + std::to_string(caps[k]) + "] for shape " + join(shape, "x"));
+                             " is outside [1, " + std::to_string(caps[k]) + "] for shape " +
+                             join(shape, "x"));
 }
 
 EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_t>& shape,
@@ -160,9 +168,10 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
     }
     a.flops_per_token = vocab * (per_row + 2 * dim);
     a.energy = tt_energy(vocab, dim, shape, ranks, energy);
-    a.svd_equal_size_rank = std::clamp<int64_t>(
-        static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) / static_cast<double>(vocab + dim))),
-        1, dim);
+    a.svd_equal_size_rank =
+        std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) /
+                                                              static_cast<double>(vocab + dim))),
+                            1, dim);
     a.svd_equal_size_energy = svd_energy(vocab, dim, a.svd_equal_size_rank, energy);
     return a;
 }

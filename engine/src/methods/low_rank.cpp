@@ -1,40 +1,61 @@
 #include "embedlab/low_rank.hpp"
 
 #include <chrono>
+#include <cmath>
 
 #include <armadillo>
 
+#include "methods/table_checks.hpp"
+
 namespace embedlab {
 
-LowRankFit fit_low_rank(const torch::Tensor& table, LowRankKind kind, int64_t rank, const ProgressFn& progress)
+LowRankFit fit_low_rank(const torch::Tensor& table, LowRankKind kind, int64_t rank,
+                        const ProgressFn& progress)
 {
     c10::InferenceMode guard;
     const auto t0 = std::chrono::steady_clock::now();
     if (table.dim() != 2)
-        throw InputError("the embedding table must be a matrix, got " + std::to_string(table.dim()) + " dimensions");
+        throw InputError("the embedding table must be a matrix, got " + std::to_string(table.dim()) +
+                         " dimensions");
     const int64_t V = table.size(0), d = table.size(1);
     if (rank < 1 || rank > d)
-        throw InputError("rank must be between 1 and d = " + std::to_string(d) + ", got " + std::to_string(rank));
-    if (!torch::isfinite(table).all().item<bool>()) {
-        const auto bad = (~torch::isfinite(table)).any(1).nonzero();
-        throw InputError("the embedding table has non-finite values (NaN or Inf) in " +
-                         std::to_string(bad.size(0)) + " row(s), first row " +
-                         std::to_string(bad[0][0].item<int64_t>()));
-    }
+        throw InputError("rank must be between 1 and d = " + std::to_string(d) + ", got " +
+                         std::to_string(rank));
+    const auto E = table.to(torch::kFloat32).contiguous();
+    methods::check_finite_rows(E);
     report_progress(progress, 0, 3);
 
     LowRankFit fit;
     fit.kind = kind;
     fit.rank = rank;
-    auto E = table.to(torch::kDouble);
-    auto mu = kind == LowRankKind::PCA ? E.mean(0) : torch::zeros({d}, torch::kDouble);
-    auto centred = kind == LowRankKind::PCA ? E - mu : E;
-    // C = Et^T Et / V through BLAS (dgemm), d x d.
-    auto C = torch::matmul(centred.t(), centred).div_(static_cast<double>(V)).contiguous();
+    // Row blocks in float64: memory stays at the table plus one block, never a
+    // float64 or centred copy of the whole table.
+    const int64_t block = 2048;
+    arma::vec mu(static_cast<arma::uword>(d), arma::fill::zeros);
+    if (kind == LowRankKind::PCA) {
+        for (int64_t v0 = 0; v0 < V; v0 += block) {
+            const int64_t n = std::min(block, V - v0);
+            // Row-major [n, d] is column-major [d, n]: one column per token.
+            const arma::fmat rows(E.data_ptr<float>() + v0 * d, d, n, /*copy_aux_mem=*/false,
+                                  /*strict=*/true);
+            mu += arma::sum(arma::conv_to<arma::mat>::from(rows), 1);
+        }
+        mu /= static_cast<double>(V);
+    }
+    // C = Et^T Et / V as a sum of symmetric rank-n updates (BLAS syrk).
+    arma::mat Ca(static_cast<arma::uword>(d), static_cast<arma::uword>(d), arma::fill::zeros);
+    for (int64_t v0 = 0; v0 < V; v0 += block) {
+        const int64_t n = std::min(block, V - v0);
+        const arma::fmat rows(E.data_ptr<float>() + v0 * d, d, n, false, true);
+        arma::mat X = arma::conv_to<arma::mat>::from(rows);
+        if (kind == LowRankKind::PCA)
+            X.each_col() -= mu;
+        Ca += X * X.t();
+        report_progress(progress, 0, 3); // cancellation point between blocks
+    }
+    Ca /= static_cast<double>(V);
     report_progress(progress, 1, 3);
 
-    // C is symmetric, so its row-major buffer is also its column-major one.
-    arma::mat Ca(C.data_ptr<double>(), d, d, /*copy_aux_mem=*/false, /*strict=*/true);
     arma::vec values;
     arma::mat vectors;
     if (!arma::eig_sym(values, vectors, Ca))
@@ -53,14 +74,19 @@ LowRankFit fit_low_rank(const torch::Tensor& table, LowRankKind kind, int64_t ra
         running += v;
         fit.explained_variance.push_back(total > 0 ? running / total : 1.0);
     }
-    auto U = torch::from_blob(vectors.memptr(), {d, d}, torch::kDouble).t(); // column j -> row j: U[:, j]
-    std::vector<int64_t> top;
+    // Top-k eigenvectors as P [k, d] (column j of `vectors` is contiguous).
+    auto P = torch::empty({rank, d}, torch::kDouble);
     for (int64_t j = 0; j < rank; ++j)
-        top.push_back(d - 1 - j);
-    auto Uk = U.index_select(1, torch::tensor(top, torch::kLong)).contiguous(); // [d, k]
-    fit.Z = torch::matmul(centred, Uk).to(torch::kFloat32).contiguous();
-    fit.P = Uk.t().to(torch::kFloat32).contiguous();
-    fit.mu = mu.to(torch::kFloat32).contiguous();
+        std::copy_n(vectors.colptr(static_cast<arma::uword>(d - 1 - j)), d, P[j].data_ptr<double>());
+    auto mu_t = torch::from_blob(mu.memptr(), {d}, torch::kDouble).clone();
+    // Z = (E - 1 mu^T) P^T = E P^T - 1 (P mu)^T: one float32 GEMM, no centred copy.
+    const auto Pf = P.to(torch::kFloat32);
+    fit.Z = torch::matmul(E, Pf.t());
+    if (kind == LowRankKind::PCA)
+        fit.Z -= torch::matmul(P, mu_t).to(torch::kFloat32);
+    fit.Z = fit.Z.contiguous();
+    fit.P = Pf.contiguous();
+    fit.mu = mu_t.to(torch::kFloat32).contiguous();
     fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report_progress(progress, 3, 3);
     return fit;

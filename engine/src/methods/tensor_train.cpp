@@ -8,6 +8,7 @@
 #include <Eigen/Dense>
 
 #include "embedlab/accounting.hpp"
+#include "methods/table_checks.hpp"
 
 namespace embedlab {
 
@@ -51,8 +52,8 @@ int64_t needed_rank(const Eigen::VectorXd& ascending, double delta2)
 
 // One TT-SVD of a single row. ranks[0..known] are fixed; with probe_step = k the
 // sweep stops at step k and returns the rank the eps bound needs there.
-// Otherwise writes each core k in kernel layout (U column-major, [r_k, I_k, r_{k-1}]
-// with r_{k-1} fastest) to cores[k] and returns 0.
+// Otherwise writes each core k in the conventional layout [r_{k-1}, I_k, r_k] to
+// cores[k] and returns 0.
 int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const std::vector<int64_t>& ranks,
                    double delta2, int64_t probe_step, float* const* cores, TokenWorkspace& ws)
 {
@@ -84,10 +85,9 @@ int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const st
         ws.next.assign(static_cast<size_t>(r * n), 0.0);
         Eigen::Map<MatrixXd> C(ws.next.data(), r, n);
         // Probing sweeps recompute earlier steps but keep no cores.
-        if (!cores[k])
-            ws.scratch.resize(static_cast<size_t>(m * r));
-        Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>> U(
-            cores[k] ? cores[k] : ws.scratch.data(), m, r);
+        // U is built column-major (row a + r_{k-1} i) and scattered into the core below.
+        ws.scratch.resize(static_cast<size_t>(m * r));
+        Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>> U(ws.scratch.data(), m, r);
         U.setZero();
         const auto& vectors = solver.eigenvectors();
         if (left) {
@@ -109,22 +109,79 @@ int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const st
                     U.col(j) = ((M * v) / s).cast<float>();
             }
         }
+        if (float* core = cores[k]) {
+            const int64_t I = shape[k];
+            for (int64_t b = 0; b < r; ++b)
+                for (int64_t i = 0; i < I; ++i)
+                    for (int64_t a = 0; a < r_prev; ++a)
+                        core[(a * I + i) * r + b] = U(a + r_prev * i, b);
+        }
         std::swap(ws.current, ws.next);
         r_prev = r;
     }
     // The last core is what remains: [r_{N-1}, I_N], r_{N-1} fastest.
-    std::transform(ws.current.begin(), ws.current.begin() + r_prev * shape.back(), cores[N - 1],
-                   [](double v) { return static_cast<float>(v); });
+    const int64_t I = shape.back();
+    for (int64_t i = 0; i < I; ++i)
+        for (int64_t a = 0; a < r_prev; ++a)
+            cores[N - 1][a * I + i] = static_cast<float>(ws.current[static_cast<size_t>(a + r_prev * i)]);
     return 0;
 }
 
-void check_finite(const torch::Tensor& table)
+// Lookups are many tiny products (widths of 8 to 64 floats); fixed widths
+// unroll fully, and on x86-64 an AVX2/FMA clone is picked at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define EMBEDLAB_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define EMBEDLAB_INLINE_INTO_CLONE __attribute__((always_inline))
+#else
+#define EMBEDLAB_SIMD_CLONES
+#define EMBEDLAB_INLINE_INTO_CLONE
+#endif
+
+// Inlined so that each clone compiles it for its own instruction set.
+template <int64_t W>
+EMBEDLAB_INLINE_INTO_CLONE inline void small_gemm_fixed(const float* B, int64_t q, int64_t r, const float* K,
+                                                        float* out)
 {
-    if (!torch::isfinite(table).all().item<bool>()) {
-        const auto bad = (~torch::isfinite(table)).any(1).nonzero();
-        throw InputError("the embedding table has non-finite values (NaN or Inf) in " +
-                         std::to_string(bad.size(0)) + " row(s), first row " +
-                         std::to_string(bad[0][0].item<int64_t>()));
+    for (int64_t row = 0; row < q; ++row) {
+        float acc[W] = {};
+        for (int64_t j = 0; j < r; ++j) {
+            const float s = B[row * r + j];
+            for (int64_t x = 0; x < W; ++x)
+                acc[x] += s * K[j * W + x];
+        }
+        std::copy(acc, acc + W, out + row * W);
+    }
+}
+
+// out [q, width] = B [q, r] K [r, width], all row-major.
+EMBEDLAB_SIMD_CLONES
+void small_gemm(const float* B, int64_t q, int64_t r, const float* K, int64_t width, float* out)
+{
+    switch (width) {
+    case 8:
+        return small_gemm_fixed<8>(B, q, r, K, out);
+    case 16:
+        return small_gemm_fixed<16>(B, q, r, K, out);
+    case 24:
+        return small_gemm_fixed<24>(B, q, r, K, out);
+    case 32:
+        return small_gemm_fixed<32>(B, q, r, K, out);
+    case 48:
+        return small_gemm_fixed<48>(B, q, r, K, out);
+    case 64:
+        return small_gemm_fixed<64>(B, q, r, K, out);
+    default:
+        break;
+    }
+    for (int64_t row = 0; row < q; ++row) {
+        float* o = out + row * width;
+        std::fill(o, o + width, 0.0f);
+        for (int64_t j = 0; j < r; ++j) {
+            const float s = B[row * r + j];
+            const float* k = K + j * width;
+            for (int64_t x = 0; x < width; ++x)
+                o[x] += s * k[x];
+        }
     }
 }
 
@@ -148,8 +205,8 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrain
                          " (or give ranks)");
     // Shape first (its product must be d), then the ranks against their caps.
     check_tt_shape_and_ranks(d, shape, use_eps ? std::vector<int64_t>(shape.size() + 1, 1) : options.ranks);
-    check_finite(table_in);
     const auto table = table_in.to(torch::kFloat32).contiguous();
+    methods::check_finite_rows(table);
     const int64_t V = table.size(0), N = static_cast<int64_t>(shape.size());
     const float* rows = table.data_ptr<float>();
 
@@ -177,7 +234,7 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrain
         if (!probing) {
             fit.cores.clear();
             for (int64_t k = 0; k < N; ++k) {
-                fit.cores.push_back(torch::empty({V, ranks[k + 1], shape[k], ranks[k]}, torch::kFloat32));
+                fit.cores.push_back(torch::empty({V, ranks[k], shape[k], ranks[k + 1]}, torch::kFloat32));
                 core_ptrs.push_back(fit.cores.back().data_ptr<float>());
             }
         }
@@ -212,9 +269,6 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrain
                                             static_cast<double>(V));
         }
     }
-    // Kernel layout [V, r_k, I_k, r_{k-1}] -> conventional [V, r_{k-1}, I_k, r_k].
-    for (auto& core : fit.cores)
-        core = core.permute({0, 3, 2, 1}).contiguous();
     fit.ranks = ranks;
     fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return fit;
@@ -306,17 +360,8 @@ void TensorTrainTokenEmbedding::contract_rows(const int64_t* ids, int64_t count,
                 const int64_t I = shape_[k], r_in = core.size(3), width = I * r_in;
                 const float* K = core.data_ptr<float>() + id * core.stride(0);
                 float* nxt = k == 0 ? dst : (cur == a.data() ? b.data() : a.data());
-                for (int64_t row = 0; row < q; ++row) {
-                    float* o = nxt + row * width;
-                    const float* bin = cur + row * r;
-                    std::fill(o, o + width, 0.0f);
-                    for (int64_t j = 0; j < r; ++j) {
-                        const float s = bin[j];
-                        const float* kr = K + j * width;
-                        for (int64_t x = 0; x < width; ++x)
-                            o[x] += s * kr[x];
-                    }
-                }
+                // B'[q, (i, a)] = B[q, b] K[b, (i, a)]: a small GEMM per token.
+                small_gemm(cur, q, r, K, width, nxt);
                 cur = nxt;
                 q *= I;
                 r = r_in;
