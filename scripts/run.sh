@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up, build, then inspect and evaluate the bundled default model
-# (tinygpt2-f16) on the bundled sample text, and open the GUI when a display is there.
+# (tinygpt2-f16) on the bundled sample text, compress its embedding and evaluate the
+# compressed model, and open the GUI when a display is there.
 #   scripts/run.sh            # everything
 #   scripts/run.sh --no-gui   # engine only
 set -euo pipefail
@@ -13,6 +14,11 @@ CLI="$BUILD_DIR/cli/embedlab-cli"
 "$CLI" inspect
 "$CLI" eval --text resources/texts/tinystories-heldout.txt
 "$CLI" eval resources/models/stories260K.gguf --text resources/texts/tinystories-heldout.txt --ctx 256
+# Compress the bundled model's embedding (PCA, k = 32), evaluate before and after,
+# write the compressed directory with a dense export, and reload it.
+"$CLI" compress --method pca --rank 32 --eval-text resources/texts/tinystories-heldout.txt \
+  --out "$BUILD_DIR/run/tinygpt2-f16-pca32" --dense --force
+"$CLI" eval "$BUILD_DIR/run/tinygpt2-f16-pca32" --text resources/texts/tinystories-heldout.txt
 
 if [ "${1:-}" != "--no-gui" ] && [ -x "$BUILD_DIR/app/embedlab" ]; then
   if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
