@@ -93,7 +93,11 @@ TEST(FileOutput, SafetensorsRoundTripEveryDtype)
     EXPECT_EQ(h.data_start + offset, bytes.size());
 
     const embedlab::WeightMap w = embedlab::load_safetensors(file);
-    EXPECT_EQ(w.size(), 4u);                             // the integer tensors are not weights
+    EXPECT_EQ(w.size(), 6u);
+    // Integer tensors (token ids of compressed layouts) load as int64.
+    EXPECT_EQ(w.at("b.i64").scalar_type(), torch::kLong);
+    EXPECT_TRUE(torch::equal(w.at("b.i64"), i64));
+    EXPECT_TRUE(torch::equal(w.at("c.i32"), i32.to(torch::kLong)));
     EXPECT_EQ(raw_bytes(w.at("z.f32")), raw_bytes(f32)); // bit-exact, -0 and denormal included
     EXPECT_EQ(raw_bytes(w.at("t.f32")), raw_bytes(transposed));
     EXPECT_TRUE(torch::equal(w.at("a.f16"), f16.to(torch::kFloat32)));

@@ -48,6 +48,8 @@ NonFinite scan_non_finite(const torch::Tensor& t)
 void warn_non_finite(ModelFiles& mf)
 {
     for (const auto& [name, tensor] : mf.weights) {
+        if (tensor.scalar_type() != torch::kFloat32)
+            continue; // index tensors
         const NonFinite f = scan_non_finite(tensor);
         if (f.nan || f.inf)
             mf.warnings.push_back(std::string(f.nan && f.inf ? "NaN and Inf"

@@ -180,6 +180,23 @@ SafetensorsFile load_safetensors_file(const std::filesystem::path& file)
             type = StoredType::F16;
         else if (e.dtype == "BF16")
             type = StoredType::BF16;
+        if (e.dtype == "I64" || e.dtype == "I32") {
+            // Index tensors (token ids of EmbedLab's compressed layouts) load as int64.
+            auto t = torch::empty(e.shape, torch::kLong);
+            const uint8_t* src = mapped->data() + header.data_start + e.begin;
+            int64_t* dst = t.data_ptr<int64_t>();
+            for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+                if (e.dtype == "I64") {
+                    std::memcpy(dst + i, src + 8 * i, 8);
+                } else {
+                    int32_t v;
+                    std::memcpy(&v, src + 4 * i, 4);
+                    dst[i] = v;
+                }
+            }
+            out.weights[e.name] = std::move(t);
+            continue;
+        }
         if (!type) {
             out.skipped.push_back(e.name + " (" + e.dtype + ")");
             continue;
