@@ -1,0 +1,120 @@
+// Frequency-aware partial sparse coding of rare-token rows (LLE), METHODS.md 2,
+// with its `unk` and `pca` baselines on the same common/rare split.
+//
+//   auto ids = tokenizer.encode(read_text_file("freq.txt"));
+//   auto split = embedlab::split_by_frequency(ids, V, /*keep_ratio=*/0.5, specials);
+//   auto fit = embedlab::fit_partial_sparse(table, split, {.kind = PartialSparseKind::LLE, .k = 5});
+//   model.set_token_embedding(std::make_shared<embedlab::PartialSparseTokenEmbedding>(fit));
+//
+// Common rows (V_C) stay exact; each rare row (V_R) is rebuilt at lookup time
+// from k common neighbours (LLE), a fallback row (unk) or k PCA coordinates (pca).
+// The nearest-neighbour search is exact cosine, done as blocked BLAS products
+// with a top-k per block, so the |V_R| x |V_C| similarity matrix is never held.
+// Thread safety: functions are reentrant; the embedding is immutable.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct FrequencySplit {
+    std::vector<int64_t> counts; // occurrences per token id, size V
+    std::vector<int64_t> common; // V_C, ascending ids
+    std::vector<int64_t> rare;   // V_R, ascending ids
+    int64_t distinct_seen = 0;   // ids with count > 0
+    int64_t total_tokens = 0;    // length of the frequency text in tokens
+    double keep_ratio = 1.0;
+};
+
+// V_C = the top ceil(keep_ratio * distinct_seen) seen ids by count (ties: lower
+// id first) plus every id in `specials`; V_R = the rest. InputError for a keep
+// ratio outside (0, 1], an empty id list, or ids outside [0, V).
+FrequencySplit split_by_frequency(std::span<const int32_t> ids, int64_t vocab_size, double keep_ratio,
+                                  const std::vector<int64_t>& specials);
+
+// Exact cosine k-nearest common neighbours of every rare row (ties: lower id).
+struct NearestCommon {
+    torch::Tensor ids;     // [R, k] int64 token ids (members of V_C), best first
+    torch::Tensor cosines; // [R, k] float32
+};
+NearestCommon nearest_common(const torch::Tensor& table, const std::vector<int64_t>& rare,
+                             const std::vector<int64_t>& common, int64_t k, const ProgressFn& progress = {});
+
+enum class PartialSparseKind { LLE, Unk, PCA };
+const char* partial_sparse_method_name(PartialSparseKind kind); // "lle", "lle-unk", "lle-pca"
+
+struct PartialSparseOptions {
+    PartialSparseKind kind = PartialSparseKind::LLE;
+    int64_t k = 5;       // LLE: neighbours; pca: basis size
+    double reg = 1e-3;   // LLE: G += reg * trace(G) * I (reg alone if trace is 0)
+    int64_t unk_id = -1; // unk: the model's unk token, else the mean of V_C is the fallback
+};
+
+struct PartialSparseFit {
+    PartialSparseKind kind = PartialSparseKind::LLE;
+    int64_t vocab = 0, dim = 0, k = 0;
+    double reg = 0;
+    torch::Tensor common_ids;  // [C] int64
+    torch::Tensor rare_ids;    // [R] int64
+    torch::Tensor common_rows; // [C, d] float32, exact
+    // LLE
+    torch::Tensor neighbour_ids; // [R, k] int64 token ids
+    torch::Tensor weights;       // [R, k] float32, each row sums to 1
+    torch::Tensor norms;         // [R] float32, ||y||
+    // unk
+    torch::Tensor fallback; // [d] float32
+    // pca
+    torch::Tensor mean;   // [d]
+    torch::Tensor basis;  // [k, d]
+    torch::Tensor coords; // [R, k]
+    double seconds = 0;
+};
+
+// table [V, d] float32. InputError for k < 1, k > |V_C| (LLE) or k > d (pca), an
+// empty V_C, or non-finite rows. Zero-norm rows never produce NaN.
+PartialSparseFit fit_partial_sparse(const torch::Tensor& table, const FrequencySplit& split,
+                                    const PartialSparseOptions& options, const ProgressFn& progress = {});
+
+class PartialSparseTokenEmbedding final : public TokenEmbedding {
+public:
+    // Checks that the tensors agree (ids partition 0..V-1, shapes); InputError otherwise.
+    explicit PartialSparseTokenEmbedding(PartialSparseFit fit);
+    int64_t vocab_size() const override { return fit_.vocab; }
+    int64_t dim() const override { return fit_.dim; }
+    torch::Tensor lookup(const torch::Tensor& ids) const override;
+    // Tied head: the rare rows are rebuilt once per call, then one product.
+    torch::Tensor project(const torch::Tensor& hidden) const override;
+    // |V_C| d + per rare token: LLE 2k + 1, unk 0 (+ d for the fallback), pca k (+ k d + d).
+    int64_t parameter_count() const override;
+    std::string kind() const override { return partial_sparse_method_name(fit_.kind); }
+    const PartialSparseFit& fit() const { return fit_; }
+    // Rebuilt rows of the given rare-slot range [first, first + count) -> [count, d].
+    torch::Tensor rare_rows(int64_t first, int64_t count) const;
+
+private:
+    PartialSparseFit fit_;
+    torch::Tensor slot_; // [V] int64: >= 0 common slot, < 0: -(rare slot) - 1
+};
+
+// LLE weights of one row (METHODS 2), as the fit computes and stores them (float32
+// weights, returned as float64): y [d] and its k neighbour rows [k, d], both
+// unnormalised; G on the unit-norm rows, G += reg * trace(G) * I (reg if the trace
+// is 0), G w = 1, alpha = w / sum(w). Returns alpha [k] float64 (uniform if the
+// solve degenerates). The rebuilt row is ||y|| * normalise(sum alpha_j x_j^n).
+torch::Tensor lle_weights(const torch::Tensor& y, const torch::Tensor& neighbours, double reg);
+
+// Coverage of an evaluation text by V_C (paper Tables 5 and 6).
+struct Coverage {
+    double token_coverage = 0; // share of the text's tokens whose id is in V_C
+    double line_coverage = 0;  // share of non-empty lines made only of V_C tokens
+    int64_t tokens = 0, lines = 0;
+};
+Coverage coverage_of(const FrequencySplit& split, const Tokenizer& tokenizer, const std::string& text);
+
+} // namespace embedlab

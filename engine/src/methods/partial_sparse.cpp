@@ -1,0 +1,614 @@
+#include "embedlab/partial_sparse.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Dense>
+
+#include "embedlab/low_rank.hpp"
+#include "methods/table_checks.hpp"
+
+namespace embedlab {
+
+namespace {
+
+// Rare rows per similarity block, and a cap on one block's floats (128 MiB), so
+// a large V_C shrinks the block instead of growing memory.
+constexpr int64_t kBlockRows = 2048;
+constexpr int64_t kBlockFloats = int64_t{1} << 25;
+// Rows per step of the LLE solves (one progress report each) and of the head rebuild.
+constexpr int64_t kRowBlock = 4096;
+
+torch::Tensor float_table(const torch::Tensor& table)
+{
+    if (table.dim() != 2)
+        throw InputError("the embedding table must be a matrix, got " + std::to_string(table.dim()) +
+                         " dimensions");
+    if (table.size(0) < 1 || table.size(1) < 1)
+        throw InputError("the embedding table is empty");
+    auto E = table.to(torch::kFloat32).contiguous();
+    methods::check_finite_rows(E);
+    return E;
+}
+
+torch::Tensor id_tensor(const std::vector<int64_t>& ids)
+{
+    return torch::tensor(ids, torch::kLong).reshape({static_cast<int64_t>(ids.size())});
+}
+
+// Every id of 0..V-1 in exactly one of the two lists. Returns the slot map:
+// >= 0 common slot, < 0 -(rare slot) - 1.
+torch::Tensor partition_slots(const int64_t* common, int64_t C, const int64_t* rare, int64_t R, int64_t V)
+{
+    constexpr int64_t unset = std::numeric_limits<int64_t>::min();
+    auto slot = torch::full({V}, unset, torch::kLong);
+    int64_t* s = slot.data_ptr<int64_t>();
+    auto place = [&](int64_t id, int64_t value, const char* set) {
+        if (id < 0 || id >= V)
+            throw InputError(std::string(set) + " holds token id " + std::to_string(id) +
+                             ", outside the vocabulary (V = " + std::to_string(V) + ")");
+        if (s[id] != unset)
+            throw InputError("token id " + std::to_string(id) + " appears twice in V_C and V_R");
+        s[id] = value;
+    };
+    for (int64_t c = 0; c < C; ++c)
+        place(common[c], c, "V_C");
+    for (int64_t r = 0; r < R; ++r)
+        place(rare[r], -r - 1, "V_R");
+    for (int64_t v = 0; v < V; ++v)
+        if (s[v] == unset)
+            throw InputError("token id " + std::to_string(v) + " is in neither V_C nor V_R");
+    return slot;
+}
+
+// Rows scaled to unit norm; zero rows stay zero (cosine 0 with everything).
+torch::Tensor unit_rows(const torch::Tensor& rows)
+{
+    const auto norms = rows.norm(2, 1, /*keepdim=*/true);
+    return rows / torch::where(norms > 0, norms, torch::ones_like(norms));
+}
+
+// E float32 contiguous and finite, `common` ascending without duplicates (so the
+// column order is the id order and a stable scan breaks ties by lower id).
+NearestCommon nearest_common_checked(const torch::Tensor& E, const std::vector<int64_t>& rare,
+                                     const std::vector<int64_t>& common, int64_t k,
+                                     const ProgressFn& progress)
+{
+    const int64_t R = static_cast<int64_t>(rare.size()), C = static_cast<int64_t>(common.size());
+    NearestCommon out;
+    out.ids = torch::empty({R, k}, torch::kLong);
+    out.cosines = torch::empty({R, k}, torch::kFloat32);
+    report_progress(progress, 0, R);
+    if (R == 0)
+        return out;
+    const auto Xn_t = unit_rows(E.index_select(0, id_tensor(common))).t(); // [d, C]
+    const auto rare_t = id_tensor(rare);
+    const int64_t block = std::max<int64_t>(1, std::min(kBlockRows, kBlockFloats / C));
+    int64_t* ids = out.ids.data_ptr<int64_t>();
+    float* cosines = out.cosines.data_ptr<float>();
+    for (int64_t r0 = 0; r0 < R; r0 += block) {
+        const int64_t b = std::min(block, R - r0);
+        const auto sims = torch::matmul(unit_rows(E.index_select(0, rare_t.narrow(0, r0, b))), Xn_t)
+                              .contiguous(); // [b, C], one BLAS product
+        const float* S = sims.data_ptr<float>();
+        // Top-k per row by one ascending scan with a sorted list of k: an equal
+        // value never displaces an earlier (lower-id) column, so ties are exact
+        // and no per-row sort of C values is needed.
+        at::parallel_for(0, b, 16, [&](int64_t lo, int64_t hi) {
+            std::vector<float> best_val(static_cast<size_t>(k));
+            std::vector<int64_t> best_col(static_cast<size_t>(k));
+            for (int64_t i = lo; i < hi; ++i) {
+                const float* row = S + i * C;
+                int64_t filled = 0;
+                for (int64_t j = 0; j < C; ++j) {
+                    const float s = row[j];
+                    if (filled == k && !(s > best_val[k - 1]))
+                        continue;
+                    int64_t p = filled < k ? filled++ : k - 1;
+                    for (; p > 0 && best_val[p - 1] < s; --p) {
+                        best_val[p] = best_val[p - 1];
+                        best_col[p] = best_col[p - 1];
+                    }
+                    best_val[p] = s;
+                    best_col[p] = j;
+                }
+                for (int64_t p = 0; p < k; ++p) {
+                    ids[(r0 + i) * k + p] = common[best_col[p]];
+                    cosines[(r0 + i) * k + p] = best_val[p];
+                }
+            }
+        });
+        report_progress(progress, r0 + b, R);
+    }
+    return out;
+}
+
+void check_k_common(int64_t k, int64_t C)
+{
+    if (k < 1 || k > C)
+        throw InputError("k must be between 1 and |V_C| = " + std::to_string(C) + ", got " +
+                         std::to_string(k));
+}
+
+// LLE weights of one rare row y with neighbour rows x_j (METHODS 2, scikit-learn's
+// barycenter_weights convention). Writes k weights summing to one.
+void solve_lle_weights(const float* y, const std::vector<const float*>& x, int64_t d, double reg,
+                       Eigen::MatrixXd& D, float* weights)
+{
+    const int64_t k = static_cast<int64_t>(x.size());
+    const Eigen::Map<const Eigen::VectorXf> yf(y, d);
+    const double ny = yf.cast<double>().norm();
+    Eigen::VectorXd alpha = Eigen::VectorXd::Constant(k, 1.0 / static_cast<double>(k));
+    if (ny > 0) {
+        const Eigen::VectorXd yn = yf.cast<double>() / ny;
+        D.resize(k, d);
+        for (int64_t j = 0; j < k; ++j) {
+            const Eigen::VectorXd xj =
+                Eigen::Map<const Eigen::VectorXf>(x[static_cast<size_t>(j)], d).cast<double>();
+            const double nx = xj.norm();
+            if (nx > 0)
+                D.row(j) = (yn - xj / nx).transpose();
+            else
+                D.row(j) = yn.transpose(); // a zero neighbour has a zero unit row
+        }
+        Eigen::MatrixXd G = D * D.transpose();
+        const double trace = G.trace();
+        G.diagonal().array() += trace > 0 ? reg * trace : reg;
+        const Eigen::VectorXd ones = Eigen::VectorXd::Ones(k);
+        Eigen::VectorXd w;
+        Eigen::LLT<Eigen::MatrixXd> llt(G);
+        if (llt.info() == Eigen::Success)
+            w = llt.solve(ones);
+        // Singular G (reg = 0 with collinear neighbours): least squares instead.
+        if (w.size() != k || !w.allFinite())
+            w = G.completeOrthogonalDecomposition().solve(ones);
+        const double sum = w.sum();
+        if (w.allFinite() && std::isfinite(sum) && sum != 0)
+            alpha = w / sum;
+    }
+    for (int64_t j = 0; j < k; ++j)
+        weights[j] = static_cast<float>(alpha(j));
+}
+
+// Rebuilt rows of the given rare slots [n] -> [n, d] (METHODS 2).
+torch::Tensor rebuild_rare(const PartialSparseFit& f, const torch::Tensor& slot_map,
+                           const torch::Tensor& slots)
+{
+    const int64_t n = slots.size(0), d = f.dim;
+    switch (f.kind) {
+    case PartialSparseKind::Unk:
+        return f.fallback.unsqueeze(0).expand({n, d}).contiguous();
+    case PartialSparseKind::PCA:
+        return torch::addmm(f.mean, f.coords.index_select(0, slots), f.basis);
+    case PartialSparseKind::LLE:
+        break;
+    }
+    auto out = torch::empty({n, d}, torch::kFloat32);
+    const int64_t k = f.k;
+    const int64_t* slot = slots.data_ptr<int64_t>();
+    const int64_t* common_slot = slot_map.data_ptr<int64_t>();
+    const int64_t* nb = f.neighbour_ids.data_ptr<int64_t>();
+    const float* w = f.weights.data_ptr<float>();
+    const float* norms = f.norms.data_ptr<float>();
+    const float* rows = f.common_rows.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    at::parallel_for(0, n, 64, [&](int64_t lo, int64_t hi) {
+        std::vector<double> acc(static_cast<size_t>(d));
+        for (int64_t i = lo; i < hi; ++i) {
+            const int64_t s = slot[i];
+            std::fill(acc.begin(), acc.end(), 0.0);
+            // y_hat^n = sum_j alpha_j x_j^n, from the exact common rows.
+            for (int64_t j = 0; j < k; ++j) {
+                const float* x = rows + common_slot[nb[s * k + j]] * d;
+                double nx = 0;
+                for (int64_t c = 0; c < d; ++c)
+                    nx += static_cast<double>(x[c]) * x[c];
+                nx = std::sqrt(nx);
+                if (nx == 0)
+                    continue; // a zero neighbour has a zero unit row
+                const double a = w[s * k + j] / nx;
+                for (int64_t c = 0; c < d; ++c)
+                    acc[static_cast<size_t>(c)] += a * x[c];
+            }
+            double na = 0;
+            for (double v : acc)
+                na += v * v;
+            na = std::sqrt(na);
+            // y_hat = ||y|| y_hat^n / ||y_hat^n||; a zero direction gives a zero row.
+            const double scale = na > 0 ? norms[s] / na : 0.0;
+            for (int64_t c = 0; c < d; ++c)
+                dst[i * d + c] = static_cast<float>(acc[static_cast<size_t>(c)] * scale);
+        }
+    });
+    return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape)
+{
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::string shape_text(const torch::Tensor& t)
+{
+    return t.defined() ? shape_text(t.sizes().vec()) : "none";
+}
+
+} // namespace
+
+torch::Tensor lle_weights(const torch::Tensor& y, const torch::Tensor& neighbours, double reg)
+{
+    if (y.dim() != 1 || neighbours.dim() != 2 || neighbours.size(1) != y.size(0) || neighbours.size(0) < 1)
+        throw InputError("lle_weights: expected a row [d] and neighbour rows [k, d]");
+    const auto yf = y.to(torch::kFloat32).contiguous();
+    const auto xf = neighbours.to(torch::kFloat32).contiguous();
+    const int64_t k = xf.size(0), d = xf.size(1);
+    std::vector<const float*> x(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j)
+        x[static_cast<size_t>(j)] = xf.data_ptr<float>() + j * d;
+    Eigen::MatrixXd D;
+    auto out = torch::empty({k}, torch::kFloat32);
+    solve_lle_weights(yf.data_ptr<float>(), x, d, reg, D, out.data_ptr<float>());
+    return out.to(torch::kDouble); // the weights the fit stores (float32), widened
+}
+
+const char* partial_sparse_method_name(PartialSparseKind kind)
+{
+    switch (kind) {
+    case PartialSparseKind::LLE:
+        return "lle";
+    case PartialSparseKind::Unk:
+        return "lle-unk";
+    case PartialSparseKind::PCA:
+        return "lle-pca";
+    }
+    return "lle";
+}
+
+// --- split -------------------------------------------------------------------
+
+FrequencySplit split_by_frequency(std::span<const int32_t> ids, int64_t vocab_size, double keep_ratio,
+                                  const std::vector<int64_t>& specials)
+{
+    if (!(keep_ratio > 0 && keep_ratio <= 1))
+        throw InputError("the keep ratio r(V_C) must lie in (0, 1], got " + std::to_string(keep_ratio));
+    if (vocab_size < 1)
+        throw InputError("the vocabulary is empty");
+    if (ids.empty())
+        throw InputError("the frequency text has no tokens");
+    FrequencySplit split;
+    split.keep_ratio = keep_ratio;
+    split.total_tokens = static_cast<int64_t>(ids.size());
+    split.counts.assign(static_cast<size_t>(vocab_size), 0);
+    for (const int32_t id : ids) {
+        if (id < 0 || id >= vocab_size)
+            throw InputError(
+                "token id " + std::to_string(id) +
+                " in the frequency text is outside the vocabulary (V = " + std::to_string(vocab_size) + ")");
+        ++split.counts[static_cast<size_t>(id)];
+    }
+    std::vector<int64_t> seen;
+    for (int64_t v = 0; v < vocab_size; ++v)
+        if (split.counts[static_cast<size_t>(v)] > 0)
+            seen.push_back(v);
+    split.distinct_seen = static_cast<int64_t>(seen.size());
+    // Most frequent first; stable on ascending ids, so equal counts keep the lower id.
+    std::stable_sort(seen.begin(), seen.end(), [&](int64_t a, int64_t b) {
+        return split.counts[static_cast<size_t>(a)] > split.counts[static_cast<size_t>(b)];
+    });
+    // ceil(r n), less a hair so that e.g. 0.1 * 30 = 3.0000000000000004 keeps 3.
+    const double wanted = keep_ratio * static_cast<double>(seen.size());
+    const auto keep = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(wanted - 1e-12 * wanted)), 1,
+                                          static_cast<int64_t>(seen.size()));
+    std::vector<char> in_common(static_cast<size_t>(vocab_size), 0);
+    for (int64_t i = 0; i < keep; ++i)
+        in_common[static_cast<size_t>(seen[static_cast<size_t>(i)])] = 1;
+    for (const int64_t s : specials)
+        if (s >= 0 && s < vocab_size)
+            in_common[static_cast<size_t>(s)] = 1;
+    for (int64_t v = 0; v < vocab_size; ++v)
+        (in_common[static_cast<size_t>(v)] ? split.common : split.rare).push_back(v);
+    return split;
+}
+
+// --- neighbours ----------------------------------------------------------------
+
+NearestCommon nearest_common(const torch::Tensor& table, const std::vector<int64_t>& rare,
+                             const std::vector<int64_t>& common, int64_t k, const ProgressFn& progress)
+{
+    c10::InferenceMode guard;
+    const auto E = float_table(table);
+    const int64_t V = E.size(0);
+    check_k_common(k, static_cast<int64_t>(common.size()));
+    auto sorted = common;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+        if (sorted[i] < 0 || sorted[i] >= V)
+            throw InputError("V_C holds token id " + std::to_string(sorted[i]) +
+                             ", outside the vocabulary (V = " + std::to_string(V) + ")");
+        if (i > 0 && sorted[i] == sorted[i - 1])
+            throw InputError("token id " + std::to_string(sorted[i]) + " appears twice in V_C");
+    }
+    for (const int64_t r : rare)
+        if (r < 0 || r >= V)
+            throw InputError("V_R holds token id " + std::to_string(r) +
+                             ", outside the vocabulary (V = " + std::to_string(V) + ")");
+    return nearest_common_checked(E, rare, sorted, k, progress);
+}
+
+// --- fit -----------------------------------------------------------------------
+
+PartialSparseFit fit_partial_sparse(const torch::Tensor& table, const FrequencySplit& split,
+                                    const PartialSparseOptions& options, const ProgressFn& progress)
+{
+    c10::InferenceMode guard;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto E = float_table(table);
+    const int64_t V = E.size(0), d = E.size(1);
+    const int64_t C = static_cast<int64_t>(split.common.size()), R = static_cast<int64_t>(split.rare.size());
+    if (C + R != V)
+        throw InputError("the frequency split covers " + std::to_string(C + R) +
+                         " token ids but the table has " + std::to_string(V) + " rows");
+    if (C == 0)
+        throw InputError("V_C is empty: no token is kept exactly");
+    partition_slots(split.common.data(), C, split.rare.data(), R, V);
+    if (options.kind == PartialSparseKind::LLE)
+        check_k_common(options.k, C);
+    if (options.kind == PartialSparseKind::PCA && (options.k < 1 || options.k > d))
+        throw InputError("the PCA basis size k must be between 1 and d = " + std::to_string(d) + ", got " +
+                         std::to_string(options.k));
+    if (options.kind == PartialSparseKind::LLE && !(options.reg >= 0 && std::isfinite(options.reg)))
+        throw InputError("the LLE regulariser must be finite and >= 0, got " + std::to_string(options.reg));
+
+    PartialSparseFit fit;
+    fit.kind = options.kind;
+    fit.vocab = V;
+    fit.dim = d;
+    fit.k = options.kind == PartialSparseKind::Unk ? 0 : options.k; // unk stores no per-token values
+    fit.reg = options.kind == PartialSparseKind::LLE ? options.reg : 0.0;
+    fit.common_ids = id_tensor(split.common);
+    fit.rare_ids = id_tensor(split.rare);
+    fit.common_rows = E.index_select(0, fit.common_ids).contiguous();
+
+    switch (options.kind) {
+    case PartialSparseKind::LLE: {
+        const int64_t k = options.k, total = std::max<int64_t>(1, 2 * R);
+        // Neighbour search is the first half of the bar, the solves the second.
+        const ProgressFn search_progress =
+            progress ? ProgressFn([&](int64_t done, int64_t) { return progress(done, total); })
+                     : ProgressFn{};
+        auto nn = nearest_common_checked(E, split.rare, split.common, k, search_progress);
+        fit.neighbour_ids = nn.ids;
+        fit.weights = torch::empty({R, k}, torch::kFloat32);
+        fit.norms = torch::empty({R}, torch::kFloat32);
+        const float* rows = E.data_ptr<float>();
+        const int64_t* nb = fit.neighbour_ids.data_ptr<int64_t>();
+        float* w = fit.weights.data_ptr<float>();
+        float* norms = fit.norms.data_ptr<float>();
+        for (int64_t r0 = 0; r0 < R; r0 += kRowBlock) {
+            const int64_t r1 = std::min(R, r0 + kRowBlock);
+            at::parallel_for(r0, r1, 64, [&](int64_t lo, int64_t hi) {
+                Eigen::MatrixXd D;
+                std::vector<const float*> x(static_cast<size_t>(k));
+                for (int64_t r = lo; r < hi; ++r) {
+                    const float* y = rows + split.rare[static_cast<size_t>(r)] * d;
+                    for (int64_t j = 0; j < k; ++j)
+                        x[static_cast<size_t>(j)] = rows + nb[r * k + j] * d;
+                    solve_lle_weights(y, x, d, options.reg, D, w + r * k);
+                    norms[r] =
+                        static_cast<float>(Eigen::Map<const Eigen::VectorXf>(y, d).cast<double>().norm());
+                }
+            });
+            report_progress(progress, R + r1, total);
+        }
+        report_progress(progress, total, total);
+        break;
+    }
+    case PartialSparseKind::Unk:
+        report_progress(progress, 0, 1);
+        if (options.unk_id >= 0 && options.unk_id < V)
+            fit.fallback = E[options.unk_id].clone();
+        else
+            fit.fallback =
+                (fit.common_rows.to(torch::kDouble).sum(0) / static_cast<double>(C)).to(torch::kFloat32);
+        report_progress(progress, 1, 1);
+        break;
+    case PartialSparseKind::PCA: {
+        // Same PCA as METHODS 1 (mean and covariance of all rows of E); only the
+        // rare rows keep coordinates.
+        auto pca = fit_low_rank(E, LowRankKind::PCA, options.k, progress);
+        fit.mean = pca.mu;
+        fit.basis = pca.P;
+        fit.coords = pca.Z.index_select(0, fit.rare_ids).contiguous();
+        break;
+    }
+    }
+    fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return fit;
+}
+
+// --- the embedding ---------------------------------------------------------------
+
+PartialSparseTokenEmbedding::PartialSparseTokenEmbedding(PartialSparseFit fit) : fit_(std::move(fit))
+{
+    c10::InferenceMode guard;
+    auto& f = fit_;
+    const int64_t V = f.vocab, d = f.dim;
+    if (V < 1 || d < 1)
+        throw InputError("partial sparse embedding: vocabulary " + std::to_string(V) + " and dimension " +
+                         std::to_string(d) + " must be positive");
+    auto expect = [&](const torch::Tensor& t, std::vector<int64_t> shape, const std::string& name) {
+        if (!t.defined() || t.sizes().vec() != shape)
+            throw InputError("partial sparse embedding: " + name + " has shape " + shape_text(t) +
+                             ", expected " + shape_text(shape));
+    };
+    auto finite = [&](torch::Tensor& t, const std::string& name) {
+        t = t.to(torch::kFloat32).contiguous();
+        if (!torch::isfinite(t).all().item<bool>())
+            throw InputError("partial sparse embedding: " + name + " has non-finite values");
+    };
+    if (!f.common_ids.defined() || !f.rare_ids.defined() || f.common_ids.dim() != 1 || f.rare_ids.dim() != 1)
+        throw InputError("partial sparse embedding: the V_C and V_R id lists must be vectors");
+    f.common_ids = f.common_ids.to(torch::kLong).contiguous();
+    f.rare_ids = f.rare_ids.to(torch::kLong).contiguous();
+    const int64_t C = f.common_ids.size(0), R = f.rare_ids.size(0);
+    if (C + R != V)
+        throw InputError("partial sparse embedding: V_C and V_R hold " + std::to_string(C + R) +
+                         " ids for a vocabulary of " + std::to_string(V));
+    if (C == 0)
+        throw InputError("partial sparse embedding: V_C is empty");
+    slot_ = partition_slots(f.common_ids.data_ptr<int64_t>(), C, f.rare_ids.data_ptr<int64_t>(), R, V);
+    expect(f.common_rows, {C, d}, "common_rows");
+    finite(f.common_rows, "common_rows");
+    switch (f.kind) {
+    case PartialSparseKind::LLE: {
+        if (f.k < 1 || f.k > C)
+            throw InputError("partial sparse embedding: k = " + std::to_string(f.k) + " is outside 1.." +
+                             std::to_string(C));
+        expect(f.neighbour_ids, {R, f.k}, "neighbour_ids");
+        expect(f.weights, {R, f.k}, "weights");
+        expect(f.norms, {R}, "norms");
+        f.neighbour_ids = f.neighbour_ids.to(torch::kLong).contiguous();
+        const int64_t* nb = f.neighbour_ids.data_ptr<int64_t>();
+        const int64_t* slot = slot_.data_ptr<int64_t>();
+        for (int64_t i = 0; i < R * f.k; ++i)
+            if (nb[i] < 0 || nb[i] >= V || slot[nb[i]] < 0)
+                throw InputError("partial sparse embedding: neighbour id " + std::to_string(nb[i]) +
+                                 " is not in V_C");
+        finite(f.weights, "weights");
+        finite(f.norms, "norms");
+        if (R > 0 && f.norms.min().item<float>() < 0)
+            throw InputError("partial sparse embedding: a rare-row norm is negative");
+        break;
+    }
+    case PartialSparseKind::Unk:
+        expect(f.fallback, {d}, "fallback");
+        finite(f.fallback, "fallback");
+        break;
+    case PartialSparseKind::PCA:
+        if (f.k < 1 || f.k > d)
+            throw InputError("partial sparse embedding: k = " + std::to_string(f.k) + " is outside 1.." +
+                             std::to_string(d));
+        expect(f.mean, {d}, "mean");
+        expect(f.basis, {f.k, d}, "basis");
+        expect(f.coords, {R, f.k}, "coords");
+        finite(f.mean, "mean");
+        finite(f.basis, "basis");
+        finite(f.coords, "coords");
+        break;
+    }
+}
+
+torch::Tensor PartialSparseTokenEmbedding::lookup(const torch::Tensor& ids) const
+{
+    c10::InferenceMode guard;
+    const auto flat = ids.reshape({-1}).to(torch::kLong).contiguous();
+    const int64_t n = flat.numel(), V = fit_.vocab, d = fit_.dim;
+    if (n > 0) {
+        const int64_t lo = flat.min().item<int64_t>(), hi = flat.max().item<int64_t>();
+        if (lo < 0 || hi >= V)
+            throw InputError("token id " + std::to_string(lo < 0 ? lo : hi) +
+                             " is outside the vocabulary (V = " + std::to_string(V) + ")");
+    }
+    auto out = torch::empty({n, d}, torch::kFloat32);
+    const auto slot = slot_.index_select(0, flat);
+    const auto is_common = slot >= 0;
+    const auto common_pos = is_common.nonzero().reshape({-1});
+    const auto rare_pos = is_common.logical_not().nonzero().reshape({-1});
+    out.index_copy_(0, common_pos, fit_.common_rows.index_select(0, slot.index_select(0, common_pos)));
+    // Only the looked-up rare rows are rebuilt.
+    if (rare_pos.numel() > 0)
+        out.index_copy_(0, rare_pos, rebuild_rare(fit_, slot_, -slot.index_select(0, rare_pos) - 1));
+    auto sizes = ids.sizes().vec();
+    sizes.push_back(d);
+    return out.view(sizes);
+}
+
+torch::Tensor PartialSparseTokenEmbedding::rare_rows(int64_t first, int64_t count) const
+{
+    c10::InferenceMode guard;
+    const int64_t R = fit_.rare_ids.size(0);
+    if (first < 0 || count < 0 || first + count > R)
+        throw InputError("rare rows " + std::to_string(first) + " + " + std::to_string(count) +
+                         " are outside the " + std::to_string(R) + " rare slots");
+    return rebuild_rare(fit_, slot_, torch::arange(first, first + count, torch::kLong));
+}
+
+torch::Tensor PartialSparseTokenEmbedding::project(const torch::Tensor& hidden) const
+{
+    c10::InferenceMode guard;
+    if (hidden.dim() < 1 || hidden.size(-1) != fit_.dim)
+        throw InputError("hidden states of shape " + shape_text(hidden) +
+                         " do not end in d = " + std::to_string(fit_.dim));
+    // The table is rebuilt from the stored factors on every call (no dense copy is kept).
+    auto table = torch::empty({fit_.vocab, fit_.dim}, torch::kFloat32);
+    table.index_copy_(0, fit_.common_ids, fit_.common_rows);
+    const int64_t R = fit_.rare_ids.size(0);
+    for (int64_t r0 = 0; r0 < R; r0 += kRowBlock) {
+        const int64_t n = std::min(kRowBlock, R - r0);
+        table.index_copy_(0, fit_.rare_ids.narrow(0, r0, n), rare_rows(r0, n));
+    }
+    return torch::matmul(hidden.to(torch::kFloat32), table.t());
+}
+
+int64_t PartialSparseTokenEmbedding::parameter_count() const
+{
+    const int64_t C = fit_.common_ids.size(0), R = fit_.rare_ids.size(0), d = fit_.dim, k = fit_.k;
+    switch (fit_.kind) {
+    case PartialSparseKind::LLE:
+        return C * d + R * (2 * k + 1);
+    case PartialSparseKind::Unk:
+        return C * d + d;
+    case PartialSparseKind::PCA:
+        return C * d + R * k + k * d + d;
+    }
+    return C * d;
+}
+
+// --- coverage --------------------------------------------------------------------
+
+Coverage coverage_of(const FrequencySplit& split, const Tokenizer& tokenizer, const std::string& text)
+{
+    // Ids beyond the split's vocabulary are simply not in V_C.
+    const size_t V = split.common.size() + split.rare.size();
+    std::vector<char> in_common(V, 0);
+    for (const int64_t id : split.common)
+        if (id >= 0 && static_cast<size_t>(id) < V)
+            in_common[static_cast<size_t>(id)] = 1;
+    auto covered = [&](int32_t id) {
+        return id >= 0 && static_cast<size_t>(id) < V && in_common[static_cast<size_t>(id)];
+    };
+
+    Coverage c;
+    const auto ids = tokenizer.encode(text);
+    c.tokens = static_cast<int64_t>(ids.size());
+    const auto kept = std::count_if(ids.begin(), ids.end(), covered);
+    c.token_coverage = c.tokens > 0 ? static_cast<double>(kept) / static_cast<double>(c.tokens) : 0.0;
+
+    // Lines are encoded on their own, as a sentence would be; CRLF ends count as LF.
+    int64_t covered_lines = 0;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos)
+            end = text.size();
+        std::string_view line(text.data() + start, end - start);
+        if (!line.empty() && line.back() == '\r')
+            line.remove_suffix(1);
+        if (!line.empty()) {
+            ++c.lines;
+            const auto line_ids = tokenizer.encode(line);
+            if (std::all_of(line_ids.begin(), line_ids.end(), covered))
+                ++covered_lines;
+        }
+        start = end + 1;
+    }
+    c.line_coverage = c.lines > 0 ? static_cast<double>(covered_lines) / static_cast<double>(c.lines) : 0.0;
+    return c;
+}
+
+} // namespace embedlab
