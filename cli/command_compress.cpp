@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "embedlab/compressed_model.hpp"
+#include "frequency_text.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
@@ -16,7 +17,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     CompressionSpec spec;
     const auto method = args.get("--method");
     if (!method)
-        throw InputError("compress: --method pca|svd|tt is required");
+        throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca is required");
     spec.method = *method;
     if (spec.method == "pca" || spec.method == "svd") {
         if (!args.has("--rank"))
@@ -32,8 +33,15 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         if (args.has("--eps") == !spec.ranks.empty())
             throw InputError("compress: --method tt needs exactly one of --ranks 1,r1,..,1 or --eps E");
         spec.eps = args.get_double("--eps", 0, 0, 1);
+    } else if (spec.method == "lle" || spec.method == "lle-unk" || spec.method == "lle-pca") {
+        if (spec.method != "lle-unk" && !args.has("--k"))
+            throw InputError("compress: --method " + spec.method +
+                             " needs --k K (neighbours, or basis size)");
+        spec.k = args.get_int("--k", 1, 1, d);
+        spec.reg = args.get_double("--reg", 1e-3, 0, 1e6);
     } else {
-        throw InputError("compress: unknown --method '" + spec.method + "' (pca, svd or tt)");
+        throw InputError("compress: unknown --method '" + spec.method +
+                         "' (pca, svd, tt, lle, lle-unk, lle-pca)");
     }
     return spec;
 }
@@ -49,8 +57,9 @@ int command_compress(const std::vector<std::string>& argv)
 {
     Args args("compress", argv,
               {"--method", "--rank", "--shape", "--ranks", "--eps", "--out", "--eval-text", "--ctx",
-               "--stride", "--batch", "--tokenizer"},
+               "--stride", "--batch", "--tokenizer", "--freq-text", "--keep-ratio", "--k", "--reg"},
               {"--dense", "--force", "--positions", "--json", "--quiet"});
+    const bool lle = args.get("--method").value_or("").rfind("lle", 0) == 0;
     const auto path = model_argument(args);
     const auto out = args.get("--out");
     if (!out)
@@ -67,14 +76,23 @@ int command_compress(const std::vector<std::string>& argv)
                              ec.message() + ")");
     }
     LoadOptions options = load_options(args);
-    options.need_tokenizer = args.has("--eval-text");
+    options.need_tokenizer = args.has("--eval-text") || lle;
     auto lm = load_model(path, options);
     print_warnings(lm.files.warnings);
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() +
                          ": is already an EmbedLab compressed model; compress the original model");
     auto& model = *lm.model;
-    const auto spec = spec_from_args(args, model.config().hidden_size);
+    auto spec = spec_from_args(args, model.config().hidden_size);
+    std::optional<FrequencyText> freq;
+    if (lle) {
+        if (args.has("--positions"))
+            throw InputError(
+                "compress: --positions works with pca, svd and tt (positions have no token frequencies)");
+        freq = FrequencyText::from_args(args, *lm.tokenizer, model.config().vocab_size);
+        spec.split = freq->split;
+        spec.unk_id = lm.tokenizer->unk_id().value_or(-1);
+    }
     // Before the fit: a bad text should fail in a second, not after the work.
     const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
     const bool quiet = args.has("--quiet");
@@ -95,6 +113,8 @@ int command_compress(const std::vector<std::string>& argv)
         positions = compress_table(model.weights().at("wpe.weight"), spec, 0, p.callback());
     }
     SaveCompressedOptions save{.dense = args.has("--dense"), .overwrite = args.has("--force")};
+    if (freq)
+        save.extra["frequency_text"] = freq->json();
     save.positions = positions ? &*positions : nullptr;
     if (eval.enabled()) {
         const auto baseline = eval.run(model, "eval original");
@@ -103,6 +123,13 @@ int command_compress(const std::vector<std::string>& argv)
             model.set_position_embedding(positions->embedding);
         const auto compressed = eval.run(model, "eval compressed");
         save.evaluation = eval.json(baseline, compressed);
+        if (freq) {
+            const auto cov = coverage_of(*freq->split, *lm.tokenizer, read_text_file(eval.text));
+            save.evaluation["coverage"] = {{"token_coverage", cov.token_coverage},
+                                           {"line_coverage", cov.line_coverage},
+                                           {"tokens", cov.tokens},
+                                           {"lines", cov.lines}};
+        }
     }
     Json manifest;
     {
@@ -128,6 +155,11 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)p.params_before, (long long)p.params_after, p.ratio,
                     positions->reconstruction.mean_cosine);
     }
+    if (c.fit.contains("rare_cosine") && c.fit["rare_cosine"].contains("mean"))
+        std::printf("  %lld common, %lld rare rows; rare-row cosine mean %.6f (p05 %.4f, p50 %.4f)\n",
+                    (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
+                    c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
+                    c.fit["rare_cosine"]["p50"].get<double>());
     if (c.fit.contains("explained_variance_at_rank"))
         std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
                     c.fit["explained_variance_at_rank"].get<double>());

@@ -1,10 +1,12 @@
 // sweep: one compression per setting on the same tokenized text, one row each,
 // so ppl can be read against size (a rank sweep, or TT shapes x ranks / eps).
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "common.hpp"
 #include "embedlab/compress.hpp"
+#include "frequency_text.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
@@ -70,6 +72,17 @@ std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
     return specs;
 }
 
+std::vector<std::string> split_list(const std::string& s)
+{
+    std::vector<std::string> out;
+    std::stringstream in(s);
+    std::string part;
+    while (std::getline(in, part, ','))
+        if (!part.empty())
+            out.push_back(part);
+    return out;
+}
+
 std::string join(const std::vector<int64_t>& v, const char* sep)
 {
     std::string s;
@@ -84,7 +97,7 @@ int command_sweep(const std::vector<std::string>& argv)
 {
     Args args("sweep", argv,
               {"--method", "--ranks", "--shape", "--shapes", "--eps", "--eval-text", "--ctx", "--stride",
-               "--batch", "--tokenizer"},
+               "--batch", "--tokenizer", "--freq-text", "--keep-ratios", "--ks", "--reg"},
               {"--json", "--quiet"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
@@ -92,7 +105,31 @@ int command_sweep(const std::vector<std::string>& argv)
     auto lm = load_model(path, load_options(args));
     print_warnings(lm.files.warnings);
     auto& model = *lm.model;
-    const auto specs = specs_from_args(args, model.config().hidden_size);
+    const std::string method = args.get("--method").value_or("");
+    const bool lle = method.rfind("lle", 0) == 0;
+    // lle: one split per keep ratio, every k on each (paper Tables 5-9).
+    std::vector<CompressionSpec> specs;
+    std::optional<FrequencyText> freq;
+    if (lle) {
+        const auto ks = args.get_int_list("--ks", 1, model.config().hidden_size);
+        std::vector<double> ratios;
+        for (const auto& r : split_list(args.get("--keep-ratios").value_or("")))
+            ratios.push_back(Args("sweep", {"--keep-ratios", r}, {"--keep-ratios"}, {})
+                                 .get_double("--keep-ratios", 1, 0, 1));
+        if (ratios.empty() || (ks.empty() && method != "lle-unk"))
+            throw InputError("sweep: --method " + method + " needs --keep-ratios R1,R2,.. and --ks K1,K2,..");
+        for (double ratio : ratios) {
+            freq = FrequencyText::from_args(args, *lm.tokenizer, model.config().vocab_size, ratio);
+            for (int64_t k : ks.empty() ? std::vector<int64_t>{1} : ks)
+                specs.push_back({.method = method,
+                                 .split = freq->split,
+                                 .k = k,
+                                 .reg = args.get_double("--reg", 1e-3, 0, 1e6),
+                                 .unk_id = lm.tokenizer->unk_id().value_or(-1)});
+        }
+    } else {
+        specs = specs_from_args(args, model.config().hidden_size);
+    }
     const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
     const bool quiet = args.has("--quiet");
     const auto table = model.weights().at(
@@ -123,14 +160,22 @@ int command_sweep(const std::vector<std::string>& argv)
             row["explained_variance"] = c.fit["explained_variance_at_rank"];
         row["relative_frobenius"] = c.reconstruction.relative_frobenius;
         row["mean_cosine"] = c.reconstruction.mean_cosine;
+        if (c.spec.split) {
+            row["rare_mean_cosine"] = c.fit["rare_cosine"].value("mean", 1.0);
+            const auto cov = coverage_of(*c.spec.split, *lm.tokenizer, read_text_file(eval.text));
+            row["token_coverage"] = cov.token_coverage;
+            row["line_coverage"] = cov.line_coverage;
+        }
         row["ppl"] = r.ppl;
         row["nll_per_token"] = r.nll_per_token;
         row["delta_ln_ppl"] = std::log(r.ppl) - std::log(baseline.ppl);
         row["fit_seconds"] = c.fit_seconds;
         if (!args.has("--json")) {
-            const std::string setting = spec.method == "tt"
-                                            ? join(c.spec.shape, "x") + " r" + join(c.spec.ranks, ",")
-                                            : spec.method + " k=" + std::to_string(spec.rank);
+            const std::string setting =
+                spec.method == "tt" ? join(c.spec.shape, "x") + " r" + join(c.spec.ranks, ",")
+                : spec.split ? spec.method + " r=" + std::to_string(spec.split->keep_ratio).substr(0, 4) +
+                                   " k=" + std::to_string(spec.k)
+                             : spec.method + " k=" + std::to_string(spec.rank);
             std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f\n", setting.c_str(),
                         (long long)c.accounting.params_after, c.accounting.ratio,
                         row.contains("explained_variance")

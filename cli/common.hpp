@@ -43,5 +43,6 @@ int command_bench(const std::vector<std::string>& argv);
 int command_account(const std::vector<std::string>& argv);
 int command_compress(const std::vector<std::string>& argv);
 int command_sweep(const std::vector<std::string>& argv);
+int command_neighbours(const std::vector<std::string>& argv);
 
 } // namespace embedlab::cli

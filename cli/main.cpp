@@ -33,10 +33,16 @@ commands:
            --out DIR [--eval-text FILE [--ctx N]] [--positions] [--dense] [--force] [--json]
                                                write a compressed model directory (embedlab.json,
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
+  compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
+           --out DIR [...]                     rare rows rebuilt from common ones (METHODS.md 2)
+  neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
+                                               a rare token's common neighbours, LLE weights, rebuild cosine
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--json]
   sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,..)
-           --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl, delta ln PPL
-                                               (tt --ranks: a uniform inner rank, clipped to the caps)
+           --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps)
+  sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
+           --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
+                                               delta ln PPL (lle: rare-row cosine, coverage)
   version                                      print the version
 
 MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
@@ -72,6 +78,8 @@ int main(int argc, char** argv)
             return cli::command_compress(args);
         if (command == "sweep")
             return cli::command_sweep(args);
+        if (command == "neighbours")
+            return cli::command_neighbours(args);
         if (command == "bench")
             return cli::command_bench(args);
         if (command == "version" || command == "--version") {

@@ -18,16 +18,22 @@
 #include "embedlab/accounting.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/partial_sparse.hpp"
 
 namespace embedlab {
 
 // Every method's parameters; which ones apply depends on `method`.
 struct CompressionSpec {
-    std::string method;         // "pca", "svd" or "tt"
+    std::string method;         // "pca", "svd", "tt", "lle", "lle-unk" or "lle-pca"
     int64_t rank = 0;           // pca, svd: 1..d
     std::vector<int64_t> shape; // tt: factors of d
     std::vector<int64_t> ranks; // tt: r_0..r_N (empty: from eps)
     double eps = 0;             // tt: accuracy in (0, 1) when ranks are empty
+    // lle, lle-unk, lle-pca (METHODS 2): the common/rare split and its options.
+    std::shared_ptr<const FrequencySplit> split;
+    int64_t k = 0;       // lle: neighbours; lle-pca: basis size
+    double reg = 1e-3;   // lle regulariser
+    int64_t unk_id = -1; // lle-unk fallback row (-1: mean of V_C)
 };
 
 // Methods compress_table knows, for messages and the CLI.

@@ -42,6 +42,8 @@ struct SaveCompressedOptions {
     nlohmann::ordered_json evaluation; // stored under "evaluation" when not null
     // gpt2: the compressed position table, stored as wpe.<method>.* factors.
     const CompressedEmbedding* positions = nullptr;
+    // More top-level manifest fields (e.g. "frequency_text" for lle methods).
+    nlohmann::ordered_json extra;
 };
 
 // Returns the manifest as written. `source` must be a dense Hugging Face model.

@@ -10,7 +10,7 @@ namespace embedlab {
 
 const std::vector<std::string>& compression_methods()
 {
-    static const std::vector<std::string> methods{"pca", "svd", "tt"};
+    static const std::vector<std::string> methods{"pca", "svd", "tt", "lle", "lle-unk", "lle-pca"};
     return methods;
 }
 
@@ -59,6 +59,56 @@ ProgressFn sub_progress(const ProgressFn& progress, int64_t from, int64_t to)
     };
 }
 
+// Cosine of rebuilt to original rare rows: the paper's Table 9 distribution.
+nlohmann::ordered_json rare_cosine_json(const torch::Tensor& table, const PartialSparseTokenEmbedding& e)
+{
+    const auto& rare = e.fit().rare_ids;
+    if (rare.numel() == 0)
+        return {{"rows", 0}};
+    const auto original = table.index_select(0, rare).to(torch::kDouble);
+    const auto rebuilt = e.rare_rows(0, rare.numel()).to(torch::kDouble);
+    const auto na = original.norm(2, 1), nb = rebuilt.norm(2, 1);
+    auto cos = (original * rebuilt).sum(1) / (na * nb);
+    cos = torch::where((na == 0) & (nb == 0), torch::ones_like(cos), cos);
+    cos = torch::where((na == 0) ^ (nb == 0), torch::zeros_like(cos), cos);
+    const auto sorted = std::get<0>(cos.sort());
+    auto pct = [&](double p) {
+        return sorted[static_cast<int64_t>(p * static_cast<double>(sorted.numel() - 1))].item<double>();
+    };
+    const auto hist = torch::histc(cos.clamp(-1, 1), 20, -1, 1).to(torch::kLong).contiguous();
+    return {{"rows", rare.numel()},
+            {"mean", cos.mean().item<double>()},
+            {"min", pct(0)},
+            {"p05", pct(0.05)},
+            {"p25", pct(0.25)},
+            {"p50", pct(0.5)},
+            {"p75", pct(0.75)},
+            {"p95", pct(0.95)},
+            {"max", pct(1)},
+            {"histogram_range", {-1.0, 1.0}},
+            {"histogram", std::vector<int64_t>(hist.data_ptr<int64_t>(), hist.data_ptr<int64_t>() + 20)}};
+}
+
+// Accounting from a stored-value count, for methods without a closed form.
+EmbeddingAccounting account_stored(const std::string& method, int64_t V, int64_t d, int64_t params_after,
+                                   int64_t model_params)
+{
+    EmbeddingAccounting a;
+    a.method = method;
+    a.vocab = V;
+    a.dim = d;
+    a.params_before = V * d;
+    a.params_after = params_after;
+    a.ratio = static_cast<double>(params_after) / static_cast<double>(a.params_before);
+    a.eta_emb = 1.0 - a.ratio;
+    a.model_params_before = model_params > 0 ? model_params : a.params_before;
+    a.model_params_after = a.model_params_before - a.params_before + params_after;
+    a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
+            static_cast<double>(a.model_params_after);
+    a.flops_per_token_dense = 2 * V * d;
+    return a;
+}
+
 } // namespace
 
 CompressedEmbedding compress_table(const torch::Tensor& table, const CompressionSpec& spec,
@@ -90,6 +140,23 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
             out.fit["mean_needed_ranks"] = fit.mean_needed_ranks;
         out.embedding = std::make_shared<TensorTrainTokenEmbedding>(fit);
         out.accounting = account_tensor_train(V, fit.shape, fit.ranks, {}, model_params);
+    } else if (spec.method == "lle" || spec.method == "lle-unk" || spec.method == "lle-pca") {
+        if (!spec.split)
+            throw InputError("method '" + spec.method +
+                             "' needs a frequency split (--freq-text and --keep-ratio)");
+        const auto kind = spec.method == "lle"       ? PartialSparseKind::LLE
+                          : spec.method == "lle-unk" ? PartialSparseKind::Unk
+                                                     : PartialSparseKind::PCA;
+        auto fit = fit_partial_sparse(table, *spec.split,
+                                      {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id},
+                                      sub_progress(progress, 0, 80));
+        out.fit_seconds = fit.seconds;
+        auto embedding = std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
+        out.fit = {{"common", spec.split->common.size()},
+                   {"rare", spec.split->rare.size()},
+                   {"rare_cosine", rare_cosine_json(table, *embedding)}};
+        out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
+        out.embedding = std::move(embedding);
     } else {
         std::string known;
         for (const auto& m : compression_methods())
@@ -109,6 +176,17 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
         j["ranks"] = spec.ranks;
         if (spec.eps > 0)
             j["eps"] = spec.eps;
+    } else if (spec.method.rfind("lle", 0) == 0) {
+        j["k"] = spec.k;
+        if (spec.method == "lle")
+            j["reg"] = spec.reg;
+        if (spec.method == "lle-unk")
+            j["unk_id"] = spec.unk_id;
+        if (spec.split) {
+            j["keep_ratio"] = spec.split->keep_ratio;
+            j["common"] = spec.split->common.size();
+            j["rare"] = spec.split->rare.size();
+        }
     } else {
         j["rank"] = spec.rank;
     }
@@ -148,7 +226,7 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const Energ
         j["energy"] = energy_json(a.energy);
         j["svd_equal_size_rank"] = a.svd_equal_size_rank;
         j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
-    } else {
+    } else if (a.method == "pca" || a.method == "svd") {
         j["rank"] = a.rank;
         j["energy"] = energy_json(a.energy);
     }

@@ -8,6 +8,7 @@
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/low_rank.hpp"
+#include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
 
 namespace embedlab {
@@ -147,6 +148,23 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
         const auto cores = tt->cores();
         for (size_t k = 0; k < cores.size(); ++k)
             out.emplace_back(prefix + "tt.core" + std::to_string(k), cores[k]);
+    } else if (const auto* ps = dynamic_cast<const PartialSparseTokenEmbedding*>(&embedding)) {
+        const auto& f = ps->fit();
+        const std::string p = prefix + ps->kind() + ".";
+        out.emplace_back(p + "common_ids", f.common_ids);
+        out.emplace_back(p + "rare_ids", f.rare_ids);
+        out.emplace_back(p + "common_rows", f.common_rows);
+        if (f.kind == PartialSparseKind::LLE) {
+            out.emplace_back(p + "neighbour_ids", f.neighbour_ids);
+            out.emplace_back(p + "weights", f.weights);
+            out.emplace_back(p + "norms", f.norms);
+        } else if (f.kind == PartialSparseKind::Unk) {
+            out.emplace_back(p + "fallback", f.fallback);
+        } else {
+            out.emplace_back(p + "mean", f.mean);
+            out.emplace_back(p + "basis", f.basis);
+            out.emplace_back(p + "coords", f.coords);
+        }
     } else {
         throw InputError("embedding kind '" + embedding.kind() + "' cannot be stored as factors");
     }
@@ -218,6 +236,9 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
         manifest["evaluation"] = options.evaluation;
+    if (options.extra.is_object())
+        for (const auto& [key, value] : options.extra.items())
+            manifest[key] = value;
 
     if (options.dense) {
         const fs::path dense = dir.path() / "dense";
@@ -283,6 +304,37 @@ std::shared_ptr<const TokenEmbedding> build_table(const nlohmann::json& block, W
         for (size_t k = 0; k < shape.size(); ++k)
             cores.push_back(take("tt.core" + std::to_string(k), {rows, ranks[k], shape[k], ranks[k + 1]}));
         return std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores));
+    }
+    if (method == "lle" || method == "lle-unk" || method == "lle-pca") {
+        const int64_t C = field(params, "common").get<int64_t>(), R = field(params, "rare").get<int64_t>();
+        const int64_t k = method == "lle-unk" ? 0 : field(params, "k").get<int64_t>();
+        if (C < 1 || R < 0 || C + R != rows)
+            throw InputError(where + ": common " + std::to_string(C) + " + rare " + std::to_string(R) +
+                             " does not make the " + std::to_string(rows) + " rows of the table");
+        PartialSparseFit fit;
+        fit.kind = method == "lle"       ? PartialSparseKind::LLE
+                   : method == "lle-unk" ? PartialSparseKind::Unk
+                                         : PartialSparseKind::PCA;
+        fit.vocab = rows;
+        fit.dim = d;
+        fit.k = k;
+        fit.reg = params.contains("reg") ? params["reg"].get<double>() : 0.0;
+        const std::string m = method + ".";
+        fit.common_ids = take(m + "common_ids", {C});
+        fit.rare_ids = take(m + "rare_ids", {R});
+        fit.common_rows = take(m + "common_rows", {C, d});
+        if (fit.kind == PartialSparseKind::LLE) {
+            fit.neighbour_ids = take(m + "neighbour_ids", {R, k});
+            fit.weights = take(m + "weights", {R, k});
+            fit.norms = take(m + "norms", {R});
+        } else if (fit.kind == PartialSparseKind::Unk) {
+            fit.fallback = take(m + "fallback", {d});
+        } else {
+            fit.mean = take(m + "mean", {d});
+            fit.basis = take(m + "basis", {k, d});
+            fit.coords = take(m + "coords", {R, k});
+        }
+        return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
     }
     throw InputError(where + ": unknown method '" + method + "'");
 }

@@ -1,0 +1,27 @@
+// The frequency text of the lle methods: tokenized with the model's tokenizer,
+// split into common and rare tokens, and recorded with its sha256 (METHODS 2).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "common.hpp"
+#include "embedlab/partial_sparse.hpp"
+
+namespace embedlab::cli {
+
+struct FrequencyText {
+    std::filesystem::path path;
+    std::string sha256;
+    std::shared_ptr<const FrequencySplit> split;
+
+    // --freq-text FILE and --keep-ratio R (default 1.0 for `keep_ratio` < 0).
+    static FrequencyText from_args(const Args& args, const Tokenizer& tokenizer, int64_t vocab_size,
+                                   double keep_ratio = -1);
+    Json json() const; // {path, sha256, tokens, distinct_seen, keep_ratio, common, rare}
+};
+
+// Ids the tokenizer marks special: always kept common.
+std::vector<int64_t> special_ids(const Tokenizer& tokenizer);
+
+} // namespace embedlab::cli

@@ -1,0 +1,160 @@
+// The lle methods through embedlab-cli on the bundled tinygpt2-f16 (tied head):
+// compress -> eval -> dense export, the baselines, neighbours, sweep, bad input.
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+
+namespace {
+
+using embedlab::test::cli;
+using embedlab::test::CliRun;
+namespace fs = std::filesystem;
+
+struct Texts {
+    embedlab::test::TempDir dir;
+    std::string freq, eval;
+    Texts()
+    {
+        const auto text = embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) /
+                                                    "resources/texts/tinystories-heldout.txt");
+        std::ofstream(dir / "freq.txt") << text.substr(0, 20000);
+        std::ofstream(dir / "eval.txt") << text.substr(20000, 3000);
+        freq = (dir / "freq.txt").string();
+        eval = (dir / "eval.txt").string();
+    }
+};
+
+nlohmann::json json_of(const CliRun& r)
+{
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+nlohmann::json compress(const Texts& t, const std::string& method, const std::string& out,
+                        std::vector<std::string> extra = {})
+{
+    std::vector<std::string> args{"compress",     "--method", method,  "--freq-text", t.freq,
+                                  "--keep-ratio", "0.5",      "--out", out,           "--eval-text",
+                                  t.eval,         "--ctx",    "64",    "--json",      "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return json_of(cli(args));
+}
+
+} // namespace
+
+TEST(CliLle, CompressEvalAndDenseExportRoundTrip)
+{
+    Texts t;
+    const auto out = (t.dir / "lle").string();
+    const auto m = compress(t, "lle", out, {"--k", "3", "--dense"});
+    ASSERT_TRUE(m.is_object());
+    EXPECT_EQ(m["method"], "lle");
+    EXPECT_EQ(m["parameters"]["k"], 3);
+    EXPECT_EQ(m["frequency_text"]["sha256"].get<std::string>().size(), 64u);
+    const int64_t common = m["fit"]["common"], rare = m["fit"]["rare"];
+    EXPECT_EQ(common + rare, 50257);
+    // Stored values: |V_C| d + |V_R| (2k + 1) (METHODS 2).
+    EXPECT_EQ(m["accounting"]["params_after"].get<int64_t>(), common * 128 + rare * 7);
+    EXPECT_GT(m["evaluation"]["coverage"]["token_coverage"].get<double>(), 0.5);
+    EXPECT_LE(m["evaluation"]["coverage"]["token_coverage"].get<double>(), 1.0);
+    const double recorded = m["evaluation"]["compressed"]["ppl"];
+
+    const auto back = json_of(cli({"eval", out, "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
+    EXPECT_EQ(back["embedding"], "lle");
+    EXPECT_NEAR(back["ppl"].get<double>(), recorded, 1e-6 * recorded);
+    const auto dense =
+        json_of(cli({"eval", out + "/dense", "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
+    EXPECT_NEAR(dense["ppl"].get<double>(), recorded, 1e-4 * recorded);
+}
+
+TEST(CliLle, LleBeatsTheUnkBaselineInRareRowCosine)
+{
+    Texts t;
+    const auto unk = compress(t, "lle-unk", (t.dir / "unk").string());
+    const auto pca = compress(t, "lle-pca", (t.dir / "pca").string(), {"--k", "8"});
+    ASSERT_TRUE(unk.is_object() && pca.is_object());
+    const double unk_cos = unk["fit"]["rare_cosine"]["mean"];
+    for (const char* k : {"1", "2", "3", "4", "5"}) {
+        const auto lle = compress(t, "lle", (t.dir / (std::string("lle") + k)).string(), {"--k", k});
+        ASSERT_TRUE(lle.is_object());
+        EXPECT_GT(lle["fit"]["rare_cosine"]["mean"].get<double>(), unk_cos) << "k = " << k;
+    }
+    EXPECT_EQ(pca["fit"]["rare"], unk["fit"]["rare"]); // same split for every method
+    EXPECT_EQ(pca["fit"]["rare_cosine"]["histogram"].size(), 20u);
+}
+
+TEST(CliLle, NeighboursOfARareTokenByString)
+{
+    Texts t;
+    std::ofstream(t.dir / "word.txt") << " quantum";
+    const auto tok = json_of(cli({"tokenize", "--text", (t.dir / "word.txt").string(), "--json"}));
+    ASSERT_EQ(tok["ids"].size(), 1u) << tok.dump();
+    const auto j = json_of(cli({"neighbours", "--freq-text", t.freq, "--keep-ratio", "0.5", "--k", "4",
+                                "--token", " quantum", "--json"}));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["id"], tok["ids"][0]);
+    ASSERT_EQ(j["neighbours"].size(), 4u);
+    double sum = 0;
+    for (size_t i = 0; i < 4; ++i) {
+        sum += j["neighbours"][i]["weight"].get<double>();
+        EXPECT_GT(j["neighbours"][i]["count"].get<int64_t>(), 0); // neighbours are common, hence seen
+        if (i > 0)
+            EXPECT_GE(j["neighbours"][i - 1]["cosine"].get<double>(),
+                      j["neighbours"][i]["cosine"].get<double>());
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6); // float32 weights, as stored
+    EXPECT_GT(j["reconstruction_cosine"].get<double>(), 0.0);
+    EXPECT_LE(j["reconstruction_cosine"].get<double>(), 1.0 + 1e-9);
+    // A common token is refused with a hint.
+    const CliRun common = cli({"neighbours", "--freq-text", t.freq, "--keep-ratio", "0.5", "--id", "262"});
+    EXPECT_EQ(common.exit_code, 2);
+    EXPECT_NE(common.err.find("is common"), std::string::npos) << common.err;
+}
+
+TEST(CliLle, SweepOverKeepRatiosAndK)
+{
+    Texts t;
+    const auto j = json_of(cli({"sweep", "--method", "lle", "--freq-text", t.freq, "--keep-ratios", "0.5,1.0",
+                                "--ks", "1,3", "--eval-text", t.freq, "--ctx", "64", "--json", "--quiet"}));
+    ASSERT_EQ(j["rows"].size(), 4u);
+    const auto& rows = j["rows"];
+    EXPECT_LT(rows[0]["token_coverage"].get<double>(), rows[2]["token_coverage"].get<double>());
+    // Every token of the frequency text is common at keep ratio 1.
+    EXPECT_DOUBLE_EQ(rows[2]["token_coverage"].get<double>(), 1.0);
+    EXPECT_DOUBLE_EQ(rows[3]["line_coverage"].get<double>(), 1.0);
+    for (const auto& r : rows)
+        EXPECT_TRUE(std::isfinite(r["ppl"].get<double>()));
+}
+
+TEST(CliLle, BadInputIsRefused)
+{
+    Texts t;
+    std::ofstream(t.dir / "empty.txt").close();
+    const auto out = (t.dir / "out").string();
+    struct Case {
+        std::vector<std::string> args;
+        std::string needle;
+    };
+    const std::vector<Case> cases = {
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--keep-ratio", "0", "--k", "3", "--out",
+          out},
+         "keep"},
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--keep-ratio", "0.5", "--out", out}, "--k"},
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "0", "--out", out}, "--k"},
+        {{"compress", "--method", "lle", "--k", "3", "--out", out}, "--freq-text"},
+        {{"compress", "--method", "lle", "--freq-text", (t.dir / "empty.txt").string(), "--k", "3", "--out",
+          out},
+         "empty"},
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--positions", "--out", out},
+         "--positions"},
+    };
+    for (const auto& c : cases) {
+        const CliRun r = cli(c.args);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
+        EXPECT_FALSE(fs::exists(out));
+    }
+}
