@@ -16,6 +16,8 @@
 //   bench lookup  wall time of embedding.lookup(ids) on --repeat batches of
 //                 --batch seeded random ids, after one untimed fit (tt, pca/svd,
 //                 or the dense table itself): microseconds per row, rows per second.
+//   bench lle     wall time of the LLE fit with the first --common ids common and
+//                 --k neighbours: the exact k-NN search plus the per-row solves.
 // Every synthetic mode reports peak RSS (VmHWM), the RSS right after the table was
 // built (it is part of the peak), and the peak over the table's size. In lookup
 // the peak is reset after the fit and the table released (unless it is the dense
@@ -39,6 +41,7 @@
 #include "embedlab/accounting.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/low_rank.hpp"
+#include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "progress_printer.hpp"
 
@@ -382,6 +385,42 @@ int bench_tt(const std::vector<std::string>& argv)
     return report(args, "tt", t, peak, figures);
 }
 
+// The lle fit at the paper's scale: the first --common ids are common, the rest rare
+// (the split itself is cheap; the exact k-NN search and the solves are timed).
+int bench_lle(const std::vector<std::string>& argv)
+{
+    Args args("bench lle", argv, with_table_options({"--common", "--k", "--reg"}), kSwitches);
+    Table t = table_spec(args, "bench lle");
+    const int64_t common = args.get_int("--common", std::min<int64_t>(10000, t.vocab), 1, t.vocab);
+    const int64_t k = args.get_int("--k", 5, 1, common);
+    const double reg = args.get_double("--reg", 1e-3, 0, 1e6);
+    const int64_t repeat = args.get_int("--repeat", 1, 1, 10000);
+    build_table(t);
+    FrequencySplit split;
+    split.counts.assign(static_cast<size_t>(t.vocab), 0);
+    for (int64_t id = 0; id < t.vocab; ++id)
+        (id < common ? split.common : split.rare).push_back(id);
+    PartialSparseFit fit;
+    const Timing time = time_runs(repeat, [&](int64_t i) {
+        fit = {};
+        ProgressPrinter p(repeat_label("bench lle: fit", i, repeat), "%", args.has("--quiet"));
+        fit = fit_partial_sparse(t.E, split, {.kind = PartialSparseKind::LLE, .k = k, .reg = reg},
+                                 p.callback());
+    });
+    const int64_t peak = proc_status_bytes("VmHWM");
+    const PartialSparseTokenEmbedding embedding(fit);
+    Json figures = {{"common", common},
+                    {"rare", t.vocab - common},
+                    {"k", k},
+                    {"reg", reg},
+                    {"repeat", repeat},
+                    {"seconds_best", time.best},
+                    {"seconds_median", time.median},
+                    {"parameters", embedding.parameter_count()},
+                    {"relative_frobenius", relative_frobenius(embedding, t.E)}};
+    return report(args, "lle", t, peak, figures);
+}
+
 void reject_options(const Args& args, const std::string& method, const std::vector<std::string>& options)
 {
     for (const auto& o : options)
@@ -456,8 +495,11 @@ int bench_lookup(const std::vector<std::string>& argv)
 int command_bench(const std::vector<std::string>& argv)
 {
     using Mode = int (*)(const std::vector<std::string>&);
-    static const std::map<std::string, Mode> modes = {
-        {"eval", bench_eval}, {"pca", bench_pca}, {"tt", bench_tt}, {"lookup", bench_lookup}};
+    static const std::map<std::string, Mode> modes = {{"eval", bench_eval},
+                                                      {"pca", bench_pca},
+                                                      {"tt", bench_tt},
+                                                      {"lookup", bench_lookup},
+                                                      {"lle", bench_lle}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(

@@ -22,9 +22,10 @@ commands:
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
                                                tokens per second, one window at a time vs batched
-  bench pca|tt|lookup [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
+    bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
            pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E]
            lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
+           lle: [--common C (10000)] [--k K (5)] [--reg R]
                                                fit / lookup timings and peak RSS on a synthetic table
   account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
            [--tokens L] [--nu X] [--tau Y] [--model-params N] [--json]
