@@ -176,13 +176,18 @@ int command_sweep(const std::vector<std::string>& argv)
                 : spec.split ? spec.method + " r=" + std::to_string(spec.split->keep_ratio).substr(0, 4) +
                                    " k=" + std::to_string(spec.k)
                              : spec.method + " k=" + std::to_string(spec.rank);
-            std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f\n", setting.c_str(),
+            std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f", setting.c_str(),
                         (long long)c.accounting.params_after, c.accounting.ratio,
                         row.contains("explained_variance")
                             ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
                             : "-",
                         c.reconstruction.mean_cosine, r.ppl, row["delta_ln_ppl"].get<double>(),
                         c.fit_seconds);
+            if (c.spec.split) // the paper's Tables 5, 6 and 9
+                std::printf("  rare cos %.4f  token cov %.4f  line cov %.4f",
+                            row["rare_mean_cosine"].get<double>(), row["token_coverage"].get<double>(),
+                            row["line_coverage"].get<double>());
+            std::printf("\n");
             std::fflush(stdout);
         }
         rows.push_back(row);

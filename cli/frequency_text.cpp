@@ -1,5 +1,7 @@
 #include "frequency_text.hpp"
 
+#include <algorithm>
+
 #include "embedlab/eval.hpp"
 
 namespace embedlab::cli {
@@ -25,6 +27,14 @@ FrequencyText FrequencyText::from_args(const Args& args, const Tokenizer& tokeni
     if (ids.empty())
         throw InputError(f.path.string() + ": the frequency text has no tokens");
     f.sha256 = sha256_file(f.path);
+    // A text in another script than the vocabulary tokenizes to unknown tokens.
+    if (const auto unk = tokenizer.unk_id()) {
+        const auto unknown = std::count(ids.begin(), ids.end(), *unk);
+        if (2 * unknown > static_cast<int64_t>(ids.size()))
+            throw InputError(f.path.string() + ": " + std::to_string(unknown) + " of its " +
+                             std::to_string(ids.size()) +
+                             " tokens are the unknown token; is the text in the vocabulary's script?");
+    }
     if (keep_ratio < 0)
         keep_ratio = args.get_double("--keep-ratio", 1.0, 0, 1);
     try {

@@ -154,7 +154,11 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
         auto embedding = std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
         out.fit = {{"common", spec.split->common.size()},
                    {"rare", spec.split->rare.size()},
-                   {"rare_cosine", rare_cosine_json(table, *embedding)}};
+                   {"rare_cosine", rare_cosine_json(table, *embedding)},
+                   // METHODS 0: a tied head must not keep a dense copy.
+                   {"tied_head", "logits use the rebuilt table, rebuilt once per forward call from the "
+                                 "stored common rows and rare-token codes; no dense copy is kept, so a tied "
+                                 "model keeps the whole saving"}};
         out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
         out.embedding = std::move(embedding);
     } else {
