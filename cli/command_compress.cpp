@@ -46,11 +46,6 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     return spec;
 }
 
-const char* table_name(const ModelConfig& c)
-{
-    return c.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
-}
-
 } // namespace
 
 int command_compress(const std::vector<std::string>& argv)
@@ -100,8 +95,8 @@ int command_compress(const std::vector<std::string>& argv)
     CompressedEmbedding c;
     {
         ProgressPrinter p("compress " + spec.method, "%", quiet);
-        c = compress_table(model.weights().at(table_name(model.config())), spec,
-                           model.parameter_breakdown().total(), p.callback());
+        c = compress_table(dense_token_table(model, path.string()), spec, model.parameter_breakdown().total(),
+                           p.callback());
     }
     // gpt2's learned position table, with the same method and parameters.
     std::optional<CompressedEmbedding> positions;

@@ -56,8 +56,7 @@ int command_neighbours(const std::vector<std::string>& argv)
     const int64_t k = args.get_int("--k", 5, 1, static_cast<int64_t>(split.common.size()));
     const double reg = args.get_double("--reg", 1e-3, 0, 1e6);
 
-    const auto table = model.weights().at(
-        model.config().arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight");
+    const auto table = dense_token_table(model, path.string());
     const auto near = nearest_common(table, {id}, split.common, k);
     const auto neighbour_ids = near.ids[0];
     const auto rows = table.index_select(0, neighbour_ids);

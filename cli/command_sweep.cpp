@@ -132,8 +132,7 @@ int command_sweep(const std::vector<std::string>& argv)
     }
     const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
     const bool quiet = args.has("--quiet");
-    const auto table = model.weights().at(
-        model.config().arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight");
+    const auto table = dense_token_table(model, path.string());
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() + ": sweep needs an uncompressed model");
     const auto dense = std::make_shared<DenseTokenEmbedding>(table);

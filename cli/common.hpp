@@ -31,7 +31,20 @@ inline LoadOptions load_options(const Args& args)
     return o;
 }
 
-inline void print_json(const Json& j) { std::printf("%s\n", j.dump(1).c_str()); }
+// The table of an uncompressed model, from the model itself (not its tensor name).
+inline const torch::Tensor& dense_token_table(const LanguageModel& model, const std::string& label)
+{
+    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
+    if (!dense)
+        throw InputError(label + ": the token embedding is already compressed (" +
+                         model.token_embedding().kind() + "); use the original model");
+    return dense->table();
+}
+
+inline void print_json(const Json& j)
+{
+    std::printf("%s\n", j.dump(1).c_str());
+}
 
 Json parameter_json(const ParameterBreakdown& p);
 void print_warnings(const std::vector<std::string>& warnings);

@@ -14,6 +14,18 @@ const std::vector<std::string>& compression_methods()
     return methods;
 }
 
+namespace {
+// Row-wise cosines of two [n, d] float64 blocks. Zero rows: identical zeros are
+// perfect, a zero against a non-zero is not.
+torch::Tensor row_cosines(const torch::Tensor& a, const torch::Tensor& b)
+{
+    const auto na = a.norm(2, 1), nb = b.norm(2, 1);
+    auto cos = (a * b).sum(1) / (na * nb);
+    cos = torch::where((na == 0) & (nb == 0), torch::ones_like(cos), cos);
+    return torch::where((na == 0) ^ (nb == 0), torch::zeros_like(cos), cos);
+}
+} // namespace
+
 ReconstructionMetrics measure_reconstruction(const torch::Tensor& original, const TokenEmbedding& compressed,
                                              const ProgressFn& progress)
 {
@@ -29,11 +41,7 @@ ReconstructionMetrics measure_reconstruction(const torch::Tensor& original, cons
         const auto b = compressed.lookup(ids).to(torch::kDouble);
         err2 += (a - b).pow(2).sum().item<double>();
         norm2 += a.pow(2).sum().item<double>();
-        const auto na = a.norm(2, 1), nb = b.norm(2, 1);
-        auto cos = (a * b).sum(1) / (na * nb);
-        // Zero rows: identical zeros are perfect, a zero against a non-zero is not.
-        cos = torch::where((na == 0) & (nb == 0), torch::ones_like(cos), cos);
-        cos = torch::where((na == 0) ^ (nb == 0), torch::zeros_like(cos), cos);
+        const auto cos = row_cosines(a, b);
         cos_sum += cos.sum().item<double>();
         const auto worst = cos.argmin().item<int64_t>();
         if (const double w = cos[worst].item<double>(); w < m.worst_cosine) {
@@ -67,10 +75,7 @@ nlohmann::ordered_json rare_cosine_json(const torch::Tensor& table, const Partia
         return {{"rows", 0}};
     const auto original = table.index_select(0, rare).to(torch::kDouble);
     const auto rebuilt = e.rare_rows(0, rare.numel()).to(torch::kDouble);
-    const auto na = original.norm(2, 1), nb = rebuilt.norm(2, 1);
-    auto cos = (original * rebuilt).sum(1) / (na * nb);
-    cos = torch::where((na == 0) & (nb == 0), torch::ones_like(cos), cos);
-    cos = torch::where((na == 0) ^ (nb == 0), torch::zeros_like(cos), cos);
+    const auto cos = row_cosines(original, rebuilt);
     const auto sorted = std::get<0>(cos.sort());
     auto pct = [&](double p) {
         return sorted[static_cast<int64_t>(p * static_cast<double>(sorted.numel() - 1))].item<double>();
