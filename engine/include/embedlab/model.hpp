@@ -55,6 +55,20 @@ private:
     torch::Tensor table_;
 };
 
+// Sees the activations of a forward pass (FLAT-LLM calibration). The tensors
+// are only valid during the call; copy what you keep.
+class ForwardObserver {
+public:
+    virtual ~ForwardObserver() = default;
+    // x [B, T, d]: the residual stream entering / leaving decoder `layer`.
+    virtual void decoder_input(int64_t /*layer*/, const torch::Tensor& /*x*/) {}
+    virtual void decoder_output(int64_t /*layer*/, const torch::Tensor& /*x*/) {}
+    // v [B, T, kv_heads, value_dim]: value projection outputs, bias included.
+    virtual void values(int64_t /*layer*/, const torch::Tensor& /*v*/) {}
+    // a [B*T, width]: the input of the MLP's down projection.
+    virtual void mlp_activations(int64_t /*layer*/, const torch::Tensor& /*a*/) {}
+};
+
 // Parameter counts by part; a tied head is counted once (in token_embedding).
 struct ParameterBreakdown {
     int64_t token_embedding = 0;
@@ -83,6 +97,8 @@ public:
     const ModelConfig& config() const { return config_; }
     const WeightMap& weights() const { return weights_; }
     const TokenEmbedding& token_embedding() const { return *embedding_; }
+    std::shared_ptr<const TokenEmbedding> shared_token_embedding() const { return embedding_; }
+    std::shared_ptr<const TokenEmbedding> shared_position_embedding() const { return positions_; }
     // Swap in a compressed embedding (must match V and d).
     void set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding);
     // gpt2's learned position table (rows = positions), dense or compressed;
@@ -91,7 +107,7 @@ public:
     void set_position_embedding(std::shared_ptr<const TokenEmbedding> positions);
 
     // ids [B, T] int64 -> final hidden states [B, T, d] (after the last norm).
-    torch::Tensor hidden_states(const torch::Tensor& ids) const;
+    torch::Tensor hidden_states(const torch::Tensor& ids, ForwardObserver* observer = nullptr) const;
     // hidden [N, d] -> logits [N, V] through the output head (tied or not).
     torch::Tensor head(const torch::Tensor& hidden) const;
     // ids [B, T] -> logits [B, T, V].
@@ -102,8 +118,8 @@ public:
     int64_t max_context() const;
 
 private:
-    torch::Tensor gpt2_hidden(const torch::Tensor& ids) const;
-    torch::Tensor llama_hidden(const torch::Tensor& ids) const;
+    torch::Tensor gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
+    torch::Tensor llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
     const torch::Tensor& w(const std::string& name) const;
 
     ModelConfig config_;

@@ -1,6 +1,7 @@
 #include "io/canonical_weights.hpp"
 
 #include "embedlab/error.hpp"
+#include "model/shape_check.hpp"
 
 namespace embedlab::io {
 
@@ -12,65 +13,6 @@ std::string shape_text(c10::IntArrayRef shape)
     for (size_t i = 0; i < shape.size(); ++i)
         s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
-}
-
-struct Expected {
-    std::string name;
-    std::vector<int64_t> shape;
-};
-
-// Expected tensors outside the layers (`layer` == -1) or of one layer; checked
-// layer by layer so an absurd layer count fails at the first missing layer.
-std::vector<Expected> expected_gpt2(const ModelConfig& c, int64_t layer)
-{
-    const int64_t d = c.hidden_size, f = c.intermediate_size;
-    if (layer < 0) {
-        std::vector<Expected> out = {
-            {"wte.weight", {c.vocab_size, d}},
-            {"wpe.weight", {c.max_positions, d}},
-            {"ln_f.weight", {d}},
-            {"ln_f.bias", {d}},
-        };
-        if (!c.tied_embeddings)
-            out.push_back({"lm_head.weight", {c.vocab_size, d}});
-        return out;
-    }
-    const std::string p = "h." + std::to_string(layer) + ".";
-    return {
-        {p + "ln_1.weight", {d}},
-        {p + "ln_1.bias", {d}},
-        {p + "ln_2.weight", {d}},
-        {p + "ln_2.bias", {d}},
-        {p + "attn.c_attn.weight", {d, 3 * d}},
-        {p + "attn.c_attn.bias", {3 * d}},
-        {p + "attn.c_proj.weight", {d, d}},
-        {p + "attn.c_proj.bias", {d}},
-        {p + "mlp.c_fc.weight", {d, f}},
-        {p + "mlp.c_fc.bias", {f}},
-        {p + "mlp.c_proj.weight", {f, d}},
-        {p + "mlp.c_proj.bias", {d}},
-    };
-}
-
-std::vector<Expected> expected_llama(const ModelConfig& c, int64_t layer)
-{
-    const int64_t d = c.hidden_size, f = c.intermediate_size;
-    if (layer < 0) {
-        std::vector<Expected> out = {{"model.embed_tokens.weight", {c.vocab_size, d}},
-                                     {"model.norm.weight", {d}}};
-        if (!c.tied_embeddings)
-            out.push_back({"lm_head.weight", {c.vocab_size, d}});
-        return out;
-    }
-    const int64_t q_rows = c.num_heads * c.head_dim(), kv_rows = c.num_kv_heads * c.head_dim();
-    const std::string p = "model.layers." + std::to_string(layer) + ".";
-    return {
-        {p + "input_layernorm.weight", {d}},           {p + "post_attention_layernorm.weight", {d}},
-        {p + "self_attn.q_proj.weight", {q_rows, d}},  {p + "self_attn.k_proj.weight", {kv_rows, d}},
-        {p + "self_attn.v_proj.weight", {kv_rows, d}}, {p + "self_attn.o_proj.weight", {d, q_rows}},
-        {p + "mlp.gate_proj.weight", {f, d}},          {p + "mlp.up_proj.weight", {f, d}},
-        {p + "mlp.down_proj.weight", {d, f}},
-    };
 }
 
 } // namespace
@@ -99,9 +41,8 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
     }
 
     for (int64_t layer = -1; layer < config.num_layers; ++layer) {
-        const auto expected =
-            config.arch == Architecture::GPT2 ? expected_gpt2(config, layer) : expected_llama(config, layer);
-        for (const Expected& e : expected) {
+        // Layer by layer, so an absurd layer count fails at the first missing layer.
+        for (const auto& e : detail::expected_layer_tensors(config, layer)) {
             if (!embedding_stored &&
                 (e.name == embedding || (e.name == "wpe.weight" && !weights.count(e.name))))
                 continue;

@@ -108,7 +108,7 @@ int64_t LanguageModel::max_context() const
     return config_.arch == Architecture::GPT2 ? config_.max_positions : INT64_MAX;
 }
 
-torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids) const
+torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
 {
     const int64_t B = ids.size(0), T = ids.size(1), d = config_.hidden_size;
     const int64_t H = config_.num_heads, hd = config_.head_dim();
@@ -116,23 +116,34 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids) const
     auto x = embedding_->lookup(ids) + positions_->lookup(torch::arange(T, torch::kLong));
     for (int64_t l = 0; l < config_.num_layers; ++l) {
         const std::string p = "h." + std::to_string(l) + ".";
+        const int64_t vd = config_.value_dim(l);
+        if (observer)
+            observer->decoder_input(l, x);
         auto a = torch::layer_norm(x, {d}, w(p + "ln_1.weight"), w(p + "ln_1.bias"), eps);
-        // Conv1D weights are [in, out]: y = x W + b.
-        auto qkv = torch::addmm(w(p + "attn.c_attn.bias"), a.reshape({B * T, d}), w(p + "attn.c_attn.weight"))
-                       .view({B, T, 3, H, hd})
-                       .permute({2, 0, 3, 1, 4});
-        auto y = causal_attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape({B * T, d});
+        // Conv1D weights are [in, out]: y = x W + b. Columns: q, k, then v (H x vd).
+        auto qkv =
+            torch::addmm(w(p + "attn.c_attn.bias"), a.reshape({B * T, d}), w(p + "attn.c_attn.weight"));
+        auto q = qkv.narrow(1, 0, d).view({B, T, H, hd}).transpose(1, 2);
+        auto k = qkv.narrow(1, d, d).view({B, T, H, hd}).transpose(1, 2);
+        auto v = qkv.narrow(1, 2 * d, H * vd).view({B, T, H, vd});
+        if (observer)
+            observer->values(l, v);
+        auto y = causal_attention(q, k, v.transpose(1, 2)).transpose(1, 2).reshape({B * T, H * vd});
         x = x + torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")).view({B, T, d});
         auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
         auto h =
             activation(torch::addmm(w(p + "mlp.c_fc.bias"), m.reshape({B * T, d}), w(p + "mlp.c_fc.weight")),
                        config_.activation);
+        if (observer)
+            observer->mlp_activations(l, h);
         x = x + torch::addmm(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")).view({B, T, d});
+        if (observer)
+            observer->decoder_output(l, x);
     }
     return torch::layer_norm(x, {d}, w("ln_f.weight"), w("ln_f.bias"), eps);
 }
 
-torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids) const
+torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
 {
     const int64_t B = ids.size(0), T = ids.size(1);
     const int64_t H = config_.num_heads, Hkv = config_.num_kv_heads, hd = config_.head_dim();
@@ -149,27 +160,38 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids) const
     auto x = embedding_->lookup(ids);
     for (int64_t l = 0; l < config_.num_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
+        const int64_t vd = config_.value_dim(l);
+        if (observer)
+            observer->decoder_input(l, x);
         auto a = rms_norm(x, w(p + "input_layernorm.weight"), eps);
         auto q = torch::matmul(a, w(p + "self_attn.q_proj.weight").t()).view({B, T, H, hd}).transpose(1, 2);
         auto k = torch::matmul(a, w(p + "self_attn.k_proj.weight").t()).view({B, T, Hkv, hd}).transpose(1, 2);
-        auto v = torch::matmul(a, w(p + "self_attn.v_proj.weight").t()).view({B, T, Hkv, hd}).transpose(1, 2);
+        auto v = torch::matmul(a, w(p + "self_attn.v_proj.weight").t()).view({B, T, Hkv, vd});
+        if (observer)
+            observer->values(l, v);
+        v = v.transpose(1, 2);
         q = rope(q);
         k = rope(k);
         if (Hkv != H) { // grouped-query attention: KV head j serves query heads j*rep..
             k = k.repeat_interleave(H / Hkv, 1);
             v = v.repeat_interleave(H / Hkv, 1);
         }
-        auto y = causal_attention(q, k, v).transpose(1, 2).reshape({B, T, H * hd});
+        auto y = causal_attention(q, k, v).transpose(1, 2).reshape({B, T, H * vd});
         x = x + torch::matmul(y, w(p + "self_attn.o_proj.weight").t());
         auto m = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps);
         auto gate = activation(torch::matmul(m, w(p + "mlp.gate_proj.weight").t()), config_.activation);
         auto up = torch::matmul(m, w(p + "mlp.up_proj.weight").t());
-        x = x + torch::matmul(gate * up, w(p + "mlp.down_proj.weight").t());
+        auto act = gate * up;
+        if (observer)
+            observer->mlp_activations(l, act.reshape({B * T, act.size(-1)}));
+        x = x + torch::matmul(act, w(p + "mlp.down_proj.weight").t());
+        if (observer)
+            observer->decoder_output(l, x);
     }
     return rms_norm(x, w("model.norm.weight"), eps);
 }
 
-torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids) const
+torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, ForwardObserver* observer) const
 {
     c10::InferenceMode guard;
     if (ids.dim() != 2)
@@ -182,7 +204,7 @@ torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids) const
     if (min_id < 0 || max_id >= config_.vocab_size)
         throw InputError("token id " + std::to_string(min_id < 0 ? min_id : max_id) +
                          " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
-    return config_.arch == Architecture::GPT2 ? gpt2_hidden(ids) : llama_hidden(ids);
+    return config_.arch == Architecture::GPT2 ? gpt2_hidden(ids, observer) : llama_hidden(ids, observer);
 }
 
 torch::Tensor LanguageModel::head(const torch::Tensor& hidden) const

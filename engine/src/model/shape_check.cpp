@@ -18,49 +18,81 @@ std::string shape_string(c10::IntArrayRef s)
 }
 } // namespace
 
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c)
+void check_layer_dims(const ModelConfig& c, const std::string& label)
 {
-    const int64_t d = c.hidden_size, V = c.vocab_size, f = c.intermediate_size;
-    std::vector<ExpectedTensor> t;
-    if (c.arch == Architecture::GPT2) {
-        t.push_back({"wte.weight", {V, d}});
-        t.push_back({"wpe.weight", {c.max_positions, d}});
-        t.push_back({"ln_f.weight", {d}});
-        t.push_back({"ln_f.bias", {d}});
-        for (int64_t i = 0; i < c.num_layers; ++i) {
-            const std::string p = "h." + std::to_string(i) + ".";
-            for (const char* ln : {"ln_1", "ln_2"}) {
-                t.push_back({p + ln + ".weight", {d}});
-                t.push_back({p + ln + ".bias", {d}});
-            }
-            t.push_back({p + "attn.c_attn.weight", {d, 3 * d}});
-            t.push_back({p + "attn.c_attn.bias", {3 * d}});
-            t.push_back({p + "attn.c_proj.weight", {d, d}});
-            t.push_back({p + "attn.c_proj.bias", {d}});
-            t.push_back({p + "mlp.c_fc.weight", {d, f}});
-            t.push_back({p + "mlp.c_fc.bias", {f}});
-            t.push_back({p + "mlp.c_proj.weight", {f, d}});
-            t.push_back({p + "mlp.c_proj.bias", {d}});
-        }
+    auto check = [&](const std::vector<int64_t>& dims, int64_t max, const char* what) {
+        if (dims.empty())
+            return;
+        if (static_cast<int64_t>(dims.size()) != c.num_layers)
+            throw InputError(label + ": " + what + " lists " + std::to_string(dims.size()) +
+                             " layers but the model has " + std::to_string(c.num_layers));
+        for (size_t l = 0; l < dims.size(); ++l)
+            if (dims[l] < 1 || dims[l] > max)
+                throw InputError(label + ": " + what + " of layer " + std::to_string(l) + " is " +
+                                 std::to_string(dims[l]) + ", outside 1.." + std::to_string(max));
+    };
+    check(c.value_head_dims, c.head_dim(), "value_head_dims");
+    check(c.mlp_widths, c.intermediate_size, "mlp_widths");
+}
+
+std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t layer)
+{
+    const int64_t d = c.hidden_size, V = c.vocab_size;
+    const bool gpt2 = c.arch == Architecture::GPT2;
+    if (layer < 0) {
+        std::vector<ExpectedTensor> t;
+        if (gpt2)
+            t = {{"wte.weight", {V, d}},
+                 {"wpe.weight", {c.max_positions, d}},
+                 {"ln_f.weight", {d}},
+                 {"ln_f.bias", {d}}};
+        else
+            t = {{"model.embed_tokens.weight", {V, d}}, {"model.norm.weight", {d}}};
+        if (!c.tied_embeddings)
+            t.push_back({"lm_head.weight", {V, d}});
         return t;
     }
-    const int64_t hd = c.head_dim(), kv = c.num_kv_heads * hd;
-    t.push_back({"model.embed_tokens.weight", {V, d}});
-    t.push_back({"model.norm.weight", {d}});
-    if (!c.tied_embeddings)
-        t.push_back({"lm_head.weight", {V, d}});
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-        const std::string p = "model.layers." + std::to_string(i) + ".";
-        t.push_back({p + "input_layernorm.weight", {d}});
-        t.push_back({p + "post_attention_layernorm.weight", {d}});
-        t.push_back({p + "self_attn.q_proj.weight", {c.num_heads * hd, d}});
-        t.push_back({p + "self_attn.k_proj.weight", {kv, d}});
-        t.push_back({p + "self_attn.v_proj.weight", {kv, d}});
-        t.push_back({p + "self_attn.o_proj.weight", {d, c.num_heads * hd}});
-        t.push_back({p + "mlp.gate_proj.weight", {f, d}});
-        t.push_back({p + "mlp.up_proj.weight", {f, d}});
-        t.push_back({p + "mlp.down_proj.weight", {d, f}});
+    const int64_t fi = c.mlp_width(layer);
+    if (gpt2) {
+        const std::string p = "h." + std::to_string(layer) + ".";
+        const int64_t vd = c.num_heads * c.value_dim(layer);
+        // Conv1D weights are [in, out]; fused q, k, v columns, FLAT-LLM narrows only v.
+        return {
+            {p + "ln_1.weight", {d}},
+            {p + "ln_1.bias", {d}},
+            {p + "ln_2.weight", {d}},
+            {p + "ln_2.bias", {d}},
+            {p + "attn.c_attn.weight", {d, 2 * d + vd}},
+            {p + "attn.c_attn.bias", {2 * d + vd}},
+            {p + "attn.c_proj.weight", {vd, d}},
+            {p + "attn.c_proj.bias", {d}},
+            {p + "mlp.c_fc.weight", {d, fi}},
+            {p + "mlp.c_fc.bias", {fi}},
+            {p + "mlp.c_proj.weight", {fi, d}},
+            {p + "mlp.c_proj.bias", {d}},
+        };
     }
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    const int64_t hd = c.head_dim(), vd = c.value_dim(layer);
+    return {
+        {p + "input_layernorm.weight", {d}},
+        {p + "post_attention_layernorm.weight", {d}},
+        {p + "self_attn.q_proj.weight", {c.num_heads * hd, d}},
+        {p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, d}},
+        {p + "self_attn.v_proj.weight", {c.num_kv_heads * vd, d}},
+        {p + "self_attn.o_proj.weight", {d, c.num_heads * vd}},
+        {p + "mlp.gate_proj.weight", {fi, d}},
+        {p + "mlp.up_proj.weight", {fi, d}},
+        {p + "mlp.down_proj.weight", {d, fi}},
+    };
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c)
+{
+    std::vector<ExpectedTensor> t;
+    for (int64_t l = -1; l < c.num_layers; ++l)
+        for (auto& e : expected_layer_tensors(c, l))
+            t.push_back(std::move(e));
     return t;
 }
 
@@ -77,6 +109,7 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
                          std::to_string(c.num_kv_heads) + " key/value heads");
     if (c.arch == Architecture::Llama && c.head_dim() % 2 != 0)
         throw InputError(label + ": RoPE needs an even head dimension, got " + std::to_string(c.head_dim()));
+    check_layer_dims(c, label);
     for (const auto& e : expected_tensors(c)) {
         // Compressed models: the tables may be factors; wpe stays dense unless compressed.
         if (!embedding_stored && (e.name == "wte.weight" || e.name == "model.embed_tokens.weight" ||
