@@ -56,7 +56,7 @@ nlohmann::ordered_json save_compressed_model(const LoadedModel& source, const Co
 // the factor tensors (names, shapes, method parameters, finiteness) and fails
 // naming the file and the disagreement. Consumes `factors`.
 struct ManifestEmbeddings {
-    std::shared_ptr<const TokenEmbedding> tokens;
+    std::shared_ptr<const TokenEmbedding> tokens;    // null: the table is a dense weight (flat)
     std::shared_ptr<const TokenEmbedding> positions; // null unless wpe was compressed
 };
 ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, WeightMap& factors,

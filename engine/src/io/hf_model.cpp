@@ -11,6 +11,7 @@
 #include "io/dtype_convert.hpp"
 #include "io/readers.hpp"
 #include "io/safetensors.hpp"
+#include "model/shape_check.hpp"
 
 namespace embedlab::io {
 
@@ -105,6 +106,28 @@ void strip_transformer_prefix(WeightMap& weights, const std::string& label)
     weights = std::move(renamed);
 }
 
+// FLAT-LLM directories narrow the value heads (and MLPs) per layer: the
+// manifest's value_head_dims / mlp_widths are part of the architecture.
+void apply_layer_dims(ModelConfig& config, const std::string& manifest_text, const std::string& label)
+{
+    nlohmann::json m;
+    try {
+        m = nlohmann::json::parse(manifest_text);
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(label + ": not valid JSON (" + e.what() + ")");
+    }
+    try {
+        if (m.is_object() && m.contains("value_head_dims"))
+            config.value_head_dims = m["value_head_dims"].get<std::vector<int64_t>>();
+        if (m.is_object() && m.contains("mlp_widths"))
+            config.mlp_widths = m["mlp_widths"].get<std::vector<int64_t>>();
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(label + ": value_head_dims / mlp_widths must be lists of integers (" + e.what() +
+                         ")");
+    }
+    detail::check_layer_dims(config, label);
+}
+
 } // namespace
 
 ModelFiles read_hf_directory(const fs::path& dir)
@@ -148,6 +171,7 @@ ModelFiles read_hf_directory(const fs::path& dir)
     const bool compressed = fs::exists(manifest);
     if (compressed) {
         mf.embedlab_manifest = read_whole_file(manifest);
+        apply_layer_dims(mf.config, mf.embedlab_manifest, manifest.string());
         const std::string table = embedding_name(mf.config.arch);
         const std::string prefix = table.substr(0, table.size() - std::string("weight").size());
         auto is_factor = [&](const std::string& name) {

@@ -1,15 +1,13 @@
 #include "embedlab/compressed_model.hpp"
 
 #include <chrono>
-#include <ctime>
 #include <set>
-
-#include <armadillo>
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "model/manifest_support.hpp"
 
 namespace embedlab {
 
@@ -18,7 +16,10 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = detail::kManifestFormatVersion;
+using detail::copy_support_files;
+using detail::source_json;
+using detail::utc_now;
 
 std::string table_name(Architecture arch)
 {
@@ -37,63 +38,6 @@ std::string shape_text(c10::IntArrayRef s)
     for (size_t i = 0; i < s.size(); ++i)
         out += (i ? ", " : "") + std::to_string(s[i]);
     return out + "]";
-}
-
-bool is_weight_file(const fs::path& p)
-{
-    static const std::set<std::string> exts{".safetensors", ".bin",  ".pt", ".pth",
-                                            ".gguf",        ".ckpt", ".h5", ".msgpack"};
-    const std::string name = p.filename().string();
-    return exts.count(p.extension().string()) > 0 || name == "model.safetensors.index.json" ||
-           name == "embedlab.json";
-}
-
-// config.json, tokenizer files, generation_config.json, README ...: everything but weights.
-void copy_support_files(const fs::path& from, const fs::path& to)
-{
-    for (const auto& entry : fs::directory_iterator(from)) {
-        if (!entry.is_regular_file() || is_weight_file(entry.path()))
-            continue;
-        std::error_code ec;
-        fs::copy_file(entry.path(), to / entry.path().filename(), ec);
-        if (ec)
-            throw InputError((to / entry.path().filename()).string() + ": cannot copy from " +
-                             entry.path().string() + " (" + ec.message() + ")");
-        // Copies of read-only sources stay editable, like every file we write.
-        fs::permissions(to / entry.path().filename(), fs::perms::owner_write, fs::perm_options::add, ec);
-    }
-}
-
-std::string utc_now()
-{
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
-Json versions()
-{
-    return {{"embedlab", EMBEDLAB_VERSION},
-            {"libtorch", TORCH_VERSION},
-            {"armadillo", arma::arma_version::as_string()},
-            {"manifest_format", kFormatVersion}};
-}
-
-Json source_json(const LoadedModel& source)
-{
-    Json files = Json::array();
-    for (const auto& f : source.files.files)
-        files.push_back({{"file", f.filename().string()},
-                         {"bytes", static_cast<int64_t>(fs::file_size(f))},
-                         {"sha256", sha256_file(f)}});
-    return {{"path", fs::absolute(source.files.path).lexically_normal().string()},
-            {"format", model_format_name(source.files.format)},
-            {"architecture", architecture_name(source.files.config.arch)},
-            {"stored_dtype", source.files.stored_dtype},
-            {"files", files}};
 }
 
 // Every row of the embedding, block by block: only for the dense export.
@@ -177,14 +121,7 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
 {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string label = source.files.path.string();
-    if (source.files.format != ModelFormat::HuggingFace || !fs::is_directory(source.files.path))
-        throw InputError(label +
-                         ": compressed models are written from Hugging Face directories (config.json + "
-                         "safetensors); " +
-                         model_format_name(source.files.format) + " sources are not supported yet");
-    if (!source.files.embedlab_manifest.empty())
-        throw InputError(label +
-                         ": is already an EmbedLab compressed model; compress the original model instead");
+    detail::require_original_hf_source(source);
     const auto& model = *source.model;
     const auto& config = model.config();
     const std::string prefix = factor_prefix(config.arch);
@@ -232,7 +169,7 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     manifest["model_params"] = {{"before", before.total()}, {"after", after.total()}};
     manifest["source"] = source_json(source);
     manifest["seed"] = 0; // every method here is deterministic; recorded for uniformity
-    manifest["versions"] = versions();
+    manifest["versions"] = detail::manifest_versions();
     manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
         manifest["evaluation"] = options.evaluation;
@@ -357,6 +294,14 @@ ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, We
         if (m["format_version"] != kFormatVersion)
             throw InputError(where + ": format_version " + m["format_version"].dump() +
                              " is not supported (this build reads " + std::to_string(kFormatVersion) + ")");
+        // FLAT-LLM narrows the attention; the tables stay dense weights.
+        if (m.contains("method") && m["method"] == "flat") {
+            if (!factors.empty())
+                throw InputError(where +
+                                 ": a flat model stores no embedding factors, but model.safetensors has '" +
+                                 factors.begin()->first + "'");
+            return {};
+        }
         const bool has_positions = m.contains("positions");
         if (has_positions && config.arch != Architecture::GPT2)
             throw InputError(where + ": has a 'positions' block but " + architecture_name(config.arch) +

@@ -12,8 +12,7 @@ namespace embedlab {
 
 namespace {
 
-std::filesystem::path find_llama2c_tokenizer(const std::filesystem::path& checkpoint,
-                                             int64_t vocab_size)
+std::filesystem::path find_llama2c_tokenizer(const std::filesystem::path& checkpoint, int64_t vocab_size)
 {
     const auto dir = checkpoint.parent_path();
     for (const auto& name : {std::string("tokenizer.bin"), "tok" + std::to_string(vocab_size) + ".bin"})
@@ -50,8 +49,8 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
     }
     if (tokenizer->vocab_size() > files.config.vocab_size)
         throw InputError(label + ": the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
-                         " tokens but the embedding has only " +
-                         std::to_string(files.config.vocab_size) + " rows");
+                         " tokens but the embedding has only " + std::to_string(files.config.vocab_size) +
+                         " rows");
     if (tokenizer_path)
         *tokenizer_path = source;
     return tokenizer;
@@ -64,14 +63,17 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
     if (options.need_tokenizer || options.tokenizer)
         out.tokenizer = load_model_tokenizer(out.files, options, &out.tokenizer_path);
     // The weights move into the model: one map, no second copy to keep in step.
-    if (!out.files.embedlab_manifest.empty()) {
-        auto tables = embeddings_from_manifest(out.files.embedlab_manifest, out.files.embedding_factors,
-                                               out.files.config, model.string());
+    std::optional<ManifestEmbeddings> tables;
+    if (!out.files.embedlab_manifest.empty())
+        tables = embeddings_from_manifest(out.files.embedlab_manifest, out.files.embedding_factors,
+                                          out.files.config, model.string());
+    if (tables && tables->tokens) {
         out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights),
-                                                    std::move(tables.tokens), model.string(),
-                                                    std::move(tables.positions));
+                                                    std::move(tables->tokens), model.string(),
+                                                    std::move(tables->positions));
     } else {
-        out.model = std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
+        out.model =
+            std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
     }
     out.files.weights.clear();
     return out;

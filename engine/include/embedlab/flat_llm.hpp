@@ -1,0 +1,137 @@
+// FLAT-LLM (METHODS.md 3): calibrate on a text, score each decoder layer's
+// importance, allocate value ranks with IPRS, and absorb head-wise PCA bases
+// of the value outputs into W_v / W_o (optionally Nystrom-compress the MLPs).
+//
+//   auto lm = embedlab::load_model("models/tinyllama");
+//   auto ids = lm.tokenizer->encode(text);
+//   auto cal = embedlab::calibrate(*lm.model, ids, {.samples = 64, .seqlen = 128});
+//   auto flat = embedlab::flat_compress(*lm.model, cal, {.remaining = 0.5});
+//   flat.model->logits(window);            // runs with narrowed value heads
+//
+// Calibration memory does not grow with the number of samples: covariances
+// are summed in float64 window batch by window batch.
+// Thread safety: reentrant; calibrate() runs forward passes, which already use
+// every core, so run one at a time.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct CalibrationOptions {
+    int64_t samples = 64; // windows
+    int64_t seqlen = 128; // tokens per window
+    uint64_t seed = 0;
+    bool mlp = false;  // also collect the MLP down-projection covariance (Nystrom)
+    int64_t batch = 8; // windows per forward pass
+};
+
+// `samples` distinct window starts in [0, n_tokens - seqlen], drawn uniformly
+// with a seeded mt19937_64 (the same on every platform), ascending. Throws
+// InputError when the text cannot give that many windows.
+std::vector<int64_t> calibration_window_starts(int64_t n_tokens, int64_t samples, int64_t seqlen,
+                                               uint64_t seed);
+
+struct LayerCalibration {
+    double importance = 0;                       // mean arccos(clamp(cos(x_in, x_out), 0, 1)) / pi
+    int64_t nan_cosines = 0;                     // tokens whose cosine was NaN (counted as cosine 0.5)
+    std::vector<torch::Tensor> value_covariance; // per KV head, [vd, vd] float64, sum Y^T Y
+    torch::Tensor mlp_covariance;                // [f, f] float64, sum a^T a (options.mlp)
+};
+
+struct Calibration {
+    CalibrationOptions options;
+    std::vector<int64_t> starts;
+    int64_t tokens = 0; // samples * seqlen
+    double seconds = 0;
+    std::vector<LayerCalibration> layers;
+    std::vector<double> scores() const; // importance per layer
+};
+
+// Throws InputError for a seqlen beyond the model's context, too short a text,
+// or a model without per-head value projections in the expected layout.
+Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& ids,
+                      const CalibrationOptions& options, const ProgressFn& progress = {});
+
+// Algorithm 1 (IPRS): w in [0,1]^L with sum w = L * remaining, proportional to
+// the scores where not clipped at 1. All-zero scores share the budget equally.
+// remaining in (0, 1]; scores finite and >= 0.
+std::vector<double> iprs_allocation(const std::vector<double>& scores, double remaining);
+// The paper's ablation: w_l = remaining in every layer.
+std::vector<double> uniform_allocation(size_t layers, double remaining);
+// r_l = max(1, floor(w_l * d)).
+std::vector<int64_t> ranks_from_ratios(const std::vector<double>& w, int64_t d);
+
+// Descending eigenpairs of a symmetric covariance [n, n] (float64 LAPACK).
+struct EigenBasis {
+    torch::Tensor eigenvalues;  // [n] float64, descending
+    torch::Tensor eigenvectors; // [n, n] float64, column i pairs with eigenvalue i
+};
+EigenBasis eigen_basis(const torch::Tensor& covariance);
+
+enum class RankAllocation { IPRS, Uniform };
+const char* rank_allocation_name(RankAllocation a);
+RankAllocation parse_rank_allocation(const std::string& name); // "iprs" | "uniform"
+
+struct FlatOptions {
+    double remaining = 0.5; // average remaining rank ratio 1 - s, in (0, 1]
+    RankAllocation allocation = RankAllocation::IPRS;
+    bool mlp = false;        // Nystrom MLP compression (needs a calibration with mlp)
+    double mlp_lambda = 1.0; // ridge of the leverage scores
+};
+
+struct FlatLayerReport {
+    double importance = 0;
+    double normalised = 0;    // importance / sum of importances
+    double w = 0;             // remaining rank ratio
+    int64_t rank = 0;         // value dimension kept per head
+    double dropped_share = 0; // dropped eigenvalue energy / total, over the layer's heads
+    std::vector<std::vector<double>> head_spectra; // per KV head, descending
+    int64_t mlp_width = 0;                         // channels kept (= intermediate size without mlp)
+    double mlp_leverage_kept = 1;                  // share of the ridge leverage the kept channels hold
+};
+
+struct FlatResult {
+    FlatOptions options;
+    std::vector<FlatLayerReport> layers;
+    std::unique_ptr<LanguageModel> model; // the compressed model, ready to run
+    ParameterBreakdown before, after;
+    double seconds = 0;
+};
+
+// `model` must be uncompressed in its attention (no value_head_dims yet).
+FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
+                         const FlatOptions& options);
+
+// JSON shared by the CLI and embedlab.json.
+// {samples, seqlen, seed, tokens, seconds, nan_cosines (per layer)}
+nlohmann::ordered_json calibration_json(const Calibration& calibration);
+// Per layer: importance, normalised, w, rank, dropped_share, mlp_width,
+// mlp_leverage_kept, head_spectra (with_spectra).
+nlohmann::ordered_json flat_layers_json(const FlatResult& result, bool with_spectra = true);
+// {before, after, ratio, attention_before, attention_after, mlp_before, mlp_after}
+nlohmann::ordered_json flat_params_json(const FlatResult& result);
+
+// A FLAT-LLM directory: the support files, model.safetensors with every
+// tensor under its standard name (v/o projections, and MLPs with --mlp, at
+// their narrowed shapes), and embedlab.json with value_head_dims (and
+// mlp_widths), per-layer reports, calibration and provenance. load_model()
+// runs it directly. Written atomically like every compressed model.
+struct SaveFlatOptions {
+    bool overwrite = false;
+    nlohmann::ordered_json evaluation;       // stored when not null
+    nlohmann::ordered_json calibration_text; // {path, sha256, tokens}
+};
+nlohmann::ordered_json save_flat_model(const LoadedModel& source, const FlatResult& flat,
+                                       const Calibration& calibration, const std::filesystem::path& out,
+                                       const SaveFlatOptions& options = {}, const ProgressFn& progress = {});
+
+} // namespace embedlab

@@ -1,0 +1,407 @@
+#include "embedlab/flat_llm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <set>
+
+namespace embedlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0)
+{
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Unbiased draw in [0, n) from the raw 64-bit stream (std::uniform_int_distribution
+// differs between standard libraries; this does not).
+uint64_t draw_below(std::mt19937_64& rng, uint64_t n)
+{
+    const uint64_t threshold = (0 - n) % n; // 2^64 mod n
+    for (;;) {
+        const uint64_t r = rng();
+        if (r >= threshold)
+            return r % n;
+    }
+}
+
+// Sums what calibration needs from each forward pass.
+class CalibrationObserver final : public ForwardObserver {
+public:
+    CalibrationObserver(const ModelConfig& c, bool mlp)
+        : layers_(static_cast<size_t>(c.num_layers)), mlp_(mlp)
+    {
+        inputs_.resize(layers_.size());
+        angle_sum_.assign(layers_.size(), 0.0);
+        for (int64_t l = 0; l < c.num_layers; ++l) {
+            auto& layer = layers_[static_cast<size_t>(l)];
+            for (int64_t h = 0; h < c.num_kv_heads; ++h)
+                layer.value_covariance.push_back(
+                    torch::zeros({c.value_dim(l), c.value_dim(l)}, torch::kFloat64));
+            if (mlp)
+                layer.mlp_covariance = torch::zeros({c.mlp_width(l), c.mlp_width(l)}, torch::kFloat64);
+        }
+    }
+
+    void decoder_input(int64_t layer, const torch::Tensor& x) override { inputs_[idx(layer)] = x; }
+
+    void decoder_output(int64_t layer, const torch::Tensor& x) override
+    {
+        // Row-wise cosine in float64, never an N x N similarity matrix.
+        const auto a = inputs_[idx(layer)].reshape({-1, x.size(-1)}).to(torch::kFloat64);
+        const auto b = x.reshape({-1, x.size(-1)}).to(torch::kFloat64);
+        auto cos = (a * b).sum(1) / (a.norm(2, 1) * b.norm(2, 1));
+        const auto nan = torch::isnan(cos);
+        layers_[idx(layer)].nan_cosines += nan.sum().item<int64_t>();
+        cos = torch::where(nan, torch::full_like(cos, 0.5), cos).clamp(0.0, 1.0);
+        angle_sum_[idx(layer)] += (torch::arccos(cos) / M_PI).sum().item<double>();
+        inputs_[idx(layer)] = torch::Tensor();
+    }
+
+    void values(int64_t layer, const torch::Tensor& v) override
+    {
+        // v [B, T, Hkv, vd] -> [Hkv, N, vd]; C_h += Y_h^T Y_h.
+        const auto y = v.reshape({-1, v.size(2), v.size(3)}).to(torch::kFloat64).transpose(0, 1);
+        const auto c = torch::bmm(y.transpose(1, 2), y);
+        auto& covs = layers_[idx(layer)].value_covariance;
+        for (size_t h = 0; h < covs.size(); ++h)
+            covs[h] += c[static_cast<int64_t>(h)];
+    }
+
+    void mlp_activations(int64_t layer, const torch::Tensor& a) override
+    {
+        if (!mlp_)
+            return;
+        const auto a64 = a.to(torch::kFloat64);
+        layers_[idx(layer)].mlp_covariance.addmm_(a64.t(), a64);
+    }
+
+    std::vector<LayerCalibration> finish(int64_t tokens)
+    {
+        for (size_t l = 0; l < layers_.size(); ++l)
+            layers_[l].importance = tokens > 0 ? angle_sum_[l] / static_cast<double>(tokens) : 0.0;
+        return std::move(layers_);
+    }
+
+private:
+    static size_t idx(int64_t l) { return static_cast<size_t>(l); }
+    std::vector<LayerCalibration> layers_;
+    std::vector<torch::Tensor> inputs_;
+    std::vector<double> angle_sum_;
+    bool mlp_;
+};
+
+// The context a calibration window may use: learned positions, or the trained context.
+int64_t calibration_context(const LanguageModel& model)
+{
+    const auto& c = model.config();
+    return c.max_positions > 0 ? std::min(model.max_context(), c.max_positions) : model.max_context();
+}
+
+torch::Tensor to_double(const torch::Tensor& t)
+{
+    return t.to(torch::kFloat64);
+}
+
+torch::Tensor to_float(const torch::Tensor& t)
+{
+    return t.to(torch::kFloat32).contiguous();
+}
+
+} // namespace
+
+std::vector<int64_t> calibration_window_starts(int64_t n_tokens, int64_t samples, int64_t seqlen,
+                                               uint64_t seed)
+{
+    if (samples < 1 || seqlen < 1)
+        throw InputError("calibration needs at least one sample of at least one token (got " +
+                         std::to_string(samples) + " samples of " + std::to_string(seqlen) + " tokens)");
+    if (n_tokens < seqlen)
+        throw InputError("the calibration text has " + std::to_string(n_tokens) +
+                         " tokens, fewer than one window of " + std::to_string(seqlen));
+    const int64_t positions = n_tokens - seqlen + 1;
+    if (samples > positions)
+        throw InputError("the calibration text gives only " + std::to_string(positions) +
+                         " distinct windows of " + std::to_string(seqlen) + " tokens (" +
+                         std::to_string(n_tokens) + " tokens); asked for " + std::to_string(samples) +
+                         " samples: lower --samples or --seqlen, or use a longer text");
+    // Floyd's algorithm: `samples` distinct values, each subset equally likely.
+    std::mt19937_64 rng(seed);
+    std::set<int64_t> chosen;
+    for (int64_t j = positions - samples; j < positions; ++j) {
+        const auto t = static_cast<int64_t>(draw_below(rng, static_cast<uint64_t>(j + 1)));
+        if (!chosen.insert(t).second)
+            chosen.insert(j);
+    }
+    return {chosen.begin(), chosen.end()};
+}
+
+std::vector<double> Calibration::scores() const
+{
+    std::vector<double> s;
+    for (const auto& l : layers)
+        s.push_back(l.importance);
+    return s;
+}
+
+Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& ids,
+                      const CalibrationOptions& options, const ProgressFn& progress)
+{
+    const auto t0 = Clock::now();
+    const auto& c = model.config();
+    const int64_t context = calibration_context(model);
+    if (options.seqlen > context)
+        throw InputError("calibration window of " + std::to_string(options.seqlen) +
+                         " tokens exceeds the model's context of " + std::to_string(context));
+    if (options.batch < 1)
+        throw InputError("calibration batch must be at least 1 window");
+    Calibration cal;
+    cal.options = options;
+    cal.starts = calibration_window_starts(static_cast<int64_t>(ids.size()), options.samples, options.seqlen,
+                                           options.seed);
+    CalibrationObserver observer(c, options.mlp);
+    const int64_t n = options.samples;
+    report_progress(progress, 0, n);
+    for (int64_t b0 = 0; b0 < n; b0 += options.batch) {
+        const int64_t b = std::min(options.batch, n - b0);
+        auto batch = torch::empty({b, options.seqlen}, torch::kLong);
+        auto acc = batch.accessor<int64_t, 2>();
+        for (int64_t i = 0; i < b; ++i)
+            for (int64_t t = 0; t < options.seqlen; ++t)
+                acc[i][t] = ids[static_cast<size_t>(cal.starts[static_cast<size_t>(b0 + i)] + t)];
+        model.hidden_states(batch, &observer);
+        report_progress(progress, b0 + b, n);
+    }
+    cal.tokens = n * options.seqlen;
+    cal.layers = observer.finish(cal.tokens);
+    cal.seconds = seconds_since(t0);
+    return cal;
+}
+
+std::vector<double> iprs_allocation(const std::vector<double>& scores, double remaining)
+{
+    if (!(remaining > 0.0 && remaining <= 1.0))
+        throw InputError("remaining ratio " + std::to_string(remaining) + " is outside (0, 1]");
+    for (double t : scores)
+        if (!std::isfinite(t) || t < 0)
+            throw InputError("importance scores must be finite and non-negative (got " + std::to_string(t) +
+                             ")");
+    const size_t L = scores.size();
+    std::vector<double> w(L, 0.0);
+    std::vector<bool> active(L, true);
+    double budget = static_cast<double>(L) * remaining;
+    for (;;) {
+        double sum = 0;
+        size_t count = 0;
+        for (size_t l = 0; l < L; ++l)
+            if (active[l]) {
+                sum += scores[l];
+                ++count;
+            }
+        if (count == 0)
+            break;
+        for (size_t l = 0; l < L; ++l)
+            if (active[l]) // all-zero scores: the budget in equal parts
+                w[l] = sum > 0 ? scores[l] / sum * budget : budget / static_cast<double>(count);
+        bool clipped = false;
+        for (size_t l = 0; l < L; ++l)
+            if (active[l] && w[l] > 1.0) {
+                w[l] = 1.0;
+                active[l] = false;
+                budget -= 1.0;
+                clipped = true;
+            }
+        if (!clipped)
+            break;
+    }
+    return w;
+}
+
+std::vector<double> uniform_allocation(size_t layers, double remaining)
+{
+    if (!(remaining > 0.0 && remaining <= 1.0))
+        throw InputError("remaining ratio " + std::to_string(remaining) + " is outside (0, 1]");
+    return std::vector<double>(layers, remaining);
+}
+
+std::vector<int64_t> ranks_from_ratios(const std::vector<double>& w, int64_t d)
+{
+    std::vector<int64_t> r;
+    for (double x : w) // the epsilon keeps w = 0.5, d = 32 at 16 despite rounding in w
+        r.push_back(
+            std::clamp<int64_t>(static_cast<int64_t>(std::floor(x * static_cast<double>(d) + 1e-9)), 1, d));
+    return r;
+}
+
+EigenBasis eigen_basis(const torch::Tensor& covariance)
+{
+    auto [values, vectors] = torch::linalg_eigh(to_double(covariance)); // ascending
+    return {values.flip(0).contiguous(), vectors.flip(1).contiguous()};
+}
+
+const char* rank_allocation_name(RankAllocation a)
+{
+    return a == RankAllocation::IPRS ? "iprs" : "uniform";
+}
+
+RankAllocation parse_rank_allocation(const std::string& name)
+{
+    if (name == "iprs")
+        return RankAllocation::IPRS;
+    if (name == "uniform")
+        return RankAllocation::Uniform;
+    throw InputError("unknown rank allocation '" + name + "' (iprs or uniform)");
+}
+
+namespace {
+
+struct MlpSelection {
+    torch::Tensor keep;       // [m] int64, ascending channel ids
+    torch::Tensor projection; // [m, f] float64: C_SS^-1 C_S:
+    double leverage_kept = 1;
+};
+
+// METHODS 3, optional MLP: ridge leverage s = diag(C (C + lambda I)^-1), keep the
+// top m channels, and the Nystrom map a ~ a_S (C_SS^-1 C_S:).
+MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda)
+{
+    const auto basis = eigen_basis(C);
+    const auto lam = basis.eigenvalues.clamp_min(0.0);
+    const auto s = (basis.eigenvectors.pow(2) * (lam / (lam + lambda)).unsqueeze(0)).sum(1); // [f]
+    const auto order = std::get<1>(s.sort(/*stable=*/true, 0, /*descending=*/true));
+    MlpSelection out;
+    out.keep = std::get<0>(order.narrow(0, 0, m).sort());
+    const double total = s.sum().item<double>();
+    out.leverage_kept = total > 0 ? s.index_select(0, out.keep).sum().item<double>() / total : 1.0;
+    const auto C_SS = C.index_select(0, out.keep).index_select(1, out.keep);
+    const auto C_S = C.index_select(0, out.keep);
+    out.projection = torch::linalg_solve(C_SS, C_S);
+    if (!torch::isfinite(out.projection).all().item<bool>()) // dead channels make C_SS singular
+        out.projection = torch::matmul(torch::linalg_pinv(C_SS, 1e-12, /*hermitian=*/true), C_S);
+    return out;
+}
+
+} // namespace
+
+FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
+                         const FlatOptions& options)
+{
+    const auto t0 = Clock::now();
+    const auto& c = model.config();
+    if (!c.value_head_dims.empty() || !c.mlp_widths.empty())
+        throw InputError("the model is already FLAT-compressed; compress the original model");
+    if (static_cast<int64_t>(calibration.layers.size()) != c.num_layers)
+        throw InputError("the calibration has " + std::to_string(calibration.layers.size()) +
+                         " layers but the model has " + std::to_string(c.num_layers));
+    if (options.mlp && !calibration.options.mlp)
+        throw InputError("MLP compression needs a calibration that collected MLP covariances");
+    if (!(options.mlp_lambda > 0))
+        throw InputError("the MLP ridge lambda must be positive");
+    const int64_t L = c.num_layers, H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim(),
+                  d = c.hidden_size;
+    const auto scores = calibration.scores();
+    const auto w = options.allocation == RankAllocation::IPRS
+                       ? iprs_allocation(scores, options.remaining)
+                       : uniform_allocation(scores.size(), options.remaining);
+    const auto ranks = ranks_from_ratios(w, hd);
+    double score_sum = 0;
+    for (double t : scores)
+        score_sum += t;
+
+    FlatResult result;
+    result.options = options;
+    WeightMap weights = model.weights();
+    ModelConfig config = c;
+    config.value_head_dims = ranks;
+    const bool gpt2 = c.arch == Architecture::GPT2;
+    for (int64_t l = 0; l < L; ++l) {
+        const auto& cal = calibration.layers[static_cast<size_t>(l)];
+        const int64_t r = ranks[static_cast<size_t>(l)];
+        FlatLayerReport report;
+        report.importance = scores[static_cast<size_t>(l)];
+        report.normalised = score_sum > 0 ? report.importance / score_sum : 1.0 / static_cast<double>(L);
+        report.w = w[static_cast<size_t>(l)];
+        report.rank = r;
+        std::vector<torch::Tensor> Q; // per KV head [hd, r]
+        double dropped = 0, total = 0;
+        for (int64_t g = 0; g < Hkv; ++g) {
+            const auto basis = eigen_basis(cal.value_covariance[static_cast<size_t>(g)]);
+            const auto lam = basis.eigenvalues.clamp_min(0.0);
+            total += lam.sum().item<double>();
+            dropped += lam.narrow(0, r, hd - r).sum().item<double>();
+            const auto* p = lam.data_ptr<double>();
+            report.head_spectra.emplace_back(p, p + lam.numel());
+            Q.push_back(basis.eigenvectors.narrow(1, 0, r));
+        }
+        report.dropped_share = total > 0 ? dropped / total : 0.0;
+
+        // Absorb: W_v^h <- Q_h^T W_v^h (and its bias), W_o^h <- W_o^h Q_h; a query
+        // head uses the basis of its KV group (repeat_interleave order).
+        const int64_t rep = H / Hkv;
+        if (gpt2) {
+            const std::string p = "h." + std::to_string(l) + ".attn.";
+            const auto Wa = to_double(weights.at(p + "c_attn.weight")); // [d, 3d], y = x W + b
+            const auto ba = to_double(weights.at(p + "c_attn.bias"));
+            const auto Wp = to_double(weights.at(p + "c_proj.weight")); // [H hd, d]
+            std::vector<torch::Tensor> wcols{Wa.narrow(1, 0, 2 * d)}, bparts{ba.narrow(0, 0, 2 * d)}, prows;
+            for (int64_t h = 0; h < H; ++h) {
+                const auto& q = Q[static_cast<size_t>(h / rep)];
+                wcols.push_back(torch::matmul(Wa.narrow(1, 2 * d + h * hd, hd), q));
+                bparts.push_back(torch::matmul(ba.narrow(0, 2 * d + h * hd, hd), q));
+                prows.push_back(torch::matmul(q.t(), Wp.narrow(0, h * hd, hd)));
+            }
+            weights[p + "c_attn.weight"] = to_float(torch::cat(wcols, 1));
+            weights[p + "c_attn.bias"] = to_float(torch::cat(bparts, 0));
+            weights[p + "c_proj.weight"] = to_float(torch::cat(prows, 0));
+        } else {
+            const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+            const auto Wv = to_double(weights.at(p + "v_proj.weight")); // [Hkv hd, d]
+            const auto Wo = to_double(weights.at(p + "o_proj.weight")); // [d, H hd]
+            std::vector<torch::Tensor> vrows, ocols;
+            for (int64_t g = 0; g < Hkv; ++g)
+                vrows.push_back(torch::matmul(Q[static_cast<size_t>(g)].t(), Wv.narrow(0, g * hd, hd)));
+            for (int64_t h = 0; h < H; ++h)
+                ocols.push_back(torch::matmul(Wo.narrow(1, h * hd, hd), Q[static_cast<size_t>(h / rep)]));
+            weights[p + "v_proj.weight"] = to_float(torch::cat(vrows, 0));
+            weights[p + "o_proj.weight"] = to_float(torch::cat(ocols, 1));
+        }
+
+        report.mlp_width = c.intermediate_size;
+        if (options.mlp) {
+            const int64_t f = c.intermediate_size;
+            const int64_t m = std::clamp<int64_t>(
+                static_cast<int64_t>(std::floor(report.w * static_cast<double>(f) + 1e-9)), 1, f);
+            const auto sel = nystrom_selection(cal.mlp_covariance, m, options.mlp_lambda);
+            report.mlp_width = m;
+            report.mlp_leverage_kept = sel.leverage_kept;
+            config.mlp_widths.push_back(m);
+            if (gpt2) {
+                const std::string p = "h." + std::to_string(l) + ".mlp.";
+                weights[p + "c_fc.weight"] =
+                    to_float(weights.at(p + "c_fc.weight").index_select(1, sel.keep));
+                weights[p + "c_fc.bias"] = to_float(weights.at(p + "c_fc.bias").index_select(0, sel.keep));
+                weights[p + "c_proj.weight"] =
+                    to_float(torch::matmul(sel.projection, to_double(weights.at(p + "c_proj.weight"))));
+            } else {
+                const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
+                for (const char* name : {"gate_proj.weight", "up_proj.weight"})
+                    weights[p + name] = to_float(weights.at(p + name).index_select(0, sel.keep));
+                weights[p + "down_proj.weight"] = to_float(
+                    torch::matmul(to_double(weights.at(p + "down_proj.weight")), sel.projection.t()));
+            }
+        }
+        result.layers.push_back(std::move(report));
+    }
+    result.model = std::make_unique<LanguageModel>(config, std::move(weights), model.shared_token_embedding(),
+                                                   "FLAT-LLM result", model.shared_position_embedding());
+    result.before = model.parameter_breakdown();
+    result.after = result.model->parameter_breakdown();
+    result.seconds = seconds_since(t0);
+    return result;
+}
+
+} // namespace embedlab

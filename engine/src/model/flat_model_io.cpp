@@ -1,0 +1,118 @@
+// Saving FLAT-LLM results (engine/include/embedlab/flat_llm.hpp); loading is
+// the ordinary Hugging Face path plus the manifest's layer dimensions.
+#include <chrono>
+
+#include "embedlab/file_output.hpp"
+#include "embedlab/flat_llm.hpp"
+#include "model/manifest_support.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+Json calibration_json(const Calibration& c)
+{
+    Json nan = Json::array();
+    for (const auto& l : c.layers)
+        nan.push_back(l.nan_cosines);
+    return {{"samples", c.options.samples},
+            {"seqlen", c.options.seqlen},
+            {"seed", c.options.seed},
+            {"tokens", c.tokens},
+            {"mlp", c.options.mlp},
+            {"seconds", c.seconds},
+            {"nan_cosines", nan}};
+}
+
+Json flat_layers_json(const FlatResult& r, bool with_spectra)
+{
+    Json layers = Json::array();
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+        const auto& x = r.layers[l];
+        Json j = {{"layer", l},
+                  {"importance", x.importance},
+                  {"normalised", x.normalised},
+                  {"w", x.w},
+                  {"rank", x.rank},
+                  {"dropped_share", x.dropped_share},
+                  {"mlp_width", x.mlp_width},
+                  {"mlp_leverage_kept", x.mlp_leverage_kept}};
+        if (with_spectra)
+            j["head_spectra"] = x.head_spectra;
+        layers.push_back(j);
+    }
+    return layers;
+}
+
+Json flat_params_json(const FlatResult& r)
+{
+    const double before = static_cast<double>(r.before.total());
+    return {{"before", r.before.total()},
+            {"after", r.after.total()},
+            {"ratio", before > 0 ? static_cast<double>(r.after.total()) / before : 1.0},
+            {"attention_before", r.before.attention},
+            {"attention_after", r.after.attention},
+            {"mlp_before", r.before.mlp},
+            {"mlp_after", r.after.mlp}};
+}
+
+Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Calibration& calibration,
+                     const fs::path& out, const SaveFlatOptions& options, const ProgressFn& progress)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    detail::require_original_hf_source(source);
+    const auto& model = *flat.model;
+    const auto& config = model.config();
+    if (!dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding()))
+        throw InputError(source.files.path.string() +
+                         ": a flat model is saved with its dense token table; this one is compressed");
+
+    AtomicDirectory dir(out, options.overwrite);
+    detail::copy_support_files(source.files.path, dir.path());
+    std::vector<std::pair<std::string, torch::Tensor>> tensors(model.weights().begin(),
+                                                               model.weights().end());
+    write_safetensors(dir.path() / "model.safetensors", tensors,
+                      {{"format", "pt"}, {"embedlab_method", "flat"}}, progress);
+
+    // The tensors whose shapes differ from the source, so other tools know what to expect.
+    Json changed = Json::object();
+    for (const auto& [name, t] : model.weights()) {
+        const auto it = source.model->weights().find(name);
+        if (it == source.model->weights().end() || it->second.sizes() != t.sizes())
+            changed[name] = t.sizes().vec();
+    }
+    Json manifest = {{"format", "embedlab-compressed-model"},
+                     {"format_version", detail::kManifestFormatVersion},
+                     {"method", "flat"},
+                     {"parameters",
+                      {{"remaining", flat.options.remaining},
+                       {"allocation", rank_allocation_name(flat.options.allocation)},
+                       {"mlp", flat.options.mlp},
+                       {"mlp_lambda", flat.options.mlp_lambda}}},
+                     {"value_head_dims", config.value_head_dims}};
+    if (!config.mlp_widths.empty())
+        manifest["mlp_widths"] = config.mlp_widths;
+    manifest["head_dim"] = config.head_dim();
+    manifest["changed_tensors"] = changed;
+    manifest["layers"] = flat_layers_json(flat);
+    manifest["calibration"] = calibration_json(calibration);
+    if (!options.calibration_text.is_null())
+        manifest["calibration"]["text"] = options.calibration_text;
+    manifest["tied_output_head"] = config.tied_embeddings;
+    manifest["model_params"] = flat_params_json(flat);
+    manifest["source"] = detail::source_json(source);
+    manifest["seed"] = calibration.options.seed;
+    manifest["versions"] = detail::manifest_versions();
+    manifest["created"] = detail::utc_now();
+    if (!options.evaluation.is_null())
+        manifest["evaluation"] = options.evaluation;
+    manifest["fit_seconds"] = flat.seconds;
+    manifest["wall_seconds"] = calibration.seconds + flat.seconds +
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_file_atomic(dir.path() / "embedlab.json", manifest.dump(1) + "\n");
+    dir.commit();
+    return manifest;
+}
+
+} // namespace embedlab

@@ -1,0 +1,88 @@
+#include "model/manifest_support.hpp"
+
+#include <ctime>
+#include <set>
+
+#include <armadillo>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab::detail {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+bool is_weight_file(const fs::path& p)
+{
+    static const std::set<std::string> exts{".safetensors", ".bin",  ".pt", ".pth",
+                                            ".gguf",        ".ckpt", ".h5", ".msgpack"};
+    const std::string name = p.filename().string();
+    return exts.count(p.extension().string()) > 0 || name == "model.safetensors.index.json" ||
+           name == "embedlab.json";
+}
+
+} // namespace
+
+void copy_support_files(const fs::path& from, const fs::path& to)
+{
+    for (const auto& entry : fs::directory_iterator(from)) {
+        if (!entry.is_regular_file() || is_weight_file(entry.path()))
+            continue;
+        std::error_code ec;
+        fs::copy_file(entry.path(), to / entry.path().filename(), ec);
+        if (ec)
+            throw InputError((to / entry.path().filename()).string() + ": cannot copy from " +
+                             entry.path().string() + " (" + ec.message() + ")");
+        // Copies of read-only sources stay editable, like every file we write.
+        fs::permissions(to / entry.path().filename(), fs::perms::owner_write, fs::perm_options::add, ec);
+    }
+}
+
+std::string utc_now()
+{
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+Json manifest_versions()
+{
+    return {{"embedlab", EMBEDLAB_VERSION},
+            {"libtorch", TORCH_VERSION},
+            {"armadillo", arma::arma_version::as_string()},
+            {"manifest_format", kManifestFormatVersion}};
+}
+
+Json source_json(const LoadedModel& source)
+{
+    Json files = Json::array();
+    for (const auto& f : source.files.files)
+        files.push_back({{"file", f.filename().string()},
+                         {"bytes", static_cast<int64_t>(fs::file_size(f))},
+                         {"sha256", sha256_file(f)}});
+    return {{"path", fs::absolute(source.files.path).lexically_normal().string()},
+            {"format", model_format_name(source.files.format)},
+            {"architecture", architecture_name(source.files.config.arch)},
+            {"stored_dtype", source.files.stored_dtype},
+            {"files", files}};
+}
+
+void require_original_hf_source(const LoadedModel& source)
+{
+    const std::string label = source.files.path.string();
+    if (source.files.format != ModelFormat::HuggingFace || !fs::is_directory(source.files.path))
+        throw InputError(label +
+                         ": compressed models are written from Hugging Face directories (config.json + "
+                         "safetensors); " +
+                         model_format_name(source.files.format) + " sources are not supported yet");
+    if (!source.files.embedlab_manifest.empty())
+        throw InputError(label +
+                         ": is already an EmbedLab compressed model; compress the original model instead");
+}
+
+} // namespace embedlab::detail

@@ -1,0 +1,249 @@
+// FLAT-LLM (METHODS 3): IPRS, window sampling, the truncation theorem, the
+// absorption into W_v/W_o, Nystrom MLPs, and the saved directory.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "embedlab/flat_llm.hpp"
+#include "test_support.hpp"
+#include "tiny_models.hpp"
+
+using namespace embedlab;
+
+namespace {
+
+double sum(const std::vector<double>& v)
+{
+    return std::accumulate(v.begin(), v.end(), 0.0);
+}
+
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed = 3)
+{
+    torch::manual_seed(seed);
+    auto t = torch::randint(0, vocab, {n}, torch::kLong);
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < n; ++i)
+        ids.push_back(static_cast<int32_t>(t[i].item<int64_t>()));
+    return ids;
+}
+
+// Captures one layer's value outputs.
+struct ValueCapture final : ForwardObserver {
+    int64_t layer = 0;
+    torch::Tensor v;
+    void values(int64_t l, const torch::Tensor& x) override
+    {
+        if (l == layer)
+            v = x.clone();
+    }
+};
+
+double max_relative(const torch::Tensor& a, const torch::Tensor& b)
+{
+    return ((a - b).abs().max() / b.abs().max()).item<double>();
+}
+
+} // namespace
+
+TEST(Iprs, WorkedExampleClipsAndRedistributes)
+{
+    // B = 4 * 0.5 = 2; proportional gives 1.25 to the last layer: clipped to 1,
+    // the remaining budget 1 is shared by the three equal layers.
+    const auto w = iprs_allocation({1, 1, 1, 5}, 0.5);
+    ASSERT_EQ(w.size(), 4u);
+    EXPECT_DOUBLE_EQ(w[3], 1.0);
+    for (int i = 0; i < 3; ++i)
+        EXPECT_NEAR(w[i], 1.0 / 3.0, 1e-15);
+}
+
+TEST(Iprs, BudgetBoundsAndProportionality)
+{
+    const std::vector<double> t{0.05, 0.31, 0.12, 0.02, 0.4, 0.09, 0.2, 0.07};
+    for (double remaining : {1e-6, 0.1, 0.3, 0.5, 0.7, 0.9, 0.999999, 1.0}) {
+        const auto w = iprs_allocation(t, remaining);
+        EXPECT_NEAR(sum(w), t.size() * remaining, 1e-12) << remaining;
+        double ratio = -1; // w / t, equal wherever w is not clipped
+        for (size_t l = 0; l < t.size(); ++l) {
+            EXPECT_GE(w[l], 0.0);
+            EXPECT_LE(w[l], 1.0);
+            if (w[l] < 1.0) {
+                if (ratio < 0)
+                    ratio = w[l] / t[l];
+                EXPECT_NEAR(w[l] / t[l], ratio, 1e-9 * ratio) << "layer " << l << " at " << remaining;
+            }
+        }
+        // A clipped layer never scores lower than an unclipped one.
+        for (size_t a = 0; a < t.size(); ++a)
+            for (size_t b = 0; b < t.size(); ++b)
+                if (w[a] == 1.0 && w[b] < 1.0)
+                    EXPECT_GE(t[a], t[b]);
+    }
+}
+
+TEST(Iprs, EdgeCases)
+{
+    for (double x : iprs_allocation({0.2, 0.2, 0.2}, 0.4))
+        EXPECT_NEAR(x, 0.4, 1e-15); // all equal: uniform
+    for (double x : iprs_allocation({0.3, 0.1, 0.9}, 1.0))
+        EXPECT_DOUBLE_EQ(x, 1.0); // s = 0 keeps everything
+    const auto dom = iprs_allocation({100, 1, 1, 1}, 0.5);
+    EXPECT_DOUBLE_EQ(dom[0], 1.0);
+    EXPECT_NEAR(dom[1], 1.0 / 3.0, 1e-15);
+    for (double x : iprs_allocation({0, 0, 0, 0}, 0.25))
+        EXPECT_DOUBLE_EQ(x, 0.25);                       // no information: the budget in equal parts
+    const auto zero_one = iprs_allocation({0, 1}, 0.75); // B = 1.5: 1 clipped, 0.5 to the zero layer
+    EXPECT_DOUBLE_EQ(zero_one[1], 1.0);
+    EXPECT_DOUBLE_EQ(zero_one[0], 0.5);
+    EXPECT_TRUE(iprs_allocation({}, 0.5).empty());
+}
+
+TEST(Iprs, RefusesBadInput)
+{
+    for (double r : {0.0, -0.1, 1.0001, std::nan("")})
+        EXPECT_THROW(iprs_allocation({1, 2}, r), InputError) << r;
+    EXPECT_THROW(iprs_allocation({1, -2}, 0.5), InputError);
+    EXPECT_THROW(iprs_allocation({1, std::nan("")}, 0.5), InputError);
+    EXPECT_THROW(uniform_allocation(3, 0.0), InputError);
+}
+
+TEST(Iprs, RanksPerLayer)
+{
+    EXPECT_EQ(ranks_from_ratios({0.5, 1.0, 0.01, 1.0 / 3.0, 0.7}, 32),
+              (std::vector<int64_t>{16, 32, 1, 10, 22}));
+    EXPECT_EQ(rank_allocation_name(parse_rank_allocation("uniform")), std::string("uniform"));
+    EXPECT_THROW(parse_rank_allocation("greedy"), InputError);
+}
+
+TEST(CalibrationWindows, DistinctSeededAndBounded)
+{
+    const auto a = calibration_window_starts(1000, 50, 100, 42);
+    ASSERT_EQ(a.size(), 50u);
+    EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+    EXPECT_EQ(std::adjacent_find(a.begin(), a.end()), a.end());
+    EXPECT_GE(a.front(), 0);
+    EXPECT_LE(a.back(), 900);
+    EXPECT_EQ(a, calibration_window_starts(1000, 50, 100, 42));
+    EXPECT_NE(a, calibration_window_starts(1000, 50, 100, 43));
+    // Every window: all starts.
+    const auto all = calibration_window_starts(20, 11, 10, 1);
+    for (int64_t i = 0; i < 11; ++i)
+        EXPECT_EQ(all[static_cast<size_t>(i)], i);
+    try {
+        calibration_window_starts(20, 12, 10, 1);
+        FAIL() << "12 windows of 10 from 20 tokens";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("only 11 distinct windows"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(calibration_window_starts(5, 1, 10, 1), InputError);
+    EXPECT_THROW(calibration_window_starts(50, 0, 10, 1), InputError);
+}
+
+TEST(FlatTheorem, TruncationErrorEqualsDroppedEigenvalues)
+{
+    torch::manual_seed(5);
+    // Correlated values, as real heads have: a low-rank part plus noise.
+    const auto Y =
+        torch::matmul(torch::randn({300, 6}, torch::kFloat64), torch::randn({6, 16}, torch::kFloat64)) +
+        0.1 * torch::randn({300, 16}, torch::kFloat64);
+    const auto basis = eigen_basis(torch::matmul(Y.t(), Y));
+    ASSERT_TRUE(
+        (basis.eigenvalues.narrow(0, 0, 15) >= basis.eigenvalues.narrow(0, 1, 15)).all().item<bool>());
+    for (int64_t r : {1, 3, 6, 10, 16}) {
+        const auto Q = basis.eigenvectors.narrow(1, 0, r);
+        const double err = (Y - Y.matmul(Q).matmul(Q.t())).pow(2).sum().item<double>();
+        const double dropped = basis.eigenvalues.narrow(0, r, 16 - r).sum().item<double>();
+        EXPECT_NEAR(err, dropped, 1e-9 * basis.eigenvalues.sum().item<double>()) << "rank " << r;
+    }
+}
+
+class FlatTiny : public ::testing::TestWithParam<Architecture> {};
+
+TEST_P(FlatTiny, FullRankIsExactAndValuesProjectOntoTheBasis)
+{
+    const auto c = test::tiny_config(GetParam());
+    LanguageModel model(c, test::random_weights(c), "tiny");
+    const auto ids = random_ids(400, c.vocab_size);
+    const auto cal = calibrate(model, ids, {.samples = 12, .seqlen = 16, .seed = 1, .mlp = true, .batch = 5});
+    ASSERT_EQ(cal.layers.size(), 2u);
+    EXPECT_EQ(cal.tokens, 12 * 16);
+    for (const auto& l : cal.layers) {
+        EXPECT_GT(l.importance, 0.0);
+        EXPECT_LE(l.importance, 0.5);
+        EXPECT_EQ(static_cast<int64_t>(l.value_covariance.size()), c.num_kv_heads);
+    }
+    const auto window = torch::tensor({{3, 14, 15, 9, 26, 5, 35, 8}}, torch::kLong);
+    const auto reference = model.logits(window);
+
+    // Remaining 1: the full orthonormal basis, absorbed exactly (MLP too: C_SS^-1 C_S: = I).
+    for (bool mlp : {false, true}) {
+        const auto full = flat_compress(model, cal, {.remaining = 1.0, .mlp = mlp});
+        EXPECT_LT(max_relative(full.model->logits(window), reference), 1e-5) << "mlp " << mlp;
+        EXPECT_EQ(full.after.total(), full.before.total());
+    }
+
+    // Remaining 0.5: layer 0 sees the same input, so its values are exactly the
+    // original values in the kept basis.
+    const auto half = flat_compress(model, cal, {.remaining = 0.5, .allocation = RankAllocation::Uniform});
+    const int64_t r = half.layers[0].rank, hd = c.head_dim();
+    EXPECT_EQ(r, hd / 2);
+    ValueCapture before, after;
+    model.hidden_states(window, &before);
+    half.model->hidden_states(window, &after);
+    ASSERT_EQ(after.v.size(3), r);
+    for (int64_t g = 0; g < c.num_kv_heads; ++g) {
+        const auto Q =
+            eigen_basis(cal.layers[0].value_covariance[static_cast<size_t>(g)]).eigenvectors.narrow(1, 0, r);
+        const auto projected = torch::matmul(before.v.select(2, g).to(torch::kFloat64), Q);
+        EXPECT_LT(max_relative(after.v.select(2, g).to(torch::kFloat64), projected), 1e-5) << "head " << g;
+    }
+    // Parameters: v and o lose (hd - r) per head in each layer.
+    const int64_t per_layer = (c.num_kv_heads + c.num_heads) * (hd - r) * c.hidden_size +
+                              (GetParam() == Architecture::GPT2 ? c.num_heads * (hd - r) : 0);
+    EXPECT_EQ(half.before.attention - half.after.attention, c.num_layers * per_layer);
+    EXPECT_GT(half.layers[0].dropped_share, 0.0);
+    EXPECT_LT(half.layers[0].dropped_share, 1.0);
+}
+
+TEST_P(FlatTiny, RefusesWhatItCannotDo)
+{
+    const auto c = test::tiny_config(GetParam());
+    LanguageModel model(c, test::random_weights(c), "tiny");
+    const auto ids = random_ids(100, c.vocab_size);
+    EXPECT_THROW(calibrate(model, ids, {.samples = 2, .seqlen = 33}), InputError); // context is 32
+    EXPECT_THROW(calibrate(model, ids, {.samples = 90, .seqlen = 16}), InputError);
+    const auto cal = calibrate(model, ids, {.samples = 4, .seqlen = 8});
+    EXPECT_THROW(flat_compress(model, cal, {.remaining = 0.0}), InputError);
+    EXPECT_THROW(flat_compress(model, cal, {.remaining = 1.5}), InputError);
+    EXPECT_THROW(flat_compress(model, cal, {.remaining = 0.5, .mlp = true}),
+                 InputError); // no MLP covariances
+    const auto flat = flat_compress(model, cal, {.remaining = 0.5});
+    EXPECT_THROW(flat_compress(*flat.model, cal, {.remaining = 0.5}), InputError); // already flat
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, FlatTiny, ::testing::Values(Architecture::GPT2, Architecture::Llama),
+                         [](const auto& info) { return std::string(architecture_name(info.param)); });
+
+TEST(FlatConfig, LayerDimsAreChecked)
+{
+    auto c = test::tiny_config(Architecture::Llama);
+    auto weights = test::random_weights(c);
+    c.value_head_dims = {4, 4, 4}; // three entries for two layers
+    try {
+        LanguageModel m(c, weights, "tiny");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("value_head_dims lists 3 layers"), std::string::npos)
+            << e.what();
+    }
+    c.value_head_dims = {4, 5}; // head_dim is 4
+    EXPECT_THROW(LanguageModel(c, weights, "tiny"), InputError);
+    c.value_head_dims = {2, 4}; // tensors still at 4
+    try {
+        LanguageModel m(c, weights, "tiny");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("v_proj.weight' has shape [8, 16], expected [4, 16]"),
+                  std::string::npos)
+            << e.what();
+    }
+}
