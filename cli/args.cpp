@@ -65,8 +65,8 @@ int64_t Args::get_int(const std::string& option, int64_t fallback, int64_t min, 
     if (ec != std::errc() || end != v->data() + v->size())
         throw InputError(command_ + ": " + option + " expects an integer, got '" + *v + "'");
     if (x < min || x > max)
-        throw InputError(command_ + ": " + option + " must be between " + std::to_string(min) +
-                         " and " + std::to_string(max) + ", got " + *v);
+        throw InputError(command_ + ": " + option + " must be between " + std::to_string(min) + " and " +
+                         std::to_string(max) + ", got " + *v);
     return x;
 }
 
@@ -103,10 +103,12 @@ std::vector<int64_t> Args::get_int_list(const std::string& option, int64_t min, 
         int64_t x = 0;
         auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
         if (item.empty() || ec != std::errc() || end != item.data() + item.size())
-            throw InputError(command_ + ": " + option + " expects comma-separated integers, got '" + *v + "'");
+            throw InputError(command_ + ": " + option + " expects comma-separated integers, got '" + *v +
+                             "'");
         if (x < min || x > max)
-            throw InputError(command_ + ": every value of " + option + " must be between " + std::to_string(min) +
-                             " and " + std::to_string(max) + ", got " + std::to_string(x));
+            throw InputError(command_ + ": every value of " + option + " must be between " +
+                             std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                             std::to_string(x));
         out.push_back(x);
         start = comma + 1;
     }
@@ -116,8 +118,8 @@ std::vector<int64_t> Args::get_int_list(const std::string& option, int64_t min, 
 std::optional<std::string> Args::single_positional(const std::string& what) const
 {
     if (positional_.size() > 1)
-        throw InputError(command_ + ": expected one " + what + ", got " +
-                         std::to_string(positional_.size()) + " arguments");
+        throw InputError(command_ + ": expected one " + what + ", got " + std::to_string(positional_.size()) +
+                         " arguments");
     if (positional_.empty())
         return std::nullopt;
     return positional_[0];

@@ -5,7 +5,6 @@
 
 namespace embedlab::cli {
 
-
 int command_account(const std::vector<std::string>& argv)
 {
     Args args("account", argv,
@@ -89,7 +88,8 @@ int command_account(const std::vector<std::string>& argv)
     }
     if (method == "tt")
         std::printf("params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
-                    "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as METHODS.md 5)\n",
+                    "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "
+                    "METHODS.md 5)\n",
                     (long long)first.params_per_token, first.eta_ttd, (long long)first.svd_equal_size_rank,
                     first.svd_equal_size_energy.omega);
     return 0;

@@ -17,7 +17,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     CompressionSpec spec;
     const auto method = args.get("--method");
     if (!method)
-        throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca is required");
+        throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca|flat is required");
     spec.method = *method;
     if (spec.method == "pca" || spec.method == "svd") {
         if (!args.has("--rank"))
@@ -41,7 +41,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         spec.reg = args.get_double("--reg", 1e-3, 0, 1e6);
     } else {
         throw InputError("compress: unknown --method '" + spec.method +
-                         "' (pca, svd, tt, lle, lle-unk, lle-pca)");
+                         "' (pca, svd, tt, lle, lle-unk, lle-pca, flat)");
     }
     return spec;
 }
@@ -50,6 +50,8 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
 
 int command_compress(const std::vector<std::string>& argv)
 {
+    if (peek_option(argv, "--method") == "flat")
+        return compress_flat(argv);
     Args args("compress", argv,
               {"--method", "--rank", "--shape", "--ranks", "--eps", "--out", "--eval-text", "--ctx",
                "--stride", "--batch", "--tokenizer", "--freq-text", "--keep-ratio", "--k", "--reg"},
@@ -59,17 +61,7 @@ int command_compress(const std::vector<std::string>& argv)
     const auto out = args.get("--out");
     if (!out)
         throw InputError("compress: --out DIR is required");
-    // Fail on the output location now, not after the fit.
-    namespace fs = std::filesystem;
-    if (fs::exists(*out) && !args.has("--force"))
-        throw InputError(*out + ": already exists (use --force to replace it)");
-    if (const auto parent = fs::absolute(*out).parent_path(); !fs::exists(parent)) {
-        std::error_code ec;
-        fs::create_directories(parent, ec);
-        if (ec)
-            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
-                             ec.message() + ")");
-    }
+    prepare_output_directory(*out, args.has("--force")); // now, not after the fit
     LoadOptions options = load_options(args);
     options.need_tokenizer = args.has("--eval-text") || lle;
     auto lm = load_model(path, options);

@@ -97,15 +97,24 @@ int command_eval(const std::vector<std::string>& argv)
               {"protocol", "METHODS.md section 0: whole text tokenized once, no BOS, windows of "
                            "ctx+1 ids overlapping by one (stride < ctx: sliding windows)"}};
     j["embedding"] = lm.model->token_embedding().kind();
+    const auto& config = lm.model->config();
+    if (!config.value_head_dims.empty()) { // FLAT-LLM: narrowed value heads (and MLPs)
+        j["value_head_dims"] = config.value_head_dims;
+        if (!config.mlp_widths.empty())
+            j["mlp_widths"] = config.mlp_widths;
+    }
     add_recorded_baseline(j, lm.files.embedlab_manifest, args.has("--text") ? input : std::string());
     if (args.has("--json")) {
         print_json(j);
         return 0;
     }
+    std::string what = "embedding " + j["embedding"].get<std::string>();
+    if (j.contains("value_head_dims"))
+        what += ", flat value dims " + j["value_head_dims"].dump() +
+                (j.contains("mlp_widths") ? ", mlp widths " + j["mlp_widths"].dump() : "");
     if (j.contains("delta_ln_ppl"))
-        std::printf("embedding %s: delta ln PPL %+.6f against the recorded baseline %.6f\n",
-                    j["embedding"].get<std::string>().c_str(), j["delta_ln_ppl"].get<double>(),
-                    j["baseline_ppl"].get<double>());
+        std::printf("%s: delta ln PPL %+.6f against the recorded baseline %.6f\n", what.c_str(),
+                    j["delta_ln_ppl"].get<double>(), j["baseline_ppl"].get<double>());
     std::printf("perplexity %.6f  (NLL/token %.8f over %lld tokens, ctx %lld, stride %lld)\n", r.ppl,
                 r.nll_per_token, (long long)r.tokens, (long long)r.ctx, (long long)r.stride);
     std::printf("%.0f tokens/s  (%.2f s forward, %lld windows, batches of %lld, %d threads; "

@@ -7,9 +7,12 @@ Json parameter_json(const ParameterBreakdown& p)
 {
     const double total = static_cast<double>(p.total());
     auto share = [&](int64_t n) { return total > 0 ? 100.0 * static_cast<double>(n) / total : 0.0; };
-    Json counts = {{"token_embedding", p.token_embedding}, {"position_embedding", p.position_embedding},
-                   {"attention", p.attention},             {"mlp", p.mlp},
-                   {"norms", p.norms},                     {"output_head", p.output_head},
+    Json counts = {{"token_embedding", p.token_embedding},
+                   {"position_embedding", p.position_embedding},
+                   {"attention", p.attention},
+                   {"mlp", p.mlp},
+                   {"norms", p.norms},
+                   {"output_head", p.output_head},
                    {"total", p.total()}};
     Json shares = Json::object();
     for (auto& [k, v] : counts.items())
@@ -43,8 +46,8 @@ int command_inspect(const std::vector<std::string>& argv)
 
     Json files = Json::array();
     for (const auto& f : lm.files.files)
-        files.push_back({{"path", f.string()}, {"bytes", std::filesystem::file_size(f)},
-                         {"sha256", sha256_file(f)}});
+        files.push_back(
+            {{"path", f.string()}, {"bytes", std::filesystem::file_size(f)}, {"sha256", sha256_file(f)}});
     Json j = {{"path", path.string()},
               {"format", model_format_name(lm.files.format)},
               {"architecture", architecture_name(c.arch)},
@@ -65,6 +68,10 @@ int command_inspect(const std::vector<std::string>& argv)
               {"files", files}};
     if (c.arch == Architecture::Llama)
         j["rope_theta"] = c.rope_theta;
+    if (!c.value_head_dims.empty()) // FLAT-LLM
+        j["value_head_dims"] = c.value_head_dims;
+    if (!c.mlp_widths.empty())
+        j["mlp_widths"] = c.mlp_widths;
     if (tokenizer)
         j["tokenizer"] = {{"kind", tokenizer->kind()}, {"vocab_size", tokenizer->vocab_size()}};
     else
@@ -84,10 +91,13 @@ int command_inspect(const std::vector<std::string>& argv)
                 (long long)c.num_heads, (long long)c.num_kv_heads, (long long)c.head_dim(),
                 (long long)c.intermediate_size, (long long)c.max_positions,
                 c.tied_embeddings ? "tied" : "untied");
-    std::printf("  tokenizer: %s\n", tokenizer ? (tokenizer->kind() + ", " +
-                                                   std::to_string(tokenizer->vocab_size()) + " tokens")
-                                                      .c_str()
-                                               : tokenizer_problem.c_str());
+    if (j.contains("value_head_dims"))
+        std::printf("  FLAT-LLM: value dims per layer %s%s\n", j["value_head_dims"].dump().c_str(),
+                    j.contains("mlp_widths") ? (", MLP widths " + j["mlp_widths"].dump()).c_str() : "");
+    std::printf("  tokenizer: %s\n",
+                tokenizer
+                    ? (tokenizer->kind() + ", " + std::to_string(tokenizer->vocab_size()) + " tokens").c_str()
+                    : tokenizer_problem.c_str());
     std::printf("  parameters:\n");
     for (auto& [k, v] : j["parameters"]["counts"].items()) {
         if (k == "total")

@@ -46,7 +46,7 @@ std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
         return specs;
     }
     if (method != "tt")
-        throw InputError("sweep: --method pca|svd|tt is required");
+        throw InputError("sweep: --method pca|svd|tt|lle|lle-unk|lle-pca|flat is required");
     const auto ranks = args.get_int_list("--ranks", 1, d);
     std::vector<double> eps;
     if (auto e = args.get("--eps")) {
@@ -95,6 +95,8 @@ std::string join(const std::vector<int64_t>& v, const char* sep)
 
 int command_sweep(const std::vector<std::string>& argv)
 {
+    if (peek_option(argv, "--method") == "flat")
+        return sweep_flat(argv);
     Args args("sweep", argv,
               {"--method", "--ranks", "--shape", "--shapes", "--eps", "--eval-text", "--ctx", "--stride",
                "--batch", "--tokenizer", "--freq-text", "--keep-ratios", "--ks", "--reg"},

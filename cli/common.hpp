@@ -41,6 +41,35 @@ inline const torch::Tensor& dense_token_table(const LanguageModel& model, const 
     return dense->table();
 }
 
+// The value of `option` in raw argv ("--method x" or "--method=x"), before the
+// strict parse: commands branch on it to their method's option set.
+inline std::string peek_option(const std::vector<std::string>& argv, const std::string& option)
+{
+    for (size_t i = 0; i < argv.size(); ++i) {
+        if (argv[i] == option && i + 1 < argv.size())
+            return argv[i + 1];
+        if (argv[i].rfind(option + "=", 0) == 0)
+            return argv[i].substr(option.size() + 1);
+    }
+    return {};
+}
+
+// Fail on the output location before any work: DIR exists without --force, or
+// its parent cannot be created.
+inline void prepare_output_directory(const std::string& out, bool force)
+{
+    namespace fs = std::filesystem;
+    if (fs::exists(out) && !force)
+        throw InputError(out + ": already exists (use --force to replace it)");
+    if (const auto parent = fs::absolute(out).parent_path(); !fs::exists(parent)) {
+        std::error_code ec;
+        fs::create_directories(parent, ec);
+        if (ec)
+            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
+                             ec.message() + ")");
+    }
+}
+
 inline void print_json(const Json& j)
 {
     std::printf("%s\n", j.dump(1).c_str());
@@ -57,5 +86,9 @@ int command_account(const std::vector<std::string>& argv);
 int command_compress(const std::vector<std::string>& argv);
 int command_sweep(const std::vector<std::string>& argv);
 int command_neighbours(const std::vector<std::string>& argv);
+int command_importance(const std::vector<std::string>& argv);
+int command_allocate(const std::vector<std::string>& argv);
+int compress_flat(const std::vector<std::string>& argv); // compress --method flat
+int sweep_flat(const std::vector<std::string>& argv);    // sweep --method flat
 
 } // namespace embedlab::cli

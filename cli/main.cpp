@@ -44,6 +44,15 @@ commands:
   sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
            --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
                                                delta ln PPL (lle: rare-row cosine, coverage)
+  importance [MODEL] --calib-text FILE [--samples N (128)] [--seqlen T (256 or ctx)] [--seed S] [--json]
+                                               FLAT-LLM decoder importance scores, value spectra
+  allocate --scores FILE.json --ratios R1,R2,.. [--d-head D] [--allocation iprs|uniform] [--json]
+                                               IPRS remaining-rank ratios and ranks; no model needed
+  compress [MODEL] --method flat --remaining R [--allocation iprs|uniform] [--mlp [--mlp-lambda L]]
+           --calib-text FILE [--samples N --seqlen T --seed S] --out DIR [--eval-text FILE] [--json]
+                                               head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
+  sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
+           --calib-text FILE --eval-text FILE [--json]
   version                                      print the version
 
 MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
@@ -81,14 +90,17 @@ int main(int argc, char** argv)
             return cli::command_sweep(args);
         if (command == "neighbours")
             return cli::command_neighbours(args);
+        if (command == "importance")
+            return cli::command_importance(args);
+        if (command == "allocate")
+            return cli::command_allocate(args);
         if (command == "bench")
             return cli::command_bench(args);
         if (command == "version" || command == "--version") {
             std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
             return 0;
         }
-        std::fprintf(stderr, "embedlab-cli: unknown command '%s' (see embedlab-cli help)\n",
-                     command.c_str());
+        std::fprintf(stderr, "embedlab-cli: unknown command '%s' (see embedlab-cli help)\n", command.c_str());
         return 2;
     } catch (const InputError& e) {
         std::fprintf(stderr, "embedlab-cli: %s\n", e.what());

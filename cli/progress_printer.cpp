@@ -10,7 +10,10 @@ namespace embedlab::cli {
 
 namespace {
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+extern "C" void on_interrupt(int)
+{
+    g_interrupted = true;
+}
 } // namespace
 
 void install_interrupt_handler()

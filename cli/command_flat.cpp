@@ -1,0 +1,421 @@
+// FLAT-LLM on the command line (METHODS.md 3): importance, allocate, and the
+// flat branches of compress and sweep.
+#include <cmath>
+#include <sstream>
+
+#include "common.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/flat_llm.hpp"
+#include "progress_printer.hpp"
+#include "text_eval.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// --calib-text FILE with --samples, --seqlen, --seed: tokenized once, recorded with its sha256.
+struct CalibrationText {
+    fs::path path;
+    std::string sha256;
+    std::vector<int32_t> ids;
+    CalibrationOptions options;
+
+    static CalibrationText from_args(const Args& args, const Tokenizer& tokenizer, const LanguageModel& model,
+                                     bool mlp)
+    {
+        const auto file = args.get("--calib-text");
+        if (!file)
+            throw InputError(
+                "FLAT-LLM needs --calib-text FILE (the value and hidden-state statistics come from it)");
+        const auto& c = model.config();
+        const int64_t context =
+            c.max_positions > 0 ? std::min(model.max_context(), c.max_positions) : model.max_context();
+        CalibrationText t;
+        t.path = *file;
+        t.ids = tokenizer.encode(read_text_file(t.path));
+        if (t.ids.empty())
+            throw InputError(t.path.string() + ": the calibration text has no tokens");
+        t.sha256 = sha256_file(t.path);
+        t.options.samples = args.get_int("--samples", 128, 1, 1 << 20);
+        t.options.seqlen = args.get_int("--seqlen", std::min<int64_t>(256, context), 1, context);
+        t.options.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
+        t.options.mlp = mlp;
+        // Too short a text: say which file.
+        try {
+            calibration_window_starts(static_cast<int64_t>(t.ids.size()), t.options.samples, t.options.seqlen,
+                                      t.options.seed);
+        } catch (const InputError& e) {
+            throw InputError(t.path.string() + ": " + e.what());
+        }
+        return t;
+    }
+
+    Calibration run(const LanguageModel& model, bool quiet) const
+    {
+        ProgressPrinter p("calibrate", "windows", quiet);
+        return calibrate(model, ids, options, p.callback());
+    }
+
+    Json json() const
+    {
+        return {{"path", fs::absolute(path).lexically_normal().string()},
+                {"sha256", sha256},
+                {"tokens", ids.size()}};
+    }
+};
+
+std::vector<double> double_list(const Args& args, const std::string& option, double min, double max)
+{
+    std::vector<double> out;
+    std::stringstream in(args.get(option).value_or(""));
+    std::string part;
+    while (std::getline(in, part, ','))
+        if (!part.empty())
+            out.push_back(Args("flat", {option, part}, {option}, {}).get_double(option, 0, min, max));
+    return out;
+}
+
+std::vector<RankAllocation> allocations_from(const Args& args, const char* fallback)
+{
+    std::vector<RankAllocation> out;
+    std::stringstream in(args.get("--allocation").value_or(fallback));
+    std::string part;
+    while (std::getline(in, part, ','))
+        out.push_back(parse_rank_allocation(part));
+    return out;
+}
+
+// (0, 1]: the range check of get_double is closed, so 0 needs its own message.
+double remaining_ratio(double r, const std::string& option)
+{
+    if (!(r > 0.0 && r <= 1.0))
+        throw InputError(option + ": remaining ratio " + std::to_string(r) +
+                         " is outside (0, 1] (1 keeps everything)");
+    return r;
+}
+
+std::string join(const std::vector<int64_t>& v)
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i)
+            s += ',';
+        s += std::to_string(v[i]);
+    }
+    return s;
+}
+
+LoadedModel load_for_flat(const Args& args, const fs::path& path)
+{
+    auto lm = load_model(path, load_options(args));
+    print_warnings(lm.files.warnings);
+    if (!lm.model->config().value_head_dims.empty())
+        throw InputError(path.string() + ": is already FLAT-compressed; use the original model");
+    return lm;
+}
+
+void print_layers(const FlatResult& r)
+{
+    std::printf("  %-5s %10s %10s %8s %6s %10s %6s\n", "layer", "importance", "normalised", "w", "rank",
+                "dropped", "mlp");
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+        const auto& x = r.layers[l];
+        std::printf("  %-5zu %10.6f %10.6f %8.4f %6lld %10.6f %6lld\n", l, x.importance, x.normalised, x.w,
+                    (long long)x.rank, x.dropped_share, (long long)x.mlp_width);
+    }
+}
+
+} // namespace
+
+int command_importance(const std::vector<std::string>& argv)
+{
+    Args args("importance", argv, {"--calib-text", "--samples", "--seqlen", "--seed", "--tokenizer"},
+              {"--json", "--quiet"});
+    const auto path = model_argument(args);
+    auto lm = load_model(path, load_options(args));
+    print_warnings(lm.files.warnings);
+    const auto& model = *lm.model;
+    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, false);
+    const auto cal = text.run(model, args.has("--quiet"));
+    const auto scores = cal.scores();
+    double total = 0;
+    for (double t : scores)
+        total += t;
+    Json normalised = Json::array(), spectra = Json::array();
+    for (size_t l = 0; l < scores.size(); ++l) {
+        normalised.push_back(total > 0 ? scores[l] / total : 0.0);
+        Json heads = Json::array();
+        for (const auto& cov : cal.layers[l].value_covariance) {
+            const auto lam = eigen_basis(cov).eigenvalues.clamp_min(0.0);
+            heads.push_back(
+                std::vector<double>(lam.data_ptr<double>(), lam.data_ptr<double>() + lam.numel()));
+        }
+        spectra.push_back(heads);
+    }
+    Json calibration = calibration_json(cal);
+    calibration["text"] = text.json();
+    Json out = {{"model", path.string()},
+                {"architecture", architecture_name(model.config().arch)},
+                {"layers", model.config().num_layers},
+                {"d_head", model.config().head_dim()},
+                {"kv_heads", model.config().num_kv_heads},
+                {"calibration", calibration},
+                {"scores", scores},
+                {"normalised", normalised},
+                {"value_spectra", spectra}};
+    if (args.has("--json")) {
+        print_json(out);
+        return 0;
+    }
+    std::printf(
+        "%s: importance of %zu decoder layers from %lld windows of %lld tokens (%s, seed %llu, %.2f s)\n",
+        path.c_str(), scores.size(), (long long)text.options.samples, (long long)text.options.seqlen,
+        text.path.c_str(), (unsigned long long)text.options.seed, cal.seconds);
+    std::printf("  %-5s %12s %12s %14s\n", "layer", "importance", "normalised", "value energy");
+    for (size_t l = 0; l < scores.size(); ++l) {
+        double energy = 0;
+        for (const auto& head : spectra[l])
+            for (const auto& x : head)
+                energy += x.get<double>();
+        std::printf("  %-5zu %12.6f %12.6f %14.6g\n", l, scores[l], normalised[l].get<double>(), energy);
+    }
+    return 0;
+}
+
+int command_allocate(const std::vector<std::string>& argv)
+{
+    Args args("allocate", argv, {"--scores", "--ratios", "--d-head", "--allocation"}, {"--json"});
+    if (!args.positional().empty())
+        throw InputError("allocate: needs no model (--scores FILE.json gives the importance scores)");
+    const auto file = args.get("--scores");
+    if (!file)
+        throw InputError("allocate: --scores FILE.json is required (the output of importance, or "
+                         "{\"scores\": [t_1, ..., t_L]})");
+    std::vector<double> scores;
+    Json in;
+    try {
+        in = Json::parse(read_text_file(*file));
+        scores = in.at("scores").get<std::vector<double>>();
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(*file + ": needs a \"scores\" array of numbers (" + e.what() + ")");
+    }
+    if (scores.empty())
+        throw InputError(*file + ": \"scores\" is empty");
+    for (double t : scores)
+        if (!std::isfinite(t) || t < 0)
+            throw InputError(*file + ": scores must be finite and non-negative, found " + std::to_string(t));
+    const bool given_d = args.has("--d-head");
+    if (!given_d && !in.contains("d_head"))
+        throw InputError("allocate: --d-head D is required (the head dimension ranks are counted in)");
+    const int64_t d = given_d ? args.get_int("--d-head", 0, 1, 1 << 20) : in["d_head"].get<int64_t>();
+    const auto ratios = double_list(args, "--ratios", -1e300, 1e300);
+    if (ratios.empty())
+        throw InputError(
+            "allocate: --ratios R1,R2,.. (average remaining ratios 1 - s, in (0, 1]) is required");
+    const auto allocation = allocations_from(args, "iprs");
+    if (allocation.size() != 1)
+        throw InputError("allocate: --allocation takes one of iprs, uniform");
+
+    double total = 0;
+    for (double t : scores)
+        total += t;
+    Json normalised = Json::array();
+    for (double t : scores)
+        normalised.push_back(total > 0 ? t / total : 0.0);
+    Json rows = Json::array();
+    for (double r : ratios) {
+        remaining_ratio(r, "--ratios");
+        const auto w = allocation[0] == RankAllocation::IPRS ? iprs_allocation(scores, r)
+                                                             : uniform_allocation(scores.size(), r);
+        const auto ranks = ranks_from_ratios(w, d);
+        int64_t kept = 0;
+        for (int64_t k : ranks)
+            kept += k;
+        rows.push_back(
+            {{"remaining", r},
+             {"w", w},
+             {"ranks", ranks},
+             {"kept_rank_ratio", static_cast<double>(kept) / static_cast<double>(d * ranks.size())}});
+    }
+    if (args.has("--json")) {
+        print_json({{"scores", scores},
+                    {"normalised", normalised},
+                    {"d_head", d},
+                    {"allocation", rank_allocation_name(allocation[0])},
+                    {"allocations", rows}});
+        return 0;
+    }
+    std::printf("%s allocation of %zu layers, d_head %lld (w, then rank)\n",
+                rank_allocation_name(allocation[0]), scores.size(), (long long)d);
+    std::printf("%-10s", "remaining");
+    for (size_t l = 0; l < scores.size(); ++l)
+        std::printf(" %12s", ("layer " + std::to_string(l)).c_str());
+    std::printf("\n");
+    for (const auto& row : rows) {
+        std::printf("%-10.4f", row["remaining"].get<double>());
+        for (size_t l = 0; l < scores.size(); ++l)
+            std::printf(" %6.4f %5lld", row["w"][l].get<double>(), (long long)row["ranks"][l].get<int64_t>());
+        std::printf("\n");
+    }
+    return 0;
+}
+
+int compress_flat(const std::vector<std::string>& argv)
+{
+    Args args("compress", argv,
+              {"--method", "--remaining", "--allocation", "--mlp-lambda", "--calib-text", "--samples",
+               "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch", "--tokenizer"},
+              {"--mlp", "--force", "--json", "--quiet", "--dense"});
+    if (args.has("--dense"))
+        throw InputError(
+            "compress: --dense does not apply to --method flat: DIR/model.safetensors already holds "
+            "standard tensors, with the value heads (and MLPs) at the narrowed shapes listed in "
+            "embedlab.json");
+    const auto path = model_argument(args);
+    const auto out = args.get("--out");
+    if (!out)
+        throw InputError("compress: --out DIR is required");
+    prepare_output_directory(*out, args.has("--force"));
+    if (!args.has("--remaining"))
+        throw InputError(
+            "compress: --method flat needs --remaining R (average remaining rank ratio, in (0, 1])");
+    FlatOptions options;
+    options.remaining = remaining_ratio(args.get_double("--remaining", 1, -1e300, 1e300), "--remaining");
+    options.allocation = allocations_from(args, "iprs").at(0);
+    options.mlp = args.has("--mlp");
+    options.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
+    auto lm = load_for_flat(args, path);
+    if (!lm.files.embedlab_manifest.empty())
+        throw InputError(path.string() +
+                         ": is already an EmbedLab compressed model; compress the original model");
+    const auto& model = *lm.model;
+    const bool quiet = args.has("--quiet");
+    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, options.mlp);
+    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
+
+    const auto cal = text.run(model, quiet);
+    const auto flat = flat_compress(model, cal, options);
+    SaveFlatOptions save{.overwrite = args.has("--force"), .calibration_text = text.json()};
+    if (eval.enabled())
+        save.evaluation =
+            eval.json(eval.run(model, "eval original"), eval.run(*flat.model, "eval compressed"));
+    Json manifest;
+    {
+        ProgressPrinter p("write " + *out, "bytes", quiet);
+        manifest = save_flat_model(lm, flat, cal, *out, save, p.callback());
+    }
+    if (args.has("--json")) {
+        print_json(manifest);
+        return 0;
+    }
+    const auto& params = manifest["model_params"];
+    std::printf("%s: flat remaining %.4f (%s%s), value dims per layer %s of %lld\n", out->c_str(),
+                options.remaining, rank_allocation_name(options.allocation), options.mlp ? ", mlp" : "",
+                join(flat.model->config().value_head_dims).c_str(), (long long)model.config().head_dim());
+    std::printf("  model params %lld -> %lld (ratio %.4f); attention %lld -> %lld, mlp %lld -> %lld\n",
+                (long long)params["before"].get<int64_t>(), (long long)params["after"].get<int64_t>(),
+                params["ratio"].get<double>(), (long long)params["attention_before"].get<int64_t>(),
+                (long long)params["attention_after"].get<int64_t>(),
+                (long long)params["mlp_before"].get<int64_t>(),
+                (long long)params["mlp_after"].get<int64_t>());
+    print_layers(flat);
+    std::printf("  calibration %lld windows x %lld tokens: %.3f s; compress %.3f s\n",
+                (long long)text.options.samples, (long long)text.options.seqlen, cal.seconds, flat.seconds);
+    if (eval.enabled()) {
+        const auto& e = save.evaluation;
+        std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
+                    e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
+                    e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
+                    (long long)e["ctx"].get<int64_t>());
+    }
+    return 0;
+}
+
+int sweep_flat(const std::vector<std::string>& argv)
+{
+    Args args("sweep", argv,
+              {"--method", "--remainings", "--allocation", "--mlp-lambda", "--calib-text", "--samples",
+               "--seqlen", "--seed", "--eval-text", "--ctx", "--stride", "--batch", "--tokenizer"},
+              {"--mlp", "--json", "--quiet"});
+    const auto path = model_argument(args);
+    if (!args.has("--eval-text"))
+        throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
+    const auto remainings = double_list(args, "--remainings", -1e300, 1e300);
+    if (remainings.empty())
+        throw InputError(
+            "sweep: --method flat needs --remainings R1,R2,.. (average remaining ratios, in (0, 1])");
+    for (double r : remainings)
+        remaining_ratio(r, "--remainings");
+    const auto allocations = allocations_from(args, "iprs,uniform");
+    auto lm = load_for_flat(args, path);
+    const auto& model = *lm.model;
+    const bool quiet = args.has("--quiet"), mlp = args.has("--mlp");
+    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, mlp);
+    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
+    const auto cal = text.run(model, quiet);
+    const auto baseline = eval.run(model, "eval original");
+    const int64_t before = model.parameter_breakdown().total();
+
+    Json rows = Json::array();
+    if (!args.has("--json"))
+        std::printf("%-10s %-8s %-20s %12s %8s %8s %12s %12s\n", "remaining", "alloc", "ranks", "params",
+                    "ratio", "attn", "ppl", "dlnPPL");
+    for (double r : remainings)
+        for (auto allocation : allocations) {
+            const auto flat =
+                flat_compress(model, cal,
+                              {.remaining = r,
+                               .allocation = allocation,
+                               .mlp = mlp,
+                               .mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300)});
+            const auto result = eval.run(*flat.model, "eval");
+            const auto params = flat_params_json(flat);
+            Json row = {{"remaining", r},
+                        {"allocation", rank_allocation_name(allocation)},
+                        {"ranks", flat.model->config().value_head_dims},
+                        {"params", params["after"]},
+                        {"ratio", params["ratio"]},
+                        {"attention_ratio", static_cast<double>(flat.after.attention) /
+                                                static_cast<double>(flat.before.attention)},
+                        {"ppl", result.ppl},
+                        {"nll_per_token", result.nll_per_token},
+                        {"delta_ln_ppl", std::log(result.ppl) - std::log(baseline.ppl)},
+                        {"compress_seconds", flat.seconds}};
+            if (mlp)
+                row["mlp_widths"] = flat.model->config().mlp_widths;
+            if (!args.has("--json")) {
+                std::printf("%-10.4f %-8s %-20s %12lld %8.4f %8.4f %12.4f %+12.6f\n", r,
+                            rank_allocation_name(allocation),
+                            join(flat.model->config().value_head_dims).c_str(), (long long)flat.after.total(),
+                            row["ratio"].get<double>(), row["attention_ratio"].get<double>(), result.ppl,
+                            row["delta_ln_ppl"].get<double>());
+                std::fflush(stdout);
+            }
+            rows.push_back(row);
+        }
+    Json calibration = calibration_json(cal);
+    calibration["text"] = text.json();
+    if (args.has("--json")) {
+        print_json({{"model", path.string()},
+                    {"method", "flat"},
+                    {"mlp", mlp},
+                    {"calibration", calibration},
+                    {"scores", cal.scores()},
+                    {"text", eval.text.string()},
+                    {"text_sha256", eval.sha256},
+                    {"tokens", baseline.tokens},
+                    {"ctx", baseline.ctx},
+                    {"stride", baseline.stride},
+                    {"baseline_ppl", baseline.ppl},
+                    {"params_before", before},
+                    {"rows", rows}});
+    } else {
+        std::printf("%-10s %-8s %-20s %12lld %8.4f %8.4f %12.4f %12s\n", "original", "-", "-",
+                    (long long)before, 1.0, 1.0, baseline.ppl, "0");
+    }
+    return 0;
+}
+
+} // namespace embedlab::cli
