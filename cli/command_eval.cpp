@@ -40,7 +40,7 @@ void add_recorded_baseline(Json& j, const std::string& manifest_text, const std:
 int command_eval(const std::vector<std::string>& argv)
 {
     Args args("eval", argv, {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer"},
-              {"--json", "--quiet"});
+              {"--json", "--quiet", "--no-verify"});
     if (args.has("--text") == args.has("--ids"))
         throw InputError("eval: give exactly one of --text FILE or --ids FILE");
     const auto path = model_argument(args);

@@ -132,7 +132,7 @@ void print_layers(const FlatResult& r)
 int command_importance(const std::vector<std::string>& argv)
 {
     Args args("importance", argv, {"--calib-text", "--samples", "--seqlen", "--seed", "--tokenizer"},
-              {"--json", "--quiet"});
+              {"--json", "--quiet", "--no-verify"});
     const auto path = model_argument(args);
     auto lm = load_model(path, load_options(args));
     print_warnings(lm.files.warnings);

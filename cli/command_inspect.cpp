@@ -29,7 +29,7 @@ void print_warnings(const std::vector<std::string>& warnings)
 
 int command_inspect(const std::vector<std::string>& argv)
 {
-    Args args("inspect", argv, {"--tokenizer"}, {"--json", "--quiet"});
+    Args args("inspect", argv, {"--tokenizer"}, {"--json", "--quiet", "--no-verify"});
     const auto path = model_argument(args);
     LoadOptions weights_only;
     weights_only.need_tokenizer = false; // inspect works on weights alone; a missing tokenizer is reported

@@ -28,6 +28,7 @@ inline LoadOptions load_options(const Args& args)
     LoadOptions o;
     if (auto t = args.get("--tokenizer"))
         o.tokenizer = *t;
+    o.verify = !args.has("--no-verify"); // compressed directories: sha256 of the tensors
     return o;
 }
 

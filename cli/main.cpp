@@ -58,7 +58,9 @@ commands:
 MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
 directory runs through its factorised embedding), a .gguf file, or a llama2.c .bin
 (tokenizer.bin beside it, or --tokenizer FILE). Without MODEL the bundled default model
-(tinygpt2-f16) is used. Progress goes to stderr; --quiet hides it.
+(tinygpt2-f16) is used. Progress goes to stderr; --quiet hides it. A compressed directory's
+tensors are checked against the sha256 in its embedlab.json (eval/inspect/importance:
+--no-verify skips the check).
 )";
 
 } // namespace

@@ -51,8 +51,11 @@ public:
     // The temp directory to write into.
     const std::filesystem::path& path() const { return tmp_; }
     // fsyncs the contents and renames the temp directory to final_dir; with
-    // overwrite an existing final_dir is moved to `<final_dir>.old-<pid>` first and
-    // removed once the new one is in place.
+    // overwrite an existing final_dir is swapped out atomically (RENAME_EXCHANGE;
+    // where the file system lacks it, moved to `<final_dir>.old-<pid>` first) and
+    // removed once the new one is in place. A process killed at any point leaves
+    // the old or the new directory; its temporaries are removed by the next
+    // AtomicDirectory or write_file_atomic for the same path.
     void commit();
 
 private:

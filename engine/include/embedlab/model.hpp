@@ -133,6 +133,9 @@ struct LoadOptions {
     // tok<V>.bin beside the checkpoint.
     std::optional<std::filesystem::path> tokenizer;
     bool need_tokenizer = true; // false: load weights even if no tokenizer is found
+    // Compressed directories: check model.safetensors against the sha256 that
+    // embedlab.json records (one extra read of the file).
+    bool verify = true;
 };
 
 struct LoadedModel {

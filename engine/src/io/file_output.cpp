@@ -6,6 +6,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <cctype>
+#include <csignal>
+#include <cstdio>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +43,31 @@ fs::path parent_of(const fs::path& p)
     return p.parent_path().empty() ? fs::path(".") : p.parent_path();
 }
 
+// Temporaries `<name>.tmp-<pid>-<n>` and `<name>.old-<pid>` beside `target` whose
+// process is gone (SIGKILL, power loss): remove them, so a killed job leaves no
+// litter once the next write to the same place runs.
+void remove_stale_temporaries(const fs::path& target)
+{
+    std::error_code ec;
+    const std::string base = target.filename().string();
+    for (const auto& entry : fs::directory_iterator(parent_of(target), ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(base, 0) != 0)
+            continue;
+        const std::string rest = name.substr(base.size());
+        size_t digits = 0;
+        for (const char* kind : {".tmp-", ".old-"})
+            if (rest.rfind(kind, 0) == 0)
+                digits = std::strlen(kind);
+        if (digits == 0 || digits >= rest.size() || !std::isdigit(static_cast<unsigned char>(rest[digits])))
+            continue;
+        const long pid = std::strtol(rest.c_str() + digits, nullptr, 10);
+        if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+            continue; // ours, or a live process's (possibly another user's: EPERM)
+        fs::remove_all(entry.path(), ec);
+    }
+}
+
 // fsyncs a file or directory; fails on error unless `best_effort`.
 void sync_path(const fs::path& p, bool best_effort)
 {
@@ -67,6 +96,7 @@ class TempFile {
 public:
     explicit TempFile(fs::path target) : target_(std::move(target))
     {
+        remove_stale_temporaries(target_);
         do {
             tmp_ = target_;
             tmp_ += unique_suffix(".tmp-");
@@ -209,6 +239,7 @@ AtomicDirectory::AtomicDirectory(fs::path final_dir, bool overwrite)
     const fs::path parent = parent_of(final_);
     if (!fs::is_directory(parent, ec))
         throw InputError(final_.string() + ": parent directory " + parent.string() + " does not exist");
+    remove_stale_temporaries(final_);
     int rc = 0;
     do {
         tmp_ = final_;
@@ -247,6 +278,15 @@ void AtomicDirectory::commit()
     if (fs::exists(fs::symlink_status(final_, ec))) {
         if (!overwrite_) // appeared after the constructor checked
             throw InputError(final_.string() + ": already exists (use --force to replace it)");
+        // One atomic swap: a kill at any point leaves the old or the new directory
+        // under the final name, never neither. The temp name then holds the old one.
+        if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) == 0) {
+            committed_ = true;
+            sync_directory(parent_of(final_));
+            fs::remove_all(tmp_, ec);
+            return;
+        }
+        // File systems without RENAME_EXCHANGE: move aside, then rename.
         old = final_;
         old += ".old-" + std::to_string(::getpid());
         fs::remove_all(old, ec); // a leftover of a crashed process with our pid

@@ -179,6 +179,7 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
 
     if (options.dense) {
         const fs::path dense = dir.path() / "dense";
+    manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
         fs::create_directory(dense);
         copy_support_files(source.files.path, dense);
         Tensors dense_tensors = weights_except(model, replaced);

@@ -101,6 +101,7 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
         manifest["calibration"]["text"] = options.calibration_text;
     manifest["tied_output_head"] = config.tied_embeddings;
     manifest["model_params"] = flat_params_json(flat);
+    manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
     manifest["source"] = detail::source_json(source);
     manifest["seed"] = calibration.options.seed;
     manifest["versions"] = detail::manifest_versions();

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,12 @@ std::string utc_now(); // ISO 8601, UTC
 nlohmann::ordered_json manifest_versions();
 // {path, format, architecture, stored_dtype, files: [{file, bytes, sha256}]}
 nlohmann::ordered_json source_json(const LoadedModel& source);
+// [{file, bytes, sha256}] of files in `dir` (what embedlab.json records as
+// "weights_files", so a load can verify them).
+nlohmann::ordered_json file_digests(const std::filesystem::path& dir, const std::vector<std::string>& names);
+// Checks the "weights_files" digests of a compressed directory's manifest
+// against the files; throws InputError naming the file on a mismatch.
+void verify_weights_files(const std::string& manifest_text, const std::filesystem::path& dir);
 // Compressed models are written from uncompressed Hugging Face directories.
 void require_original_hf_source(const LoadedModel& source);
 
