@@ -1,14 +1,18 @@
 // embedlab: the GUI. `embedlab [MODEL] [--screenshot FILE.png]` opens MODEL (default:
-// the bundled model); --screenshot saves the window once the model is shown, then quits.
+// the bundled model); --screenshot saves the window once the model is shown and
+// analysed, then quits.
 //
 // libtorch stays out of this file: the engine is reached through model_summary.hpp.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QTimer>
+#include <cstdio>
 
 #include "main_window.hpp"
 
-namespace embedlab { void init_runtime(); }
+namespace embedlab {
+void init_runtime();
+}
 
 int main(int argc, char** argv)
 {
@@ -23,6 +27,8 @@ int main(int argc, char** argv)
     parser.addPositionalArgument("model", "Model directory, .gguf or llama2.c .bin (default: bundled)");
     QCommandLineOption screenshot("screenshot", "Save a PNG of the window once loaded, then quit.", "file");
     parser.addOption(screenshot);
+    QCommandLineOption tab("tab", "Open at this view: model, spectrum or allocation.", "view");
+    parser.addOption(tab);
     parser.process(app);
 
     embedlab::app::MainWindow window;
@@ -30,12 +36,23 @@ int main(int argc, char** argv)
     const QString model = pos.isEmpty() ? QString::fromStdString(embedlab::app::default_model()) : pos[0];
     if (parser.isSet(screenshot)) {
         const QString file = parser.value(screenshot);
+        // Once the model is shown and its analysis jobs are done.
         QObject::connect(&window, &embedlab::app::MainWindow::modelShown, &window, [&window, file](bool ok) {
-            QTimer::singleShot(200, &window, [&window, file, ok] {
+            auto* poll = new QTimer(&window);
+            QObject::connect(poll, &QTimer::timeout, &window, [&window, file, ok, poll] {
+                if (!window.jobs().idle())
+                    return;
+                poll->stop();
                 window.grab().save(file);
                 QApplication::exit(ok ? 0 : 2);
             });
+            poll->start(100);
         });
+    }
+    if (parser.isSet(tab) && !window.showView(parser.value(tab))) {
+        std::fprintf(stderr, "embedlab: unknown view '%s' (model, spectrum, allocation)\n",
+                     qPrintable(parser.value(tab)));
+        return 2;
     }
     window.show();
     window.openModel(model);

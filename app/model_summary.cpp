@@ -23,9 +23,12 @@ ModelSummary summarize_model(const std::string& path)
         s.kv_heads = c.num_kv_heads;
         s.tied = c.tied_embeddings;
         const auto p = lm.model->parameter_breakdown();
-        s.parameters = {{"token embedding", p.token_embedding}, {"position embedding", p.position_embedding},
-                        {"attention", p.attention},             {"MLP", p.mlp},
-                        {"norms", p.norms},                     {"output head", p.output_head}};
+        s.parameters = {{"token embedding", p.token_embedding},
+                        {"position embedding", p.position_embedding},
+                        {"attention", p.attention},
+                        {"MLP", p.mlp},
+                        {"norms", p.norms},
+                        {"output head", p.output_head}};
         s.total_parameters = p.total();
         s.warnings = lm.files.warnings;
     } catch (const std::exception& e) {
@@ -34,6 +37,9 @@ ModelSummary summarize_model(const std::string& path)
     return s;
 }
 
-std::string default_model() { return default_model_path().string(); }
+std::string default_model()
+{
+    return default_model_path().string();
+}
 
 } // namespace embedlab::app

@@ -4,13 +4,18 @@
 #include <qcustomplot.h>
 
 #include "parameter_breakdown_chart.hpp"
+#include "rank_allocation_view.hpp"
+#include "spectrum_view.hpp"
 
 using embedlab::views::ParameterBreakdownChart;
 using embedlab::views::ParameterBreakdownData;
 
 namespace {
 
-QCPBars* barsAt(QCustomPlot* plot, int i) { return qobject_cast<QCPBars*>(plot->plottable(i)); }
+QCPBars* barsAt(QCustomPlot* plot, int i)
+{
+    return qobject_cast<QCPBars*>(plot->plottable(i));
+}
 
 TEST(ParameterBreakdownChart, DrawsEveryPartInMillionsWithTheHighlightSeparate)
 {
@@ -39,6 +44,81 @@ TEST(ParameterBreakdownChart, EmptyDataGivesAnEmptyButValidPlot)
     EXPECT_EQ(barsAt(chart.plot(), 0)->data()->size(), 0);
     EXPECT_EQ(barsAt(chart.plot(), 1)->data()->size(), 0);
     EXPECT_GT(chart.plot()->yAxis->range().upper, 0);
+}
+
+embedlab::views::SpectrumData four_components()
+{
+    embedlab::views::SpectrumData d;
+    d.eigenvalues = {8, 4, 2, 0};
+    d.explained = {8 / 14.0, 12 / 14.0, 1, 1};
+    d.params_at_rank = {105, 210, 315, 420};
+    d.flops_at_rank = {210, 420, 630, 840};
+    d.original_params = 400;
+    return d;
+}
+
+TEST(SpectrumView, DrawsTheGivenSpectrumAndTheRankSummary)
+{
+    embedlab::views::SpectrumView view;
+    view.setData(four_components());
+    QCustomPlot* plot = view.plot();
+    ASSERT_EQ(plot->graphCount(), 2);
+    ASSERT_EQ(plot->graph(0)->data()->size(), 4);
+    EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(0)->value, 8.0);
+    EXPECT_GT(plot->graph(0)->data()->at(3)->value, 0.0); // a zero eigenvalue stays drawable on the log axis
+    EXPECT_EQ(plot->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    EXPECT_DOUBLE_EQ(plot->graph(1)->data()->at(1)->value, 12 / 14.0);
+
+    int reported = 0;
+    QObject::connect(&view, &embedlab::views::SpectrumView::rankChanged, [&](int k) { reported = k; });
+    view.setRank(2);
+    EXPECT_EQ(reported, 2);
+    const QString s = view.summary();
+    EXPECT_TRUE(s.contains("k = 2")) << s.toStdString();
+    EXPECT_TRUE(s.contains("0.5250")) << s.toStdString(); // 210 / 400
+    EXPECT_TRUE(s.contains("0.8571")) << s.toStdString(); // 12 / 14
+    view.setRank(99);                                     // clamped to d
+    EXPECT_EQ(view.rank(), 4);
+    view.setRank(0);
+    EXPECT_EQ(view.rank(), 1);
+    view.setData({});
+    EXPECT_EQ(view.summary(), "no spectrum");
+}
+
+embedlab::views::RankAllocationData three_layers()
+{
+    embedlab::views::RankAllocationData d;
+    d.d_head = 32;
+    d.normalised = {1.0, 0.4, 0.2};
+    for (double r : {0.3, 0.5, 0.9}) {
+        embedlab::views::Allocation a;
+        a.remaining = r;
+        a.w = {std::min(1.0, 2 * r), r / 2, r / 2};
+        for (double w : a.w)
+            a.ranks.push_back(static_cast<int>(w * 32));
+        d.allocations.push_back(a);
+    }
+    return d;
+}
+
+TEST(RankAllocationView, SelectsNearHalfAndOverlaysOnRequest)
+{
+    embedlab::views::RankAllocationView view;
+    view.setData(three_layers());
+    EXPECT_EQ(view.selected(), 1); // remaining 0.5
+    // importance, the selected IPRS curve, its uniform line
+    ASSERT_EQ(view.plot()->graphCount(), 3);
+    EXPECT_DOUBLE_EQ(view.plot()->graph(1)->data()->at(0)->value, 1.0);
+    EXPECT_DOUBLE_EQ(view.plot()->graph(2)->data()->at(2)->value, 0.5);
+    EXPECT_TRUE(view.rankText().contains("layer 1: 8")) << view.rankText().toStdString();
+    view.setOverlay(true);
+    EXPECT_EQ(view.plot()->graphCount(), 5);
+    view.setSelected(7); // clamped
+    EXPECT_EQ(view.selected(), 2);
+    EXPECT_TRUE(view.rankText().contains("remaining 0.90"));
+    view.setData({});
+    EXPECT_EQ(view.selected(), -1);
+    EXPECT_EQ(view.rankText(), "no allocation");
 }
 
 } // namespace

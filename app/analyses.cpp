@@ -1,0 +1,63 @@
+#include "analyses.hpp"
+
+#include "embedlab/accounting.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/flat_llm.hpp"
+#include "embedlab/low_rank.hpp"
+#include "embedlab/model.hpp"
+#include "embedlab/resources.hpp"
+
+namespace embedlab::app {
+
+SpectrumResult embedding_spectrum(const std::string& model, const ProgressFn& progress)
+{
+    auto lm = load_model(model, {.need_tokenizer = false});
+    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&lm.model->token_embedding());
+    if (!dense)
+        throw InputError(model + ": the token embedding is already compressed (" +
+                         lm.model->token_embedding().kind() + "); open the original model for its spectrum");
+    // The spectrum does not depend on the rank; rank 1 keeps the projection cheap.
+    const auto fit = fit_low_rank(dense->table(), LowRankKind::PCA, 1, progress);
+    SpectrumResult r;
+    r.eigenvalues = fit.eigenvalues;
+    r.explained = fit.explained_variance;
+    const int64_t V = dense->vocab_size(), d = dense->dim();
+    r.original_params = static_cast<double>(V * d);
+    for (int64_t k = 1; k <= d; ++k) {
+        const auto a = account_low_rank(LowRankKind::PCA, V, d, k);
+        r.params_at_rank.push_back(static_cast<double>(a.params_after));
+        r.flops_at_rank.push_back(static_cast<double>(a.flops_per_token));
+    }
+    return r;
+}
+
+AllocationResult importance_allocations(const std::string& model, const std::string& text, int64_t samples,
+                                        int64_t seqlen, const ProgressFn& progress)
+{
+    auto lm = load_model(model);
+    const auto ids = lm.tokenizer->encode(read_text_file(text));
+    CalibrationOptions options{.samples = samples, .seqlen = seqlen};
+    try {
+        calibration_window_starts(static_cast<int64_t>(ids.size()), samples, seqlen, 0);
+    } catch (const InputError& e) {
+        throw InputError(text + ": " + e.what());
+    }
+    const auto cal = calibrate(*lm.model, ids, options, progress);
+    AllocationResult r;
+    r.d_head = lm.model->config().head_dim();
+    r.scores = cal.scores();
+    r.calibration_seconds = cal.seconds;
+    for (int i = 2; i <= 20; ++i) {
+        const double remaining = i / 20.0;
+        const auto w = iprs_allocation(r.scores, remaining);
+        r.allocations.push_back({remaining, w, ranks_from_ratios(w, r.d_head)});
+    }
+    return r;
+}
+
+std::string default_sample_text()
+{
+    return default_sample_text_path().string();
+}
+
+} // namespace embedlab::app

@@ -1,0 +1,117 @@
+#include "job_controller.hpp"
+
+#include <QElapsedTimer>
+#include <QThread>
+
+namespace embedlab::app {
+
+JobController::JobController(QObject* parent)
+    : QObject(parent), thread_(new QThread(this)), worker_(new QObject),
+      cancel_(std::make_shared<std::atomic<bool>>())
+{
+    thread_->setObjectName("embedlab-engine");
+    worker_->moveToThread(thread_);
+    connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
+    thread_->start();
+}
+
+JobController::~JobController()
+{
+    queue_.clear();
+    cancel_->store(true);
+    thread_->quit();
+    thread_->wait();
+}
+
+int JobController::submit(const QString& name, Work work)
+{
+    const int id = next_id_++;
+    queue_.push_back({id, name, std::move(work)});
+    emit queued(id, name);
+    if (running_ < 0)
+        startNext();
+    return id;
+}
+
+void JobController::cancel(int id)
+{
+    if (id == running_) {
+        cancel_->store(true);
+        return;
+    }
+    for (auto it = queue_.begin(); it != queue_.end(); ++it)
+        if (it->id == id) {
+            queue_.erase(it);
+            emit cancelled(id);
+            return;
+        }
+}
+
+void JobController::startNext()
+{
+    if (running_ >= 0 || queue_.empty())
+        return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = job.id;
+    cancel_ = std::make_shared<std::atomic<bool>>(false); // a fresh flag per job
+    emit started(job.id);
+    QMetaObject::invokeMethod(
+        worker_,
+        [this, id = job.id, work = std::move(job.work), cancel = cancel_] {
+            // Engine thread from here on.
+            QElapsedTimer clock, since_report;
+            clock.start();
+            since_report.start();
+            const ProgressFn progress = [&, id](int64_t done, int64_t total) {
+                if (since_report.elapsed() >= 50 || done == total) { // keep the GUI's queue short
+                    since_report.restart();
+                    QMetaObject::invokeMethod(
+                        this, [this, id, done, total] { emit this->progress(id, done, total); },
+                        Qt::QueuedConnection);
+                }
+                return !cancel->load();
+            };
+            try {
+                auto deliver = work(progress);
+                if (cancel->load())
+                    throw Cancelled();
+                const double seconds = clock.elapsed() / 1000.0;
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, id, seconds, deliver = std::move(deliver)] {
+                        if (deliver)
+                            deliver();
+                        emit finished(id, seconds);
+                        jobEnded(id);
+                    },
+                    Qt::QueuedConnection);
+            } catch (const Cancelled&) {
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, id] {
+                        emit cancelled(id);
+                        jobEnded(id);
+                    },
+                    Qt::QueuedConnection);
+            } catch (const std::exception& e) {
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, id, message = QString::fromStdString(e.what())] {
+                        emit failed(id, message);
+                        jobEnded(id);
+                    },
+                    Qt::QueuedConnection);
+            }
+        },
+        Qt::QueuedConnection);
+}
+
+void JobController::jobEnded(int id)
+{
+    if (id == running_)
+        running_ = -1;
+    startNext();
+}
+
+} // namespace embedlab::app

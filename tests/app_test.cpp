@@ -1,0 +1,141 @@
+// The workbench's engine thread: jobs run in order off the GUI thread, report
+// progress, deliver results on the GUI thread, fail with the engine's message,
+// cancel; the event loop keeps running (stalls are measured, > 100 ms fails).
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QThread>
+#include <QTimer>
+#include <gtest/gtest.h>
+
+#include "job_controller.hpp"
+#include "main_window.hpp"
+#include "rank_allocation_view.hpp"
+#include "spectrum_view.hpp"
+
+using embedlab::ProgressFn;
+using embedlab::app::JobController;
+
+namespace {
+
+// Spins the event loop until `done` or the timeout; returns the longest gap
+// between 5 ms timer ticks, i.e. the worst event-loop stall.
+template <class Done> double run_until(Done done, int timeout_ms = 60000)
+{
+    QElapsedTimer clock, gap;
+    clock.start();
+    gap.start();
+    double worst = 0;
+    QTimer tick;
+    QObject::connect(&tick, &QTimer::timeout, [&] {
+        worst = std::max<double>(worst, static_cast<double>(gap.elapsed()));
+        gap.restart();
+    });
+    tick.start(5);
+    while (!done() && clock.elapsed() < timeout_ms)
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 20);
+    EXPECT_TRUE(done()) << "timed out after " << timeout_ms << " ms";
+    return worst;
+}
+
+// Busy work for about `ms`, reporting progress very often.
+void busy(int ms, const ProgressFn& progress)
+{
+    QElapsedTimer t;
+    t.start();
+    int64_t i = 0;
+    while (t.elapsed() < ms)
+        embedlab::report_progress(progress, ++i, 0);
+    embedlab::report_progress(progress, 1, 1);
+}
+
+} // namespace
+
+TEST(JobController, RunsInOrderOffTheGuiThreadAndDeliversOnIt)
+{
+    JobController jobs;
+    std::vector<QString> log;
+    int progress_signals = 0, finished = 0;
+    QObject::connect(&jobs, &JobController::progress, [&](int, qint64, qint64) { ++progress_signals; });
+    QObject::connect(&jobs, &JobController::finished, [&](int, double) { ++finished; });
+    QThread* gui = QThread::currentThread();
+    for (const QString name : {"a", "b", "c"})
+        jobs.submit(name, [&, name, gui](const ProgressFn& progress) -> std::function<void()> {
+            EXPECT_NE(QThread::currentThread(), gui);
+            busy(150, progress);
+            return [&, name, gui] {
+                EXPECT_EQ(QThread::currentThread(), gui);
+                log.push_back(name);
+            };
+        });
+    const double stall = run_until([&] { return finished == 3; });
+    EXPECT_EQ(log, (std::vector<QString>{"a", "b", "c"}));
+    EXPECT_TRUE(jobs.idle());
+    // Millions of progress calls, throttled to a few signals per job.
+    EXPECT_GE(progress_signals, 3);
+    EXPECT_LT(progress_signals, 60);
+    EXPECT_LT(stall, 100.0) << "event loop stalled " << stall << " ms";
+}
+
+TEST(JobController, FailureCarriesTheMessageAndTheQueueGoesOn)
+{
+    JobController jobs;
+    QString message;
+    bool second = false;
+    QObject::connect(&jobs, &JobController::failed, [&](int, const QString& m) { message = m; });
+    jobs.submit("bad", [](const ProgressFn&) -> std::function<void()> {
+        throw embedlab::InputError("model.safetensors: truncated");
+    });
+    jobs.submit("good", [&](const ProgressFn&) -> std::function<void()> { return [&] { second = true; }; });
+    run_until([&] { return second; });
+    EXPECT_EQ(message, "model.safetensors: truncated");
+}
+
+TEST(JobController, CancelStopsTheRunningJobAndDropsQueuedOnes)
+{
+    JobController jobs;
+    std::vector<int> cancelled;
+    bool delivered = false;
+    QObject::connect(&jobs, &JobController::cancelled, [&](int id) { cancelled.push_back(id); });
+    const int running = jobs.submit("long", [&](const ProgressFn& progress) -> std::function<void()> {
+        busy(60000, progress); // only a cancel ends it in time
+        return [&] { delivered = true; };
+    });
+    const int queued = jobs.submit(
+        "never", [&](const ProgressFn&) -> std::function<void()> { return [&] { delivered = true; }; });
+    jobs.cancel(queued);
+    QTimer::singleShot(200, [&] { jobs.cancel(running); });
+    run_until([&] { return cancelled.size() == 2; }, 10000);
+    EXPECT_EQ(cancelled, (std::vector<int>{queued, running}));
+    EXPECT_FALSE(delivered);
+    EXPECT_TRUE(jobs.idle());
+}
+
+TEST(MainWindow, OpensTheBundledModelAndFillsTheViewsWithoutStalling)
+{
+    embedlab::app::MainWindow window;
+    window.show();
+    bool shown = false;
+    QObject::connect(&window, &embedlab::app::MainWindow::modelShown, [&](bool ok) {
+        EXPECT_TRUE(ok);
+        shown = true;
+    });
+    window.openModel(QString::fromStdString(embedlab::app::default_model()));
+    const double stall = run_until([&] { return shown && window.jobs().idle(); }, 120000);
+    EXPECT_EQ(window.spectrumView()->data().eigenvalues.size(), 128);
+    EXPECT_EQ(window.spectrumView()->rank(), 32);
+    EXPECT_NEAR(window.spectrumView()->data().explained.back(), 1.0, 1e-9);
+    const auto& alloc = window.allocationView()->data();
+    EXPECT_EQ(alloc.normalised.size(), 4);
+    EXPECT_EQ(alloc.allocations.size(), 19);
+    EXPECT_EQ(alloc.d_head, 32);
+    std::printf("worst event-loop stall while loading and analysing: %.0f ms\n", stall);
+    EXPECT_LT(stall, 100.0) << "event loop stalled " << stall << " ms";
+}
+
+int main(int argc, char** argv)
+{
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}

@@ -1,0 +1,118 @@
+#include "rank_allocation_view.hpp"
+
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSlider>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+namespace embedlab::views {
+
+RankAllocationView::RankAllocationView(QWidget* parent)
+    : QWidget(parent), plot_(new QCustomPlot(this)), slider_(new QSlider(Qt::Horizontal, this)),
+      overlay_(new QCheckBox("all ratios", this)), ranks_(new QLabel(this))
+{
+    plot_->xAxis->setLabel("decoder layer");
+    plot_->yAxis->setLabel("remaining rank ratio w");
+    plot_->yAxis->setRange(0, 1.05);
+    plot_->legend->setVisible(true);
+    slider_->setRange(0, 0);
+    connect(slider_, &QSlider::valueChanged, this, &RankAllocationView::setSelected);
+    connect(overlay_, &QCheckBox::toggled, this, &RankAllocationView::setOverlay);
+    ranks_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    ranks_->setWordWrap(true);
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel("average remaining ratio", this));
+    row->addWidget(slider_, 1);
+    row->addWidget(overlay_);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(plot_, 1);
+    layout->addLayout(row);
+    layout->addWidget(ranks_);
+}
+
+void RankAllocationView::setData(const RankAllocationData& data)
+{
+    data_ = data;
+    slider_->setRange(0, std::max<int>(0, static_cast<int>(data.allocations.size()) - 1));
+    // Start at the allocation nearest 0.5, the paper's headline setting.
+    int best = data.allocations.isEmpty() ? -1 : 0;
+    for (int i = 0; i < data.allocations.size(); ++i)
+        if (std::abs(data.allocations[i].remaining - 0.5) < std::abs(data.allocations[best].remaining - 0.5))
+            best = i;
+    selected_ = -2; // force a redraw
+    setSelected(best);
+}
+
+void RankAllocationView::setSelected(int index)
+{
+    if (index == selected_)
+        return;
+    selected_ = data_.allocations.isEmpty()
+                    ? -1
+                    : std::clamp(index, 0, static_cast<int>(data_.allocations.size()) - 1);
+    if (selected_ >= 0 && slider_->value() != selected_)
+        slider_->setValue(selected_);
+    redraw();
+}
+
+void RankAllocationView::setOverlay(bool all)
+{
+    if (overlay_->isChecked() != all)
+        overlay_->setChecked(all);
+    redraw();
+}
+
+QString RankAllocationView::rankText() const
+{
+    if (selected_ < 0)
+        return "no allocation";
+    const auto& a = data_.allocations[selected_];
+    QString s = QString("remaining %1, d_head %2 — ranks: ").arg(a.remaining, 0, 'f', 2).arg(data_.d_head);
+    for (int l = 0; l < a.ranks.size(); ++l)
+        s +=
+            QString("%1layer %2: %3 (w %4)").arg(l ? ", " : "").arg(l).arg(a.ranks[l]).arg(a.w[l], 0, 'f', 3);
+    return s;
+}
+
+void RankAllocationView::redraw()
+{
+    plot_->clearGraphs();
+    const int L = static_cast<int>(data_.normalised.size());
+    QVector<double> layers(L);
+    for (int l = 0; l < L; ++l)
+        layers[l] = l;
+    auto* importance = plot_->addGraph();
+    importance->setName("normalised importance");
+    importance->setPen(QPen(Qt::gray, 2, Qt::DashLine));
+    importance->setData(layers, data_.normalised, true);
+    auto add_curve = [&](int i, bool highlighted) {
+        const auto& a = data_.allocations[i];
+        auto* g = plot_->addGraph();
+        g->setName(QString("IPRS %1").arg(a.remaining, 0, 'f', 2));
+        const QColor c = QColor::fromHsvF(0.66 * (1.0 - a.remaining), 0.8, 0.8);
+        g->setPen(QPen(c, highlighted ? 3 : 1.2));
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, highlighted ? 6 : 3));
+        g->setData(layers, a.w, true);
+        if (highlighted) { // the uniform allocation at the same average
+            auto* u = plot_->addGraph();
+            u->setName(QString("uniform %1").arg(a.remaining, 0, 'f', 2));
+            u->setPen(QPen(c, 1.5, Qt::DotLine));
+            u->setData(layers, QVector<double>(L, a.remaining), true);
+        }
+    };
+    if (overlay_->isChecked())
+        for (int i = 0; i < data_.allocations.size(); ++i)
+            if (i != selected_)
+                add_curve(i, false);
+    if (selected_ >= 0)
+        add_curve(selected_, true);
+    plot_->xAxis->setRange(-0.3, std::max(L - 1, 1) + 0.3);
+    plot_->xAxis->ticker()->setTickCount(std::min(std::max(L, 2), 16));
+    ranks_->setText(rankText());
+    setToolTip(rankText());
+    plot_->replot();
+}
+
+} // namespace embedlab::views
