@@ -290,6 +290,10 @@ int compress_flat(const std::vector<std::string>& argv)
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() +
                          ": is already an EmbedLab compressed model; compress the original model");
+    if (lm.files.format != ModelFormat::HuggingFace) // before the calibration, not after it
+        throw InputError(path.string() + ": compressed models are written from Hugging Face directories; " +
+                         model_format_name(lm.files.format) +
+                         " sources are not supported yet (importance and allocate work on them)");
     const auto& model = *lm.model;
     const bool quiet = args.has("--quiet");
     const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, options.mlp);
