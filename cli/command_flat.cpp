@@ -327,13 +327,8 @@ int compress_flat(const std::vector<std::string>& argv)
     print_layers(flat);
     std::printf("  calibration %lld windows x %lld tokens: %.3f s; compress %.3f s\n",
                 (long long)text.options.samples, (long long)text.options.seqlen, cal.seconds, flat.seconds);
-    if (eval.enabled()) {
-        const auto& e = save.evaluation;
-        std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
-                    e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
-                    e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
-                    (long long)e["ctx"].get<int64_t>());
-    }
+    if (eval.enabled())
+        TextEval::print(save.evaluation);
     return 0;
 }
 

@@ -50,4 +50,12 @@ Json TextEval::json(const PerplexityResult& baseline, const PerplexityResult& co
             {"protocol", "METHODS.md section 0"}};
 }
 
+void TextEval::print(const Json& e)
+{
+    std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
+                e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
+                e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
+                (long long)e["ctx"].get<int64_t>());
+}
+
 } // namespace embedlab::cli

@@ -23,6 +23,8 @@ struct TextEval {
     PerplexityResult run(const LanguageModel& model, const std::string& what) const;
     // {text, text_sha256, tokens, ctx, stride, baseline, compressed, delta_ln_ppl}
     Json json(const PerplexityResult& baseline, const PerplexityResult& compressed) const;
+    // "  perplexity A -> B (delta ln PPL ..) on N tokens, ctx C" from json()'s output.
+    static void print(const Json& evaluation);
 };
 
 } // namespace embedlab::cli

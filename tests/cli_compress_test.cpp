@@ -11,6 +11,7 @@ namespace {
 
 using embedlab::test::cli;
 using embedlab::test::CliRun;
+using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
 // About 700 tokens of the bundled sample text: enough windows, a few seconds per eval.
@@ -20,12 +21,6 @@ fs::path short_text(const embedlab::test::TempDir& dir)
         embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
     std::ofstream(dir / "short.txt") << text.substr(0, 3000);
     return dir / "short.txt";
-}
-
-nlohmann::json json_of(const CliRun& r)
-{
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out);
 }
 
 void round_trip(const std::string& model, const std::vector<std::string>& method_args,

@@ -12,6 +12,7 @@ namespace {
 
 using embedlab::test::cli;
 using embedlab::test::CliRun;
+using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
 struct Texts {
@@ -27,12 +28,6 @@ struct Texts {
         eval = (dir / "eval.txt").string();
     }
 };
-
-nlohmann::json json_of(const CliRun& r)
-{
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
-}
 
 std::vector<std::string> calib_args(const Texts& t)
 {

@@ -11,6 +11,7 @@ namespace {
 
 using embedlab::test::cli;
 using embedlab::test::CliRun;
+using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
 struct Texts {
@@ -26,12 +27,6 @@ struct Texts {
         eval = (dir / "eval.txt").string();
     }
 };
-
-nlohmann::json json_of(const CliRun& r)
-{
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
-}
 
 nlohmann::json compress(const Texts& t, const std::string& method, const std::string& out,
                         std::vector<std::string> extra = {}, const std::string& model = "")

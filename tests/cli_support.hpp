@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include "test_support.hpp"
@@ -44,6 +46,13 @@ inline CliRun cli(const std::vector<std::string>& args)
     r.out = embedlab::test::read_text(dir / "out");
     r.err = embedlab::test::read_text(dir / "err");
     return r;
+}
+
+// The JSON a --json run printed; a failed run fails the test and gives null.
+inline nlohmann::json json_of(const CliRun& r)
+{
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
 }
 
 } // namespace embedlab::test
