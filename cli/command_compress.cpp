@@ -1,5 +1,6 @@
 // compress: fit a method to the model's token embedding, optionally evaluate it,
 // and write the compressed-model directory (engine/include/embedlab/compressed_model.hpp).
+#include <limits>
 #include <optional>
 
 #include "common.hpp"
@@ -17,7 +18,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     CompressionSpec spec;
     const auto method = args.get("--method");
     if (!method)
-        throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca|flat is required");
+        throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca|fourier|flat is required");
     spec.method = *method;
     if (spec.method == "pca" || spec.method == "svd") {
         if (!args.has("--rank"))
@@ -39,10 +40,40 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
                              " needs --k K (neighbours, or basis size)");
         spec.k = args.get_int("--k", 1, 1, d);
         spec.reg = args.get_double("--reg", 1e-3, 0, 1e6);
+    } else if (spec.method == "fourier") {
+        const auto mlp = args.get("--mlp");
+        if (!mlp)
+            throw InputError("compress: --method fourier needs --mlp linear|geglu");
+        if (*mlp != "linear" && *mlp != "geglu")
+            throw InputError("compress: --mlp must be linear or geglu, got '" + *mlp + "'");
+        spec.mlp = *mlp;
+        if (args.has("--hidden-ratio") && spec.mlp != "geglu")
+            throw InputError("compress: --hidden-ratio applies to --mlp geglu only");
+        spec.hidden_ratio = args.get_double("--hidden-ratio", 0.25, 0, 64);
+        if (!(spec.hidden_ratio > 0))
+            throw InputError("compress: --hidden-ratio must be positive, got " + *args.get("--hidden-ratio"));
+        spec.norm = args.has("--norm");
+        spec.loss = args.get("--loss").value_or("mse");
+        if (spec.loss != "mse" && spec.loss != "cosine")
+            throw InputError("compress: --loss must be mse or cosine, got '" + spec.loss + "'");
+        if (!args.has("--steps"))
+            throw InputError("compress: --method fourier needs --steps N (AdamW steps, e.g. 2000)");
+        spec.steps = args.get_int("--steps", 0, 1, 100'000'000);
+        spec.lr = args.get_double("--lr", 1e-3, 0, 10);
+        if (!(spec.lr > 0))
+            throw InputError("compress: --lr must be positive, got " + *args.get("--lr"));
+        spec.batch = args.get_int("--fit-batch", 4096, 1, 1'000'000'000);
+        spec.weight_decay = args.get_double("--weight-decay", 0.01, 0, 10);
+        spec.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     } else {
         throw InputError("compress: unknown --method '" + spec.method +
-                         "' (pca, svd, tt, lle, lle-unk, lle-pca, flat)");
+                         "' (pca, svd, tt, lle, lle-unk, lle-pca, fourier, flat)");
     }
+    if (spec.method != "fourier")
+        for (const char* o : {"--mlp", "--hidden-ratio", "--norm", "--loss", "--steps", "--lr", "--fit-batch",
+                              "--weight-decay", "--seed"})
+            if (args.has(o))
+                throw InputError(std::string("compress: ") + o + " applies to --method fourier only");
     return spec;
 }
 
@@ -53,9 +84,11 @@ int command_compress(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
     Args args("compress", argv,
-              {"--method", "--rank", "--shape", "--ranks", "--eps", "--out", "--eval-text", "--ctx",
-               "--stride", "--batch", "--tokenizer", "--freq-text", "--keep-ratio", "--k", "--reg"},
-              {"--dense", "--force", "--positions", "--json", "--quiet"});
+              {"--method",     "--rank", "--shape",     "--ranks",        "--eps",          "--out",
+               "--eval-text",  "--ctx",  "--stride",    "--batch",        "--tokenizer",    "--freq-text",
+               "--keep-ratio", "--k",    "--reg",       "--mlp",          "--hidden-ratio", "--loss",
+               "--steps",      "--lr",   "--fit-batch", "--weight-decay", "--seed"},
+              {"--dense", "--force", "--positions", "--json", "--quiet", "--norm"});
     const bool lle = args.get("--method").value_or("").rfind("lle", 0) == 0;
     const auto path = model_argument(args);
     const auto out = args.get("--out");
@@ -147,6 +180,21 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
                     c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
                     c.fit["rare_cosine"]["p50"].get<double>());
+    if (spec.method == "fourier") {
+        const auto& f = c.fit;
+        const std::string shape =
+            (spec.mlp == "geglu" ? " (hidden " + std::to_string(f["hidden"].get<int64_t>()) + ")"
+                                 : std::string()) +
+            (spec.norm ? " + rmsnorm" : "");
+        std::printf("  fourier %s%s: %s loss %.6g -> %.6g after %lld steps (full-table MSE %.6g); "
+                    "%lld stored parameters\n",
+                    spec.mlp.c_str(), shape.c_str(), spec.loss.c_str(), f["initial_loss"].get<double>(),
+                    f["final_loss"].get<double>(), (long long)spec.steps, f["final_mse"].get<double>(),
+                    (long long)f["parameters"].get<int64_t>());
+        std::printf("  tied head: all %lld rows rebuilt at every head call (%.3f s a call)\n",
+                    (long long)f["tied_head"]["rows_rebuilt_per_call"].get<int64_t>(),
+                    f["tied_head"]["seconds_per_call"].get<double>());
+    }
     if (c.fit.contains("explained_variance_at_rank"))
         std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
                     c.fit["explained_variance_at_rank"].get<double>());

@@ -87,6 +87,7 @@ int command_account(const std::vector<std::string>& argv);
 int command_compress(const std::vector<std::string>& argv);
 int command_sweep(const std::vector<std::string>& argv);
 int command_neighbours(const std::vector<std::string>& argv);
+int command_fourier_map(const std::vector<std::string>& argv);
 int command_importance(const std::vector<std::string>& argv);
 int command_allocate(const std::vector<std::string>& argv);
 int compress_flat(const std::vector<std::string>& argv); // compress --method flat

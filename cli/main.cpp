@@ -36,6 +36,12 @@ commands:
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
   compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
            --out DIR [...]                     rare rows rebuilt from common ones (METHODS.md 2)
+  compress [MODEL] --method fourier --mlp linear|geglu [--hidden-ratio R (0.25)] [--norm]
+           [--loss mse|cosine] --steps N [--lr X (1e-3)] [--fit-batch B (4096)] [--weight-decay W (0.01)]
+           [--seed S] --out DIR [...]          PETE Fourier features + MLP fitted to the rows (METHODS.md 4)
+  fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
+                                               features T, MLP(T), E, original rows and neighbour
+                                               cosines for ids A..B-1 (at most 4096)
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--json]
@@ -92,6 +98,8 @@ int main(int argc, char** argv)
             return cli::command_sweep(args);
         if (command == "neighbours")
             return cli::command_neighbours(args);
+        if (command == "fourier-map")
+            return cli::command_fourier_map(args);
         if (command == "importance")
             return cli::command_importance(args);
         if (command == "allocate")

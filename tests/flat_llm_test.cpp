@@ -75,8 +75,9 @@ TEST(Iprs, BudgetBoundsAndProportionality)
         // A clipped layer never scores lower than an unclipped one.
         for (size_t a = 0; a < t.size(); ++a)
             for (size_t b = 0; b < t.size(); ++b)
-                if (w[a] == 1.0 && w[b] < 1.0)
+                if (w[a] == 1.0 && w[b] < 1.0) {
                     EXPECT_GE(t[a], t[b]);
+                }
     }
 }
 

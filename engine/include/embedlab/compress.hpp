@@ -24,7 +24,7 @@ namespace embedlab {
 
 // Every method's parameters; which ones apply depends on `method`.
 struct CompressionSpec {
-    std::string method;         // "pca", "svd", "tt", "lle", "lle-unk" or "lle-pca"
+    std::string method;         // "pca", "svd", "tt", "lle", "lle-unk", "lle-pca" or "fourier"
     int64_t rank = 0;           // pca, svd: 1..d
     std::vector<int64_t> shape; // tt: factors of d
     std::vector<int64_t> ranks; // tt: r_0..r_N (empty: from eps)
@@ -34,6 +34,16 @@ struct CompressionSpec {
     int64_t k = 0;       // lle: neighbours; lle-pca: basis size
     double reg = 1e-3;   // lle regulariser
     int64_t unk_id = -1; // lle-unk fallback row (-1: mean of V_C)
+    // fourier (METHODS 4): the MLP and its AdamW fit to the table's rows.
+    std::string mlp = "linear"; // "linear" or "geglu"
+    double hidden_ratio = 0.25; // geglu hidden size / d
+    bool norm = false;          // RMSNorm after the residual
+    std::string loss = "mse";   // "mse" or "cosine"
+    int64_t steps = 0;
+    double lr = 1e-3;
+    int64_t batch = 4096; // ids per step
+    double weight_decay = 0.01;
+    uint64_t seed = 0;
 };
 
 // Methods compress_table knows, for messages and the CLI.

@@ -13,6 +13,10 @@
 //                       pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d]
 //                       svd: <p>svd.Z, <p>svd.P
 //                       tt : <p>tt.core0 .. core{N-1}, core k [V, r_k, I_k+1, r_k+1]
+//                       lle, lle-unk, lle-pca: <p><method>.common_ids, ... (partial_sparse.hpp)
+//                       fourier: <p>fourier.w_in, <p>fourier.b_in; geglu adds
+//                       <p>fourier.w_out, <p>fourier.b_out; --norm adds <p>fourier.norm
+//                       (shapes in fourier_embedding.hpp; no per-token values)
 //                       (<p> = "wte." for gpt2, "model.embed_tokens." for llama;
 //                       a compressed gpt2 position table likewise under "wpe.")
 //   embedlab.json       method, parameters, factor shapes, accounting,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/tensor_train.hpp"
 
@@ -10,7 +11,7 @@ namespace embedlab {
 
 const std::vector<std::string>& compression_methods()
 {
-    static const std::vector<std::string> methods{"pca", "svd", "tt", "lle", "lle-unk", "lle-pca"};
+    static const std::vector<std::string> methods{"pca", "svd", "tt", "lle", "lle-unk", "lle-pca", "fourier"};
     return methods;
 }
 
@@ -114,6 +115,23 @@ EmbeddingAccounting account_stored(const std::string& method, int64_t V, int64_t
     return a;
 }
 
+// At most `limit` points of the loss curve, evenly spaced, first and last kept.
+nlohmann::ordered_json loss_curve_json(const std::vector<FourierLossPoint>& curve, size_t limit = 200)
+{
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array(), losses = nlohmann::ordered_json::array();
+    const size_t n = curve.size();
+    size_t last = n; // index of the previous point taken
+    for (size_t j = 0; j < std::min(n, limit); ++j) {
+        const size_t i = n <= limit ? j : j * (n - 1) / (limit - 1);
+        if (i == last)
+            continue;
+        last = i;
+        steps.push_back(curve[i].step);
+        losses.push_back(curve[i].loss);
+    }
+    return {{"steps", steps}, {"loss", losses}};
+}
+
 } // namespace
 
 CompressedEmbedding compress_table(const torch::Tensor& table, const CompressionSpec& spec,
@@ -166,6 +184,56 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                                  "model keeps the whole saving"}};
         out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
         out.embedding = std::move(embedding);
+    } else if (spec.method == "fourier") {
+        const FourierOptions options{.mlp = parse_fourier_mlp(spec.mlp),
+                                     .hidden_ratio = spec.hidden_ratio,
+                                     .norm = spec.norm,
+                                     .loss = spec.loss,
+                                     .steps = spec.steps,
+                                     .lr = spec.lr,
+                                     .batch = spec.batch,
+                                     .weight_decay = spec.weight_decay,
+                                     .seed = spec.seed};
+        auto fit = fit_fourier_embedding(table, options, sub_progress(progress, 0, 80));
+        out.fit_seconds = fit.seconds;
+        auto embedding = std::make_shared<FourierTokenEmbedding>(fit.params);
+        // The tied head rebuilds all V rows at every call: time one call for one row.
+        const auto r0 = std::chrono::steady_clock::now();
+        {
+            c10::InferenceMode guard;
+            embedding->project(torch::zeros({1, d}, torch::kFloat32));
+        }
+        const double head_call = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+        const bool folded = fit.params.mlp == FourierMlp::Linear && !fit.params.norm;
+        out.fit = {{"mlp", spec.mlp},
+                   {"hidden", fit.params.hidden},
+                   {"norm", spec.norm},
+                   {"loss", spec.loss},
+                   {"initial_loss", fit.initial_loss},
+                   {"final_loss", fit.final_loss},
+                   {"final_mse", fit.final_mse},
+                   {"parameters", embedding->parameter_count()},
+                   {"loss_curve", loss_curve_json(fit.loss_curve)},
+                   {"flops_per_row", embedding->flops_per_row()},
+                   {"tied_head",
+                    {{"rows_rebuilt_per_call", V},
+                     {"rebuild_flops_per_call", V * embedding->flops_per_row()},
+                     {"seconds_per_call", head_call},
+                     {"mlp_folded_into_hidden", folded},
+                     {"note", std::string("no table is stored: a tied head rebuilds all V rows in blocks of "
+                                          "4096 at every call, on top of the usual hidden E^T product") +
+                                  (folded ? "; linear without norm folds the MLP into the hidden states, "
+                                            "h E^T = (h + h W) T^T + h b, so only the features are rebuilt"
+                                          : "") +
+                                  "; accounting.flops_per_token charges a whole rebuild to each token (as "
+                                  "for tt), an upper bound when a call has many tokens"}}}};
+        out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
+        // As for tt: the tied head of one token needs every row rebuilt (features,
+        // MLP, residual, norm) and one product with each; a batch shares the rebuild.
+        // Folded: features only, plus h W and h b for the token.
+        out.accounting.flops_per_token =
+            folded ? V * (d + 2 * d) + 2 * d * d + 2 * d : V * (embedding->flops_per_row() + 2 * d);
+        out.embedding = std::move(embedding);
     } else {
         std::string known;
         for (const auto& m : compression_methods())
@@ -196,6 +264,17 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
             j["common"] = spec.split->common.size();
             j["rare"] = spec.split->rare.size();
         }
+    } else if (spec.method == "fourier") {
+        j["mlp"] = spec.mlp;
+        if (spec.mlp == "geglu")
+            j["hidden_ratio"] = spec.hidden_ratio;
+        j["norm"] = spec.norm;
+        j["loss"] = spec.loss;
+        j["steps"] = spec.steps;
+        j["lr"] = spec.lr;
+        j["batch"] = spec.batch;
+        j["weight_decay"] = spec.weight_decay;
+        j["seed"] = spec.seed;
     } else {
         j["rank"] = spec.rank;
     }

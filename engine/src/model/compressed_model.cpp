@@ -4,6 +4,7 @@
 #include <set>
 
 #include "embedlab/file_output.hpp"
+#include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
@@ -109,6 +110,17 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
             out.emplace_back(p + "basis", f.basis);
             out.emplace_back(p + "coords", f.coords);
         }
+    } else if (const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&embedding)) {
+        const auto& f = fe->params();
+        const std::string p = prefix + "fourier.";
+        out.emplace_back(p + "w_in", f.w_in);
+        out.emplace_back(p + "b_in", f.b_in);
+        if (f.mlp == FourierMlp::GeGLU) {
+            out.emplace_back(p + "w_out", f.w_out);
+            out.emplace_back(p + "b_out", f.b_out);
+        }
+        if (f.norm)
+            out.emplace_back(p + "norm", f.norm_weight);
     } else {
         throw InputError("embedding kind '" + embedding.kind() + "' cannot be stored as factors");
     }
@@ -167,8 +179,10 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     if (positions)
         after.position_embedding = positions->embedding->parameter_count();
     manifest["model_params"] = {{"before", before.total()}, {"after", after.total()}};
+    manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
     manifest["source"] = source_json(source);
-    manifest["seed"] = 0; // every method here is deterministic; recorded for uniformity
+    // fourier trains from a seed; the other methods are deterministic (0 for uniformity).
+    manifest["seed"] = compressed.spec.method == "fourier" ? compressed.spec.seed : 0;
     manifest["versions"] = detail::manifest_versions();
     manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
@@ -179,7 +193,6 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
 
     if (options.dense) {
         const fs::path dense = dir.path() / "dense";
-    manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
         fs::create_directory(dense);
         copy_support_files(source.files.path, dense);
         Tensors dense_tensors = weights_except(model, replaced);
@@ -273,6 +286,32 @@ std::shared_ptr<const TokenEmbedding> build_table(const nlohmann::json& block, W
             fit.coords = take(m + "coords", {R, k});
         }
         return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
+    }
+    if (method == "fourier") {
+        FourierParams p;
+        p.mlp = parse_fourier_mlp(field(params, "mlp").get<std::string>());
+        p.vocab = rows;
+        p.dim = d;
+        p.norm = field(params, "norm").get<bool>();
+        if (rows < 2)
+            throw InputError(where + ": fourier needs at least 2 rows, the table has " +
+                             std::to_string(rows));
+        if (p.mlp == FourierMlp::Linear) {
+            p.w_in = take("fourier.w_in", {d, d});
+            p.b_in = take("fourier.b_in", {d});
+        } else {
+            const double ratio = field(params, "hidden_ratio").get<double>();
+            if (!(ratio > 0))
+                throw InputError(where + ": hidden_ratio must be positive, got " + std::to_string(ratio));
+            p.hidden = fourier_hidden_size(d, ratio);
+            p.w_in = take("fourier.w_in", {2 * p.hidden, d});
+            p.b_in = take("fourier.b_in", {2 * p.hidden});
+            p.w_out = take("fourier.w_out", {d, p.hidden});
+            p.b_out = take("fourier.b_out", {d});
+        }
+        if (p.norm)
+            p.norm_weight = take("fourier.norm", {d});
+        return std::make_shared<FourierTokenEmbedding>(std::move(p));
     }
     throw InputError(where + ": unknown method '" + method + "'");
 }
