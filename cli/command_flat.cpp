@@ -29,9 +29,7 @@ struct CalibrationText {
         if (!file)
             throw InputError(
                 "FLAT-LLM needs --calib-text FILE (the value and hidden-state statistics come from it)");
-        const auto& c = model.config();
-        const int64_t context =
-            c.max_positions > 0 ? std::min(model.max_context(), c.max_positions) : model.max_context();
+        const int64_t context = calibration_context(model);
         CalibrationText t;
         t.path = *file;
         t.ids = tokenizer.encode(read_text_file(t.path));

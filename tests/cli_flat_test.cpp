@@ -15,18 +15,10 @@ using embedlab::test::CliRun;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
-struct Texts {
-    embedlab::test::TempDir dir;
-    std::string calib, eval;
-    Texts()
-    {
-        const auto text = embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) /
-                                                    "resources/texts/tinystories-heldout.txt");
-        std::ofstream(dir / "calib.txt") << text.substr(0, 30000);
-        std::ofstream(dir / "eval.txt") << text.substr(30000, 6000);
-        calib = (dir / "calib.txt").string();
-        eval = (dir / "eval.txt").string();
-    }
+struct Texts : embedlab::test::TextSlices {
+    const std::string& calib = first;
+    const std::string& eval = second;
+    Texts() : TextSlices(30000, 6000) {}
 };
 
 std::vector<std::string> calib_args(const Texts& t)
@@ -239,7 +231,7 @@ TEST(CliFlat, BadInputIsNamed)
     EXPECT_NE(error_of({"--remaining", "0.5"}).find("--calib-text"), std::string::npos);
     EXPECT_NE(error_of({"--calib-text", t.calib}).find("--remaining"), std::string::npos);
     const auto many = error_of({"--remaining", "0.5", "--calib-text", t.calib, "--samples", "100000"});
-    EXPECT_NE(many.find("calib.txt"), std::string::npos) << many;
+    EXPECT_NE(many.find(t.calib), std::string::npos) << many;
     EXPECT_NE(many.find("distinct windows"), std::string::npos) << many;
     const auto ctx = error_of({"--remaining", "0.5", "--calib-text", t.calib, "--seqlen", "257"});
     EXPECT_NE(ctx.find("--seqlen"), std::string::npos) << ctx;

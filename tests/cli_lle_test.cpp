@@ -14,18 +14,10 @@ using embedlab::test::CliRun;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
-struct Texts {
-    embedlab::test::TempDir dir;
-    std::string freq, eval;
-    Texts()
-    {
-        const auto text = embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) /
-                                                    "resources/texts/tinystories-heldout.txt");
-        std::ofstream(dir / "freq.txt") << text.substr(0, 20000);
-        std::ofstream(dir / "eval.txt") << text.substr(20000, 3000);
-        freq = (dir / "freq.txt").string();
-        eval = (dir / "eval.txt").string();
-    }
+struct Texts : embedlab::test::TextSlices {
+    const std::string& freq = first;
+    const std::string& eval = second;
+    Texts() : TextSlices(20000, 3000) {}
 };
 
 nlohmann::json compress(const Texts& t, const std::string& method, const std::string& out,

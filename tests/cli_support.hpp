@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,22 @@ inline CliRun cli(const std::vector<std::string>& args)
     r.err = embedlab::test::read_text(dir / "err");
     return r;
 }
+
+// Two files cut from the bundled held-out text, [0, a) and [a, a + b): a
+// fitting/calibration text and an evaluation text that does not overlap it.
+struct TextSlices {
+    TempDir dir;
+    std::string first, second;
+    TextSlices(size_t a, size_t b)
+    {
+        const auto text =
+            read_text(std::filesystem::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+        std::ofstream(dir / "first.txt") << text.substr(0, a);
+        std::ofstream(dir / "second.txt") << text.substr(a, b);
+        first = (dir / "first.txt").string();
+        second = (dir / "second.txt").string();
+    }
+};
 
 // The JSON a --json run printed; a failed run fails the test and gives null.
 inline nlohmann::json json_of(const CliRun& r)

@@ -56,6 +56,9 @@ struct Calibration {
     std::vector<double> scores() const; // importance per layer
 };
 
+// The longest calibration window: learned positions, or the trained context.
+int64_t calibration_context(const LanguageModel& model);
+
 // Throws InputError for a seqlen beyond the model's context, too short a text,
 // or a model without per-head value projections in the expected layout.
 Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& ids,

@@ -95,13 +95,6 @@ private:
     bool mlp_;
 };
 
-// The context a calibration window may use: learned positions, or the trained context.
-int64_t calibration_context(const LanguageModel& model)
-{
-    const auto& c = model.config();
-    return c.max_positions > 0 ? std::min(model.max_context(), c.max_positions) : model.max_context();
-}
-
 torch::Tensor to_double(const torch::Tensor& t)
 {
     return t.to(torch::kFloat64);
@@ -138,6 +131,12 @@ std::vector<int64_t> calibration_window_starts(int64_t n_tokens, int64_t samples
             chosen.insert(j);
     }
     return {chosen.begin(), chosen.end()};
+}
+
+int64_t calibration_context(const LanguageModel& model)
+{
+    const auto& c = model.config();
+    return c.max_positions > 0 ? std::min(model.max_context(), c.max_positions) : model.max_context();
 }
 
 std::vector<double> Calibration::scores() const
