@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   qt6-base-dev libgl-dev libqcustomplot-dev
+  qt6-svg-dev  # figure export as SVG (QSvgGenerator)
   libtorch-dev libarmadillo-dev libeigen3-dev nlohmann-json3-dev
   libicu-dev libssl-dev
   libgtest-dev libgmock-dev
@@ -14,6 +15,10 @@ PACKAGES=(
   # reference BLAS and matrix products run about 20x slower.
   libopenblas0-pthread libopenblas-pthread-dev
   xvfb xauth
+  # Remote execution: the system OpenSSH client; the tests start a real sshd on loopback.
+  openssh-client openssh-server
+  # Fuzzing (EMBEDLAB_FUZZ): clang's libFuzzer and sanitizer runtimes.
+  clang libclang-rt-dev
 )
 
 missing=()

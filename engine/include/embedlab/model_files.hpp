@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "embedlab/format_parsers.hpp"
 #include "embedlab/model_config.hpp"
 #include "embedlab/vocab.hpp"
 #include "embedlab/weights.hpp"
@@ -28,22 +29,25 @@ enum class ModelFormat { HuggingFace, GGUF, Llama2c };
 inline const char* model_format_name(ModelFormat f)
 {
     switch (f) {
-    case ModelFormat::HuggingFace: return "huggingface";
-    case ModelFormat::GGUF: return "gguf";
-    case ModelFormat::Llama2c: return "llama2c";
+    case ModelFormat::HuggingFace:
+        return "huggingface";
+    case ModelFormat::GGUF:
+        return "gguf";
+    case ModelFormat::Llama2c:
+        return "llama2c";
     }
     return "?";
 }
 
 struct ModelFiles {
     ModelFormat format = ModelFormat::HuggingFace;
-    std::filesystem::path path;                  // what the user named
-    std::vector<std::filesystem::path> files;    // every weight file read
+    std::filesystem::path path;               // what the user named
+    std::vector<std::filesystem::path> files; // every weight file read
     ModelConfig config;
-    WeightMap weights;                           // canonical names, float32, contiguous
-    std::string stored_dtype;                    // "F32", "F16", "BF16" or "mixed"
-    std::optional<ScoredVocab> embedded_vocab;   // GGUF only
-    std::vector<std::string> warnings;           // e.g. "NaN in tensor h.0.attn.c_attn.weight"
+    WeightMap weights;                         // canonical names, float32, contiguous
+    std::string stored_dtype;                  // "F32", "F16", "BF16" or "mixed"
+    std::optional<ScoredVocab> embedded_vocab; // GGUF only
+    std::vector<std::string> warnings;         // e.g. "NaN in tensor h.0.attn.c_attn.weight"
     // An EmbedLab compressed directory: embedlab.json's text, and the tensors
     // that replace the embedding (names under its prefix, e.g. "wte.pca.Z").
     std::string embedlab_manifest;
@@ -53,28 +57,9 @@ struct ModelFiles {
 // MODEL is a directory, a .gguf file or a .bin (llama2.c) file.
 ModelFiles read_model_files(const std::filesystem::path& model);
 
-// --- lower-level pieces, exposed for tests and fuzzing ---
+// Lower-level pieces (safetensors header, config.json) are in format_parsers.hpp.
 
-struct SafetensorsEntry {
-    std::string name;
-    std::string dtype;           // as written: "F32", "F16", "BF16", ...
-    std::vector<int64_t> shape;
-    uint64_t begin = 0, end = 0; // byte offsets relative to the data section
-};
-struct SafetensorsHeader {
-    std::vector<SafetensorsEntry> entries;       // sorted by begin
-    std::map<std::string, std::string> metadata;
-    uint64_t data_start = 0;                     // 8 + header length
-};
-// Validates the header of a whole safetensors file held in `bytes`: header length,
-// JSON, dtypes, shape/byte-count agreement, offsets inside the data and not
-// overlapping. `label` names the file in messages.
-SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t size,
-                                           const std::string& label);
 // Loads every tensor of one safetensors file as float32 (zero-copy for aligned F32).
 WeightMap load_safetensors(const std::filesystem::path& file);
-
-// config.json -> ModelConfig; unknown model_type fails naming it.
-ModelConfig parse_hf_config(const std::string& json_text, const std::string& label);
 
 } // namespace embedlab

@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/error.hpp"
-#include "embedlab/model_files.hpp"
+#include "embedlab/format_parsers.hpp"
 
 namespace embedlab {
 
