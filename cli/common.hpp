@@ -90,6 +90,8 @@ int command_neighbours(const std::vector<std::string>& argv);
 int command_fourier_map(const std::vector<std::string>& argv);
 int command_importance(const std::vector<std::string>& argv);
 int command_allocate(const std::vector<std::string>& argv);
+int command_worker(const std::vector<std::string>& argv); // command_worker.cpp
+int command_remote(const std::vector<std::string>& argv); // command_remote.cpp
 int compress_flat(const std::vector<std::string>& argv); // compress --method flat
 int sweep_flat(const std::vector<std::string>& argv);    // sweep --method flat
 

@@ -59,6 +59,14 @@ commands:
                                                head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
            --calib-text FILE --eval-text FILE [--json]
+  worker   [--job FILE] [--identify] [--keep-on-eof]
+                                               run one JSON job (compress|eval|measure; stdin: one line)
+                                               and print JSON-line events and the result on stdout
+  remote doctor HOST [--ssh-config FILE] [--remote-cli PATH] [--remote-dir DIR] [--json]
+                                               reachability, remote version, CPU, memory, device, power sampling
+  remote run HOST[,HOST..] JOB.json [JOB2.json..] [--ssh-config FILE] [--remote-cli PATH]
+           [--remote-dir DIR] [--no-fetch] [--cleanup] [--quiet]
+                                               jobs on other hosts over ssh (one job per host at a time)
   version                                      print the version
 
 MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
@@ -106,6 +114,10 @@ int main(int argc, char** argv)
             return cli::command_allocate(args);
         if (command == "bench")
             return cli::command_bench(args);
+        if (command == "worker")
+            return cli::command_worker(args);
+        if (command == "remote")
+            return cli::command_remote(args);
         if (command == "version" || command == "--version") {
             std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
             return 0;

@@ -1,0 +1,264 @@
+// End to end through a real sshd on 127.0.0.1 (tests/sshd_fixture.hpp): doctor,
+// a remote compress + measure job equal to the local run, no command injection,
+// a killed sshd or worker ending the job as failed, the host pool.
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <fstream>
+
+#include "cli_support.hpp"
+#include "embedlab/job.hpp"
+#include "embedlab/model.hpp"
+#include "embedlab/remote.hpp"
+#include "embedlab/resources.hpp"
+#include "sshd_fixture.hpp"
+
+using embedlab::test::cli;
+using embedlab::test::SshServer;
+using embedlab::test::TempDir;
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+namespace {
+
+SshServer& shared_server()
+{
+    static SshServer server;
+    return server;
+}
+
+#define REQUIRE_SSHD(server)                                                                                 \
+    if (!(server).skip_reason.empty())                                                                       \
+    GTEST_SKIP() << (server).skip_reason
+
+embedlab::RemoteOptions options_for(const SshServer& s, const fs::path& remote_dir)
+{
+    embedlab::RemoteOptions o;
+    o.ssh_config = s.ssh_config;
+    o.remote_cli = EMBEDLAB_CLI_PATH;
+    o.remote_dir = remote_dir.string();
+    return o;
+}
+
+std::string local_hostname()
+{
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return name;
+}
+
+// A short evaluation text from the bundled sample.
+fs::path short_text(const TempDir& dir, const std::string& name = "eval.txt")
+{
+    const auto text = embedlab::test::read_text(embedlab::default_sample_text_path());
+    std::ofstream(dir / name) << text.substr(0, 1500);
+    return dir / name;
+}
+
+Json measure_options()
+{
+    return {{"tokens", 16}, {"repeat", 2}, {"lookups", 8}, {"power", "off"}};
+}
+
+} // namespace
+
+TEST(RemoteEndToEnd, DoctorReportsTheHost)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const auto r = cli({"remote", "doctor", s.host(), "--ssh-config", s.ssh_config.string(), "--remote-cli",
+                        EMBEDLAB_CLI_PATH, "--json"});
+    const auto j = embedlab::test::json_of(r);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["reachable"], true);
+    EXPECT_EQ(j["embedlab_cli"], true);
+    EXPECT_EQ(j["version_matches"], true);
+    EXPECT_EQ(j["identity"]["hostname"], local_hostname());
+    EXPECT_GE(j["identity"]["cpu_cores"].get<int>(), 1);
+    EXPECT_GT(j["identity"]["memory_bytes"].get<int64_t>(), 0);
+    EXPECT_TRUE(j["identity"].contains("power_sampling"));
+
+    const auto human = cli({"remote", "doctor", "loopback", "--ssh-config", s.ssh_config.string(),
+                            "--remote-cli", EMBEDLAB_CLI_PATH});
+    EXPECT_EQ(human.exit_code, 0) << human.err;
+    EXPECT_NE(human.out.find("reachable; embedlab-cli " EMBEDLAB_VERSION " (matches"), std::string::npos)
+        << human.out;
+
+    // Nobody listens on the fixture's port + 1 (most likely): a clear failure, exit 1.
+    const auto down =
+        cli({"remote", "doctor", "127.0.0.1:1", "--ssh-config", s.ssh_config.string(), "--json"});
+    EXPECT_EQ(down.exit_code, 1);
+    EXPECT_NE(down.out.find("cannot connect"), std::string::npos) << down.out;
+}
+
+TEST(RemoteEndToEnd, CompressAndMeasureMatchTheLocalRun)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    const auto text = short_text(dir);
+    Json job = {{"kind", "compress"},
+                {"model", embedlab::default_model_path().string()},
+                {"method", "pca"},
+                {"rank", 16},
+                {"eval_text", text.string()},
+                {"ctx", 32},
+                {"measure", measure_options()}};
+    job["out"] = (dir / "local").string();
+    // Compared as the CLI's plain JSON (same key order rules on both sides).
+    const auto local = nlohmann::json::parse(embedlab::run_job(job).dump());
+    job["out"] = (dir / "remote").string();
+    std::ofstream(dir / "job.json") << job.dump();
+    const auto r =
+        cli({"remote", "run", s.host(), (dir / "job.json").string(), "--ssh-config", s.ssh_config.string(),
+             "--remote-cli", EMBEDLAB_CLI_PATH, "--remote-dir", (dir / "remote-cache").string(), "--quiet"});
+    const auto remote = embedlab::test::json_of(r);
+    ASSERT_TRUE(remote.is_object()) << r.err;
+
+    const auto& lm = local["manifest"];
+    const auto& rm = remote["manifest"];
+    EXPECT_EQ(rm["accounting"], lm["accounting"]);
+    // Same code and machine; floating-point sums differ in the last digits between
+    // processes (thread scheduling of libtorch/OpenBLAS reductions), about 1e-7 here.
+    const auto close = [](const nlohmann::json& a, const nlohmann::json& b) {
+        return std::abs(a.get<double>() - b.get<double>()) <= 1e-6 * std::abs(b.get<double>());
+    };
+    EXPECT_EQ(rm["reconstruction"]["worst_row"], lm["reconstruction"]["worst_row"]);
+    for (const char* key : {"relative_frobenius", "mean_cosine", "worst_cosine"})
+        EXPECT_TRUE(close(rm["reconstruction"][key], lm["reconstruction"][key])) << key;
+    EXPECT_TRUE(close(rm["evaluation"]["baseline"]["ppl"], lm["evaluation"]["baseline"]["ppl"]));
+    EXPECT_TRUE(close(rm["evaluation"]["compressed"]["ppl"], lm["evaluation"]["compressed"]["ppl"]));
+    EXPECT_EQ(rm["evaluation"]["tokens"], lm["evaluation"]["tokens"]);
+    EXPECT_EQ(remote["measure"]["energy_model"], local["measure"]["energy_model"]);
+    EXPECT_EQ(remote["measure"]["embedding_parameters"], local["measure"]["embedding_parameters"]);
+    EXPECT_EQ(remote["measure"]["tokens"], 16);
+    EXPECT_GT(remote["measure"]["lookup"]["ms_per_token_mean"].get<double>(), 0);
+    EXPECT_GT(remote["measure"]["end_to_end"]["seconds_mean"].get<double>(), 0);
+    EXPECT_GT(remote["measure"]["peak_rss_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(remote["measure"]["energy_measured"]["available"], false);
+    // The host's identity, and the output fetched back intact (loading checks the
+    // sha256 its embedlab.json records).
+    EXPECT_EQ(remote["host"]["hostname"], local_hostname());
+    EXPECT_EQ(remote["remote"]["host"], s.host());
+    EXPECT_EQ(remote["out"], (dir / "remote").string());
+    EXPECT_EQ(embedlab::load_model(dir / "remote").model->token_embedding().kind(), "pca");
+    // Inputs are content-addressed: the model and the text, once each.
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir / "remote-cache" / "blobs"), fs::directory_iterator()),
+              2);
+}
+
+TEST(RemoteEndToEnd, QuotesAndSemicolonsReachNoShell)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    const auto marker = dir / "injected";
+    // File names hold no '/': the injected command would touch a relative name in
+    // the shell's directory (the remote home, or the job directory).
+    const std::string relative_marker = "embedlab-injected-" + std::to_string(::getpid());
+    const std::string evil = "; touch " + relative_marker + "; echo '$(touch " + relative_marker + ")' \"q\"";
+    const auto model = dir / ("model " + evil);
+    fs::create_directory_symlink(embedlab::default_model_path(), model);
+    const auto text = short_text(dir, "text" + evil + ".txt");
+    const Json job = {{"kind", "eval"}, {"model", model.string()}, {"text", text.string()}, {"ctx", 32}};
+    const auto local = embedlab::run_job(job);
+
+    const auto options = options_for(s, dir / ("cache $(touch " + marker.string() + ") 'x';y"));
+    embedlab::SshSession session(embedlab::parse_host(s.host()), options);
+    std::vector<std::string> logs;
+    const auto collect = [&](const Json& e) {
+        if (e["event"] == "log")
+            logs.push_back(e["message"].get<std::string>());
+    };
+    const auto remote = embedlab::run_remote_job(session, job, collect);
+    EXPECT_NEAR(remote["ppl"].get<double>(), local["ppl"].get<double>(), 1e-6 * local["ppl"].get<double>());
+    EXPECT_EQ(remote["tokens"], local["tokens"]);
+    logs.clear();
+    embedlab::run_remote_job(session, job, collect); // second time: nothing copied
+    EXPECT_EQ(std::count_if(
+                  logs.begin(), logs.end(),
+                  [](const std::string& m) { return m.find("already on the host") != std::string::npos; }),
+              2);
+    EXPECT_THROW(embedlab::SshSession(embedlab::parse_host("127.0.0.1;touch " + marker.string()), options),
+                 embedlab::RemoteError);
+    EXPECT_FALSE(fs::exists(marker));
+    for (const fs::path& where :
+         {fs::current_path(), fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/"), dir.path()})
+        EXPECT_FALSE(fs::exists(where / relative_marker)) << where;
+}
+
+TEST(RemoteEndToEnd, KilledSshdFailsTheJobAndLeavesNoOutput)
+{
+    SshServer own; // killed below, so not the shared one
+    REQUIRE_SSHD(own);
+    const TempDir dir;
+    const Json job = {{"kind", "compress"},
+                      {"model", embedlab::default_model_path().string()},
+                      {"method", "pca"},
+                      {"rank", 16},
+                      {"out", (dir / "out").string()},
+                      {"measure", measure_options()}};
+    embedlab::SshSession session(embedlab::parse_host(own.host()), options_for(own, dir / "cache"));
+    try {
+        embedlab::run_remote_job(session, job, [&](const Json& e) {
+            if (e["event"] == "started")
+                own.kill_all();
+        });
+        ADD_FAILURE() << "the job succeeded although sshd was killed";
+    } catch (const embedlab::RemoteError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(own.host()), std::string::npos) << m;
+        EXPECT_NE(m.find("without a result"), std::string::npos) << m;
+    }
+    EXPECT_FALSE(fs::exists(dir / "out"));
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1); // cache/ only
+}
+
+TEST(RemoteEndToEnd, KilledWorkerFailsTheJob)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    const Json job = {{"kind", "compress"},
+                      {"model", embedlab::default_model_path().string()},
+                      {"method", "pca"},
+                      {"rank", 16},
+                      {"out", (dir / "out").string()},
+                      {"measure", measure_options()}};
+    embedlab::SshSession session(embedlab::parse_host(s.host()), options_for(s, dir / "cache"));
+    EXPECT_THROW(embedlab::run_remote_job(session, job,
+                                          [&](const Json& e) {
+                                              if (e["event"] == "started")
+                                                  ::kill(e["pid"].get<pid_t>(), SIGKILL);
+                                          }),
+                 embedlab::RemoteError);
+    EXPECT_FALSE(fs::exists(dir / "out"));
+    // The session still works for the next job.
+    const Json measure = {{"kind", "measure"}, {"model", embedlab::default_model_path().string()},
+                          {"tokens", 8},       {"repeat", 1},
+                          {"lookups", 4},      {"power", "off"}};
+    EXPECT_EQ(embedlab::run_remote_job(session, measure)["measure"]["tokens"], 8);
+}
+
+TEST(RemoteEndToEnd, PoolSpreadsJobsOverReachableHosts)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    std::vector<Json> jobs;
+    for (int tokens : {4, 8, 12})
+        jobs.push_back({{"kind", "measure"},
+                        {"model", embedlab::default_model_path().string()},
+                        {"tokens", tokens},
+                        {"repeat", 1},
+                        {"lookups", 4},
+                        {"power", "off"}});
+    const auto hosts = embedlab::parse_host_list(s.host() + ",loopback,127.0.0.1:1");
+    const auto outcomes = embedlab::run_job_pool(jobs, hosts, options_for(s, dir / "cache"));
+    ASSERT_EQ(outcomes.size(), 3u);
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+        EXPECT_TRUE(outcomes[i].ok) << outcomes[i].error;
+        EXPECT_NE(outcomes[i].host, "127.0.0.1:1");
+        EXPECT_EQ(outcomes[i].result["measure"]["tokens"], jobs[i]["tokens"]);
+    }
+}

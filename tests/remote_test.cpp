@@ -1,0 +1,139 @@
+// Remote execution: host strings, quoting, subprocesses, power parsing, the
+// worker, and end-to-end runs through a real sshd on 127.0.0.1 (skipped when
+// sshd cannot be started).
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cli_support.hpp"
+#include "embedlab/job.hpp"
+#include "embedlab/power.hpp"
+#include "embedlab/remote.hpp"
+#include "embedlab/resources.hpp"
+
+using embedlab::test::cli;
+using embedlab::test::TempDir;
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+TEST(RemoteHost, ParsesUserHostAndPort)
+{
+    auto h = embedlab::parse_host("pi@raspberrypi.local:2222");
+    EXPECT_EQ(h.destination, "pi@raspberrypi.local");
+    EXPECT_EQ(h.port, 2222);
+    h = embedlab::parse_host("pi5");
+    EXPECT_EQ(h.destination, "pi5");
+    EXPECT_EQ(h.port, 0);
+    h = embedlab::parse_host("root@[::1]:22");
+    EXPECT_EQ(h.destination, "root@::1");
+    EXPECT_EQ(h.port, 22);
+    h = embedlab::parse_host("fe80::1"); // a bare v6 address has no port
+    EXPECT_EQ(h.destination, "fe80::1");
+    EXPECT_EQ(h.port, 0);
+    EXPECT_THROW(embedlab::parse_host(""), embedlab::InputError);
+    EXPECT_THROW(embedlab::parse_host("-oProxyCommand=x"), embedlab::InputError);
+    EXPECT_THROW(embedlab::parse_host("host:99999"), embedlab::InputError);
+    EXPECT_THROW(embedlab::parse_host("host:"), embedlab::InputError);
+    EXPECT_EQ(embedlab::parse_host_list("a,b:23").size(), 2u);
+}
+
+TEST(RemoteQuote, ShellGetsTheWordBack)
+{
+    const TempDir dir;
+    const auto marker = dir / "injected";
+    for (const std::string word :
+         {std::string("plain"), std::string("it's"), std::string("a b\tc"), "x; touch " + marker.string(),
+          "$(touch " + marker.string() + ")", std::string("`id` \"q\" \\ * ?"), std::string("")}) {
+        const auto r = embedlab::run_command({"/bin/sh", "-c", "printf %s " + embedlab::shell_quote(word)},
+                                             "", std::chrono::seconds(10));
+        EXPECT_EQ(r.status, 0);
+        EXPECT_EQ(r.out, word);
+    }
+    EXPECT_FALSE(fs::exists(marker));
+}
+
+TEST(RemoteSubprocess, ReportsExecFailureAndStopsAtTimeout)
+{
+    EXPECT_THROW(embedlab::Subprocess({"/nonexistent/embedlab-no-such-program"}), embedlab::InputError);
+    const auto r = embedlab::run_command({"sleep", "30"}, "", std::chrono::milliseconds(200));
+    EXPECT_TRUE(r.timed_out);
+    EXPECT_EQ(r.status, -1);
+    const auto cat = embedlab::run_command({"cat"}, "line one\nline two", std::chrono::seconds(10));
+    EXPECT_EQ(cat.status, 0);
+    EXPECT_EQ(cat.out, "line one\nline two");
+    EXPECT_EQ(embedlab::run_command({"sh", "-c", "exit 3"}, "", std::chrono::seconds(10)).status, 3);
+}
+
+TEST(RemotePower, ParsesPmicReadAdcAndIntegrates)
+{
+    // Abridged output of `vcgencmd pmic_read_adc` on a Raspberry Pi 5.
+    const std::string canned = "     3V7_WL_SW_A current(0)=0.10000000A\n"
+                               "       3V3_SYS_A current(1)=0.20000000A\n"
+                               "        VDD_CORE_A current(7)=2.00000000A\n"
+                               "     3V7_WL_SW_V volt(8)=3.70000000V\n"
+                               "       3V3_SYS_V volt(9)=3.30000000V\n"
+                               "        VDD_CORE_V volt(15)=0.80000000V\n"
+                               "        EXT5V_V volt(24)=5.10000000V\n"
+                               "        BATT_V volt(25)=0.00000000V\n";
+    const auto watts = embedlab::parse_pmic_read_adc(canned);
+    ASSERT_TRUE(watts.has_value());
+    EXPECT_NEAR(*watts, 0.1 * 3.7 + 0.2 * 3.3 + 2.0 * 0.8, 1e-12);
+    EXPECT_FALSE(embedlab::parse_pmic_read_adc("error=1 error_msg=\"Command not registered\"\n"));
+    // 2 W above a 1 W idle for 3 s: 6 J; a ramp from 1 to 3 W over 2 s: 2 J above idle.
+    EXPECT_NEAR(embedlab::integrate_energy({{0, 3}, {1, 3}, {3, 3}}, 1.0), 6.0, 1e-12);
+    EXPECT_NEAR(embedlab::integrate_energy({{0, 1}, {2, 3}}, 1.0), 2.0, 1e-12);
+    EXPECT_NEAR(embedlab::mean_power({{0, 1}, {2, 3}}), 2.0, 1e-12);
+    if (!embedlab::find_executable("vcgencmd")) {
+        std::string why;
+        EXPECT_FALSE(embedlab::power_sampling_available(&why));
+        EXPECT_NE(why.find("vcgencmd"), std::string::npos) << why;
+    }
+}
+
+TEST(RemoteJob, RejectsBadJobs)
+{
+    EXPECT_THROW(embedlab::check_job(Json::array()), embedlab::InputError);
+    EXPECT_THROW(embedlab::check_job({{"kind", "train"}, {"model", "m"}}), embedlab::InputError);
+    EXPECT_THROW(embedlab::check_job({{"kind", "compress"}, {"model", "m"}, {"method", "pca"}}),
+                 embedlab::InputError); // no out, no rank
+    EXPECT_NO_THROW(embedlab::check_job({{"kind", "measure"}, {"model", "m"}}));
+}
+
+TEST(RemoteWorker, RunsAMeasureJobLocallyAsJsonLines)
+{
+    const TempDir dir;
+    std::ofstream(dir / "job.json") << Json{{"kind", "measure"},
+                                            {"model", embedlab::default_model_path().string()},
+                                            {"tokens", 8},
+                                            {"repeat", 1},
+                                            {"lookups", 4},
+                                            {"power", "off"}}
+                                           .dump();
+    const auto r = cli({"worker", "--job", (dir / "job.json").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::vector<Json> events;
+    for (std::string line; std::getline(lines, line);)
+        events.push_back(Json::parse(line));
+    ASSERT_GE(events.size(), 2u);
+    EXPECT_EQ(events.front()["event"], "started");
+    ASSERT_EQ(events.back()["event"], "result");
+    const auto& m = events.back()["result"]["measure"];
+    EXPECT_EQ(m["tokens"], 8);
+    EXPECT_EQ(m["embedding"], "dense");
+    EXPECT_GT(m["peak_rss_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(m["energy_measured"]["available"], false);
+    EXPECT_GT(m["energy_model"]["original"].get<double>(), 0);
+    EXPECT_TRUE(events.back()["result"]["host"].contains("cpu_cores"));
+
+    std::ofstream(dir / "bad.json") << R"({"kind": "measure"})";
+    const auto bad = cli({"worker", "--job", (dir / "bad.json").string()});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.out.find("\"error_kind\":\"input\""), std::string::npos) << bad.out;
+}
