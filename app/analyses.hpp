@@ -38,4 +38,78 @@ AllocationResult importance_allocations(const std::string& model, const std::str
 
 std::string default_sample_text();
 
+// One compression of the model's token embedding, evaluated on a text: what the
+// results table and Pareto plot show (METHODS 0: ratio = after / before,
+// delta ln PPL = ln PPL_compressed - ln PPL_original).
+struct CompressionRequest {
+    std::string method; // "pca", "svd" or "tt"
+    int64_t rank = 0;   // pca, svd
+    double eps = 0;     // tt: accuracy in (0, 1); the shape is the most balanced 3-factor one of d
+    // Perplexity on the text's first `eval_tokens` ids (0: all). The tied head of a
+    // 50k vocabulary makes every token cost V d multiply-adds; the original
+    // model's perplexity is computed once per model, text and length.
+    int64_t eval_tokens = 4096;
+};
+struct CompressionRun {
+    std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
+    int64_t params_before = 0, params_after = 0;
+    double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
+    std::string host;
+};
+CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
+                                     const std::string& text, const ProgressFn& progress);
+
+// Writes bytes to `path` through the engine's atomic file output (temp + rename).
+void write_file(const std::string& path, const std::string& bytes);
+
+// TT candidates for the embedding (METHODS 5): every 2- and 3-factor shape of d
+// (at most `max_shapes`), each fitted at every eps, with the energy model of the
+// original table, the TT and the equal-size SVD.
+struct TensorTrainCandidate {
+    std::vector<int64_t> shape, ranks;
+    double eps = 0, ratio = 0, relative_error = 0, mean_cosine = 0;
+    int64_t params_after = 0, svd_rank = 0;
+    double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms, eqs. 2-5
+};
+struct TensorTrainResult {
+    int64_t vocab = 0, dim = 0;
+    std::vector<TensorTrainCandidate> candidates;
+};
+TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& eps,
+                                          int max_shapes, const ProgressFn& progress);
+
+// The Fourier token map (METHODS 4) for ids [first, end): the features T, the
+// original rows of a dense model and, when `model` is a fourier directory or
+// `fourier_dir` names one, MLP(T) and E. Matrices are row-major [end - first, d].
+struct FourierMapResult {
+    int64_t vocab = 0, dim = 0, first = 0, end = 0;
+    struct Matrix {
+        std::string name;
+        std::vector<double> values, neighbour; // neighbour: cosine of rows p, p+1
+    };
+    std::vector<Matrix> matrices;
+    std::vector<std::string> tokens;
+    std::string note;
+};
+FourierMapResult fourier_map(const std::string& model, const std::string& fourier_dir, int64_t first,
+                             int64_t end, const ProgressFn& progress);
+
+// The LLE neighbour graph (METHODS 2): common/rare split from a frequency text,
+// every row projected on the table's first two principal components, and for
+// each rare token its k common neighbours, LLE weights and reconstruction cosine.
+struct NeighbourGraphResult {
+    int64_t vocab = 0, k = 0;
+    double keep_ratio = 0;
+    std::vector<double> x, y;          // all V rows, PC 1 and 2
+    std::vector<int64_t> common, rare; // ids
+    std::vector<int64_t> neighbours;   // [rare, k] common ids, best first
+    std::vector<double> weights;       // [rare, k] LLE alpha
+    std::vector<double> cosine;        // [rare] cosine of rebuilt to original row
+    std::vector<double> histogram;     // counts of `cosine` in 40 bins over [hist_lo, 1]
+    double hist_lo = 0;
+    std::vector<std::string> tokens; // V texts (empty without a tokenizer)
+};
+NeighbourGraphResult neighbour_graph(const std::string& model, const std::string& text, double keep_ratio,
+                                     int64_t k, const ProgressFn& progress);
+
 } // namespace embedlab::app

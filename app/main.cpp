@@ -27,7 +27,8 @@ int main(int argc, char** argv)
     parser.addPositionalArgument("model", "Model directory, .gguf or llama2.c .bin (default: bundled)");
     QCommandLineOption screenshot("screenshot", "Save a PNG of the window once loaded, then quit.", "file");
     parser.addOption(screenshot);
-    QCommandLineOption tab("tab", "Open at this view: model, spectrum or allocation.", "view");
+    QCommandLineOption tab(
+        "tab", "Open at this view: " + embedlab::app::MainWindow::viewNames().join(", ") + ".", "view");
     parser.addOption(tab);
     parser.process(app);
 
@@ -50,8 +51,8 @@ int main(int argc, char** argv)
         });
     }
     if (parser.isSet(tab) && !window.showView(parser.value(tab))) {
-        std::fprintf(stderr, "embedlab: unknown view '%s' (model, spectrum, allocation)\n",
-                     qPrintable(parser.value(tab)));
+        std::fprintf(stderr, "embedlab: unknown view '%s' (%s)\n", qPrintable(parser.value(tab)),
+                     qPrintable(embedlab::app::MainWindow::viewNames().join(", ")));
         return 2;
     }
     window.show();

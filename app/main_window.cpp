@@ -1,31 +1,47 @@
 #include "main_window.hpp"
 
+#include <QCloseEvent>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QMenuBar>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
 #include "analyses.hpp"
+#include "figure_export.hpp"
+#include "fourier_map_view.hpp"
+#include "method_panel.hpp"
+#include "neighbour_graph_view.hpp"
 #include "parameter_breakdown_chart.hpp"
 #include "rank_allocation_view.hpp"
+#include "results_view.hpp"
 #include "spectrum_view.hpp"
+#include "tensor_train_view.hpp"
 
 namespace embedlab::app {
 
 namespace {
 enum JobColumn { kName, kState, kProgress, kTime, kCancel };
-}
+constexpr int kRecentModels = 8;
+} // namespace
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), tabs_(new QTabWidget(this)), facts_(new QLabel(this)),
       chart_(new views::ParameterBreakdownChart(this)), spectrum_(new views::SpectrumView(this)),
-      allocation_(new views::RankAllocationView(this)), job_list_(new QTreeWidget(this))
+      allocation_(new views::RankAllocationView(this)), results_(new views::ResultsView(this)),
+      fourier_(new views::FourierMapView(this)), tt_(new views::TensorTrainView(this)),
+      lle_(new views::NeighbourGraphView(this)), method_panel_(new MethodPanel(this)),
+      fourier_first_(new QSpinBox(this)), fourier_count_(new QSpinBox(this)),
+      lle_keep_(new QDoubleSpinBox(this)), lle_k_(new QSpinBox(this)), job_list_(new QTreeWidget(this))
 {
     setWindowTitle("EmbedLab");
     auto* model_panel = new QWidget(this);
@@ -37,6 +53,51 @@ MainWindow::MainWindow(QWidget* parent)
     tabs_->addTab(model_panel, "Model");
     tabs_->addTab(spectrum_, "Spectrum");
     tabs_->addTab(allocation_, "IPRS allocation");
+    tabs_->addTab(withControls(results_, method_panel_), "Results");
+    connect(method_panel_, &MethodPanel::runRequested, this, &MainWindow::runCompression);
+
+    fourier_first_->setPrefix("ids from ");
+    fourier_first_->setRange(0, 1 << 30);
+    fourier_count_->setPrefix("count ");
+    fourier_count_->setRange(2, 4096);
+    fourier_count_->setValue(256);
+    auto* fourier_controls = new QWidget(this);
+    auto* fc = new QHBoxLayout(fourier_controls);
+    fc->setContentsMargins(0, 0, 0, 0);
+    auto* fourier_dir = new QPushButton("Fitted fourier directory...", this);
+    auto* fourier_update = new QPushButton("Update", this);
+    connect(fourier_dir, &QPushButton::clicked, this, &MainWindow::chooseFourierDirectory);
+    connect(fourier_update, &QPushButton::clicked, this, [this] {
+        lazy_started_.remove("fourier");
+        computeFourierMap();
+    });
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{fourier_first_, fourier_count_, fourier_dir, fourier_update})
+        fc->addWidget(w);
+    fc->addStretch(1);
+    tabs_->addTab(withControls(fourier_, fourier_controls), "Fourier map");
+    tabs_->addTab(tt_, "Tensor-Train");
+
+    lle_keep_->setPrefix("keep ratio ");
+    lle_keep_->setRange(0.01, 1.0);
+    lle_keep_->setSingleStep(0.05);
+    lle_keep_->setValue(0.5);
+    lle_k_->setPrefix("k = ");
+    lle_k_->setRange(1, 64);
+    lle_k_->setValue(5);
+    auto* lle_controls = new QWidget(this);
+    auto* lc = new QHBoxLayout(lle_controls);
+    lc->setContentsMargins(0, 0, 0, 0);
+    auto* lle_update = new QPushButton("Update (frequencies from the bundled sample text)", this);
+    connect(lle_update, &QPushButton::clicked, this, [this] {
+        lazy_started_.remove("lle");
+        computeNeighbourGraph();
+    });
+    for (QWidget* w : std::initializer_list<QWidget*>{lle_keep_, lle_k_, lle_update})
+        lc->addWidget(w);
+    lc->addStretch(1);
+    tabs_->addTab(withControls(lle_, lle_controls), "LLE neighbours");
+    connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::computeShownView);
     setCentralWidget(tabs_);
 
     job_list_->setHeaderLabels({"Job", "State", "Progress", "Time", ""});
@@ -51,19 +112,125 @@ MainWindow::MainWindow(QWidget* parent)
     auto* file = menuBar()->addMenu("&File");
     file->addAction("Open model &directory...", QKeySequence::Open, this, &MainWindow::chooseModelDirectory);
     file->addAction("Open model &file (.gguf, .bin)...", this, &MainWindow::chooseModelFile);
+    recent_ = file->addMenu("Open &recent");
+    file->addSeparator();
+    file->addAction("Export &figure (PNG, PDF, SVG)...", QKeySequence("Ctrl+E"), this,
+                    &MainWindow::exportFigure);
+    file->addAction("Export &results (CSV, JSON)...", this, &MainWindow::exportResults);
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
-    resize(1000, 720);
+    fillRecentMenu();
+
+    resize(1100, 780);
+    QSettings settings;
+    restoreGeometry(settings.value("window/geometry").toByteArray());
+    restoreState(settings.value("window/state").toByteArray());
+}
+
+MainWindow::~MainWindow() = default;
+
+QWidget* MainWindow::withControls(QWidget* view, QWidget* controls)
+{
+    auto* panel = new QWidget(this);
+    auto* layout = new QVBoxLayout(panel);
+    layout->addWidget(controls);
+    layout->addWidget(view, 1);
+    return panel;
 }
 
 bool MainWindow::showView(const QString& name)
 {
     const QHash<QString, QWidget*> views{
-        {"model", tabs_->widget(0)}, {"spectrum", spectrum_}, {"allocation", allocation_}};
+        {"model", tabs_->widget(0)},           {"spectrum", spectrum_},
+        {"allocation", allocation_},           {"results", results_->parentWidget()},
+        {"fourier", fourier_->parentWidget()}, {"tt", tt_},
+        {"lle", lle_->parentWidget()}};
     if (!views.contains(name))
         return false;
     tabs_->setCurrentWidget(views[name]);
     return true;
+}
+
+QStringList MainWindow::viewNames()
+{
+    return {"model", "spectrum", "allocation", "results", "fourier", "tt", "lle"};
+}
+
+QCustomPlot* MainWindow::currentPlot() const
+{
+    QWidget* tab = tabs_->currentWidget();
+    if (tab == tabs_->widget(0))
+        return chart_->plot();
+    if (tab == spectrum_)
+        return spectrum_->plot();
+    if (tab == allocation_)
+        return allocation_->plot();
+    if (tab == results_->parentWidget())
+        return results_->plot();
+    if (tab == fourier_->parentWidget())
+        return fourier_->plot();
+    if (tab == tt_)
+        return tt_->plot();
+    return lle_->plot();
+}
+
+void MainWindow::exportFigure()
+{
+    views::FigureExportDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    const QString file = QFileDialog::getSaveFileName(this, "Export figure", "figure.pdf",
+                                                      "PDF (*.pdf);;SVG (*.svg);;PNG (*.png)");
+    if (file.isEmpty())
+        return;
+    const QString error = views::exportFigure(currentPlot(), file, dialog.options());
+    statusBar()->showMessage(error.isEmpty() ? "Wrote " + file : error);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue("window/geometry", saveGeometry());
+    settings.setValue("window/state", saveState());
+    QMainWindow::closeEvent(event);
+}
+
+void MainWindow::rememberModel(const QString& path)
+{
+    QSettings settings;
+    QStringList recent = settings.value("models/recent").toStringList();
+    recent.removeAll(path);
+    recent.prepend(path);
+    while (recent.size() > kRecentModels)
+        recent.removeLast();
+    settings.setValue("models/recent", recent);
+    fillRecentMenu();
+}
+
+void MainWindow::fillRecentMenu()
+{
+    recent_->clear();
+    const QStringList recent = QSettings().value("models/recent").toStringList();
+    for (const QString& path : recent)
+        recent_->addAction(path, this, [this, path] { openModel(path); });
+    recent_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::exportResults()
+{
+    QString selected;
+    const QString file = QFileDialog::getSaveFileName(this, "Export results", "results.csv",
+                                                      "CSV (*.csv);;JSON (*.json)", &selected);
+    if (file.isEmpty())
+        return;
+    const bool json = file.endsWith(".json", Qt::CaseInsensitive) || selected.startsWith("JSON");
+    try {
+        write_file(file.toStdString(),
+                   json ? results_->toJson().toStdString() : results_->toCsv().toStdString());
+        statusBar()->showMessage("Wrote " + file);
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(QString::fromStdString(e.what()));
+    }
 }
 
 void MainWindow::trackJobs()
@@ -122,53 +289,18 @@ void MainWindow::openModel(const QString& path)
         auto summary = summarize_model(path.toStdString());
         return [this, summary, path] {
             showSummary(summary);
-            if (summary.error.empty())
+            if (summary.error.empty()) {
+                model_path_ = path;
+                lazy_started_.clear();
+                fourier_dir_.clear();
+                method_panel_->setDimension(static_cast<int>(summary.hidden_size));
+                fourier_first_->setMaximum(static_cast<int>(std::max<int64_t>(summary.vocab_size - 2, 0)));
+                rememberModel(path);
                 analyse(path);
+                computeShownView();
+            }
         };
     });
-}
-
-void MainWindow::analyse(const QString& path)
-{
-    jobs_.submit(
-        "spectrum of the token embedding", [this, path](const ProgressFn& progress) -> std::function<void()> {
-            const auto r = embedding_spectrum(path.toStdString(), progress);
-            return [this, r, path] {
-                views::SpectrumData data;
-                data.label = path;
-                data.eigenvalues = QVector<double>(r.eigenvalues.begin(), r.eigenvalues.end());
-                data.explained = QVector<double>(r.explained.begin(), r.explained.end());
-                data.params_at_rank = QVector<double>(r.params_at_rank.begin(), r.params_at_rank.end());
-                data.flops_at_rank = QVector<double>(r.flops_at_rank.begin(), r.flops_at_rank.end());
-                data.original_params = r.original_params;
-                spectrum_->setData(data);
-                spectrum_->setRank(std::max(1, static_cast<int>(data.eigenvalues.size()) / 4));
-            };
-        });
-    jobs_.submit("FLAT-LLM importance (bundled sample text)",
-                 [this, path](const ProgressFn& progress) -> std::function<void()> {
-                     const auto r =
-                         importance_allocations(path.toStdString(), default_sample_text(), 32, 128, progress);
-                     return [this, r, path] {
-                         views::RankAllocationData data;
-                         data.label = path;
-                         data.d_head = static_cast<int>(r.d_head);
-                         double top = 0;
-                         for (double t : r.scores)
-                             top = std::max(top, t);
-                         for (double t : r.scores)
-                             data.normalised.push_back(top > 0 ? t / top : 0.0);
-                         for (const auto& a : r.allocations) {
-                             views::Allocation v;
-                             v.remaining = a.remaining;
-                             v.w = QVector<double>(a.w.begin(), a.w.end());
-                             for (auto k : a.ranks)
-                                 v.ranks.push_back(static_cast<int>(k));
-                             data.allocations.push_back(v);
-                         }
-                         allocation_->setData(data);
-                     };
-                 });
 }
 
 void MainWindow::chooseModelDirectory()

@@ -1,56 +1,108 @@
 // The main window: the model panel (facts + parameter breakdown), the
-// spectrum and IPRS allocation views, and the job list. Every engine call runs
-// as a job on the JobController's engine thread; the GUI thread never blocks.
+// spectrum, IPRS allocation, results, Fourier map, Tensor-Train and LLE views,
+// and the job list. Every engine call runs as a job on the JobController's
+// engine thread; the GUI thread never blocks. The Fourier, TT and LLE views
+// are computed when first shown for a model (they cost seconds to minutes).
 #pragma once
 
 #include <QElapsedTimer>
 #include <QHash>
 #include <QLabel>
 #include <QMainWindow>
+#include <QSet>
 
 #include "job_controller.hpp"
 #include "model_summary.hpp"
 
+class QCustomPlot;
+class QDoubleSpinBox;
+class QMenu;
+class QSpinBox;
 class QTabWidget;
 class QTreeWidget;
 class QTreeWidgetItem;
 
 namespace embedlab::views {
+class FourierMapView;
+class NeighbourGraphView;
 class ParameterBreakdownChart;
 class RankAllocationView;
+class ResultsView;
 class SpectrumView;
+class TensorTrainView;
 } // namespace embedlab::views
 
 namespace embedlab::app {
+
+class MethodPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
     void openModel(const QString& path);
-    bool showView(const QString& name); // "model", "spectrum", "allocation"
+    // "model", "spectrum", "allocation", "results", "fourier", "tt", "lle"
+    bool showView(const QString& name);
+    static QStringList viewNames();
+    // Queues a compression of the shown model + evaluation on the sample text;
+    // a results row is added when it finishes. Returns the job id (-1: no model).
+    int runCompression(const QString& method, int rank, double eps);
+    // Queue the lazy views' jobs now (-1: no model or already done/queued).
+    int computeFourierMap();
+    int computeTensorTrain();
+    int computeNeighbourGraph();
+    QCustomPlot* currentPlot() const; // the figure File > Export figure saves
     JobController& jobs() { return jobs_; }
     views::SpectrumView* spectrumView() const { return spectrum_; }
     views::RankAllocationView* allocationView() const { return allocation_; }
+    views::ResultsView* resultsView() const { return results_; }
+    views::FourierMapView* fourierView() const { return fourier_; }
+    views::TensorTrainView* tensorTrainView() const { return tt_; }
+    views::NeighbourGraphView* neighbourView() const { return lle_; }
+    MethodPanel* methodPanel() const { return method_panel_; }
 
 signals:
     void modelShown(bool ok);
 
+protected:
+    void closeEvent(QCloseEvent* event) override;
+
 private:
     void showSummary(const ModelSummary& s);
     void analyse(const QString& path); // spectrum + importance jobs for the shown model
+    void computeShownView();           // the lazy view on the current tab, if not done yet
     void chooseModelDirectory();
     void chooseModelFile();
+    void chooseFourierDirectory();
     void trackJobs();
+    void exportResults();
+    void exportFigure();
+    void rememberModel(const QString& path);
+    void fillRecentMenu();
+    QWidget* withControls(QWidget* view, QWidget* controls);
 
     QTabWidget* tabs_;
     QLabel* facts_;
     views::ParameterBreakdownChart* chart_;
     views::SpectrumView* spectrum_;
     views::RankAllocationView* allocation_;
+    views::ResultsView* results_;
+    views::FourierMapView* fourier_;
+    views::TensorTrainView* tt_;
+    views::NeighbourGraphView* lle_;
+    MethodPanel* method_panel_;
+    QSpinBox* fourier_first_;
+    QSpinBox* fourier_count_;
+    QString fourier_dir_;
+    QDoubleSpinBox* lle_keep_;
+    QSpinBox* lle_k_;
+    QMenu* recent_;
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;
+    QString model_path_;         // the shown model ("" until one loaded)
+    QSet<QString> lazy_started_; // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;
 };
 

@@ -3,6 +3,8 @@
 // cancel; the event loop keeps running (stalls are measured, > 100 ms fails).
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QSettings>
+#include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
 #include <gtest/gtest.h>
@@ -136,6 +138,11 @@ int main(int argc, char** argv)
 {
     qputenv("QT_QPA_PLATFORM", "offscreen");
     QApplication app(argc, argv);
+    // Settings (recent models, geometry) go to a scratch directory, not the user's.
+    QTemporaryDir settings;
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
+    QApplication::setOrganizationName("EmbedLabTest");
+    QApplication::setApplicationName("test_app");
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }

@@ -1,0 +1,231 @@
+// The main window's engine jobs: what each view needs, computed on the engine
+// thread (analyses.hpp), converted to the view's plain struct on the GUI thread.
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QSpinBox>
+#include <QStatusBar>
+#include <QTabWidget>
+
+#include "analyses.hpp"
+#include "fourier_map_view.hpp"
+#include "main_window.hpp"
+#include "neighbour_graph_view.hpp"
+#include "rank_allocation_view.hpp"
+#include "results_view.hpp"
+#include "spectrum_view.hpp"
+#include "tensor_train_view.hpp"
+
+namespace embedlab::app {
+
+namespace {
+
+template <class T> QVector<double> doubles(const std::vector<T>& v)
+{
+    return QVector<double>(v.begin(), v.end());
+}
+
+template <class T> QVector<int> ints(const std::vector<T>& v)
+{
+    QVector<int> out;
+    out.reserve(static_cast<qsizetype>(v.size()));
+    for (auto x : v)
+        out.push_back(static_cast<int>(x));
+    return out;
+}
+
+QString joined(const std::vector<int64_t>& v, const char* sep)
+{
+    QStringList parts;
+    for (auto x : v)
+        parts << QString::number(x);
+    return parts.join(sep);
+}
+
+QStringList texts(const std::vector<std::string>& v)
+{
+    QStringList out;
+    out.reserve(static_cast<qsizetype>(v.size()));
+    for (const auto& s : v)
+        out << QString::fromStdString(s);
+    return out;
+}
+
+views::FourierMapData fourier_view_data(const FourierMapResult& r, const QString& label)
+{
+    views::FourierMapData d;
+    d.label = label;
+    d.first = static_cast<int>(r.first);
+    d.count = static_cast<int>(r.end - r.first);
+    d.dim = static_cast<int>(r.dim);
+    for (const auto& m : r.matrices)
+        d.matrices.push_back({QString::fromStdString(m.name), doubles(m.values), doubles(m.neighbour)});
+    d.tokens = texts(r.tokens);
+    d.note = QString::fromStdString(r.note);
+    return d;
+}
+
+views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& label)
+{
+    views::TensorTrainData d;
+    d.label = label;
+    d.vocab = static_cast<int>(r.vocab);
+    d.dim = static_cast<int>(r.dim);
+    for (const auto& c : r.candidates)
+        d.candidates.push_back({joined(c.shape, "x"), joined(c.ranks, ","), c.eps, c.ratio, c.relative_error,
+                                c.mean_cosine, static_cast<int>(c.svd_rank), c.energy_original, c.energy_tt,
+                                c.energy_svd});
+    return d;
+}
+
+views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QString& label)
+{
+    views::NeighbourGraphData d;
+    d.label = label;
+    d.x = doubles(r.x);
+    d.y = doubles(r.y);
+    d.common = ints(r.common);
+    d.rare = ints(r.rare);
+    d.k = static_cast<int>(r.k);
+    d.neighbours = ints(r.neighbours);
+    d.weights = doubles(r.weights);
+    d.cosine = doubles(r.cosine);
+    d.histogram = doubles(r.histogram);
+    d.hist_lo = r.hist_lo;
+    d.tokens = texts(r.tokens);
+    return d;
+}
+
+} // namespace
+
+int MainWindow::runCompression(const QString& method, int rank, double eps)
+{
+    if (model_path_.isEmpty()) {
+        statusBar()->showMessage("Open a model first");
+        return -1;
+    }
+    const CompressionRequest request{.method = method.toStdString(), .rank = rank, .eps = eps};
+    const QString what =
+        method == "tt" ? QString("tt eps %1").arg(eps) : QString("%1 rank %2").arg(method).arg(rank);
+    return jobs_.submit(
+        "compress " + what + " + perplexity",
+        [this, request, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
+            const auto r =
+                compress_and_evaluate(path.toStdString(), request, default_sample_text(), progress);
+            return [this, r] {
+                const int row =
+                    results_->addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
+                                      static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
+                                      r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
+                results_->selectRow(row);
+            };
+        });
+}
+
+void MainWindow::analyse(const QString& path)
+{
+    jobs_.submit(
+        "spectrum of the token embedding", [this, path](const ProgressFn& progress) -> std::function<void()> {
+            const auto r = embedding_spectrum(path.toStdString(), progress);
+            return [this, r, path] {
+                views::SpectrumData data;
+                data.label = path;
+                data.eigenvalues = QVector<double>(r.eigenvalues.begin(), r.eigenvalues.end());
+                data.explained = QVector<double>(r.explained.begin(), r.explained.end());
+                data.params_at_rank = QVector<double>(r.params_at_rank.begin(), r.params_at_rank.end());
+                data.flops_at_rank = QVector<double>(r.flops_at_rank.begin(), r.flops_at_rank.end());
+                data.original_params = r.original_params;
+                spectrum_->setData(data);
+                spectrum_->setRank(std::max(1, static_cast<int>(data.eigenvalues.size()) / 4));
+            };
+        });
+    jobs_.submit("FLAT-LLM importance (bundled sample text)",
+                 [this, path](const ProgressFn& progress) -> std::function<void()> {
+                     const auto r =
+                         importance_allocations(path.toStdString(), default_sample_text(), 32, 128, progress);
+                     return [this, r, path] {
+                         views::RankAllocationData data;
+                         data.label = path;
+                         data.d_head = static_cast<int>(r.d_head);
+                         double top = 0;
+                         for (double t : r.scores)
+                             top = std::max(top, t);
+                         for (double t : r.scores)
+                             data.normalised.push_back(top > 0 ? t / top : 0.0);
+                         for (const auto& a : r.allocations) {
+                             views::Allocation v;
+                             v.remaining = a.remaining;
+                             v.w = QVector<double>(a.w.begin(), a.w.end());
+                             for (auto k : a.ranks)
+                                 v.ranks.push_back(static_cast<int>(k));
+                             data.allocations.push_back(v);
+                         }
+                         allocation_->setData(data);
+                     };
+                 });
+}
+
+void MainWindow::computeShownView()
+{
+    QWidget* tab = tabs_->currentWidget();
+    if (tab == fourier_->parentWidget())
+        computeFourierMap();
+    else if (tab == tt_)
+        computeTensorTrain();
+    else if (tab == lle_->parentWidget())
+        computeNeighbourGraph();
+}
+
+int MainWindow::computeFourierMap()
+{
+    if (model_path_.isEmpty() || lazy_started_.contains("fourier"))
+        return -1;
+    lazy_started_.insert("fourier");
+    const int64_t first = fourier_first_->value(), end = first + fourier_count_->value();
+    return jobs_.submit("Fourier token map",
+                        [this, path = model_path_, dir = fourier_dir_, first,
+                         end](const ProgressFn& progress) -> std::function<void()> {
+                            const auto r =
+                                fourier_map(path.toStdString(), dir.toStdString(), first, end, progress);
+                            return [this, r, path] { fourier_->setData(fourier_view_data(r, path)); };
+                        });
+}
+
+int MainWindow::computeTensorTrain()
+{
+    if (model_path_.isEmpty() || lazy_started_.contains("tt"))
+        return -1;
+    lazy_started_.insert("tt");
+    return jobs_.submit("Tensor-Train candidates",
+                        [this, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
+                            const auto r = tensor_train_candidates(path.toStdString(),
+                                                                   {0.1, 0.2, 0.3, 0.4, 0.5}, 6, progress);
+                            return [this, r, path] { tt_->setData(tt_view_data(r, path)); };
+                        });
+}
+
+int MainWindow::computeNeighbourGraph()
+{
+    if (model_path_.isEmpty() || lazy_started_.contains("lle"))
+        return -1;
+    lazy_started_.insert("lle");
+    const double keep = lle_keep_->value();
+    const int64_t k = lle_k_->value();
+    return jobs_.submit(
+        "LLE neighbour graph",
+        [this, path = model_path_, keep, k](const ProgressFn& progress) -> std::function<void()> {
+            const auto r = neighbour_graph(path.toStdString(), default_sample_text(), keep, k, progress);
+            return [this, r, path] { lle_->setData(lle_view_data(r, path)); };
+        });
+}
+
+void MainWindow::chooseFourierDirectory()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, "Open a --method fourier model directory");
+    if (dir.isEmpty())
+        return;
+    fourier_dir_ = dir;
+    lazy_started_.remove("fourier");
+    computeFourierMap();
+}
+
+} // namespace embedlab::app

@@ -1,0 +1,167 @@
+// The workbench's compression runs and lazy views on the bundled model: a job
+// through the controller adds a results row with the engine's numbers, exports
+// round-trip through the atomic file output, and the Fourier, Tensor-Train and
+// LLE computations match the engine.
+//
+// libtorch before Qt (brief).
+#include "embedlab/model.hpp"
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <cmath>
+#include <gtest/gtest.h>
+
+#include "analyses.hpp"
+#include "fourier_map_view.hpp"
+#include "main_window.hpp"
+#include "neighbour_graph_view.hpp"
+#include "results_view.hpp"
+
+using embedlab::app::MainWindow;
+
+namespace {
+
+template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
+{
+    QElapsedTimer clock;
+    clock.start();
+    while (!done() && clock.elapsed() < timeout_ms)
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 20);
+    return done();
+}
+
+// The window with the bundled model shown and analysed.
+void open_bundled(MainWindow& window)
+{
+    bool shown = false;
+    QObject::connect(&window, &MainWindow::modelShown, [&](bool ok) { shown = ok; });
+    window.openModel(QString::fromStdString(embedlab::app::default_model()));
+    ASSERT_TRUE(wait_for([&] { return shown && window.jobs().idle(); }));
+}
+
+TEST(Workbench, CompressionJobsAddResultRowsThatExportAndReadBack)
+{
+    MainWindow window;
+    open_bundled(window);
+    // Opening remembers the model.
+    EXPECT_EQ(QSettings().value("models/recent").toStringList().value(0),
+              QString::fromStdString(embedlab::app::default_model()));
+    const int pca = window.runCompression("pca", 16, 0);
+    const int tt = window.runCompression("tt", 0, 0.3);
+    ASSERT_GT(pca, 0);
+    ASSERT_GT(tt, 0);
+    auto* results = window.resultsView();
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(results->rows().size(), 2);
+    const auto& r = results->rows()[0];
+    const double V = 50257, d = 128;
+    EXPECT_EQ(r.method, "pca");
+    EXPECT_EQ(r.parameters, "rank 16");
+    EXPECT_DOUBLE_EQ(r.params, V * 16 + d * 16 + d); // METHODS 1
+    EXPECT_NEAR(r.ratio, (V * 16 + d * 16 + d) / (V * d), 1e-12);
+    EXPECT_TRUE(std::isfinite(r.ppl) && r.ppl > 1);
+    EXPECT_GT(r.delta_ln_ppl, 0.0) << "a rank-16 of 128 embedding costs perplexity";
+    EXPECT_GT(r.cosine, 0.3);
+    EXPECT_LT(r.cosine, 1.0);
+    EXPECT_FALSE(r.host.isEmpty());
+    const auto& t = results->rows()[1];
+    EXPECT_EQ(t.method, "tt");
+    EXPECT_TRUE(t.parameters.startsWith("shape 4x4x8, eps 0.3")) << t.parameters.toStdString();
+    EXPECT_NEAR(t.ratio, t.params / (V * d), 1e-12); // per-token TT at d = 128 may exceed 1
+    EXPECT_EQ(results->selectedRow(), 1);            // the newest run is selected
+
+    QTemporaryDir dir;
+    const QString csv = dir.filePath("results.csv"), json = dir.filePath("results.json");
+    embedlab::app::write_file(csv.toStdString(), results->toCsv().toStdString());
+    embedlab::app::write_file(json.toStdString(), results->toJson().toStdString());
+    QFile c(csv), j(json);
+    ASSERT_TRUE(c.open(QIODevice::ReadOnly));
+    ASSERT_TRUE(j.open(QIODevice::ReadOnly));
+    const auto from_csv = embedlab::views::ResultsView::fromCsv(QString::fromUtf8(c.readAll()));
+    const auto from_json = embedlab::views::ResultsView::fromJson(j.readAll());
+    ASSERT_EQ(from_csv.size(), 2);
+    ASSERT_EQ(from_json.size(), 2);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(from_csv[i].parameters, results->rows()[i].parameters);
+        EXPECT_DOUBLE_EQ(from_csv[i].delta_ln_ppl, results->rows()[i].delta_ln_ppl);
+        EXPECT_DOUBLE_EQ(from_json[i].ppl, results->rows()[i].ppl);
+        EXPECT_EQ(from_json[i].host, results->rows()[i].host);
+    }
+    EXPECT_EQ(window.runCompression("lle", 5, 0) > 0, true); // queued, fails with the engine's message
+    QString failure;
+    QObject::connect(&window.jobs(), &embedlab::app::JobController::failed,
+                     [&](int, const QString& m) { failure = m; });
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    EXPECT_TRUE(failure.contains("pca, svd or tt")) << failure.toStdString();
+    EXPECT_EQ(results->rows().size(), 2);
+}
+
+TEST(Workbench, FourierAndNeighbourViewsAreComputedWhenShown)
+{
+    MainWindow window;
+    open_bundled(window);
+    window.showView("fourier");
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    const auto& f = window.fourierView()->data();
+    ASSERT_EQ(f.matrices.size(), 2); // no fitted model: T and the original rows
+    EXPECT_EQ(f.matrices[0].name, "T");
+    EXPECT_EQ(f.matrices[1].name, "original");
+    EXPECT_EQ(f.first, 0);
+    EXPECT_EQ(f.count, 256);
+    ASSERT_EQ(f.matrices[0].values.size(), 256 * 128);
+    EXPECT_NEAR(f.matrices[0].values[1], -1.0, 1e-6); // cos(pi x(0)) = cos(-pi)
+    EXPECT_EQ(f.tokens.value(11), ",");               // gpt2's token 11
+    auto lm = embedlab::load_model(embedlab::app::default_model(), {.need_tokenizer = false});
+    const auto& table =
+        dynamic_cast<const embedlab::DenseTokenEmbedding&>(lm.model->token_embedding()).table();
+    EXPECT_FLOAT_EQ(static_cast<float>(f.matrices[1].values[3 * 128 + 7]), table[3][7].item<float>());
+
+    window.showView("lle");
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    const auto& g = window.neighbourView()->data();
+    ASSERT_EQ(g.x.size(), 50257);
+    EXPECT_EQ(g.common.size() + g.rare.size(), 50257);
+    EXPECT_EQ(g.neighbours.size(), g.rare.size() * 5);
+    double histogram = 0;
+    for (double h : g.histogram)
+        histogram += h;
+    EXPECT_EQ(histogram, g.rare.size());
+    for (int i : {0, static_cast<int>(g.rare.size()) / 2}) {
+        double sum = 0;
+        for (int j = 0; j < 5; ++j)
+            sum += g.weights[i * 5 + j];
+        EXPECT_NEAR(sum, 1.0, 1e-5); // LLE weights sum to one
+    }
+    EXPECT_TRUE(window.neighbourView()->selectToken(g.rare[0]));
+}
+
+TEST(Workbench, TensorTrainCandidatesMeetTheirAccuracy)
+{
+    const auto r = embedlab::app::tensor_train_candidates(embedlab::app::default_model(), {0.3}, 2, {});
+    EXPECT_EQ(r.dim, 128);
+    ASSERT_EQ(r.candidates.size(), 2);
+    for (const auto& c : r.candidates) {
+        int64_t product = 1;
+        for (auto f : c.shape)
+            product *= f;
+        EXPECT_EQ(product, 128);
+        EXPECT_LE(c.relative_error, 0.3 + 1e-6); // every row within eps, so the table too
+        // METHODS 5: sum_k r_{k-1} I_k r_k values per token (a 2-factor TT can exceed d).
+        ASSERT_EQ(c.ranks.size(), c.shape.size() + 1);
+        int64_t per_token = 0;
+        for (size_t k = 0; k < c.shape.size(); ++k)
+            per_token += c.ranks[k] * c.shape[k] * c.ranks[k + 1];
+        EXPECT_EQ(c.params_after, 50257 * per_token);
+        EXPECT_DOUBLE_EQ(c.ratio, static_cast<double>(per_token) / 128);
+        // METHODS 5, eq. 2: original E_nu = nu (d V + l d), E_tau = 0, with nu = 5, l = 50.
+        EXPECT_DOUBLE_EQ(c.energy_original, 5.0 * (128 * 50257 + 50 * 128));
+        EXPECT_GT(c.energy_tt, 0.0);
+        EXPECT_GT(c.energy_svd, 0.0);
+        EXPECT_GT(c.svd_rank, 0);
+    }
+}
+
+} // namespace

@@ -1,0 +1,286 @@
+// The workbench's newer views (results, Fourier map, Tensor-Train, LLE graph)
+// and figure export: each renders something, draws what it was given, and
+// answers clicks and searches with the right row or token.
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QMouseEvent>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <cmath>
+#include <gtest/gtest.h>
+#include <qcustomplot.h>
+
+#include "figure_export.hpp"
+#include "fourier_map_view.hpp"
+#include "neighbour_graph_view.hpp"
+#include "render_check.hpp"
+#include "results_view.hpp"
+#include "tensor_train_view.hpp"
+
+using namespace embedlab::views;
+using embedlab::test::render_to_png;
+
+namespace {
+
+QVector<ResultRow> three_runs()
+{
+    return {{"pca", "rank 16", 806272, 0.1254, 61.2, 0.412, 0.83, 3.5, "hostA"},
+            {"tt", "shape 4x4x8, eps 0.3, ranks 1,4,6,1", 2211308, 0.344, 48.0, 0.169, 0.95, 7.25, "hostA"},
+            {"pca", "rank 64", 3225000, 0.5017, 44.1, 0.081, 0.97, 3.0, "host \"B\""}};
+}
+
+// Left click at a data point's pixel, as a user would.
+void click(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double key, double value)
+{
+    const QPointF at(x->coordToPixel(key), y->coordToPixel(value));
+    QMouseEvent press(QEvent::MouseButtonPress, at, plot->mapToGlobal(at), Qt::LeftButton, Qt::LeftButton,
+                      Qt::NoModifier);
+    QMouseEvent release(QEvent::MouseButtonRelease, at, plot->mapToGlobal(at), Qt::LeftButton, Qt::NoButton,
+                        Qt::NoModifier);
+    QApplication::sendEvent(plot, &press);
+    QApplication::sendEvent(plot, &release);
+}
+
+TEST(ResultsView, TableSortsNumericallyAndExportsRoundTrip)
+{
+    ResultsView view;
+    for (const auto& r : three_runs())
+        view.addRow(r);
+    const auto stats = render_to_png(view, "results_view.png");
+    EXPECT_GT(stats.drawn, 0.05);
+    EXPECT_GT(stats.colours, 20);
+
+    QTableView* table = view.table();
+    ASSERT_EQ(table->model()->rowCount(), 3);
+    table->sortByColumn(3, Qt::DescendingOrder); // ratio
+    EXPECT_EQ(table->model()->index(0, 1).data().toString(), "rank 64");
+    EXPECT_EQ(table->model()->index(2, 1).data().toString(), "rank 16");
+    table->sortByColumn(2, Qt::AscendingOrder); // params: numbers, not text ("806,272" < "2,211,308")
+    EXPECT_EQ(table->model()->index(0, 1).data().toString(), "rank 16");
+
+    const auto from_csv = ResultsView::fromCsv(view.toCsv());
+    const auto from_json = ResultsView::fromJson(view.toJson());
+    ASSERT_EQ(from_csv.size(), 3);
+    ASSERT_EQ(from_json.size(), 3);
+    for (int i = 0; i < 3; ++i)
+        for (const auto& back : {from_csv[i], from_json[i]}) {
+            const auto& r = three_runs()[i];
+            EXPECT_EQ(back.method, r.method);
+            EXPECT_EQ(back.parameters, r.parameters); // commas survive the CSV quoting
+            EXPECT_EQ(back.host, r.host);             // and so do quotes
+            EXPECT_DOUBLE_EQ(back.params, r.params);
+            EXPECT_DOUBLE_EQ(back.ratio, r.ratio);
+            EXPECT_DOUBLE_EQ(back.ppl, r.ppl);
+            EXPECT_DOUBLE_EQ(back.delta_ln_ppl, r.delta_ln_ppl);
+            EXPECT_DOUBLE_EQ(back.cosine, r.cosine);
+            EXPECT_DOUBLE_EQ(back.seconds, r.seconds);
+        }
+    EXPECT_TRUE(
+        view.toCsv().startsWith("method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host\n"));
+}
+
+TEST(ResultsView, ParetoHasOneSeriesPerMethodAndAClickSelectsTheRow)
+{
+    ResultsView view;
+    for (const auto& r : three_runs())
+        view.addRow(r);
+    render_to_png(view, "results_pareto.png");
+    QCPCurve* pca = view.series("pca");
+    ASSERT_NE(pca, nullptr);
+    ASSERT_NE(view.series("tt"), nullptr);
+    EXPECT_EQ(view.series("flat"), nullptr);
+    ASSERT_EQ(pca->data()->size(), 2);
+    EXPECT_DOUBLE_EQ(pca->data()->at(1)->key, 0.5017); // point 1 of pca is row 2
+    EXPECT_DOUBLE_EQ(pca->data()->at(1)->value, 0.081);
+
+    std::vector<int> selected;
+    QObject::connect(&view, &ResultsView::rowSelected, [&](int row) { selected.push_back(row); });
+    QCustomPlot* plot = view.plot();
+    click(plot, plot->xAxis, plot->yAxis, 0.5017, 0.081);
+    EXPECT_EQ(view.selectedRow(), 2);
+    click(plot, plot->xAxis, plot->yAxis, 0.344, 0.169);
+    EXPECT_EQ(view.selectedRow(), 1);
+    EXPECT_EQ(selected, (std::vector<int>{2, 1}));
+    // The table follows: its current row is the selected run.
+    const QModelIndex current = view.table()->currentIndex();
+    EXPECT_EQ(view.table()->model()->index(current.row(), 0).data().toString(), "tt");
+    view.pointClicked(pca, 0);
+    EXPECT_EQ(view.selectedRow(), 0);
+    view.clear();
+    EXPECT_EQ(view.selectedRow(), -1);
+    EXPECT_EQ(view.series("pca"), nullptr);
+}
+
+FourierMapData smooth_and_rough(int count, int dim)
+{
+    FourierMapData d;
+    d.first = 100;
+    d.count = count;
+    d.dim = dim;
+    FourierMatrix t{"T", {}, {}}, original{"original", {}, {}};
+    for (int p = 0; p < count; ++p)
+        for (int i = 0; i < dim; ++i) {
+            t.values << std::sin((i / 2 + 1) * 3.14159 * p / count);
+            original.values << ((p * 7 + i * 13) % 11 - 5) / 5.0;
+        }
+    for (int p = 0; p + 1 < count; ++p) {
+        t.neighbour << 0.99;
+        original.neighbour << 0.1;
+    }
+    d.matrices = {t, original};
+    d.note = "no fitted fourier model";
+    return d;
+}
+
+TEST(FourierMapView, DrawsAHeatmapPerMatrixAndTheChosenDimension)
+{
+    FourierMapView view;
+    view.setData(smooth_and_rough(64, 16));
+    const auto stats = render_to_png(view, "fourier_map_view.png");
+    EXPECT_GT(stats.drawn, 0.2);
+    EXPECT_GT(stats.colours, 50);
+    QList<QCPColorMap*> maps;
+    for (int i = 0; i < view.plot()->plottableCount(); ++i)
+        if (auto* m = qobject_cast<QCPColorMap*>(view.plot()->plottable(i)))
+            maps << m;
+    ASSERT_EQ(maps.size(), 2);
+    EXPECT_EQ(maps[0]->data()->keySize(), 64);
+    EXPECT_EQ(maps[0]->data()->valueSize(), 16);
+    EXPECT_DOUBLE_EQ(maps[1]->data()->cell(3, 5), ((3 * 7 + 5 * 13) % 11 - 5) / 5.0);
+    EXPECT_EQ(maps[0]->keyAxis()->range().lower, 99.5); // ids 100..163
+
+    view.setDimension(5);
+    EXPECT_EQ(view.dimension(), 5);
+    QCPGraph* line = view.plot()->graph(0); // T at dimension 5 against the id
+    ASSERT_EQ(line->data()->size(), 64);
+    EXPECT_DOUBLE_EQ(line->data()->at(10)->key, 110);
+    EXPECT_DOUBLE_EQ(line->data()->at(10)->value, std::sin(3 * 3.14159 * 10 / 64));
+    EXPECT_EQ(line->keyAxis()->axisRect(), view.lineRect());
+    view.setDimension(999);
+    EXPECT_EQ(view.dimension(), 15);
+    EXPECT_TRUE(view.summary().contains("T 0.9900")) << view.summary().toStdString();
+    EXPECT_TRUE(view.summary().contains("original 0.1000"));
+    view.setData({});
+    EXPECT_EQ(view.summary(), "no token map");
+}
+
+TEST(TensorTrainView, PlotsErrorAgainstRatioPerShapeAndEnergyBars)
+{
+    TensorTrainData d;
+    d.vocab = 1000;
+    d.dim = 128;
+    for (int s = 0; s < 2; ++s)
+        for (double eps : {0.1, 0.3, 0.5})
+            d.candidates.push_back({s == 0 ? "8x16" : "4x4x8", "1,4,1", eps, 0.5 - eps / 2,
+                                    eps * 0.9 + 0.05 * s, 1 - eps / 3, 20, 1000.0, 400.0 * (1 - eps), 500.0});
+    TensorTrainView view;
+    view.setData(d);
+    const auto stats = render_to_png(view, "tensor_train_view.png");
+    EXPECT_GT(stats.drawn, 0.05);
+    EXPECT_EQ(view.selected(), 0);
+    ASSERT_EQ(view.energyBars()->data()->size(), 3);
+    EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(0)->value, 1.0);
+    EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(1)->value, 0.36);
+    EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(2)->value, 0.5);
+    // Click the second shape's eps 0.5 point: candidate 5.
+    click(view.plot(), view.plot()->xAxis, view.plot()->yAxis, 0.25, 0.5);
+    EXPECT_EQ(view.selected(), 5);
+    EXPECT_TRUE(view.summary().contains("shape 4x4x8, eps 0.5")) << view.summary().toStdString();
+    EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(1)->value, 0.2);
+    view.setData({});
+    EXPECT_EQ(view.summary(), "no Tensor-Train candidates");
+}
+
+// 50k tokens: 2k common on a circle, 48k rare in a disc; rare token r's
+// neighbours are the k common tokens after it.
+NeighbourGraphData fifty_thousand_tokens(int k)
+{
+    NeighbourGraphData d;
+    const int V = 50000, C = 2000;
+    d.k = k;
+    for (int id = 0; id < V; ++id) {
+        const double a = id * 0.618 * 6.2832;
+        const double r = id < C ? 10.0 : 8.0 * std::sqrt((id - C) / double(V - C));
+        d.x << r * std::cos(a);
+        d.y << r * std::sin(a);
+        d.tokens << QString("tok%1").arg(id);
+        (id < C ? d.common : d.rare) << id;
+    }
+    for (int i = 0; i < d.rare.size(); ++i) {
+        for (int j = 0; j < k; ++j) {
+            d.neighbours << (i + j) % C;
+            d.weights << 1.0 / k;
+        }
+        d.cosine << 0.3 + 0.7 * (i % 100) / 100.0;
+    }
+    d.histogram = QVector<double>(40, 1200);
+    return d;
+}
+
+TEST(NeighbourGraphView, FiftyThousandPointsInAFewGraphsAndEdgesForTheChosenToken)
+{
+    NeighbourGraphView view;
+    view.setData(fifty_thousand_tokens(5));
+    const auto stats = render_to_png(view, "neighbour_graph_view.png");
+    EXPECT_GT(stats.drawn, 0.1);
+    EXPECT_GT(stats.colours, 20);
+    // One graph for common tokens, five cosine bands, one for the selection: no per-point items.
+    EXPECT_EQ(view.plot()->graphCount(), 7);
+    EXPECT_EQ(view.plot()->itemCount(), 0);
+    int points = 0;
+    for (int g = 0; g < 6; ++g)
+        points += view.plot()->graph(g)->data()->size();
+    EXPECT_EQ(points, 50000);
+
+    EXPECT_FALSE(view.selectToken(10)); // common
+    EXPECT_EQ(view.selectedToken(), -1);
+    ASSERT_TRUE(view.search("tok2007"));
+    EXPECT_EQ(view.selectedToken(), 2007);
+    EXPECT_EQ(view.plot()->itemCount(), 5 + 6); // k edges, k + 1 labels
+    auto* edge = qobject_cast<QCPItemLine*>(view.plot()->item(0));
+    ASSERT_NE(edge, nullptr);
+    EXPECT_DOUBLE_EQ(edge->end->coords().x(), view.data().x[7]); // rare slot 7's first neighbour is 7
+    EXPECT_TRUE(view.summary().contains("reconstruction cosine 0.3490")) << view.summary().toStdString();
+    ASSERT_TRUE(view.search("30000"));
+    EXPECT_EQ(view.selectedToken(), 30000);
+    EXPECT_FALSE(view.search("no such token"));
+    // A click on a rare point picks it.
+    const QPointF at(view.plot()->xAxis->coordToPixel(view.data().x[45000]),
+                     view.plot()->yAxis->coordToPixel(view.data().y[45000]));
+    const int hit = view.rareTokenAt(at, 1.0);
+    EXPECT_EQ(hit, 45000);
+}
+
+TEST(FigureExport, WritesPngAtTheDpiPdfAndSvgAndRestoresTheStyle)
+{
+    TensorTrainView view;
+    TensorTrainData d;
+    d.candidates.push_back({"8x16", "1,4,1", 0.3, 0.2, 0.25, 0.9, 10, 100, 30, 40});
+    view.setData(d);
+    QCustomPlot* plot = view.plot();
+    const QFont before = plot->xAxis->labelFont();
+    QTemporaryDir dir;
+    FigureOptions o{.width_in = kSingleColumnInches, .aspect = 0.6, .dpi = 300, .publication = true};
+    ASSERT_EQ(exportFigure(plot, dir.filePath("f.png"), o), "");
+    const QImage png(dir.filePath("f.png"));
+    EXPECT_EQ(png.width(), 1050);      // 3.5 in at 300 dpi
+    EXPECT_NEAR(png.height(), 630, 1); // 2.1 in, to the pixel the logical layout rounds to
+    EXPECT_NEAR(png.dotsPerMeterX() * 0.0254, 300, 1);
+    o.width_in = kDoubleColumnInches;
+    ASSERT_EQ(exportFigure(plot, dir.filePath("f.pdf"), o), "");
+    ASSERT_EQ(exportFigure(plot, dir.filePath("f.svg"), o), "");
+    QFile pdf(dir.filePath("f.pdf")), svg(dir.filePath("f.svg"));
+    ASSERT_TRUE(pdf.open(QIODevice::ReadOnly));
+    ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+    EXPECT_TRUE(pdf.read(5) == "%PDF-");
+    const QByteArray svg_text = svg.readAll();
+    EXPECT_TRUE(svg_text.contains("<svg"));
+    EXPECT_TRUE(svg_text.contains("relative error")) << "axis labels are text in the SVG";
+    EXPECT_EQ(plot->xAxis->labelFont(), before);
+    EXPECT_TRUE(exportFigure(plot, dir.filePath("f.bmp"), o).contains("unknown figure format"));
+    EXPECT_EQ(QDir(dir.path()).entryList(QDir::Files).size(), 3); // nothing half-written
+}
+
+} // namespace

@@ -1,0 +1,53 @@
+// Saving any view's QCustomPlot as a figure: PNG (at a DPI), PDF or SVG, at
+// paper size presets, optionally in a clean publication style (white, black
+// axes, small sans-serif type, light grid, no legend frame). Files are written
+// with QSaveFile (temp + rename), so a figure is complete or absent.
+//
+//   views::FigureOptions o{.width_in = views::kDoubleColumnInches, .dpi = 300};
+//   QString error = views::exportFigure(view.plot(), "fig.pdf", o);   // "" on success
+#pragma once
+
+#include <QDialog>
+#include <QString>
+
+class QCustomPlot;
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QSpinBox;
+
+namespace embedlab::views {
+
+constexpr double kSingleColumnInches = 3.5;
+constexpr double kDoubleColumnInches = 7.2;
+constexpr double kSlideInches = 10.0;
+
+struct FigureOptions {
+    double width_in = kSingleColumnInches;
+    double aspect = 0.62; // height / width
+    int dpi = 300;        // PNG only; PDF and SVG are vector
+    bool publication = true;
+};
+
+enum class FigureFormat { Png, Pdf, Svg, Unknown };
+FigureFormat figureFormat(const QString& file); // by suffix, case-insensitive
+
+// Writes `plot` to `file` in the format its suffix names. Returns "" or a
+// message naming the file and the problem. The plot is left as it was.
+QString exportFigure(QCustomPlot* plot, const QString& file, const FigureOptions& options);
+
+// Size preset, aspect, DPI and style, for File > Export figure.
+class FigureExportDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit FigureExportDialog(QWidget* parent = nullptr);
+    FigureOptions options() const;
+
+private:
+    QComboBox* preset_;
+    QDoubleSpinBox* aspect_;
+    QSpinBox* dpi_;
+    QCheckBox* publication_;
+};
+
+} // namespace embedlab::views

@@ -1,0 +1,311 @@
+#include "results_view.hpp"
+
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStandardItemModel>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+namespace embedlab::views {
+
+namespace {
+
+const QStringList kColumns{"method",       "parameters", "params",  "ratio", "ppl",
+                           "delta_ln_ppl", "cosine",     "seconds", "host"};
+constexpr int kSortRole = Qt::UserRole + 1;
+constexpr int kRowRole = Qt::UserRole + 2;
+
+const QVector<QColor> kPalette{{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
+                               {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
+
+QStandardItem* textItem(const QString& s)
+{
+    auto* item = new QStandardItem(s);
+    item->setData(s, kSortRole);
+    return item;
+}
+
+QStandardItem* numberItem(double v, const QString& shown)
+{
+    auto* item = new QStandardItem(shown);
+    item->setData(v, kSortRole);
+    item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    return item;
+}
+
+QString full(double v)
+{
+    return QString::number(v, 'g', 17);
+}
+
+QString csvField(const QString& s)
+{
+    if (!s.contains(',') && !s.contains('"') && !s.contains('\n'))
+        return s;
+    return '"' + QString(s).replace("\"", "\"\"") + '"';
+}
+
+// RFC 4180 records: quoted fields may hold commas, doubled quotes and newlines.
+QVector<QStringList> csvRecords(const QString& csv)
+{
+    QVector<QStringList> records;
+    QStringList fields;
+    QString field;
+    bool quoted = false, any = false;
+    for (int i = 0; i < csv.size(); ++i) {
+        const QChar c = csv[i];
+        if (quoted) {
+            if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"') {
+                field += '"';
+                ++i;
+            } else if (c == '"') {
+                quoted = false;
+            } else {
+                field += c;
+            }
+        } else if (c == '"') {
+            quoted = any = true;
+        } else if (c == ',') {
+            fields << field;
+            field.clear();
+        } else if (c == '\n') {
+            fields << field;
+            records << fields;
+            fields.clear();
+            field.clear();
+            any = false;
+        } else if (c != '\r') {
+            field += c;
+            any = true;
+        }
+    }
+    if (any || !fields.isEmpty())
+        records << (fields << field);
+    return records;
+}
+
+} // namespace
+
+ResultsView::ResultsView(QWidget* parent)
+    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 9, this)),
+      proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this))
+{
+    model_->setHorizontalHeaderLabels(
+        {"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine", "time (s)", "host"});
+    proxy_->setSourceModel(model_);
+    proxy_->setSortRole(kSortRole);
+    table_->setModel(proxy_);
+    table_->setSortingEnabled(true);
+    table_->sortByColumn(-1, Qt::AscendingOrder); // order of addition until a header is clicked
+    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table_->setSelectionMode(QAbstractItemView::SingleSelection);
+    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table_->verticalHeader()->setVisible(false);
+    table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+    connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex& current) {
+                const int row = current.isValid() ? proxy_->data(current, kRowRole).toInt() : -1;
+                if (row != selected_)
+                    selectRow(row);
+            });
+
+    plot_->xAxis->setLabel("compression ratio (compressed / original parameters)");
+    plot_->yAxis->setLabel("Δ ln PPL");
+    plot_->legend->setVisible(true);
+    plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignRight | Qt::AlignTop);
+    ring_ = new QCPCurve(plot_->xAxis, plot_->yAxis);
+    ring_->setLineStyle(QCPCurve::lsNone);
+    ring_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 2), Qt::NoBrush, 16));
+    ring_->removeFromLegend();
+    connect(plot_, &QCustomPlot::plottableClick, this,
+            [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
+                pointClicked(qobject_cast<QCPCurve*>(p), index);
+            });
+
+    auto* about =
+        new QLabel("<b>What am I seeing.</b> One row per finished compression job. The plot puts each run's "
+                   "compression ratio (stored values after / before, lower is smaller) against Δ ln PPL = "
+                   "ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the sample text (0: no loss). "
+                   "Points towards the lower left are better; click a point to select its row.",
+                   this);
+    about->setWordWrap(true);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(table_);
+    split->addWidget(plot_);
+    split->setStretchFactor(1, 2);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(about);
+    layout->addWidget(split, 1);
+    rebuildPlot();
+}
+
+int ResultsView::addRow(const ResultRow& r)
+{
+    const int index = static_cast<int>(rows_.size());
+    rows_.push_back(r);
+    QList<QStandardItem*> items{textItem(r.method),
+                                textItem(r.parameters),
+                                numberItem(r.params, QLocale().toString(r.params, 'f', 0)),
+                                numberItem(r.ratio, QString::number(r.ratio, 'f', 4)),
+                                numberItem(r.ppl, QString::number(r.ppl, 'f', 3)),
+                                numberItem(r.delta_ln_ppl, QString::number(r.delta_ln_ppl, 'f', 4)),
+                                numberItem(r.cosine, QString::number(r.cosine, 'f', 4)),
+                                numberItem(r.seconds, QString::number(r.seconds, 'f', 1)),
+                                textItem(r.host)};
+    for (auto* item : items)
+        item->setData(index, kRowRole);
+    model_->appendRow(items);
+    rebuildPlot();
+    return index;
+}
+
+void ResultsView::clear()
+{
+    rows_.clear();
+    model_->removeRows(0, model_->rowCount());
+    selected_ = -1;
+    rebuildPlot();
+}
+
+QCPCurve* ResultsView::series(const QString& method) const
+{
+    for (int i = 0; i < plot_->plottableCount(); ++i)
+        if (auto* c = qobject_cast<QCPCurve*>(plot_->plottable(i)); c && c != ring_ && c->name() == method)
+            return c;
+    return nullptr;
+}
+
+void ResultsView::rebuildPlot()
+{
+    methods_.clear();
+    method_rows_.clear();
+    for (int i = 0; i < rows_.size(); ++i) {
+        int m = static_cast<int>(methods_.indexOf(rows_[i].method));
+        if (m < 0) {
+            m = static_cast<int>(methods_.size());
+            methods_.push_back(rows_[i].method);
+            method_rows_.push_back({});
+        }
+        method_rows_[m].push_back(i);
+    }
+    for (int i = plot_->plottableCount() - 1; i >= 0; --i)
+        if (plot_->plottable(i) != ring_)
+            plot_->removePlottable(i);
+    double x0 = 0, x1 = 1, y0 = 0, y1 = 0;
+    for (int m = 0; m < methods_.size(); ++m) {
+        auto* curve = new QCPCurve(plot_->xAxis, plot_->yAxis);
+        curve->setName(methods_[m]);
+        curve->setLineStyle(QCPCurve::lsNone);
+        const QColor colour = kPalette[m % kPalette.size()];
+        curve->setPen(QPen(colour));
+        curve->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, colour, colour, 9));
+        QVector<double> t, x, y;
+        for (int row : method_rows_[m]) {
+            t << t.size();
+            x << rows_[row].ratio;
+            y << rows_[row].delta_ln_ppl;
+            x1 = std::max(x1, rows_[row].ratio);
+            y0 = std::min(y0, rows_[row].delta_ln_ppl);
+            y1 = std::max(y1, rows_[row].delta_ln_ppl);
+        }
+        curve->setData(t, x, y);
+    }
+    const double pad = std::max(0.05, 0.08 * (y1 - y0));
+    plot_->xAxis->setRange(x0, x1 * 1.05);
+    plot_->yAxis->setRange(y0 - pad, y1 + pad);
+    selectRow(selected_ < rows_.size() ? selected_ : -1);
+}
+
+void ResultsView::selectRow(int row)
+{
+    if (row < -1 || row >= rows_.size())
+        row = -1;
+    const bool changed = row != selected_;
+    selected_ = row;
+    ring_->data()->clear();
+    if (row >= 0) {
+        ring_->addData(rows_[row].ratio, rows_[row].delta_ln_ppl);
+        for (int c = 0; c < proxy_->rowCount(); ++c)
+            if (proxy_->index(c, 0).data(kRowRole).toInt() == row) {
+                if (table_->currentIndex().row() != c)
+                    table_->setCurrentIndex(proxy_->index(c, 0));
+                table_->scrollTo(proxy_->index(c, 0));
+            }
+    } else {
+        table_->clearSelection();
+    }
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+    if (changed)
+        emit rowSelected(row);
+}
+
+void ResultsView::pointClicked(QCPCurve* curve, int index)
+{
+    if (!curve || curve == ring_)
+        return;
+    const int m = static_cast<int>(methods_.indexOf(curve->name()));
+    if (m >= 0 && index >= 0 && index < method_rows_[m].size())
+        selectRow(method_rows_[m][index]);
+}
+
+QString ResultsView::toCsv() const
+{
+    QString out = kColumns.join(',') + '\n';
+    for (const auto& r : rows_)
+        out += QStringList{csvField(r.method), csvField(r.parameters), full(r.params), full(r.ratio),
+                           full(r.ppl),        full(r.delta_ln_ppl),   full(r.cosine), full(r.seconds),
+                           csvField(r.host)}
+                   .join(',') +
+               '\n';
+    return out;
+}
+
+QByteArray ResultsView::toJson() const
+{
+    QJsonArray rows;
+    for (const auto& r : rows_)
+        rows.append(QJsonObject{{"method", r.method},
+                                {"parameters", r.parameters},
+                                {"params", r.params},
+                                {"ratio", r.ratio},
+                                {"ppl", r.ppl},
+                                {"delta_ln_ppl", r.delta_ln_ppl},
+                                {"cosine", r.cosine},
+                                {"seconds", r.seconds},
+                                {"host", r.host}});
+    return QJsonDocument(QJsonObject{{"results", rows}}).toJson(QJsonDocument::Indented);
+}
+
+QVector<ResultRow> ResultsView::fromCsv(const QString& csv)
+{
+    QVector<ResultRow> rows;
+    const auto records = csvRecords(csv);
+    for (int i = 1; i < records.size(); ++i) { // record 0: the header
+        const auto& f = records[i];
+        if (f.size() != kColumns.size())
+            continue;
+        rows.push_back({f[0], f[1], f[2].toDouble(), f[3].toDouble(), f[4].toDouble(), f[5].toDouble(),
+                        f[6].toDouble(), f[7].toDouble(), f[8]});
+    }
+    return rows;
+}
+
+QVector<ResultRow> ResultsView::fromJson(const QByteArray& json)
+{
+    QVector<ResultRow> rows;
+    for (const auto& v : QJsonDocument::fromJson(json).object().value("results").toArray()) {
+        const auto o = v.toObject();
+        rows.push_back({o["method"].toString(), o["parameters"].toString(), o["params"].toDouble(),
+                        o["ratio"].toDouble(), o["ppl"].toDouble(), o["delta_ln_ppl"].toDouble(),
+                        o["cosine"].toDouble(), o["seconds"].toDouble(), o["host"].toString()});
+    }
+    return rows;
+}
+
+} // namespace embedlab::views

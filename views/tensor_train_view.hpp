@@ -1,0 +1,62 @@
+// Tensor-Train candidates for the embedding (METHODS 5): for each factorisation
+// of d, the reconstruction error against the compression ratio as eps varies
+// (one series per shape), and the energy model for the selected candidate:
+// original table vs TT vs the SVD of equal size. Numbers come from the engine.
+#pragma once
+
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+class QCustomPlot;
+class QCPAxisRect;
+class QCPBars;
+class QCPCurve;
+class QLabel;
+
+namespace embedlab::views {
+
+struct TensorTrainCandidate {
+    QString shape; // "8x8x12"
+    QString ranks; // "1,4,4,1"
+    double eps = 0, ratio = 0, relative_error = 0, mean_cosine = 0;
+    int svd_rank = 0;                                          // SVD rank with about the TT's parameters
+    double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms
+};
+
+struct TensorTrainData {
+    QString label;
+    int vocab = 0, dim = 0;
+    QVector<TensorTrainCandidate> candidates; // grouped by shape, eps ascending within a shape
+};
+
+class TensorTrainView : public QWidget {
+    Q_OBJECT
+public:
+    explicit TensorTrainView(QWidget* parent = nullptr);
+    void setData(const TensorTrainData& data);
+    const TensorTrainData& data() const { return data_; }
+    QCustomPlot* plot() const { return plot_; }
+    int selected() const { return selected_; } // candidate index, -1: none
+    QCPBars* energyBars() const { return bars_; }
+    QString summary() const;
+
+public slots:
+    void setSelected(int candidate);
+
+signals:
+    void candidateSelected(int candidate);
+
+private:
+    QCustomPlot* plot_;
+    QCPAxisRect* energy_rect_;
+    QCPBars* bars_;
+    QCPCurve* ring_;
+    QLabel* stats_;
+    TensorTrainData data_;
+    QVector<QCPCurve*> series_;
+    QVector<QVector<int>> series_rows_;
+    int selected_ = -1;
+};
+
+} // namespace embedlab::views
