@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -38,8 +39,7 @@ std::string data_text(const std::string& name)
 
 // Equality of long id lists, reporting the first difference instead of
 // printing hundreds of thousands of ids.
-::testing::AssertionResult same_ids(const std::vector<int32_t>& actual,
-                                    const std::vector<int32_t>& expected)
+::testing::AssertionResult same_ids(const std::vector<int32_t>& actual, const std::vector<int32_t>& expected)
 {
     const size_t n = std::min(actual.size(), expected.size());
     for (size_t i = 0; i < n; ++i)
@@ -48,8 +48,8 @@ std::string data_text(const std::string& name)
                    << "first difference at index " << i << ": got " << actual[i] << ", expected "
                    << expected[i] << " (lengths " << actual.size() << " and " << expected.size() << ")";
     if (actual.size() != expected.size())
-        return ::testing::AssertionFailure() << "lengths differ: got " << actual.size()
-                                             << ", expected " << expected.size();
+        return ::testing::AssertionFailure()
+               << "lengths differ: got " << actual.size() << ", expected " << expected.size();
     return ::testing::AssertionSuccess();
 }
 
@@ -79,10 +79,19 @@ std::vector<std::string> token_texts(const Tokenizer& tok, const std::string& te
     return out;
 }
 
-fs::path gpt2_dir() { return shared_dir() / "models" / "tinygpt2"; }
-fs::path tok512() { return shared_dir() / "models" / "stories260K" / "tok512.bin"; }
+fs::path gpt2_dir()
+{
+    return shared_dir() / "models" / "tinygpt2";
+}
+fs::path tok512()
+{
+    return shared_dir() / "models" / "stories260K" / "tok512.bin";
+}
 
-std::unique_ptr<Tokenizer> load_tok512() { return embedlab::load_llama2c_tokenizer(tok512(), 512); }
+std::unique_ptr<Tokenizer> load_tok512()
+{
+    return embedlab::load_llama2c_tokenizer(tok512(), 512);
+}
 
 // tok512.bin's vocabulary as a GGUF file stores it: '▁' for spaces, token types.
 embedlab::ScoredVocab tok512_as_gguf_vocab()
@@ -120,7 +129,8 @@ struct Gpt2Case {
 
 void PrintTo(const Gpt2Case& c, std::ostream* os)
 {
-    *os << c.model << " on " << c.text << (c.tokenizer_json ? " (tokenizer.json)" : " (vocab.json + merges.txt)");
+    *os << c.model << " on " << c.text
+        << (c.tokenizer_json ? " (tokenizer.json)" : " (vocab.json + merges.txt)");
 }
 
 class Gpt2Reference : public ::testing::TestWithParam<Gpt2Case> {};
@@ -130,15 +140,13 @@ TEST_P(Gpt2Reference, IdsMatchExactly)
     EMBEDLAB_REQUIRE_SHARED();
     const Gpt2Case& c = GetParam();
     const fs::path dir = shared_dir() / "models" / c.model;
-    const auto tok = c.tokenizer_json
-                         ? embedlab::load_hf_tokenizer_json(dir / "tokenizer.json")
-                         : embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
+    const auto tok = c.tokenizer_json ? embedlab::load_hf_tokenizer_json(dir / "tokenizer.json")
+                                      : embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
     const std::string text = data_text(c.text);
 
     const auto start = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = tok->encode(text);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << "[ timing   ] " << c.model << " " << c.text << ": " << text.size() << " bytes -> "
               << ids.size() << " ids in " << seconds << " s\n";
 
@@ -156,15 +164,14 @@ std::vector<Gpt2Case> gpt2_cases()
     return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTexts, Gpt2Reference, ::testing::ValuesIn(gpt2_cases()),
-                         [](const auto& info) {
-                             std::string name = info.param.model + "_" + info.param.text +
-                                                (info.param.tokenizer_json ? "_json" : "_vocab_merges");
-                             for (char& ch : name)
-                                 if (!std::isalnum(static_cast<unsigned char>(ch)))
-                                     ch = '_';
-                             return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(AllTexts, Gpt2Reference, ::testing::ValuesIn(gpt2_cases()), [](const auto& info) {
+    std::string name =
+        info.param.model + "_" + info.param.text + (info.param.tokenizer_json ? "_json" : "_vocab_merges");
+    for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch)))
+            ch = '_';
+    return name;
+});
 
 class SentencePieceReference : public ::testing::TestWithParam<std::string> {};
 
@@ -203,8 +210,8 @@ TEST(Llama2cTokenizer, Stories260KIdsMatchExactly)
 TEST(ScoredVocabTokenizer, GgufStyleVocabGivesTheLlama2cIds)
 {
     EMBEDLAB_REQUIRE_SHARED();
-    const auto gguf = embedlab::make_scored_vocab_tokenizer(tok512_as_gguf_vocab(), "gguf-llama",
-                                                            "stories260K.gguf");
+    const auto gguf =
+        embedlab::make_scored_vocab_tokenizer(tok512_as_gguf_vocab(), "gguf-llama", "stories260K.gguf");
     EXPECT_EQ(gguf->kind(), "gguf-llama");
     const std::string text = first_code_points(data_text("tinystories-heldout"), 6000);
     const auto ids = gguf->encode(text);
@@ -220,12 +227,10 @@ TEST(Tokenizers, EmptyTextGivesNoIds)
 {
     EMBEDLAB_REQUIRE_SHARED();
     EXPECT_TRUE(embedlab::load_hf_tokenizer_json(gpt2_dir() / "tokenizer.json")->encode("").empty());
-    EXPECT_TRUE(embedlab::load_gpt2_bpe(gpt2_dir() / "vocab.json", gpt2_dir() / "merges.txt")
-                    ->encode("")
-                    .empty());
-    EXPECT_TRUE(embedlab::load_sentencepiece(shared_dir() / "models/tinyllama/tokenizer.model")
-                    ->encode("")
-                    .empty());
+    EXPECT_TRUE(
+        embedlab::load_gpt2_bpe(gpt2_dir() / "vocab.json", gpt2_dir() / "merges.txt")->encode("").empty());
+    EXPECT_TRUE(
+        embedlab::load_sentencepiece(shared_dir() / "models/tinyllama/tokenizer.model")->encode("").empty());
     EXPECT_TRUE(load_tok512()->encode("").empty());
     EXPECT_EQ(load_tok512()->decode({}), "");
 }
@@ -259,11 +264,9 @@ TEST(Gpt2Bpe, PreTokenizerBoundariesFollowTheGpt2Pattern)
               (std::vector<std::string>{"I", "'m", " ", " here", ",", " don", "'t"}));
     // "\n\n" before a letter is two pieces; trailing whitespace stays whole
     // (and then merges into GPT-2's "\n\n" token).
-    EXPECT_EQ(token_texts(*tok, "a\n\nb\n\n"),
-              (std::vector<std::string>{"a", "\n", "\n", "b", "\n\n"}));
+    EXPECT_EQ(token_texts(*tok, "a\n\nb\n\n"), (std::vector<std::string>{"a", "\n", "\n", "b", "\n\n"}));
     // Uppercase contractions are not special; numbers and punctuation are classes of their own.
-    EXPECT_EQ(token_texts(*tok, "IT'S 42!?"),
-              (std::vector<std::string>{"IT", "'", "S", " 42", "!?"}));
+    EXPECT_EQ(token_texts(*tok, "IT'S 42!?"), (std::vector<std::string>{"IT", "'", "S", " 42", "!?"}));
     // Well-known GPT-2 ids.
     EXPECT_EQ(tok->encode("Hello world"), (std::vector<int32_t>{15496, 995}));
 }
@@ -368,7 +371,11 @@ std::string handmade_sentencepiece_model(int model_type)
 {
     std::string m = pb_piece("<unk>", 0, 2) + pb_piece("<s>", 0, 3) + pb_piece("</s>", 0, 3) +
                     pb_piece("\xE2\x96\x81", -1) + pb_piece("a", -2) + pb_piece("b", -3) +
-                    pb_piece("ab", -0.5f) + pb_piece("\xE2\x96\x81" "ab", -0.2f) + pb_piece("<sep>", 0, 4);
+                    pb_piece("ab", -0.5f) +
+                    pb_piece("\xE2\x96\x81"
+                             "ab",
+                             -0.2f) +
+                    pb_piece("<sep>", 0, 4);
     m += pb_message(2, pb_varint(3 << 3) + pb_varint(static_cast<uint64_t>(model_type)));
     // Only the name: add_dummy_prefix, remove_extra_whitespaces and
     // escape_whitespaces keep their default, true.
@@ -381,8 +388,8 @@ TEST(SentencePiece, HandmadeModelFollowsLibsentencepiece)
     embedlab::test::TempDir dir;
     write_file(dir / "t.model", handmade_sentencepiece_model(2));
     const auto tok = embedlab::load_sentencepiece(dir / "t.model");
-    EXPECT_EQ(tok->encode("  ab   ab  "), (std::vector<int32_t>{7, 7})); // extra spaces removed
-    EXPECT_EQ(tok->encode("ac"), (std::vector<int32_t>{3, 4, 0}));      // no byte fallback: <unk>
+    EXPECT_EQ(tok->encode("  ab   ab  "), (std::vector<int32_t>{7, 7}));   // extra spaces removed
+    EXPECT_EQ(tok->encode("ac"), (std::vector<int32_t>{3, 4, 0}));         // no byte fallback: <unk>
     EXPECT_EQ(tok->encode("a<sep>b"), (std::vector<int32_t>{3, 4, 8, 5})); // user-defined stays whole
     EXPECT_TRUE(tok->encode("   ").empty());
     EXPECT_EQ(tok->decode(std::vector<int32_t>{7, 7}), "ab ab");
@@ -460,8 +467,7 @@ TEST(TokenizerErrors, VocabJsonThatIsNotJson)
         embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
         ADD_FAILURE() << "no error";
     } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find((dir / "vocab.json").string()), std::string::npos)
-            << e.what();
+        EXPECT_NE(std::string(e.what()).find((dir / "vocab.json").string()), std::string::npos) << e.what();
     }
 }
 
@@ -474,8 +480,7 @@ TEST(TokenizerErrors, MergeOfUnknownTokensNamesTheMergesFile)
         embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
         ADD_FAILURE() << "no error";
     } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find((dir / "merges.txt").string()), std::string::npos)
-            << e.what();
+        EXPECT_NE(std::string(e.what()).find((dir / "merges.txt").string()), std::string::npos) << e.what();
     }
 }
 
@@ -501,14 +506,21 @@ TEST(Gpt2Bpe, EqualRankMergesGoLeftFirst)
 TEST(ScoredVocabTokenizer, BestScoreMergesFirstLeftmostOnTies)
 {
     embedlab::ScoredVocab vocab;
-    vocab.tokens = {"<unk>", "a", "aa", "b", "ab", "\xE2\x96\x81", "\xE2\x96\x81" "a"};
+    vocab.tokens = {"<unk>",
+                    "a",
+                    "aa",
+                    "b",
+                    "ab",
+                    "\xE2\x96\x81",
+                    "\xE2\x96\x81"
+                    "a"};
     vocab.scores = {0, 0, -1, 0, -2, 0, -0.5f};
     vocab.unk_id = 0;
     vocab.add_dummy_prefix = false;
     const auto plain = embedlab::make_scored_vocab_tokenizer(vocab, "gguf-llama", "t.gguf");
-    EXPECT_EQ(plain->encode("aaa"), (std::vector<int32_t>{2, 1}));    // tie: left pair wins
-    EXPECT_EQ(plain->encode("aab"), (std::vector<int32_t>{2, 3}));    // "aa" scores above "ab"
-    EXPECT_EQ(plain->encode("a a"), (std::vector<int32_t>{1, 6}));    // ' ' is '▁' here
+    EXPECT_EQ(plain->encode("aaa"), (std::vector<int32_t>{2, 1}));          // tie: left pair wins
+    EXPECT_EQ(plain->encode("aab"), (std::vector<int32_t>{2, 3}));          // "aa" scores above "ab"
+    EXPECT_EQ(plain->encode("a a"), (std::vector<int32_t>{1, 6}));          // ' ' is '▁' here
     EXPECT_EQ(plain->encode("a\xC3\xA9"), (std::vector<int32_t>{1, 0, 0})); // no byte tokens: unk
     vocab.add_dummy_prefix = true;
     const auto prefixed = embedlab::make_scored_vocab_tokenizer(vocab, "gguf-llama", "t.gguf");
@@ -530,6 +542,26 @@ TEST(TokenizerErrors, UnsupportedTokenizerJsonIsRefused)
         ADD_FAILURE() << "no error";
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("WordPiece"), std::string::npos) << e.what();
+    }
+}
+
+// Found by fuzz_gpt2_bpe: a number beyond double's range made nlohmann::json throw
+// out_of_range, which escaped as an uncaught exception and aborted the process.
+TEST(TokenizerErrors, JsonNumberBeyondDoubleIsAnInputError)
+{
+    embedlab::test::TempDir dir;
+    write_file(dir / "vocab.json", "7.7777772E779677");
+    write_file(dir / "merges.txt", "#version: 0.2\n");
+    write_file(dir / "tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 1e999999}}})");
+    for (const auto& call :
+         {std::function<void()>([&] { embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt"); }),
+          std::function<void()>([&] { embedlab::load_hf_tokenizer_json(dir / "tokenizer.json"); })}) {
+        try {
+            call();
+            ADD_FAILURE() << "no error";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+        }
     }
 }
 

@@ -37,7 +37,8 @@ nlohmann::json read_json_file(const std::filesystem::path& path)
     const std::string bytes = read_file_bytes(path);
     try {
         return nlohmann::json::parse(bytes);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+        // parse_error, and out_of_range for a number beyond double (found by fuzz_gpt2_bpe).
         throw InputError(file_message(path, std::string("not valid JSON (") + e.what() + ")"));
     }
 }
