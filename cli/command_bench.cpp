@@ -499,12 +499,13 @@ int command_bench(const std::vector<std::string>& argv)
                                                       {"pca", bench_pca},
                                                       {"tt", bench_tt},
                                                       {"lookup", bench_lookup},
-                                                      {"lle", bench_lle}};
+                                                      {"lle", bench_lle},
+                                                      {"train", bench_train}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(
             "bench: " + (argv.empty() ? std::string("no mode given") : "unknown mode '" + argv[0] + "'") +
-            "; expected bench eval|pca|tt|lookup (see embedlab-cli help)");
+            "; expected bench eval|pca|tt|lookup|lle|train (see embedlab-cli help)");
     return mode->second(std::vector<std::string>(argv.begin() + 1, argv.end()));
 }
 

@@ -14,6 +14,8 @@ Json parameter_json(const ParameterBreakdown& p)
                    {"norms", p.norms},
                    {"output_head", p.output_head},
                    {"total", p.total()}};
+    if (p.adapters > 0) // unmerged LoRA adapters (finetune)
+        counts["adapters"] = p.adapters;
     Json shares = Json::object();
     for (auto& [k, v] : counts.items())
         if (k != "total")

@@ -59,6 +59,14 @@ commands:
                                                head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
            --calib-text FILE --eval-text FILE [--json]
+  finetune DIR --train-text FILE --steps N [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)] [--seed S]
+           [--rank R (32)] [--alpha A (64)] [--targets q,k,v,o,mlp,embedding] [--weight-decay W] [--warmup N]
+           --out DIR2 [--eval-text FILE [--ctx N]] [--merge] [--from-scratch] [--force] [--json]
+                                               LoRA recovery of a compressed model (METHODS.md 1); --merge
+                                               folds the adapters into the weights; --from-scratch: the lrf
+                                               baseline (random pca/svd factors of the same k, trained in full)
+  bench train [--model M] [--steps N (20)] [--k K (32)] [--rank R] [--batch B] [--seqlen T] [--text FILE]
+                                               LoRA training throughput (tokens per second)
   worker   [--job FILE] [--identify] [--keep-on-eof]
                                                run one JSON job (compress|eval|measure; stdin: one line)
                                                and print JSON-line events and the result on stdout
@@ -118,6 +126,8 @@ int main(int argc, char** argv)
             return cli::command_worker(args);
         if (command == "remote")
             return cli::command_remote(args);
+        if (command == "finetune")
+            return cli::command_finetune(args);
         if (command == "version" || command == "--version") {
             std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
             return 0;

@@ -48,9 +48,11 @@ struct EmbeddingAccounting {
     EnergyEstimate svd_equal_size_energy;
 };
 
-enum class LowRankKind { PCA, SVD };
+// LRF: a low-rank factorised table trained from random initialisation (lora.hpp),
+// stored like SVD (no mean).
+enum class LowRankKind { PCA, SVD, LRF };
 
-// PCA: V k + d k + d values (mean included), SVD: V k + d k. Rank 1..d.
+// PCA: V k + d k + d values (mean included), SVD and LRF: V k + d k. Rank 1..d.
 EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t dim, int64_t rank,
                                      const EnergyOptions& energy = {}, int64_t model_params = 0);
 

@@ -11,7 +11,7 @@
 //   model.safetensors   every weight except the embedding table, plus the
 //                       method's factors under the table's prefix:
 //                       pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d]
-//                       svd: <p>svd.Z, <p>svd.P
+//                       svd: <p>svd.Z, <p>svd.P; lrf (finetune --from-scratch): <p>lrf.Z, <p>lrf.P
 //                       tt : <p>tt.core0 .. core{N-1}, core k [V, r_k, I_k+1, r_k+1]
 //                       lle, lle-unk, lle-pca: <p><method>.common_ids, ... (partial_sparse.hpp)
 //                       fourier: <p>fourier.w_in, <p>fourier.b_in; geglu adds
@@ -22,6 +22,8 @@
 //   embedlab.json       method, parameters, factor shapes, accounting,
 //                       reconstruction, fit details, source files with sha256,
 //                       versions, timestamps, evaluation results when run
+//   adapters.safetensors  finetune without --merge: LoRA adapters "lora.<target>.A/B"
+//                       (lora.hpp), described by embedlab.json's "lora" block
 //   dense/              with --dense: a standard Hugging Face directory with the
 //                       reconstructed table, loadable by any tool
 // DIR is written as a sibling temporary directory and renamed into place, so a

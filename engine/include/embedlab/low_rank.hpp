@@ -30,7 +30,8 @@ struct LowRankFit {
     double seconds = 0;
 };
 
-// table [V, d]; rank 1..d. Throws InputError for a bad rank or non-finite rows.
+// table [V, d]; rank 1..d; kind PCA or SVD. Throws InputError for a bad rank or
+// kind, or non-finite rows.
 LowRankFit fit_low_rank(const torch::Tensor& table, LowRankKind kind, int64_t rank,
                         const ProgressFn& progress = {});
 
@@ -42,7 +43,10 @@ public:
     torch::Tensor lookup(const torch::Tensor& ids) const override;   // mu + Z[ids] P
     torch::Tensor project(const torch::Tensor& hidden) const override; // h mu^T + (h P^T) Z^T
     int64_t parameter_count() const override;
-    std::string kind() const override { return kind_ == LowRankKind::PCA ? "pca" : "svd"; }
+    std::string kind() const override
+    {
+        return kind_ == LowRankKind::PCA ? "pca" : kind_ == LowRankKind::SVD ? "svd" : "lrf";
+    }
 
     LowRankKind low_rank_kind() const { return kind_; }
     const torch::Tensor& mu() const { return mu_; } // [d]; zeros for SVD

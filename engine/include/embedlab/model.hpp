@@ -4,7 +4,8 @@
 //   torch::Tensor ids = torch::tensor({{7454, 2402, 257}}, torch::kLong);
 //   torch::Tensor logits = lm.model->logits(ids);           // [1, 3, 50257]
 //
-// Inference only (no autograd). The token embedding is an interface so that a
+// Inference (no autograd), except training_logits() for fine-tuning (lora.hpp).
+// The token embedding is an interface so that a
 // compressed embedding serves the input lookup and a tied output head directly
 // from its factors, without a dense V x d copy.
 // Thread safety: logits() is const and may run from several threads at once;
@@ -24,6 +25,8 @@
 #include "embedlab/weights.hpp"
 
 namespace embedlab {
+
+struct LoraAdapters;
 
 // Token embedding table, dense or compressed.
 class TokenEmbedding {
@@ -77,9 +80,10 @@ struct ParameterBreakdown {
     int64_t mlp = 0;
     int64_t norms = 0;
     int64_t output_head = 0; // 0 when tied
+    int64_t adapters = 0;    // unmerged LoRA adapters (lora.hpp)
     int64_t total() const
     {
-        return token_embedding + position_embedding + attention + mlp + norms + output_head;
+        return token_embedding + position_embedding + attention + mlp + norms + output_head + adapters;
     }
 };
 
@@ -112,6 +116,17 @@ public:
     torch::Tensor head(const torch::Tensor& hidden) const;
     // ids [B, T] -> logits [B, T, V].
     torch::Tensor logits(const torch::Tensor& ids) const;
+    // The same logits with autograd recording, for training adapters: no
+    // InferenceMode guard (callers hold none either).
+    torch::Tensor training_logits(const torch::Tensor& ids) const;
+
+    // LoRA adapters on the linear layers (attach_lora in lora.hpp sets these and
+    // wraps the token embedding for the embedding adapters); null: none.
+    void set_lora(std::shared_ptr<const LoraAdapters> adapters);
+    const LoraAdapters* lora() const { return lora_.get(); }
+    std::shared_ptr<const LoraAdapters> shared_lora() const { return lora_; }
+    // Replaces one stored weight by a tensor of the same shape (merging adapters).
+    void set_weight(const std::string& name, torch::Tensor value);
 
     ParameterBreakdown parameter_breakdown() const;
     // Maximum window the model accepts (learned positions bound gpt2).
@@ -120,12 +135,17 @@ public:
 private:
     torch::Tensor gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
     torch::Tensor llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
+    torch::Tensor checked_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
+    torch::Tensor unguarded_head(const torch::Tensor& hidden) const;
+    // y + scale (x A^T) B^T when an adapter for `target` is attached, else y.
+    torch::Tensor adapted(torch::Tensor y, const torch::Tensor& x, const std::string& target) const;
     const torch::Tensor& w(const std::string& name) const;
 
     ModelConfig config_;
     WeightMap weights_;
     std::shared_ptr<const TokenEmbedding> embedding_;
     std::shared_ptr<const TokenEmbedding> positions_;
+    std::shared_ptr<const LoraAdapters> lora_;
 };
 
 struct LoadOptions {

@@ -84,7 +84,7 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
         throw InputError("rank must be between 1 and d = " + std::to_string(dim) + ", got " +
                          std::to_string(rank));
     EmbeddingAccounting a;
-    a.method = kind == LowRankKind::PCA ? "pca" : "svd";
+    a.method = kind == LowRankKind::PCA ? "pca" : kind == LowRankKind::SVD ? "svd" : "lrf";
     a.vocab = vocab;
     a.dim = dim;
     a.rank = rank;

@@ -18,6 +18,8 @@ LowRankFit fit_low_rank(const torch::Tensor& table, LowRankKind kind, int64_t ra
         throw InputError("the embedding table must be a matrix, got " + std::to_string(table.dim()) +
                          " dimensions");
     const int64_t V = table.size(0), d = table.size(1);
+    if (kind == LowRankKind::LRF)
+        throw InputError("lrf tables are trained from random initialisation, not fitted (see lora.hpp)");
     if (rank < 1 || rank > d)
         throw InputError("rank must be between 1 and d = " + std::to_string(d) + ", got " +
                          std::to_string(rank));

@@ -235,12 +235,12 @@ std::shared_ptr<const TokenEmbedding> build_table(const nlohmann::json& block, W
         factors.erase(it);
         return t;
     };
-    if (method == "pca" || method == "svd") {
+    if (method == "pca" || method == "svd" || method == "lrf") {
         const int64_t k = field(params, "rank").get<int64_t>();
         if (k < 1 || k > d)
             throw InputError(where + ": rank " + std::to_string(k) + " is outside 1.." + std::to_string(d));
         LowRankFit fit;
-        fit.kind = method == "pca" ? LowRankKind::PCA : LowRankKind::SVD;
+        fit.kind = method == "pca" ? LowRankKind::PCA : method == "svd" ? LowRankKind::SVD : LowRankKind::LRF;
         fit.rank = k;
         fit.mu = method == "pca" ? take("pca.mu", {d}) : torch::zeros({d}, torch::kFloat32);
         fit.Z = take(method + ".Z", {rows, k});

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "embedlab/error.hpp"
+#include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
 #include "model/shape_check.hpp"
 
@@ -103,6 +104,30 @@ const torch::Tensor& LanguageModel::w(const std::string& name) const
     return weights_.at(name);
 }
 
+void LanguageModel::set_lora(std::shared_ptr<const LoraAdapters> adapters)
+{
+    lora_ = std::move(adapters);
+}
+
+void LanguageModel::set_weight(const std::string& name, torch::Tensor value)
+{
+    const auto it = weights_.find(name);
+    if (it == weights_.end() || it->second.sizes() != value.sizes())
+        throw InputError("set_weight: '" + name + "' is not a weight of that shape");
+    it->second = std::move(value);
+}
+
+torch::Tensor LanguageModel::adapted(torch::Tensor y, const torch::Tensor& x, const std::string& target) const
+{
+    if (!lora_)
+        return y;
+    const auto it = lora_->adapters.find(target);
+    if (it == lora_->adapters.end())
+        return y;
+    const auto& a = it->second;
+    return y + torch::matmul(torch::matmul(x, a.A.t()), a.B.t()) * lora_->scale();
+}
+
 int64_t LanguageModel::max_context() const
 {
     return config_.arch == Architecture::GPT2 ? config_.max_positions : INT64_MAX;
@@ -121,22 +146,33 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
             observer->decoder_input(l, x);
         auto a = torch::layer_norm(x, {d}, w(p + "ln_1.weight"), w(p + "ln_1.bias"), eps);
         // Conv1D weights are [in, out]: y = x W + b. Columns: q, k, then v (H x vd).
-        auto qkv =
-            torch::addmm(w(p + "attn.c_attn.bias"), a.reshape({B * T, d}), w(p + "attn.c_attn.weight"));
-        auto q = qkv.narrow(1, 0, d).view({B, T, H, hd}).transpose(1, 2);
-        auto k = qkv.narrow(1, d, d).view({B, T, H, hd}).transpose(1, 2);
-        auto v = qkv.narrow(1, 2 * d, H * vd).view({B, T, H, vd});
+        const auto a2 = a.reshape({B * T, d});
+        auto qkv = torch::addmm(w(p + "attn.c_attn.bias"), a2, w(p + "attn.c_attn.weight"));
+        auto q2 = qkv.narrow(1, 0, d), k2 = qkv.narrow(1, d, d), v2 = qkv.narrow(1, 2 * d, H * vd);
+        if (lora_) {
+            q2 = adapted(q2, a2, p + "attn.q");
+            k2 = adapted(k2, a2, p + "attn.k");
+            v2 = adapted(v2, a2, p + "attn.v");
+        }
+        auto q = q2.view({B, T, H, hd}).transpose(1, 2);
+        auto k = k2.view({B, T, H, hd}).transpose(1, 2);
+        auto v = v2.view({B, T, H, vd});
         if (observer)
             observer->values(l, v);
         auto y = causal_attention(q, k, v.transpose(1, 2)).transpose(1, 2).reshape({B * T, H * vd});
-        x = x + torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")).view({B, T, d});
+        x = x + adapted(torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")), y,
+                        p + "attn.c_proj")
+                    .view({B, T, d});
         auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
-        auto h =
-            activation(torch::addmm(w(p + "mlp.c_fc.bias"), m.reshape({B * T, d}), w(p + "mlp.c_fc.weight")),
-                       config_.activation);
+        const auto m2 = m.reshape({B * T, d});
+        auto h = activation(
+            adapted(torch::addmm(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")), m2, p + "mlp.c_fc"),
+            config_.activation);
         if (observer)
             observer->mlp_activations(l, h);
-        x = x + torch::addmm(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")).view({B, T, d});
+        x = x + adapted(torch::addmm(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")), h,
+                        p + "mlp.c_proj")
+                    .view({B, T, d});
         if (observer)
             observer->decoder_output(l, x);
     }
@@ -164,9 +200,13 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         if (observer)
             observer->decoder_input(l, x);
         auto a = rms_norm(x, w(p + "input_layernorm.weight"), eps);
-        auto q = torch::matmul(a, w(p + "self_attn.q_proj.weight").t()).view({B, T, H, hd}).transpose(1, 2);
-        auto k = torch::matmul(a, w(p + "self_attn.k_proj.weight").t()).view({B, T, Hkv, hd}).transpose(1, 2);
-        auto v = torch::matmul(a, w(p + "self_attn.v_proj.weight").t()).view({B, T, Hkv, vd});
+        // proj(x, name): x W^T, plus the adapter of that weight when one is attached.
+        auto proj = [&](const torch::Tensor& in, const std::string& name) {
+            return adapted(torch::matmul(in, w(p + name + ".weight").t()), in, p + name);
+        };
+        auto q = proj(a, "self_attn.q_proj").view({B, T, H, hd}).transpose(1, 2);
+        auto k = proj(a, "self_attn.k_proj").view({B, T, Hkv, hd}).transpose(1, 2);
+        auto v = proj(a, "self_attn.v_proj").view({B, T, Hkv, vd});
         if (observer)
             observer->values(l, v);
         v = v.transpose(1, 2);
@@ -177,14 +217,14 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
             v = v.repeat_interleave(H / Hkv, 1);
         }
         auto y = causal_attention(q, k, v).transpose(1, 2).reshape({B, T, H * vd});
-        x = x + torch::matmul(y, w(p + "self_attn.o_proj.weight").t());
+        x = x + proj(y, "self_attn.o_proj");
         auto m = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps);
-        auto gate = activation(torch::matmul(m, w(p + "mlp.gate_proj.weight").t()), config_.activation);
-        auto up = torch::matmul(m, w(p + "mlp.up_proj.weight").t());
+        auto gate = activation(proj(m, "mlp.gate_proj"), config_.activation);
+        auto up = proj(m, "mlp.up_proj");
         auto act = gate * up;
         if (observer)
             observer->mlp_activations(l, act.reshape({B * T, act.size(-1)}));
-        x = x + torch::matmul(act, w(p + "mlp.down_proj.weight").t());
+        x = x + proj(act, "mlp.down_proj");
         if (observer)
             observer->decoder_output(l, x);
     }
@@ -194,6 +234,11 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
 torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, ForwardObserver* observer) const
 {
     c10::InferenceMode guard;
+    return checked_hidden(ids, observer);
+}
+
+torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
+{
     if (ids.dim() != 2)
         throw InputError("token ids must be a [batch, length] tensor");
     if (ids.size(1) > max_context())
@@ -210,6 +255,11 @@ torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, ForwardObse
 torch::Tensor LanguageModel::head(const torch::Tensor& hidden) const
 {
     c10::InferenceMode guard;
+    return unguarded_head(hidden);
+}
+
+torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden) const
+{
     if (config_.tied_embeddings)
         return embedding_->project(hidden);
     return torch::matmul(hidden, w("lm_head.weight").t());
@@ -222,11 +272,18 @@ torch::Tensor LanguageModel::logits(const torch::Tensor& ids) const
     return head(h.reshape({-1, h.size(-1)})).view({h.size(0), h.size(1), -1});
 }
 
+torch::Tensor LanguageModel::training_logits(const torch::Tensor& ids) const
+{
+    auto h = checked_hidden(ids, nullptr);
+    return unguarded_head(h.reshape({-1, h.size(-1)})).view({h.size(0), h.size(1), -1});
+}
+
 ParameterBreakdown LanguageModel::parameter_breakdown() const
 {
     ParameterBreakdown b;
     b.token_embedding = embedding_->parameter_count();
     b.position_embedding = positions_ ? positions_->parameter_count() : 0;
+    b.adapters = lora_ ? lora_->parameter_count() : 0;
     // Only the architecture's own tensors: checkpoints may carry buffers (GPT-2's
     // attn.bias causal masks) that are not parameters.
     for (const auto& e : detail::expected_tensors(config_)) {

@@ -6,6 +6,7 @@
 
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
 #include "model/manifest_support.hpp"
 
@@ -79,6 +80,9 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
             std::make_unique<LanguageModel>(out.files.config, std::move(out.files.weights), model.string());
     }
     out.files.weights.clear();
+    // Unmerged LoRA adapters (finetune): DIR/adapters.safetensors, checked above with the rest.
+    if (!out.files.embedlab_manifest.empty())
+        attach_lora_from_directory(*out.model, out.files.embedlab_manifest, out.files.path);
     return out;
 }
 

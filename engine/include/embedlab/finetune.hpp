@@ -1,0 +1,109 @@
+// Recovery fine-tuning of a compressed model (METHODS.md 1): a seeded, cancellable
+// next-token training loop over windows of a text, and the finetuned directory.
+//
+//   auto lm = embedlab::load_model("out/tinygpt2-pca16");
+//   auto ids = lm.tokenizer->encode(embedlab::read_text_file("train.txt"));
+//   auto trainable = embedlab::prepare_recovery(*lm.model, {.rank = 32, .alpha = 64}, false);
+//   auto r = embedlab::train_next_token(*lm.model, trainable.params, ids, {.steps = 200},
+//       [](const embedlab::TrainStep& s) { return !stop_requested; });   // false: Cancelled
+//   embedlab::merge_lora(*lm.model);                        // optional (lora.hpp)
+//   embedlab::save_finetuned_model(lm, *lm.model, "out/pca16-lora", {.finetune = record});
+//
+// Steps: batch windows of seqlen + 1 ids, each starting at a uniform position drawn
+// from std::mt19937_64(seed) (start = rng() % (n - seqlen)); loss = mean next-token
+// cross-entropy over batch x seqlen targets; AdamW (betas 0.9, 0.999, eps 1e-8) with
+// weight decay on the adapters' and factors' matrices; the learning rate rises
+// linearly over `warmup` steps, then stays. Parameters are updated in place, so the
+// model that holds them is the trained model when the call returns; a cancel leaves
+// them at the last finished step.
+// Thread safety: one training run per model at a time; the progress callback runs
+// on the calling thread (a GUI engine thread can run the whole call).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/error.hpp"
+#include "embedlab/lora.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct TrainOptions {
+    int64_t steps = 0;
+    double lr = 1e-3;
+    int64_t batch = 8;    // windows per step
+    int64_t seqlen = 128; // predicted tokens per window
+    uint64_t seed = 0;
+    double weight_decay = 0;
+    int64_t warmup = 0;
+};
+
+struct TrainStep {
+    int64_t step = 0, steps = 0;  // 1-based
+    double loss = 0;              // this step's batch loss
+    double tokens_per_second = 0; // trained tokens (batch x seqlen) per second so far
+};
+// Returning false cancels: train_next_token throws Cancelled.
+using TrainProgressFn = std::function<bool(const TrainStep&)>;
+
+struct TrainResult {
+    TrainOptions options;
+    std::vector<double> loss_curve; // every step
+    int64_t tokens = 0;             // batch x seqlen x steps
+    double seconds = 0;
+    double tokens_per_second = 0;
+    int64_t trainable_parameters = 0;
+};
+
+// InputError ("<label>: ...") for steps < 1, lr not a positive number, batch or
+// seqlen < 1, seqlen beyond the model's positions, weight decay or warmup < 0, or a
+// text of fewer than batch x seqlen + 1 ids (shorter than one batch).
+void check_train_options(const TrainOptions& options, int64_t text_ids, int64_t max_context,
+                         const std::string& label);
+
+TrainResult train_next_token(const LanguageModel& model, const std::vector<torch::Tensor>& params,
+                             std::span<const int32_t> ids, const TrainOptions& options,
+                             const TrainProgressFn& progress = {},
+                             const std::string& label = "training text");
+
+struct Trainable {
+    std::vector<torch::Tensor> params;
+    nlohmann::ordered_json description; // {mode, trains: [...], parameters, lora: {...}}
+};
+
+// Makes `model` (whose token table is compressed) ready to train: base tensors that
+// were made under InferenceMode are copied, then
+//   from_scratch = false: fresh adapters on lora.targets (attach_lora); the adapters train.
+//   from_scratch = true : the pca/svd factors are replaced by random lrf factors of the
+//                         same rank (random_low_rank_embedding, seed lora.seed + 1) that
+//                         train in full, with adapters on the linear targets (the
+//                         "embedding" target is dropped: its factors train directly).
+// InputError for a dense table, a model that already has adapters, or from_scratch
+// on a table that is not pca/svd.
+Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool from_scratch);
+
+struct SaveFinetunedOptions {
+    bool overwrite = false;
+    nlohmann::ordered_json lora;     // the adapters' json() before a merge (null: none)
+    nlohmann::ordered_json finetune; // training record, stored under "finetune"
+};
+
+// Writes `model` (trained from `source`, a compressed directory as loaded) as a
+// compressed directory: support files and embedlab.json from the source, updated
+// factor tensors (lrf when the table was trained from scratch), and either
+//   model.lora() attached: DIR/adapters.safetensors + "lora": {.., "merged": false}
+//   merged (no adapters left): "lora": {.., "merged": true}, nothing extra to load.
+// Every weights file's sha256 is recorded. Atomic like save_compressed_model.
+nlohmann::ordered_json save_finetuned_model(const LoadedModel& source, const LanguageModel& model,
+                                            const std::filesystem::path& out,
+                                            const SaveFinetunedOptions& options,
+                                            const ProgressFn& progress = {});
+
+} // namespace embedlab

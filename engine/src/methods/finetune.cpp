@@ -1,0 +1,170 @@
+#include "embedlab/finetune.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "embedlab/low_rank.hpp"
+
+namespace embedlab {
+
+using Json = nlohmann::ordered_json;
+
+void check_train_options(const TrainOptions& o, int64_t text_ids, int64_t max_context,
+                         const std::string& label)
+{
+    if (o.steps < 1)
+        throw InputError("finetune: steps must be at least 1, got " + std::to_string(o.steps));
+    if (!(o.lr > 0) || !std::isfinite(o.lr))
+        throw InputError("finetune: the learning rate must be a positive number, got " +
+                         std::to_string(o.lr));
+    if (o.batch < 1 || o.seqlen < 1)
+        throw InputError("finetune: batch and seqlen must be at least 1, got " + std::to_string(o.batch) +
+                         " and " + std::to_string(o.seqlen));
+    if (o.seqlen > max_context)
+        throw InputError("finetune: seqlen " + std::to_string(o.seqlen) + " exceeds the model's " +
+                         std::to_string(max_context) + " positions");
+    if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay))
+        throw InputError("finetune: weight decay must be 0 or more, got " + std::to_string(o.weight_decay));
+    if (o.warmup < 0)
+        throw InputError("finetune: warmup must be 0 or more, got " + std::to_string(o.warmup));
+    const int64_t need = o.batch * o.seqlen + 1;
+    if (text_ids < need)
+        throw InputError(label + ": " + std::to_string(text_ids) + " tokens is shorter than one batch (" +
+                         std::to_string(o.batch) + " x " + std::to_string(o.seqlen) + " + 1 = " +
+                         std::to_string(need) + " tokens); use a longer text or a smaller --batch/--seqlen");
+}
+
+TrainResult train_next_token(const LanguageModel& model, const std::vector<torch::Tensor>& params,
+                             std::span<const int32_t> ids, const TrainOptions& o,
+                             const TrainProgressFn& progress, const std::string& label)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto n = static_cast<int64_t>(ids.size());
+    check_train_options(o, n, model.max_context(), label);
+    if (params.empty())
+        throw InputError("finetune: nothing to train (no adapters or factors selected)");
+    // Callers may hold InferenceMode (as the evaluation paths do); training needs autograd.
+    c10::InferenceMode no_inference(false);
+    torch::AutoGradMode grad(true);
+
+    TrainResult r;
+    r.options = o;
+    for (const auto& p : params)
+        r.trainable_parameters += p.numel();
+    using torch::optim::AdamWOptions;
+    torch::optim::AdamW optimizer(params, AdamWOptions(o.lr).weight_decay(o.weight_decay));
+    std::mt19937_64 rng(o.seed);
+    const int64_t span = o.seqlen + 1;
+    const auto starts = static_cast<uint64_t>(n - o.seqlen); // window starts 0 .. n - span
+    std::vector<int64_t> window(static_cast<size_t>(o.batch * span));
+    r.loss_curve.reserve(static_cast<size_t>(o.steps));
+    const auto train_start = std::chrono::steady_clock::now();
+    for (int64_t step = 1; step <= o.steps; ++step) {
+        for (int64_t b = 0; b < o.batch; ++b) {
+            const auto start = static_cast<int64_t>(rng() % starts);
+            for (int64_t i = 0; i < span; ++i)
+                window[static_cast<size_t>(b * span + i)] = ids[static_cast<size_t>(start + i)];
+        }
+        const auto batch = torch::from_blob(window.data(), {o.batch, span}, torch::kLong).clone();
+        if (o.warmup > 0)
+            for (auto& group : optimizer.param_groups())
+                static_cast<AdamWOptions&>(group.options())
+                    .lr(o.lr * std::min(1.0, static_cast<double>(step) / static_cast<double>(o.warmup)));
+        const auto logits = model.training_logits(batch.narrow(1, 0, o.seqlen));
+        const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                               batch.narrow(1, 1, o.seqlen).reshape({-1}));
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        const double value = loss.item<double>();
+        if (!std::isfinite(value))
+            throw InputError("finetune: the loss became " + std::to_string(value) + " at step " +
+                             std::to_string(step) + "; lower the learning rate (--lr)");
+        r.loss_curve.push_back(value);
+        r.tokens += o.batch * o.seqlen;
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - train_start).count();
+        r.tokens_per_second = elapsed > 0 ? static_cast<double>(r.tokens) / elapsed : 0;
+        if (progress && !progress({step, o.steps, value, r.tokens_per_second}))
+            throw Cancelled();
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+namespace {
+
+// Tensors made under InferenceMode (an in-process fit) cannot be saved for
+// backward; the model gets ordinary copies of them.
+void copy_inference_tensors(LanguageModel& model)
+{
+    c10::InferenceMode no_inference(false);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : model.weights())
+        if (t.is_inference())
+            names.push_back(name);
+    for (const auto& name : names)
+        model.set_weight(name, model.weights().at(name).clone());
+    if (const auto* pos = dynamic_cast<const DenseTokenEmbedding*>(model.position_embedding()))
+        if (pos->table().is_inference())
+            model.set_position_embedding(std::make_shared<DenseTokenEmbedding>(pos->table().clone()));
+    if (const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&model.token_embedding()))
+        if (lr->Z().is_inference() || lr->P().is_inference() || lr->mu().is_inference()) {
+            LowRankFit fit;
+            fit.kind = lr->low_rank_kind();
+            fit.rank = lr->Z().size(1);
+            fit.mu = lr->mu().clone();
+            fit.Z = lr->Z().clone();
+            fit.P = lr->P().clone();
+            model.set_token_embedding(std::make_shared<LowRankTokenEmbedding>(fit));
+        }
+}
+
+} // namespace
+
+Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool from_scratch)
+{
+    if (model.lora())
+        throw InputError("finetune: the model already has LoRA adapters; merge them first (--merge)");
+    if (dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding()))
+        throw InputError("finetune: the token embedding is dense; recovery fine-tuning starts from a "
+                         "compressed model (embedlab-cli compress)");
+    copy_inference_tensors(model);
+    Trainable t;
+    LoraOptions options = lora;
+    Json trains = Json::array();
+    if (from_scratch) {
+        const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&model.token_embedding());
+        if (!lr || lr->low_rank_kind() == LowRankKind::LRF)
+            throw InputError("finetune: --from-scratch (lrf) replaces a pca or svd table, not " +
+                             model.token_embedding().kind());
+        const auto fresh =
+            random_low_rank_embedding(lr->vocab_size(), lr->dim(), lr->Z().size(1), lora.seed + 1);
+        model.set_token_embedding(fresh);
+        const auto& f = dynamic_cast<const LowRankTokenEmbedding&>(*fresh);
+        t.params = {f.Z(), f.P()};
+        trains.push_back("embedding factors Z, P (in full, from random initialisation)");
+        options.targets.erase("embedding");
+    }
+    const auto adapters = make_lora_adapters(model, options);
+    attach_lora(model, adapters);
+    for (const auto& p : adapters->trainable())
+        t.params.push_back(p);
+    if (!adapters->adapters.empty())
+        trains.push_back("LoRA adapters on " + Json(options.targets).dump());
+    int64_t count = 0;
+    for (const auto& p : t.params)
+        count += p.numel();
+    t.description = {
+        {"mode", from_scratch ? "lrf" : "lora"},
+        {"trains", trains},
+        {"frozen", "every base weight" + std::string(from_scratch ? "" : " and embedding factor")},
+        {"trainable_parameters", count},
+        {"lora", adapters->json()}};
+    t.description["lora"]["targets"] = options.targets;
+    t.description["lora"]["seed"] = options.seed;
+    return t;
+}
+
+} // namespace embedlab
