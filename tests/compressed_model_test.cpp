@@ -12,36 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A Hugging Face style directory holding a random tiny model.
-fs::path write_tiny_hf_model(const fs::path& dir, Architecture arch)
-{
-    fs::create_directories(dir);
-    const ModelConfig c = test::tiny_config(arch);
-    nlohmann::json config;
-    if (arch == Architecture::GPT2)
-        config = {{"model_type", "gpt2"},          {"vocab_size", c.vocab_size},
-                  {"n_embd", c.hidden_size},       {"n_layer", c.num_layers},
-                  {"n_head", c.num_heads},         {"n_positions", c.max_positions},
-                  {"n_inner", c.intermediate_size}};
-    else
-        config = {{"model_type", "llama"},
-                  {"vocab_size", c.vocab_size},
-                  {"hidden_size", c.hidden_size},
-                  {"num_hidden_layers", c.num_layers},
-                  {"num_attention_heads", c.num_heads},
-                  {"num_key_value_heads", c.num_kv_heads},
-                  {"intermediate_size", c.intermediate_size},
-                  {"max_position_embeddings", c.max_positions},
-                  {"tie_word_embeddings", false}};
-    write_file_atomic(dir / "config.json", config.dump());
-    write_file_atomic(dir / "tokenizer_config.json", "{}"); // a support file to be copied
-    std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (auto& [name, t] : test::random_weights(c))
-        tensors.emplace_back(name, t);
-    write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-    return dir;
-}
-
 LoadedModel load_weights_only(const fs::path& dir)
 {
     LoadOptions o;
@@ -79,7 +49,7 @@ class CompressedModelRoundTrip : public ::testing::TestWithParam<Architecture> {
 TEST_P(CompressedModelRoundTrip, SaveLoadAndDenseExportGiveTheSameLogits)
 {
     test::TempDir tmp;
-    const auto src_dir = write_tiny_hf_model(tmp / "src", GetParam());
+    const auto src_dir = test::write_tiny_hf_model(tmp / "src", GetParam());
     auto src = load_weights_only(src_dir);
     const auto ids = torch::tensor({{1, 7, 3, 49, 0, 22}}, torch::kLong);
     for (const auto& spec : specs()) {
@@ -117,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(TiedAndUntied, CompressedModelRoundTrip,
 TEST(CompressedModel, Gpt2PositionTableCompressesAndRoundTrips)
 {
     test::TempDir tmp;
-    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::GPT2));
     const auto& wpe = src.model->weights().at("wpe.weight");
     const CompressionSpec spec{.method = "tt", .shape = {4, 4}, .ranks = {1, 3, 1}};
     const auto tokens = compress_table(table_of(*src.model), spec);
@@ -150,7 +120,7 @@ TEST(CompressedModel, Gpt2PositionTableCompressesAndRoundTrips)
 TEST(CompressedModel, ReconstructionMetricsAreExactForALosslessFit)
 {
     test::TempDir tmp;
-    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::GPT2));
     const auto& E = table_of(*src.model);
     const auto full = compress_table(E, {.method = "pca", .rank = 16});
     EXPECT_LT(full.reconstruction.relative_frobenius, 1e-5);
@@ -169,7 +139,7 @@ TEST(CompressedModel, ReconstructionMetricsAreExactForALosslessFit)
 TEST(CompressedModel, ExistingOutputIsNotOverwrittenAndFailuresLeaveNothing)
 {
     test::TempDir tmp;
-    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::GPT2));
     const auto c = compress_table(table_of(*src.model), {.method = "pca", .rank = 4});
     fs::create_directory(tmp / "taken");
     try {
@@ -194,7 +164,7 @@ TEST(CompressedModel, ExistingOutputIsNotOverwrittenAndFailuresLeaveNothing)
 TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
 {
     test::TempDir tmp;
-    auto src = load_weights_only(write_tiny_hf_model(tmp / "src", Architecture::Llama));
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::Llama));
     const auto c = compress_table(table_of(*src.model), {.method = "pca", .rank = 4});
     save_compressed_model(src, c, tmp / "good");
     auto tamper = [&](const std::string& name, auto&& edit) {

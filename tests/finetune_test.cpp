@@ -60,34 +60,6 @@ struct Recorder : ForwardObserver {
     void decoder_output(int64_t l, const torch::Tensor& x) override { out[l] = x.clone(); }
 };
 
-fs::path write_tiny_hf_model(const fs::path& dir, Architecture arch)
-{
-    fs::create_directories(dir);
-    const ModelConfig c = test::tiny_config(arch);
-    nlohmann::json config;
-    if (arch == Architecture::GPT2)
-        config = {{"model_type", "gpt2"},          {"vocab_size", c.vocab_size},
-                  {"n_embd", c.hidden_size},       {"n_layer", c.num_layers},
-                  {"n_head", c.num_heads},         {"n_positions", c.max_positions},
-                  {"n_inner", c.intermediate_size}};
-    else
-        config = {{"model_type", "llama"},
-                  {"vocab_size", c.vocab_size},
-                  {"hidden_size", c.hidden_size},
-                  {"num_hidden_layers", c.num_layers},
-                  {"num_attention_heads", c.num_heads},
-                  {"num_key_value_heads", c.num_kv_heads},
-                  {"intermediate_size", c.intermediate_size},
-                  {"max_position_embeddings", c.max_positions},
-                  {"tie_word_embeddings", false}};
-    write_file_atomic(dir / "config.json", config.dump());
-    std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (auto& [name, t] : test::random_weights(c))
-        tensors.emplace_back(name, t);
-    write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-    return dir;
-}
-
 LoadedModel load_weights_only(const fs::path& dir)
 {
     LoadOptions o;
@@ -201,7 +173,7 @@ TEST_P(Lora, MergeComputesTheSameFunction)
 TEST_P(Lora, SaveAndReloadKeepEveryAdapter)
 {
     test::TempDir tmp;
-    const auto src = write_tiny_hf_model(tmp / "src", GetParam());
+    const auto src = test::write_tiny_hf_model(tmp / "src", GetParam());
     auto original = load_weights_only(src);
     const auto c =
         compress_table(original.model->weights().at(table_name(GetParam())), {.method = "pca", .rank = 5});
@@ -242,7 +214,7 @@ TEST_P(Lora, SaveAndReloadKeepEveryAdapter)
 TEST_P(Lora, FromScratchReplacesTheFactorsAndSavesAsLrf)
 {
     test::TempDir tmp;
-    const auto src = write_tiny_hf_model(tmp / "src", GetParam());
+    const auto src = test::write_tiny_hf_model(tmp / "src", GetParam());
     auto original = load_weights_only(src);
     const auto c =
         compress_table(original.model->weights().at(table_name(GetParam())), {.method = "pca", .rank = 5});
@@ -267,7 +239,7 @@ TEST_P(Lora, FromScratchReplacesTheFactorsAndSavesAsLrf)
 TEST(LoraRowAdapter, OtherTablesGetOneThatSurvivesReload)
 {
     test::TempDir tmp;
-    const auto src = write_tiny_hf_model(tmp / "src", Architecture::GPT2);
+    const auto src = test::write_tiny_hf_model(tmp / "src", Architecture::GPT2);
     auto original = load_weights_only(src);
     const auto c = compress_table(original.model->weights().at("wte.weight"),
                                   {.method = "tt", .shape = {4, 4}, .ranks = {1, 2, 1}});
@@ -351,7 +323,7 @@ TEST(Finetune, SeededCancellableAndAtomic)
 
     // A cancelled save leaves the previous directory intact.
     test::TempDir tmp;
-    const auto src = write_tiny_hf_model(tmp / "src", Architecture::GPT2);
+    const auto src = test::write_tiny_hf_model(tmp / "src", Architecture::GPT2);
     auto original = load_weights_only(src);
     save_compressed_model(
         original, compress_table(original.model->weights().at("wte.weight"), {.method = "pca", .rank = 5}),

@@ -24,8 +24,15 @@ inline ModelConfig tiny_config(Architecture arch)
 
 inline WeightMap random_weights(const ModelConfig& c, uint64_t seed = 7);
 
+// A Hugging Face style directory (config.json, model.safetensors and a support
+// file) holding the random tiny model.
+inline std::filesystem::path write_tiny_hf_model(const std::filesystem::path& dir, Architecture arch);
+
 } // namespace embedlab::test
 
+#include <nlohmann/json.hpp>
+
+#include "embedlab/file_output.hpp"
 #include "model/shape_check.hpp"
 
 inline embedlab::WeightMap embedlab::test::random_weights(const ModelConfig& c, uint64_t seed)
@@ -40,4 +47,34 @@ inline embedlab::WeightMap embedlab::test::random_weights(const ModelConfig& c, 
             w[e.name] = 0.2 * torch::randn(e.shape);
     }
     return w;
+}
+
+inline std::filesystem::path embedlab::test::write_tiny_hf_model(const std::filesystem::path& dir,
+                                                                 Architecture arch)
+{
+    std::filesystem::create_directories(dir);
+    const ModelConfig c = tiny_config(arch);
+    nlohmann::json config;
+    if (arch == Architecture::GPT2)
+        config = {{"model_type", "gpt2"},          {"vocab_size", c.vocab_size},
+                  {"n_embd", c.hidden_size},       {"n_layer", c.num_layers},
+                  {"n_head", c.num_heads},         {"n_positions", c.max_positions},
+                  {"n_inner", c.intermediate_size}};
+    else
+        config = {{"model_type", "llama"},
+                  {"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", c.num_heads},
+                  {"num_key_value_heads", c.num_kv_heads},
+                  {"intermediate_size", c.intermediate_size},
+                  {"max_position_embeddings", c.max_positions},
+                  {"tie_word_embeddings", false}};
+    write_file_atomic(dir / "config.json", config.dump());
+    write_file_atomic(dir / "tokenizer_config.json", "{}"); // a support file to be copied
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    for (auto& [name, t] : random_weights(c))
+        tensors.emplace_back(name, t);
+    write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+    return dir;
 }
