@@ -60,6 +60,14 @@ Json measure_options()
     return {{"tokens", 16}, {"repeat", 2}, {"lookups", 8}, {"power", "off"}};
 }
 
+// pca rank 16 of the bundled model into `out`, then measured.
+Json pca16_measure_job(const fs::path& out)
+{
+    return {{"kind", "compress"},  {"model", embedlab::default_model_path().string()},
+            {"method", "pca"},     {"rank", 16},
+            {"out", out.string()}, {"measure", measure_options()}};
+}
+
 } // namespace
 
 TEST(RemoteEndToEnd, DoctorReportsTheHost)
@@ -192,12 +200,7 @@ TEST(RemoteEndToEnd, KilledSshdFailsTheJobAndLeavesNoOutput)
     SshServer own; // killed below, so not the shared one
     REQUIRE_SSHD(own);
     const TempDir dir;
-    const Json job = {{"kind", "compress"},
-                      {"model", embedlab::default_model_path().string()},
-                      {"method", "pca"},
-                      {"rank", 16},
-                      {"out", (dir / "out").string()},
-                      {"measure", measure_options()}};
+    const Json job = pca16_measure_job(dir / "out");
     embedlab::SshSession session(embedlab::parse_host(own.host()), options_for(own, dir / "cache"));
     try {
         embedlab::run_remote_job(session, job, [&](const Json& e) {
@@ -219,12 +222,7 @@ TEST(RemoteEndToEnd, KilledWorkerFailsTheJob)
     auto& s = shared_server();
     REQUIRE_SSHD(s);
     const TempDir dir;
-    const Json job = {{"kind", "compress"},
-                      {"model", embedlab::default_model_path().string()},
-                      {"method", "pca"},
-                      {"rank", 16},
-                      {"out", (dir / "out").string()},
-                      {"measure", measure_options()}};
+    const Json job = pca16_measure_job(dir / "out");
     embedlab::SshSession session(embedlab::parse_host(s.host()), options_for(s, dir / "cache"));
     EXPECT_THROW(embedlab::run_remote_job(session, job,
                                           [&](const Json& e) {
