@@ -5,6 +5,7 @@
 
 #include "common.hpp"
 #include "embedlab/compressed_model.hpp"
+#include "embedlab/fourier_mlp.hpp"
 #include "frequency_text.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
@@ -49,7 +50,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         spec.mlp = *mlp;
         if (args.has("--hidden-ratio") && spec.mlp != "geglu")
             throw InputError("compress: --hidden-ratio applies to --mlp geglu only");
-        spec.hidden_ratio = args.get_double("--hidden-ratio", 0.25, 0, 64);
+        spec.hidden_ratio = args.get_double("--hidden-ratio", 0.25, 0, kMaxFourierHiddenRatio);
         if (!(spec.hidden_ratio > 0))
             throw InputError("compress: --hidden-ratio must be positive, got " + *args.get("--hidden-ratio"));
         spec.norm = args.has("--norm");

@@ -93,7 +93,8 @@ public:
             const int64_t total = e.value("total", int64_t{0});
             if (total <= 0)
                 return;
-            const int percent = static_cast<int>(100 * e.value("done", int64_t{0}) / total);
+            const auto done = static_cast<double>(e.value("done", int64_t{0}));
+            const int percent = static_cast<int>(100.0 * done / static_cast<double>(total));
             int& last = deciles_[{job, e.value("stage", "")}];
             if (percent / 10 == last - 1)
                 return;

@@ -74,6 +74,13 @@ TEST(Accounting, TensorTrainCapsAndShapeErrors)
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("r_1 = 9"), std::string::npos) << e.what();
     }
+    // A lying manifest's factor near 2^62 must not overflow the product (UBSan).
+    try {
+        check_tt_shape_and_ranks(768, {2, int64_t{1} << 62, 3}, {1, 2, 2, 1});
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("has product greater than d"), std::string::npos) << e.what();
+    }
 }
 
 TEST(Accounting, ShapeHelperListsEveryFactorisation)

@@ -187,6 +187,21 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     EXPECT_NE(missing.find("'parameters'"), std::string::npos) << missing;
     auto positions = tamper("positions", [](auto& m) { m["positions"] = m; });
     EXPECT_NE(positions.find("no learned position table"), std::string::npos) << positions;
+    // Lying parameters fail in the manifest check, before any tensor is touched.
+    auto tt = tamper("tt", [](auto& m) {
+        m["method"] = "tt";
+        m["parameters"] = {{"shape", {2, int64_t{1} << 62}}, {"ranks", {1, 2, 1}}};
+    });
+    EXPECT_NE(tt.find("embedlab.json: tensor-train shape"), std::string::npos) << tt;
+    EXPECT_NE(tt.find("has product greater than d"), std::string::npos) << tt;
+    auto hidden = tamper("hidden", [](auto& m) {
+        m["method"] = "fourier";
+        m["parameters"] = {{"mlp", "geglu"}, {"norm", false}, {"hidden_ratio", 1e300}};
+    });
+    EXPECT_NE(hidden.find("hidden_ratio must be in (0, 64"), std::string::npos) << hidden;
+    auto mistyped =
+        tamper("mistyped", [](auto& m) { m["factor_tensors"]["model.embed_tokens.pca.Z"] = "4x4"; });
+    EXPECT_NE(mistyped.find("wrong type"), std::string::npos) << mistyped;
     write_file_atomic(tmp / "good" / "embedlab.json", "{not json");
     EXPECT_NE(load_error(tmp / "good").find("not valid JSON"), std::string::npos);
 }

@@ -16,6 +16,8 @@
 #include "embedlab/power.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/resources.hpp"
+#include "job/job_check.hpp"
+#include "remote/worker_events.hpp"
 
 using embedlab::test::cli;
 using embedlab::test::TempDir;
@@ -103,6 +105,86 @@ TEST(RemoteJob, RejectsBadJobs)
     EXPECT_THROW(embedlab::check_job({{"kind", "compress"}, {"model", "m"}, {"method", "pca"}}),
                  embedlab::InputError); // no out, no rank
     EXPECT_NO_THROW(embedlab::check_job({{"kind", "measure"}, {"model", "m"}}));
+    // Mistyped fields are the job's fault (InputError naming the field), not a JSON exception.
+    const std::vector<std::pair<Json, std::string>> mistyped = {
+        {{{"kind", 5}, {"model", "m"}}, "\"kind\""},
+        {{{"kind", "compress"},
+          {"model", "m"},
+          {"out", "o"},
+          {"method", "tt"},
+          {"shape", {4, 4, 8}},
+          {"eps", "0.3"}},
+         "\"eps\""},
+        {{{"kind", "measure"}, {"model", "m"}, {"power", 1}}, "\"power\""},
+        {{{"kind", "measure"}, {"model", "m"}, {"tokens", "50"}}, "\"tokens\""},
+        {{{"kind", "eval"}, {"model", "m"}, {"text", "t"}, {"ctx", 0}}, "\"ctx\""},
+        {{{"kind", "eval"}, {"model", "m"}, {"text", "t"}, {"ctx", 64}, {"stride", 65}}, "\"stride\""},
+        {{{"kind", "compress"},
+          {"model", "m"},
+          {"out", "o"},
+          {"method", "pca"},
+          {"rank", 4},
+          {"force", "yes"}},
+         "\"force\""},
+        {{{"kind", "compress"},
+          {"model", "m"},
+          {"out", "o"},
+          {"method", "pca"},
+          {"rank", 4},
+          {"measure", {{"repeat", 0}}}},
+         "\"repeat\""},
+    };
+    for (const auto& [job, field] : mistyped) {
+        try {
+            embedlab::check_job(job);
+            ADD_FAILURE() << "accepted " << job.dump();
+        } catch (const embedlab::InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+        }
+    }
+    const auto m = embedlab::detail::measure_options({{"tokens", 20}, {"power", "off"}});
+    EXPECT_EQ(m.tokens, 20);
+    EXPECT_EQ(m.repeat, 5);
+    EXPECT_EQ(m.power, "off");
+}
+
+TEST(RemoteJob, NormalisesWorkerLinesFromTheOtherMachine)
+{
+    using embedlab::detail::parse_worker_line;
+    using Kind = embedlab::detail::WorkerLine::Kind;
+    auto p = parse_worker_line(R"({"event":"progress","stage":"eval","done":3,"total":10})");
+    EXPECT_EQ(p.kind, Kind::Progress);
+    EXPECT_EQ(p.json, Json({{"event", "progress"}, {"stage", "eval"}, {"done", 3}, {"total", 10}}));
+    // Beyond int64, negative, done > total: clamped so that 0 <= done <= total.
+    p = parse_worker_line(R"({"event":"progress","stage":"x","done":18446744073709551615,"total":-4})");
+    EXPECT_EQ(p.kind, Kind::Progress);
+    EXPECT_EQ(p.json["done"], 0);
+    EXPECT_EQ(p.json["total"], 0);
+    p = parse_worker_line(R"({"event":"progress","done":"3","total":10})");
+    EXPECT_EQ(p.kind, Kind::Text); // not a progress event we can read: shown as text
+    EXPECT_EQ(p.json["message"], R"({"event":"progress","done":"3","total":10})");
+    p = parse_worker_line(R"({"event":"log","message":["x"]})");
+    EXPECT_EQ(p.kind, Kind::Log);
+    EXPECT_EQ(p.json["message"], "");
+    p = parse_worker_line(R"({"event":"result","result":{"kind":"eval","ppl":1.5}})");
+    EXPECT_EQ(p.kind, Kind::Result);
+    EXPECT_EQ(p.json["ppl"], 1.5);
+    p = parse_worker_line("warning: plain text");
+    EXPECT_EQ(p.kind, Kind::Text);
+    EXPECT_EQ(p.json["message"], "warning: plain text");
+
+    p = parse_worker_line(R"({"event":"error","error_kind":5,"message":"boom"})");
+    ASSERT_EQ(p.kind, Kind::Error);
+    try {
+        embedlab::detail::throw_worker_error("pi", p.json);
+        FAIL();
+    } catch (const embedlab::RemoteError& e) {
+        EXPECT_EQ(std::string(e.what()), "pi: the worker failed: boom");
+    }
+    p = parse_worker_line(R"({"event":"error","error_kind":"input","message":"m: no config.json"})");
+    EXPECT_THROW(embedlab::detail::throw_worker_error("pi", p.json), embedlab::InputError);
+    p = parse_worker_line(R"({"event":"error","error_kind":"cancelled"})");
+    EXPECT_THROW(embedlab::detail::throw_worker_error("pi", p.json), embedlab::Cancelled);
 }
 
 TEST(RemoteWorker, RunsAMeasureJobLocallyAsJsonLines)

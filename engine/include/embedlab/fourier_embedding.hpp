@@ -26,16 +26,10 @@
 #include <vector>
 
 #include "embedlab/error.hpp"
+#include "embedlab/fourier_mlp.hpp"
 #include "embedlab/model.hpp"
 
 namespace embedlab {
-
-enum class FourierMlp { Linear, GeGLU };
-const char* fourier_mlp_name(FourierMlp mlp); // "linear", "geglu"
-// "linear" or "geglu"; InputError otherwise.
-FourierMlp parse_fourier_mlp(const std::string& name);
-// The geglu hidden size for a ratio: max(1, round(ratio d)).
-int64_t fourier_hidden_size(int64_t dim, double hidden_ratio);
 
 // T(p) for ids [..] int64 in [0, V) -> [.., d] float32 (computed in float64).
 // InputError for V < 2 or d < 1.

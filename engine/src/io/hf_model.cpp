@@ -11,6 +11,7 @@
 #include "io/dtype_convert.hpp"
 #include "io/readers.hpp"
 #include "io/safetensors.hpp"
+#include "model/manifest_layout.hpp"
 #include "model/shape_check.hpp"
 
 namespace embedlab::io {
@@ -110,21 +111,11 @@ void strip_transformer_prefix(WeightMap& weights, const std::string& label)
 // manifest's value_head_dims / mlp_widths are part of the architecture.
 void apply_layer_dims(ModelConfig& config, const std::string& manifest_text, const std::string& label)
 {
-    nlohmann::json m;
-    try {
-        m = nlohmann::json::parse(manifest_text);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(label + ": not valid JSON (" + e.what() + ")");
-    }
-    try {
-        if (m.is_object() && m.contains("value_head_dims"))
-            config.value_head_dims = m["value_head_dims"].get<std::vector<int64_t>>();
-        if (m.is_object() && m.contains("mlp_widths"))
-            config.mlp_widths = m["mlp_widths"].get<std::vector<int64_t>>();
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(label + ": value_head_dims / mlp_widths must be lists of integers (" + e.what() +
-                         ")");
-    }
+    auto dims = detail::parse_layer_dims(manifest_text, label);
+    if (!dims.value_head_dims.empty())
+        config.value_head_dims = std::move(dims.value_head_dims);
+    if (!dims.mlp_widths.empty())
+        config.mlp_widths = std::move(dims.mlp_widths);
     detail::check_layer_dims(config, label);
 }
 

@@ -13,6 +13,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/power.hpp"
+#include "job/job_check.hpp"
 
 namespace embedlab {
 
@@ -20,60 +21,15 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-std::string string_field(const Json& job, const std::string& key, bool required)
-{
-    if (!job.contains(key)) {
-        if (required)
-            throw InputError("job: \"" + key + "\" is required for kind \"" + job.value("kind", "") + "\"");
-        return {};
-    }
-    if (!job[key].is_string() || job[key].get<std::string>().empty())
-        throw InputError("job: \"" + key + "\" must be a non-empty string");
-    return job[key].get<std::string>();
-}
-
-int64_t int_field(const Json& job, const std::string& key, int64_t fallback, int64_t lo, int64_t hi)
-{
-    if (!job.contains(key))
-        return fallback;
-    if (!job[key].is_number_integer() || job[key].get<int64_t>() < lo || job[key].get<int64_t>() > hi)
-        throw InputError("job: \"" + key + "\" must be an integer in [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "]");
-    return job[key].get<int64_t>();
-}
-
-std::vector<int64_t> int_list_field(const Json& job, const std::string& key)
-{
-    if (!job.contains(key))
-        return {};
-    if (!job[key].is_array())
-        throw InputError("job: \"" + key + "\" must be an array of integers");
-    std::vector<int64_t> v;
-    for (const auto& x : job[key]) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 1)
-            throw InputError("job: \"" + key + "\" must be an array of positive integers");
-        v.push_back(x.get<int64_t>());
-    }
-    return v;
-}
-
 CompressionSpec spec_of(const Json& job)
 {
+    const auto c = detail::job_compression(job);
     CompressionSpec spec;
-    spec.method = string_field(job, "method", true);
-    if (spec.method == "pca" || spec.method == "svd") {
-        spec.rank = int_field(job, "rank", 0, 1, 1 << 20);
-        if (spec.rank == 0)
-            throw InputError("job: method " + spec.method + " needs \"rank\"");
-    } else if (spec.method == "tt") {
-        spec.shape = int_list_field(job, "shape");
-        spec.ranks = int_list_field(job, "ranks");
-        spec.eps = job.value("eps", 0.0);
-        if (spec.shape.empty() || spec.ranks.empty() == (spec.eps <= 0))
-            throw InputError("job: method tt needs \"shape\" and one of \"ranks\" or \"eps\"");
-    } else {
-        throw InputError("job: method \"" + spec.method + "\" is not available in jobs (pca, svd, tt)");
-    }
+    spec.method = c.method;
+    spec.rank = c.rank;
+    spec.shape = c.shape;
+    spec.ranks = c.ranks;
+    spec.eps = c.eps;
     return spec;
 }
 
@@ -103,9 +59,9 @@ Json perplexity_json(const PerplexityResult& r)
 
 Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
 {
-    const std::filesystem::path model = string_field(job, "model", true);
-    const std::filesystem::path out = string_field(job, "out", true);
-    const std::string eval_text = string_field(job, "eval_text", false);
+    const std::filesystem::path model = detail::job_string(job, "model", true);
+    const std::filesystem::path out = detail::job_string(job, "out", true);
+    const std::string eval_text = detail::job_string(job, "eval_text", false);
     const bool force = job.value("force", false);
     if (std::filesystem::exists(out) && !force)
         throw InputError(out.string() + ": already exists (set \"force\": true to replace it)");
@@ -120,7 +76,7 @@ Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& can
                                   progress_events("compress " + spec.method, events, cancelled));
     SaveCompressedOptions save{.dense = job.value("dense", false), .overwrite = force};
     if (!eval_text.empty()) {
-        const int64_t ctx = int_field(job, "ctx", 128, 1, 1 << 20);
+        const int64_t ctx = detail::job_int(job, "ctx", 128, 1, 1 << 20);
         const auto ids = lm.tokenizer->encode(read_text_file(eval_text));
         const PerplexityOptions po{.ctx = ctx, .stride = ctx};
         const auto base =
@@ -154,12 +110,12 @@ Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& can
 
 Json run_eval(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
 {
-    const std::filesystem::path model = string_field(job, "model", true);
-    const std::string text = string_field(job, "text", true);
-    const int64_t ctx = int_field(job, "ctx", 128, 1, 1 << 20);
+    const std::filesystem::path model = detail::job_string(job, "model", true);
+    const std::string text = detail::job_string(job, "text", true);
+    const int64_t ctx = detail::job_int(job, "ctx", 128, 1, 1 << 20);
     const PerplexityOptions po{.ctx = ctx,
-                               .stride = int_field(job, "stride", ctx, 1, ctx),
-                               .batch_windows = int_field(job, "batch", 0, 0, 1 << 16)};
+                               .stride = detail::job_int(job, "stride", ctx, 1, ctx),
+                               .batch_windows = detail::job_int(job, "batch", 0, 0, 1 << 16)};
     auto lm = load_model(model);
     const auto ids = lm.tokenizer->encode(read_text_file(text));
     const auto r = evaluate_perplexity(*lm.model, ids, po, progress_events("eval", events, cancelled));
@@ -180,32 +136,6 @@ std::string first_line(const std::filesystem::path& file)
 }
 
 } // namespace
-
-const std::vector<std::string>& job_input_fields()
-{
-    static const std::vector<std::string> fields = {"model", "text", "eval_text"};
-    return fields;
-}
-
-void check_job(const Json& job)
-{
-    if (!job.is_object())
-        throw InputError("job: must be a JSON object");
-    const std::string kind = job.value("kind", "");
-    if (kind != "compress" && kind != "eval" && kind != "measure")
-        throw InputError("job: \"kind\" must be \"compress\", \"eval\" or \"measure\"");
-    string_field(job, "model", true);
-    for (const auto& f : {"text", "eval_text", "out"})
-        string_field(job, f, false);
-    if (kind == "compress") {
-        string_field(job, "out", true);
-        spec_of(job);
-    }
-    if (kind == "eval")
-        string_field(job, "text", true);
-    if (job.contains("measure") && !job["measure"].is_object())
-        throw InputError("job: \"measure\" must be an object of measure options");
-}
 
 Json run_job(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
 {

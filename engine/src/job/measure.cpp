@@ -11,6 +11,7 @@
 #include "embedlab/job.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/power.hpp"
+#include "job/job_check.hpp"
 
 namespace embedlab {
 
@@ -48,16 +49,6 @@ Json stats_json(std::vector<double> v, double scale, const std::string& unit)
             {unit + "_median", v[v.size() / 2] * scale},
             {unit + "_min", v.front() * scale},
             {"samples", v.size()}};
-}
-
-double number(const Json& o, const std::string& key, double fallback, double lo, double hi)
-{
-    if (!o.contains(key))
-        return fallback;
-    if (!o[key].is_number() || o[key].get<double>() < lo || o[key].get<double>() > hi)
-        throw InputError("job: \"" + key + "\" must be a number in [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "]");
-    return o[key].get<double>();
 }
 
 Json energy_json(const EnergyEstimate& e)
@@ -104,17 +95,12 @@ Json energy_estimate(const std::string& manifest_text, int64_t vocab, int64_t di
 Json measure_model(const std::filesystem::path& model, const Json& options, const ProgressFn& progress,
                    const CancelFn& cancelled)
 {
-    const int64_t tokens = static_cast<int64_t>(number(options, "tokens", 50, 1, 1 << 16));
-    const int64_t repeat = static_cast<int64_t>(number(options, "repeat", 5, 1, 100000));
-    const int64_t lookups = static_cast<int64_t>(number(options, "lookups", 256, 1, 1 << 24));
-    const int64_t seed = static_cast<int64_t>(number(options, "seed", 0, 0, 1e15));
-    const EnergyOptions energy{
-        .nu = number(options, "nu", 5, 0, 1e12), .tau = number(options, "tau", 1, 0, 1e12), .tokens = tokens};
-    const std::string power = options.value("power", "auto");
-    const double idle_seconds = number(options, "idle_seconds", 1, 0, 600);
-    const double energy_seconds = number(options, "energy_seconds", 2, 0, 3600);
-    const std::string text =
-        options.contains("text") && options["text"].is_string() ? options.value("text", "") : "";
+    const auto o = detail::measure_options(options);
+    const int64_t tokens = o.tokens, repeat = o.repeat, lookups = o.lookups, seed = o.seed;
+    const EnergyOptions energy{.nu = o.nu, .tau = o.tau, .tokens = tokens};
+    const std::string& power = o.power;
+    const double idle_seconds = o.idle_seconds, energy_seconds = o.energy_seconds;
+    const std::string& text = o.text;
     auto check = [&] {
         if (cancelled && cancelled())
             throw Cancelled();

@@ -115,17 +115,23 @@ void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
     if (shape.size() < 2)
         throw InputError("a tensor-train shape needs at least 2 factors, got " +
                          std::to_string(shape.size()));
-    int64_t product = 1;
-    for (int64_t f : shape) {
+    for (int64_t f : shape)
         if (f < 1)
             throw InputError("tensor-train shape factors must be positive, got " + join(shape, "x"));
-        product *= f;
-        if (product > dim)
+    // Multiplied only while the product stays within d, so a lying file cannot overflow it.
+    int64_t product = 1;
+    bool beyond = false;
+    for (int64_t f : shape) {
+        if (f > dim / product) {
+            beyond = true;
             break;
+        }
+        product *= f;
     }
-    if (product != dim)
+    if (beyond || product != dim)
         throw InputError("tensor-train shape " + join(shape, "x") + " has product " +
-                         std::to_string(product) + ", not d = " + std::to_string(dim));
+                         (beyond ? "greater than d" : std::to_string(product)) +
+                         ", not d = " + std::to_string(dim));
     if (ranks.size() != shape.size() + 1)
         throw InputError("a " + std::to_string(shape.size()) + "-factor shape needs " +
                          std::to_string(shape.size() + 1) + " ranks r_0..r_N, got " +

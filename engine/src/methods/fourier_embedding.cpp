@@ -71,25 +71,6 @@ std::pair<double, double> table_losses(const torch::Tensor& table, const Fourier
 
 } // namespace
 
-const char* fourier_mlp_name(FourierMlp mlp)
-{
-    return mlp == FourierMlp::Linear ? "linear" : "geglu";
-}
-
-FourierMlp parse_fourier_mlp(const std::string& name)
-{
-    if (name == "linear")
-        return FourierMlp::Linear;
-    if (name == "geglu")
-        return FourierMlp::GeGLU;
-    throw InputError("unknown Fourier MLP '" + name + "' (use linear or geglu)");
-}
-
-int64_t fourier_hidden_size(int64_t dim, double hidden_ratio)
-{
-    return std::max<int64_t>(1, std::llround(hidden_ratio * static_cast<double>(dim)));
-}
-
 torch::Tensor fourier_features(const torch::Tensor& ids, int64_t vocab, int64_t dim)
 {
     if (vocab < 2)

@@ -8,6 +8,7 @@
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -211,109 +212,85 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
 
 namespace {
 
-// One table's embedding from its manifest block, consuming its factors.
-std::shared_ptr<const TokenEmbedding> build_table(const nlohmann::json& block, WeightMap& factors,
-                                                  const std::string& prefix, int64_t rows, int64_t d,
+// One table's embedding from its checked layout, consuming its factors.
+std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, WeightMap& factors,
                                                   const std::string& where, const std::string& label)
 {
-    auto field = [&](const nlohmann::json& obj, const char* name) -> const nlohmann::json& {
-        if (!obj.is_object() || !obj.contains(name))
-            throw InputError(where + ": missing field '" + name + "'");
-        return obj.at(name);
-    };
-    const std::string method = field(block, "method").get<std::string>();
-    const auto& params = field(block, "parameters");
-    auto take = [&](const std::string& name, std::vector<int64_t> shape) {
-        const auto it = factors.find(prefix + name);
+    auto take = [&](const std::string& name, const detail::TensorShape& shape) {
+        const std::string full = t.prefix + name;
+        const auto it = factors.find(full);
         if (it == factors.end())
-            throw InputError(where + ": method '" + method + "' needs tensor '" + prefix + name + "'");
+            throw InputError(where + ": method '" + t.method + "' needs tensor '" + full + "'");
         if (it->second.sizes().vec() != shape)
-            throw InputError(label + "/model.safetensors: tensor '" + prefix + name + "' has shape " +
+            throw InputError(label + "/model.safetensors: tensor '" + full + "' has shape " +
                              shape_text(it->second.sizes()) + ", expected " + shape_text(shape) +
                              " from embedlab.json and config.json");
-        auto t = std::move(it->second);
+        auto tensor = std::move(it->second);
         factors.erase(it);
-        return t;
+        return tensor;
     };
+    // Every tensor the method needs, checked before any is used.
+    std::map<std::string, torch::Tensor> f;
+    for (const auto& [full, shape] : t.tensors)
+        f[full.substr(t.prefix.size())] = take(full.substr(t.prefix.size()), shape);
+    const std::string& method = t.method;
     if (method == "pca" || method == "svd" || method == "lrf") {
-        const int64_t k = field(params, "rank").get<int64_t>();
-        if (k < 1 || k > d)
-            throw InputError(where + ": rank " + std::to_string(k) + " is outside 1.." + std::to_string(d));
         LowRankFit fit;
         fit.kind = method == "pca" ? LowRankKind::PCA : method == "svd" ? LowRankKind::SVD : LowRankKind::LRF;
-        fit.rank = k;
-        fit.mu = method == "pca" ? take("pca.mu", {d}) : torch::zeros({d}, torch::kFloat32);
-        fit.Z = take(method + ".Z", {rows, k});
-        fit.P = take(method + ".P", {k, d});
+        fit.rank = t.rank;
+        fit.mu = method == "pca" ? f["pca.mu"] : torch::zeros({t.dim}, torch::kFloat32);
+        fit.Z = f[method + ".Z"];
+        fit.P = f[method + ".P"];
         return std::make_shared<LowRankTokenEmbedding>(fit);
     }
     if (method == "tt") {
-        const auto shape = field(params, "shape").get<std::vector<int64_t>>();
-        const auto ranks = field(params, "ranks").get<std::vector<int64_t>>();
-        check_tt_shape_and_ranks(d, shape, ranks);
         std::vector<torch::Tensor> cores;
-        for (size_t k = 0; k < shape.size(); ++k)
-            cores.push_back(take("tt.core" + std::to_string(k), {rows, ranks[k], shape[k], ranks[k + 1]}));
-        return std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores));
+        for (size_t k = 0; k < t.tt_shape.size(); ++k)
+            cores.push_back(f["tt.core" + std::to_string(k)]);
+        return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores));
     }
     if (method == "lle" || method == "lle-unk" || method == "lle-pca") {
-        const int64_t C = field(params, "common").get<int64_t>(), R = field(params, "rare").get<int64_t>();
-        const int64_t k = method == "lle-unk" ? 0 : field(params, "k").get<int64_t>();
-        if (C < 1 || R < 0 || C + R != rows)
-            throw InputError(where + ": common " + std::to_string(C) + " + rare " + std::to_string(R) +
-                             " does not make the " + std::to_string(rows) + " rows of the table");
         PartialSparseFit fit;
         fit.kind = method == "lle"       ? PartialSparseKind::LLE
                    : method == "lle-unk" ? PartialSparseKind::Unk
                                          : PartialSparseKind::PCA;
-        fit.vocab = rows;
-        fit.dim = d;
-        fit.k = k;
-        fit.reg = params.contains("reg") ? params["reg"].get<double>() : 0.0;
+        fit.vocab = t.rows;
+        fit.dim = t.dim;
+        fit.k = t.k;
+        fit.reg = t.reg;
         const std::string m = method + ".";
-        fit.common_ids = take(m + "common_ids", {C});
-        fit.rare_ids = take(m + "rare_ids", {R});
-        fit.common_rows = take(m + "common_rows", {C, d});
+        fit.common_ids = f[m + "common_ids"];
+        fit.rare_ids = f[m + "rare_ids"];
+        fit.common_rows = f[m + "common_rows"];
         if (fit.kind == PartialSparseKind::LLE) {
-            fit.neighbour_ids = take(m + "neighbour_ids", {R, k});
-            fit.weights = take(m + "weights", {R, k});
-            fit.norms = take(m + "norms", {R});
+            fit.neighbour_ids = f[m + "neighbour_ids"];
+            fit.weights = f[m + "weights"];
+            fit.norms = f[m + "norms"];
         } else if (fit.kind == PartialSparseKind::Unk) {
-            fit.fallback = take(m + "fallback", {d});
+            fit.fallback = f[m + "fallback"];
         } else {
-            fit.mean = take(m + "mean", {d});
-            fit.basis = take(m + "basis", {k, d});
-            fit.coords = take(m + "coords", {R, k});
+            fit.mean = f[m + "mean"];
+            fit.basis = f[m + "basis"];
+            fit.coords = f[m + "coords"];
         }
         return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
     }
-    if (method == "fourier") {
-        FourierParams p;
-        p.mlp = parse_fourier_mlp(field(params, "mlp").get<std::string>());
-        p.vocab = rows;
-        p.dim = d;
-        p.norm = field(params, "norm").get<bool>();
-        if (rows < 2)
-            throw InputError(where + ": fourier needs at least 2 rows, the table has " +
-                             std::to_string(rows));
-        if (p.mlp == FourierMlp::Linear) {
-            p.w_in = take("fourier.w_in", {d, d});
-            p.b_in = take("fourier.b_in", {d});
-        } else {
-            const double ratio = field(params, "hidden_ratio").get<double>();
-            if (!(ratio > 0))
-                throw InputError(where + ": hidden_ratio must be positive, got " + std::to_string(ratio));
-            p.hidden = fourier_hidden_size(d, ratio);
-            p.w_in = take("fourier.w_in", {2 * p.hidden, d});
-            p.b_in = take("fourier.b_in", {2 * p.hidden});
-            p.w_out = take("fourier.w_out", {d, p.hidden});
-            p.b_out = take("fourier.b_out", {d});
-        }
-        if (p.norm)
-            p.norm_weight = take("fourier.norm", {d});
-        return std::make_shared<FourierTokenEmbedding>(std::move(p));
+    // fourier (the layout admits no other method)
+    FourierParams p;
+    p.mlp = parse_fourier_mlp(t.mlp);
+    p.vocab = t.rows;
+    p.dim = t.dim;
+    p.norm = t.norm;
+    p.hidden = t.hidden;
+    p.w_in = f["fourier.w_in"];
+    p.b_in = f["fourier.b_in"];
+    if (p.mlp == FourierMlp::GeGLU) {
+        p.w_out = f["fourier.w_out"];
+        p.b_out = f["fourier.b_out"];
     }
-    throw InputError(where + ": unknown method '" + method + "'");
+    if (p.norm)
+        p.norm_weight = f["fourier.norm"];
+    return std::make_shared<FourierTokenEmbedding>(std::move(p));
 }
 
 } // namespace
@@ -322,73 +299,42 @@ ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, We
                                             const ModelConfig& config, const std::string& label)
 {
     const std::string where = label + "/embedlab.json";
-    nlohmann::json m;
-    try {
-        m = nlohmann::json::parse(manifest_text);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(where + ": not valid JSON (" + e.what() + ")");
-    }
-    try {
-        if (!m.is_object() || !m.contains("format_version"))
-            throw InputError(where + ": missing field 'format_version'");
-        if (m["format_version"] != kFormatVersion)
-            throw InputError(where + ": format_version " + m["format_version"].dump() +
-                             " is not supported (this build reads " + std::to_string(kFormatVersion) + ")");
-        // FLAT-LLM narrows the attention; the tables stay dense weights.
-        if (m.contains("method") && m["method"] == "flat") {
-            if (!factors.empty())
-                throw InputError(where +
-                                 ": a flat model stores no embedding factors, but model.safetensors has '" +
-                                 factors.begin()->first + "'");
-            return {};
-        }
-        const bool has_positions = m.contains("positions");
-        if (has_positions && config.arch != Architecture::GPT2)
-            throw InputError(where + ": has a 'positions' block but " + architecture_name(config.arch) +
-                             " models have no learned position table");
-
-        // The manifest's lists of factor tensors must match the file exactly.
-        std::map<std::string, nlohmann::json> listed;
-        for (const auto* block : {&m, has_positions ? &m["positions"] : nullptr}) {
-            if (!block)
-                continue;
-            if (!block->contains("factor_tensors") || !(*block)["factor_tensors"].is_object())
-                throw InputError(where + ": missing field 'factor_tensors' (tensor name -> shape)");
-            for (const auto& [name, shape] : (*block)["factor_tensors"].items())
-                listed[name] = shape;
-        }
-        for (const auto& [name, shape] : listed) {
-            const auto it = factors.find(name);
-            if (it == factors.end())
-                throw InputError(where + ": lists tensor '" + name +
-                                 "' but model.safetensors does not have it");
-            if (shape.get<std::vector<int64_t>>() != it->second.sizes().vec())
-                throw InputError(where + ": says '" + name + "' has shape " + shape.dump() +
-                                 " but model.safetensors stores " + shape_text(it->second.sizes()));
-            if (!torch::isfinite(it->second).all().item<bool>())
-                throw InputError(label + "/model.safetensors: tensor '" + name + "' has NaN or Inf values");
-        }
-        for (const auto& [name, t] : factors)
-            if (!listed.count(name))
-                throw InputError(where + ": does not list tensor '" + name + "' found in model.safetensors");
-
-        ManifestEmbeddings out;
-        out.tokens = build_table(m, factors, factor_prefix(config.arch), config.vocab_size,
-                                 config.hidden_size, where, label);
-        if (has_positions)
-            out.positions = build_table(m["positions"], factors, "wpe.", config.max_positions,
-                                        config.hidden_size, where, label);
+    const detail::ManifestDims dims{.vocab = config.vocab_size,
+                                    .max_positions = config.max_positions,
+                                    .dim = config.hidden_size,
+                                    .has_position_table = config.arch == Architecture::GPT2,
+                                    .architecture = architecture_name(config.arch),
+                                    .token_prefix = factor_prefix(config.arch)};
+    const auto layout = detail::parse_manifest_layout(manifest_text, dims, label);
+    if (layout.flat) {
         if (!factors.empty())
-            throw InputError(where + ": tensor '" + factors.begin()->first + "' is not used by its method");
-        return out;
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(where + ": a field has the wrong type (" + e.what() + ")");
-    } catch (const InputError& e) {
-        const std::string msg = e.what();
-        if (msg.rfind(label, 0) == 0)
-            throw;
-        throw InputError(where + ": " + msg); // errors from the shape/rank checks name no file
+            throw InputError(where +
+                             ": a flat model stores no embedding factors, but model.safetensors has '" +
+                             factors.begin()->first + "'");
+        return {};
     }
+    // The manifest's lists of factor tensors must match the file exactly.
+    for (const auto& [name, shape] : layout.listed) {
+        const auto it = factors.find(name);
+        if (it == factors.end())
+            throw InputError(where + ": lists tensor '" + name + "' but model.safetensors does not have it");
+        if (shape != it->second.sizes().vec())
+            throw InputError(where + ": says '" + name + "' has shape " + shape_text(shape) +
+                             " but model.safetensors stores " + shape_text(it->second.sizes()));
+        if (!torch::isfinite(it->second).all().item<bool>())
+            throw InputError(label + "/model.safetensors: tensor '" + name + "' has NaN or Inf values");
+    }
+    for (const auto& [name, t] : factors)
+        if (!layout.listed.count(name))
+            throw InputError(where + ": does not list tensor '" + name + "' found in model.safetensors");
+
+    ManifestEmbeddings out;
+    out.tokens = build_table(*layout.tokens, factors, where, label);
+    if (layout.positions)
+        out.positions = build_table(*layout.positions, factors, where, label);
+    if (!factors.empty())
+        throw InputError(where + ": tensor '" + factors.begin()->first + "' is not used by its method");
+    return out;
 }
 
 } // namespace embedlab

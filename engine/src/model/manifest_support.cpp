@@ -84,28 +84,16 @@ Json file_digests(const fs::path& dir, const std::vector<std::string>& names)
 
 void verify_weights_files(const std::string& manifest_text, const fs::path& dir)
 {
-    const auto m = nlohmann::json::parse(manifest_text, nullptr, /*allow_exceptions=*/false);
-    if (!m.is_object() || !m.contains("weights_files"))
-        return; // written before digests were recorded, or not ours to judge
     const std::string where = (dir / "embedlab.json").string();
-    try {
-        for (const auto& f : m["weights_files"]) {
-            const std::string name = f.at("file").get<std::string>();
-            if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-                throw InputError(where + ": weights_files names '" + name +
-                                 "', which is not a file in the directory");
-            const fs::path file = dir / name;
-            if (!fs::exists(file))
-                throw InputError(where + ": lists '" + name + "' but the file is missing");
-            const std::string actual = sha256_file(file), expected = f.at("sha256").get<std::string>();
-            if (actual != expected)
-                throw InputError(
-                    file.string() + ": sha256 " + actual + " differs from " + expected +
-                    " recorded in embedlab.json: the file changed after it was written (re-create "
-                    "the model, or pass --no-verify to load it anyway)");
-        }
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(where + ": weights_files must list {file, sha256} objects (" + e.what() + ")");
+    for (const auto& record : parse_weights_files(manifest_text, where)) {
+        const fs::path file = dir / record.file;
+        if (!fs::exists(file))
+            throw InputError(where + ": lists '" + record.file + "' but the file is missing");
+        const std::string actual = sha256_file(file);
+        if (actual != record.sha256)
+            throw InputError(file.string() + ": sha256 " + actual + " differs from " + record.sha256 +
+                             " recorded in embedlab.json: the file changed after it was written (re-create "
+                             "the model, or pass --no-verify to load it anyway)");
     }
 }
 

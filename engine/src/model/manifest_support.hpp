@@ -9,10 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/model.hpp"
+#include "model/manifest_layout.hpp"
 
 namespace embedlab::detail {
-
-constexpr int kManifestFormatVersion = 1;
 
 // config.json, tokenizer files, generation_config.json, README ...: everything but weights.
 void copy_support_files(const std::filesystem::path& from, const std::filesystem::path& to);

@@ -13,6 +13,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/remote.hpp"
+#include "remote/worker_events.hpp"
 
 namespace embedlab {
 
@@ -154,17 +155,6 @@ std::string new_job_id()
     return id;
 }
 
-[[noreturn]] void rethrow_worker_error(const SshSession& s, const Json& e)
-{
-    const std::string kind = e.value("error_kind", "internal");
-    const std::string message = e.value("message", "unknown error");
-    if (kind == "cancelled")
-        throw Cancelled();
-    if (kind == "input")
-        throw InputError(s.host().text + ": " + message);
-    throw RemoteError(s.host().text + ": the worker failed: " + message);
-}
-
 } // namespace
 
 Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, const CancelFn& cancelled)
@@ -210,18 +200,14 @@ Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, co
     std::chrono::steady_clock::time_point cancel_time;
     const bool finished = worker.pump(
         [&](std::string_view line) {
-            const auto e = Json::parse(std::string(line), nullptr, false);
-            if (!e.is_object() || !e.contains("event")) {
-                if (events && !line.empty())
-                    events(Json{{"event", "log"}, {"message", std::string(line)}});
-                return;
-            }
-            if (e["event"] == "result")
-                result = e.value("result", Json::object());
-            else if (e["event"] == "error")
-                error = e;
-            else if (events)
-                events(e);
+            auto parsed = detail::parse_worker_line(line);
+            using Kind = detail::WorkerLine::Kind;
+            if (parsed.kind == Kind::Result)
+                result = std::move(parsed.json);
+            else if (parsed.kind == Kind::Error)
+                error = std::move(parsed.json);
+            else if (events && (parsed.kind != Kind::Text || !line.empty()))
+                events(parsed.json);
         },
         kJob,
         [&] {
@@ -236,7 +222,7 @@ Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, co
     const int status = finished ? worker.wait(std::chrono::seconds(30)) : (worker.terminate(), -1);
     if (!error.is_null()) {
         cleanup();
-        rethrow_worker_error(s, error);
+        detail::throw_worker_error(s.host().text, error);
     }
     if (cancel_sent)
         throw Cancelled();

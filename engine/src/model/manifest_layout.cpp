@@ -1,0 +1,200 @@
+#include "model/manifest_layout.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/accounting.hpp"
+#include "embedlab/error.hpp"
+#include "embedlab/fourier_mlp.hpp"
+
+namespace embedlab::detail {
+
+using Json = nlohmann::json;
+
+namespace {
+
+const Json& field(const Json& obj, const char* name, const std::string& where)
+{
+    if (!obj.is_object() || !obj.contains(name))
+        throw InputError(where + ": missing field '" + name + "'");
+    return obj.at(name);
+}
+
+TableLayout table_layout(const Json& block, const std::string& prefix, int64_t rows, int64_t d,
+                         const std::string& where)
+{
+    TableLayout t;
+    t.method = field(block, "method", where).get<std::string>();
+    t.prefix = prefix;
+    t.rows = rows;
+    t.dim = d;
+    const Json& params = field(block, "parameters", where);
+    auto needs = [&](const std::string& name, TensorShape shape) {
+        t.tensors.emplace_back(prefix + name, shape);
+    };
+    const std::string& method = t.method;
+    if (method == "pca" || method == "svd" || method == "lrf") {
+        t.rank = field(params, "rank", where).get<int64_t>();
+        if (t.rank < 1 || t.rank > d)
+            throw InputError(where + ": rank " + std::to_string(t.rank) + " is outside 1.." +
+                             std::to_string(d));
+        if (method == "pca")
+            needs("pca.mu", {d});
+        needs(method + ".Z", {rows, t.rank});
+        needs(method + ".P", {t.rank, d});
+    } else if (method == "tt") {
+        t.tt_shape = field(params, "shape", where).get<std::vector<int64_t>>();
+        t.tt_ranks = field(params, "ranks", where).get<std::vector<int64_t>>();
+        check_tt_shape_and_ranks(d, t.tt_shape, t.tt_ranks);
+        for (size_t k = 0; k < t.tt_shape.size(); ++k)
+            needs("tt.core" + std::to_string(k), {rows, t.tt_ranks[k], t.tt_shape[k], t.tt_ranks[k + 1]});
+    } else if (method == "lle" || method == "lle-unk" || method == "lle-pca") {
+        t.common = field(params, "common", where).get<int64_t>();
+        t.rare = field(params, "rare", where).get<int64_t>();
+        t.k = method == "lle-unk" ? 0 : field(params, "k", where).get<int64_t>();
+        // Compared without adding, so huge counts cannot overflow.
+        if (t.common < 1 || t.rare < 0 || t.common > rows || t.rare != rows - t.common)
+            throw InputError(where + ": common " + std::to_string(t.common) + " + rare " +
+                             std::to_string(t.rare) + " does not make the " + std::to_string(rows) +
+                             " rows of the table");
+        if (method != "lle-unk" && t.k < 1)
+            throw InputError(where + ": k must be at least 1, got " + std::to_string(t.k));
+        t.reg = params.contains("reg") ? params["reg"].get<double>() : 0.0;
+        const std::string m = method + ".";
+        needs(m + "common_ids", {t.common});
+        needs(m + "rare_ids", {t.rare});
+        needs(m + "common_rows", {t.common, d});
+        if (method == "lle") {
+            needs(m + "neighbour_ids", {t.rare, t.k});
+            needs(m + "weights", {t.rare, t.k});
+            needs(m + "norms", {t.rare});
+        } else if (method == "lle-unk") {
+            needs(m + "fallback", {d});
+        } else {
+            needs(m + "mean", {d});
+            needs(m + "basis", {t.k, d});
+            needs(m + "coords", {t.rare, t.k});
+        }
+    } else if (method == "fourier") {
+        t.mlp = fourier_mlp_name(parse_fourier_mlp(field(params, "mlp", where).get<std::string>()));
+        t.norm = field(params, "norm", where).get<bool>();
+        if (rows < 2)
+            throw InputError(where + ": fourier needs at least 2 rows, the table has " +
+                             std::to_string(rows));
+        if (t.mlp == "linear") {
+            needs("fourier.w_in", {d, d});
+            needs("fourier.b_in", {d});
+        } else {
+            const double ratio = field(params, "hidden_ratio", where).get<double>();
+            if (!(ratio > 0 && ratio <= kMaxFourierHiddenRatio))
+                throw InputError(where + ": hidden_ratio must be in (0, " +
+                                 std::to_string(kMaxFourierHiddenRatio) + "], got " + std::to_string(ratio));
+            t.hidden = fourier_hidden_size(d, ratio);
+            needs("fourier.w_in", {2 * t.hidden, d});
+            needs("fourier.b_in", {2 * t.hidden});
+            needs("fourier.w_out", {d, t.hidden});
+            needs("fourier.b_out", {d});
+        }
+        if (t.norm)
+            needs("fourier.norm", {d});
+    } else {
+        throw InputError(where + ": unknown method '" + method + "'");
+    }
+    return t;
+}
+
+} // namespace
+
+ManifestLayout parse_manifest_layout(const std::string& manifest_text, const ManifestDims& dims,
+                                     const std::string& label)
+{
+    const std::string where = label + "/embedlab.json";
+    Json m;
+    try {
+        m = Json::parse(manifest_text);
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(where + ": not valid JSON (" + e.what() + ")");
+    }
+    try {
+        if (!m.is_object() || !m.contains("format_version"))
+            throw InputError(where + ": missing field 'format_version'");
+        if (m["format_version"] != kManifestFormatVersion)
+            throw InputError(where + ": format_version " + m["format_version"].dump() +
+                             " is not supported (this build reads " + std::to_string(kManifestFormatVersion) +
+                             ")");
+        ManifestLayout out;
+        // FLAT-LLM narrows the attention; the tables stay dense weights.
+        if (m.contains("method") && m["method"] == "flat") {
+            out.flat = true;
+            return out;
+        }
+        const bool has_positions = m.contains("positions");
+        if (has_positions && !dims.has_position_table)
+            throw InputError(where + ": has a 'positions' block but " + dims.architecture +
+                             " models have no learned position table");
+        for (const Json* block : {&m, has_positions ? &m["positions"] : nullptr}) {
+            if (!block)
+                continue;
+            if (!block->is_object() || !block->contains("factor_tensors") ||
+                !(*block)["factor_tensors"].is_object())
+                throw InputError(where + ": missing field 'factor_tensors' (tensor name -> shape)");
+            for (const auto& [name, shape] : (*block)["factor_tensors"].items())
+                out.listed[name] = shape.get<TensorShape>();
+        }
+        out.tokens = table_layout(m, dims.token_prefix, dims.vocab, dims.dim, where);
+        if (has_positions)
+            out.positions = table_layout(m["positions"], "wpe.", dims.max_positions, dims.dim, where);
+        return out;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(where + ": a field has the wrong type (" + e.what() + ")");
+    } catch (const InputError& e) {
+        const std::string msg = e.what();
+        if (msg.rfind(label, 0) == 0)
+            throw;
+        throw InputError(where + ": " + msg); // errors from the shape/rank checks name no file
+    }
+}
+
+std::vector<WeightsFileRecord> parse_weights_files(const std::string& manifest_text, const std::string& where)
+{
+    const auto m = Json::parse(manifest_text, nullptr, /*allow_exceptions=*/false);
+    if (!m.is_object() || !m.contains("weights_files"))
+        return {}; // written before digests were recorded, or not ours to judge
+    std::vector<WeightsFileRecord> records;
+    try {
+        if (!m["weights_files"].is_array())
+            throw InputError(where + ": weights_files must be a list of {file, sha256} objects");
+        for (const auto& f : m["weights_files"]) {
+            WeightsFileRecord r{f.at("file").get<std::string>(), f.at("sha256").get<std::string>()};
+            if (r.file.empty() || r.file.find('/') != std::string::npos || r.file == "." || r.file == "..")
+                throw InputError(where + ": weights_files names '" + r.file +
+                                 "', which is not a file in the directory");
+            records.push_back(std::move(r));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(where + ": weights_files must list {file, sha256} objects (" + e.what() + ")");
+    }
+    return records;
+}
+
+LayerDims parse_layer_dims(const std::string& manifest_text, const std::string& label)
+{
+    Json m;
+    try {
+        m = Json::parse(manifest_text);
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(label + ": not valid JSON (" + e.what() + ")");
+    }
+    LayerDims dims;
+    try {
+        if (m.is_object() && m.contains("value_head_dims"))
+            dims.value_head_dims = m["value_head_dims"].get<std::vector<int64_t>>();
+        if (m.is_object() && m.contains("mlp_widths"))
+            dims.mlp_widths = m["mlp_widths"].get<std::vector<int64_t>>();
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(label + ": value_head_dims / mlp_widths must be lists of integers (" + e.what() +
+                         ")");
+    }
+    return dims;
+}
+
+} // namespace embedlab::detail

@@ -1,0 +1,68 @@
+// The torch-free half of reading a compressed model's embedlab.json: which
+// method each table uses, its parameters (checked), the factor tensors the
+// method needs with their expected shapes, and the recorded file digests. The
+// tensors themselves are matched in compressed_model.cpp; keeping this half free
+// of libtorch lets the fuzzer (fuzz/fuzz_manifest.cpp) reach every check.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace embedlab::detail {
+
+constexpr int kManifestFormatVersion = 1;
+
+using TensorShape = std::vector<int64_t>;
+
+// What config.json says about the tables the manifest describes.
+struct ManifestDims {
+    int64_t vocab = 0, max_positions = 0, dim = 0;
+    bool has_position_table = false; // gpt2's learned wpe
+    std::string architecture;        // for messages
+    std::string token_prefix;        // "wte." or "embed_tokens."
+};
+
+// One table's method, parameters and the factor tensors it consumes, in order.
+struct TableLayout {
+    std::string method; // pca svd lrf tt lle lle-unk lle-pca fourier
+    std::string prefix;
+    int64_t rows = 0, dim = 0;
+    int64_t rank = 0;                                         // pca, svd, lrf
+    std::vector<int64_t> tt_shape, tt_ranks;                  // tt
+    int64_t common = 0, rare = 0, k = 0;                      // lle*
+    double reg = 0;                                           // lle
+    std::string mlp;                                          // fourier: linear | geglu
+    bool norm = false;                                        // fourier
+    int64_t hidden = 0;                                       // fourier geglu
+    std::vector<std::pair<std::string, TensorShape>> tensors; // full name -> shape
+};
+
+struct ManifestLayout {
+    bool flat = false; // FLAT-LLM: no embedding factors at all
+    std::optional<TableLayout> tokens, positions;
+    std::map<std::string, TensorShape> listed; // every "factor_tensors" entry
+};
+
+// Throws InputError("<label>/embedlab.json: <problem>").
+ManifestLayout parse_manifest_layout(const std::string& manifest_text, const ManifestDims& dims,
+                                     const std::string& label);
+
+// "weights_files": [{file, sha256}]; empty when the manifest records none. File
+// names must be plain names inside the directory. Throws InputError naming `where`.
+struct WeightsFileRecord {
+    std::string file, sha256;
+};
+std::vector<WeightsFileRecord> parse_weights_files(const std::string& manifest_text,
+                                                   const std::string& where);
+
+// FLAT-LLM's per-layer widths ("value_head_dims", "mlp_widths"); empty when absent.
+struct LayerDims {
+    std::vector<int64_t> value_head_dims, mlp_widths;
+};
+LayerDims parse_layer_dims(const std::string& manifest_text, const std::string& label);
+
+} // namespace embedlab::detail
