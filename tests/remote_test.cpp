@@ -49,7 +49,7 @@ TEST(RemoteQuote, ShellGetsTheWordBack)
 {
     const TempDir dir;
     const auto marker = dir / "injected";
-    for (const std::string word :
+    for (const std::string& word :
          {std::string("plain"), std::string("it's"), std::string("a b\tc"), "x; touch " + marker.string(),
           "$(touch " + marker.string() + ")", std::string("`id` \"q\" \\ * ?"), std::string("")}) {
         const auto r = embedlab::run_command({"/bin/sh", "-c", "printf %s " + embedlab::shell_quote(word)},

@@ -12,6 +12,7 @@
 #include "embedlab/model.hpp"
 #include "embedlab/power.hpp"
 #include "job/job_check.hpp"
+#include "model/manifest_layout.hpp"
 
 namespace embedlab {
 
@@ -71,13 +72,15 @@ Json energy_estimate(const std::string& manifest_text, int64_t vocab, int64_t di
     const auto acc = m.is_object() && m.contains("accounting") ? m["accounting"] : nlohmann::json();
     const std::string method = acc.is_object() ? acc.value("method", "") : "";
     if (method == "pca" || method == "svd") {
-        const auto a = account_low_rank(method == "pca" ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
-                                        acc.at("rank").get<int64_t>(), o);
+        const auto a =
+            account_low_rank(method == "pca" ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
+                             detail::json_integer(acc.at("rank"), "accounting.rank", "embedlab.json"), o);
         j["method"] = method;
         j.update(energy_json(a.energy));
     } else if (method == "tt") {
-        const auto a = account_tensor_train(vocab, acc.at("shape").get<std::vector<int64_t>>(),
-                                            acc.at("ranks").get<std::vector<int64_t>>(), o);
+        const auto a = account_tensor_train(
+            vocab, detail::json_integers(acc.at("shape"), "accounting.shape", "embedlab.json"),
+            detail::json_integers(acc.at("ranks"), "accounting.ranks", "embedlab.json"), o);
         j["method"] = method;
         j.update(energy_json(a.energy));
     } else {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "embedlab/low_rank.hpp"
+#include "model/manifest_layout.hpp"
 
 namespace embedlab {
 
@@ -365,7 +366,8 @@ void attach_lora_from_directory(LanguageModel& model, const std::string& manifes
         if (!std::filesystem::exists(dir / file))
             throw InputError(where + ": lists adapters in '" + file + "' but the file is missing");
         const auto tensors = load_safetensors(dir / file);
-        attach_lora(model, lora_from_tensors(model, tensors, block.at("rank").get<int64_t>(),
+        attach_lora(model, lora_from_tensors(model, tensors,
+                                             detail::json_integer(block.at("rank"), "lora.rank", where),
                                              block.at("alpha").get<double>(), (dir / file).string()));
     } catch (const nlohmann::json::exception& e) {
         throw InputError(where + ": the 'lora' block has a missing or mistyped field (" + e.what() + ")");

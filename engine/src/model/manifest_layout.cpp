@@ -10,6 +10,25 @@ namespace embedlab::detail {
 
 using Json = nlohmann::json;
 
+// JSON integers only: nlohmann's get<int64_t>() casts a float such as 1e58
+// without a check (undefined behaviour), and lets 2.5 pass as 2.
+int64_t json_integer(const Json& v, const std::string& what, const std::string& where)
+{
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
+        throw InputError(where + ": " + what + " must be an integer, got " + v.dump());
+    return v.get<int64_t>();
+}
+
+std::vector<int64_t> json_integers(const Json& v, const std::string& what, const std::string& where)
+{
+    if (!v.is_array())
+        throw InputError(where + ": " + what + " must be a list of integers, got " + v.dump());
+    std::vector<int64_t> out;
+    for (const auto& x : v)
+        out.push_back(json_integer(x, what + " entries", where));
+    return out;
+}
+
 namespace {
 
 const Json& field(const Json& obj, const char* name, const std::string& where)
@@ -33,7 +52,7 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
     };
     const std::string& method = t.method;
     if (method == "pca" || method == "svd" || method == "lrf") {
-        t.rank = field(params, "rank", where).get<int64_t>();
+        t.rank = json_integer(field(params, "rank", where), "rank", where);
         if (t.rank < 1 || t.rank > d)
             throw InputError(where + ": rank " + std::to_string(t.rank) + " is outside 1.." +
                              std::to_string(d));
@@ -42,15 +61,15 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         needs(method + ".Z", {rows, t.rank});
         needs(method + ".P", {t.rank, d});
     } else if (method == "tt") {
-        t.tt_shape = field(params, "shape", where).get<std::vector<int64_t>>();
-        t.tt_ranks = field(params, "ranks", where).get<std::vector<int64_t>>();
+        t.tt_shape = json_integers(field(params, "shape", where), "shape", where);
+        t.tt_ranks = json_integers(field(params, "ranks", where), "ranks", where);
         check_tt_shape_and_ranks(d, t.tt_shape, t.tt_ranks);
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
             needs("tt.core" + std::to_string(k), {rows, t.tt_ranks[k], t.tt_shape[k], t.tt_ranks[k + 1]});
     } else if (method == "lle" || method == "lle-unk" || method == "lle-pca") {
-        t.common = field(params, "common", where).get<int64_t>();
-        t.rare = field(params, "rare", where).get<int64_t>();
-        t.k = method == "lle-unk" ? 0 : field(params, "k", where).get<int64_t>();
+        t.common = json_integer(field(params, "common", where), "common", where);
+        t.rare = json_integer(field(params, "rare", where), "rare", where);
+        t.k = method == "lle-unk" ? 0 : json_integer(field(params, "k", where), "k", where);
         // Compared without adding, so huge counts cannot overflow.
         if (t.common < 1 || t.rare < 0 || t.common > rows || t.rare != rows - t.common)
             throw InputError(where + ": common " + std::to_string(t.common) + " + rare " +
@@ -138,7 +157,7 @@ ManifestLayout parse_manifest_layout(const std::string& manifest_text, const Man
                 !(*block)["factor_tensors"].is_object())
                 throw InputError(where + ": missing field 'factor_tensors' (tensor name -> shape)");
             for (const auto& [name, shape] : (*block)["factor_tensors"].items())
-                out.listed[name] = shape.get<TensorShape>();
+                out.listed[name] = json_integers(shape, "the shape of '" + name + "'", where);
         }
         out.tokens = table_layout(m, dims.token_prefix, dims.vocab, dims.dim, where);
         if (has_positions)
@@ -187,9 +206,9 @@ LayerDims parse_layer_dims(const std::string& manifest_text, const std::string& 
     LayerDims dims;
     try {
         if (m.is_object() && m.contains("value_head_dims"))
-            dims.value_head_dims = m["value_head_dims"].get<std::vector<int64_t>>();
+            dims.value_head_dims = json_integers(m["value_head_dims"], "value_head_dims", label);
         if (m.is_object() && m.contains("mlp_widths"))
-            dims.mlp_widths = m["mlp_widths"].get<std::vector<int64_t>>();
+            dims.mlp_widths = json_integers(m["mlp_widths"], "mlp_widths", label);
     } catch (const nlohmann::json::exception& e) {
         throw InputError(label + ": value_head_dims / mlp_widths must be lists of integers (" + e.what() +
                          ")");

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace embedlab::detail {
 
 constexpr int kManifestFormatVersion = 1;
@@ -46,6 +48,13 @@ struct ManifestLayout {
     std::optional<TableLayout> tokens, positions;
     std::map<std::string, TensorShape> listed; // every "factor_tensors" entry
 };
+
+// A JSON integer from a file, or InputError("<where>: <what> must be an integer").
+// nlohmann's get<int64_t>() casts a float such as 1e58 unchecked (undefined
+// behaviour) and truncates 2.5 to 2, so untrusted files go through these.
+int64_t json_integer(const nlohmann::json& v, const std::string& what, const std::string& where);
+std::vector<int64_t> json_integers(const nlohmann::json& v, const std::string& what,
+                                   const std::string& where);
 
 // Throws InputError("<label>/embedlab.json: <problem>").
 ManifestLayout parse_manifest_layout(const std::string& manifest_text, const ManifestDims& dims,
