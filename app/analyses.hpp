@@ -59,6 +59,19 @@ struct CompressionRun {
 CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
                                      const std::string& text, const ProgressFn& progress);
 
+// Writes the compressed model of `request` (what a results row ran) to `out_dir` in
+// the CLI's `compress` layout (config, tokenizer, model.safetensors with the
+// factors, embedlab.json); with `dense` also out_dir/dense/, a plain Hugging Face
+// directory with the reconstructed table. The fit is recomputed: pca, svd and tt
+// are deterministic. Written through the engine's AtomicDirectory: an error or a
+// cancel (progress returning false, up to the last moment) leaves no directory,
+// or the previous one when replacing. An existing out_dir is an InputError unless
+// `overwrite` and it holds an embedlab.json (so only a model is ever replaced).
+// Returns the method and parameters written, e.g. "pca rank 16".
+std::string export_compressed(const std::string& model, const CompressionRequest& request,
+                              const std::string& out_dir, bool dense, bool overwrite,
+                              const ProgressFn& progress);
+
 // Writes bytes to `path` through the engine's atomic file output (temp + rename).
 void write_file(const std::string& path, const std::string& bytes);
 

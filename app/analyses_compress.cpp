@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
 #include "analyses.hpp"
 #include "embedlab/compress.hpp"
+#include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
@@ -79,6 +81,36 @@ ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int
     };
 }
 
+// The engine's spec for a workbench request, checked against the model's d.
+CompressionSpec spec_of(const CompressionRequest& request, int64_t d, const std::string& label)
+{
+    CompressionSpec spec;
+    spec.method = request.method;
+    if (request.method == "pca" || request.method == "svd") {
+        if (request.rank < 1 || request.rank > d)
+            throw InputError(label + ": rank " + std::to_string(request.rank) + " outside 1.." +
+                             std::to_string(d));
+        spec.rank = request.rank;
+    } else if (request.method == "tt") {
+        if (!(request.eps > 0 && request.eps < 1))
+            throw InputError(label + ": tt eps must lie strictly between 0 and 1");
+        spec.shape = balanced_shape(d, label);
+        spec.eps = request.eps;
+    } else {
+        throw InputError(label + ": the workbench runs pca, svd or tt, not '" + request.method + "'");
+    }
+    return spec;
+}
+
+// What the results table shows in "parameters" (the fitted TT ranks included).
+std::string parameters_text(const CompressedEmbedding& c)
+{
+    if (c.spec.method == "tt")
+        return "shape " + joined(c.spec.shape, "x") + ", eps " + number(c.spec.eps) + ", ranks " +
+               joined(c.spec.ranks, ",");
+    return "rank " + std::to_string(c.spec.rank);
+}
+
 // Original-model perplexities by model, text and length (jobs run one at a time,
 // but the lock keeps this safe for any caller).
 std::mutex baseline_mutex;
@@ -92,22 +124,7 @@ CompressionRun compress_and_evaluate(const std::string& model, const Compression
     const auto start = std::chrono::steady_clock::now();
     auto lm = load_model(model);
     auto& m = *lm.model;
-    const int64_t d = m.config().hidden_size;
-    CompressionSpec spec;
-    spec.method = request.method;
-    if (request.method == "pca" || request.method == "svd") {
-        if (request.rank < 1 || request.rank > d)
-            throw InputError(model + ": rank " + std::to_string(request.rank) + " outside 1.." +
-                             std::to_string(d));
-        spec.rank = request.rank;
-    } else if (request.method == "tt") {
-        if (!(request.eps > 0 && request.eps < 1))
-            throw InputError(model + ": tt eps must lie strictly between 0 and 1");
-        spec.shape = balanced_shape(d, model);
-        spec.eps = request.eps;
-    } else {
-        throw InputError(model + ": the workbench runs pca, svd or tt, not '" + request.method + "'");
-    }
+    const CompressionSpec spec = spec_of(request, m.config().hidden_size, model);
     auto ids = lm.tokenizer->encode(read_text_file(text));
     if (request.eval_tokens > 0 && static_cast<int64_t>(ids.size()) > request.eval_tokens)
         ids.resize(static_cast<size_t>(request.eval_tokens));
@@ -132,9 +149,7 @@ CompressionRun compress_and_evaluate(const std::string& model, const Compression
 
     CompressionRun r;
     r.method = spec.method;
-    r.parameters = spec.method == "tt" ? "shape " + joined(c.spec.shape, "x") + ", eps " + number(spec.eps) +
-                                             ", ranks " + joined(c.spec.ranks, ",")
-                                       : "rank " + std::to_string(spec.rank);
+    r.parameters = parameters_text(c);
     r.params_before = c.accounting.params_before;
     r.params_after = c.accounting.params_after;
     r.ratio = c.accounting.ratio;
@@ -145,6 +160,39 @@ CompressionRun compress_and_evaluate(const std::string& model, const Compression
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     r.host = host_name();
     return r;
+}
+
+std::string export_compressed(const std::string& model, const CompressionRequest& request,
+                              const std::string& out_dir, bool dense, bool overwrite,
+                              const ProgressFn& progress)
+{
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    // Before the fit: a taken name should fail in a second, not after the work.
+    if (fs::exists(fs::symlink_status(out_dir, ec))) {
+        if (!overwrite)
+            throw InputError(out_dir +
+                             ": already exists (confirm replacing it, or choose another directory)");
+        // Replacing removes the old directory: never anything but a model we wrote.
+        if (!fs::is_regular_file(fs::path(out_dir) / "embedlab.json", ec))
+            throw InputError(out_dir +
+                             ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
+    }
+    // Also checks the parent; removed again unless committed.
+    AtomicDirectory out(out_dir, overwrite);
+    report_progress(progress, 0, 1000);
+    auto lm = load_model(model, {.need_tokenizer = false});
+    auto& m = *lm.model;
+    const CompressionSpec spec = spec_of(request, m.config().hidden_size, model);
+    const auto c = compress_table(dense_table(m, model), spec, m.parameter_breakdown().total(),
+                                  stage(progress, 0, 600, 1000));
+    // The engine's writer publishes its directory by the time it returns; writing it
+    // inside ours keeps a cancel possible until our commit, the last step.
+    save_compressed_model(lm, c, out.path(), {.dense = dense, .overwrite = true},
+                          stage(progress, 600, 400, 1000));
+    report_progress(progress, 1000, 1000);
+    out.commit();
+    return c.spec.method + " " + parameters_text(c);
 }
 
 void write_file(const std::string& path, const std::string& bytes)

@@ -1,18 +1,28 @@
 #include "main_window.hpp"
 
 #include <QCloseEvent>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QLineEdit>
+#include <QMenu>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRadioButton>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -41,7 +51,8 @@ MainWindow::MainWindow(QWidget* parent)
       fourier_(new views::FourierMapView(this)), tt_(new views::TensorTrainView(this)),
       lle_(new views::NeighbourGraphView(this)), method_panel_(new MethodPanel(this)),
       fourier_first_(new QSpinBox(this)), fourier_count_(new QSpinBox(this)),
-      lle_keep_(new QDoubleSpinBox(this)), lle_k_(new QSpinBox(this)), job_list_(new QTreeWidget(this))
+      lle_keep_(new QDoubleSpinBox(this)), lle_k_(new QSpinBox(this)),
+      export_button_(new QPushButton("Export compressed model...", this)), job_list_(new QTreeWidget(this))
 {
     setWindowTitle("EmbedLab");
     auto* model_panel = new QWidget(this);
@@ -53,8 +64,25 @@ MainWindow::MainWindow(QWidget* parent)
     tabs_->addTab(model_panel, "Model");
     tabs_->addTab(spectrum_, "Spectrum");
     tabs_->addTab(allocation_, "IPRS allocation");
-    tabs_->addTab(withControls(results_, method_panel_), "Results");
+    auto* results_controls = new QWidget(this);
+    auto* rc = new QHBoxLayout(results_controls);
+    rc->setContentsMargins(0, 0, 0, 0);
+    rc->addWidget(method_panel_, 1);
+    rc->addWidget(export_button_);
+    export_button_->setToolTip("Write the selected row's compressed model (factorised, optionally dense)");
+    connect(export_button_, &QPushButton::clicked, this, &MainWindow::chooseExport);
+    tabs_->addTab(withControls(results_, results_controls), "Results");
     connect(method_panel_, &MethodPanel::runRequested, this, &MainWindow::runCompression);
+    // The rank dragged on the spectrum is the rank a pca/svd run uses.
+    connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
+    results_->table()->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(results_->table(), &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+        if (!results_->table()->indexAt(at).isValid())
+            return;
+        QMenu menu(this);
+        menu.addAction(export_model_);
+        menu.exec(results_->table()->viewport()->mapToGlobal(at));
+    });
 
     fourier_first_->setPrefix("ids from ");
     fourier_first_->setRange(0, 1 << 30);
@@ -117,6 +145,9 @@ MainWindow::MainWindow(QWidget* parent)
     file->addAction("Export &figure (PNG, PDF, SVG)...", QKeySequence("Ctrl+E"), this,
                     &MainWindow::exportFigure);
     file->addAction("Export &results (CSV, JSON)...", this, &MainWindow::exportResults);
+    export_model_ = file->addAction("Export compressed &model...", this, &MainWindow::chooseExport);
+    connect(results_, &views::ResultsView::rowSelected, this, &MainWindow::updateExportEnabled);
+    updateExportEnabled();
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     fillRecentMenu();
@@ -231,6 +262,72 @@ void MainWindow::exportResults()
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
     }
+}
+
+void MainWindow::updateExportEnabled()
+{
+    const bool can = row_sources_.contains(results_->selectedRow());
+    export_model_->setEnabled(can);
+    export_button_->setEnabled(can);
+}
+
+void MainWindow::chooseExport()
+{
+    const int row = results_->selectedRow();
+    if (!row_sources_.contains(row)) {
+        statusBar()->showMessage("Select a finished compression row to export");
+        return;
+    }
+    const auto& r = results_->rows()[row];
+    const auto& source = row_sources_[row];
+    QSettings settings;
+    const QString parent = settings.value("export/parent", QDir::homePath()).toString();
+    const QString name =
+        QFileInfo(source.model).completeBaseName() + "-" + r.method +
+        (r.method == "tt" ? QString("-eps%1").arg(source.request.eps) : QString::number(source.request.rank));
+
+    QDialog dialog(this);
+    dialog.setWindowTitle("Export compressed model");
+    auto* where = new QLineEdit(QDir(parent).filePath(name), &dialog);
+    auto* browse = new QPushButton("Browse...", &dialog);
+    connect(browse, &QPushButton::clicked, &dialog, [&] {
+        const QString dir = QFileDialog::getExistingDirectory(&dialog, "Directory to write the model into",
+                                                              QFileInfo(where->text()).absolutePath());
+        if (!dir.isEmpty())
+            where->setText(QDir(dir).filePath(QFileInfo(where->text()).fileName()));
+    });
+    auto* factorised = new QRadioButton("factorised (the method's factors; EmbedLab loads them)", &dialog);
+    auto* dense = new QRadioButton("factorised + dense/ (the rebuilt table; any Hugging Face tool)", &dialog);
+    factorised->setChecked(true);
+    auto* location = new QHBoxLayout;
+    location->addWidget(where, 1);
+    location->addWidget(browse);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    auto* form = new QFormLayout(&dialog);
+    form->addRow(new QLabel(QString("%1, %2: refitted on the engine thread (deterministic) and written "
+                                    "like <tt>embedlab-cli compress</tt>.")
+                                .arg(r.method, r.parameters.toHtmlEscaped()),
+                            &dialog));
+    form->addRow("Output directory", location);
+    form->addRow("Contents", factorised);
+    form->addRow("", dense);
+    form->addRow(buttons);
+    if (dialog.exec() != QDialog::Accepted || where->text().trimmed().isEmpty())
+        return;
+    const QString dir = QDir::cleanPath(where->text().trimmed());
+    bool overwrite = false;
+    if (QFileInfo::exists(dir)) {
+        if (QMessageBox::question(this, "Export compressed model",
+                                  dir +
+                                      " already exists. Replace it once the new model is complete? (Only an "
+                                      "EmbedLab model directory is replaced.)") != QMessageBox::Yes)
+            return;
+        overwrite = true;
+    }
+    settings.setValue("export/parent", QFileInfo(dir).absolutePath());
+    exportCompressed(row, dir, dense->isChecked(), overwrite);
 }
 
 void MainWindow::trackJobs()

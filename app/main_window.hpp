@@ -11,12 +11,15 @@
 #include <QMainWindow>
 #include <QSet>
 
+#include "analyses.hpp"
 #include "job_controller.hpp"
 #include "model_summary.hpp"
 
+class QAction;
 class QCustomPlot;
 class QDoubleSpinBox;
 class QMenu;
+class QPushButton;
 class QSpinBox;
 class QTabWidget;
 class QTreeWidget;
@@ -48,6 +51,10 @@ public:
     // Queues a compression of the shown model + evaluation on the sample text;
     // a results row is added when it finishes. Returns the job id (-1: no model).
     int runCompression(const QString& method, int rank, double eps);
+    // Queues writing results row `row`'s compressed model to `dir` (the CLI's
+    // compress layout; `dense` adds dir/dense/). Returns the job id, -1 if the row
+    // did not come from a compression job. An existing dir fails unless `overwrite`.
+    int exportCompressed(int row, const QString& dir, bool dense, bool overwrite);
     // Queue the lazy views' jobs now (-1: no model or already done/queued).
     int computeFourierMap();
     int computeTensorTrain();
@@ -77,6 +84,8 @@ private:
     void chooseFourierDirectory();
     void trackJobs();
     void exportResults();
+    void chooseExport(); // the export dialog for the selected results row
+    void updateExportEnabled();
     void exportFigure();
     void rememberModel(const QString& path);
     void fillRecentMenu();
@@ -98,6 +107,14 @@ private:
     QDoubleSpinBox* lle_keep_;
     QSpinBox* lle_k_;
     QMenu* recent_;
+    QAction* export_model_;
+    QPushButton* export_button_;
+    // What produced each results row (by row index), so it can be exported.
+    struct RowSource {
+        QString model;
+        CompressionRequest request;
+    };
+    QHash<int, RowSource> row_sources_;
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;

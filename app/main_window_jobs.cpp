@@ -111,12 +111,33 @@ int MainWindow::runCompression(const QString& method, int rank, double eps)
         [this, request, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
             const auto r =
                 compress_and_evaluate(path.toStdString(), request, default_sample_text(), progress);
-            return [this, r] {
+            return [this, r, request, path] {
                 const int row =
                     results_->addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
                                       static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
                                       r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
+                row_sources_[row] = {path, request};
                 results_->selectRow(row);
+                updateExportEnabled();
+            };
+        });
+}
+
+int MainWindow::exportCompressed(int row, const QString& dir, bool dense, bool overwrite)
+{
+    if (!row_sources_.contains(row) || dir.isEmpty()) {
+        statusBar()->showMessage("Select a finished compression row to export");
+        return -1;
+    }
+    const RowSource source = row_sources_[row];
+    const auto& r = results_->rows()[row];
+    return jobs_.submit(
+        QString("export %1 %2%3 to %4").arg(r.method, r.parameters, dense ? " (+ dense)" : "", dir),
+        [this, source, dir, dense, overwrite](const ProgressFn& progress) -> std::function<void()> {
+            const auto what = export_compressed(source.model.toStdString(), source.request, dir.toStdString(),
+                                                dense, overwrite, progress);
+            return [this, what, dir] {
+                statusBar()->showMessage(QString("Wrote %1 (%2)").arg(dir, QString::fromStdString(what)));
             };
         });
 }

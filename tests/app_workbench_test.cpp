@@ -1,24 +1,31 @@
 // The workbench's compression runs and lazy views on the bundled model: a job
 // through the controller adds a results row with the engine's numbers, exports
-// round-trip through the atomic file output, and the Fourier, Tensor-Train and
-// LLE computations match the engine.
+// round-trip through the atomic file output, a finished row exports as a
+// compressed model directory the engine loads (a cancelled export leaves
+// nothing), and the Fourier, Tensor-Train and LLE computations match the engine.
 //
 // libtorch before Qt (brief).
 #include "embedlab/model.hpp"
 
 #include <QApplication>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <cmath>
 #include <gtest/gtest.h>
+#include <utility>
 
 #include "analyses.hpp"
 #include "fourier_map_view.hpp"
 #include "main_window.hpp"
+#include "method_panel.hpp"
 #include "neighbour_graph_view.hpp"
 #include "results_view.hpp"
+#include "spectrum_view.hpp"
 
 using embedlab::app::MainWindow;
 
@@ -97,6 +104,134 @@ TEST(Workbench, CompressionJobsAddResultRowsThatExportAndReadBack)
     ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
     EXPECT_TRUE(failure.contains("pca, svd or tt")) << failure.toStdString();
     EXPECT_EQ(results->rows().size(), 2);
+}
+
+QJsonObject manifest(const QString& dir)
+{
+    QFile f(QDir(dir).filePath("embedlab.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+// What a directory holds besides `keep` (an aborted write would leave a temporary).
+QStringList entries_except(const QTemporaryDir& dir, const QStringList& keep)
+{
+    QStringList left = QDir(dir.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
+    for (const auto& k : keep)
+        left.removeAll(k);
+    return left;
+}
+
+TEST(Workbench, ExportsAFinishedRowAsACompressedModelTheEngineLoads)
+{
+    MainWindow window;
+    open_bundled(window);
+    EXPECT_EQ(window.exportCompressed(0, "/tmp/x", false, false), -1); // no row yet
+    window.spectrumView()->setRank(16); // the dragged rank is the one a run uses
+    EXPECT_EQ(window.methodPanel()->rank(), 16);
+    window.methodPanel()->run();
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(window.resultsView()->rows().size(), 1);
+
+    QString failure;
+    int finished = 0;
+    QObject::connect(&window.jobs(), &embedlab::app::JobController::failed,
+                     [&](int, const QString& m) { failure = m; });
+    QObject::connect(&window.jobs(), &embedlab::app::JobController::finished,
+                     [&](int, double) { ++finished; });
+    QTemporaryDir tmp;
+    const QString out = tmp.filePath("tinygpt2-pca16");
+    ASSERT_GT(window.exportCompressed(0, out, false, false), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_TRUE(failure.isEmpty()) << failure.toStdString();
+    EXPECT_EQ(finished, 1);
+    for (const char* f : {"embedlab.json", "model.safetensors", "config.json"})
+        EXPECT_TRUE(QFile::exists(QDir(out).filePath(f))) << f;
+    EXPECT_FALSE(QFile::exists(QDir(out).filePath("dense")));
+    EXPECT_EQ(manifest(out)["method"].toString(), "pca");
+    EXPECT_EQ(manifest(out)["parameters"].toObject()["rank"].toInt(), 16);
+    {
+        auto lm = embedlab::load_model(out.toStdString(), {.need_tokenizer = false});
+        const auto& e = lm.model->token_embedding();
+        EXPECT_EQ(e.kind(), "pca");
+        EXPECT_EQ(e.parameter_count(), 50257 * 16 + 128 * 16 + 128); // METHODS 1: V k + d k + d
+    }
+
+    // Taken name: refused, the directory untouched; confirmed: replaced, with dense/.
+    ASSERT_GT(window.exportCompressed(0, out, true, false), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    EXPECT_TRUE(failure.contains("already exists")) << failure.toStdString();
+    EXPECT_FALSE(QFile::exists(QDir(out).filePath("dense")));
+    failure.clear();
+    ASSERT_GT(window.exportCompressed(0, out, true, true), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_TRUE(failure.isEmpty()) << failure.toStdString();
+    EXPECT_EQ(manifest(out)["dense_export"].toString(), "dense");
+    {
+        auto dense =
+            embedlab::load_model(QDir(out).filePath("dense").toStdString(), {.need_tokenizer = false});
+        EXPECT_EQ(dense.model->token_embedding().kind(), "dense");
+        EXPECT_EQ(dense.model->token_embedding().parameter_count(), 50257 * 128);
+    }
+
+    // Cancelled as it starts (the flag is set before the engine thread runs it).
+    std::vector<int> cancelled;
+    bool cancel_next = true;
+    QObject::connect(&window.jobs(), &embedlab::app::JobController::started, [&](int id) {
+        if (std::exchange(cancel_next, false))
+            window.jobs().cancel(id);
+    });
+    QObject::connect(&window.jobs(), &embedlab::app::JobController::cancelled,
+                     [&](int id) { cancelled.push_back(id); });
+    const int job = window.exportCompressed(0, tmp.filePath("cancelled"), true, false);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    EXPECT_EQ(cancelled, std::vector<int>{job});
+    EXPECT_EQ(entries_except(tmp, {"tinygpt2-pca16"}), QStringList{});
+}
+
+TEST(Workbench, ACancelledExportLeavesNothingOrThePreviousDirectory)
+{
+    using embedlab::app::export_compressed;
+    const std::string model = embedlab::app::default_model();
+    const embedlab::app::CompressionRequest pca8{.method = "pca", .rank = 8},
+        pca4{.method = "pca", .rank = 4};
+    QTemporaryDir tmp;
+    const std::string out = tmp.filePath("m").toStdString();
+    ASSERT_EQ(export_compressed(model, pca8, out, false, false, {}), "pca rank 8");
+    ASSERT_EQ(manifest(tmp.filePath("m"))["parameters"].toObject()["rank"].toInt(), 8);
+    // How many progress calls a pca4 + dense export makes (deterministic: by sizes).
+    int calls = 0;
+    const std::string counted = tmp.filePath("counted").toStdString();
+    export_compressed(model, pca4, counted, true, false, [&](int64_t, int64_t) { return ++calls > 0; });
+    ASSERT_GT(calls, 3);
+    ASSERT_TRUE(QDir(tmp.filePath("counted")).removeRecursively());
+
+    // Cancelled mid-way and at the very last call (just before the rename), into a
+    // new directory and over the existing one: only "m" is left, still rank 8.
+    for (int stop : {calls / 2, calls})
+        for (const std::string& target : {tmp.filePath("new").toStdString(), out}) {
+            int n = 0;
+            EXPECT_THROW(export_compressed(model, pca4, target, true, true,
+                                           [&](int64_t, int64_t) { return ++n < stop; }),
+                         embedlab::Cancelled)
+                << "stop at call " << stop << " of " << calls << ", " << target;
+            EXPECT_EQ(n, stop);
+            EXPECT_EQ(entries_except(tmp, {"m"}), QStringList{}) << target;
+            EXPECT_EQ(manifest(tmp.filePath("m"))["parameters"].toObject()["rank"].toInt(), 8);
+        }
+    // A taken name without confirmation, a directory that is not a model even with
+    // it, and a method the workbench does not run.
+    EXPECT_THROW(export_compressed(model, pca4, out, false, false, {}), embedlab::InputError);
+    ASSERT_TRUE(QDir(tmp.path()).mkdir("notes"));
+    embedlab::app::write_file(tmp.filePath("notes/keep.txt").toStdString(), "mine");
+    EXPECT_THROW(export_compressed(model, pca4, tmp.filePath("notes").toStdString(), false, true, {}),
+                 embedlab::InputError);
+    EXPECT_TRUE(QFile::exists(tmp.filePath("notes/keep.txt")));
+    EXPECT_THROW(export_compressed(model, {.method = "lle", .rank = 4}, tmp.filePath("lle").toStdString(),
+                                   false, false, {}),
+                 embedlab::InputError);
+    EXPECT_EQ(entries_except(tmp, {"m", "notes"}), QStringList{});
 }
 
 TEST(Workbench, FourierAndNeighbourViewsAreComputedWhenShown)

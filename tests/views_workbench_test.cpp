@@ -4,19 +4,23 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QLabel>
 #include <QMouseEvent>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <cmath>
 #include <gtest/gtest.h>
+#include <limits>
 #include <qcustomplot.h>
 
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
 #include "neighbour_graph_view.hpp"
+#include "rank_allocation_view.hpp"
 #include "render_check.hpp"
 #include "results_view.hpp"
+#include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
 
 using namespace embedlab::views;
@@ -111,6 +115,94 @@ TEST(ResultsView, ParetoHasOneSeriesPerMethodAndAClickSelectsTheRow)
     view.clear();
     EXPECT_EQ(view.selectedRow(), -1);
     EXPECT_EQ(view.series("pca"), nullptr);
+}
+
+ResultRow run(double ratio, double delta, double ppl = 50)
+{
+    return {"pca", "", 0, ratio, ppl, delta, 0.9, 1, "h"};
+}
+
+TEST(ParetoFront, KeepsTheRowsNoOtherRowBeatsOnBothByAscendingRatio)
+{
+    EXPECT_TRUE(paretoFront({}).isEmpty());
+    EXPECT_EQ(paretoFront({run(0.4, 0.2)}), (QVector<int>{0}));
+    // Row 2 is beaten by row 1 on both; row 4 repeats row 3's loss at a larger ratio.
+    const QVector<ResultRow> rows{run(0.5, 0.1), run(0.2, 0.3), run(0.3, 0.4),
+                                  run(0.1, 0.5), run(0.6, 0.1), run(0.05, 0.9)};
+    EXPECT_EQ(paretoFront(rows), (QVector<int>{5, 3, 1, 0}));
+}
+
+TEST(ParetoFront, TiesAndRowsWithoutANumber)
+{
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    // Same ratio: only the lower loss. Exact duplicates: both, in row order.
+    EXPECT_EQ(paretoFront({run(0.3, 0.2), run(0.3, 0.1)}), (QVector<int>{1}));
+    EXPECT_EQ(paretoFront({run(0.3, 0.2), run(0.3, 0.2), run(0.5, 0.2)}), (QVector<int>{0, 1}));
+    // Same loss: only the smaller ratio.
+    EXPECT_EQ(paretoFront({run(0.6, 0.2), run(0.4, 0.2)}), (QVector<int>{1}));
+    // A failed evaluation would dominate everything if it were compared.
+    EXPECT_EQ(paretoFront({run(0.3, 0.2), run(0.01, -5, nan), run(0.02, nan), run(nan, -1), run(0.5, -inf)}),
+              (QVector<int>{0}));
+    EXPECT_TRUE(paretoFront({run(0.3, 0.2, nan)}).isEmpty());
+}
+
+TEST(ResultsView, DrawsTheParetoFrontBehindTheMethodSeries)
+{
+    ResultsView view;
+    EXPECT_EQ(view.frontSeries()->data()->size(), 0);
+    auto rows = three_runs();
+    rows.push_back({"svd", "rank 64", 3225000, 0.6, 47.0, 0.2, 0.96, 2.0, "hostA"}); // beaten by pca rank 64
+    for (const auto& r : rows)
+        view.addRow(r);
+    render_to_png(view, "results_pareto_front.png");
+    QCPGraph* front = view.frontSeries();
+    EXPECT_EQ(front->name(), "Pareto front");
+    EXPECT_EQ(view.front(), (QVector<int>{0, 1, 2}));
+    ASSERT_EQ(front->data()->size(), 3);
+    EXPECT_DOUBLE_EQ(front->data()->at(0)->key, 0.1254);
+    EXPECT_DOUBLE_EQ(front->data()->at(2)->key, 0.5017);
+    EXPECT_DOUBLE_EQ(front->data()->at(2)->value, 0.081);
+    EXPECT_EQ(front->lineStyle(), QCPGraph::lsStepLeft);
+    EXPECT_EQ(front->pen().style(), Qt::DashLine);
+    EXPECT_TRUE(view.plot()->legend->hasItemWithPlottable(front));
+    EXPECT_TRUE(view.plot()->legend->visible());
+    // Behind: the same layer, drawn before every method series.
+    QCPCurve* svd = view.series("svd");
+    ASSERT_NE(svd, nullptr);
+    ASSERT_EQ(front->layer(), svd->layer());
+    const auto& drawn = front->layer()->children();
+    EXPECT_LT(drawn.indexOf(front), drawn.indexOf(view.series("pca")));
+    EXPECT_LT(drawn.indexOf(front), drawn.indexOf(svd));
+    // A click on the dominated svd point still selects its row, not the front.
+    QCustomPlot* plot = view.plot();
+    click(plot, plot->xAxis, plot->yAxis, 0.6, 0.2);
+    EXPECT_EQ(view.selectedRow(), 3);
+    view.clear();
+    EXPECT_EQ(front->data()->size(), 0);
+    EXPECT_FALSE(view.plot()->legend->hasItemWithPlottable(front));
+    EXPECT_FALSE(view.plot()->legend->visible());
+}
+
+// The teaching panel: a "What am I seeing" label with the method's formula.
+QString about_text(const QWidget& view)
+{
+    for (auto* label : view.findChildren<QLabel*>())
+        if (label->text().contains("What am I seeing"))
+            return label->text();
+    return {};
+}
+
+TEST(TeachingPanels, SpectrumAndAllocationExplainTheirMethod)
+{
+    SpectrumView spectrum;
+    const QString pca = about_text(spectrum);
+    EXPECT_TRUE(pca.contains("1μ + Z P")) << pca.toStdString();
+    EXPECT_TRUE(pca.contains("V k + k d + d")) << pca.toStdString();
+    RankAllocationView allocation;
+    const QString iprs = about_text(allocation);
+    EXPECT_TRUE(iprs.contains("arccos(cos(x<sub>in</sub>, x<sub>out</sub>)) / π")) << iprs.toStdString();
+    EXPECT_TRUE(iprs.contains("L(1 − s)")) << iprs.toStdString();
 }
 
 FourierMapData smooth_and_rough(int count, int dim)

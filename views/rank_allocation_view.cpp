@@ -22,11 +22,23 @@ RankAllocationView::RankAllocationView(QWidget* parent)
     connect(overlay_, &QCheckBox::toggled, this, &RankAllocationView::setOverlay);
     ranks_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     ranks_->setWordWrap(true);
+    auto* about = new QLabel(
+        "<b>What am I seeing.</b> FLAT-LLM scores decoder layer l by how far it turns each token's "
+        "hidden state: t<sub>l</sub> = mean over calibration tokens of arccos(cos(x<sub>in</sub>, "
+        "x<sub>out</sub>)) / π (grey, dashed, divided by the largest). IPRS (Algorithm 1) hands out the "
+        "budget L(1 − s) in proportion, w<sub>l</sub> = t<sub>l</sub> / Σ t · B, fixes any layer above 1 at "
+        "1 "
+        "and shares the rest again, so the mean of w<sub>l</sub> is the chosen average ratio. Each value "
+        "head of layer l keeps r<sub>l</sub> = max(1, ⌊w<sub>l</sub> d<sub>head</sub>⌋) principal "
+        "directions; dotted is the uniform allocation at the same average.",
+        this);
+    about->setWordWrap(true);
     auto* row = new QHBoxLayout;
     row->addWidget(new QLabel("average remaining ratio", this));
     row->addWidget(slider_, 1);
     row->addWidget(overlay_);
     auto* layout = new QVBoxLayout(this);
+    layout->addWidget(about);
     layout->addWidget(plot_, 1);
     layout->addLayout(row);
     layout->addWidget(ranks_);

@@ -10,6 +10,8 @@
 #include <QStandardItemModel>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
 #include <qcustomplot.h>
 
 namespace embedlab::views {
@@ -92,6 +94,30 @@ QVector<QStringList> csvRecords(const QString& csv)
 
 } // namespace
 
+QVector<int> paretoFront(const QVector<ResultRow>& rows)
+{
+    QVector<int> order;
+    for (int i = 0; i < rows.size(); ++i)
+        if (std::isfinite(rows[i].ratio) && std::isfinite(rows[i].ppl) && std::isfinite(rows[i].delta_ln_ppl))
+            order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        if (rows[a].ratio != rows[b].ratio)
+            return rows[a].ratio < rows[b].ratio;
+        return rows[a].delta_ln_ppl < rows[b].delta_ln_ppl;
+    });
+    // Sweeping by ratio, a row is on the front when it beats every smaller-or-equal
+    // ratio's delta, or repeats the last front row exactly.
+    QVector<int> front;
+    for (int i : order) {
+        if (front.isEmpty() || rows[i].delta_ln_ppl < rows[front.back()].delta_ln_ppl)
+            front.push_back(i);
+        else if (rows[i].delta_ln_ppl == rows[front.back()].delta_ln_ppl &&
+                 rows[i].ratio == rows[front.back()].ratio)
+            front.push_back(i);
+    }
+    return front;
+}
+
 ResultsView::ResultsView(QWidget* parent)
     : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 9, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this))
@@ -119,21 +145,32 @@ ResultsView::ResultsView(QWidget* parent)
     plot_->yAxis->setLabel("Δ ln PPL");
     plot_->legend->setVisible(true);
     plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignRight | Qt::AlignTop);
+    // Created first, so the method series (added later) draw over it and win clicks.
+    front_ = plot_->addGraph(plot_->xAxis, plot_->yAxis);
+    front_->setName("Pareto front");
+    front_->setLineStyle(QCPGraph::lsStepLeft); // horizontal to the next ratio, then down
+    front_->setPen(QPen(QColor(90, 90, 90), 1.5, Qt::DashLine));
     ring_ = new QCPCurve(plot_->xAxis, plot_->yAxis);
     ring_->setLineStyle(QCPCurve::lsNone);
     ring_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 2), Qt::NoBrush, 16));
     ring_->removeFromLegend();
     connect(plot_, &QCustomPlot::plottableClick, this,
             [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
+                if (p == front_) {
+                    if (index >= 0 && index < front_rows_.size())
+                        selectRow(front_rows_[index]);
+                    return;
+                }
                 pointClicked(qobject_cast<QCPCurve*>(p), index);
             });
 
-    auto* about =
-        new QLabel("<b>What am I seeing.</b> One row per finished compression job. The plot puts each run's "
-                   "compression ratio (stored values after / before, lower is smaller) against Δ ln PPL = "
-                   "ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the sample text (0: no loss). "
-                   "Points towards the lower left are better; click a point to select its row.",
-                   this);
+    auto* about = new QLabel(
+        "<b>What am I seeing.</b> One row per finished compression job. The plot puts each run's "
+        "compression ratio (stored values after / before, lower is smaller) against Δ ln PPL = "
+        "ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the sample text (0: no loss). "
+        "Points towards the lower left are better; the dashed staircase joins the runs no other run "
+        "beats on both (the Pareto front). Click a point to select its row.",
+        this);
     about->setWordWrap(true);
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(table_);
@@ -195,8 +232,19 @@ void ResultsView::rebuildPlot()
         method_rows_[m].push_back(i);
     }
     for (int i = plot_->plottableCount() - 1; i >= 0; --i)
-        if (plot_->plottable(i) != ring_)
+        if (plot_->plottable(i) != ring_ && plot_->plottable(i) != front_)
             plot_->removePlottable(i);
+    front_rows_ = paretoFront(rows_);
+    QVector<double> fx, fy;
+    for (int row : front_rows_) {
+        fx << rows_[row].ratio;
+        fy << rows_[row].delta_ln_ppl;
+    }
+    front_->setData(fx, fy, true); // by ascending ratio already
+    if (front_rows_.isEmpty())
+        front_->removeFromLegend();
+    else
+        front_->addToLegend();
     double x0 = 0, x1 = 1, y0 = 0, y1 = 0;
     for (int m = 0; m < methods_.size(); ++m) {
         auto* curve = new QCPCurve(plot_->xAxis, plot_->yAxis);
@@ -216,6 +264,7 @@ void ResultsView::rebuildPlot()
         }
         curve->setData(t, x, y);
     }
+    plot_->legend->setVisible(!rows_.isEmpty()); // no empty frame before the first run
     const double pad = std::max(0.05, 0.08 * (y1 - y0));
     plot_->xAxis->setRange(x0, x1 * 1.05);
     plot_->yAxis->setRange(y0 - pad, y1 + pad);

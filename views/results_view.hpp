@@ -1,6 +1,7 @@
 // Every finished compression job as a sortable table row, and a Pareto plot of
-// compression ratio against delta ln PPL with one series per method. Clicking
-// a point selects its row (and selecting a row rings its point). The rows are
+// compression ratio against delta ln PPL with one series per method and, behind
+// them, the Pareto front over all methods as a dashed staircase. Clicking a
+// point selects its row (and selecting a row rings its point). The rows are
 // given by the app; the view only lays them out and serialises them.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 class QCustomPlot;
 class QCPCurve;
+class QCPGraph;
 class QLabel;
 class QSortFilterProxyModel;
 class QStandardItemModel;
@@ -29,6 +31,12 @@ struct ResultRow {
     QString host;
 };
 
+// The rows no other row dominates (a row dominates another when its ratio and
+// delta ln PPL are both no larger and one is smaller; lower is better for both),
+// by ascending ratio, then delta ln PPL, then index. Exact duplicates are all on
+// the front. Rows whose ratio, ppl or delta ln PPL is not finite are left out.
+QVector<int> paretoFront(const QVector<ResultRow>& rows);
+
 class ResultsView : public QWidget {
     Q_OBJECT
 public:
@@ -41,6 +49,9 @@ public:
     QCustomPlot* plot() const { return plot_; }
     // The series of `method` in the plot (null if none); point i is the method's i-th row.
     QCPCurve* series(const QString& method) const;
+    // The "Pareto front" staircase (empty without rows); point i is row front()[i].
+    QCPGraph* frontSeries() const { return front_; }
+    const QVector<int>& front() const { return front_rows_; }
 
     // Serialisations (all rows, in order of addition; numbers at full precision).
     QString toCsv() const;
@@ -63,10 +74,12 @@ private:
     QStandardItemModel* model_;
     QSortFilterProxyModel* proxy_;
     QCustomPlot* plot_;
-    QCPCurve* ring_; // marks the selected point
+    QCPCurve* ring_;  // marks the selected point
+    QCPGraph* front_; // the Pareto front, drawn behind the method series
     QVector<ResultRow> rows_;
     QVector<QString> methods_;          // one series each, in order of first appearance
     QVector<QVector<int>> method_rows_; // rows per series
+    QVector<int> front_rows_;
     int selected_ = -1;
 };
 

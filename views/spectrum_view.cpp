@@ -41,10 +41,20 @@ SpectrumView::SpectrumView(QWidget* parent)
     connect(spin_, &QSpinBox::valueChanged, this, &SpectrumView::setRank);
     stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+    auto* about = new QLabel(
+        "<b>What am I seeing.</b> PCA centres the V×d embedding table E on its mean row μ and "
+        "diagonalises the covariance C = (E − 1μ)<sup>T</sup>(E − 1μ) / V; blue are its eigenvalues "
+        "λ<sub>1</sub> ≥ λ<sub>2</sub> ≥ … (log scale), red the share of variance the first k directions "
+        "keep, Σ<sub>i≤k</sub> λ<sub>i</sub> / Σ λ<sub>i</sub>. Keeping k gives E ≈ 1μ + Z P with Z = "
+        "(E − 1μ)U<sub>k</sub> (V×k) and P = U<sub>k</sub><sup>T</sup> (k×d), stored in V k + k d + d values "
+        "instead of V d. Drag the dashed marker (or use the spin box) to choose k.",
+        this);
+    about->setWordWrap(true);
     auto* row = new QHBoxLayout;
     row->addWidget(spin_);
     row->addWidget(stats_, 1);
     auto* layout = new QVBoxLayout(this);
+    layout->addWidget(about);
     layout->addWidget(plot_, 1);
     layout->addLayout(row);
 }
