@@ -93,8 +93,10 @@ int command_allocate(const std::vector<std::string>& argv);
 int command_worker(const std::vector<std::string>& argv); // command_worker.cpp
 int command_remote(const std::vector<std::string>& argv); // command_remote.cpp
 int command_finetune(const std::vector<std::string>& argv);
-int bench_train(const std::vector<std::string>& argv); // bench train (command_finetune.cpp)
+int bench_train(const std::vector<std::string>& argv);   // bench train (command_finetune.cpp)
 int compress_flat(const std::vector<std::string>& argv); // compress --method flat
 int sweep_flat(const std::vector<std::string>& argv);    // sweep --method flat
+// figure, demo: run embedlab-figure (the GUI build) with the same arguments.
+int command_figure(const std::string& command, const std::vector<std::string>& argv);
 
 } // namespace embedlab::cli

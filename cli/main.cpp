@@ -75,6 +75,16 @@ commands:
   remote run HOST[,HOST..] JOB.json [JOB2.json..] [--ssh-config FILE] [--remote-cli PATH]
            [--remote-dir DIR] [--no-fetch] [--cleanup] [--quiet]
                                                jobs on other hosts over ssh (one job per host at a time)
+  figure   spectrum|iprs|neighbours|fourier|tt|pareto [MODEL | RESULTS.json] --out FILE.png|.pdf|.svg
+           [--width single|double|slide] [--aspect A (0.62)] [--dpi N (300)]
+           spectrum: [--rank K]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
+           neighbours: [--text FILE] [--keep-ratio R (0.5)] [--k K (5)] [--token STRING | --id N]
+           fourier: [--ids A:B (0:256)] [--dir FOURIER_DIR] [--dimension I]   tt: [--eps E1,E2,..] [--shapes N]
+                                               a workbench view rendered headless (pareto: the results
+                                               JSON or CSV of File > Export results or demo)
+  demo     [--out DIR (build/demo)] [--quick]  pca, svd and tt at a few settings on the bundled model:
+                                               results.csv/json, every figure (PNG, PDF), report.md/html
+                                               (figure and demo need the GUI build: embedlab-figure)
   version                                      print the version
 
 MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
@@ -128,6 +138,8 @@ int main(int argc, char** argv)
             return cli::command_remote(args);
         if (command == "finetune")
             return cli::command_finetune(args);
+        if (command == "figure" || command == "demo")
+            return cli::command_figure(command, args);
         if (command == "version" || command == "--version") {
             std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
             return 0;

@@ -18,16 +18,10 @@ struct RenderStats {
     QSize size;
 };
 
-inline RenderStats render_to_png(QWidget& widget, const QString& file, QSize size = {1000, 700})
+// The same measures for an image already rendered (e.g. a PNG a tool wrote).
+inline RenderStats image_stats(const QImage& rendered)
 {
-    widget.resize(size);
-    widget.setAttribute(Qt::WA_DontShowOnScreen);
-    widget.show();
-    QApplication::processEvents(); // layouts settle; then every plot draws at its final size
-    for (auto* plot : widget.findChildren<QCustomPlot*>())
-        plot->replot();
-    const QImage image = widget.grab().toImage().convertToFormat(QImage::Format_RGB32);
-    image.save(file);
+    const QImage image = rendered.convertToFormat(QImage::Format_RGB32);
     RenderStats s;
     s.size = image.size();
     const QRgb background = image.pixel(0, 0);
@@ -42,6 +36,19 @@ inline RenderStats render_to_png(QWidget& widget, const QString& file, QSize siz
     s.drawn = static_cast<double>(differing) / (static_cast<double>(image.width()) * image.height());
     s.colours = static_cast<int>(colours.size());
     return s;
+}
+
+inline RenderStats render_to_png(QWidget& widget, const QString& file, QSize size = {1000, 700})
+{
+    widget.resize(size);
+    widget.setAttribute(Qt::WA_DontShowOnScreen);
+    widget.show();
+    QApplication::processEvents(); // layouts settle; then every plot draws at its final size
+    for (auto* plot : widget.findChildren<QCustomPlot*>())
+        plot->replot();
+    const QImage image = widget.grab().toImage().convertToFormat(QImage::Format_RGB32);
+    image.save(file);
+    return image_stats(image);
 }
 
 } // namespace embedlab::test

@@ -1,0 +1,265 @@
+// `demo`: the headless face of the workbench. Runs pca, svd and tt at a few
+// settings on the bundled model (the Results tab's job, app::compress_and_evaluate),
+// renders every view's figure, and writes a one-page report linking them. Every
+// file is written atomically, so an interrupted demo leaves complete files only.
+#include <QDateTime>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "analyses.hpp"
+#include "args.hpp"
+#include "figure_tool.hpp"
+#include "model_summary.hpp"
+#include "results_view.hpp"
+
+namespace embedlab::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Figure {
+    std::string kind, title, caption;
+};
+
+std::string fixed(double v, int digits)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+std::string html_escaped(const std::string& s)
+{
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return out;
+}
+
+// In a build tree (the executable in <build>/app) the demo goes to <build>/demo.
+std::string default_demo_directory()
+{
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const fs::path build = exe.parent_path().parent_path();
+        if (fs::exists(build / "CMakeCache.txt"))
+            return (build / "demo").string();
+    }
+    return "embedlab-demo";
+}
+
+std::vector<Figure> demo_figures(const DemoRequest& request, const std::string& text_name)
+{
+    return {
+        {"spectrum", "Spectrum",
+         "Covariance eigenvalues of the token embedding (log scale) and the cumulative explained variance; "
+         "the marker is PCA at k = d/4."},
+        {"iprs", "IPRS allocation",
+         "FLAT-LLM importance of each decoder layer on " + text_name +
+             " and the IPRS remaining-rank ratio per layer at an average of 0.5, against the uniform "
+             "allocation."},
+        {"neighbours", "LLE neighbours",
+         "Every token on the first two principal components; rare tokens (keep ratio 0.5 of " + text_name +
+             ") coloured by LLE reconstruction cosine, one typical rare token's 5 common neighbours, and the "
+             "histogram of reconstruction cosines."},
+        {"fourier", "Fourier token map",
+         "Fourier features T and the original rows for token ids 0-255, one dimension against the id, and "
+         "the "
+         "cosine of neighbouring ids."},
+        {"tt", "Tensor-Train",
+         std::string("Reconstruction error against compression ratio for factorisations of d as eps varies") +
+             (request.quick ? " (quick: eps 0.2 and 0.4, two shapes)" : "") +
+             ", and the energy model of the original table, the TT and the equal-size SVD."},
+        {"pareto", "Pareto",
+         "Compression ratio against delta ln PPL for every run in the table, one series per method."},
+    };
+}
+
+std::string markdown_report(const ModelSummary& model, const std::string& intro,
+                            const QVector<views::ResultRow>& rows, const std::vector<Figure>& figures)
+{
+    std::ostringstream md;
+    md << "# EmbedLab demo: " << fs::path(model.path).filename().string() << "\n\n" << intro << "\n\n";
+    md << "| method | parameters | stored values | ratio | PPL | delta ln PPL | mean cosine | time (s) |\n"
+       << "|---|---|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& r : rows)
+        md << "| " << r.method.toStdString() << " | " << r.parameters.toStdString() << " | "
+           << fixed(r.params, 0) << " | " << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | "
+           << fixed(r.delta_ln_ppl, 4) << " | " << fixed(r.cosine, 4) << " | " << fixed(r.seconds, 1)
+           << " |\n";
+    md << "\nThe table as [CSV](results.csv) and [JSON](results.json).\n";
+    for (size_t i = 0; i < figures.size(); ++i) {
+        const auto& f = figures[i];
+        md << "\n## " << f.title << "\n\n![" << f.title << "](" << f.kind << ".png)\n\n*Figure " << i + 1
+           << ".* " << f.caption << " ([PDF](" << f.kind << ".pdf))\n";
+    }
+    return md.str();
+}
+
+std::string html_report(const ModelSummary& model, const std::string& intro,
+                        const QVector<views::ResultRow>& rows, const std::vector<Figure>& figures)
+{
+    const std::string name = html_escaped(fs::path(model.path).filename().string());
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>EmbedLab demo: "
+      << name << "</title>\n<style>\n"
+      << "body { font-family: sans-serif; max-width: 60em; margin: 2em auto; padding: 0 1em; line-height: "
+         "1.4; }\n"
+      << "table { border-collapse: collapse; font-size: 90%; }\n"
+      << "th, td { border-bottom: 1px solid #ccc; padding: 0.2em 0.6em; }\n"
+      << "td.n { text-align: right; font-variant-numeric: tabular-nums; }\n"
+      << "figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }\n"
+      << "figcaption { font-size: 90%; }\n</style>\n</head>\n<body>\n";
+    h << "<h1>EmbedLab demo: " << name << "</h1>\n<p>" << html_escaped(intro) << "</p>\n";
+    h << "<table>\n<tr><th>method</th><th>parameters</th><th>stored values</th><th>ratio</th><th>PPL</th>"
+      << "<th>delta ln PPL</th><th>mean cosine</th><th>time (s)</th></tr>\n";
+    for (const auto& r : rows)
+        h << "<tr><td>" << html_escaped(r.method.toStdString()) << "</td><td>"
+          << html_escaped(r.parameters.toStdString()) << "</td><td class=\"n\">" << fixed(r.params, 0)
+          << "</td><td class=\"n\">" << fixed(r.ratio, 4) << "</td><td class=\"n\">" << fixed(r.ppl, 3)
+          << "</td><td class=\"n\">" << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">"
+          << fixed(r.cosine, 4) << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
+    h << "</table>\n<p>The table as <a href=\"results.csv\">CSV</a> and <a "
+         "href=\"results.json\">JSON</a>.</p>\n";
+    for (size_t i = 0; i < figures.size(); ++i) {
+        const auto& f = figures[i];
+        h << "<figure id=\"" << f.kind << "\">\n<a href=\"" << f.kind << ".pdf\"><img src=\"" << f.kind
+          << ".png\" alt=\"" << html_escaped(f.title) << "\"></a>\n<figcaption><b>Figure " << i + 1
+          << ".</b> " << html_escaped(f.caption) << " (<a href=\"" << f.kind
+          << ".pdf\">PDF</a>)</figcaption>\n</figure>\n";
+    }
+    h << "</body>\n</html>\n";
+    return h.str();
+}
+
+} // namespace
+
+DemoRequest parse_demo_arguments(const std::vector<std::string>& argv)
+{
+    const std::vector<std::string> rest(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
+    const cli::Args args("demo", rest, {"--out"}, {"--quick"});
+    if (!args.positional().empty())
+        throw InputError("demo: unexpected argument '" + args.positional()[0] +
+                         "' (the demo runs on the bundled model)");
+    DemoRequest r;
+    r.out = args.get("--out").value_or(default_demo_directory());
+    r.quick = args.has("--quick");
+    if (fs::exists(r.out) && !fs::is_directory(r.out))
+        throw InputError(r.out + ": exists and is not a directory");
+    return r;
+}
+
+void run_demo(const DemoRequest& request, const std::function<bool()>& interrupted)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto started = Clock::now();
+    const std::string model = default_model(), text = default_sample_text();
+    const fs::path out = request.out;
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec)
+        throw InputError(out.string() + ": cannot create the demo directory (" + ec.message() + ")");
+
+    struct Setting {
+        std::string method;
+        int64_t rank = 0;
+        double eps = 0;
+    };
+    const std::vector<Setting> settings =
+        request.quick ? std::vector<Setting>{{"pca", 16}, {"svd", 16}, {"tt", 0, 0.4}}
+                      : std::vector<Setting>{{"pca", 8},  {"pca", 16}, {"pca", 32},    {"pca", 64},
+                                             {"svd", 16}, {"svd", 32}, {"tt", 0, 0.2}, {"tt", 0, 0.4}};
+    const int64_t eval_tokens = request.quick ? 512 : 4096;
+    const auto figures = demo_figures(request, fs::path(text).filename().string());
+    const size_t steps = settings.size() + figures.size();
+    size_t step = 0;
+    auto run_step = [&](const std::string& what, const std::function<void(const ProgressFn&)>& work) {
+        if (interrupted())
+            throw Cancelled();
+        const std::string label =
+            "demo [" + std::to_string(++step) + "/" + std::to_string(steps) + "] " + what;
+        const auto t0 = Clock::now();
+        work(stderr_progress(label, interrupted));
+        step_done(label, std::chrono::duration<double>(Clock::now() - t0).count());
+    };
+
+    const auto summary = summarize_model(model);
+    if (!summary.error.empty())
+        throw InputError(summary.error);
+    views::ResultsView results;
+    double ppl_original = 0;
+    for (const auto& s : settings) {
+        const std::string what =
+            s.method == "tt" ? "tt eps " + fixed(s.eps, 2) : s.method + " rank " + std::to_string(s.rank);
+        run_step(what + " + perplexity", [&](const ProgressFn& progress) {
+            const CompressionRequest c{
+                .method = s.method, .rank = s.rank, .eps = s.eps, .eval_tokens = eval_tokens};
+            const auto r = compress_and_evaluate(model, c, text, progress);
+            ppl_original = r.ppl_original;
+            results.addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
+                            static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
+                            r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
+        });
+    }
+    write_file((out / "results.csv").string(), results.toCsv().toStdString());
+    write_file((out / "results.json").string(), results.toJson().toStdString());
+
+    for (const auto& f : figures) {
+        FigureRequest r;
+        r.kind = f.kind;
+        r.input = f.kind == "pareto" ? (out / "results.json").string() : model;
+        r.text = text;
+        r.outs = {(out / (f.kind + ".png")).string(), (out / (f.kind + ".pdf")).string()};
+        const bool wide = f.kind == "neighbours" || f.kind == "fourier" || f.kind == "tt";
+        r.options.width_in = wide ? views::kDoubleColumnInches : views::kSingleColumnInches;
+        r.options.dpi = 150; // on screen in the report; the PDF is vector
+        if (request.quick) {
+            r.samples = 8;
+            r.seqlen = 64;
+            r.eps = {0.2, 0.4};
+            r.max_shapes = 2;
+        }
+        run_step(f.kind + " figure", [&](const ProgressFn& progress) { render_figure(r, progress); });
+    }
+
+    const double minutes = std::chrono::duration<double>(Clock::now() - started).count() / 60.0;
+    const std::string intro =
+        "The bundled model " + summary.path + " (" + summary.architecture + ", vocabulary " +
+        std::to_string(summary.vocab_size) + ", d = " + std::to_string(summary.hidden_size) + ", " +
+        std::to_string(summary.layers) + " layers, " + std::to_string(summary.total_parameters) +
+        " parameters) with its token embedding compressed by PCA, SVD and Tensor-Train (METHODS.md 1 and 5). "
+        "Perplexity on the first " +
+        std::to_string(eval_tokens) + " tokens of " + text + " (original: " + fixed(ppl_original, 3) +
+        "); ratio = the embedding's stored values after / before, "
+        "delta ln PPL = ln PPL compressed - ln PPL original; a ratio above 1 means the factors store more "
+        "values than the table (per-token TT at a small d). Run on " +
+        (results.rows().isEmpty() ? std::string("this computer")
+                                  : results.rows().front().host.toStdString()) +
+        " at " + QDateTime::currentDateTime().toString(Qt::ISODate).toStdString() + " in " +
+        fixed(minutes, 1) + " minutes; the figures are the workbench's views (embedlab-cli figure).";
+    write_file((out / "report.md").string(), markdown_report(summary, intro, results.rows(), figures));
+    write_file((out / "report.html").string(), html_report(summary, intro, results.rows(), figures));
+    std::fprintf(stderr, "demo: wrote %s\n", (out / "report.html").string().c_str());
+}
+
+} // namespace embedlab::app
