@@ -26,43 +26,13 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "view_data.hpp"
 
 namespace embedlab::app {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-template <class T> QVector<double> doubles(const std::vector<T>& v)
-{
-    return QVector<double>(v.begin(), v.end());
-}
-
-template <class T> QVector<int> ints(const std::vector<T>& v)
-{
-    QVector<int> out;
-    out.reserve(static_cast<qsizetype>(v.size()));
-    for (auto x : v)
-        out.push_back(static_cast<int>(x));
-    return out;
-}
-
-QString joined(const std::vector<int64_t>& v, const char* sep)
-{
-    QStringList parts;
-    for (auto x : v)
-        parts << QString::number(x);
-    return parts.join(sep);
-}
-
-QStringList texts(const std::vector<std::string>& v)
-{
-    QStringList out;
-    out.reserve(static_cast<qsizetype>(v.size()));
-    for (const auto& s : v)
-        out << QString::fromStdString(s);
-    return out;
-}
 
 // Which kinds each kind-specific option applies to.
 const std::map<std::string, std::set<std::string>>& option_kinds()
@@ -203,13 +173,7 @@ void spectrum_figure(const FigureRequest& r, const ProgressFn& progress)
     const int d = static_cast<int>(s.eigenvalues.size());
     if (r.rank > d)
         throw InputError("figure: --rank " + std::to_string(r.rank) + " exceeds d = " + std::to_string(d));
-    views::SpectrumData data;
-    data.label = QString::fromStdString(r.input);
-    data.eigenvalues = doubles(s.eigenvalues);
-    data.explained = doubles(s.explained);
-    data.params_at_rank = doubles(s.params_at_rank);
-    data.flops_at_rank = doubles(s.flops_at_rank);
-    data.original_params = s.original_params;
+    const auto data = spectrum_view_data(s, QString::fromStdString(r.input));
     views::SpectrumView view;
     view.setData(data);
     view.setRank(r.rank > 0 ? static_cast<int>(r.rank) : std::max(1, d / 4));
@@ -219,18 +183,12 @@ void spectrum_figure(const FigureRequest& r, const ProgressFn& progress)
 void iprs_figure(const FigureRequest& r, const ProgressFn& progress)
 {
     const auto a = importance_allocations(r.input, r.text, r.samples, r.seqlen, progress);
-    views::RankAllocationData data;
-    data.label = QString::fromStdString(r.input);
-    data.d_head = static_cast<int>(a.d_head);
-    const double top = a.scores.empty() ? 0 : *std::max_element(a.scores.begin(), a.scores.end());
-    for (double t : a.scores)
-        data.normalised.push_back(top > 0 ? t / top : 0.0);
+    const auto data = allocation_view_data(a, QString::fromStdString(r.input));
     int nearest = 0;
-    for (const auto& al : a.allocations) {
-        data.allocations.push_back({al.remaining, doubles(al.w), ints(al.ranks)});
-        if (std::abs(al.remaining - r.ratio) < std::abs(data.allocations[nearest].remaining - r.ratio))
-            nearest = static_cast<int>(data.allocations.size()) - 1;
-    }
+    for (int i = 0; i < data.allocations.size(); ++i)
+        if (std::abs(data.allocations[i].remaining - r.ratio) <
+            std::abs(data.allocations[nearest].remaining - r.ratio))
+            nearest = i;
     views::RankAllocationView view;
     view.setData(data);
     view.setSelected(nearest);
@@ -241,19 +199,7 @@ void iprs_figure(const FigureRequest& r, const ProgressFn& progress)
 void neighbours_figure(const FigureRequest& r, const ProgressFn& progress)
 {
     const auto g = neighbour_graph(r.input, r.text, r.keep_ratio, r.k, progress);
-    views::NeighbourGraphData data;
-    data.label = QString::fromStdString(r.input);
-    data.x = doubles(g.x);
-    data.y = doubles(g.y);
-    data.common = ints(g.common);
-    data.rare = ints(g.rare);
-    data.k = static_cast<int>(g.k);
-    data.neighbours = ints(g.neighbours);
-    data.weights = doubles(g.weights);
-    data.cosine = doubles(g.cosine);
-    data.histogram = doubles(g.histogram);
-    data.hist_lo = g.hist_lo;
-    data.tokens = texts(g.tokens);
+    const auto data = lle_view_data(g, QString::fromStdString(r.input));
     views::NeighbourGraphView view;
     view.setData(data);
     if (!r.token.empty()) {
@@ -274,15 +220,7 @@ void neighbours_figure(const FigureRequest& r, const ProgressFn& progress)
 void fourier_figure(const FigureRequest& r, const ProgressFn& progress)
 {
     const auto f = fourier_map(r.input, r.fourier_dir, r.first, r.first + r.count, progress);
-    views::FourierMapData data;
-    data.label = QString::fromStdString(r.input);
-    data.first = static_cast<int>(f.first);
-    data.count = static_cast<int>(f.end - f.first);
-    data.dim = static_cast<int>(f.dim);
-    for (const auto& m : f.matrices)
-        data.matrices.push_back({QString::fromStdString(m.name), doubles(m.values), doubles(m.neighbour)});
-    data.tokens = texts(f.tokens);
-    data.note = QString::fromStdString(f.note);
+    const auto data = fourier_view_data(f, QString::fromStdString(r.input));
     if (r.dimension >= f.dim)
         throw InputError("figure: --dimension " + std::to_string(r.dimension) +
                          " exceeds d - 1 = " + std::to_string(f.dim - 1));
@@ -295,14 +233,7 @@ void fourier_figure(const FigureRequest& r, const ProgressFn& progress)
 void tt_figure(const FigureRequest& r, const ProgressFn& progress)
 {
     const auto t = tensor_train_candidates(r.input, r.eps, r.max_shapes, progress);
-    views::TensorTrainData data;
-    data.label = QString::fromStdString(r.input);
-    data.vocab = static_cast<int>(t.vocab);
-    data.dim = static_cast<int>(t.dim);
-    for (const auto& c : t.candidates)
-        data.candidates.push_back({joined(c.shape, "x"), joined(c.ranks, ","), c.eps, c.ratio,
-                                   c.relative_error, c.mean_cosine, static_cast<int>(c.svd_rank),
-                                   c.energy_original, c.energy_tt, c.energy_svd});
+    const auto data = tt_view_data(t, QString::fromStdString(r.input));
     views::TensorTrainView view;
     view.setData(data);
     export_view(view, view.plot(), r);

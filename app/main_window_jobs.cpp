@@ -14,88 +14,9 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "view_data.hpp"
 
 namespace embedlab::app {
-
-namespace {
-
-template <class T> QVector<double> doubles(const std::vector<T>& v)
-{
-    return QVector<double>(v.begin(), v.end());
-}
-
-template <class T> QVector<int> ints(const std::vector<T>& v)
-{
-    QVector<int> out;
-    out.reserve(static_cast<qsizetype>(v.size()));
-    for (auto x : v)
-        out.push_back(static_cast<int>(x));
-    return out;
-}
-
-QString joined(const std::vector<int64_t>& v, const char* sep)
-{
-    QStringList parts;
-    for (auto x : v)
-        parts << QString::number(x);
-    return parts.join(sep);
-}
-
-QStringList texts(const std::vector<std::string>& v)
-{
-    QStringList out;
-    out.reserve(static_cast<qsizetype>(v.size()));
-    for (const auto& s : v)
-        out << QString::fromStdString(s);
-    return out;
-}
-
-views::FourierMapData fourier_view_data(const FourierMapResult& r, const QString& label)
-{
-    views::FourierMapData d;
-    d.label = label;
-    d.first = static_cast<int>(r.first);
-    d.count = static_cast<int>(r.end - r.first);
-    d.dim = static_cast<int>(r.dim);
-    for (const auto& m : r.matrices)
-        d.matrices.push_back({QString::fromStdString(m.name), doubles(m.values), doubles(m.neighbour)});
-    d.tokens = texts(r.tokens);
-    d.note = QString::fromStdString(r.note);
-    return d;
-}
-
-views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& label)
-{
-    views::TensorTrainData d;
-    d.label = label;
-    d.vocab = static_cast<int>(r.vocab);
-    d.dim = static_cast<int>(r.dim);
-    for (const auto& c : r.candidates)
-        d.candidates.push_back({joined(c.shape, "x"), joined(c.ranks, ","), c.eps, c.ratio, c.relative_error,
-                                c.mean_cosine, static_cast<int>(c.svd_rank), c.energy_original, c.energy_tt,
-                                c.energy_svd});
-    return d;
-}
-
-views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QString& label)
-{
-    views::NeighbourGraphData d;
-    d.label = label;
-    d.x = doubles(r.x);
-    d.y = doubles(r.y);
-    d.common = ints(r.common);
-    d.rare = ints(r.rare);
-    d.k = static_cast<int>(r.k);
-    d.neighbours = ints(r.neighbours);
-    d.weights = doubles(r.weights);
-    d.cosine = doubles(r.cosine);
-    d.histogram = doubles(r.histogram);
-    d.hist_lo = r.hist_lo;
-    d.tokens = texts(r.tokens);
-    return d;
-}
-
-} // namespace
 
 int MainWindow::runCompression(const QString& method, int rank, double eps)
 {
@@ -144,44 +65,20 @@ int MainWindow::exportCompressed(int row, const QString& dir, bool dense, bool o
 
 void MainWindow::analyse(const QString& path)
 {
-    jobs_.submit(
-        "spectrum of the token embedding", [this, path](const ProgressFn& progress) -> std::function<void()> {
-            const auto r = embedding_spectrum(path.toStdString(), progress);
-            return [this, r, path] {
-                views::SpectrumData data;
-                data.label = path;
-                data.eigenvalues = QVector<double>(r.eigenvalues.begin(), r.eigenvalues.end());
-                data.explained = QVector<double>(r.explained.begin(), r.explained.end());
-                data.params_at_rank = QVector<double>(r.params_at_rank.begin(), r.params_at_rank.end());
-                data.flops_at_rank = QVector<double>(r.flops_at_rank.begin(), r.flops_at_rank.end());
-                data.original_params = r.original_params;
-                spectrum_->setData(data);
-                spectrum_->setRank(std::max(1, static_cast<int>(data.eigenvalues.size()) / 4));
-            };
-        });
+    jobs_.submit("spectrum of the token embedding",
+                 [this, path](const ProgressFn& progress) -> std::function<void()> {
+                     const auto r = embedding_spectrum(path.toStdString(), progress);
+                     return [this, r, path] {
+                         const auto data = spectrum_view_data(r, path);
+                         spectrum_->setData(data);
+                         spectrum_->setRank(std::max(1, static_cast<int>(data.eigenvalues.size()) / 4));
+                     };
+                 });
     jobs_.submit("FLAT-LLM importance (bundled sample text)",
                  [this, path](const ProgressFn& progress) -> std::function<void()> {
                      const auto r =
                          importance_allocations(path.toStdString(), default_sample_text(), 32, 128, progress);
-                     return [this, r, path] {
-                         views::RankAllocationData data;
-                         data.label = path;
-                         data.d_head = static_cast<int>(r.d_head);
-                         double top = 0;
-                         for (double t : r.scores)
-                             top = std::max(top, t);
-                         for (double t : r.scores)
-                             data.normalised.push_back(top > 0 ? t / top : 0.0);
-                         for (const auto& a : r.allocations) {
-                             views::Allocation v;
-                             v.remaining = a.remaining;
-                             v.w = QVector<double>(a.w.begin(), a.w.end());
-                             for (auto k : a.ranks)
-                                 v.ranks.push_back(static_cast<int>(k));
-                             data.allocations.push_back(v);
-                         }
-                         allocation_->setData(data);
-                     };
+                     return [this, r, path] { allocation_->setData(allocation_view_data(r, path)); };
                  });
 }
 

@@ -1,0 +1,112 @@
+#include "view_data.hpp"
+
+#include <algorithm>
+
+namespace embedlab::app {
+
+namespace {
+
+template <class T> QVector<double> doubles(const std::vector<T>& v)
+{
+    return QVector<double>(v.begin(), v.end());
+}
+
+template <class T> QVector<int> ints(const std::vector<T>& v)
+{
+    QVector<int> out;
+    out.reserve(static_cast<qsizetype>(v.size()));
+    for (auto x : v)
+        out.push_back(static_cast<int>(x));
+    return out;
+}
+
+QString joined(const std::vector<int64_t>& v, const char* sep)
+{
+    QStringList parts;
+    for (auto x : v)
+        parts << QString::number(x);
+    return parts.join(sep);
+}
+
+QStringList texts(const std::vector<std::string>& v)
+{
+    QStringList out;
+    out.reserve(static_cast<qsizetype>(v.size()));
+    for (const auto& s : v)
+        out << QString::fromStdString(s);
+    return out;
+}
+
+} // namespace
+
+views::SpectrumData spectrum_view_data(const SpectrumResult& r, const QString& label)
+{
+    views::SpectrumData d;
+    d.label = label;
+    d.eigenvalues = doubles(r.eigenvalues);
+    d.explained = doubles(r.explained);
+    d.params_at_rank = doubles(r.params_at_rank);
+    d.flops_at_rank = doubles(r.flops_at_rank);
+    d.original_params = r.original_params;
+    return d;
+}
+
+views::RankAllocationData allocation_view_data(const AllocationResult& r, const QString& label)
+{
+    views::RankAllocationData d;
+    d.label = label;
+    d.d_head = static_cast<int>(r.d_head);
+    const double top = r.scores.empty() ? 0 : *std::max_element(r.scores.begin(), r.scores.end());
+    for (double t : r.scores)
+        d.normalised.push_back(top > 0 ? t / top : 0.0);
+    for (const auto& a : r.allocations)
+        d.allocations.push_back({a.remaining, doubles(a.w), ints(a.ranks)});
+    return d;
+}
+
+views::FourierMapData fourier_view_data(const FourierMapResult& r, const QString& label)
+{
+    views::FourierMapData d;
+    d.label = label;
+    d.first = static_cast<int>(r.first);
+    d.count = static_cast<int>(r.end - r.first);
+    d.dim = static_cast<int>(r.dim);
+    for (const auto& m : r.matrices)
+        d.matrices.push_back({QString::fromStdString(m.name), doubles(m.values), doubles(m.neighbour)});
+    d.tokens = texts(r.tokens);
+    d.note = QString::fromStdString(r.note);
+    return d;
+}
+
+views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& label)
+{
+    views::TensorTrainData d;
+    d.label = label;
+    d.vocab = static_cast<int>(r.vocab);
+    d.dim = static_cast<int>(r.dim);
+    for (const auto& c : r.candidates)
+        d.candidates.push_back({joined(c.shape, "x"), joined(c.ranks, ","), c.eps, c.ratio, c.relative_error,
+                                c.mean_cosine, static_cast<int>(c.svd_rank), c.energy_original, c.energy_tt,
+                                c.energy_svd});
+    return d;
+}
+
+views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QString& label)
+{
+    views::NeighbourGraphData d;
+    d.label = label;
+    d.x = doubles(r.x);
+    d.y = doubles(r.y);
+    d.common = ints(r.common);
+    d.rare = ints(r.rare);
+    d.k = static_cast<int>(r.k);
+    d.neighbours = ints(r.neighbours);
+    d.weights = doubles(r.weights);
+    d.cosine = doubles(r.cosine);
+    d.histogram = doubles(r.histogram);
+    d.hist_lo = r.hist_lo;
+    d.tokens = texts(r.tokens);
+    return d;
+}
+
+} // namespace embedlab::app
