@@ -38,17 +38,40 @@ AllocationResult importance_allocations(const std::string& model, const std::str
 
 std::string default_sample_text();
 
-// One compression of the model's token embedding, evaluated on a text: what the
-// results table and Pareto plot show (METHODS 0: ratio = after / before,
+// One compression of the model, evaluated on a text: what the results table and
+// Pareto plot show (METHODS 0: ratio = after / before of the part compressed,
 // delta ln PPL = ln PPL_compressed - ln PPL_original).
 struct CompressionRequest {
-    std::string method; // "pca", "svd" or "tt"
-    int64_t rank = 0;   // pca, svd
-    double eps = 0;     // tt: accuracy in (0, 1); the shape is the most balanced 3-factor one of d
-    // Perplexity on the text's first `eval_tokens` ids (0: all). The tied head of a
-    // 50k vocabulary makes every token cost V d multiply-adds; the original
-    // model's perplexity is computed once per model, text and length.
+    // Token embedding: "pca", "svd", "tt", "lle", "fourier"; attention values: "flat".
+    std::string method;
+    int64_t rank = 0; // pca, svd: 1..d
+    double eps = 0;   // tt: accuracy in (0, 1); the shape is the most balanced 3-factor one of d
+    // lle (METHODS 2): the keep_ratio most frequent tokens of the frequency text
+    // stay as rows; every other row is rebuilt from its k nearest common rows.
+    double keep_ratio = 0.5;
+    int64_t k = 8;
+    // fourier (METHODS 4): "linear" or "geglu" MLP, fitted by `steps` AdamW steps.
+    std::string mlp = "linear";
+    int64_t steps = 300;
+    // flat (METHODS 3): average remaining value rank ratio in (0, 1], "iprs" or
+    // "uniform" allocation, calibration windows on the calibration text.
+    double remaining = 0.5;
+    std::string allocation = "iprs";
+    int64_t samples = 32, seqlen = 128;
+    // LoRA recovery (METHODS 1) of a compressed embedding: adapters of rank
+    // lora_rank trained for lora_steps on the training text (0: off). When the
+    // training text is the evaluation text, training uses only the ids after
+    // the evaluated ones, so no evaluated token is trained on.
+    int64_t lora_rank = 0, lora_steps = 100;
+    // Texts; empty means the bundled sample text (default_sample_text()).
+    std::string frequency_text, calibration_text, train_text;
+    // Perplexity on the evaluation text's first `eval_tokens` ids (0: all). The tied
+    // head of a 50k vocabulary makes every token cost V d multiply-adds; the original
+    // model's perplexity is computed once per model, text, length and host.
     int64_t eval_tokens = 4096;
+    // Where it runs: empty for this computer, else an ssh host (remote.hpp; the
+    // host runs `embedlab-cli worker`), with an optional ssh config file.
+    std::string host, ssh_config;
 };
 struct CompressionRun {
     std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
@@ -56,6 +79,10 @@ struct CompressionRun {
     double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
     std::string host;
 };
+// Throws InputError naming the field for a request that cannot run (rank out of
+// range, unknown method, remote with a method the worker does not run, ...);
+// d is the model's hidden size. Cheap: the GUI checks before queueing.
+void check_request(const CompressionRequest& request, int64_t d);
 CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
                                      const std::string& text, const ProgressFn& progress);
 

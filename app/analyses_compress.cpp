@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "analyses.hpp"
+#include "analyses_internal.hpp"
 #include "embedlab/compress.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
@@ -62,25 +63,6 @@ std::string joined(const std::vector<int64_t>& v, const char* sep)
     return s;
 }
 
-std::string host_name()
-{
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) != 0)
-        return "localhost";
-    return buf;
-}
-
-// Splits one progress bar into consecutive stages of the given weights.
-ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int64_t total)
-{
-    if (!progress)
-        return {};
-    return [=](int64_t done, int64_t of) {
-        const int64_t part = of > 0 ? weight * done / of : 0;
-        return progress(offset + part, total);
-    };
-}
-
 // The engine's spec for a workbench request, checked against the model's d.
 CompressionSpec spec_of(const CompressionRequest& request, int64_t d, const std::string& label)
 {
@@ -118,9 +100,43 @@ std::map<std::string, double> baseline_ppl;
 
 } // namespace
 
+namespace detail {
+
+std::string host_name()
+{
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0)
+        return "localhost";
+    return buf;
+}
+
+ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int64_t total)
+{
+    if (!progress)
+        return {};
+    return [=](int64_t done, int64_t of) {
+        const int64_t part = of > 0 ? weight * done / of : 0;
+        return progress(offset + part, total);
+    };
+}
+
+std::string text_or_default(const std::string& text)
+{
+    return text.empty() ? default_sample_text() : text;
+}
+
+} // namespace detail
+
+using detail::host_name;
+using detail::stage;
+
 CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
                                      const std::string& text, const ProgressFn& progress)
 {
+    if (!request.host.empty())
+        return detail::remote_compress_and_evaluate(model, request, text, progress);
+    if (request.method == "flat")
+        return detail::flat_compress_and_evaluate(model, request, text, progress);
     const auto start = std::chrono::steady_clock::now();
     auto lm = load_model(model);
     auto& m = *lm.model;
@@ -166,6 +182,8 @@ std::string export_compressed(const std::string& model, const CompressionRequest
                               const std::string& out_dir, bool dense, bool overwrite,
                               const ProgressFn& progress)
 {
+    if (request.method == "flat")
+        return detail::flat_export(model, request, out_dir, dense, overwrite, progress);
     namespace fs = std::filesystem;
     std::error_code ec;
     // Before the fit: a taken name should fail in a second, not after the work.
@@ -193,6 +211,12 @@ std::string export_compressed(const std::string& model, const CompressionRequest
     report_progress(progress, 1000, 1000);
     out.commit();
     return c.spec.method + " " + parameters_text(c);
+}
+
+void check_request(const CompressionRequest& request, int64_t d)
+{
+    if (request.method != "flat")
+        spec_of(request, d, "request");
 }
 
 void write_file(const std::string& path, const std::string& bytes)

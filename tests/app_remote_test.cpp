@@ -1,0 +1,2 @@
+// (filled in by the work in progress)
+#include <gtest/gtest.h>
