@@ -109,7 +109,10 @@ struct TensorTrainCandidate {
     std::vector<int64_t> shape, ranks;
     double eps = 0, ratio = 0, relative_error = 0, mean_cosine = 0;
     int64_t params_after = 0, svd_rank = 0;
-    double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms, eqs. 2-5
+    double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms, eqs. 2-5 (nu 5, tau 1)
+    // The same model's counts, so a view can re-weigh them: energy = nu * accesses + tau * operations.
+    double accesses_original = 0, accesses_tt = 0, accesses_svd = 0;
+    double operations_original = 0, operations_tt = 0, operations_svd = 0;
 };
 struct TensorTrainResult {
     int64_t vocab = 0, dim = 0;

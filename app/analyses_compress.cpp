@@ -260,6 +260,13 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
             t.energy_tt = en.compressed_nu + en.compressed_tau;
             const auto& sv = c.accounting.svd_equal_size_energy;
             t.energy_svd = sv.compressed_nu + sv.compressed_tau;
+            const EnergyOptions weights; // the weights compress_table used
+            t.accesses_original = en.original_nu / weights.nu;
+            t.operations_original = en.original_tau / weights.tau;
+            t.accesses_tt = en.compressed_nu / weights.nu;
+            t.operations_tt = en.compressed_tau / weights.tau;
+            t.accesses_svd = sv.compressed_nu / weights.nu;
+            t.operations_svd = sv.compressed_tau / weights.tau;
             r.candidates.push_back(t);
         }
     return r;
