@@ -93,11 +93,6 @@ std::string parameters_text(const CompressedEmbedding& c)
     return "rank " + std::to_string(c.spec.rank);
 }
 
-// Original-model perplexities by model, text and length (jobs run one at a time,
-// but the lock keeps this safe for any caller).
-std::mutex baseline_mutex;
-std::map<std::string, double> baseline_ppl;
-
 } // namespace
 
 namespace detail {
@@ -118,6 +113,24 @@ ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int
         const int64_t part = of > 0 ? weight * done / of : 0;
         return progress(offset + part, total);
     };
+}
+
+// Original-model perplexities by model, text and length (jobs run one at a time,
+// but the lock keeps this safe for any caller).
+std::mutex baseline_mutex;
+std::map<std::string, double> baseline_ppl;
+
+double original_perplexity(const std::string& key, const std::function<double()>& compute)
+{
+    {
+        std::lock_guard lock(baseline_mutex);
+        if (auto it = baseline_ppl.find(key); it != baseline_ppl.end())
+            return it->second;
+    }
+    const double ppl = compute(); // unlocked: a cancel or error caches nothing
+    std::lock_guard lock(baseline_mutex);
+    baseline_ppl[key] = ppl;
+    return ppl;
 }
 
 std::string text_or_default(const std::string& text)
@@ -147,17 +160,8 @@ CompressionRun compress_and_evaluate(const std::string& model, const Compression
     const PerplexityOptions options{.ctx = std::min<int64_t>(128, m.max_context())};
     // Progress: the original's evaluation 30% (unless known), fit 40%, compressed 30%.
     const std::string key = model + "\n" + text + "\n" + std::to_string(ids.size());
-    double original_ppl = 0;
-    {
-        std::lock_guard lock(baseline_mutex);
-        if (auto it = baseline_ppl.find(key); it != baseline_ppl.end())
-            original_ppl = it->second;
-    }
-    if (original_ppl == 0) {
-        original_ppl = evaluate_perplexity(m, ids, options, stage(progress, 0, 300, 1000)).ppl;
-        std::lock_guard lock(baseline_mutex);
-        baseline_ppl[key] = original_ppl;
-    }
+    const double original_ppl = detail::original_perplexity(
+        key, [&] { return evaluate_perplexity(m, ids, options, stage(progress, 0, 300, 1000)).ppl; });
     const auto c = compress_table(dense_table(m, model), spec, m.parameter_breakdown().total(),
                                   stage(progress, 300, 400, 1000));
     m.set_token_embedding(c.embedding);

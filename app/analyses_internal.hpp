@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "analyses.hpp"
@@ -14,6 +15,10 @@ ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int
 
 // This computer's name for the results' "host" column.
 std::string host_name();
+
+// The original model's perplexity, computed once per key (model, text, length,
+// host: callers build it) and remembered for the process; safe from any thread.
+double original_perplexity(const std::string& key, const std::function<double()>& compute);
 
 // The request's text, or the bundled sample text when it is empty.
 std::string text_or_default(const std::string& text);
