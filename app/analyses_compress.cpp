@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "analyses.hpp"
 #include "analyses_internal.hpp"
@@ -15,6 +15,7 @@
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/finetune.hpp"
 #include "embedlab/model.hpp"
 
 namespace embedlab::app {
@@ -30,6 +31,16 @@ const torch::Tensor& dense_table(const LanguageModel& model, const std::string& 
     return dense->table();
 }
 
+// How many of the evaluation text's ids a row's perplexity is measured on.
+int64_t evaluated_count(int64_t text_ids, int64_t eval_tokens)
+{
+    return eval_tokens > 0 ? std::min(text_ids, eval_tokens) : text_ids;
+}
+
+} // namespace
+
+namespace detail {
+
 // The most balanced 3-factor shape of d: smallest largest factor, then largest
 // smallest factor (8x8x12 for 768, 4x4x8 for 128).
 std::vector<int64_t> balanced_shape(int64_t d, const std::string& label)
@@ -44,58 +55,6 @@ std::vector<int64_t> balanced_shape(int64_t d, const std::string& label)
     return *std::min_element(shapes.begin(), shapes.end(),
                              [&](const auto& a, const auto& b) { return spread(a) < spread(b); });
 }
-
-std::string number(double v)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
-std::string joined(const std::vector<int64_t>& v, const char* sep)
-{
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (i > 0)
-            s += sep;
-        s += std::to_string(v[i]);
-    }
-    return s;
-}
-
-// The engine's spec for a workbench request, checked against the model's d.
-CompressionSpec spec_of(const CompressionRequest& request, int64_t d, const std::string& label)
-{
-    CompressionSpec spec;
-    spec.method = request.method;
-    if (request.method == "pca" || request.method == "svd") {
-        if (request.rank < 1 || request.rank > d)
-            throw InputError(label + ": rank " + std::to_string(request.rank) + " outside 1.." +
-                             std::to_string(d));
-        spec.rank = request.rank;
-    } else if (request.method == "tt") {
-        if (!(request.eps > 0 && request.eps < 1))
-            throw InputError(label + ": tt eps must lie strictly between 0 and 1");
-        spec.shape = balanced_shape(d, label);
-        spec.eps = request.eps;
-    } else {
-        throw InputError(label + ": the workbench runs pca, svd or tt, not '" + request.method + "'");
-    }
-    return spec;
-}
-
-// What the results table shows in "parameters" (the fitted TT ranks included).
-std::string parameters_text(const CompressedEmbedding& c)
-{
-    if (c.spec.method == "tt")
-        return "shape " + joined(c.spec.shape, "x") + ", eps " + number(c.spec.eps) + ", ranks " +
-               joined(c.spec.ranks, ",");
-    return "rank " + std::to_string(c.spec.rank);
-}
-
-} // namespace
-
-namespace detail {
 
 std::string host_name()
 {
@@ -153,34 +112,85 @@ CompressionRun compress_and_evaluate(const std::string& model, const Compression
     const auto start = std::chrono::steady_clock::now();
     auto lm = load_model(model);
     auto& m = *lm.model;
-    const CompressionSpec spec = spec_of(request, m.config().hidden_size, model);
+    const CompressionSpec spec = detail::embedding_spec(request, lm, model);
     auto ids = lm.tokenizer->encode(read_text_file(text));
-    if (request.eval_tokens > 0 && static_cast<int64_t>(ids.size()) > request.eval_tokens)
-        ids.resize(static_cast<size_t>(request.eval_tokens));
+    ids.resize(static_cast<size_t>(evaluated_count(static_cast<int64_t>(ids.size()), request.eval_tokens)));
+    const bool lora = request.lora_rank > 0;
+    // Before the fit: a training text that cannot serve should fail in a second.
+    std::optional<detail::RecoveryTraining> training;
+    if (lora)
+        training =
+            detail::recovery_training(*lm.tokenizer, m, request, text, static_cast<int64_t>(ids.size()));
     const PerplexityOptions options{.ctx = std::min<int64_t>(128, m.max_context())};
-    // Progress: the original's evaluation 30% (unless known), fit 40%, compressed 30%.
+    // Progress: the original's evaluation (unless known), the fit, LoRA training, the compressed evaluation.
+    const int64_t w_original = lora ? 150 : 300, w_fit = lora ? 250 : 400, w_train = lora ? 400 : 0;
+    const int64_t w_eval = 1000 - w_original - w_fit - w_train;
     const std::string key = model + "\n" + text + "\n" + std::to_string(ids.size());
     const double original_ppl = detail::original_perplexity(
-        key, [&] { return evaluate_perplexity(m, ids, options, stage(progress, 0, 300, 1000)).ppl; });
-    const auto c = compress_table(dense_table(m, model), spec, m.parameter_breakdown().total(),
-                                  stage(progress, 300, 400, 1000));
+        key, [&] { return evaluate_perplexity(m, ids, options, stage(progress, 0, w_original, 1000)).ppl; });
+    const torch::Tensor table = dense_table(m, model); // a handle: the model drops its dense table next
+    const auto c = compress_table(table, spec, m.parameter_breakdown().total(),
+                                  stage(progress, w_original, w_fit, 1000));
     m.set_token_embedding(c.embedding);
-    const auto compressed = evaluate_perplexity(m, ids, options, stage(progress, 700, 300, 1000));
 
     CompressionRun r;
     r.method = spec.method;
-    r.parameters = parameters_text(c);
+    r.parameters = detail::parameters_text(c);
     r.params_before = c.accounting.params_before;
     r.params_after = c.accounting.params_after;
-    r.ratio = c.accounting.ratio;
+    r.mean_cosine = c.reconstruction.mean_cosine;
+    if (lora) {
+        const auto recovery = detail::recover_with_lora(m, *training, request,
+                                                        stage(progress, w_original + w_fit, w_train, 1000));
+        r.parameters += detail::recovery_parameters(request);
+        // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
+        r.params_after += recovery.adapter_params;
+        r.mean_cosine = measure_reconstruction(table, m.token_embedding()).mean_cosine; // rows with dZ, dP
+    }
+    const auto compressed =
+        evaluate_perplexity(m, ids, options, stage(progress, 1000 - w_eval, w_eval, 1000));
+    r.ratio = static_cast<double>(r.params_after) / static_cast<double>(r.params_before);
     r.ppl_original = original_ppl;
     r.ppl = compressed.ppl;
     r.delta_ln_ppl = std::log(compressed.ppl) - std::log(original_ppl); // TensorSLM eq. 12
-    r.mean_cosine = c.reconstruction.mean_cosine;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     r.host = host_name();
     return r;
 }
+
+namespace {
+
+// A LoRA row as `embedlab-cli finetune` writes it: the compressed model first
+// (the finetuned directory takes its support files and manifest from it), then
+// the row's seeded training redone in memory, its adapters stored unmerged.
+void save_recovered(LoadedModel& lm, const CompressedEmbedding& c, const CompressionRequest& request,
+                    const std::filesystem::path& dir, const ProgressFn& progress)
+{
+    auto& m = *lm.model;
+    // The workbench evaluates on the bundled sample text; its evaluated ids are never trained on.
+    const std::string eval_text = default_sample_text();
+    const auto eval_ids = static_cast<int64_t>(lm.tokenizer->encode(read_text_file(eval_text)).size());
+    const auto training = detail::recovery_training(*lm.tokenizer, m, request, eval_text,
+                                                    evaluated_count(eval_ids, request.eval_tokens));
+    const auto base_dir = dir / "compressed";
+    save_compressed_model(lm, c, base_dir, {}, stage(progress, 0, 100, 1000));
+    m.set_token_embedding(c.embedding);
+    const auto recovery = detail::recover_with_lora(m, training, request, stage(progress, 100, 700, 1000));
+    auto base = load_model(base_dir, {.need_tokenizer = false});
+    attach_lora(*base.model, m.shared_lora()); // the trained adapters on the table as stored
+    auto manifest = save_finetuned_model(
+        base, *base.model, dir,
+        {.overwrite = true, .lora = recovery.record["lora"], .finetune = recovery.record},
+        stage(progress, 800, 200, 1000));
+    // The intermediate directory went with the swap: record where the table came from instead.
+    manifest["finetuned_from"] = {
+        {"model", std::filesystem::absolute(lm.files.path).lexically_normal().string()},
+        {"compressed", c.spec.method + " " + detail::parameters_text(c)},
+        {"note", "compressed and fine-tuned in one workbench export"}};
+    write_file_atomic(dir / "embedlab.json", manifest.dump(1) + "\n");
+}
+
+} // namespace
 
 std::string export_compressed(const std::string& model, const CompressionRequest& request,
                               const std::string& out_dir, bool dense, bool overwrite,
@@ -188,6 +198,10 @@ std::string export_compressed(const std::string& model, const CompressionRequest
 {
     if (request.method == "flat")
         return detail::flat_export(model, request, out_dir, dense, overwrite, progress);
+    const bool lora = request.lora_rank > 0;
+    if (lora && dense)
+        throw InputError(out_dir + ": a LoRA row is written with its adapters stored beside the table, as "
+                                   "embedlab-cli finetune writes it; it has no dense/ export");
     namespace fs = std::filesystem;
     std::error_code ec;
     // Before the fit: a taken name should fail in a second, not after the work.
@@ -203,24 +217,23 @@ std::string export_compressed(const std::string& model, const CompressionRequest
     // Also checks the parent; removed again unless committed.
     AtomicDirectory out(out_dir, overwrite);
     report_progress(progress, 0, 1000);
-    auto lm = load_model(model, {.need_tokenizer = false});
+    auto lm = load_model(model, {.need_tokenizer = lora || request.method == "lle"});
     auto& m = *lm.model;
-    const CompressionSpec spec = spec_of(request, m.config().hidden_size, model);
+    const CompressionSpec spec = detail::embedding_spec(request, lm, model);
+    const int64_t w_fit = lora ? 300 : 600;
     const auto c = compress_table(dense_table(m, model), spec, m.parameter_breakdown().total(),
-                                  stage(progress, 0, 600, 1000));
-    // The engine's writer publishes its directory by the time it returns; writing it
+                                  stage(progress, 0, w_fit, 1000));
+    // The engine's writers publish their directory by the time they return; writing
     // inside ours keeps a cancel possible until our commit, the last step.
-    save_compressed_model(lm, c, out.path(), {.dense = dense, .overwrite = true},
-                          stage(progress, 600, 400, 1000));
+    if (lora)
+        save_recovered(lm, c, request, out.path(), stage(progress, w_fit, 1000 - w_fit, 1000));
+    else
+        save_compressed_model(lm, c, out.path(), {.dense = dense, .overwrite = true},
+                              stage(progress, w_fit, 1000 - w_fit, 1000));
     report_progress(progress, 1000, 1000);
     out.commit();
-    return c.spec.method + " " + parameters_text(c);
-}
-
-void check_request(const CompressionRequest& request, int64_t d)
-{
-    if (request.method != "flat")
-        spec_of(request, d, "request");
+    return c.spec.method + " " + detail::parameters_text(c) +
+           (lora ? detail::recovery_parameters(request) : "");
 }
 
 void write_file(const std::string& path, const std::string& bytes)
