@@ -47,6 +47,13 @@ AllocationResult importance_allocations(const std::string& model, const std::str
     r.d_head = lm.model->config().head_dim();
     r.scores = cal.scores();
     r.calibration_seconds = cal.seconds;
+    r.kv_heads = lm.model->config().num_kv_heads;
+    for (const auto& layer : cal.layers)
+        for (const auto& covariance : layer.value_covariance) {
+            // Tiny negative eigenvalues are rounding of a positive semi-definite sum.
+            const auto lam = eigen_basis(covariance).eigenvalues.clamp_min(0.0).contiguous();
+            r.head_spectra.emplace_back(lam.data_ptr<double>(), lam.data_ptr<double>() + lam.numel());
+        }
     for (int i = 2; i <= 20; ++i) {
         const double remaining = i / 20.0;
         const auto w = iprs_allocation(r.scores, remaining);

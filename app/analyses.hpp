@@ -32,6 +32,10 @@ struct AllocationResult {
     };
     std::vector<Allocation> allocations;
     double calibration_seconds = 0;
+    // Per-head value spectra (METHODS 3): [layer * kv_heads + head], the
+    // eigenvalues of C_h = sum Y_h^T Y_h over the calibration, descending, d_head each.
+    int64_t kv_heads = 0;
+    std::vector<std::vector<double>> head_spectra;
 };
 AllocationResult importance_allocations(const std::string& model, const std::string& text, int64_t samples,
                                         int64_t seqlen, const ProgressFn& progress);
@@ -79,6 +83,8 @@ struct CompressionRun {
     double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
     std::string host;
 };
+// The request in a few words, e.g. "lle keep 0.5, k 8 + LoRA r 8, 100 steps on pi".
+std::string describe_request(const CompressionRequest& request);
 // Throws InputError naming the field for a request that cannot run (rank out of
 // range, unknown method, remote with a method the worker does not run, ...);
 // d is the model's hidden size. Cheap: the GUI checks before queueing.
