@@ -51,6 +51,24 @@ views::SpectrumData spectrum_view_data(const SpectrumResult& r, const QString& l
     return d;
 }
 
+views::SpectrumOverlay spectrum_overlay(const SpectrumResult& r, const QString& name)
+{
+    return {name, doubles(r.eigenvalues), {}};
+}
+
+QVector<views::SpectrumOverlay> value_head_overlays(const AllocationResult& r)
+{
+    QVector<views::SpectrumOverlay> out;
+    if (r.kv_heads <= 0)
+        return out;
+    for (size_t i = 0; i < r.head_spectra.size(); ++i) {
+        const auto layer = static_cast<int64_t>(i) / r.kv_heads, head = static_cast<int64_t>(i) % r.kv_heads;
+        out.push_back({QString("layer %1 head %2").arg(layer).arg(head), doubles(r.head_spectra[i]),
+                       QString("layer %1").arg(layer)});
+    }
+    return out;
+}
+
 views::RankAllocationData allocation_view_data(const AllocationResult& r, const QString& label)
 {
     views::RankAllocationData d;
@@ -87,7 +105,8 @@ views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& l
     for (const auto& c : r.candidates)
         d.candidates.push_back({joined(c.shape, "x"), joined(c.ranks, ","), c.eps, c.ratio, c.relative_error,
                                 c.mean_cosine, static_cast<int>(c.svd_rank), c.energy_original, c.energy_tt,
-                                c.energy_svd});
+                                c.energy_svd, c.accesses_original, c.accesses_tt, c.accesses_svd,
+                                c.operations_original, c.operations_tt, c.operations_svd});
     return d;
 }
 

@@ -14,6 +14,11 @@
 namespace embedlab::app {
 
 views::SpectrumData spectrum_view_data(const SpectrumResult& r, const QString& label);
+// Another model's spectrum as an overlay curve named `name`.
+views::SpectrumOverlay spectrum_overlay(const SpectrumResult& r, const QString& name);
+// FLAT-LLM's value spectra, one curve per layer and KV head ("layer l head h"),
+// grouped by layer (0-based, as the allocation view counts).
+QVector<views::SpectrumOverlay> value_head_overlays(const AllocationResult& r);
 // Importance normalised by its largest layer; allocations in the result's order.
 views::RankAllocationData allocation_view_data(const AllocationResult& r, const QString& label);
 views::FourierMapData fourier_view_data(const FourierMapResult& r, const QString& label);

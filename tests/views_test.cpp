@@ -1,10 +1,14 @@
 // Views are fed plain structs; these tests check that what is drawn is what was given.
 #include <QApplication>
+#include <QFile>
+#include <QTemporaryDir>
 #include <gtest/gtest.h>
 #include <qcustomplot.h>
 
+#include "figure_export.hpp"
 #include "parameter_breakdown_chart.hpp"
 #include "rank_allocation_view.hpp"
+#include "render_check.hpp"
 #include "spectrum_view.hpp"
 
 using embedlab::views::ParameterBreakdownChart;
@@ -83,6 +87,93 @@ TEST(SpectrumView, DrawsTheGivenSpectrumAndTheRankSummary)
     EXPECT_EQ(view.rank(), 1);
     view.setData({});
     EXPECT_EQ(view.summary(), "no spectrum");
+}
+
+QPen penOf(QCPGraph* g)
+{
+    return g->pen();
+}
+
+TEST(SpectrumView, OverlaysAnotherModelAsSharesOfVariance)
+{
+    embedlab::views::SpectrumView view;
+    view.setData(four_components());
+    view.setRank(2);
+    view.setOverlays({{"other model", {30, 10}, {}}}); // another d and scale
+    QCustomPlot* plot = view.plot();
+    ASSERT_EQ(view.overlayGraphs().size(), 1);
+    QCPGraph* other = view.overlayGraphs()[0];
+    EXPECT_EQ(plot->graphCount(), 3);
+    // Each curve over its own total: 8/14 .. for this model, 30/40 and 10/40 for the other.
+    EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(0)->value, 8 / 14.0);
+    EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(2)->value, 2 / 14.0);
+    EXPECT_GT(plot->graph(0)->data()->at(3)->value, 0.0); // still drawable on the log axis
+    ASSERT_EQ(other->data()->size(), 2);
+    EXPECT_DOUBLE_EQ(other->data()->at(0)->value, 0.75);
+    EXPECT_DOUBLE_EQ(other->data()->at(1)->value, 0.25);
+    EXPECT_TRUE(plot->yAxis->label().contains("share of variance")) << plot->yAxis->label().toStdString();
+    EXPECT_EQ(plot->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    EXPECT_LE(plot->yAxis->range().lower, 2 / 14.0);
+    EXPECT_GE(plot->yAxis->range().upper, 0.75);
+    EXPECT_TRUE(plot->legend->hasItemWithPlottable(other));
+    EXPECT_EQ(other->name(), "other model");
+    // The rank marker and the readout are this model's, unchanged.
+    EXPECT_EQ(view.rank(), 2);
+    EXPECT_TRUE(view.summary().contains("0.5250")) << view.summary().toStdString();
+    EXPECT_DOUBLE_EQ(plot->graph(1)->data()->at(1)->value, 12 / 14.0);
+
+    view.clearOverlays();
+    EXPECT_EQ(plot->graphCount(), 2);
+    EXPECT_TRUE(view.overlayGraphs().isEmpty());
+    EXPECT_DOUBLE_EQ(plot->graph(0)->data()->at(0)->value, 8.0);
+    EXPECT_EQ(plot->yAxis->label(), "eigenvalue of the covariance");
+}
+
+TEST(SpectrumView, ValueHeadSpectraAreThinSeeThroughAndLegendedByLayer)
+{
+    embedlab::views::SpectrumView view;
+    view.setData(four_components());
+    QVector<embedlab::views::SpectrumOverlay> heads;
+    for (int layer = 0; layer < 2; ++layer)
+        for (int head = 0; head < 3; ++head)
+            heads.push_back({QString("layer %1 head %2").arg(layer).arg(head),
+                             {4.0 + head, 2.0, 1.0 + layer},
+                             QString("layer %1").arg(layer)});
+    view.setOverlays(heads);
+    const auto graphs = view.overlayGraphs();
+    ASSERT_EQ(graphs.size(), 6);
+    EXPECT_DOUBLE_EQ(graphs[4]->data()->at(0)->value, 5.0 / 9.0); // layer 1 head 1: 5 / (5 + 2 + 2)
+    int legended = 0;
+    for (auto* g : graphs)
+        legended += view.plot()->legend->hasItemWithPlottable(g);
+    EXPECT_EQ(legended, 2); // one entry per layer, not per head
+    EXPECT_TRUE(view.plot()->legend->hasItemWithPlottable(graphs[0]));
+    EXPECT_TRUE(view.plot()->legend->hasItemWithPlottable(graphs[3]));
+    EXPECT_EQ(graphs[0]->name(), "layer 0");
+    EXPECT_EQ(graphs[3]->name(), "layer 1");
+    const QPen main = penOf(view.plot()->graph(0));
+    for (auto* g : graphs) {
+        EXPECT_LT(penOf(g).widthF(), main.widthF());
+        EXPECT_LT(penOf(g).color().alpha(), 255);
+    }
+    EXPECT_EQ(penOf(graphs[0]).color(), penOf(graphs[2]).color()); // one colour per layer
+    EXPECT_NE(penOf(graphs[0]).color(), penOf(graphs[3]).color());
+    // Overlays are drawn behind this model's curve.
+    EXPECT_LT(graphs[0]->layer()->index(), view.plot()->graph(0)->layer()->index());
+
+    const auto stats = embedlab::test::render_to_png(view, "spectrum_value_heads.png");
+    EXPECT_GT(stats.drawn, 0.05);
+
+    // The figure export still works, in the publication style, with the overlays.
+    QTemporaryDir dir;
+    const QString svg_file = dir.filePath("spectrum.svg");
+    ASSERT_EQ(embedlab::views::exportFigure(view.plot(), svg_file, {}), "");
+    QFile svg(svg_file);
+    ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+    const QByteArray text = svg.readAll();
+    EXPECT_TRUE(text.contains("layer 1")) << "the legend names the layers";
+    EXPECT_TRUE(text.contains("share of variance"));
+    EXPECT_EQ(view.plot()->graphCount(), 8);
 }
 
 embedlab::views::RankAllocationData three_layers()

@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QFontMetrics>
 #include <QLabel>
 #include <QMouseEvent>
 #include <QSortFilterProxyModel>
@@ -45,6 +46,24 @@ void click(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double key, double value)
                         Qt::NoModifier);
     QApplication::sendEvent(plot, &press);
     QApplication::sendEvent(plot, &release);
+}
+
+// A flat row has no embedding cosine: the table shows a dash, CSV an empty
+// field, JSON null, and both read back as NaN (not 0).
+TEST(ResultsView, AMissingNumberStaysMissingThroughTheExports)
+{
+    ResultsView view;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    view.addRow({"flat", "remaining 0.5, iprs, ranks 21,13,14,16", 40000, 0.5, 31.5, 0.1, nan, 2.0, "host"});
+    EXPECT_EQ(view.table()->model()->index(0, 6).data().toString(), QString::fromUtf8("\u2013"));
+    EXPECT_TRUE(view.toCsv().contains(",0.10000000000000001,,2,")) << view.toCsv().toStdString();
+    EXPECT_TRUE(view.toJson().contains("\"cosine\": null"));
+    for (const auto& back : {ResultsView::fromCsv(view.toCsv()), ResultsView::fromJson(view.toJson())}) {
+        ASSERT_EQ(back.size(), 1);
+        EXPECT_TRUE(std::isnan(back[0].cosine));
+        EXPECT_DOUBLE_EQ(back[0].ratio, 0.5);
+        EXPECT_DOUBLE_EQ(back[0].ppl, 31.5);
+    }
 }
 
 TEST(ResultsView, TableSortsNumericallyAndExportsRoundTrip)
@@ -281,8 +300,59 @@ TEST(TensorTrainView, PlotsErrorAgainstRatioPerShapeAndEnergyBars)
     EXPECT_EQ(view.selected(), 5);
     EXPECT_TRUE(view.summary().contains("shape 4x4x8, eps 0.5")) << view.summary().toStdString();
     EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(1)->value, 0.2);
+    // Without the model's counts the engine's energies stand, whatever nu says.
+    view.nuSpin()->setValue(2);
+    EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(1)->value, 0.2);
+    EXPECT_TRUE(view.summary().contains("the engine's ν 5, τ 1")) << view.summary().toStdString();
     view.setData({});
     EXPECT_EQ(view.summary(), "no Tensor-Train candidates");
+}
+
+TEST(TensorTrainView, NuAndTauReWeighTheEnergyBarsLive)
+{
+    TensorTrainCandidate c{"8x16", "1,4,1", 0.3, 0.2, 0.25, 0.9, 10, 0, 0, 0};
+    c.accesses_original = 1000;
+    c.operations_original = 0; // a lookup: memory only
+    c.accesses_tt = 200;
+    c.operations_tt = 300;
+    c.accesses_svd = 250;
+    c.operations_svd = 400;
+    TensorTrainData d;
+    d.candidates = {c};
+    TensorTrainView view;
+    view.setData(d);
+    EXPECT_DOUBLE_EQ(view.nu(), 5);
+    EXPECT_DOUBLE_EQ(view.tau(), 1);
+    auto expect_bars = [&](double nu, double tau) {
+        const double original = nu * 1000 + tau * 0;
+        ASSERT_EQ(view.energyBars()->data()->size(), 3);
+        EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(0)->value, 1.0);
+        EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(1)->value, (nu * 200 + tau * 300) / original);
+        EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(2)->value, (nu * 250 + tau * 400) / original);
+    };
+    expect_bars(5, 1); // 0.26, 0.33
+    EXPECT_TRUE(view.summary().contains("ω = E_TT / E_original = 0.2600")) << view.summary().toStdString();
+    view.nuSpin()->setValue(2); // as the user would: the bars follow at once
+    expect_bars(2, 1);          // 0.35, 0.45
+    EXPECT_DOUBLE_EQ(view.energyBars()->data()->at(1)->value, 0.35);
+    view.tauSpin()->setValue(3);
+    expect_bars(2, 3); // 0.65, 0.85
+    EXPECT_TRUE(view.summary().contains("ν 2, τ 3: ω = E_TT / E_original = 0.6500"))
+        << view.summary().toStdString();
+    EXPECT_GE(view.energyBars()->valueAxis()->range().upper, 1.0);
+    view.setWeights(5, 1);
+    expect_bars(5, 1);
+    EXPECT_DOUBLE_EQ(view.nuSpin()->value(), 5);
+
+    const auto e = weighedEnergy(c, 5, 1);
+    EXPECT_DOUBLE_EQ(e.original, 5000);
+    EXPECT_DOUBLE_EQ(e.tt, 1300);
+    EXPECT_DOUBLE_EQ(e.svd, 1650);
+    EXPECT_TRUE(view.nuSpin()->toolTip().contains("E = ν · memory accesses + τ · arithmetic operations"));
+    EXPECT_TRUE(about_text(view).contains("E = ν · memory accesses + τ · operations"))
+        << about_text(view).toStdString();
+    const auto stats = render_to_png(view, "tensor_train_weights.png");
+    EXPECT_GT(stats.drawn, 0.05);
 }
 
 // 50k tokens: 2k common on a circle, 48k rare in a disc; rare token r's
@@ -343,6 +413,87 @@ TEST(NeighbourGraphView, FiftyThousandPointsInAFewGraphsAndEdgesForTheChosenToke
                      view.plot()->yAxis->coordToPixel(view.data().y[45000]));
     const int hit = view.rareTokenAt(at, 1.0);
     EXPECT_EQ(hit, 45000);
+}
+
+// The rare token farthest towards the scatter's top-left corner, where an inset
+// legend would sit.
+int top_left_rare(const NeighbourGraphData& d)
+{
+    int best = d.rare[0];
+    for (int id : d.rare)
+        if (d.y[id] - d.x[id] > d.y[best] - d.x[best])
+            best = id;
+    return best;
+}
+
+QVector<QCPItemText*> labels(QCustomPlot* plot)
+{
+    QVector<QCPItemText*> out;
+    for (int i = 0; i < plot->itemCount(); ++i)
+        if (auto* text = qobject_cast<QCPItemText*>(plot->item(i)))
+            out << text;
+    return out;
+}
+
+TEST(NeighbourGraphView, LegendSitsOutsideTheScatterSoItNeverHidesTheSelection)
+{
+    NeighbourGraphView view;
+    view.setData(fifty_thousand_tokens(5));
+    const int chosen = top_left_rare(view.data());
+    ASSERT_TRUE(view.selectToken(chosen));
+    render_to_png(view, "neighbour_graph_legend.png");
+    QCustomPlot* plot = view.plot();
+    QCPAxisRect* scatter = plot->axisRect();
+    ASSERT_NE(scatter, view.histogramRect());
+    ASSERT_TRUE(plot->legend->visible());
+    EXPECT_GT(plot->legend->itemCount(), 5);
+    for (const QSize size : {QSize(1000, 700), QSize(336, 208)}) { // the window, and a single-column figure
+        plot->toPixmap(size.width(), size.height());               // lays the plot out at that size
+        const QRect legend = plot->legend->outerRect();
+        EXPECT_FALSE(legend.isEmpty());
+        EXPECT_FALSE(legend.intersects(scatter->rect())) << size.width();
+        const auto texts = labels(plot);
+        ASSERT_EQ(texts.size(), 6); // the chosen token and its 5 neighbours
+        for (auto* text : texts) {
+            const QPointF at = text->position->pixelPosition();
+            EXPECT_TRUE(scatter->rect().contains(at.toPoint())); // the labels are on the scatter ...
+            EXPECT_FALSE(legend.contains(at.toPoint()));         // ... and none under the legend
+        }
+        const QPointF token(scatter->axis(QCPAxis::atBottom)->coordToPixel(view.data().x[chosen]),
+                            scatter->axis(QCPAxis::atLeft)->coordToPixel(view.data().y[chosen]));
+        EXPECT_FALSE(legend.contains(token.toPoint()));
+    }
+}
+
+TEST(NeighbourGraphView, HistogramLabelFitsASingleColumnFigure)
+{
+    NeighbourGraphView view;
+    view.setData(fifty_thousand_tokens(5));
+    ASSERT_TRUE(view.search("tok2007"));
+    render_to_png(view, "neighbour_graph_window.png");
+    QCustomPlot* plot = view.plot();
+    const int width = qRound(kSingleColumnInches * 96), height = qRound(kSingleColumnInches * 0.62 * 96);
+    plot->toPixmap(width, height); // the layout exportFigure uses at this preset
+    QCPAxis* axis = view.histogramRect()->axis(QCPAxis::atBottom);
+    const QRect inner = view.histogramRect()->rect();
+    // QCustomPlot centres the label on the axis; its box is what the text needs.
+    QRect label = QFontMetrics(axis->labelFont()).boundingRect(QRect(), Qt::TextDontClip, axis->label());
+    label.moveCenter(QPoint(inner.center().x(), label.center().y()));
+    EXPECT_GE(label.left(), 0) << label.left();
+    EXPECT_LE(label.right(), width - 1) << label.right() << " of " << width;
+    EXPECT_LE(label.width(), inner.width());
+    EXPECT_LE(view.histogramRect()->outerRect().bottom(), height);
+
+    // The exported figure: nothing is cut at its right edge, where the label used to be.
+    const FigureOptions o{.width_in = kSingleColumnInches, .aspect = 0.62, .dpi = 150, .publication = true};
+    ASSERT_EQ(exportFigure(plot, "neighbour_graph_single_column.png", o), ""); // kept next to the binary
+    const QImage png = QImage("neighbour_graph_single_column.png").convertToFormat(QImage::Format_RGB32);
+    ASSERT_FALSE(png.isNull());
+    int dark = 0;
+    for (int y = 0; y < png.height(); ++y)
+        for (int x = png.width() - 3; x < png.width(); ++x)
+            dark += qGray(png.pixel(x, y)) < 160;
+    EXPECT_EQ(dark, 0);
 }
 
 TEST(FigureExport, WritesPngAtTheDpiPdfAndSvgAndRestoresTheStyle)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -21,10 +22,10 @@ struct Band {
     QColor colour;
 };
 const Band kBands[] = {{0.5, "rare, cos < 0.5", {214, 39, 40}},
-                       {0.7, "rare, cos 0.5–0.7", {255, 127, 14}},
-                       {0.8, "rare, cos 0.7–0.8", {188, 189, 34}},
-                       {0.9, "rare, cos 0.8–0.9", {44, 160, 44}},
-                       {2.0, "rare, cos ≥ 0.9", {31, 119, 180}}};
+                       {0.7, "cos 0.5–0.7", {255, 127, 14}},
+                       {0.8, "cos 0.7–0.8", {188, 189, 34}},
+                       {0.9, "cos 0.8–0.9", {44, 160, 44}},
+                       {2.0, "cos ≥ 0.9", {31, 119, 180}}};
 constexpr int kBandCount = 5;
 constexpr int kFirstBand = 1;              // graph 0: common tokens
 constexpr int kSelection = 1 + kBandCount; // graph: the selected token and its neighbours
@@ -35,7 +36,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     : QWidget(parent), plot_(new QCustomPlot(this)), search_(new QLineEdit(this)), stats_(new QLabel(this))
 {
     auto* common = plot_->addGraph();
-    common->setName("common (kept exactly)");
+    common->setName("common (kept)");
     // Common tokens are few: draw them above the rare ones so they stay visible.
     plot_->addLayer("common", plot_->layer("main"), QCustomPlot::limAbove);
     common->setLayer("common");
@@ -56,16 +57,41 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     selection->setLayer("selection");
     plot_->xAxis->setLabel("principal component 1");
     plot_->yAxis->setLabel("principal component 2");
-    plot_->legend->setVisible(true);
-    plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignLeft | Qt::AlignTop);
     plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    // Top: the scatter and the histogram side by side; under both, the legend.
+    // Outside the axis rect it can never hide the selected token's edges and labels.
+    auto* scatter = plot_->axisRect();
+    auto* top = new QCPLayoutGrid;
+    plot_->plotLayout()->take(scatter);
+    plot_->plotLayout()->addElement(0, 0, top);
+    top->addElement(0, 0, scatter); // first, so plot_->axisRect() stays the scatter
+    scatter->insetLayout()->take(plot_->legend);
+    plot_->plotLayout()->addElement(1, 0, plot_->legend);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.001); // as tall as its entries need
+    plot_->plotLayout()->setRowSpacing(0);
+    plot_->legend->setVisible(true);
+    plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    plot_->legend->setWrap(3); // 2 rows of 3: narrow enough for a single-column figure
+    plot_->legend->setBorderPen(Qt::NoPen);
+    plot_->legend->setFont(QFont(font().family(), 8));
+    plot_->legend->setMargins(QMargins(4, 0, 4, 2));
+    plot_->legend->setIconSize(10, 10); // the points are dots: a small swatch says it
+    plot_->legend->setIconTextPadding(3);
 
     hist_rect_ = new QCPAxisRect(plot_);
     hist_rect_->setRangeDrag({});
     hist_rect_->setRangeZoom({});
-    plot_->plotLayout()->addElement(0, 1, hist_rect_);
-    plot_->plotLayout()->setColumnStretchFactor(1, 0.45);
-    hist_rect_->axis(QCPAxis::atBottom)->setLabel("reconstruction cosine of rare rows");
+    top->addElement(0, 1, hist_rect_);
+    top->setColumnStretchFactor(1, 0.45);
+    // Two short lines, and an axis at least as wide as the longest: the label is
+    // centred on the axis, so it stays inside the figure even at single-column width.
+    QCPAxis* cosine_axis = hist_rect_->axis(QCPAxis::atBottom);
+    cosine_axis->setLabel("reconstruction\ncosine");
+    QFont label_font = cosine_axis->labelFont();
+    label_font.setPointSizeF(std::max(label_font.pointSizeF(), 9.0)); // covers the export's 8 pt type
+    const QFontMetrics metrics(label_font);
+    hist_rect_->setMinimumSize(
+        metrics.boundingRect(QRect(), Qt::TextDontClip, cosine_axis->label()).width() + 4, 0);
     hist_rect_->axis(QCPAxis::atLeft)->setLabel("rare tokens");
     hist_ = new QCPBars(hist_rect_->axis(QCPAxis::atBottom), hist_rect_->axis(QCPAxis::atLeft));
     hist_->setBrush(QColor(31, 119, 180, 170));

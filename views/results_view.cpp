@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <qcustomplot.h>
 
 namespace embedlab::views {
@@ -41,9 +42,29 @@ QStandardItem* numberItem(double v, const QString& shown)
     return item;
 }
 
+// Not finite (a flat row's cosine: nothing to compare) is an empty CSV field,
+// JSON null and a dash in the table; each reads back as NaN.
 QString full(double v)
 {
-    return QString::number(v, 'g', 17);
+    return std::isfinite(v) ? QString::number(v, 'g', 17) : QString();
+}
+
+double csvNumber(const QString& field)
+{
+    bool ok = false;
+    const double v = field.toDouble(&ok);
+    return ok ? v : std::numeric_limits<double>::quiet_NaN();
+}
+
+double jsonNumber(const QJsonObject& o, const char* key)
+{
+    const auto v = o.value(key);
+    return v.isDouble() ? v.toDouble() : std::numeric_limits<double>::quiet_NaN();
+}
+
+QString shown(double v, int decimals)
+{
+    return std::isfinite(v) ? QString::number(v, 'f', decimals) : QString::fromUtf8("\u2013");
 }
 
 QString csvField(const QString& s)
@@ -189,11 +210,11 @@ int ResultsView::addRow(const ResultRow& r)
     QList<QStandardItem*> items{textItem(r.method),
                                 textItem(r.parameters),
                                 numberItem(r.params, QLocale().toString(r.params, 'f', 0)),
-                                numberItem(r.ratio, QString::number(r.ratio, 'f', 4)),
-                                numberItem(r.ppl, QString::number(r.ppl, 'f', 3)),
-                                numberItem(r.delta_ln_ppl, QString::number(r.delta_ln_ppl, 'f', 4)),
-                                numberItem(r.cosine, QString::number(r.cosine, 'f', 4)),
-                                numberItem(r.seconds, QString::number(r.seconds, 'f', 1)),
+                                numberItem(r.ratio, shown(r.ratio, 4)),
+                                numberItem(r.ppl, shown(r.ppl, 3)),
+                                numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
+                                numberItem(r.cosine, shown(r.cosine, 4)),
+                                numberItem(r.seconds, shown(r.seconds, 1)),
                                 textItem(r.host)};
     for (auto* item : items)
         item->setData(index, kRowRole);
@@ -339,8 +360,8 @@ QVector<ResultRow> ResultsView::fromCsv(const QString& csv)
         const auto& f = records[i];
         if (f.size() != kColumns.size())
             continue;
-        rows.push_back({f[0], f[1], f[2].toDouble(), f[3].toDouble(), f[4].toDouble(), f[5].toDouble(),
-                        f[6].toDouble(), f[7].toDouble(), f[8]});
+        rows.push_back({f[0], f[1], csvNumber(f[2]), csvNumber(f[3]), csvNumber(f[4]), csvNumber(f[5]),
+                        csvNumber(f[6]), csvNumber(f[7]), f[8]});
     }
     return rows;
 }
@@ -350,9 +371,9 @@ QVector<ResultRow> ResultsView::fromJson(const QByteArray& json)
     QVector<ResultRow> rows;
     for (const auto& v : QJsonDocument::fromJson(json).object().value("results").toArray()) {
         const auto o = v.toObject();
-        rows.push_back({o["method"].toString(), o["parameters"].toString(), o["params"].toDouble(),
-                        o["ratio"].toDouble(), o["ppl"].toDouble(), o["delta_ln_ppl"].toDouble(),
-                        o["cosine"].toDouble(), o["seconds"].toDouble(), o["host"].toString()});
+        rows.push_back({o["method"].toString(), o["parameters"].toString(), jsonNumber(o, "params"),
+                        jsonNumber(o, "ratio"), jsonNumber(o, "ppl"), jsonNumber(o, "delta_ln_ppl"),
+                        jsonNumber(o, "cosine"), jsonNumber(o, "seconds"), o["host"].toString()});
     }
     return rows;
 }

@@ -1,6 +1,7 @@
 #include "spectrum_view.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <QHBoxLayout>
 #include <QLabel>
@@ -9,6 +10,38 @@
 #include <qcustomplot.h>
 
 namespace embedlab::views {
+
+namespace {
+
+// Overlay colours: none is the main curve's blue or the explained variance's red.
+const QVector<QColor> kOverlayPalette{{44, 160, 44},   {148, 103, 189}, {255, 127, 14}, {140, 86, 75},
+                                      {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
+
+QColor groupColour(int group, int groups)
+{
+    if (groups <= kOverlayPalette.size())
+        return kOverlayPalette[group];
+    return QColor::fromHsvF(0.8 * group / (groups - 1), 0.8, 0.75); // many layers: a hue ramp
+}
+
+// Positions 1..n and values, each eigenvalue as a share of the curve's total when
+// `shares`. A log axis cannot show zero: values are clamped to a tiny positive floor.
+void curvePoints(const QVector<double>& eigenvalues, bool shares, QVector<double>& k, QVector<double>& values)
+{
+    double total = 0;
+    for (double e : eigenvalues)
+        total += std::max(e, 0.0);
+    const int n = static_cast<int>(eigenvalues.size());
+    k.resize(n);
+    values.resize(n);
+    for (int i = 0; i < n; ++i) {
+        k[i] = i + 1;
+        const double v = shares ? (total > 0 ? eigenvalues[i] / total : 0.0) : eigenvalues[i];
+        values[i] = std::max(v, 1e-12);
+    }
+}
+
+} // namespace
 
 SpectrumView::SpectrumView(QWidget* parent)
     : QWidget(parent), plot_(new QCustomPlot(this)), spin_(new QSpinBox(this)), stats_(new QLabel(this))
@@ -27,7 +60,10 @@ SpectrumView::SpectrumView(QWidget* parent)
     plot_->yAxis2->setLabel("explained variance");
     plot_->xAxis->setLabel("component k");
     plot_->legend->setVisible(true);
+    plot_->legend->setWrap(12); // many overlay groups flow into further columns
     plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignRight | Qt::AlignVCenter);
+    // Overlays are drawn behind this model's curves.
+    plot_->addLayer("overlays", plot_->layer("main"), QCustomPlot::limBelow);
     marker_ = new QCPItemStraightLine(plot_);
     marker_->setPen(QPen(Qt::darkGray, 1.5, Qt::DashLine));
     // Press or drag on the plot moves the marker.
@@ -47,7 +83,9 @@ SpectrumView::SpectrumView(QWidget* parent)
         "λ<sub>1</sub> ≥ λ<sub>2</sub> ≥ … (log scale), red the share of variance the first k directions "
         "keep, Σ<sub>i≤k</sub> λ<sub>i</sub> / Σ λ<sub>i</sub>. Keeping k gives E ≈ 1μ + Z P with Z = "
         "(E − 1μ)U<sub>k</sub> (V×k) and P = U<sub>k</sub><sup>T</sup> (k×d), stored in V k + k d + d values "
-        "instead of V d. Drag the dashed marker (or use the spin box) to choose k.",
+        "instead of V d. Drag the dashed marker (or use the spin box) to choose k. With overlays (other "
+        "models, or FLAT-LLM's per-head value spectra, thin, one colour per layer) every curve is drawn as "
+        "its share λ<sub>i</sub> / Σ λ, so tables of different d and scale compare.",
         this);
     about->setWordWrap(true);
     auto* row = new QHBoxLayout;
@@ -63,22 +101,74 @@ void SpectrumView::setData(const SpectrumData& data)
 {
     data_ = data;
     const int d = static_cast<int>(data.eigenvalues.size());
-    QVector<double> k(d), values(d);
-    for (int i = 0; i < d; ++i) {
+    drawCurves();
+    QVector<double> k(d);
+    for (int i = 0; i < d; ++i)
         k[i] = i + 1;
-        // A log axis cannot show zero: clamp to a tiny positive floor.
-        values[i] = std::max(data.eigenvalues[i], 1e-12);
-    }
-    plot_->graph(0)->setData(k, values, true);
     plot_->graph(1)->setData(k, data.explained.size() == d ? data.explained : QVector<double>(d, 0.0), true);
-    plot_->xAxis->setRange(0.5, std::max(d, 1) + 0.5);
-    if (d > 0) { // every eigenvalue visible, with a margin on the log scale
-        const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-        plot_->yAxis->setRange(*lo / 1.5, *hi * 1.5);
-    }
     spin_->setRange(1, std::max(d, 1));
     setRank(std::clamp(rank_, 1, std::max(d, 1)));
     plot_->replot();
+}
+
+void SpectrumView::setOverlays(const QVector<SpectrumOverlay>& overlays)
+{
+    overlays_ = overlays;
+    for (auto* g : overlay_graphs_)
+        plot_->removeGraph(g);
+    overlay_graphs_.clear();
+    QStringList groups;
+    for (const auto& o : overlays)
+        if (!o.group.isEmpty() && !groups.contains(o.group))
+            groups << o.group;
+    int ungrouped = 0;
+    for (const auto& o : overlays) {
+        auto* g = plot_->addGraph(plot_->xAxis, plot_->yAxis);
+        g->setLayer("overlays");
+        if (o.group.isEmpty()) {
+            g->setName(o.name);
+            g->setPen(QPen(kOverlayPalette[ungrouped++ % kOverlayPalette.size()], 1.6));
+        } else { // dozens of heads: thin, see-through, one legend entry per group
+            const int group = static_cast<int>(groups.indexOf(o.group));
+            QColor colour = groupColour(group, static_cast<int>(groups.size()));
+            colour.setAlpha(110);
+            g->setName(o.group);
+            g->setPen(QPen(colour, 0.9));
+            const bool first = std::none_of(overlay_graphs_.begin(), overlay_graphs_.end(),
+                                            [&](QCPGraph* h) { return h->name() == o.group; });
+            if (!first)
+                g->removeFromLegend();
+        }
+        overlay_graphs_.push_back(g);
+    }
+    drawCurves();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void SpectrumView::drawCurves()
+{
+    const bool shares = !overlays_.isEmpty();
+    plot_->graph(0)->setName(shares ? "this model" : "eigenvalue");
+    plot_->yAxis->setLabel(shares ? "share of variance λᵢ / Σ λ (each curve)"
+                                  : "eigenvalue of the covariance");
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    int longest = static_cast<int>(data_.eigenvalues.size());
+    auto draw = [&](QCPGraph* graph, const QVector<double>& eigenvalues) {
+        QVector<double> k, values;
+        curvePoints(eigenvalues, shares, k, values);
+        graph->setData(k, values, true);
+        for (double v : values) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+        longest = std::max(longest, static_cast<int>(values.size()));
+    };
+    draw(plot_->graph(0), data_.eigenvalues);
+    for (int i = 0; i < overlay_graphs_.size(); ++i)
+        draw(overlay_graphs_[i], overlays_[i].eigenvalues);
+    plot_->xAxis->setRange(0.5, std::max(longest, 1) + 0.5);
+    if (hi > 0) // every value visible, with a margin on the log scale
+        plot_->yAxis->setRange(lo / 1.5, hi * 1.5);
 }
 
 void SpectrumView::setRank(int k)

@@ -1,7 +1,10 @@
 // The embedding's covariance spectrum: eigenvalues (log scale) and cumulative
 // explained variance, with a rank marker the user drags (or sets in the spin
-// box) that shows what PCA at that rank keeps and costs. Every number shown is
-// given in SpectrumData (computed by the engine); the view only lays it out.
+// box) that shows what PCA at that rank keeps and costs. Overlays add other
+// spectra (other models, FLAT-LLM's per-head value spectra); with overlays every
+// curve is drawn as its share of variance, so tables of different d and scale
+// compare. Every number shown is given (computed by the engine); the view only
+// lays it out.
 #pragma once
 
 #include <QString>
@@ -9,6 +12,7 @@
 #include <QWidget>
 
 class QCustomPlot;
+class QCPGraph;
 class QCPItemStraightLine;
 class QLabel;
 class QSpinBox;
@@ -25,6 +29,15 @@ struct SpectrumData {
     double original_params = 0;     // V x d
 };
 
+// One extra curve. Curves with the same non-empty group (e.g. "layer 3" for that
+// layer's value heads) are drawn thin and semi-transparent in one colour with a
+// single legend entry; ungrouped curves get their own colour and entry.
+struct SpectrumOverlay {
+    QString name;
+    QVector<double> eigenvalues; // descending
+    QString group;
+};
+
 class SpectrumView : public QWidget {
     Q_OBJECT
 public:
@@ -34,6 +47,11 @@ public:
     int rank() const { return rank_; }
     QCustomPlot* plot() const { return plot_; }
     QString summary() const; // the text under the plot
+    // Extra curves; while any are set, every curve shows lambda_i / sum lambda.
+    void setOverlays(const QVector<SpectrumOverlay>& overlays);
+    void clearOverlays() { setOverlays({}); }
+    const QVector<SpectrumOverlay>& overlays() const { return overlays_; }
+    QVector<QCPGraph*> overlayGraphs() const { return overlay_graphs_; } // one per overlay, in order
 
 public slots:
     void setRank(int k); // clamped to 1..d
@@ -43,12 +61,15 @@ signals:
 
 private:
     void dragTo(QMouseEvent* event);
+    void drawCurves(); // the main spectrum and the overlays, absolute or as shares
 
     QCustomPlot* plot_;
     QCPItemStraightLine* marker_;
     QSpinBox* spin_;
     QLabel* stats_;
     SpectrumData data_;
+    QVector<SpectrumOverlay> overlays_;
+    QVector<QCPGraph*> overlay_graphs_;
     int rank_ = 1;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -11,10 +13,40 @@ namespace embedlab::views {
 namespace {
 const QVector<QColor> kPalette{{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
                                {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
+const char* kEnergyFormula =
+    "Energy E = ν · memory accesses + τ · arithmetic operations (TensorSLM eqs. 2–5; METHODS 5).\n"
+    "ω = E_TT / E_original; bars are each energy / E_original. Defaults ν = 5, τ = 1 (ν/τ = 5).";
+
+QDoubleSpinBox* weightSpin(const QString& prefix, double value, QWidget* parent)
+{
+    auto* spin = new QDoubleSpinBox(parent);
+    spin->setPrefix(prefix);
+    spin->setRange(0, 1000);
+    spin->setDecimals(2);
+    spin->setSingleStep(0.5);
+    spin->setValue(value);
+    spin->setToolTip(kEnergyFormula);
+    return spin;
+}
+
+bool counted(const TensorTrainCandidate& c)
+{
+    return c.accesses_original > 0 || c.accesses_tt > 0 || c.accesses_svd > 0 || c.operations_original > 0 ||
+           c.operations_tt > 0 || c.operations_svd > 0;
+}
+} // namespace
+
+TensorTrainEnergy weighedEnergy(const TensorTrainCandidate& c, double nu, double tau)
+{
+    if (!counted(c)) // only the engine's energies at its own weights
+        return {c.energy_original, c.energy_tt, c.energy_svd};
+    return {nu * c.accesses_original + tau * c.operations_original,
+            nu * c.accesses_tt + tau * c.operations_tt, nu * c.accesses_svd + tau * c.operations_svd};
 }
 
 TensorTrainView::TensorTrainView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), stats_(new QLabel(this))
+    : QWidget(parent), plot_(new QCustomPlot(this)), nu_(weightSpin("ν = ", 5, this)),
+      tau_(weightSpin("τ = ", 1, this)), stats_(new QLabel(this))
 {
     auto* left = plot_->axisRect();
     left->axis(QCPAxis::atBottom)->setLabel("compression ratio (TT values / V d)");
@@ -22,7 +54,7 @@ TensorTrainView::TensorTrainView(QWidget* parent)
     energy_rect_ = new QCPAxisRect(plot_);
     plot_->plotLayout()->addElement(0, 1, energy_rect_);
     plot_->plotLayout()->setColumnStretchFactor(1, 0.6);
-    energy_rect_->axis(QCPAxis::atLeft)->setLabel("energy / original (ν + τ terms)");
+    energy_rect_->axis(QCPAxis::atLeft)->setLabel("energy / original (ν·accesses + τ·ops)");
     auto ticker = QSharedPointer<QCPAxisTickerText>::create();
     ticker->addTicks({1, 2, 3}, {"original", "TT", "SVD (same size)"});
     energy_rect_->axis(QCPAxis::atBottom)->setTicker(ticker);
@@ -48,15 +80,25 @@ TensorTrainView::TensorTrainView(QWidget* parent)
         "I<sub>1</sub>×…×I<sub>N</sub> (product d) and split by TT-SVD into cores of size "
         "r<sub>k−1</sub>×I<sub>k</sub>×r<sub>k</sub>; a token then costs Σ r<sub>k−1</sub> I<sub>k</sub> "
         "r<sub>k</sub> values. Left: error against size for each shape as the accuracy eps varies "
-        "(click a point). Right: TensorSLM's energy model (memory ν, arithmetic τ, ν/τ = 5) "
-        "of the original table, the chosen TT and an SVD with as many values.",
+        "(click a point). Right: TensorSLM's energy model E = ν · memory accesses + τ · operations "
+        "(defaults ν = 5, τ = 1; set them for your device) of the original table, the chosen TT and an "
+        "SVD with as many values, each over the original's; ω = E<sub>TT</sub> / E<sub>original</sub>.",
         this);
     about->setWordWrap(true);
     stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    stats_->setWordWrap(true);
+    stats_->setToolTip(kEnergyFormula);
+    const auto reweigh = [this] { setSelected(selected_); };
+    connect(nu_, &QDoubleSpinBox::valueChanged, this, reweigh);
+    connect(tau_, &QDoubleSpinBox::valueChanged, this, reweigh);
+    auto* row = new QHBoxLayout;
+    row->addWidget(nu_);
+    row->addWidget(tau_);
+    row->addWidget(stats_, 1);
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(about);
     layout->addWidget(plot_, 1);
-    layout->addWidget(stats_);
+    layout->addLayout(row);
     setData({});
 }
 
@@ -101,10 +143,10 @@ void TensorTrainView::setSelected(int candidate)
     if (candidate >= 0) {
         const auto& c = data_.candidates[candidate];
         ring_->addData(c.ratio, c.relative_error);
-        const double base = c.energy_original > 0 ? c.energy_original : 1.0;
-        bars_->setData({1, 2, 3}, {c.energy_original / base, c.energy_tt / base, c.energy_svd / base}, true);
-        energy_rect_->axis(QCPAxis::atLeft)
-            ->setRange(0, 1.1 * std::max({1.0, c.energy_tt / base, c.energy_svd / base}));
+        const auto e = weighedEnergy(c, nu(), tau());
+        const double base = e.original > 0 ? e.original : 1.0;
+        bars_->setData({1, 2, 3}, {e.original / base, e.tt / base, e.svd / base}, true);
+        energy_rect_->axis(QCPAxis::atLeft)->setRange(0, 1.1 * std::max({1.0, e.tt / base, e.svd / base}));
     }
     stats_->setText(summary());
     plot_->replot(QCustomPlot::rpQueuedReplot);
@@ -112,22 +154,44 @@ void TensorTrainView::setSelected(int candidate)
         emit candidateSelected(candidate);
 }
 
+double TensorTrainView::nu() const
+{
+    return nu_->value();
+}
+
+double TensorTrainView::tau() const
+{
+    return tau_->value();
+}
+
+void TensorTrainView::setWeights(double nu, double tau)
+{
+    const QSignalBlocker block_nu(nu_), block_tau(tau_); // one redraw, not two
+    nu_->setValue(nu);
+    tau_->setValue(tau);
+    setSelected(selected_);
+}
+
 QString TensorTrainView::summary() const
 {
     if (selected_ < 0)
         return "no Tensor-Train candidates";
     const auto& c = data_.candidates[selected_];
+    const auto e = weighedEnergy(c, nu(), tau());
+    const QString weights = counted(c) ? QString("ν %1, τ %2").arg(nu(), 0, 'g', 4).arg(tau(), 0, 'g', 4)
+                                       : QString("the engine's ν 5, τ 1");
     return QString("shape %1, eps %2, ranks %3: ratio %4, relative error %5, mean cosine %6; "
-                   "energy TT %7 and SVD rank %8 %9 of the original")
+                   "energy at %7: ω = E_TT / E_original = %8, SVD rank %9 %10 of the original")
         .arg(c.shape)
         .arg(c.eps, 0, 'g', 3)
         .arg(c.ranks)
         .arg(c.ratio, 0, 'f', 4)
         .arg(c.relative_error, 0, 'f', 4)
         .arg(c.mean_cosine, 0, 'f', 4)
-        .arg(c.energy_original > 0 ? c.energy_tt / c.energy_original : 0.0, 0, 'f', 4)
+        .arg(weights)
+        .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
         .arg(c.svd_rank)
-        .arg(c.energy_original > 0 ? c.energy_svd / c.energy_original : 0.0, 0, 'f', 4);
+        .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4);
 }
 
 } // namespace embedlab::views

@@ -1,7 +1,9 @@
 // Tensor-Train candidates for the embedding (METHODS 5): for each factorisation
 // of d, the reconstruction error against the compression ratio as eps varies
 // (one series per shape), and the energy model for the selected candidate:
-// original table vs TT vs the SVD of equal size. Numbers come from the engine.
+// original table vs TT vs the SVD of equal size, re-weighed live by the memory
+// and arithmetic weights nu and tau. Numbers come from the engine; the view only
+// weighs the given counts.
 #pragma once
 
 #include <QString>
@@ -12,6 +14,7 @@ class QCustomPlot;
 class QCPAxisRect;
 class QCPBars;
 class QCPCurve;
+class QDoubleSpinBox;
 class QLabel;
 
 namespace embedlab::views {
@@ -21,8 +24,18 @@ struct TensorTrainCandidate {
     QString ranks; // "1,4,4,1"
     double eps = 0, ratio = 0, relative_error = 0, mean_cosine = 0;
     int svd_rank = 0;                                          // SVD rank with about the TT's parameters
-    double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms
+    double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms at nu 5, tau 1
+    // The energy model's counts (METHODS 5), so the view can re-weigh them:
+    // energy = nu * accesses + tau * operations. All zero: only energy_* is known.
+    double accesses_original = 0, accesses_tt = 0, accesses_svd = 0;
+    double operations_original = 0, operations_tt = 0, operations_svd = 0;
 };
+
+// Energies of the original table, the TT and the equal-size SVD at weights nu, tau.
+struct TensorTrainEnergy {
+    double original = 0, tt = 0, svd = 0;
+};
+TensorTrainEnergy weighedEnergy(const TensorTrainCandidate& c, double nu, double tau);
 
 struct TensorTrainData {
     QString label;
@@ -37,12 +50,17 @@ public:
     void setData(const TensorTrainData& data);
     const TensorTrainData& data() const { return data_; }
     QCustomPlot* plot() const { return plot_; }
-    int selected() const { return selected_; } // candidate index, -1: none
-    QCPBars* energyBars() const { return bars_; }
+    int selected() const { return selected_; }       // candidate index, -1: none
+    QCPBars* energyBars() const { return bars_; }    // energy / original energy at nu, tau
+    QDoubleSpinBox* nuSpin() const { return nu_; }   // memory-access weight, default 5
+    QDoubleSpinBox* tauSpin() const { return tau_; } // operation weight, default 1
+    double nu() const;
+    double tau() const;
     QString summary() const;
 
 public slots:
     void setSelected(int candidate);
+    void setWeights(double nu, double tau);
 
 signals:
     void candidateSelected(int candidate);
@@ -52,6 +70,8 @@ private:
     QCPAxisRect* energy_rect_;
     QCPBars* bars_;
     QCPCurve* ring_;
+    QDoubleSpinBox* nu_;
+    QDoubleSpinBox* tau_;
     QLabel* stats_;
     TensorTrainData data_;
     QVector<QCPCurve*> series_;
