@@ -180,15 +180,31 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     if (ec)
         throw InputError(out.string() + ": cannot create the demo directory (" + ec.message() + ")");
 
-    struct Setting {
-        std::string method;
-        int64_t rank = 0;
-        double eps = 0;
-    };
-    const std::vector<Setting> settings =
-        request.quick ? std::vector<Setting>{{"pca", 16}, {"svd", 16}, {"tt", 0, 0.4}}
-                      : std::vector<Setting>{{"pca", 8},  {"pca", 16}, {"pca", 32},    {"pca", 64},
-                                             {"svd", 16}, {"svd", 32}, {"tt", 0, 0.2}, {"tt", 0, 0.4}};
+    // Every method at a few settings; the quick run keeps each one to seconds.
+    using R = CompressionRequest;
+    const std::vector<R> settings =
+        request.quick ? std::vector<R>{{.method = "pca", .rank = 16},
+                                       {.method = "svd", .rank = 16},
+                                       {.method = "tt", .eps = 0.4},
+                                       {.method = "lle", .keep_ratio = 0.5, .k = 4},
+                                       {.method = "fourier", .steps = 20},
+                                       {.method = "flat", .remaining = 0.5, .samples = 8, .seqlen = 64},
+                                       {.method = "pca", .rank = 16, .lora_rank = 4, .lora_steps = 10}}
+                      : std::vector<R>{{.method = "pca", .rank = 8},
+                                       {.method = "pca", .rank = 16},
+                                       {.method = "pca", .rank = 32},
+                                       {.method = "pca", .rank = 64},
+                                       {.method = "svd", .rank = 16},
+                                       {.method = "svd", .rank = 32},
+                                       {.method = "tt", .eps = 0.2},
+                                       {.method = "tt", .eps = 0.4},
+                                       {.method = "lle", .keep_ratio = 0.5, .k = 8},
+                                       {.method = "lle", .keep_ratio = 0.25, .k = 8},
+                                       {.method = "fourier", .mlp = "linear", .steps = 300},
+                                       {.method = "fourier", .mlp = "geglu", .steps = 300},
+                                       {.method = "flat", .remaining = 0.5, .allocation = "iprs"},
+                                       {.method = "flat", .remaining = 0.5, .allocation = "uniform"},
+                                       {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 100}};
     const int64_t eval_tokens = request.quick ? 512 : 4096;
     const auto figures = demo_figures(request, fs::path(text).filename().string());
     const size_t steps = settings.size() + figures.size();
@@ -208,13 +224,10 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         throw InputError(summary.error);
     views::ResultsView results;
     double ppl_original = 0;
-    for (const auto& s : settings) {
-        const std::string what =
-            s.method == "tt" ? "tt eps " + fixed(s.eps, 2) : s.method + " rank " + std::to_string(s.rank);
-        run_step(what + " + perplexity", [&](const ProgressFn& progress) {
-            const CompressionRequest c{
-                .method = s.method, .rank = s.rank, .eps = s.eps, .eval_tokens = eval_tokens};
-            const auto r = compress_and_evaluate(model, c, text, progress);
+    for (auto setting : settings) {
+        setting.eval_tokens = eval_tokens;
+        run_step(describe_request(setting) + " + perplexity", [&](const ProgressFn& progress) {
+            const auto r = compress_and_evaluate(model, setting, text, progress);
             ppl_original = r.ppl_original;
             results.addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
                             static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
@@ -247,10 +260,14 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         "The bundled model " + summary.path + " (" + summary.architecture + ", vocabulary " +
         std::to_string(summary.vocab_size) + ", d = " + std::to_string(summary.hidden_size) + ", " +
         std::to_string(summary.layers) + " layers, " + std::to_string(summary.total_parameters) +
-        " parameters) with its token embedding compressed by PCA, SVD and Tensor-Train (METHODS.md 1 and 5). "
+        " parameters), compressed by every method of METHODS.md: the token embedding by PCA (with and "
+        "without "
+        "LoRA recovery), SVD, Tensor-Train, LLE partial sparse coding of rare tokens and the Fourier MLP, "
+        "the attention values by FLAT-LLM. "
         "Perplexity on the first " +
         std::to_string(eval_tokens) + " tokens of " + text + " (original: " + fixed(ppl_original, 3) +
-        "); ratio = the embedding's stored values after / before, "
+        "); ratio = stored values after / before of the part compressed (the embedding; for flat the "
+        "value and output projections), "
         "delta ln PPL = ln PPL compressed - ln PPL original; a ratio above 1 means the factors store more "
         "values than the table (per-token TT at a small d). Run on " +
         (results.rows().isEmpty() ? std::string("this computer")

@@ -26,11 +26,24 @@ JobController::~JobController()
 int JobController::submit(const QString& name, Work work)
 {
     const int id = next_id_++;
-    queue_.push_back({id, name, std::move(work)});
+    queue_.push_back({id, name, work});
+    submitted_[id] = {id, name, std::move(work)};
     emit queued(id, name);
     if (running_ < 0)
         startNext();
     return id;
+}
+
+int JobController::resubmit(int id)
+{
+    const auto it = submitted_.find(id);
+    if (it == submitted_.end() || id == running_)
+        return -1;
+    for (const auto& queued : queue_)
+        if (queued.id == id)
+            return -1;
+    const Job job = it->second; // a copy: submit() adds to submitted_
+    return submit(job.name, job.work);
 }
 
 void JobController::cancel(int id)

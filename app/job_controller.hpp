@@ -15,6 +15,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "embedlab/error.hpp"
@@ -34,6 +35,8 @@ public:
 
     int submit(const QString& name, Work work); // returns the job id
     void cancel(int id);                        // queued: dropped; running: asked to stop
+    // Queues an ended job's work again under a new id (-1: unknown, queued or running).
+    int resubmit(int id);
     bool idle() const { return running_ < 0 && queue_.empty(); }
     int running() const { return running_; }
 
@@ -57,6 +60,7 @@ private:
     QThread* thread_;
     QObject* worker_; // lives on thread_
     std::deque<Job> queue_;
+    std::map<int, Job> submitted_; // every job's work, for resubmit()
     int next_id_ = 1;
     int running_ = -1;
     std::shared_ptr<std::atomic<bool>> cancel_;

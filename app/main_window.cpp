@@ -1,5 +1,6 @@
 #include "main_window.hpp"
 
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -62,7 +63,47 @@ MainWindow::MainWindow(QWidget* parent)
     layout->addWidget(facts_);
     layout->addWidget(chart_, 1);
     tabs_->addTab(model_panel, "Model");
-    tabs_->addTab(spectrum_, "Spectrum");
+    auto* spectrum_controls = new QWidget(this);
+    auto* sc = new QHBoxLayout(spectrum_controls);
+    sc->setContentsMargins(0, 0, 0, 0);
+    auto* compare = new QPushButton("Compare with model", this);
+    compare->setToolTip("Overlay another model's embedding spectrum (each curve as its share of variance)");
+    auto* compare_menu = new QMenu(compare);
+    connect(compare_menu, &QMenu::aboutToShow, this, [this, compare_menu] {
+        compare_menu->clear();
+        for (const QString& path : QSettings().value("models/recent").toStringList())
+            if (path != model_path_)
+                compare_menu->addAction(path, this, [this, path] { compareSpectrum(path); });
+        compare_menu->addSeparator();
+        compare_menu->addAction("Model directory...", this, [this] {
+            const QString dir = QFileDialog::getExistingDirectory(this, "Compare with a model directory");
+            if (!dir.isEmpty())
+                compareSpectrum(dir);
+        });
+        compare_menu->addAction("Model file (.gguf, .bin)...", this, [this] {
+            const QString file = QFileDialog::getOpenFileName(this, "Compare with a model file", {},
+                                                              "Models (*.gguf *.bin);;All files (*)");
+            if (!file.isEmpty())
+                compareSpectrum(file);
+        });
+    });
+    compare->setMenu(compare_menu);
+    value_heads_ = new QCheckBox("FLAT-LLM value-head spectra", this);
+    value_heads_->setToolTip(
+        "Overlay the eigenvalues of every layer's per-head value covariance C_h from the\n"
+        "FLAT-LLM calibration on the bundled sample text (METHODS 3), one colour per layer");
+    connect(value_heads_, &QCheckBox::toggled, this, &MainWindow::applySpectrumOverlays);
+    auto* clear = new QPushButton("Clear overlays", this);
+    connect(clear, &QPushButton::clicked, this, [this] {
+        model_overlays_.clear();
+        value_heads_->setChecked(false);
+        applySpectrumOverlays();
+    });
+    sc->addWidget(compare);
+    sc->addWidget(value_heads_);
+    sc->addWidget(clear);
+    sc->addStretch(1);
+    tabs_->addTab(withControls(spectrum_, spectrum_controls), "Spectrum");
     tabs_->addTab(allocation_, "IPRS allocation");
     auto* results_controls = new QWidget(this);
     auto* rc = new QHBoxLayout(results_controls);
@@ -72,7 +113,8 @@ MainWindow::MainWindow(QWidget* parent)
     export_button_->setToolTip("Write the selected row's compressed model (factorised, optionally dense)");
     connect(export_button_, &QPushButton::clicked, this, &MainWindow::chooseExport);
     tabs_->addTab(withControls(results_, results_controls), "Results");
-    connect(method_panel_, &MethodPanel::runRequested, this, &MainWindow::runCompression);
+    connect(method_panel_, &MethodPanel::runRequested, this,
+            [this] { runCompression(method_panel_->request(), method_panel_->evaluationText()); });
     // The rank dragged on the spectrum is the rank a pca/svd run uses.
     connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
     results_->table()->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -172,7 +214,7 @@ QWidget* MainWindow::withControls(QWidget* view, QWidget* controls)
 bool MainWindow::showView(const QString& name)
 {
     const QHash<QString, QWidget*> views{
-        {"model", tabs_->widget(0)},           {"spectrum", spectrum_},
+        {"model", tabs_->widget(0)},           {"spectrum", spectrum_->parentWidget()},
         {"allocation", allocation_},           {"results", results_->parentWidget()},
         {"fourier", fourier_->parentWidget()}, {"tt", tt_},
         {"lle", lle_->parentWidget()}};
@@ -192,7 +234,7 @@ QCustomPlot* MainWindow::currentPlot() const
     QWidget* tab = tabs_->currentWidget();
     if (tab == tabs_->widget(0))
         return chart_->plot();
-    if (tab == spectrum_)
+    if (tab == spectrum_->parentWidget())
         return spectrum_->plot();
     if (tab == allocation_)
         return allocation_->plot();
@@ -337,8 +379,12 @@ void MainWindow::trackJobs()
             item->setText(kState, text);
             if (job_clocks_.contains(id))
                 item->setText(kTime, QString::number(job_clocks_[id].elapsed() / 1000.0, 'f', 1) + " s");
-            if (text != "running" && text != "queued")
-                job_list_->setItemWidget(item, kCancel, nullptr);
+            if (text != "running" && text != "queued") {
+                auto* again = new QPushButton("Re-run", job_list_);
+                again->setToolTip("Queue this job again (a compression adds a new results row)");
+                connect(again, &QPushButton::clicked, this, [this, id] { jobs_.resubmit(id); });
+                job_list_->setItemWidget(item, kCancel, again);
+            }
         }
     };
     connect(&jobs_, &JobController::queued, this, [this](int id, const QString& name) {
@@ -389,7 +435,9 @@ void MainWindow::openModel(const QString& path)
             if (summary.error.empty()) {
                 model_path_ = path;
                 lazy_started_.clear();
+                head_overlays_.clear(); // the new model's arrive with its importance job
                 fourier_dir_.clear();
+                model_dim_ = summary.hidden_size;
                 method_panel_->setDimension(static_cast<int>(summary.hidden_size));
                 fourier_first_->setMaximum(static_cast<int>(std::max<int64_t>(summary.vocab_size - 2, 0)));
                 rememberModel(path);

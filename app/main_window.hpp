@@ -14,8 +14,10 @@
 #include "analyses.hpp"
 #include "job_controller.hpp"
 #include "model_summary.hpp"
+#include "spectrum_view.hpp"
 
 class QAction;
+class QCheckBox;
 class QCustomPlot;
 class QDoubleSpinBox;
 class QMenu;
@@ -48,13 +50,21 @@ public:
     // "model", "spectrum", "allocation", "results", "fourier", "tt", "lle"
     bool showView(const QString& name);
     static QStringList viewNames();
-    // Queues a compression of the shown model + evaluation on the sample text;
-    // a results row is added when it finishes. Returns the job id (-1: no model).
+    // Queues a compression of the shown model + evaluation on `evaluation_text`
+    // ("" = the bundled sample text); a results row is added when it finishes.
+    // Returns the job id, or -1 (no model, or check_request refused it: the
+    // status bar says why).
+    int runCompression(const CompressionRequest& request, const QString& evaluation_text = {});
+    // The method panel's other choices with this method, rank and eps.
     int runCompression(const QString& method, int rank, double eps);
     // Queues writing results row `row`'s compressed model to `dir` (the CLI's
     // compress layout; `dense` adds dir/dense/). Returns the job id, -1 if the row
     // did not come from a compression job. An existing dir fails unless `overwrite`.
     int exportCompressed(int row, const QString& dir, bool dense, bool overwrite);
+    // Queues the spectrum of `other` as an overlay on the Spectrum tab (-1: no model).
+    int compareSpectrum(const QString& other);
+    // Overlays FLAT-LLM's per-head value spectra (from the importance job) or not.
+    void showValueHeadSpectra(bool on);
     // Queue the lazy views' jobs now (-1: no model or already done/queued).
     int computeFourierMap();
     int computeTensorTrain();
@@ -90,6 +100,7 @@ private:
     void rememberModel(const QString& path);
     void fillRecentMenu();
     QWidget* withControls(QWidget* view, QWidget* controls);
+    void applySpectrumOverlays();
 
     QTabWidget* tabs_;
     QLabel* facts_;
@@ -115,10 +126,14 @@ private:
         CompressionRequest request;
     };
     QHash<int, RowSource> row_sources_;
+    QVector<views::SpectrumOverlay> model_overlays_; // other models' spectra
+    QVector<views::SpectrumOverlay> head_overlays_;  // the shown model's value heads
+    QCheckBox* value_heads_;
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;
     QString model_path_;         // the shown model ("" until one loaded)
+    int64_t model_dim_ = 0;      // its hidden size
     QSet<QString> lazy_started_; // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;
 };

@@ -1,7 +1,11 @@
 // The main window's engine jobs: what each view needs, computed on the engine
 // thread (analyses.hpp), converted to the view's plain struct on the GUI thread.
 #include <QDoubleSpinBox>
+#include <algorithm>
+
+#include <QCheckBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -9,6 +13,7 @@
 #include "analyses.hpp"
 #include "fourier_map_view.hpp"
 #include "main_window.hpp"
+#include "method_panel.hpp"
 #include "neighbour_graph_view.hpp"
 #include "rank_allocation_view.hpp"
 #include "results_view.hpp"
@@ -20,24 +25,38 @@ namespace embedlab::app {
 
 int MainWindow::runCompression(const QString& method, int rank, double eps)
 {
+    CompressionRequest request = method_panel_->request();
+    request.method = method.toStdString();
+    request.rank = rank;
+    request.eps = eps;
+    return runCompression(request, method_panel_->evaluationText());
+}
+
+int MainWindow::runCompression(const CompressionRequest& request, const QString& evaluation_text)
+{
     if (model_path_.isEmpty()) {
         statusBar()->showMessage("Open a model first");
         return -1;
     }
-    const CompressionRequest request{.method = method.toStdString(), .rank = rank, .eps = eps};
-    const QString what =
-        method == "tt" ? QString("tt eps %1").arg(eps) : QString("%1 rank %2").arg(method).arg(rank);
+    try {
+        check_request(request, model_dim_);
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(QString("Not run: %1").arg(QString::fromUtf8(e.what())));
+        return -1;
+    }
+    const std::string text =
+        evaluation_text.isEmpty() ? default_sample_text() : evaluation_text.toStdString();
     return jobs_.submit(
-        "compress " + what + " + perplexity",
-        [this, request, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
-            const auto r =
-                compress_and_evaluate(path.toStdString(), request, default_sample_text(), progress);
+        "compress " + QString::fromStdString(describe_request(request)) + " + perplexity",
+        [this, request, text, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
+            const auto r = compress_and_evaluate(path.toStdString(), request, text, progress);
             return [this, r, request, path] {
                 const int row =
                     results_->addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
                                       static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
                                       r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
-                row_sources_[row] = {path, request};
+                if (request.host.empty()) // a remote row's model stays on the host
+                    row_sources_[row] = {path, request};
                 results_->selectRow(row);
                 updateExportEnabled();
             };
@@ -78,8 +97,48 @@ void MainWindow::analyse(const QString& path)
                  [this, path](const ProgressFn& progress) -> std::function<void()> {
                      const auto r =
                          importance_allocations(path.toStdString(), default_sample_text(), 32, 128, progress);
-                     return [this, r, path] { allocation_->setData(allocation_view_data(r, path)); };
+                     return [this, r, path] {
+                         allocation_->setData(allocation_view_data(r, path));
+                         head_overlays_ = value_head_overlays(r);
+                         applySpectrumOverlays();
+                     };
                  });
+}
+
+int MainWindow::compareSpectrum(const QString& other)
+{
+    if (model_path_.isEmpty() || other.isEmpty())
+        return -1;
+    return jobs_.submit("spectrum of " + other + " (overlay)",
+                        [this, other](const ProgressFn& progress) -> std::function<void()> {
+                            const auto r = embedding_spectrum(other.toStdString(), progress);
+                            return [this, r, other] {
+                                const QString name = QFileInfo(other).fileName();
+                                model_overlays_.erase(
+                                    std::remove_if(model_overlays_.begin(), model_overlays_.end(),
+                                                   [&](const auto& o) { return o.name == name; }),
+                                    model_overlays_.end());
+                                model_overlays_.push_back(spectrum_overlay(r, name));
+                                applySpectrumOverlays();
+                            };
+                        });
+}
+
+void MainWindow::showValueHeadSpectra(bool on)
+{
+    value_heads_->setChecked(on); // toggled -> applySpectrumOverlays
+    applySpectrumOverlays();
+}
+
+void MainWindow::applySpectrumOverlays()
+{
+    auto all = model_overlays_;
+    if (value_heads_->isChecked())
+        all += head_overlays_;
+    if (all.isEmpty())
+        spectrum_->clearOverlays();
+    else
+        spectrum_->setOverlays(all);
 }
 
 void MainWindow::computeShownView()

@@ -1,47 +1,256 @@
 #include "method_panel.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
+#include <QSettings>
 #include <QSpinBox>
+#include <QStackedWidget>
+#include <QVBoxLayout>
 
 namespace embedlab::app {
 
-MethodPanel::MethodPanel(QWidget* parent)
-    : QWidget(parent), method_(new QComboBox(this)), rank_(new QSpinBox(this)),
-      eps_(new QDoubleSpinBox(this)), run_(new QPushButton("Run", this))
+namespace {
+
+const QString kThisComputer = "This computer";
+
+QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value, const QString& tip)
 {
-    method_->addItems({"pca", "svd", "tt"});
-    method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5)");
-    rank_->setPrefix("rank k = ");
-    rank_->setRange(1, 1024);
-    rank_->setValue(32);
-    eps_->setPrefix("eps = ");
-    eps_->setRange(0.01, 0.99);
-    eps_->setSingleStep(0.05);
-    eps_->setDecimals(2);
-    eps_->setValue(0.3);
-    eps_->setToolTip("TT-SVD accuracy: per-row relative error bound; the shape is the most balanced of d");
-    connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::showOptionsFor);
-    connect(run_, &QPushButton::clicked, this, &MethodPanel::run);
-    auto* layout = new QHBoxLayout(this);
+    auto* s = new QSpinBox(parent);
+    s->setPrefix(prefix);
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setToolTip(tip);
+    return s;
+}
+
+QDoubleSpinBox* real(QWidget* parent, const QString& prefix, double lo, double hi, double value,
+                     const QString& tip)
+{
+    auto* s = new QDoubleSpinBox(parent);
+    s->setPrefix(prefix);
+    s->setRange(lo, hi);
+    s->setSingleStep(0.05);
+    s->setDecimals(2);
+    s->setValue(value);
+    s->setToolTip(tip);
+    return s;
+}
+
+QWidget* page(QWidget* parent, std::initializer_list<QWidget*> widgets)
+{
+    auto* w = new QWidget(parent);
+    auto* layout = new QHBoxLayout(w);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(new QLabel("Compress the embedding with", this));
-    layout->addWidget(method_);
-    layout->addWidget(rank_);
-    layout->addWidget(eps_);
-    layout->addWidget(run_);
-    layout->addWidget(
-        new QLabel("and evaluate perplexity on the first 4096 tokens of the bundled sample text", this), 1);
+    for (QWidget* child : widgets)
+        layout->addWidget(child);
+    layout->addStretch(1);
+    return w;
+}
+
+} // namespace
+
+QStringList MethodPanel::methods()
+{
+    return {"pca", "svd", "tt", "lle", "fourier", "flat"};
+}
+
+MethodPanel::MethodPanel(QWidget* parent)
+    : QWidget(parent), method_(new QComboBox(this)), options_(new QStackedWidget(this)),
+      rank_(spin(this, "rank k = ", 1, 1024, 32, "Kept rank; drag the Spectrum tab's marker to set it")),
+      eps_(real(this, "eps = ", 0.01, 0.99, 0.3,
+                "TT-SVD accuracy: per-row relative error bound; the shape is the most balanced of d")),
+      keep_ratio_(real(this, "keep ", 0.01, 0.99, 0.5,
+                       "Share of the vocabulary kept as common rows (most frequent in the frequency text)")),
+      neighbours_(spin(this, "k = ", 1, 64, 8, "Common neighbours each rare row is rebuilt from (LLE)")),
+      mlp_(new QComboBox(this)),
+      steps_(spin(this, "", 1, 1000000, 300, "AdamW steps fitting the MLP to the table's rows")),
+      remaining_(real(this, "remaining ", 0.05, 1.0, 0.5,
+                      "Average remaining value rank ratio over the decoder layers (1 - sparsity)")),
+      allocation_(new QComboBox(this)),
+      samples_(spin(this, "", 1, 4096, 32, "Calibration windows drawn (seeded) from the calibration text")),
+      seqlen_(spin(this, "", 2, 8192, 128, "Tokens per calibration window")),
+      lora_(new QCheckBox("+ LoRA recovery", this)),
+      lora_rank_(spin(this, "r = ", 1, 1024, 8, "Adapter rank (alpha = 2 r)")),
+      lora_steps_(spin(this, "", 1, 1000000, 100, "Training steps of 8 windows each")),
+      target_(new QComboBox(this)), ssh_config_(new QLineEdit(this)), frequency_text_(new QLineEdit(this)),
+      calibration_text_(new QLineEdit(this)), train_text_(new QLineEdit(this)),
+      eval_text_(new QLineEdit(this)),
+      eval_tokens_(spin(this, "first ", 0, 100000000, 4096,
+                        "Perplexity on the evaluation text's first N tokens (all: every token)")),
+      run_(new QPushButton("Run", this))
+{
+    method_->addItems(methods());
+    method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5);\n"
+                        "lle: rare rows rebuilt from common neighbours (2); fourier: MLP of Fourier features "
+                        "(4);\nflat: head-wise PCA of the attention values with IPRS ranks (3)");
+    mlp_->addItems({"linear", "geglu"});
+    mlp_->setToolTip("linear: d -> d (reference code); geglu: hidden d / 4 (the paper's small variant)");
+    steps_->setSuffix(" steps");
+    allocation_->addItems({"iprs", "uniform"});
+    allocation_->setToolTip(
+        "iprs: ranks by layer importance (Algorithm 1); uniform: the same ratio everywhere");
+    samples_->setSuffix(" windows");
+    seqlen_->setPrefix("of ");
+    seqlen_->setSuffix(" tokens");
+    lora_->setToolTip("Train LoRA adapters on the compressed model (next-token loss on the training text)");
+    lora_steps_->setSuffix(" steps");
+    eval_tokens_->setSuffix(" tokens");
+    eval_tokens_->setSpecialValueText("all tokens");
+    target_->setEditable(true);
+    target_->addItem(kThisComputer);
+    target_->setToolTip(
+        "Where the job runs: this computer, or an ssh host ([user@]host[:port] or a name from\n"
+        "the ssh config) with embedlab-cli installed (pca, svd and tt; see README, Remote)");
+    target_->setMinimumContentsLength(14);
+    ssh_config_->setPlaceholderText("ssh config (default: ~/.ssh/config)");
+
+    options_->addWidget(page(this, {rank_}));                                      // pca, svd
+    options_->addWidget(page(this, {eps_}));                                       // tt
+    options_->addWidget(page(this, {keep_ratio_, neighbours_}));                   // lle
+    options_->addWidget(page(this, {mlp_, steps_}));                               // fourier
+    options_->addWidget(page(this, {remaining_, allocation_, samples_, seqlen_})); // flat
+
+    auto* top = new QHBoxLayout;
+    top->addWidget(new QLabel("Compress with", this));
+    top->addWidget(method_);
+    top->addWidget(options_, 1);
+    top->addWidget(lora_);
+    top->addWidget(lora_rank_);
+    top->addWidget(lora_steps_);
+    top->addWidget(new QLabel("on", this));
+    top->addWidget(target_);
+    top->addWidget(ssh_config_);
+    top->addWidget(run_);
+
+    const QString bundled = "the bundled sample text";
+    frequency_row_ =
+        textRow("Frequencies", frequency_text_, "Token counts that split common from rare (lle)");
+    calibration_row_ =
+        textRow("Calibration", calibration_text_, "Windows for importance and value covariances");
+    train_row_ = textRow("Training", train_text_,
+                         "LoRA training text; when it is the evaluation text, only the tokens after the "
+                         "evaluated ones are trained on");
+    auto* texts = new QHBoxLayout;
+    texts->addWidget(frequency_row_);
+    texts->addWidget(calibration_row_);
+    texts->addWidget(train_row_);
+    texts->addWidget(textRow("Evaluate on", eval_text_, "Perplexity text (METHODS 0)"));
+    texts->addWidget(eval_tokens_);
+    for (QLineEdit* e : {frequency_text_, calibration_text_, train_text_, eval_text_})
+        e->setPlaceholderText(bundled);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(top);
+    layout->addLayout(texts);
+
+    connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::showOptionsFor);
+    connect(lora_, &QCheckBox::toggled, this, [this] { showOptionsFor(method()); });
+    connect(target_, &QComboBox::currentTextChanged, this, [this] { showOptionsFor(method()); });
+    connect(run_, &QPushButton::clicked, this, &MethodPanel::run);
+    restoreSettings();
     showOptionsFor(method_->currentText());
+}
+
+MethodPanel::~MethodPanel()
+{
+    saveSettings();
+}
+
+QWidget* MethodPanel::textRow(const QString& label, QLineEdit* edit, const QString& tooltip)
+{
+    auto* row = new QWidget(this);
+    auto* layout = new QHBoxLayout(row);
+    layout->setContentsMargins(0, 0, 0, 0);
+    auto* browse = new QPushButton("...", row);
+    browse->setMaximumWidth(28);
+    browse->setToolTip("Choose a UTF-8 text file");
+    connect(browse, &QPushButton::clicked, this, [this, edit, label] {
+        const QString file = QFileDialog::getOpenFileName(this, label + " text", edit->text(),
+                                                          "Text files (*.txt);;All files (*)");
+        if (!file.isEmpty())
+            edit->setText(file);
+    });
+    edit->setToolTip(tooltip + " (empty: the bundled sample text)");
+    edit->setClearButtonEnabled(true);
+    layout->addWidget(new QLabel(label, row));
+    layout->addWidget(edit, 1);
+    layout->addWidget(browse);
+    return row;
 }
 
 void MethodPanel::setDimension(int d)
 {
     rank_->setRange(1, std::max(d, 1));
 }
+
+CompressionRequest MethodPanel::request() const
+{
+    CompressionRequest r;
+    r.method = method().toStdString();
+    r.rank = rank_->value();
+    r.eps = eps_->value();
+    r.keep_ratio = keep_ratio_->value();
+    r.k = neighbours_->value();
+    r.mlp = mlp_->currentText().toStdString();
+    r.steps = steps_->value();
+    r.remaining = remaining_->value();
+    r.allocation = allocation_->currentText().toStdString();
+    r.samples = samples_->value();
+    r.seqlen = seqlen_->value();
+    r.lora_rank = lora_->isChecked() && method() != "flat" ? lora_rank_->value() : 0;
+    r.lora_steps = lora_steps_->value();
+    r.frequency_text = frequency_text_->text().trimmed().toStdString();
+    r.calibration_text = calibration_text_->text().trimmed().toStdString();
+    r.train_text = train_text_->text().trimmed().toStdString();
+    r.eval_tokens = eval_tokens_->value();
+    const QString host = target_->currentText().trimmed();
+    if (host != kThisComputer && !host.isEmpty()) {
+        r.host = host.toStdString();
+        r.ssh_config = ssh_config_->text().trimmed().toStdString();
+    }
+    return r;
+}
+
+QString MethodPanel::evaluationText() const
+{
+    return eval_text_->text().trimmed();
+}
+
+void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluation_text)
+{
+    setMethod(QString::fromStdString(r.method));
+    if (r.rank > 0)
+        rank_->setValue(static_cast<int>(r.rank));
+    if (r.eps > 0)
+        eps_->setValue(r.eps);
+    keep_ratio_->setValue(r.keep_ratio);
+    neighbours_->setValue(static_cast<int>(r.k));
+    mlp_->setCurrentText(QString::fromStdString(r.mlp));
+    steps_->setValue(static_cast<int>(r.steps));
+    remaining_->setValue(r.remaining);
+    allocation_->setCurrentText(QString::fromStdString(r.allocation));
+    samples_->setValue(static_cast<int>(r.samples));
+    seqlen_->setValue(static_cast<int>(r.seqlen));
+    lora_->setChecked(r.lora_rank > 0);
+    if (r.lora_rank > 0)
+        lora_rank_->setValue(static_cast<int>(r.lora_rank));
+    lora_steps_->setValue(static_cast<int>(r.lora_steps));
+    frequency_text_->setText(QString::fromStdString(r.frequency_text));
+    calibration_text_->setText(QString::fromStdString(r.calibration_text));
+    train_text_->setText(QString::fromStdString(r.train_text));
+    eval_text_->setText(evaluation_text);
+    eval_tokens_->setValue(static_cast<int>(r.eval_tokens));
+    setHost(QString::fromStdString(r.host));
+    ssh_config_->setText(QString::fromStdString(r.ssh_config));
+}
+
 QString MethodPanel::method() const
 {
     return method_->currentText();
@@ -67,15 +276,97 @@ void MethodPanel::setEps(double eps)
     eps_->setValue(eps);
 }
 
+void MethodPanel::setHost(const QString& host)
+{
+    target_->setCurrentText(host.isEmpty() ? kThisComputer : host);
+}
+
 void MethodPanel::run()
 {
-    emit runRequested(method(), rank(), eps());
+    emit runRequested();
 }
 
 void MethodPanel::showOptionsFor(const QString& method)
 {
-    rank_->setVisible(method != "tt");
-    eps_->setVisible(method == "tt");
+    static const QHash<QString, int> page_of{{"pca", 0}, {"svd", 0},     {"tt", 1},
+                                             {"lle", 2}, {"fourier", 3}, {"flat", 4}};
+    options_->setCurrentIndex(page_of.value(method, 0));
+    const bool embedding = method != "flat";
+    lora_->setVisible(embedding);
+    lora_rank_->setVisible(embedding && lora_->isChecked());
+    lora_steps_->setVisible(embedding && lora_->isChecked());
+    const QString host = target_->currentText().trimmed();
+    ssh_config_->setVisible(host != kThisComputer && !host.isEmpty());
+    frequency_row_->setVisible(method == "lle");
+    calibration_row_->setVisible(method == "flat");
+    train_row_->setVisible(embedding && lora_->isChecked());
+}
+
+void MethodPanel::saveSettings() const
+{
+    QSettings s;
+    s.beginGroup("method");
+    const auto r = request();
+    s.setValue("method", method());
+    s.setValue("rank", rank_->value());
+    s.setValue("eps", r.eps);
+    s.setValue("keep_ratio", r.keep_ratio);
+    s.setValue("k", static_cast<int>(r.k));
+    s.setValue("mlp", mlp_->currentText());
+    s.setValue("steps", steps_->value());
+    s.setValue("remaining", r.remaining);
+    s.setValue("allocation", allocation_->currentText());
+    s.setValue("samples", samples_->value());
+    s.setValue("seqlen", seqlen_->value());
+    s.setValue("lora", lora_->isChecked());
+    s.setValue("lora_rank", lora_rank_->value());
+    s.setValue("lora_steps", lora_steps_->value());
+    s.setValue("frequency_text", frequency_text_->text());
+    s.setValue("calibration_text", calibration_text_->text());
+    s.setValue("train_text", train_text_->text());
+    s.setValue("eval_text", eval_text_->text());
+    s.setValue("eval_tokens", eval_tokens_->value());
+    s.setValue("ssh_config", ssh_config_->text());
+    QStringList hosts;
+    for (int i = 1; i < target_->count(); ++i)
+        hosts << target_->itemText(i);
+    const QString host = target_->currentText().trimmed();
+    if (host != kThisComputer && !host.isEmpty() && !hosts.contains(host))
+        hosts.prepend(host);
+    s.setValue("hosts", hosts.mid(0, 8));
+    s.setValue("host", host == kThisComputer ? QString() : host);
+}
+
+void MethodPanel::restoreSettings()
+{
+    QSettings s;
+    s.beginGroup("method");
+    for (const QString& host : s.value("hosts").toStringList())
+        if (target_->findText(host) < 0)
+            target_->addItem(host);
+    const QString m = s.value("method", "pca").toString();
+    if (methods().contains(m))
+        setMethod(m);
+    rank_->setValue(s.value("rank", rank_->value()).toInt());
+    eps_->setValue(s.value("eps", eps_->value()).toDouble());
+    keep_ratio_->setValue(s.value("keep_ratio", keep_ratio_->value()).toDouble());
+    neighbours_->setValue(s.value("k", neighbours_->value()).toInt());
+    mlp_->setCurrentText(s.value("mlp", mlp_->currentText()).toString());
+    steps_->setValue(s.value("steps", steps_->value()).toInt());
+    remaining_->setValue(s.value("remaining", remaining_->value()).toDouble());
+    allocation_->setCurrentText(s.value("allocation", allocation_->currentText()).toString());
+    samples_->setValue(s.value("samples", samples_->value()).toInt());
+    seqlen_->setValue(s.value("seqlen", seqlen_->value()).toInt());
+    lora_->setChecked(s.value("lora", false).toBool());
+    lora_rank_->setValue(s.value("lora_rank", lora_rank_->value()).toInt());
+    lora_steps_->setValue(s.value("lora_steps", lora_steps_->value()).toInt());
+    frequency_text_->setText(s.value("frequency_text").toString());
+    calibration_text_->setText(s.value("calibration_text").toString());
+    train_text_->setText(s.value("train_text").toString());
+    eval_text_->setText(s.value("eval_text").toString());
+    eval_tokens_->setValue(s.value("eval_tokens", eval_tokens_->value()).toInt());
+    ssh_config_->setText(s.value("ssh_config").toString());
+    setHost(s.value("host").toString());
 }
 
 } // namespace embedlab::app

@@ -1,14 +1,22 @@
-// The compression method panel above the results: method (pca, svd, tt), its
-// rank or TT accuracy eps, and Run. It only collects the choice; the main
-// window queues the job.
+// The compression method panel above the results: the method (pca, svd, tt,
+// lle, fourier on the token embedding; flat on the attention values), its
+// parameters, optional LoRA recovery, the texts each step reads, and where the
+// job runs (this computer or an ssh host). It only collects the choice as a
+// CompressionRequest; the main window checks and queues it. The choice
+// persists in QSettings ("method/...").
 #pragma once
 
 #include <QWidget>
 
+#include "analyses.hpp"
+
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QLineEdit;
 class QPushButton;
 class QSpinBox;
+class QStackedWidget;
 
 namespace embedlab::app {
 
@@ -16,26 +24,62 @@ class MethodPanel : public QWidget {
     Q_OBJECT
 public:
     explicit MethodPanel(QWidget* parent = nullptr);
+    ~MethodPanel() override; // saves the choice
+
+    static QStringList methods(); // pca, svd, tt, lle, fourier, flat
+
     void setDimension(int d); // rank range 1..d
+    // Everything chosen; texts left empty mean the bundled sample text.
+    CompressionRequest request() const;
+    QString evaluationText() const; // "" = the bundled sample text
+    void setRequest(const CompressionRequest& request, const QString& evaluation_text = {});
+
     QString method() const;
     int rank() const;
     double eps() const;
     void setMethod(const QString& method);
     void setRank(int k);
     void setEps(double eps);
+    void setHost(const QString& host); // "" = this computer
+
+    void saveSettings() const;
+    void restoreSettings();
 
 public slots:
-    void run(); // emits runRequested with the current choice
+    void run(); // emits runRequested
 
 signals:
-    void runRequested(const QString& method, int rank, double eps);
+    void runRequested();
 
 private:
     void showOptionsFor(const QString& method);
+    QWidget* textRow(const QString& label, QLineEdit* edit, const QString& tooltip);
 
     QComboBox* method_;
+    QStackedWidget* options_; // one page per method
     QSpinBox* rank_;
     QDoubleSpinBox* eps_;
+    QDoubleSpinBox* keep_ratio_;
+    QSpinBox* neighbours_;
+    QComboBox* mlp_;
+    QSpinBox* steps_;
+    QDoubleSpinBox* remaining_;
+    QComboBox* allocation_;
+    QSpinBox* samples_;
+    QSpinBox* seqlen_;
+    QCheckBox* lora_;
+    QSpinBox* lora_rank_;
+    QSpinBox* lora_steps_;
+    QComboBox* target_; // editable: "This computer" or an ssh host
+    QLineEdit* ssh_config_;
+    QLineEdit* frequency_text_;
+    QLineEdit* calibration_text_;
+    QLineEdit* train_text_;
+    QLineEdit* eval_text_;
+    QSpinBox* eval_tokens_;
+    QWidget* frequency_row_;
+    QWidget* calibration_row_;
+    QWidget* train_row_;
     QPushButton* run_;
 };
 

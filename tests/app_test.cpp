@@ -11,6 +11,7 @@
 
 #include "job_controller.hpp"
 #include "main_window.hpp"
+#include "method_panel.hpp"
 #include "rank_allocation_view.hpp"
 #include "spectrum_view.hpp"
 
@@ -132,6 +133,81 @@ TEST(MainWindow, OpensTheBundledModelAndFillsTheViewsWithoutStalling)
     EXPECT_EQ(alloc.d_head, 32);
     std::printf("worst event-loop stall while loading and analysing: %.0f ms\n", stall);
     EXPECT_LT(stall, 100.0) << "event loop stalled " << stall << " ms";
+}
+
+// The panel gives back every field it was given, shows only the chosen
+// method's options, and remembers the choice for the next window.
+TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
+{
+    using embedlab::app::CompressionRequest;
+    using embedlab::app::MethodPanel;
+    EXPECT_EQ(MethodPanel::methods(), (QStringList{"pca", "svd", "tt", "lle", "fourier", "flat"}));
+    const CompressionRequest want{.method = "lle",
+                                  .rank = 12,
+                                  .eps = 0.25,
+                                  .keep_ratio = 0.3,
+                                  .k = 6,
+                                  .mlp = "geglu",
+                                  .steps = 40,
+                                  .remaining = 0.35,
+                                  .allocation = "uniform",
+                                  .samples = 16,
+                                  .seqlen = 64,
+                                  .lora_rank = 4,
+                                  .lora_steps = 25,
+                                  .frequency_text = "/data/freq.txt",
+                                  .calibration_text = "/data/cal.txt",
+                                  .train_text = "/data/train.txt",
+                                  .eval_tokens = 0,
+                                  .host = "pi@raspberrypi",
+                                  .ssh_config = "/home/me/.ssh/config"};
+    {
+        MethodPanel panel;
+        panel.setDimension(128);
+        panel.setRequest(want, "/data/eval.txt");
+        const auto got = panel.request();
+        EXPECT_EQ(got.method, want.method);
+        EXPECT_EQ(got.rank, want.rank);
+        EXPECT_DOUBLE_EQ(got.eps, want.eps);
+        EXPECT_DOUBLE_EQ(got.keep_ratio, want.keep_ratio);
+        EXPECT_EQ(got.k, want.k);
+        EXPECT_EQ(got.mlp, want.mlp);
+        EXPECT_EQ(got.steps, want.steps);
+        EXPECT_DOUBLE_EQ(got.remaining, want.remaining);
+        EXPECT_EQ(got.allocation, want.allocation);
+        EXPECT_EQ(got.samples, want.samples);
+        EXPECT_EQ(got.seqlen, want.seqlen);
+        EXPECT_EQ(got.lora_rank, want.lora_rank);
+        EXPECT_EQ(got.lora_steps, want.lora_steps);
+        EXPECT_EQ(got.frequency_text, want.frequency_text);
+        EXPECT_EQ(got.calibration_text, want.calibration_text);
+        EXPECT_EQ(got.train_text, want.train_text);
+        EXPECT_EQ(got.eval_tokens, 0);
+        EXPECT_EQ(got.host, want.host);
+        EXPECT_EQ(got.ssh_config, want.ssh_config);
+        EXPECT_EQ(panel.evaluationText(), "/data/eval.txt");
+        // flat has no LoRA recovery: the request says so whatever the checkbox holds.
+        panel.setMethod("flat");
+        EXPECT_EQ(panel.request().lora_rank, 0);
+        // The rank range follows the model.
+        panel.setMethod("pca");
+        panel.setRank(500);
+        EXPECT_EQ(panel.rank(), 128);
+        panel.setHost("");
+        EXPECT_TRUE(panel.request().host.empty()) << "this computer";
+        panel.setHost("pi@raspberrypi");
+    } // saved here
+    MethodPanel again;
+    const auto got = again.request();
+    EXPECT_EQ(got.method, "pca");
+    EXPECT_EQ(got.rank, 128);
+    EXPECT_DOUBLE_EQ(got.keep_ratio, 0.3);
+    EXPECT_EQ(got.allocation, "uniform");
+    EXPECT_EQ(got.lora_rank, 4);
+    EXPECT_EQ(got.train_text, "/data/train.txt");
+    EXPECT_EQ(got.host, "pi@raspberrypi");
+    EXPECT_EQ(again.evaluationText(), "/data/eval.txt");
+    again.setRequest({.method = "pca", .rank = 32}); // leave defaults for later tests
 }
 
 int main(int argc, char** argv)

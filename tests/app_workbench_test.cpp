@@ -14,6 +14,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSettings>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <cmath>
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "main_window.hpp"
 #include "method_panel.hpp"
 #include "neighbour_graph_view.hpp"
+#include "rank_allocation_view.hpp"
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 
@@ -97,13 +99,64 @@ TEST(Workbench, CompressionJobsAddResultRowsThatExportAndReadBack)
         EXPECT_DOUBLE_EQ(from_json[i].ppl, results->rows()[i].ppl);
         EXPECT_EQ(from_json[i].host, results->rows()[i].host);
     }
-    EXPECT_EQ(window.runCompression("lle", 5, 0) > 0, true); // queued, fails with the engine's message
+    // A request the engine would refuse is not queued; the status bar says why.
+    EXPECT_EQ(window.runCompression("pca", 129, 0), -1);
+    EXPECT_TRUE(window.statusBar()->currentMessage().contains("rank"))
+        << window.statusBar()->currentMessage().toStdString();
+    EXPECT_EQ(window.runCompression("quantise", 8, 0), -1);
+    EXPECT_TRUE(window.statusBar()->currentMessage().contains("flat")) << "lists the methods";
+    EXPECT_TRUE(window.jobs().idle());
+    EXPECT_EQ(results->rows().size(), 2);
+}
+
+// Every method of the panel runs through the window: lle, fourier and flat rows,
+// a LoRA-recovered pca row, and a re-run that repeats a row's numbers.
+TEST(Workbench, EveryPanelMethodAddsARowAndReRunRepeatsIt)
+{
+    MainWindow window;
+    open_bundled(window);
+    auto* panel = window.methodPanel();
     QString failure;
     QObject::connect(&window.jobs(), &embedlab::app::JobController::failed,
                      [&](int, const QString& m) { failure = m; });
-    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
-    EXPECT_TRUE(failure.contains("pca, svd or tt")) << failure.toStdString();
-    EXPECT_EQ(results->rows().size(), 2);
+    const auto run = [&](const embedlab::app::CompressionRequest& r) {
+        panel->setRequest(r);
+        EXPECT_EQ(panel->request().method, r.method);
+        panel->run();
+        EXPECT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+        EXPECT_TRUE(failure.isEmpty()) << failure.toStdString();
+    };
+    int last_queued = -1;
+    QObject::connect(&window.jobs(), &embedlab::app::JobController::queued,
+                     [&](int id, const QString&) { last_queued = id; });
+    run({.method = "lle", .keep_ratio = 0.5, .k = 4, .eval_tokens = 512});
+    const int lle_job = last_queued;
+    run({.method = "fourier", .steps = 20, .eval_tokens = 512});
+    run({.method = "flat", .remaining = 0.5, .samples = 8, .seqlen = 64, .eval_tokens = 512});
+    run({.method = "pca", .rank = 8, .lora_rank = 4, .lora_steps = 10, .eval_tokens = 512});
+    const auto& rows = window.resultsView()->rows();
+    ASSERT_EQ(rows.size(), 4);
+    EXPECT_EQ(rows[0].method, "lle");
+    EXPECT_EQ(rows[1].method, "fourier");
+    EXPECT_EQ(rows[2].method, "flat");
+    EXPECT_EQ(rows[3].method, "pca");
+    EXPECT_TRUE(rows[3].parameters.contains("LoRA")) << rows[3].parameters.toStdString();
+    for (const auto& r : rows) {
+        EXPECT_TRUE(std::isfinite(r.ppl) && r.ppl > 1) << r.method.toStdString();
+        EXPECT_GT(r.ratio, 0.0) << r.method.toStdString();
+    }
+    EXPECT_LT(rows[0].ratio, 1.0);
+    EXPECT_NEAR(rows[2].ratio, 0.5, 0.1) << "flat keeps about half the value/output parameters";
+
+    // Re-run the lle job: a new row with the same numbers (the fit is deterministic).
+    ASSERT_GT(window.jobs().resubmit(lle_job), lle_job);
+    EXPECT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(rows.size(), 5);
+    EXPECT_EQ(rows[4].method, "lle");
+    EXPECT_EQ(rows[4].parameters, rows[0].parameters);
+    EXPECT_DOUBLE_EQ(rows[4].ratio, rows[0].ratio);
+    EXPECT_NEAR(rows[4].ppl, rows[0].ppl, 1e-9 * rows[0].ppl);
+    EXPECT_EQ(window.jobs().resubmit(9999), -1) << "no such job";
 }
 
 QJsonObject manifest(const QString& dir)
@@ -128,6 +181,7 @@ TEST(Workbench, ExportsAFinishedRowAsACompressedModelTheEngineLoads)
     MainWindow window;
     open_bundled(window);
     EXPECT_EQ(window.exportCompressed(0, "/tmp/x", false, false), -1); // no row yet
+    window.methodPanel()->setRequest({.method = "pca"});               // not what an earlier test left
     window.spectrumView()->setRank(16); // the dragged rank is the one a run uses
     EXPECT_EQ(window.methodPanel()->rank(), 16);
     window.methodPanel()->run();
@@ -228,7 +282,7 @@ TEST(Workbench, ACancelledExportLeavesNothingOrThePreviousDirectory)
     EXPECT_THROW(export_compressed(model, pca4, tmp.filePath("notes").toStdString(), false, true, {}),
                  embedlab::InputError);
     EXPECT_TRUE(QFile::exists(tmp.filePath("notes/keep.txt")));
-    EXPECT_THROW(export_compressed(model, {.method = "lle", .rank = 4}, tmp.filePath("lle").toStdString(),
+    EXPECT_THROW(export_compressed(model, {.method = "bogus", .rank = 4}, tmp.filePath("bogus").toStdString(),
                                    false, false, {}),
                  embedlab::InputError);
     EXPECT_EQ(entries_except(tmp, {"m", "notes"}), QStringList{});
@@ -300,3 +354,31 @@ TEST(Workbench, TensorTrainCandidatesMeetTheirAccuracy)
 }
 
 } // namespace
+
+// The Spectrum tab overlays another model's spectrum and FLAT-LLM's per-head
+// value spectra from the importance job (one curve per layer and KV head).
+TEST(Workbench, SpectrumOverlaysAnotherModelAndTheValueHeads)
+{
+    MainWindow window;
+    open_bundled(window);
+    auto* spectrum = window.spectrumView();
+    EXPECT_TRUE(spectrum->overlays().isEmpty());
+    window.showValueHeadSpectra(true);
+    const int layers = static_cast<int>(window.allocationView()->data().normalised.size());
+    ASSERT_EQ(layers, 4);
+    ASSERT_EQ(spectrum->overlays().size() % layers, 0);
+    const int heads = static_cast<int>(spectrum->overlays().size()) / layers;
+    EXPECT_EQ(heads, 4) << "tinygpt2: 4 heads of 32";
+    for (const auto& o : spectrum->overlays()) {
+        EXPECT_TRUE(o.group.startsWith("layer ")) << o.group.toStdString();
+        EXPECT_EQ(o.eigenvalues.size(), 32);
+    }
+    const QString other = QString(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf";
+    ASSERT_GT(window.compareSpectrum(other), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    window.showValueHeadSpectra(false);
+    ASSERT_EQ(spectrum->overlays().size(), 1);
+    EXPECT_EQ(spectrum->overlays()[0].name, "stories260K.gguf");
+    EXPECT_EQ(spectrum->overlays()[0].eigenvalues.size(), 64) << "stories260K: d = 64";
+    EXPECT_EQ(spectrum->data().eigenvalues.size(), 128) << "the shown model's own curve is unchanged";
+}

@@ -141,15 +141,18 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto results = nlohmann::json::parse(embedlab::test::read_text(out / "results.json"));
     std::set<std::string> methods;
+    int lora_rows = 0;
     for (const auto& row : results.at("results")) {
         methods.insert(row.at("method").get<std::string>());
+        lora_rows += row.at("parameters").get<std::string>().find("LoRA") != std::string::npos;
         EXPECT_GT(row.at("ratio").get<double>(), 0);
         if (row.at("method") != "tt") { // per-token TT at d = 128 stores more than the table
             EXPECT_LT(row.at("ratio").get<double>(), 1);
         }
         EXPECT_GT(row.at("ppl").get<double>(), 1);
     }
-    EXPECT_EQ(methods, (std::set<std::string>{"pca", "svd", "tt"}));
+    EXPECT_EQ(methods, (std::set<std::string>{"pca", "svd", "tt", "lle", "fourier", "flat"}));
+    EXPECT_EQ(lora_rows, 1) << "pca with LoRA recovery";
     EXPECT_EQ(embedlab::test::read_text(out / "results.csv").substr(0, 18), "method,parameters,");
 
     std::set<std::string> expected{"results.json", "results.csv", "report.md", "report.html"};
