@@ -92,6 +92,20 @@ double original_perplexity(const std::string& key, const std::function<double()>
     return ppl;
 }
 
+void check_replaceable(const std::string& out_dir, bool overwrite)
+{
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(out_dir, ec)))
+        return;
+    if (!overwrite)
+        throw InputError(out_dir + ": already exists (confirm replacing it, or choose another directory)");
+    // Replacing removes the old directory: never anything but a model we wrote.
+    if (!fs::is_regular_file(fs::path(out_dir) / "embedlab.json", ec))
+        throw InputError(out_dir +
+                         ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
+}
+
 std::string text_or_default(const std::string& text)
 {
     return text.empty() ? default_sample_text() : text;
@@ -202,18 +216,8 @@ std::string export_compressed(const std::string& model, const CompressionRequest
     if (lora && dense)
         throw InputError(out_dir + ": a LoRA row is written with its adapters stored beside the table, as "
                                    "embedlab-cli finetune writes it; it has no dense/ export");
-    namespace fs = std::filesystem;
-    std::error_code ec;
     // Before the fit: a taken name should fail in a second, not after the work.
-    if (fs::exists(fs::symlink_status(out_dir, ec))) {
-        if (!overwrite)
-            throw InputError(out_dir +
-                             ": already exists (confirm replacing it, or choose another directory)");
-        // Replacing removes the old directory: never anything but a model we wrote.
-        if (!fs::is_regular_file(fs::path(out_dir) / "embedlab.json", ec))
-            throw InputError(out_dir +
-                             ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
-    }
+    detail::check_replaceable(out_dir, overwrite);
     // Also checks the parent; removed again unless committed.
     AtomicDirectory out(out_dir, overwrite);
     report_progress(progress, 0, 1000);

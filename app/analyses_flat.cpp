@@ -151,17 +151,8 @@ std::string flat_export(const std::string& model, const CompressionRequest& requ
         throw InputError(out_dir + ": a dense copy does not apply to flat: model.safetensors already holds "
                                    "standard tensors, with the value heads at the narrowed shapes");
     const FlatOptions options = flat_options(request, model);
-    std::error_code ec;
     // Before the calibration: a taken name should fail in a second, not after the work.
-    if (fs::exists(fs::symlink_status(out_dir, ec))) {
-        if (!overwrite)
-            throw InputError(out_dir +
-                             ": already exists (confirm replacing it, or choose another directory)");
-        // Replacing removes the old directory: never anything but a model we wrote.
-        if (!fs::is_regular_file(fs::path(out_dir) / "embedlab.json", ec))
-            throw InputError(out_dir +
-                             ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
-    }
+    check_replaceable(out_dir, overwrite);
     // Also checks the parent; removed again unless committed.
     AtomicDirectory out(out_dir, overwrite);
     report_progress(progress, 0, 1000);

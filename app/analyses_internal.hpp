@@ -31,6 +31,10 @@ std::string host_name();
 // host: callers build it) and remembered for the process; safe from any thread.
 double original_perplexity(const std::string& key, const std::function<double()>& compute);
 
+// Throws InputError unless out_dir is free, or (with overwrite) an EmbedLab model
+// directory that may be replaced.
+void check_replaceable(const std::string& out_dir, bool overwrite);
+
 // The request's text, or the bundled sample text when it is empty.
 std::string text_or_default(const std::string& text);
 
