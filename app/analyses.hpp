@@ -73,6 +73,10 @@ struct CompressionRequest {
     // head of a 50k vocabulary makes every token cost V d multiply-adds; the original
     // model's perplexity is computed once per model, text, length and host.
     int64_t eval_tokens = 4096;
+    // For export_compressed: the text the row was evaluated on ("" = the bundled
+    // sample text), which a LoRA row's retraining must leave out as the row did.
+    // compress_and_evaluate takes its evaluation text as an argument instead.
+    std::string eval_text;
     // Where it runs: empty for this computer, else an ssh host (remote.hpp; the
     // host runs `embedlab-cli worker`), with an optional ssh config file.
     std::string host, ssh_config;

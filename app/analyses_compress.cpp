@@ -181,8 +181,8 @@ void save_recovered(LoadedModel& lm, const CompressedEmbedding& c, const Compres
                     const std::filesystem::path& dir, const ProgressFn& progress)
 {
     auto& m = *lm.model;
-    // The workbench evaluates on the bundled sample text; its evaluated ids are never trained on.
-    const std::string eval_text = default_sample_text();
+    // The row's evaluation text: its evaluated ids were not trained on, so they are not here either.
+    const std::string eval_text = detail::text_or_default(request.eval_text);
     const auto eval_ids = static_cast<int64_t>(lm.tokenizer->encode(read_text_file(eval_text)).size());
     const auto training = detail::recovery_training(*lm.tokenizer, m, request, eval_text,
                                                     evaluated_count(eval_ids, request.eval_tokens));

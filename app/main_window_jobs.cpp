@@ -50,13 +50,16 @@ int MainWindow::runCompression(const CompressionRequest& request, const QString&
         "compress " + QString::fromStdString(describe_request(request)) + " + perplexity",
         [this, request, text, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
             const auto r = compress_and_evaluate(path.toStdString(), request, text, progress);
-            return [this, r, request, path] {
+            return [this, r, request, text, path] {
                 const int row =
                     results_->addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
                                       static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
                                       r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
-                if (request.host.empty()) // a remote row's model stays on the host
-                    row_sources_[row] = {path, request};
+                if (request.host.empty()) { // a remote row's model stays on the host
+                    auto exported = request;
+                    exported.eval_text = text;
+                    row_sources_[row] = {path, exported};
+                }
                 results_->selectRow(row);
                 updateExportEnabled();
             };
