@@ -38,12 +38,14 @@ namespace {
 const std::map<std::string, std::set<std::string>>& option_kinds()
 {
     static const std::map<std::string, std::set<std::string>> m{
-        {"--text", {"iprs", "neighbours"}},
+        {"--text", {"iprs", "neighbours", "spectrum"}},
         {"--rank", {"spectrum"}},
+        {"--compare", {"spectrum"}},
+        {"--value-heads", {"spectrum"}},
         {"--ratio", {"iprs"}},
         {"--overlay", {"iprs"}},
-        {"--samples", {"iprs"}},
-        {"--seqlen", {"iprs"}},
+        {"--samples", {"iprs", "spectrum"}},
+        {"--seqlen", {"iprs", "spectrum"}},
         {"--keep-ratio", {"neighbours"}},
         {"--k", {"neighbours"}},
         {"--token", {"neighbours"}},
@@ -167,15 +169,38 @@ void export_view(QWidget& view, QCustomPlot* plot, const FigureRequest& r)
     }
 }
 
+// Part `part` of `parts` equal parts of one progress bar.
+ProgressFn part_of(const ProgressFn& progress, int64_t part, int64_t parts)
+{
+    if (!progress)
+        return {};
+    return [=](int64_t done, int64_t total) {
+        return progress(part * 1000 + (total > 0 ? 1000 * done / total : 0), parts * 1000);
+    };
+}
+
 void spectrum_figure(const FigureRequest& r, const ProgressFn& progress)
 {
-    const auto s = embedding_spectrum(r.input, progress);
+    const int64_t parts = static_cast<int64_t>(r.compare.size()) + (r.value_heads ? 1 : 0) + 1;
+    const auto s = embedding_spectrum(r.input, part_of(progress, 0, parts));
     const int d = static_cast<int>(s.eigenvalues.size());
     if (r.rank > d)
         throw InputError("figure: --rank " + std::to_string(r.rank) + " exceeds d = " + std::to_string(d));
     const auto data = spectrum_view_data(s, QString::fromStdString(r.input));
+    // Overlays, as the Spectrum tab's "Compare with model" and "value-head spectra".
+    QVector<views::SpectrumOverlay> overlays;
+    int64_t part = 1;
+    for (const auto& other : r.compare) {
+        const auto o = embedding_spectrum(other, part_of(progress, part++, parts));
+        overlays.push_back(spectrum_overlay(o, QString::fromStdString(fs::path(other).filename().string())));
+    }
+    if (r.value_heads)
+        overlays += value_head_overlays(
+            importance_allocations(r.input, r.text, r.samples, r.seqlen, part_of(progress, part++, parts)));
     views::SpectrumView view;
     view.setData(data);
+    if (!overlays.isEmpty())
+        view.setOverlays(overlays);
     view.setRank(r.rank > 0 ? static_cast<int>(r.rank) : std::max(1, d / 4));
     export_view(view, view.plot(), r);
 }
@@ -259,7 +284,7 @@ FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
 {
     std::set<std::string> valued{"--out", "--width", "--aspect", "--dpi"}, switches;
     for (const auto& [option, kinds] : option_kinds())
-        (option == "--overlay" ? switches : valued).insert(option);
+        (option == "--overlay" || option == "--value-heads" ? switches : valued).insert(option);
     const std::vector<std::string> rest(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
     const cli::Args args("figure", rest, valued, switches);
     const auto& pos = args.positional();
@@ -308,6 +333,19 @@ FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
     r.rank = args.get_int("--rank", 0, 1, 1 << 20);
     r.ratio = args.get_double("--ratio", r.ratio, 0.1, 1.0);
     r.overlay = args.has("--overlay");
+    r.value_heads = args.has("--value-heads");
+    if (const auto compare = args.get("--compare")) {
+        size_t start = 0;
+        while (start <= compare->size()) {
+            const size_t comma = std::min(compare->find(',', start), compare->size());
+            const std::string model = compare->substr(start, comma - start);
+            if (model.empty())
+                throw InputError("figure: --compare expects MODEL[,MODEL...], got '" + *compare + "'");
+            require_exists(model, "the model to compare with");
+            r.compare.push_back(model);
+            start = comma + 1;
+        }
+    }
     r.samples = args.get_int("--samples", r.samples, 1, 1 << 16);
     r.seqlen = args.get_int("--seqlen", r.seqlen, 2, 1 << 16);
     r.keep_ratio = args.get_double("--keep-ratio", r.keep_ratio, 0.001, 1.0);

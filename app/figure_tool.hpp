@@ -23,18 +23,20 @@ struct FigureRequest {
     std::string input;             // a model, or for pareto a results file (.json or .csv)
     std::vector<std::string> outs; // one figure per file, the format by suffix
     views::FigureOptions options;
-    std::string text;               // iprs, neighbours: calibration / frequency text
-    int64_t rank = 0;               // spectrum: the rank marker (0: d / 4, as the GUI starts)
-    double ratio = 0.5;             // iprs: the highlighted average remaining ratio
-    bool overlay = false;           // iprs: every ratio overlaid
-    int64_t samples = 32;           // iprs: calibration windows (the GUI's setting)
-    int64_t seqlen = 128;           // iprs: tokens per window
-    double keep_ratio = 0.5;        // neighbours: the common share of the tokens seen
-    int64_t k = 5;                  // neighbours: common neighbours per rare token
-    std::string token;              // neighbours: a rare token's text or id (empty: the median-cosine one)
-    int64_t first = 0, count = 256; // fourier: ids [first, first + count)
-    std::string fourier_dir;        // fourier: a fitted --method fourier directory
-    int64_t dimension = 0;          // fourier: the dimension of the line plot
+    std::string text;                 // iprs, neighbours: calibration / frequency text
+    int64_t rank = 0;                 // spectrum: the rank marker (0: d / 4, as the GUI starts)
+    std::vector<std::string> compare; // spectrum: other models overlaid
+    bool value_heads = false;         // spectrum: FLAT-LLM per-head value spectra overlaid
+    double ratio = 0.5;               // iprs: the highlighted average remaining ratio
+    bool overlay = false;             // iprs: every ratio overlaid
+    int64_t samples = 32;             // iprs: calibration windows (the GUI's setting)
+    int64_t seqlen = 128;             // iprs: tokens per window
+    double keep_ratio = 0.5;          // neighbours: the common share of the tokens seen
+    int64_t k = 5;                    // neighbours: common neighbours per rare token
+    std::string token;                // neighbours: a rare token's text or id (empty: the median-cosine one)
+    int64_t first = 0, count = 256;   // fourier: ids [first, first + count)
+    std::string fourier_dir;          // fourier: a fitted --method fourier directory
+    int64_t dimension = 0;            // fourier: the dimension of the line plot
     std::vector<double> eps{0.1, 0.2, 0.3, 0.4, 0.5}; // tt candidates
     int max_shapes = 6;
 };

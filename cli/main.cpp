@@ -77,7 +77,7 @@ commands:
                                                jobs on other hosts over ssh (one job per host at a time)
   figure   spectrum|iprs|neighbours|fourier|tt|pareto [MODEL | RESULTS.json] --out FILE.png|.pdf|.svg
            [--width single|double|slide] [--aspect A (0.62)] [--dpi N (300)]
-           spectrum: [--rank K]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
+           spectrum: [--rank K] [--compare MODEL,..] [--value-heads [--text FILE]]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
            neighbours: [--text FILE] [--keep-ratio R (0.5)] [--k K (5)] [--token STRING | --id N]
            fourier: [--ids A:B (0:256)] [--dir FOURIER_DIR] [--dimension I]   tt: [--eps E1,E2,..] [--shapes N]
                                                a workbench view rendered headless (pareto: the results

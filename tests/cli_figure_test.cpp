@@ -72,6 +72,21 @@ TEST(CliFigure, SpectrumOfTheBundledModelAsPngAndPdf)
     EXPECT_EQ(files_in(dir.path()), (std::set<std::string>{"spectrum.png", "spectrum.pdf"}));
 }
 
+// The Spectrum tab's overlays headless: another model and the value heads.
+TEST(CliFigure, SpectrumComparesModelsAndOverlaysTheValueHeads)
+{
+    TempDir dir;
+    const auto svg = dir / "spectra.svg";
+    const auto other = (fs::path(EMBEDLAB_SOURCE_DIR) / "resources/models/stories260K.gguf").string();
+    const auto r = cli({"figure", "spectrum", "--out", svg.string(), "--compare", other, "--value-heads",
+                        "--samples", "8", "--seqlen", "64"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string text = embedlab::test::read_text(svg);
+    EXPECT_NE(text.find("stories260K.gguf"), std::string::npos) << "the compared model's legend entry";
+    EXPECT_NE(text.find("layer 3"), std::string::npos) << "value heads are legended by layer";
+    EXPECT_NE(text.find("share of variance"), std::string::npos) << "curves of different models as shares";
+}
+
 TEST(CliFigure, ParetoFromAResultsJsonAsPngAndSvg)
 {
     TempDir dir;
@@ -104,6 +119,8 @@ TEST(CliFigure, BadInputExitsTwoNamingTheProblemAndWritesNothing)
         {{"figure", "pareto", (dir / "garbage.json").string(), "--out", png}, "garbage.json: not JSON"},
         {{"figure", "pareto", (dir / "other.json").string(), "--out", png}, "other.json: not a results JSON"},
         {{"figure", "spectrum", "--out", png, "--width", "poster"}, "--width"},
+        {{"figure", "spectrum", "--out", png, "--compare", missing}, missing},
+        {{"figure", "iprs", "--out", png, "--value-heads"}, "--value-heads does not apply"},
         {{"figure", "spectrum", "--out", png, "--keep-ratio", "0.5"}, "--keep-ratio does not apply"},
         {{"figure", "tt", "--out", png, "--eps", "0.2,2"}, "--eps"},
         {{"demo", "--out", (dir / "garbage.json").string()}, "garbage.json: exists and is not a directory"},

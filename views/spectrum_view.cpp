@@ -145,12 +145,49 @@ void SpectrumView::setOverlays(const QVector<SpectrumOverlay>& overlays)
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+// With overlays the legend grows past what the plot can spare: it moves under
+// the axes, three entries a row; without, it sits inside on the right, one a row.
+void SpectrumView::placeLegend(bool below)
+{
+    if (below == legend_below_)
+        return;
+    legend_below_ = below;
+    auto* layout = plot_->plotLayout();
+    if (below) {
+        plot_->axisRect()->insetLayout()->take(plot_->legend);
+        layout->addElement(1, 0, plot_->legend);
+        layout->setRowStretchFactor(1, 0.001); // as tall as its entries need
+        layout->setRowSpacing(0);
+        // Figure export restyles inset legends only: this one is small by itself.
+        inset_legend_font_ = plot_->legend->font();
+        inset_legend_pen_ = plot_->legend->borderPen();
+        plot_->legend->setFont(QFont(font().family(), 7));
+        plot_->legend->setBorderPen(Qt::NoPen);
+        plot_->legend->setIconSize(14, 8);
+        plot_->legend->setIconTextPadding(3);
+        plot_->legend->setMargins(QMargins(4, 0, 4, 2));
+        plot_->legend->setWrap(3);
+        plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+    } else {
+        layout->take(plot_->legend);
+        layout->simplify();
+        plot_->legend->setFont(inset_legend_font_);
+        plot_->legend->setBorderPen(inset_legend_pen_);
+        plot_->legend->setIconSize(32, 18); // QCustomPlot's defaults
+        plot_->legend->setMargins(QMargins(7, 5, 7, 4));
+        plot_->legend->setWrap(12);
+        plot_->legend->setFillOrder(QCPLayoutGrid::foRowsFirst, true);
+        plot_->axisRect()->insetLayout()->addElement(plot_->legend, Qt::AlignRight | Qt::AlignVCenter);
+    }
+}
+
 void SpectrumView::drawCurves()
 {
     const bool shares = !overlays_.isEmpty();
     plot_->graph(0)->setName(shares ? "this model" : "eigenvalue");
-    plot_->yAxis->setLabel(shares ? "share of variance λᵢ / Σ λ (each curve)"
-                                  : "eigenvalue of the covariance");
+    plot_->graph(1)->setName(shares ? "explained variance" : "cumulative explained variance");
+    plot_->yAxis->setLabel(shares ? "share of variance λᵢ/Σλ" : "eigenvalue of the covariance");
+    placeLegend(shares);
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
     int longest = static_cast<int>(data_.eigenvalues.size());
     auto draw = [&](QCPGraph* graph, const QVector<double>& eigenvalues) {

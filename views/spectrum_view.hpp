@@ -7,6 +7,8 @@
 // lays it out.
 #pragma once
 
+#include <QFont>
+#include <QPen>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -62,8 +64,12 @@ signals:
 private:
     void dragTo(QMouseEvent* event);
     void drawCurves(); // the main spectrum and the overlays, absolute or as shares
+    void placeLegend(bool below);
 
     QCustomPlot* plot_;
+    bool legend_below_ = false;
+    QFont inset_legend_font_;
+    QPen inset_legend_pen_;
     QCPItemStraightLine* marker_;
     QSpinBox* spin_;
     QLabel* stats_;
