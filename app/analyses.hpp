@@ -80,6 +80,9 @@ struct CompressionRequest {
     // Where it runs: empty for this computer, else an ssh host (remote.hpp; the
     // host runs `embedlab-cli worker`), with an optional ssh config file.
     std::string host, ssh_config;
+    // The worker on the host ("": embedlab-cli on its PATH) and its cache
+    // directory ("": ~/.cache/embedlab), as remote run's --remote-cli / --remote-dir.
+    std::string remote_cli, remote_dir;
 };
 struct CompressionRun {
     std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"

@@ -153,7 +153,12 @@ std::string on_host(const std::string& host, const std::string& message)
 CompressionRun remote_compress_and_evaluate(const std::string& model, const CompressionRequest& request,
                                             const std::string& text, const ProgressFn& progress)
 {
-    return remote_compress_and_evaluate(model, request, text, progress, RemoteWorker{});
+    RemoteWorker worker;
+    if (!request.remote_cli.empty())
+        worker.cli = request.remote_cli;
+    if (!request.remote_dir.empty())
+        worker.dir = request.remote_dir;
+    return remote_compress_and_evaluate(model, request, text, progress, worker);
 }
 
 CompressionRun remote_compress_and_evaluate(const std::string& model, const CompressionRequest& request,

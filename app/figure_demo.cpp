@@ -204,7 +204,7 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
                                        {.method = "fourier", .mlp = "geglu", .steps = 300},
                                        {.method = "flat", .remaining = 0.5, .allocation = "iprs"},
                                        {.method = "flat", .remaining = 0.5, .allocation = "uniform"},
-                                       {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 100}};
+                                       {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 50}};
     const int64_t eval_tokens = request.quick ? 512 : 4096;
     const auto figures = demo_figures(request, fs::path(text).filename().string());
     const size_t steps = settings.size() + figures.size();

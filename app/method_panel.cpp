@@ -78,9 +78,9 @@ MethodPanel::MethodPanel(QWidget* parent)
       lora_(new QCheckBox("+ LoRA recovery", this)),
       lora_rank_(spin(this, "r = ", 1, 1024, 8, "Adapter rank (alpha = 2 r)")),
       lora_steps_(spin(this, "", 1, 1000000, 100, "Training steps of 8 windows each")),
-      target_(new QComboBox(this)), ssh_config_(new QLineEdit(this)), frequency_text_(new QLineEdit(this)),
-      calibration_text_(new QLineEdit(this)), train_text_(new QLineEdit(this)),
-      eval_text_(new QLineEdit(this)),
+      target_(new QComboBox(this)), ssh_config_(new QLineEdit(this)), remote_cli_(new QLineEdit(this)),
+      frequency_text_(new QLineEdit(this)), calibration_text_(new QLineEdit(this)),
+      train_text_(new QLineEdit(this)), eval_text_(new QLineEdit(this)),
       eval_tokens_(spin(this, "first ", 0, 100000000, 4096,
                         "Perplexity on the evaluation text's first N tokens (all: every token)")),
       run_(new QPushButton("Run", this))
@@ -109,6 +109,9 @@ MethodPanel::MethodPanel(QWidget* parent)
         "the ssh config) with embedlab-cli installed (pca, svd and tt; see README, Remote)");
     target_->setMinimumContentsLength(14);
     ssh_config_->setPlaceholderText("ssh config (default: ~/.ssh/config)");
+    remote_cli_->setPlaceholderText("embedlab-cli");
+    remote_cli_->setToolTip(
+        "The worker on the host, when embedlab-cli is not on its PATH (remote run --remote-cli)");
 
     options_->addWidget(page(this, {rank_}));                                      // pca, svd
     options_->addWidget(page(this, {eps_}));                                       // tt
@@ -126,6 +129,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     top->addWidget(new QLabel("on", this));
     top->addWidget(target_);
     top->addWidget(ssh_config_);
+    top->addWidget(remote_cli_);
     top->addWidget(run_);
 
     const QString bundled = "the bundled sample text";
@@ -214,6 +218,7 @@ CompressionRequest MethodPanel::request() const
     if (host != kThisComputer && !host.isEmpty()) {
         r.host = host.toStdString();
         r.ssh_config = ssh_config_->text().trimmed().toStdString();
+        r.remote_cli = remote_cli_->text().trimmed().toStdString();
     }
     return r;
 }
@@ -249,6 +254,7 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
     eval_tokens_->setValue(static_cast<int>(r.eval_tokens));
     setHost(QString::fromStdString(r.host));
     ssh_config_->setText(QString::fromStdString(r.ssh_config));
+    remote_cli_->setText(QString::fromStdString(r.remote_cli));
 }
 
 QString MethodPanel::method() const
@@ -297,6 +303,7 @@ void MethodPanel::showOptionsFor(const QString& method)
     lora_steps_->setVisible(embedding && lora_->isChecked());
     const QString host = target_->currentText().trimmed();
     ssh_config_->setVisible(host != kThisComputer && !host.isEmpty());
+    remote_cli_->setVisible(ssh_config_->isVisibleTo(this));
     frequency_row_->setVisible(method == "lle");
     calibration_row_->setVisible(method == "flat");
     train_row_->setVisible(embedding && lora_->isChecked());
@@ -327,6 +334,7 @@ void MethodPanel::saveSettings() const
     s.setValue("eval_text", eval_text_->text());
     s.setValue("eval_tokens", eval_tokens_->value());
     s.setValue("ssh_config", ssh_config_->text());
+    s.setValue("remote_cli", remote_cli_->text());
     QStringList hosts;
     for (int i = 1; i < target_->count(); ++i)
         hosts << target_->itemText(i);
@@ -366,6 +374,7 @@ void MethodPanel::restoreSettings()
     eval_text_->setText(s.value("eval_text").toString());
     eval_tokens_->setValue(s.value("eval_tokens", eval_tokens_->value()).toInt());
     ssh_config_->setText(s.value("ssh_config").toString());
+    remote_cli_->setText(s.value("remote_cli").toString());
     setHost(s.value("host").toString());
 }
 

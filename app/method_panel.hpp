@@ -72,6 +72,7 @@ private:
     QSpinBox* lora_steps_;
     QComboBox* target_; // editable: "This computer" or an ssh host
     QLineEdit* ssh_config_;
+    QLineEdit* remote_cli_;
     QLineEdit* frequency_text_;
     QLineEdit* calibration_text_;
     QLineEdit* train_text_;

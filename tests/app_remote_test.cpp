@@ -242,8 +242,11 @@ TEST(AnalysesRemote, RowsEqualTheLocalRows)
     const int64_t scratch_before = scratch_dirs();
     for (const std::string method : {"pca", "tt"}) {
         auto request = remote_request(s, method);
-        const auto remote = app::detail::remote_compress_and_evaluate(
-            default_model(), request, app::default_sample_text(), {}, worker_in(dir));
+        // Through the public call, as the window makes it: the worker from the request.
+        request.remote_cli = worker_in(dir).cli;
+        request.remote_dir = worker_in(dir).dir;
+        const auto remote =
+            app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});
         request.host.clear();
         const auto local =
             app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});

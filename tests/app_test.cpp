@@ -160,7 +160,8 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
                                   .train_text = "/data/train.txt",
                                   .eval_tokens = 0,
                                   .host = "pi@raspberrypi",
-                                  .ssh_config = "/home/me/.ssh/config"};
+                                  .ssh_config = "/home/me/.ssh/config",
+                                  .remote_cli = "/opt/embedlab/bin/embedlab-cli"};
     {
         MethodPanel panel;
         panel.setDimension(128);
@@ -185,6 +186,7 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
         EXPECT_EQ(got.eval_tokens, 0);
         EXPECT_EQ(got.host, want.host);
         EXPECT_EQ(got.ssh_config, want.ssh_config);
+        EXPECT_EQ(got.remote_cli, want.remote_cli);
         EXPECT_EQ(panel.evaluationText(), "/data/eval.txt");
         // flat has no LoRA recovery: the request says so whatever the checkbox holds.
         panel.setMethod("flat");
