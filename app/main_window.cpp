@@ -7,6 +7,8 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -16,6 +18,7 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
@@ -25,6 +28,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTreeWidget>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include "analyses.hpp"
@@ -56,6 +60,7 @@ MainWindow::MainWindow(QWidget* parent)
       export_button_(new QPushButton("Export compressed model...", this)), job_list_(new QTreeWidget(this))
 {
     setWindowTitle("EmbedLab");
+    setAcceptDrops(true); // a model directory or file dropped on the window opens it
     auto* model_panel = new QWidget(this);
     auto* layout = new QVBoxLayout(model_panel);
     facts_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -370,6 +375,36 @@ void MainWindow::chooseExport()
     }
     settings.setValue("export/parent", QFileInfo(dir).absolutePath());
     exportCompressed(row, dir, dense->isChecked(), overwrite);
+}
+
+QString MainWindow::droppedModel(const QMimeData* data)
+{
+    if (!data || !data->hasUrls())
+        return {};
+    for (const QUrl& url : data->urls()) {
+        if (!url.isLocalFile())
+            continue;
+        const QFileInfo info(url.toLocalFile());
+        const QString suffix = info.suffix().toLower();
+        if (info.isDir() || (info.isFile() && (suffix == "gguf" || suffix == "bin")))
+            return info.absoluteFilePath();
+    }
+    return {};
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (!droppedModel(event->mimeData()).isEmpty())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    const QString path = droppedModel(event->mimeData());
+    if (path.isEmpty())
+        return;
+    event->acceptProposedAction();
+    openModel(path);
 }
 
 void MainWindow::trackJobs()

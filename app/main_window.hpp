@@ -17,6 +17,9 @@
 #include "spectrum_view.hpp"
 
 class QAction;
+class QDragEnterEvent;
+class QDropEvent;
+class QMimeData;
 class QCheckBox;
 class QCustomPlot;
 class QDoubleSpinBox;
@@ -78,12 +81,17 @@ public:
     views::TensorTrainView* tensorTrainView() const { return tt_; }
     views::NeighbourGraphView* neighbourView() const { return lle_; }
     MethodPanel* methodPanel() const { return method_panel_; }
+    // The model a drag carries: the first local directory, .gguf or .bin among its
+    // URLs ("" if none); dropping it opens it.
+    static QString droppedModel(const QMimeData* data);
 
 signals:
     void modelShown(bool ok);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
 
 private:
     void showSummary(const ModelSummary& s);

@@ -2,11 +2,17 @@
 // progress, deliver results on the GUI thread, fail with the engine's message,
 // cancel; the event loop keeps running (stalls are measured, > 100 ms fails).
 #include <QApplication>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QMimeData>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
+#include <QUrl>
 #include <gtest/gtest.h>
 
 #include "job_controller.hpp"
@@ -133,6 +139,43 @@ TEST(MainWindow, OpensTheBundledModelAndFillsTheViewsWithoutStalling)
     EXPECT_EQ(alloc.d_head, 32);
     std::printf("worst event-loop stall while loading and analysing: %.0f ms\n", stall);
     EXPECT_LT(stall, 100.0) << "event loop stalled " << stall << " ms";
+}
+
+// A dragged model directory or .gguf/.bin file opens; other drops are refused.
+TEST(MainWindow, DroppingAModelOpensIt)
+{
+    using embedlab::app::MainWindow;
+    QTemporaryDir dir;
+    QFile notes(dir.filePath("notes.txt"));
+    ASSERT_TRUE(notes.open(QIODevice::WriteOnly));
+    notes.close();
+    const QString gguf = QString(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf";
+    QMimeData web, text, mixed;
+    web.setUrls({QUrl("https://example.com/model.gguf")});
+    text.setUrls({QUrl::fromLocalFile(notes.fileName())});
+    mixed.setUrls({QUrl::fromLocalFile(notes.fileName()), QUrl::fromLocalFile(gguf)});
+    EXPECT_EQ(MainWindow::droppedModel(&web), "");
+    EXPECT_EQ(MainWindow::droppedModel(&text), "");
+    EXPECT_EQ(MainWindow::droppedModel(&mixed), QFileInfo(gguf).absoluteFilePath());
+    QMimeData folder;
+    folder.setUrls({QUrl::fromLocalFile(dir.path())});
+    EXPECT_EQ(MainWindow::droppedModel(&folder), QFileInfo(dir.path()).absoluteFilePath());
+
+    MainWindow window;
+    bool shown = false;
+    QObject::connect(&window, &MainWindow::modelShown, [&](bool ok) { shown = ok; });
+    // Enter first: Qt delivers the drop to the widget that accepted the enter.
+    QDragEnterEvent refused(QPoint(10, 10), Qt::CopyAction, &text, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&window, &refused);
+    EXPECT_FALSE(refused.isAccepted()) << "a text file is not a model";
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mixed, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&window, &enter);
+    EXPECT_TRUE(enter.isAccepted());
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mixed, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&window, &drop);
+    EXPECT_TRUE(drop.isAccepted());
+    run_until([&] { return shown && window.jobs().idle(); }, 120000);
+    EXPECT_EQ(window.spectrumView()->data().eigenvalues.size(), 64) << "stories260K: d = 64";
 }
 
 // The panel gives back every field it was given, shows only the chosen
