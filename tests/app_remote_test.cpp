@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "analyses.hpp"
 #include "analyses_internal.hpp"
@@ -223,6 +225,29 @@ app::CompressionRequest remote_request(const SshServer& s, const std::string& me
     return r;
 }
 
+// The remote runs' scratch directories go to $TMPDIR: a private one per test, so
+// tests running beside this one (ctest -j) cannot change the count.
+class PrivateTmpdir {
+public:
+    PrivateTmpdir()
+    {
+        if (const char* old = std::getenv("TMPDIR"))
+            old_ = old;
+        ::setenv("TMPDIR", dir_.path().c_str(), 1);
+    }
+    ~PrivateTmpdir()
+    {
+        if (old_)
+            ::setenv("TMPDIR", old_->c_str(), 1);
+        else
+            ::unsetenv("TMPDIR");
+    }
+
+private:
+    TempDir dir_; // made under the real $TMPDIR, before it changes
+    std::optional<std::string> old_;
+};
+
 // Scratch directories the remote runs make (and must remove).
 int64_t scratch_dirs()
 {
@@ -239,7 +264,9 @@ TEST(AnalysesRemote, RowsEqualTheLocalRows)
     auto& s = shared_server();
     REQUIRE_SSHD(s);
     const TempDir dir;
+    const PrivateTmpdir tmp;
     const int64_t scratch_before = scratch_dirs();
+    EXPECT_EQ(scratch_before, 0);
     for (const std::string method : {"pca", "tt"}) {
         auto request = remote_request(s, method);
         // Through the public call, as the window makes it: the worker from the request.
@@ -312,7 +339,9 @@ TEST(AnalysesRemote, CancelThrowsAndLeavesNoOutput)
     auto& s = shared_server();
     REQUIRE_SSHD(s);
     const TempDir dir;
+    const PrivateTmpdir tmp;
     const int64_t scratch_before = scratch_dirs();
+    EXPECT_EQ(scratch_before, 0);
     auto request = remote_request(s, "pca");
     request.eval_tokens = 0; // the whole text: the host is still evaluating when the cancel comes
     // Cancel once the host reports the fit done and the evaluation under way.
