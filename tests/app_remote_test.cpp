@@ -19,6 +19,7 @@
 
 namespace app = embedlab::app;
 namespace fs = std::filesystem;
+using embedlab::test::shared_server;
 using embedlab::test::SshServer;
 using embedlab::test::TempDir;
 
@@ -197,16 +198,6 @@ TEST(AnalysesFlat, HeadSpectraAreDescendingPerLayerAndHead)
 }
 
 namespace {
-
-SshServer& shared_server()
-{
-    static SshServer server;
-    return server;
-}
-
-#define REQUIRE_SSHD(server)                                                                                 \
-    if (!(server).skip_reason.empty())                                                                       \
-    GTEST_SKIP() << (server).skip_reason
 
 app::detail::RemoteWorker worker_in(const TempDir& dir)
 {

@@ -14,22 +14,13 @@
 #include "sshd_fixture.hpp"
 
 using embedlab::test::cli;
+using embedlab::test::shared_server;
 using embedlab::test::SshServer;
 using embedlab::test::TempDir;
 using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 namespace {
-
-SshServer& shared_server()
-{
-    static SshServer server;
-    return server;
-}
-
-#define REQUIRE_SSHD(server)                                                                                 \
-    if (!(server).skip_reason.empty())                                                                       \
-    GTEST_SKIP() << (server).skip_reason
 
 embedlab::RemoteOptions options_for(const SshServer& s, const fs::path& remote_dir)
 {

@@ -170,4 +170,16 @@ private:
     }
 };
 
+// One server for a test executable, started on first use.
+inline SshServer& shared_server()
+{
+    static SshServer server;
+    return server;
+}
+
 } // namespace embedlab::test
+
+// Skips the test, saying why, when sshd could not be started here.
+#define REQUIRE_SSHD(server)                                                                                 \
+    if (!(server).skip_reason.empty())                                                                       \
+    GTEST_SKIP() << (server).skip_reason
