@@ -71,31 +71,15 @@ RecoveryResult recover_with_lora(LanguageModel& model, const RecoveryTraining& t
     out.initial_loss = r.loss_curve.front();
     out.final_loss = r.loss_curve.back();
     out.seconds = r.seconds;
-    out.record = {{"mode", trainable.description["mode"]},
-                  {"method", model.token_embedding().kind()},
-                  {"trains", trainable.description["trains"]},
-                  {"frozen", trainable.description["frozen"]},
-                  {"lora", trainable.description["lora"]},
-                  {"training",
-                   {{"steps", options.steps},
-                    {"lr", options.lr},
-                    {"batch", options.batch},
-                    {"seqlen", options.seqlen},
-                    {"seed", options.seed},
-                    {"weight_decay", options.weight_decay},
-                    {"warmup", options.warmup},
-                    {"optimizer", "AdamW (0.9, 0.999, eps 1e-8)"},
-                    {"text", fs::absolute(training.text).lexically_normal().string()},
-                    {"text_sha256", sha256_file(training.text)},
-                    {"ids_from", training.first_id},
-                    {"ids", training.ids.size()},
-                    {"tokens", r.tokens},
-                    {"seconds", r.seconds},
-                    {"trainable_parameters", r.trainable_parameters},
-                    {"initial_loss", out.initial_loss},
-                    {"final_loss", out.final_loss},
-                    {"loss_curve", r.loss_curve}}},
-                  {"by", "EmbedLab workbench (LoRA recovery of a results row)"}};
+    out.record = {
+        {"mode", trainable.description["mode"]},
+        {"method", model.token_embedding().kind()},
+        {"trains", trainable.description["trains"]},
+        {"frozen", trainable.description["frozen"]},
+        {"lora", trainable.description["lora"]},
+        {"training", training_json(r, training.text, sha256_file(training.text), training.ids.size())},
+        {"by", "EmbedLab workbench (LoRA recovery of a results row)"}};
+    out.record["training"]["ids_from"] = training.first_id; // the evaluated ids come before
     return out;
 }
 

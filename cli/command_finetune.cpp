@@ -73,29 +73,6 @@ Json result_json(const PerplexityResult& r)
     return {{"ppl", r.ppl}, {"nll_per_token", r.nll_per_token}, {"tokens", r.tokens}};
 }
 
-Json training_json(const TrainResult& r, const std::string& text, const std::string& sha, size_t text_tokens)
-{
-    const auto& o = r.options;
-    return {{"steps", o.steps},
-            {"lr", o.lr},
-            {"batch", o.batch},
-            {"seqlen", o.seqlen},
-            {"seed", o.seed},
-            {"weight_decay", o.weight_decay},
-            {"warmup", o.warmup},
-            {"optimizer", "AdamW (0.9, 0.999, eps 1e-8)"},
-            {"text", fs::absolute(text).lexically_normal().string()},
-            {"text_sha256", sha},
-            {"text_tokens", text_tokens},
-            {"tokens", r.tokens},
-            {"seconds", r.seconds},
-            {"tokens_per_second", r.tokens_per_second},
-            {"trainable_parameters", r.trainable_parameters},
-            {"initial_loss", r.loss_curve.front()},
-            {"final_loss", r.loss_curve.back()},
-            {"loss_curve", r.loss_curve}};
-}
-
 } // namespace
 
 int command_finetune(const std::vector<std::string>& argv)

@@ -68,6 +68,12 @@ struct TrainResult {
 void check_train_options(const TrainOptions& options, int64_t text_ids, int64_t max_context,
                          const std::string& label);
 
+// The "training" record of finetune's JSON and embedlab.json (field names are a
+// contract): the options, the text (absolute path, sha256, its token count), and
+// the result with its loss curve.
+nlohmann::ordered_json training_json(const TrainResult& result, const std::string& text,
+                                     const std::string& text_sha256, size_t text_tokens);
+
 TrainResult train_next_token(const LanguageModel& model, const std::vector<torch::Tensor>& params,
                              std::span<const int32_t> ids, const TrainOptions& options,
                              const TrainProgressFn& progress = {},

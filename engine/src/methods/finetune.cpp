@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "embedlab/low_rank.hpp"
@@ -165,6 +166,30 @@ Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool f
     t.description["lora"]["targets"] = options.targets;
     t.description["lora"]["seed"] = options.seed;
     return t;
+}
+
+nlohmann::ordered_json training_json(const TrainResult& r, const std::string& text,
+                                     const std::string& text_sha256, size_t text_tokens)
+{
+    const auto& o = r.options;
+    return {{"steps", o.steps},
+            {"lr", o.lr},
+            {"batch", o.batch},
+            {"seqlen", o.seqlen},
+            {"seed", o.seed},
+            {"weight_decay", o.weight_decay},
+            {"warmup", o.warmup},
+            {"optimizer", "AdamW (0.9, 0.999, eps 1e-8)"},
+            {"text", std::filesystem::absolute(text).lexically_normal().string()},
+            {"text_sha256", text_sha256},
+            {"text_tokens", text_tokens},
+            {"tokens", r.tokens},
+            {"seconds", r.seconds},
+            {"tokens_per_second", r.tokens_per_second},
+            {"trainable_parameters", r.trainable_parameters},
+            {"initial_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.front()},
+            {"final_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.back()},
+            {"loss_curve", r.loss_curve}};
 }
 
 } // namespace embedlab
