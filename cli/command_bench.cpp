@@ -495,12 +495,9 @@ int bench_lookup(const std::vector<std::string>& argv)
 int command_bench(const std::vector<std::string>& argv)
 {
     using Mode = int (*)(const std::vector<std::string>&);
-    static const std::map<std::string, Mode> modes = {{"eval", bench_eval},
-                                                      {"pca", bench_pca},
-                                                      {"tt", bench_tt},
-                                                      {"lookup", bench_lookup},
-                                                      {"lle", bench_lle},
-                                                      {"train", bench_train}};
+    static const std::map<std::string, Mode> modes = {{"eval", bench_eval}, {"pca", bench_pca},
+                                                      {"tt", bench_tt},     {"lookup", bench_lookup},
+                                                      {"lle", bench_lle},   {"train", bench_train}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(

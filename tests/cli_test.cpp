@@ -49,11 +49,13 @@ TEST(Cli, EvalJsonHasTheContractFields)
     const CliRun r = cli({"eval", "--text", (dir / "t.txt").string(), "--ctx", "8", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    for (const char* field : {"tokens", "nll_per_token", "ppl", "ctx", "stride", "seconds", "tokens_per_second"})
+    for (const char* field :
+         {"tokens", "nll_per_token", "ppl", "ctx", "stride", "seconds", "tokens_per_second"})
         EXPECT_TRUE(j.contains(field)) << field;
     EXPECT_EQ(j["ctx"], 8);
     EXPECT_EQ(j["stride"], 8);
-    EXPECT_NEAR(j["ppl"].get<double>(), std::exp(j["nll_per_token"].get<double>()), 1e-6 * j["ppl"].get<double>());
+    EXPECT_NEAR(j["ppl"].get<double>(), std::exp(j["nll_per_token"].get<double>()),
+                1e-6 * j["ppl"].get<double>());
 }
 
 TEST(Cli, TokenizeAndEvalOfIdsAgree)
@@ -119,7 +121,8 @@ TEST(Cli, AccountPrintsTableTwoWithoutAModel)
                            "1,4,4,1", "--json"});
     ASSERT_EQ(tt.exit_code, 0) << tt.err;
     EXPECT_EQ(nlohmann::json::parse(tt.out)["params_per_token"], 208);
-    const CliRun bad = cli({"account", "--method", "tt", "--vocab", "50257", "--dim", "768", "--shape", "8,8,10"});
+    const CliRun bad =
+        cli({"account", "--method", "tt", "--vocab", "50257", "--dim", "768", "--shape", "8,8,10"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("product 640"), std::string::npos) << bad.err;
 }
@@ -129,8 +132,8 @@ TEST(Cli, StoriesReferenceIdsThroughGguf)
     EMBEDLAB_REQUIRE_SHARED();
     const auto shared = embedlab::test::shared_dir();
     const CliRun r = cli({"eval", (shared / "models/stories260K/stories260K.gguf").string(), "--ids",
-                       (shared / "reference/tokens-stories260K-tinystories-6000.json").string(), "--ctx",
-                       "256", "--json"});
+                          (shared / "reference/tokens-stories260K-tinystories-6000.json").string(), "--ctx",
+                          "256", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["tokens"], 3013);

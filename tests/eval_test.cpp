@@ -27,7 +27,8 @@ TEST(PerplexityWindows, ScoreEachTargetExactlyOnce)
                 }
                 EXPECT_EQ(scored[0], 0);
                 for (int64_t i = 1; i < n; ++i)
-                    ASSERT_EQ(scored[i], 1) << "n=" << n << " ctx=" << ctx << " stride=" << stride << " i=" << i;
+                    ASSERT_EQ(scored[i], 1)
+                        << "n=" << n << " ctx=" << ctx << " stride=" << stride << " i=" << i;
             }
 }
 
@@ -102,8 +103,7 @@ TEST(InputFiles, IdsInEveryAcceptedFormat)
     EXPECT_EQ(read_ids_file(write("a.txt", "5 17\n0\t42\n")), want);
     EXPECT_EQ(read_ids_file(write("b.json", "[5, 17, 0, 42]")), want);
     EXPECT_EQ(read_ids_file(write("c.json", R"({"model": "x", "ids": [5, 17, 0, 42]})")), want);
-    for (const auto& [name, content, needle] :
-         std::vector<std::tuple<std::string, std::string, std::string>>{
+    for (const auto& [name, content, needle] : std::vector<std::tuple<std::string, std::string, std::string>>{
              {"bad1.txt", "5 seventeen", "bad1.txt"},
              {"bad2.json", "{\"ids\": [1, 2", "not valid JSON"},
              {"bad3.json", "{\"tokens\": [1]}", "\"ids\""},
@@ -144,7 +144,8 @@ std::vector<ReferenceCase> reference_cases()
     std::vector<ReferenceCase> cases;
     if (!test::have_shared())
         return cases;
-    const auto j = nlohmann::json::parse(test::read_text(test::shared_dir() / "reference" / "perplexity.json"));
+    const auto j =
+        nlohmann::json::parse(test::read_text(test::shared_dir() / "reference" / "perplexity.json"));
     for (const auto& r : j["results"]) {
         ReferenceCase c;
         c.model = r["model"];
@@ -170,7 +171,8 @@ TEST(ReferencePerplexity, EveryReferenceResultIsReproduced)
         std::vector<std::filesystem::path> models;
         std::vector<int32_t> ids;
         if (!c.ids_file.empty()) { // stories260K: both files, ids from the reference
-            models = {shared / "models/stories260K/stories260K.gguf", shared / "models/stories260K/stories260K.bin"};
+            models = {shared / "models/stories260K/stories260K.gguf",
+                      shared / "models/stories260K/stories260K.bin"};
             ids = read_ids_file(shared / c.ids_file);
         } else {
             models = {shared / c.model};

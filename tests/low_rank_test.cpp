@@ -22,7 +22,8 @@ TEST(LowRank, PcaReconstructionErrorIsTheDroppedEigenvalues)
     ASSERT_EQ(fit.Z.sizes(), (std::vector<int64_t>{V, k}));
     ASSERT_EQ(fit.P.sizes(), (std::vector<int64_t>{k, d}));
     auto Ed = E.to(torch::kDouble);
-    auto recon = fit.mu.to(torch::kDouble) + torch::matmul(fit.Z.to(torch::kDouble), fit.P.to(torch::kDouble));
+    auto recon =
+        fit.mu.to(torch::kDouble) + torch::matmul(fit.Z.to(torch::kDouble), fit.P.to(torch::kDouble));
     const double err = (Ed - recon).pow(2).sum().item<double>();
     double dropped = 0;
     for (int64_t i = k; i < d; ++i)
@@ -32,12 +33,14 @@ TEST(LowRank, PcaReconstructionErrorIsTheDroppedEigenvalues)
     for (size_t i = 1; i < fit.eigenvalues.size(); ++i)
         EXPECT_GE(fit.eigenvalues[i - 1], fit.eigenvalues[i]);
     EXPECT_NEAR(fit.explained_variance.back(), 1.0, 1e-12);
-    EXPECT_NEAR(fit.explained_variance[k - 1], 1.0 - dropped / (dropped + [&] {
-                    double kept = 0;
-                    for (int64_t i = 0; i < k; ++i)
-                        kept += fit.eigenvalues[static_cast<size_t>(i)];
-                    return kept;
-                }()),
+    EXPECT_NEAR(fit.explained_variance[k - 1],
+                1.0 - dropped / (dropped +
+                                 [&] {
+                                     double kept = 0;
+                                     for (int64_t i = 0; i < k; ++i)
+                                         kept += fit.eigenvalues[static_cast<size_t>(i)];
+                                     return kept;
+                                 }()),
                 1e-9);
     // The mean is the row mean: METHODS 1's centring.
     EXPECT_TRUE(torch::allclose(fit.mu, E.mean(0), 1e-5, 1e-5));
@@ -88,7 +91,8 @@ TEST(LowRank, ModelRunsOnTheFactorisedEmbedding)
     LanguageModel m(c, w, "tiny");
     auto ids = torch::tensor({{1, 2, 3, 4}}, torch::kLong);
     auto dense_logits = m.logits(ids);
-    m.set_token_embedding(std::make_shared<LowRankTokenEmbedding>(fit_low_rank(w.at("wte.weight"), LowRankKind::PCA, 16)));
+    m.set_token_embedding(
+        std::make_shared<LowRankTokenEmbedding>(fit_low_rank(w.at("wte.weight"), LowRankKind::PCA, 16)));
     EXPECT_TRUE(torch::allclose(m.logits(ids), dense_logits, 1e-3, 1e-3)); // k = d: lossless
     EXPECT_EQ(m.parameter_breakdown().token_embedding, 50 * 16 + 16 * 16 + 16);
 }

@@ -123,7 +123,8 @@ TEST_P(ReferenceLogits, FirstAndLastPositionsMatchToOneE4)
 {
     EMBEDLAB_REQUIRE_SHARED();
     const auto shared = embedlab::test::shared_dir();
-    const auto ref = nlohmann::json::parse(test::read_text(shared / "reference" / ("logits-" + GetParam() + ".json")));
+    const auto ref =
+        nlohmann::json::parse(test::read_text(shared / "reference" / ("logits-" + GetParam() + ".json")));
     auto lm = load_model(shared / "models" / GetParam());
     const auto prompt_ids = lm.tokenizer->encode(ref["prompt"].get<std::string>());
     EXPECT_EQ(prompt_ids, ref["ids"].get<std::vector<int32_t>>());
@@ -142,8 +143,7 @@ TEST_P(ReferenceLogits, FirstAndLastPositionsMatchToOneE4)
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits,
-                         ::testing::Values("tinygpt2", "tinygpt2-f16", "tinyllama"),
-                         [](const auto& info) {
+                         ::testing::Values("tinygpt2", "tinygpt2-f16", "tinyllama"), [](const auto& info) {
                              std::string s = info.param;
                              for (auto& ch : s)
                                  if (!isalnum(static_cast<unsigned char>(ch)))

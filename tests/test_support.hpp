@@ -24,7 +24,10 @@ inline std::filesystem::path shared_dir()
     return std::filesystem::path(EMBEDLAB_SOURCE_DIR) / ".." / "shared";
 }
 
-inline bool have_shared() { return std::filesystem::exists(shared_dir() / "METHODS.md"); }
+inline bool have_shared()
+{
+    return std::filesystem::exists(shared_dir() / "METHODS.md");
+}
 
 inline std::string read_text(const std::filesystem::path& p)
 {
@@ -46,7 +49,11 @@ public:
                 break;
         }
     }
-    ~TempDir() { std::error_code ec; std::filesystem::remove_all(path_, ec); }
+    ~TempDir()
+    {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
     const std::filesystem::path& path() const { return path_; }
     std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
 
@@ -58,9 +65,9 @@ private:
 
 #include <unistd.h>
 
-#define EMBEDLAB_REQUIRE_SHARED()                                                          \
-    do {                                                                                   \
-        if (!::embedlab::test::have_shared())                                              \
-            GTEST_SKIP() << "needs ../shared test data (not found at "                     \
-                         << ::embedlab::test::shared_dir() << ")";                         \
+#define EMBEDLAB_REQUIRE_SHARED()                                                                            \
+    do {                                                                                                     \
+        if (!::embedlab::test::have_shared())                                                                \
+            GTEST_SKIP() << "needs ../shared test data (not found at " << ::embedlab::test::shared_dir()     \
+                         << ")";                                                                             \
     } while (0)

@@ -19,7 +19,10 @@ std::filesystem::path resource_dir()
     return EMBEDLAB_RESOURCE_DIR;
 }
 
-std::filesystem::path default_model_path() { return resource_dir() / "models" / "tinygpt2-f16"; }
+std::filesystem::path default_model_path()
+{
+    return resource_dir() / "models" / "tinygpt2-f16";
+}
 
 std::filesystem::path default_sample_text_path()
 {

@@ -15,23 +15,23 @@ namespace embedlab {
 
 // TensorSLM energy model (METHODS 5, eqs. 2-5) for a text of `tokens` tokens.
 struct EnergyOptions {
-    double nu = 5.0;      // cost of one memory access
-    double tau = 1.0;     // cost of one arithmetic operation (nu / tau = 5: paper, Appendix F)
-    int64_t tokens = 50;  // l
+    double nu = 5.0;     // cost of one memory access
+    double tau = 1.0;    // cost of one arithmetic operation (nu / tau = 5: paper, Appendix F)
+    int64_t tokens = 50; // l
 };
 struct EnergyEstimate {
     double original_nu = 0, original_tau = 0;
     double compressed_nu = 0, compressed_tau = 0;
-    double omega = 0;     // (compressed_nu + compressed_tau) / (original_nu + original_tau)
+    double omega = 0; // (compressed_nu + compressed_tau) / (original_nu + original_tau)
 };
 
 struct EmbeddingAccounting {
     std::string method;
     int64_t vocab = 0, dim = 0;
-    int64_t params_before = 0;   // V d
-    int64_t params_after = 0;    // stored values of the compressed table
-    double ratio = 0;            // after / before
-    double eta_emb = 0;          // (before - after) / before
+    int64_t params_before = 0; // V d
+    int64_t params_after = 0;  // stored values of the compressed table
+    double ratio = 0;          // after / before
+    double eta_emb = 0;        // (before - after) / before
     // Whole model, when its parameter count is known (else the table alone).
     int64_t model_params_before = 0, model_params_after = 0;
     double eta = 0;              // (|M0| - |Mc|) / |Mc|
@@ -43,7 +43,7 @@ struct EmbeddingAccounting {
     // tensor train
     std::vector<int64_t> shape, ranks;
     int64_t params_per_token = 0;
-    double eta_ttd = 0;          // d / params_per_token - 1
+    double eta_ttd = 0; // d / params_per_token - 1
     int64_t svd_equal_size_rank = 0;
     EnergyEstimate svd_equal_size_energy;
 };
@@ -59,8 +59,8 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
 // Per-token tensor train: shape with product d, ranks r_0..r_N with r_0 = r_N = 1
 // and r_k <= min(prod_{j<=k} I_j, prod_{j>k} I_j).
 EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_t>& shape,
-                                         const std::vector<int64_t>& ranks,
-                                         const EnergyOptions& energy = {}, int64_t model_params = 0);
+                                         const std::vector<int64_t>& ranks, const EnergyOptions& energy = {},
+                                         int64_t model_params = 0);
 
 // Throws InputError naming the problem (product != d, wrong rank count, cap exceeded).
 void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,

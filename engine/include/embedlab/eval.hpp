@@ -31,8 +31,8 @@ struct PerplexityOptions {
 };
 
 struct PerplexityResult {
-    int64_t ids = 0;           // ids in the text
-    int64_t tokens = 0;        // predicted (scored) tokens
+    int64_t ids = 0;    // ids in the text
+    int64_t tokens = 0; // predicted (scored) tokens
     int64_t windows = 0;
     double nll_per_token = 0;
     double ppl = 0;
@@ -55,8 +55,7 @@ struct EvalWindow {
 std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t stride);
 
 PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const int32_t> ids,
-                                     const PerplexityOptions& options,
-                                     const ProgressFn& progress = {});
+                                     const PerplexityOptions& options, const ProgressFn& progress = {});
 
 // A text file's bytes; InputError if it cannot be read or is empty.
 std::string read_text_file(const std::filesystem::path& file);

@@ -40,7 +40,7 @@ public:
     explicit LowRankTokenEmbedding(const LowRankFit& fit);
     int64_t vocab_size() const override { return Z_.size(0); }
     int64_t dim() const override { return P_.size(1); }
-    torch::Tensor lookup(const torch::Tensor& ids) const override;   // mu + Z[ids] P
+    torch::Tensor lookup(const torch::Tensor& ids) const override;     // mu + Z[ids] P
     torch::Tensor project(const torch::Tensor& hidden) const override; // h mu^T + (h P^T) Z^T
     int64_t parameter_count() const override;
     std::string kind() const override

@@ -12,7 +12,7 @@
 namespace embedlab {
 
 std::filesystem::path resource_dir();
-std::filesystem::path default_model_path();      // the bundled tinygpt2-f16
+std::filesystem::path default_model_path();       // the bundled tinygpt2-f16
 std::filesystem::path default_sample_text_path(); // bundled held-out sample text
 
 } // namespace embedlab

@@ -18,7 +18,7 @@ struct ScoredVocab {
     int32_t bos_id = -1;
     int32_t eos_id = -1;
     int32_t unk_id = -1;
-    bool add_dummy_prefix = true;    // prepend a space before encoding (SentencePiece default)
+    bool add_dummy_prefix = true; // prepend a space before encoding (SentencePiece default)
 };
 
 } // namespace embedlab

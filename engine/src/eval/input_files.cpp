@@ -34,8 +34,8 @@ int32_t checked_id(const nlohmann::json& v, const std::filesystem::path& file, s
         throw InputError(file.string() + ": ids[" + std::to_string(index) + "] is not an integer");
     const auto x = v.get<int64_t>();
     if (x < 0 || x > std::numeric_limits<int32_t>::max())
-        throw InputError(file.string() + ": ids[" + std::to_string(index) + "] = " +
-                         std::to_string(x) + " is not a valid token id");
+        throw InputError(file.string() + ": ids[" + std::to_string(index) + "] = " + std::to_string(x) +
+                         " is not a valid token id");
     return static_cast<int32_t>(x);
 }
 

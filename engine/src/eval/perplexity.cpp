@@ -13,8 +13,7 @@ std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t strid
         throw InputError("--stride must be between 1 and ctx (" + std::to_string(ctx) + "), got " +
                          std::to_string(stride));
     if (n < 2)
-        throw InputError("the text has " + std::to_string(n) +
-                         " token(s); perplexity needs at least 2");
+        throw InputError("the text has " + std::to_string(n) + " token(s); perplexity needs at least 2");
     std::vector<EvalWindow> windows;
     int64_t scored_until = 0; // targets 1..scored_until are already scored
     for (int64_t start = 0;; start += stride) {
@@ -45,9 +44,9 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     const int64_t batch =
         options.batch_windows > 0 ? options.batch_windows : std::max<int64_t>(1, 2048 / ctx);
 
-    auto all_ids = torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())},
-                                    torch::kInt32)
-                       .to(torch::kLong);
+    auto all_ids =
+        torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)
+            .to(torch::kLong);
     double total_nll = 0;
     int64_t scored = 0;
     size_t next = 0;
@@ -62,7 +61,7 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
         std::vector<torch::Tensor> window_ids;
         for (size_t i = next; i < end; ++i)
             window_ids.push_back(all_ids.narrow(0, windows[i].start, len));
-        auto batch_ids = torch::stack(window_ids);                  // [B, len]
+        auto batch_ids = torch::stack(window_ids); // [B, len]
         auto inputs = batch_ids.narrow(1, 0, T);
         auto targets = batch_ids.narrow(1, 1, T).reshape({-1});
         auto hidden = model.hidden_states(inputs).reshape({-1, model.config().hidden_size});

@@ -9,8 +9,7 @@ namespace {
 
 bool stands_for_itself(int byte)
 {
-    return (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) ||
-           (byte >= 0xAE && byte <= 0xFF);
+    return (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || (byte >= 0xAE && byte <= 0xFF);
 }
 
 struct ByteTables {
@@ -37,7 +36,10 @@ const ByteTables& tables()
 
 } // namespace
 
-int32_t byte_to_code_point(unsigned char byte) { return tables().to_code_point[byte]; }
+int32_t byte_to_code_point(unsigned char byte)
+{
+    return tables().to_code_point[byte];
+}
 
 int byte_from_code_point(int32_t cp)
 {

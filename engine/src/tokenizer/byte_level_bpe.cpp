@@ -32,8 +32,7 @@ std::string to_byte_level(std::string_view bytes)
 
 uint64_t pair_key(int32_t left, int32_t right)
 {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-           static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
 struct Merge {
@@ -48,8 +47,8 @@ std::string nfc(std::string_view text)
     std::string out;
     icu::StringByteSink<std::string> sink(&out);
     if (U_SUCCESS(status))
-        normalizer->normalizeUTF8(0, icu::StringPiece(text.data(), static_cast<int32_t>(text.size())),
-                                  sink, nullptr, status);
+        normalizer->normalizeUTF8(0, icu::StringPiece(text.data(), static_cast<int32_t>(text.size())), sink,
+                                  nullptr, status);
     if (U_FAILURE(status))
         return std::string(text); // not normalizable (e.g. too long): leave as is
     return out;
@@ -77,9 +76,9 @@ private:
     void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
 
     std::filesystem::path source_;
-    std::vector<std::string> tokens_;  // id -> byte-level text (added: plain content)
-    std::vector<uint8_t> special_;     // id -> special added token
-    std::vector<uint8_t> added_;       // id -> added token (decoded as plain text)
+    std::vector<std::string> tokens_; // id -> byte-level text (added: plain content)
+    std::vector<uint8_t> special_;    // id -> special added token
+    std::vector<uint8_t> added_;      // id -> added token (decoded as plain text)
     std::unordered_map<std::string, int32_t> token_ids_;
     std::array<int32_t, 256> byte_ids_{};
     std::unordered_map<uint64_t, Merge> merges_;
@@ -128,8 +127,7 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
         byte_ids_[static_cast<size_t>(b)] = it == token_ids_.end() ? -1 : it->second;
     }
 
-    const std::filesystem::path& merges_file =
-        spec.merges_source.empty() ? source_ : spec.merges_source;
+    const std::filesystem::path& merges_file = spec.merges_source.empty() ? source_ : spec.merges_source;
     const auto id_of = [&](const std::string& text, size_t merge_index) {
         const auto it = token_ids_.find(text);
         if (it == token_ids_.end())
@@ -155,8 +153,8 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
         if (!bos_ && (t.content == "<|endoftext|>" || t.content == "<s>" ||
                       t.content == "<|begin_of_text|>" || t.content == "<bos>"))
             bos_ = t.id;
-        if (!eos_ && (t.content == "<|endoftext|>" || t.content == "</s>" ||
-                      t.content == "<|end_of_text|>" || t.content == "<eos>"))
+        if (!eos_ && (t.content == "<|endoftext|>" || t.content == "</s>" || t.content == "<|end_of_text|>" ||
+                      t.content == "<eos>"))
             eos_ = t.id;
     }
 

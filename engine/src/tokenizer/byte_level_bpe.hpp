@@ -21,7 +21,7 @@ struct AddedToken {
 };
 
 struct ByteLevelBpeSpec {
-    std::filesystem::path source;      // named in error messages
+    std::filesystem::path source;        // named in error messages
     std::filesystem::path merges_source; // the merges file, if it is another file
     // (byte-level token text, id); ids need not be dense.
     std::vector<std::pair<std::string, int32_t>> vocab;

@@ -10,8 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::pair<std::string, int32_t>> parse_vocab(const json& vocab,
-                                                          const std::filesystem::path& file)
+std::vector<std::pair<std::string, int32_t>> parse_vocab(const json& vocab, const std::filesystem::path& file)
 {
     if (!vocab.is_object())
         throw InputError(file_message(file, "the vocabulary is not a JSON object of token -> id"));
@@ -23,22 +22,21 @@ std::vector<std::pair<std::string, int32_t>> parse_vocab(const json& vocab,
                                                     "\" has an id that is not an integer"));
         const auto value = id.get<int64_t>();
         if (value < 0 || value > INT32_MAX)
-            throw InputError(file_message(file, "token \"" + printable_utf8(text) +
-                                                    "\" has an invalid id " + std::to_string(value)));
+            throw InputError(file_message(file, "token \"" + printable_utf8(text) + "\" has an invalid id " +
+                                                    std::to_string(value)));
         out.emplace_back(text, static_cast<int32_t>(value));
     }
     return out;
 }
 
 // "a b" -> (a, b); byte-level tokens never contain a real space.
-std::pair<std::string, std::string> split_merge(std::string_view line,
-                                                const std::filesystem::path& file, size_t number)
+std::pair<std::string, std::string> split_merge(std::string_view line, const std::filesystem::path& file,
+                                                size_t number)
 {
     const size_t space = line.find(' ');
     if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string_view::npos)
-        throw InputError(file_message(file, "merge " + std::to_string(number) + " \"" +
-                                                printable_utf8(line) +
+        throw InputError(file_message(file, "merge " + std::to_string(number) + " \"" + printable_utf8(line) +
                                                 "\" is not two tokens separated by one space"));
     return {std::string(line.substr(0, space)), std::string(line.substr(space + 1))};
 }
@@ -46,9 +44,9 @@ std::pair<std::string, std::string> split_merge(std::string_view line,
 void apply_pre_tokenizer(const json& pre, ByteLevelBpeSpec& spec, const std::filesystem::path& file)
 {
     const auto unsupported = [&](const std::string& what) {
-        return InputError(file_message(
-            file, "pre-tokenizer " + what +
-                      " is not supported (supported: ByteLevel, or Digits then ByteLevel)"));
+        return InputError(
+            file_message(file, "pre-tokenizer " + what +
+                                   " is not supported (supported: ByteLevel, or Digits then ByteLevel)"));
     };
     if (!pre.is_object())
         throw unsupported("null");
@@ -77,8 +75,7 @@ void apply_pre_tokenizer(const json& pre, ByteLevelBpeSpec& spec, const std::fil
         throw unsupported("without ByteLevel");
 }
 
-void apply_normalizer(const json& normalizer, ByteLevelBpeSpec& spec,
-                      const std::filesystem::path& file)
+void apply_normalizer(const json& normalizer, ByteLevelBpeSpec& spec, const std::filesystem::path& file)
 {
     if (normalizer.is_null())
         return;
@@ -87,8 +84,8 @@ void apply_normalizer(const json& normalizer, ByteLevelBpeSpec& spec,
         spec.nfc = true;
         return;
     }
-    throw InputError(file_message(file, "normalizer \"" + type +
-                                            "\" is not supported (supported: none, NFC)"));
+    throw InputError(
+        file_message(file, "normalizer \"" + type + "\" is not supported (supported: none, NFC)"));
 }
 
 std::string string_field_or_empty(const json& object, const char* key)
@@ -107,12 +104,11 @@ ByteLevelBpeSpec parse_hf_tokenizer_json(const json& root, const std::filesystem
         const json& model = root.at("model");
         const std::string type = model.value("type", "BPE");
         if (type != "BPE")
-            throw InputError(file_message(file, "model type \"" + type +
-                                                    "\" is not supported (only byte-level BPE)"));
+            throw InputError(
+                file_message(file, "model type \"" + type + "\" is not supported (only byte-level BPE)"));
         if (!string_field_or_empty(model, "continuing_subword_prefix").empty() ||
             !string_field_or_empty(model, "end_of_word_suffix").empty())
-            throw InputError(file_message(
-                file, "BPE with a subword prefix or word suffix is not supported"));
+            throw InputError(file_message(file, "BPE with a subword prefix or word suffix is not supported"));
 
         ByteLevelBpeSpec spec;
         spec.source = file;
@@ -130,8 +126,8 @@ ByteLevelBpeSpec parse_hf_tokenizer_json(const json& root, const std::filesystem
             else if (m.is_array() && m.size() == 2)
                 spec.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
             else
-                throw InputError(file_message(file, "merge " + std::to_string(i + 1) +
-                                                        " is neither \"a b\" nor [a, b]"));
+                throw InputError(
+                    file_message(file, "merge " + std::to_string(i + 1) + " is neither \"a b\" nor [a, b]"));
         }
 
         for (const json& t : root.value("added_tokens", json::array())) {

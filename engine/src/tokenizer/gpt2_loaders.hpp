@@ -12,7 +12,6 @@ namespace embedlab::tokenizer_impl {
 
 // The spec of a tokenizer.json already parsed from `file`; InputError naming
 // `file` when it is not a byte-level BPE this engine reproduces exactly.
-ByteLevelBpeSpec parse_hf_tokenizer_json(const nlohmann::json& root,
-                                         const std::filesystem::path& file);
+ByteLevelBpeSpec parse_hf_tokenizer_json(const nlohmann::json& root, const std::filesystem::path& file);
 
 } // namespace embedlab::tokenizer_impl

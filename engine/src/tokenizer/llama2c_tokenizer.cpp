@@ -16,8 +16,7 @@ class Reader {
 public:
     Reader(const std::string& bytes, const std::filesystem::path& file) : bytes_(bytes), file_(file) {}
 
-    template <typename T>
-    T read(const char* what)
+    template <typename T> T read(const char* what)
     {
         need(sizeof(T), what);
         T value;
@@ -40,8 +39,8 @@ private:
     void need(size_t n, const char* what) const
     {
         if (n > remaining())
-            throw InputError(file_message(file_, std::string("truncated: the file ends inside ") +
-                                                     what + " at byte " + std::to_string(pos_)));
+            throw InputError(file_message(file_, std::string("truncated: the file ends inside ") + what +
+                                                     " at byte " + std::to_string(pos_)));
     }
 
     const std::string& bytes_;
@@ -55,8 +54,7 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& t
                                                   int64_t vocab_size)
 {
     if (vocab_size <= 0 || vocab_size > INT32_MAX)
-        throw InputError(file_message(tokenizer_bin, "invalid vocabulary size " +
-                                                         std::to_string(vocab_size) +
+        throw InputError(file_message(tokenizer_bin, "invalid vocabulary size " + std::to_string(vocab_size) +
                                                          " (from the checkpoint header)"));
     const std::string bytes = tokenizer_impl::read_file_bytes(tokenizer_bin);
     // Every token takes at least 8 bytes, so a size the file cannot hold is
@@ -70,8 +68,8 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& t
     Reader reader(bytes, tokenizer_bin);
     const auto max_token_length = reader.read<int32_t>("the header");
     if (max_token_length <= 0)
-        throw InputError(file_message(tokenizer_bin, "invalid max_token_length " +
-                                                         std::to_string(max_token_length)));
+        throw InputError(
+            file_message(tokenizer_bin, "invalid max_token_length " + std::to_string(max_token_length)));
 
     ScoredVocab vocab;
     vocab.tokens.reserve(static_cast<size_t>(vocab_size));
@@ -80,9 +78,8 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& t
         const auto score = reader.read<float>("a token score");
         const auto length = reader.read<int32_t>("a token length");
         if (length < 0 || static_cast<size_t>(length) > reader.remaining())
-            throw InputError(file_message(tokenizer_bin, "token " + std::to_string(i) +
-                                                             " claims " + std::to_string(length) +
-                                                             " bytes but " +
+            throw InputError(file_message(tokenizer_bin, "token " + std::to_string(i) + " claims " +
+                                                             std::to_string(length) + " bytes but " +
                                                              std::to_string(reader.remaining()) +
                                                              " remain: the file is truncated or corrupt"));
         vocab.scores.push_back(score);

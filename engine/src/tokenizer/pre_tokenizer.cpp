@@ -143,8 +143,7 @@ std::vector<std::string_view> split_digits(std::string_view text, bool individua
         }
         if (pos > start)
             pieces.push_back(text.substr(start, pos - start));
-        const size_t end = individual_digits ? pos + s.length
-                                             : run_end(text, pos, CharClass::number);
+        const size_t end = individual_digits ? pos + s.length : run_end(text, pos, CharClass::number);
         pieces.push_back(text.substr(pos, end - pos));
         start = pos = end;
     }

@@ -10,8 +10,8 @@ namespace embedlab::tokenizer_impl {
 
 void ProtobufReader::corrupt(const char* what) const
 {
-    throw InputError(file_message(file_, std::string("corrupt or truncated protobuf (") + what +
-                                             " at byte " + std::to_string(pos_) + ")"));
+    throw InputError(file_message(file_, std::string("corrupt or truncated protobuf (") + what + " at byte " +
+                                             std::to_string(pos_) + ")"));
 }
 
 uint64_t ProtobufReader::read_varint()

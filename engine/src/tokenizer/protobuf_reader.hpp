@@ -12,10 +12,7 @@ class ProtobufReader {
 public:
     enum WireType : uint32_t { varint = 0, fixed64 = 1, length_delimited = 2, fixed32 = 5 };
 
-    ProtobufReader(std::string_view bytes, const std::filesystem::path& file)
-        : bytes_(bytes), file_(file)
-    {
-    }
+    ProtobufReader(std::string_view bytes, const std::filesystem::path& file) : bytes_(bytes), file_(file) {}
 
     bool done() const { return pos_ >= bytes_.size(); }
     // Reads the next field's key; the value must then be read or skipped.

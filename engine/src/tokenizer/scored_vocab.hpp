@@ -78,8 +78,8 @@ private:
     // Views into vocab_.tokens, which never changes after construction.
     std::unordered_map<std::string_view, int32_t> token_ids_; // any token; first id wins
     std::unordered_map<std::string_view, int32_t> merge_ids_; // tokens a merge may produce
-    std::vector<std::string_view> user_defined_;               // longest first
-    std::array<int32_t, 256> byte_ids_{};                      // byte-fallback token, or -1
+    std::vector<std::string_view> user_defined_;              // longest first
+    std::array<int32_t, 256> byte_ids_{};                     // byte-fallback token, or -1
 };
 
 } // namespace embedlab::tokenizer_impl

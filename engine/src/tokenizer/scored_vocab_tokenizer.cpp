@@ -54,18 +54,16 @@ ScoredVocabTokenizer::ScoredVocabTokenizer(ScoredVocab vocab, std::string kind, 
     if (n > static_cast<size_t>(INT32_MAX))
         throw InputError(file_message(source_, "the vocabulary is too large"));
     if (vocab_.scores.size() != n)
-        throw InputError(file_message(source_, "the vocabulary has " + std::to_string(n) +
-                                                   " tokens but " +
+        throw InputError(file_message(source_, "the vocabulary has " + std::to_string(n) + " tokens but " +
                                                    std::to_string(vocab_.scores.size()) + " scores"));
     if (!vocab_.types.empty() && vocab_.types.size() != n)
-        throw InputError(file_message(source_, "the vocabulary has " + std::to_string(n) +
-                                                   " tokens but " +
+        throw InputError(file_message(source_, "the vocabulary has " + std::to_string(n) + " tokens but " +
                                                    std::to_string(vocab_.types.size()) + " token types"));
     for (const auto& [name, id] : {std::pair{"BOS", vocab_.bos_id}, std::pair{"EOS", vocab_.eos_id},
                                    std::pair{"unknown", vocab_.unk_id}})
         if (id < -1 || id >= static_cast<int64_t>(n))
-            throw InputError(file_message(source_, std::string(name) + " token id " +
-                                                       std::to_string(id) + " is out of range"));
+            throw InputError(file_message(source_, std::string(name) + " token id " + std::to_string(id) +
+                                                       " is out of range"));
 
     const bool sentencepiece = options_.style == ScoredEncoderOptions::Style::sentencepiece;
     token_ids_.reserve(n);
@@ -304,8 +302,8 @@ std::string ScoredVocabTokenizer::token_text(int32_t id) const
 std::unique_ptr<Tokenizer> make_scored_vocab_tokenizer(ScoredVocab vocab, std::string kind,
                                                        const std::string& source)
 {
-    return std::make_unique<tokenizer_impl::ScoredVocabTokenizer>(
-        std::move(vocab), std::move(kind), source, tokenizer_impl::ScoredEncoderOptions{});
+    return std::make_unique<tokenizer_impl::ScoredVocabTokenizer>(std::move(vocab), std::move(kind), source,
+                                                                  tokenizer_impl::ScoredEncoderOptions{});
 }
 
 } // namespace embedlab

@@ -18,9 +18,9 @@ using tokenizer_impl::ProtobufReader;
 namespace field {
 constexpr uint32_t model_pieces = 1, model_trainer_spec = 2, model_normalizer_spec = 3;
 constexpr uint32_t piece_text = 1, piece_score = 2, piece_type = 3;
-constexpr uint32_t trainer_model_type = 3, trainer_whitespace_as_suffix = 24,
-                   trainer_byte_fallback = 35, trainer_unk_surface = 44, trainer_unk_piece = 45,
-                   trainer_bos_piece = 46, trainer_eos_piece = 47;
+constexpr uint32_t trainer_model_type = 3, trainer_whitespace_as_suffix = 24, trainer_byte_fallback = 35,
+                   trainer_unk_surface = 44, trainer_unk_piece = 45, trainer_bos_piece = 46,
+                   trainer_eos_piece = 47;
 constexpr uint32_t normalizer_name = 1, normalizer_charsmap = 2, normalizer_dummy_prefix = 3,
                    normalizer_remove_extra_whitespaces = 4, normalizer_escape_whitespaces = 5;
 } // namespace field
@@ -86,8 +86,7 @@ void read_trainer_spec(std::string_view bytes, const std::filesystem::path& file
     }
 }
 
-void read_normalizer_spec(std::string_view bytes, const std::filesystem::path& file,
-                          SentencePieceModel& m)
+void read_normalizer_spec(std::string_view bytes, const std::filesystem::path& file, SentencePieceModel& m)
 {
     ProtobufReader r(bytes, file);
     while (!r.done()) {
@@ -164,8 +163,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& model
     m.vocab.unk_id = id_of_typed_piece(m.vocab, m.unk_piece, tokenizer_impl::type_unknown);
     m.vocab.bos_id = id_of_typed_piece(m.vocab, m.bos_piece, tokenizer_impl::type_control);
     m.vocab.eos_id = id_of_typed_piece(m.vocab, m.eos_piece, tokenizer_impl::type_control);
-    return std::make_unique<tokenizer_impl::ScoredVocabTokenizer>(
-        std::move(m.vocab), "sentencepiece", model_file.string(), std::move(m.options));
+    return std::make_unique<tokenizer_impl::ScoredVocabTokenizer>(std::move(m.vocab), "sentencepiece",
+                                                                  model_file.string(), std::move(m.options));
 }
 
 } // namespace embedlab
