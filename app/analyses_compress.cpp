@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,47 +15,13 @@
 #include "embedlab/compress.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
-#include "embedlab/finetune.hpp"
 #include "embedlab/model.hpp"
 
 namespace embedlab::app {
 
-namespace {
-
-const torch::Tensor& dense_table(const LanguageModel& model, const std::string& label)
-{
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
-    if (!dense)
-        throw InputError(label + ": the token embedding is already compressed (" +
-                         model.token_embedding().kind() + "); open the original model");
-    return dense->table();
-}
-
-// How many of the evaluation text's ids a row's perplexity is measured on.
-int64_t evaluated_count(int64_t text_ids, int64_t eval_tokens)
-{
-    return eval_tokens > 0 ? std::min(text_ids, eval_tokens) : text_ids;
-}
-
-} // namespace
-
 namespace detail {
-
-// The most balanced 3-factor shape of d: smallest largest factor, then largest
-// smallest factor (8x8x12 for 768, 4x4x8 for 128).
-std::vector<int64_t> balanced_shape(int64_t d, const std::string& label)
-{
-    auto shapes = tt_shapes(d, 3);
-    if (shapes.empty())
-        throw InputError(label + ": d = " + std::to_string(d) + " has no 3-factor shape for tt");
-    auto spread = [](const std::vector<int64_t>& s) {
-        const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
-        return std::pair(*hi, -*lo);
-    };
-    return *std::min_element(shapes.begin(), shapes.end(),
-                             [&](const auto& a, const auto& b) { return spread(a) < spread(b); });
-}
 
 std::string host_name()
 {
@@ -92,20 +59,6 @@ double original_perplexity(const std::string& key, const std::function<double()>
     return ppl;
 }
 
-void check_replaceable(const std::string& out_dir, bool overwrite)
-{
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(out_dir, ec)))
-        return;
-    if (!overwrite)
-        throw InputError(out_dir + ": already exists (confirm replacing it, or choose another directory)");
-    // Replacing removes the old directory: never anything but a model we wrote.
-    if (!fs::is_regular_file(fs::path(out_dir) / "embedlab.json", ec))
-        throw InputError(out_dir +
-                         ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
-}
-
 std::string text_or_default(const std::string& text)
 {
     return text.empty() ? default_sample_text() : text;
@@ -116,128 +69,137 @@ std::string text_or_default(const std::string& text)
 using detail::host_name;
 using detail::stage;
 
+embedlab::CompressionRequest detail::experiment_request(const std::string& model, const CompressionRequest& r,
+                                                        const std::string& text)
+{
+    embedlab::CompressionRequest e;
+    e.model = model;
+    e.method = r.method;
+    switch (method_descriptor(r.method).id) {
+    case Method::PCA:
+    case Method::SVD:
+        e.rank = r.rank;
+        break;
+    case Method::TT:
+        e.eps = r.eps; // the shape: the most balanced 3-factor one of d
+        break;
+    case Method::LLE:
+    case Method::LLEUnk:
+    case Method::LLEPCA:
+        e.freq_text = detail::text_or_default(r.frequency_text);
+        e.keep_ratio = r.keep_ratio;
+        e.k = r.k;
+        break;
+    case Method::Fourier:
+        e.mlp = r.mlp;
+        e.steps = r.steps;
+        break;
+    case Method::Flat:
+        e.remaining = r.remaining;
+        e.allocation = r.allocation;
+        e.calib_text = detail::text_or_default(r.calibration_text);
+        e.samples = r.samples;
+        e.seqlen = r.seqlen;
+        break;
+    }
+    if (r.lora_rank > 0) {
+        e.lora_rank = r.lora_rank;
+        e.lora_steps = r.lora_steps;
+        e.train_text = detail::text_or_default(r.train_text);
+    }
+    e.eval_text = text;
+    e.eval_tokens = r.eval_tokens;
+    return e;
+}
+
+namespace {
+
+ExperimentProgressFn one_bar(const ProgressFn& progress)
+{
+    if (!progress)
+        return {};
+    return [progress](const ExperimentProgress& p) {
+        return progress(static_cast<int64_t>(1000 * p.overall), 1000);
+    };
+}
+
+CompressionRun table_row(const RunSummary& s)
+{
+    CompressionRun r;
+    r.method = s.method;
+    r.parameters = s.parameters;
+    r.params_before = s.params_before;
+    r.params_after = s.params_after;
+    r.ratio = s.ratio;
+    r.ppl_original = s.ppl_original;
+    r.ppl = s.ppl;
+    r.delta_ln_ppl = s.delta_ln_ppl;
+    r.mean_cosine = s.mean_cosine;
+    r.seconds = s.seconds;
+    r.host = s.host;
+    return r;
+}
+
+// The latest runs, kept in memory so that exporting a row writes the model it
+// measured without fitting again (each holds a whole model: only a few are kept).
+std::mutex kept_mutex;
+std::list<std::pair<std::string, std::shared_ptr<const embedlab::CompressionRun>>> kept;
+constexpr size_t kKeptRuns = 3;
+
+std::string run_key(const embedlab::CompressionRequest& e)
+{
+    return request_json(e).dump();
+}
+
+void keep(const embedlab::CompressionRequest& e, std::shared_ptr<const embedlab::CompressionRun> run)
+{
+    std::lock_guard lock(kept_mutex);
+    const auto key = run_key(e);
+    kept.remove_if([&](const auto& k) { return k.first == key; });
+    kept.emplace_front(key, std::move(run));
+    while (kept.size() > kKeptRuns)
+        kept.pop_back();
+}
+
+std::shared_ptr<const embedlab::CompressionRun> kept_run(const embedlab::CompressionRequest& e)
+{
+    std::lock_guard lock(kept_mutex);
+    for (const auto& [key, run] : kept)
+        if (key == run_key(e))
+            return run;
+    return nullptr;
+}
+
+} // namespace
+
 CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
                                      const std::string& text, const ProgressFn& progress)
 {
     if (!request.host.empty())
         return detail::remote_compress_and_evaluate(model, request, text, progress);
-    if (request.method == "flat")
-        return detail::flat_compress_and_evaluate(model, request, text, progress);
-    const auto start = std::chrono::steady_clock::now();
-    auto lm = load_model(model);
-    auto& m = *lm.model;
-    const CompressionSpec spec = detail::embedding_spec(request, lm, model);
-    auto ids = lm.tokenizer->encode(read_text_file(text));
-    ids.resize(static_cast<size_t>(evaluated_count(static_cast<int64_t>(ids.size()), request.eval_tokens)));
-    const bool lora = request.lora_rank > 0;
-    // Before the fit: a training text that cannot serve should fail in a second.
-    std::optional<detail::RecoveryTraining> training;
-    if (lora)
-        training =
-            detail::recovery_training(*lm.tokenizer, m, request, text, static_cast<int64_t>(ids.size()));
-    const PerplexityOptions options{.ctx = std::min<int64_t>(128, m.max_context())};
-    // Progress: the original's evaluation (unless known), the fit, LoRA training, the compressed evaluation.
-    const int64_t w_original = lora ? 150 : 300, w_fit = lora ? 250 : 400, w_train = lora ? 400 : 0;
-    const int64_t w_eval = 1000 - w_original - w_fit - w_train;
-    const std::string key = model + "\n" + text + "\n" + std::to_string(ids.size());
-    const double original_ppl = detail::original_perplexity(
-        key, [&] { return evaluate_perplexity(m, ids, options, stage(progress, 0, w_original, 1000)).ppl; });
-    const torch::Tensor table = dense_table(m, model); // a handle: the model drops its dense table next
-    const auto c = compress_table(table, spec, m.parameter_breakdown().total(),
-                                  stage(progress, w_original, w_fit, 1000));
-    m.set_token_embedding(c.embedding);
-
-    CompressionRun r;
-    r.method = spec.method;
-    r.parameters = detail::parameters_text(c);
-    r.params_before = c.accounting.params_before;
-    r.params_after = c.accounting.params_after;
-    r.mean_cosine = c.reconstruction.mean_cosine;
-    if (lora) {
-        const auto recovery = detail::recover_with_lora(m, *training, request,
-                                                        stage(progress, w_original + w_fit, w_train, 1000));
-        r.parameters += detail::recovery_parameters(request);
-        // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
-        r.params_after += recovery.adapter_params;
-        r.mean_cosine = measure_reconstruction(table, m.token_embedding()).mean_cosine; // rows with dZ, dP
-    }
-    const auto compressed =
-        evaluate_perplexity(m, ids, options, stage(progress, 1000 - w_eval, w_eval, 1000));
-    r.ratio = static_cast<double>(r.params_after) / static_cast<double>(r.params_before);
-    r.ppl_original = original_ppl;
-    r.ppl = compressed.ppl;
-    r.delta_ln_ppl = std::log(compressed.ppl) - std::log(original_ppl); // TensorSLM eq. 12
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    r.host = host_name();
-    return r;
+    const auto e = detail::experiment_request(model, request, text);
+    auto run = std::make_shared<embedlab::CompressionRun>(embedlab::run_compression(e, one_bar(progress)));
+    CompressionRun row = table_row(run->summary);
+    keep(e, std::move(run));
+    return row;
 }
-
-namespace {
-
-// A LoRA row as `embedlab-cli finetune` writes it: the compressed model first
-// (the finetuned directory takes its support files and manifest from it), then
-// the row's seeded training redone in memory, its adapters stored unmerged.
-void save_recovered(LoadedModel& lm, const CompressedEmbedding& c, const CompressionRequest& request,
-                    const std::filesystem::path& dir, const ProgressFn& progress)
-{
-    auto& m = *lm.model;
-    // The row's evaluation text: its evaluated ids were not trained on, so they are not here either.
-    const std::string eval_text = detail::text_or_default(request.eval_text);
-    const auto eval_ids = static_cast<int64_t>(lm.tokenizer->encode(read_text_file(eval_text)).size());
-    const auto training = detail::recovery_training(*lm.tokenizer, m, request, eval_text,
-                                                    evaluated_count(eval_ids, request.eval_tokens));
-    const auto base_dir = dir / "compressed";
-    save_compressed_model(lm, c, base_dir, {}, stage(progress, 0, 100, 1000));
-    m.set_token_embedding(c.embedding);
-    const auto recovery = detail::recover_with_lora(m, training, request, stage(progress, 100, 700, 1000));
-    auto base = load_model(base_dir, {.need_tokenizer = false});
-    attach_lora(*base.model, m.shared_lora()); // the trained adapters on the table as stored
-    auto manifest = save_finetuned_model(
-        base, *base.model, dir,
-        {.overwrite = true, .lora = recovery.record["lora"], .finetune = recovery.record},
-        stage(progress, 800, 200, 1000));
-    // The intermediate directory went with the swap: record where the table came from instead.
-    manifest["finetuned_from"] = {
-        {"model", std::filesystem::absolute(lm.files.path).lexically_normal().string()},
-        {"compressed", c.spec.method + " " + detail::parameters_text(c)},
-        {"note", "compressed and fine-tuned in one workbench export"}};
-    write_file_atomic(dir / "embedlab.json", manifest.dump(1) + "\n");
-}
-
-} // namespace
 
 std::string export_compressed(const std::string& model, const CompressionRequest& request,
                               const std::string& out_dir, bool dense, bool overwrite,
                               const ProgressFn& progress)
 {
-    if (request.method == "flat")
-        return detail::flat_export(model, request, out_dir, dense, overwrite, progress);
-    const bool lora = request.lora_rank > 0;
-    if (lora && dense)
-        throw InputError(out_dir + ": a LoRA row is written with its adapters stored beside the table, as "
-                                   "embedlab-cli finetune writes it; it has no dense/ export");
-    // Before the fit: a taken name should fail in a second, not after the work.
-    detail::check_replaceable(out_dir, overwrite);
-    // Also checks the parent; removed again unless committed.
-    AtomicDirectory out(out_dir, overwrite);
-    report_progress(progress, 0, 1000);
-    auto lm = load_model(model, {.need_tokenizer = lora || request.method == "lle"});
-    auto& m = *lm.model;
-    const CompressionSpec spec = detail::embedding_spec(request, lm, model);
-    const int64_t w_fit = lora ? 300 : 600;
-    const auto c = compress_table(dense_table(m, model), spec, m.parameter_breakdown().total(),
-                                  stage(progress, 0, w_fit, 1000));
-    // The engine's writers publish their directory by the time they return; writing
-    // inside ours keeps a cancel possible until our commit, the last step.
-    if (lora)
-        save_recovered(lm, c, request, out.path(), stage(progress, w_fit, 1000 - w_fit, 1000));
-    else
-        save_compressed_model(lm, c, out.path(), {.dense = dense, .overwrite = true},
-                              stage(progress, w_fit, 1000 - w_fit, 1000));
+    // Before any work: a taken name should fail in a second.
+    check_export_target(out_dir, overwrite);
+    const auto e = detail::experiment_request(model, request, detail::text_or_default(request.eval_text));
+    auto run = kept_run(e);
+    const int64_t w_run = run ? 0 : 700; // a row no longer kept runs again (every method is seeded)
+    if (!run)
+        run = std::make_shared<embedlab::CompressionRun>(
+            embedlab::run_compression(e, one_bar(detail::stage(progress, 0, w_run, 1000))));
+    export_run(*run, out_dir, {.dense = dense, .overwrite = overwrite},
+               detail::stage(progress, w_run, 1000 - w_run, 1000));
     report_progress(progress, 1000, 1000);
-    out.commit();
-    return c.spec.method + " " + detail::parameters_text(c) +
-           (lora ? detail::recovery_parameters(request) : "");
+    return run->summary.method + " " + run->summary.parameters;
 }
 
 void write_file(const std::string& path, const std::string& bytes)
@@ -249,7 +211,11 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
                                           int max_shapes, const ProgressFn& progress)
 {
     auto lm = load_model(model, {.need_tokenizer = false});
-    const auto& table = dense_table(*lm.model, model);
+    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&lm.model->token_embedding());
+    if (!dense)
+        throw InputError(model + ": the token embedding is already compressed (" +
+                         lm.model->token_embedding().kind() + "); open the original model");
+    const auto& table = dense->table();
     TensorTrainResult r;
     r.vocab = table.size(0);
     r.dim = table.size(1);

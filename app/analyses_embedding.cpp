@@ -25,14 +25,6 @@ std::string number(double v)
     return buf;
 }
 
-std::string joined(const std::vector<int64_t>& v, const char* sep)
-{
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i)
-        s += (i > 0 ? sep : "") + std::to_string(v[i]);
-    return s;
-}
-
 // One InputError per bad field, naming it and its range.
 void check_fields(const CompressionRequest& r, int64_t d, const std::string& label)
 {
@@ -75,9 +67,6 @@ void check_fields(const CompressionRequest& r, int64_t d, const std::string& lab
         fail("lora_steps " + std::to_string(r.lora_steps) + " must be at least 1 with LoRA on");
     if (r.eval_tokens < 0)
         fail("eval_tokens " + std::to_string(r.eval_tokens) + " must be 0 (all) or more");
-    if (!r.host.empty() && (!(m == "pca" || m == "svd" || m == "tt") || r.lora_rank > 0))
-        fail("host " + r.host + ": the remote worker's compress job runs pca, svd or tt without LoRA, not " +
-             m + (r.lora_rank > 0 ? " with LoRA" : ""));
 }
 
 } // namespace
@@ -86,59 +75,5 @@ void check_request(const CompressionRequest& request, int64_t d)
 {
     check_fields(request, d, "request");
 }
-
-namespace detail {
-
-CompressionSpec embedding_spec(const CompressionRequest& request, const LoadedModel& lm,
-                               const std::string& label)
-{
-    const int64_t d = lm.model->config().hidden_size;
-    check_fields(request, d, label);
-    if (!is_embedding_method(request.method))
-        throw InputError(label + ": " + request.method + " is not an embedding method");
-    CompressionSpec spec{.method = request.method};
-    if (request.method == "pca" || request.method == "svd") {
-        spec.rank = request.rank;
-    } else if (request.method == "tt") {
-        spec.shape = balanced_shape(d, label);
-        spec.eps = request.eps;
-    } else if (request.method == "lle") {
-        // METHODS 2: common = the keep_ratio most frequent tokens of the frequency text (specials always).
-        const std::string text = text_or_default(request.frequency_text);
-        const auto& tokenizer = *lm.tokenizer;
-        std::vector<int64_t> specials;
-        for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
-            if (tokenizer.is_special(static_cast<int32_t>(id)))
-                specials.push_back(id);
-        const auto ids = tokenizer.encode(read_text_file(text));
-        try {
-            spec.split = std::make_shared<FrequencySplit>(
-                split_by_frequency(ids, lm.model->config().vocab_size, request.keep_ratio, specials));
-        } catch (const InputError& e) {
-            throw InputError(text + ": " + e.what());
-        }
-        spec.k = request.k;
-    } else { // fourier (METHODS 4): seeded AdamW fit of the MLP to the rows
-        spec.mlp = request.mlp;
-        spec.steps = request.steps;
-        spec.seed = 0;
-    }
-    return spec;
-}
-
-std::string parameters_text(const CompressedEmbedding& c)
-{
-    const auto& s = c.spec;
-    if (s.method == "tt")
-        return "shape " + joined(s.shape, "x") + ", eps " + number(s.eps) + ", ranks " + joined(s.ranks, ",");
-    if (s.method == "lle")
-        return "keep " + number(s.split->keep_ratio) + ", k " + std::to_string(s.k) + ", " +
-               std::to_string(s.split->rare.size()) + " rare";
-    if (s.method == "fourier")
-        return s.mlp + " MLP, " + std::to_string(s.steps) + " steps";
-    return "rank " + std::to_string(s.rank);
-}
-
-} // namespace detail
 
 } // namespace embedlab::app

@@ -1,34 +1,18 @@
-// How a request is named in the job list and the demo's progress lines.
-#include <cstdio>
-
+// How a request is named in the job list and the demo's progress lines: the
+// engine's description of the same experiment request, and where it runs.
 #include "analyses.hpp"
+#include "analyses_internal.hpp"
 
 namespace embedlab::app {
-
-namespace {
-std::string number(double v)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-} // namespace
 
 std::string describe_request(const CompressionRequest& r)
 {
     std::string what;
-    if (r.method == "tt")
-        what = "tt eps " + number(r.eps);
-    else if (r.method == "lle")
-        what = "lle keep " + number(r.keep_ratio) + ", k " + std::to_string(r.k);
-    else if (r.method == "fourier")
-        what = "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";
-    else if (r.method == "flat")
-        what = "flat remaining " + number(r.remaining) + ", " + r.allocation;
-    else
-        what = r.method + " rank " + std::to_string(r.rank);
-    if (r.lora_rank > 0)
-        what += " + LoRA r " + std::to_string(r.lora_rank) + ", " + std::to_string(r.lora_steps) + " steps";
+    try {
+        what = embedlab::describe_request(detail::experiment_request("", r, ""));
+    } catch (const InputError&) {
+        what = r.method; // not a method: check_request says so before anything runs
+    }
     if (!r.host.empty())
         what += " on " + r.host;
     return what;

@@ -4,11 +4,9 @@
 #include <optional>
 
 #include "common.hpp"
-#include "embedlab/compressed_model.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/fourier_mlp.hpp"
-#include "frequency_text.hpp"
 #include "progress_printer.hpp"
-#include "text_eval.hpp"
 
 namespace embedlab::cli {
 
@@ -104,58 +102,58 @@ int command_compress(const std::vector<std::string>& argv)
         throw InputError(path.string() +
                          ": is already an EmbedLab compressed model; compress the original model");
     auto& model = *lm.model;
-    auto spec = spec_from_args(args, model.config().hidden_size);
-    std::optional<FrequencyText> freq;
+    const auto spec = spec_from_args(args, model.config().hidden_size);
+    // The flags as an experiment request (experiment.hpp): the engine runs it.
+    CompressionRequest request;
+    request.model = path.string();
+    request.tokenizer = args.get("--tokenizer").value_or("");
+    request.method = spec.method;
+    request.rank = spec.rank;
+    request.shape = spec.shape;
+    request.ranks = spec.ranks;
+    request.eps = spec.eps;
+    request.positions = args.has("--positions");
     if (lle) {
         if (args.has("--positions"))
             throw InputError(
                 "compress: --positions works with pca, svd and tt (positions have no token frequencies)");
-        freq = FrequencyText::from_args(args, *lm.tokenizer, model.config().vocab_size);
-        spec.split = freq->split;
-        spec.unk_id = lm.tokenizer->unk_id().value_or(-1);
+        const auto freq_text = args.get("--freq-text");
+        if (!freq_text)
+            throw InputError(
+                "the lle methods need --freq-text FILE (token frequencies decide common vs rare)");
+        request.freq_text = *freq_text;
+        request.keep_ratio = args.get_double("--keep-ratio", 1.0, 0, 1);
+        request.k = args.has("--k") ? spec.k : 0;
+        request.reg = spec.reg;
     }
-    // Before the fit: a bad text should fail in a second, not after the work.
-    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
+    if (spec.method == method_descriptor(Method::Fourier).name) {
+        request.mlp = spec.mlp;
+        request.hidden_ratio = spec.hidden_ratio;
+        request.norm = spec.norm;
+        request.loss = spec.loss;
+        request.steps = spec.steps;
+        request.lr = spec.lr;
+        request.fit_batch = spec.batch;
+        request.weight_decay = spec.weight_decay;
+        request.seed = spec.seed;
+    }
+    if (const auto text = args.get("--eval-text")) {
+        const int64_t context = model.max_context();
+        request.eval_text = *text;
+        request.ctx = args.get_int("--ctx", std::min<int64_t>(128, context), 1, context);
+        request.stride = args.get_int("--stride", request.ctx, 1, request.ctx);
+        request.batch = args.get_int("--batch", 0, 0, 1 << 16);
+    }
     const bool quiet = args.has("--quiet");
-
-    CompressedEmbedding c;
-    {
-        ProgressPrinter p("compress " + spec.method, "%", quiet);
-        c = compress_table(dense_token_table(model, path.string()), spec, model.parameter_breakdown().total(),
-                           p.callback());
-    }
-    // gpt2's learned position table, with the same method and parameters.
-    std::optional<CompressedEmbedding> positions;
-    if (args.has("--positions")) {
-        if (model.config().arch != Architecture::GPT2)
-            throw InputError(path.string() + ": --positions: " + architecture_name(model.config().arch) +
-                             " models have no learned position table");
-        ProgressPrinter p("compress positions", "%", quiet);
-        positions = compress_table(model.weights().at("wpe.weight"), spec, 0, p.callback());
-    }
-    SaveCompressedOptions save{.dense = args.has("--dense"), .overwrite = args.has("--force")};
-    if (freq)
-        save.extra["frequency_text"] = freq->json();
-    save.positions = positions ? &*positions : nullptr;
-    if (eval.enabled()) {
-        const auto baseline = eval.run(model, "eval original");
-        model.set_token_embedding(c.embedding);
-        if (positions)
-            model.set_position_embedding(positions->embedding);
-        const auto compressed = eval.run(model, "eval compressed");
-        save.evaluation = eval.json(baseline, compressed);
-        if (freq) {
-            const auto cov = coverage_of(*freq->split, *lm.tokenizer, read_text_file(eval.text));
-            save.evaluation["coverage"] = {{"token_coverage", cov.token_coverage},
-                                           {"line_coverage", cov.line_coverage},
-                                           {"tokens", cov.tokens},
-                                           {"lines", cov.lines}};
-        }
-    }
+    StagePrinter stages(quiet);
+    const auto run = run_compression(request, std::move(lm), stages.callback());
+    const CompressedEmbedding& c = *run.embedding;
+    const auto& positions = run.positions;
     Json manifest;
     {
         ProgressPrinter p("write " + *out, "bytes", quiet);
-        manifest = save_compressed_model(lm, c, *out, save, p.callback());
+        manifest = export_run(run, *out, {.dense = args.has("--dense"), .overwrite = args.has("--force")},
+                              p.callback());
     }
     if (args.has("--json")) {
         print_json(manifest);
@@ -181,7 +179,7 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
                     c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
                     c.fit["rare_cosine"]["p50"].get<double>());
-    if (spec.method == "fourier") {
+    if (spec.method == method_descriptor(Method::Fourier).name) {
         const auto& f = c.fit;
         const std::string shape =
             (spec.mlp == "geglu" ? " (hidden " + std::to_string(f["hidden"].get<int64_t>()) + ")"
@@ -200,14 +198,14 @@ int command_compress(const std::vector<std::string>& argv)
         std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
                     c.fit["explained_variance_at_rank"].get<double>());
     std::printf("  fit %.3f s, total %.3f s\n", c.fit_seconds, manifest["wall_seconds"].get<double>());
-    if (eval.enabled()) {
-        const auto& e = save.evaluation;
+    if (!run.evaluation.is_null()) {
+        const auto& e = run.evaluation;
         std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
                     e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
                     e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
                     (long long)e["ctx"].get<int64_t>());
     }
-    if (save.dense)
+    if (args.has("--dense"))
         std::printf("  dense export: %s\n", (std::filesystem::path(*out) / "dense").c_str());
     return 0;
 }

@@ -279,11 +279,14 @@ int compress_flat(const std::vector<std::string>& argv)
     if (!args.has("--remaining"))
         throw InputError(
             "compress: --method flat needs --remaining R (average remaining rank ratio, in (0, 1])");
-    FlatOptions options;
-    options.remaining = remaining_ratio(args.get_double("--remaining", 1, -1e300, 1e300), "--remaining");
-    options.allocation = allocations_from(args, "iprs").at(0);
-    options.mlp = args.has("--mlp");
-    options.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
+    CompressionRequest request;
+    request.model = path.string();
+    request.tokenizer = args.get("--tokenizer").value_or("");
+    request.method = method_descriptor(Method::Flat).name;
+    request.remaining = remaining_ratio(args.get_double("--remaining", 1, -1e300, 1e300), "--remaining");
+    request.allocation = rank_allocation_name(allocations_from(args, "iprs").at(0));
+    request.compress_mlp = args.has("--mlp");
+    request.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
     auto lm = load_for_flat(args, path);
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() +
@@ -294,19 +297,28 @@ int compress_flat(const std::vector<std::string>& argv)
                          " sources are not supported yet (importance and allocate work on them)");
     const auto& model = *lm.model;
     const bool quiet = args.has("--quiet");
-    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, options.mlp);
-    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
-
-    const auto cal = text.run(model, quiet);
-    const auto flat = flat_compress(model, cal, options);
-    SaveFlatOptions save{.overwrite = args.has("--force"), .calibration_text = text.json()};
-    if (eval.enabled())
-        save.evaluation =
-            eval.json(eval.run(model, "eval original"), eval.run(*flat.model, "eval compressed"));
+    // The calibration and evaluation flags, checked against the model (messages name the flags).
+    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, request.compress_mlp);
+    request.calib_text = text.path.string();
+    request.samples = text.options.samples;
+    request.seqlen = text.options.seqlen;
+    request.seed = text.options.seed;
+    if (const auto eval_text = args.get("--eval-text")) {
+        const int64_t context = model.max_context();
+        request.eval_text = *eval_text;
+        request.ctx = args.get_int("--ctx", std::min<int64_t>(128, context), 1, context);
+        request.stride = args.get_int("--stride", request.ctx, 1, request.ctx);
+        request.batch = args.get_int("--batch", 0, 0, 1 << 16);
+    }
+    StagePrinter stages(quiet);
+    const auto run = run_compression(request, std::move(lm), stages.callback());
+    const FlatResult& flat = *run.flat;
+    const Calibration& cal = *run.calibration;
+    const FlatOptions& options = flat.options;
     Json manifest;
     {
         ProgressPrinter p("write " + *out, "bytes", quiet);
-        manifest = save_flat_model(lm, flat, cal, *out, save, p.callback());
+        manifest = export_run(run, *out, {.overwrite = args.has("--force")}, p.callback());
     }
     if (args.has("--json")) {
         print_json(manifest);
@@ -315,7 +327,8 @@ int compress_flat(const std::vector<std::string>& argv)
     const auto& params = manifest["model_params"];
     std::printf("%s: flat remaining %.4f (%s%s), value dims per layer %s of %lld\n", out->c_str(),
                 options.remaining, rank_allocation_name(options.allocation), options.mlp ? ", mlp" : "",
-                join(flat.model->config().value_head_dims).c_str(), (long long)model.config().head_dim());
+                join(flat.model->config().value_head_dims).c_str(),
+                (long long)run.model.model->config().head_dim());
     std::printf("  model params %lld -> %lld (ratio %.4f); attention %lld -> %lld, mlp %lld -> %lld\n",
                 (long long)params["before"].get<int64_t>(), (long long)params["after"].get<int64_t>(),
                 params["ratio"].get<double>(), (long long)params["attention_before"].get<int64_t>(),
@@ -325,8 +338,8 @@ int compress_flat(const std::vector<std::string>& argv)
     print_layers(flat);
     std::printf("  calibration %lld windows x %lld tokens: %.3f s; compress %.3f s\n",
                 (long long)text.options.samples, (long long)text.options.seqlen, cal.seconds, flat.seconds);
-    if (eval.enabled())
-        TextEval::print(save.evaluation);
+    if (!run.evaluation.is_null())
+        TextEval::print(run.evaluation);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "args.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/resources.hpp"
 
@@ -60,8 +61,9 @@ inline std::string peek_option(const std::vector<std::string>& argv, const std::
 inline void prepare_output_directory(const std::string& out, bool force)
 {
     namespace fs = std::filesystem;
-    if (fs::exists(out) && !force)
+    if (fs::exists(fs::symlink_status(out)) && !force)
         throw InputError(out + ": already exists (use --force to replace it)");
+    check_export_target(out, force); // --force replaces only an empty directory or a model we wrote
     if (const auto parent = fs::absolute(out).parent_path(); !fs::exists(parent)) {
         std::error_code ec;
         fs::create_directories(parent, ec);

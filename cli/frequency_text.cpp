@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
 
 namespace embedlab::cli {
 
@@ -21,40 +22,15 @@ FrequencyText FrequencyText::from_args(const Args& args, const Tokenizer& tokeni
     const auto file = args.get("--freq-text");
     if (!file)
         throw InputError("the lle methods need --freq-text FILE (token frequencies decide common vs rare)");
-    FrequencyText f;
-    f.path = *file;
-    const auto ids = tokenizer.encode(read_text_file(f.path));
-    if (ids.empty())
-        throw InputError(f.path.string() + ": the frequency text has no tokens");
-    f.sha256 = sha256_file(f.path);
-    // A text in another script than the vocabulary tokenizes to unknown tokens.
-    if (const auto unk = tokenizer.unk_id()) {
-        const auto unknown = std::count(ids.begin(), ids.end(), *unk);
-        if (2 * unknown > static_cast<int64_t>(ids.size()))
-            throw InputError(f.path.string() + ": " + std::to_string(unknown) + " of its " +
-                             std::to_string(ids.size()) +
-                             " tokens are the unknown token; is the text in the vocabulary's script?");
-    }
     if (keep_ratio < 0)
         keep_ratio = args.get_double("--keep-ratio", 1.0, 0, 1);
-    try {
-        f.split = std::make_shared<FrequencySplit>(
-            split_by_frequency(ids, vocab_size, keep_ratio, special_ids(tokenizer)));
-    } catch (const InputError& e) {
-        throw InputError(f.path.string() + ": " + e.what());
-    }
-    return f;
+    auto f = read_frequency_text(*file, tokenizer, vocab_size, keep_ratio); // experiment.hpp
+    return {f.path, f.sha256, f.split};
 }
 
 Json FrequencyText::json() const
 {
-    return {{"path", std::filesystem::absolute(path).lexically_normal().string()},
-            {"sha256", sha256},
-            {"tokens", split->total_tokens},
-            {"distinct_seen", split->distinct_seen},
-            {"keep_ratio", split->keep_ratio},
-            {"common", split->common.size()},
-            {"rare", split->rare.size()}};
+    return embedlab::FrequencyText{path, sha256, split}.json();
 }
 
 } // namespace embedlab::cli

@@ -58,4 +58,21 @@ bool ProgressPrinter::report(int64_t done, int64_t total)
     return true;
 }
 
+ExperimentProgressFn StagePrinter::callback()
+{
+    return [this](const ExperimentProgress& p) {
+        if (p.stage != stage_ || !printer_) {
+            printer_.reset(); // ends the previous stage's line first
+            stage_ = p.stage;
+            const bool windows = stage_.rfind("eval", 0) == 0 || stage_ == "calibrate";
+            printer_ = std::make_unique<ProgressPrinter>(stage_,
+                                                         windows             ? "windows"
+                                                         : stage_ == "train" ? "steps"
+                                                                             : "%",
+                                                         quiet_ || stage_ == "load");
+        }
+        return printer_->callback()(p.done, p.total);
+    };
+}
+
 } // namespace embedlab::cli

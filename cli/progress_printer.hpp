@@ -2,9 +2,11 @@
 // Also owns the SIGINT flag: Ctrl-C makes the progress callback cancel.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "embedlab/error.hpp"
+#include "embedlab/experiment.hpp"
 
 namespace embedlab::cli {
 
@@ -22,6 +24,18 @@ private:
     bool quiet_, tty_;
     int last_decile_ = -1;
     bool drew_ = false;
+};
+
+// An experiment's stages (experiment.hpp), each on a progress line of its own.
+class StagePrinter {
+public:
+    explicit StagePrinter(bool quiet) : quiet_(quiet) {}
+    ExperimentProgressFn callback();
+
+private:
+    bool quiet_;
+    std::string stage_;
+    std::unique_ptr<ProgressPrinter> printer_;
 };
 
 } // namespace embedlab::cli

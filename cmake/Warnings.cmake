@@ -5,3 +5,15 @@ function(embedlab_set_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter
                                            -Wno-missing-field-initializers)
 endfunction()
+
+# libtorch's headers cost ~30 s a file; every torch-using target reuses the
+# engine's precompiled header instead of parsing them again. GCC accepts a PCH
+# only with the same -fpic/-fpie setting, so the consumer compiles as PIC like
+# the engine (valid in a PIE executable); -Winvalid-pch says when it is refused.
+function(embedlab_reuse_engine_pch target)
+  target_precompile_headers(${target} REUSE_FROM embedlab_engine)
+  target_compile_options(${target} PRIVATE -fPIC -Winvalid-pch)
+  # GCC also refuses a PCH when a macro defined at its creation is undefined at
+  # its use: repeat the engine's private definition (engine/CMakeLists.txt).
+  target_compile_definitions(${target} PRIVATE EMBEDLAB_RESOURCE_DIR="${PROJECT_SOURCE_DIR}/resources")
+endfunction()

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "analyses.hpp"
+#include "cli_support.hpp"
 #include "embedlab/accounting.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/low_rank.hpp"
@@ -160,8 +161,6 @@ TEST(AnalysesMethods, CheckRequestNamesTheBadField)
         {{.method = "flat", .lora_rank = 4}, "lora_rank"},
         {{.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 0}, "lora_steps"},
         {{.method = "pca", .rank = 4, .eval_tokens = -1}, "eval_tokens"},
-        {{.method = "lle", .host = "pi"}, "host"},
-        {{.method = "pca", .rank = 4, .lora_rank = 4, .host = "pi"}, "host"},
         {{.method = "bogus"}, "pca, svd, tt, lle, fourier, flat"},
     };
     for (const auto& [request, field] : bad) {
@@ -202,3 +201,63 @@ TEST(AnalysesMethods, CancelDuringRecoveryThrowsCancelledAndWritesNothing)
 }
 
 } // namespace
+
+namespace {
+
+// embedlab.json without what differs between two writes of the same model: the
+// times (created, *seconds*, tokens_per_second).
+nlohmann::json without_times(nlohmann::json j)
+{
+    if (j.is_object()) {
+        nlohmann::json out = nlohmann::json::object();
+        for (auto& [key, value] : j.items())
+            if (key != "created" && key.find("seconds") == std::string::npos && key != "tokens_per_second")
+                out[key] = without_times(value);
+        return out;
+    }
+    if (j.is_array())
+        for (auto& x : j)
+            x = without_times(x);
+    return j;
+}
+
+} // namespace
+
+// The workbench's export and `embedlab-cli compress --out` go through one engine
+// call (experiment.hpp): the same request writes the same manifest.
+TEST(AnalysesMethods, ExportWritesTheManifestCompressWrites)
+{
+    embedlab::test::TempDir dir;
+    struct Case {
+        CompressionRequest gui;
+        std::vector<std::string> cli;
+    };
+    const std::vector<Case> cases{
+        {{.method = "pca", .rank = 16}, {"--method", "pca", "--rank", "16"}},
+        {{.method = "lle", .keep_ratio = 0.5, .k = 4, .frequency_text = text()},
+         {"--method", "lle", "--freq-text", text(), "--keep-ratio", "0.5", "--k", "4"}},
+        {{.method = "flat", .remaining = 0.5, .samples = 8, .seqlen = 64, .calibration_text = text()},
+         {"--method", "flat", "--remaining", "0.5", "--calib-text", text(), "--samples", "8", "--seqlen",
+          "64"}},
+    };
+    for (const auto& c : cases) {
+        CompressionRequest gui = c.gui;
+        gui.eval_tokens = 0; // compress --eval-text evaluates the whole text
+        gui.eval_text = text();
+        const auto row = embedlab::app::compress_and_evaluate(model(), gui, text(), {});
+        const auto gui_dir = dir / ("gui-" + gui.method);
+        embedlab::app::export_compressed(model(), gui, gui_dir.string(), false, false, {});
+        const auto cli_dir = dir / ("cli-" + gui.method);
+        std::vector<std::string> args{"compress", model()};
+        args.insert(args.end(), c.cli.begin(), c.cli.end());
+        for (const std::string& a : {std::string("--eval-text"), text(), std::string("--out"),
+                                     cli_dir.string(), std::string("--quiet")})
+            args.push_back(a);
+        const auto r = embedlab::test::cli(args);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const auto from_gui = nlohmann::json::parse(embedlab::test::read_text(gui_dir / "embedlab.json"));
+        const auto from_cli = nlohmann::json::parse(embedlab::test::read_text(cli_dir / "embedlab.json"));
+        EXPECT_EQ(without_times(from_gui).dump(1), without_times(from_cli).dump(1)) << gui.method;
+        EXPECT_DOUBLE_EQ(from_gui["evaluation"]["compressed"]["ppl"].get<double>(), row.ppl) << gui.method;
+    }
+}

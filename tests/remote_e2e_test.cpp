@@ -90,6 +90,51 @@ TEST(RemoteEndToEnd, DoctorReportsTheHost)
     EXPECT_NE(down.out.find("cannot connect"), std::string::npos) << down.out;
 }
 
+TEST(RemoteEndToEnd, EveryMethodRunsAsAJobAndMatchesTheLocalRun)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    const auto text = short_text(dir);
+    const auto sample = embedlab::default_sample_text_path().string();
+    const std::string model = embedlab::default_model_path().string();
+    // One job per method family the worker once refused: the experiment API's request JSON.
+    const std::vector<Json> jobs = {
+        {{"method", "lle"}, {"freq_text", sample}, {"keep_ratio", 0.5}, {"k", 4}},
+        {{"method", "fourier"}, {"mlp", "linear"}, {"steps", 20}},
+        {{"method", "flat"}, {"remaining", 0.5}, {"calib_text", sample}, {"samples", 8}, {"seqlen", 64}},
+        {{"method", "pca"}, {"rank", 8}, {"lora_rank", 4}, {"lora_steps", 3}, {"train_text", sample}},
+    };
+    for (const auto& fields : jobs) {
+        Json job = {{"kind", "compress"}, {"model", model}};
+        job.update(fields);
+        job["eval_text"] = text.string();
+        job["ctx"] = 32;
+        const std::string method = fields["method"];
+        job["out"] = (dir / ("local-" + method)).string();
+        const auto local = nlohmann::json::parse(embedlab::run_job(job).dump());
+        job["out"] = (dir / ("remote-" + method)).string();
+        std::ofstream(dir / "job.json") << job.dump();
+        const auto r = cli({"remote", "run", s.host(), (dir / "job.json").string(), "--ssh-config",
+                            s.ssh_config.string(), "--remote-cli", EMBEDLAB_CLI_PATH, "--remote-dir",
+                            (dir / "remote-cache").string(), "--quiet"});
+        const auto remote = embedlab::test::json_of(r);
+        ASSERT_TRUE(remote.is_object()) << method << ": " << r.err;
+        const auto& ls = local["summary"];
+        const auto& rs = remote["summary"];
+        EXPECT_EQ(rs["parameters"], ls["parameters"]) << method;
+        EXPECT_EQ(rs["params_after"], ls["params_after"]) << method;
+        EXPECT_EQ(rs["eval_tokens"], ls["eval_tokens"]) << method;
+        EXPECT_NEAR(rs["ppl"].get<double>(), ls["ppl"].get<double>(), 1e-5 * ls["ppl"].get<double>())
+            << method;
+        // The fetched directory is a model: it loads, with the manifest's method.
+        auto back = embedlab::load_model(dir / ("remote-" + method), {.need_tokenizer = false});
+        EXPECT_EQ(remote["manifest"]["evaluation"]["tokens"], local["manifest"]["evaluation"]["tokens"])
+            << method;
+        EXPECT_TRUE(back.model != nullptr) << method;
+    }
+}
+
 TEST(RemoteEndToEnd, CompressAndMeasureMatchTheLocalRun)
 {
     auto& s = shared_server();

@@ -11,6 +11,7 @@
 
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/power.hpp"
 #include "job/job_check.hpp"
@@ -20,18 +21,6 @@ namespace embedlab {
 using Json = nlohmann::ordered_json;
 
 namespace {
-
-CompressionSpec spec_of(const Json& job)
-{
-    const auto c = detail::job_compression(job);
-    CompressionSpec spec;
-    spec.method = c.method;
-    spec.rank = c.rank;
-    spec.shape = c.shape;
-    spec.ranks = c.ranks;
-    spec.eps = c.eps;
-    return spec;
-}
 
 // Progress events at most every 100 ms and at the end; cancellation checked at each call.
 ProgressFn progress_events(const std::string& stage, const JobEventFn& events, const CancelFn& cancelled)
@@ -57,51 +46,47 @@ Json perplexity_json(const PerplexityResult& r)
             {"seconds", r.seconds}, {"tokens_per_second", r.tokens_per_second}};
 }
 
+// A compress job is an experiment request (experiment.hpp) plus, optionally, an
+// output directory and a measurement of the written model.
 Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
 {
-    const std::filesystem::path model = detail::job_string(job, "model", true);
-    const std::filesystem::path out = detail::job_string(job, "out", true);
-    const std::string eval_text = detail::job_string(job, "eval_text", false);
+    const CompressionRequest request = request_from_json(job);
+    const std::string out = job.value("out", "");
     const bool force = job.value("force", false);
-    if (std::filesystem::exists(out) && !force)
-        throw InputError(out.string() + ": already exists (set \"force\": true to replace it)");
-    CompressionSpec spec = spec_of(job);
-    auto lm = load_model(model, {.need_tokenizer = !eval_text.empty()});
-    if (!lm.files.embedlab_manifest.empty())
-        throw InputError(model.string() + ": is already an EmbedLab compressed model; compress the original");
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&lm.model->token_embedding());
-    if (!dense)
-        throw InputError(model.string() + ": the token embedding is not a dense table");
-    const auto c = compress_table(dense->table(), spec, lm.model->parameter_breakdown().total(),
-                                  progress_events("compress " + spec.method, events, cancelled));
-    SaveCompressedOptions save{.dense = job.value("dense", false), .overwrite = force};
-    if (!eval_text.empty()) {
-        const int64_t ctx = detail::job_int(job, "ctx", 128, 1, 1 << 20);
-        const auto ids = lm.tokenizer->encode(read_text_file(eval_text));
-        const PerplexityOptions po{.ctx = ctx, .stride = ctx};
-        const auto base =
-            evaluate_perplexity(*lm.model, ids, po, progress_events("eval original", events, cancelled));
-        lm.model->set_token_embedding(c.embedding);
-        const auto comp =
-            evaluate_perplexity(*lm.model, ids, po, progress_events("eval compressed", events, cancelled));
-        save.evaluation = {{"text_sha256", sha256_file(eval_text)},
-                           {"tokens", comp.tokens},
-                           {"ctx", comp.ctx},
-                           {"stride", comp.stride},
-                           {"baseline", perplexity_json(base)},
-                           {"compressed", perplexity_json(comp)},
-                           {"delta_ln_ppl", std::log(comp.ppl) - std::log(base.ppl)},
-                           {"protocol", "METHODS.md section 0"}};
+    if (!out.empty())
+        check_export_target(out, force); // now, not after the work
+    auto last = std::chrono::steady_clock::time_point{};
+    std::string last_stage;
+    auto run = run_compression(request, [&](const ExperimentProgress& p) {
+        if (cancelled && cancelled())
+            return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (events &&
+            (p.stage != last_stage || p.done >= p.total || now - last >= std::chrono::milliseconds(100))) {
+            last = now;
+            last_stage = p.stage;
+            events(Json{{"event", "progress"},
+                        {"stage", p.stage},
+                        {"done", p.done},
+                        {"total", p.total},
+                        {"overall", p.overall}});
+        }
+        return true;
+    });
+    Json result = {{"kind", "compress"}, {"summary", summary_json(run.summary)}};
+    if (out.empty()) {
+        result["record"] = run_json(run);
+        return result;
     }
-    const Json manifest =
-        save_compressed_model(lm, c, out, save, progress_events("write", events, cancelled));
-    Json result = {{"kind", "compress"}, {"out", out.string()}, {"manifest", manifest}};
+    result["out"] = out;
+    result["manifest"] = export_run(run, out, {.dense = job.value("dense", false), .overwrite = force},
+                                    progress_events("write", events, cancelled));
     if (job.contains("measure")) {
-        lm = LoadedModel{}; // release the source model before measuring the written one
+        run = CompressionRun{}; // release the models before measuring the written one
         Json options = job["measure"];
         options.erase("text"); // the measured text is the job's eval_text, an uploaded input
-        if (!eval_text.empty())
-            options["text"] = eval_text;
+        if (!request.eval_text.empty())
+            options["text"] = request.eval_text;
         result["measure"] =
             measure_model(out, options, progress_events("measure", events, cancelled), cancelled);
     }

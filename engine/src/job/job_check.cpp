@@ -1,6 +1,10 @@
 #include "job/job_check.hpp"
 
+#include <algorithm>
+#include <array>
+
 #include "embedlab/error.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/job.hpp"
 
 namespace embedlab {
@@ -9,20 +13,8 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-std::vector<int64_t> int_list_field(const Json& job, const std::string& key)
-{
-    if (!job.contains(key))
-        return {};
-    if (!job[key].is_array())
-        throw InputError("job: \"" + key + "\" must be an array of integers");
-    std::vector<int64_t> v;
-    for (const auto& x : job[key]) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 1)
-            throw InputError("job: \"" + key + "\" must be an array of positive integers");
-        v.push_back(x.get<int64_t>());
-    }
-    return v;
-}
+// What a compress job adds to its request: the output and what happens to it.
+const std::array<std::string, 5> kCompressJobFields{"kind", "out", "dense", "force", "measure"};
 
 double number_field(const Json& o, const std::string& key, double fallback, double lo, double hi)
 {
@@ -69,26 +61,6 @@ int64_t job_int(const Json& job, const std::string& key, int64_t fallback, int64
     return job[key].get<int64_t>();
 }
 
-JobCompression job_compression(const Json& job)
-{
-    JobCompression spec;
-    spec.method = job_string(job, "method", true);
-    if (spec.method == "pca" || spec.method == "svd") {
-        spec.rank = job_int(job, "rank", 0, 1, 1 << 20);
-        if (spec.rank == 0)
-            throw InputError("job: method " + spec.method + " needs \"rank\"");
-    } else if (spec.method == "tt") {
-        spec.shape = int_list_field(job, "shape");
-        spec.ranks = int_list_field(job, "ranks");
-        spec.eps = number_field(job, "eps", 0.0, 0.0, 1.0);
-        if (spec.shape.empty() || spec.ranks.empty() == (spec.eps <= 0))
-            throw InputError("job: method tt needs \"shape\" and one of \"ranks\" or \"eps\"");
-    } else {
-        throw InputError("job: method \"" + spec.method + "\" is not available in jobs (pca, svd, tt)");
-    }
-    return spec;
-}
-
 MeasureOptions measure_options(const Json& o)
 {
     MeasureOptions m;
@@ -114,7 +86,11 @@ MeasureOptions measure_options(const Json& o)
 
 const std::vector<std::string>& job_input_fields()
 {
-    static const std::vector<std::string> fields = {"model", "text", "eval_text"};
+    static const std::vector<std::string> fields = [] {
+        auto f = request_input_fields();
+        f.push_back("text"); // eval and measure jobs
+        return f;
+    }();
     return fields;
 }
 
@@ -130,16 +106,23 @@ void check_job(const Json& job)
     for (const auto& f : {"text", "eval_text", "out"})
         detail::job_string(job, f, false);
     if (kind == "compress") {
-        detail::job_string(job, "out", true);
-        detail::job_compression(job);
+        // A compress job is an experiment request (experiment_request.hpp) plus where it goes.
+        const auto& known = request_fields();
+        for (const auto& [key, value] : job.items())
+            if (std::find(known.begin(), known.end(), key) == known.end() &&
+                std::find(kCompressJobFields.begin(), kCompressJobFields.end(), key) ==
+                    kCompressJobFields.end())
+                throw InputError("job: \"" + key + "\" is not a field of a compress job");
+        request_from_json(job);
+    } else {
+        const int64_t ctx = detail::job_int(job, "ctx", 128, 1, 1 << 20);
+        detail::job_int(job, "stride", ctx, 1, ctx);
+        detail::job_int(job, "batch", 0, 0, 1 << 16);
     }
     if (kind == "eval")
         detail::job_string(job, "text", true);
     if (job.contains("measure") && !job["measure"].is_object())
         throw InputError("job: \"measure\" must be an object of measure options");
-    const int64_t ctx = detail::job_int(job, "ctx", 128, 1, 1 << 20);
-    detail::job_int(job, "stride", ctx, 1, ctx);
-    detail::job_int(job, "batch", 0, 0, 1 << 16);
     bool_field(job, "force");
     bool_field(job, "dense");
     if (kind == "measure")

@@ -17,16 +17,6 @@ std::string job_string(const nlohmann::ordered_json& job, const std::string& key
 int64_t job_int(const nlohmann::ordered_json& job, const std::string& key, int64_t fallback, int64_t lo,
                 int64_t hi);
 
-// A compress job's method fields, checked: pca|svd with rank, or tt with shape
-// and one of ranks / eps. Throws InputError("job: ...").
-struct JobCompression {
-    std::string method;
-    int64_t rank = 0;
-    std::vector<int64_t> shape, ranks;
-    double eps = 0;
-};
-JobCompression job_compression(const nlohmann::ordered_json& job);
-
 // The options of a measure job (job.hpp), checked; defaults where absent.
 struct MeasureOptions {
     int64_t tokens = 50, repeat = 5, lookups = 256, seed = 0;

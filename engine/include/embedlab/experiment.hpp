@@ -1,0 +1,124 @@
+// The experiment API: one compression run (fit, optional LoRA recovery,
+// evaluation) from a request, kept in memory, and its export. The CLI's compress
+// and sweep, the workbench (local and remote), `embedlab-cli worker` and the demo
+// all call these, so a number or a manifest field is produced in one place.
+//
+//   embedlab::CompressionRequest r{.model = "models/tinygpt2", .method = "pca", .rank = 32,
+//                                  .eval_text = "text.txt"};
+//   auto run = embedlab::run_compression(r, [](const embedlab::ExperimentProgress& p) {
+//       return !stop_requested;       // false cancels: run_compression throws Cancelled
+//   });
+//   run.summary.delta_ln_ppl;                                  // the results-table row
+//   embedlab::export_run(run, "out/tinygpt2-pca32", {.dense = true});  // no refit
+//
+// Thread safety: a run is independent of any other; one at a time per process is
+// best (libtorch uses every core). The original model's perplexity is cached per
+// model, evaluated ids and protocol for the process (thread-safe).
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/compress.hpp"
+#include "embedlab/experiment_request.hpp"
+#include "embedlab/model.hpp"
+
+namespace embedlab {
+
+struct FlatResult;
+struct Calibration;
+
+// Where a run is: the stage ("load", "calibrate", "eval original", "compress pca",
+// "compress positions", "train", "eval compressed", "write"), its own done/total,
+// and the share of the whole run done, in [0, 1].
+struct ExperimentProgress {
+    std::string stage;
+    int64_t done = 0, total = 0;
+    double overall = 0;
+};
+using ExperimentProgressFn = std::function<bool(const ExperimentProgress&)>; // false: cancel
+
+// What a results table shows of a run (METHODS 0: ratio = after / before of the
+// part compressed; delta ln PPL = ln PPL_compressed - ln PPL_original, TensorSLM
+// eq. 12). Numbers that do not apply are NaN (JSON null).
+struct RunSummary {
+    std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
+    std::string part;               // "token_embedding" | "attention_values"
+    int64_t params_before = 0, params_after = 0;
+    double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
+    int64_t eval_tokens = 0; // scored tokens (0: no evaluation)
+    std::string host;        // the machine's name
+};
+nlohmann::ordered_json summary_json(const RunSummary& s);
+RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field
+
+// A finished run, in memory: the model with its compressed part in place, what
+// the fit produced, and the numbers. Movable, not copyable.
+struct CompressionRun {
+    CompressionRequest request;
+    LoadedModel model; // the source's files; its LanguageModel runs the compressed model
+    std::optional<CompressedEmbedding> embedding, positions;
+    std::shared_ptr<const FlatResult> flat;
+    std::shared_ptr<const Calibration> calibration;
+    nlohmann::ordered_json extra;      // manifest fields: frequency_text, calibration text
+    nlohmann::ordered_json recovery;   // LoRA: the training record (null without LoRA)
+    nlohmann::ordered_json evaluation; // the manifest's "evaluation" block (null: none)
+    RunSummary summary;
+    // The model that evaluates: flat's narrowed model, else `model`.
+    const LanguageModel& compressed_model() const;
+};
+
+// Loads the request's model, checks the request against it, fits, recovers,
+// evaluates. InputError naming the file or field for anything that cannot run;
+// Cancelled when progress returns false.
+CompressionRun run_compression(const CompressionRequest& request, const ExperimentProgressFn& progress = {});
+// The same on a model the caller has loaded (with request_load_options(request)):
+// the CLI loads first to check its flags against the model, and loads only once.
+CompressionRun run_compression(const CompressionRequest& request, LoadedModel model,
+                               const ExperimentProgressFn& progress = {});
+LoadOptions request_load_options(const CompressionRequest& request);
+
+// The run's record without writing a model: method, spec, accounting,
+// reconstruction, fit, evaluation and summary, with embedlab.json's field names.
+nlohmann::ordered_json run_json(const CompressionRun& run);
+
+struct ExportOptions {
+    bool dense = false;     // also DIR/dense/, a plain Hugging Face directory (embedding methods)
+    bool overwrite = false; // replace DIR if it is an EmbedLab model directory (embedlab.json)
+};
+// Writes the run's model to `dir` as `embedlab-cli compress --out` does, from
+// memory (nothing is refitted): factors and embedlab.json; LoRA runs as finetune
+// writes them (adapters stored beside the table); flat's narrowed tensors.
+// Atomic: an error or a cancel leaves no directory, or the previous one.
+// Returns embedlab.json as written.
+nlohmann::ordered_json export_run(const CompressionRun& run, const std::filesystem::path& dir,
+                                  const ExportOptions& options = {}, const ProgressFn& progress = {});
+
+// Throws InputError unless `dir` is free, or (overwrite) an EmbedLab model
+// directory that may be replaced. export_run checks it first; callers check it
+// before a long run so that a taken name fails in a second.
+void check_export_target(const std::filesystem::path& dir, bool overwrite);
+
+// The frequency text of the lle methods (METHODS 2): tokenized with the model's
+// tokenizer, split into common and rare tokens (specials always common), recorded
+// with its sha256. InputError naming the file for an empty text, one that is mostly
+// the unknown token, or a split that cannot be made.
+struct FrequencyText {
+    std::filesystem::path path;
+    std::string sha256;
+    std::shared_ptr<const FrequencySplit> split;
+    nlohmann::ordered_json json() const; // {path, sha256, tokens, distinct_seen, keep_ratio, common, rare}
+};
+FrequencyText read_frequency_text(const std::filesystem::path& file, const Tokenizer& tokenizer,
+                                  int64_t vocab_size, double keep_ratio);
+
+// The most balanced 3-factor shape of d (tt's shape when the request gives none):
+// smallest largest factor, then largest smallest (8x8x12 for 768, 4x4x8 for 128).
+std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label);
+
+} // namespace embedlab

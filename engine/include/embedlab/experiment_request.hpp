@@ -1,0 +1,125 @@
+// The request half of the experiment API (experiment.hpp): what one compression
+// run is asked to do, the registry of methods, and the request's JSON form, which
+// is also the "compress" job of `embedlab-cli worker` / `remote run` (job.hpp).
+// Torch-free, so the job checker and its fuzzer reach every check.
+//
+//   auto r = embedlab::request_from_json(nlohmann::ordered_json::parse(
+//       R"({"model": "m", "method": "lle", "freq_text": "t.txt", "keep_ratio": 0.5, "k": 8})"));
+//   embedlab::check_request(r, /*d=*/768);        // InputError naming the first bad field
+//   embedlab::request_json(r);                    // back to the same JSON
+//
+// Thread safety: everything here is a pure function of its arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace embedlab {
+
+// Every method EmbedLab runs, by what it compresses (METHODS.md 1-5).
+enum class Method { PCA, SVD, TT, LLE, LLEUnk, LLEPCA, Fourier, Flat };
+enum class CompressedPart { TokenEmbedding, AttentionValues };
+
+struct MethodDescriptor {
+    Method id;
+    const char* name;    // as on the command line and in JSON: "pca", "lle-unk", ...
+    CompressedPart part; // what the ratio of a run is of
+    const char* summary;
+    bool needs_frequency_text = false; // lle family: common/rare split
+    bool needs_calibration_text = false;
+    bool tied_head_from_factors = false; // the tied output head is served from the factors
+    bool positions = false;              // can also compress gpt2's position table
+    bool lora = false;                   // can be followed by LoRA recovery
+    bool remote = true;                  // runs as a worker job on a remote host
+};
+
+// The registry: one row per method, in the order help texts list them.
+const std::vector<MethodDescriptor>& method_registry();
+// InputError "unknown method 'x' (pca, svd, ...)" for a name not in the registry.
+const MethodDescriptor& method_descriptor(const std::string& name);
+const MethodDescriptor& method_descriptor(Method id);
+// "pca, svd, tt, ..." for messages.
+std::string method_names(const char* separator = ", ");
+
+// One compression run: the model, the method and its options, what it is
+// evaluated on and how. Fields that do not apply to the method stay at their
+// defaults (request_json leaves them out; check_request refuses them set).
+struct CompressionRequest {
+    std::string model;     // directory or file
+    std::string tokenizer; // "": the model's own (llama2.c: tokenizer.bin beside it)
+    std::string method;
+
+    // pca, svd (METHODS 1)
+    int64_t rank = 0;
+    // tt (METHODS 5): factors of d (empty: the most balanced 3-factor shape) and
+    // inner ranks r_0..r_N, or eps in (0, 1) choosing them.
+    std::vector<int64_t> shape, ranks;
+    double eps = 0;
+    // pca, svd, tt on gpt2: also the learned position table.
+    bool positions = false;
+
+    // lle, lle-unk, lle-pca (METHODS 2)
+    std::string freq_text;
+    double keep_ratio = 1.0;
+    int64_t k = 0; // lle: neighbours; lle-pca: basis size
+    double reg = 1e-3;
+
+    // fourier (METHODS 4)
+    std::string mlp = "linear"; // "linear" | "geglu"
+    double hidden_ratio = 0.25;
+    bool norm = false;
+    std::string loss = "mse"; // "mse" | "cosine"
+    int64_t steps = 0;
+    double lr = 1e-3;
+    int64_t fit_batch = 4096;
+    double weight_decay = 0.01;
+
+    // flat (METHODS 3)
+    double remaining = 0;            // average remaining value rank ratio, (0, 1]
+    std::string allocation = "iprs"; // "iprs" | "uniform"
+    bool compress_mlp = false;       // Nystrom MLP compression
+    double mlp_lambda = 1.0;
+    std::string calib_text;
+    int64_t samples = 128, seqlen = 0; // seqlen 0: min(256, the model's context)
+
+    // LoRA recovery (METHODS 1) of a compressed token embedding: adapters of rank
+    // lora_rank (alpha 2 rank) trained lora_steps steps on train_text. When that
+    // is the evaluation text, only the ids after the evaluated ones are used.
+    int64_t lora_rank = 0, lora_steps = 100;
+    std::string train_text;
+
+    // Evaluation (METHODS 0): a text, or token ids, or neither (no evaluation);
+    // only the first eval_tokens ids (0: all).
+    std::string eval_text;
+    std::vector<int32_t> eval_ids;
+    bool has_eval_ids = false; // eval_ids given (possibly empty: refused)
+    int64_t eval_tokens = 0;
+    int64_t ctx = 0, stride = 0, batch = 0; // ctx 0: min(128, the model's context)
+
+    uint64_t seed = 0; // fourier fit, calibration windows, LoRA training
+
+    bool evaluates() const { return !eval_text.empty() || has_eval_ids; }
+};
+
+// The request as JSON (fields that differ from the defaults, plus model and method).
+nlohmann::ordered_json request_json(const CompressionRequest& request);
+// Reads the fields of a request from a JSON object (a job may carry more: kind,
+// out, dense, force, measure). InputError("job: ...") naming a mistyped or
+// out-of-range field, an unknown method, or a field the method does not take.
+CompressionRequest request_from_json(const nlohmann::ordered_json& json);
+// The request's JSON field names, and those naming input files (uploaded to a host).
+const std::vector<std::string>& request_fields();
+const std::vector<std::string>& request_input_fields();
+
+// Checks a request without the file system: method, every option's range and
+// which options the method takes. d > 0 also checks ranks, k and shapes against
+// the model's hidden size. InputError "<label>: <field> ..." for the first problem.
+void check_request(const CompressionRequest& request, int64_t d = 0, const std::string& label = "request");
+
+// The request in a few words, e.g. "lle keep 0.5, k 8 + LoRA r 8, 100 steps".
+std::string describe_request(const CompressionRequest& request);
+
+} // namespace embedlab

@@ -1,0 +1,722 @@
+// run_compression and export_run (experiment.hpp): the one implementation of
+// "fit, recover, evaluate, record, export" that every front end calls.
+#include "embedlab/experiment.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "embedlab/compressed_model.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/file_output.hpp"
+#include "embedlab/finetune.hpp"
+#include "embedlab/flat_llm.hpp"
+#include "embedlab/lora.hpp"
+#include "embedlab/partial_sparse.hpp"
+#include "embedlab/tensor_train.hpp"
+#include "embedlab/tokenizer.hpp"
+
+namespace embedlab {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string number(double v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+std::string joined(const std::vector<int64_t>& v, const char* sep)
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i > 0 ? sep : "") + std::to_string(v[i]);
+    return s;
+}
+
+std::string host_name()
+{
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0)
+        return "localhost";
+    return buf;
+}
+
+// One progress bar over the run's stages, each weighted by its usual share of the time.
+class StagedProgress {
+public:
+    StagedProgress(ExperimentProgressFn fn, std::vector<std::pair<std::string, double>> stages)
+        : fn_(std::move(fn)), stages_(std::move(stages))
+    {
+        for (const auto& s : stages_)
+            total_ += s.second;
+    }
+
+    ProgressFn stage(const std::string& name) const
+    {
+        if (!fn_)
+            return {};
+        double before = 0, weight = 0;
+        for (const auto& [n, w] : stages_) {
+            if (n == name || name.rfind(n + " ", 0) == 0) {
+                weight = w;
+                break;
+            }
+            before += w;
+        }
+        return [=, this](int64_t done, int64_t total) {
+            const double part = total > 0 ? std::clamp(double(done) / double(total), 0.0, 1.0) : 0.0;
+            return fn_(
+                {name, done, total, total_ > 0 ? std::min(1.0, (before + weight * part) / total_) : 0});
+        };
+    }
+
+private:
+    ExperimentProgressFn fn_;
+    std::vector<std::pair<std::string, double>> stages_;
+    double total_ = 0;
+};
+
+// Original-model perplexities by model, ids and protocol, for the process.
+std::mutex baseline_mutex;
+std::map<std::string, PerplexityResult> baselines;
+
+std::string baseline_key(const CompressionRequest& r, const std::vector<int32_t>& ids,
+                         const PerplexityOptions& o)
+{
+    std::error_code ec;
+    const auto model = fs::weakly_canonical(r.model, ec);
+    const auto stamp = fs::exists(model, ec) ? fs::last_write_time(model, ec).time_since_epoch().count() : 0;
+    const std::string_view bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
+    return model.string() + "\n" + std::to_string(stamp) + "\n" + r.tokenizer + "\n" +
+           std::to_string(std::hash<std::string_view>{}(bytes)) + "\n" + std::to_string(ids.size()) + "\n" +
+           std::to_string(o.ctx) + "/" + std::to_string(o.stride) + "/" + std::to_string(o.batch_windows);
+}
+
+PerplexityResult original_perplexity(const CompressionRequest& r, const LanguageModel& model,
+                                     const std::vector<int32_t>& ids, const PerplexityOptions& o,
+                                     const ProgressFn& progress)
+{
+    const std::string key = baseline_key(r, ids, o);
+    {
+        std::lock_guard lock(baseline_mutex);
+        if (auto it = baselines.find(key); it != baselines.end()) {
+            report_progress(progress, 1, 1);
+            return it->second;
+        }
+    }
+    const auto result = evaluate_perplexity(model, ids, o, progress); // unlocked: a cancel caches nothing
+    std::lock_guard lock(baseline_mutex);
+    baselines[key] = result;
+    return result;
+}
+
+bool same_file(const std::string& a, const std::string& b)
+{
+    std::error_code ea, eb;
+    const auto ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+    return !ea && !eb && ca == cb;
+}
+
+Json text_json(const std::string& path, size_t tokens)
+{
+    return {{"path", fs::absolute(path).lexically_normal().string()},
+            {"sha256", sha256_file(path)},
+            {"tokens", tokens}};
+}
+
+// The part FLAT-LLM compresses (METHODS 0): value projections (weights and, in
+// gpt2, their bias) and output projection weights; the output bias is unchanged.
+int64_t value_output_params(const ModelConfig& c)
+{
+    int64_t n = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const int64_t vd = c.value_dim(l);
+        n += c.hidden_size * c.num_kv_heads * vd + c.num_heads * vd * c.hidden_size;
+        if (c.arch == Architecture::GPT2)
+            n += c.num_kv_heads * vd;
+    }
+    return n;
+}
+
+// The evaluation the request asks for: its ids, the protocol, and where they came from.
+struct EvalInput {
+    std::vector<int32_t> ids;
+    PerplexityOptions options;
+    int64_t text_ids = 0; // ids in the whole text (before eval_tokens)
+};
+
+EvalInput eval_input(const CompressionRequest& r, const LoadedModel& lm)
+{
+    EvalInput e;
+    const auto& model = *lm.model;
+    if (!r.eval_text.empty()) {
+        e.ids = lm.tokenizer->encode(read_text_file(r.eval_text));
+    } else {
+        e.ids = r.eval_ids;
+        const int64_t V = model.config().vocab_size;
+        for (int32_t id : e.ids)
+            if (id >= V)
+                throw InputError(r.model + ": eval_ids holds id " + std::to_string(id) +
+                                 ", beyond the vocabulary (V = " + std::to_string(V) + ")");
+    }
+    e.text_ids = static_cast<int64_t>(e.ids.size());
+    if (r.eval_tokens > 0 && e.text_ids > r.eval_tokens)
+        e.ids.resize(static_cast<size_t>(r.eval_tokens));
+    const std::string source = r.eval_text.empty() ? "eval_ids" : r.eval_text;
+    if (e.ids.size() < 2)
+        throw InputError(source + ": the evaluation has " + std::to_string(e.ids.size()) +
+                         " token(s); perplexity needs at least 2");
+    const int64_t context = model.max_context();
+    e.options.ctx = r.ctx > 0 ? r.ctx : std::min<int64_t>(128, context);
+    if (e.options.ctx > context)
+        throw InputError(r.model + ": ctx " + std::to_string(e.options.ctx) +
+                         " is beyond the model's context (" + std::to_string(context) + ")");
+    e.options.stride = r.stride > 0 ? r.stride : e.options.ctx;
+    if (e.options.stride > e.options.ctx)
+        throw InputError("stride " + std::to_string(e.options.stride) + " is larger than ctx " +
+                         std::to_string(e.options.ctx));
+    e.options.batch_windows = r.batch;
+    return e;
+}
+
+Json perplexity_json(const PerplexityResult& r)
+{
+    return {{"ppl", r.ppl},
+            {"nll_per_token", r.nll_per_token},
+            {"seconds", r.seconds},
+            {"tokens_per_second", r.tokens_per_second}};
+}
+
+// The manifest's evaluation block (METHODS 0), as `compress --eval-text` has always written it.
+Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const PerplexityResult& baseline,
+                     const PerplexityResult& compressed)
+{
+    Json j;
+    if (!r.eval_text.empty()) {
+        j["text"] = fs::absolute(r.eval_text).lexically_normal().string();
+        j["text_sha256"] = sha256_file(r.eval_text);
+    } else {
+        j["ids"] = "eval_ids of the request";
+    }
+    if (static_cast<int64_t>(e.ids.size()) < e.text_ids)
+        j["first_ids"] = e.ids.size(); // eval_tokens cut the text
+    j["tokens"] = compressed.tokens;
+    j["ctx"] = compressed.ctx;
+    j["stride"] = compressed.stride;
+    j["baseline"] = perplexity_json(baseline);
+    j["compressed"] = perplexity_json(compressed);
+    j["delta_ln_ppl"] = std::log(compressed.ppl) - std::log(baseline.ppl); // TensorSLM eq. 12
+    j["protocol"] = "METHODS.md section 0";
+    return j;
+}
+
+std::vector<int64_t> special_ids(const Tokenizer& tokenizer)
+{
+    std::vector<int64_t> out;
+    for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
+        if (tokenizer.is_special(static_cast<int32_t>(id)))
+            out.push_back(id);
+    return out;
+}
+
+CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescriptor& m, const LoadedModel& lm,
+                               std::shared_ptr<const FrequencySplit> split)
+{
+    const int64_t d = lm.model->config().hidden_size;
+    CompressionSpec spec;
+    spec.method = m.name;
+    spec.rank = r.rank;
+    spec.shape = m.id == Method::TT && r.shape.empty() ? balanced_tt_shape(d, r.model) : r.shape;
+    spec.ranks = r.ranks;
+    spec.eps = r.ranks.empty() ? r.eps : 0;
+    spec.split = std::move(split);
+    spec.k = m.needs_frequency_text ? std::max<int64_t>(r.k, 1) : 0;
+    spec.reg = r.reg;
+    spec.unk_id = m.needs_frequency_text && lm.tokenizer ? lm.tokenizer->unk_id().value_or(-1) : -1;
+    spec.mlp = r.mlp;
+    spec.hidden_ratio = r.hidden_ratio;
+    spec.norm = r.norm;
+    spec.loss = r.loss;
+    spec.steps = r.steps;
+    spec.lr = r.lr;
+    spec.batch = r.fit_batch;
+    spec.weight_decay = r.weight_decay;
+    spec.seed = r.seed;
+    return spec;
+}
+
+std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescriptor& m)
+{
+    const auto& s = c.spec;
+    switch (m.id) {
+    case Method::TT:
+        return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + number(s.eps) : "") + ", ranks " +
+               joined(s.ranks, ",");
+    case Method::LLE:
+    case Method::LLEUnk:
+    case Method::LLEPCA:
+        return "keep " + number(s.split->keep_ratio) +
+               (m.id == Method::LLEUnk ? "" : ", k " + std::to_string(s.k)) + ", " +
+               std::to_string(s.split->rare.size()) + " rare";
+    case Method::Fourier:
+        return s.mlp + " MLP, " + std::to_string(s.steps) + " steps";
+    default:
+        return "rank " + std::to_string(s.rank);
+    }
+}
+
+// LoRA recovery (METHODS 1): the ids to train on, never one the run is evaluated on.
+struct Training {
+    std::vector<int32_t> ids;
+    int64_t first_id = 0; // ids[0] is the text's id number first_id
+    TrainOptions options;
+};
+
+Training recovery_training(const CompressionRequest& r, const LoadedModel& lm, int64_t evaluated_ids)
+{
+    Training t;
+    t.ids = lm.tokenizer->encode(read_text_file(r.train_text));
+    t.options = {.steps = r.lora_steps,
+                 .lr = 1e-3,
+                 .batch = 8,
+                 .seqlen = std::min<int64_t>(128, lm.model->max_context()),
+                 .seed = r.seed};
+    const int64_t need = t.options.batch * t.options.seqlen + 1;
+    if (!r.eval_text.empty() && same_file(r.train_text, r.eval_text)) {
+        const int64_t total = static_cast<int64_t>(t.ids.size());
+        t.first_id = std::min(evaluated_ids, total);
+        if (total - t.first_id < need)
+            throw InputError(r.train_text + ": is also the evaluation text, and after its " +
+                             std::to_string(t.first_id) + " evaluated ids only " +
+                             std::to_string(total - t.first_id) + " of its " + std::to_string(total) +
+                             " ids are left for LoRA training (one batch needs " + std::to_string(need) +
+                             "); lower eval_tokens or choose another training text");
+        t.ids.erase(t.ids.begin(), t.ids.begin() + t.first_id);
+    }
+    check_train_options(t.options, static_cast<int64_t>(t.ids.size()), lm.model->max_context(), r.train_text);
+    return t;
+}
+
+Json recover(CompressionRun& run, const Training& t, const ProgressFn& progress)
+{
+    const auto& r = run.request;
+    auto& model = *run.model.model;
+    const LoraOptions lora{
+        .rank = r.lora_rank, .alpha = 2.0 * static_cast<double>(r.lora_rank), .seed = r.seed};
+    const Trainable trainable = prepare_recovery(model, lora, /*from_scratch=*/false);
+    const auto result = train_next_token(
+        model, trainable.params, t.ids, t.options,
+        [&](const TrainStep& s) { return !progress || progress(s.step, s.steps); }, r.train_text);
+    Json record = {{"mode", trainable.description["mode"]},
+                   {"method", model.token_embedding().kind()},
+                   {"trains", trainable.description["trains"]},
+                   {"frozen", trainable.description["frozen"]},
+                   {"lora", trainable.description["lora"]},
+                   {"training", training_json(result, r.train_text, sha256_file(r.train_text), t.ids.size())},
+                   {"by", "EmbedLab experiment API (LoRA recovery of a compressed embedding)"}};
+    record["training"]["ids_from"] = t.first_id; // the evaluated ids come before
+    return record;
+}
+
+} // namespace
+
+FrequencyText read_frequency_text(const fs::path& file, const Tokenizer& tokenizer, int64_t vocab_size,
+                                  double keep_ratio)
+{
+    FrequencyText f;
+    f.path = file;
+    const auto ids = tokenizer.encode(read_text_file(file));
+    if (ids.empty())
+        throw InputError(file.string() + ": the frequency text has no tokens");
+    f.sha256 = sha256_file(file);
+    // A text in another script than the vocabulary tokenizes to unknown tokens.
+    if (const auto unk = tokenizer.unk_id()) {
+        const auto unknown = std::count(ids.begin(), ids.end(), *unk);
+        if (2 * unknown > static_cast<int64_t>(ids.size()))
+            throw InputError(file.string() + ": " + std::to_string(unknown) + " of its " +
+                             std::to_string(ids.size()) +
+                             " tokens are the unknown token; is the text in the vocabulary's script?");
+    }
+    try {
+        f.split = std::make_shared<FrequencySplit>(
+            split_by_frequency(ids, vocab_size, keep_ratio, special_ids(tokenizer)));
+    } catch (const InputError& e) {
+        throw InputError(file.string() + ": " + e.what());
+    }
+    return f;
+}
+
+Json FrequencyText::json() const
+{
+    return {{"path", fs::absolute(path).lexically_normal().string()},
+            {"sha256", sha256},
+            {"tokens", split->total_tokens},
+            {"distinct_seen", split->distinct_seen},
+            {"keep_ratio", split->keep_ratio},
+            {"common", split->common.size()},
+            {"rare", split->rare.size()}};
+}
+
+std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label)
+{
+    auto shapes = tt_shapes(d, 3);
+    if (shapes.empty())
+        throw InputError(label + ": d = " + std::to_string(d) + " has no 3-factor shape for tt");
+    auto spread = [](const std::vector<int64_t>& s) {
+        const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
+        return std::pair(*hi, -*lo);
+    };
+    return *std::min_element(shapes.begin(), shapes.end(),
+                             [&](const auto& a, const auto& b) { return spread(a) < spread(b); });
+}
+
+const LanguageModel& CompressionRun::compressed_model() const
+{
+    return flat ? *flat->model : *model.model;
+}
+
+Json summary_json(const RunSummary& s)
+{
+    auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
+    return {{"method", s.method},
+            {"parameters", s.parameters},
+            {"part", s.part},
+            {"params_before", s.params_before},
+            {"params_after", s.params_after},
+            {"ratio", num(s.ratio)},
+            {"ppl_original", num(s.ppl_original)},
+            {"ppl", num(s.ppl)},
+            {"delta_ln_ppl", num(s.delta_ln_ppl)},
+            {"mean_cosine", num(s.mean_cosine)},
+            {"eval_tokens", s.eval_tokens},
+            {"seconds", s.seconds},
+            {"host", s.host}};
+}
+
+RunSummary summary_from_json(const Json& j)
+{
+    try {
+        auto num = [&](const char* key) { return j.at(key).is_null() ? kNaN : j.at(key).get<double>(); };
+        RunSummary s;
+        s.method = j.at("method");
+        s.parameters = j.at("parameters");
+        s.part = j.at("part");
+        s.params_before = j.at("params_before");
+        s.params_after = j.at("params_after");
+        s.ratio = num("ratio");
+        s.ppl_original = num("ppl_original");
+        s.ppl = num("ppl");
+        s.delta_ln_ppl = num("delta_ln_ppl");
+        s.mean_cosine = num("mean_cosine");
+        s.eval_tokens = j.at("eval_tokens");
+        s.seconds = j.at("seconds");
+        s.host = j.at("host");
+        return s;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
+    }
+}
+
+LoadOptions request_load_options(const CompressionRequest& request)
+{
+    const MethodDescriptor& m = method_descriptor(request.method);
+    LoadOptions load;
+    if (!request.tokenizer.empty())
+        load.tokenizer = request.tokenizer;
+    load.need_tokenizer = !request.eval_text.empty() || m.needs_frequency_text || m.needs_calibration_text ||
+                          request.lora_rank > 0;
+    return load;
+}
+
+CompressionRun run_compression(const CompressionRequest& request, const ExperimentProgressFn& progress)
+{
+    check_request(request);
+    if (progress && !progress({"load", 0, 1, 0}))
+        throw Cancelled();
+    return run_compression(request, load_model(request.model, request_load_options(request)), progress);
+}
+
+CompressionRun run_compression(const CompressionRequest& request, LoadedModel loaded,
+                               const ExperimentProgressFn& progress)
+{
+    const auto start = std::chrono::steady_clock::now();
+    check_request(request);
+    const MethodDescriptor& m = method_descriptor(request.method);
+    const bool is_flat = m.part == CompressedPart::AttentionValues;
+    const bool lora = request.lora_rank > 0;
+    const bool evaluates = request.evaluates();
+
+    std::vector<std::pair<std::string, double>> stages{{"load", 20}};
+    if (is_flat)
+        stages.emplace_back("calibrate", 350);
+    if (evaluates)
+        stages.emplace_back("eval original", 200);
+    stages.emplace_back("compress", is_flat ? 30 : 350);
+    if (request.positions)
+        stages.emplace_back("compress positions", 60);
+    if (lora)
+        stages.emplace_back("train", 500);
+    if (evaluates)
+        stages.emplace_back("eval compressed", 250);
+    const StagedProgress bar(progress, stages);
+
+    CompressionRun run;
+    run.request = request;
+    run.model = std::move(loaded);
+    report_progress(bar.stage("load"), 1, 1);
+    if (request_load_options(request).need_tokenizer && !run.model.tokenizer)
+        throw InputError(request.model + ": " + request.method +
+                         " with these inputs needs the model's tokenizer");
+    auto& model = *run.model.model;
+    const auto& config = model.config();
+    if (!run.model.files.embedlab_manifest.empty())
+        throw InputError(request.model +
+                         ": is already an EmbedLab compressed model; compress the original model");
+    check_request(request, config.hidden_size, request.model);
+    if (request.positions && config.arch != Architecture::GPT2)
+        throw InputError(request.model + ": positions: " + architecture_name(config.arch) +
+                         " models have no learned position table");
+    if (is_flat && !config.value_head_dims.empty())
+        throw InputError(request.model + ": is already FLAT-compressed; use the original model");
+
+    // Every input is read and checked before the long steps: a bad text fails in a second.
+    std::optional<FrequencyText> freq;
+    if (m.needs_frequency_text)
+        freq = read_frequency_text(request.freq_text, *run.model.tokenizer, config.vocab_size,
+                                   request.keep_ratio);
+    std::optional<EvalInput> eval;
+    if (evaluates)
+        eval = eval_input(request, run.model);
+    std::optional<Training> training;
+    if (lora)
+        training = recovery_training(request, run.model, eval ? static_cast<int64_t>(eval->ids.size()) : 0);
+    std::vector<int32_t> calib_ids;
+    CalibrationOptions calib_options;
+    if (is_flat) {
+        calib_ids = run.model.tokenizer->encode(read_text_file(request.calib_text));
+        if (calib_ids.empty())
+            throw InputError(request.calib_text + ": the calibration text has no tokens");
+        const int64_t context = calibration_context(model);
+        calib_options = {.samples = request.samples,
+                         .seqlen = request.seqlen > 0 ? request.seqlen : std::min<int64_t>(256, context),
+                         .seed = request.seed,
+                         .mlp = request.compress_mlp};
+        if (calib_options.seqlen > context)
+            throw InputError(request.calib_text + ": calibration seqlen " +
+                             std::to_string(calib_options.seqlen) + " is beyond the model's context (" +
+                             std::to_string(context) + ")");
+        try {
+            calibration_window_starts(static_cast<int64_t>(calib_ids.size()), calib_options.samples,
+                                      calib_options.seqlen, calib_options.seed);
+        } catch (const InputError& e) {
+            throw InputError(request.calib_text + ": " + e.what());
+        }
+    }
+
+    RunSummary& s = run.summary;
+    s.method = m.name;
+    s.part = is_flat ? "attention_values" : "token_embedding";
+    s.host = host_name();
+    s.ppl_original = s.ppl = s.delta_ln_ppl = kNaN;
+
+    if (is_flat) {
+        auto cal =
+            std::make_shared<Calibration>(calibrate(model, calib_ids, calib_options, bar.stage("calibrate")));
+        run.calibration = cal;
+        run.extra["calibration_text"] = text_json(request.calib_text, calib_ids.size());
+    }
+    std::optional<PerplexityResult> baseline;
+    if (eval)
+        baseline = original_perplexity(request, model, eval->ids, eval->options, bar.stage("eval original"));
+
+    if (is_flat) {
+        FlatOptions options;
+        options.remaining = request.remaining;
+        options.allocation = parse_rank_allocation(request.allocation);
+        options.mlp = request.compress_mlp;
+        options.mlp_lambda = request.mlp_lambda;
+        report_progress(bar.stage("compress"), 0, 1);
+        run.flat = std::make_shared<FlatResult>(flat_compress(model, *run.calibration, options));
+        report_progress(bar.stage("compress"), 1, 1);
+        std::string ranks;
+        for (const auto& layer : run.flat->layers)
+            ranks += (ranks.empty() ? "" : ",") + std::to_string(layer.rank);
+        s.parameters = "remaining " + number(options.remaining) + ", " +
+                       rank_allocation_name(options.allocation) + (options.mlp ? ", mlp" : "") + ", ranks " +
+                       ranks;
+        s.params_before = value_output_params(config);
+        s.params_after = value_output_params(run.flat->model->config());
+        s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
+    } else {
+        const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
+        if (!dense)
+            throw InputError(request.model + ": the token embedding is not a dense table (" +
+                             model.token_embedding().kind() + "); use the original model");
+        const torch::Tensor table = dense->table(); // a handle: the model drops its table next
+        const CompressionSpec spec = embedding_spec(request, m, run.model, freq ? freq->split : nullptr);
+        run.embedding = compress_table(table, spec, model.parameter_breakdown().total(),
+                                       bar.stage("compress " + spec.method));
+        if (request.positions)
+            run.positions =
+                compress_table(model.weights().at("wpe.weight"), spec, 0, bar.stage("compress positions"));
+        model.set_token_embedding(run.embedding->embedding);
+        if (run.positions)
+            model.set_position_embedding(run.positions->embedding);
+        if (freq)
+            run.extra["frequency_text"] = freq->json();
+        s.parameters = embedding_parameters(*run.embedding, m) + (run.positions ? " + positions" : "");
+        s.params_before = run.embedding->accounting.params_before;
+        s.params_after = run.embedding->accounting.params_after;
+        s.mean_cosine = run.embedding->reconstruction.mean_cosine;
+        if (training) {
+            run.recovery = recover(run, *training, bar.stage("train"));
+            s.parameters += " + LoRA r " + std::to_string(request.lora_rank) + ", " +
+                            std::to_string(request.lora_steps) + " steps";
+            // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
+            s.params_after += model.parameter_breakdown().adapters;
+            s.mean_cosine = measure_reconstruction(table, model.token_embedding()).mean_cosine; // with dZ, dP
+        }
+    }
+    s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
+
+    if (eval) {
+        const auto compressed = evaluate_perplexity(run.compressed_model(), eval->ids, eval->options,
+                                                    bar.stage("eval compressed"));
+        run.evaluation = evaluation_json(request, *eval, *baseline, compressed);
+        if (freq && !request.eval_text.empty()) {
+            const auto cov =
+                coverage_of(*freq->split, *run.model.tokenizer, read_text_file(request.eval_text));
+            run.evaluation["coverage"] = {{"token_coverage", cov.token_coverage},
+                                          {"line_coverage", cov.line_coverage},
+                                          {"tokens", cov.tokens},
+                                          {"lines", cov.lines}};
+        }
+        s.ppl_original = baseline->ppl;
+        s.ppl = compressed.ppl;
+        s.delta_ln_ppl = std::log(compressed.ppl) - std::log(baseline->ppl);
+        s.eval_tokens = compressed.tokens;
+    }
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return run;
+}
+
+Json run_json(const CompressionRun& run)
+{
+    Json j = {{"format", "embedlab-run"}, {"request", request_json(run.request)}};
+    j["request"].erase("eval_ids"); // the ids can be long; the evaluation block names them
+    if (run.embedding) {
+        j["method"] = run.embedding->spec.method;
+        j["spec"] = spec_json(run.embedding->spec);
+        j["accounting"] = accounting_json(run.embedding->accounting);
+        j["reconstruction"] = reconstruction_json(run.embedding->reconstruction);
+        j["fit"] = run.embedding->fit;
+    }
+    if (run.flat) {
+        j["method"] = "flat";
+        j["model_params"] = flat_params_json(*run.flat);
+        j["layers"] = flat_layers_json(*run.flat, false);
+        j["calibration"] = calibration_json(*run.calibration);
+    }
+    for (const auto& [key, value] : run.extra.items())
+        j[key] = value;
+    if (!run.recovery.is_null())
+        j["finetune"] = run.recovery;
+    if (!run.evaluation.is_null())
+        j["evaluation"] = run.evaluation;
+    j["summary"] = summary_json(run.summary);
+    return j;
+}
+
+void check_export_target(const fs::path& dir, bool overwrite)
+{
+    std::error_code ec;
+    if (dir.empty())
+        throw InputError("the output directory name is empty");
+    const auto status = fs::symlink_status(dir, ec);
+    if (!fs::exists(status))
+        return;
+    if (!overwrite)
+        throw InputError(dir.string() + ": already exists (replace it, or choose another directory)");
+    if (!fs::is_directory(status))
+        throw InputError(dir.string() + ": is not a directory; not replacing it");
+    // Replacing removes the old directory: only an empty one or a model we wrote.
+    if (!fs::is_empty(dir, ec) && !fs::is_regular_file(dir / "embedlab.json", ec))
+        throw InputError(dir.string() +
+                         ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
+}
+
+Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOptions& options,
+                const ProgressFn& progress)
+{
+    check_export_target(dir, options.overwrite);
+    std::error_code ec;
+    if (fs::weakly_canonical(dir, ec) == fs::weakly_canonical(run.model.files.path, ec))
+        throw InputError(dir.string() + ": is the input model itself; not replacing it");
+    if (const auto parent = fs::absolute(dir).parent_path(); !fs::exists(parent)) {
+        fs::create_directories(parent, ec);
+        if (ec)
+            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
+                             ec.message() + ")");
+    }
+    const bool lora = !run.recovery.is_null();
+    if (options.dense && (run.flat || lora))
+        throw InputError(dir.string() + (run.flat
+                                             ? ": a dense copy does not apply to flat: model.safetensors "
+                                               "already holds standard tensors at the narrowed shapes"
+                                             : ": a LoRA run is written with its adapters stored beside "
+                                               "the table, as finetune writes it; it has no dense/ export"));
+    if (run.flat && run.model.files.format != ModelFormat::HuggingFace)
+        throw InputError(run.request.model +
+                         ": compressed models are written from Hugging Face directories, not " +
+                         model_format_name(run.model.files.format) + " files");
+    // Written inside our own temporary directory: a cancel stays possible until the commit.
+    AtomicDirectory out(dir, options.overwrite);
+    Json manifest;
+    if (run.flat) {
+        manifest = save_flat_model(run.model, *run.flat, *run.calibration, out.path(),
+                                   {.overwrite = true,
+                                    .evaluation = run.evaluation,
+                                    .calibration_text = run.extra.value("calibration_text", Json())},
+                                   progress);
+    } else if (lora) {
+        const auto base_dir = out.path() / "compressed";
+        save_compressed_model(run.model, *run.embedding, base_dir, {.extra = run.extra});
+        auto base = load_model(base_dir, {.need_tokenizer = false});
+        attach_lora(*base.model,
+                    run.model.model->shared_lora()); // the trained adapters on the table as stored
+        manifest = save_finetuned_model(
+            base, *base.model, out.path(),
+            {.overwrite = true, .lora = run.recovery["lora"], .finetune = run.recovery}, progress);
+        // The intermediate directory went with the swap: record where the table came from instead.
+        manifest["finetuned_from"] = {
+            {"model", fs::absolute(run.model.files.path).lexically_normal().string()},
+            {"compressed", run.summary.method + " " + run.summary.parameters},
+            {"note", "compressed and fine-tuned in one run (experiment API)"}};
+        if (!run.evaluation.is_null())
+            manifest["evaluation"] = run.evaluation;
+        write_file_atomic(out.path() / "embedlab.json", manifest.dump(1) + "\n");
+    } else {
+        SaveCompressedOptions save{.dense = options.dense, .overwrite = true, .evaluation = run.evaluation};
+        save.positions = run.positions ? &*run.positions : nullptr;
+        save.extra = run.extra;
+        manifest = save_compressed_model(run.model, *run.embedding, out.path(), save, progress);
+    }
+    report_progress(progress, 1, 1);
+    out.commit();
+    return manifest;
+}
+
+} // namespace embedlab

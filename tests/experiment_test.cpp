@@ -1,0 +1,208 @@
+// The experiment API (experiment.hpp, experiment_request.hpp): the registry, the
+// request's JSON form (the compress job's schema) and its checks, runs of every
+// method on the bundled model, a job equal to the direct call, and export from
+// memory loading back with the run's perplexity.
+#include <cmath>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
+#include "embedlab/job.hpp"
+#include "embedlab/resources.hpp"
+#include "test_support.hpp"
+
+using embedlab::CompressionRequest;
+using embedlab::test::TempDir;
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string model()
+{
+    return embedlab::default_model_path().string();
+}
+
+std::string sample()
+{
+    return embedlab::default_sample_text_path().string();
+}
+
+// One short request per method, evaluated on the first 256 ids of the sample.
+CompressionRequest request_for(const std::string& method)
+{
+    CompressionRequest r{.model = model(), .method = method};
+    if (method == "pca" || method == "svd")
+        r.rank = 8;
+    else if (method == "tt")
+        r.eps = 0.4;
+    else if (method.rfind("lle", 0) == 0)
+        r.freq_text = sample(), r.keep_ratio = 0.5, r.k = method == "lle-unk" ? 0 : 4;
+    else if (method == "fourier")
+        r.steps = 10;
+    else if (method == "flat")
+        r.remaining = 0.5, r.calib_text = sample(), r.samples = 4, r.seqlen = 32;
+    r.eval_text = sample();
+    r.eval_tokens = 256;
+    r.ctx = 64;
+    return r;
+}
+
+} // namespace
+
+TEST(MethodRegistry, NamesAreUniqueAndLookedUp)
+{
+    std::set<std::string> names;
+    for (const auto& m : embedlab::method_registry()) {
+        EXPECT_TRUE(names.insert(m.name).second) << m.name;
+        EXPECT_EQ(&embedlab::method_descriptor(m.name), &embedlab::method_descriptor(m.id));
+    }
+    EXPECT_EQ(names.size(), 8u);
+    EXPECT_EQ(embedlab::method_names(), "pca, svd, tt, lle, lle-unk, lle-pca, fourier, flat");
+    try {
+        embedlab::method_descriptor("zip");
+        FAIL() << "an unknown method was found";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown method 'zip'"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CompressionRequestJson, EveryMethodRoundTrips)
+{
+    for (const auto& m : embedlab::method_registry()) {
+        auto r = request_for(m.name);
+        r.lora_rank = m.lora ? 4 : 0;
+        r.train_text = m.lora ? sample() : "";
+        r.seed = 7;
+        const Json j = embedlab::request_json(r);
+        EXPECT_EQ(j["method"], m.name);
+        const auto back = embedlab::request_from_json(j);
+        EXPECT_EQ(embedlab::request_json(back), j) << m.name;
+        // A field the method does not take is refused, naming it.
+        Json extra = j;
+        extra[m.id == embedlab::Method::PCA || m.id == embedlab::Method::SVD ? "remaining" : "rank"] = 3;
+        EXPECT_THROW(embedlab::request_from_json(extra), embedlab::InputError) << m.name;
+    }
+    // Token ids travel as ids.
+    CompressionRequest ids{.model = "m", .method = "pca", .rank = 2};
+    ids.eval_ids = {5, 6, 7};
+    ids.has_eval_ids = true;
+    const auto back = embedlab::request_from_json(embedlab::request_json(ids));
+    EXPECT_EQ(back.eval_ids, ids.eval_ids);
+    EXPECT_TRUE(back.has_eval_ids);
+}
+
+TEST(CompressionRequestJson, BadFieldsAreNamed)
+{
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"({"model": "m", "method": "pca"})", "rank"},
+        {R"({"model": "m", "method": "pca", "rank": 3.5})", "rank"},
+        {R"({"model": "m", "method": "tt", "eps": 1.5})", "eps"},
+        {R"({"model": "m", "method": "tt", "shape": [4, 32], "ranks": [1, 2]})", "ranks"},
+        {R"({"model": "m", "method": "lle", "k": 4})", "freq_text"},
+        {R"({"model": "m", "method": "lle", "freq_text": "t", "k": 4, "keep_ratio": 0})", "keep_ratio"},
+        {R"({"model": "m", "method": "fourier", "steps": 0})", "steps"},
+        {R"({"model": "m", "method": "fourier", "steps": 5, "mlp": "relu"})", "mlp"},
+        {R"({"model": "m", "method": "flat", "remaining": 0.5})", "calib_text"},
+        {R"({"model": "m", "method": "flat", "remaining": 2, "calib_text": "t"})", "remaining"},
+        {R"({"model": "m", "method": "flat", "remaining": 0.5, "calib_text": "t", "lora_rank": 2})",
+         "lora_rank"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "lora_rank": 2})", "train_text"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "eval_ids": [1, -2]})", "eval_ids"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "eval_ids": [1, 2], "eval_text": "t"})", "eval_ids"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "ctx": 8, "stride": 9})", "stride"},
+        {R"({"model": "m", "method": "zip"})", "pca, svd, tt"},
+        {R"({"method": "pca", "rank": 2})", "model"},
+    };
+    for (const auto& [text, field] : bad) {
+        try {
+            embedlab::request_from_json(Json::parse(text));
+            ADD_FAILURE() << text << ": accepted, expected an error naming " << field;
+        } catch (const embedlab::InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << text << ": " << e.what();
+        }
+    }
+    // Checked against d: a rank beyond the model's hidden size.
+    EXPECT_THROW(embedlab::check_request({.model = "m", .method = "pca", .rank = 129}, 128),
+                 embedlab::InputError);
+    EXPECT_NO_THROW(embedlab::check_request({.model = "m", .method = "pca", .rank = 128}, 128));
+    // A compress job refuses a field that is neither the request's nor the job's.
+    EXPECT_THROW(embedlab::check_job(Json::parse(R"({"kind": "compress", "model": "m", "method": "pca",
+                                                     "rank": 2, "rnak": 3})")),
+                 embedlab::InputError);
+}
+
+TEST(RunCompression, EveryMethodRunsAndItsNumbersAgree)
+{
+    for (const auto& m : embedlab::method_registry()) {
+        const auto run = embedlab::run_compression(request_for(m.name));
+        const auto& s = run.summary;
+        EXPECT_EQ(s.method, m.name);
+        EXPECT_GT(s.params_before, 0) << m.name;
+        EXPECT_DOUBLE_EQ(s.ratio, double(s.params_after) / double(s.params_before)) << m.name;
+        EXPECT_EQ(s.eval_tokens, run.evaluation["tokens"].get<int64_t>()) << m.name;
+        EXPECT_EQ(run.evaluation["first_ids"], 256) << m.name;
+        EXPECT_DOUBLE_EQ(s.ppl, run.evaluation["compressed"]["ppl"].get<double>()) << m.name;
+        EXPECT_NEAR(s.delta_ln_ppl, std::log(s.ppl) - std::log(s.ppl_original), 1e-12) << m.name;
+        if (m.part == embedlab::CompressedPart::AttentionValues)
+            EXPECT_TRUE(std::isnan(s.mean_cosine)) << m.name;
+        else
+            EXPECT_DOUBLE_EQ(s.mean_cosine, run.embedding->reconstruction.mean_cosine) << m.name;
+        // The perplexity is the compressed model's, recomputed independently here.
+        auto lm = embedlab::load_model(model());
+        auto ids = lm.tokenizer->encode(embedlab::read_text_file(sample()));
+        ids.resize(256);
+        const auto again = embedlab::evaluate_perplexity(run.compressed_model(), ids, {.ctx = 64});
+        EXPECT_NEAR(again.ppl, s.ppl, 1e-9 * s.ppl) << m.name;
+        EXPECT_NEAR(embedlab::evaluate_perplexity(*lm.model, ids, {.ctx = 64}).ppl, s.ppl_original,
+                    1e-9 * s.ppl_original)
+            << m.name;
+    }
+}
+
+TEST(RunCompression, AJobRunsTheSameRequest)
+{
+    for (const std::string method : {"lle", "flat"}) {
+        const auto request = request_for(method);
+        const auto direct = embedlab::run_compression(request);
+        Json job = embedlab::request_json(request);
+        job["kind"] = "compress";
+        const auto result = embedlab::run_job(job);
+        EXPECT_EQ(result["summary"]["parameters"], direct.summary.parameters) << method;
+        EXPECT_EQ(result["summary"]["params_after"], direct.summary.params_after) << method;
+        EXPECT_DOUBLE_EQ(result["summary"]["ppl"].get<double>(), direct.summary.ppl) << method;
+        EXPECT_EQ(result["record"]["evaluation"]["tokens"], direct.evaluation["tokens"]) << method;
+    }
+}
+
+TEST(ExportRun, WritesFromMemoryAndLoadsBackWithTheRunsPerplexity)
+{
+    TempDir dir;
+    for (const std::string method : {"pca", "lle", "flat"}) {
+        const auto run = embedlab::run_compression(request_for(method));
+        const auto out = dir / method;
+        const auto manifest = embedlab::export_run(run, out);
+        EXPECT_EQ(manifest["evaluation"], run.evaluation) << method;
+        auto back = embedlab::load_model(out);
+        auto ids = back.tokenizer->encode(embedlab::read_text_file(sample()));
+        ids.resize(256);
+        EXPECT_NEAR(embedlab::evaluate_perplexity(*back.model, ids, {.ctx = 64}).ppl, run.summary.ppl,
+                    1e-6 * run.summary.ppl)
+            << method;
+        // Replacing: a model we wrote, yes; anything else, the input above all, never.
+        EXPECT_THROW(embedlab::export_run(run, out), embedlab::InputError);
+        EXPECT_NO_THROW(embedlab::export_run(run, out, {.overwrite = true}));
+    }
+    fs::create_directory(dir / "mine");
+    std::ofstream(dir / "mine" / "notes.txt") << "keep me";
+    const auto run = embedlab::run_compression(request_for("pca"));
+    try {
+        embedlab::export_run(run, dir / "mine", {.overwrite = true});
+        FAIL() << "replaced a directory EmbedLab did not write";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("not an EmbedLab"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(dir / "mine" / "notes.txt"));
+}
