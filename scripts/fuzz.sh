@@ -8,7 +8,7 @@
 #   scripts/fuzz.sh fuzz_gguf fuzz_safetensors   # some targets only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --with-tests  # clang and its libFuzzer runtime
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBEDLAB_FUZZ=ON \

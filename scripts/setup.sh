@@ -1,9 +1,28 @@
 #!/usr/bin/env bash
-# Installs every build and run dependency from Debian's packages. Idempotent.
+# Installs dependencies from Debian's packages. Idempotent.
+#   scripts/setup.sh               what the build and scripts/run.sh need
+#   scripts/setup.sh --with-tests  also what only the tests need (or EMBEDLAB_SETUP=tests):
+#                                  an sshd, clang's fuzzing runtimes, xvfb, clang-format
+# scripts/test.sh, sanitize.sh, fuzz.sh and .ci/run use --with-tests.
+# As a user, sudo is used when it can be; without it the apt-get command to run as
+# root is printed and the script exits with status 2.
 # Set EMBEDLAB_SKIP_SETUP=1 to skip (e.g. on a machine already set up).
 set -euo pipefail
 [ "${EMBEDLAB_SKIP_SETUP:-0}" = 1 ] && exit 0
 
+MODE=${EMBEDLAB_SETUP:-main}
+for arg in "$@"; do
+  case $arg in
+    --with-tests) MODE=tests ;;
+    *) echo "setup: unknown argument '$arg' (the only one is --with-tests)" >&2; exit 2 ;;
+  esac
+done
+case $MODE in
+  main | tests) ;;
+  *) echo "setup: EMBEDLAB_SETUP is '$MODE'; it can be main or tests" >&2; exit 2 ;;
+esac
+
+# The build (which configures and builds the test executables too) and scripts/run.sh.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   qt6-base-dev libgl-dev libqcustomplot-dev
@@ -14,24 +33,66 @@ PACKAGES=(
   # Without an optimised BLAS, libtorch and Armadillo fall back to the
   # reference BLAS and matrix products run about 20x slower.
   libopenblas0-pthread libopenblas-pthread-dev
-  xvfb xauth
-  # Remote execution: the system OpenSSH client; the tests start a real sshd on loopback.
-  openssh-client openssh-server
-  # Fuzzing (EMBEDLAB_FUZZ): clang's libFuzzer and sanitizer runtimes.
-  clang libclang-rt-dev
+  # Remote execution: the system OpenSSH client.
+  openssh-client
 )
+# Only the tests need these (issue 24): nothing that builds or runs EmbedLab does.
+TEST_PACKAGES=(
+  # The remote tests start their own sshd on a loopback port; the system's ssh
+  # service is stopped and disabled after the install (below).
+  openssh-server
+  # Fuzzing (scripts/fuzz.sh, EMBEDLAB_FUZZ): clang's libFuzzer and sanitizer runtimes.
+  clang libclang-rt-dev
+  # A virtual X server, for GUI runs on a machine without a display.
+  xvfb xauth
+  # scripts/format-check.sh (Debian 12: clang-format 14).
+  clang-format
+)
+if [ "$MODE" = tests ]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} Debian packages already installed"
+  echo "setup: all ${#PACKAGES[@]} Debian packages ($MODE) already installed"
   exit 0
 fi
 
 SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+if [ "$(id -u)" -ne 0 ]; then
+  # sudo without a password, or one that can ask for it on this terminal.
+  if command -v sudo > /dev/null 2>&1 && { sudo -n true 2> /dev/null || [ -t 0 ]; }; then
+    SUDO="sudo"
+  else
+    echo "setup: missing Debian packages: ${missing[*]}" >&2
+    echo "setup: not root, and sudo is not available here. As root, run:" >&2
+    echo "  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 2
+  fi
+fi
 echo "setup: installing ${missing[*]}"
 $SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# env: sudo does not pass DEBIAN_FRONTEND through.
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# Debian's openssh-server enables and starts the ssh service (unless a policy-rc.d
+# forbids it, as in most containers). No daemon is left running or enabled: the
+# tests start their own sshd on a loopback port with a private configuration.
+case " ${missing[*]} " in
+  *" openssh-server "*)
+    if command -v systemctl > /dev/null 2>&1; then
+      # --now needs a running systemd; without one, disable still removes the links.
+      $SUDO systemctl disable --now ssh 2> /dev/null || $SUDO systemctl disable ssh 2> /dev/null || true
+    fi
+    if command -v service > /dev/null 2>&1; then
+      $SUDO service ssh stop > /dev/null 2>&1 || true
+    fi
+    if command -v update-rc.d > /dev/null 2>&1; then
+      $SUDO update-rc.d ssh disable > /dev/null 2>&1 || true
+    fi
+    echo "setup: the system ssh service is stopped and disabled (the tests start their own sshd)"
+    ;;
+esac

@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# Set up, build, and run the whole test suite (unit, slow and gui labels).
+# Set up (scripts/setup.sh --with-tests: the tests' packages too), build, and run the
+# test suite: the unit, slow and gui labels, then the reference label (the full-text
+# reference perplexities, a few minutes more; EMBEDLAB_REFERENCE=0 leaves it out).
+# Arguments replace that with one ctest run of their own, e.g.
+#   scripts/test.sh -L unit        scripts/test.sh -L reference
 # Tests that need ../shared skip with a message when it is absent.
+# EMBEDLAB_SKIP_SETUP=1 and EMBEDLAB_SKIP_BUILD=1 skip those steps (.ci/run times
+# them as phases of their own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
+scripts/setup.sh --with-tests
+[ "${EMBEDLAB_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
-# The ctest summary line ("100% tests passed, 0 tests failed out of N") closes the run.
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
+CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
+# Every ctest run closes with its summary line ("100% tests passed, 0 tests failed out of N").
+if [ $# -gt 0 ]; then
+  exec "${CTEST[@]}" "$@"
+fi
+"${CTEST[@]}" -LE reference
+if [ "${EMBEDLAB_REFERENCE:-1}" = 1 ]; then
+  echo "test: the reference label (the full-text reference perplexities)"
+  "${CTEST[@]}" -L reference
+else
+  echo "test: the reference label is left out (EMBEDLAB_REFERENCE=0); ctest --test-dir $BUILD_DIR -L reference runs it"
+fi

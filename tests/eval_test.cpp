@@ -1,4 +1,11 @@
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <fstream>
+#include <iostream>
+#include <span>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -131,61 +138,217 @@ TEST(InputFiles, EmptyOrMissingTextNamesTheFile)
     EXPECT_THROW(read_text_file(dir / "missing.txt"), InputError);
 }
 
-// --- parity with ../shared/reference/perplexity.json: every model and text ---
+// --- parity with ../shared/reference/perplexity.json: one test per model file and text ---
+//
+// Every entry is a test case of its own, so that ctest -j runs them side by side.
+// The full-text entries (wikitext2-test, 283k-333k tokens, minutes each) are the
+// suite ReferencePerplexityFull, which tests/CMakeLists.txt labels `reference`:
+// `ctest --test-dir build -L reference` runs them, CI only when time remains. The
+// default run keeps a cheap stand-in for each, ReferencePerplexitySlice (below).
+
+constexpr int64_t full_text_tokens = 100'000; // entries above this are the `reference` label
 
 struct ReferenceCase {
-    std::string model, text, ids_file;
-    int64_t tokens, ctx;
-    double ppl, nll;
+    std::string name;                 // the test's name: model file and text
+    std::filesystem::path model_path; // under ../shared
+    std::string text, ids_file;       // as perplexity.json gives them
+    int64_t tokens = 0, ctx = 0;
+    double ppl = 0;
+    std::vector<int32_t> first_ids;
+    bool full_text = false;
 };
 
-std::vector<ReferenceCase> reference_cases()
+// gtest prints the parameter in its messages.
+void PrintTo(const ReferenceCase& c, std::ostream* os)
 {
-    std::vector<ReferenceCase> cases;
-    if (!test::have_shared())
-        return cases;
-    const auto j =
-        nlohmann::json::parse(test::read_text(test::shared_dir() / "reference" / "perplexity.json"));
-    for (const auto& r : j["results"]) {
-        ReferenceCase c;
-        c.model = r["model"];
-        c.text = r["text"];
-        c.ids_file = r.value("ids_file", "");
-        c.tokens = r["tokens"];
-        c.ctx = r["ctx"];
-        c.ppl = r["ppl"];
-        c.nll = r["nll_per_token"];
-        cases.push_back(c);
+    *os << c.model_path.generic_string() << " on " << c.text;
+}
+
+// "models/tinygpt2" on "data/wikitext2-test-50k.txt" -> tinygpt2_wikitext2_test_50k;
+// "models/stories260K/stories260K.gguf" on "data/tinystories-heldout.txt[:6000 chars]"
+// -> stories260K_gguf_tinystories_heldout_6000.
+std::string reference_case_name(const std::filesystem::path& model_path, const std::string& text)
+{
+    const auto bracket = text.find('[');
+    std::string name =
+        model_path.filename().string() + "_" + std::filesystem::path(text.substr(0, bracket)).stem().string();
+    if (bracket != std::string::npos) {
+        std::string digits;
+        for (char ch : text.substr(bracket))
+            if (std::isdigit(static_cast<unsigned char>(ch)))
+                digits += ch;
+        name += "_" + digits;
     }
+    for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch)))
+            ch = '_';
+    return name;
+}
+
+// Read once, when gtest registers the cases; empty without ../shared. A broken file
+// registers nothing here and fails ReferencePerplexityFile.HasEveryEntry instead.
+const std::vector<ReferenceCase>& reference_cases()
+{
+    static const std::vector<ReferenceCase> cases = [] {
+        std::vector<ReferenceCase> out;
+        if (!test::have_shared())
+            return out;
+        try {
+            const auto j =
+                nlohmann::json::parse(test::read_text(test::shared_dir() / "reference" / "perplexity.json"));
+            for (const auto& r : j.at("results")) {
+                ReferenceCase c;
+                c.text = r.at("text").get<std::string>();
+                c.ids_file = r.value("ids_file", "");
+                c.tokens = r.at("tokens").get<int64_t>();
+                c.ctx = r.at("ctx").get<int64_t>();
+                c.ppl = r.at("ppl").get<double>();
+                c.first_ids = r.value("first_ids", std::vector<int32_t>{});
+                c.full_text = c.tokens > full_text_tokens;
+                // stories260K: both files, ids from the reference (llama2.c's encoder)
+                std::vector<std::filesystem::path> paths;
+                if (c.ids_file.empty()) {
+                    paths.emplace_back(r.at("model").get<std::string>());
+                } else {
+                    paths.emplace_back("models/stories260K/stories260K.gguf");
+                    paths.emplace_back("models/stories260K/stories260K.bin");
+                }
+                for (const auto& path : paths) {
+                    c.model_path = path;
+                    c.name = reference_case_name(path, c.text);
+                    out.push_back(c);
+                }
+            }
+        } catch (const std::exception& e) {
+            std::cerr << "perplexity.json: " << e.what() << "\n";
+            out.clear();
+        }
+        return out;
+    }();
     return cases;
 }
 
-TEST(ReferencePerplexity, EveryReferenceResultIsReproduced)
+std::vector<ReferenceCase> reference_cases_where(bool full_text)
+{
+    std::vector<ReferenceCase> out;
+    for (const auto& c : reference_cases())
+        if (c.full_text == full_text)
+            out.push_back(c);
+    return out;
+}
+
+// The ids an entry is measured on: the reference's own ids file (stories260K) or
+// the model's tokenizer on the whole text.
+std::vector<int32_t> reference_ids(const ReferenceCase& c, const LoadedModel& lm)
+{
+    if (!c.ids_file.empty())
+        return read_ids_file(test::shared_dir() / c.ids_file);
+    return lm.tokenizer->encode(read_text_file(test::shared_dir() / c.text));
+}
+
+bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& prefix)
+{
+    return ids.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
+}
+
+void expect_reproduced(const ReferenceCase& c)
+{
+    const auto path = test::shared_dir() / c.model_path;
+    auto lm = load_model(path);
+    const auto ids = reference_ids(c, lm);
+    EXPECT_TRUE(starts_with(ids, c.first_ids)) << path << ": the first ids differ from the reference";
+    const auto r = evaluate_perplexity(*lm.model, ids, {.ctx = c.ctx});
+    EXPECT_EQ(r.tokens, c.tokens) << path;
+    EXPECT_LT(std::abs(r.ppl - c.ppl) / c.ppl, 1e-4) << path << ": " << r.ppl << " vs " << c.ppl;
+}
+
+std::string reference_test_name(const ::testing::TestParamInfo<ReferenceCase>& info)
+{
+    return info.param.name;
+}
+
+class ReferencePerplexity : public ::testing::TestWithParam<ReferenceCase> {};
+class ReferencePerplexityFull : public ::testing::TestWithParam<ReferenceCase> {};
+class ReferencePerplexitySlice : public ::testing::TestWithParam<ReferenceCase> {};
+
+// The entries on the shorter texts, in full (seconds each).
+TEST_P(ReferencePerplexity, Reproduces)
 {
     EMBEDLAB_REQUIRE_SHARED();
+    expect_reproduced(GetParam());
+}
+
+// The full-text entries, in full (minutes each): label `reference`.
+TEST_P(ReferencePerplexityFull, Reproduces)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    expect_reproduced(GetParam());
+}
+
+// The default run's stand-in for a full-text entry. The whole text is tokenized as
+// the full run does it (the entry's token count and first ids), and the first
+// windows are evaluated: the ids of a shorter reference text that is a byte prefix
+// of this one (wikitext2-test-50k is the first 50,166 bytes of wikitext2-test, and
+// its ids are the first ids of the full text's), which must reproduce that entry.
+TEST_P(ReferencePerplexitySlice, TokensAndThePrefixEntryMatch)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto& c = GetParam();
     const auto shared = test::shared_dir();
-    const auto cases = reference_cases();
-    ASSERT_GE(cases.size(), 10u);
-    for (const auto& c : cases) {
-        SCOPED_TRACE(c.model + " on " + c.text);
-        std::vector<std::filesystem::path> models;
-        std::vector<int32_t> ids;
-        if (!c.ids_file.empty()) { // stories260K: both files, ids from the reference
-            models = {shared / "models/stories260K/stories260K.gguf",
-                      shared / "models/stories260K/stories260K.bin"};
-            ids = read_ids_file(shared / c.ids_file);
-        } else {
-            models = {shared / c.model};
-        }
-        for (const auto& path : models) {
-            auto lm = load_model(path);
-            if (c.ids_file.empty())
-                ids = lm.tokenizer->encode(read_text_file(shared / c.text));
-            const auto r = evaluate_perplexity(*lm.model, ids, {.ctx = c.ctx});
-            EXPECT_EQ(r.tokens, c.tokens) << path;
-            EXPECT_LT(std::abs(r.ppl - c.ppl) / c.ppl, 1e-4) << path << ": " << r.ppl << " vs " << c.ppl;
+    auto lm = load_model(shared / c.model_path);
+    const std::string text = read_text_file(shared / c.text);
+    const auto ids = lm.tokenizer->encode(text);
+    EXPECT_EQ(static_cast<int64_t>(ids.size()) - 1, c.tokens);
+    EXPECT_TRUE(starts_with(ids, c.first_ids)) << "the first ids differ from the reference";
+
+    // The longest other entry for the same model file on a prefix of this text.
+    const ReferenceCase* prefix = nullptr;
+    std::string prefix_text;
+    for (const auto& p : reference_cases()) {
+        if (p.full_text || p.model_path != c.model_path || !p.ids_file.empty() ||
+            (prefix && p.tokens <= prefix->tokens))
+            continue;
+        std::string t = read_text_file(shared / p.text);
+        if (t.size() < text.size() && text.compare(0, t.size(), t) == 0) {
+            prefix = &p;
+            prefix_text = std::move(t);
         }
     }
+    ASSERT_NE(prefix, nullptr) << "no reference entry for " << c.model_path << " on a prefix of " << c.text;
+    SCOPED_TRACE("the first windows are " + prefix->text);
+    const auto prefix_ids = lm.tokenizer->encode(prefix_text);
+    ASSERT_TRUE(starts_with(ids, prefix_ids))
+        << "the ids of " << prefix->text << " are not a prefix of the ids of " << c.text
+        << "; this stand-in needs them to be";
+    const auto r = evaluate_perplexity(*lm.model, std::span<const int32_t>(ids).first(prefix_ids.size()),
+                                       {.ctx = prefix->ctx});
+    EXPECT_EQ(r.tokens, prefix->tokens);
+    EXPECT_LT(std::abs(r.ppl - prefix->ppl) / prefix->ppl, 1e-4) << r.ppl << " vs " << prefix->ppl;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, ReferencePerplexity, ::testing::ValuesIn(reference_cases_where(false)),
+                         reference_test_name);
+INSTANTIATE_TEST_SUITE_P(Shared, ReferencePerplexityFull, ::testing::ValuesIn(reference_cases_where(true)),
+                         reference_test_name);
+INSTANTIATE_TEST_SUITE_P(Shared, ReferencePerplexitySlice, ::testing::ValuesIn(reference_cases_where(true)),
+                         reference_test_name);
+// Without ../shared there are no cases; HasEveryEntry skips and says why.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferencePerplexity);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferencePerplexityFull);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferencePerplexitySlice);
+
+// Every entry of perplexity.json has its test above.
+TEST(ReferencePerplexityFile, HasEveryEntry)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto j =
+        nlohmann::json::parse(test::read_text(test::shared_dir() / "reference" / "perplexity.json"));
+    ASSERT_GE(j.at("results").size(), 10u);
+    size_t files = 0;
+    for (const auto& r : j.at("results"))
+        files += r.contains("ids_file") ? 2 : 1; // stories260K: the .gguf and the .bin
+    EXPECT_EQ(reference_cases().size(), files);
+    EXPECT_FALSE(reference_cases_where(true).empty());
 }
 
 } // namespace
