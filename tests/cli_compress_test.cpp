@@ -135,3 +135,39 @@ TEST(CliCompress, BadArgumentsFailBeforeAnyWorkAndWriteNothing)
         ++entries;
     EXPECT_EQ(entries, 1u);
 }
+
+// --force replaces only a directory EmbedLab wrote (or an empty one): never an
+// unrelated directory, a file, or the input model itself (issue 24, item 7).
+TEST(CliCompress, ForceNeverReplacesWhatEmbedLabDidNotWrite)
+{
+    embedlab::test::TempDir dir;
+    fs::create_directory(dir / "mine");
+    std::ofstream(dir / "mine" / "thesis.tex") << "years of work";
+    std::ofstream(dir / "notes.txt") << "a file";
+    fs::copy(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/models/tinygpt2-f16", dir / "model",
+             fs::copy_options::recursive);
+    const std::string model = (dir / "model").string();
+    const std::vector<std::pair<std::string, std::string>> refused{
+        {(dir / "mine").string(), "not an EmbedLab"},
+        {(dir / "notes.txt").string(), "not a directory"},
+        {model, "not an EmbedLab"}, // the input: a model directory, but not one EmbedLab wrote
+    };
+    for (const auto& [out, needle] : refused) {
+        const auto r = cli({"compress", model, "--method", "pca", "--rank", "4", "--out", out, "--force"});
+        EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(embedlab::test::read_text(dir / "mine" / "thesis.tex"), "years of work");
+    EXPECT_EQ(embedlab::test::read_text(dir / "notes.txt"), "a file");
+    EXPECT_TRUE(fs::exists(dir / "model" / "model.safetensors"));
+    // What compress wrote, it may replace; an empty directory too.
+    const auto out = (dir / "pca").string();
+    ASSERT_EQ(cli({"compress", model, "--method", "pca", "--rank", "4", "--out", out}).exit_code, 0);
+    EXPECT_EQ(cli({"compress", model, "--method", "pca", "--rank", "8", "--out", out, "--force"}).exit_code,
+              0);
+    fs::create_directory(dir / "empty");
+    EXPECT_EQ(cli({"compress", model, "--method", "pca", "--rank", "8", "--out", (dir / "empty").string(),
+                   "--force"})
+                  .exit_code,
+              0);
+}

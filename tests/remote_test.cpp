@@ -160,6 +160,12 @@ TEST(RemoteJob, NormalisesWorkerLinesFromTheOtherMachine)
     EXPECT_EQ(p.kind, Kind::Progress);
     EXPECT_EQ(p.json["done"], 0);
     EXPECT_EQ(p.json["total"], 0);
+    // An experiment's overall share survives, within [0, 1] (the workbench's one bar reads it).
+    p = parse_worker_line(
+        R"({"event":"progress","stage":"eval original","done":3,"total":10,"overall":0.25})");
+    EXPECT_EQ(p.json["overall"], 0.25);
+    p = parse_worker_line(R"({"event":"progress","stage":"x","done":3,"total":10,"overall":7})");
+    EXPECT_EQ(p.json["overall"], 1.0);
     p = parse_worker_line(R"({"event":"progress","done":"3","total":10})");
     EXPECT_EQ(p.kind, Kind::Text); // not a progress event we can read: shown as text
     EXPECT_EQ(p.json["message"], R"({"event":"progress","done":"3","total":10})");

@@ -27,6 +27,7 @@
 #include "embedlab/compress.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/results.hpp"
 
 namespace embedlab {
 
@@ -42,20 +43,6 @@ struct ExperimentProgress {
     double overall = 0;
 };
 using ExperimentProgressFn = std::function<bool(const ExperimentProgress&)>; // false: cancel
-
-// What a results table shows of a run (METHODS 0: ratio = after / before of the
-// part compressed; delta ln PPL = ln PPL_compressed - ln PPL_original, TensorSLM
-// eq. 12). Numbers that do not apply are NaN (JSON null).
-struct RunSummary {
-    std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
-    std::string part;               // "token_embedding" | "attention_values"
-    int64_t params_before = 0, params_after = 0;
-    double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
-    int64_t eval_tokens = 0; // scored tokens (0: no evaluation)
-    std::string host;        // the machine's name
-};
-nlohmann::ordered_json summary_json(const RunSummary& s);
-RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field
 
 // A finished run, in memory: the model with its compressed part in place, what
 // the fit produced, and the numbers. Movable, not copyable.
@@ -114,6 +101,8 @@ struct FrequencyText {
     std::shared_ptr<const FrequencySplit> split;
     nlohmann::ordered_json json() const; // {path, sha256, tokens, distinct_seen, keep_ratio, common, rare}
 };
+// Ids the tokenizer marks special: always kept common.
+std::vector<int64_t> special_token_ids(const Tokenizer& tokenizer);
 FrequencyText read_frequency_text(const std::filesystem::path& file, const Tokenizer& tokenizer,
                                   int64_t vocab_size, double keep_ratio);
 

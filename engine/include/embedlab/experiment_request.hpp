@@ -41,6 +41,8 @@ const std::vector<MethodDescriptor>& method_registry();
 // InputError "unknown method 'x' (pca, svd, ...)" for a name not in the registry.
 const MethodDescriptor& method_descriptor(const std::string& name);
 const MethodDescriptor& method_descriptor(Method id);
+// The registry row of `name`, or null (stored kinds such as "lrf" are not methods).
+const MethodDescriptor* find_method(const std::string& name);
 // "pca, svd, tt, ..." for messages.
 std::string method_names(const char* separator = ", ");
 

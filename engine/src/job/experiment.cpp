@@ -1,6 +1,7 @@
 // run_compression and export_run (experiment.hpp): the one implementation of
 // "fit, recover, evaluate, record, export" that every front end calls.
 #include "embedlab/experiment.hpp"
+#include "embedlab/text_format.hpp"
 
 #include <unistd.h>
 
@@ -30,21 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::string number(double v)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
-std::string joined(const std::vector<int64_t>& v, const char* sep)
-{
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i)
-        s += (i > 0 ? sep : "") + std::to_string(v[i]);
-    return s;
-}
 
 std::string host_name()
 {
@@ -223,15 +209,6 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
     return j;
 }
 
-std::vector<int64_t> special_ids(const Tokenizer& tokenizer)
-{
-    std::vector<int64_t> out;
-    for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
-        if (tokenizer.is_special(static_cast<int32_t>(id)))
-            out.push_back(id);
-    return out;
-}
-
 CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescriptor& m, const LoadedModel& lm,
                                std::shared_ptr<const FrequencySplit> split)
 {
@@ -263,12 +240,12 @@ std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescr
     const auto& s = c.spec;
     switch (m.id) {
     case Method::TT:
-        return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + number(s.eps) : "") + ", ranks " +
-               joined(s.ranks, ",");
+        return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + short_number(s.eps) : "") +
+               ", ranks " + joined(s.ranks, ",");
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:
-        return "keep " + number(s.split->keep_ratio) +
+        return "keep " + short_number(s.split->keep_ratio) +
                (m.id == Method::LLEUnk ? "" : ", k " + std::to_string(s.k)) + ", " +
                std::to_string(s.split->rare.size()) + " rare";
     case Method::Fourier:
@@ -333,6 +310,15 @@ Json recover(CompressionRun& run, const Training& t, const ProgressFn& progress)
 
 } // namespace
 
+std::vector<int64_t> special_token_ids(const Tokenizer& tokenizer)
+{
+    std::vector<int64_t> out;
+    for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
+        if (tokenizer.is_special(static_cast<int32_t>(id)))
+            out.push_back(id);
+    return out;
+}
+
 FrequencyText read_frequency_text(const fs::path& file, const Tokenizer& tokenizer, int64_t vocab_size,
                                   double keep_ratio)
 {
@@ -352,7 +338,7 @@ FrequencyText read_frequency_text(const fs::path& file, const Tokenizer& tokeniz
     }
     try {
         f.split = std::make_shared<FrequencySplit>(
-            split_by_frequency(ids, vocab_size, keep_ratio, special_ids(tokenizer)));
+            split_by_frequency(ids, vocab_size, keep_ratio, special_token_ids(tokenizer)));
     } catch (const InputError& e) {
         throw InputError(file.string() + ": " + e.what());
     }
@@ -386,48 +372,6 @@ std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label)
 const LanguageModel& CompressionRun::compressed_model() const
 {
     return flat ? *flat->model : *model.model;
-}
-
-Json summary_json(const RunSummary& s)
-{
-    auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
-    return {{"method", s.method},
-            {"parameters", s.parameters},
-            {"part", s.part},
-            {"params_before", s.params_before},
-            {"params_after", s.params_after},
-            {"ratio", num(s.ratio)},
-            {"ppl_original", num(s.ppl_original)},
-            {"ppl", num(s.ppl)},
-            {"delta_ln_ppl", num(s.delta_ln_ppl)},
-            {"mean_cosine", num(s.mean_cosine)},
-            {"eval_tokens", s.eval_tokens},
-            {"seconds", s.seconds},
-            {"host", s.host}};
-}
-
-RunSummary summary_from_json(const Json& j)
-{
-    try {
-        auto num = [&](const char* key) { return j.at(key).is_null() ? kNaN : j.at(key).get<double>(); };
-        RunSummary s;
-        s.method = j.at("method");
-        s.parameters = j.at("parameters");
-        s.part = j.at("part");
-        s.params_before = j.at("params_before");
-        s.params_after = j.at("params_after");
-        s.ratio = num("ratio");
-        s.ppl_original = num("ppl_original");
-        s.ppl = num("ppl");
-        s.delta_ln_ppl = num("delta_ln_ppl");
-        s.mean_cosine = num("mean_cosine");
-        s.eval_tokens = j.at("eval_tokens");
-        s.seconds = j.at("seconds");
-        s.host = j.at("host");
-        return s;
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
-    }
 }
 
 LoadOptions request_load_options(const CompressionRequest& request)
@@ -530,6 +474,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     s.method = m.name;
     s.part = is_flat ? "attention_values" : "token_embedding";
     s.host = host_name();
+    s.model = request.model;
+    s.eval_text = !request.eval_text.empty() ? request.eval_text : request.has_eval_ids ? "eval_ids" : "";
     s.ppl_original = s.ppl = s.delta_ln_ppl = kNaN;
 
     if (is_flat) {
@@ -554,7 +500,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         std::string ranks;
         for (const auto& layer : run.flat->layers)
             ranks += (ranks.empty() ? "" : ",") + std::to_string(layer.rank);
-        s.parameters = "remaining " + number(options.remaining) + ", " +
+        s.parameters = "remaining " + short_number(options.remaining) + ", " +
                        rank_allocation_name(options.allocation) + (options.mlp ? ", mlp" : "") + ", ranks " +
                        ranks;
         s.params_before = value_output_params(config);

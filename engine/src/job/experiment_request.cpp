@@ -1,6 +1,7 @@
 // The method registry and CompressionRequest's JSON form and checks
 // (experiment_request.hpp). Torch-free: fuzz_job reaches all of it.
 #include "embedlab/experiment_request.hpp"
+#include "embedlab/text_format.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -46,11 +47,18 @@ std::string method_names(const char* separator)
     return s;
 }
 
-const MethodDescriptor& method_descriptor(const std::string& name)
+const MethodDescriptor* find_method(const std::string& name)
 {
     for (const auto& m : method_registry())
         if (name == m.name)
-            return m;
+            return &m;
+    return nullptr;
+}
+
+const MethodDescriptor& method_descriptor(const std::string& name)
+{
+    if (const auto* m = find_method(name))
+        return *m;
     throw InputError("unknown method '" + name + "' (" + method_names() + ")");
 }
 
@@ -226,21 +234,6 @@ const std::vector<Field>& fields()
     return table;
 }
 
-std::string number(double v)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
-std::string joined(const std::vector<int64_t>& v, const char* sep)
-{
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i)
-        s += (i > 0 ? sep : "") + std::to_string(v[i]);
-    return s;
-}
-
 } // namespace
 
 const std::vector<std::string>& request_fields()
@@ -293,10 +286,7 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     };
     if (r.method.empty())
         fail("method", "is required (" + method_names() + ")");
-    const MethodDescriptor* found = nullptr;
-    for (const auto& m : method_registry())
-        if (r.method == m.name)
-            found = &m;
+    const MethodDescriptor* found = find_method(r.method);
     if (!found)
         fail("method", "'" + r.method + "' is not one of " + method_names());
     const MethodDescriptor& m = *found;
@@ -316,7 +306,7 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         if (r.ranks.empty() == !(r.eps > 0))
             fail("eps", "or ranks: tt needs exactly one of ranks 1,r1,..,1 or eps in (0, 1)");
         if (r.ranks.empty() && !(r.eps > 0 && r.eps < 1))
-            fail("eps", number(r.eps) + " must lie strictly between 0 and 1");
+            fail("eps", short_number(r.eps) + " must lie strictly between 0 and 1");
         if (!r.ranks.empty() && r.shape.empty())
             fail("ranks", "need a shape (ranks r_0..r_N belong to one factorisation of d)");
         if (!r.shape.empty()) {
@@ -341,13 +331,13 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         if (r.freq_text.empty())
             fail("freq_text", "is required: token frequencies decide common vs rare");
         if (!(r.keep_ratio > 0 && r.keep_ratio <= 1))
-            fail("keep_ratio", number(r.keep_ratio) + " must lie in (0, 1]");
+            fail("keep_ratio", short_number(r.keep_ratio) + " must lie in (0, 1]");
         if (m.id != Method::LLEUnk && !within_d(r.k))
             fail("k", std::to_string(r.k) + " (neighbours, or basis size) is outside 1.." + dmax);
         if (m.id == Method::LLEUnk && r.k != 0 && !within_d(r.k))
             fail("k", std::to_string(r.k) + " is outside 1.." + dmax);
         if (!(r.reg >= 0 && r.reg <= 1e6))
-            fail("reg", number(r.reg) + " must lie in [0, 1e6]");
+            fail("reg", short_number(r.reg) + " must lie in [0, 1e6]");
         break;
     case Method::Fourier:
         if (r.mlp != "linear" && r.mlp != "geglu")
@@ -355,25 +345,25 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         if (r.hidden_ratio != CompressionRequest{}.hidden_ratio && r.mlp != "geglu")
             fail("hidden_ratio", "applies to mlp geglu only");
         if (!(r.hidden_ratio > 0 && r.hidden_ratio <= 64))
-            fail("hidden_ratio", number(r.hidden_ratio) + " must lie in (0, 64]");
+            fail("hidden_ratio", short_number(r.hidden_ratio) + " must lie in (0, 64]");
         if (r.loss != "mse" && r.loss != "cosine")
             fail("loss", "'" + r.loss + "' must be mse or cosine");
         if (r.steps < 1 || r.steps > 100'000'000)
             fail("steps", std::to_string(r.steps) + " must be 1..100000000 (AdamW steps, e.g. 2000)");
         if (!(r.lr > 0 && r.lr <= 10))
-            fail("lr", number(r.lr) + " must lie in (0, 10]");
+            fail("lr", short_number(r.lr) + " must lie in (0, 10]");
         if (r.fit_batch < 1 || r.fit_batch > 1'000'000'000)
             fail("fit_batch", std::to_string(r.fit_batch) + " must be at least 1");
         if (!(r.weight_decay >= 0 && r.weight_decay <= 10))
-            fail("weight_decay", number(r.weight_decay) + " must lie in [0, 10]");
+            fail("weight_decay", short_number(r.weight_decay) + " must lie in [0, 10]");
         break;
     case Method::Flat:
         if (!(r.remaining > 0 && r.remaining <= 1))
-            fail("remaining", number(r.remaining) + " must lie in (0, 1] (1 keeps everything)");
+            fail("remaining", short_number(r.remaining) + " must lie in (0, 1] (1 keeps everything)");
         if (r.allocation != "iprs" && r.allocation != "uniform")
             fail("allocation", "'" + r.allocation + "' must be iprs or uniform");
         if (!(r.mlp_lambda > 0))
-            fail("mlp_lambda", number(r.mlp_lambda) + " must be positive");
+            fail("mlp_lambda", short_number(r.mlp_lambda) + " must be positive");
         if (r.calib_text.empty())
             fail("calib_text", "is required: the value statistics come from a calibration text");
         if (r.samples < 1 || r.samples > (1 << 20))
@@ -411,29 +401,25 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
 std::string describe_request(const CompressionRequest& r)
 {
     std::string what;
-    const auto* m = [&]() -> const MethodDescriptor* {
-        for (const auto& d : method_registry())
-            if (r.method == d.name)
-                return &d;
-        return nullptr;
-    }();
+    const auto* m = find_method(r.method);
     if (!m)
         return r.method;
     switch (m->id) {
     case Method::TT:
-        what = "tt " + (r.ranks.empty() ? "eps " + number(r.eps) : "ranks " + joined(r.ranks, ","));
+        what = "tt " + (r.ranks.empty() ? "eps " + short_number(r.eps) : "ranks " + joined(r.ranks, ","));
         break;
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:
-        what = r.method + " keep " + number(r.keep_ratio) + (r.k > 0 ? ", k " + std::to_string(r.k) : "");
+        what =
+            r.method + " keep " + short_number(r.keep_ratio) + (r.k > 0 ? ", k " + std::to_string(r.k) : "");
         break;
     case Method::Fourier:
         what = "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";
         break;
     case Method::Flat:
-        what =
-            "flat remaining " + number(r.remaining) + ", " + r.allocation + (r.compress_mlp ? ", mlp" : "");
+        what = "flat remaining " + short_number(r.remaining) + ", " + r.allocation +
+               (r.compress_mlp ? ", mlp" : "");
         break;
     case Method::PCA:
     case Method::SVD:

@@ -8,6 +8,7 @@
 
 #include "embedlab/accounting.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/job.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/power.hpp"
@@ -71,13 +72,15 @@ Json energy_estimate(const std::string& manifest_text, int64_t vocab, int64_t di
     const auto m = nlohmann::json::parse(manifest_text.empty() ? "{}" : manifest_text, nullptr, false);
     const auto acc = m.is_object() && m.contains("accounting") ? m["accounting"] : nlohmann::json();
     const std::string method = acc.is_object() ? acc.value("method", "") : "";
-    if (method == "pca" || method == "svd") {
+    const auto* known = find_method(method);
+    const Method id = known ? known->id : Method::Flat; // no closed-form energy: reported as such below
+    if (id == Method::PCA || id == Method::SVD) {
         const auto a =
-            account_low_rank(method == "pca" ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
+            account_low_rank(id == Method::PCA ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
                              detail::json_integer(acc.at("rank"), "accounting.rank", "embedlab.json"), o);
         j["method"] = method;
         j.update(energy_json(a.energy));
-    } else if (method == "tt") {
+    } else if (id == Method::TT) {
         const auto a = account_tensor_train(
             vocab, detail::json_integers(acc.at("shape"), "accounting.shape", "embedlab.json"),
             detail::json_integers(acc.at("ranks"), "accounting.ranks", "embedlab.json"), o);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/tensor_train.hpp"
@@ -11,7 +12,13 @@ namespace embedlab {
 
 const std::vector<std::string>& compression_methods()
 {
-    static const std::vector<std::string> methods{"pca", "svd", "tt", "lle", "lle-unk", "lle-pca", "fourier"};
+    static const std::vector<std::string> methods = [] {
+        std::vector<std::string> m;
+        for (const auto& d : method_registry())
+            if (d.part == CompressedPart::TokenEmbedding)
+                m.push_back(d.name);
+        return m;
+    }();
     return methods;
 }
 
@@ -143,8 +150,11 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
     const int64_t V = table.size(0), d = table.size(1);
     CompressedEmbedding out;
     out.spec = spec;
-    if (spec.method == "pca" || spec.method == "svd") {
-        const auto kind = spec.method == "pca" ? LowRankKind::PCA : LowRankKind::SVD;
+    const Method method = method_descriptor(spec.method).id;
+    if (method == Method::Flat)
+        throw InputError("method 'flat' compresses the attention values, not the token embedding");
+    if (method == Method::PCA || method == Method::SVD) {
+        const auto kind = method == Method::PCA ? LowRankKind::PCA : LowRankKind::SVD;
         auto fit = fit_low_rank(table, kind, spec.rank, sub_progress(progress, 0, 80));
         out.fit_seconds = fit.seconds;
         out.fit = {
@@ -153,7 +163,7 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
             {"explained_variance_at_rank", fit.explained_variance[static_cast<size_t>(spec.rank - 1)]}};
         out.embedding = std::make_shared<LowRankTokenEmbedding>(fit);
         out.accounting = account_low_rank(kind, V, d, spec.rank, {}, model_params);
-    } else if (spec.method == "tt") {
+    } else if (method == Method::TT) {
         auto fit = fit_tensor_train(table, {.shape = spec.shape, .ranks = spec.ranks, .eps = spec.eps},
                                     sub_progress(progress, 0, 80));
         out.fit_seconds = fit.seconds;
@@ -163,12 +173,12 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
             out.fit["mean_needed_ranks"] = fit.mean_needed_ranks;
         out.embedding = std::make_shared<TensorTrainTokenEmbedding>(fit);
         out.accounting = account_tensor_train(V, fit.shape, fit.ranks, {}, model_params);
-    } else if (spec.method == "lle" || spec.method == "lle-unk" || spec.method == "lle-pca") {
+    } else if (method_descriptor(method).needs_frequency_text) {
         if (!spec.split)
             throw InputError("method '" + spec.method +
                              "' needs a frequency split (--freq-text and --keep-ratio)");
-        const auto kind = spec.method == "lle"       ? PartialSparseKind::LLE
-                          : spec.method == "lle-unk" ? PartialSparseKind::Unk
+        const auto kind = method == Method::LLE      ? PartialSparseKind::LLE
+                          : method == Method::LLEUnk ? PartialSparseKind::Unk
                                                      : PartialSparseKind::PCA;
         auto fit = fit_partial_sparse(table, *spec.split,
                                       {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id},
@@ -184,7 +194,7 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                                  "model keeps the whole saving"}};
         out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
         out.embedding = std::move(embedding);
-    } else if (spec.method == "fourier") {
+    } else { // Method::Fourier
         const FourierOptions options{.mlp = parse_fourier_mlp(spec.mlp),
                                      .hidden_ratio = spec.hidden_ratio,
                                      .norm = spec.norm,
@@ -234,11 +244,6 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
         out.accounting.flops_per_token =
             folded ? V * (d + 2 * d) + 2 * d * d + 2 * d : V * (embedding->flops_per_row() + 2 * d);
         out.embedding = std::move(embedding);
-    } else {
-        std::string known;
-        for (const auto& m : compression_methods())
-            known += (known.empty() ? "" : ", ") + m;
-        throw InputError("unknown method '" + spec.method + "' (known: " + known + ")");
     }
     out.reconstruction = measure_reconstruction(table, *out.embedding, sub_progress(progress, 80, 100));
     out.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -248,23 +253,25 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
 nlohmann::ordered_json spec_json(const CompressionSpec& spec)
 {
     nlohmann::ordered_json j = {{"method", spec.method}};
-    if (spec.method == "tt") {
+    const auto* known = find_method(spec.method);
+    const Method method = known ? known->id : Method::PCA;
+    if (method == Method::TT) {
         j["shape"] = spec.shape;
         j["ranks"] = spec.ranks;
         if (spec.eps > 0)
             j["eps"] = spec.eps;
-    } else if (spec.method.rfind("lle", 0) == 0) {
+    } else if (known && known->needs_frequency_text) {
         j["k"] = spec.k;
-        if (spec.method == "lle")
+        if (method == Method::LLE)
             j["reg"] = spec.reg;
-        if (spec.method == "lle-unk")
+        if (method == Method::LLEUnk)
             j["unk_id"] = spec.unk_id;
         if (spec.split) {
             j["keep_ratio"] = spec.split->keep_ratio;
             j["common"] = spec.split->common.size();
             j["rare"] = spec.split->rare.size();
         }
-    } else if (spec.method == "fourier") {
+    } else if (method == Method::Fourier) {
         j["mlp"] = spec.mlp;
         if (spec.mlp == "geglu")
             j["hidden_ratio"] = spec.hidden_ratio;
@@ -306,7 +313,9 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const Energ
                                 {"eta", a.eta},
                                 {"flops_per_token", a.flops_per_token},
                                 {"flops_per_token_dense", a.flops_per_token_dense}};
-    if (a.method == "tt") {
+    const auto* known = find_method(a.method);
+    const Method method = known ? known->id : Method::Fourier; // lrf: the closed form below does not apply
+    if (method == Method::TT) {
         j["shape"] = a.shape;
         j["ranks"] = a.ranks;
         j["params_per_token"] = a.params_per_token;
@@ -314,7 +323,7 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const Energ
         j["energy"] = energy_json(a.energy);
         j["svd_equal_size_rank"] = a.svd_equal_size_rank;
         j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
-    } else if (a.method == "pca" || a.method == "svd") {
+    } else if (method == Method::PCA || method == Method::SVD) {
         j["rank"] = a.rank;
         j["energy"] = energy_json(a.energy);
     }

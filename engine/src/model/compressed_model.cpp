@@ -1,5 +1,7 @@
 #include "embedlab/compressed_model.hpp"
 
+#include "embedlab/experiment_request.hpp"
+
 #include <chrono>
 #include <set>
 
@@ -183,7 +185,8 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
     manifest["source"] = source_json(source);
     // fourier trains from a seed; the other methods are deterministic (0 for uniformity).
-    manifest["seed"] = compressed.spec.method == "fourier" ? compressed.spec.seed : 0;
+    const auto* method = find_method(compressed.spec.method);
+    manifest["seed"] = method && method->id == Method::Fourier ? compressed.spec.seed : 0;
     manifest["versions"] = detail::manifest_versions();
     manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
@@ -234,25 +237,28 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     for (const auto& [full, shape] : t.tensors)
         f[full.substr(t.prefix.size())] = take(full.substr(t.prefix.size()), shape);
     const std::string& method = t.method;
-    if (method == "pca" || method == "svd" || method == "lrf") {
+    using K = detail::TableKind;
+    if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
         LowRankFit fit;
-        fit.kind = method == "pca" ? LowRankKind::PCA : method == "svd" ? LowRankKind::SVD : LowRankKind::LRF;
+        fit.kind = t.kind == K::PCA   ? LowRankKind::PCA
+                   : t.kind == K::SVD ? LowRankKind::SVD
+                                      : LowRankKind::LRF;
         fit.rank = t.rank;
-        fit.mu = method == "pca" ? f["pca.mu"] : torch::zeros({t.dim}, torch::kFloat32);
+        fit.mu = t.kind == K::PCA ? f["pca.mu"] : torch::zeros({t.dim}, torch::kFloat32);
         fit.Z = f[method + ".Z"];
         fit.P = f[method + ".P"];
         return std::make_shared<LowRankTokenEmbedding>(fit);
     }
-    if (method == "tt") {
+    if (t.kind == K::TT) {
         std::vector<torch::Tensor> cores;
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
             cores.push_back(f["tt.core" + std::to_string(k)]);
         return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores));
     }
-    if (method == "lle" || method == "lle-unk" || method == "lle-pca") {
+    if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         PartialSparseFit fit;
-        fit.kind = method == "lle"       ? PartialSparseKind::LLE
-                   : method == "lle-unk" ? PartialSparseKind::Unk
+        fit.kind = t.kind == K::LLE      ? PartialSparseKind::LLE
+                   : t.kind == K::LLEUnk ? PartialSparseKind::Unk
                                          : PartialSparseKind::PCA;
         fit.vocab = t.rows;
         fit.dim = t.dim;

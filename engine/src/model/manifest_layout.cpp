@@ -1,5 +1,7 @@
 #include "model/manifest_layout.hpp"
 
+#include "embedlab/experiment_request.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "embedlab/accounting.hpp"
@@ -38,11 +40,38 @@ const Json& field(const Json& obj, const char* name, const std::string& where)
     return obj.at(name);
 }
 
+TableKind table_kind(const std::string& method, const std::string& where)
+{
+    if (method == "lrf")
+        return TableKind::LRF;
+    const auto* m = find_method(method);
+    if (!m || m->part != CompressedPart::TokenEmbedding)
+        throw InputError(where + ": unknown method '" + method + "'");
+    switch (m->id) {
+    case Method::PCA:
+        return TableKind::PCA;
+    case Method::SVD:
+        return TableKind::SVD;
+    case Method::TT:
+        return TableKind::TT;
+    case Method::LLE:
+        return TableKind::LLE;
+    case Method::LLEUnk:
+        return TableKind::LLEUnk;
+    case Method::LLEPCA:
+        return TableKind::LLEPCA;
+    default:
+        return TableKind::Fourier;
+    }
+}
+
 TableLayout table_layout(const Json& block, const std::string& prefix, int64_t rows, int64_t d,
                          const std::string& where)
 {
     TableLayout t;
     t.method = field(block, "method", where).get<std::string>();
+    t.kind = table_kind(t.method, where);
+    using K = TableKind;
     t.prefix = prefix;
     t.rows = rows;
     t.dim = d;
@@ -51,49 +80,49 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         t.tensors.emplace_back(prefix + name, shape);
     };
     const std::string& method = t.method;
-    if (method == "pca" || method == "svd" || method == "lrf") {
+    if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
         t.rank = json_integer(field(params, "rank", where), "rank", where);
         if (t.rank < 1 || t.rank > d)
             throw InputError(where + ": rank " + std::to_string(t.rank) + " is outside 1.." +
                              std::to_string(d));
-        if (method == "pca")
+        if (t.kind == K::PCA)
             needs("pca.mu", {d});
         needs(method + ".Z", {rows, t.rank});
         needs(method + ".P", {t.rank, d});
-    } else if (method == "tt") {
+    } else if (t.kind == K::TT) {
         t.tt_shape = json_integers(field(params, "shape", where), "shape", where);
         t.tt_ranks = json_integers(field(params, "ranks", where), "ranks", where);
         check_tt_shape_and_ranks(d, t.tt_shape, t.tt_ranks);
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
             needs("tt.core" + std::to_string(k), {rows, t.tt_ranks[k], t.tt_shape[k], t.tt_ranks[k + 1]});
-    } else if (method == "lle" || method == "lle-unk" || method == "lle-pca") {
+    } else if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         t.common = json_integer(field(params, "common", where), "common", where);
         t.rare = json_integer(field(params, "rare", where), "rare", where);
-        t.k = method == "lle-unk" ? 0 : json_integer(field(params, "k", where), "k", where);
+        t.k = t.kind == K::LLEUnk ? 0 : json_integer(field(params, "k", where), "k", where);
         // Compared without adding, so huge counts cannot overflow.
         if (t.common < 1 || t.rare < 0 || t.common > rows || t.rare != rows - t.common)
             throw InputError(where + ": common " + std::to_string(t.common) + " + rare " +
                              std::to_string(t.rare) + " does not make the " + std::to_string(rows) +
                              " rows of the table");
-        if (method != "lle-unk" && t.k < 1)
+        if (t.kind != K::LLEUnk && t.k < 1)
             throw InputError(where + ": k must be at least 1, got " + std::to_string(t.k));
         t.reg = params.contains("reg") ? params["reg"].get<double>() : 0.0;
         const std::string m = method + ".";
         needs(m + "common_ids", {t.common});
         needs(m + "rare_ids", {t.rare});
         needs(m + "common_rows", {t.common, d});
-        if (method == "lle") {
+        if (t.kind == K::LLE) {
             needs(m + "neighbour_ids", {t.rare, t.k});
             needs(m + "weights", {t.rare, t.k});
             needs(m + "norms", {t.rare});
-        } else if (method == "lle-unk") {
+        } else if (t.kind == K::LLEUnk) {
             needs(m + "fallback", {d});
         } else {
             needs(m + "mean", {d});
             needs(m + "basis", {t.k, d});
             needs(m + "coords", {t.rare, t.k});
         }
-    } else if (method == "fourier") {
+    } else { // K::Fourier
         t.mlp = fourier_mlp_name(parse_fourier_mlp(field(params, "mlp", where).get<std::string>()));
         t.norm = field(params, "norm", where).get<bool>();
         if (rows < 2)
@@ -115,8 +144,6 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         }
         if (t.norm)
             needs("fourier.norm", {d});
-    } else {
-        throw InputError(where + ": unknown method '" + method + "'");
     }
     return t;
 }

@@ -29,8 +29,13 @@ struct ManifestDims {
 };
 
 // One table's method, parameters and the factor tensors it consumes, in order.
+// What a stored table is: a registry method's factors (experiment_request.hpp),
+// or lrf, the low-rank factors finetune --from-scratch trains.
+enum class TableKind { PCA, SVD, LRF, TT, LLE, LLEUnk, LLEPCA, Fourier };
+
 struct TableLayout {
     std::string method; // pca svd lrf tt lle lle-unk lle-pca fourier
+    TableKind kind = TableKind::PCA;
     std::string prefix;
     int64_t rows = 0, dim = 0;
     int64_t rank = 0;                                         // pca, svd, lrf

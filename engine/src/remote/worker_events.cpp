@@ -50,10 +50,14 @@ WorkerLine parse_worker_line(std::string_view line)
         };
         const int64_t total = static_cast<int64_t>(value("total"));
         const int64_t done = std::min(static_cast<int64_t>(value("done")), total);
-        return {WorkerLine::Kind::Progress, Json{{"event", "progress"},
-                                                 {"stage", string_or(e, "stage", "")},
-                                                 {"done", done},
-                                                 {"total", total}}};
+        Json progress{
+            {"event", "progress"}, {"stage", string_or(e, "stage", "")}, {"done", done}, {"total", total}};
+        // An experiment's share of the whole run (experiment.hpp), kept within [0, 1].
+        if (e.contains("overall") && e["overall"].is_number()) {
+            const double overall = e["overall"].get<double>();
+            progress["overall"] = overall >= 0 && overall <= 1 ? overall : overall > 1 ? 1.0 : 0.0;
+        }
+        return {WorkerLine::Kind::Progress, progress};
     }
     return text_line(line);
 }

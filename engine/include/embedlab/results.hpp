@@ -1,0 +1,56 @@
+// Results of compression runs as a table: one RunSummary per run (what the
+// experiment API returns, what a worker job reports, what the workbench's table
+// and Pareto plot show), the Pareto front, and the results files (CSV and JSON)
+// that the workbench exports, the demo writes and `figure pareto` reads.
+// Torch-free and Qt-free.
+//
+//   std::vector<embedlab::RunSummary> rows = ...;
+//   write_file_atomic("results.csv", embedlab::results_csv(rows));
+//   auto front = embedlab::pareto_front(rows);        // indices, by ascending ratio
+//   auto back = embedlab::results_from_csv(text);     // NaN stays NaN
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace embedlab {
+
+// One run (METHODS 0: ratio = after / before of the part compressed; delta ln PPL =
+// ln PPL_compressed - ln PPL_original, TensorSLM eq. 12). Numbers that do not apply
+// are NaN (JSON null, an empty CSV field).
+struct RunSummary {
+    std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
+    std::string part;               // "token_embedding" | "attention_values"
+    int64_t params_before = 0, params_after = 0;
+    double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
+    int64_t eval_tokens = 0; // scored tokens (0: no evaluation)
+    std::string host;        // the machine that ran it
+    std::string model;       // the model as given
+    std::string eval_text;   // the evaluation text ("" without one; "eval_ids" for token ids)
+};
+nlohmann::ordered_json summary_json(const RunSummary& s);
+RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field
+
+// The rows no other row dominates (a row dominates another when its ratio and
+// delta ln PPL are both no larger and one is smaller; lower is better for both),
+// by ascending ratio, then delta ln PPL, then index. Exact duplicates are all on
+// the front. Rows whose ratio, ppl or delta ln PPL is not finite are left out.
+std::vector<int> pareto_front(const std::vector<RunSummary>& rows);
+
+// The results files. CSV columns: method, parameters, params (stored values after),
+// ratio, ppl, delta_ln_ppl, cosine, seconds, host, then part, params_before,
+// ppl_original, eval_tokens, model, eval_text (RFC 4180 quoting). JSON:
+// {"results": [{the same keys}]}. Numbers at full precision.
+std::string results_csv(const std::vector<RunSummary>& rows);
+std::string results_json(const std::vector<RunSummary>& rows);
+// Inverses; files with only the first nine columns (older exports) read too.
+// InputError for text that is not such a file.
+std::vector<RunSummary> results_from_csv(const std::string& csv);
+std::vector<RunSummary> results_from_json(const std::string& json);
+
+} // namespace embedlab

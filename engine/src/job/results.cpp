@@ -1,0 +1,315 @@
+// RunSummary's JSON, the Pareto front and the results files (results.hpp).
+#include "embedlab/results.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Json number_or_null(double v)
+{
+    return std::isfinite(v) ? Json(v) : Json();
+}
+
+// Full precision; not finite is an empty field.
+std::string full(double v)
+{
+    if (!std::isfinite(v))
+        return {};
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+double csv_number(const std::string& field)
+{
+    if (field.empty())
+        return kNaN;
+    char* end = nullptr;
+    const double v = std::strtod(field.c_str(), &end);
+    return end && *end == '\0' ? v : kNaN;
+}
+
+std::string csv_field(const std::string& s)
+{
+    if (s.find_first_of(",\"\n\r") == std::string::npos)
+        return s;
+    std::string out = "\"";
+    for (char c : s)
+        out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+// RFC 4180 records: quoted fields may hold commas, doubled quotes and newlines.
+std::vector<std::vector<std::string>> csv_records(const std::string& csv)
+{
+    std::vector<std::vector<std::string>> records;
+    std::vector<std::string> fields;
+    std::string field;
+    bool quoted = false, any = false;
+    for (size_t i = 0; i < csv.size(); ++i) {
+        const char c = csv[i];
+        if (quoted) {
+            if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"') {
+                field += '"';
+                ++i;
+            } else if (c == '"') {
+                quoted = false;
+            } else {
+                field += c;
+            }
+        } else if (c == '"') {
+            quoted = any = true;
+        } else if (c == ',') {
+            fields.push_back(std::move(field));
+            field.clear();
+        } else if (c == '\n') {
+            fields.push_back(std::move(field));
+            records.push_back(std::move(fields));
+            fields.clear();
+            field.clear();
+            any = false;
+        } else if (c != '\r') {
+            field += c;
+            any = true;
+        }
+    }
+    if (any || !fields.empty()) {
+        fields.push_back(std::move(field));
+        records.push_back(std::move(fields));
+    }
+    return records;
+}
+
+const std::vector<std::string> kColumns{"method",        "parameters",   "params",      "ratio", "ppl",
+                                        "delta_ln_ppl",  "cosine",       "seconds",     "host",  "part",
+                                        "params_before", "ppl_original", "eval_tokens", "model", "eval_text"};
+constexpr size_t kFirstColumns = 9; // what exports before the part column had
+
+// A row's JSON object with the results files' keys.
+Json row_json(const RunSummary& r)
+{
+    return {{"method", r.method},
+            {"parameters", r.parameters},
+            {"params", r.params_after},
+            {"ratio", number_or_null(r.ratio)},
+            {"ppl", number_or_null(r.ppl)},
+            {"delta_ln_ppl", number_or_null(r.delta_ln_ppl)},
+            {"cosine", number_or_null(r.mean_cosine)},
+            {"seconds", number_or_null(r.seconds)},
+            {"host", r.host},
+            {"part", r.part},
+            {"params_before", r.params_before},
+            {"ppl_original", number_or_null(r.ppl_original)},
+            {"eval_tokens", r.eval_tokens},
+            {"model", r.model},
+            {"eval_text", r.eval_text}};
+}
+
+// A count read back from a file: anything but a finite number in range is 0.
+int64_t to_count(double v)
+{
+    return std::isfinite(v) && v >= 0 && v < 9.2e18 ? static_cast<int64_t>(v) : 0;
+}
+
+double json_number(const Json& o, const char* key)
+{
+    return o.contains(key) && o[key].is_number() ? o[key].get<double>() : kNaN;
+}
+
+std::string json_string(const Json& o, const char* key)
+{
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+}
+
+} // namespace
+
+Json summary_json(const RunSummary& s)
+{
+    return {{"method", s.method},
+            {"parameters", s.parameters},
+            {"part", s.part},
+            {"params_before", s.params_before},
+            {"params_after", s.params_after},
+            {"ratio", number_or_null(s.ratio)},
+            {"ppl_original", number_or_null(s.ppl_original)},
+            {"ppl", number_or_null(s.ppl)},
+            {"delta_ln_ppl", number_or_null(s.delta_ln_ppl)},
+            {"mean_cosine", number_or_null(s.mean_cosine)},
+            {"eval_tokens", s.eval_tokens},
+            {"seconds", s.seconds},
+            {"host", s.host},
+            {"model", s.model},
+            {"eval_text", s.eval_text}};
+}
+
+RunSummary summary_from_json(const Json& j)
+{
+    try {
+        auto num = [&](const char* key) { return j.at(key).is_null() ? kNaN : j.at(key).get<double>(); };
+        RunSummary s;
+        s.method = j.at("method");
+        s.parameters = j.at("parameters");
+        s.part = j.at("part");
+        s.params_before = j.at("params_before");
+        s.params_after = j.at("params_after");
+        s.ratio = num("ratio");
+        s.ppl_original = num("ppl_original");
+        s.ppl = num("ppl");
+        s.delta_ln_ppl = num("delta_ln_ppl");
+        s.mean_cosine = num("mean_cosine");
+        s.eval_tokens = j.at("eval_tokens");
+        s.seconds = j.at("seconds");
+        s.host = j.at("host");
+        s.model = j.value("model", "");
+        s.eval_text = j.value("eval_text", "");
+        return s;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
+    }
+}
+
+std::vector<int> pareto_front(const std::vector<RunSummary>& rows)
+{
+    std::vector<int> order;
+    for (int i = 0; i < static_cast<int>(rows.size()); ++i)
+        if (std::isfinite(rows[i].ratio) && std::isfinite(rows[i].ppl) && std::isfinite(rows[i].delta_ln_ppl))
+            order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        if (rows[a].ratio != rows[b].ratio)
+            return rows[a].ratio < rows[b].ratio;
+        return rows[a].delta_ln_ppl < rows[b].delta_ln_ppl;
+    });
+    // Sweeping by ratio, a row is on the front when it beats every smaller-or-equal
+    // ratio's delta, or repeats the last front row exactly.
+    std::vector<int> front;
+    for (int i : order) {
+        if (front.empty() || rows[i].delta_ln_ppl < rows[front.back()].delta_ln_ppl)
+            front.push_back(i);
+        else if (rows[i].delta_ln_ppl == rows[front.back()].delta_ln_ppl &&
+                 rows[i].ratio == rows[front.back()].ratio)
+            front.push_back(i);
+    }
+    return front;
+}
+
+std::string results_csv(const std::vector<RunSummary>& rows)
+{
+    std::string out;
+    for (size_t c = 0; c < kColumns.size(); ++c)
+        out += (c ? "," : "") + kColumns[c];
+    out += '\n';
+    for (const auto& r : rows) {
+        const std::vector<std::string> fields{csv_field(r.method),
+                                              csv_field(r.parameters),
+                                              std::to_string(r.params_after),
+                                              full(r.ratio),
+                                              full(r.ppl),
+                                              full(r.delta_ln_ppl),
+                                              full(r.mean_cosine),
+                                              full(r.seconds),
+                                              csv_field(r.host),
+                                              csv_field(r.part),
+                                              std::to_string(r.params_before),
+                                              full(r.ppl_original),
+                                              std::to_string(r.eval_tokens),
+                                              csv_field(r.model),
+                                              csv_field(r.eval_text)};
+        for (size_t c = 0; c < fields.size(); ++c)
+            out += (c ? "," : "") + fields[c];
+        out += '\n';
+    }
+    return out;
+}
+
+std::string results_json(const std::vector<RunSummary>& rows)
+{
+    Json list = Json::array();
+    for (const auto& r : rows)
+        list.push_back(row_json(r));
+    return Json{{"results", list}}.dump(4) + "\n";
+}
+
+std::vector<RunSummary> results_from_csv(const std::string& csv)
+{
+    const auto records = csv_records(csv);
+    if (records.empty() || records[0].size() < kFirstColumns || records[0][0] != "method")
+        throw InputError("not a results CSV file (its first line must be the header method,parameters,...)");
+    const size_t columns = records[0].size();
+    std::vector<RunSummary> rows;
+    for (size_t i = 1; i < records.size(); ++i) {
+        const auto& f = records[i];
+        if (f.size() != columns)
+            continue;
+        RunSummary r;
+        r.method = f[0];
+        r.parameters = f[1];
+        r.params_after = to_count(csv_number(f[2]));
+        r.ratio = csv_number(f[3]);
+        r.ppl = csv_number(f[4]);
+        r.delta_ln_ppl = csv_number(f[5]);
+        r.mean_cosine = csv_number(f[6]);
+        r.seconds = csv_number(f[7]);
+        r.host = f[8];
+        r.ppl_original = kNaN;
+        if (columns >= kColumns.size()) {
+            r.part = f[9];
+            r.params_before = to_count(csv_number(f[10]));
+            r.ppl_original = csv_number(f[11]);
+            r.eval_tokens = to_count(csv_number(f[12]));
+            r.model = f[13];
+            r.eval_text = f[14];
+        }
+        rows.push_back(std::move(r));
+    }
+    return rows;
+}
+
+std::vector<RunSummary> results_from_json(const std::string& json)
+{
+    Json doc;
+    try {
+        doc = Json::parse(json);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw InputError("not JSON (byte " + std::to_string(e.byte) + ": the text ends or breaks there)");
+    } catch (const nlohmann::json::exception& e) { // e.g. a number beyond double
+        throw InputError(std::string("not JSON (") + e.what() + ")");
+    }
+    if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
+        throw InputError("not a results JSON file (it needs a \"results\" array)");
+    std::vector<RunSummary> rows;
+    for (const auto& o : doc["results"]) {
+        if (!o.is_object())
+            continue;
+        RunSummary r;
+        r.method = json_string(o, "method");
+        r.parameters = json_string(o, "parameters");
+        r.params_after = to_count(json_number(o, "params"));
+        r.ratio = json_number(o, "ratio");
+        r.ppl = json_number(o, "ppl");
+        r.delta_ln_ppl = json_number(o, "delta_ln_ppl");
+        r.mean_cosine = json_number(o, "cosine");
+        r.seconds = json_number(o, "seconds");
+        r.host = json_string(o, "host");
+        r.part = json_string(o, "part");
+        r.params_before = to_count(json_number(o, "params_before"));
+        r.ppl_original = json_number(o, "ppl_original");
+        r.eval_tokens = to_count(json_number(o, "eval_tokens"));
+        r.model = json_string(o, "model");
+        r.eval_text = json_string(o, "eval_text");
+        rows.push_back(std::move(r));
+    }
+    return rows;
+}
+
+} // namespace embedlab

@@ -1,0 +1,111 @@
+// The results files and the Pareto front (results.hpp): what the workbench
+// exports, the demo writes and `figure pareto` reads, without any widget.
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "embedlab/error.hpp"
+#include "embedlab/results.hpp"
+
+using embedlab::RunSummary;
+
+namespace {
+
+RunSummary run(double ratio, double delta, double ppl = 50)
+{
+    RunSummary r;
+    r.method = "pca";
+    r.ratio = ratio;
+    r.ppl = ppl;
+    r.delta_ln_ppl = delta;
+    return r;
+}
+
+} // namespace
+
+TEST(ParetoFront, KeepsTheRowsNoOtherRowBeatsOnBothByAscendingRatio)
+{
+    EXPECT_TRUE(embedlab::pareto_front({}).empty());
+    EXPECT_EQ(embedlab::pareto_front({run(0.4, 0.2)}), (std::vector<int>{0}));
+    // Row 2 is beaten by row 1 on both; row 4 repeats row 3's loss at a larger ratio.
+    const std::vector<RunSummary> rows{run(0.5, 0.1), run(0.2, 0.3), run(0.3, 0.4),
+                                       run(0.1, 0.5), run(0.6, 0.1), run(0.05, 0.9)};
+    EXPECT_EQ(embedlab::pareto_front(rows), (std::vector<int>{5, 3, 1, 0}));
+}
+
+TEST(ParetoFront, TiesAndRowsWithoutANumber)
+{
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    using V = std::vector<int>;
+    // Same ratio: only the lower loss. Exact duplicates: both, in row order.
+    EXPECT_EQ(embedlab::pareto_front({run(0.3, 0.2), run(0.3, 0.1)}), V{1});
+    EXPECT_EQ(embedlab::pareto_front({run(0.3, 0.2), run(0.3, 0.2), run(0.5, 0.2)}), (V{0, 1}));
+    // Same loss: only the smaller ratio.
+    EXPECT_EQ(embedlab::pareto_front({run(0.6, 0.2), run(0.4, 0.2)}), V{1});
+    // A failed evaluation would dominate everything if it were compared.
+    EXPECT_EQ(embedlab::pareto_front(
+                  {run(0.3, 0.2), run(0.01, -5, nan), run(0.02, nan), run(nan, -1), run(0.5, -inf)}),
+              V{0});
+    EXPECT_TRUE(embedlab::pareto_front({run(0.3, 0.2, nan)}).empty());
+}
+
+TEST(ResultsFiles, EveryFieldRoundTripsThroughCsvAndJson)
+{
+    RunSummary r;
+    r.method = "tt";
+    r.parameters = "shape 4x4x8, eps 0.3, ranks 1,4,6,1"; // commas: quoted
+    r.part = "token_embedding";
+    r.params_before = 6432896;
+    r.params_after = 2211308;
+    r.ratio = 0.1 + 0.2; // full precision survives
+    r.ppl_original = 41.5;
+    r.ppl = 48.25;
+    r.delta_ln_ppl = std::log(48.25 / 41.5);
+    r.mean_cosine = std::numeric_limits<double>::quiet_NaN(); // missing stays missing
+    r.seconds = 7.25;
+    r.eval_tokens = 4095;
+    r.host = "host \"B\"\nsecond line"; // quotes and a newline: quoted
+    r.model = "/models/tiny gpt2";
+    r.eval_text = "/texts/a,b.txt";
+    for (const auto& back : {embedlab::results_from_csv(embedlab::results_csv({r, r})),
+                             embedlab::results_from_json(embedlab::results_json({r, r}))}) {
+        ASSERT_EQ(back.size(), 2u);
+        const auto& b = back[1];
+        EXPECT_EQ(b.method, r.method);
+        EXPECT_EQ(b.parameters, r.parameters);
+        EXPECT_EQ(b.part, r.part);
+        EXPECT_EQ(b.params_before, r.params_before);
+        EXPECT_EQ(b.params_after, r.params_after);
+        EXPECT_EQ(b.ratio, r.ratio);
+        EXPECT_EQ(b.ppl_original, r.ppl_original);
+        EXPECT_EQ(b.ppl, r.ppl);
+        EXPECT_EQ(b.delta_ln_ppl, r.delta_ln_ppl);
+        EXPECT_TRUE(std::isnan(b.mean_cosine));
+        EXPECT_EQ(b.seconds, r.seconds);
+        EXPECT_EQ(b.eval_tokens, r.eval_tokens);
+        EXPECT_EQ(b.host, r.host);
+        EXPECT_EQ(b.model, r.model);
+        EXPECT_EQ(b.eval_text, r.eval_text);
+    }
+    // The run summary's own JSON (what a worker job reports) round-trips too.
+    const auto back = embedlab::summary_from_json(embedlab::summary_json(r));
+    EXPECT_EQ(back.parameters, r.parameters);
+    EXPECT_TRUE(std::isnan(back.mean_cosine));
+    EXPECT_THROW(embedlab::summary_from_json({{"method", "pca"}}), embedlab::InputError);
+}
+
+TEST(ResultsFiles, OlderNineColumnExportsReadAndGarbageIsRefused)
+{
+    const std::string old = "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host\n"
+                            "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA\n";
+    const auto rows = embedlab::results_from_csv(old);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].params_after, 806272);
+    EXPECT_DOUBLE_EQ(rows[0].delta_ln_ppl, 0.412);
+    EXPECT_TRUE(std::isnan(rows[0].ppl_original));
+    EXPECT_THROW(embedlab::results_from_csv("a,b\n1,2\n"), embedlab::InputError);
+    EXPECT_THROW(embedlab::results_from_json("{\"rows\": []}"), embedlab::InputError);
+    EXPECT_THROW(embedlab::results_from_json("not json"), embedlab::InputError);
+}
