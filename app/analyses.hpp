@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "embedlab/error.hpp"
+#include "embedlab/results.hpp"
 
 namespace embedlab::app {
 
@@ -84,12 +85,8 @@ struct CompressionRequest {
     // directory ("": ~/.cache/embedlab), as remote run's --remote-cli / --remote-dir.
     std::string remote_cli, remote_dir;
 };
-struct CompressionRun {
-    std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
-    int64_t params_before = 0, params_after = 0;
-    double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
-    std::string host;
-};
+// A row of the results table: the engine's summary of a run (results.hpp).
+using CompressionRun = embedlab::RunSummary;
 // The request in a few words, e.g. "lle keep 0.5, k 8 + LoRA r 8, 100 steps on pi".
 std::string describe_request(const CompressionRequest& request);
 // Throws InputError naming the field for a request that cannot run (rank out of

@@ -123,23 +123,6 @@ ExperimentProgressFn one_bar(const ProgressFn& progress)
     };
 }
 
-CompressionRun table_row(const RunSummary& s)
-{
-    CompressionRun r;
-    r.method = s.method;
-    r.parameters = s.parameters;
-    r.params_before = s.params_before;
-    r.params_after = s.params_after;
-    r.ratio = s.ratio;
-    r.ppl_original = s.ppl_original;
-    r.ppl = s.ppl;
-    r.delta_ln_ppl = s.delta_ln_ppl;
-    r.mean_cosine = s.mean_cosine;
-    r.seconds = s.seconds;
-    r.host = s.host;
-    return r;
-}
-
 // The latest runs, kept in memory so that exporting a row writes the model it
 // measured without fitting again (each holds a whole model: only a few are kept).
 std::mutex kept_mutex;
@@ -179,7 +162,7 @@ CompressionRun compress_and_evaluate(const std::string& model, const Compression
         return detail::remote_compress_and_evaluate(model, request, text, progress);
     const auto e = detail::experiment_request(model, request, text);
     auto run = std::make_shared<embedlab::CompressionRun>(embedlab::run_compression(e, one_bar(progress)));
-    CompressionRun row = table_row(run->summary);
+    CompressionRun row = run->summary;
     keep(e, std::move(run));
     return row;
 }
@@ -196,9 +179,10 @@ std::string export_compressed(const std::string& model, const CompressionRequest
     if (!run)
         run = std::make_shared<embedlab::CompressionRun>(
             embedlab::run_compression(e, one_bar(detail::stage(progress, 0, w_run, 1000))));
+    // export_run's last progress call (1000 of 1000) comes just before its rename:
+    // a cancel there still leaves nothing.
     export_run(*run, out_dir, {.dense = dense, .overwrite = overwrite},
                detail::stage(progress, w_run, 1000 - w_run, 1000));
-    report_progress(progress, 1000, 1000);
     return run->summary.method + " " + run->summary.parameters;
 }
 

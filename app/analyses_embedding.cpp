@@ -7,6 +7,7 @@
 #include "analyses_internal.hpp"
 #include "embedlab/compress.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/text_format.hpp"
 #include "embedlab/tokenizer.hpp"
 
 namespace embedlab::app {
@@ -16,13 +17,6 @@ namespace {
 bool is_embedding_method(const std::string& m)
 {
     return m == "pca" || m == "svd" || m == "tt" || m == "lle" || m == "fourier";
-}
-
-std::string number(double v)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
 }
 
 // One InputError per bad field, naming it and its range.
@@ -35,10 +29,10 @@ void check_fields(const CompressionRequest& r, int64_t d, const std::string& lab
     if ((m == "pca" || m == "svd") && (r.rank < 1 || r.rank > d))
         fail("rank " + std::to_string(r.rank) + " is outside 1.." + std::to_string(d));
     if (m == "tt" && !(r.eps > 0 && r.eps < 1))
-        fail("eps " + number(r.eps) + " must lie strictly between 0 and 1");
+        fail("eps " + short_number(r.eps) + " must lie strictly between 0 and 1");
     if (m == "lle") {
         if (!(r.keep_ratio > 0 && r.keep_ratio < 1))
-            fail("keep_ratio " + number(r.keep_ratio) + " must lie strictly between 0 and 1");
+            fail("keep_ratio " + short_number(r.keep_ratio) + " must lie strictly between 0 and 1");
         if (r.k < 1 || r.k > d)
             fail("k " + std::to_string(r.k) + " (neighbours) is outside 1.." + std::to_string(d));
     }
@@ -50,7 +44,7 @@ void check_fields(const CompressionRequest& r, int64_t d, const std::string& lab
     }
     if (m == "flat") {
         if (!(r.remaining > 0 && r.remaining <= 1))
-            fail("remaining " + number(r.remaining) + " must lie in (0, 1]");
+            fail("remaining " + short_number(r.remaining) + " must lie in (0, 1]");
         if (r.allocation != "iprs" && r.allocation != "uniform")
             fail("allocation '" + r.allocation + "' must be iprs or uniform");
         if (r.samples < 1)

@@ -118,20 +118,15 @@ CompressionRun remote_compress_and_evaluate(const std::string& model, const Comp
             session, job, [&](const Json& ev) { bridge.on_event(ev); }, [&] { return bridge.cancelled(); });
         report_progress(progress, 1000, 1000);
 
-        const RunSummary summary = summary_from_json(result.at("summary"));
-        CompressionRun r;
-        r.method = summary.method;
-        r.parameters = summary.parameters;
-        r.params_before = summary.params_before;
-        r.params_after = summary.params_after;
-        r.ratio = summary.ratio;
+        CompressionRun r = summary_from_json(result.at("summary"));
         // The job evaluates the original on the host anyway; the cache keeps every
         // row of this host, model and text on one baseline.
         const std::string key = host + "\n" + model + "\n" + text + "\n" + std::to_string(e.eval_ids.size());
-        r.ppl_original = original_perplexity(key, [&] { return summary.ppl_original; });
-        r.ppl = summary.ppl;
+        const double job_baseline = r.ppl_original;
+        r.ppl_original = original_perplexity(key, [&] { return job_baseline; });
         r.delta_ln_ppl = std::log(r.ppl) - std::log(r.ppl_original); // TensorSLM eq. 12
-        r.mean_cosine = summary.mean_cosine;
+        r.model = model;
+        r.eval_text = text;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         r.host = host;
         return r;

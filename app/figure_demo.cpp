@@ -4,6 +4,7 @@
 // file is written atomically, so an interrupted demo leaves complete files only.
 #include <QDateTime>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -24,10 +25,17 @@ struct Figure {
     std::string kind, title, caption;
 };
 
+// Numbers for people: "—" where a number does not apply (a flat row's cosine),
+// scientific notation beyond 1e6 (a far-off fit's perplexity), else fixed digits.
 std::string fixed(double v, int digits)
 {
+    if (!std::isfinite(v))
+        return "\u2014";
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    if (std::fabs(v) >= 1e6 && digits > 0)
+        std::snprintf(buf, sizeof buf, "%.3e", v);
+    else
+        std::snprintf(buf, sizeof buf, "%.*f", digits, v);
     return buf;
 }
 
@@ -96,17 +104,16 @@ std::vector<Figure> demo_figures(const DemoRequest& request, const std::string& 
 }
 
 std::string markdown_report(const ModelSummary& model, const std::string& intro,
-                            const QVector<views::ResultRow>& rows, const std::vector<Figure>& figures)
+                            const std::vector<RunSummary>& rows, const std::vector<Figure>& figures)
 {
     std::ostringstream md;
     md << "# EmbedLab demo: " << fs::path(model.path).filename().string() << "\n\n" << intro << "\n\n";
     md << "| method | parameters | stored values | ratio | PPL | delta ln PPL | mean cosine | time (s) |\n"
        << "|---|---|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& r : rows)
-        md << "| " << r.method.toStdString() << " | " << r.parameters.toStdString() << " | "
-           << fixed(r.params, 0) << " | " << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | "
-           << fixed(r.delta_ln_ppl, 4) << " | " << fixed(r.cosine, 4) << " | " << fixed(r.seconds, 1)
-           << " |\n";
+        md << "| " << r.method << " | " << r.parameters << " | " << fixed(double(r.params_after), 0) << " | "
+           << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | " << fixed(r.delta_ln_ppl, 4) << " | "
+           << fixed(r.mean_cosine, 4) << " | " << fixed(r.seconds, 1) << " |\n";
     md << "\nThe table as [CSV](results.csv) and [JSON](results.json).\n";
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
@@ -117,7 +124,7 @@ std::string markdown_report(const ModelSummary& model, const std::string& intro,
 }
 
 std::string html_report(const ModelSummary& model, const std::string& intro,
-                        const QVector<views::ResultRow>& rows, const std::vector<Figure>& figures)
+                        const std::vector<RunSummary>& rows, const std::vector<Figure>& figures)
 {
     const std::string name = html_escaped(fs::path(model.path).filename().string());
     std::ostringstream h;
@@ -134,11 +141,11 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
     h << "<table>\n<tr><th>method</th><th>parameters</th><th>stored values</th><th>ratio</th><th>PPL</th>"
       << "<th>delta ln PPL</th><th>mean cosine</th><th>time (s)</th></tr>\n";
     for (const auto& r : rows)
-        h << "<tr><td>" << html_escaped(r.method.toStdString()) << "</td><td>"
-          << html_escaped(r.parameters.toStdString()) << "</td><td class=\"n\">" << fixed(r.params, 0)
-          << "</td><td class=\"n\">" << fixed(r.ratio, 4) << "</td><td class=\"n\">" << fixed(r.ppl, 3)
-          << "</td><td class=\"n\">" << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">"
-          << fixed(r.cosine, 4) << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
+        h << "<tr><td>" << html_escaped(r.method) << "</td><td>" << html_escaped(r.parameters)
+          << "</td><td class=\"n\">" << fixed(double(r.params_after), 0) << "</td><td class=\"n\">"
+          << fixed(r.ratio, 4) << "</td><td class=\"n\">" << fixed(r.ppl, 3) << "</td><td class=\"n\">"
+          << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">" << fixed(r.mean_cosine, 4)
+          << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
     h << "</table>\n<p>The table as <a href=\"results.csv\">CSV</a> and <a "
          "href=\"results.json\">JSON</a>.</p>\n";
     for (size_t i = 0; i < figures.size(); ++i) {
@@ -222,20 +229,18 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     const auto summary = summarize_model(model);
     if (!summary.error.empty())
         throw InputError(summary.error);
-    views::ResultsView results;
+    std::vector<RunSummary> rows; // the results table, without a widget
     double ppl_original = 0;
     for (auto setting : settings) {
         setting.eval_tokens = eval_tokens;
         run_step(describe_request(setting) + " + perplexity", [&](const ProgressFn& progress) {
             const auto r = compress_and_evaluate(model, setting, text, progress);
             ppl_original = r.ppl_original;
-            results.addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
-                            static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
-                            r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
+            rows.push_back(r);
         });
     }
-    write_file((out / "results.csv").string(), results.toCsv().toStdString());
-    write_file((out / "results.json").string(), results.toJson().toStdString());
+    write_file((out / "results.csv").string(), results_csv(rows));
+    write_file((out / "results.json").string(), results_json(rows));
 
     for (const auto& f : figures) {
         FigureRequest r;
@@ -270,12 +275,11 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         "value and output projections), "
         "delta ln PPL = ln PPL compressed - ln PPL original; a ratio above 1 means the factors store more "
         "values than the table (per-token TT at a small d). Run on " +
-        (results.rows().isEmpty() ? std::string("this computer")
-                                  : results.rows().front().host.toStdString()) +
-        " at " + QDateTime::currentDateTime().toString(Qt::ISODate).toStdString() + " in " +
-        fixed(minutes, 1) + " minutes; the figures are the workbench's views (embedlab-cli figure).";
-    write_file((out / "report.md").string(), markdown_report(summary, intro, results.rows(), figures));
-    write_file((out / "report.html").string(), html_report(summary, intro, results.rows(), figures));
+        (rows.empty() ? std::string("this computer") : rows.front().host) + " at " +
+        QDateTime::currentDateTime().toString(Qt::ISODate).toStdString() + " in " + fixed(minutes, 1) +
+        " minutes; the figures are the workbench's views (embedlab-cli figure).";
+    write_file((out / "report.md").string(), markdown_report(summary, intro, rows, figures));
+    write_file((out / "report.html").string(), html_report(summary, intro, rows, figures));
     std::fprintf(stderr, "demo: wrote %s\n", (out / "report.html").string().c_str());
 }
 

@@ -5,9 +5,6 @@
 
 #include <QApplication>
 #include <QFile>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -123,35 +120,26 @@ void parse_ids(const std::string& v, FigureRequest& r)
 }
 
 // A results file as File > Export results writes it (JSON, or CSV by suffix).
-QVector<views::ResultRow> load_results(const std::string& path)
+std::vector<RunSummary> load_results(const std::string& path)
 {
     QFile file(QString::fromStdString(path));
     if (!file.open(QIODevice::ReadOnly))
         throw InputError(path + ": cannot read (" + file.errorString().toStdString() + ")");
-    const QByteArray bytes = file.readAll();
-    if (QString::fromStdString(path).endsWith(".csv", Qt::CaseInsensitive)) {
-        const auto rows = views::ResultsView::fromCsv(QString::fromUtf8(bytes));
-        if (rows.isEmpty())
-            throw InputError(path + ": not a results CSV (no rows as File > Export results writes them)");
-        return rows;
+    const std::string bytes = file.readAll().toStdString();
+    std::vector<RunSummary> rows;
+    try {
+        rows = QString::fromStdString(path).endsWith(".csv", Qt::CaseInsensitive) ? results_from_csv(bytes)
+                                                                                  : results_from_json(bytes);
+    } catch (const InputError& e) {
+        throw InputError(path + ": " + e.what());
     }
-    QJsonParseError error;
-    const auto doc = QJsonDocument::fromJson(bytes, &error);
-    if (error.error != QJsonParseError::NoError)
-        throw InputError(path + ": not JSON (" + error.errorString().toStdString() + " at byte " +
-                         std::to_string(error.offset) + ")");
-    if (!doc.isObject() || !doc.object().value("results").isArray())
-        throw InputError(path + ": not a results JSON (no \"results\" array)");
-    const auto array = doc.object().value("results").toArray();
-    for (qsizetype i = 0; i < array.size(); ++i) {
-        const auto o = array[i].toObject();
-        if (!o["method"].isString() || !o["ratio"].isDouble() || !o["delta_ln_ppl"].isDouble())
+    if (rows.empty())
+        throw InputError(path + ": holds no results rows (as File > Export results writes them)");
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].method.empty() || !std::isfinite(rows[i].ratio) || !std::isfinite(rows[i].delta_ln_ppl))
             throw InputError(path + ": results[" + std::to_string(i) +
                              "] lacks a method, ratio or delta_ln_ppl");
-    }
-    if (array.isEmpty())
-        throw InputError(path + ": the results array is empty");
-    return views::ResultsView::fromJson(bytes);
+    return rows;
 }
 
 // Lays the widget out offscreen at a size like the window's, then writes

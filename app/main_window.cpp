@@ -32,6 +32,7 @@
 #include <QVBoxLayout>
 
 #include "analyses.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
 #include "method_panel.hpp"
@@ -303,8 +304,7 @@ void MainWindow::exportResults()
         return;
     const bool json = file.endsWith(".json", Qt::CaseInsensitive) || selected.startsWith("JSON");
     try {
-        write_file(file.toStdString(),
-                   json ? results_->toJson().toStdString() : results_->toCsv().toStdString());
+        write_file(file.toStdString(), json ? results_json(results_->rows()) : results_csv(results_->rows()));
         statusBar()->showMessage("Wrote " + file);
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
@@ -330,8 +330,9 @@ void MainWindow::chooseExport()
     QSettings settings;
     const QString parent = settings.value("export/parent", QDir::homePath()).toString();
     const QString name =
-        QFileInfo(source.model).completeBaseName() + "-" + r.method +
-        (r.method == "tt" ? QString("-eps%1").arg(source.request.eps) : QString::number(source.request.rank));
+        QFileInfo(source.model).completeBaseName() + "-" + QString::fromStdString(r.method) +
+        (method_descriptor(r.method).id == Method::TT ? QString("-eps%1").arg(source.request.eps)
+                                                      : QString::number(source.request.rank));
 
     QDialog dialog(this);
     dialog.setWindowTitle("Export compressed model");
@@ -353,10 +354,11 @@ void MainWindow::chooseExport()
     connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
     auto* form = new QFormLayout(&dialog);
-    form->addRow(new QLabel(QString("%1, %2: refitted on the engine thread (deterministic) and written "
-                                    "like <tt>embedlab-cli compress</tt>.")
-                                .arg(r.method, r.parameters.toHtmlEscaped()),
-                            &dialog));
+    form->addRow(new QLabel(
+        QString("%1, %2: written from the run kept in memory (or run again: every "
+                "method is seeded) like <tt>embedlab-cli compress</tt>.")
+            .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters).toHtmlEscaped()),
+        &dialog));
     form->addRow("Output directory", location);
     form->addRow("Contents", factorised);
     form->addRow("", dense);

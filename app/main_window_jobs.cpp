@@ -51,10 +51,7 @@ int MainWindow::runCompression(const CompressionRequest& request, const QString&
         [this, request, text, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
             const auto r = compress_and_evaluate(path.toStdString(), request, text, progress);
             return [this, r, request, text, path] {
-                const int row =
-                    results_->addRow({QString::fromStdString(r.method), QString::fromStdString(r.parameters),
-                                      static_cast<double>(r.params_after), r.ratio, r.ppl, r.delta_ln_ppl,
-                                      r.mean_cosine, r.seconds, QString::fromStdString(r.host)});
+                const int row = results_->addRow(r);
                 if (request.host.empty()) { // a remote row's model stays on the host
                     auto exported = request;
                     exported.eval_text = text;
@@ -75,7 +72,9 @@ int MainWindow::exportCompressed(int row, const QString& dir, bool dense, bool o
     const RowSource source = row_sources_[row];
     const auto& r = results_->rows()[row];
     return jobs_.submit(
-        QString("export %1 %2%3 to %4").arg(r.method, r.parameters, dense ? " (+ dense)" : "", dir),
+        QString("export %1 %2%3 to %4")
+            .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters),
+                 dense ? " (+ dense)" : "", dir),
         [this, source, dir, dense, overwrite](const ProgressFn& progress) -> std::function<void()> {
             const auto what = export_compressed(source.model.toStdString(), source.request, dir.toStdString(),
                                                 dense, overwrite, progress);

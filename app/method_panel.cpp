@@ -1,5 +1,7 @@
 #include "method_panel.hpp"
 
+#include "embedlab/experiment_request.hpp"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -106,7 +108,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     target_->addItem(kThisComputer);
     target_->setToolTip(
         "Where the job runs: this computer, or an ssh host ([user@]host[:port] or a name from\n"
-        "the ssh config) with embedlab-cli installed (pca, svd and tt; see README, Remote)");
+        "the ssh config) with embedlab-cli installed (every method; see README, Remote)");
     target_->setMinimumContentsLength(14);
     ssh_config_->setPlaceholderText("ssh config (default: ~/.ssh/config)");
     remote_cli_->setPlaceholderText("embedlab-cli");
@@ -297,15 +299,16 @@ void MethodPanel::showOptionsFor(const QString& method)
     static const QHash<QString, int> page_of{{"pca", 0}, {"svd", 0},     {"tt", 1},
                                              {"lle", 2}, {"fourier", 3}, {"flat", 4}};
     options_->setCurrentIndex(page_of.value(method, 0));
-    const bool embedding = method != "flat";
+    const auto* m = find_method(method.toStdString()); // the registry says what each method takes
+    const bool embedding = !m || m->part == CompressedPart::TokenEmbedding;
     lora_->setVisible(embedding);
     lora_rank_->setVisible(embedding && lora_->isChecked());
     lora_steps_->setVisible(embedding && lora_->isChecked());
     const QString host = target_->currentText().trimmed();
     ssh_config_->setVisible(host != kThisComputer && !host.isEmpty());
     remote_cli_->setVisible(ssh_config_->isVisibleTo(this));
-    frequency_row_->setVisible(method == "lle");
-    calibration_row_->setVisible(method == "flat");
+    frequency_row_->setVisible(m && m->needs_frequency_text);
+    calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
 }
 

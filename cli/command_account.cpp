@@ -25,7 +25,8 @@ int command_account(const std::vector<std::string>& argv)
     const int64_t model_params = args.get_int("--model-params", 0, 0, limit);
 
     std::vector<EmbeddingAccounting> rows;
-    if (method == "tt") {
+    const bool tt = method_descriptor(method).id == Method::TT;
+    if (tt) {
         const auto shape = args.get_int_list("--shape", 1, limit);
         if (shape.empty())
             throw InputError("account: --method tt needs --shape I1,I2,... (product = d)");
@@ -47,8 +48,9 @@ int command_account(const std::vector<std::string>& argv)
         if (ranks.empty())
             throw InputError("account: --rank K (or K1,K2,...) is required");
         for (int64_t k : ranks)
-            rows.push_back(account_low_rank(method == "pca" ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
-                                            k, energy, model_params));
+            rows.push_back(account_low_rank(method_descriptor(method).id == Method::PCA ? LowRankKind::PCA
+                                                                                        : LowRankKind::SVD,
+                                            vocab, dim, k, energy, model_params));
     }
 
     if (args.has("--json")) {
@@ -66,11 +68,11 @@ int command_account(const std::vector<std::string>& argv)
     std::printf("%s, V = %lld, d = %lld: dense table %.2fM params, %.2fM FLOPs per token (tied head)\n",
                 method.c_str(), (long long)first.vocab, (long long)first.dim, first.params_before / 1e6,
                 first.flops_per_token_dense / 1e6);
-    std::printf("%-18s %12s %8s %8s %12s %8s\n", method == "tt" ? "shape / ranks" : "rank", "params", "ratio",
-                "eta_emb", "FLOPs/token", "omega");
+    std::printf("%-18s %12s %8s %8s %12s %8s\n", tt ? "shape / ranks" : "rank", "params", "ratio", "eta_emb",
+                "FLOPs/token", "omega");
     for (const auto& r : rows) {
         std::string label = std::to_string(r.rank);
-        if (method == "tt") {
+        if (tt) {
             label.clear();
             for (size_t i = 0; i < r.shape.size(); ++i) {
                 if (i)
@@ -86,7 +88,7 @@ int command_account(const std::vector<std::string>& argv)
         std::printf("%-18s %11.2fM %8.4f %8.4f %11.2fM %8.4f\n", label.c_str(), r.params_after / 1e6, r.ratio,
                     r.eta_emb, r.flops_per_token / 1e6, r.energy.omega);
     }
-    if (method == "tt")
+    if (tt)
         std::printf("params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
                     "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "
                     "METHODS.md 5)\n",

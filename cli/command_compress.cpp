@@ -19,12 +19,14 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     if (!method)
         throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca|fourier|flat is required");
     spec.method = *method;
-    if (spec.method == "pca" || spec.method == "svd") {
+    const auto* known = find_method(spec.method);
+    const Method id = known ? known->id : Method::Flat; // flat is compress_flat's: here it is unknown
+    if (id == Method::PCA || id == Method::SVD) {
         if (!args.has("--rank"))
             throw InputError("compress: --method " + spec.method + " needs --rank K (1.." +
                              std::to_string(d) + ")");
         spec.rank = args.get_int("--rank", 0, 1, d);
-    } else if (spec.method == "tt") {
+    } else if (id == Method::TT) {
         spec.shape = args.get_int_list("--shape", 1, d);
         if (spec.shape.empty())
             throw InputError("compress: --method tt needs --shape I1,I2,.. with product d = " +
@@ -33,13 +35,13 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         if (args.has("--eps") == !spec.ranks.empty())
             throw InputError("compress: --method tt needs exactly one of --ranks 1,r1,..,1 or --eps E");
         spec.eps = args.get_double("--eps", 0, 0, 1);
-    } else if (spec.method == "lle" || spec.method == "lle-unk" || spec.method == "lle-pca") {
-        if (spec.method != "lle-unk" && !args.has("--k"))
+    } else if (known && known->needs_frequency_text) {
+        if (id != Method::LLEUnk && !args.has("--k"))
             throw InputError("compress: --method " + spec.method +
                              " needs --k K (neighbours, or basis size)");
         spec.k = args.get_int("--k", 1, 1, d);
         spec.reg = args.get_double("--reg", 1e-3, 0, 1e6);
-    } else if (spec.method == "fourier") {
+    } else if (id == Method::Fourier) {
         const auto mlp = args.get("--mlp");
         if (!mlp)
             throw InputError("compress: --method fourier needs --mlp linear|geglu");
@@ -68,12 +70,17 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         throw InputError("compress: unknown --method '" + spec.method +
                          "' (pca, svd, tt, lle, lle-unk, lle-pca, fourier, flat)");
     }
-    if (spec.method != "fourier")
+    if (id != Method::Fourier)
         for (const char* o : {"--mlp", "--hidden-ratio", "--norm", "--loss", "--steps", "--lr", "--fit-batch",
                               "--weight-decay", "--seed"})
             if (args.has(o))
                 throw InputError(std::string("compress: ") + o + " applies to --method fourier only");
     return spec;
+}
+
+Method id_of(const CompressionSpec& spec)
+{
+    return method_descriptor(spec.method).id;
 }
 
 } // namespace
@@ -88,7 +95,8 @@ int command_compress(const std::vector<std::string>& argv)
                "--keep-ratio", "--k",    "--reg",       "--mlp",          "--hidden-ratio", "--loss",
                "--steps",      "--lr",   "--fit-batch", "--weight-decay", "--seed"},
               {"--dense", "--force", "--positions", "--json", "--quiet", "--norm"});
-    const bool lle = args.get("--method").value_or("").rfind("lle", 0) == 0;
+    const auto* method = find_method(args.get("--method").value_or(""));
+    const bool lle = method && method->needs_frequency_text;
     const auto path = model_argument(args);
     const auto out = args.get("--out");
     if (!out)
@@ -126,7 +134,7 @@ int command_compress(const std::vector<std::string>& argv)
         request.k = args.has("--k") ? spec.k : 0;
         request.reg = spec.reg;
     }
-    if (spec.method == method_descriptor(Method::Fourier).name) {
+    if (id_of(spec) == Method::Fourier) {
         request.mlp = spec.mlp;
         request.hidden_ratio = spec.hidden_ratio;
         request.norm = spec.norm;
@@ -179,7 +187,7 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
                     c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
                     c.fit["rare_cosine"]["p50"].get<double>());
-    if (spec.method == method_descriptor(Method::Fourier).name) {
+    if (id_of(spec) == Method::Fourier) {
         const auto& f = c.fit;
         const std::string shape =
             (spec.mlp == "geglu" ? " (hidden " + std::to_string(f["hidden"].get<int64_t>()) + ")"

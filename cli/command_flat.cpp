@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/flat_llm.hpp"
+#include "embedlab/text_format.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
@@ -92,17 +93,6 @@ double remaining_ratio(double r, const std::string& option)
         throw InputError(option + ": remaining ratio " + std::to_string(r) +
                          " is outside (0, 1] (1 keeps everything)");
     return r;
-}
-
-std::string join(const std::vector<int64_t>& v)
-{
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (i)
-            s += ',';
-        s += std::to_string(v[i]);
-    }
-    return s;
 }
 
 LoadedModel load_for_flat(const Args& args, const fs::path& path)
@@ -327,7 +317,7 @@ int compress_flat(const std::vector<std::string>& argv)
     const auto& params = manifest["model_params"];
     std::printf("%s: flat remaining %.4f (%s%s), value dims per layer %s of %lld\n", out->c_str(),
                 options.remaining, rank_allocation_name(options.allocation), options.mlp ? ", mlp" : "",
-                join(flat.model->config().value_head_dims).c_str(),
+                joined(flat.model->config().value_head_dims).c_str(),
                 (long long)run.model.model->config().head_dim());
     std::printf("  model params %lld -> %lld (ratio %.4f); attention %lld -> %lld, mlp %lld -> %lld\n",
                 (long long)params["before"].get<int64_t>(), (long long)params["after"].get<int64_t>(),
@@ -396,11 +386,11 @@ int sweep_flat(const std::vector<std::string>& argv)
             if (mlp)
                 row["mlp_widths"] = flat.model->config().mlp_widths;
             if (!args.has("--json")) {
-                std::printf("%-10.4f %-8s %-20s %12lld %8.4f %8.4f %12.4f %+12.6f\n", r,
-                            rank_allocation_name(allocation),
-                            join(flat.model->config().value_head_dims).c_str(), (long long)flat.after.total(),
-                            row["ratio"].get<double>(), row["attention_ratio"].get<double>(), result.ppl,
-                            row["delta_ln_ppl"].get<double>());
+                std::printf(
+                    "%-10.4f %-8s %-20s %12lld %8.4f %8.4f %12.4f %+12.6f\n", r,
+                    rank_allocation_name(allocation), joined(flat.model->config().value_head_dims).c_str(),
+                    (long long)flat.after.total(), row["ratio"].get<double>(),
+                    row["attention_ratio"].get<double>(), result.ppl, row["delta_ln_ppl"].get<double>());
                 std::fflush(stdout);
             }
             rows.push_back(row);

@@ -3,9 +3,12 @@
 #include <cmath>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "common.hpp"
 #include "embedlab/compress.hpp"
+#include "embedlab/experiment.hpp"
+#include "embedlab/text_format.hpp"
 #include "frequency_text.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
@@ -83,14 +86,6 @@ std::vector<std::string> split_list(const std::string& s)
     return out;
 }
 
-std::string join(const std::vector<int64_t>& v, const char* sep)
-{
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i)
-        s += (i ? sep : "") + std::to_string(v[i]);
-    return s;
-}
-
 } // namespace
 
 int command_sweep(const std::vector<std::string>& argv)
@@ -132,28 +127,45 @@ int command_sweep(const std::vector<std::string>& argv)
     } else {
         specs = specs_from_args(args, model.config().hidden_size);
     }
-    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
-    const bool quiet = args.has("--quiet");
-    const auto table = dense_token_table(model, path.string());
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() + ": sweep needs an uncompressed model");
-    const auto dense = std::make_shared<DenseTokenEmbedding>(table);
-    const auto baseline = eval.run(model, "eval original");
-    const int64_t model_params = model.parameter_breakdown().total();
+    const int64_t params_before = dense_token_table(model, path.string()).numel();
+    // Each setting is an experiment request (experiment.hpp), run by the engine; the
+    // original's perplexity is computed once (the engine caches it per model and ids).
+    CompressionRequest base;
+    base.model = path.string();
+    base.tokenizer = args.get("--tokenizer").value_or("");
+    base.eval_text = *args.get("--eval-text");
+    base.ctx = args.get_int("--ctx", std::min<int64_t>(128, model.max_context()), 1, model.max_context());
+    base.stride = args.get_int("--stride", base.ctx, 1, base.ctx);
+    base.batch = args.get_int("--batch", 0, 0, 1 << 16);
+    const bool quiet = args.has("--quiet");
+    std::optional<LoadedModel> loaded(std::move(lm)); // the first run takes it; later runs load again
 
-    Json rows = Json::array();
+    Json rows = Json::array(), evaluation;
     if (!args.has("--json"))
         std::printf("%-22s %12s %8s %10s %10s %12s %12s %8s\n", "setting", "params", "ratio", "expl.var",
                     "mean cos", "ppl", "dlnPPL", "fit s");
     for (const auto& spec : specs) {
-        CompressedEmbedding c;
-        {
-            ProgressPrinter p("compress " + spec_json(spec).dump(), "%", quiet);
-            c = compress_table(table, spec, model_params, p.callback());
+        CompressionRequest request = base;
+        request.method = spec.method;
+        request.rank = spec.rank;
+        request.shape = spec.shape;
+        request.ranks = spec.ranks;
+        request.eps = spec.ranks.empty() ? spec.eps : 0;
+        if (spec.split) {
+            request.freq_text = *args.get("--freq-text");
+            request.keep_ratio = spec.split->keep_ratio;
+            request.k = spec.k;
+            request.reg = spec.reg;
         }
-        model.set_token_embedding(c.embedding);
-        const auto r = eval.run(model, "eval");
-        model.set_token_embedding(dense);
+        StagePrinter stages(quiet);
+        const auto run =
+            loaded ? run_compression(request, std::exchange(loaded, std::nullopt).value(), stages.callback())
+                   : run_compression(request, stages.callback());
+        const CompressedEmbedding& c = *run.embedding;
+        evaluation = run.evaluation;
+        const auto& e = run.evaluation;
         Json row = spec_json(c.spec);
         row["params"] = c.accounting.params_after;
         row["ratio"] = c.accounting.ratio;
@@ -163,17 +175,16 @@ int command_sweep(const std::vector<std::string>& argv)
         row["mean_cosine"] = c.reconstruction.mean_cosine;
         if (c.spec.split) {
             row["rare_mean_cosine"] = c.fit["rare_cosine"].value("mean", 1.0);
-            const auto cov = coverage_of(*c.spec.split, *lm.tokenizer, read_text_file(eval.text));
-            row["token_coverage"] = cov.token_coverage;
-            row["line_coverage"] = cov.line_coverage;
+            row["token_coverage"] = e["coverage"]["token_coverage"];
+            row["line_coverage"] = e["coverage"]["line_coverage"];
         }
-        row["ppl"] = r.ppl;
-        row["nll_per_token"] = r.nll_per_token;
-        row["delta_ln_ppl"] = std::log(r.ppl) - std::log(baseline.ppl);
+        row["ppl"] = e["compressed"]["ppl"];
+        row["nll_per_token"] = e["compressed"]["nll_per_token"];
+        row["delta_ln_ppl"] = e["delta_ln_ppl"];
         row["fit_seconds"] = c.fit_seconds;
         if (!args.has("--json")) {
             const std::string setting =
-                spec.method == "tt" ? join(c.spec.shape, "x") + " r" + join(c.spec.ranks, ",")
+                spec.method == "tt" ? joined(c.spec.shape, "x") + " r" + joined(c.spec.ranks, ",")
                 : spec.split ? spec.method + " r=" + std::to_string(spec.split->keep_ratio).substr(0, 4) +
                                    " k=" + std::to_string(spec.k)
                              : spec.method + " k=" + std::to_string(spec.rank);
@@ -182,8 +193,8 @@ int command_sweep(const std::vector<std::string>& argv)
                         row.contains("explained_variance")
                             ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
                             : "-",
-                        c.reconstruction.mean_cosine, r.ppl, row["delta_ln_ppl"].get<double>(),
-                        c.fit_seconds);
+                        c.reconstruction.mean_cosine, row["ppl"].get<double>(),
+                        row["delta_ln_ppl"].get<double>(), c.fit_seconds);
             if (c.spec.split) // the paper's Tables 5, 6 and 9
                 std::printf("  rare cos %.4f  token cov %.4f  line cov %.4f",
                             row["rare_mean_cosine"].get<double>(), row["token_coverage"].get<double>(),
@@ -196,17 +207,17 @@ int command_sweep(const std::vector<std::string>& argv)
     if (args.has("--json")) {
         print_json({{"model", path.string()},
                     {"method", specs.front().method},
-                    {"text", eval.text.string()},
-                    {"text_sha256", eval.sha256},
-                    {"tokens", baseline.tokens},
-                    {"ctx", baseline.ctx},
-                    {"stride", baseline.stride},
-                    {"baseline_ppl", baseline.ppl},
-                    {"params_before", table.numel()},
+                    {"text", evaluation["text"]},
+                    {"text_sha256", evaluation["text_sha256"]},
+                    {"tokens", evaluation["tokens"]},
+                    {"ctx", evaluation["ctx"]},
+                    {"stride", evaluation["stride"]},
+                    {"baseline_ppl", evaluation["baseline"]["ppl"]},
+                    {"params_before", params_before},
                     {"rows", rows}});
     } else {
-        std::printf("%-22s %12lld %8.4f %10s %10s %12.4f %12s\n", "original", (long long)table.numel(), 1.0,
-                    "1", "1", baseline.ppl, "0");
+        std::printf("%-22s %12lld %8.4f %10s %10s %12.4f %12s\n", "original", (long long)params_before, 1.0,
+                    "1", "1", evaluation["baseline"]["ppl"].get<double>(), "0");
     }
     return 0;
 }

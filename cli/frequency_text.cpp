@@ -7,15 +7,6 @@
 
 namespace embedlab::cli {
 
-std::vector<int64_t> special_ids(const Tokenizer& tokenizer)
-{
-    std::vector<int64_t> out;
-    for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
-        if (tokenizer.is_special(static_cast<int32_t>(id)))
-            out.push_back(id);
-    return out;
-}
-
 FrequencyText FrequencyText::from_args(const Args& args, const Tokenizer& tokenizer, int64_t vocab_size,
                                        double keep_ratio)
 {

@@ -21,7 +21,4 @@ struct FrequencyText {
     Json json() const; // {path, sha256, tokens, distinct_seen, keep_ratio, common, rare}
 };
 
-// Ids the tokenizer marks special: always kept common.
-std::vector<int64_t> special_ids(const Tokenizer& tokenizer);
-
 } // namespace embedlab::cli

@@ -186,4 +186,12 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
         EXPECT_NE(md.find("(" + kind + ".png)"), std::string::npos) << kind;
     }
     EXPECT_EQ(files_in(out), expected); // no temporary files left behind
+    // Numbers for people: a flat row's cosine is a dash, never "nan".
+    EXPECT_EQ(md.find("| nan |"), std::string::npos) << md;
+    EXPECT_NE(md.find("\u2014"), std::string::npos) << md;
+    // Every row names its model and evaluation text in the results files.
+    for (const auto& row : results.at("results")) {
+        EXPECT_FALSE(row.at("model").get<std::string>().empty());
+        EXPECT_FALSE(row.at("eval_text").get<std::string>().empty());
+    }
 }

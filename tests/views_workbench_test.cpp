@@ -29,11 +29,28 @@ using embedlab::test::render_to_png;
 
 namespace {
 
-QVector<ResultRow> three_runs()
+ResultRow row(std::string method, std::string parameters, int64_t params, double ratio, double ppl,
+              double delta, double cosine, double seconds, std::string host)
 {
-    return {{"pca", "rank 16", 806272, 0.1254, 61.2, 0.412, 0.83, 3.5, "hostA"},
-            {"tt", "shape 4x4x8, eps 0.3, ranks 1,4,6,1", 2211308, 0.344, 48.0, 0.169, 0.95, 7.25, "hostA"},
-            {"pca", "rank 64", 3225000, 0.5017, 44.1, 0.081, 0.97, 3.0, "host \"B\""}};
+    ResultRow r;
+    r.method = std::move(method);
+    r.parameters = std::move(parameters);
+    r.params_after = params;
+    r.ratio = ratio;
+    r.ppl = ppl;
+    r.delta_ln_ppl = delta;
+    r.mean_cosine = cosine;
+    r.seconds = seconds;
+    r.host = std::move(host);
+    return r;
+}
+
+std::vector<ResultRow> three_runs()
+{
+    return {
+        row("pca", "rank 16", 806272, 0.1254, 61.2, 0.412, 0.83, 3.5, "hostA"),
+        row("tt", "shape 4x4x8, eps 0.3, ranks 1,4,6,1", 2211308, 0.344, 48.0, 0.169, 0.95, 7.25, "hostA"),
+        row("pca", "rank 64", 3225000, 0.5017, 44.1, 0.081, 0.97, 3.0, "host \"B\"")};
 }
 
 // Left click at a data point's pixel, as a user would.
@@ -54,13 +71,16 @@ TEST(ResultsView, AMissingNumberStaysMissingThroughTheExports)
 {
     ResultsView view;
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    view.addRow({"flat", "remaining 0.5, iprs, ranks 21,13,14,16", 40000, 0.5, 31.5, 0.1, nan, 2.0, "host"});
+    view.addRow(
+        row("flat", "remaining 0.5, iprs, ranks 21,13,14,16", 40000, 0.5, 31.5, 0.1, nan, 2.0, "host"));
     EXPECT_EQ(view.table()->model()->index(0, 6).data().toString(), QString::fromUtf8("\u2013"));
-    EXPECT_TRUE(view.toCsv().contains(",0.10000000000000001,,2,")) << view.toCsv().toStdString();
-    EXPECT_TRUE(view.toJson().contains("\"cosine\": null"));
-    for (const auto& back : {ResultsView::fromCsv(view.toCsv()), ResultsView::fromJson(view.toJson())}) {
-        ASSERT_EQ(back.size(), 1);
-        EXPECT_TRUE(std::isnan(back[0].cosine));
+    const auto csv = embedlab::results_csv(view.rows());
+    const auto json = embedlab::results_json(view.rows());
+    EXPECT_NE(csv.find(",0.10000000000000001,,2,"), std::string::npos) << csv;
+    EXPECT_NE(json.find("\"cosine\": null"), std::string::npos) << json;
+    for (const auto& back : {embedlab::results_from_csv(csv), embedlab::results_from_json(json)}) {
+        ASSERT_EQ(back.size(), 1u);
+        EXPECT_TRUE(std::isnan(back[0].mean_cosine));
         EXPECT_DOUBLE_EQ(back[0].ratio, 0.5);
         EXPECT_DOUBLE_EQ(back[0].ppl, 31.5);
     }
@@ -83,25 +103,27 @@ TEST(ResultsView, TableSortsNumericallyAndExportsRoundTrip)
     table->sortByColumn(2, Qt::AscendingOrder); // params: numbers, not text ("806,272" < "2,211,308")
     EXPECT_EQ(table->model()->index(0, 1).data().toString(), "rank 16");
 
-    const auto from_csv = ResultsView::fromCsv(view.toCsv());
-    const auto from_json = ResultsView::fromJson(view.toJson());
-    ASSERT_EQ(from_csv.size(), 3);
-    ASSERT_EQ(from_json.size(), 3);
+    const auto csv = embedlab::results_csv(view.rows());
+    const auto from_csv = embedlab::results_from_csv(csv);
+    const auto from_json = embedlab::results_from_json(embedlab::results_json(view.rows()));
+    ASSERT_EQ(from_csv.size(), 3u);
+    ASSERT_EQ(from_json.size(), 3u);
+    const auto runs = three_runs();
     for (int i = 0; i < 3; ++i)
         for (const auto& back : {from_csv[i], from_json[i]}) {
-            const auto& r = three_runs()[i];
+            const auto& r = runs[i];
             EXPECT_EQ(back.method, r.method);
             EXPECT_EQ(back.parameters, r.parameters); // commas survive the CSV quoting
             EXPECT_EQ(back.host, r.host);             // and so do quotes
-            EXPECT_DOUBLE_EQ(back.params, r.params);
+            EXPECT_EQ(back.params_after, r.params_after);
             EXPECT_DOUBLE_EQ(back.ratio, r.ratio);
             EXPECT_DOUBLE_EQ(back.ppl, r.ppl);
             EXPECT_DOUBLE_EQ(back.delta_ln_ppl, r.delta_ln_ppl);
-            EXPECT_DOUBLE_EQ(back.cosine, r.cosine);
+            EXPECT_DOUBLE_EQ(back.mean_cosine, r.mean_cosine);
             EXPECT_DOUBLE_EQ(back.seconds, r.seconds);
         }
-    EXPECT_TRUE(
-        view.toCsv().startsWith("method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host\n"));
+    // The first nine columns are those of every earlier export; more follow.
+    EXPECT_EQ(csv.rfind("method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,", 0), 0u);
 }
 
 TEST(ResultsView, ParetoHasOneSeriesPerMethodAndAClickSelectsTheRow)
@@ -136,48 +158,19 @@ TEST(ResultsView, ParetoHasOneSeriesPerMethodAndAClickSelectsTheRow)
     EXPECT_EQ(view.series("pca"), nullptr);
 }
 
-ResultRow run(double ratio, double delta, double ppl = 50)
-{
-    return {"pca", "", 0, ratio, ppl, delta, 0.9, 1, "h"};
-}
-
-TEST(ParetoFront, KeepsTheRowsNoOtherRowBeatsOnBothByAscendingRatio)
-{
-    EXPECT_TRUE(paretoFront({}).isEmpty());
-    EXPECT_EQ(paretoFront({run(0.4, 0.2)}), (QVector<int>{0}));
-    // Row 2 is beaten by row 1 on both; row 4 repeats row 3's loss at a larger ratio.
-    const QVector<ResultRow> rows{run(0.5, 0.1), run(0.2, 0.3), run(0.3, 0.4),
-                                  run(0.1, 0.5), run(0.6, 0.1), run(0.05, 0.9)};
-    EXPECT_EQ(paretoFront(rows), (QVector<int>{5, 3, 1, 0}));
-}
-
-TEST(ParetoFront, TiesAndRowsWithoutANumber)
-{
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    const double inf = std::numeric_limits<double>::infinity();
-    // Same ratio: only the lower loss. Exact duplicates: both, in row order.
-    EXPECT_EQ(paretoFront({run(0.3, 0.2), run(0.3, 0.1)}), (QVector<int>{1}));
-    EXPECT_EQ(paretoFront({run(0.3, 0.2), run(0.3, 0.2), run(0.5, 0.2)}), (QVector<int>{0, 1}));
-    // Same loss: only the smaller ratio.
-    EXPECT_EQ(paretoFront({run(0.6, 0.2), run(0.4, 0.2)}), (QVector<int>{1}));
-    // A failed evaluation would dominate everything if it were compared.
-    EXPECT_EQ(paretoFront({run(0.3, 0.2), run(0.01, -5, nan), run(0.02, nan), run(nan, -1), run(0.5, -inf)}),
-              (QVector<int>{0}));
-    EXPECT_TRUE(paretoFront({run(0.3, 0.2, nan)}).isEmpty());
-}
-
 TEST(ResultsView, DrawsTheParetoFrontBehindTheMethodSeries)
 {
     ResultsView view;
     EXPECT_EQ(view.frontSeries()->data()->size(), 0);
     auto rows = three_runs();
-    rows.push_back({"svd", "rank 64", 3225000, 0.6, 47.0, 0.2, 0.96, 2.0, "hostA"}); // beaten by pca rank 64
+    rows.push_back(
+        row("svd", "rank 64", 3225000, 0.6, 47.0, 0.2, 0.96, 2.0, "hostA")); // beaten by pca rank 64
     for (const auto& r : rows)
         view.addRow(r);
     render_to_png(view, "results_pareto_front.png");
     QCPGraph* front = view.frontSeries();
     EXPECT_EQ(front->name(), "Pareto front");
-    EXPECT_EQ(view.front(), (QVector<int>{0, 1, 2}));
+    EXPECT_EQ(view.front(), (std::vector<int>{0, 1, 2}));
     ASSERT_EQ(front->data()->size(), 3);
     EXPECT_DOUBLE_EQ(front->data()->at(0)->key, 0.1254);
     EXPECT_DOUBLE_EQ(front->data()->at(2)->key, 0.5017);

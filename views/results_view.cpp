@@ -19,8 +19,6 @@ namespace embedlab::views {
 
 namespace {
 
-const QStringList kColumns{"method",       "parameters", "params",  "ratio", "ppl",
-                           "delta_ln_ppl", "cosine",     "seconds", "host"};
 constexpr int kSortRole = Qt::UserRole + 1;
 constexpr int kRowRole = Qt::UserRole + 2;
 
@@ -42,102 +40,17 @@ QStandardItem* numberItem(double v, const QString& shown)
     return item;
 }
 
-// Not finite (a flat row's cosine: nothing to compare) is an empty CSV field,
-// JSON null and a dash in the table; each reads back as NaN.
-QString full(double v)
-{
-    return std::isfinite(v) ? QString::number(v, 'g', 17) : QString();
-}
-
-double csvNumber(const QString& field)
-{
-    bool ok = false;
-    const double v = field.toDouble(&ok);
-    return ok ? v : std::numeric_limits<double>::quiet_NaN();
-}
-
-double jsonNumber(const QJsonObject& o, const char* key)
-{
-    const auto v = o.value(key);
-    return v.isDouble() ? v.toDouble() : std::numeric_limits<double>::quiet_NaN();
-}
-
 QString shown(double v, int decimals)
 {
     return std::isfinite(v) ? QString::number(v, 'f', decimals) : QString::fromUtf8("\u2013");
 }
 
-QString csvField(const QString& s)
+QString text(const std::string& s)
 {
-    if (!s.contains(',') && !s.contains('"') && !s.contains('\n'))
-        return s;
-    return '"' + QString(s).replace("\"", "\"\"") + '"';
-}
-
-// RFC 4180 records: quoted fields may hold commas, doubled quotes and newlines.
-QVector<QStringList> csvRecords(const QString& csv)
-{
-    QVector<QStringList> records;
-    QStringList fields;
-    QString field;
-    bool quoted = false, any = false;
-    for (int i = 0; i < csv.size(); ++i) {
-        const QChar c = csv[i];
-        if (quoted) {
-            if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"') {
-                field += '"';
-                ++i;
-            } else if (c == '"') {
-                quoted = false;
-            } else {
-                field += c;
-            }
-        } else if (c == '"') {
-            quoted = any = true;
-        } else if (c == ',') {
-            fields << field;
-            field.clear();
-        } else if (c == '\n') {
-            fields << field;
-            records << fields;
-            fields.clear();
-            field.clear();
-            any = false;
-        } else if (c != '\r') {
-            field += c;
-            any = true;
-        }
-    }
-    if (any || !fields.isEmpty())
-        records << (fields << field);
-    return records;
+    return QString::fromStdString(s);
 }
 
 } // namespace
-
-QVector<int> paretoFront(const QVector<ResultRow>& rows)
-{
-    QVector<int> order;
-    for (int i = 0; i < rows.size(); ++i)
-        if (std::isfinite(rows[i].ratio) && std::isfinite(rows[i].ppl) && std::isfinite(rows[i].delta_ln_ppl))
-            order.push_back(i);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        if (rows[a].ratio != rows[b].ratio)
-            return rows[a].ratio < rows[b].ratio;
-        return rows[a].delta_ln_ppl < rows[b].delta_ln_ppl;
-    });
-    // Sweeping by ratio, a row is on the front when it beats every smaller-or-equal
-    // ratio's delta, or repeats the last front row exactly.
-    QVector<int> front;
-    for (int i : order) {
-        if (front.isEmpty() || rows[i].delta_ln_ppl < rows[front.back()].delta_ln_ppl)
-            front.push_back(i);
-        else if (rows[i].delta_ln_ppl == rows[front.back()].delta_ln_ppl &&
-                 rows[i].ratio == rows[front.back()].ratio)
-            front.push_back(i);
-    }
-    return front;
-}
 
 ResultsView::ResultsView(QWidget* parent)
     : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 9, this)),
@@ -178,7 +91,7 @@ ResultsView::ResultsView(QWidget* parent)
     connect(plot_, &QCustomPlot::plottableClick, this,
             [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
                 if (p == front_) {
-                    if (index >= 0 && index < front_rows_.size())
+                    if (index >= 0 && index < static_cast<int>(front_rows_.size()))
                         selectRow(front_rows_[index]);
                     return;
                 }
@@ -207,15 +120,16 @@ int ResultsView::addRow(const ResultRow& r)
 {
     const int index = static_cast<int>(rows_.size());
     rows_.push_back(r);
-    QList<QStandardItem*> items{textItem(r.method),
-                                textItem(r.parameters),
-                                numberItem(r.params, QLocale().toString(r.params, 'f', 0)),
+    const double params = static_cast<double>(r.params_after);
+    QList<QStandardItem*> items{textItem(text(r.method)),
+                                textItem(text(r.parameters)),
+                                numberItem(params, QLocale().toString(params, 'f', 0)),
                                 numberItem(r.ratio, shown(r.ratio, 4)),
                                 numberItem(r.ppl, shown(r.ppl, 3)),
                                 numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
-                                numberItem(r.cosine, shown(r.cosine, 4)),
+                                numberItem(r.mean_cosine, shown(r.mean_cosine, 4)),
                                 numberItem(r.seconds, shown(r.seconds, 1)),
-                                textItem(r.host)};
+                                textItem(text(r.host))};
     for (auto* item : items)
         item->setData(index, kRowRole);
     model_->appendRow(items);
@@ -243,11 +157,11 @@ void ResultsView::rebuildPlot()
 {
     methods_.clear();
     method_rows_.clear();
-    for (int i = 0; i < rows_.size(); ++i) {
-        int m = static_cast<int>(methods_.indexOf(rows_[i].method));
+    for (int i = 0; i < static_cast<int>(rows_.size()); ++i) {
+        int m = static_cast<int>(methods_.indexOf(text(rows_[i].method)));
         if (m < 0) {
             m = static_cast<int>(methods_.size());
-            methods_.push_back(rows_[i].method);
+            methods_.push_back(text(rows_[i].method));
             method_rows_.push_back({});
         }
         method_rows_[m].push_back(i);
@@ -255,14 +169,14 @@ void ResultsView::rebuildPlot()
     for (int i = plot_->plottableCount() - 1; i >= 0; --i)
         if (plot_->plottable(i) != ring_ && plot_->plottable(i) != front_)
             plot_->removePlottable(i);
-    front_rows_ = paretoFront(rows_);
+    front_rows_ = pareto_front(rows_);
     QVector<double> fx, fy;
     for (int row : front_rows_) {
         fx << rows_[row].ratio;
         fy << rows_[row].delta_ln_ppl;
     }
     front_->setData(fx, fy, true); // by ascending ratio already
-    if (front_rows_.isEmpty())
+    if (front_rows_.empty())
         front_->removeFromLegend();
     else
         front_->addToLegend();
@@ -285,16 +199,16 @@ void ResultsView::rebuildPlot()
         }
         curve->setData(t, x, y);
     }
-    plot_->legend->setVisible(!rows_.isEmpty()); // no empty frame before the first run
+    plot_->legend->setVisible(!rows_.empty()); // no empty frame before the first run
     const double pad = std::max(0.05, 0.08 * (y1 - y0));
     plot_->xAxis->setRange(x0, x1 * 1.05);
     plot_->yAxis->setRange(y0 - pad, y1 + pad);
-    selectRow(selected_ < rows_.size() ? selected_ : -1);
+    selectRow(selected_ < static_cast<int>(rows_.size()) ? selected_ : -1);
 }
 
 void ResultsView::selectRow(int row)
 {
-    if (row < -1 || row >= rows_.size())
+    if (row < -1 || row >= static_cast<int>(rows_.size()))
         row = -1;
     const bool changed = row != selected_;
     selected_ = row;
@@ -322,60 +236,6 @@ void ResultsView::pointClicked(QCPCurve* curve, int index)
     const int m = static_cast<int>(methods_.indexOf(curve->name()));
     if (m >= 0 && index >= 0 && index < method_rows_[m].size())
         selectRow(method_rows_[m][index]);
-}
-
-QString ResultsView::toCsv() const
-{
-    QString out = kColumns.join(',') + '\n';
-    for (const auto& r : rows_)
-        out += QStringList{csvField(r.method), csvField(r.parameters), full(r.params), full(r.ratio),
-                           full(r.ppl),        full(r.delta_ln_ppl),   full(r.cosine), full(r.seconds),
-                           csvField(r.host)}
-                   .join(',') +
-               '\n';
-    return out;
-}
-
-QByteArray ResultsView::toJson() const
-{
-    QJsonArray rows;
-    for (const auto& r : rows_)
-        rows.append(QJsonObject{{"method", r.method},
-                                {"parameters", r.parameters},
-                                {"params", r.params},
-                                {"ratio", r.ratio},
-                                {"ppl", r.ppl},
-                                {"delta_ln_ppl", r.delta_ln_ppl},
-                                {"cosine", r.cosine},
-                                {"seconds", r.seconds},
-                                {"host", r.host}});
-    return QJsonDocument(QJsonObject{{"results", rows}}).toJson(QJsonDocument::Indented);
-}
-
-QVector<ResultRow> ResultsView::fromCsv(const QString& csv)
-{
-    QVector<ResultRow> rows;
-    const auto records = csvRecords(csv);
-    for (int i = 1; i < records.size(); ++i) { // record 0: the header
-        const auto& f = records[i];
-        if (f.size() != kColumns.size())
-            continue;
-        rows.push_back({f[0], f[1], csvNumber(f[2]), csvNumber(f[3]), csvNumber(f[4]), csvNumber(f[5]),
-                        csvNumber(f[6]), csvNumber(f[7]), f[8]});
-    }
-    return rows;
-}
-
-QVector<ResultRow> ResultsView::fromJson(const QByteArray& json)
-{
-    QVector<ResultRow> rows;
-    for (const auto& v : QJsonDocument::fromJson(json).object().value("results").toArray()) {
-        const auto o = v.toObject();
-        rows.push_back({o["method"].toString(), o["parameters"].toString(), jsonNumber(o, "params"),
-                        jsonNumber(o, "ratio"), jsonNumber(o, "ppl"), jsonNumber(o, "delta_ln_ppl"),
-                        jsonNumber(o, "cosine"), jsonNumber(o, "seconds"), o["host"].toString()});
-    }
-    return rows;
 }
 
 } // namespace embedlab::views

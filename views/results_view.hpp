@@ -2,12 +2,14 @@
 // compression ratio against delta ln PPL with one series per method and, behind
 // them, the Pareto front over all methods as a dashed staircase. Clicking a
 // point selects its row (and selecting a row rings its point). The rows are
-// given by the app; the view only lays them out and serialises them.
+// given by the app; the view only lays them out.
 #pragma once
 
 #include <QString>
 #include <QVector>
 #include <QWidget>
+
+#include "embedlab/results.hpp"
 
 class QCustomPlot;
 class QCPCurve;
@@ -19,23 +21,9 @@ class QTableView;
 
 namespace embedlab::views {
 
-struct ResultRow {
-    QString method;          // "pca", "svd", "tt", ...
-    QString parameters;      // e.g. "rank 32"
-    double params = 0;       // stored values after compression
-    double ratio = 0;        // after / before
-    double ppl = 0;          // compressed model
-    double delta_ln_ppl = 0; // ln PPL compressed - ln PPL original
-    double cosine = 0;       // mean row cosine to the original
-    double seconds = 0;      // job wall time
-    QString host;
-};
-
-// The rows no other row dominates (a row dominates another when its ratio and
-// delta ln PPL are both no larger and one is smaller; lower is better for both),
-// by ascending ratio, then delta ln PPL, then index. Exact duplicates are all on
-// the front. Rows whose ratio, ppl or delta ln PPL is not finite are left out.
-QVector<int> paretoFront(const QVector<ResultRow>& rows);
+// A row is the engine's RunSummary (embedlab/results.hpp), which also owns the
+// results files and the Pareto front: the view lays rows out, nothing more.
+using ResultRow = embedlab::RunSummary;
 
 class ResultsView : public QWidget {
     Q_OBJECT
@@ -43,7 +31,7 @@ public:
     explicit ResultsView(QWidget* parent = nullptr);
     int addRow(const ResultRow& row); // returns its index (in order of addition)
     void clear();
-    const QVector<ResultRow>& rows() const { return rows_; }
+    const std::vector<ResultRow>& rows() const { return rows_; }
     int selectedRow() const { return selected_; } // -1: none
     QTableView* table() const { return table_; }
     QCustomPlot* plot() const { return plot_; }
@@ -51,13 +39,7 @@ public:
     QCPCurve* series(const QString& method) const;
     // The "Pareto front" staircase (empty without rows); point i is row front()[i].
     QCPGraph* frontSeries() const { return front_; }
-    const QVector<int>& front() const { return front_rows_; }
-
-    // Serialisations (all rows, in order of addition; numbers at full precision).
-    QString toCsv() const;
-    QByteArray toJson() const;
-    static QVector<ResultRow> fromCsv(const QString& csv); // inverse of toCsv
-    static QVector<ResultRow> fromJson(const QByteArray& json);
+    const std::vector<int>& front() const { return front_rows_; }
 
 public slots:
     void selectRow(int row); // -1 clears
@@ -76,10 +58,10 @@ private:
     QCustomPlot* plot_;
     QCPCurve* ring_;  // marks the selected point
     QCPGraph* front_; // the Pareto front, drawn behind the method series
-    QVector<ResultRow> rows_;
+    std::vector<ResultRow> rows_;
     QVector<QString> methods_;          // one series each, in order of first appearance
     QVector<QVector<int>> method_rows_; // rows per series
-    QVector<int> front_rows_;
+    std::vector<int> front_rows_;
     int selected_ = -1;
 };
 
