@@ -7,6 +7,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/fourier_mlp.hpp"
 #include "progress_printer.hpp"
+#include "text_eval.hpp"
 
 namespace embedlab::cli {
 
@@ -145,13 +146,7 @@ int command_compress(const std::vector<std::string>& argv)
         request.weight_decay = spec.weight_decay;
         request.seed = spec.seed;
     }
-    if (const auto text = args.get("--eval-text")) {
-        const int64_t context = model.max_context();
-        request.eval_text = *text;
-        request.ctx = args.get_int("--ctx", std::min<int64_t>(128, context), 1, context);
-        request.stride = args.get_int("--stride", request.ctx, 1, request.ctx);
-        request.batch = args.get_int("--batch", 0, 0, 1 << 16);
-    }
+    eval_flags_into(args, model.max_context(), request);
     const bool quiet = args.has("--quiet");
     StagePrinter stages(quiet);
     const auto run = run_compression(request, std::move(lm), stages.callback());

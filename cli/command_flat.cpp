@@ -293,13 +293,7 @@ int compress_flat(const std::vector<std::string>& argv)
     request.samples = text.options.samples;
     request.seqlen = text.options.seqlen;
     request.seed = text.options.seed;
-    if (const auto eval_text = args.get("--eval-text")) {
-        const int64_t context = model.max_context();
-        request.eval_text = *eval_text;
-        request.ctx = args.get_int("--ctx", std::min<int64_t>(128, context), 1, context);
-        request.stride = args.get_int("--stride", request.ctx, 1, request.ctx);
-        request.batch = args.get_int("--batch", 0, 0, 1 << 16);
-    }
+    eval_flags_into(args, model.max_context(), request);
     StagePrinter stages(quiet);
     const auto run = run_compression(request, std::move(lm), stages.callback());
     const FlatResult& flat = *run.flat;

@@ -135,10 +135,7 @@ int command_sweep(const std::vector<std::string>& argv)
     CompressionRequest base;
     base.model = path.string();
     base.tokenizer = args.get("--tokenizer").value_or("");
-    base.eval_text = *args.get("--eval-text");
-    base.ctx = args.get_int("--ctx", std::min<int64_t>(128, model.max_context()), 1, model.max_context());
-    base.stride = args.get_int("--stride", base.ctx, 1, base.ctx);
-    base.batch = args.get_int("--batch", 0, 0, 1 << 16);
+    eval_flags_into(args, model.max_context(), base);
     const bool quiet = args.has("--quiet");
     std::optional<LoadedModel> loaded(std::move(lm)); // the first run takes it; later runs load again
 

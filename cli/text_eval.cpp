@@ -24,6 +24,17 @@ TextEval TextEval::from_args(const Args& args, const Tokenizer* tokenizer, int64
     return e;
 }
 
+void eval_flags_into(const Args& args, int64_t max_context, CompressionRequest& request)
+{
+    const auto text = args.get("--eval-text");
+    if (!text)
+        return;
+    request.eval_text = *text;
+    request.ctx = args.get_int("--ctx", std::min<int64_t>(128, max_context), 1, max_context);
+    request.stride = args.get_int("--stride", request.ctx, 1, request.ctx);
+    request.batch = args.get_int("--batch", 0, 0, 1 << 16);
+}
+
 PerplexityResult TextEval::run(const LanguageModel& model, const std::string& what) const
 {
     ProgressPrinter progress(what, "windows", quiet);

@@ -27,4 +27,8 @@ struct TextEval {
     static void print(const Json& evaluation);
 };
 
+// --eval-text FILE, --ctx, --stride, --batch into an experiment request, checked
+// against the model's context (messages name the flags); nothing without --eval-text.
+void eval_flags_into(const Args& args, int64_t max_context, CompressionRequest& request);
+
 } // namespace embedlab::cli

@@ -312,7 +312,7 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         if (!r.shape.empty()) {
             int64_t product = 1;
             for (int64_t s : r.shape)
-                product = product > (int64_t(1) << 40) ? product : product * s;
+                product = product > (int64_t(1) << 38) ? product : product * s; // no overflow: s <= 2^24
             if (r.shape.size() < 2)
                 fail("shape", joined(r.shape, "x") + " needs at least two factors");
             if (d > 0 && product != d)
