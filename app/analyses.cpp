@@ -12,16 +12,16 @@ namespace embedlab::app {
 SpectrumResult embedding_spectrum(const std::string& model, const ProgressFn& progress)
 {
     auto lm = load_model(model, {.need_tokenizer = false});
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&lm.model->token_embedding());
+    const auto* dense = dense_table(&lm.model->token_embedding());
     if (!dense)
         throw InputError(model + ": the token embedding is already compressed (" +
                          lm.model->token_embedding().kind() + "); open the original model for its spectrum");
     // The spectrum does not depend on the rank; rank 1 keeps the projection cheap.
-    const auto fit = fit_low_rank(dense->table(), LowRankKind::PCA, 1, progress);
+    const auto fit = fit_low_rank(*dense, LowRankKind::PCA, 1, progress);
     SpectrumResult r;
     r.eigenvalues = fit.eigenvalues;
     r.explained = fit.explained_variance;
-    const int64_t V = dense->vocab_size(), d = dense->dim();
+    const int64_t V = dense->size(0), d = dense->size(1);
     r.original_params = static_cast<double>(V * d);
     for (int64_t k = 1; k <= d; ++k) {
         const auto a = account_low_rank(LowRankKind::PCA, V, d, k);

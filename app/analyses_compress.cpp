@@ -195,11 +195,11 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
                                           int max_shapes, const ProgressFn& progress)
 {
     auto lm = load_model(model, {.need_tokenizer = false});
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&lm.model->token_embedding());
+    const auto* dense = dense_table(&lm.model->token_embedding());
     if (!dense)
         throw InputError(model + ": the token embedding is already compressed (" +
                          lm.model->token_embedding().kind() + "); open the original model");
-    const auto& table = dense->table();
+    const auto& table = *dense;
     TensorTrainResult r;
     r.vocab = table.size(0);
     r.dim = table.size(1);

@@ -43,10 +43,10 @@ std::shared_ptr<const FourierTokenEmbedding> fourier_of(const LanguageModel& mod
 
 std::optional<torch::Tensor> dense_rows(const LanguageModel& model, int64_t a, int64_t b)
 {
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
+    const auto* dense = dense_table(&model.token_embedding());
     if (!dense)
         return std::nullopt;
-    return dense->table().narrow(0, a, b - a).clone();
+    return dense->narrow(0, a, b - a).clone();
 }
 
 } // namespace
@@ -111,10 +111,10 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
                                      int64_t k, const ProgressFn& progress)
 {
     auto lm = load_model(model);
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&lm.model->token_embedding());
+    const auto* dense = dense_table(&lm.model->token_embedding());
     if (!dense)
         throw InputError(model + ": the token embedding is already compressed; open the original model");
-    const auto& table = dense->table();
+    const auto& table = *dense;
     const int64_t V = table.size(0);
     std::vector<int64_t> specials;
     for (int64_t id = 0; id < lm.tokenizer->vocab_size(); ++id)

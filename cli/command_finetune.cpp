@@ -105,7 +105,7 @@ int command_finetune(const std::vector<std::string>& argv)
     auto& model = *lm.model;
     if (model.lora())
         throw InputError(*dir + ": already has unmerged LoRA adapters; fine-tune its --merge export instead");
-    if (dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding()))
+    if (dense_table(&model.token_embedding()))
         throw InputError(*dir + ": has a dense token table (" +
                          Json::parse(lm.files.embedlab_manifest).value("method", std::string("?")) +
                          "); finetune recovers compressed embeddings (pca, svd, tt, lle, fourier)");
@@ -235,10 +235,10 @@ int bench_train(const std::vector<std::string>& argv)
     auto lm = load_model(model_path, LoadOptions{});
     auto& model = *lm.model;
     int64_t k = 0;
-    if (const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding())) {
+    if (const auto* dense = dense_table(&model.token_embedding())) {
         k = args.get_int("--k", 32, 1, model.config().hidden_size);
         CompressionSpec spec{.method = "pca", .rank = k};
-        model.set_token_embedding(compress_table(dense->table(), spec).embedding);
+        model.set_token_embedding(compress_table(*dense, spec).embedding);
     }
     const auto ids = lm.tokenizer->encode(read_text_file(text));
     const auto trainable = prepare_recovery(model, lora, false);

@@ -90,10 +90,10 @@ double mean(const std::vector<double>& v)
 // The original rows [a, b) of a dense model, or nothing when it is not dense.
 std::optional<torch::Tensor> dense_rows(const LanguageModel& model, int64_t a, int64_t b)
 {
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
+    const auto* dense = dense_table(&model.token_embedding());
     if (!dense)
         return std::nullopt;
-    return dense->table().narrow(0, a, b - a).clone();
+    return dense->narrow(0, a, b - a).clone();
 }
 
 std::shared_ptr<const FourierTokenEmbedding> fourier_of(const LanguageModel& model)

@@ -36,11 +36,11 @@ inline LoadOptions load_options(const Args& args)
 // The table of an uncompressed model, from the model itself (not its tensor name).
 inline const torch::Tensor& dense_token_table(const LanguageModel& model, const std::string& label)
 {
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
+    const auto* dense = dense_table(&model.token_embedding());
     if (!dense)
         throw InputError(label + ": the token embedding is already compressed (" +
                          model.token_embedding().kind() + "); use the original model");
-    return dense->table();
+    return *dense;
 }
 
 // The value of `option` in raw argv ("--method x" or "--method=x"), before the

@@ -58,6 +58,13 @@ private:
     torch::Tensor table_;
 };
 
+// The table of a dense token embedding; null when `embedding` is null or compressed.
+inline const torch::Tensor* dense_table(const TokenEmbedding* embedding)
+{
+    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(embedding);
+    return dense ? &dense->table() : nullptr;
+}
+
 // Sees the activations of a forward pass (FLAT-LLM calibration). The tensors
 // are only valid during the call; copy what you keep.
 class ForwardObserver {

@@ -507,11 +507,11 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         s.params_after = value_output_params(run.flat->model->config());
         s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
     } else {
-        const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding());
+        const auto* dense = dense_table(&model.token_embedding());
         if (!dense)
             throw InputError(request.model + ": the token embedding is not a dense table (" +
                              model.token_embedding().kind() + "); use the original model");
-        const torch::Tensor table = dense->table(); // a handle: the model drops its table next
+        const torch::Tensor table = *dense; // a handle: the model drops its table next
         const CompressionSpec spec = embedding_spec(request, m, run.model, freq ? freq->split : nullptr);
         run.embedding = compress_table(table, spec, model.parameter_breakdown().total(),
                                        bar.stage("compress " + spec.method));

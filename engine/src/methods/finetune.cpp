@@ -107,9 +107,9 @@ void copy_inference_tensors(LanguageModel& model)
             names.push_back(name);
     for (const auto& name : names)
         model.set_weight(name, model.weights().at(name).clone());
-    if (const auto* pos = dynamic_cast<const DenseTokenEmbedding*>(model.position_embedding()))
-        if (pos->table().is_inference())
-            model.set_position_embedding(std::make_shared<DenseTokenEmbedding>(pos->table().clone()));
+    if (const auto* pos = dense_table(model.position_embedding()))
+        if (pos->is_inference())
+            model.set_position_embedding(std::make_shared<DenseTokenEmbedding>(pos->clone()));
     if (const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&model.token_embedding()))
         if (lr->Z().is_inference() || lr->P().is_inference() || lr->mu().is_inference()) {
             LowRankFit fit;
@@ -128,7 +128,7 @@ Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool f
 {
     if (model.lora())
         throw InputError("finetune: the model already has LoRA adapters; merge them first (--merge)");
-    if (dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding()))
+    if (dense_table(&model.token_embedding()))
         throw InputError("finetune: the token embedding is dense; recovery fine-tuning starts from a "
                          "compressed model (embedlab-cli compress)");
     copy_inference_tensors(model);

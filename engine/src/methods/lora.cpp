@@ -115,7 +115,7 @@ std::vector<LoraTarget> lora_targets(const LanguageModel& model)
     if (const auto* lr = low_rank_base(model.token_embedding())) {
         t.push_back({"embedding.Z", "embedding", lr->Z().size(0), lr->Z().size(1)});
         t.push_back({"embedding.P", "embedding", lr->P().size(0), lr->P().size(1)});
-    } else if (!dynamic_cast<const DenseTokenEmbedding*>(&e)) {
+    } else if (!dense_table(&e)) {
         t.push_back({"embedding.E", "embedding", e.vocab_size(), e.dim()});
     }
     return t;
@@ -134,8 +134,7 @@ std::shared_ptr<LoraAdapters> make_lora_adapters(const LanguageModel& model, con
     if (model.lora())
         throw InputError("lora: the model already has adapters; merge them first");
     const auto targets = lora_targets(model);
-    if (o.targets.count("embedding") &&
-        dynamic_cast<const DenseTokenEmbedding*>(&base_of(model.token_embedding())))
+    if (o.targets.count("embedding") && dense_table(&base_of(model.token_embedding())))
         throw InputError("lora: the token embedding is dense; embedding adapters need a compressed table");
 
     c10::InferenceMode no_inference(false);

@@ -49,7 +49,7 @@ Json save_finetuned_model(const LoadedModel& source, const LanguageModel& model,
         factors[name] = t.sizes().vec();
         tensors.emplace_back(name, t.detach().contiguous());
     }
-    if (const auto* pos = model.position_embedding(); pos && !dynamic_cast<const DenseTokenEmbedding*>(pos)) {
+    if (const auto* pos = model.position_embedding(); pos && !dense_table(pos)) {
         Json pos_factors = Json::object();
         for (const auto& [name, t] : embedding_factor_tensors(*pos, "wpe.")) {
             pos_factors[name] = t.sizes().vec();

@@ -64,7 +64,7 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
     detail::require_original_hf_source(source);
     const auto& model = *flat.model;
     const auto& config = model.config();
-    if (!dynamic_cast<const DenseTokenEmbedding*>(&model.token_embedding()))
+    if (!dense_table(&model.token_embedding()))
         throw InputError(source.files.path.string() +
                          ": a flat model is saved with its dense token table; this one is compressed");
 
