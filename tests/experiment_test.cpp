@@ -206,3 +206,24 @@ TEST(ExportRun, WritesFromMemoryAndLoadsBackWithTheRunsPerplexity)
     }
     EXPECT_TRUE(fs::exists(dir / "mine" / "notes.txt"));
 }
+
+// One bar over the stages: the share never goes back, also when gpt2's position
+// table is compressed after the token table ("compress positions" is its own stage).
+TEST(RunCompression, OverallProgressNeverGoesBack)
+{
+    auto r = request_for("pca");
+    r.positions = true;
+    std::vector<std::pair<std::string, double>> seen;
+    embedlab::run_compression(r, [&](const embedlab::ExperimentProgress& p) {
+        seen.emplace_back(p.stage, p.overall);
+        return true;
+    });
+    ASSERT_FALSE(seen.empty());
+    bool positions = false;
+    for (size_t i = 1; i < seen.size(); ++i) {
+        EXPECT_GE(seen[i].second, seen[i - 1].second) << seen[i - 1].first << " -> " << seen[i].first;
+        positions |= seen[i].first == "compress positions";
+    }
+    EXPECT_TRUE(positions);
+    EXPECT_DOUBLE_EQ(seen.back().second, 1.0);
+}

@@ -54,14 +54,21 @@ public:
     {
         if (!fn_)
             return {};
+        // The stage of that name, else the one it extends ("compress pca" is "compress"):
+        // "compress positions" has a row of its own after "compress".
+        size_t at = stages_.size();
+        for (size_t i = 0; i < stages_.size() && at == stages_.size(); ++i)
+            if (stages_[i].first == name)
+                at = i;
+        for (size_t i = 0; i < stages_.size() && at == stages_.size(); ++i)
+            if (name.rfind(stages_[i].first + " ", 0) == 0)
+                at = i;
         double before = 0, weight = 0;
-        for (const auto& [n, w] : stages_) {
-            if (n == name || name.rfind(n + " ", 0) == 0) {
-                weight = w;
-                break;
-            }
-            before += w;
-        }
+        for (size_t i = 0; i < stages_.size(); ++i)
+            if (i < at)
+                before += stages_[i].second;
+            else if (i == at)
+                weight = stages_[i].second;
         return [=, this](int64_t done, int64_t total) {
             const double part = total > 0 ? std::clamp(double(done) / double(total), 0.0, 1.0) : 0.0;
             return fn_(
