@@ -518,6 +518,12 @@ void MainWindow::showSummary(const ModelSummary& s)
                             QString::fromStdString(s.dtype), QString::fromStdString(s.tokenizer),
                             num(s.vocab_size), num(s.hidden_size), num(s.layers), num(s.heads))
                        .arg(num(s.kv_heads), s.tied ? "tied" : "untied", num(s.total_parameters));
+    QStringList facts;
+    for (const auto& f : s.facts)
+        facts << QString::fromStdString(f).toHtmlEscaped();
+    html += "<br>" + facts.join("; ");
+    for (const auto& n : s.not_applicable)
+        html += "<br>does not apply: " + QString::fromStdString(n).toHtmlEscaped();
     for (const auto& w : s.warnings)
         html += "<br><font color='#b00'>warning: " + QString::fromStdString(w).toHtmlEscaped() + "</font>";
     facts_->setText(html);

@@ -1,5 +1,6 @@
 #include "model_summary.hpp"
 
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/resources.hpp"
 
@@ -13,7 +14,11 @@ ModelSummary summarize_model(const std::string& path)
         auto lm = load_model(path);
         const auto& c = lm.files.config;
         s.format = model_format_name(lm.files.format);
-        s.architecture = architecture_name(c.arch);
+        s.architecture = c.type_name();
+        s.facts = architecture_facts(c);
+        for (const auto& m : method_applicability(c))
+            if (!m.applies)
+                s.not_applicable.push_back(m.method + " (" + m.reason + ")");
         s.dtype = lm.files.stored_dtype;
         s.tokenizer = lm.tokenizer->kind();
         s.vocab_size = c.vocab_size;

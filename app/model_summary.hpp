@@ -14,6 +14,8 @@ struct ModelSummary {
     bool tied = false;
     std::vector<std::pair<std::string, int64_t>> parameters; // part -> count
     int64_t total_parameters = 0;
+    std::vector<std::string> facts;          // architecture_facts: what sets the model apart
+    std::vector<std::string> not_applicable; // "positions (qwen2 has no learned position table)"
     std::vector<std::string> warnings;
     std::string error; // non-empty: loading failed, with the engine's message
 };

@@ -1,5 +1,7 @@
 #include "common.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/experiment_request.hpp"
+#include "embedlab/text_format.hpp"
 
 namespace embedlab::cli {
 
@@ -52,7 +54,9 @@ int command_inspect(const std::vector<std::string>& argv)
             {{"path", f.string()}, {"bytes", std::filesystem::file_size(f)}, {"sha256", sha256_file(f)}});
     Json j = {{"path", path.string()},
               {"format", model_format_name(lm.files.format)},
-              {"architecture", architecture_name(c.arch)},
+              {"architecture", c.type_name()},
+              {"family", architecture_name(c.arch)},
+              {"architecture_facts", architecture_facts(c)},
               {"vocab_size", c.vocab_size},
               {"hidden_size", c.hidden_size},
               {"layers", c.num_layers},
@@ -70,6 +74,12 @@ int command_inspect(const std::vector<std::string>& argv)
               {"files", files}};
     if (c.arch == Architecture::Llama)
         j["rope_theta"] = c.rope_theta;
+    if (!lm.files.tensor_types_by_kind.empty())
+        j["tensor_types_by_kind"] = lm.files.tensor_types_by_kind;
+    Json methods = Json::object();
+    for (const auto& m : method_applicability(c))
+        methods[m.method] = m.applies ? Json("yes") : Json(m.reason);
+    j["methods"] = methods;
     if (!c.value_head_dims.empty()) // FLAT-LLM
         j["value_head_dims"] = c.value_head_dims;
     if (!c.mlp_widths.empty())
@@ -86,7 +96,8 @@ int command_inspect(const std::vector<std::string>& argv)
     }
     print_warnings(lm.files.warnings);
     std::printf("%s  (%s, %s, stored %s)\n", path.c_str(), j["format"].get<std::string>().c_str(),
-                architecture_name(c.arch), lm.files.stored_dtype.c_str());
+                c.type_name().c_str(), lm.files.stored_dtype.c_str());
+    std::printf("  %s\n", joined(architecture_facts(c), "; ").c_str());
     std::printf("  vocab %lld, d %lld, %lld layers, %lld heads (%lld KV), head dim %lld, MLP %lld, "
                 "context %lld, %s head\n",
                 (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.num_layers,
@@ -96,6 +107,19 @@ int command_inspect(const std::vector<std::string>& argv)
     if (j.contains("value_head_dims"))
         std::printf("  FLAT-LLM: value dims per layer %s%s\n", j["value_head_dims"].dump().c_str(),
                     j.contains("mlp_widths") ? (", MLP widths " + j["mlp_widths"].dump()).c_str() : "");
+    if (!lm.files.tensor_types_by_kind.empty()) {
+        std::vector<std::string> kinds;
+        for (const auto& [kind, type] : lm.files.tensor_types_by_kind)
+            kinds.push_back(kind + " " + type);
+        std::printf("  stored types: %s\n", joined(kinds, ", ").c_str());
+    }
+    {
+        std::vector<std::string> yes, no;
+        for (const auto& m : method_applicability(c))
+            (m.applies ? yes : no).push_back(m.applies ? m.method : m.method + " (" + m.reason + ")");
+        std::printf("  methods: %s%s%s\n", joined(yes, ", ").c_str(),
+                    no.empty() ? "" : "; not: ", joined(no, ", ").c_str());
+    }
     std::printf("  tokenizer: %s\n",
                 tokenizer
                     ? (tokenizer->kind() + ", " + std::to_string(tokenizer->vocab_size()) + " tokens").c_str()

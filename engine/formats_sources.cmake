@@ -8,6 +8,7 @@ set(EMBEDLAB_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/io/gguf_parser.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/llama2c_header.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/hf_config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/io/model_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/mapped_file.cpp
   ${EMBEDLAB_TOKENIZER_SOURCES}
   ${CMAKE_CURRENT_LIST_DIR}/src/model/manifest_layout.cpp

@@ -681,24 +681,43 @@ TEST(Gguf, DuplicatedOutputHeadIsTied)
     EXPECT_NE(mf.warnings[0].find("output.weight"), std::string::npos);
 }
 
-TEST(Gguf, Version2F16AndUnknownTensors)
+TEST(Gguf, Version2F16AndRopeFrequencyFactors)
 {
     TempDir dir;
     const TinyLlama m = TinyLlama::make();
     GgufBuilder g = m.gguf(/*ggml_type=*/1);
     g.version = 2;
-    g.tensor("rope_freqs.weight", torch::ones({2}));
+    const int64_t half = m.head_dim() / 2;
+    g.tensor("rope_freqs.weight", torch::full({half}, 2.0f)); // llama3 rope_scaling, as divisors
     write_file(dir / "half.gguf.bin", g.bytes()); // GGUF magic wins over the .bin extension
     const ModelFiles mf = read_model_files(dir / "half.gguf.bin");
     EXPECT_EQ(mf.format, ModelFormat::GGUF);
-    EXPECT_EQ(mf.stored_dtype, "F16"); // the ignored F32 tensor is not loaded
-    ASSERT_EQ(mf.warnings.size(), 1u);
-    EXPECT_NE(mf.warnings[0].find("rope_freqs.weight"), std::string::npos);
+    EXPECT_EQ(mf.stored_dtype, "F16"); // rope_freqs is configuration, not a weight
+    EXPECT_TRUE(mf.warnings.empty());
+    EXPECT_EQ(mf.config.rope_freq_divisors, std::vector<double>(static_cast<size_t>(half), 2.0));
     EXPECT_NEAR((mf.weights.at("model.embed_tokens.weight") - m.meta.at("model.embed_tokens.weight"))
                     .abs()
                     .max()
                     .item<double>(),
                 0.0, 4e-3);
+}
+
+// A tensor EmbedLab has no meaning for is refused by name, never ignored.
+TEST(Gguf, UnknownTensorIsRefused)
+{
+    TempDir dir;
+    const TinyLlama m = TinyLlama::make();
+    GgufBuilder g = m.gguf();
+    g.tensor("blk.0.attn_sinks.weight", torch::ones({2}));
+    write_file(dir / "sinks.gguf", g.bytes());
+    try {
+        read_model_files(dir / "sinks.gguf");
+        FAIL() << "loaded a GGUF with an unknown tensor";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_sinks.weight' has no meaning EmbedLab implements"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 // ------------------------------------------------------------ shared models

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedlab/model_config.hpp"
+
 namespace embedlab {
 
 // Every method EmbedLab runs, by what it compresses (METHODS.md 1-5).
@@ -120,6 +122,14 @@ const std::vector<std::string>& request_input_fields();
 // which options the method takes. d > 0 also checks ranks, k and shapes against
 // the model's hidden size. InputError "<label>: <field> ..." for the first problem.
 void check_request(const CompressionRequest& request, int64_t d = 0, const std::string& label = "request");
+
+// Whether each registry method applies to a model of `config`, and why not.
+struct MethodApplicability {
+    std::string method;
+    bool applies = true;
+    std::string reason; // empty when it applies
+};
+std::vector<MethodApplicability> method_applicability(const ModelConfig& config);
 
 // The request in a few words, e.g. "lle keep 0.5, k 8 + LoRA r 8, 100 steps".
 std::string describe_request(const CompressionRequest& request);

@@ -1,4 +1,5 @@
-// The libtorch forward pass for gpt2 and llama decoder-only models.
+// The libtorch forward pass for decoder-only models: gpt2, and the rotary
+// family (llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox; model_config.hpp).
 //
 //   auto lm = embedlab::load_model("models/tinygpt2-f16");
 //   torch::Tensor ids = torch::tensor({{7454, 2402, 257}}, torch::kLong);
@@ -142,6 +143,8 @@ public:
 private:
     torch::Tensor gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
     torch::Tensor llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
+    // The config's norm of x with the weights `name`.weight (and .bias).
+    torch::Tensor norm(const torch::Tensor& x, const std::string& name) const;
     torch::Tensor checked_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
     torch::Tensor unguarded_head(const torch::Tensor& hidden) const;
     // y + scale (x A^T) B^T when an adapter for `target` is attached, else y.

@@ -10,12 +10,20 @@
 
 namespace embedlab {
 
+// The graph family, which fixes the canonical tensor names (weights.hpp):
+// GPT2 = gpt2's Conv1D layout with learned positions; Llama = the rotary decoder
+// family (llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox), whose variants
+// are the switches below.
 enum class Architecture { GPT2, Llama };
 
 inline const char* architecture_name(Architecture a)
 {
     return a == Architecture::GPT2 ? "gpt2" : "llama";
 }
+
+// How a decoder normalises: RMSNorm x/rms(x) * w; Gemma's RMSNorm x/rms(x) * (1 + w);
+// LayerNorm with a bias (gpt_neox).
+enum class NormKind { RMS, RMSOnePlus, LayerNorm };
 
 struct ModelConfig {
     Architecture arch = Architecture::GPT2;
@@ -33,13 +41,47 @@ struct ModelConfig {
     int64_t bos_token_id = -1;    // -1: none
     int64_t eos_token_id = -1;
 
+    // What the file called it ("llama", "qwen2", "gemma2", ...): names the model in
+    // messages; the maths is fixed by `arch` and the switches below.
+    std::string model_type;
+
+    // Llama family switches (defaults are plain llama).
+    int64_t head_size = 0;  // 0: hidden_size / num_heads (qwen3, gemma set their own)
+    int64_t rotary_dim = 0; // leading dims of a head that rotate; 0: all (gpt_neox: rotary_pct)
+    std::vector<double> rope_freq_divisors; // per frequency (rotary_dim/2); empty: 1 (rope_scaling)
+    NormKind norm = NormKind::RMS;
+    bool qkv_bias = false;            // q/k/v projections carry biases (qwen2, attention_bias)
+    bool o_bias = false;              // o_proj carries a bias (llama attention_bias, gpt_neox)
+    bool mlp_bias = false;            // MLP projections carry biases
+    bool gated_mlp = true;            // act(gate) * up; false: up -> act -> down (gpt_neox)
+    bool qk_norm = false;             // per-head RMSNorm of q and k before RoPE (qwen3)
+    bool parallel_residual = false;   // x + attn(ln1 x) + mlp(ln2 x) (gpt_neox)
+    bool sandwich_norms = false;      // norms after attention and MLP too (gemma2)
+    double embedding_scale = 1.0;     // token embedding times this (gemma: sqrt(d))
+    double query_scale = 0.0;         // scores scale; 0: 1/sqrt(head_size) (gemma2: query_pre_attn_scalar)
+    double attn_softcap = 0.0;        // scores -> cap tanh(scores / cap); 0: none
+    double final_softcap = 0.0;       // logits -> cap tanh(logits / cap); 0: none
+    int64_t sliding_window = 0;       // attend to the last `sliding_window` positions on sliding layers
+    std::vector<bool> sliding_layers; // per layer; empty: none slide
+
     // FLAT-LLM compressed models (METHODS 3): per decoder layer, the value
     // dimension of each head and the MLP width. Empty: head_dim() and
     // intermediate_size in every layer.
     std::vector<int64_t> value_head_dims;
     std::vector<int64_t> mlp_widths;
 
-    int64_t head_dim() const { return num_heads > 0 ? hidden_size / num_heads : 0; }
+    int64_t head_dim() const
+    {
+        return head_size > 0 ? head_size : num_heads > 0 ? hidden_size / num_heads : 0;
+    }
+    int64_t rotary_dims() const { return rotary_dim > 0 ? rotary_dim : head_dim(); }
+    bool layer_slides(int64_t layer) const
+    {
+        return sliding_window > 0 && static_cast<size_t>(layer) < sliding_layers.size() &&
+               sliding_layers[static_cast<size_t>(layer)];
+    }
+    // "qwen2" etc. when the file said so, else the family name.
+    std::string type_name() const { return model_type.empty() ? architecture_name(arch) : model_type; }
     int64_t value_dim(int64_t layer) const
     {
         return value_head_dims.empty() ? head_dim() : value_head_dims[static_cast<size_t>(layer)];
@@ -49,5 +91,9 @@ struct ModelConfig {
         return mlp_widths.empty() ? intermediate_size : mlp_widths[static_cast<size_t>(layer)];
     }
 };
+
+// What sets the model apart, one short phrase each ("q/k/v biases", "RoPE
+// theta 1e+06, llama3 scaling", ...), for inspect and the workbench.
+std::vector<std::string> architecture_facts(const ModelConfig& config);
 
 } // namespace embedlab

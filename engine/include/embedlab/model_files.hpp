@@ -44,8 +44,11 @@ struct ModelFiles {
     std::filesystem::path path;               // what the user named
     std::vector<std::filesystem::path> files; // every weight file read
     ModelConfig config;
-    WeightMap weights;                         // canonical names, float32, contiguous
-    std::string stored_dtype;                  // "F32", "F16", "BF16" or "mixed"
+    WeightMap weights;        // canonical names, float32, contiguous
+    std::string stored_dtype; // "F32", "F16", "BF16" or "mixed"
+    // GGUF: the stored type(s) of each tensor kind, as llama.cpp names both
+    // ("attn_q.weight" -> "Q4_K", or "Q4_K x1 + Q6_K x1" when layers differ).
+    std::map<std::string, std::string> tensor_types_by_kind;
     std::optional<ScoredVocab> embedded_vocab; // GGUF only
     std::vector<std::string> warnings;         // e.g. "NaN in tensor h.0.attn.c_attn.weight"
     // An EmbedLab compressed directory: embedlab.json's text, and the tensors

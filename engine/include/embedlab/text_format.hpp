@@ -24,4 +24,12 @@ inline std::string joined(const std::vector<int64_t>& v, const char* separator =
     return s;
 }
 
+inline std::string joined(const std::vector<std::string>& v, const char* separator = ", ")
+{
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i > 0 ? separator : "") + v[i];
+    return s;
+}
+
 } // namespace embedlab

@@ -1,5 +1,9 @@
 #include "io/canonical_weights.hpp"
 
+#include <map>
+#include <optional>
+#include <set>
+
 #include "embedlab/error.hpp"
 #include "model/shape_check.hpp"
 
@@ -15,7 +19,223 @@ std::string shape_text(c10::IntArrayRef shape)
     return s + "]";
 }
 
+bool ends_with(const std::string& s, const std::string& tail)
+{
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// "model.layers.3.rest" / "gpt_neox.layers.3.rest" -> {3, "rest"}; nullopt otherwise.
+std::optional<std::pair<int64_t, std::string>> layer_part(const std::string& name, const std::string& prefix)
+{
+    if (name.rfind(prefix, 0) != 0)
+        return std::nullopt;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos || dot == prefix.size() || dot - prefix.size() > 6)
+        return std::nullopt;
+    const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+    return std::make_pair(std::stoll(digits), name.substr(dot + 1));
+}
+
+void put(WeightMap& weights, const std::string& name, torch::Tensor t, const std::string& label)
+{
+    if (!weights.emplace(name, std::move(t)).second)
+        throw InputError(label + ": tensor '" + name + "' is stored twice (fused and split)");
+}
+
+// phi3: qkv_proj rows are q (H hd), k (Hkv hd), v (Hkv hd); gate_up_proj rows gate then up.
+void split_phi3(const ModelConfig& c, WeightMap& weights, const std::string& label)
+{
+    WeightMap out;
+    for (auto& [name, t] : weights) {
+        const auto part = layer_part(name, "model.layers.");
+        const std::string p = part ? "model.layers." + std::to_string(part->first) + "." : "";
+        if (part && part->second == "self_attn.qkv_proj.weight") {
+            const int64_t hd = c.head_dim(), q = c.num_heads * hd, kv = c.num_kv_heads * hd;
+            if (t.dim() != 2 || t.size(0) != q + 2 * kv)
+                throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
+                                 " rows; the config implies " + std::to_string(q + 2 * kv));
+            put(out, p + "self_attn.q_proj.weight", t.narrow(0, 0, q).contiguous(), label);
+            put(out, p + "self_attn.k_proj.weight", t.narrow(0, q, kv).contiguous(), label);
+            put(out, p + "self_attn.v_proj.weight", t.narrow(0, q + kv, kv).contiguous(), label);
+        } else if (part && part->second == "mlp.gate_up_proj.weight") {
+            if (t.dim() != 2 || t.size(0) % 2 != 0)
+                throw InputError(label + ": tensor '" + name + "' must have an even number of rows");
+            const int64_t f = t.size(0) / 2;
+            put(out, p + "mlp.gate_proj.weight", t.narrow(0, 0, f).contiguous(), label);
+            put(out, p + "mlp.up_proj.weight", t.narrow(0, f, f).contiguous(), label);
+        } else {
+            put(out, name, std::move(t), label);
+        }
+    }
+    weights = std::move(out);
+}
+
+// gpt_neox: query_key_value rows are per head [q | k | v] (head_dim each).
+void canonicalize_neox(const ModelConfig& c, WeightMap& weights, const std::string& label)
+{
+    static const std::map<std::string, std::string> global = {
+        {"gpt_neox.embed_in.weight", "model.embed_tokens.weight"},
+        {"gpt_neox.final_layer_norm.weight", "model.norm.weight"},
+        {"gpt_neox.final_layer_norm.bias", "model.norm.bias"},
+        {"embed_out.weight", "lm_head.weight"},
+    };
+    static const std::map<std::string, std::string> per_layer = {
+        {"input_layernorm.weight", "input_layernorm.weight"},
+        {"input_layernorm.bias", "input_layernorm.bias"},
+        {"post_attention_layernorm.weight", "post_attention_layernorm.weight"},
+        {"post_attention_layernorm.bias", "post_attention_layernorm.bias"},
+        {"attention.dense.weight", "self_attn.o_proj.weight"},
+        {"attention.dense.bias", "self_attn.o_proj.bias"},
+        {"mlp.dense_h_to_4h.weight", "mlp.up_proj.weight"},
+        {"mlp.dense_h_to_4h.bias", "mlp.up_proj.bias"},
+        {"mlp.dense_4h_to_h.weight", "mlp.down_proj.weight"},
+        {"mlp.dense_4h_to_h.bias", "mlp.down_proj.bias"},
+    };
+    WeightMap out;
+    const int64_t H = c.num_heads, hd = c.head_dim();
+    for (auto& [name, t] : weights) {
+        if (const auto it = global.find(name); it != global.end()) {
+            put(out, it->second, std::move(t), label);
+            continue;
+        }
+        const auto part = layer_part(name, "gpt_neox.layers.");
+        if (!part) {
+            put(out, name, std::move(t), label);
+            continue;
+        }
+        const std::string p = "model.layers." + std::to_string(part->first) + ".";
+        const std::string& rest = part->second;
+        if (rest == "attention.bias" || rest == "attention.masked_bias" ||
+            rest == "attention.rotary_emb.inv_freq")
+            continue; // buffers, not weights
+        if (rest == "attention.query_key_value.weight" || rest == "attention.query_key_value.bias") {
+            const bool bias = ends_with(rest, ".bias");
+            if (t.size(0) != 3 * H * hd)
+                throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
+                                 " rows; the config implies " + std::to_string(3 * H * hd));
+            const auto per_head = bias ? t.reshape({H, 3, hd}) : t.reshape({H, 3, hd, t.size(1)});
+            const char* names[] = {"q_proj", "k_proj", "v_proj"};
+            for (int64_t j = 0; j < 3; ++j) {
+                auto part_j = per_head.select(1, j);
+                part_j = bias ? part_j.reshape({H * hd}) : part_j.reshape({H * hd, t.size(1)});
+                put(out, p + "self_attn." + names[j] + (bias ? ".bias" : ".weight"), part_j.contiguous(),
+                    label);
+            }
+            continue;
+        }
+        const auto it = per_layer.find(rest);
+        put(out, it == per_layer.end() ? name : p + it->second, std::move(t), label);
+    }
+    weights = std::move(out);
+}
+
 } // namespace
+
+void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const std::string& label)
+{
+    if (config.arch == Architecture::GPT2) {
+        for (auto it = weights.begin(); it != weights.end();) // causal-mask buffers
+            it = ends_with(it->first, ".attn.bias") || ends_with(it->first, ".attn.masked_bias")
+                     ? weights.erase(it)
+                     : std::next(it);
+        return;
+    }
+    if (config.model_type == "gpt_neox")
+        canonicalize_neox(config, weights, label);
+    else if (config.model_type == "phi3")
+        split_phi3(config, weights, label);
+    for (auto it = weights.begin(); it != weights.end();)
+        it = ends_with(it->first, ".rotary_emb.inv_freq") ? weights.erase(it) : std::next(it);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const ModelConfig& config,
+                                                                     const WeightMap& weights)
+{
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    const bool neox = config.model_type == "gpt_neox", phi3 = config.model_type == "phi3";
+    if (!neox && !phi3) {
+        out.assign(weights.begin(), weights.end());
+        return out;
+    }
+    std::set<std::string> fused; // canonical names written as part of a fused tensor
+    for (int64_t l = 0; l < config.num_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const std::string a = p + "self_attn.";
+        for (const char* kind : {"weight", "bias"}) {
+            const std::string q = a + "q_proj." + kind, k = a + "k_proj." + kind, v = a + "v_proj." + kind;
+            if (!weights.count(q) || !weights.count(k) || !weights.count(v))
+                continue;
+            const auto &tq = weights.at(q), &tk = weights.at(k), &tv = weights.at(v);
+            if (phi3) {
+                out.emplace_back(a + "qkv_proj." + kind, torch::cat({tq, tk, tv}, 0));
+            } else {
+                const int64_t H = config.num_heads;
+                auto heads = [&](const torch::Tensor& t) { return t.reshape({H, t.size(0) / H, -1}); };
+                auto joined = torch::cat({heads(tq), heads(tk), heads(tv)}, 1);
+                out.emplace_back(
+                    "gpt_neox.layers." + std::to_string(l) + ".attention.query_key_value." + kind,
+                    std::string(kind) == "bias" ? joined.reshape({-1}) : joined.reshape({-1, tq.size(1)}));
+            }
+            fused.insert({q, k, v});
+        }
+        if (phi3 && weights.count(p + "mlp.gate_proj.weight") && weights.count(p + "mlp.up_proj.weight")) {
+            out.emplace_back(
+                p + "mlp.gate_up_proj.weight",
+                torch::cat({weights.at(p + "mlp.gate_proj.weight"), weights.at(p + "mlp.up_proj.weight")},
+                           0));
+            fused.insert({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+        }
+    }
+    static const std::map<std::string, std::string> neox_global = {
+        {"model.embed_tokens.weight", "gpt_neox.embed_in.weight"},
+        {"model.norm.weight", "gpt_neox.final_layer_norm.weight"},
+        {"model.norm.bias", "gpt_neox.final_layer_norm.bias"},
+        {"lm_head.weight", "embed_out.weight"},
+    };
+    static const std::map<std::string, std::string> neox_layer = {
+        {"self_attn.o_proj.weight", "attention.dense.weight"},
+        {"self_attn.o_proj.bias", "attention.dense.bias"},
+        {"mlp.up_proj.weight", "mlp.dense_h_to_4h.weight"},
+        {"mlp.up_proj.bias", "mlp.dense_h_to_4h.bias"},
+        {"mlp.down_proj.weight", "mlp.dense_4h_to_h.weight"},
+        {"mlp.down_proj.bias", "mlp.dense_4h_to_h.bias"},
+    };
+    for (const auto& [name, t] : weights) {
+        if (fused.count(name))
+            continue;
+        std::string native = name;
+        if (neox) {
+            if (const auto it = neox_global.find(name); it != neox_global.end()) {
+                native = it->second;
+            } else if (const auto part = layer_part(name, "model.layers.")) {
+                const auto it2 = neox_layer.find(part->second);
+                native = "gpt_neox.layers." + std::to_string(part->first) + "." +
+                         (it2 == neox_layer.end() ? part->second : it2->second);
+            }
+        }
+        out.emplace_back(native, t);
+    }
+    return out;
+}
+
+void refuse_unused_tensors(const ModelConfig& config, const WeightMap& weights, const std::string& label,
+                           bool embedding_stored)
+{
+    std::set<std::string> expected;
+    for (const auto& e : detail::expected_tensors(config))
+        expected.insert(e.name);
+    for (const auto& [name, t] : weights) {
+        if (expected.count(name))
+            continue;
+        if (!embedding_stored && name == "wpe.weight")
+            continue;
+        throw InputError(label + ": tensor '" + name + "' is not used by " + config.type_name() +
+                         " as configured; EmbedLab refuses to ignore it (a config field it does not "
+                         "implement, or a tensor of another architecture?)");
+    }
+}
 
 const char* embedding_name(Architecture arch)
 {

@@ -19,6 +19,21 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
                                   const std::string& config_label, const std::string& weights_label,
                                   bool embedding_stored = true);
 
+// Hugging Face names of a model type -> canonical names: phi3's fused qkv_proj /
+// gate_up_proj are split, gpt_neox's names are mapped (its per-head fused qkv
+// split), buffers that are not weights (causal masks, inv_freq) dropped.
+void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const std::string& label);
+
+// The inverse, for writing a Hugging Face directory that transformers loads;
+// names it does not know (compressed factors) pass through unchanged.
+std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const ModelConfig& config,
+                                                                     const WeightMap& weights);
+
+// Every stored tensor is one the architecture uses: anything else would be
+// silently ignored, so it is refused by name.
+void refuse_unused_tensors(const ModelConfig& config, const WeightMap& weights, const std::string& label,
+                           bool embedding_stored = true);
+
 // Name of the token embedding for the architecture.
 const char* embedding_name(Architecture arch);
 

@@ -1,4 +1,5 @@
 // GGUF llama models -> canonical Hugging Face names, config and embedded vocabulary.
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -85,32 +86,73 @@ private:
     std::string label_;
 };
 
-ModelConfig read_llama_config(const Metadata& meta)
+// The GGUF architectures EmbedLab maps onto its rotary decoder family.
+constexpr const char* supported_gguf_architectures = "llama, qwen2, qwen3, gemma2";
+
+ModelConfig read_decoder_config(const Metadata& meta)
 {
     const auto arch = meta.string("general.architecture");
     if (!arch)
         meta.fail("missing metadata 'general.architecture'");
-    if (*arch != "llama")
-        meta.fail("general.architecture is '" + *arch + "'; only 'llama' is supported");
+    const std::string& a = *arch;
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma2")
+        meta.fail("general.architecture is '" + a + "'; EmbedLab reads " + supported_gguf_architectures +
+                  " from GGUF");
 
     ModelConfig c;
     c.arch = Architecture::Llama;
-    c.hidden_size = meta.positive("llama.embedding_length");
-    c.num_layers = meta.positive("llama.block_count");
-    c.intermediate_size = meta.positive("llama.feed_forward_length");
-    c.num_heads = meta.positive("llama.attention.head_count");
-    c.num_kv_heads = meta.positive("llama.attention.head_count_kv", c.num_heads);
-    c.max_positions = meta.positive("llama.context_length");
-    c.norm_eps = meta.real("llama.attention.layer_norm_rms_epsilon", 1e-5);
-    c.rope_theta = meta.real("llama.rope.freq_base", 10000.0);
+    c.model_type = a;
+    c.hidden_size = meta.positive(a + ".embedding_length");
+    c.num_layers = meta.positive(a + ".block_count");
+    c.intermediate_size = meta.positive(a + ".feed_forward_length");
+    c.num_heads = meta.positive(a + ".attention.head_count");
+    c.num_kv_heads = meta.positive(a + ".attention.head_count_kv", c.num_heads);
+    c.max_positions = meta.positive(a + ".context_length");
+    c.norm_eps = meta.real(a + ".attention.layer_norm_rms_epsilon", 1e-5);
+    c.rope_theta = meta.real(a + ".rope.freq_base", 10000.0);
     c.activation = "silu";
-    if (c.hidden_size % c.num_heads != 0 || c.head_dim() % 2 != 0 || c.num_heads % c.num_kv_heads != 0)
+    if (const auto key_length = meta.integer(a + ".attention.key_length");
+        key_length && *key_length * c.num_heads != c.hidden_size)
+        c.head_size = meta.positive(a + ".attention.key_length");
+    if (const auto value_length = meta.integer(a + ".attention.value_length");
+        value_length && *value_length != c.head_dim())
+        meta.fail(a + ".attention.value_length " + std::to_string(*value_length) +
+                  " differs from key_length " + std::to_string(c.head_dim()) +
+                  "; such models are not supported");
+    if ((c.head_size == 0 && c.hidden_size % c.num_heads != 0) || c.head_dim() % 2 != 0 ||
+        c.num_heads % c.num_kv_heads != 0)
         meta.fail("inconsistent attention shape: embedding_length " + std::to_string(c.hidden_size) +
                   ", head_count " + std::to_string(c.num_heads) + ", head_count_kv " +
                   std::to_string(c.num_kv_heads));
-    if (const auto rot = meta.integer("llama.rope.dimension_count"); rot && *rot != c.head_dim())
-        meta.fail("llama.rope.dimension_count " + std::to_string(*rot) + " differs from the head size " +
-                  std::to_string(c.head_dim()) + "; partial rotary embeddings are not supported");
+    if (const auto rot = meta.integer(a + ".rope.dimension_count"); rot && *rot != c.head_dim())
+        meta.fail(a + ".rope.dimension_count " + std::to_string(*rot) + " differs from the head size " +
+                  std::to_string(c.head_dim()) + "; partial rotary embeddings are not supported from GGUF");
+    // Settings that change the maths and are not implemented here are refused.
+    if (const auto type = meta.string(a + ".rope.scaling.type"); type && *type != "none")
+        meta.fail("metadata '" + a + ".rope.scaling.type' is '" + *type +
+                  "'; EmbedLab does not implement it (llama3 scaling comes as a rope_freqs tensor)");
+    if (a != "gemma2" && meta.integer(a + ".attention.sliding_window"))
+        meta.fail("metadata '" + a +
+                  ".attention.sliding_window' is set; EmbedLab does not implement "
+                  "sliding-window attention for " +
+                  a);
+    if (a == "qwen2")
+        c.qkv_bias = true;
+    if (a == "qwen3")
+        c.qk_norm = true;
+    if (a == "gemma2") {
+        c.norm = NormKind::RMSOnePlus;
+        c.activation = "gelu_pytorch_tanh";
+        c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+        c.sandwich_norms = true;
+        c.attn_softcap = meta.real("gemma2.attn_logit_softcapping", 0.0);
+        c.final_softcap = meta.real("gemma2.final_logit_softcapping", 0.0);
+        if (const auto window = meta.integer("gemma2.attention.sliding_window"); window && *window > 0) {
+            c.sliding_window = *window;
+            for (int64_t l = 0; l < c.num_layers; ++l)
+                c.sliding_layers.push_back(l % 2 == 0); // llama.cpp's swa pattern 2, as HF
+        }
+    }
     return c;
 }
 
@@ -172,7 +214,8 @@ std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& l
 }
 
 // llama.cpp tensor name -> canonical Hugging Face name; nullopt for unknown names.
-std::optional<std::string> canonical_name(const std::string& name)
+// Gemma 2's four norms map differently from llama's two.
+std::optional<std::string> canonical_name(const std::string& name, const std::string& arch)
 {
     static const std::map<std::string, std::string> global = {
         {"token_embd.weight", "model.embed_tokens.weight"},
@@ -183,6 +226,12 @@ std::optional<std::string> canonical_name(const std::string& name)
         {"attn_norm.weight", "input_layernorm.weight"},
         {"ffn_norm.weight", "post_attention_layernorm.weight"},
         {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},
+        {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},
+        {"attn_output.bias", "self_attn.o_proj.bias"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
         {"attn_k.weight", "self_attn.k_proj.weight"},
         {"attn_v.weight", "self_attn.v_proj.weight"},
         {"attn_output.weight", "self_attn.o_proj.weight"},
@@ -200,8 +249,15 @@ std::optional<std::string> canonical_name(const std::string& name)
     const std::string layer = name.substr(4, digits_end - 4);
     if (layer.find_first_not_of("0123456789") != std::string::npos)
         return std::nullopt;
-    const auto it = per_layer.find(name.substr(digits_end + 1));
-    if (it == per_layer.end())
+    static const std::map<std::string, std::string> gemma2 = {
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    };
+    const std::string rest = name.substr(digits_end + 1);
+    const auto& table = arch == "gemma2" && gemma2.count(rest) ? gemma2 : per_layer;
+    const auto it = table.find(rest);
+    if (it == table.end())
         return std::nullopt;
     return "model.layers." + std::to_string(std::stoi(layer)) + "." + it->second;
 }
@@ -236,20 +292,36 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
     ModelFiles mf;
     mf.format = ModelFormat::GGUF;
     mf.files = {file->path()};
-    mf.config = read_llama_config(meta);
+    mf.config = read_decoder_config(meta);
+    const std::string& arch = mf.config.model_type;
     const std::vector<uint64_t> bytes = check_gguf_tensor_data(gguf, *file);
 
     // Index the tensors by canonical name before creating any of them.
     std::map<std::string, size_t> index_of;
+    std::optional<size_t> rope_freqs;
     for (size_t k = 0; k < gguf.tensors.size(); ++k) {
-        const auto name = canonical_name(gguf.tensors[k].name);
-        if (!name) {
-            mf.warnings.push_back(label + ": ignored tensor '" + gguf.tensors[k].name +
-                                  "' (no Hugging Face equivalent)");
+        if (gguf.tensors[k].name == "rope_freqs.weight") { // llama3 rope_scaling, as divisors
+            rope_freqs = k;
             continue;
         }
+        const auto name = canonical_name(gguf.tensors[k].name, arch);
+        if (!name)
+            meta.fail("tensor '" + gguf.tensors[k].name + "' has no meaning EmbedLab implements for " + arch +
+                      "; refusing to ignore it");
         if (!index_of.emplace(*name, k).second)
             meta.fail("tensor '" + gguf.tensors[k].name + "' appears twice");
+    }
+    // Types by kind ("attn_q.weight" without its "blk.N." prefix), counted over layers.
+    std::map<std::string, std::map<std::string, int>> kinds;
+    for (const auto& t : gguf.tensors) {
+        const size_t dot = t.name.rfind("blk.", 0) == 0 ? t.name.find('.', 4) : std::string::npos;
+        kinds[dot == std::string::npos ? t.name : t.name.substr(dot + 1)][ggml_type_name(t.type)] += 1;
+    }
+    for (const auto& [kind, types] : kinds) {
+        std::string text;
+        for (const auto& [type, n] : types)
+            text += (text.empty() ? "" : " + ") + type + (types.size() > 1 ? " x" + std::to_string(n) : "");
+        mf.tensor_types_by_kind[kind] = text;
     }
 
     // Converters from llama2.c store the shared classifier twice; it is one head.
@@ -287,20 +359,43 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
             token_id(meta, "tokenizer.ggml.bos_token_id", tokens->count, mf.warnings, label);
         mf.config.eos_token_id =
             token_id(meta, "tokenizer.ggml.eos_token_id", tokens->count, mf.warnings, label);
-    } else if (const auto n = meta.integer("llama.vocab_size")) {
+    } else if (const auto n = meta.integer(arch + ".vocab_size")) {
         mf.config.vocab_size = *n;
     } else if (const auto it = mf.weights.find("model.embed_tokens.weight"); it != mf.weights.end()) {
         mf.config.vocab_size = it->second.size(0);
     }
 
-    check_weights_against_config(mf.config, mf.weights, label, label);
-    for (int64_t layer = 0; layer < mf.config.num_layers; ++layer) {
-        const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
-        mf.weights[p + "q_proj.weight"] =
-            meta_rope_rows_to_hf(mf.weights[p + "q_proj.weight"], mf.config.num_heads);
-        mf.weights[p + "k_proj.weight"] =
-            meta_rope_rows_to_hf(mf.weights[p + "k_proj.weight"], mf.config.num_kv_heads);
+    if (rope_freqs) {
+        const GgufTensorInfo& t = gguf.tensors[*rope_freqs];
+        const auto factors =
+            tensor_from_mapped(file, gguf.data_start + t.offset, stored_type(t.type), row_major_shape(t));
+        if (factors.dim() != 1 || factors.size(0) != mf.config.rotary_dims() / 2)
+            meta.fail("rope_freqs.weight must hold " + std::to_string(mf.config.rotary_dims() / 2) +
+                      " frequency factors");
+        const auto f = factors.to(torch::kFloat64).contiguous();
+        mf.config.rope_freq_divisors.assign(f.data_ptr<double>(), f.data_ptr<double>() + f.numel());
     }
+
+    check_weights_against_config(mf.config, mf.weights, label, label);
+    refuse_unused_tensors(mf.config, mf.weights, label);
+    for (int64_t layer = 0; layer < mf.config.num_layers; ++layer) {
+        const std::string p = "model.layers." + std::to_string(layer) + ".";
+        if (arch == "gemma2") // the converter stores Gemma's norms as 1 + w
+            for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                  "post_feedforward_layernorm"})
+                mf.weights[p + n + ".weight"] = mf.weights[p + n + ".weight"] - 1.0;
+        if (arch != "llama")
+            continue; // llama.cpp's NEOX rope architectures keep Hugging Face's row order
+        for (const auto& [proj, heads] :
+             {std::pair{"q_proj", mf.config.num_heads}, {"k_proj", mf.config.num_kv_heads}}) {
+            const std::string w = p + "self_attn." + proj + ".weight", b = p + "self_attn." + proj + ".bias";
+            mf.weights[w] = meta_rope_rows_to_hf(mf.weights[w], heads);
+            if (mf.weights.count(b))
+                mf.weights[b] = meta_rope_rows_to_hf(mf.weights[b].unsqueeze(1), heads).squeeze(1);
+        }
+    }
+    if (arch == "gemma2")
+        mf.weights["model.norm.weight"] = mf.weights["model.norm.weight"] - 1.0;
     return mf;
 }
 

@@ -1,4 +1,6 @@
 // config.json of a Hugging Face model -> ModelConfig.
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "embedlab/error.hpp"
@@ -22,6 +24,24 @@ public:
         if (it == j_.end() || it->is_null())
             fail(std::string("missing field '") + key + "'");
         return positive_int(key, *it);
+    }
+
+    const json* find(const char* key) const
+    {
+        const auto it = j_.find(key);
+        return it == j_.end() ? nullptr : &*it;
+    }
+    const std::string& label() const { return label_; }
+
+    double required_double(const char* key) const
+    {
+        const auto it = j_.find(key);
+        if (it == j_.end() || it->is_null())
+            fail(std::string("missing field '") + key + "'");
+        const double v = optional_double(key, 0.0);
+        if (!(v > 0) || !std::isfinite(v))
+            fail(std::string("field '") + key + "' must be a positive number (got " + it->dump() + ")");
+        return v;
     }
 
     int64_t optional_int(const char* key, int64_t fallback) const
@@ -106,10 +126,79 @@ ModelConfig parse_gpt2(const ConfigReader& r)
     return c;
 }
 
-ModelConfig parse_llama(const ConfigReader& r)
+// The activations the forward pass computes; anything else is refused by name.
+void check_activation(const ConfigReader& r, const char* key, const std::string& act)
+{
+    static const char* known[] = {"silu",      "swish", "gelu", "gelu_new", "gelu_pytorch_tanh",
+                                  "gelu_fast", "relu"};
+    for (const char* k : known)
+        if (act == k)
+            return;
+    r.fail(std::string("field '") + key + "' is '" + act +
+           "', which EmbedLab does not implement (supported: silu, gelu, gelu_new, gelu_pytorch_tanh, "
+           "gelu_fast, relu)");
+}
+
+// rope_scaling -> per-frequency divisors of the RoPE inverse frequencies, as
+// Hugging Face's _compute_linear/_compute_llama3_parameters scale them.
+void read_rope_scaling(const ConfigReader& r, ModelConfig& c)
+{
+    const json* s = r.find("rope_scaling");
+    if (!s || s->is_null())
+        return;
+    if (!s->is_object())
+        r.fail("field 'rope_scaling' must be an object or null (got " + s->dump() + ")");
+    const ConfigReader scaling(*s, r.label() + ": rope_scaling");
+    std::string type = scaling.optional_string("rope_type", "");
+    if (type.empty())
+        type = scaling.optional_string("type", "");
+    if (type == "default")
+        return;
+    const int64_t half = c.rotary_dims() / 2;
+    if (type == "linear") {
+        c.rope_freq_divisors.assign(static_cast<size_t>(half), scaling.required_double("factor"));
+        return;
+    }
+    if (type != "llama3")
+        r.fail("rope_scaling type '" + type +
+               "' is not implemented (supported: linear, llama3); refusing rather than computing the "
+               "wrong positions");
+    const double factor = scaling.required_double("factor");
+    const double low = scaling.required_double("low_freq_factor");
+    const double high = scaling.required_double("high_freq_factor");
+    const double old_context = static_cast<double>(scaling.required_int("original_max_position_embeddings"));
+    if (!(high > low))
+        r.fail("rope_scaling: high_freq_factor must exceed low_freq_factor");
+    const double low_wavelen = old_context / low, high_wavelen = old_context / high;
+    const double pi = 3.14159265358979323846;
+    for (int64_t i = 0; i < half; ++i) {
+        const double inv_freq =
+            1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(c.rotary_dims()));
+        const double wavelen = 2 * pi / inv_freq;
+        double divisor = 1.0;
+        if (wavelen > low_wavelen) {
+            divisor = factor;
+        } else if (wavelen >= high_wavelen) {
+            const double smooth = (old_context / wavelen - low) / (high - low);
+            divisor = 1.0 / ((1 - smooth) / factor + smooth);
+        }
+        c.rope_freq_divisors.push_back(divisor);
+    }
+}
+
+void refuse_if_set(const ConfigReader& r, const char* key, const std::string& why)
+{
+    const json* v = r.find(key);
+    if (v && !v->is_null() && !(v->is_boolean() && !v->get<bool>()))
+        r.fail(std::string("field '") + key + "' is " + v->dump() + ": " + why);
+}
+
+// Fields every member of the rotary decoder family shares.
+ModelConfig read_decoder(const ConfigReader& r, const std::string& model_type, bool tied_default)
 {
     ModelConfig c;
     c.arch = Architecture::Llama;
+    c.model_type = model_type;
     c.vocab_size = r.required_int("vocab_size");
     c.hidden_size = r.required_int("hidden_size");
     c.intermediate_size = r.required_int("intermediate_size");
@@ -119,27 +208,143 @@ ModelConfig parse_llama(const ConfigReader& r)
     c.max_positions = r.required_int("max_position_embeddings");
     c.norm_eps = r.optional_double("rms_norm_eps", 1e-6); // LlamaConfig's default
     c.rope_theta = r.optional_double("rope_theta", 10000.0);
-    c.tied_embeddings = r.optional_bool("tie_word_embeddings", false);
+    c.tied_embeddings = r.optional_bool("tie_word_embeddings", tied_default);
     c.activation = r.optional_string("hidden_act", "silu");
+    c.bos_token_id = r.token_id("bos_token_id");
+    c.eos_token_id = r.token_id("eos_token_id");
+    if (c.num_heads % c.num_kv_heads != 0)
+        r.fail("num_attention_heads " + std::to_string(c.num_heads) +
+               " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
+    const json* head_dim = r.find("head_dim");
+    if (head_dim && !head_dim->is_null())
+        c.head_size = r.required_int("head_dim");
+    else if (c.hidden_size % c.num_heads != 0)
+        r.fail("hidden_size " + std::to_string(c.hidden_size) + " is not divisible by num_attention_heads " +
+               std::to_string(c.num_heads) + " and there is no head_dim");
+    if (const double f = r.optional_double("partial_rotary_factor", 1.0); f != 1.0) {
+        if (!(f > 0 && f < 1))
+            r.fail("partial_rotary_factor must be in (0, 1]");
+        c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim()) * f);
+    }
+    if (c.rotary_dims() % 2 != 0 || c.rotary_dims() < 2)
+        r.fail("rotary size " + std::to_string(c.rotary_dims()) + " is odd; RoPE needs an even size");
+    check_activation(r, "hidden_act", c.activation);
+    return c;
+}
+
+ModelConfig parse_llama(const ConfigReader& r)
+{
+    ModelConfig c = read_decoder(r, "llama", false);
+    c.qkv_bias = c.o_bias = r.optional_bool("attention_bias", false);
+    c.mlp_bias = r.optional_bool("mlp_bias", false);
+    refuse_if_set(r, "sliding_window", "llama has no sliding-window attention in EmbedLab");
+    read_rope_scaling(r, c);
+    return c;
+}
+
+ModelConfig parse_qwen(const ConfigReader& r, const std::string& model_type)
+{
+    ModelConfig c = read_decoder(r, model_type, false);
+    if (model_type == "qwen2") {
+        c.qkv_bias = true; // Qwen2Attention: biased q/k/v, unbiased o
+    } else {
+        c.qkv_bias = c.o_bias = r.optional_bool("attention_bias", false);
+        c.qk_norm = true;
+    }
+    refuse_if_set(r, "use_sliding_window", "sliding-window attention is not implemented for " + model_type);
+    read_rope_scaling(r, c);
+    return c;
+}
+
+ModelConfig parse_gemma(const ConfigReader& r, const std::string& model_type)
+{
+    ModelConfig c = read_decoder(r, model_type, true);
+    // Gemma runs hidden_activation; the legacy hidden_act 'gelu' meant the tanh GELU.
+    c.activation = r.optional_string("hidden_activation", "gelu_pytorch_tanh");
+    check_activation(r, "hidden_activation", c.activation);
+    c.norm = NormKind::RMSOnePlus;
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.qkv_bias = c.o_bias = r.optional_bool("attention_bias", false);
+    if (model_type == "gemma2") {
+        c.sandwich_norms = true;
+        c.query_scale =
+            1.0 / std::sqrt(r.optional_double("query_pre_attn_scalar", static_cast<double>(c.head_dim())));
+        c.attn_softcap = r.optional_double("attn_logit_softcapping", 0.0);
+        c.final_softcap = r.optional_double("final_logit_softcapping", 0.0);
+        if (const json* w = r.find("sliding_window"); w && !w->is_null()) {
+            c.sliding_window = r.required_int("sliding_window");
+            const json* types = r.find("layer_types");
+            for (int64_t l = 0; l < c.num_layers; ++l) {
+                bool slides = l % 2 == 0; // Gemma2DecoderLayer: even layers slide
+                if (types && types->is_array() && static_cast<int64_t>(types->size()) == c.num_layers) {
+                    const json& t = (*types)[static_cast<size_t>(l)];
+                    if (t != "sliding_attention" && t != "full_attention")
+                        r.fail("layer_types[" + std::to_string(l) + "] is " + t.dump() +
+                               " (expected sliding_attention or full_attention)");
+                    slides = t == "sliding_attention";
+                } else if (types && !types->is_null()) {
+                    r.fail("layer_types must list one entry per layer");
+                }
+                c.sliding_layers.push_back(slides);
+            }
+        }
+    }
+    read_rope_scaling(r, c);
+    return c;
+}
+
+ModelConfig parse_phi3(const ConfigReader& r)
+{
+    ModelConfig c = read_decoder(r, "phi3", false);
+    c.qkv_bias = c.o_bias = r.optional_bool("attention_bias", false);
+    if (const json* w = r.find("sliding_window"); w && !w->is_null()) {
+        c.sliding_window = r.required_int("sliding_window"); // Phi3Attention: every layer
+        c.sliding_layers.assign(static_cast<size_t>(c.num_layers), true);
+    }
+    read_rope_scaling(r, c);
+    return c;
+}
+
+ModelConfig parse_gpt_neox(const ConfigReader& r)
+{
+    ModelConfig c;
+    c.arch = Architecture::Llama;
+    c.model_type = "gpt_neox";
+    c.vocab_size = r.required_int("vocab_size");
+    c.hidden_size = r.required_int("hidden_size");
+    c.intermediate_size = r.required_int("intermediate_size");
+    c.num_layers = r.required_int("num_hidden_layers");
+    c.num_heads = r.required_int("num_attention_heads");
+    c.num_kv_heads = c.num_heads;
+    c.max_positions = r.required_int("max_position_embeddings");
+    c.norm_eps = r.optional_double("layer_norm_eps", 1e-5);
+    c.rope_theta = r.optional_double("rotary_emb_base", r.optional_double("rope_theta", 10000.0));
+    c.tied_embeddings = r.optional_bool("tie_word_embeddings", false);
+    c.activation = r.optional_string("hidden_act", "gelu");
     c.bos_token_id = r.token_id("bos_token_id");
     c.eos_token_id = r.token_id("eos_token_id");
     if (c.hidden_size % c.num_heads != 0)
         r.fail("hidden_size " + std::to_string(c.hidden_size) + " is not divisible by num_attention_heads " +
                std::to_string(c.num_heads));
-    if (c.num_heads % c.num_kv_heads != 0)
-        r.fail("num_attention_heads " + std::to_string(c.num_heads) +
-               " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
-    if (c.head_dim() % 2 != 0)
-        r.fail("head size " + std::to_string(c.head_dim()) + " is odd; RoPE needs an even head size");
-    // Some models decouple the head size from hidden_size / heads; not supported.
-    const int64_t head_dim = r.optional_int("head_dim", c.head_dim());
-    if (head_dim != c.head_dim())
-        r.fail("head_dim " + std::to_string(head_dim) + " differs from hidden_size / num_attention_heads = " +
-               std::to_string(c.head_dim()) + "; such models are not supported");
+    check_activation(r, "hidden_act", c.activation);
+    c.norm = NormKind::LayerNorm;
+    c.gated_mlp = false;
+    c.mlp_bias = true;
+    c.qkv_bias = c.o_bias = r.optional_bool("attention_bias", true);
+    c.parallel_residual = r.optional_bool("use_parallel_residual", true);
+    const double pct = r.optional_double("rotary_pct", r.optional_double("partial_rotary_factor", 0.25));
+    if (!(pct > 0 && pct <= 1))
+        r.fail("rotary_pct must be in (0, 1]");
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim()) * pct);
+    if (c.rotary_dim % 2 != 0 || c.rotary_dim < 2)
+        r.fail("rotary size " + std::to_string(c.rotary_dim) + " (head size x rotary_pct) is odd or zero");
+    refuse_if_set(r, "rope_scaling", "RoPE scaling is not implemented for gpt_neox");
     return c;
 }
 
 } // namespace
+
+constexpr const char* supported_types = "gpt2, llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox";
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& label)
 {
@@ -155,13 +360,25 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& lab
 
     const auto type_it = j.find("model_type");
     if (type_it == j.end() || !type_it->is_string())
-        reader.fail("missing field 'model_type' (supported: gpt2, llama)");
+        reader.fail(std::string("missing field 'model_type' (supported: ") + supported_types + ")");
     const std::string model_type = type_it->get<std::string>();
-    if (model_type == "gpt2")
-        return parse_gpt2(reader);
+    if (model_type == "gpt2") {
+        ModelConfig c = parse_gpt2(reader);
+        c.model_type = "gpt2";
+        check_activation(reader, "activation_function", c.activation);
+        return c;
+    }
     if (model_type == "llama")
         return parse_llama(reader);
-    reader.fail("unsupported model_type '" + model_type + "' (supported: gpt2, llama)");
+    if (model_type == "qwen2" || model_type == "qwen3")
+        return parse_qwen(reader, model_type);
+    if (model_type == "gemma" || model_type == "gemma2")
+        return parse_gemma(reader, model_type);
+    if (model_type == "phi3")
+        return parse_phi3(reader);
+    if (model_type == "gpt_neox")
+        return parse_gpt_neox(reader);
+    reader.fail("unsupported model_type '" + model_type + "' (supported: " + supported_types + ")");
 }
 
 } // namespace embedlab

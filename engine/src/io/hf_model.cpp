@@ -155,6 +155,7 @@ ModelFiles read_hf_directory(const fs::path& dir)
         mf.warnings.push_back(weights_label + ": ignored non-float tensor " + s);
     if (mf.config.arch == Architecture::GPT2)
         strip_transformer_prefix(mf.weights, weights_label);
+    canonicalize_hf_names(mf.config, mf.weights, weights_label);
 
     settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
     // A compressed directory stores factor tensors in place of the embedding.
@@ -180,6 +181,7 @@ ModelFiles read_hf_directory(const fs::path& dir)
         }
     }
     check_weights_against_config(mf.config, mf.weights, config_path.string(), weights_label, !compressed);
+    refuse_unused_tensors(mf.config, mf.weights, weights_label, !compressed);
     return mf;
 }
 

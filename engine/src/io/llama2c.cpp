@@ -52,6 +52,7 @@ ModelFiles read_llama2c(const std::shared_ptr<MappedFile>& file)
     mf.stored_dtype = "F32";
     ModelConfig& c = mf.config;
     c.arch = Architecture::Llama;
+    c.model_type = "llama";
     c.vocab_size = h.vocab_size;
     c.hidden_size = h.dim;
     c.num_layers = h.n_layers;

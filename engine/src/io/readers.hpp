@@ -14,7 +14,7 @@ namespace embedlab::io {
 // config.json + model.safetensors, or + model.safetensors.index.json (sharded).
 ModelFiles read_hf_directory(const std::filesystem::path& dir);
 
-// GGUF v2/v3, llama architecture, F32/F16/BF16 tensors.
+// GGUF v2/v3: llama, qwen2, qwen3 and gemma2 architectures.
 ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file);
 
 // llama2.c legacy (v0) checkpoint.

@@ -431,4 +431,18 @@ std::string describe_request(const CompressionRequest& r)
     return what;
 }
 
+std::vector<MethodApplicability> method_applicability(const ModelConfig& config)
+{
+    // Every method compresses the token table, which every architecture has;
+    // FLAT-LLM needs per-head value and output projections, which all have too.
+    // Position compression is the exception: only gpt2 learns a position table.
+    std::vector<MethodApplicability> out;
+    for (const auto& m : method_registry())
+        out.push_back({m.name, true, ""});
+    out.push_back(
+        {"positions", config.arch == Architecture::GPT2,
+         config.arch == Architecture::GPT2 ? "" : config.type_name() + " has no learned position table"});
+    return out;
+}
+
 } // namespace embedlab

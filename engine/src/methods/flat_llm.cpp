@@ -360,12 +360,20 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
             const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
             const auto Wv = to_double(weights.at(p + "v_proj.weight")); // [Hkv hd, d]
             const auto Wo = to_double(weights.at(p + "o_proj.weight")); // [d, H hd]
-            std::vector<torch::Tensor> vrows, ocols;
-            for (int64_t g = 0; g < Hkv; ++g)
-                vrows.push_back(torch::matmul(Q[static_cast<size_t>(g)].t(), Wv.narrow(0, g * hd, hd)));
+            std::vector<torch::Tensor> vrows, vbias, ocols;
+            const bool has_bias = weights.count(p + "v_proj.bias") > 0; // qwen2, gpt_neox
+            const auto bv = has_bias ? to_double(weights.at(p + "v_proj.bias")) : torch::Tensor();
+            for (int64_t g = 0; g < Hkv; ++g) {
+                const auto& q = Q[static_cast<size_t>(g)];
+                vrows.push_back(torch::matmul(q.t(), Wv.narrow(0, g * hd, hd)));
+                if (has_bias)
+                    vbias.push_back(torch::matmul(q.t(), bv.narrow(0, g * hd, hd)));
+            }
             for (int64_t h = 0; h < H; ++h)
                 ocols.push_back(torch::matmul(Wo.narrow(1, h * hd, hd), Q[static_cast<size_t>(h / rep)]));
             weights[p + "v_proj.weight"] = to_float(torch::cat(vrows, 0));
+            if (has_bias)
+                weights[p + "v_proj.bias"] = to_float(torch::cat(vbias, 0));
             weights[p + "o_proj.weight"] = to_float(torch::cat(ocols, 1));
         }
 
@@ -387,8 +395,11 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
                     to_float(torch::matmul(sel.projection, to_double(weights.at(p + "c_proj.weight"))));
             } else {
                 const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
-                for (const char* name : {"gate_proj.weight", "up_proj.weight"})
-                    weights[p + name] = to_float(weights.at(p + name).index_select(0, sel.keep));
+                // Rows of the widening projections (and their biases) that survive.
+                for (const char* name :
+                     {"gate_proj.weight", "gate_proj.bias", "up_proj.weight", "up_proj.bias"})
+                    if (weights.count(p + name))
+                        weights[p + name] = to_float(weights.at(p + name).index_select(0, sel.keep));
                 weights[p + "down_proj.weight"] = to_float(
                     torch::matmul(to_double(weights.at(p + "down_proj.weight")), sel.projection.t()));
             }

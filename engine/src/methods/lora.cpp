@@ -106,7 +106,8 @@ std::vector<LoraTarget> lora_targets(const LanguageModel& model)
             t.push_back({p + "self_attn.k_proj", "k", c.num_kv_heads * hd, d});
             t.push_back({p + "self_attn.v_proj", "v", c.num_kv_heads * vd, d});
             t.push_back({p + "self_attn.o_proj", "o", d, c.num_heads * vd});
-            t.push_back({p + "mlp.gate_proj", "mlp", fi, d});
+            if (c.gated_mlp)
+                t.push_back({p + "mlp.gate_proj", "mlp", fi, d});
             t.push_back({p + "mlp.up_proj", "mlp", fi, d});
             t.push_back({p + "mlp.down_proj", "mlp", d, fi});
         }

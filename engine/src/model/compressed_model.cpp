@@ -10,6 +10,7 @@
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "io/canonical_weights.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 
@@ -57,13 +58,13 @@ torch::Tensor reconstruct_table(const TokenEmbedding& e)
 
 using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-Tensors weights_except(const LanguageModel& m, const std::set<std::string>& skip)
+// The model's weights but `skip`, plus `extra`, under the names its config.json expects.
+Tensors weights_except(const LanguageModel& m, const std::set<std::string>& skip, WeightMap extra = {})
 {
-    Tensors out;
     for (const auto& [name, t] : m.weights())
         if (!skip.count(name))
-            out.emplace_back(name, t);
-    return out;
+            extra.emplace(name, t);
+    return io::native_hf_tensors(m.config(), extra);
 }
 
 // The manifest entries describing one compressed table.
@@ -199,10 +200,10 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
         const fs::path dense = dir.path() / "dense";
         fs::create_directory(dense);
         copy_support_files(source.files.path, dense);
-        Tensors dense_tensors = weights_except(model, replaced);
-        dense_tensors.emplace_back(table_name(config.arch), reconstruct_table(*compressed.embedding));
+        WeightMap tables{{table_name(config.arch), reconstruct_table(*compressed.embedding)}};
         if (positions)
-            dense_tensors.emplace_back("wpe.weight", reconstruct_table(*positions->embedding));
+            tables.emplace("wpe.weight", reconstruct_table(*positions->embedding));
+        const Tensors dense_tensors = weights_except(model, replaced, std::move(tables));
         write_safetensors(dense / "model.safetensors", dense_tensors, {{"format", "pt"}});
         manifest["dense_export"] = "dense";
     }

@@ -8,6 +8,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/finetune.hpp"
 #include "embedlab/low_rank.hpp"
+#include "io/canonical_weights.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -41,9 +42,10 @@ Json save_finetuned_model(const LoadedModel& source, const LanguageModel& model,
     AtomicDirectory dir(out, options.overwrite);
     detail::copy_support_files(source.files.path, dir.path());
 
-    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    WeightMap detached;
     for (const auto& [name, t] : model.weights())
-        tensors.emplace_back(name, t.detach());
+        detached.emplace(name, t.detach());
+    auto tensors = io::native_hf_tensors(config, detached);
     Json factors = Json::object();
     for (const auto& [name, t] : embedding_factor_tensors(table, prefix)) {
         factors[name] = t.sizes().vec();

@@ -4,6 +4,7 @@
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/flat_llm.hpp"
+#include "io/canonical_weights.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -70,8 +71,7 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
 
     AtomicDirectory dir(out, options.overwrite);
     detail::copy_support_files(source.files.path, dir.path());
-    std::vector<std::pair<std::string, torch::Tensor>> tensors(model.weights().begin(),
-                                                               model.weights().end());
+    const auto tensors = io::native_hf_tensors(config, model.weights());
     write_safetensors(dir.path() / "model.safetensors", tensors,
                       {{"format", "pt"}, {"embedlab_method", "flat"}}, progress);
 

@@ -9,18 +9,25 @@ namespace embedlab {
 
 namespace {
 
-// [T, T] boolean mask, true above the diagonal (future positions).
-torch::Tensor causal_mask(int64_t T)
+// [T, T] boolean mask, true where a query may not look: future positions, and
+// with a sliding window of w, positions w or more behind.
+torch::Tensor attention_mask(int64_t T, int64_t window)
 {
-    return torch::ones({T, T}, torch::kBool).triu(1);
+    auto mask = torch::ones({T, T}, torch::kBool).triu(1);
+    if (window > 0 && window < T)
+        mask = mask.logical_or(torch::ones({T, T}, torch::kBool).tril(-window));
+    return mask;
 }
 
-// softmax(q k^T / sqrt(hd) + causal) v, for q/k/v [B, H, T, hd].
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v)
+// softmax(q k^T * scale + mask) v for q/k/v [B, H, T, hd]: scores soft-capped
+// when `softcap` > 0 (Gemma 2), masked causally and to the window when it slides.
+torch::Tensor decoder_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                double scale, double softcap, int64_t window)
 {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     auto scores = torch::matmul(q, k.transpose(-2, -1)).mul_(scale);
-    scores.masked_fill_(causal_mask(q.size(2)), -std::numeric_limits<float>::infinity());
+    if (softcap > 0)
+        scores = torch::tanh(scores / softcap) * softcap;
+    scores.masked_fill_(attention_mask(q.size(2), window), -std::numeric_limits<float>::infinity());
     return torch::matmul(torch::softmax(scores, -1), v);
 }
 
@@ -159,7 +166,10 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
         auto v = v2.view({B, T, H, vd});
         if (observer)
             observer->values(l, v);
-        auto y = causal_attention(q, k, v.transpose(1, 2)).transpose(1, 2).reshape({B * T, H * vd});
+        const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+        auto y = decoder_attention(q, k, v.transpose(1, 2), scale, 0.0, 0)
+                     .transpose(1, 2)
+                     .reshape({B * T, H * vd});
         x = x + adapted(torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")), y,
                         p + "attn.c_proj")
                     .view({B, T, d});
@@ -179,34 +189,71 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
     return torch::layer_norm(x, {d}, w("ln_f.weight"), w("ln_f.bias"), eps);
 }
 
+torch::Tensor LanguageModel::norm(const torch::Tensor& x, const std::string& name) const
+{
+    const double eps = config_.norm_eps;
+    const auto& weight = w(name + ".weight");
+    switch (config_.norm) {
+    case NormKind::RMSOnePlus: // GemmaRMSNorm: (1 + w), in float32
+        return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * (weight + 1.0);
+    case NormKind::LayerNorm:
+        return torch::layer_norm(x, {x.size(-1)}, weight, w(name + ".bias"), eps);
+    case NormKind::RMS:
+        break;
+    }
+    return rms_norm(x, weight, eps);
+}
+
 torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
 {
+    const auto& c = config_;
     const int64_t B = ids.size(0), T = ids.size(1);
-    const int64_t H = config_.num_heads, Hkv = config_.num_kv_heads, hd = config_.head_dim();
-    const double eps = config_.norm_eps;
+    const int64_t H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim(), rd = c.rotary_dims();
+    const double scale = c.query_scale > 0 ? c.query_scale : 1.0 / std::sqrt(static_cast<double>(hd));
 
-    // RoPE tables as Hugging Face builds them (float32 inv_freq, rotate-half layout).
+    // RoPE tables as Hugging Face builds them (float32 inv_freq, rotate-half
+    // layout), over the leading `rd` dims of a head; rope_scaling divides the
+    // frequencies.
     auto inv_freq =
-        1.0 / torch::pow(config_.rope_theta, torch::arange(0, hd, 2, torch::kLong).to(torch::kFloat32) / hd);
-    auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq.to(torch::kFloat32));
-    auto angles = torch::cat({freqs, freqs}, -1); // [T, hd]
+        1.0 / torch::pow(c.rope_theta, torch::arange(0, rd, 2, torch::kLong).to(torch::kFloat32) / rd);
+    inv_freq = inv_freq.to(torch::kFloat32);
+    if (!c.rope_freq_divisors.empty())
+        inv_freq = inv_freq / torch::tensor(c.rope_freq_divisors, torch::kFloat64).to(torch::kFloat32);
+    auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq);
+    auto angles = torch::cat({freqs, freqs}, -1); // [T, rd]
     auto cos = angles.cos(), sin = angles.sin();
-    auto rope = [&](const torch::Tensor& t) { return t * cos + rotate_half(t) * sin; };
+    auto rope = [&](const torch::Tensor& t) {
+        if (rd == hd)
+            return t * cos + rotate_half(t) * sin;
+        const auto r = t.narrow(-1, 0, rd);
+        return torch::cat({r * cos + rotate_half(r) * sin, t.narrow(-1, rd, hd - rd)}, -1);
+    };
 
     auto x = embedding_->lookup(ids);
-    for (int64_t l = 0; l < config_.num_layers; ++l) {
+    if (c.embedding_scale != 1.0)
+        x = x * c.embedding_scale;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
-        const int64_t vd = config_.value_dim(l);
+        const int64_t vd = c.value_dim(l);
         if (observer)
             observer->decoder_input(l, x);
-        auto a = rms_norm(x, w(p + "input_layernorm.weight"), eps);
-        // proj(x, name): x W^T, plus the adapter of that weight when one is attached.
+        auto a = norm(x, p + "input_layernorm");
+        // proj(x, name): x W^T (+ b), plus the adapter of that weight when one is attached.
         auto proj = [&](const torch::Tensor& in, const std::string& name) {
-            return adapted(torch::matmul(in, w(p + name + ".weight").t()), in, p + name);
+            const auto bias = weights_.find(p + name + ".bias");
+            auto y = bias == weights_.end() ? torch::matmul(in, w(p + name + ".weight").t())
+                                            : torch::linear(in, w(p + name + ".weight"), bias->second);
+            return adapted(y, in, p + name);
         };
-        auto q = proj(a, "self_attn.q_proj").view({B, T, H, hd}).transpose(1, 2);
-        auto k = proj(a, "self_attn.k_proj").view({B, T, Hkv, hd}).transpose(1, 2);
+        auto q = proj(a, "self_attn.q_proj").view({B, T, H, hd});
+        auto k = proj(a, "self_attn.k_proj").view({B, T, Hkv, hd});
         auto v = proj(a, "self_attn.v_proj").view({B, T, Hkv, vd});
+        if (c.qk_norm) {
+            q = norm(q, p + "self_attn.q_norm");
+            k = norm(k, p + "self_attn.k_norm");
+        }
+        q = q.transpose(1, 2);
+        k = k.transpose(1, 2);
         if (observer)
             observer->values(l, v);
         v = v.transpose(1, 2);
@@ -216,19 +263,30 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
             k = k.repeat_interleave(H / Hkv, 1);
             v = v.repeat_interleave(H / Hkv, 1);
         }
-        auto y = causal_attention(q, k, v).transpose(1, 2).reshape({B, T, H * vd});
-        x = x + proj(y, "self_attn.o_proj");
-        auto m = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps);
-        auto gate = activation(proj(m, "mlp.gate_proj"), config_.activation);
-        auto up = proj(m, "mlp.up_proj");
-        auto act = gate * up;
+        const int64_t window = c.layer_slides(l) ? c.sliding_window : 0;
+        auto y =
+            decoder_attention(q, k, v, scale, c.attn_softcap, window).transpose(1, 2).reshape({B, T, H * vd});
+        auto attn_out = proj(y, "self_attn.o_proj");
+        if (c.sandwich_norms)
+            attn_out = norm(attn_out, p + "post_attention_layernorm");
+        // Parallel residual (gpt_neox): the MLP reads the layer's input, not x + attention.
+        const auto mlp_in = c.parallel_residual ? x : x + attn_out;
+        auto m =
+            norm(mlp_in, p + (c.sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm"));
+        auto act = c.gated_mlp ? activation(proj(m, "mlp.gate_proj"), c.activation) * proj(m, "mlp.up_proj")
+                               : activation(proj(m, "mlp.up_proj"), c.activation);
         if (observer)
             observer->mlp_activations(l, act.reshape({B * T, act.size(-1)}));
-        x = x + proj(act, "mlp.down_proj");
+        auto mlp_out = proj(act, "mlp.down_proj");
+        if (c.sandwich_norms)
+            mlp_out = norm(mlp_out, p + "post_feedforward_layernorm");
+        x = mlp_in + mlp_out;
+        if (c.parallel_residual)
+            x = x + attn_out;
         if (observer)
             observer->decoder_output(l, x);
     }
-    return rms_norm(x, w("model.norm.weight"), eps);
+    return norm(x, "model.norm");
 }
 
 torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, ForwardObserver* observer) const
@@ -260,9 +318,11 @@ torch::Tensor LanguageModel::head(const torch::Tensor& hidden) const
 
 torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden) const
 {
-    if (config_.tied_embeddings)
-        return embedding_->project(hidden);
-    return torch::matmul(hidden, w("lm_head.weight").t());
+    auto logits = config_.tied_embeddings ? embedding_->project(hidden)
+                                          : torch::matmul(hidden, w("lm_head.weight").t());
+    if (config_.final_softcap > 0) // Gemma 2: cap tanh(logits / cap)
+        logits = torch::tanh(logits / config_.final_softcap) * config_.final_softcap;
+    return logits;
 }
 
 torch::Tensor LanguageModel::logits(const torch::Tensor& ids) const

@@ -48,6 +48,8 @@ std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t
                  {"ln_f.bias", {d}}};
         else
             t = {{"model.embed_tokens.weight", {V, d}}, {"model.norm.weight", {d}}};
+        if (!gpt2 && c.norm == NormKind::LayerNorm)
+            t.push_back({"model.norm.bias", {d}});
         if (!c.tied_embeddings)
             t.push_back({"lm_head.weight", {V, d}});
         return t;
@@ -74,17 +76,37 @@ std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t
     }
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     const int64_t hd = c.head_dim(), vd = c.value_dim(layer);
-    return {
-        {p + "input_layernorm.weight", {d}},
-        {p + "post_attention_layernorm.weight", {d}},
-        {p + "self_attn.q_proj.weight", {c.num_heads * hd, d}},
-        {p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, d}},
-        {p + "self_attn.v_proj.weight", {c.num_kv_heads * vd, d}},
-        {p + "self_attn.o_proj.weight", {d, c.num_heads * vd}},
-        {p + "mlp.gate_proj.weight", {fi, d}},
-        {p + "mlp.up_proj.weight", {fi, d}},
-        {p + "mlp.down_proj.weight", {d, fi}},
+    const int64_t H = c.num_heads, Hkv = c.num_kv_heads;
+    std::vector<ExpectedTensor> t;
+    auto norm = [&](const std::string& name, int64_t size) {
+        t.push_back({name + ".weight", {size}});
+        if (c.norm == NormKind::LayerNorm)
+            t.push_back({name + ".bias", {size}});
     };
+    auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+        t.push_back({p + name + ".weight", {out, in}});
+        if (bias)
+            t.push_back({p + name + ".bias", {out}});
+    };
+    norm(p + "input_layernorm", d);
+    norm(p + "post_attention_layernorm", d);
+    if (c.sandwich_norms) {
+        norm(p + "pre_feedforward_layernorm", d);
+        norm(p + "post_feedforward_layernorm", d);
+    }
+    linear("self_attn.q_proj", H * hd, d, c.qkv_bias);
+    linear("self_attn.k_proj", Hkv * hd, d, c.qkv_bias);
+    linear("self_attn.v_proj", Hkv * vd, d, c.qkv_bias);
+    linear("self_attn.o_proj", d, H * vd, c.o_bias);
+    if (c.qk_norm) {
+        norm(p + "self_attn.q_norm", hd);
+        norm(p + "self_attn.k_norm", hd);
+    }
+    if (c.gated_mlp)
+        linear("mlp.gate_proj", fi, d, c.mlp_bias);
+    linear("mlp.up_proj", fi, d, c.mlp_bias);
+    linear("mlp.down_proj", d, fi, c.mlp_bias);
+    return t;
 }
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c)
@@ -101,14 +123,19 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
 {
     if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.vocab_size <= 0)
         throw InputError(label + ": config has a non-positive size (hidden, layers, heads or vocab)");
-    if (c.hidden_size % c.num_heads != 0)
+    if (c.head_size == 0 && c.hidden_size % c.num_heads != 0)
         throw InputError(label + ": hidden size " + std::to_string(c.hidden_size) +
                          " is not divisible by the number of heads " + std::to_string(c.num_heads));
     if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0)
         throw InputError(label + ": " + std::to_string(c.num_heads) + " query heads cannot be grouped over " +
                          std::to_string(c.num_kv_heads) + " key/value heads");
-    if (c.arch == Architecture::Llama && c.head_dim() % 2 != 0)
-        throw InputError(label + ": RoPE needs an even head dimension, got " + std::to_string(c.head_dim()));
+    if (c.arch == Architecture::Llama && (c.rotary_dims() % 2 != 0 || c.rotary_dims() > c.head_dim()))
+        throw InputError(label + ": RoPE needs an even rotary size within the head, got " +
+                         std::to_string(c.rotary_dims()) + " of " + std::to_string(c.head_dim()));
+    if (!c.rope_freq_divisors.empty() &&
+        static_cast<int64_t>(c.rope_freq_divisors.size()) != c.rotary_dims() / 2)
+        throw InputError(label + ": " + std::to_string(c.rope_freq_divisors.size()) +
+                         " RoPE frequency factors for a rotary size of " + std::to_string(c.rotary_dims()));
     check_layer_dims(c, label);
     for (const auto& e : expected_tensors(c)) {
         // Compressed models: the tables may be factors; wpe stays dense unless compressed.

@@ -1,0 +1,57 @@
+// Architecture facts of a ModelConfig, in words.
+#include "embedlab/model_config.hpp"
+#include "embedlab/text_format.hpp"
+
+namespace embedlab {
+
+std::vector<std::string> architecture_facts(const ModelConfig& c)
+{
+    std::vector<std::string> f;
+    if (c.arch == Architecture::GPT2) {
+        f.push_back("learned positions (" + std::to_string(c.max_positions) + ")");
+        f.push_back("LayerNorm");
+        f.push_back("MLP " + c.activation);
+        return f;
+    }
+    std::string rope = "RoPE theta " + short_number(c.rope_theta);
+    if (c.rotary_dims() != c.head_dim())
+        rope += ", partial " + std::to_string(c.rotary_dims()) + "/" + std::to_string(c.head_dim());
+    if (!c.rope_freq_divisors.empty())
+        rope += ", scaled frequencies (rope_scaling)";
+    f.push_back(rope);
+    if (c.num_kv_heads != c.num_heads)
+        f.push_back("grouped-query attention " + std::to_string(c.num_heads) + "/" +
+                    std::to_string(c.num_kv_heads));
+    if (c.head_size > 0 && c.head_size * c.num_heads != c.hidden_size)
+        f.push_back("head_dim " + std::to_string(c.head_size) + " != hidden/heads");
+    f.push_back(c.norm == NormKind::RMS          ? "RMSNorm"
+                : c.norm == NormKind::RMSOnePlus ? "RMSNorm (1 + w)"
+                                                 : "LayerNorm with biases");
+    if (c.qkv_bias)
+        f.push_back(c.o_bias ? "q/k/v/o biases" : "q/k/v biases");
+    if (c.qk_norm)
+        f.push_back("per-head q/k norms");
+    f.push_back(std::string(c.gated_mlp ? "gated MLP " : "MLP ") + c.activation +
+                (c.mlp_bias ? " with biases" : ""));
+    if (c.parallel_residual)
+        f.push_back("parallel residual");
+    if (c.sandwich_norms)
+        f.push_back("norms before and after attention and MLP");
+    if (c.embedding_scale != 1.0)
+        f.push_back("embedding x " + short_number(c.embedding_scale));
+    if (c.query_scale > 0)
+        f.push_back("query scale " + short_number(c.query_scale));
+    if (c.attn_softcap > 0 || c.final_softcap > 0)
+        f.push_back("soft-caps: attention " + short_number(c.attn_softcap) + ", logits " +
+                    short_number(c.final_softcap));
+    if (c.sliding_window > 0) {
+        std::string layers;
+        for (size_t l = 0; l < c.sliding_layers.size(); ++l)
+            if (c.sliding_layers[l])
+                layers += (layers.empty() ? "" : ",") + std::to_string(l);
+        f.push_back("sliding window " + std::to_string(c.sliding_window) + " on layers " + layers);
+    }
+    return f;
+}
+
+} // namespace embedlab

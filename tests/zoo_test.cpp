@@ -1,0 +1,239 @@
+// The model zoo (../shared/models/zoo): every architecture EmbedLab reads,
+// checked against llama.cpp's perplexity and logits (../shared/reference/zoo.json),
+// Hugging Face directory against its GGUF, and every refusal of what is not
+// understood. Numbers come from zoo.json at run time, never from this file.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "embedlab/error.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/file_output.hpp"
+#include "embedlab/model.hpp"
+#include "test_support.hpp"
+
+namespace embedlab {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::shared_dir;
+
+const json& zoo()
+{
+    static const json z = json::parse(test::read_text(shared_dir() / "reference" / "zoo.json"));
+    return z;
+}
+
+// The ids zoo.json was computed on: the first 4097 of its source file.
+const std::vector<int32_t>& zoo_ids()
+{
+    static const std::vector<int32_t> ids = [] {
+        const auto& spec = zoo().at("ids");
+        auto all = read_ids_file(shared_dir() / spec.at("source").get<std::string>());
+        const size_t n =
+            static_cast<size_t>(spec.at("windows").get<int64_t>() * spec.at("ctx").get<int64_t>() + 1);
+        all.resize(std::min(all.size(), n));
+        return all;
+    }();
+    return ids;
+}
+
+int64_t zoo_ctx()
+{
+    return zoo().at("ids").at("ctx").get<int64_t>();
+}
+
+LoadedModel load(const fs::path& p)
+{
+    return load_model(p, {.need_tokenizer = false});
+}
+
+double zoo_perplexity(const LanguageModel& m)
+{
+    return evaluate_perplexity(m, zoo_ids(), {.ctx = zoo_ctx()}).ppl;
+}
+
+// Logits of the first window, as llamacpp-logits samples them.
+void expect_logits_match(const LanguageModel& m, const json& reference, double tolerance,
+                         const std::string& what)
+{
+    const auto& ids = zoo_ids();
+    const int64_t ctx = reference.at("ctx").get<int64_t>();
+    auto input =
+        torch::tensor(std::vector<int64_t>(ids.begin(), ids.begin() + ctx), torch::kLong).unsqueeze(0);
+    const auto logits = m.logits(input)[0];
+    for (const auto& pos : reference.at("positions")) {
+        const int64_t p = pos.at("pos").get<int64_t>();
+        const auto row = logits[p];
+        EXPECT_EQ(row.argmax().item<int64_t>(), pos.at("argmax").get<int64_t>()) << what << " position " << p;
+        EXPECT_NEAR(row.logsumexp(0).item<double>(), pos.at("logsumexp").get<double>(), tolerance)
+            << what << " position " << p;
+        const auto& first = pos.at("first");
+        for (size_t k = 0; k < first.size(); ++k)
+            EXPECT_NEAR(row[static_cast<int64_t>(k)].item<double>(), first[k].get<double>(), tolerance)
+                << what << " position " << p << " logit " << k;
+    }
+}
+
+class ZooFixture : public ::testing::TestWithParam<std::string> {};
+
+// EmbedLab's float32 forward pass against llama.cpp on the same weights in F32:
+// perplexity to 2e-3 relative, logits to 1e-2 absolute (printed). gpt_neox:
+// llama.cpp uses the tanh GELU where Hugging Face (and EmbedLab) use erf; on
+// this fixture the difference stays far inside the same bounds.
+TEST_P(ZooFixture, MatchesLlamaCpp)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto& f = zoo().at("fixtures").at(GetParam());
+    const auto lm = load(shared_dir() / f.at("hf_dir").get<std::string>());
+    const auto& reference = f.at("llamacpp_f32_gguf");
+    const double expected = reference.at("ppl").at("ppl").get<double>();
+    const double ppl = zoo_perplexity(*lm.model);
+    std::printf("%-20s EmbedLab %.6g  llama.cpp (f32 GGUF) %.6g  relative %.2e\n", GetParam().c_str(), ppl,
+                expected, ppl / expected - 1);
+    EXPECT_NEAR(ppl / expected, 1.0, 2e-3);
+    expect_logits_match(*lm.model, reference.at("logits"), 1e-2, GetParam());
+}
+
+// The shipped GGUF conversion reads to the same model as its directory.
+TEST_P(ZooFixture, GgufGivesTheSameNumbers)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto& f = zoo().at("fixtures").at(GetParam());
+    if (!f.contains("gguf") || !fs::exists(shared_dir() / f.at("gguf").get<std::string>()))
+        GTEST_SKIP() << GetParam() << ": its GGUF is not shipped (README of models/zoo)";
+    const auto hf = load(shared_dir() / f.at("hf_dir").get<std::string>());
+    const auto gguf = load(shared_dir() / f.at("gguf").get<std::string>());
+    EXPECT_EQ(gguf.model->config().type_name(), hf.model->config().type_name());
+    const auto ids =
+        torch::tensor(std::vector<int64_t>(zoo_ids().begin(), zoo_ids().begin() + 64), torch::kLong)
+            .unsqueeze(0);
+    const double diff = (hf.model->logits(ids) - gguf.model->logits(ids)).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-3) << GetParam();
+    EXPECT_NEAR(zoo_perplexity(*gguf.model) / zoo_perplexity(*hf.model), 1.0, 1e-4);
+}
+
+std::vector<std::string> fixture_names()
+{
+    return {"smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"};
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooFixture, ::testing::ValuesIn(fixture_names()), [](const auto& info) {
+    std::string s = info.param;
+    for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c)))
+            c = '_';
+    return s;
+});
+
+// A copy of a zoo directory whose config.json is edited by `edit`.
+fs::path edited_copy(const std::string& fixture, const test::TempDir& tmp,
+                     const std::function<void(json&)>& edit)
+{
+    const fs::path dir = tmp.path() / fixture;
+    fs::create_directories(dir);
+    for (const auto& e : fs::directory_iterator(shared_dir() / "models" / "zoo" / fixture))
+        fs::copy(e.path(), dir / e.path().filename());
+    json config = json::parse(test::read_text(dir / "config.json"));
+    edit(config);
+    fs::remove(dir / "config.json");
+    std::ofstream(dir / "config.json") << config.dump(2);
+    return dir;
+}
+
+std::string load_error(const fs::path& dir)
+{
+    try {
+        load(dir);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "(loaded without an error)";
+}
+
+TEST(ZooRefusals, UnknownRopeScalingTypeIsNamed)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto dir =
+        edited_copy("llama32-ropescaled", tmp, [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; });
+    EXPECT_NE(load_error(dir).find("rope_scaling type 'yarn' is not implemented"), std::string::npos)
+        << load_error(dir);
+}
+
+TEST(ZooRefusals, SlidingWindowOnLlamaIsRefused)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto dir = edited_copy("smollm2-tied", tmp, [](json& c) { c["sliding_window"] = 16; });
+    EXPECT_NE(load_error(dir).find("field 'sliding_window' is 16"), std::string::npos) << load_error(dir);
+}
+
+TEST(ZooRefusals, QwenSlidingWindowIsRefused)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto dir = edited_copy("qwen2", tmp, [](json& c) { c["use_sliding_window"] = true; });
+    EXPECT_NE(load_error(dir).find("field 'use_sliding_window' is true"), std::string::npos)
+        << load_error(dir);
+}
+
+TEST(ZooRefusals, UnknownActivationIsNamed)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto dir = edited_copy("smollm2-tied", tmp, [](json& c) { c["hidden_act"] = "mish"; });
+    EXPECT_NE(load_error(dir).find("field 'hidden_act' is 'mish'"), std::string::npos) << load_error(dir);
+}
+
+TEST(ZooRefusals, UnknownModelTypeListsTheSupportedOnes)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto dir = edited_copy("smollm2-tied", tmp, [](json& c) { c["model_type"] = "mamba"; });
+    const auto message = load_error(dir);
+    EXPECT_NE(message.find("unsupported model_type 'mamba'"), std::string::npos) << message;
+    EXPECT_NE(message.find("qwen2"), std::string::npos) << message;
+}
+
+// Qwen2's q/k/v biases read as a llama (which has none) would be dropped
+// silently; EmbedLab names the first one instead.
+TEST(ZooRefusals, UnusedTensorIsNamed)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto dir = edited_copy("qwen2", tmp, [](json& c) {
+        c["model_type"] = "llama";
+        c.erase("sliding_window"); // a llama with a window is refused first
+    });
+    const auto message = load_error(dir);
+    EXPECT_NE(message.find("tensor 'model.layers.0.self_attn.k_proj.bias' is not used by llama"),
+              std::string::npos)
+        << message;
+}
+
+// Architecture facts and the value heads FLAT-LLM narrows are what inspect and
+// the workbench show; spot-check the switches each config turns on.
+TEST(ZooConfigs, SwitchesFollowTheConfig)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const fs::path zoo_dir = shared_dir() / "models" / "zoo";
+    const auto qwen3 = load(zoo_dir / "qwen3").model->config();
+    EXPECT_TRUE(qwen3.qk_norm);
+    EXPECT_EQ(qwen3.head_dim(), 32);
+    const auto gemma2 = load(zoo_dir / "gemma2").model->config();
+    EXPECT_TRUE(gemma2.sandwich_norms);
+    EXPECT_EQ(gemma2.sliding_layers, (std::vector<bool>{true, false}));
+    const auto neox = load(zoo_dir / "gptneox").model->config();
+    EXPECT_TRUE(neox.parallel_residual);
+    EXPECT_EQ(neox.rotary_dims(), 4);
+    const auto scaled = load(zoo_dir / "llama32-ropescaled").model->config();
+    ASSERT_EQ(scaled.rope_freq_divisors.size(), 8u);
+    EXPECT_DOUBLE_EQ(scaled.rope_freq_divisors.front(), 1.0); // high frequencies keep their speed
+    EXPECT_DOUBLE_EQ(scaled.rope_freq_divisors.back(), 32.0); // low frequencies slow by the factor
+}
+
+} // namespace
+} // namespace embedlab
