@@ -9,6 +9,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
 #include "test_support.hpp"
@@ -113,6 +114,52 @@ TEST_P(ZooFixture, GgufGivesTheSameNumbers)
     const double diff = (hf.model->logits(ids) - gguf.model->logits(ids)).abs().max().item<double>();
     EXPECT_LT(diff, 1e-3) << GetParam();
     EXPECT_NEAR(zoo_perplexity(*gguf.model) / zoo_perplexity(*hf.model), 1.0, 1e-4);
+}
+
+// The methods run on every architecture; at full rank they change nothing,
+// which checks FLAT-LLM's absorption of biased value heads (qwen2, gpt_neox),
+// ungated MLPs and sandwich norms, and the tied or untied heads.
+TEST_P(ZooFixture, FullRankMethodsKeepThePerplexity)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto& f = zoo().at("fixtures").at(GetParam());
+    const std::string dir = (shared_dir() / f.at("hf_dir").get<std::string>()).string();
+    const double original = zoo_perplexity(*load(dir).model);
+
+    CompressionRequest flat;
+    flat.model = dir;
+    flat.method = "flat";
+    flat.remaining = 1.0; // every value dim kept: the absorption is exact
+    flat.calib_text = (fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").string();
+    flat.samples = 8;
+    flat.seqlen = 32;
+    const auto flat_run = run_compression(flat);
+    EXPECT_NEAR(zoo_perplexity(flat_run.compressed_model()) / original, 1.0, 1e-4) << GetParam() << " flat";
+    // The Nystrom MLP path (biases, ungated MLPs) runs; its ridge is not the identity.
+    flat.remaining = 0.5;
+    flat.compress_mlp = true;
+    const auto narrowed = run_compression(flat);
+    EXPECT_TRUE(std::isfinite(zoo_perplexity(narrowed.compressed_model()))) << GetParam();
+    EXPECT_LT(narrowed.compressed_model().parameter_breakdown().total(),
+              flat_run.compressed_model().parameter_breakdown().total());
+
+    CompressionRequest pca;
+    pca.model = dir;
+    pca.method = "svd";
+    pca.rank = load(dir).model->config().hidden_size;
+    const auto pca_run = run_compression(pca);
+    EXPECT_NEAR(zoo_perplexity(pca_run.compressed_model()) / original, 1.0, 1e-4) << GetParam() << " svd";
+    // Written under the architecture's own names (phi3, gpt_neox fuse again) and read back.
+    test::TempDir tmp;
+    export_run(pca_run, tmp.path() / "svd");
+    EXPECT_NEAR(zoo_perplexity(*load(tmp.path() / "svd").model) / zoo_perplexity(pca_run.compressed_model()),
+                1.0, 1e-6)
+        << GetParam();
+    export_run(narrowed, tmp.path() / "flat");
+    EXPECT_NEAR(zoo_perplexity(*load(tmp.path() / "flat").model) /
+                    zoo_perplexity(narrowed.compressed_model()),
+                1.0, 1e-6)
+        << GetParam();
 }
 
 std::vector<std::string> fixture_names()

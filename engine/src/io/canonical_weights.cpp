@@ -51,14 +51,16 @@ void split_phi3(const ModelConfig& c, WeightMap& weights, const std::string& lab
     for (auto& [name, t] : weights) {
         const auto part = layer_part(name, "model.layers.");
         const std::string p = part ? "model.layers." + std::to_string(part->first) + "." : "";
-        if (part && part->second == "self_attn.qkv_proj.weight") {
-            const int64_t hd = c.head_dim(), q = c.num_heads * hd, kv = c.num_kv_heads * hd;
-            if (t.dim() != 2 || t.size(0) != q + 2 * kv)
+        if (part && part->second == "self_attn.qkv_proj.weight" && part->first < c.num_layers) {
+            // FLAT-LLM directories narrow the value rows (value_head_dims).
+            const int64_t hd = c.head_dim(), q = c.num_heads * hd, k = c.num_kv_heads * hd;
+            const int64_t v = c.num_kv_heads * c.value_dim(part->first);
+            if (t.dim() != 2 || t.size(0) != q + k + v)
                 throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
-                                 " rows; the config implies " + std::to_string(q + 2 * kv));
+                                 " rows; the config implies " + std::to_string(q + k + v));
             put(out, p + "self_attn.q_proj.weight", t.narrow(0, 0, q).contiguous(), label);
-            put(out, p + "self_attn.k_proj.weight", t.narrow(0, q, kv).contiguous(), label);
-            put(out, p + "self_attn.v_proj.weight", t.narrow(0, q + kv, kv).contiguous(), label);
+            put(out, p + "self_attn.k_proj.weight", t.narrow(0, q, k).contiguous(), label);
+            put(out, p + "self_attn.v_proj.weight", t.narrow(0, q + k, v).contiguous(), label);
         } else if (part && part->second == "mlp.gate_up_proj.weight") {
             if (t.dim() != 2 || t.size(0) % 2 != 0)
                 throw InputError(label + ": tensor '" + name + "' must have an even number of rows");
@@ -110,18 +112,20 @@ void canonicalize_neox(const ModelConfig& c, WeightMap& weights, const std::stri
         if (rest == "attention.bias" || rest == "attention.masked_bias" ||
             rest == "attention.rotary_emb.inv_freq")
             continue; // buffers, not weights
-        if (rest == "attention.query_key_value.weight" || rest == "attention.query_key_value.bias") {
+        if ((rest == "attention.query_key_value.weight" || rest == "attention.query_key_value.bias") &&
+            part->first < c.num_layers) {
             const bool bias = ends_with(rest, ".bias");
-            if (t.size(0) != 3 * H * hd)
+            const int64_t vd = c.value_dim(part->first), per = 2 * hd + vd; // FLAT-LLM narrows v
+            if (t.size(0) != H * per)
                 throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
-                                 " rows; the config implies " + std::to_string(3 * H * hd));
-            const auto per_head = bias ? t.reshape({H, 3, hd}) : t.reshape({H, 3, hd, t.size(1)});
-            const char* names[] = {"q_proj", "k_proj", "v_proj"};
-            for (int64_t j = 0; j < 3; ++j) {
-                auto part_j = per_head.select(1, j);
-                part_j = bias ? part_j.reshape({H * hd}) : part_j.reshape({H * hd, t.size(1)});
-                put(out, p + "self_attn." + names[j] + (bias ? ".bias" : ".weight"), part_j.contiguous(),
-                    label);
+                                 " rows; the config implies " + std::to_string(H * per));
+            const auto per_head = bias ? t.reshape({H, per}) : t.reshape({H, per, t.size(1)});
+            const std::pair<const char*, std::pair<int64_t, int64_t>> parts[] = {
+                {"q_proj", {0, hd}}, {"k_proj", {hd, hd}}, {"v_proj", {2 * hd, vd}}};
+            for (const auto& [proj, range] : parts) {
+                auto rows = per_head.narrow(1, range.first, range.second);
+                rows = bias ? rows.reshape({H * range.second}) : rows.reshape({H * range.second, t.size(1)});
+                put(out, p + "self_attn." + proj + (bias ? ".bias" : ".weight"), rows.contiguous(), label);
             }
             continue;
         }

@@ -155,15 +155,18 @@ ModelFiles read_hf_directory(const fs::path& dir)
         mf.warnings.push_back(weights_label + ": ignored non-float tensor " + s);
     if (mf.config.arch == Architecture::GPT2)
         strip_transformer_prefix(mf.weights, weights_label);
-    canonicalize_hf_names(mf.config, mf.weights, weights_label);
-
-    settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
-    // A compressed directory stores factor tensors in place of the embedding.
+    // A compressed directory stores factor tensors in place of the embedding; a
+    // FLAT-LLM one narrows layers, which the fused tensors' split must know.
     const fs::path manifest = dir / "embedlab.json";
     const bool compressed = fs::exists(manifest);
     if (compressed) {
         mf.embedlab_manifest = read_whole_file(manifest);
         apply_layer_dims(mf.config, mf.embedlab_manifest, manifest.string());
+    }
+    canonicalize_hf_names(mf.config, mf.weights, weights_label);
+
+    settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
+    if (compressed) {
         const std::string table = embedding_name(mf.config.arch);
         const std::string prefix = table.substr(0, table.size() - std::string("weight").size());
         auto is_factor = [&](const std::string& name) {
