@@ -14,6 +14,10 @@
 #include <QTimer>
 #include <QUrl>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 #include "job_controller.hpp"
 #include "main_window.hpp"
@@ -139,6 +143,39 @@ TEST(MainWindow, OpensTheBundledModelAndFillsTheViewsWithoutStalling)
     EXPECT_EQ(alloc.d_head, 32);
     std::printf("worst event-loop stall while loading and analysing: %.0f ms\n", stall);
     EXPECT_LT(stall, 100.0) << "event loop stalled " << stall << " ms";
+}
+
+// Every architecture of the zoo opens, and its spectrum and FLAT-LLM allocation
+// views fill with its own sizes (d, head_dim).
+TEST(MainWindow, OpensEveryZooArchitecture)
+{
+    const auto zoo = std::filesystem::path(EMBEDLAB_SOURCE_DIR) / ".." / "shared" / "models" / "zoo";
+    if (!std::filesystem::exists(zoo))
+        GTEST_SKIP() << "needs ../shared test data (not found at " << zoo << ")";
+    embedlab::app::MainWindow window;
+    for (const char* name :
+         {"smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"}) {
+        SCOPED_TRACE(name);
+        bool shown = false, ok = false;
+        const auto connection =
+            QObject::connect(&window, &embedlab::app::MainWindow::modelShown, [&](bool good) {
+                ok = good;
+                shown = true;
+            });
+        const auto dir = zoo / name;
+        window.openModel(QString::fromStdString(dir.string()));
+        run_until([&] { return shown && window.jobs().idle(); }, 120000);
+        QObject::disconnect(connection);
+        ASSERT_TRUE(ok);
+        std::ifstream config_file(dir / "config.json");
+        const auto config = nlohmann::json::parse(config_file);
+        const int64_t d = config.at("hidden_size"), heads = config.at("num_attention_heads");
+        const int64_t head_dim = config.value("head_dim", d / heads);
+        EXPECT_EQ(static_cast<int64_t>(window.spectrumView()->data().eigenvalues.size()), d);
+        EXPECT_EQ(window.allocationView()->data().d_head, head_dim);
+        EXPECT_EQ(static_cast<int64_t>(window.allocationView()->data().normalised.size()),
+                  config.at("num_hidden_layers").get<int64_t>());
+    }
 }
 
 // A dragged model directory or .gguf/.bin file opens; other drops are refused.
