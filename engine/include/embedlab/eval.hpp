@@ -57,6 +57,28 @@ std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t strid
 PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const int32_t> ids,
                                      const PerplexityOptions& options, const ProgressFn& progress = {});
 
+// How far a (compressed) model's next-token distributions are from a reference
+// model's (the original), over the same scored tokens as evaluate_perplexity:
+// KL(P_reference || P_model) per token in nats (float64 accumulation), and
+// whether the two argmaxes agree. Logits are computed window by window and
+// never held for the whole text.
+struct DivergenceResult {
+    int64_t tokens = 0;
+    int64_t windows = 0;
+    double kl_mean = 0, kl_median = 0, kl_p99 = 0, kl_max = 0;
+    double top1_agreement = 0; // share of scored positions whose argmax agrees
+    double ppl = 0, reference_ppl = 0;
+    double delta_ln_ppl = 0;                         // ln ppl - ln reference_ppl
+    std::vector<double> window_kl_mean, window_top1; // per window, for plots
+    int64_t ctx = 0, stride = 0;
+    double seconds = 0;
+};
+
+// InputError when the two models' vocabularies differ (naming both sizes).
+DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageModel& reference,
+                                     std::span<const int32_t> ids, const PerplexityOptions& options,
+                                     const ProgressFn& progress = {});
+
 // A text file's bytes; InputError if it cannot be read or is empty.
 std::string read_text_file(const std::filesystem::path& file);
 // Token ids: whitespace-separated integers, a JSON array, or a JSON object with
