@@ -39,7 +39,7 @@ void add_recorded_baseline(Json& j, const std::string& manifest_text, const std:
 
 int command_eval(const std::vector<std::string>& argv)
 {
-    Args args("eval", argv, {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer"},
+    Args args("eval", argv, {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer", "--reference"},
               {"--json", "--quiet", "--no-verify"});
     if (args.has("--text") == args.has("--ids"))
         throw InputError("eval: give exactly one of --text FILE or --ids FILE");
@@ -104,6 +104,31 @@ int command_eval(const std::vector<std::string>& argv)
             j["mlp_widths"] = config.mlp_widths;
     }
     add_recorded_baseline(j, lm.files.embedlab_manifest, args.has("--text") ? input : std::string());
+    if (const auto reference_path = args.get("--reference")) {
+        const auto ref = load_model(*reference_path, options);
+        print_warnings(ref.files.warnings);
+        // The same text must give the same ids under both tokenizers.
+        if (args.has("--text") && ref.tokenizer->encode(read_text_file(input)) != ids)
+            throw InputError("eval: " + path.string() + " and the reference " + *reference_path +
+                             " tokenize " + input + " differently; divergence needs one tokenizer");
+        ProgressPrinter progress("divergence", "windows", args.has("--quiet"));
+        const auto d = evaluate_divergence(*lm.model, *ref.model, ids, {.ctx = ctx, .stride = stride},
+                                           progress.callback());
+        j["reference"] = *reference_path;
+        j["reference_ppl"] = d.reference_ppl;
+        j["kl_mean"] = d.kl_mean;
+        j["kl_median"] = d.kl_median;
+        j["kl_p99"] = d.kl_p99;
+        j["kl_max"] = d.kl_max;
+        j["top1_agreement"] = d.top1_agreement;
+        j["delta_ln_ppl"] = d.delta_ln_ppl;
+        j["baseline_ppl"] = d.reference_ppl;
+        j["baseline_source"] = "--reference, evaluated on the same ids";
+        j["window_kl_mean"] = d.window_kl_mean;
+        j["window_top1"] = d.window_top1;
+        j["divergence_note"] =
+            "KL(P_reference || P_model) in nats per scored token, float64; top-1: argmax agreement";
+    }
     if (args.has("--json")) {
         print_json(j);
         return 0;
@@ -115,6 +140,12 @@ int command_eval(const std::vector<std::string>& argv)
     if (j.contains("delta_ln_ppl"))
         std::printf("%s: delta ln PPL %+.6f against the recorded baseline %.6f\n", what.c_str(),
                     j["delta_ln_ppl"].get<double>(), j["baseline_ppl"].get<double>());
+    if (j.contains("kl_mean"))
+        std::printf("against %s: KL mean %.6f nats/token (median %.6f, p99 %.6f), top-1 agreement %.4f, "
+                    "delta ln PPL %+.6f\n",
+                    j["reference"].get<std::string>().c_str(), j["kl_mean"].get<double>(),
+                    j["kl_median"].get<double>(), j["kl_p99"].get<double>(),
+                    j["top1_agreement"].get<double>(), j["delta_ln_ppl"].get<double>());
     std::printf("perplexity %.6f  (NLL/token %.8f over %lld tokens, ctx %lld, stride %lld)\n", r.ppl,
                 r.nll_per_token, (long long)r.tokens, (long long)r.ctx, (long long)r.stride);
     std::printf("%.0f tokens/s  (%.2f s forward, %lld windows, batches of %lld, %d threads; "

@@ -84,6 +84,7 @@ void print_warnings(const std::vector<std::string>& warnings);
 int command_inspect(const std::vector<std::string>& argv);
 int command_eval(const std::vector<std::string>& argv);
 int command_tokenize(const std::vector<std::string>& argv);
+int command_export(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);
 int command_account(const std::vector<std::string>& argv);
 int command_compress(const std::vector<std::string>& argv);

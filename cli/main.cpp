@@ -18,8 +18,12 @@ usage: embedlab-cli COMMAND [options]
 commands:
   inspect  [MODEL] [--json]                    architecture, sizes, parameter breakdown, sha256
   eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
-                                               perplexity (METHODS.md section 0)
+           [--reference ORIGINAL]               perplexity (METHODS.md section 0); with --reference
+                                               also KL divergence and top-1 agreement against it
   tokenize [MODEL] --text FILE [--json]        token ids of a text
+  export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
+                                               a GGUF file llama.cpp runs (compressed tables made
+                                               dense; default f16), or a dense Hugging Face directory
   bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
                                                tokens per second, one window at a time vs batched
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
@@ -116,6 +120,8 @@ int main(int argc, char** argv)
             return cli::command_eval(args);
         if (command == "tokenize")
             return cli::command_tokenize(args);
+        if (command == "export")
+            return cli::command_export(args);
         if (command == "account")
             return cli::command_account(args);
         if (command == "compress")

@@ -6,6 +6,7 @@ file(GLOB EMBEDLAB_TOKENIZER_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}
 set(EMBEDLAB_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/io/safetensors_header.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/gguf_parser.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/io/gguf_output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/llama2c_header.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/hf_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/model_config.cpp

@@ -72,6 +72,39 @@ TEST(Cli, TokenizeAndEvalOfIdsAgree)
     EXPECT_EQ(nlohmann::json::parse(a.out)["ppl"], nlohmann::json::parse(b.out)["ppl"]);
 }
 
+// eval --reference: KL and top-1 against the original; the bundled model (default
+// MODEL) against an SVD of itself, and against itself (exactly 0 and 1).
+TEST(Cli, EvalAgainstAReferenceReportsDivergence)
+{
+    embedlab::test::TempDir dir;
+    std::ofstream(dir / "t.txt") << "Once upon a time, there was a little robot who wanted to play. "
+                                    "It looked at the sun and smiled, and the sun smiled back at it.";
+    const std::string model = EMBEDLAB_SOURCE_DIR "/resources/models/tinygpt2-f16";
+    ASSERT_EQ(
+        cli({"compress", model, "--method", "svd", "--rank", "8", "--out", (dir / "svd").string(), "--quiet"})
+            .exit_code,
+        0);
+    const CliRun r = cli({"eval", (dir / "svd").string(), "--text", (dir / "t.txt").string(), "--ctx", "16",
+                          "--reference", model, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["kl_mean"].get<double>(), 0.0);
+    EXPECT_GT(j["top1_agreement"].get<double>(), 0.0);
+    EXPECT_LE(j["top1_agreement"].get<double>(), 1.0);
+    EXPECT_NEAR(j["delta_ln_ppl"].get<double>(),
+                std::log(j["ppl"].get<double>()) - std::log(j["reference_ppl"].get<double>()), 1e-5);
+    EXPECT_EQ(j["window_kl_mean"].size(), j["windows"].get<size_t>());
+    const CliRun self = cli(
+        {"eval", model, "--text", (dir / "t.txt").string(), "--ctx", "16", "--reference", model, "--json"});
+    ASSERT_EQ(self.exit_code, 0) << self.err;
+    EXPECT_EQ(nlohmann::json::parse(self.out)["kl_mean"].get<double>(), 0.0);
+    EXPECT_EQ(nlohmann::json::parse(self.out)["top1_agreement"].get<double>(), 1.0);
+    const CliRun other = cli({"eval", model, "--text", (dir / "t.txt").string(), "--reference",
+                              EMBEDLAB_SOURCE_DIR "/resources/models/stories260K.gguf"});
+    EXPECT_EQ(other.exit_code, 2);
+    EXPECT_NE(other.err.find("tokenize"), std::string::npos) << other.err;
+}
+
 // Bad input: exit code 2 and one line on stderr naming the file and the problem.
 TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
 {

@@ -39,6 +39,14 @@ public:
     virtual std::optional<int32_t> unk_id() const = 0;
     virtual std::optional<int32_t> bos_id() const = 0;
     virtual std::optional<int32_t> eos_id() const = 0;
+    // The vocabulary for a GGUF export; nullopt when llama.cpp could not
+    // reproduce this tokenizer (`why_not` then says why).
+    virtual std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not = nullptr) const
+    {
+        if (why_not)
+            *why_not = kind() + " tokenizers cannot be written to GGUF";
+        return std::nullopt;
+    }
 };
 
 // GPT-2 byte-level BPE from vocab.json + merges.txt.

@@ -70,6 +70,7 @@ public:
     std::optional<int32_t> unk_id() const override { return std::nullopt; }
     std::optional<int32_t> bos_id() const override { return bos_; }
     std::optional<int32_t> eos_id() const override { return eos_; }
+    std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not) const override;
 
 private:
     void check_id(int32_t id) const;
@@ -83,7 +84,8 @@ private:
     std::array<int32_t, 256> byte_ids_{};
     std::unordered_map<uint64_t, Merge> merges_;
     std::optional<int32_t> bos_, eos_;
-    ByteLevelBpeSpec options_; // flags only; its tables are moved out
+    ByteLevelBpeSpec options_;             // flags only; its tables are moved out
+    std::vector<std::string> merge_lines_; // "left right" in priority order, for GGUF export
 };
 
 ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(spec.source)
@@ -159,9 +161,37 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
     }
 
     spec.vocab.clear();
+    merge_lines_.reserve(spec.merges.size());
+    for (const auto& [left, right] : spec.merges)
+        merge_lines_.push_back(left + " " + right);
     spec.merges.clear();
     spec.added_tokens.clear();
     options_ = std::move(spec);
+}
+
+std::optional<GgufVocabulary> ByteLevelBpeTokenizer::gguf_vocabulary(std::string* why_not) const
+{
+    // llama.cpp's "gpt-2" pre-tokenizer is GPT-2's regex split with no prefix space.
+    if (!options_.use_regex || options_.add_prefix_space || options_.split_digits || options_.nfc ||
+        options_.ignore_merges) {
+        if (why_not)
+            *why_not = source_.string() +
+                       ": this byte-level BPE's pre-tokenizer is not GPT-2's; llama.cpp would tokenize "
+                       "differently";
+        return std::nullopt;
+    }
+    GgufVocabulary v;
+    v.model = "gpt2";
+    v.pre = "gpt-2";
+    v.tokens = tokens_;
+    v.merges = merge_lines_;
+    v.types.reserve(tokens_.size());
+    for (size_t id = 0; id < tokens_.size(); ++id)
+        v.types.push_back(special_[id] ? 3 : added_[id] ? 4 : 1);
+    v.bos_id = bos_.value_or(-1);
+    v.eos_id = eos_.value_or(-1);
+    v.add_space_prefix = false;
+    return v;
 }
 
 void ByteLevelBpeTokenizer::check_id(int32_t id) const

@@ -53,6 +53,7 @@ public:
     std::optional<int32_t> unk_id() const override { return optional_id(vocab_.unk_id); }
     std::optional<int32_t> bos_id() const override { return optional_id(vocab_.bos_id); }
     std::optional<int32_t> eos_id() const override { return optional_id(vocab_.eos_id); }
+    std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not) const override;
 
 private:
     static std::optional<int32_t> optional_id(int32_t id)

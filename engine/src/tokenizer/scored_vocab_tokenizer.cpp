@@ -135,6 +135,22 @@ bool ScoredVocabTokenizer::is_special(int32_t id) const
     return type == type_control || type == type_unknown;
 }
 
+std::optional<GgufVocabulary> ScoredVocabTokenizer::gguf_vocabulary(std::string* /*why_not*/) const
+{
+    GgufVocabulary v;
+    v.model = "llama"; // llama.cpp's SentencePiece-style (SPM) tokenizer
+    v.tokens = vocab_.tokens;
+    v.scores = vocab_.scores;
+    v.types.reserve(vocab_.tokens.size());
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab_.tokens.size()); ++id)
+        v.types.push_back(type_of(id));
+    v.bos_id = vocab_.bos_id;
+    v.eos_id = vocab_.eos_id;
+    v.unk_id = vocab_.unk_id;
+    v.add_space_prefix = vocab_.add_dummy_prefix;
+    return v;
+}
+
 int ScoredVocabTokenizer::byte_of(int32_t id) const
 {
     if (type_of(id) != type_byte)

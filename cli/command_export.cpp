@@ -1,0 +1,65 @@
+// embedlab-cli export MODEL --format gguf|hf [--type f32|f16|q8_0] --out PATH
+#include "common.hpp"
+#include "embedlab/model_export.hpp"
+#include "progress_printer.hpp"
+
+namespace embedlab::cli {
+
+int command_export(const std::vector<std::string>& argv)
+{
+    Args args("export", argv, {"--format", "--type", "--out", "--tokenizer"},
+              {"--force", "--json", "--quiet", "--no-verify"});
+    const auto out = args.get("--out");
+    if (!out)
+        throw InputError("export: --out PATH is required (a .gguf file, or a directory for --format hf)");
+    const std::string format = args.get("--format").value_or("gguf");
+    if (format != "gguf" && format != "hf")
+        throw InputError("export: --format '" + format + "': use gguf or hf");
+    if (format == "hf" && args.get("--type"))
+        throw InputError("export: --type applies to --format gguf (hf writes float32)");
+    const bool force = args.has("--force");
+    const auto path = model_argument(args);
+    namespace fs = std::filesystem;
+    if (fs::exists(fs::symlink_status(*out)) && !force)
+        throw InputError(*out + ": already exists (use --force to replace it)");
+    if (fs::absolute(*out) == fs::absolute(path))
+        throw InputError(*out + ": is the model being exported; choose another --out");
+    if (format == "hf")
+        prepare_output_directory(*out, force);
+    else if (fs::is_directory(*out))
+        throw InputError(*out + ": is a directory; --format gguf writes one file");
+
+    auto options = load_options(args);
+    const auto lm = load_model(path, options);
+    print_warnings(lm.files.warnings);
+    const bool quiet = args.has("--quiet") || args.has("--json");
+    ProgressPrinter bar("export", "tensors", quiet);
+    ModelExportReport report;
+    if (format == "gguf") {
+        GgufExportOptions o;
+        o.type = gguf_export_type(args.get("--type").value_or("f16"));
+        o.overwrite = force;
+        report = export_gguf(lm, *out, o, bar.callback());
+    } else {
+        report = export_hf_dense(lm, *out, force, bar.callback());
+    }
+    if (args.has("--json")) {
+        print_json({{"model", path.string()},
+                    {"out", report.path.string()},
+                    {"format", format},
+                    {"type", format == "gguf" ? args.get("--type").value_or("f16") : "f32"},
+                    {"architecture", report.architecture},
+                    {"tensors", report.tensors},
+                    {"bytes", report.bytes},
+                    {"notes", report.notes}});
+        return 0;
+    }
+    std::printf("wrote %s (%s, %s, %lld tensors, %.1f MB)\n", report.path.c_str(), format.c_str(),
+                report.architecture.c_str(), (long long)report.tensors,
+                static_cast<double>(report.bytes) / 1e6);
+    for (const auto& n : report.notes)
+        std::printf("  note: %s\n", n.c_str());
+    return 0;
+}
+
+} // namespace embedlab::cli

@@ -1,0 +1,274 @@
+#include "io/gguf_output.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+namespace embedlab::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kAlignment = 32; // GGUF's default; general.alignment is not written
+constexpr uint32_t kTypeUInt32 = 4, kTypeInt32 = 5, kTypeFloat32 = 6, kTypeBool = 7, kTypeString = 8,
+                   kTypeArray = 9;
+
+template <typename T> void append(std::string& out, T value)
+{
+    char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T)); // little-endian hosts only (x86-64, aarch64)
+    out.append(bytes, sizeof(T));
+}
+
+void append_string(std::string& out, const std::string& s)
+{
+    append<uint64_t>(out, s.size());
+    out += s;
+}
+
+uint64_t padded(uint64_t n)
+{
+    return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+// One tensor's bytes in its stored type.
+std::string encode(const GgufTensorSource& t, int64_t n)
+{
+    std::string out;
+    out.reserve(gguf_tensor_bytes(t.type, n));
+    if (t.type == GgufTensorType::F32) {
+        out.append(reinterpret_cast<const char*>(t.data), static_cast<size_t>(n) * 4);
+    } else if (t.type == GgufTensorType::F16) {
+        for (int64_t i = 0; i < n; ++i)
+            append<uint16_t>(out, float_to_half(t.data[i]));
+    } else { // Q8_0 as ggml's quantize_row_q8_0_ref: d = amax / 127, q = round(x / d)
+        for (int64_t b = 0; b < n; b += 32) {
+            float amax = 0;
+            for (int64_t i = 0; i < 32; ++i)
+                amax = std::max(amax, std::fabs(t.data[b + i]));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            append<uint16_t>(out, float_to_half(d));
+            for (int64_t i = 0; i < 32; ++i)
+                append<int8_t>(out, static_cast<int8_t>(std::roundf(t.data[b + i] * id)));
+        }
+    }
+    return out;
+}
+
+void check_tensor(const GgufTensorSource& t, int64_t n)
+{
+    if (t.name.empty())
+        throw InputError("GGUF export: a tensor has no name");
+    if (t.type == GgufTensorType::Q8_0 && (t.shape.empty() || t.shape.back() % 32 != 0))
+        throw InputError("GGUF export: tensor '" + t.name + "' has rows of " +
+                         std::to_string(t.shape.empty() ? 0 : t.shape.back()) +
+                         " values; Q8_0 stores blocks of 32");
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = t.data[i];
+        if (!std::isfinite(v))
+            throw InputError("GGUF export: tensor '" + t.name + "' holds " +
+                             (std::isnan(v) ? "NaN" : "an infinity") + " at element " + std::to_string(i));
+        if (t.type == GgufTensorType::F16 && std::fabs(v) > 65504.0f)
+            throw InputError("GGUF export: tensor '" + t.name + "' holds " + std::to_string(v) +
+                             ", beyond F16's range; export as f32");
+    }
+}
+
+} // namespace
+
+uint16_t float_to_half(float f)
+{
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t abs = x & 0x7FFFFFFFu;
+    if (abs > 0x7F800000u) // NaN stays a quiet NaN
+        return static_cast<uint16_t>(sign | 0x7E00u);
+    if (abs >= 0x477FF000u) // rounds to >= 65520: infinity
+        return static_cast<uint16_t>(sign | 0x7C00u);
+    if (abs < 0x38800000u) { // below the smallest normal half: subnormal, rounded to nearest even
+        const float magnitude = std::fabs(f) * 16777216.0f; // units of 2^-24
+        return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(magnitude)));
+    }
+    // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
+    const uint32_t rounded = abs + 0x0FFFu + ((abs >> 13) & 1u);
+    return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+void GgufMetadata::add(const std::string& key, uint32_t type, const std::string& payload)
+{
+    for (const auto& k : keys_)
+        if (k == key)
+            throw InputError("GGUF export: metadata key '" + key + "' set twice");
+    keys_.push_back(key);
+    std::string e;
+    append_string(e, key);
+    append<uint32_t>(e, type);
+    e += payload;
+    entries_.push_back(std::move(e));
+}
+
+void GgufMetadata::set_string(const std::string& key, const std::string& value)
+{
+    std::string p;
+    append_string(p, value);
+    add(key, kTypeString, p);
+}
+
+void GgufMetadata::set_uint32(const std::string& key, uint32_t value)
+{
+    std::string p;
+    append<uint32_t>(p, value);
+    add(key, kTypeUInt32, p);
+}
+
+void GgufMetadata::set_float32(const std::string& key, float value)
+{
+    std::string p;
+    append<float>(p, value);
+    add(key, kTypeFloat32, p);
+}
+
+void GgufMetadata::set_bool(const std::string& key, bool value)
+{
+    std::string p;
+    append<uint8_t>(p, value ? 1 : 0);
+    add(key, kTypeBool, p);
+}
+
+void GgufMetadata::set_string_array(const std::string& key, const std::vector<std::string>& values)
+{
+    std::string p;
+    append<uint32_t>(p, kTypeString);
+    append<uint64_t>(p, values.size());
+    for (const auto& v : values)
+        append_string(p, v);
+    add(key, kTypeArray, p);
+}
+
+void GgufMetadata::set_float32_array(const std::string& key, const std::vector<float>& values)
+{
+    std::string p;
+    append<uint32_t>(p, kTypeFloat32);
+    append<uint64_t>(p, values.size());
+    for (float v : values)
+        append<float>(p, v);
+    add(key, kTypeArray, p);
+}
+
+void GgufMetadata::set_int32_array(const std::string& key, const std::vector<int32_t>& values)
+{
+    std::string p;
+    append<uint32_t>(p, kTypeInt32);
+    append<uint64_t>(p, values.size());
+    for (int32_t v : values)
+        append<int32_t>(p, v);
+    add(key, kTypeArray, p);
+}
+
+uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n)
+{
+    const auto count = static_cast<uint64_t>(n);
+    switch (type) {
+    case GgufTensorType::F32:
+        return count * 4;
+    case GgufTensorType::F16:
+        return count * 2;
+    case GgufTensorType::Q8_0:
+        break;
+    }
+    return count / 32 * 34;
+}
+
+uint64_t write_gguf(const fs::path& path, const GgufMetadata& metadata,
+                    const std::vector<GgufTensorSource>& tensors, bool overwrite, const ProgressFn& progress)
+{
+    const std::string label = path.string();
+    if (fs::exists(fs::symlink_status(path))) {
+        if (!overwrite)
+            throw InputError(label + ": already exists (use --force to replace it)");
+        std::ifstream existing(path, std::ios::binary);
+        char magic[4] = {};
+        existing.read(magic, 4);
+        if (!fs::is_regular_file(path) || std::memcmp(magic, "GGUF", 4) != 0)
+            throw InputError(label + ": exists and is not a GGUF file; refusing to replace it");
+    }
+    std::set<std::string> names;
+    std::vector<int64_t> counts;
+    for (const auto& t : tensors) {
+        if (!names.insert(t.name).second)
+            throw InputError("GGUF export: tensor '" + t.name + "' appears twice");
+        int64_t n = 1;
+        for (int64_t s : t.shape)
+            n *= s;
+        counts.push_back(n);
+        check_tensor(t, n);
+    }
+
+    // Header, metadata, tensor infos with offsets relative to the aligned data section.
+    std::string head;
+    head.append("GGUF", 4);
+    append<uint32_t>(head, 3);
+    append<uint64_t>(head, tensors.size());
+    append<uint64_t>(head, metadata.size());
+    for (const auto& e : metadata.encoded())
+        head += e;
+    uint64_t offset = 0;
+    for (size_t k = 0; k < tensors.size(); ++k) {
+        const auto& t = tensors[k];
+        append_string(head, t.name);
+        append<uint32_t>(head, static_cast<uint32_t>(t.shape.size()));
+        for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
+            append<uint64_t>(head, static_cast<uint64_t>(*it));
+        append<uint32_t>(head, static_cast<uint32_t>(t.type));
+        append<uint64_t>(head, offset);
+        offset += padded(gguf_tensor_bytes(t.type, counts[k]));
+    }
+    head.resize(padded(head.size()), '\0');
+
+    const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
+    struct Cleanup {
+        fs::path file;
+        bool keep = false;
+        ~Cleanup()
+        {
+            std::error_code ec;
+            if (!keep)
+                fs::remove(file, ec);
+        }
+    } cleanup{tmp};
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out)
+            throw InputError(label + ": cannot create the file (is the directory writable?)");
+        out.write(head.data(), static_cast<std::streamsize>(head.size()));
+        report_progress(progress, 0, static_cast<int64_t>(tensors.size()));
+        for (size_t k = 0; k < tensors.size(); ++k) {
+            std::string bytes = encode(tensors[k], counts[k]);
+            bytes.resize(padded(bytes.size()), '\0');
+            out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+            if (!out)
+                throw InputError(label + ": write failed (disk full?)");
+            report_progress(progress, static_cast<int64_t>(k + 1), static_cast<int64_t>(tensors.size()));
+        }
+        out.flush();
+        if (!out)
+            throw InputError(label + ": write failed (disk full?)");
+    }
+    if (FILE* f = std::fopen(tmp.c_str(), "rb")) { // flush to disk before the rename makes it visible
+        ::fsync(fileno(f));
+        std::fclose(f);
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec)
+        throw InputError(label + ": cannot rename the finished file into place (" + ec.message() + ")");
+    cleanup.keep = true;
+    return fs::file_size(path);
+}
+
+} // namespace embedlab::io

@@ -1,0 +1,69 @@
+// Writing GGUF v3 files that llama.cpp loads: metadata key/values in insertion
+// order, tensor infos, 32-byte aligned data. Torch-free; tensors are streamed
+// from float32 memory and converted one at a time (F32, F16, Q8_0).
+//
+//   io::GgufMetadata meta;
+//   meta.set_string("general.architecture", "llama");
+//   meta.set_uint32("llama.block_count", 2);
+//   std::vector<io::GgufTensorSource> tensors{{"token_embd.weight", {V, d}, table,
+//   io::GgufTensorType::Q8_0}}; io::write_gguf("model.gguf", meta, tensors, /*overwrite=*/false, progress);
+//
+// The file is written beside the target under a temporary name and renamed
+// when complete: a failure or a cancel leaves nothing behind.
+// Thread safety: plain values; one write per output file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab::io {
+
+enum class GgufTensorType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8 };
+
+class GgufMetadata {
+public:
+    void set_string(const std::string& key, const std::string& value);
+    void set_uint32(const std::string& key, uint32_t value);
+    void set_float32(const std::string& key, float value);
+    void set_bool(const std::string& key, bool value);
+    void set_string_array(const std::string& key, const std::vector<std::string>& values);
+    void set_float32_array(const std::string& key, const std::vector<float>& values);
+    void set_int32_array(const std::string& key, const std::vector<int32_t>& values);
+
+    size_t size() const { return entries_.size(); }
+    // The encoded key/value pairs, in insertion order.
+    const std::vector<std::string>& encoded() const { return entries_; }
+
+private:
+    void add(const std::string& key, uint32_t type, const std::string& payload);
+    std::vector<std::string> keys_;
+    std::vector<std::string> entries_;
+};
+
+struct GgufTensorSource {
+    std::string name;
+    std::vector<int64_t> shape; // row-major; written reversed (ggml's ne[0] is the row)
+    const float* data = nullptr;
+    GgufTensorType type = GgufTensorType::F32;
+};
+
+// Bytes of `n` elements stored as `type` (n a multiple of 32 for Q8_0).
+uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n);
+
+// IEEE half, round to nearest even (ggml_fp32_to_fp16); values beyond the half
+// range are refused by write_gguf before they get here.
+uint16_t float_to_half(float f);
+
+// Writes the file; returns its size. InputError for duplicate tensor names, NaN
+// or infinite values, values beyond F16's range stored as F16, Q8_0 rows not a
+// multiple of 32, an existing `path` without `overwrite` (or one that is not a
+// GGUF file), or an unwritable directory; Cancelled when progress says so.
+uint64_t write_gguf(const std::filesystem::path& path, const GgufMetadata& metadata,
+                    const std::vector<GgufTensorSource>& tensors, bool overwrite,
+                    const ProgressFn& progress = {});
+
+} // namespace embedlab::io

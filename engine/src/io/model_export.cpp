@@ -1,0 +1,468 @@
+// Canonical weights -> llama.cpp's GGUF names and hyperparameters (the inverse
+// of gguf.cpp and of llama.cpp's convert_hf_to_gguf.py), and dense HF export.
+#include "embedlab/model_export.hpp"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/eval.hpp"
+#include "embedlab/file_output.hpp"
+#include "io/canonical_weights.hpp"
+#include "io/gguf_output.hpp"
+#include "model/manifest_support.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct PlannedTensor {
+    std::string name;
+    torch::Tensor data; // float32, contiguous, row-major
+    bool matrix = true; // 2-D weights take the export type; norms and biases stay F32
+};
+
+struct GgufPlan {
+    std::string arch;
+    io::GgufMetadata metadata;
+    std::vector<PlannedTensor> tensors;
+    std::vector<std::string> notes;
+};
+
+// The dense token table, whatever the embedding is (factors are multiplied out).
+torch::Tensor dense_tokens(const TokenEmbedding& e)
+{
+    c10::InferenceMode guard;
+    if (const auto* table = dense_table(&e))
+        return *table;
+    return e.lookup(torch::arange(e.vocab_size(), torch::kLong)).contiguous();
+}
+
+// FLAT-LLM: value rows of each KV head (and output columns of each head) padded
+// with zeros back to the head size; the padded dims carry exact zeros, so the
+// function is unchanged.
+torch::Tensor pad_head_rows(const torch::Tensor& w, int64_t heads, int64_t from, int64_t to)
+{
+    if (from == to)
+        return w;
+    const bool bias = w.dim() == 1;
+    auto per_head = bias ? w.reshape({heads, from}) : w.reshape({heads, from, w.size(1)});
+    auto padded =
+        torch::zeros(bias ? std::vector<int64_t>{heads, to} : std::vector<int64_t>{heads, to, w.size(1)});
+    padded.narrow(1, 0, from).copy_(per_head);
+    return bias ? padded.reshape({heads * to}) : padded.reshape({heads * to, w.size(1)});
+}
+
+torch::Tensor pad_head_columns(const torch::Tensor& w, int64_t heads, int64_t from, int64_t to)
+{
+    return pad_head_rows(w.t().contiguous(), heads, from, to).t().contiguous();
+}
+
+// Hugging Face rotate-half q/k rows back to Meta's interleaved layout, which
+// llama.cpp's "llama" architecture expects (inverse of meta_rope_rows_to_hf).
+torch::Tensor hf_rope_rows_to_meta(const torch::Tensor& w, int64_t heads)
+{
+    const bool bias = w.dim() == 1;
+    const auto m = bias ? w.unsqueeze(1) : w;
+    const int64_t rows = m.size(0), cols = m.size(1), hd = rows / heads;
+    auto out = m.reshape({heads, 2, hd / 2, cols}).transpose(1, 2).reshape({rows, cols}).contiguous();
+    return bias ? out.squeeze(1) : out;
+}
+
+std::string gguf_arch(const ModelConfig& c)
+{
+    if (c.arch == Architecture::GPT2)
+        return "gpt2";
+    if (c.model_type == "gpt_neox")
+        return "gptneox";
+    if (c.model_type.empty() || c.model_type == "llama")
+        return "llama";
+    return c.model_type;
+}
+
+std::string refusal(const LoadedModel& lm)
+{
+    const auto& c = lm.model->config();
+    const std::string a = gguf_arch(c);
+    static const std::set<std::string> known{"gpt2", "llama", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"};
+    if (!known.count(a))
+        return c.type_name() + " has no GGUF mapping in EmbedLab";
+    if (lm.model->lora())
+        return "the model has unmerged LoRA adapters; llama.cpp would need them as a separate adapter file "
+               "(merge them first: finetune --merge)";
+    if (a == "gemma2" && c.query_scale > 0 &&
+        std::abs(c.query_scale * std::sqrt(static_cast<double>(c.head_dim())) - 1.0) > 1e-12)
+        return "gemma2 with query_pre_attn_scalar other than head_dim: llama.cpp scales queries by "
+               "1/sqrt(head_dim) for this model size";
+    if (a == "gemma2")
+        for (int64_t l = 0; l < c.num_layers; ++l)
+            if (c.sliding_window > 0 && c.layer_slides(l) != (l % 2 == 0))
+                return "gemma2 whose sliding layers are not the even ones: llama.cpp fixes that pattern";
+    if (!c.rope_freq_divisors.empty() && a != "llama")
+        return "rope_scaling on " + c.type_name() + ": llama.cpp reads frequency factors only for llama";
+    if (c.arch == Architecture::Llama && c.rotary_dims() != c.head_dim() && a != "gptneox" && a != "phi3")
+        return "partial rotary embeddings on " + c.type_name() + " are not expressible in its GGUF form";
+    if (a == "gptneox" && !c.value_head_dims.empty())
+        return "FLAT-LLM on gpt_neox: its fused qkv tensor cannot hold narrower value heads";
+    return "";
+}
+
+void add_vocabulary(GgufPlan& plan, const LoadedModel& lm)
+{
+    if (!lm.tokenizer)
+        throw InputError(lm.files.path.string() + ": no tokenizer loaded; a GGUF needs its vocabulary");
+    std::string why;
+    const auto v = lm.tokenizer->gguf_vocabulary(&why);
+    if (!v)
+        throw InputError(why);
+    auto& m = plan.metadata;
+    m.set_string("tokenizer.ggml.model", v->model);
+    if (!v->pre.empty())
+        m.set_string("tokenizer.ggml.pre", v->pre);
+    // Rows beyond the tokenizer (phi3's 32064 against 32000 pieces) get placeholder pieces.
+    std::vector<std::string> tokens = v->tokens;
+    std::vector<int32_t> types = v->types;
+    std::vector<float> scores = v->scores;
+    const auto V = static_cast<size_t>(lm.model->config().vocab_size);
+    if (tokens.size() > V)
+        throw InputError(lm.files.path.string() +
+                         ": the tokenizer has more tokens than the embedding has rows");
+    // Hugging Face's added_tokens.json names some of them (Phi-3's <|end|>, which
+    // llama.cpp looks up by text); the rest are [PAD] as convert_hf_to_gguf writes them.
+    std::map<int64_t, std::string> added;
+    if (const fs::path file = lm.files.path / "added_tokens.json";
+        fs::is_directory(lm.files.path) && fs::exists(file)) {
+        const auto j = nlohmann::json::parse(read_text_file(file), nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object())
+            throw InputError(file.string() + ": not a JSON object of token -> id");
+        for (const auto& [text, id] : j.items())
+            if (id.is_number_integer() && id.get<int64_t>() >= static_cast<int64_t>(tokens.size()))
+                added[id.get<int64_t>()] = text;
+    }
+    for (size_t id = tokens.size(); id < V; ++id) {
+        const auto it = added.find(static_cast<int64_t>(id));
+        tokens.push_back(it != added.end() ? it->second : "[PAD" + std::to_string(id) + "]");
+        types.push_back(it != added.end() ? 3 : 5); // control / unused
+        if (!scores.empty())
+            scores.push_back(0.0f);
+    }
+    if (tokens.size() > v->tokens.size())
+        plan.notes.push_back(std::to_string(tokens.size() - v->tokens.size()) +
+                             " embedding rows beyond the tokenizer (" + std::to_string(added.size()) +
+                             " from added_tokens.json, the rest unused [PAD] tokens)");
+    m.set_string_array("tokenizer.ggml.tokens", tokens);
+    if (!scores.empty())
+        m.set_float32_array("tokenizer.ggml.scores", scores);
+    m.set_int32_array("tokenizer.ggml.token_type", types);
+    if (!v->merges.empty())
+        m.set_string_array("tokenizer.ggml.merges", v->merges);
+    if (v->bos_id >= 0)
+        m.set_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v->bos_id));
+    if (v->eos_id >= 0)
+        m.set_uint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v->eos_id));
+    if (v->unk_id >= 0)
+        m.set_uint32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v->unk_id));
+    if (v->model == "llama")
+        m.set_bool("tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+}
+
+void add_hparams(GgufPlan& plan, const ModelConfig& c)
+{
+    auto& m = plan.metadata;
+    const std::string& a = plan.arch;
+    m.set_uint32(a + ".context_length", static_cast<uint32_t>(c.max_positions));
+    m.set_uint32(a + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+    m.set_uint32(a + ".block_count", static_cast<uint32_t>(c.num_layers));
+    // FLAT-LLM's narrowed MLPs are zero-padded back: llama.cpp sizes every
+    // layer's MLP from one feed_forward_length.
+    m.set_uint32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+    m.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
+    m.set_uint32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+    if (c.arch == Architecture::GPT2) {
+        m.set_float32(a + ".attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
+        return;
+    }
+    m.set_uint32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
+    m.set_float32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
+    m.set_uint32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rotary_dims()));
+    m.set_uint32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim()));
+    m.set_uint32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim()));
+    if (c.norm == NormKind::LayerNorm)
+        m.set_float32(a + ".attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
+    else
+        m.set_float32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
+    if (a == "gptneox")
+        m.set_bool(a + ".use_parallel_residual", c.parallel_residual);
+    if (a == "gemma2") {
+        m.set_float32(a + ".attn_logit_softcapping", static_cast<float>(c.attn_softcap));
+        m.set_float32(a + ".final_logit_softcapping", static_cast<float>(c.final_softcap));
+        if (c.sliding_window > 0)
+            m.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+    }
+    if (a == "phi3" && c.sliding_window > 0)
+        m.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+}
+
+// The rotary family's tensors under llama.cpp's names.
+void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& w)
+{
+    const std::string& a = plan.arch;
+    const bool gemma = a == "gemma2";
+    const int64_t H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim();
+    auto put = [&](const std::string& name, torch::Tensor t) {
+        t = t.to(torch::kFloat32).contiguous();
+        plan.tensors.push_back({name, t, t.dim() == 2});
+    };
+    // llama.cpp multiplies by Gemma's norm weights as stored: the converter stores 1 + w.
+    auto norm = [&](const std::string& name, const std::string& canonical) {
+        put(name + ".weight", gemma ? w.at(canonical + ".weight") + 1.0 : w.at(canonical + ".weight"));
+        if (w.count(canonical + ".bias"))
+            put(name + ".bias", w.at(canonical + ".bias"));
+    };
+    norm("output_norm", "model.norm");
+    if (!c.tied_embeddings)
+        put("output.weight", w.at("lm_head.weight"));
+    if (!c.rope_freq_divisors.empty()) {
+        std::vector<float> f(c.rope_freq_divisors.begin(), c.rope_freq_divisors.end());
+        plan.tensors.push_back({"rope_freqs.weight", torch::tensor(f, torch::kFloat32), false});
+    }
+    bool padded = false, narrowed_mlp = false;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+        const int64_t vd = c.value_dim(l);
+        padded = padded || vd != hd;
+        norm(b + "attn_norm", p + "input_layernorm");
+        if (gemma) {
+            norm(b + "post_attention_norm", p + "post_attention_layernorm");
+            norm(b + "ffn_norm", p + "pre_feedforward_layernorm");
+            norm(b + "post_ffw_norm", p + "post_feedforward_layernorm");
+        } else {
+            norm(b + "ffn_norm", p + "post_attention_layernorm");
+        }
+        auto proj = [&](const std::string& kind, const char* suffix) -> torch::Tensor {
+            const auto it = w.find(p + "self_attn." + kind + "_proj." + suffix);
+            if (it == w.end())
+                return {};
+            auto t = it->second;
+            if (kind == "v")
+                t = pad_head_rows(t, Hkv, vd, hd);
+            if (a == "llama" && (kind == "q" || kind == "k"))
+                t = hf_rope_rows_to_meta(t, kind == "q" ? H : Hkv);
+            return t;
+        };
+        for (const char* suffix : {"weight", "bias"}) {
+            auto q = proj("q", suffix), k = proj("k", suffix), v = proj("v", suffix);
+            if (!q.defined())
+                continue;
+            if (a == "phi3" || a == "gptneox") // fused [q | k | v] rows
+                put(b + "attn_qkv." + suffix, torch::cat({q, k, v}, 0));
+            else {
+                put(b + "attn_q." + suffix, q);
+                put(b + "attn_k." + suffix, k);
+                put(b + "attn_v." + suffix, v);
+            }
+        }
+        put(b + "attn_output.weight", pad_head_columns(w.at(p + "self_attn.o_proj.weight"), H, vd, hd));
+        if (w.count(p + "self_attn.o_proj.bias"))
+            put(b + "attn_output.bias", w.at(p + "self_attn.o_proj.bias"));
+        if (c.qk_norm) {
+            norm(b + "attn_q_norm", p + "self_attn.q_norm");
+            norm(b + "attn_k_norm", p + "self_attn.k_norm");
+        }
+        const int64_t f = c.mlp_width(l), F = c.intermediate_size;
+        narrowed_mlp = narrowed_mlp || f != F;
+        auto widen = [&](const std::string& name) { return pad_head_rows(w.at(name), 1, f, F); };
+        if (a == "phi3") { // ffn_up holds [gate | up]
+            put(b + "ffn_up.weight",
+                torch::cat({widen(p + "mlp.gate_proj.weight"), widen(p + "mlp.up_proj.weight")}, 0));
+        } else {
+            for (const char* n : {"gate", "up"})
+                for (const char* suffix : {"weight", "bias"})
+                    if (w.count(p + "mlp." + n + "_proj." + suffix))
+                        put(b + "ffn_" + n + "." + suffix, widen(p + "mlp." + n + "_proj." + suffix));
+        }
+        put(b + "ffn_down.weight", pad_head_columns(w.at(p + "mlp.down_proj.weight"), 1, f, F));
+        if (w.count(p + "mlp.down_proj.bias"))
+            put(b + "ffn_down.bias", w.at(p + "mlp.down_proj.bias"));
+    }
+    if (padded)
+        plan.notes.push_back("FLAT-LLM value heads zero-padded to the head size " + std::to_string(hd) +
+                             " (llama.cpp needs value heads as wide as key heads; same outputs, no saving "
+                             "in the attention)");
+    if (narrowed_mlp)
+        plan.notes.push_back(
+            "FLAT-LLM MLP widths zero-padded to " + std::to_string(c.intermediate_size) +
+            " (llama.cpp sizes every layer's MLP alike; same outputs, no saving in the MLP)");
+}
+
+// gpt2: Conv1D weights [in, out] become llama.cpp's [out, in] rows.
+void add_gpt2_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& w)
+{
+    auto put = [&](const std::string& name, const torch::Tensor& t) {
+        plan.tensors.push_back({name, t.to(torch::kFloat32).contiguous(), t.dim() == 2});
+    };
+    put("output_norm.weight", w.at("ln_f.weight"));
+    put("output_norm.bias", w.at("ln_f.bias"));
+    if (!c.tied_embeddings)
+        put("output.weight", w.at("lm_head.weight"));
+    const int64_t d = c.hidden_size, H = c.num_heads, hd = c.head_dim();
+    bool padded = false;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const std::string p = "h." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+        const int64_t vd = c.value_dim(l);
+        padded = padded || vd != hd;
+        put(b + "attn_norm.weight", w.at(p + "ln_1.weight"));
+        put(b + "attn_norm.bias", w.at(p + "ln_1.bias"));
+        const auto qkv = w.at(p + "attn.c_attn.weight").t(); // [2d + H vd, d]
+        const auto qkv_b = w.at(p + "attn.c_attn.bias");
+        put(b + "attn_qkv.weight",
+            torch::cat({qkv.narrow(0, 0, 2 * d),
+                        pad_head_rows(qkv.narrow(0, 2 * d, H * vd).contiguous(), H, vd, hd)},
+                       0));
+        put(b + "attn_qkv.bias",
+            torch::cat({qkv_b.narrow(0, 0, 2 * d),
+                        pad_head_rows(qkv_b.narrow(0, 2 * d, H * vd).contiguous(), H, vd, hd)},
+                       0));
+        put(b + "attn_output.weight",
+            pad_head_columns(w.at(p + "attn.c_proj.weight").t().contiguous(), H, vd, hd));
+        put(b + "attn_output.bias", w.at(p + "attn.c_proj.bias"));
+        put(b + "ffn_norm.weight", w.at(p + "ln_2.weight"));
+        put(b + "ffn_norm.bias", w.at(p + "ln_2.bias"));
+        const int64_t f = c.mlp_width(l), F = c.intermediate_size;
+        padded = padded || f != F;
+        put(b + "ffn_up.weight", pad_head_rows(w.at(p + "mlp.c_fc.weight").t().contiguous(), 1, f, F));
+        put(b + "ffn_up.bias", pad_head_rows(w.at(p + "mlp.c_fc.bias"), 1, f, F));
+        put(b + "ffn_down.weight", pad_head_columns(w.at(p + "mlp.c_proj.weight").t().contiguous(), 1, f, F));
+        put(b + "ffn_down.bias", w.at(p + "mlp.c_proj.bias"));
+    }
+    if (padded)
+        plan.notes.push_back("FLAT-LLM value heads and MLP widths zero-padded to the original sizes (same "
+                             "outputs; llama.cpp cannot hold narrower ones)");
+}
+
+GgufPlan plan_gguf(const LoadedModel& lm)
+{
+    const auto& model = *lm.model;
+    const auto& c = model.config();
+    if (const std::string why = refusal(lm); !why.empty())
+        throw InputError(lm.files.path.string() + ": cannot write GGUF: " + why);
+    GgufPlan plan;
+    plan.arch = gguf_arch(c);
+    plan.metadata.set_string("general.architecture", plan.arch);
+    plan.metadata.set_string("general.name", lm.files.path.filename().string());
+    add_hparams(plan, c);
+    add_vocabulary(plan, lm);
+
+    const auto& embedding = model.token_embedding();
+    if (!dense_table(&embedding))
+        plan.notes.push_back("token embedding (" + embedding.kind() +
+                             ") reconstructed as a dense table: llama.cpp has no factorised embedding");
+    plan.tensors.push_back({"token_embd.weight", dense_tokens(embedding), true});
+    if (c.arch == Architecture::GPT2) {
+        plan.tensors.push_back({"position_embd.weight", dense_tokens(*model.position_embedding()), true});
+        add_gpt2_tensors(plan, c, model.weights());
+    } else {
+        add_decoder_tensors(plan, c, model.weights());
+    }
+    return plan;
+}
+
+io::GgufTensorType tensor_type(GgufExportType t)
+{
+    switch (t) {
+    case GgufExportType::F32:
+        return io::GgufTensorType::F32;
+    case GgufExportType::F16:
+        return io::GgufTensorType::F16;
+    case GgufExportType::Q8_0:
+        break;
+    }
+    return io::GgufTensorType::Q8_0;
+}
+
+} // namespace
+
+GgufExportType gguf_export_type(const std::string& name)
+{
+    if (name == "f32")
+        return GgufExportType::F32;
+    if (name == "f16")
+        return GgufExportType::F16;
+    if (name == "q8_0")
+        return GgufExportType::Q8_0;
+    throw InputError("--type '" + name + "': GGUF exports are f32, f16 or q8_0");
+}
+
+std::string gguf_export_refusal(const LoadedModel& model)
+{
+    return refusal(model);
+}
+
+ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const GgufExportOptions& options,
+                              const ProgressFn& progress)
+{
+    GgufPlan plan = plan_gguf(lm);
+    const auto type = tensor_type(options.type);
+    std::vector<io::GgufTensorSource> tensors;
+    int64_t fallbacks = 0;
+    for (const auto& t : plan.tensors) {
+        auto stored = t.matrix ? type : io::GgufTensorType::F32;
+        if (stored == io::GgufTensorType::Q8_0 && t.data.size(-1) % 32 != 0) {
+            stored = io::GgufTensorType::F16; // Q8_0 blocks are 32 wide, as llama-quantize falls back
+            ++fallbacks;
+        }
+        tensors.push_back({t.name, t.data.sizes().vec(), t.data.data_ptr<float>(), stored});
+    }
+    if (fallbacks)
+        plan.notes.push_back(std::to_string(fallbacks) +
+                             " tensors with rows not a multiple of 32 stored as F16");
+    ModelExportReport report;
+    report.path = out;
+    report.architecture = plan.arch;
+    report.tensors = static_cast<int64_t>(tensors.size());
+    report.bytes = io::write_gguf(out, plan.metadata, tensors, options.overwrite, progress);
+    report.notes = std::move(plan.notes);
+    return report;
+}
+
+ModelExportReport export_hf_dense(const LoadedModel& lm, const fs::path& out, bool overwrite,
+                                  const ProgressFn& progress)
+{
+    if (lm.files.format != ModelFormat::HuggingFace || !fs::is_directory(lm.files.path))
+        throw InputError(lm.files.path.string() +
+                         ": --format hf exports Hugging Face-sourced models (config.json "
+                         "beside the weights); this is " +
+                         model_format_name(lm.files.format));
+    const auto& model = *lm.model;
+    if (model.lora())
+        throw InputError(lm.files.path.string() + ": the model has unmerged LoRA adapters; merge them first");
+    WeightMap w = model.weights();
+    const auto& c = model.config();
+    w[io::embedding_name(c.arch)] = dense_tokens(model.token_embedding());
+    if (c.arch == Architecture::GPT2)
+        w["wpe.weight"] = dense_tokens(*model.position_embedding());
+    if (!c.value_head_dims.empty() || !c.mlp_widths.empty())
+        throw InputError(lm.files.path.string() +
+                         ": a FLAT-LLM model is already a plain directory with narrowed shapes that "
+                         "transformers cannot load; export it as GGUF instead");
+    AtomicDirectory dir(out, overwrite);
+    detail::copy_support_files(lm.files.path, dir.path());
+    const auto tensors = io::native_hf_tensors(c, w);
+    write_safetensors(dir.path() / "model.safetensors", tensors, {{"format", "pt"}}, progress);
+    ModelExportReport report;
+    report.path = out;
+    report.architecture = c.type_name();
+    report.tensors = static_cast<int64_t>(tensors.size());
+    dir.commit();
+    report.bytes = fs::file_size(out / "model.safetensors");
+    if (!dense_table(&model.token_embedding()))
+        report.notes.push_back("token embedding (" + model.token_embedding().kind() +
+                               ") reconstructed densely");
+    return report;
+}
+
+} // namespace embedlab

@@ -1,0 +1,348 @@
+// GGUF export checked by real llama.cpp (../shared/tools/llama.cpp): the
+// exported file's perplexity under llamacpp-ppl equals EmbedLab's perplexity
+// of the same (compressed) model, for every zoo architecture, compressed
+// tables, FLAT-LLM's narrowed heads and gpt2; llama-perplexity runs on it.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "embedlab/error.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
+#include "embedlab/model.hpp"
+#include "embedlab/model_export.hpp"
+#include "io/gguf_output.hpp"
+#include "io/gguf_parser.hpp"
+#include "io/mapped_file.hpp"
+#include "llama_cpp_tools.hpp"
+#include "test_support.hpp"
+
+namespace embedlab {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::shared_dir;
+
+#define REQUIRE_LLAMA_CPP()                                                                                  \
+    do {                                                                                                     \
+        EMBEDLAB_REQUIRE_SHARED();                                                                           \
+        if (!test::have_llama_cpp())                                                                         \
+            GTEST_SKIP() << "needs llama.cpp in " << test::llama_cpp_dir();                                  \
+    } while (0)
+
+// The first n ids of a reference token file, and the same as a text file for llama.cpp.
+struct IdsFile {
+    test::TempDir dir;
+    std::vector<int32_t> ids;
+    fs::path path;
+    IdsFile(const std::string& reference, size_t n)
+    {
+        ids = read_ids_file(shared_dir() / "reference" / reference);
+        ids.resize(std::min(ids.size(), n));
+        path = dir.path() / "ids.txt";
+        std::ofstream out(path);
+        for (int32_t id : ids)
+            out << id << ' ';
+    }
+};
+
+const IdsFile& llama_ids()
+{
+    static const IdsFile f("tokens-tinyllama-tinystories-heldout.json", 4097);
+    return f;
+}
+
+std::string run_command(const std::string& cmd, int* exit_code)
+{
+    std::string out;
+    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    if (!p)
+        return out;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p))
+        out.append(buf, n);
+    const int status = ::pclose(p);
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+// llamacpp-ppl's perplexity of `gguf` on the ids file (the project protocol).
+double llamacpp_ppl(const fs::path& gguf, const fs::path& ids, int64_t ctx)
+{
+    int code = -1;
+    const auto out = run_command(test::llama_cpp_command("llamacpp-ppl") + " " + test::quote(gguf.string()) +
+                                     " " + test::quote(ids.string()) + " " + std::to_string(ctx) + " 2",
+                                 &code);
+    EXPECT_EQ(code, 0) << out;
+    const auto brace = out.rfind('{');
+    if (code != 0 || brace == std::string::npos)
+        return -1;
+    return json::parse(out.substr(brace)).at("ppl").get<double>();
+}
+
+double embedlab_ppl(const LanguageModel& m, const std::vector<int32_t>& ids, int64_t ctx)
+{
+    return evaluate_perplexity(m, ids, {.ctx = ctx}).ppl;
+}
+
+// ------------------------------------------------------------ the GGUF writer
+
+TEST(GgufOutput, HalfConversionRoundsToNearestEven)
+{
+    EXPECT_EQ(io::float_to_half(1.0f), 0x3C00);
+    EXPECT_EQ(io::float_to_half(-2.0f), 0xC000);
+    EXPECT_EQ(io::float_to_half(65504.0f), 0x7BFF);
+    EXPECT_EQ(io::float_to_half(65520.0f), 0x7C00);                         // rounds up to infinity
+    EXPECT_EQ(io::float_to_half(std::ldexp(1.0f, -24)), 0x0001);            // smallest subnormal
+    EXPECT_EQ(io::float_to_half(std::ldexp(1.0f, -25)), 0x0000);            // a tie: to even (zero)
+    EXPECT_EQ(io::float_to_half(std::ldexp(3.0f, -25)), 0x0002);            // a tie: to even (two)
+    EXPECT_EQ(io::float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3C00);     // tie below: even
+    EXPECT_EQ(io::float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02); // tie above: even
+}
+
+// What the writer writes, EmbedLab's GGUF parser reads back: keys in order,
+// shapes reversed into ggml order, aligned offsets, F32 exact, Q8_0 as ggml.
+TEST(GgufOutput, RoundTripsThroughTheParser)
+{
+    test::TempDir tmp;
+    io::GgufMetadata meta;
+    meta.set_string("general.architecture", "llama");
+    meta.set_uint32("llama.block_count", 3);
+    meta.set_float32("llama.rope.freq_base", 10000.0f);
+    meta.set_bool("tokenizer.ggml.add_space_prefix", false);
+    meta.set_string_array("tokenizer.ggml.tokens", {"a", "bb", ""});
+    meta.set_int32_array("tokenizer.ggml.token_type", {1, 3, 6});
+    std::vector<float> matrix(2 * 64), vec{1.5f, -2.0f, 0.25f};
+    for (size_t i = 0; i < matrix.size(); ++i)
+        matrix[i] = static_cast<float>(i % 64) - 31.5f;
+    const std::vector<io::GgufTensorSource> tensors{
+        {"m.q8", {2, 64}, matrix.data(), io::GgufTensorType::Q8_0},
+        {"v.f32", {3}, vec.data(), io::GgufTensorType::F32},
+        {"m.f16", {2, 64}, matrix.data(), io::GgufTensorType::F16}};
+    const auto path = tmp.path() / "t.gguf";
+    const uint64_t bytes = io::write_gguf(path, meta, tensors, false);
+    EXPECT_EQ(bytes, fs::file_size(path));
+    const auto file = io::MappedFile::open(path);
+    const auto g = io::parse_gguf(*file);
+    EXPECT_EQ(g.version, 3u);
+    EXPECT_EQ(g.metadata.size(), 6u);
+    EXPECT_EQ(g.find("general.architecture")->s, "llama");
+    EXPECT_EQ(g.find("llama.block_count")->u, 3u);
+    EXPECT_EQ(g.find("tokenizer.ggml.tokens")->strings, (std::vector<std::string>{"a", "bb", ""}));
+    EXPECT_EQ(g.find("tokenizer.ggml.token_type")->element(2).i, 6);
+    ASSERT_EQ(g.tensors.size(), 3u);
+    EXPECT_EQ(g.tensors[0].ne, (std::vector<int64_t>{64, 2}));
+    EXPECT_EQ(g.tensors[0].type, 8u);
+    for (const auto& t : g.tensors)
+        EXPECT_EQ(t.offset % 32, 0u) << t.name;
+    const uint8_t* data = file->data() + g.data_start;
+    float back[3];
+    std::memcpy(back, data + g.tensors[1].offset, sizeof back);
+    EXPECT_EQ(std::vector<float>(back, back + 3), vec);
+    // Q8_0 block 0: amax 31.5, d = 31.5 / 127 as half, q = round(x / d).
+    const uint8_t* block = data + g.tensors[0].offset;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    EXPECT_EQ(d, io::float_to_half(31.5f / 127.0f));
+    EXPECT_EQ(static_cast<int8_t>(block[2]), -127);
+    EXPECT_EQ(static_cast<int8_t>(block[2 + 31]), static_cast<int8_t>(std::roundf(-0.5f * 127.0f / 31.5f)));
+    uint16_t h;
+    std::memcpy(&h, data + g.tensors[2].offset + 2 * 5, 2);
+    EXPECT_EQ(h, io::float_to_half(matrix[5]));
+}
+
+TEST(GgufOutput, BadTensorsAreRefusedAndLeaveNothing)
+{
+    test::TempDir tmp;
+    const auto path = tmp.path() / "bad.gguf";
+    std::vector<float> row(33, 1.0f);
+    auto refused = [&](const std::vector<io::GgufTensorSource>& tensors, const std::string& expected) {
+        try {
+            io::write_gguf(path, {}, tensors, false);
+            ADD_FAILURE() << "no error; expected " << expected;
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()),
+                  fs::exists(path) ? 1 : 0)
+            << "left a file behind";
+    };
+    refused({{"w", {1, 33}, row.data(), io::GgufTensorType::Q8_0}}, "tensor 'w' has rows of 33 values");
+    refused(
+        {{"w", {33}, row.data(), io::GgufTensorType::F32}, {"w", {33}, row.data(), io::GgufTensorType::F32}},
+        "tensor 'w' appears twice");
+    row[7] = std::nanf("");
+    refused({{"w", {33}, row.data(), io::GgufTensorType::F32}}, "tensor 'w' holds NaN at element 7");
+    row[7] = 1e6f;
+    refused({{"w", {33}, row.data(), io::GgufTensorType::F16}}, "beyond F16's range");
+    std::ofstream(path) << "not a model";
+    refused({}, "already exists");
+    try {
+        io::write_gguf(path, {}, {}, /*overwrite=*/true);
+        ADD_FAILURE() << "replaced a file that is not GGUF";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("is not a GGUF file"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(test::read_text(path), "not a model");
+}
+
+class ExportZoo : public ::testing::TestWithParam<std::string> {};
+
+// Every architecture, exported in F32, runs in llama.cpp with EmbedLab's perplexity.
+TEST_P(ExportZoo, LlamaCppAgreesWithEmbedLab)
+{
+    REQUIRE_LLAMA_CPP();
+    const auto lm = load_model(shared_dir() / "models" / "zoo" / GetParam());
+    test::TempDir tmp;
+    const auto out = tmp.path() / "model.gguf";
+    const auto report = export_gguf(lm, out, {.type = GgufExportType::F32});
+    EXPECT_GT(report.tensors, 0);
+    const double ours = embedlab_ppl(*lm.model, llama_ids().ids, 64);
+    const double theirs = llamacpp_ppl(out, llama_ids().path, 64);
+    std::printf("%-20s EmbedLab %.6g  llama.cpp on the export %.6g  relative %.2e\n", GetParam().c_str(),
+                ours, theirs, theirs / ours - 1);
+    EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
+    // The export reads back into EmbedLab as the same model.
+    if (report.architecture != "phi3" && report.architecture != "gptneox") {
+        const auto back = load_model(out);
+        EXPECT_NEAR(embedlab_ppl(*back.model, llama_ids().ids, 64) / ours, 1.0, 1e-6);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ExportZoo,
+                         ::testing::Values("smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2",
+                                           "phi3", "gptneox"),
+                         [](const auto& info) {
+                             std::string s = info.param;
+                             for (char& c : s)
+                                 if (!std::isalnum(static_cast<unsigned char>(c)))
+                                     c = '_';
+                             return s;
+                         });
+
+// A compressed model reaches llama.cpp as its dense reconstruction: F32 to 1e-3,
+// Q8_0 to 1%; then through the CLI, and llama-perplexity runs on the file.
+TEST(ExportGguf, CompressedModelKeepsItsPerplexity)
+{
+    REQUIRE_LLAMA_CPP();
+    test::TempDir tmp;
+    CompressionRequest r;
+    r.model = (shared_dir() / "models" / "tinyllama").string();
+    r.method = "pca";
+    r.rank = 32;
+    const auto run = run_compression(r);
+    export_run(run, tmp.path() / "pca");
+    const auto lm = load_model(tmp.path() / "pca");
+    const IdsFile ids("tokens-tinyllama-tinystories-heldout.json", 2049);
+    const double ours = embedlab_ppl(*lm.model, ids.ids, 128);
+    for (const auto& [type, tolerance] : {std::pair{"f32", 1e-3}, {"q8_0", 1e-2}}) {
+        const auto out = tmp.path() / (std::string(type) + ".gguf");
+        const auto res =
+            test::cli({"export", (tmp.path() / "pca").string(), "--type", type, "--out", out.string()});
+        ASSERT_EQ(res.exit_code, 0) << res.err;
+        EXPECT_NE(res.out.find("reconstructed as a dense table"), std::string::npos) << res.out;
+        const double theirs = llamacpp_ppl(out, ids.path, 128);
+        std::printf("pca-32 %-5s EmbedLab %.6g  llama.cpp %.6g  relative %.2e\n", type, ours, theirs,
+                    theirs / ours - 1);
+        EXPECT_NEAR(theirs / ours, 1.0, tolerance) << type;
+    }
+    std::ofstream(tmp.path() / "text.txt")
+        << test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt")
+               .substr(0, 6000);
+    int code = -1;
+    const auto out = run_command(test::llama_cpp_command("llama-perplexity") + " -m " +
+                                     test::quote((tmp.path() / "q8_0.gguf").string()) + " -f " +
+                                     test::quote((tmp.path() / "text.txt").string()) + " -c 128 -t 2",
+                                 &code);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("Final estimate"), std::string::npos) << out;
+}
+
+// FLAT-LLM's narrowed value heads are zero-padded, its narrowed MLPs become
+// per-layer widths: the same function in llama.cpp.
+TEST(ExportGguf, FlatModelRunsInLlamaCpp)
+{
+    REQUIRE_LLAMA_CPP();
+    test::TempDir tmp;
+    CompressionRequest r;
+    r.model = (shared_dir() / "models" / "tinyllama").string();
+    r.method = "flat";
+    r.remaining = 0.5;
+    r.compress_mlp = true;
+    r.calib_text = (fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").string();
+    r.samples = 16;
+    r.seqlen = 64;
+    const auto run = run_compression(r);
+    export_run(run, tmp.path() / "flat");
+    const auto lm = load_model(tmp.path() / "flat");
+    ASSERT_FALSE(lm.model->config().value_head_dims.empty());
+    const auto report = export_gguf(lm, tmp.path() / "flat.gguf", {.type = GgufExportType::F32});
+    ASSERT_FALSE(report.notes.empty());
+    EXPECT_NE(report.notes[0].find("zero-padded"), std::string::npos) << report.notes[0];
+    const IdsFile ids("tokens-tinyllama-tinystories-heldout.json", 2049);
+    const double ours = embedlab_ppl(*lm.model, ids.ids, 128);
+    const double theirs = llamacpp_ppl(tmp.path() / "flat.gguf", ids.path, 128);
+    EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
+}
+
+TEST(ExportGguf, Gpt2RunsInLlamaCpp)
+{
+    REQUIRE_LLAMA_CPP();
+    test::TempDir tmp;
+    const auto lm = load_model(shared_dir() / "models" / "tinygpt2");
+    export_gguf(lm, tmp.path() / "gpt2.gguf", {.type = GgufExportType::F32});
+    const IdsFile ids("tokens-tinygpt2-tinystories-heldout.json", 2049);
+    const double ours = embedlab_ppl(*lm.model, ids.ids, 128);
+    const double theirs = llamacpp_ppl(tmp.path() / "gpt2.gguf", ids.path, 128);
+    std::printf("tinygpt2 EmbedLab %.6g  llama.cpp %.6g  relative %.2e\n", ours, theirs, theirs / ours - 1);
+    EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
+}
+
+TEST(ExportCli, BadTypeAndTakenOutputAreRefused)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto model = (shared_dir() / "models" / "zoo" / "qwen3").string();
+    auto r = test::cli({"export", model, "--type", "q4_k", "--out", (tmp.path() / "x.gguf").string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("GGUF exports are f32, f16 or q8_0"), std::string::npos) << r.err;
+    std::ofstream(tmp.path() / "taken.gguf") << "x";
+    r = test::cli({"export", model, "--out", (tmp.path() / "taken.gguf").string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+    EXPECT_EQ(test::read_text(tmp.path() / "taken.gguf"), "x");
+    r = test::cli({"export", model, "--format", "onnx", "--out", (tmp.path() / "y").string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("use gguf or hf"), std::string::npos) << r.err;
+}
+
+// --format hf of a compressed directory: a plain directory transformers would
+// load, which EmbedLab reads back to the compressed model's numbers.
+TEST(ExportCli, HfFormatWritesTheDenseModel)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    CompressionRequest r;
+    r.model = (shared_dir() / "models" / "zoo" / "gptneox").string();
+    r.method = "svd";
+    r.rank = 16;
+    const auto run = run_compression(r);
+    export_run(run, tmp.path() / "svd");
+    const auto res = test::cli({"export", (tmp.path() / "svd").string(), "--format", "hf", "--out",
+                                (tmp.path() / "dense").string()});
+    ASSERT_EQ(res.exit_code, 0) << res.err;
+    EXPECT_FALSE(fs::exists(tmp.path() / "dense" / "embedlab.json"));
+    const auto dense = load_model(tmp.path() / "dense");
+    const auto compressed = load_model(tmp.path() / "svd");
+    const auto& ids = llama_ids().ids;
+    EXPECT_NEAR(embedlab_ppl(*dense.model, ids, 64) / embedlab_ppl(*compressed.model, ids, 64), 1.0, 1e-5);
+}
+
+} // namespace
+} // namespace embedlab
