@@ -7,6 +7,7 @@ set(EMBEDLAB_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/io/safetensors_header.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/gguf_parser.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/gguf_output.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/io/gguf_quants.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/llama2c_header.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/hf_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/model_config.cpp

@@ -47,6 +47,9 @@ TEST_PACKAGES=(
   xvfb xauth
   # scripts/format-check.sh (Debian 12: clang-format 14).
   clang-format
+  # llama.cpp's gguf-py (../shared/tools/gguf-py) decodes GGUF blocks in the
+  # dequantisation tests (tests/data/gguf_dequant_reference.py).
+  python3-numpy
 )
 if [ "$MODE" = tests ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")

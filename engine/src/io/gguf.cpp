@@ -8,6 +8,7 @@
 #include "io/canonical_weights.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/gguf_parser.hpp"
+#include "io/gguf_quants.hpp"
 #include "io/readers.hpp"
 
 namespace embedlab::io {
@@ -273,6 +274,25 @@ StoredType stored_type(uint32_t ggml_type)
     return ggml_type == 0 ? StoredType::F32 : ggml_type == 1 ? StoredType::F16 : StoredType::BF16;
 }
 
+// A tensor as float32: float types through the mapped-file converter, quantised
+// blocks dequantised row by row (gguf_quants.hpp).
+torch::Tensor load_tensor(const GgufFile& gguf, const std::shared_ptr<MappedFile>& file,
+                          const GgufTensorInfo& t)
+{
+    if (t.type == 0 || t.type == 1 || t.type == 30)
+        return tensor_from_mapped(file, gguf.data_start + t.offset, stored_type(t.type), row_major_shape(t));
+    auto out = torch::empty(row_major_shape(t), torch::kFloat32);
+    const int64_t row = t.ne[0], rows = out.numel() / std::max<int64_t>(row, 1);
+    const uint64_t row_bytes = ggml_row_bytes(t.type, row);
+    const uint8_t* src = file->data() + gguf.data_start + t.offset;
+    float* dst = out.data_ptr<float>();
+    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+            dequantize_row(t.type, src + static_cast<uint64_t>(r) * row_bytes, row, dst + r * row);
+    });
+    return out;
+}
+
 bool same_bytes(const GgufFile& gguf, const MappedFile& file, const GgufTensorInfo& a, uint64_t a_bytes,
                 const GgufTensorInfo& b, uint64_t b_bytes)
 {
@@ -341,9 +361,8 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
     std::set<std::string> stored_types;
     for (const auto& [name, k] : index_of) {
         const GgufTensorInfo& t = gguf.tensors[k];
-        const StoredType type = stored_type(t.type);
-        mf.weights[name] = tensor_from_mapped(file, gguf.data_start + t.offset, type, row_major_shape(t));
-        stored_types.insert(stored_type_name(type));
+        mf.weights[name] = load_tensor(gguf, file, t);
+        stored_types.insert(ggml_type_name(t.type));
     }
     mf.stored_dtype = summarize_stored_types(stored_types);
 

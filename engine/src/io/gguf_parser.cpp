@@ -1,5 +1,7 @@
 #include "io/gguf_parser.hpp"
 
+#include "io/gguf_quants.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -326,14 +328,18 @@ std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedF
     const uint64_t data_size = file.size() - gguf.data_start;
     std::vector<uint64_t> sizes;
     for (const GgufTensorInfo& t : gguf.tensors) {
-        const auto elem_size = ggml_float_type_size(t.type);
-        if (!elem_size)
+        const GgmlTypeTraits* traits = ggml_type_traits(t.type);
+        if (!traits)
             throw InputError(label + ": tensor '" + t.name + "' has type " + ggml_type_name(t.type) + " (" +
-                             std::to_string(t.type) +
-                             "); only F32 (0), F16 (1) and BF16 (30) are supported, not quantized types");
-        uint64_t bytes = *elem_size;
-        for (int64_t ne : t.ne)
-            if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(ne), &bytes))
+                             std::to_string(t.type) + "), which EmbedLab cannot dequantise (supported: " +
+                             supported_ggml_types() + ")");
+        if (t.ne.empty() || t.ne[0] % traits->block_elems != 0)
+            throw InputError(label + ": tensor '" + t.name + "' has rows of " +
+                             std::to_string(t.ne.empty() ? 0 : t.ne[0]) + " values, not a whole number of " +
+                             traits->name + " blocks of " + std::to_string(traits->block_elems));
+        uint64_t bytes = ggml_row_bytes(t.type, t.ne[0]);
+        for (size_t k = 1; k < t.ne.size(); ++k)
+            if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(t.ne[k]), &bytes))
                 throw InputError(label + ": tensor '" + t.name +
                                  "' is impossibly large (byte count overflows)");
         if (t.offset > data_size || bytes > data_size - t.offset)

@@ -80,7 +80,8 @@ std::string ggml_type_name(uint32_t type);
 // Bytes per element of the float types we load (F32, F16, BF16), else nullopt.
 std::optional<uint64_t> ggml_float_type_size(uint32_t type);
 
-// Checks every tensor: a supported float type, bytes inside the data section,
+// Checks every tensor: a type EmbedLab decodes (gguf_quants.hpp), whole blocks per
+// row, bytes inside the data section,
 // no two tensors overlapping. Returns each tensor's byte size (same order).
 // Throws InputError naming the file and the tensor.
 std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedFile& file);
