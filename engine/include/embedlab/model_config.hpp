@@ -61,6 +61,8 @@ struct ModelConfig {
     double query_scale = 0.0;         // scores scale; 0: 1/sqrt(head_size) (gemma2: query_pre_attn_scalar)
     double attn_softcap = 0.0;        // scores -> cap tanh(scores / cap); 0: none
     double final_softcap = 0.0;       // logits -> cap tanh(logits / cap); 0: none
+    bool learned_positions = false;   // OPT: a position table (model.embed_positions) instead of RoPE
+    int64_t position_offset = 0;      // OPT: position p reads row p + 2
     int64_t sliding_window = 0;       // attend to the last `sliding_window` positions on sliding layers
     std::vector<bool> sliding_layers; // per layer; empty: none slide
 
@@ -74,7 +76,7 @@ struct ModelConfig {
     {
         return head_size > 0 ? head_size : num_heads > 0 ? hidden_size / num_heads : 0;
     }
-    int64_t rotary_dims() const { return rotary_dim > 0 ? rotary_dim : head_dim(); }
+    int64_t rotary_dims() const { return learned_positions ? 0 : rotary_dim > 0 ? rotary_dim : head_dim(); }
     bool layer_slides(int64_t layer) const
     {
         return sliding_window > 0 && static_cast<size_t>(layer) < sliding_layers.size() &&

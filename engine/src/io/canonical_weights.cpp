@@ -135,6 +135,57 @@ void canonicalize_neox(const ModelConfig& c, WeightMap& weights, const std::stri
     weights = std::move(out);
 }
 
+// OPT: "model.decoder." names and its own layer part names.
+const std::map<std::string, std::string>& opt_layer_names()
+{
+    static const std::map<std::string, std::string> m = {
+        {"self_attn.out_proj.weight", "self_attn.o_proj.weight"},
+        {"self_attn.out_proj.bias", "self_attn.o_proj.bias"},
+        {"self_attn_layer_norm.weight", "input_layernorm.weight"},
+        {"self_attn_layer_norm.bias", "input_layernorm.bias"},
+        {"final_layer_norm.weight", "post_attention_layernorm.weight"},
+        {"final_layer_norm.bias", "post_attention_layernorm.bias"},
+        {"fc1.weight", "mlp.up_proj.weight"},
+        {"fc1.bias", "mlp.up_proj.bias"},
+        {"fc2.weight", "mlp.down_proj.weight"},
+        {"fc2.bias", "mlp.down_proj.bias"},
+    };
+    return m;
+}
+
+const std::map<std::string, std::string>& opt_global_names()
+{
+    static const std::map<std::string, std::string> m = {
+        {"model.decoder.embed_tokens.weight", "model.embed_tokens.weight"},
+        {"model.decoder.embed_positions.weight", "model.embed_positions.weight"},
+        {"model.decoder.final_layer_norm.weight", "model.norm.weight"},
+        {"model.decoder.final_layer_norm.bias", "model.norm.bias"},
+    };
+    return m;
+}
+
+void canonicalize_opt(WeightMap& weights, const std::string& label)
+{
+    WeightMap out;
+    for (auto& [name, t] : weights) {
+        if (const auto it = opt_global_names().find(name); it != opt_global_names().end()) {
+            put(out, it->second, std::move(t), label);
+            continue;
+        }
+        const auto part = layer_part(name, "model.decoder.layers.");
+        if (!part) {
+            put(out, name, std::move(t), label);
+            continue;
+        }
+        const auto it = opt_layer_names().find(part->second);
+        put(out,
+            "model.layers." + std::to_string(part->first) + "." +
+                (it == opt_layer_names().end() ? part->second : it->second),
+            std::move(t), label);
+    }
+    weights = std::move(out);
+}
+
 } // namespace
 
 void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const std::string& label)
@@ -148,6 +199,8 @@ void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const 
     }
     if (config.model_type == "gpt_neox")
         canonicalize_neox(config, weights, label);
+    else if (config.model_type == "opt")
+        canonicalize_opt(weights, label);
     else if (config.model_type == "phi3")
         split_phi3(config, weights, label);
     for (auto it = weights.begin(); it != weights.end();)
@@ -159,6 +212,22 @@ std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const Model
 {
     std::vector<std::pair<std::string, torch::Tensor>> out;
     const bool neox = config.model_type == "gpt_neox", phi3 = config.model_type == "phi3";
+    if (config.model_type == "opt") {
+        for (const auto& [name, t] : weights) {
+            std::string native = name;
+            for (const auto& [hf, canonical] : opt_global_names())
+                if (canonical == name)
+                    native = hf;
+            if (const auto part = layer_part(name, "model.layers.")) {
+                native = "model.decoder.layers." + std::to_string(part->first) + "." + part->second;
+                for (const auto& [hf, canonical] : opt_layer_names())
+                    if (canonical == part->second)
+                        native = "model.decoder.layers." + std::to_string(part->first) + "." + hf;
+            }
+            out.emplace_back(native, t);
+        }
+        return out;
+    }
     if (!neox && !phi3) {
         out.assign(weights.begin(), weights.end());
         return out;

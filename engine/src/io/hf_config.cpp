@@ -305,6 +305,46 @@ ModelConfig parse_phi3(const ConfigReader& r)
     return c;
 }
 
+// OPT (TensorSLM's OPT-125M): learned positions offset by 2, pre-LayerNorm,
+// biased projections, ReLU MLP. OPT-350m's projections and post-norm are refused.
+ModelConfig parse_opt(const ConfigReader& r)
+{
+    ModelConfig c;
+    c.arch = Architecture::Llama;
+    c.model_type = "opt";
+    c.vocab_size = r.required_int("vocab_size");
+    c.hidden_size = r.required_int("hidden_size");
+    c.intermediate_size = r.required_int("ffn_dim");
+    c.num_layers = r.required_int("num_hidden_layers");
+    c.num_heads = r.required_int("num_attention_heads");
+    c.num_kv_heads = c.num_heads;
+    c.max_positions = r.required_int("max_position_embeddings");
+    c.norm_eps = 1e-5; // OPT's LayerNorms use PyTorch's default
+    c.tied_embeddings = r.optional_bool("tie_word_embeddings", true);
+    c.activation = r.optional_string("activation_function", "relu");
+    c.bos_token_id = r.token_id("bos_token_id");
+    c.eos_token_id = r.token_id("eos_token_id");
+    if (c.hidden_size % c.num_heads != 0)
+        r.fail("hidden_size " + std::to_string(c.hidden_size) + " is not divisible by num_attention_heads " +
+               std::to_string(c.num_heads));
+    check_activation(r, "activation_function", c.activation);
+    if (r.optional_int("word_embed_proj_dim", c.hidden_size) != c.hidden_size)
+        r.fail("word_embed_proj_dim differs from hidden_size (OPT-350m's project_in/project_out); not "
+               "implemented");
+    if (!r.optional_bool("do_layer_norm_before", true))
+        r.fail("do_layer_norm_before is false (OPT-350m's post-LayerNorm layout); not implemented");
+    if (r.optional_bool("_remove_final_layer_norm", false))
+        r.fail("_remove_final_layer_norm is true; not implemented");
+    if (!r.optional_bool("enable_bias", true) || !r.optional_bool("layer_norm_elementwise_affine", true))
+        r.fail("OPT without biases or without LayerNorm weights is not implemented");
+    c.norm = NormKind::LayerNorm;
+    c.gated_mlp = false;
+    c.mlp_bias = c.qkv_bias = c.o_bias = true;
+    c.learned_positions = true;
+    c.position_offset = 2;
+    return c;
+}
+
 ModelConfig parse_gpt_neox(const ConfigReader& r)
 {
     ModelConfig c;
@@ -344,7 +384,7 @@ ModelConfig parse_gpt_neox(const ConfigReader& r)
 
 } // namespace
 
-constexpr const char* supported_types = "gpt2, llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox";
+constexpr const char* supported_types = "gpt2, llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox, opt";
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& label)
 {
@@ -378,6 +418,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& lab
         return parse_phi3(reader);
     if (model_type == "gpt_neox")
         return parse_gpt_neox(reader);
+    if (model_type == "opt")
+        return parse_opt(reader);
     reader.fail("unsupported model_type '" + model_type + "' (supported: " + supported_types + ")");
 }
 

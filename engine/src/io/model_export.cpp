@@ -89,6 +89,8 @@ std::string refusal(const LoadedModel& lm)
     const auto& c = lm.model->config();
     const std::string a = gguf_arch(c);
     static const std::set<std::string> known{"gpt2", "llama", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"};
+    if (a == "opt")
+        return "llama.cpp has no OPT architecture (export --format hf writes it for other tools)";
     if (!known.count(a))
         return c.type_name() + " has no GGUF mapping in EmbedLab";
     if (lm.model->lora())

@@ -137,7 +137,8 @@ torch::Tensor LanguageModel::adapted(torch::Tensor y, const torch::Tensor& x, co
 
 int64_t LanguageModel::max_context() const
 {
-    return config_.arch == Architecture::GPT2 ? config_.max_positions : INT64_MAX;
+    return config_.arch == Architecture::GPT2 || config_.learned_positions ? config_.max_positions
+                                                                           : INT64_MAX;
 }
 
 torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
@@ -223,6 +224,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
     auto angles = torch::cat({freqs, freqs}, -1); // [T, rd]
     auto cos = angles.cos(), sin = angles.sin();
     auto rope = [&](const torch::Tensor& t) {
+        if (rd == 0) // learned positions (OPT)
+            return t;
         if (rd == hd)
             return t * cos + rotate_half(t) * sin;
         const auto r = t.narrow(-1, 0, rd);
@@ -232,6 +235,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
     auto x = embedding_->lookup(ids);
     if (c.embedding_scale != 1.0)
         x = x * c.embedding_scale;
+    if (c.learned_positions)
+        x = x + w("model.embed_positions.weight").narrow(0, c.position_offset, T);
     for (int64_t l = 0; l < c.num_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         const int64_t vd = c.value_dim(l);

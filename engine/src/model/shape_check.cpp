@@ -50,6 +50,8 @@ std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t
             t = {{"model.embed_tokens.weight", {V, d}}, {"model.norm.weight", {d}}};
         if (!gpt2 && c.norm == NormKind::LayerNorm)
             t.push_back({"model.norm.bias", {d}});
+        if (c.learned_positions)
+            t.push_back({"model.embed_positions.weight", {c.max_positions + c.position_offset, d}});
         if (!c.tied_embeddings)
             t.push_back({"lm_head.weight", {V, d}});
         return t;
@@ -129,7 +131,8 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
     if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0)
         throw InputError(label + ": " + std::to_string(c.num_heads) + " query heads cannot be grouped over " +
                          std::to_string(c.num_kv_heads) + " key/value heads");
-    if (c.arch == Architecture::Llama && (c.rotary_dims() % 2 != 0 || c.rotary_dims() > c.head_dim()))
+    if (c.arch == Architecture::Llama && !c.learned_positions &&
+        (c.rotary_dims() % 2 != 0 || c.rotary_dims() > c.head_dim()))
         throw InputError(label + ": RoPE needs an even rotary size within the head, got " +
                          std::to_string(c.rotary_dims()) + " of " + std::to_string(c.head_dim()));
     if (!c.rope_freq_divisors.empty() &&
