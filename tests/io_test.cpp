@@ -689,7 +689,7 @@ TEST(Gguf, Version2F16AndRopeFrequencyFactors)
     g.version = 2;
     const int64_t half = m.head_dim() / 2;
     g.tensor("rope_freqs.weight", torch::full({half}, 2.0f)); // llama3 rope_scaling, as divisors
-    write_file(dir / "half.gguf.bin", g.bytes()); // GGUF magic wins over the .bin extension
+    write_file(dir / "half.gguf.bin", g.bytes());             // GGUF magic wins over the .bin extension
     const ModelFiles mf = read_model_files(dir / "half.gguf.bin");
     EXPECT_EQ(mf.format, ModelFormat::GGUF);
     EXPECT_EQ(mf.stored_dtype, "F16"); // rope_freqs is configuration, not a weight
@@ -714,8 +714,9 @@ TEST(Gguf, UnknownTensorIsRefused)
         read_model_files(dir / "sinks.gguf");
         FAIL() << "loaded a GGUF with an unknown tensor";
     } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_sinks.weight' has no meaning EmbedLab implements"),
-                  std::string::npos)
+        EXPECT_NE(
+            std::string(e.what()).find("tensor 'blk.0.attn_sinks.weight' has no meaning EmbedLab implements"),
+            std::string::npos)
             << e.what();
     }
 }
