@@ -199,13 +199,7 @@ TEST_P(QuantisedFile, PerplexityMatchesLlamaCpp)
 INSTANTIATE_TEST_SUITE_P(Zoo, QuantisedFile,
                          ::testing::Values("tinyllama-q8_0", "tinyllama-q4_0", "tinyllama-q4_k_m",
                                            "qwen2-q4_k_m"),
-                         [](const auto& info) {
-                             std::string s = info.param;
-                             for (char& c : s)
-                                 if (!std::isalnum(static_cast<unsigned char>(c)))
-                                     c = '_';
-                             return s;
-                         });
+                         test::ParamName());
 
 } // namespace
 } // namespace embedlab

@@ -218,13 +218,7 @@ TEST_P(ExportZoo, LlamaCppAgreesWithEmbedLab)
 INSTANTIATE_TEST_SUITE_P(Zoo, ExportZoo,
                          ::testing::Values("smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2",
                                            "phi3", "gptneox"),
-                         [](const auto& info) {
-                             std::string s = info.param;
-                             for (char& c : s)
-                                 if (!std::isalnum(static_cast<unsigned char>(c)))
-                                     c = '_';
-                             return s;
-                         });
+                         test::ParamName());
 
 // A compressed model reaches llama.cpp as its dense reconstruction: F32 to 1e-3,
 // Q8_0 to 1%; then through the CLI, and llama-perplexity runs on the file.

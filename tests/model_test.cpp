@@ -143,13 +143,7 @@ TEST_P(ReferenceLogits, FirstAndLastPositionsMatchToOneE4)
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits,
-                         ::testing::Values("tinygpt2", "tinygpt2-f16", "tinyllama"), [](const auto& info) {
-                             std::string s = info.param;
-                             for (auto& ch : s)
-                                 if (!isalnum(static_cast<unsigned char>(ch)))
-                                     ch = '_';
-                             return s;
-                         });
+                         ::testing::Values("tinygpt2", "tinygpt2-f16", "tinyllama"), test::ParamName());
 
 // GGUF and llama2.c store q/k in Meta's interleaved RoPE layout; after loading,
 // both must run exactly like each other.

@@ -2,6 +2,7 @@
 // is absent, so the unit part of every suite runs on a bare clone.
 #pragma once
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,18 @@ inline std::filesystem::path shared_dir()
         return env;
     return std::filesystem::path(EMBEDLAB_SOURCE_DIR) / ".." / "shared";
 }
+
+// A string parameter as a gtest name: "smollm2-tied" -> "smollm2_tied".
+struct ParamName {
+    template <class Info> std::string operator()(const Info& info) const
+    {
+        std::string s = info.param;
+        for (char& c : s)
+            if (!std::isalnum(static_cast<unsigned char>(c)))
+                c = '_';
+        return s;
+    }
+};
 
 inline bool have_shared()
 {

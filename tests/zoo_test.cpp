@@ -167,13 +167,7 @@ std::vector<std::string> fixture_names()
     return {"smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"};
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooFixture, ::testing::ValuesIn(fixture_names()), [](const auto& info) {
-    std::string s = info.param;
-    for (char& c : s)
-        if (!std::isalnum(static_cast<unsigned char>(c)))
-            c = '_';
-    return s;
-});
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooFixture, ::testing::ValuesIn(fixture_names()), test::ParamName());
 
 // A copy of a zoo directory whose config.json is edited by `edit`.
 fs::path edited_copy(const std::string& fixture, const test::TempDir& tmp,

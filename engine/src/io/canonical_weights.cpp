@@ -1,5 +1,6 @@
 #include "io/canonical_weights.hpp"
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -365,12 +366,124 @@ void settle_output_head(ModelConfig& config, WeightMap& weights, const std::stri
     }
 }
 
+namespace {
+
+// Meta row (h, 2i + j) <-> HF row (h, j * head_dim/2 + i); `to_hf` picks the direction.
+torch::Tensor permute_rope_rows(const torch::Tensor& w, int64_t n_heads, bool to_hf)
+{
+    const bool bias = w.dim() == 1;
+    const auto m = bias ? w.unsqueeze(1) : w;
+    const int64_t rows = m.size(0), cols = m.size(1), half = rows / n_heads / 2;
+    const auto split =
+        to_hf ? std::vector<int64_t>{n_heads, half, 2, cols} : std::vector<int64_t>{n_heads, 2, half, cols};
+    auto out = m.reshape(split).transpose(1, 2).reshape({rows, cols}).contiguous();
+    return bias ? out.squeeze(1) : out;
+}
+
+struct NamePair {
+    const char* gguf;
+    const char* canonical;
+};
+
+// Per-layer suffixes (after "blk.N." / "model.layers.N."), weights and biases.
+const std::vector<NamePair>& layer_names(const std::string& arch)
+{
+    static const std::vector<NamePair> common = {
+        {"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
+        {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
+        {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
+        {"attn_qkv", "self_attn.qkv_proj"},  {"ffn_gate", "mlp.gate_proj"},
+        {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
+    };
+    static const std::vector<NamePair> gemma2 = [] {
+        std::vector<NamePair> t = {{"attn_norm", "input_layernorm"},
+                                   {"post_attention_norm", "post_attention_layernorm"},
+                                   {"ffn_norm", "pre_feedforward_layernorm"},
+                                   {"post_ffw_norm", "post_feedforward_layernorm"}};
+        for (const auto& n : common)
+            if (std::string(n.gguf) != "attn_norm" && std::string(n.gguf) != "ffn_norm")
+                t.push_back(n);
+        return t;
+    }();
+    static const std::vector<NamePair> phi3 = [] {
+        std::vector<NamePair> t;
+        for (const auto& n : common)
+            if (std::string(n.gguf) != "ffn_up")
+                t.push_back(n);
+        t.push_back({"ffn_up", "mlp.gate_up_proj"}); // llama.cpp's phi3 ffn_up is [gate | up]
+        return t;
+    }();
+    return arch == "gemma2" ? gemma2 : arch == "phi3" ? phi3 : common;
+}
+
+const std::vector<NamePair>& global_names()
+{
+    static const std::vector<NamePair> t = {
+        {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+    return t;
+}
+
+// "weight" / "bias" off the end of a name.
+std::optional<std::pair<std::string, std::string>> split_kind(const std::string& name)
+{
+    for (const char* kind : {".weight", ".bias"})
+        if (ends_with(name, kind))
+            return std::make_pair(name.substr(0, name.size() - std::strlen(kind)), std::string(kind));
+    return std::nullopt;
+}
+
+// Maps `name` from one side of the tables to the other.
+std::optional<std::string> map_name(const std::string& arch, const std::string& name, bool to_gguf)
+{
+    const auto split = split_kind(name);
+    if (!split)
+        return std::nullopt;
+    const auto& [stem, kind] = *split;
+    auto from = [&](const NamePair& n) { return std::string(to_gguf ? n.canonical : n.gguf); };
+    auto to = [&](const NamePair& n) { return std::string(to_gguf ? n.gguf : n.canonical); };
+    for (const auto& n : global_names())
+        if (stem == from(n))
+            return to(n) + kind;
+    const auto part = layer_part(stem, to_gguf ? "model.layers." : "blk.");
+    if (!part)
+        return std::nullopt;
+    for (const auto& n : layer_names(arch))
+        if (part->second == from(n))
+            return (to_gguf ? "blk." : "model.layers.") + std::to_string(part->first) + "." + to(n) + kind;
+    return std::nullopt;
+}
+
+} // namespace
+
 torch::Tensor meta_rope_rows_to_hf(const torch::Tensor& w, int64_t n_heads)
 {
-    const int64_t rows = w.size(0), cols = w.size(1);
-    const int64_t head_dim = rows / n_heads;
-    // Meta row (h, 2i + j) becomes HF row (h, j * head_dim/2 + i).
-    return w.reshape({n_heads, head_dim / 2, 2, cols}).transpose(1, 2).reshape({rows, cols}).contiguous();
+    return permute_rope_rows(w, n_heads, /*to_hf=*/true);
+}
+
+torch::Tensor hf_rope_rows_to_meta(const torch::Tensor& w, int64_t n_heads)
+{
+    return permute_rope_rows(w, n_heads, /*to_hf=*/false);
+}
+
+std::optional<std::string> gguf_tensor_name(const std::string& arch, const std::string& canonical)
+{
+    return map_name(arch, canonical, /*to_gguf=*/true);
+}
+
+std::optional<std::string> canonical_from_gguf(const std::string& arch, const std::string& gguf)
+{
+    return map_name(arch, gguf, /*to_gguf=*/false);
+}
+
+bool gguf_norms_store_one_plus(const std::string& arch)
+{
+    return arch == "gemma2";
+}
+
+bool is_norm_weight(const std::string& canonical)
+{
+    return ends_with(canonical, "norm.weight");
 }
 
 } // namespace embedlab::io

@@ -2,6 +2,7 @@
 // tensors of a config, and the Meta -> Hugging Face RoPE row permutation.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,19 @@ void settle_output_head(ModelConfig& config, WeightMap& weights, const std::stri
 // Rows of a q/k projection [n_heads*head_dim, d] stored in Meta's interleaved
 // RoPE layout (pairs 2i, 2i+1) reordered to rotate-half (pairs i, i+head_dim/2),
 // exactly as Hugging Face's convert_llama_weights_to_hf.py `permute`.
+// Rows (or a bias, 1-D) of q/k projections; each is the other's inverse.
 torch::Tensor meta_rope_rows_to_hf(const torch::Tensor& w, int64_t n_heads);
+torch::Tensor hf_rope_rows_to_meta(const torch::Tensor& w, int64_t n_heads);
+
+// llama.cpp's GGUF names of the rotary family, one table for reading and
+// writing: "model.layers.3.self_attn.q_proj.weight" <-> "blk.3.attn_q.weight".
+// `arch` is GGUF's general.architecture (gemma2 names its four norms its own
+// way; phi3/gptneox fuse qkv as the pseudo-name self_attn.qkv_proj, phi3 gate
+// and up as mlp.gate_up_proj). nullopt: llama.cpp has no such tensor.
+std::optional<std::string> gguf_tensor_name(const std::string& arch, const std::string& canonical);
+std::optional<std::string> canonical_from_gguf(const std::string& arch, const std::string& gguf);
+// The converter stores Gemma's RMSNorm(1 + w) weights as 1 + w (every *norm.weight).
+bool gguf_norms_store_one_plus(const std::string& arch);
+bool is_norm_weight(const std::string& canonical);
 
 } // namespace embedlab::io

@@ -214,55 +214,6 @@ std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& l
     return vocab;
 }
 
-// llama.cpp tensor name -> canonical Hugging Face name; nullopt for unknown names.
-// Gemma 2's four norms map differently from llama's two.
-std::optional<std::string> canonical_name(const std::string& name, const std::string& arch)
-{
-    static const std::map<std::string, std::string> global = {
-        {"token_embd.weight", "model.embed_tokens.weight"},
-        {"output_norm.weight", "model.norm.weight"},
-        {"output.weight", "lm_head.weight"},
-    };
-    static const std::map<std::string, std::string> per_layer = {
-        {"attn_norm.weight", "input_layernorm.weight"},
-        {"ffn_norm.weight", "post_attention_layernorm.weight"},
-        {"attn_q.weight", "self_attn.q_proj.weight"},
-        {"attn_q.bias", "self_attn.q_proj.bias"},
-        {"attn_k.bias", "self_attn.k_proj.bias"},
-        {"attn_v.bias", "self_attn.v_proj.bias"},
-        {"attn_output.bias", "self_attn.o_proj.bias"},
-        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-        {"attn_k.weight", "self_attn.k_proj.weight"},
-        {"attn_v.weight", "self_attn.v_proj.weight"},
-        {"attn_output.weight", "self_attn.o_proj.weight"},
-        {"ffn_gate.weight", "mlp.gate_proj.weight"},
-        {"ffn_up.weight", "mlp.up_proj.weight"},
-        {"ffn_down.weight", "mlp.down_proj.weight"},
-    };
-    if (const auto it = global.find(name); it != global.end())
-        return it->second;
-    if (name.rfind("blk.", 0) != 0)
-        return std::nullopt;
-    const size_t digits_end = name.find('.', 4);
-    if (digits_end == std::string::npos || digits_end == 4 || digits_end - 4 > 6)
-        return std::nullopt;
-    const std::string layer = name.substr(4, digits_end - 4);
-    if (layer.find_first_not_of("0123456789") != std::string::npos)
-        return std::nullopt;
-    static const std::map<std::string, std::string> gemma2 = {
-        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
-        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
-        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
-    };
-    const std::string rest = name.substr(digits_end + 1);
-    const auto& table = arch == "gemma2" && gemma2.count(rest) ? gemma2 : per_layer;
-    const auto it = table.find(rest);
-    if (it == table.end())
-        return std::nullopt;
-    return "model.layers." + std::to_string(std::stoi(layer)) + "." + it->second;
-}
-
 // The ggml shape [ne0, ne1, ...] (ne0 fastest) is the row-major shape reversed.
 std::vector<int64_t> row_major_shape(const GgufTensorInfo& t)
 {
@@ -324,7 +275,7 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
             rope_freqs = k;
             continue;
         }
-        const auto name = canonical_name(gguf.tensors[k].name, arch);
+        const auto name = canonical_from_gguf(arch, gguf.tensors[k].name);
         if (!name)
             meta.fail("tensor '" + gguf.tensors[k].name + "' has no meaning EmbedLab implements for " + arch +
                       "; refusing to ignore it");
@@ -397,24 +348,19 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
 
     check_weights_against_config(mf.config, mf.weights, label, label);
     refuse_unused_tensors(mf.config, mf.weights, label);
-    for (int64_t layer = 0; layer < mf.config.num_layers; ++layer) {
-        const std::string p = "model.layers." + std::to_string(layer) + ".";
-        if (arch == "gemma2") // the converter stores Gemma's norms as 1 + w
-            for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                                  "post_feedforward_layernorm"})
-                mf.weights[p + n + ".weight"] = mf.weights[p + n + ".weight"] - 1.0;
-        if (arch != "llama")
-            continue; // llama.cpp's NEOX rope architectures keep Hugging Face's row order
-        for (const auto& [proj, heads] :
-             {std::pair{"q_proj", mf.config.num_heads}, {"k_proj", mf.config.num_kv_heads}}) {
-            const std::string w = p + "self_attn." + proj + ".weight", b = p + "self_attn." + proj + ".bias";
-            mf.weights[w] = meta_rope_rows_to_hf(mf.weights[w], heads);
-            if (mf.weights.count(b))
-                mf.weights[b] = meta_rope_rows_to_hf(mf.weights[b].unsqueeze(1), heads).squeeze(1);
-        }
-    }
-    if (arch == "gemma2")
-        mf.weights["model.norm.weight"] = mf.weights["model.norm.weight"] - 1.0;
+    if (gguf_norms_store_one_plus(arch))
+        for (auto& [name, t] : mf.weights)
+            if (is_norm_weight(name))
+                t = t - 1.0;
+    if (arch == "llama") // llama.cpp's other (NEOX rope) architectures keep Hugging Face's row order
+        for (int64_t layer = 0; layer < mf.config.num_layers; ++layer)
+            for (const auto& [proj, heads] :
+                 {std::pair{"q_proj", mf.config.num_heads}, {"k_proj", mf.config.num_kv_heads}})
+                for (const char* kind : {".weight", ".bias"})
+                    if (const auto it = mf.weights.find("model.layers." + std::to_string(layer) +
+                                                        ".self_attn." + proj + kind);
+                        it != mf.weights.end())
+                        it->second = meta_rope_rows_to_hf(it->second, heads);
     return mf;
 }
 

@@ -62,17 +62,6 @@ torch::Tensor pad_head_columns(const torch::Tensor& w, int64_t heads, int64_t fr
     return pad_head_rows(w.t().contiguous(), heads, from, to).t().contiguous();
 }
 
-// Hugging Face rotate-half q/k rows back to Meta's interleaved layout, which
-// llama.cpp's "llama" architecture expects (inverse of meta_rope_rows_to_hf).
-torch::Tensor hf_rope_rows_to_meta(const torch::Tensor& w, int64_t heads)
-{
-    const bool bias = w.dim() == 1;
-    const auto m = bias ? w.unsqueeze(1) : w;
-    const int64_t rows = m.size(0), cols = m.size(1), hd = rows / heads;
-    auto out = m.reshape({heads, 2, hd / 2, cols}).transpose(1, 2).reshape({rows, cols}).contiguous();
-    return bias ? out.squeeze(1) : out;
-}
-
 std::string gguf_arch(const ModelConfig& c)
 {
     if (c.arch == Architecture::GPT2)
@@ -209,87 +198,67 @@ void add_hparams(GgufPlan& plan, const ModelConfig& c)
         m.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
 }
 
-// The rotary family's tensors under llama.cpp's names.
-void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& w)
+// The rotary family's tensors under llama.cpp's names: the canonical weights
+// put in the layout llama.cpp computes with, then named through the table the
+// GGUF reader uses (canonical_weights.hpp). A tensor without a GGUF name is an
+// error, never dropped.
+void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& weights)
 {
     const std::string& a = plan.arch;
-    const bool gemma = a == "gemma2";
-    const int64_t H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim();
-    auto put = [&](const std::string& name, torch::Tensor t) {
-        t = t.to(torch::kFloat32).contiguous();
-        plan.tensors.push_back({name, t, t.dim() == 2});
-    };
-    // llama.cpp multiplies by Gemma's norm weights as stored: the converter stores 1 + w.
-    auto norm = [&](const std::string& name, const std::string& canonical) {
-        put(name + ".weight", gemma ? w.at(canonical + ".weight") + 1.0 : w.at(canonical + ".weight"));
-        if (w.count(canonical + ".bias"))
-            put(name + ".bias", w.at(canonical + ".bias"));
-    };
-    norm("output_norm", "model.norm");
-    if (!c.tied_embeddings)
-        put("output.weight", w.at("lm_head.weight"));
+    const int64_t H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim(), F = c.intermediate_size;
+    WeightMap w;
+    for (const auto& [name, t] : weights)
+        if (name != "model.embed_tokens.weight") // written by plan_gguf, reconstructed if compressed
+            w.emplace(name, io::gguf_norms_store_one_plus(a) && io::is_norm_weight(name) ? t + 1.0 : t);
+    bool padded = false, narrowed_mlp = false;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const int64_t vd = c.value_dim(l), f = c.mlp_width(l);
+        padded = padded || vd != hd;
+        narrowed_mlp = narrowed_mlp || f != F;
+        auto change = [&](const std::string& name, auto&& fn) {
+            if (const auto it = w.find(p + name); it != w.end())
+                it->second = fn(it->second);
+        };
+        for (const char* kind : {"weight", "bias"}) {
+            const std::string k = kind;
+            change("self_attn.v_proj." + k, [&](const auto& t) { return pad_head_rows(t, Hkv, vd, hd); });
+            for (const char* mlp : {"mlp.gate_proj.", "mlp.up_proj."})
+                change(mlp + k, [&](const auto& t) { return pad_head_rows(t, 1, f, F); });
+            if (a == "llama") // Meta's interleaved RoPE rows
+                for (const auto& [proj, heads] : {std::pair{"q_proj", H}, {"k_proj", Hkv}})
+                    change("self_attn." + std::string(proj) + "." + k,
+                           [&](const auto& t) { return io::hf_rope_rows_to_meta(t, heads); });
+        }
+        change("self_attn.o_proj.weight", [&](const auto& t) { return pad_head_columns(t, H, vd, hd); });
+        change("mlp.down_proj.weight", [&](const auto& t) { return pad_head_columns(t, 1, f, F); });
+        // Fused tensors: [q | k | v] rows (phi3, gptneox), phi3's [gate | up].
+        auto fuse = [&](const std::vector<std::string>& parts, const std::string& into) {
+            std::vector<torch::Tensor> ts;
+            for (const auto& part : parts) {
+                ts.push_back(w.at(p + part));
+                w.erase(p + part);
+            }
+            w.emplace(p + into, torch::cat(ts, 0));
+        };
+        if (a == "phi3" || a == "gptneox")
+            for (const std::string k : {".weight", ".bias"})
+                if (w.count(p + "self_attn.q_proj" + k))
+                    fuse({"self_attn.q_proj" + k, "self_attn.k_proj" + k, "self_attn.v_proj" + k},
+                         "self_attn.qkv_proj" + k);
+        if (a == "phi3")
+            fuse({"mlp.gate_proj.weight", "mlp.up_proj.weight"}, "mlp.gate_up_proj.weight");
+    }
+    for (auto& [name, t] : w) {
+        const auto gguf = io::gguf_tensor_name(a, name);
+        if (!gguf)
+            throw InputError("cannot write GGUF: tensor '" + name + "' has no llama.cpp name for " + a);
+        const auto data = t.to(torch::kFloat32).contiguous();
+        plan.tensors.push_back({*gguf, data, data.dim() == 2});
+    }
     if (!c.rope_freq_divisors.empty()) {
         std::vector<float> f(c.rope_freq_divisors.begin(), c.rope_freq_divisors.end());
         plan.tensors.push_back({"rope_freqs.weight", torch::tensor(f, torch::kFloat32), false});
-    }
-    bool padded = false, narrowed_mlp = false;
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
-        const int64_t vd = c.value_dim(l);
-        padded = padded || vd != hd;
-        norm(b + "attn_norm", p + "input_layernorm");
-        if (gemma) {
-            norm(b + "post_attention_norm", p + "post_attention_layernorm");
-            norm(b + "ffn_norm", p + "pre_feedforward_layernorm");
-            norm(b + "post_ffw_norm", p + "post_feedforward_layernorm");
-        } else {
-            norm(b + "ffn_norm", p + "post_attention_layernorm");
-        }
-        auto proj = [&](const std::string& kind, const char* suffix) -> torch::Tensor {
-            const auto it = w.find(p + "self_attn." + kind + "_proj." + suffix);
-            if (it == w.end())
-                return {};
-            auto t = it->second;
-            if (kind == "v")
-                t = pad_head_rows(t, Hkv, vd, hd);
-            if (a == "llama" && (kind == "q" || kind == "k"))
-                t = hf_rope_rows_to_meta(t, kind == "q" ? H : Hkv);
-            return t;
-        };
-        for (const char* suffix : {"weight", "bias"}) {
-            auto q = proj("q", suffix), k = proj("k", suffix), v = proj("v", suffix);
-            if (!q.defined())
-                continue;
-            if (a == "phi3" || a == "gptneox") // fused [q | k | v] rows
-                put(b + "attn_qkv." + suffix, torch::cat({q, k, v}, 0));
-            else {
-                put(b + "attn_q." + suffix, q);
-                put(b + "attn_k." + suffix, k);
-                put(b + "attn_v." + suffix, v);
-            }
-        }
-        put(b + "attn_output.weight", pad_head_columns(w.at(p + "self_attn.o_proj.weight"), H, vd, hd));
-        if (w.count(p + "self_attn.o_proj.bias"))
-            put(b + "attn_output.bias", w.at(p + "self_attn.o_proj.bias"));
-        if (c.qk_norm) {
-            norm(b + "attn_q_norm", p + "self_attn.q_norm");
-            norm(b + "attn_k_norm", p + "self_attn.k_norm");
-        }
-        const int64_t f = c.mlp_width(l), F = c.intermediate_size;
-        narrowed_mlp = narrowed_mlp || f != F;
-        auto widen = [&](const std::string& name) { return pad_head_rows(w.at(name), 1, f, F); };
-        if (a == "phi3") { // ffn_up holds [gate | up]
-            put(b + "ffn_up.weight",
-                torch::cat({widen(p + "mlp.gate_proj.weight"), widen(p + "mlp.up_proj.weight")}, 0));
-        } else {
-            for (const char* n : {"gate", "up"})
-                for (const char* suffix : {"weight", "bias"})
-                    if (w.count(p + "mlp." + n + "_proj." + suffix))
-                        put(b + "ffn_" + n + "." + suffix, widen(p + "mlp." + n + "_proj." + suffix));
-        }
-        put(b + "ffn_down.weight", pad_head_columns(w.at(p + "mlp.down_proj.weight"), 1, f, F));
-        if (w.count(p + "mlp.down_proj.bias"))
-            put(b + "ffn_down.bias", w.at(p + "mlp.down_proj.bias"));
     }
     if (padded)
         plan.notes.push_back("FLAT-LLM value heads zero-padded to the head size " + std::to_string(hd) +
@@ -297,7 +266,7 @@ void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& 
                              "in the attention)");
     if (narrowed_mlp)
         plan.notes.push_back(
-            "FLAT-LLM MLP widths zero-padded to " + std::to_string(c.intermediate_size) +
+            "FLAT-LLM MLP widths zero-padded to " + std::to_string(F) +
             " (llama.cpp sizes every layer's MLP alike; same outputs, no saving in the MLP)");
 }
 
