@@ -89,6 +89,7 @@ int command_inspect(const std::vector<std::string>& argv)
     else
         j["tokenizer"] = {{"error", tokenizer_problem}};
     j["warnings"] = lm.files.warnings;
+    j["notes"] = lm.files.notes;
 
     if (args.has("--json")) {
         print_json(j);
@@ -107,6 +108,8 @@ int command_inspect(const std::vector<std::string>& argv)
     if (j.contains("value_head_dims"))
         std::printf("  FLAT-LLM: value dims per layer %s%s\n", j["value_head_dims"].dump().c_str(),
                     j.contains("mlp_widths") ? (", MLP widths " + j["mlp_widths"].dump()).c_str() : "");
+    for (const auto& note : lm.files.notes)
+        std::printf("  note: %s\n", note.c_str());
     if (!lm.files.tensor_types_by_kind.empty()) {
         std::vector<std::string> kinds;
         for (const auto& [kind, type] : lm.files.tensor_types_by_kind)

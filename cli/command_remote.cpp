@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "embedlab/file_input.hpp"
 #include "embedlab/remote.hpp"
 #include "progress_printer.hpp"
 
@@ -111,12 +112,8 @@ private:
 
 Json read_job(const std::string& file)
 {
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-        throw InputError(file + ": cannot read the job file");
-    std::stringstream s;
-    s << in.rdbuf();
-    const auto j = Json::parse(s.str(), nullptr, false);
+    const auto j =
+        Json::parse(io::read_regular_file(file, io::metadata_file_cap, "job file"), nullptr, false);
     if (j.is_discarded() || !j.is_object())
         throw InputError(file + ": not a JSON object");
     try {

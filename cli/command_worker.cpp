@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common.hpp"
+#include "embedlab/file_input.hpp"
 #include "embedlab/job.hpp"
 
 namespace embedlab::cli {
@@ -68,12 +69,7 @@ int command_worker(const std::vector<std::string>& argv)
     std::string source = "stdin";
     if (auto file = args.get("--job")) {
         source = *file;
-        std::ifstream in(*file, std::ios::binary);
-        if (!in)
-            throw InputError(*file + ": cannot read the job file");
-        std::stringstream s;
-        s << in.rdbuf();
-        text = s.str();
+        text = io::read_regular_file(*file, io::metadata_file_cap, "job file");
     } else {
         text = read_stdin_line();
     }

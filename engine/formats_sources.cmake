@@ -12,6 +12,7 @@ set(EMBEDLAB_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/io/hf_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/model_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/io/mapped_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/io/file_input.cpp
   ${EMBEDLAB_TOKENIZER_SOURCES}
   ${CMAKE_CURRENT_LIST_DIR}/src/model/manifest_layout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/methods/accounting.cpp

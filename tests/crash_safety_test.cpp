@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -174,4 +175,43 @@ TEST(CrashSafety, ChangedTensorsAreRefusedUnlessVerificationIsOff)
         EXPECT_NE(msg.find("--no-verify"), std::string::npos) << msg;
     }
     EXPECT_NO_THROW(embedlab::load_model(out, {.verify = false}));
+
+    // Issue 24, item 10: editing the manifest does not bypass the check. Every
+    // weight file the model reads must be listed and match.
+    const auto manifest_text = embedlab::test::read_text(out / "embedlab.json");
+    auto refused_with = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& expected) {
+        auto j = nlohmann::json::parse(manifest_text);
+        edit(j);
+        fs::remove(out / "embedlab.json");
+        std::ofstream(out / "embedlab.json") << j.dump(1);
+        try {
+            embedlab::load_model(out);
+            ADD_FAILURE() << "loaded after the manifest edit; expected: " << expected;
+        } catch (const embedlab::InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+        }
+    };
+    refused_with([](auto& j) { j["weights_files"] = nlohmann::json::array(); }, "lists no weights_files");
+    refused_with([](auto& j) { j.erase("weights_files"); }, "lists no weights_files");
+    refused_with(
+        [&](auto& j) {
+            j["weights_files"] = {
+                {{"file", "config.json"}, {"sha256", embedlab::sha256_file(out / "config.json")}}};
+        },
+        "model.safetensors: holds weights the model uses, but embedlab.json's weights_files does not list "
+        "it");
+
+    // Issue 24, item 17: a symlink leading out of the directory is refused.
+    fs::remove(out / "embedlab.json");
+    std::ofstream(out / "embedlab.json") << manifest_text;
+    fs::rename(out / "model.safetensors", tmp / "elsewhere.safetensors");
+    fs::create_symlink(tmp / "elsewhere.safetensors", out / "model.safetensors");
+    try {
+        embedlab::load_model(out, {.verify = false});
+        ADD_FAILURE() << "followed a symlink out of the compressed directory";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("a symlink leading out of the compressed directory"),
+                  std::string::npos)
+            << e.what();
+    }
 }

@@ -6,11 +6,14 @@
 #include <functional>
 #include <random>
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "embedlab/error.hpp"
+#include "embedlab/eval.hpp"
 #include "embedlab/model_files.hpp"
 #include "test_support.hpp"
 
@@ -623,6 +626,47 @@ TEST(BadPaths, NonexistentAndUnsupported)
     expect_read_error(dir / "empty", {"no config.json"});
     write_file(dir / "empty.bin", "");
     expect_read_error(dir / "empty.bin", {"truncated"});
+}
+
+// Issue 24, items 8 and 9: a FIFO or a device in place of a file is refused at
+// once (no read blocks: a hang would hit the test's TIMEOUT), and metadata files
+// are read under a size cap that the message names.
+TEST(BadPaths, FifosDevicesAndHugeFilesAreRefused)
+{
+    TempDir dir;
+    const fs::path good = write_gpt2_dir(dir / "m", gpt2_config(), gpt2_weights());
+    auto replaced = [&](const std::string& name, const std::function<void(const fs::path&)>& make) {
+        const fs::path copy = dir / ("copy-" + std::to_string(std::rand()));
+        fs::copy(good, copy, fs::copy_options::recursive);
+        fs::remove(copy / name);
+        make(copy / name);
+        return copy;
+    };
+    auto fifo = [](const fs::path& p) { ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0); };
+    auto zero = [](const fs::path& p) { fs::create_symlink("/dev/zero", p); };
+    for (const char* name : {"config.json", "model.safetensors"})
+        for (const auto& make :
+             {std::function<void(const fs::path&)>(fifo), std::function<void(const fs::path&)>(zero)}) {
+            const fs::path model = replaced(name, make);
+            expect_read_error(model, {"not a regular file"}, model / name);
+        }
+    const fs::path gguf = dir / "model.gguf";
+    fifo(gguf);
+    expect_read_error(gguf, {"not a regular file"});
+    // A sparse 65 MB config.json: refused by its size, before it is read.
+    const fs::path big = replaced("config.json", [](const fs::path& p) {
+        std::ofstream(p) << "{";
+        fs::resize_file(p, 65ull << 20);
+    });
+    expect_read_error(big, {"65 MB is above the 64 MB EmbedLab reads for a metadata file"},
+                      big / "config.json");
+    // Texts and ids files.
+    const fs::path text_fifo = dir / "text.txt";
+    fifo(text_fifo);
+    expect_input_error([&] { read_text_file(text_fifo); }, text_fifo, {"not a regular file"});
+    expect_input_error([&] { read_text_file("/dev/zero"); }, "/dev/zero", {"not a regular file"});
+    expect_input_error([&] { read_ids_file("/dev/urandom"); }, "/dev/urandom", {"not a regular file"});
+    expect_input_error([&] { read_text_file(dir.path()); }, dir.path(), {"is a directory"});
 }
 
 } // namespace

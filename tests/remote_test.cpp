@@ -72,6 +72,23 @@ TEST(RemoteSubprocess, ReportsExecFailureAndStopsAtTimeout)
     EXPECT_EQ(embedlab::run_command({"sh", "-c", "exit 3"}, "", std::chrono::seconds(10)).status, 3);
 }
 
+// Issue 24, item 13: a peer that never prints a newline is cut off at 64 MB
+// with a message, instead of growing the client without bound.
+TEST(RemoteSubprocess, EndlessLineIsCutOffWithAMessage)
+{
+    embedlab::Subprocess p({"sh", "-c", "head -c 100000000 /dev/zero"});
+    size_t lines = 0;
+    try {
+        p.pump([&](std::string_view) { ++lines; }, std::chrono::seconds(60));
+        ADD_FAILURE() << "read 100 MB without a newline";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("sh: printed more than 64 MB without a newline"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(lines, 0u);
+}
+
 TEST(RemotePower, ParsesPmicReadAdcAndIntegrates)
 {
     // Abridged output of `vcgencmd pmic_read_adc` on a Raspberry Pi 5.

@@ -579,6 +579,25 @@ TEST(TokenizerErrors, DirectoryWithoutTokenizerNamesTheDirectory)
     EXPECT_THROW(embedlab::load_sentencepiece(dir / "config.json"), InputError);
 }
 
+// Issue 24, item 15: a broken tokenizer.json is refused, not skipped in favour of
+// vocab.json + merges.txt beside it.
+TEST(TokenizerErrors, BrokenTokenizerJsonIsRefusedNotSkipped)
+{
+    embedlab::test::TempDir dir;
+    const fs::path bundled = fs::path(EMBEDLAB_SOURCE_DIR) / "resources/models/tinygpt2-f16";
+    for (const char* f : {"vocab.json", "merges.txt"})
+        fs::copy_file(bundled / f, dir / f);
+    EXPECT_EQ(embedlab::load_tokenizer_from_directory(dir.path())->kind(), "gpt2-bpe");
+    write_file(dir / "tokenizer.json", "{\"model\": {\"type\": \"BPE\", "); // cut short
+    try {
+        embedlab::load_tokenizer_from_directory(dir.path());
+        ADD_FAILURE() << "a broken tokenizer.json was skipped";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("tokenizer.json: not valid JSON"), std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(TokenizerDirectory, PicksTheRightKind)
 {
     EMBEDLAB_REQUIRE_SHARED();

@@ -12,7 +12,7 @@ namespace embedlab {
 
 // The graph family, which fixes the canonical tensor names (weights.hpp):
 // GPT2 = gpt2's Conv1D layout with learned positions; Llama = the rotary decoder
-// family (llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox), whose variants
+// family (llama, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt_neox, opt), whose variants
 // are the switches below.
 enum class Architecture { GPT2, Llama };
 
@@ -65,6 +65,7 @@ struct ModelConfig {
     int64_t position_offset = 0;      // OPT: position p reads row p + 2
     int64_t sliding_window = 0;       // attend to the last `sliding_window` positions on sliding layers
     std::vector<bool> sliding_layers; // per layer; empty: none slide
+    double rope_local_theta = 0.0;    // sliding layers' RoPE base, never rope-scaled (gemma3); 0: as the rest
 
     // FLAT-LLM compressed models (METHODS 3): per decoder layer, the value
     // dimension of each head and the MLP width. Empty: head_dim() and

@@ -45,12 +45,13 @@ struct ModelFiles {
     std::vector<std::filesystem::path> files; // every weight file read
     ModelConfig config;
     WeightMap weights;        // canonical names, float32, contiguous
-    std::string stored_dtype; // "F32", "F16", "BF16" or "mixed"
+    std::string stored_dtype; // "F32", "F16", "BF16", a GGUF type name ("Q4_K") or "mixed"
     // GGUF: the stored type(s) of each tensor kind, as llama.cpp names both
     // ("attn_q.weight" -> "Q4_K", or "Q4_K x1 + Q6_K x1" when layers differ).
     std::map<std::string, std::string> tensor_types_by_kind;
     std::optional<ScoredVocab> embedded_vocab; // GGUF only
     std::vector<std::string> warnings;         // e.g. "NaN in tensor h.0.attn.c_attn.weight"
+    std::vector<std::string> notes;            // information, not a problem (inspect prints it)
     // An EmbedLab compressed directory: embedlab.json's text, and the tensors
     // that replace the embedding (names under its prefix, e.g. "wte.pca.Z").
     std::string embedlab_manifest;

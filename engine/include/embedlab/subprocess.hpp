@@ -66,6 +66,7 @@ private:
     int status_ = -1;
     int in_ = -1, out_fd_ = -1, err_fd_ = -1;
     std::string out_, err_, partial_;
+    std::string program_; // argv[0], for messages
 };
 
 struct CommandResult {

@@ -37,8 +37,8 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
     const int64_t ctx = options.ctx, stride = options.stride > 0 ? options.stride : ctx;
     for (const LanguageModel* m : {&model, &reference})
         if (ctx > m->max_context())
-            throw InputError("--ctx " + std::to_string(ctx) + " exceeds a model's " +
-                             std::to_string(m->max_context()) + " learned positions");
+            throw InputError("--ctx " + std::to_string(ctx) + " exceeds the " +
+                             std::to_string(m->max_context()) + "-token context it was trained for");
     const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
     auto all_ids =
         torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/eval.hpp"
+#include "embedlab/file_input.hpp"
 
 namespace embedlab {
 
@@ -15,17 +16,7 @@ namespace {
 
 std::string read_bytes(const std::filesystem::path& file)
 {
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec))
-        throw InputError(file.string() + ": no such file");
-    if (std::filesystem::is_directory(file, ec))
-        throw InputError(file.string() + ": is a directory, expected a file");
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-        throw InputError(file.string() + ": cannot open (" + std::strerror(errno) + ")");
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    return io::read_regular_file(file, io::text_file_cap, "text or ids file");
 }
 
 int32_t checked_id(const nlohmann::json& v, const std::filesystem::path& file, size_t index)

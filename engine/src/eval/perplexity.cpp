@@ -36,8 +36,8 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     const int64_t ctx = options.ctx;
     const int64_t stride = options.stride > 0 ? options.stride : ctx;
     if (ctx > model.max_context())
-        throw InputError("--ctx " + std::to_string(ctx) + " exceeds the model's " +
-                         std::to_string(model.max_context()) + " learned positions");
+        throw InputError("--ctx " + std::to_string(ctx) + " exceeds the " +
+                         std::to_string(model.max_context()) + "-token context the model was trained for");
     const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
     const int64_t V = model.config().vocab_size;
     // About 2048 positions per batch keeps the matrix products efficient.

@@ -45,23 +45,26 @@ void put(WeightMap& weights, const std::string& name, torch::Tensor t, const std
         throw InputError(label + ": tensor '" + name + "' is stored twice (fused and split)");
 }
 
-// phi3: qkv_proj rows are q (H hd), k (Hkv hd), v (Hkv hd); gate_up_proj rows gate then up.
-void split_phi3(const ModelConfig& c, WeightMap& weights, const std::string& label)
+// phi3 (and llama.cpp's phi3/gptneox GGUF): qkv_proj rows (or bias entries) are
+// q (H hd), k (Hkv hd), v (Hkv hd); gate_up_proj rows gate then up.
+void split_fused(const ModelConfig& c, WeightMap& weights, const std::string& label)
 {
     WeightMap out;
     for (auto& [name, t] : weights) {
         const auto part = layer_part(name, "model.layers.");
         const std::string p = part ? "model.layers." + std::to_string(part->first) + "." : "";
-        if (part && part->second == "self_attn.qkv_proj.weight" && part->first < c.num_layers) {
+        const bool qkv_bias = part && part->second == "self_attn.qkv_proj.bias";
+        if (part && (part->second == "self_attn.qkv_proj.weight" || qkv_bias) && part->first < c.num_layers) {
             // FLAT-LLM directories narrow the value rows (value_head_dims).
             const int64_t hd = c.head_dim(), q = c.num_heads * hd, k = c.num_kv_heads * hd;
             const int64_t v = c.num_kv_heads * c.value_dim(part->first);
-            if (t.dim() != 2 || t.size(0) != q + k + v)
+            if (t.dim() != (qkv_bias ? 1 : 2) || t.size(0) != q + k + v)
                 throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
                                  " rows; the config implies " + std::to_string(q + k + v));
-            put(out, p + "self_attn.q_proj.weight", t.narrow(0, 0, q).contiguous(), label);
-            put(out, p + "self_attn.k_proj.weight", t.narrow(0, q, k).contiguous(), label);
-            put(out, p + "self_attn.v_proj.weight", t.narrow(0, q + k, v).contiguous(), label);
+            const std::string kind = qkv_bias ? ".bias" : ".weight";
+            put(out, p + "self_attn.q_proj" + kind, t.narrow(0, 0, q).contiguous(), label);
+            put(out, p + "self_attn.k_proj" + kind, t.narrow(0, q, k).contiguous(), label);
+            put(out, p + "self_attn.v_proj" + kind, t.narrow(0, q + k, v).contiguous(), label);
         } else if (part && part->second == "mlp.gate_up_proj.weight") {
             if (t.dim() != 2 || t.size(0) % 2 != 0)
                 throw InputError(label + ": tensor '" + name + "' must have an even number of rows");
@@ -189,6 +192,11 @@ void canonicalize_opt(WeightMap& weights, const std::string& label)
 
 } // namespace
 
+void split_gguf_fused_tensors(const ModelConfig& config, WeightMap& weights, const std::string& label)
+{
+    split_fused(config, weights, label);
+}
+
 void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const std::string& label)
 {
     if (config.arch == Architecture::GPT2) {
@@ -203,7 +211,7 @@ void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const 
     else if (config.model_type == "opt")
         canonicalize_opt(weights, label);
     else if (config.model_type == "phi3")
-        split_phi3(config, weights, label);
+        split_fused(config, weights, label);
     for (auto it = weights.begin(); it != weights.end();)
         it = ends_with(it->first, ".rotary_emb.inv_freq") ? weights.erase(it) : std::next(it);
 }
@@ -414,7 +422,7 @@ const std::vector<NamePair>& layer_names(const std::string& arch)
         t.push_back({"ffn_up", "mlp.gate_up_proj"}); // llama.cpp's phi3 ffn_up is [gate | up]
         return t;
     }();
-    return arch == "gemma2" ? gemma2 : arch == "phi3" ? phi3 : common;
+    return arch == "gemma2" || arch == "gemma3" ? gemma2 : arch == "phi3" ? phi3 : common;
 }
 
 const std::vector<NamePair>& global_names()
@@ -478,7 +486,7 @@ std::optional<std::string> canonical_from_gguf(const std::string& arch, const st
 
 bool gguf_norms_store_one_plus(const std::string& arch)
 {
-    return arch == "gemma2";
+    return arch == "gemma" || arch == "gemma2" || arch == "gemma3";
 }
 
 bool is_norm_weight(const std::string& canonical)

@@ -25,6 +25,10 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
 // split), buffers that are not weights (causal masks, inv_freq) dropped.
 void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const std::string& label);
 
+// llama.cpp's fused phi3/gptneox tensors (self_attn.qkv_proj weight and bias,
+// rows [q | k | v]; mlp.gate_up_proj, rows [gate | up]) split into canonical ones.
+void split_gguf_fused_tensors(const ModelConfig& config, WeightMap& weights, const std::string& label);
+
 // The inverse, for writing a Hugging Face directory that transformers loads;
 // names it does not know (compressed factors) pass through unchanged.
 std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const ModelConfig& config,

@@ -231,6 +231,8 @@ void write_safetensors(const fs::path& path,
 AtomicDirectory::AtomicDirectory(fs::path final_dir, bool overwrite)
     : final_(std::move(final_dir)), overwrite_(overwrite)
 {
+    if (final_.empty())
+        throw InputError("the output directory name is empty");
     if (!final_.has_filename()) // "out/model/" means out/model, not a child of it
         final_ = final_.parent_path();
     std::error_code ec;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "embedlab/error.hpp"
+#include "embedlab/text_format.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/gguf_parser.hpp"
@@ -74,6 +75,15 @@ public:
         return v->u != 0;
     }
 
+    // A float that must be > 0 (epsilons, RoPE bases): 0 or less computes NaN.
+    double positive_real(const std::string& key, double fallback) const
+    {
+        const double v = real(key, fallback);
+        if (!(v > 0) || !std::isfinite(v))
+            fail("metadata '" + key + "' must be a positive number (got " + std::to_string(v) + ")");
+        return v;
+    }
+
     const GgufValue* array(const std::string& key, GgufType elem) const
     {
         const GgufValue* v = gguf_.find(key);
@@ -88,7 +98,36 @@ private:
 };
 
 // The GGUF architectures EmbedLab maps onto its rotary decoder family.
-constexpr const char* supported_gguf_architectures = "llama, qwen2, qwen3, gemma2";
+constexpr const char* supported_gguf_architectures =
+    "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gptneox";
+
+// Gemma's switches as llama.cpp's gemma, gemma2 and gemma3 graphs compute them
+// (norm weights stored with the 1 added: read back as w, computed as 1 + w).
+void read_gemma(const Metadata& meta, const std::string& a, ModelConfig& c)
+{
+    c.norm = NormKind::RMSOnePlus;
+    c.activation = "gelu_pytorch_tanh";
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    if (a == "gemma")
+        return;
+    c.sandwich_norms = true;
+    c.qk_norm = a == "gemma3";
+    c.attn_softcap = meta.real(a + ".attn_logit_softcapping", 0.0);
+    c.final_softcap = meta.real(a + ".final_logit_softcapping", 0.0);
+    if (c.attn_softcap < 0 || c.final_softcap < 0)
+        meta.fail("negative soft-cap in " + a + ".*_logit_softcapping");
+    const auto window = meta.integer(a + ".attention.sliding_window");
+    if (!window || *window <= 0)
+        return;
+    c.sliding_window = *window;
+    // llama.cpp's swa pattern: layer l slides iff l % period < period - 1
+    // (gemma2: 2, even layers; gemma3: 6 unless the file says otherwise).
+    const int64_t period = a == "gemma3" ? meta.positive(a + ".attention.sliding_window_pattern", 6) : 2;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+        c.sliding_layers.push_back(l % period < period - 1);
+    if (a == "gemma3")
+        c.rope_local_theta = meta.positive_real(a + ".rope.freq_base_swa", 10000.0);
+}
 
 ModelConfig read_decoder_config(const Metadata& meta)
 {
@@ -96,9 +135,11 @@ ModelConfig read_decoder_config(const Metadata& meta)
     if (!arch)
         meta.fail("missing metadata 'general.architecture'");
     const std::string& a = *arch;
-    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma2")
-        meta.fail("general.architecture is '" + a + "'; EmbedLab reads " + supported_gguf_architectures +
-                  " from GGUF");
+    const bool gemma = a == "gemma" || a == "gemma2" || a == "gemma3";
+    const bool neox = a == "gptneox";
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3" && !neox && !gemma)
+        meta.fail("general.architecture is '" + printable(a) + "'; EmbedLab reads " +
+                  supported_gguf_architectures + " from GGUF");
 
     ModelConfig c;
     c.arch = Architecture::Llama;
@@ -109,8 +150,9 @@ ModelConfig read_decoder_config(const Metadata& meta)
     c.num_heads = meta.positive(a + ".attention.head_count");
     c.num_kv_heads = meta.positive(a + ".attention.head_count_kv", c.num_heads);
     c.max_positions = meta.positive(a + ".context_length");
-    c.norm_eps = meta.real(a + ".attention.layer_norm_rms_epsilon", 1e-5);
-    c.rope_theta = meta.real(a + ".rope.freq_base", 10000.0);
+    c.norm_eps = neox ? meta.positive_real(a + ".attention.layer_norm_epsilon", 1e-5)
+                      : meta.positive_real(a + ".attention.layer_norm_rms_epsilon", 1e-5);
+    c.rope_theta = meta.positive_real(a + ".rope.freq_base", 10000.0);
     c.activation = "silu";
     if (const auto key_length = meta.integer(a + ".attention.key_length");
         key_length && *key_length * c.num_heads != c.hidden_size)
@@ -125,14 +167,21 @@ ModelConfig read_decoder_config(const Metadata& meta)
         meta.fail("inconsistent attention shape: embedding_length " + std::to_string(c.hidden_size) +
                   ", head_count " + std::to_string(c.num_heads) + ", head_count_kv " +
                   std::to_string(c.num_kv_heads));
-    if (const auto rot = meta.integer(a + ".rope.dimension_count"); rot && *rot != c.head_dim())
+    if (const auto rot = meta.integer(a + ".rope.dimension_count");
+        neox && rot && *rot > 0 && *rot < c.head_dim() && *rot % 2 == 0)
+        c.rotary_dim = *rot; // GPT-NeoX's partial rotary (rotary_pct)
+    else if (rot && *rot != c.head_dim())
         meta.fail(a + ".rope.dimension_count " + std::to_string(*rot) + " differs from the head size " +
                   std::to_string(c.head_dim()) + "; partial rotary embeddings are not supported from GGUF");
     // Settings that change the maths and are not implemented here are refused.
-    if (const auto type = meta.string(a + ".rope.scaling.type"); type && *type != "none")
-        meta.fail("metadata '" + a + ".rope.scaling.type' is '" + *type +
-                  "'; EmbedLab does not implement it (llama3 scaling comes as a rope_freqs tensor)");
-    if (a != "gemma2" && meta.integer(a + ".attention.sliding_window"))
+    if (const auto type = meta.string(a + ".rope.scaling.type"); type && *type != "none") {
+        if (*type != "linear")
+            meta.fail("metadata '" + a + ".rope.scaling.type' is '" + printable(*type) +
+                      "'; EmbedLab implements linear (llama3 scaling comes as a rope_freqs tensor)");
+        const double factor = meta.positive_real(a + ".rope.scaling.factor", 1.0);
+        c.rope_freq_divisors.assign(static_cast<size_t>(c.head_dim() / 2), factor);
+    }
+    if (!gemma && a != "phi3" && meta.integer(a + ".attention.sliding_window"))
         meta.fail("metadata '" + a +
                   ".attention.sliding_window' is set; EmbedLab does not implement "
                   "sliding-window attention for " +
@@ -141,18 +190,19 @@ ModelConfig read_decoder_config(const Metadata& meta)
         c.qkv_bias = true;
     if (a == "qwen3")
         c.qk_norm = true;
-    if (a == "gemma2") {
-        c.norm = NormKind::RMSOnePlus;
-        c.activation = "gelu_pytorch_tanh";
-        c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
-        c.sandwich_norms = true;
-        c.attn_softcap = meta.real("gemma2.attn_logit_softcapping", 0.0);
-        c.final_softcap = meta.real("gemma2.final_logit_softcapping", 0.0);
-        if (const auto window = meta.integer("gemma2.attention.sliding_window"); window && *window > 0) {
+    if (gemma)
+        read_gemma(meta, a, c);
+    if (a == "phi3") // llama.cpp's phi3: a window on every layer when the file sets one
+        if (const auto window = meta.integer(a + ".attention.sliding_window"); window && *window > 0) {
             c.sliding_window = *window;
-            for (int64_t l = 0; l < c.num_layers; ++l)
-                c.sliding_layers.push_back(l % 2 == 0); // llama.cpp's swa pattern 2, as HF
+            c.sliding_layers.assign(static_cast<size_t>(c.num_layers), true);
         }
+    if (neox) { // Pythia: LayerNorm with biases, ungated biased MLP, parallel residual
+        c.norm = NormKind::LayerNorm;
+        c.gated_mlp = false;
+        c.activation = "gelu"; // Hugging Face's erf GELU, as the model was trained (llama.cpp: tanh)
+        c.qkv_bias = c.o_bias = c.mlp_bias = true;
+        c.parallel_residual = meta.boolean(a + ".use_parallel_residual", true);
     }
     return c;
 }
@@ -277,10 +327,10 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
         }
         const auto name = canonical_from_gguf(arch, gguf.tensors[k].name);
         if (!name)
-            meta.fail("tensor '" + gguf.tensors[k].name + "' has no meaning EmbedLab implements for " + arch +
-                      "; refusing to ignore it");
+            meta.fail("tensor '" + printable(gguf.tensors[k].name) +
+                      "' has no meaning EmbedLab implements for " + arch + "; refusing to ignore it");
         if (!index_of.emplace(*name, k).second)
-            meta.fail("tensor '" + gguf.tensors[k].name + "' appears twice");
+            meta.fail("tensor '" + printable(gguf.tensors[k].name) + "' appears twice");
     }
     // Types by kind ("attn_q.weight" without its "blk.N." prefix), counted over layers.
     std::map<std::string, std::map<std::string, int>> kinds;
@@ -304,9 +354,8 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
                    bytes[head->second])) {
         index_of.erase(head);
         mf.config.tied_embeddings = true;
-        mf.warnings.push_back(
-            label + ": output.weight is identical to token_embd.weight; treating the output head as "
-                    "tied to the token embedding");
+        // What llama2.c converters write (the bundled stories260K): information, not a problem.
+        mf.notes.push_back("output.weight is identical to token_embd.weight: one tied head");
     }
 
     std::set<std::string> stored_types;
@@ -346,6 +395,8 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
         mf.config.rope_freq_divisors.assign(f.data_ptr<double>(), f.data_ptr<double>() + f.numel());
     }
 
+    if (arch == "phi3" || arch == "gptneox") // fused [q | k | v] and [gate | up] rows
+        split_gguf_fused_tensors(mf.config, mf.weights, label);
     check_weights_against_config(mf.config, mf.weights, label, label);
     refuse_unused_tensors(mf.config, mf.weights, label);
     if (gguf_norms_store_one_plus(arch))

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "embedlab/error.hpp"
+#include "embedlab/text_format.hpp"
 
 namespace embedlab::io {
 
@@ -259,7 +260,7 @@ GgufFile parse_gguf(const MappedFile& file)
         const GgufType type = read_type(in, what);
         GgufValue value = read_value(in, type, what, 0);
         if (!out.metadata.emplace(key, std::move(value)).second)
-            in.fail("duplicate metadata key '" + key + "'");
+            in.fail("duplicate metadata key '" + printable(key) + "'");
     }
 
     out.tensors.reserve(n_tensors);
@@ -269,12 +270,13 @@ GgufFile parse_gguf(const MappedFile& file)
         t.name = in.read_string(what + " name");
         const auto n_dims = in.read<uint32_t>(what + " n_dims");
         if (n_dims == 0 || n_dims > kMaxDims)
-            in.fail("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (expected 1 to " +
-                    std::to_string(kMaxDims) + ")");
+            in.fail("tensor '" + printable(t.name) + "' has " + std::to_string(n_dims) +
+                    " dimensions (expected 1 to " + std::to_string(kMaxDims) + ")");
         for (uint32_t d = 0; d < n_dims; ++d) {
             const auto ne = in.read<uint64_t>(what + " dimension");
             if (ne > static_cast<uint64_t>(INT64_MAX))
-                in.fail("tensor '" + t.name + "' has an impossible dimension " + std::to_string(ne));
+                in.fail("tensor '" + printable(t.name) + "' has an impossible dimension " +
+                        std::to_string(ne));
             t.ne.push_back(static_cast<int64_t>(ne));
         }
         t.type = in.read<uint32_t>(what + " type");
@@ -330,20 +332,21 @@ std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedF
     for (const GgufTensorInfo& t : gguf.tensors) {
         const GgmlTypeTraits* traits = ggml_type_traits(t.type);
         if (!traits)
-            throw InputError(label + ": tensor '" + t.name + "' has type " + ggml_type_name(t.type) + " (" +
-                             std::to_string(t.type) + "), which EmbedLab cannot dequantise (supported: " +
-                             supported_ggml_types() + ")");
+            throw InputError(label + ": tensor '" + printable(t.name) + "' has type " +
+                             ggml_type_name(t.type) + " (" + std::to_string(t.type) +
+                             "), which EmbedLab cannot dequantise (supported: " + supported_ggml_types() +
+                             ")");
         if (t.ne.empty() || t.ne[0] % traits->block_elems != 0)
-            throw InputError(label + ": tensor '" + t.name + "' has rows of " +
+            throw InputError(label + ": tensor '" + printable(t.name) + "' has rows of " +
                              std::to_string(t.ne.empty() ? 0 : t.ne[0]) + " values, not a whole number of " +
                              traits->name + " blocks of " + std::to_string(traits->block_elems));
         uint64_t bytes = ggml_row_bytes(t.type, t.ne[0]);
         for (size_t k = 1; k < t.ne.size(); ++k)
             if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(t.ne[k]), &bytes))
-                throw InputError(label + ": tensor '" + t.name +
+                throw InputError(label + ": tensor '" + printable(t.name) +
                                  "' is impossibly large (byte count overflows)");
         if (t.offset > data_size || bytes > data_size - t.offset)
-            throw InputError(label + ": tensor '" + t.name + "' (" + std::to_string(bytes) +
+            throw InputError(label + ": tensor '" + printable(t.name) + "' (" + std::to_string(bytes) +
                              " bytes at data offset " + std::to_string(t.offset) +
                              ") lies outside the data section (" + std::to_string(data_size) +
                              " bytes); the file is truncated or corrupt");

@@ -60,6 +60,27 @@ public:
         return it->get<double>();
     }
 
+    // A number that must be > 0 (epsilons, RoPE bases, scales): a zero or negative
+    // one computes NaN or garbage without a word, so it is refused by name.
+    double positive_double(const char* key, double fallback) const
+    {
+        const double v = optional_double(key, fallback);
+        if (!(v > 0) || !std::isfinite(v))
+            fail(std::string("field '") + key + "' must be a positive number (got " + find(key)->dump() +
+                 ")");
+        return v;
+    }
+
+    // A soft-cap: 0 or null is "none", otherwise > 0.
+    double optional_cap(const char* key) const
+    {
+        const double v = optional_double(key, 0.0);
+        if (!(v >= 0) || !std::isfinite(v))
+            fail(std::string("field '") + key + "' must be a positive number or null (got " +
+                 find(key)->dump() + ")");
+        return v;
+    }
+
     bool optional_bool(const char* key, bool fallback) const
     {
         const auto it = j_.find(key);
@@ -115,7 +136,7 @@ ModelConfig parse_gpt2(const ConfigReader& r)
     c.num_kv_heads = c.num_heads;
     c.max_positions = r.required_int("n_positions");
     c.intermediate_size = r.optional_int("n_inner", 4 * c.hidden_size);
-    c.norm_eps = r.optional_double("layer_norm_epsilon", 1e-5);
+    c.norm_eps = r.positive_double("layer_norm_epsilon", 1e-5);
     c.activation = r.optional_string("activation_function", "gelu_new");
     c.tied_embeddings = r.optional_bool("tie_word_embeddings", true);
     c.bos_token_id = r.token_id("bos_token_id");
@@ -206,8 +227,8 @@ ModelConfig read_decoder(const ConfigReader& r, const std::string& model_type, b
     c.num_heads = r.required_int("num_attention_heads");
     c.num_kv_heads = r.optional_int("num_key_value_heads", c.num_heads);
     c.max_positions = r.required_int("max_position_embeddings");
-    c.norm_eps = r.optional_double("rms_norm_eps", 1e-6); // LlamaConfig's default
-    c.rope_theta = r.optional_double("rope_theta", 10000.0);
+    c.norm_eps = r.positive_double("rms_norm_eps", 1e-6); // LlamaConfig's default
+    c.rope_theta = r.positive_double("rope_theta", 10000.0);
     c.tied_embeddings = r.optional_bool("tie_word_embeddings", tied_default);
     c.activation = r.optional_string("hidden_act", "silu");
     c.bos_token_id = r.token_id("bos_token_id");
@@ -256,8 +277,39 @@ ModelConfig parse_qwen(const ConfigReader& r, const std::string& model_type)
     return c;
 }
 
+// Which layers slide: `layer_types` when the config lists them, else
+// `default_slides(layer)` (the architecture's fixed pattern).
+template <class DefaultSlides>
+std::vector<bool> read_sliding_layers(const ConfigReader& r, int64_t num_layers, DefaultSlides default_slides)
+{
+    const json* types = r.find("layer_types");
+    if (types && !types->is_null() &&
+        !(types->is_array() && static_cast<int64_t>(types->size()) == num_layers))
+        r.fail("layer_types must list one entry per layer (" + std::to_string(num_layers) + ")");
+    std::vector<bool> slides;
+    for (int64_t l = 0; l < num_layers; ++l) {
+        if (!types || types->is_null()) {
+            slides.push_back(default_slides(l));
+            continue;
+        }
+        const json& t = (*types)[static_cast<size_t>(l)];
+        if (t != "sliding_attention" && t != "full_attention")
+            r.fail("layer_types[" + std::to_string(l) + "] is " + t.dump() +
+                   " (expected sliding_attention or full_attention)");
+        slides.push_back(t == "sliding_attention");
+    }
+    return slides;
+}
+
+// gemma, gemma2 and gemma3_text (Gemma 3's text model, e.g. gemma-3-1b).
 ModelConfig parse_gemma(const ConfigReader& r, const std::string& model_type)
 {
+    const bool gemma3 = model_type == "gemma3_text";
+    if (gemma3 && r.find("rope_parameters"))
+        r.fail("field 'rope_parameters' (the transformers 5 layout of Gemma 3's two RoPE tables) is not "
+               "implemented; a config with rope_theta, rope_local_base_freq and rope_scaling is");
+    refuse_if_set(r, "use_bidirectional_attention",
+                  "bidirectional attention (EmbeddingGemma) is not implemented");
     ModelConfig c = read_decoder(r, model_type, true);
     // Gemma runs hidden_activation; the legacy hidden_act 'gelu' meant the tanh GELU.
     c.activation = r.optional_string("hidden_activation", "gelu_pytorch_tanh");
@@ -265,31 +317,27 @@ ModelConfig parse_gemma(const ConfigReader& r, const std::string& model_type)
     c.norm = NormKind::RMSOnePlus;
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
     c.qkv_bias = c.o_bias = r.optional_bool("attention_bias", false);
-    if (model_type == "gemma2") {
+    if (model_type == "gemma2" || gemma3) {
         c.sandwich_norms = true;
+        c.qk_norm = gemma3; // Gemma3Attention: q_norm/k_norm, RMSNorm(1 + w), before RoPE
         c.query_scale =
-            1.0 / std::sqrt(r.optional_double("query_pre_attn_scalar", static_cast<double>(c.head_dim())));
-        c.attn_softcap = r.optional_double("attn_logit_softcapping", 0.0);
-        c.final_softcap = r.optional_double("final_logit_softcapping", 0.0);
+            1.0 / std::sqrt(r.positive_double("query_pre_attn_scalar", static_cast<double>(c.head_dim())));
+        c.attn_softcap = r.optional_cap("attn_logit_softcapping");
+        c.final_softcap = r.optional_cap("final_logit_softcapping");
         if (const json* w = r.find("sliding_window"); w && !w->is_null()) {
             c.sliding_window = r.required_int("sliding_window");
-            const json* types = r.find("layer_types");
-            for (int64_t l = 0; l < c.num_layers; ++l) {
-                bool slides = l % 2 == 0; // Gemma2DecoderLayer: even layers slide
-                if (types && types->is_array() && static_cast<int64_t>(types->size()) == c.num_layers) {
-                    const json& t = (*types)[static_cast<size_t>(l)];
-                    if (t != "sliding_attention" && t != "full_attention")
-                        r.fail("layer_types[" + std::to_string(l) + "] is " + t.dump() +
-                               " (expected sliding_attention or full_attention)");
-                    slides = t == "sliding_attention";
-                } else if (types && !types->is_null()) {
-                    r.fail("layer_types must list one entry per layer");
-                }
-                c.sliding_layers.push_back(slides);
-            }
+            // Gemma2DecoderLayer: even layers slide; Gemma 3: every layer but each
+            // sliding_window_pattern-th (5 local, 1 global).
+            const int64_t period = gemma3 ? r.optional_int("sliding_window_pattern", 6) : 2;
+            c.sliding_layers =
+                read_sliding_layers(r, c.num_layers, [&](int64_t l) { return (l + 1) % period != 0; });
+        } else if (gemma3) {
+            r.fail("gemma3_text without 'sliding_window' is not implemented (every Gemma 3 has one)");
         }
+        if (gemma3)
+            c.rope_local_theta = r.positive_double("rope_local_base_freq", 10000.0);
     }
-    read_rope_scaling(r, c);
+    read_rope_scaling(r, c); // Gemma 3: the global layers' table only
     return c;
 }
 
@@ -357,8 +405,8 @@ ModelConfig parse_gpt_neox(const ConfigReader& r)
     c.num_heads = r.required_int("num_attention_heads");
     c.num_kv_heads = c.num_heads;
     c.max_positions = r.required_int("max_position_embeddings");
-    c.norm_eps = r.optional_double("layer_norm_eps", 1e-5);
-    c.rope_theta = r.optional_double("rotary_emb_base", r.optional_double("rope_theta", 10000.0));
+    c.norm_eps = r.positive_double("layer_norm_eps", 1e-5);
+    c.rope_theta = r.positive_double("rotary_emb_base", r.positive_double("rope_theta", 10000.0));
     c.tied_embeddings = r.optional_bool("tie_word_embeddings", false);
     c.activation = r.optional_string("hidden_act", "gelu");
     c.bos_token_id = r.token_id("bos_token_id");
@@ -384,7 +432,8 @@ ModelConfig parse_gpt_neox(const ConfigReader& r)
 
 } // namespace
 
-constexpr const char* supported_types = "gpt2, llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox, opt";
+constexpr const char* supported_types =
+    "gpt2, llama, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt_neox, opt";
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& label)
 {
@@ -412,8 +461,11 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& lab
         return parse_llama(reader);
     if (model_type == "qwen2" || model_type == "qwen3")
         return parse_qwen(reader, model_type);
-    if (model_type == "gemma" || model_type == "gemma2")
+    if (model_type == "gemma" || model_type == "gemma2" || model_type == "gemma3_text")
         return parse_gemma(reader, model_type);
+    if (model_type == "gemma3")
+        reader.fail("model_type 'gemma3' is the multimodal Gemma 3 (vision tower + language model); EmbedLab "
+                    "reads its text-only form, model_type 'gemma3_text' (e.g. gemma-3-1b)");
     if (model_type == "phi3")
         return parse_phi3(reader);
     if (model_type == "gpt_neox")

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/error.hpp"
+#include "embedlab/file_input.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/readers.hpp"
@@ -22,12 +23,7 @@ namespace {
 
 std::string read_whole_file(const fs::path& path)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw InputError(path.string() + ": cannot open for reading");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    return read_regular_file(path, metadata_file_cap, "metadata file");
 }
 
 struct LoadedWeights {
@@ -160,6 +156,19 @@ ModelFiles read_hf_directory(const fs::path& dir)
     const fs::path manifest = dir / "embedlab.json";
     const bool compressed = fs::exists(manifest);
     if (compressed) {
+        // A directory EmbedLab wrote holds its own files: a symlink leading out of
+        // it (to weights elsewhere) is not what the manifest's digests describe.
+        const fs::path root = fs::weakly_canonical(dir);
+        for (const auto& entry : fs::directory_iterator(dir)) {
+            if (!entry.is_symlink())
+                continue;
+            const fs::path target = fs::weakly_canonical(entry.path());
+            const auto rel = target.lexically_relative(root);
+            if (rel.empty() || *rel.begin() == "..")
+                throw InputError(entry.path().string() +
+                                 ": a symlink leading out of the compressed directory (to " +
+                                 target.string() + "); EmbedLab's directories hold their own files");
+        }
         mf.embedlab_manifest = read_whole_file(manifest);
         apply_layer_dims(mf.config, mf.embedlab_manifest, manifest.string());
     }

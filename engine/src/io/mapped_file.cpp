@@ -33,7 +33,8 @@ struct FdCloser {
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
 {
-    FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    // O_NONBLOCK: a FIFO in place of a model file must not block the open.
+    FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     if (fd.fd < 0)
         fail(path, "cannot open", errno);
 
@@ -41,7 +42,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
     if (::fstat(fd.fd, &st) != 0)
         fail(path, "cannot stat", errno);
     if (!S_ISREG(st.st_mode))
-        throw InputError(path.string() + ": not a regular file");
+        throw InputError(path.string() + ": not a regular file (a FIFO, socket, device or directory)");
 
     std::shared_ptr<MappedFile> file(new MappedFile());
     file->path_ = path;

@@ -18,6 +18,8 @@ std::vector<std::string> architecture_facts(const ModelConfig& c)
         rope += ", partial " + std::to_string(c.rotary_dims()) + "/" + std::to_string(c.head_dim());
     if (!c.rope_freq_divisors.empty())
         rope += ", scaled frequencies (rope_scaling)";
+    if (c.rope_local_theta > 0)
+        rope += "; sliding layers theta " + short_number(c.rope_local_theta) + ", unscaled";
     f.push_back(rope);
     if (c.num_kv_heads != c.num_heads)
         f.push_back("grouped-query attention " + std::to_string(c.num_heads) + "/" +
@@ -47,8 +49,11 @@ std::vector<std::string> architecture_facts(const ModelConfig& c)
     if (c.sliding_window > 0) {
         std::string layers;
         for (size_t l = 0; l < c.sliding_layers.size(); ++l)
-            if (c.sliding_layers[l])
-                layers += (layers.empty() ? "" : ",") + std::to_string(l);
+            if (c.sliding_layers[l]) {
+                if (!layers.empty())
+                    layers += ','; // appends only: GCC 12's false -Wstringop-overflow on "," + string
+                layers += std::to_string(l);
+            }
         f.push_back("sliding window " + std::to_string(c.sliding_window) + " on layers " + layers);
     }
     return f;

@@ -70,14 +70,43 @@ std::string gguf_arch(const ModelConfig& c)
         return "gptneox";
     if (c.model_type.empty() || c.model_type == "llama")
         return "llama";
+    if (c.model_type == "gemma3_text")
+        return "gemma3";
     return c.model_type;
+}
+
+// llama.cpp's sliding layers are periodic: layer l slides iff l % P < P - 1.
+// The P that gives this model's layers, or 0 when none does.
+int64_t sliding_period(const ModelConfig& c)
+{
+    for (int64_t period = 2; period <= c.num_layers + 1; ++period) {
+        bool same = true;
+        for (int64_t l = 0; l < c.num_layers && same; ++l)
+            same = c.layer_slides(l) == (l % period < period - 1);
+        if (same)
+            return period;
+    }
+    return 0;
+}
+
+// Gemma 3's rope_scaling as llama.cpp holds it: one linear factor; 0 if none, -1
+// if the divisors are not a single factor.
+double linear_rope_factor(const ModelConfig& c)
+{
+    if (c.rope_freq_divisors.empty())
+        return 0;
+    for (double f : c.rope_freq_divisors)
+        if (f != c.rope_freq_divisors.front())
+            return -1;
+    return c.rope_freq_divisors.front();
 }
 
 std::string refusal(const LoadedModel& lm)
 {
     const auto& c = lm.model->config();
     const std::string a = gguf_arch(c);
-    static const std::set<std::string> known{"gpt2", "llama", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"};
+    static const std::set<std::string> known{"gpt2",   "llama",  "qwen2", "qwen3",  "gemma",
+                                             "gemma2", "gemma3", "phi3",  "gptneox"};
     if (a == "opt")
         return "llama.cpp has no OPT architecture (export --format hf writes it for other tools)";
     if (!known.count(a))
@@ -85,15 +114,21 @@ std::string refusal(const LoadedModel& lm)
     if (lm.model->lora())
         return "the model has unmerged LoRA adapters; llama.cpp would need them as a separate adapter file "
                "(merge them first: finetune --merge)";
-    if (a == "gemma2" && c.query_scale > 0 &&
+    if ((a == "gemma2" || a == "gemma3") && c.query_scale > 0 &&
         std::abs(c.query_scale * std::sqrt(static_cast<double>(c.head_dim())) - 1.0) > 1e-12)
-        return "gemma2 with query_pre_attn_scalar other than head_dim: llama.cpp scales queries by "
-               "1/sqrt(head_dim) for this model size";
+        return a + " with query_pre_attn_scalar other than head_dim: llama.cpp scales queries by "
+                   "1/sqrt(head_dim) for this model size";
     if (a == "gemma2")
         for (int64_t l = 0; l < c.num_layers; ++l)
             if (c.sliding_window > 0 && c.layer_slides(l) != (l % 2 == 0))
                 return "gemma2 whose sliding layers are not the even ones: llama.cpp fixes that pattern";
-    if (!c.rope_freq_divisors.empty() && a != "llama")
+    if (a == "gemma3" && c.sliding_window > 0 && sliding_period(c) == 0)
+        return "gemma3 whose sliding layers are not periodic (llama.cpp slides layer l iff l % P < P - 1)";
+    if (a == "gemma3" && c.attn_softcap > 0)
+        return "gemma3 with an attention soft-cap: llama.cpp's gemma3 graph has none";
+    if (a == "gemma3" && linear_rope_factor(c) < 0)
+        return "gemma3 with a rope_scaling other than linear: llama.cpp holds one factor";
+    if (!c.rope_freq_divisors.empty() && a != "llama" && a != "gemma3")
         return "rope_scaling on " + c.type_name() + ": llama.cpp reads frequency factors only for llama";
     if (c.arch == Architecture::Llama && c.rotary_dims() != c.head_dim() && a != "gptneox" && a != "phi3")
         return "partial rotary embeddings on " + c.type_name() + " are not expressible in its GGUF form";
@@ -194,6 +229,20 @@ void add_hparams(GgufPlan& plan, const ModelConfig& c)
         if (c.sliding_window > 0)
             m.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
     }
+    if (a == "gemma3") {
+        if (c.final_softcap > 0)
+            m.set_float32(a + ".final_logit_softcapping", static_cast<float>(c.final_softcap));
+        if (c.sliding_window > 0) {
+            m.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+            m.set_uint32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(sliding_period(c)));
+            m.set_float32(a + ".rope.freq_base_swa",
+                          static_cast<float>(c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta));
+        }
+        if (const double factor = linear_rope_factor(c); factor > 0) {
+            m.set_string(a + ".rope.scaling.type", "linear");
+            m.set_float32(a + ".rope.scaling.factor", static_cast<float>(factor));
+        }
+    }
     if (a == "phi3" && c.sliding_window > 0)
         m.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
 }
@@ -256,7 +305,7 @@ void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& 
         const auto data = t.to(torch::kFloat32).contiguous();
         plan.tensors.push_back({*gguf, data, data.dim() == 2});
     }
-    if (!c.rope_freq_divisors.empty()) {
+    if (!c.rope_freq_divisors.empty() && a == "llama") { // gemma3: rope.scaling.* (add_hparams)
         std::vector<float> f(c.rope_freq_divisors.begin(), c.rope_freq_divisors.end());
         plan.tensors.push_back({"rope_freqs.weight", torch::tensor(f, torch::kFloat32), false});
     }

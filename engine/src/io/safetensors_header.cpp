@@ -8,6 +8,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/format_parsers.hpp"
+#include "embedlab/text_format.hpp"
 
 namespace embedlab {
 
@@ -56,7 +57,7 @@ std::optional<uint64_t> as_unsigned(const json& v)
 SafetensorsEntry parse_entry(const std::string& name, const json& info, uint64_t data_size,
                              const std::string& label)
 {
-    const std::string where = label + ": tensor '" + name + "': ";
+    const std::string where = label + ": tensor '" + printable(name) + "': ";
     if (!info.is_object())
         throw InputError(where + "header entry is not a JSON object");
 
@@ -154,9 +155,9 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t size, 
         const auto& prev = out.entries[i - 1];
         const auto& cur = out.entries[i];
         if (cur.begin < prev.end)
-            throw InputError(label + ": tensors '" + prev.name + "' " + range_text(prev.begin, prev.end) +
-                             " and '" + cur.name + "' " + range_text(cur.begin, cur.end) +
-                             " overlap in the data section");
+            throw InputError(label + ": tensors '" + printable(prev.name) + "' " +
+                             range_text(prev.begin, prev.end) + " and '" + printable(cur.name) + "' " +
+                             range_text(cur.begin, cur.end) + " overlap in the data section");
     }
     return out;
 }

@@ -1,5 +1,7 @@
 #include <cmath>
 
+#include <unistd.h>
+
 #include "embedlab/error.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
@@ -137,8 +139,9 @@ torch::Tensor LanguageModel::adapted(torch::Tensor y, const torch::Tensor& x, co
 
 int64_t LanguageModel::max_context() const
 {
-    return config_.arch == Architecture::GPT2 || config_.learned_positions ? config_.max_positions
-                                                                           : INT64_MAX;
+    // RoPE models too: beyond the trained context the numbers mean nothing, and
+    // a window of 100,000 tokens asks for tens of GB of attention scores.
+    return config_.max_positions > 0 ? config_.max_positions : INT64_MAX;
 }
 
 torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
@@ -214,16 +217,22 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
 
     // RoPE tables as Hugging Face builds them (float32 inv_freq, rotate-half
     // layout), over the leading `rd` dims of a head; rope_scaling divides the
-    // frequencies.
-    auto inv_freq =
-        1.0 / torch::pow(c.rope_theta, torch::arange(0, rd, 2, torch::kLong).to(torch::kFloat32) / rd);
-    inv_freq = inv_freq.to(torch::kFloat32);
-    if (!c.rope_freq_divisors.empty())
-        inv_freq = inv_freq / torch::tensor(c.rope_freq_divisors, torch::kFloat64).to(torch::kFloat32);
-    auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq);
-    auto angles = torch::cat({freqs, freqs}, -1); // [T, rd]
-    auto cos = angles.cos(), sin = angles.sin();
-    auto rope = [&](const torch::Tensor& t) {
+    // frequencies. Gemma 3's sliding layers have a table of their own (another
+    // base, never scaled).
+    auto rope_table = [&](double theta, bool scaled) {
+        auto inv_freq =
+            1.0 / torch::pow(theta, torch::arange(0, rd, 2, torch::kLong).to(torch::kFloat32) / rd);
+        inv_freq = inv_freq.to(torch::kFloat32);
+        if (scaled && !c.rope_freq_divisors.empty())
+            inv_freq = inv_freq / torch::tensor(c.rope_freq_divisors, torch::kFloat64).to(torch::kFloat32);
+        auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq);
+        auto angles = torch::cat({freqs, freqs}, -1); // [T, rd]
+        return std::pair{angles.cos(), angles.sin()};
+    };
+    const auto global_rope = rope_table(c.rope_theta, true);
+    const auto local_rope = c.rope_local_theta > 0 ? rope_table(c.rope_local_theta, false) : global_rope;
+    auto rope = [&](const torch::Tensor& t, const std::pair<torch::Tensor, torch::Tensor>& table) {
+        const auto& [cos, sin] = table;
         if (rd == 0) // learned positions (OPT)
             return t;
         if (rd == hd)
@@ -262,8 +271,9 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         if (observer)
             observer->values(l, v);
         v = v.transpose(1, 2);
-        q = rope(q);
-        k = rope(k);
+        const auto& table = c.layer_slides(l) ? local_rope : global_rope;
+        q = rope(q, table);
+        k = rope(k, table);
         if (Hkv != H) { // grouped-query attention: KV head j serves query heads j*rep..
             k = k.repeat_interleave(H / Hkv, 1);
             v = v.repeat_interleave(H / Hkv, 1);
@@ -305,8 +315,26 @@ torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObs
     if (ids.dim() != 2)
         throw InputError("token ids must be a [batch, length] tensor");
     if (ids.size(1) > max_context())
-        throw InputError("window of " + std::to_string(ids.size(1)) + " tokens exceeds the model's " +
-                         std::to_string(max_context()) + " learned positions");
+        throw InputError("window of " + std::to_string(ids.size(1)) +
+                         " tokens exceeds the model's context of " + std::to_string(max_context()) +
+                         " positions (" +
+                         (config_.arch == Architecture::GPT2 || config_.learned_positions
+                              ? "learned positions"
+                              : "max_position_embeddings / context_length") +
+                         "); use a smaller --ctx");
+    // Attention scores and their softmax, [B, H, T, T] float32 each: refuse before
+    // allocating what the machine does not have.
+    const double score_bytes = 2.0 * 4.0 * static_cast<double>(ids.size(0)) *
+                               static_cast<double>(config_.num_heads) * static_cast<double>(ids.size(1)) *
+                               static_cast<double>(ids.size(1));
+    const double physical =
+        static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (physical > 0 && score_bytes > 0.8 * physical)
+        throw InputError("a batch of " + std::to_string(ids.size(0)) + " windows of " +
+                         std::to_string(ids.size(1)) + " tokens needs about " +
+                         std::to_string(static_cast<int64_t>(score_bytes / 1e9)) +
+                         " GB for attention scores; this machine has " +
+                         std::to_string(static_cast<int64_t>(physical / 1e9)) + " GB: use a smaller --ctx");
     const auto max_id = ids.numel() ? ids.max().item<int64_t>() : 0;
     const auto min_id = ids.numel() ? ids.min().item<int64_t>() : 0;
     if (min_id < 0 || max_id >= config_.vocab_size)

@@ -63,7 +63,7 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
     LoadedModel out;
     out.files = read_model_files(model);
     if (options.verify && !out.files.embedlab_manifest.empty())
-        detail::verify_weights_files(out.files.embedlab_manifest, out.files.path);
+        detail::verify_weights_files(out.files.embedlab_manifest, out.files.path, out.files.files);
     if (options.need_tokenizer || options.tokenizer)
         out.tokenizer = load_model_tokenizer(out.files, options, &out.tokenizer_path);
     // The weights move into the model: one map, no second copy to keep in step.

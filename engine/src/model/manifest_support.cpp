@@ -82,19 +82,36 @@ Json file_digests(const fs::path& dir, const std::vector<std::string>& names)
     return out;
 }
 
-void verify_weights_files(const std::string& manifest_text, const fs::path& dir)
+void verify_weights_files(const std::string& manifest_text, const fs::path& dir,
+                          const std::vector<fs::path>& weights_read)
 {
     const std::string where = (dir / "embedlab.json").string();
-    for (const auto& record : parse_weights_files(manifest_text, where)) {
+    const std::string escape = " (re-create the model, or pass --no-verify to load it anyway)";
+    const auto records = parse_weights_files(manifest_text, where);
+    // Every directory EmbedLab writes lists its weight files: a manifest that lists
+    // none (key deleted, or []) is what tampering looks like.
+    if (records.empty())
+        throw InputError(where +
+                         ": lists no weights_files with their sha256, so the weights cannot be "
+                         "verified" +
+                         escape);
+    std::set<std::string> listed;
+    for (const auto& record : records) {
         const fs::path file = dir / record.file;
         if (!fs::exists(file))
             throw InputError(where + ": lists '" + record.file + "' but the file is missing");
         const std::string actual = sha256_file(file);
         if (actual != record.sha256)
             throw InputError(file.string() + ": sha256 " + actual + " differs from " + record.sha256 +
-                             " recorded in embedlab.json: the file changed after it was written (re-create "
-                             "the model, or pass --no-verify to load it anyway)");
+                             " recorded in embedlab.json: the file changed after it was written" + escape);
+        listed.insert(fs::weakly_canonical(file).string());
     }
+    for (const auto& file : weights_read)
+        if (!listed.count(fs::weakly_canonical(file).string()))
+            throw InputError(file.string() +
+                             ": holds weights the model uses, but embedlab.json's "
+                             "weights_files does not list it, so it cannot be verified" +
+                             escape);
 }
 
 void require_original_hf_source(const LoadedModel& source)

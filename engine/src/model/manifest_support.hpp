@@ -23,8 +23,11 @@ nlohmann::ordered_json source_json(const LoadedModel& source);
 // "weights_files", so a load can verify them).
 nlohmann::ordered_json file_digests(const std::filesystem::path& dir, const std::vector<std::string>& names);
 // Checks the "weights_files" digests of a compressed directory's manifest
-// against the files; throws InputError naming the file on a mismatch.
-void verify_weights_files(const std::string& manifest_text, const std::filesystem::path& dir);
+// against the files; throws InputError naming the file on a mismatch, when the
+// manifest lists none, or when a file in `weights_read` (what the loader read)
+// is not listed.
+void verify_weights_files(const std::string& manifest_text, const std::filesystem::path& dir,
+                          const std::vector<std::filesystem::path>& weights_read);
 // Compressed models are written from uncompressed Hugging Face directories.
 void require_original_hf_source(const LoadedModel& source);
 

@@ -20,6 +20,10 @@ namespace embedlab {
 namespace {
 
 constexpr size_t kStderrKeep = 64 * 1024;
+// A worker's event line (a run's result JSON included) stays far below this; a
+// peer that prints more without a newline, or floods stdout, is cut off.
+constexpr size_t kMaxLine = 64u << 20;
+constexpr size_t kMaxStdout = 256u << 20;
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,6 +61,7 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, const SubprocessOpt
 {
     if (argv.empty())
         throw std::invalid_argument("Subprocess: empty argv");
+    program_ = argv.front();
     std::vector<char*> cargv;
     for (const auto& a : argv)
         cargv.push_back(const_cast<char*>(a.c_str()));
@@ -192,6 +197,12 @@ bool Subprocess::pump(const std::function<void(std::string_view)>& on_line, std:
                     out_.append(line).push_back('\n');
             }
             partial_.erase(0, start);
+            if (partial_.size() > kMaxLine)
+                throw InputError(program_ + ": printed more than " + std::to_string(kMaxLine >> 20) +
+                                 " MB without a newline; stopped reading (a broken or hostile peer)");
+            if (out_.size() > kMaxStdout)
+                throw InputError(program_ + ": printed more than " + std::to_string(kMaxStdout >> 20) +
+                                 " MB on stdout; stopped reading");
             if (out_fd_ < 0 && !partial_.empty()) { // a last line without newline
                 if (on_line)
                     on_line(partial_);

@@ -18,9 +18,10 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
     const fs::path tokenizer_json = dir / "tokenizer.json";
     std::string tokenizer_json_problem;
     if (fs::is_regular_file(tokenizer_json, ec)) {
+        // Unreadable or not JSON: refused, never skipped for another file.
+        const auto json = tokenizer_impl::read_json_file(tokenizer_json);
         try {
-            auto spec = tokenizer_impl::parse_hf_tokenizer_json(
-                tokenizer_impl::read_json_file(tokenizer_json), tokenizer_json);
+            auto spec = tokenizer_impl::parse_hf_tokenizer_json(json, tokenizer_json);
             return tokenizer_impl::make_byte_level_bpe(std::move(spec));
         } catch (const InputError& e) {
             tokenizer_json_problem = e.what();

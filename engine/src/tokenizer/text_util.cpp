@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "embedlab/error.hpp"
+#include "embedlab/file_input.hpp"
 
 namespace embedlab::tokenizer_impl {
 
@@ -14,22 +15,7 @@ std::string file_message(const std::filesystem::path& path, const std::string& p
 
 std::string read_file_bytes(const std::filesystem::path& path)
 {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-        throw InputError(file_message(path, "file not found"));
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw InputError(file_message(path, "cannot open file for reading"));
-    std::string bytes;
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    if (size < 0)
-        throw InputError(file_message(path, "cannot determine file size"));
-    bytes.resize(static_cast<size_t>(size));
-    in.seekg(0, std::ios::beg);
-    if (!in.read(bytes.data(), size))
-        throw InputError(file_message(path, "read error"));
-    return bytes;
+    return io::read_regular_file(path, io::tokenizer_file_cap, "tokenizer file");
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path)
