@@ -83,6 +83,7 @@ void print_warnings(const std::vector<std::string>& warnings);
 
 int command_inspect(const std::vector<std::string>& argv);
 int command_eval(const std::vector<std::string>& argv);
+int command_task(const std::vector<std::string>& argv); // command_task.cpp
 int command_tokenize(const std::vector<std::string>& argv);
 int command_export(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);

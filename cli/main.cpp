@@ -2,6 +2,8 @@
 // line on stderr naming the file and the problem), 1 internal error, 130 cancelled.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,10 @@ commands:
   eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
            [--reference ORIGINAL]               perplexity (METHODS.md section 0); with --reference
                                                also KL divergence and top-1 agreement against it
+  task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl] [--json]
+                                               zero-shot accuracy by log-likelihood (sst2: GLUE SST-2
+                                               dev.tsv; mc: JSONL {context, choices, label}) or STS-B
+                                               Spearman of pooled hidden states; per example to --out
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
                                                a GGUF file llama.cpp runs (compressed tables made
@@ -32,7 +38,7 @@ commands:
            lle: [--common C (10000)] [--k K (5)] [--reg R]
                                                fit / lookup timings and peak RSS on a synthetic table
   account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
-           [--tokens L] [--nu X] [--tau Y] [--model-params N] [--json]
+           [--tokens L] [--nu X] [--tau Y] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E))
            --out DIR [--eval-text FILE [--ctx N]] [--positions] [--dense] [--force] [--json]
@@ -136,6 +142,8 @@ int main(int argc, char** argv)
             return cli::command_importance(args);
         if (command == "allocate")
             return cli::command_allocate(args);
+        if (command == "task")
+            return cli::command_task(args);
         if (command == "bench")
             return cli::command_bench(args);
         if (command == "worker")
@@ -158,7 +166,23 @@ int main(int argc, char** argv)
     } catch (const Cancelled&) {
         std::fprintf(stderr, "embedlab-cli: cancelled\n");
         return 130;
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A path the user gave that the file system refuses (a symlink loop, an
+        // empty name, no permission): their input, not an internal error.
+        const std::string path = e.path1().empty() ? std::string("(empty path)") : e.path1().string();
+        std::fprintf(stderr, "embedlab-cli: %s: %s\n", path.c_str(), e.code().message().c_str());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "embedlab-cli: out of memory (try a smaller --ctx, batch or model)\n");
+        return 2;
     } catch (const std::exception& e) {
+        // libtorch's allocator failure is a c10::Error with a backtrace: one line.
+        const std::string what = e.what();
+        if (what.find("can't allocate memory") != std::string::npos) {
+            std::fprintf(stderr, "embedlab-cli: out of memory: %s (try a smaller --ctx, batch or model)\n",
+                         what.substr(0, what.find('\n')).c_str());
+            return 2;
+        }
         std::fprintf(stderr, "embedlab-cli: internal error: %s\n", e.what());
         return 1;
     }

@@ -1,0 +1,155 @@
+// embedlab-cli task NAME [MODEL] --data FILE: zero-shot accuracy (sst2, mc) or
+// STS-B correlation (stsb), optionally against the original model (tasks.hpp).
+#include "common.hpp"
+#include "embedlab/file_output.hpp"
+#include "embedlab/tasks.hpp"
+#include "progress_printer.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+
+struct Loaded {
+    LoadedModel model;
+    std::string path;
+};
+
+Loaded load_for_task(const std::string& path, const Args& args)
+{
+    LoadOptions options = load_options(args);
+    options.need_tokenizer = true;
+    Loaded l{load_model(path, options), path};
+    print_warnings(l.model.files.warnings);
+    return l;
+}
+
+// One JSON line per example: its label, the choices' scores and both choices.
+std::string examples_jsonl(const TaskResult& r, const TaskResult* reference)
+{
+    std::string out;
+    for (size_t i = 0; i < r.examples.size(); ++i) {
+        const auto& e = r.examples[i];
+        Json j = {{"index", i},         {"label", e.label},
+                  {"choice", e.choice}, {"choice_norm", e.choice_norm},
+                  {"loglik", e.loglik}, {"continuation_tokens", e.continuation_tokens}};
+        if (e.truncated)
+            j["truncated"] = true;
+        if (reference)
+            j["reference_choice"] = reference->examples[i].choice;
+        out += j.dump() + "\n";
+    }
+    return out;
+}
+
+int run_similarity(const Args& args, const std::string& data, const Loaded& lm, const Loaded* ref)
+{
+    const auto pairs = read_sentence_pairs(data, {.limit = args.get_int("--limit", 0, 0, 1 << 30)});
+    SimilarityResult r, rr;
+    {
+        ProgressPrinter progress("stsb", "pairs", args.has("--quiet"));
+        r = evaluate_similarity(*lm.model.model, *lm.model.tokenizer, pairs, progress.callback());
+    }
+    if (ref) {
+        ProgressPrinter progress("stsb (reference)", "pairs", args.has("--quiet"));
+        rr = evaluate_similarity(*ref->model.model, *ref->model.tokenizer, pairs, progress.callback());
+    }
+    if (const auto out = args.get("--out")) {
+        std::string lines;
+        for (size_t i = 0; i < pairs.size(); ++i)
+            lines += Json({{"index", i}, {"score", pairs[i].score}, {"cosine", r.cosines[i]}}).dump() + "\n";
+        write_file_atomic(*out, lines);
+    }
+    Json j = {{"task", "stsb"},
+              {"model", lm.path},
+              {"data", data},
+              {"n", r.n},
+              {"spearman", r.spearman},
+              {"pearson", r.pearson},
+              {"seconds", r.seconds},
+              {"protocol", "cosine of token-mean final hidden states (after the final norm), each sentence "
+                           "encoded alone without BOS; Spearman with average ranks for ties"}};
+    if (ref) {
+        j["reference"] = ref->path;
+        j["reference_spearman"] = rr.spearman;
+        j["reference_pearson"] = rr.pearson;
+    }
+    if (args.has("--json")) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("stsb: Spearman %.4f, Pearson %.4f over %lld pairs (%.1f s)\n", r.spearman, r.pearson,
+                (long long)r.n, r.seconds);
+    if (ref)
+        std::printf("reference %s: Spearman %.4f, Pearson %.4f\n", ref->path.c_str(), rr.spearman,
+                    rr.pearson);
+    return 0;
+}
+
+} // namespace
+
+int command_task(const std::vector<std::string>& argv)
+{
+    Args args("task", argv, {"--data", "--limit", "--reference", "--out", "--tokenizer"},
+              {"--json", "--quiet", "--no-verify"});
+    const auto& pos = args.positional();
+    if (pos.empty() || pos.size() > 2)
+        throw InputError(std::string("task: give the task name (") + task_names + ") and optionally MODEL");
+    const std::string task = pos[0];
+    const std::string model = pos.size() == 2 ? pos[1] : default_model_path().string();
+    const auto data = args.get("--data");
+    if (!data)
+        throw InputError("task: --data FILE is required (sst2, stsb: a GLUE dev.tsv; mc: a JSONL file)");
+    if (task != "sst2" && task != "mc" && task != "stsb")
+        throw InputError("task: unknown task '" + task + "' (tasks: " + task_names + ")");
+    const int64_t limit = args.get_int("--limit", 0, 0, 1 << 30);
+    // Read the data before the models: a bad file fails in a second.
+    TaskData examples;
+    if (task != "stsb")
+        examples = read_task_data(task, *data, {.limit = limit});
+    const Loaded lm = load_for_task(model, args);
+    std::optional<Loaded> ref;
+    if (const auto r = args.get("--reference")) {
+        ref = load_for_task(*r, args);
+        if (ref->model.model->config().vocab_size != lm.model.model->config().vocab_size)
+            throw InputError("task: " + model + " and the reference " + *r +
+                             " have different vocabularies; agreement needs one tokenizer");
+    }
+    if (task == "stsb")
+        return run_similarity(args, *data, lm, ref ? &*ref : nullptr);
+
+    TaskResult r, rr;
+    {
+        ProgressPrinter progress(task, "examples", args.has("--quiet"));
+        r = evaluate_task(*lm.model.model, *lm.model.tokenizer, examples, progress.callback());
+    }
+    if (ref) {
+        ProgressPrinter progress(task + " (reference)", "examples", args.has("--quiet"));
+        rr = evaluate_task(*ref->model.model, *ref->model.tokenizer, examples, progress.callback());
+    }
+    if (const auto out = args.get("--out"))
+        write_file_atomic(*out, examples_jsonl(r, ref ? &rr : nullptr));
+    Json j = {{"task", task},           {"model", model},
+              {"data", *data},          {"n", r.n},
+              {"accuracy", r.accuracy}, {"accuracy_norm", r.accuracy_norm},
+              {"seconds", r.seconds}};
+    if (ref) {
+        j["reference"] = ref->path;
+        j["reference_accuracy"] = rr.accuracy;
+        j["reference_accuracy_norm"] = rr.accuracy_norm;
+        j["agreement"] = choice_agreement(r, rr);
+    }
+    j["protocol"] = "lm-evaluation-harness loglikelihood: summed log-probability of the continuation tokens "
+                    "after the context, no BOS; accuracy_norm divides by the continuation's characters";
+    if (args.has("--json")) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("%s: accuracy %.4f (acc_norm %.4f) over %lld examples (%.1f s)\n", task.c_str(), r.accuracy,
+                r.accuracy_norm, (long long)r.n, r.seconds);
+    if (ref)
+        std::printf("reference %s: accuracy %.4f (acc_norm %.4f); the same choice on %.4f of the examples\n",
+                    ref->path.c_str(), rr.accuracy, rr.accuracy_norm, j["agreement"].get<double>());
+    return 0;
+}
+
+} // namespace embedlab::cli

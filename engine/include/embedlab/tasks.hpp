@@ -1,0 +1,117 @@
+// Zero-shot tasks scored by log-likelihood as lm-evaluation-harness scores them,
+// and STS-B by the similarity of mean-pooled hidden states.
+//
+//   auto lm = embedlab::load_model("models/tinyllama");
+//   auto data = embedlab::read_task_data("sst2", "glue/SST-2/dev.tsv", {.limit = 100});
+//   embedlab::TaskResult r = embedlab::evaluate_task(*lm.model, *lm.tokenizer, data);
+//   // r.accuracy, r.accuracy_norm, r.examples[i].choice, r.examples[i].loglik
+//
+// Scoring a choice (the harness's loglikelihood request): trailing spaces of the
+// context move to the front of the continuation; whole = encode(context +
+// continuation), context_ids = encode(context), continuation_ids =
+// whole[len(context_ids):]; the model reads (context_ids + continuation_ids)
+// without its last token, cut from the left to the model's context; the score is
+// the summed log-probability of continuation_ids (log-softmax in float64). acc
+// takes the best score; acc_norm the best score per character (code point) of
+// the continuation. No BOS is added (the perplexity protocol's convention).
+//
+// STS-B: each sentence is encoded alone (no BOS), run through the model, and its
+// final hidden states (after the final norm: the output head's input) are
+// averaged over its tokens; a pair's similarity is the cosine of the two means.
+// Reported: Spearman's rank correlation (average ranks for ties) and Pearson's
+// correlation of those cosines with the gold scores.
+//
+// Thread safety: reentrant; the progress callback runs on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model.hpp"
+#include "embedlab/tokenizer.hpp"
+
+namespace embedlab {
+
+struct TaskExample {
+    std::string context;
+    std::vector<std::string> continuations; // delimiter included: " negative", " positive"
+    int64_t label = 0;                      // index into continuations
+};
+
+struct TaskData {
+    std::string task;   // "sst2" or "mc"
+    std::string source; // the file read
+    std::vector<TaskExample> examples;
+};
+
+struct TaskReadOptions {
+    int64_t limit = 0; // first N examples; 0: all
+};
+
+// The tasks read_task_data knows, for messages and usage lines.
+inline constexpr const char* task_names = "sst2, mc, stsb";
+
+// "sst2": a GLUE SST-2 TSV whose header names a `sentence` (or `text`) and a
+// `label` column (0 negative, 1 positive); context "{sentence}\nQuestion: Is this
+// sentence positive or negative?\nAnswer:", continuations " negative", " positive".
+// "mc": JSONL, one {"context": "...", "choices": ["...", ...], "label": i} per line
+// (PIQA, ARC, HellaSwag in this shape); continuations " " + choice.
+// InputError naming the file and the line for a missing column, an empty file, a
+// label outside the choices, a malformed line.
+TaskData read_task_data(const std::string& task, const std::filesystem::path& file,
+                        const TaskReadOptions& options = {});
+
+struct TaskExampleResult {
+    int64_t label = 0;
+    int64_t choice = 0;      // argmax of loglik
+    int64_t choice_norm = 0; // argmax of loglik / continuation characters
+    std::vector<double> loglik;
+    std::vector<int64_t> continuation_tokens;
+    bool truncated = false; // the context was cut from the left to fit
+};
+
+struct TaskResult {
+    std::string task;
+    int64_t n = 0;
+    double accuracy = 0;
+    double accuracy_norm = 0;
+    std::vector<TaskExampleResult> examples;
+    double seconds = 0;
+};
+
+// InputError for an example whose context encodes to nothing or whose
+// continuation does not fit the model's context. progress(examples done, total).
+TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer, const TaskData& data,
+                         const ProgressFn& progress = {});
+
+// Share of examples on which two runs of the same data chose the same continuation.
+double choice_agreement(const TaskResult& a, const TaskResult& b);
+
+struct SentencePair {
+    std::string first, second;
+    double score = 0; // gold similarity (STS-B: 0 to 5)
+};
+
+// A GLUE STS-B TSV (header with sentence1, sentence2, score).
+std::vector<SentencePair> read_sentence_pairs(const std::filesystem::path& file,
+                                              const TaskReadOptions& options = {});
+
+struct SimilarityResult {
+    int64_t n = 0;
+    double spearman = 0;
+    double pearson = 0;
+    std::vector<double> cosines; // per pair, in file order
+    double seconds = 0;
+};
+
+SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer& tokenizer,
+                                     const std::vector<SentencePair>& pairs, const ProgressFn& progress = {});
+
+// Spearman's rank correlation (average ranks for ties); 0 when either side is constant.
+double spearman_correlation(const std::vector<double>& x, const std::vector<double>& y);
+double pearson_correlation(const std::vector<double>& x, const std::vector<double>& y);
+
+} // namespace embedlab
