@@ -131,9 +131,10 @@ int command_importance(const std::vector<std::string>& argv)
     double total = 0;
     for (double t : scores)
         total += t;
-    Json normalised = Json::array(), spectra = Json::array();
+    Json normalised = Json::array(), spectra = Json::array(), eq9 = Json::array();
     for (size_t l = 0; l < scores.size(); ++l) {
         normalised.push_back(total > 0 ? scores[l] / total : 0.0);
+        eq9.push_back(cal.layers[l].importance_eq9);
         Json heads = Json::array();
         for (const auto& cov : cal.layers[l].value_covariance) {
             const auto lam = eigen_basis(cov).eigenvalues.clamp_min(0.0);
@@ -152,6 +153,10 @@ int command_importance(const std::vector<std::string>& argv)
                 {"calibration", calibration},
                 {"scores", scores},
                 {"normalised", normalised},
+                // METHODS 3: `scores` is the reference code's mean(arccos(cos))/pi, which IPRS
+                // uses; the paper's eq. 9 writes arccos(mean cos)/pi, shown for comparison.
+                {"scores_definition", "mean over tokens of arccos(clamp(cos(x_in, x_out), 0, 1)) / pi"},
+                {"scores_eq9", eq9},
                 {"value_spectra", spectra}};
     if (args.has("--json")) {
         print_json(out);
@@ -161,14 +166,18 @@ int command_importance(const std::vector<std::string>& argv)
         "%s: importance of %zu decoder layers from %lld windows of %lld tokens (%s, seed %llu, %.2f s)\n",
         path.c_str(), scores.size(), (long long)text.options.samples, (long long)text.options.seqlen,
         text.path.c_str(), (unsigned long long)text.options.seed, cal.seconds);
-    std::printf("  %-5s %12s %12s %14s\n", "layer", "importance", "normalised", "value energy");
+    std::printf("  %-5s %12s %12s %14s %14s\n", "layer", "importance", "normalised", "value energy",
+                "eq. 9 (paper)");
     for (size_t l = 0; l < scores.size(); ++l) {
         double energy = 0;
         for (const auto& head : spectra[l])
             for (const auto& x : head)
                 energy += x.get<double>();
-        std::printf("  %-5zu %12.6f %12.6f %14.6g\n", l, scores[l], normalised[l].get<double>(), energy);
+        std::printf("  %-5zu %12.6f %12.6f %14.6g %14.6f\n", l, scores[l], normalised[l].get<double>(),
+                    energy, eq9[l].get<double>());
     }
+    std::printf("  importance: mean of arccos(cos)/pi over tokens (the reference code; IPRS uses it); "
+                "eq. 9: arccos of the mean cosine / pi (the paper's formula)\n");
     return 0;
 }
 

@@ -170,6 +170,10 @@ TEST_P(FlatTiny, FullRankIsExactAndValuesProjectOntoTheBasis)
     for (const auto& l : cal.layers) {
         EXPECT_GT(l.importance, 0.0);
         EXPECT_LE(l.importance, 0.5);
+        // arccos is concave on [0, 1]: the paper's angle of the mean cosine is at
+        // least the reference code's mean angle (Jensen), and both are angles / pi.
+        EXPECT_GE(l.importance_eq9 + 1e-12, l.importance);
+        EXPECT_LE(l.importance_eq9, 0.5);
         EXPECT_EQ(static_cast<int64_t>(l.value_covariance.size()), c.num_kv_heads);
     }
     const auto window = torch::tensor({{3, 14, 15, 9, 26, 5, 35, 8}}, torch::kLong);
@@ -219,6 +223,25 @@ TEST_P(FlatTiny, RefusesWhatItCannotDo)
                  InputError); // no MLP covariances
     const auto flat = flat_compress(model, cal, {.remaining = 0.5});
     EXPECT_THROW(flat_compress(*flat.model, cal, {.remaining = 0.5}), InputError); // already flat
+
+    // Issue 20, item 6: 8 calibration tokens cannot determine the covariance of
+    // 12 or 32 kept MLP channels; refused by layer instead of solved into huge weights.
+    const auto few = calibrate(model, ids, {.samples = 2, .seqlen = 4, .mlp = true});
+    try {
+        flat_compress(model, few, {.remaining = 0.5, .allocation = RankAllocation::Uniform, .mlp = true});
+        ADD_FAILURE() << "a singular MLP covariance was solved";
+    } catch (const InputError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("layer 0: the MLP covariance"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("calibration of 8 tokens"), std::string::npos) << msg;
+    }
+    // Enough tokens: the same request gives finite, modest weights.
+    const auto many =
+        calibrate(model, random_ids(400, c.vocab_size), {.samples = 12, .seqlen = 16, .mlp = true});
+    const auto mlp =
+        flat_compress(model, many, {.remaining = 0.5, .allocation = RankAllocation::Uniform, .mlp = true});
+    const auto logits = mlp.model->logits(torch::tensor({{3, 14, 15, 9}}, torch::kLong));
+    EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, FlatTiny, ::testing::Values(Architecture::GPT2, Architecture::Llama),

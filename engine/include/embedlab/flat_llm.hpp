@@ -42,6 +42,7 @@ std::vector<int64_t> calibration_window_starts(int64_t n_tokens, int64_t samples
 
 struct LayerCalibration {
     double importance = 0;                       // mean arccos(clamp(cos(x_in, x_out), 0, 1)) / pi
+    double importance_eq9 = 0;                   // the paper's eq. 9: arccos(mean clamped cosine) / pi
     int64_t nan_cosines = 0;                     // tokens whose cosine was NaN (counted as cosine 0.5)
     std::vector<torch::Tensor> value_covariance; // per KV head, [vd, vd] float64, sum Y^T Y
     torch::Tensor mlp_covariance;                // [f, f] float64, sum a^T a (options.mlp)

@@ -37,6 +37,7 @@ public:
     {
         inputs_.resize(layers_.size());
         angle_sum_.assign(layers_.size(), 0.0);
+        cosine_sum_.assign(layers_.size(), 0.0);
         for (int64_t l = 0; l < c.num_layers; ++l) {
             auto& layer = layers_[static_cast<size_t>(l)];
             for (int64_t h = 0; h < c.num_kv_heads; ++h)
@@ -59,6 +60,7 @@ public:
         layers_[idx(layer)].nan_cosines += nan.sum().item<int64_t>();
         cos = torch::where(nan, torch::full_like(cos, 0.5), cos).clamp(0.0, 1.0);
         angle_sum_[idx(layer)] += (torch::arccos(cos) / M_PI).sum().item<double>();
+        cosine_sum_[idx(layer)] += cos.sum().item<double>();
         inputs_[idx(layer)] = torch::Tensor();
     }
 
@@ -82,8 +84,15 @@ public:
 
     std::vector<LayerCalibration> finish(int64_t tokens)
     {
-        for (size_t l = 0; l < layers_.size(); ++l)
+        // METHODS 3: the reference code's mean of angles drives IPRS; eq. 9's angle of
+        // the mean cosine is kept beside it, named, for the importance report.
+        for (size_t l = 0; l < layers_.size(); ++l) {
             layers_[l].importance = tokens > 0 ? angle_sum_[l] / static_cast<double>(tokens) : 0.0;
+            layers_[l].importance_eq9 =
+                tokens > 0
+                    ? std::acos(std::clamp(cosine_sum_[l] / static_cast<double>(tokens), 0.0, 1.0)) / M_PI
+                    : 0.0;
+        }
         return std::move(layers_);
     }
 
@@ -91,7 +100,7 @@ private:
     static size_t idx(int64_t l) { return static_cast<size_t>(l); }
     std::vector<LayerCalibration> layers_;
     std::vector<torch::Tensor> inputs_;
-    std::vector<double> angle_sum_;
+    std::vector<double> angle_sum_, cosine_sum_;
     bool mlp_;
 };
 
@@ -265,8 +274,12 @@ struct MlpSelection {
 };
 
 // METHODS 3, optional MLP: ridge leverage s = diag(C (C + lambda I)^-1), keep the
-// top m channels, and the Nystrom map a ~ a_S (C_SS^-1 C_S:).
-MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda)
+// top m channels, and the Nystrom map a ~ a_S (C_SS^-1 C_S:), as METHODS.md writes
+// it (no ridge in the solve). Keeping every channel is the identity. A C_SS that
+// is not safely positive definite (fewer calibration tokens than kept channels, dead
+// channels) is refused: LU would return huge finite values that corrupt W_down.
+MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda, const std::string& layer,
+                               int64_t tokens)
 {
     const auto basis = eigen_basis(C);
     const auto lam = basis.eigenvalues.clamp_min(0.0);
@@ -276,11 +289,24 @@ MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda)
     out.keep = std::get<0>(order.narrow(0, 0, m).sort());
     const double total = s.sum().item<double>();
     out.leverage_kept = total > 0 ? s.index_select(0, out.keep).sum().item<double>() / total : 1.0;
-    const auto C_SS = C.index_select(0, out.keep).index_select(1, out.keep);
-    const auto C_S = C.index_select(0, out.keep);
-    out.projection = torch::linalg_solve(C_SS, C_S);
-    if (!torch::isfinite(out.projection).all().item<bool>()) // dead channels make C_SS singular
-        out.projection = torch::matmul(torch::linalg_pinv(C_SS, 1e-12, /*hermitian=*/true), C_S);
+    const int64_t f = C.size(0);
+    if (m == f) {
+        out.projection = torch::eye(f, torch::kFloat64);
+        return out;
+    }
+    const auto C_SS = C.index_select(0, out.keep).index_select(1, out.keep).to(torch::kFloat64);
+    const auto C_S = C.index_select(0, out.keep).to(torch::kFloat64);
+    const auto [L, info] = torch::linalg_cholesky_ex(C_SS);
+    // Conditioning from the factor's diagonal: cond(C_SS) ~ (max / min)^2.
+    const auto diag = L.diagonal();
+    const double ratio = info.item<int64_t>() == 0 ? (diag.max() / diag.min()).item<double>() : INFINITY;
+    if (!(ratio * ratio < 1e12))
+        throw InputError(layer + ": the MLP covariance of the " + std::to_string(m) +
+                         " kept channels is singular (calibration of " + std::to_string(tokens) +
+                         " tokens; it needs well over " + std::to_string(m) +
+                         " tokens with those channels active): raise --samples or --seqlen, or compress "
+                         "without --mlp");
+    out.projection = torch::cholesky_solve(C_S, L);
     return out;
 }
 
@@ -382,7 +408,8 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
             const int64_t f = c.intermediate_size;
             const int64_t m = std::clamp<int64_t>(
                 static_cast<int64_t>(std::floor(report.w * static_cast<double>(f) + 1e-9)), 1, f);
-            const auto sel = nystrom_selection(cal.mlp_covariance, m, options.mlp_lambda);
+            const auto sel = nystrom_selection(cal.mlp_covariance, m, options.mlp_lambda,
+                                               "layer " + std::to_string(l), calibration.tokens);
             report.mlp_width = m;
             report.mlp_leverage_kept = sel.leverage_kept;
             config.mlp_widths.push_back(m);
