@@ -24,7 +24,8 @@ SpectrumResult embedding_spectrum(const std::string& model, const ProgressFn& pr
     const int64_t V = dense->size(0), d = dense->size(1);
     r.original_params = static_cast<double>(V * d);
     for (int64_t k = 1; k <= d; ++k) {
-        const auto a = account_low_rank(LowRankKind::PCA, V, d, k);
+        auto a = account_low_rank(LowRankKind::PCA, V, d, k);
+        apply_model_context(a, lm.model->config().tied_embeddings, 0); // untied: the lookup's FLOPs
         r.params_at_rank.push_back(static_cast<double>(a.params_after));
         r.flops_at_rank.push_back(static_cast<double>(a.flops_per_token));
     }

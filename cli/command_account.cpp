@@ -9,8 +9,8 @@ int command_account(const std::vector<std::string>& argv)
 {
     Args args("account", argv,
               {"--method", "--vocab", "--dim", "--rank", "--shape", "--ranks", "--tokens", "--nu", "--tau",
-               "--model-params"},
-              {"--json"});
+               "--model-params", "--positions"},
+              {"--json", "--untied"});
     const std::string method = args.get("--method").value_or("");
     if (method != "pca" && method != "svd" && method != "tt")
         throw InputError("account: --method must be pca, svd or tt");
@@ -23,6 +23,10 @@ int command_account(const std::vector<std::string>& argv)
     energy.tau = args.get_double("--tau", energy.tau, 0, 1e12);
     energy.tokens = args.get_int("--tokens", energy.tokens, 0, limit);
     const int64_t model_params = args.get_int("--model-params", 0, 0, limit);
+    // Issue 20: an untied head is not compressed; --positions N counts a learned position
+    // table of N values in TensorSLM's eta_emb (F.3).
+    const bool tied = !args.has("--untied");
+    const int64_t positions = args.get_int("--positions", 0, 0, limit);
 
     std::vector<EmbeddingAccounting> rows;
     const bool tt = method_descriptor(method).id == Method::TT;
@@ -53,6 +57,9 @@ int command_account(const std::vector<std::string>& argv)
                                             vocab, dim, k, energy, model_params));
     }
 
+    for (auto& r : rows)
+        apply_model_context(r, tied, positions);
+
     if (args.has("--json")) {
         if (rows.size() == 1) {
             print_json(accounting_json(rows[0], energy));
@@ -65,9 +72,9 @@ int command_account(const std::vector<std::string>& argv)
         return 0;
     }
     const auto& first = rows[0];
-    std::printf("%s, V = %lld, d = %lld: dense table %.2fM params, %.2fM FLOPs per token (tied head)\n",
+    std::printf("%s, V = %lld, d = %lld: dense table %.2fM params, %.2fM FLOPs per token (%s)\n",
                 method.c_str(), (long long)first.vocab, (long long)first.dim, first.params_before / 1e6,
-                first.flops_per_token_dense / 1e6);
+                first.flops_per_token_dense / 1e6, tied ? "tied head" : "untied: the lookup alone");
     std::printf("%-18s %12s %8s %8s %12s %8s\n", tt ? "shape / ranks" : "rank", "params", "ratio", "eta_emb",
                 "FLOPs/token", "omega");
     for (const auto& r : rows) {
@@ -85,9 +92,12 @@ int command_account(const std::vector<std::string>& argv)
                 label += std::to_string(r.ranks[i]);
             }
         }
-        std::printf("%-18s %11.2fM %8.4f %8.4f %11.2fM %8.4f\n", label.c_str(), r.params_after / 1e6, r.ratio,
+        std::printf("%-18s %11.2fM %8.4f %8.4f %11.4fM %8.4f\n", label.c_str(), r.params_after / 1e6, r.ratio,
                     r.eta_emb, r.flops_per_token / 1e6, r.energy.omega);
     }
+    if (positions > 0)
+        std::printf("eta_emb with the %lld-value position table (TensorSLM F.3): %.4f\n",
+                    (long long)positions, first.eta_emb_with_positions);
     if (tt)
         std::printf("params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
                     "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "

@@ -27,6 +27,40 @@ TEST(Accounting, PcaReproducesTableTwo)
     }
 }
 
+// Issue 20: an untied model's head is not compressed, so a token pays its lookup only;
+// TensorSLM's eta_emb (F.3) has the position table in its denominator.
+TEST(Accounting, UntiedHeadCountsTheLookupAndPositionsEnterEtaEmb)
+{
+    auto pca = account_low_rank(LowRankKind::PCA, 32000, 128, 64); // tinyllama
+    EXPECT_EQ(pca.flops_head, 2 * pca.params_after);
+    EXPECT_EQ(pca.flops_per_token, pca.flops_head); // tied unless told
+    apply_model_context(pca, /*tied_head=*/false, 0);
+    EXPECT_EQ(pca.flops_lookup, 16512); // 2 d k + d: z_t P + mu
+    EXPECT_EQ(pca.flops_per_token, pca.flops_lookup);
+    EXPECT_EQ(pca.flops_per_token_dense, 0);
+    EXPECT_DOUBLE_EQ(pca.eta_emb_with_positions, pca.eta_emb);
+
+    auto svd = account_low_rank(LowRankKind::SVD, 1000, 64, 8);
+    EXPECT_EQ(svd.flops_lookup, 2 * 64 * 8);
+
+    // A row of 8x8x12 / 1,4,4,1 contracts cores 2 and 3 onto the first: 2(8*4*8*4) + 2(64*4*12*1).
+    auto tt = account_tensor_train(50257, {8, 8, 12}, {1, 4, 4, 1});
+    EXPECT_EQ(tt.flops_lookup, 2 * 8 * 4 * 8 * 4 + 2 * 64 * 4 * 12);
+    EXPECT_EQ(tt.flops_head, 50257 * (tt.flops_lookup + 2 * 768));
+    apply_model_context(tt, false, 0);
+    EXPECT_EQ(tt.flops_per_token, tt.flops_lookup);
+    EXPECT_LT(tt.flops_per_token * 1000, tt.flops_head); // overstated ~V times before
+
+    // GPT-2 small: 38.60M token values, 39.38M with the 1024 x 768 position table.
+    auto gpt2 = account_low_rank(LowRankKind::PCA, 50257, 768, 128);
+    apply_model_context(gpt2, true, 1024 * 768);
+    EXPECT_EQ(gpt2.flops_per_token, gpt2.flops_head);
+    EXPECT_NEAR((gpt2.params_before + gpt2.position_params) / 1e6, 39.38, 0.005);
+    EXPECT_DOUBLE_EQ(gpt2.eta_emb_with_positions,
+                     (50257.0 * 768 - gpt2.params_after) / (50257.0 * 768 + 1024 * 768));
+    EXPECT_LT(gpt2.eta_emb_with_positions, gpt2.eta_emb);
+}
+
 TEST(Accounting, SvdHasNoMeanAndWholeModelEta)
 {
     const auto a = account_low_rank(LowRankKind::SVD, 1000, 64, 8, {}, 100000);

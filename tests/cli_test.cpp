@@ -112,6 +112,8 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
     std::ofstream(dir / "empty.txt").close();
     std::ofstream(dir / "notes.md") << "hello";
     std::filesystem::create_directory(dir / "nomodel");
+    std::filesystem::create_directory(dir / "loop");
+    std::filesystem::create_symlink("config.json", dir / "loop" / "config.json"); // points at itself
     struct Case {
         std::vector<std::string> args;
         std::string needle;
@@ -120,13 +122,20 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
         {{"eval", "--text", (dir / "empty.txt").string()}, "empty.txt: the text is empty"},
         {{"eval", "--text", (dir / "missing.txt").string()}, "missing.txt"},
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "0"}, "--ctx"},
-        {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "4000"}, "learned positions"},
+        {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "4000"}, "context"},
+        // RoPE models too (issue 24, item 11: this was a 50 GB allocation and a backtrace).
+        {{"eval", EMBEDLAB_SOURCE_DIR "/resources/models/stories260K.gguf", "--text",
+          (dir / "notes.md").string(), "--ctx", "100000"},
+         "2048-token context the model was trained for"},
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "abc"}, "--ctx expects an integer"},
         {{"eval"}, "--text"},
         {{"eval", "--text", "x", "--bogus"}, "unknown option --bogus"},
         {{"inspect", (dir / "nomodel").string()}, "nomodel"},
         {{"inspect", (dir / "notes.md").string()}, "notes.md"},
         {{"frobnicate"}, "unknown command"},
+        // Issue 24, item 15: these were "internal error", exit 1.
+        {{"inspect", (dir / "loop").string()}, "config.json"},
+        {{"compress", "--method", "svd", "--rank", "8", "--out", ""}, "output directory name is empty"},
     };
     for (const auto& c : cases) {
         const CliRun r = cli(c.args);
@@ -150,6 +159,14 @@ TEST(Cli, AccountPrintsTableTwoWithoutAModel)
         EXPECT_NEAR(j["results"][i]["flops_per_token"].get<double>() / 1e6, flops[i], 0.005);
         EXPECT_NEAR(j["results"][i]["params_before"].get<double>() / 1e6, 38.60, 0.005);
     }
+    // Untied (tinyllama, k = 64): the lookup, 2 d k + d, not the head's 4.1M.
+    const CliRun untied = cli({"account", "--method", "pca", "--vocab", "32000", "--dim", "128", "--rank",
+                               "64", "--untied", "--json"});
+    ASSERT_EQ(untied.exit_code, 0) << untied.err;
+    const auto u = nlohmann::json::parse(untied.out);
+    EXPECT_EQ(u["flops_per_token"], 16512);
+    EXPECT_EQ(u["tied_head"], false);
+    EXPECT_GT(u["flops_head"].get<int64_t>(), 4'000'000);
     const CliRun tt = cli({"account", "--method", "tt", "--vocab", "50257", "--shape", "8,8,12", "--ranks",
                            "1,4,4,1", "--json"});
     ASSERT_EQ(tt.exit_code, 0) << tt.err;

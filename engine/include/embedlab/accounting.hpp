@@ -2,7 +2,8 @@
 //
 //   auto a = embedlab::account_low_rank(embedlab::LowRankKind::PCA, 50257, 768, 128);
 //   a.params_after;        // 6,532,736 (the paper's Table II: 6.53M)
-//   a.flops_per_token;     // 13,065,472 (13.06M)
+//   a.flops_per_token;     // 13,065,472 (13.06M): the tied head's, as the paper counts
+//   a.flops_lookup;        // 197,376: one token's row, 2 d k + d
 //
 // Thread safety: pure functions.
 #pragma once
@@ -31,12 +32,22 @@ struct EmbeddingAccounting {
     int64_t params_before = 0; // V d
     int64_t params_after = 0;  // stored values of the compressed table
     double ratio = 0;          // after / before
-    double eta_emb = 0;        // (before - after) / before
+    double eta_emb = 0;        // (before - after) / before, the token table alone
+    // TensorSLM F.3 counts the (uncompressed) position table in eta_emb's denominator:
+    // (before - after) / (before + position_params). Equal to eta_emb without one.
+    int64_t position_params = 0;
+    double eta_emb_with_positions = 0;
     // Whole model, when its parameter count is known (else the table alone).
     int64_t model_params_before = 0, model_params_after = 0;
-    double eta = 0;              // (|M0| - |Mc|) / |Mc|
-    int64_t flops_per_token = 0; // 2 x (values touched per token); dense: 2 V d
-    int64_t flops_per_token_dense = 0;
+    double eta = 0; // (|M0| - |Mc|) / |Mc|
+    // FLOPs per token, lookup and head counted apart (issue 20): the lookup builds one
+    // row from the stored values (dense: 0, a read); a tied head multiplies the hidden
+    // state with every row, rebuilt from the stored values where the method must.
+    int64_t flops_lookup = 0;
+    int64_t flops_head = 0;            // tied head; dense: 2 V d
+    bool tied_head = true;             // untied: the head is not compressed, a token pays its lookup
+    int64_t flops_per_token = 0;       // tied ? flops_head (the papers' count) : flops_lookup
+    int64_t flops_per_token_dense = 0; // tied ? 2 V d : 0
     EnergyEstimate energy;
     // low rank
     int64_t rank = 0;
@@ -61,6 +72,11 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
 EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& ranks, const EnergyOptions& energy = {},
                                          int64_t model_params = 0);
+
+// The model's side of the accounting, once the table's is known: whether the head is
+// tied (flops_per_token and its dense counterpart follow) and the size of its learned
+// position table (eta_emb_with_positions).
+void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params);
 
 // Throws InputError naming the problem (product != d, wrong rank count, cap exceeded).
 void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,

@@ -525,6 +525,17 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         if (request.positions)
             run.positions =
                 compress_table(model.weights().at("wpe.weight"), spec, 0, bar.stage("compress positions"));
+        // Issue 20: an untied head is not compressed; TensorSLM's eta_emb counts positions.
+        const auto breakdown = model.parameter_breakdown();
+        auto& accounting = run.embedding->accounting;
+        apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
+        if (run.positions) {
+            const auto& p = run.positions->accounting;
+            accounting.eta_emb_with_positions =
+                static_cast<double>(accounting.params_before - accounting.params_after + p.params_before -
+                                    p.params_after) /
+                static_cast<double>(accounting.params_before + p.params_before);
+        }
         model.set_token_embedding(run.embedding->embedding);
         if (run.positions)
             model.set_position_embedding(run.positions->embedding);

@@ -44,9 +44,20 @@ void fill_common(EmbeddingAccounting& a, int64_t model_params)
     a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
             static_cast<double>(a.model_params_after);
     a.flops_per_token_dense = 2 * a.vocab * a.dim;
+    a.eta_emb_with_positions = a.eta_emb;
 }
 
 } // namespace
+
+void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params)
+{
+    a.tied_head = tied_head;
+    a.flops_per_token = tied_head ? a.flops_head : a.flops_lookup;
+    a.flops_per_token_dense = tied_head ? 2 * a.vocab * a.dim : 0;
+    a.position_params = std::max<int64_t>(position_params, 0);
+    a.eta_emb_with_positions = static_cast<double>(a.params_before - a.params_after) /
+                               static_cast<double>(a.params_before + a.position_params);
+}
 
 EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const EnergyOptions& o)
 {
@@ -91,8 +102,11 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
     // PCA stores Z (V x k), P (k x d) and the mean mu (d); SVD has no mean.
     a.params_after = vocab * rank + dim * rank + (kind == LowRankKind::PCA ? dim : 0);
     fill_common(a, model_params);
-    // METHODS 1: the tied head through the factors touches every stored value once.
-    a.flops_per_token = 2 * a.params_after;
+    // METHODS 1: the tied head through the factors touches every stored value once;
+    // a lookup is z_t P (+ mu).
+    a.flops_head = 2 * a.params_after;
+    a.flops_lookup = 2 * dim * rank + (kind == LowRankKind::PCA ? dim : 0);
+    a.flops_per_token = a.flops_head;
     a.energy = svd_energy(vocab, dim, rank, energy);
     return a;
 }
@@ -172,7 +186,9 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
             per_row += 2 * left * ranks[k] * shape[k] * ranks[k + 1];
         left *= shape[k];
     }
-    a.flops_per_token = vocab * (per_row + 2 * dim);
+    a.flops_lookup = per_row;
+    a.flops_head = vocab * (per_row + 2 * dim);
+    a.flops_per_token = a.flops_head;
     a.energy = tt_energy(vocab, dim, shape, ranks, energy);
     a.svd_equal_size_rank =
         std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) /

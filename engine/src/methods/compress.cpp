@@ -104,7 +104,7 @@ nlohmann::ordered_json rare_cosine_json(const torch::Tensor& table, const Partia
 
 // Accounting from a stored-value count, for methods without a closed form.
 EmbeddingAccounting account_stored(const std::string& method, int64_t V, int64_t d, int64_t params_after,
-                                   int64_t model_params)
+                                   int64_t model_params, int64_t flops_lookup, int64_t flops_head)
 {
     EmbeddingAccounting a;
     a.method = method;
@@ -119,6 +119,10 @@ EmbeddingAccounting account_stored(const std::string& method, int64_t V, int64_t
     a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
             static_cast<double>(a.model_params_after);
     a.flops_per_token_dense = 2 * V * d;
+    a.eta_emb_with_positions = a.eta_emb;
+    a.flops_lookup = flops_lookup;
+    a.flops_head = flops_head;
+    a.flops_per_token = flops_head;
     return a;
 }
 
@@ -192,7 +196,16 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                    {"tied_head", "logits use the rebuilt table, rebuilt once per forward call from the "
                                  "stored common rows and rare-token codes; no dense copy is kept, so a tied "
                                  "model keeps the whole saving"}};
-        out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
+        // A rare row is a weighted sum of k common rows (lle), the shared unk row (lle-unk) or
+        // z P + mu of rank k (lle-pca); common rows are read. The tied head rebuilds the R
+        // rare rows once, then multiplies with all V.
+        const int64_t rare = static_cast<int64_t>(spec.split->rare.size());
+        const int64_t rare_lookup = kind == PartialSparseKind::LLE   ? 2 * spec.k * d
+                                    : kind == PartialSparseKind::Unk ? 0
+                                                                     : 2 * spec.k * d + d;
+        out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params,
+                                        rare_lookup, rare * rare_lookup + 2 * V * d);
+        out.fit["flops_lookup_note"] = "flops_lookup is a rare token's; a common token's row is read (0)";
         out.embedding = std::move(embedding);
     } else { // Method::Fourier
         const FourierOptions options{.mlp = parse_fourier_mlp(spec.mlp),
@@ -237,12 +250,12 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                                           : "") +
                                   "; accounting.flops_per_token charges a whole rebuild to each token (as "
                                   "for tt), an upper bound when a call has many tokens"}}}};
-        out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params);
         // As for tt: the tied head of one token needs every row rebuilt (features,
         // MLP, residual, norm) and one product with each; a batch shares the rebuild.
         // Folded: features only, plus h W and h b for the token.
-        out.accounting.flops_per_token =
-            folded ? V * (d + 2 * d) + 2 * d * d + 2 * d : V * (embedding->flops_per_row() + 2 * d);
+        out.accounting = account_stored(
+            spec.method, V, d, embedding->parameter_count(), model_params, embedding->flops_per_row(),
+            folded ? V * (d + 2 * d) + 2 * d * d + 2 * d : V * (embedding->flops_per_row() + 2 * d));
         out.embedding = std::move(embedding);
     }
     out.reconstruction = measure_reconstruction(table, *out.embedding, sub_progress(progress, 80, 100));
@@ -308,9 +321,14 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const Energ
                                 {"params_after", a.params_after},
                                 {"ratio", a.ratio},
                                 {"eta_emb", a.eta_emb},
+                                {"position_params", a.position_params},
+                                {"eta_emb_with_positions", a.eta_emb_with_positions},
                                 {"model_params_before", a.model_params_before},
                                 {"model_params_after", a.model_params_after},
                                 {"eta", a.eta},
+                                {"flops_lookup", a.flops_lookup},
+                                {"flops_head", a.flops_head},
+                                {"tied_head", a.tied_head},
                                 {"flops_per_token", a.flops_per_token},
                                 {"flops_per_token_dense", a.flops_per_token_dense}};
     const auto* known = find_method(a.method);
