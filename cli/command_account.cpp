@@ -9,7 +9,7 @@ int command_account(const std::vector<std::string>& argv)
 {
     Args args("account", argv,
               {"--method", "--vocab", "--dim", "--rank", "--shape", "--ranks", "--tokens", "--nu", "--tau",
-               "--model-params", "--positions"},
+               "--device", "--model-params", "--positions"},
               {"--json", "--untied"});
     const std::string method = args.get("--method").value_or("");
     if (method != "pca" && method != "svd" && method != "tt")
@@ -19,9 +19,14 @@ int command_account(const std::vector<std::string>& argv)
     if (!args.has("--vocab"))
         throw InputError("account: --vocab V is required");
     EnergyOptions energy;
+    energy.tokens = args.get_int("--tokens", energy.tokens, 0, limit);
+    if (args.has("--device")) {
+        if (args.has("--nu") || args.has("--tau"))
+            throw InputError("account: --device sets nu and tau; give either --device or --nu/--tau");
+        energy = energy_options_for_device(*args.get("--device"), energy.tokens);
+    }
     energy.nu = args.get_double("--nu", energy.nu, 0, 1e12);
     energy.tau = args.get_double("--tau", energy.tau, 0, 1e12);
-    energy.tokens = args.get_int("--tokens", energy.tokens, 0, limit);
     const int64_t model_params = args.get_int("--model-params", 0, 0, limit);
     // Issue 20: an untied head is not compressed; --positions N counts a learned position
     // table of N values in TensorSLM's eta_emb (F.3).
@@ -62,11 +67,11 @@ int command_account(const std::vector<std::string>& argv)
 
     if (args.has("--json")) {
         if (rows.size() == 1) {
-            print_json(accounting_json(rows[0], energy));
+            print_json(accounting_json(rows[0]));
         } else {
             Json results = Json::array();
             for (const auto& r : rows)
-                results.push_back(accounting_json(r, energy));
+                results.push_back(accounting_json(r));
             print_json({{"method", method}, {"results", results}});
         }
         return 0;
@@ -95,6 +100,9 @@ int command_account(const std::vector<std::string>& argv)
         std::printf("%-18s %11.2fM %8.4f %8.4f %11.4fM %8.4f\n", label.c_str(), r.params_after / 1e6, r.ratio,
                     r.eta_emb, r.flops_per_token / 1e6, r.energy.omega);
     }
+    if (!energy.device.empty())
+        std::printf("energy: %s at nu %g, tau %g; omega over its ranges %.4f..%.4f\n", energy.device.c_str(),
+                    energy.nu, energy.tau, first.energy.omega_low, first.energy.omega_high);
     if (positions > 0)
         std::printf("eta_emb with the %lld-value position table (TensorSLM F.3): %.4f\n",
                     (long long)positions, first.eta_emb_with_positions);

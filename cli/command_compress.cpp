@@ -91,10 +91,11 @@ int command_compress(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
     Args args("compress", argv,
-              {"--method",     "--rank", "--shape",     "--ranks",        "--eps",          "--out",
-               "--eval-text",  "--ctx",  "--stride",    "--batch",        "--tokenizer",    "--freq-text",
-               "--keep-ratio", "--k",    "--reg",       "--mlp",          "--hidden-ratio", "--loss",
-               "--steps",      "--lr",   "--fit-batch", "--weight-decay", "--seed"},
+              {"--method",     "--rank",  "--shape",     "--ranks",        "--eps",          "--out",
+               "--eval-text",  "--ctx",   "--stride",    "--batch",        "--tokenizer",    "--freq-text",
+               "--keep-ratio", "--k",     "--reg",       "--mlp",          "--hidden-ratio", "--loss",
+               "--steps",      "--lr",    "--fit-batch", "--weight-decay", "--seed",         "--nu",
+               "--tau",        "--device"},
               {"--dense", "--force", "--positions", "--json", "--quiet", "--norm"});
     const auto* method = find_method(args.get("--method").value_or(""));
     const bool lle = method && method->needs_frequency_text;
@@ -122,6 +123,10 @@ int command_compress(const std::vector<std::string>& argv)
     request.ranks = spec.ranks;
     request.eps = spec.eps;
     request.positions = args.has("--positions");
+    // TensorSLM's energy model (issue 20 item 5); check_request refuses them off pca/svd/tt.
+    request.nu = args.get_double("--nu", request.nu, 0, 1e12);
+    request.tau = args.get_double("--tau", request.tau, 0, 1e12);
+    request.device = args.get("--device").value_or("");
     if (lle) {
         if (args.has("--positions"))
             throw InputError(
@@ -171,6 +176,15 @@ int command_compress(const std::vector<std::string>& argv)
     std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
                 c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
                 c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);
+    if (a.energy.omega > 0)
+        std::printf(
+            "  energy (TensorSLM eqs. 2-5, %s nu %g, tau %g, l %lld): omega %.4f%s\n",
+            a.energy_options.device.empty() ? "" : (a.energy_options.device + ":").c_str(),
+            a.energy_options.nu, a.energy_options.tau, (long long)a.energy_options.tokens, a.energy.omega,
+            a.energy.omega_high > 0 ? (" (" + std::to_string(a.energy.omega_low).substr(0, 6) + ".." +
+                                       std::to_string(a.energy.omega_high).substr(0, 6) + " over its ranges)")
+                                          .c_str()
+                                    : "");
     if (positions) {
         const auto& p = positions->accounting;
         std::printf("  positions params %lld -> %lld (ratio %.4f), mean cosine %.6f\n",

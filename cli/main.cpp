@@ -38,10 +38,11 @@ commands:
            lle: [--common C (10000)] [--k K (5)] [--reg R]
                                                fit / lookup timings and peak RSS on a synthetic table
   account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
-           [--tokens L] [--nu X] [--tau Y] [--model-params N] [--untied] [--positions N] [--json]
+           [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E))
            --out DIR [--eval-text FILE [--ctx N]] [--positions] [--dense] [--force] [--json]
+           [--nu X --tau Y | --device raspberry-pi-5|a100-server]   energy model (TensorSLM)
                                                write a compressed model directory (embedlab.json,
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
   compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]

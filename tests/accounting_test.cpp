@@ -61,6 +61,36 @@ TEST(Accounting, UntiedHeadCountsTheLookupAndPositionsEnterEtaEmb)
     EXPECT_LT(gpt2.eta_emb_with_positions, gpt2.eta_emb);
 }
 
+// TensorSLM Table 1 presets: midpoints, and omega bounded by the ranges' corners.
+TEST(Accounting, EnergyDevicePresetsBoundOmega)
+{
+    const auto pi = energy_options_for_device("raspberry-pi-5");
+    EXPECT_DOUBLE_EQ(pi.nu, (70.0 + 260.0) / 2);
+    EXPECT_DOUBLE_EQ(pi.tau, 2.0);
+    EXPECT_EQ(pi.device, "raspberry-pi-5");
+    EXPECT_THROW(energy_options_for_device("pi"), InputError);
+    for (const auto& device : energy_devices()) {
+        const auto o = energy_options_for_device(device.name);
+        auto tt = account_tensor_train(50257, {8, 8, 12}, {1, 4, 4, 1}, o);
+        EXPECT_LE(tt.energy.omega_low, tt.energy.omega) << device.name;
+        EXPECT_GE(tt.energy.omega_high, tt.energy.omega) << device.name;
+        EXPECT_LT(tt.energy.omega_low, tt.energy.omega_high) << device.name;
+        // The corners are the plain model at the extreme tau / nu.
+        EnergyOptions cheap{.nu = device.nu_high, .tau = device.tau_low};
+        EnergyOptions dear{.nu = device.nu_low, .tau = device.tau_high};
+        const double a = tt_energy(50257, 768, {8, 8, 12}, {1, 4, 4, 1}, cheap).omega,
+                     b = tt_energy(50257, 768, {8, 8, 12}, {1, 4, 4, 1}, dear).omega;
+        EXPECT_DOUBLE_EQ(tt.energy.omega_low, std::min(a, b));
+        EXPECT_DOUBLE_EQ(tt.energy.omega_high, std::max(a, b));
+        // apply_energy recomputes what the constructor computed.
+        auto pca = account_low_rank(LowRankKind::PCA, 50257, 768, 128);
+        EXPECT_EQ(pca.energy.omega_high, 0); // no device: no range
+        apply_energy(pca, o);
+        EXPECT_DOUBLE_EQ(pca.energy.omega, svd_energy(50257, 768, 128, o).omega);
+        EXPECT_GT(pca.energy.omega_high, 0);
+    }
+}
+
 TEST(Accounting, SvdHasNoMeanAndWholeModelEta)
 {
     const auto a = account_low_rank(LowRankKind::SVD, 1000, 64, 8, {}, 100000);

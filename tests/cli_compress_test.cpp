@@ -1,5 +1,6 @@
 // compress -> eval -> export -> eval round trips through embedlab-cli, on the
 // bundled tinygpt2-f16 (tied head) and, with ../shared, tinyllama (untied).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -46,6 +47,13 @@ void round_trip(const std::string& model, const std::vector<std::string>& method
     EXPECT_LT(manifest["accounting"]["params_after"].get<int64_t>(),
               manifest["accounting"]["params_before"].get<int64_t>());
     EXPECT_GT(manifest["reconstruction"]["mean_cosine"].get<double>(), 0.0);
+    // Issue 20: an untied head is not compressed, so a token pays its lookup only.
+    const auto& a = manifest["accounting"];
+    EXPECT_EQ(a["flops_per_token"], a["tied_head"].get<bool>() ? a["flops_head"] : a["flops_lookup"]);
+    if (std::find(method_args.begin(), method_args.end(), "--device") != method_args.end()) {
+        EXPECT_EQ(a["energy_model"]["device"]["name"], "raspberry-pi-5");
+        EXPECT_LT(a["energy"]["omega_low"].get<double>(), a["energy"]["omega_high"].get<double>());
+    }
     EXPECT_LT(manifest["reconstruction"]["relative_frobenius"].get<double>(), 1.0);
     const double recorded = manifest["evaluation"]["compressed"]["ppl"].get<double>();
     const double baseline = manifest["evaluation"]["baseline"]["ppl"].get<double>();
@@ -72,7 +80,8 @@ TEST(CliCompress, TiedGpt2RoundTripsForPcaSvdAndTt)
 {
     round_trip("", {"--method", "pca", "--rank", "16", "--positions"}, "pca");
     round_trip("", {"--method", "svd", "--rank", "16"}, "svd");
-    round_trip("", {"--method", "tt", "--shape", "4,4,8", "--ranks", "1,4,4,1"}, "tt");
+    round_trip("", {"--method", "tt", "--shape", "4,4,8", "--ranks", "1,4,4,1", "--device", "raspberry-pi-5"},
+               "tt");
 }
 
 TEST(CliCompress, UntiedLlamaRoundTripsForPcaSvdAndTt)
@@ -122,6 +131,7 @@ TEST(CliCompress, BadArgumentsFailBeforeAnyWorkAndWriteNothing)
         {{"compress", "--method", "pca", "--rank", "3"}, "--out"},
         {{"compress", "--method", "pca", "--rank", "3", "--out", (dir / "taken").string()}, "already exists"},
         {{"sweep", "--method", "pca", "--ranks", "4"}, "--eval-text"},
+        {{"compress", "--method", "pca", "--rank", "3", "--device", "pi", "--out", out}, "raspberry-pi-5"},
     };
     for (const auto& c : cases) {
         const CliRun r = cli(c.args);

@@ -114,6 +114,10 @@ TEST(CompressionRequestJson, BadFieldsAreNamed)
         {R"({"model": "m", "method": "pca", "rank": 2, "eval_ids": [1, 2], "eval_text": "t"})", "eval_ids"},
         {R"({"model": "m", "method": "pca", "rank": 2, "ctx": 8, "stride": 9})", "stride"},
         {R"({"model": "m", "method": "zip"})", "pca, svd, tt"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "device": "pi"})", "raspberry-pi-5, a100-server"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "device": "raspberry-pi-5", "nu": 3})", "device"},
+        {R"({"model": "m", "method": "pca", "rank": 2, "tau": -1})", "tau"},
+        {R"({"model": "m", "method": "lle", "freq_text": "t", "k": 4, "keep_ratio": 0.5, "nu": 3})", "nu"},
         {R"({"method": "pca", "rank": 2})", "model"},
     };
     for (const auto& [text, field] : bad) {

@@ -19,11 +19,29 @@ struct EnergyOptions {
     double nu = 5.0;     // cost of one memory access
     double tau = 1.0;    // cost of one arithmetic operation (nu / tau = 5: paper, Appendix F)
     int64_t tokens = 50; // l
+    std::string device;  // a Table 1 preset (energy_devices()), or "" for nu and tau as given
 };
+// TensorSLM Table 1's energy ranges per device (pJ per float32): memory access nu,
+// arithmetic tau (the union of its add and multiply ranges). A preset evaluates at the
+// ranges' midpoints and reports omega at the two corners that bound it (omega depends
+// on tau / nu only, monotonically).
+struct EnergyDevice {
+    const char* name; // "raspberry-pi-5", "a100-server"
+    const char* description;
+    double nu_low, nu_high, tau_low, tau_high;
+};
+const std::vector<EnergyDevice>& energy_devices();
+// nullptr when unknown.
+const EnergyDevice* find_energy_device(const std::string& name);
+// The device's midpoints; InputError listing the devices when the name is unknown.
+EnergyOptions energy_options_for_device(const std::string& name, int64_t tokens = 50);
+
 struct EnergyEstimate {
     double original_nu = 0, original_tau = 0;
     double compressed_nu = 0, compressed_tau = 0;
     double omega = 0; // (compressed_nu + compressed_tau) / (original_nu + original_tau)
+    // With a device preset: omega over the device's ranges (0 without one).
+    double omega_low = 0, omega_high = 0;
 };
 
 struct EmbeddingAccounting {
@@ -49,6 +67,7 @@ struct EmbeddingAccounting {
     int64_t flops_per_token = 0;       // tied ? flops_head (the papers' count) : flops_lookup
     int64_t flops_per_token_dense = 0; // tied ? 2 V d : 0
     EnergyEstimate energy;
+    EnergyOptions energy_options; // what `energy` was computed with
     // low rank
     int64_t rank = 0;
     // tensor train
@@ -77,6 +96,9 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
 // tied (flops_per_token and its dense counterpart follow) and the size of its learned
 // position table (eta_emb_with_positions).
 void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params);
+
+// Recomputes the energy estimates (pca, svd, tt; others have none) with other options.
+void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy);
 
 // Throws InputError naming the problem (product != d, wrong rank count, cap exceeded).
 void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,

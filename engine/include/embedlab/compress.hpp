@@ -75,7 +75,8 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
 
 // JSON views used by embedlab.json and the CLI (field names are a contract).
 nlohmann::ordered_json spec_json(const CompressionSpec& spec);
-nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const EnergyOptions& energy = {});
+// With the energy options the accounting was computed with (a.energy_options).
+nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a);
 nlohmann::ordered_json reconstruction_json(const ReconstructionMetrics& r);
 
 } // namespace embedlab

@@ -64,6 +64,10 @@ struct CompressionRequest {
     double eps = 0;
     // pca, svd, tt on gpt2: also the learned position table.
     bool positions = false;
+    // pca, svd, tt: TensorSLM's energy model (METHODS 5): nu per memory access, tau per
+    // operation, or a Table 1 device preset ("raspberry-pi-5", "a100-server") instead.
+    double nu = 5.0, tau = 1.0;
+    std::string device;
 
     // lle, lle-unk, lle-pca (METHODS 2)
     std::string freq_text;

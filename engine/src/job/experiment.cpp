@@ -529,6 +529,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         const auto breakdown = model.parameter_breakdown();
         auto& accounting = run.embedding->accounting;
         apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
+        apply_energy(accounting, request.device.empty() ? EnergyOptions{.nu = request.nu, .tau = request.tau}
+                                                        : energy_options_for_device(request.device));
         if (run.positions) {
             const auto& p = run.positions->accounting;
             accounting.eta_emb_with_positions =

@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "embedlab/accounting.hpp"
 #include "embedlab/error.hpp"
 
 namespace embedlab {
@@ -84,6 +85,10 @@ bool low_rank(Method m)
 bool tensor_train(Method m)
 {
     return m == Method::TT;
+}
+bool energy_methods(Method m)
+{
+    return low_rank(m) || tensor_train(m);
 }
 bool table_methods(Method m)
 {
@@ -183,6 +188,9 @@ const std::vector<Field>& fields()
             member("ranks", &R::ranks, tensor_train),
             member("eps", &R::eps, tensor_train),
             member("positions", &R::positions, table_methods),
+            member("nu", &R::nu, energy_methods),
+            member("tau", &R::tau, energy_methods),
+            member("device", &R::device, energy_methods),
             member("freq_text", &R::freq_text, lle_family),
             member("keep_ratio", &R::keep_ratio, lle_family),
             member("k", &R::k, lle_family),
@@ -293,6 +301,20 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     for (const auto& f : fields())
         if (f.is_set(r) && !f.applies(m.id))
             fail(f.name, "does not apply to method " + r.method);
+    if (!(r.nu >= 0 && r.nu <= 1e12))
+        fail("nu", short_number(r.nu) + " must lie in [0, 1e12]");
+    if (!(r.tau >= 0 && r.tau <= 1e12))
+        fail("tau", short_number(r.tau) + " must lie in [0, 1e12]");
+    if (!r.device.empty()) {
+        if (!find_energy_device(r.device)) {
+            std::string known;
+            for (const auto& e : energy_devices())
+                known += (known.empty() ? "" : ", ") + std::string(e.name);
+            fail("device", "'" + r.device + "' is not one of " + known);
+        }
+        if (r.nu != CompressionRequest{}.nu || r.tau != CompressionRequest{}.tau)
+            fail("device", "sets nu and tau; give either device or nu/tau");
+    }
     const std::string dmax = d > 0 ? std::to_string(d) : "d";
     auto within_d = [&](int64_t v) { return v >= 1 && (d <= 0 || v <= d); };
 

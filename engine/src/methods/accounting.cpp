@@ -49,6 +49,17 @@ void fill_common(EmbeddingAccounting& a, int64_t model_params)
 
 } // namespace
 
+void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy)
+{
+    a.energy_options = energy;
+    if (a.method == "pca" || a.method == "svd")
+        a.energy = svd_energy(a.vocab, a.dim, a.rank, energy);
+    else if (a.method == "tt") {
+        a.energy = tt_energy(a.vocab, a.dim, a.shape, a.ranks, energy);
+        a.svd_equal_size_energy = svd_energy(a.vocab, a.dim, a.svd_equal_size_rank, energy);
+    }
+}
+
 void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params)
 {
     a.tied_head = tied_head;
@@ -59,6 +70,58 @@ void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t positio
                                static_cast<double>(a.params_before + a.position_params);
 }
 
+const std::vector<EnergyDevice>& energy_devices()
+{
+    // TensorSLM Table 1: Raspberry Pi 5 (Cortex-A76) add 1.0-2.5, mult 1.2-3, memory 70-260;
+    // A100 server add 5-12, mult 6-15, memory 100-450 (pJ per float32).
+    static const std::vector<EnergyDevice> devices{
+        {"raspberry-pi-5", "Raspberry Pi 5 (Cortex-A76 CPU), TensorSLM Table 1", 70, 260, 1.0, 3.0},
+        {"a100-server", "GPU server (A100), TensorSLM Table 1", 100, 450, 5, 15},
+    };
+    return devices;
+}
+
+const EnergyDevice* find_energy_device(const std::string& name)
+{
+    for (const auto& d : energy_devices())
+        if (name == d.name)
+            return &d;
+    return nullptr;
+}
+
+EnergyOptions energy_options_for_device(const std::string& name, int64_t tokens)
+{
+    const EnergyDevice* d = find_energy_device(name);
+    if (!d) {
+        std::string known;
+        for (const auto& e : energy_devices())
+            known += (known.empty() ? "" : ", ") + std::string(e.name);
+        throw InputError("unknown energy device '" + name + "' (known: " + known + ")");
+    }
+    return {.nu = (d->nu_low + d->nu_high) / 2,
+            .tau = (d->tau_low + d->tau_high) / 2,
+            .tokens = tokens,
+            .device = d->name};
+}
+
+namespace {
+// omega at the device's corners: the lowest tau/nu and the highest bound it.
+template <class F> void device_range(EnergyEstimate& e, const EnergyOptions& o, F&& estimate)
+{
+    const EnergyDevice* d = o.device.empty() ? nullptr : find_energy_device(o.device);
+    if (!d)
+        return;
+    EnergyOptions cheap = o, dear = o;
+    cheap.nu = d->nu_high;
+    cheap.tau = d->tau_low;
+    dear.nu = d->nu_low;
+    dear.tau = d->tau_high;
+    const double a = estimate(cheap).omega, b = estimate(dear).omega;
+    e.omega_low = std::min(a, b);
+    e.omega_high = std::max(a, b);
+}
+} // namespace
+
 EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const EnergyOptions& o)
 {
     const double V = static_cast<double>(vocab), d = static_cast<double>(dim), k = static_cast<double>(rank),
@@ -68,6 +131,10 @@ EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const Energy
     e.compressed_nu = o.nu * (k * (V + 2 * d + l + 1) + l * d);
     e.compressed_tau = o.tau * (2 * l * d * k - l * d + k * d);
     e.omega = energy_total(e.compressed_nu, e.compressed_tau) / energy_total(e.original_nu, e.original_tau);
+    device_range(e, o, [&](EnergyOptions x) {
+        x.device.clear();
+        return svd_energy(vocab, dim, rank, x);
+    });
     return e;
 }
 
@@ -84,6 +151,10 @@ EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>&
     e.compressed_nu = o.nu * (V * nir2 + l * nir2 + l * d);
     e.compressed_tau = o.tau * nir2;
     e.omega = energy_total(e.compressed_nu, e.compressed_tau) / energy_total(e.original_nu, e.original_tau);
+    device_range(e, o, [&](EnergyOptions x) {
+        x.device.clear();
+        return tt_energy(vocab, dim, shape, ranks, x);
+    });
     return e;
 }
 
@@ -108,6 +179,7 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
     a.flops_lookup = 2 * dim * rank + (kind == LowRankKind::PCA ? dim : 0);
     a.flops_per_token = a.flops_head;
     a.energy = svd_energy(vocab, dim, rank, energy);
+    a.energy_options = energy;
     return a;
 }
 
@@ -195,6 +267,7 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
                                                               static_cast<double>(vocab + dim))),
                             1, dim);
     a.svd_equal_size_energy = svd_energy(vocab, dim, a.svd_equal_size_rank, energy);
+    a.energy_options = energy;
     return a;
 }
 

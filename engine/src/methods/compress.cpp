@@ -304,16 +304,22 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
 namespace {
 nlohmann::ordered_json energy_json(const EnergyEstimate& e)
 {
-    return {{"original_nu", e.original_nu},
-            {"original_tau", e.original_tau},
-            {"compressed_nu", e.compressed_nu},
-            {"compressed_tau", e.compressed_tau},
-            {"omega", e.omega}};
+    nlohmann::ordered_json j = {{"original_nu", e.original_nu},
+                                {"original_tau", e.original_tau},
+                                {"compressed_nu", e.compressed_nu},
+                                {"compressed_tau", e.compressed_tau},
+                                {"omega", e.omega}};
+    if (e.omega_high > 0) {
+        j["omega_low"] = e.omega_low;
+        j["omega_high"] = e.omega_high;
+    }
+    return j;
 }
 } // namespace
 
-nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const EnergyOptions& o)
+nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
 {
+    const EnergyOptions& o = a.energy_options;
     nlohmann::ordered_json j = {{"method", a.method},
                                 {"vocab", a.vocab},
                                 {"dim", a.dim},
@@ -347,6 +353,13 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a, const Energ
     }
     j["energy_model"] = {
         {"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens}, {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
+    if (const EnergyDevice* device = o.device.empty() ? nullptr : find_energy_device(o.device))
+        j["energy_model"]["device"] = {{"name", device->name},
+                                       {"description", device->description},
+                                       {"nu_range", {device->nu_low, device->nu_high}},
+                                       {"tau_range", {device->tau_low, device->tau_high}},
+                                       {"note", "nu and tau at the ranges' midpoints; omega_low/omega_high "
+                                                "at the corners of the ranges"}};
     return j;
 }
 
