@@ -126,6 +126,12 @@ TEST(AnalysesMethods, LoraRecoveryLowersPerplexityAndExportsAsFinetune)
     EXPECT_EQ(lora.params_after,
               embedlab::account_low_rank(embedlab::LowRankKind::PCA, kV, kD, 4).params_after + adapters);
     EXPECT_NEAR(perplexity_of(out), lora.ppl, 1e-6 * lora.ppl);
+    // Issue 20 item 3: the recorded reconstruction is the recovered table's, the row's cosine.
+    const auto manifest = nlohmann::json::parse(embedlab::test::read_text(out / "embedlab.json"));
+    EXPECT_NEAR(manifest["reconstruction"]["mean_cosine"].get<double>(), lora.mean_cosine, 1e-9);
+    EXPECT_NE(manifest["fit"]["before_recovery"]["reconstruction"]["mean_cosine"].get<double>(),
+              lora.mean_cosine);
+    EXPECT_FALSE(manifest.contains("before_finetuning"));
 }
 
 TEST(AnalysesMethods, NeverTrainsOnEvaluatedTokens)

@@ -189,6 +189,11 @@ TEST_P(Lora, SaveAndReloadKeepEveryAdapter)
         const fs::path out = tmp / (merge ? "merged" : "adapters");
         const auto manifest = save_finetuned_model(lm, *lm.model, out, {.lora = adapters});
         EXPECT_EQ(manifest["lora"]["merged"], merge);
+        // Issue 20 item 3: the source's reconstruction and spectrum are not this table's.
+        EXPECT_FALSE(manifest.contains("reconstruction"));
+        EXPECT_FALSE(manifest.contains("fit"));
+        EXPECT_TRUE(manifest["before_finetuning"].contains("reconstruction"));
+        EXPECT_TRUE(manifest["before_finetuning"]["fit"].contains("explained_variance_at_rank"));
         EXPECT_EQ(fs::exists(out / "adapters.safetensors"), !merge);
         EXPECT_EQ(manifest["weights_files"].size(), merge ? 1u : 2u);
         auto back = load_weights_only(out);

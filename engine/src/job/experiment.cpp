@@ -553,7 +553,15 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
                             std::to_string(request.lora_steps) + " steps";
             // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
             s.params_after += model.parameter_breakdown().adapters;
-            s.mean_cosine = measure_reconstruction(table, model.token_embedding()).mean_cosine; // with dZ, dP
+            // Issue 20 item 3: the recorded reconstruction is the recovered table's (with dZ, dP);
+            // the fit's spectrum describes the original table and the start of training.
+            auto& c = *run.embedding;
+            c.fit["before_recovery"] = {
+                {"reconstruction", reconstruction_json(c.reconstruction)},
+                {"note", "reconstruction of the table before LoRA recovery; the eigenvalues and explained "
+                         "variance here are the original table's and the fit's before training"}};
+            c.reconstruction = measure_reconstruction(table, model.token_embedding());
+            s.mean_cosine = c.reconstruction.mean_cosine;
         }
     }
     s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
@@ -671,6 +679,10 @@ Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOpti
             {"model", fs::absolute(run.model.files.path).lexically_normal().string()},
             {"compressed", run.summary.method + " " + run.summary.parameters},
             {"note", "compressed and fine-tuned in one run (experiment API)"}};
+        // This run measured the recovered table against the original: not stale.
+        manifest.erase("before_finetuning");
+        manifest["reconstruction"] = reconstruction_json(run.embedding->reconstruction);
+        manifest["fit"] = run.embedding->fit;
         if (!run.evaluation.is_null())
             manifest["evaluation"] = run.evaluation;
         write_file_atomic(out.path() / "embedlab.json", manifest.dump(1) + "\n");

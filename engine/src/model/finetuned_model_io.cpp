@@ -77,6 +77,18 @@ Json save_finetuned_model(const LoadedModel& source, const LanguageModel& model,
         manifest["fit"] = {{"initialisation", "random: Z ~ N(0, 1), P ~ N(0, 0.02^2 / k)"},
                            {"replaced", manifest.value("method", "")}};
         manifest.erase("reconstruction");
+    } else if (manifest.contains("reconstruction") || manifest.contains("fit")) {
+        // Issue 20 item 3: fine-tuning changed the table, so the source's reconstruction and
+        // fit (spectrum, explained variance at the rank) describe the table before it; kept
+        // only under that name.
+        Json before = {{"note", "the compressed table before fine-tuning (finetuned_from); this table "
+                                "was changed by training, and its reconstruction was not re-measured"}};
+        for (const char* key : {"reconstruction", "fit"})
+            if (manifest.contains(key)) {
+                before[key] = manifest[key];
+                manifest.erase(key);
+            }
+        manifest["before_finetuning"] = before;
     }
     manifest["factor_tensors"] = factors;
     manifest.erase("dense_export");
