@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/compressed_model.hpp"
+#include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/partial_sparse.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 
@@ -204,4 +206,78 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     EXPECT_NE(mistyped.find("must be a list of integers"), std::string::npos) << mistyped;
     write_file_atomic(tmp / "good" / "embedlab.json", "{not json");
     EXPECT_NE(load_error(tmp / "good").find("not valid JSON"), std::string::npos);
+}
+
+namespace {
+
+// Counts the head's calls into a compressed table.
+class CountingEmbedding final : public TokenEmbedding {
+public:
+    explicit CountingEmbedding(std::shared_ptr<const TokenEmbedding> base) : base_(std::move(base)) {}
+    int64_t vocab_size() const override { return base_->vocab_size(); }
+    int64_t dim() const override { return base_->dim(); }
+    torch::Tensor lookup(const torch::Tensor& ids) const override { return base_->lookup(ids); }
+    torch::Tensor project(const torch::Tensor& hidden) const override
+    {
+        ++projects;
+        return base_->project(hidden);
+    }
+    torch::Tensor rebuilt_rows() const override
+    {
+        ++rebuilds;
+        return offer_rows ? base_->rebuilt_rows() : torch::Tensor();
+    }
+    int64_t parameter_count() const override { return base_->parameter_count(); }
+    std::string kind() const override { return base_->kind(); }
+    mutable int projects = 0, rebuilds = 0;
+    bool offer_rows = true; // false: the head goes through project() per chunk
+
+private:
+    std::shared_ptr<const TokenEmbedding> base_;
+};
+
+} // namespace
+
+// Issue 20 item 8: tt, lle and fourier (through its MLP) rebuild their V rows for a
+// tied head; perplexity's row chunks share one rebuild per evaluation, with the same logits.
+TEST(CompressedModel, TiedHeadRebuildsItsRowsOncePerEvaluation)
+{
+    test::TempDir tmp;
+    auto lm = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    auto& model = *lm.model;
+    ASSERT_TRUE(model.config().tied_embeddings);
+    const torch::Tensor table = table_of(model).clone();
+    const int64_t V = table.size(0);
+    auto split = std::make_shared<FrequencySplit>();
+    split->counts.assign(static_cast<size_t>(V), 0);
+    for (int64_t v = 0; v < V; ++v)
+        (v % 2 == 0 ? split->common : split->rare).push_back(v);
+    const std::vector<CompressionSpec> rebuilding{{.method = "tt", .shape = {4, 4}, .ranks = {1, 2, 1}},
+                                                  {.method = "lle", .split = split, .k = 3},
+                                                  {.method = "fourier", .mlp = "geglu", .steps = 3}};
+    std::vector<int32_t> ids(600);
+    for (size_t i = 0; i < ids.size(); ++i)
+        ids[i] = static_cast<int32_t>((i * 7 + i / 5) % static_cast<size_t>(V));
+    torch::manual_seed(3);
+    const auto hidden = torch::randn({9, table.size(1)});
+    for (const auto& spec : rebuilding) {
+        SCOPED_TRACE(spec.method);
+        const auto counting = std::make_shared<CountingEmbedding>(compress_table(table, spec).embedding);
+        model.set_token_embedding(counting);
+        const auto rows = model.head_rows();
+        ASSERT_TRUE(rows.defined());
+        EXPECT_LT((model.head(hidden, rows) - model.head(hidden)).abs().max().item<double>(), 1e-5);
+        counting->projects = counting->rebuilds = 0;
+        const auto ppl = evaluate_perplexity(model, ids, {.ctx = 16, .batch_windows = 2}).ppl;
+        EXPECT_EQ(counting->rebuilds, 1);
+        EXPECT_EQ(counting->projects, 0);
+        // The same number as one head call per chunk through project().
+        counting->offer_rows = false;
+        const auto per_chunk = evaluate_perplexity(model, ids, {.ctx = 16, .batch_windows = 2}).ppl;
+        EXPECT_GT(counting->projects, 1);
+        EXPECT_NEAR(ppl, per_chunk, 1e-6 * per_chunk);
+    }
+    // Low rank needs no rebuild: its head multiplies through the factors.
+    model.set_token_embedding(compress_table(table, {.method = "pca", .rank = 4}).embedding);
+    EXPECT_FALSE(model.head_rows().defined());
 }

@@ -89,6 +89,9 @@ public:
     // hidden [.., d] -> [.., V]; rows built 4096 at a time, never all at once
     // (linear without norm: (h + h W) T^T + h b, features only).
     torch::Tensor project(const torch::Tensor& hidden) const override;
+    // Every row through the MLP; undefined for linear without norm, whose head folds the
+    // MLP into the hidden states and needs only the features.
+    torch::Tensor rebuilt_rows() const override;
     // MLP (+ norm) values only: the features are computed, not stored.
     int64_t parameter_count() const override;
     std::string kind() const override { return "fourier"; }

@@ -39,6 +39,11 @@ public:
     virtual torch::Tensor lookup(const torch::Tensor& ids) const = 0;
     // Tied output head: hidden [N, d] -> logits [N, V] = hidden E^T.
     virtual torch::Tensor project(const torch::Tensor& hidden) const = 0;
+    // The [V, d] rows a tied head multiplies with, when project() must rebuild them from
+    // the stored values (tt, lle, fourier through its MLP): a caller making many head
+    // calls on frozen weights builds them once (LanguageModel::head_rows). Undefined when
+    // project() is as cheap straight from what is stored (dense, low rank).
+    virtual torch::Tensor rebuilt_rows() const { return {}; }
     // Stored values (an int32 index counts as one value; METHODS 0).
     virtual int64_t parameter_count() const = 0;
     virtual std::string kind() const = 0; // "dense", "pca", ...
@@ -122,6 +127,11 @@ public:
     torch::Tensor hidden_states(const torch::Tensor& ids, ForwardObserver* observer = nullptr) const;
     // hidden [N, d] -> logits [N, V] through the output head (tied or not).
     torch::Tensor head(const torch::Tensor& hidden) const;
+    // Issue 20 item 8: for many head calls on frozen weights (perplexity's row chunks),
+    // the tied head's rebuilt rows once, then head(hidden, rows) per call. Undefined
+    // (and ignored by head) for an untied head or an embedding that needs no rebuild.
+    torch::Tensor head_rows() const;
+    torch::Tensor head(const torch::Tensor& hidden, const torch::Tensor& rows) const;
     // ids [B, T] -> logits [B, T, V].
     torch::Tensor logits(const torch::Tensor& ids) const;
     // The same logits with autograd recording, for training adapters: no

@@ -90,6 +90,7 @@ public:
     torch::Tensor lookup(const torch::Tensor& ids) const override;
     // Tied head: the rare rows are rebuilt once per call, then one product.
     torch::Tensor project(const torch::Tensor& hidden) const override;
+    torch::Tensor rebuilt_rows() const override; // common rows and rebuilt rare rows
     // |V_C| d + per rare token: LLE 2k + 1, unk 0 (+ d for the fallback), pca k (+ k d + d).
     int64_t parameter_count() const override;
     std::string kind() const override { return partial_sparse_method_name(fit_.kind); }

@@ -54,6 +54,7 @@ public:
     // Tied head: rows are contracted block by block and multiplied into the
     // logits, so no V x d table is ever held.
     torch::Tensor project(const torch::Tensor& hidden) const override;
+    torch::Tensor rebuilt_rows() const override; // every row contracted
     int64_t parameter_count() const override;
     std::string kind() const override { return "tt"; }
 

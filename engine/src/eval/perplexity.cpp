@@ -51,6 +51,8 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     int64_t scored = 0;
     size_t next = 0;
     report_progress(progress, 0, static_cast<int64_t>(windows.size()));
+    // A tied head that rebuilds its rows (tt, lle, fourier) does so once here, not per chunk.
+    const auto head_rows = model.head_rows();
     while (next < windows.size()) {
         // A batch: consecutive windows of the same length.
         size_t end = next + 1;
@@ -72,7 +74,7 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
         std::vector<torch::Tensor> nll_parts;
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
             const int64_t n = std::min(chunk, rows - r0);
-            auto logits = model.head(hidden.narrow(0, r0, n)); // [n, V]
+            auto logits = model.head(hidden.narrow(0, r0, n), head_rows); // [n, V]
             auto target = targets.narrow(0, r0, n).unsqueeze(1);
             // NLL = logsumexp(logits) - logit[target]; no full log_softmax copy.
             nll_parts.push_back(torch::logsumexp(logits, -1) - logits.gather(1, target).squeeze(1));

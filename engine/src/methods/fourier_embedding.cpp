@@ -163,6 +163,20 @@ torch::Tensor FourierTokenEmbedding::lookup(const torch::Tensor& ids) const
     return apply_all(fourier_features(ids, p_.vocab, p_.dim), p_);
 }
 
+torch::Tensor FourierTokenEmbedding::rebuilt_rows() const
+{
+    if (p_.mlp == FourierMlp::Linear && !p_.norm)
+        return {};
+    c10::InferenceMode guard;
+    auto rows = torch::empty({p_.vocab, p_.dim}, torch::kFloat32);
+    for (int64_t v0 = 0; v0 < p_.vocab; v0 += kBlock) {
+        const int64_t n = std::min(kBlock, p_.vocab - v0);
+        rows.narrow(0, v0, n).copy_(
+            apply_all(fourier_features(torch::arange(v0, v0 + n, torch::kLong), p_.vocab, p_.dim), p_));
+    }
+    return rows;
+}
+
 torch::Tensor FourierTokenEmbedding::project(const torch::Tensor& hidden) const
 {
     const auto h = hidden.reshape({-1, p_.dim});

@@ -545,6 +545,12 @@ torch::Tensor PartialSparseTokenEmbedding::project(const torch::Tensor& hidden) 
         throw InputError("hidden states of shape " + shape_text(hidden) +
                          " do not end in d = " + std::to_string(fit_.dim));
     // The table is rebuilt from the stored factors on every call (no dense copy is kept).
+    return torch::matmul(hidden.to(torch::kFloat32), rebuilt_rows().t());
+}
+
+torch::Tensor PartialSparseTokenEmbedding::rebuilt_rows() const
+{
+    c10::InferenceMode guard;
     auto table = torch::empty({fit_.vocab, fit_.dim}, torch::kFloat32);
     table.index_copy_(0, fit_.common_ids, fit_.common_rows);
     const int64_t R = fit_.rare_ids.size(0);
@@ -552,7 +558,7 @@ torch::Tensor PartialSparseTokenEmbedding::project(const torch::Tensor& hidden) 
         const int64_t n = std::min(kRowBlock, R - r0);
         table.index_copy_(0, fit_.rare_ids.narrow(0, r0, n), rare_rows(r0, n));
     }
-    return torch::matmul(hidden.to(torch::kFloat32), table.t());
+    return table;
 }
 
 int64_t PartialSparseTokenEmbedding::parameter_count() const

@@ -386,6 +386,15 @@ torch::Tensor TensorTrainTokenEmbedding::lookup(const torch::Tensor& ids) const
     return out.view(sizes);
 }
 
+torch::Tensor TensorTrainTokenEmbedding::rebuilt_rows() const
+{
+    auto rows = torch::empty({vocab_, dim_}, torch::kFloat32);
+    std::vector<int64_t> ids(static_cast<size_t>(vocab_));
+    std::iota(ids.begin(), ids.end(), int64_t{0});
+    contract_rows(ids.data(), vocab_, rows.data_ptr<float>());
+    return rows;
+}
+
 torch::Tensor TensorTrainTokenEmbedding::project(const torch::Tensor& hidden) const
 {
     const auto h = hidden.to(torch::kFloat32).contiguous();

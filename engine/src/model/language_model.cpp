@@ -349,6 +349,23 @@ torch::Tensor LanguageModel::head(const torch::Tensor& hidden) const
     return unguarded_head(hidden);
 }
 
+torch::Tensor LanguageModel::head_rows() const
+{
+    c10::InferenceMode guard;
+    return config_.tied_embeddings ? embedding_->rebuilt_rows() : torch::Tensor();
+}
+
+torch::Tensor LanguageModel::head(const torch::Tensor& hidden, const torch::Tensor& rows) const
+{
+    if (!rows.defined())
+        return head(hidden);
+    c10::InferenceMode guard;
+    auto logits = torch::matmul(hidden.to(torch::kFloat32), rows.t());
+    if (config_.final_softcap > 0)
+        logits = torch::tanh(logits / config_.final_softcap) * config_.final_softcap;
+    return logits;
+}
+
 torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden) const
 {
     auto logits = config_.tied_embeddings ? embedding_->project(hidden)
