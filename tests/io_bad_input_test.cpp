@@ -298,6 +298,15 @@ TEST(BadSafetensors, NegativeAndHugeDimensions)
     expect_safetensors_error(dir, safetensors_raw(frac, std::string(16, '\0')), {"not a list of integers"});
 }
 
+// Issue 24 item 15: JSON keeps the last of two equal keys; a tensor named twice is refused.
+TEST(BadSafetensors, DuplicateTensorNameIsRefused)
+{
+    TempDir dir;
+    const std::string h = R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                          R"("t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+    expect_safetensors_error(dir, safetensors_raw(h, std::string(8, '\0')), {"tensor 't' is named twice"});
+}
+
 TEST(BadSafetensors, ParseHeaderNamesTheLabel)
 {
     const std::string bytes = "abc";

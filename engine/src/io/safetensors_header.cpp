@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -125,11 +127,23 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, uint64_t size, 
                          " bytes); the file is truncated or not a safetensors file");
 
     json header;
+    // nlohmann keeps the last of two equal keys; a tensor named twice is refused instead.
+    std::set<std::string> names;
+    std::string duplicate;
+    const json::parser_callback_t note_names = [&](int depth, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::key && depth == 1 &&
+            !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+            duplicate = parsed.get<std::string>();
+        return true;
+    };
     try {
-        header = json::parse(bytes + 8, bytes + 8 + header_len);
+        header = json::parse(bytes + 8, bytes + 8 + header_len, note_names);
     } catch (const json::exception& ex) {
         throw InputError(label + ": safetensors header is not valid JSON (" + ex.what() + ")");
     }
+    if (!duplicate.empty())
+        throw InputError(label + ": tensor '" + printable(duplicate) +
+                         "' is named twice in the safetensors header");
     if (!header.is_object())
         throw InputError(label + ": safetensors header is not a JSON object");
 

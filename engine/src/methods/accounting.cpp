@@ -52,11 +52,12 @@ void fill_common(EmbeddingAccounting& a, int64_t model_params)
 void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy)
 {
     a.energy_options = energy;
-    if (a.method == "pca" || a.method == "svd")
-        a.energy = svd_energy(a.vocab, a.dim, a.rank, energy);
-    else if (a.method == "tt") {
+    // By what the accounting holds: a TT shape, or a low-rank rank; others have no model.
+    if (!a.shape.empty()) {
         a.energy = tt_energy(a.vocab, a.dim, a.shape, a.ranks, energy);
         a.svd_equal_size_energy = svd_energy(a.vocab, a.dim, a.svd_equal_size_rank, energy);
+    } else if (a.rank > 0) {
+        a.energy = svd_energy(a.vocab, a.dim, a.rank, energy);
     }
 }
 
