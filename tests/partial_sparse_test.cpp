@@ -3,6 +3,7 @@
 #include <limits>
 #include <numeric>
 
+#include "embedlab/compress.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "test_support.hpp"
@@ -220,6 +221,51 @@ TEST(PartialSparse, NearestCommonBreaksTiesToTheLowerId)
     EXPECT_THROW(nearest_common(E, rare, common, 0), InputError);
     EXPECT_THROW(nearest_common(E, rare, common, static_cast<int64_t>(common.size()) + 1), InputError);
     EXPECT_THROW(nearest_common(E, {50, 120}, common, 2), InputError);
+}
+
+// Issue 20 item 10: cosines 1 - 5e-9 and 1 - 2e-8 are both 1.0f in float32, where the
+// lower id would win; ranked in float64, the truly nearer row wins, with any BLAS thread count.
+TEST(NearestCommon, NearTiesAreRankedInDoubleWhateverTheThreads)
+{
+    const int64_t d = 8;
+    auto E = torch::zeros({6, d});
+    E[0][0] = 1.0f; // the rare row
+    for (int64_t id = 1; id < 6; ++id)
+        E[id][1] = 1.0f; // far rows (cosine 0)
+    E[2][0] = 1.0f;
+    E[2][1] = 2e-4f; // cosine 1 - 2e-8
+    E[4][0] = 1.0f;
+    E[4][1] = 1e-4f; // cosine 1 - 5e-9: nearer, higher id
+    std::vector<int64_t> ids_by_threads[2];
+    const int threads = at::get_num_threads();
+    for (int t : {1, 2}) {
+        at::set_num_threads(t);
+        const auto nn = nearest_common(E, {0}, {1, 2, 3, 4, 5}, 2);
+        ids_by_threads[t - 1] = {nn.ids[0][0].item<int64_t>(), nn.ids[0][1].item<int64_t>()};
+        EXPECT_GT(nn.cosines[0][0].item<float>(), 0.99999f);
+    }
+    at::set_num_threads(threads);
+    EXPECT_EQ(ids_by_threads[0], (std::vector<int64_t>{4, 2}));
+    EXPECT_EQ(ids_by_threads[1], ids_by_threads[0]);
+}
+
+// Issue 20 item 9: the manifest's rare-row cosines are computed in blocks of 4,096 rows;
+// across two blocks they are the rows' own cosines.
+TEST(PartialSparse, RareCosineStatisticsSpanBlocks)
+{
+    const int64_t V = 9000;
+    const auto E = random_table(V, 8, 4);
+    auto split = std::make_shared<FrequencySplit>(even_odd_split(V)); // 4,500 rare rows
+    const auto c = compress_table(E, {.method = "lle", .split = split, .k = 3});
+    const auto& stats = c.fit["rare_cosine"];
+    EXPECT_EQ(stats["rows"], 4500);
+    const auto* emb = dynamic_cast<const PartialSparseTokenEmbedding*>(c.embedding.get());
+    ASSERT_NE(emb, nullptr);
+    EXPECT_NEAR(stats["mean"].get<double>(), mean_rare_cosine(*emb, E), 1e-6);
+    int64_t counted = 0;
+    for (const auto& n : stats["histogram"])
+        counted += n.get<int64_t>();
+    EXPECT_EQ(counted, 4500);
 }
 
 // --- LLE -----------------------------------------------------------------------------

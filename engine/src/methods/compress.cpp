@@ -81,9 +81,15 @@ nlohmann::ordered_json rare_cosine_json(const torch::Tensor& table, const Partia
     const auto& rare = e.fit().rare_ids;
     if (rare.numel() == 0)
         return {{"rows", 0}};
-    const auto original = table.index_select(0, rare).to(torch::kDouble);
-    const auto rebuilt = e.rare_rows(0, rare.numel()).to(torch::kDouble);
-    const auto cos = row_cosines(original, rebuilt);
+    // In blocks of rows: only the R cosines are kept, never R x d in float64 (issue 20 item 9).
+    const int64_t R = rare.numel(), block = 4096;
+    auto cos = torch::empty({R}, torch::kDouble);
+    for (int64_t r0 = 0; r0 < R; r0 += block) {
+        const int64_t n = std::min(block, R - r0);
+        cos.narrow(0, r0, n).copy_(
+            row_cosines(table.index_select(0, rare.narrow(0, r0, n)).to(torch::kDouble),
+                        e.rare_rows(r0, n).to(torch::kDouble)));
+    }
     const auto sorted = std::get<0>(cos.sort());
     auto pct = [&](double p) {
         return sorted[static_cast<int64_t>(p * static_cast<double>(sorted.numel() - 1))].item<double>();

@@ -20,6 +20,8 @@ constexpr int64_t kBlockRows = 2048;
 constexpr int64_t kBlockFloats = int64_t{1} << 25;
 // Rows per step of the LLE solves (one progress report each) and of the head rebuild.
 constexpr int64_t kRowBlock = 4096;
+// Candidates beyond k that the float32 scan keeps for the float64 re-rank.
+constexpr int64_t kRerankExtra = 8;
 
 torch::Tensor float_table(const torch::Tensor& table)
 {
@@ -88,25 +90,38 @@ NearestCommon nearest_common_checked(const torch::Tensor& E, const std::vector<i
     const int64_t block = std::max<int64_t>(1, std::min(kBlockRows, kBlockFloats / C));
     int64_t* ids = out.ids.data_ptr<int64_t>();
     float* cosines = out.cosines.data_ptr<float>();
+    // float32 products decide near-ties by rounding, which can differ between machines
+    // and BLAS thread counts: the float32 scan keeps a few more candidates than k, and
+    // those are ranked again in float64, ties to the lower id (METHODS 2; issue 20 item 10).
+    const int64_t kept = std::min(C, k + kRerankExtra);
+    const float* rows64 = E.data_ptr<float>();
+    const int64_t d = E.size(1);
+    auto norm64 = [&](const float* x) {
+        double n = 0;
+        for (int64_t t = 0; t < d; ++t)
+            n += static_cast<double>(x[t]) * x[t];
+        return std::sqrt(n);
+    };
     for (int64_t r0 = 0; r0 < R; r0 += block) {
         const int64_t b = std::min(block, R - r0);
         const auto sims = torch::matmul(unit_rows(E.index_select(0, rare_t.narrow(0, r0, b))), Xn_t)
                               .contiguous(); // [b, C], one BLAS product
         const float* S = sims.data_ptr<float>();
-        // Top-k per row by one ascending scan with a sorted list of k: an equal
-        // value never displaces an earlier (lower-id) column, so ties are exact
-        // and no per-row sort of C values is needed.
+        // Top candidates per row by one ascending scan with a sorted list: an equal
+        // value never displaces an earlier (lower-id) column, and no per-row sort of
+        // C values is needed.
         at::parallel_for(0, b, 16, [&](int64_t lo, int64_t hi) {
-            std::vector<float> best_val(static_cast<size_t>(k));
-            std::vector<int64_t> best_col(static_cast<size_t>(k));
+            std::vector<float> best_val(static_cast<size_t>(kept));
+            std::vector<int64_t> best_col(static_cast<size_t>(kept));
+            std::vector<std::pair<double, int64_t>> ranked(static_cast<size_t>(kept)); // (cos64, id)
             for (int64_t i = lo; i < hi; ++i) {
                 const float* row = S + i * C;
                 int64_t filled = 0;
                 for (int64_t j = 0; j < C; ++j) {
                     const float s = row[j];
-                    if (filled == k && !(s > best_val[k - 1]))
+                    if (filled == kept && !(s > best_val[kept - 1]))
                         continue;
-                    int64_t p = filled < k ? filled++ : k - 1;
+                    int64_t p = filled < kept ? filled++ : kept - 1;
                     for (; p > 0 && best_val[p - 1] < s; --p) {
                         best_val[p] = best_val[p - 1];
                         best_col[p] = best_col[p - 1];
@@ -114,9 +129,23 @@ NearestCommon nearest_common_checked(const torch::Tensor& E, const std::vector<i
                     best_val[p] = s;
                     best_col[p] = j;
                 }
+                const float* y = rows64 + rare[r0 + i] * d;
+                const double ny = norm64(y);
+                for (int64_t p = 0; p < kept; ++p) {
+                    const int64_t id = common[best_col[p]];
+                    const float* x = rows64 + id * d;
+                    const double nx = norm64(x);
+                    double dot = 0;
+                    for (int64_t t = 0; t < d; ++t)
+                        dot += static_cast<double>(x[t]) * y[t];
+                    ranked[p] = {ny > 0 && nx > 0 ? dot / (ny * nx) : 0.0, id};
+                }
+                std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b2) {
+                    return a.first != b2.first ? a.first > b2.first : a.second < b2.second;
+                });
                 for (int64_t p = 0; p < k; ++p) {
-                    ids[(r0 + i) * k + p] = common[best_col[p]];
-                    cosines[(r0 + i) * k + p] = best_val[p];
+                    ids[(r0 + i) * k + p] = ranked[p].second;
+                    cosines[(r0 + i) * k + p] = static_cast<float>(ranked[p].first);
                 }
             }
         });
