@@ -72,6 +72,9 @@ int command_eval(const std::vector<std::string>& argv)
                              " is outside the model's vocabulary of " +
                              std::to_string(lm.files.config.vocab_size));
 
+    if (ids.size() < 2) // named here: the engine does not know the file (issue 24 item 15)
+        throw InputError(input + ": has " + std::to_string(ids.size()) +
+                         " token(s); perplexity needs at least 2");
     PerplexityResult r;
     {
         ProgressPrinter progress("eval", "windows", args.has("--quiet"));

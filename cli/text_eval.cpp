@@ -37,6 +37,9 @@ void eval_flags_into(const Args& args, int64_t max_context, CompressionRequest& 
 
 PerplexityResult TextEval::run(const LanguageModel& model, const std::string& what) const
 {
+    if (ids.size() < 2)
+        throw InputError(text.string() + ": has " + std::to_string(ids.size()) +
+                         " token(s); perplexity needs at least 2");
     ProgressPrinter progress(what, "windows", quiet);
     return evaluate_perplexity(model, ids, options, progress.callback());
 }

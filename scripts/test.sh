@@ -13,14 +13,22 @@ scripts/setup.sh --with-tests
 [ "${EMBEDLAB_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
-# Every ctest run closes with its summary line ("100% tests passed, 0 tests failed out of N").
+# Every ctest run closes with its summary line ("100% tests passed, 0 tests failed out of N"),
+# then the reason of each skipped test (ctest prints only "***Skipped"; issue 24).
+run_ctest() {
+  local status=0
+  "${CTEST[@]}" "$@" || status=$?
+  scripts/skip-reasons.sh "$BUILD_DIR"
+  return $status
+}
 if [ $# -gt 0 ]; then
-  exec "${CTEST[@]}" "$@"
+  run_ctest "$@"
+  exit
 fi
-"${CTEST[@]}" -LE reference
+run_ctest -LE reference
 if [ "${EMBEDLAB_REFERENCE:-1}" = 1 ]; then
   echo "test: the reference label (the full-text reference perplexities)"
-  "${CTEST[@]}" -L reference
+  run_ctest -L reference
 else
   echo "test: the reference label is left out (EMBEDLAB_REFERENCE=0); ctest --test-dir $BUILD_DIR -L reference runs it"
 fi

@@ -110,7 +110,8 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
 {
     embedlab::test::TempDir dir;
     std::ofstream(dir / "empty.txt").close();
-    std::ofstream(dir / "notes.md") << "hello";
+    std::ofstream(dir / "notes.md") << "hello there, world";
+    std::ofstream(dir / "one.txt") << "hello";
     std::filesystem::create_directory(dir / "nomodel");
     std::filesystem::create_directory(dir / "loop");
     std::filesystem::create_symlink("config.json", dir / "loop" / "config.json"); // points at itself
@@ -121,6 +122,8 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
     const std::vector<Case> cases = {
         {{"eval", "--text", (dir / "empty.txt").string()}, "empty.txt: the text is empty"},
         {{"eval", "--text", (dir / "missing.txt").string()}, "missing.txt"},
+        // One token: named by its file (issue 24 item 15).
+        {{"eval", "--text", (dir / "one.txt").string()}, "one.txt: has 1 token(s)"},
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "0"}, "--ctx"},
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "4000"}, "context"},
         // RoPE models too (issue 24, item 11: this was a 50 GB allocation and a backtrace).

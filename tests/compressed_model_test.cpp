@@ -5,6 +5,7 @@
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/model_files.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
@@ -280,4 +281,38 @@ TEST(CompressedModel, TiedHeadRebuildsItsRowsOncePerEvaluation)
     // Low rank needs no rebuild: its head multiplies through the factors.
     model.set_token_embedding(compress_table(table, {.method = "pca", .rank = 4}).embedding);
     EXPECT_FALSE(model.head_rows().defined());
+}
+
+// Issue 24 item 15: a compressed table's own checks (here lle's id lists) name the
+// file they come from.
+TEST(CompressedModel, LleTableErrorsNameTheFile)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::GPT2));
+    const torch::Tensor table = table_of(*src.model);
+    auto split = std::make_shared<FrequencySplit>();
+    split->counts.assign(static_cast<size_t>(table.size(0)), 0);
+    for (int64_t v = 0; v < table.size(0); ++v)
+        (v % 2 == 0 ? split->common : split->rare).push_back(v);
+    const auto c = compress_table(table, {.method = "lle", .split = split, .k = 3});
+    save_compressed_model(src, c, tmp / "lle");
+    auto tensors = load_safetensors(tmp / "lle" / "model.safetensors");
+    std::vector<std::pair<std::string, torch::Tensor>> rewritten;
+    for (auto& [name, t] : tensors) {
+        if (name == "wte.lle.common_ids") { // the first common id listed twice
+            t = t.clone();
+            t[1] = t[0];
+        }
+        rewritten.emplace_back(name, t);
+    }
+    ASSERT_TRUE(tensors.count("wte.lle.common_ids"));
+    write_safetensors(tmp / "lle" / "model.safetensors", rewritten);
+    try {
+        load_model(tmp / "lle", {.need_tokenizer = false, .verify = false});
+        ADD_FAILURE() << "a common id listed twice was accepted";
+    } catch (const InputError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("lle/model.safetensors: "), std::string::npos) << what;
+        EXPECT_NE(what.find("appears twice"), std::string::npos) << what;
+    }
 }

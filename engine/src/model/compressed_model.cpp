@@ -233,6 +233,14 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
         factors.erase(it);
         return tensor;
     };
+    // The tables check their tensors' contents; their messages gain the file (issue 24 item 15).
+    auto named_errors = [&](auto make) -> std::shared_ptr<const TokenEmbedding> {
+        try {
+            return make();
+        } catch (const InputError& e) {
+            throw InputError(label + "/model.safetensors: " + e.what());
+        }
+    };
     // Every tensor the method needs, checked before any is used.
     std::map<std::string, torch::Tensor> f;
     for (const auto& [full, shape] : t.tensors)
@@ -254,7 +262,8 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
         std::vector<torch::Tensor> cores;
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
             cores.push_back(f["tt.core" + std::to_string(k)]);
-        return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores));
+        return named_errors(
+            [&] { return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores)); });
     }
     if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         PartialSparseFit fit;
@@ -280,7 +289,7 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             fit.basis = f[m + "basis"];
             fit.coords = f[m + "coords"];
         }
-        return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
+        return named_errors([&] { return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit)); });
     }
     // fourier (the layout admits no other method)
     FourierParams p;
@@ -297,7 +306,7 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     }
     if (p.norm)
         p.norm_weight = f["fourier.norm"];
-    return std::make_shared<FourierTokenEmbedding>(std::move(p));
+    return named_errors([&] { return std::make_shared<FourierTokenEmbedding>(std::move(p)); });
 }
 
 } // namespace
