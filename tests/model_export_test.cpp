@@ -194,6 +194,25 @@ TEST(GgufOutput, BadTensorsAreRefusedAndLeaveNothing)
     EXPECT_EQ(test::read_text(path), "not a model");
 }
 
+// Exports `lm` as F32 GGUF to `out`: llama.cpp's perplexity on it agrees with EmbedLab's
+// to 1e-3, and the file reads back into EmbedLab as the same model (1e-6). Returns
+// EmbedLab's perplexity and the model read back.
+std::pair<double, LoadedModel> expect_llama_cpp_agrees(const LoadedModel& lm, const fs::path& out,
+                                                       const std::string& name)
+{
+    const auto report = export_gguf(lm, out, {.type = GgufExportType::F32});
+    EXPECT_GT(report.tensors, 0);
+    const double ours = embedlab_ppl(*lm.model, llama_ids().ids, 64);
+    const double theirs = llamacpp_ppl(out, llama_ids().path, 64);
+    std::printf("%-20s EmbedLab %.6g  llama.cpp on the export %.6g  relative %.2e\n", name.c_str(), ours,
+                theirs, theirs / ours - 1);
+    EXPECT_NEAR(theirs / ours, 1.0, 1e-3) << name;
+    // phi3 and gptneox read back through their fused tensors.
+    auto back = load_model(out);
+    EXPECT_NEAR(embedlab_ppl(*back.model, llama_ids().ids, 64) / ours, 1.0, 1e-6) << name;
+    return {ours, std::move(back)};
+}
+
 class ExportZoo : public ::testing::TestWithParam<std::string> {};
 
 // Every architecture, exported in F32, runs in llama.cpp with EmbedLab's perplexity.
@@ -202,18 +221,7 @@ TEST_P(ExportZoo, LlamaCppAgreesWithEmbedLab)
     REQUIRE_LLAMA_CPP();
     const auto lm = load_model(shared_dir() / "models" / "zoo" / GetParam());
     test::TempDir tmp;
-    const auto out = tmp.path() / "model.gguf";
-    const auto report = export_gguf(lm, out, {.type = GgufExportType::F32});
-    EXPECT_GT(report.tensors, 0);
-    const double ours = embedlab_ppl(*lm.model, llama_ids().ids, 64);
-    const double theirs = llamacpp_ppl(out, llama_ids().path, 64);
-    std::printf("%-20s EmbedLab %.6g  llama.cpp on the export %.6g  relative %.2e\n", GetParam().c_str(),
-                ours, theirs, theirs / ours - 1);
-    EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
-    // The export reads back into EmbedLab as the same model (phi3 and gptneox
-    // through their fused tensors).
-    const auto back = load_model(out);
-    EXPECT_NEAR(embedlab_ppl(*back.model, llama_ids().ids, 64) / ours, 1.0, 1e-6);
+    expect_llama_cpp_agrees(lm, tmp.path() / "model.gguf", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ExportZoo,
@@ -284,16 +292,8 @@ TEST_P(ExportGemma, LlamaCppAgreesWithEmbedLab)
     REQUIRE_LLAMA_CPP();
     test::TempDir tmp;
     const auto lm = load_model(make_gemma_variant(tmp.path() / "hf", GetParam()));
-    const auto out = tmp.path() / "model.gguf";
-    const auto report = export_gguf(lm, out, {.type = GgufExportType::F32});
-    const double ours = embedlab_ppl(*lm.model, llama_ids().ids, 64);
-    const double theirs = llamacpp_ppl(out, llama_ids().path, 64);
-    std::printf("%-20s EmbedLab %.6g  llama.cpp on the export %.6g  relative %.2e\n", GetParam().c_str(),
-                ours, theirs, theirs / ours - 1);
-    EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
-    const auto back = load_model(out);
+    const auto [ours, back] = expect_llama_cpp_agrees(lm, tmp.path() / "model.gguf", GetParam());
     EXPECT_EQ(back.model->config().sliding_layers, lm.model->config().sliding_layers);
-    EXPECT_NEAR(embedlab_ppl(*back.model, llama_ids().ids, 64) / ours, 1.0, 1e-6);
     if (GetParam() == "gemma3_text") {
         const auto other = load_model(make_gemma_variant(tmp.path() / "hf-base", GetParam(), 1000000.0));
         EXPECT_GT(std::abs(embedlab_ppl(*other.model, llama_ids().ids, 64) / ours - 1.0), 1e-3);
