@@ -33,6 +33,8 @@ struct EnergyDevice {
 const std::vector<EnergyDevice>& energy_devices();
 // nullptr when unknown.
 const EnergyDevice* find_energy_device(const std::string& name);
+// "raspberry-pi-5, a100-server", for messages.
+std::string energy_device_names();
 // The device's midpoints; InputError listing the devices when the name is unknown.
 EnergyOptions energy_options_for_device(const std::string& name, int64_t tokens = 50);
 

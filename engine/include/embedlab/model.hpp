@@ -156,7 +156,8 @@ private:
     // The config's norm of x with the weights `name`.weight (and .bias).
     torch::Tensor norm(const torch::Tensor& x, const std::string& name) const;
     torch::Tensor checked_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
-    torch::Tensor unguarded_head(const torch::Tensor& hidden) const;
+    // rows: head_rows() (defined only for a tied head that rebuilds its rows).
+    torch::Tensor unguarded_head(const torch::Tensor& hidden, const torch::Tensor& rows = {}) const;
     // y + scale (x A^T) B^T when an adapter for `target` is attached, else y.
     torch::Tensor adapted(torch::Tensor y, const torch::Tensor& x, const std::string& target) const;
     const torch::Tensor& w(const std::string& name) const;

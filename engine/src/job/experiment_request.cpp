@@ -306,12 +306,8 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     if (!(r.tau >= 0 && r.tau <= 1e12))
         fail("tau", short_number(r.tau) + " must lie in [0, 1e12]");
     if (!r.device.empty()) {
-        if (!find_energy_device(r.device)) {
-            std::string known;
-            for (const auto& e : energy_devices())
-                known += (known.empty() ? "" : ", ") + std::string(e.name);
-            fail("device", "'" + r.device + "' is not one of " + known);
-        }
+        if (!find_energy_device(r.device))
+            fail("device", "'" + r.device + "' is not one of " + energy_device_names());
         if (r.nu != CompressionRequest{}.nu || r.tau != CompressionRequest{}.tau)
             fail("device", "sets nu and tau; give either device or nu/tau");
     }

@@ -90,15 +90,19 @@ const EnergyDevice* find_energy_device(const std::string& name)
     return nullptr;
 }
 
+std::string energy_device_names()
+{
+    std::string known;
+    for (const auto& e : energy_devices())
+        known += (known.empty() ? "" : ", ") + std::string(e.name);
+    return known;
+}
+
 EnergyOptions energy_options_for_device(const std::string& name, int64_t tokens)
 {
     const EnergyDevice* d = find_energy_device(name);
-    if (!d) {
-        std::string known;
-        for (const auto& e : energy_devices())
-            known += (known.empty() ? "" : ", ") + std::string(e.name);
-        throw InputError("unknown energy device '" + name + "' (known: " + known + ")");
-    }
+    if (!d)
+        throw InputError("unknown energy device '" + name + "' (known: " + energy_device_names() + ")");
     return {.nu = (d->nu_low + d->nu_high) / 2,
             .tau = (d->tau_low + d->tau_high) / 2,
             .tokens = tokens,

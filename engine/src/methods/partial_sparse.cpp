@@ -102,6 +102,12 @@ NearestCommon nearest_common_checked(const torch::Tensor& E, const std::vector<i
             n += static_cast<double>(x[t]) * x[t];
         return std::sqrt(n);
     };
+    // Each common row's float64 norm once, not once per rare row that picks it.
+    std::vector<double> common_norm(static_cast<size_t>(C));
+    at::parallel_for(0, C, 256, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j)
+            common_norm[static_cast<size_t>(j)] = norm64(rows64 + common[j] * d);
+    });
     for (int64_t r0 = 0; r0 < R; r0 += block) {
         const int64_t b = std::min(block, R - r0);
         const auto sims = torch::matmul(unit_rows(E.index_select(0, rare_t.narrow(0, r0, b))), Xn_t)
@@ -134,7 +140,7 @@ NearestCommon nearest_common_checked(const torch::Tensor& E, const std::vector<i
                 for (int64_t p = 0; p < kept; ++p) {
                     const int64_t id = common[best_col[p]];
                     const float* x = rows64 + id * d;
-                    const double nx = norm64(x);
+                    const double nx = common_norm[static_cast<size_t>(best_col[p])];
                     double dot = 0;
                     for (int64_t t = 0; t < d; ++t)
                         dot += static_cast<double>(x[t]) * y[t];

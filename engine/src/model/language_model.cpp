@@ -357,19 +357,15 @@ torch::Tensor LanguageModel::head_rows() const
 
 torch::Tensor LanguageModel::head(const torch::Tensor& hidden, const torch::Tensor& rows) const
 {
-    if (!rows.defined())
-        return head(hidden);
     c10::InferenceMode guard;
-    auto logits = torch::matmul(hidden.to(torch::kFloat32), rows.t());
-    if (config_.final_softcap > 0)
-        logits = torch::tanh(logits / config_.final_softcap) * config_.final_softcap;
-    return logits;
+    return unguarded_head(hidden, rows);
 }
 
-torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden) const
+torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden, const torch::Tensor& rows) const
 {
-    auto logits = config_.tied_embeddings ? embedding_->project(hidden)
-                                          : torch::matmul(hidden, w("lm_head.weight").t());
+    auto logits = rows.defined()            ? torch::matmul(hidden.to(torch::kFloat32), rows.t())
+                  : config_.tied_embeddings ? embedding_->project(hidden)
+                                            : torch::matmul(hidden, w("lm_head.weight").t());
     if (config_.final_softcap > 0) // Gemma 2: cap tanh(logits / cap)
         logits = torch::tanh(logits / config_.final_softcap) * config_.final_softcap;
     return logits;
