@@ -278,8 +278,11 @@ Json low_rank_json(const LowRankFit& fit)
 Json tt_json(const TensorTrainFit& fit)
 {
     Json j = {{"method", "tt"}, {"shape", fit.shape}, {"ranks", fit.ranks}};
-    if (fit.eps > 0)
+    if (fit.eps > 0) {
         j["eps"] = fit.eps;
+        j["rank_mode"] = fit.token_ranks.defined() ? "per_token" : "uniform";
+        j["mean_ranks"] = fit.mean_needed_ranks;
+    }
     return j;
 }
 

@@ -36,6 +36,9 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         if (args.has("--eps") == !spec.ranks.empty())
             throw InputError("compress: --method tt needs exactly one of --ranks 1,r1,..,1 or --eps E");
         spec.eps = args.get_double("--eps", 0, 0, 1);
+        spec.uniform_ranks = args.has("--uniform-ranks");
+        if (spec.uniform_ranks && !args.has("--eps"))
+            throw InputError("compress: --uniform-ranks applies to --eps (given --ranks are every token's)");
     } else if (known && known->needs_frequency_text) {
         if (id != Method::LLEUnk && !args.has("--k"))
             throw InputError("compress: --method " + spec.method +
@@ -96,7 +99,7 @@ int command_compress(const std::vector<std::string>& argv)
                "--keep-ratio", "--k",     "--reg",       "--mlp",          "--hidden-ratio", "--loss",
                "--steps",      "--lr",    "--fit-batch", "--weight-decay", "--seed",         "--nu",
                "--tau",        "--device"},
-              {"--dense", "--force", "--positions", "--json", "--quiet", "--norm"});
+              {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks"});
     const auto* method = find_method(args.get("--method").value_or(""));
     const bool lle = method && method->needs_frequency_text;
     const auto path = model_argument(args);
@@ -122,6 +125,7 @@ int command_compress(const std::vector<std::string>& argv)
     request.shape = spec.shape;
     request.ranks = spec.ranks;
     request.eps = spec.eps;
+    request.uniform_ranks = spec.uniform_ranks;
     request.positions = args.has("--positions");
     // TensorSLM's energy model (issue 20 item 5); check_request refuses them off pca/svd/tt.
     request.nu = args.get_double("--nu", request.nu, 0, 1e12);

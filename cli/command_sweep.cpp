@@ -60,6 +60,8 @@ std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
     }
     if (ranks.empty() == eps.empty())
         throw InputError("sweep: --method tt needs --ranks R1,R2,.. (uniform inner ranks) or --eps E1,E2,..");
+    if (args.has("--uniform-ranks") && eps.empty())
+        throw InputError("sweep: --uniform-ranks applies to --eps (given --ranks are every token's)");
     for (const auto& shape : shapes_from_args(args, d)) {
         const auto caps = tt_rank_caps(shape);
         for (int64_t r : ranks) {
@@ -70,7 +72,8 @@ std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
             specs.push_back({.method = "tt", .shape = shape, .ranks = rr});
         }
         for (double e : eps)
-            specs.push_back({.method = "tt", .shape = shape, .eps = e});
+            specs.push_back(
+                {.method = "tt", .shape = shape, .eps = e, .uniform_ranks = args.has("--uniform-ranks")});
     }
     return specs;
 }
@@ -95,7 +98,7 @@ int command_sweep(const std::vector<std::string>& argv)
     Args args("sweep", argv,
               {"--method", "--ranks", "--shape", "--shapes", "--eps", "--eval-text", "--ctx", "--stride",
                "--batch", "--tokenizer", "--freq-text", "--keep-ratios", "--ks", "--reg"},
-              {"--json", "--quiet"});
+              {"--json", "--quiet", "--uniform-ranks"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
         throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
@@ -150,6 +153,7 @@ int command_sweep(const std::vector<std::string>& argv)
         request.shape = spec.shape;
         request.ranks = spec.ranks;
         request.eps = spec.ranks.empty() ? spec.eps : 0;
+        request.uniform_ranks = spec.uniform_ranks;
         if (spec.split) {
             request.freq_text = *args.get("--freq-text");
             request.keep_ratio = spec.split->keep_ratio;

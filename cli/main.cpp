@@ -40,7 +40,7 @@ commands:
   account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
            [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
-  compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E))
+  compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
            --out DIR [--eval-text FILE [--ctx N]] [--positions] [--dense] [--force] [--json]
            [--nu X --tau Y | --device raspberry-pi-5|a100-server]   energy model (TensorSLM)
                                                write a compressed model directory (embedlab.json,
@@ -56,8 +56,9 @@ commands:
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--json]
-  sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,..)
-           --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps)
+  sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
+           --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
+                                               --eps: each token its own ranks, or one set with --uniform-ranks)
   sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
            --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
                                                delta ln PPL (lle: rare-row cosine, coverage)

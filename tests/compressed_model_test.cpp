@@ -7,6 +7,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/model_files.hpp"
 #include "embedlab/partial_sparse.hpp"
+#include "embedlab/tensor_train.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 
@@ -32,7 +33,8 @@ std::vector<CompressionSpec> specs()
     return {{.method = "pca", .rank = 5},
             {.method = "svd", .rank = 3},
             {.method = "tt", .shape = {4, 4}, .ranks = {1, 2, 1}},
-            {.method = "tt", .shape = {2, 2, 4}, .eps = 0.5}};
+            {.method = "tt", .shape = {2, 2, 4}, .eps = 0.5}, // per-token ranks (tt.token_ranks)
+            {.method = "tt", .shape = {2, 2, 4}, .eps = 0.5, .uniform_ranks = true}};
 }
 
 std::string load_error(const fs::path& dir)
@@ -55,10 +57,11 @@ TEST_P(CompressedModelRoundTrip, SaveLoadAndDenseExportGiveTheSameLogits)
     const auto src_dir = test::write_tiny_hf_model(tmp / "src", GetParam());
     auto src = load_weights_only(src_dir);
     const auto ids = torch::tensor({{1, 7, 3, 49, 0, 22}}, torch::kLong);
+    int index = 0;
     for (const auto& spec : specs()) {
-        SCOPED_TRACE(spec.method + (spec.eps > 0 ? " eps" : ""));
+        SCOPED_TRACE(spec.method + (spec.eps > 0 ? " eps" : "") + (spec.uniform_ranks ? " uniform" : ""));
         const auto c = compress_table(table_of(*src.model), spec, src.model->parameter_breakdown().total());
-        const fs::path out = tmp / ("out-" + spec.method + std::to_string(spec.eps > 0));
+        const fs::path out = tmp / ("out-" + std::to_string(index++));
         const auto manifest = save_compressed_model(src, c, out, {.dense = true});
         EXPECT_TRUE(fs::exists(out / "tokenizer_config.json"));
         EXPECT_EQ(manifest["method"], spec.method);
@@ -75,6 +78,17 @@ TEST_P(CompressedModelRoundTrip, SaveLoadAndDenseExportGiveTheSameLogits)
                   0u); // no dense copy kept
         EXPECT_TRUE(torch::equal(back.model->logits(ids), expected));
         EXPECT_EQ(back.model->parameter_breakdown().token_embedding, c.accounting.params_after);
+        if (spec.method == "tt") {
+            const bool per_token = spec.eps > 0 && !spec.uniform_ranks;
+            EXPECT_EQ(c.accounting.per_token_ranks, per_token);
+            const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(&back.model->token_embedding());
+            ASSERT_NE(tt, nullptr);
+            EXPECT_EQ(tt->per_token_ranks(), per_token);
+            if (per_token)
+                EXPECT_TRUE(
+                    torch::equal(tt->token_ranks(),
+                                 dynamic_cast<const TensorTrainTokenEmbedding&>(*c.embedding).token_ranks()));
+        }
         auto dense = load_weights_only(out / "dense");
         EXPECT_EQ(dense.model->token_embedding().kind(), "dense");
         EXPECT_TRUE(torch::allclose(dense.model->logits(ids), expected, 1e-4, 1e-4));
@@ -207,6 +221,28 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     EXPECT_NE(mistyped.find("must be a list of integers"), std::string::npos) << mistyped;
     write_file_atomic(tmp / "good" / "embedlab.json", "{not json");
     EXPECT_NE(load_error(tmp / "good").find("not valid JSON"), std::string::npos);
+}
+
+// Per-token TT ranks are a tensor the manifest announces; a file that says otherwise is refused.
+TEST(CompressedModel, PerTokenTensorTrainRanksMustBeAnnounced)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::Llama));
+    const auto c = compress_table(table_of(*src.model), {.method = "tt", .shape = {2, 2, 4}, .eps = 0.4});
+    save_compressed_model(src, c, tmp / "good");
+    auto tamper = [&](const std::string& name, auto&& edit) {
+        fs::copy(tmp / "good", tmp / name);
+        auto m = nlohmann::json::parse(test::read_text(tmp / name / "embedlab.json"));
+        edit(m);
+        write_file_atomic(tmp / name / "embedlab.json", m.dump());
+        return load_error(tmp / name);
+    };
+    EXPECT_EQ(load_error(tmp / "good"), "no error");
+    auto mode = tamper("mode", [](auto& m) { m["parameters"]["rank_mode"] = "sometimes"; });
+    EXPECT_NE(mode.find("rank_mode must be"), std::string::npos) << mode;
+    // Read as uniform, the stored ranks would be left over (and the padding read).
+    auto uniform = tamper("uniform", [](auto& m) { m["parameters"]["rank_mode"] = "uniform"; });
+    EXPECT_NE(uniform.find("tt.token_ranks"), std::string::npos) << uniform;
 }
 
 namespace {

@@ -1,3 +1,6 @@
+#include <functional>
+#include <numeric>
+
 #include "embedlab/accounting.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "test_support.hpp"
@@ -179,4 +182,139 @@ TEST(TensorTrain, BadInputIsRefusedWithAMessage)
     TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = {4, 6}, .ranks = {1, 2, 1}}));
     EXPECT_THROW(emb.lookup(torch::tensor({10}, torch::kLong)), InputError);
     EXPECT_THROW(TensorTrainTokenEmbedding({4, 6}, {emb.cores()[0]}), InputError);
+}
+
+namespace {
+
+// Each row's own eps ranks, computed the textbook way with LAPACK singular values:
+// at each step keep the fewest values whose discarded energy stays within
+// delta^2 = eps^2 / (N - 1) ||x||^2 (Oseledets' Algorithm 1, TensorSLM eq. 14).
+std::vector<int64_t> reference_row_ranks(const torch::Tensor& x, const std::vector<int64_t>& shape,
+                                         double eps)
+{
+    const auto xd = x.to(torch::kDouble);
+    const int64_t N = static_cast<int64_t>(shape.size());
+    const double delta2 = eps * eps / static_cast<double>(N - 1) * xd.pow(2).sum().item<double>();
+    std::vector<int64_t> ranks{1};
+    auto M = fortran_matrix(xd, shape[0], xd.numel() / shape[0]);
+    for (int64_t k = 0; k + 1 < N; ++k) {
+        auto [U, S, Vh] = torch::linalg_svd(M, /*full_matrices=*/false);
+        const int64_t n = S.size(0);
+        int64_t r = n;
+        double tail = 0;
+        for (int64_t j = n - 1; j >= 1; --j) {
+            tail += S[j].item<double>() * S[j].item<double>();
+            if (tail > delta2)
+                break;
+            r = j;
+        }
+        ranks.push_back(r);
+        auto C = S.narrow(0, 0, r).unsqueeze(1) * Vh.narrow(0, 0, r);
+        const int64_t next_rows = r * shape[k + 1];
+        M = fortran_matrix(fortran_flat(C), next_rows, C.numel() / next_rows);
+    }
+    ranks.push_back(1);
+    return ranks;
+}
+
+// Rows of very different TT ranks: a third are rank-1 outer products, the rest noise.
+torch::Tensor mixed_rank_table(int64_t V, const std::vector<int64_t>& shape)
+{
+    auto E =
+        random_table(V, std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()), 11);
+    for (int64_t t = 0; t < V; t += 3) {
+        auto row = torch::ones({1});
+        for (auto it = shape.rbegin(); it != shape.rend(); ++it) // little-endian: I_1 fastest
+            row = torch::outer(row, torch::randn({*it})).reshape({-1});
+        E[t] = row;
+    }
+    return E;
+}
+
+} // namespace
+
+// Issue 20 item 1: with eps every token keeps the ranks its own TT-SVD needs, and
+// is counted (and looked up) with them.
+TEST(TensorTrain, PerTokenRanksAreEachRowsOwnAndCountedPerToken)
+{
+    const std::vector<int64_t> shape{4, 4, 6};
+    const int64_t V = 60, N = 3;
+    const double eps = 0.4;
+    const auto E = mixed_rank_table(V, shape);
+    const auto fit = fit_tensor_train(E, {.shape = shape, .eps = eps});
+    ASSERT_TRUE(fit.token_ranks.defined());
+    ASSERT_EQ(fit.token_ranks.sizes(), (std::vector<int64_t>{V, N - 1}));
+    TensorTrainTokenEmbedding emb(fit);
+    ASSERT_TRUE(emb.per_token_ranks());
+    const auto rows = emb.lookup(torch::arange(V, torch::kLong));
+    int64_t values = 0;
+    std::vector<int64_t> largest(N + 1, 1);
+    std::vector<int32_t> own_ranks;
+    for (int64_t t = 0; t < V; ++t) {
+        const auto own = reference_row_ranks(E[t], shape, eps);
+        for (int64_t k = 1; k < N; ++k) {
+            EXPECT_EQ(fit.token_ranks[t][k - 1].item<int32_t>(), own[k]) << "row " << t << " r_" << k;
+            largest[k] = std::max(largest[k], own[k]);
+            own_ranks.push_back(static_cast<int32_t>(own[k]));
+        }
+        for (int64_t k = 0; k < N; ++k)
+            values += own[k] * shape[k] * own[k + 1];
+        // Each row is its own truncated TT-SVD, and meets its bound.
+        const auto ref = reference_tt_row(E[t], shape, own);
+        EXPECT_LT((rows[t] - ref).norm().item<double>(), 1e-4 * E[t].norm().item<double>()) << "row " << t;
+        EXPECT_LE((rows[t] - E[t]).norm().item<double>(), eps * (1 + 1e-4) * E[t].norm().item<double>());
+    }
+    EXPECT_EQ(fit.ranks, largest); // the cores are padded to each position's largest
+    // Stored: each token's own core values plus its N - 1 rank values.
+    EXPECT_EQ(emb.parameter_count(), values + V * (N - 1));
+    const auto a = account_tensor_train_per_token(V, shape, own_ranks);
+    EXPECT_EQ(a.params_after, emb.parameter_count());
+    EXPECT_TRUE(a.per_token_ranks);
+    EXPECT_NEAR(a.mean_params_per_token, static_cast<double>(values + V * (N - 1)) / V, 1e-12);
+    // The rank-1 rows need rank 1 everywhere, so the uniform set pays for them.
+    EXPECT_EQ(fit.token_ranks[0][0].item<int32_t>(), 1);
+    const auto uniform = fit_tensor_train(E, {.shape = shape, .eps = eps, .uniform_ranks = true});
+    EXPECT_FALSE(uniform.token_ranks.defined());
+    EXPECT_EQ(uniform.ranks, largest);
+    const int64_t uniform_values = TensorTrainTokenEmbedding(uniform).parameter_count();
+    EXPECT_EQ(uniform_values, account_tensor_train(V, shape, largest).params_after);
+    EXPECT_LT(emb.parameter_count(), uniform_values);
+    EXPECT_LT(a.flops_lookup, account_tensor_train(V, shape, largest).flops_lookup);
+}
+
+TEST(TensorTrain, PerTokenLookupAndHeadNeverReadThePadding)
+{
+    const std::vector<int64_t> shape{4, 4, 6};
+    const auto E = mixed_rank_table(40, shape);
+    const auto fit = fit_tensor_train(E, {.shape = shape, .eps = 0.3});
+    TensorTrainTokenEmbedding emb(fit);
+    // Garbage where a token's ranks end: nothing may change.
+    std::vector<torch::Tensor> cores; // clones: the fit's are inference tensors
+    for (const auto& c : fit.cores)
+        cores.push_back(c.clone());
+    const auto r = fit.token_ranks;
+    for (int64_t t = 0; t < 40; ++t) {
+        const int64_t r1 = r[t][0].item<int32_t>(), r2 = r[t][1].item<int32_t>();
+        cores[0][t].narrow(2, r1, fit.ranks[1] - r1).fill_(1e3);
+        cores[1][t].narrow(0, r1, fit.ranks[1] - r1).fill_(-1e3);
+        cores[1][t].narrow(2, r2, fit.ranks[2] - r2).fill_(7e2);
+        cores[2][t].narrow(0, r2, fit.ranks[2] - r2).fill_(5e2);
+    }
+    TensorTrainTokenEmbedding noisy(shape, cores, r);
+    const auto ids = torch::arange(40, torch::kLong);
+    EXPECT_TRUE(torch::equal(noisy.lookup(ids), emb.lookup(ids)));
+    const auto h = torch::randn({5, 96});
+    EXPECT_TRUE(torch::allclose(noisy.project(h), torch::matmul(h, emb.rebuilt_rows().t()), 1e-4, 1e-4));
+    EXPECT_TRUE(torch::equal(noisy.token_ranks(), r));
+    // Token ranks must fit the cores and the vocabulary.
+    auto too_big = r.clone();
+    too_big[3][1] = static_cast<int32_t>(fit.ranks[2] + 1);
+    try {
+        TensorTrainTokenEmbedding bad(shape, fit.cores, too_big);
+        FAIL() << "ranks beyond the cores were accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("token 3 has rank r_2"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(TensorTrainTokenEmbedding(shape, fit.cores, r.narrow(0, 0, 39)), InputError);
+    EXPECT_THROW(TensorTrainTokenEmbedding(shape, fit.cores, r.to(torch::kFloat32)), InputError);
 }

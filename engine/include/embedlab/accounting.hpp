@@ -73,9 +73,17 @@ struct EmbeddingAccounting {
     // low rank
     int64_t rank = 0;
     // tensor train
-    std::vector<int64_t> shape, ranks;
-    int64_t params_per_token = 0;
-    double eta_ttd = 0; // d / params_per_token - 1
+    std::vector<int64_t> shape, ranks; // per-token ranks: ranks holds each position's largest
+    int64_t params_per_token = 0;      // per-token ranks: the mean, rounded
+    double eta_ttd = 0;                // d / params_per_token - 1 (the unrounded mean)
+    // Per-token ranks (TensorSLM eq. 14): each token stores its own cores plus its
+    // N - 1 rank values; mean_ranks are r_1..r_{N-1} averaged over tokens.
+    bool per_token_ranks = false;
+    std::vector<double> mean_ranks;
+    double mean_params_per_token = 0;
+    // The N I r^2 term of eqs. 3-4 (r the largest rank; with per-token ranks, the
+    // mean over tokens of each token's own), which the energy model uses.
+    double energy_size = 0;
     int64_t svd_equal_size_rank = 0;
     EnergyEstimate svd_equal_size_energy;
 };
@@ -93,6 +101,12 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
 EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& ranks, const EnergyOptions& energy = {},
                                          int64_t model_params = 0);
+
+// Per-token ranks: token_ranks row-major [vocab, N - 1], each token's r_1..r_{N-1}.
+EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vector<int64_t>& shape,
+                                                   const std::vector<int32_t>& token_ranks,
+                                                   const EnergyOptions& energy = {},
+                                                   int64_t model_params = 0);
 
 // The model's side of the accounting, once the table's is known: whether the head is
 // tied (flops_per_token and its dense counterpart follow) and the size of its learned
@@ -115,5 +129,7 @@ std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n);
 EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const EnergyOptions& o);
 EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& ranks, const EnergyOptions& o);
+// The same from the N I r^2 term itself (EmbeddingAccounting::energy_size).
+EnergyEstimate tt_energy(int64_t vocab, int64_t dim, double energy_size, const EnergyOptions& o);
 
 } // namespace embedlab

@@ -29,6 +29,7 @@ struct CompressionSpec {
     std::vector<int64_t> shape; // tt: factors of d
     std::vector<int64_t> ranks; // tt: r_0..r_N (empty: from eps)
     double eps = 0;             // tt: accuracy in (0, 1) when ranks are empty
+    bool uniform_ranks = false; // tt eps: one rank set for all tokens (else each token its own)
     // lle, lle-unk, lle-pca (METHODS 2): the common/rare split and its options.
     std::shared_ptr<const FrequencySplit> split;
     int64_t k = 0;       // lle: neighbours; lle-pca: basis size

@@ -62,6 +62,9 @@ struct CompressionRequest {
     // inner ranks r_0..r_N, or eps in (0, 1) choosing them.
     std::vector<int64_t> shape, ranks;
     double eps = 0;
+    // tt eps: every token its own ranks (TensorSLM eq. 14), or true: one rank set
+    // for all, each position's largest any token needs (JSON "uniform_ranks").
+    bool uniform_ranks = false;
     // pca, svd, tt on gpt2: also the learned position table.
     bool positions = false;
     // pca, svd, tt: TensorSLM's energy model (METHODS 5): nu per memory access, tau per

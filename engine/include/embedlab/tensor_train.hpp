@@ -7,9 +7,12 @@
 // X[i_1..i_N] = x[i_1 + i_2 I_1 + ...]) and decomposed by TT-SVD (Oseledets'
 // Algorithm 1). The whole vocabulary is processed at once: every step's small
 // SVDs run as float64 eigendecompositions of the smaller Gram side, in parallel
-// over tokens. Ranks are fixed, or chosen from an accuracy eps; in the eps case
-// each position takes the largest rank any token needs (so every token meets
-// its bound) and the cores stay one dense tensor per position.
+// over tokens. Ranks are fixed, or chosen from an accuracy eps. With eps every
+// token keeps the ranks its own TT-SVD needs (TensorSLM eq. 14 sums ranks per
+// token): the cores are padded with zeros to each position's largest rank and
+// each token's ranks are stored beside them; lookups and the tied head contract
+// only a token's own ranks. `uniform_ranks` instead gives every token the largest
+// rank any token needs at each position (one rank set, as before issue 20).
 // Thread safety: fit_tensor_train is reentrant; the embedding is immutable.
 #pragma once
 
@@ -24,13 +27,19 @@ struct TensorTrainOptions {
     std::vector<int64_t> shape; // I_1..I_N, product d
     std::vector<int64_t> ranks; // r_0..r_N with r_0 = r_N = 1; empty: chosen from eps
     double eps = 0;             // in (0, 1) when ranks is empty
+    bool uniform_ranks = false; // eps: one rank set for all tokens (each position's maximum)
 };
 
 struct TensorTrainFit {
-    std::vector<int64_t> shape, ranks;
-    double eps = 0; // 0 when ranks were given
-    // core k (0-based): [V, r_k, I_{k+1}, r_{k+1}] float32, the conventional TT layout.
+    std::vector<int64_t> shape;
+    std::vector<int64_t> ranks; // per position the largest rank stored (the cores' sizes)
+    double eps = 0;             // 0 when ranks were given
+    // core k (0-based): [V, r_k, I_{k+1}, r_{k+1}] float32, the conventional TT layout;
+    // with per-token ranks, zero beyond a token's own ranks.
     std::vector<torch::Tensor> cores;
+    // Per-token ranks (eps without uniform_ranks): [V, N - 1] int32, each token's
+    // r_1..r_{N-1}. Undefined when every token has `ranks`.
+    torch::Tensor token_ranks;
     // eps mode: mean over tokens of the rank each token needed at each inner position.
     std::vector<double> mean_needed_ranks;
     double seconds = 0;
@@ -43,8 +52,10 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table, const TensorTrainOpt
 
 class TensorTrainTokenEmbedding final : public TokenEmbedding {
 public:
-    // Checks that the cores agree with each other (InputError naming the core).
-    TensorTrainTokenEmbedding(std::vector<int64_t> shape, std::vector<torch::Tensor> cores);
+    // Checks that the cores agree with each other (InputError naming the core) and,
+    // when given, that token_ranks [V, N - 1] lie within the cores' sizes.
+    TensorTrainTokenEmbedding(std::vector<int64_t> shape, std::vector<torch::Tensor> cores,
+                              const torch::Tensor& token_ranks = {});
     explicit TensorTrainTokenEmbedding(const TensorTrainFit& fit);
 
     int64_t vocab_size() const override { return vocab_; }
@@ -55,11 +66,15 @@ public:
     // logits, so no V x d table is ever held.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     torch::Tensor rebuilt_rows() const override; // every row contracted
+    // Per-token ranks: each token's own core values plus its N - 1 stored ranks.
     int64_t parameter_count() const override;
     std::string kind() const override { return "tt"; }
 
     const std::vector<int64_t>& shape() const { return shape_; }
-    std::vector<int64_t> ranks() const;
+    std::vector<int64_t> ranks() const; // per position, the cores' (largest) ranks
+    bool per_token_ranks() const { return !token_ranks_.empty(); }
+    // [V, N - 1] int32 (a copy); undefined without per-token ranks.
+    torch::Tensor token_ranks() const;
     // The cores in the conventional layout [V, r_k, I_{k+1}, r_{k+1}] (a copy).
     std::vector<torch::Tensor> cores() const;
 
@@ -71,8 +86,11 @@ private:
     // Only one copy of the cores is held, in the layout the contraction reads:
     // core k as [V, r_{k+1}, I_{k+1}, r_k].
     std::vector<torch::Tensor> kernel_;
+    // Row-major [V, N - 1]: token t's r_1..r_{N-1}; empty when all share ranks().
+    std::vector<int32_t> token_ranks_;
     int64_t vocab_ = 0, dim_ = 0;
     int64_t buffer_ = 1; // floats per contraction scratch buffer
+    int64_t parameters_ = 0;
 };
 
 } // namespace embedlab

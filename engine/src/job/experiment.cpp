@@ -226,6 +226,7 @@ CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescript
     spec.shape = m.id == Method::TT && r.shape.empty() ? balanced_tt_shape(d, r.model) : r.shape;
     spec.ranks = r.ranks;
     spec.eps = r.ranks.empty() ? r.eps : 0;
+    spec.uniform_ranks = r.uniform_ranks;
     spec.split = std::move(split);
     spec.k = m.needs_frequency_text ? std::max<int64_t>(r.k, 1) : 0;
     spec.reg = r.reg;
@@ -248,7 +249,8 @@ std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescr
     switch (m.id) {
     case Method::TT:
         return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + short_number(s.eps) : "") +
-               ", ranks " + joined(s.ranks, ",");
+               (s.eps > 0 && !s.uniform_ranks ? ", per-token ranks up to " : ", ranks ") +
+               joined(s.ranks, ",");
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:

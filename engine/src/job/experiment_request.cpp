@@ -187,6 +187,7 @@ const std::vector<Field>& fields()
             member("shape", &R::shape, tensor_train),
             member("ranks", &R::ranks, tensor_train),
             member("eps", &R::eps, tensor_train),
+            member("uniform_ranks", &R::uniform_ranks, tensor_train),
             member("positions", &R::positions, table_methods),
             member("nu", &R::nu, energy_methods),
             member("tau", &R::tau, energy_methods),
@@ -325,6 +326,8 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("eps", "or ranks: tt needs exactly one of ranks 1,r1,..,1 or eps in (0, 1)");
         if (r.ranks.empty() && !(r.eps > 0 && r.eps < 1))
             fail("eps", short_number(r.eps) + " must lie strictly between 0 and 1");
+        if (r.uniform_ranks && !r.ranks.empty())
+            fail("uniform_ranks", "applies to eps only (given ranks are the same for every token)");
         if (!r.ranks.empty() && r.shape.empty())
             fail("ranks", "need a shape (ranks r_0..r_N belong to one factorisation of d)");
         if (!r.shape.empty()) {

@@ -85,7 +85,13 @@ Json energy_estimate(const std::string& manifest_text, int64_t vocab, int64_t di
             vocab, detail::json_integers(acc.at("shape"), "accounting.shape", "embedlab.json"),
             detail::json_integers(acc.at("ranks"), "accounting.ranks", "embedlab.json"), o);
         j["method"] = method;
-        j.update(energy_json(a.energy));
+        // Per-token ranks: the recorded N I r^2 term (a mean over tokens), not the largest ranks'.
+        const auto size = acc.find("energy_size");
+        const bool per_token = acc.contains("rank_mode") && acc["rank_mode"] == "per_token";
+        if (per_token && (size == acc.end() || !size->is_number() || !(size->get<double>() > 0)))
+            throw InputError("embedlab.json: accounting.energy_size must be a positive number for per-token "
+                             "TT ranks");
+        j.update(energy_json(per_token ? tt_energy(vocab, dim, size->get<double>(), o) : a.energy));
     } else {
         const auto e = svd_energy(vocab, dim, 1, o); // its original_* terms: the dense table
         j["method"] = method.empty() ? "dense" : method;

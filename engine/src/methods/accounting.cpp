@@ -54,7 +54,7 @@ void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy)
     a.energy_options = energy;
     // By what the accounting holds: a TT shape, or a low-rank rank; others have no model.
     if (!a.shape.empty()) {
-        a.energy = tt_energy(a.vocab, a.dim, a.shape, a.ranks, energy);
+        a.energy = tt_energy(a.vocab, a.dim, a.energy_size, energy);
         a.svd_equal_size_energy = svd_energy(a.vocab, a.dim, a.svd_equal_size_rank, energy);
     } else if (a.rank > 0) {
         a.energy = svd_energy(a.vocab, a.dim, a.rank, energy);
@@ -143,12 +143,23 @@ EnergyEstimate svd_energy(int64_t vocab, int64_t dim, int64_t rank, const Energy
     return e;
 }
 
+namespace {
+// N I r^2 of eqs. 3-4, generalised to unequal I_k as r^2 sum I_k, r the largest rank.
+double tt_energy_size(const std::vector<int64_t>& shape, const int64_t* ranks, size_t count)
+{
+    const double r = static_cast<double>(*std::max_element(ranks, ranks + count));
+    return r * r * static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{0}));
+}
+} // namespace
+
 EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& ranks, const EnergyOptions& o)
 {
-    const double r = static_cast<double>(*std::max_element(ranks.begin(), ranks.end()));
-    // N I r^2 of eqs. 3-4, generalised to unequal I_k as r^2 sum I_k.
-    const double nir2 = r * r * static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{0}));
+    return tt_energy(vocab, dim, tt_energy_size(shape, ranks.data(), ranks.size()), o);
+}
+
+EnergyEstimate tt_energy(int64_t vocab, int64_t dim, double nir2, const EnergyOptions& o)
+{
     const double V = static_cast<double>(vocab), d = static_cast<double>(dim),
                  l = static_cast<double>(o.tokens);
     EnergyEstimate e;
@@ -158,7 +169,7 @@ EnergyEstimate tt_energy(int64_t vocab, int64_t dim, const std::vector<int64_t>&
     e.omega = energy_total(e.compressed_nu, e.compressed_tau) / energy_total(e.original_nu, e.original_tau);
     device_range(e, o, [&](EnergyOptions x) {
         x.device.clear();
-        return tt_energy(vocab, dim, shape, ranks, x);
+        return tt_energy(vocab, dim, nir2, x);
     });
     return e;
 }
@@ -266,13 +277,76 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
     a.flops_lookup = per_row;
     a.flops_head = vocab * (per_row + 2 * dim);
     a.flops_per_token = a.flops_head;
-    a.energy = tt_energy(vocab, dim, shape, ranks, energy);
+    a.mean_params_per_token = static_cast<double>(a.params_per_token);
+    a.energy_size = tt_energy_size(shape, ranks.data(), ranks.size());
+    a.energy = tt_energy(vocab, dim, a.energy_size, energy);
     a.svd_equal_size_rank =
         std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) /
                                                               static_cast<double>(vocab + dim))),
                             1, dim);
     a.svd_equal_size_energy = svd_energy(vocab, dim, a.svd_equal_size_rank, energy);
     a.energy_options = energy;
+    return a;
+}
+
+EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vector<int64_t>& shape,
+                                                   const std::vector<int32_t>& token_ranks,
+                                                   const EnergyOptions& energy, int64_t model_params)
+{
+    const int64_t N = static_cast<int64_t>(shape.size());
+    if (N < 2 || static_cast<int64_t>(token_ranks.size()) != vocab * (N - 1))
+        throw InputError("per-token TT ranks: " + std::to_string(token_ranks.size()) + " values for V = " +
+                         std::to_string(vocab) + " tokens of " + std::to_string(N - 1) + " inner ranks");
+    // The largest rank at each position: the cores' padded sizes, checked against the caps.
+    std::vector<int64_t> largest(static_cast<size_t>(N + 1), 1);
+    for (int64_t t = 0; t < vocab; ++t)
+        for (int64_t k = 1; k < N; ++k)
+            largest[k] = std::max<int64_t>(largest[k], token_ranks[static_cast<size_t>(t * (N - 1) + k - 1)]);
+    EmbeddingAccounting a = account_tensor_train(vocab, shape, largest, energy, model_params);
+    // Now per token: its own values, lookup FLOPs (as account_tensor_train counts a row)
+    // and energy size, summed over the vocabulary.
+    int64_t params = 0, flops = 0;
+    double size = 0;
+    std::vector<int64_t> r(static_cast<size_t>(N + 1), 1);
+    a.mean_ranks.assign(static_cast<size_t>(N - 1), 0.0);
+    const auto sum_i = static_cast<double>(std::accumulate(shape.begin(), shape.end(), int64_t{0}));
+    for (int64_t t = 0; t < vocab; ++t) {
+        for (int64_t k = 1; k < N; ++k) {
+            r[k] = token_ranks[static_cast<size_t>(t * (N - 1) + k - 1)];
+            if (r[k] < 1)
+                throw InputError("per-token TT ranks: token " + std::to_string(t) + " has r_" +
+                                 std::to_string(k) + " = " + std::to_string(r[k]));
+            a.mean_ranks[static_cast<size_t>(k - 1)] += static_cast<double>(r[k]);
+        }
+        int64_t left = 1, r_max = 1;
+        for (int64_t k = 0; k < N; ++k) {
+            params += r[k] * shape[k] * r[k + 1];
+            if (k > 0)
+                flops += 2 * left * r[k] * shape[k] * r[k + 1];
+            left *= shape[k];
+            r_max = std::max(r_max, r[k + 1]);
+        }
+        size += static_cast<double>(r_max * r_max) * sum_i;
+    }
+    const double V = static_cast<double>(vocab);
+    for (auto& m : a.mean_ranks)
+        m /= V;
+    a.per_token_ranks = true;
+    a.params_after = params + vocab * (N - 1); // the rank values are stored too
+    a.mean_params_per_token = static_cast<double>(a.params_after) / V;
+    a.params_per_token = std::llround(a.mean_params_per_token);
+    a.eta_ttd = static_cast<double>(a.dim) / a.mean_params_per_token - 1.0;
+    fill_common(a, model_params);
+    a.flops_lookup = std::llround(static_cast<double>(flops) / V);
+    a.flops_head = flops + vocab * 2 * a.dim;
+    a.flops_per_token = a.flops_head;
+    a.energy_size = size / V;
+    a.energy = tt_energy(vocab, a.dim, a.energy_size, energy);
+    a.svd_equal_size_rank =
+        std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) /
+                                                              static_cast<double>(vocab + a.dim))),
+                            1, a.dim);
+    a.svd_equal_size_energy = svd_energy(vocab, a.dim, a.svd_equal_size_rank, energy);
     return a;
 }
 

@@ -174,15 +174,24 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
         out.embedding = std::make_shared<LowRankTokenEmbedding>(fit);
         out.accounting = account_low_rank(kind, V, d, spec.rank, {}, model_params);
     } else if (method == Method::TT) {
-        auto fit = fit_tensor_train(table, {.shape = spec.shape, .ranks = spec.ranks, .eps = spec.eps},
-                                    sub_progress(progress, 0, 80));
+        auto fit = fit_tensor_train(
+            table,
+            {.shape = spec.shape, .ranks = spec.ranks, .eps = spec.eps, .uniform_ranks = spec.uniform_ranks},
+            sub_progress(progress, 0, 80));
         out.fit_seconds = fit.seconds;
         out.spec.ranks = fit.ranks;
-        out.fit = {{"ranks", fit.ranks}};
+        out.fit = {{"ranks", fit.ranks}, {"per_token_ranks", fit.token_ranks.defined()}};
         if (fit.eps > 0)
             out.fit["mean_needed_ranks"] = fit.mean_needed_ranks;
-        out.embedding = std::make_shared<TensorTrainTokenEmbedding>(fit);
-        out.accounting = account_tensor_train(V, fit.shape, fit.ranks, {}, model_params);
+        auto embedding = std::make_shared<TensorTrainTokenEmbedding>(fit);
+        if (embedding->per_token_ranks()) {
+            const auto r = fit.token_ranks.contiguous();
+            const std::vector<int32_t> own(r.data_ptr<int32_t>(), r.data_ptr<int32_t>() + r.numel());
+            out.accounting = account_tensor_train_per_token(V, fit.shape, own, {}, model_params);
+        } else {
+            out.accounting = account_tensor_train(V, fit.shape, fit.ranks, {}, model_params);
+        }
+        out.embedding = std::move(embedding);
     } else if (method_descriptor(method).needs_frequency_text) {
         if (!spec.split)
             throw InputError("method '" + spec.method +
@@ -276,9 +285,12 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
     const Method method = known ? known->id : Method::PCA;
     if (method == Method::TT) {
         j["shape"] = spec.shape;
-        j["ranks"] = spec.ranks;
-        if (spec.eps > 0)
+        j["ranks"] = spec.ranks; // eps: each position's largest (the cores' sizes)
+        if (spec.eps > 0) {
             j["eps"] = spec.eps;
+            // Per token: every token's own ranks are stored as tt.token_ranks.
+            j["rank_mode"] = spec.uniform_ranks ? "uniform" : "per_token";
+        }
     } else if (known && known->needs_frequency_text) {
         j["k"] = spec.k;
         if (method == Method::LLE)
@@ -348,8 +360,14 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
     if (method == Method::TT) {
         j["shape"] = a.shape;
         j["ranks"] = a.ranks;
+        j["rank_mode"] = a.per_token_ranks ? "per_token" : "uniform";
+        if (a.per_token_ranks) {
+            j["mean_ranks"] = a.mean_ranks;
+            j["mean_params_per_token"] = a.mean_params_per_token;
+        }
         j["params_per_token"] = a.params_per_token;
         j["eta_ttd"] = a.eta_ttd;
+        j["energy_size"] = a.energy_size;
         j["energy"] = energy_json(a.energy);
         j["svd_equal_size_rank"] = a.svd_equal_size_rank;
         j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include <Eigen/Dense>
@@ -50,12 +51,15 @@ int64_t needed_rank(const Eigen::VectorXd& ascending, double delta2)
     return std::max<int64_t>(1, r);
 }
 
-// One TT-SVD of a single row. ranks[0..known] are fixed; with probe_step = k the
-// sweep stops at step k and returns the rank the eps bound needs there.
-// Otherwise writes each core k in the conventional layout [r_{k-1}, I_k, r_k] to
-// cores[k] and returns 0.
-int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const std::vector<int64_t>& ranks,
-                   double delta2, int64_t probe_step, float* const* cores, TokenWorkspace& ws)
+// One TT-SVD of a single row with ranks r_0..r_N (`ranks`, N + 1 values).
+// - probe_step = k: the sweep stops at step k and returns the rank the eps bound
+//   (delta2) needs there; earlier steps use `ranks`.
+// - choose: each step's rank is the one the eps bound needs, written to ranks[k + 1].
+// cores (when not null) receive core k in the layout [r_{k-1}, I_k, r_k] padded to
+// the sizes `padded` (zeros beyond this row's ranks must already be in place).
+int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, int64_t* ranks, bool choose,
+                   const int64_t* padded, double delta2, int64_t probe_step, float* const* cores,
+                   TokenWorkspace& ws)
 {
     const int64_t N = static_cast<int64_t>(shape.size());
     int64_t rest = 1;
@@ -79,6 +83,8 @@ int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const st
         const auto& values = solver.eigenvalues(); // ascending
         if (k == probe_step)
             return needed_rank(values, delta2);
+        if (choose)
+            ranks[k + 1] = needed_rank(values, delta2);
         const int64_t r = ranks[k + 1];
         const int64_t g = gram.rows();
         const int64_t kept = std::min(r, g); // ranks beyond g are zero padding
@@ -109,17 +115,19 @@ int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const st
                     U.col(j) = ((M * v) / s).cast<float>();
             }
         }
-        if (float* core = cores[k]) {
-            const int64_t I = shape[k];
+        if (float* core = cores ? cores[k] : nullptr) {
+            const int64_t I = shape[k], stride = padded[k + 1];
             for (int64_t b = 0; b < r; ++b)
                 for (int64_t i = 0; i < I; ++i)
                     for (int64_t a = 0; a < r_prev; ++a)
-                        core[(a * I + i) * r + b] = U(a + r_prev * i, b);
+                        core[(a * I + i) * stride + b] = U(a + r_prev * i, b);
         }
         std::swap(ws.current, ws.next);
         r_prev = r;
     }
     // The last core is what remains: [r_{N-1}, I_N], r_{N-1} fastest.
+    if (!cores)
+        return 0;
     const int64_t I = shape.back();
     for (int64_t i = 0; i < I; ++i)
         for (int64_t a = 0; a < r_prev; ++a)
@@ -139,13 +147,13 @@ int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, const st
 
 // Inlined so that each clone compiles it for its own instruction set.
 template <int64_t W>
-EMBEDLAB_INLINE_INTO_CLONE inline void small_gemm_fixed(const float* B, int64_t q, int64_t r, const float* K,
-                                                        float* out)
+EMBEDLAB_INLINE_INTO_CLONE inline void small_gemm_fixed(const float* B, int64_t q, int64_t r, int64_t ldb,
+                                                        const float* K, float* out)
 {
     for (int64_t row = 0; row < q; ++row) {
         float acc[W] = {};
         for (int64_t j = 0; j < r; ++j) {
-            const float s = B[row * r + j];
+            const float s = B[row * ldb + j];
             for (int64_t x = 0; x < W; ++x)
                 acc[x] += s * K[j * W + x];
         }
@@ -153,23 +161,24 @@ EMBEDLAB_INLINE_INTO_CLONE inline void small_gemm_fixed(const float* B, int64_t 
     }
 }
 
-// out [q, width] = B [q, r] K [r, width], all row-major.
+// out [q, width] = B [q, :r] K [:r, width], all row-major, B's rows ldb apart (a
+// token with per-token ranks uses the first r of the padded ldb columns).
 EMBEDLAB_SIMD_CLONES
-void small_gemm(const float* B, int64_t q, int64_t r, const float* K, int64_t width, float* out)
+void small_gemm(const float* B, int64_t q, int64_t r, int64_t ldb, const float* K, int64_t width, float* out)
 {
     switch (width) {
     case 8:
-        return small_gemm_fixed<8>(B, q, r, K, out);
+        return small_gemm_fixed<8>(B, q, r, ldb, K, out);
     case 16:
-        return small_gemm_fixed<16>(B, q, r, K, out);
+        return small_gemm_fixed<16>(B, q, r, ldb, K, out);
     case 24:
-        return small_gemm_fixed<24>(B, q, r, K, out);
+        return small_gemm_fixed<24>(B, q, r, ldb, K, out);
     case 32:
-        return small_gemm_fixed<32>(B, q, r, K, out);
+        return small_gemm_fixed<32>(B, q, r, ldb, K, out);
     case 48:
-        return small_gemm_fixed<48>(B, q, r, K, out);
+        return small_gemm_fixed<48>(B, q, r, ldb, K, out);
     case 64:
-        return small_gemm_fixed<64>(B, q, r, K, out);
+        return small_gemm_fixed<64>(B, q, r, ldb, K, out);
     default:
         break;
     }
@@ -177,7 +186,7 @@ void small_gemm(const float* B, int64_t q, int64_t r, const float* K, int64_t wi
         float* o = out + row * width;
         std::fill(o, o + width, 0.0f);
         for (int64_t j = 0; j < r; ++j) {
-            const float s = B[row * r + j];
+            const float s = B[row * ldb + j];
             const float* k = K + j * width;
             for (int64_t x = 0; x < width; ++x)
                 o[x] += s * k[x];
@@ -218,57 +227,80 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrain
     const double eps2_per_step =
         use_eps && N > 1 ? options.eps * options.eps / static_cast<double>(N - 1) : 0;
 
-    // eps: one probing sweep per inner position fixes its rank (the largest any
-    // token needs), then the final sweep writes the cores. Rows are recomputed
-    // instead of stored, so memory stays at the cores' size.
-    const int64_t sweeps = use_eps ? N : 1;
+    // Rows are recomputed in each sweep instead of stored, so memory stays at the
+    // cores' size. Sweeps: uniform eps, one probe per inner position fixing its rank
+    // (the largest any token needs); per-token eps, one sweep choosing each token's
+    // ranks; then the sweep that writes the cores.
+    const bool per_token = use_eps && !options.uniform_ranks;
+    const int64_t sweeps = !use_eps ? 1 : per_token ? 2 : N;
     const int64_t block = 4096;
     const int64_t blocks = (V + block - 1) / block;
     int64_t done = 0;
     report_progress(progress, 0, sweeps * blocks);
-    for (int64_t sweep = 0; sweep < sweeps; ++sweep) {
-        const bool probing = use_eps && sweep + 1 < N;
-        const int64_t probe_step = probing ? sweep : -1;
-        std::vector<int64_t> needed(probing ? V : 0, 0);
-        std::vector<float*> core_ptrs;
-        if (!probing) {
-            fit.cores.clear();
-            for (int64_t k = 0; k < N; ++k) {
-                fit.cores.push_back(torch::empty({V, ranks[k], shape[k], ranks[k + 1]}, torch::kFloat32));
-                core_ptrs.push_back(fit.cores.back().data_ptr<float>());
-            }
-        }
+    auto sweep_tokens = [&](const std::function<void(int64_t, const float*, TokenWorkspace&)>& fn) {
         for (int64_t b = 0; b < blocks; ++b) {
             const int64_t begin = b * block, end = std::min(V, begin + block);
             at::parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
                 TokenWorkspace ws(static_cast<size_t>(N));
-                std::vector<float*> ptrs(static_cast<size_t>(N), nullptr);
-                for (int64_t t = lo; t < hi; ++t) {
-                    const float* row = rows + t * d;
-                    double delta2 = 0;
-                    if (probing) {
-                        double norm2 = 0;
-                        for (int64_t i = 0; i < d; ++i)
-                            norm2 += static_cast<double>(row[i]) * row[i];
-                        delta2 = eps2_per_step * norm2;
-                    } else {
-                        for (int64_t k = 0; k < N; ++k)
-                            ptrs[k] = core_ptrs[k] + t * ranks[k] * shape[k] * ranks[k + 1];
-                    }
-                    const int64_t r = tt_svd_row(row, shape, ranks, delta2, probe_step, ptrs.data(), ws);
-                    if (probing)
-                        needed[t] = r;
-                }
+                for (int64_t t = lo; t < hi; ++t)
+                    fn(t, rows + t * d, ws);
             });
             report_progress(progress, ++done, sweeps * blocks);
         }
-        if (probing) {
-            const int64_t r = std::min(caps[sweep + 1], *std::max_element(needed.begin(), needed.end()));
-            ranks[sweep + 1] = r;
+    };
+    auto delta2_of = [&](const float* row) {
+        double norm2 = 0;
+        for (int64_t i = 0; i < d; ++i)
+            norm2 += static_cast<double>(row[i]) * row[i];
+        return eps2_per_step * norm2;
+    };
+    // Per-token mode: token t's r_0..r_N at [t * (N + 1)].
+    std::vector<int64_t> own(per_token ? static_cast<size_t>(V * (N + 1)) : 0, 1);
+    if (per_token) {
+        sweep_tokens([&](int64_t t, const float* row, TokenWorkspace& ws) {
+            tt_svd_row(row, shape, own.data() + t * (N + 1), true, nullptr, delta2_of(row), -1, nullptr, ws);
+        });
+        fit.token_ranks = torch::empty({V, N - 1}, torch::kInt32);
+        auto* out = fit.token_ranks.data_ptr<int32_t>();
+        for (int64_t k = 1; k < N; ++k) {
+            double sum = 0;
+            for (int64_t t = 0; t < V; ++t) {
+                const int64_t r = own[static_cast<size_t>(t * (N + 1) + k)];
+                ranks[k] = std::max(ranks[k], r);
+                out[t * (N - 1) + k - 1] = static_cast<int32_t>(r);
+                sum += static_cast<double>(r);
+            }
+            fit.mean_needed_ranks.push_back(sum / static_cast<double>(V));
+        }
+    } else if (use_eps) {
+        for (int64_t step = 0; step + 1 < N; ++step) {
+            std::vector<int64_t> needed(static_cast<size_t>(V), 0);
+            sweep_tokens([&](int64_t t, const float* row, TokenWorkspace& ws) {
+                needed[t] =
+                    tt_svd_row(row, shape, ranks.data(), false, nullptr, delta2_of(row), step, nullptr, ws);
+            });
+            ranks[step + 1] = std::min(caps[step + 1], *std::max_element(needed.begin(), needed.end()));
             fit.mean_needed_ranks.push_back(std::accumulate(needed.begin(), needed.end(), 0.0) /
                                             static_cast<double>(V));
         }
     }
+    // The cores, padded to `ranks`; a per-token row leaves zeros beyond its own ranks.
+    std::vector<float*> core_ptrs;
+    for (int64_t k = 0; k < N; ++k) {
+        const std::vector<int64_t> size{V, ranks[k], shape[k], ranks[k + 1]};
+        fit.cores.push_back(per_token ? torch::zeros(size, torch::kFloat32)
+                                      : torch::empty(size, torch::kFloat32));
+        core_ptrs.push_back(fit.cores.back().data_ptr<float>());
+    }
+    sweep_tokens([&](int64_t t, const float* row, TokenWorkspace& ws) {
+        std::vector<float*> ptrs(static_cast<size_t>(N));
+        for (int64_t k = 0; k < N; ++k)
+            ptrs[k] = core_ptrs[k] + t * ranks[k] * shape[k] * ranks[k + 1];
+        std::vector<int64_t> row_ranks =
+            per_token ? std::vector<int64_t>(own.begin() + t * (N + 1), own.begin() + (t + 1) * (N + 1))
+                      : ranks;
+        tt_svd_row(row, shape, row_ranks.data(), false, ranks.data(), 0, -1, ptrs.data(), ws);
+    });
     fit.ranks = ranks;
     fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return fit;
@@ -277,12 +309,13 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrain
 // --- the embedding --------------------------------------------------------------
 
 TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(const TensorTrainFit& fit)
-    : TensorTrainTokenEmbedding(fit.shape, fit.cores)
+    : TensorTrainTokenEmbedding(fit.shape, fit.cores, fit.token_ranks)
 {
 }
 
 TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
-                                                     std::vector<torch::Tensor> cores)
+                                                     std::vector<torch::Tensor> cores,
+                                                     const torch::Tensor& token_ranks)
     : shape_(std::move(shape))
 {
     const int64_t N = static_cast<int64_t>(shape_.size());
@@ -312,6 +345,45 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
         r_prev = c.size(3);
         kernel_.push_back(c.to(torch::kFloat32).permute({0, 3, 2, 1}).contiguous());
     }
+    const auto padded = ranks();
+    if (!token_ranks.defined()) {
+        for (const auto& k : kernel_)
+            parameters_ += k.numel();
+        return;
+    }
+    if (token_ranks.dim() != 2 || token_ranks.size(0) != vocab_ || token_ranks.size(1) != N - 1 ||
+        token_ranks.is_floating_point() || token_ranks.is_complex())
+        throw InputError("TT token ranks have shape [" + join(token_ranks.sizes().vec()) + "] (" +
+                         std::string(c10::toString(token_ranks.scalar_type())) + "), expected [" +
+                         std::to_string(vocab_) + ", " + std::to_string(N - 1) + "] integers");
+    const auto r = token_ranks.to(torch::kLong).contiguous();
+    const int64_t* p = r.data_ptr<int64_t>();
+    token_ranks_.resize(static_cast<size_t>(vocab_ * (N - 1)));
+    for (int64_t t = 0; t < vocab_; ++t) {
+        int64_t prev = 1;
+        for (int64_t k = 1; k <= N; ++k) {
+            const int64_t own = k < N ? p[t * (N - 1) + k - 1] : 1;
+            if (own < 1 || own > padded[k])
+                throw InputError("TT token " + std::to_string(t) + " has rank r_" + std::to_string(k) +
+                                 " = " + std::to_string(own) + ", outside [1, " + std::to_string(padded[k]) +
+                                 "] (the cores' size)");
+            if (k < N)
+                token_ranks_[static_cast<size_t>(t * (N - 1) + k - 1)] = static_cast<int32_t>(own);
+            // Each token's own values, plus its N - 1 stored ranks.
+            parameters_ += prev * shape_[k - 1] * own;
+            prev = own;
+        }
+    }
+    parameters_ += vocab_ * (N - 1);
+}
+
+torch::Tensor TensorTrainTokenEmbedding::token_ranks() const
+{
+    if (token_ranks_.empty())
+        return {};
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    return torch::from_blob(const_cast<int32_t*>(token_ranks_.data()), {vocab_, N - 1}, torch::kInt32)
+        .clone();
 }
 
 std::vector<int64_t> TensorTrainTokenEmbedding::ranks() const
@@ -332,10 +404,7 @@ std::vector<torch::Tensor> TensorTrainTokenEmbedding::cores() const
 
 int64_t TensorTrainTokenEmbedding::parameter_count() const
 {
-    int64_t n = 0;
-    for (const auto& k : kernel_)
-        n += k.numel();
-    return n;
+    return parameters_;
 }
 
 void TensorTrainTokenEmbedding::contract_rows(const int64_t* ids, int64_t count, float* out) const
@@ -346,6 +415,7 @@ void TensorTrainTokenEmbedding::contract_rows(const int64_t* ids, int64_t count,
         for (int64_t t = lo; t < hi; ++t) {
             const int64_t id = ids[t];
             float* dst = out + t * dim_;
+            const int32_t* own = token_ranks_.empty() ? nullptr : token_ranks_.data() + id * (N - 1);
             // Right to left: B[q, b] (q over the trailing indices, i_N slowest)
             // times core k as [b, (i, a)] gives B'[(q, i), a], so the final
             // buffer is already the little-endian row (eq. 6).
@@ -360,8 +430,10 @@ void TensorTrainTokenEmbedding::contract_rows(const int64_t* ids, int64_t count,
                 const int64_t I = shape_[k], r_in = core.size(3), width = I * r_in;
                 const float* K = core.data_ptr<float>() + id * core.stride(0);
                 float* nxt = k == 0 ? dst : (cur == a.data() ? b.data() : a.data());
-                // B'[q, (i, a)] = B[q, b] K[b, (i, a)]: a small GEMM per token.
-                small_gemm(cur, q, r, K, width, nxt);
+                // B'[q, (i, a)] = B[q, b] K[b, (i, a)]: a small GEMM per token, over the
+                // token's own r_{k+1} when ranks are per token (the padding is never read).
+                const int64_t used = own ? own[k] : r;
+                small_gemm(cur, q, used, r, K, width, nxt);
                 cur = nxt;
                 q *= I;
                 r = r_in;

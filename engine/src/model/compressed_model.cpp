@@ -97,6 +97,8 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
         const auto cores = tt->cores();
         for (size_t k = 0; k < cores.size(); ++k)
             out.emplace_back(prefix + "tt.core" + std::to_string(k), cores[k]);
+        if (tt->per_token_ranks())
+            out.emplace_back(prefix + "tt.token_ranks", tt->token_ranks());
     } else if (const auto* ps = dynamic_cast<const PartialSparseTokenEmbedding*>(&embedding)) {
         const auto& f = ps->fit();
         const std::string p = prefix + ps->kind() + ".";
@@ -262,8 +264,10 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
         std::vector<torch::Tensor> cores;
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
             cores.push_back(f["tt.core" + std::to_string(k)]);
-        return named_errors(
-            [&] { return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores)); });
+        const torch::Tensor token_ranks = t.tt_per_token ? f["tt.token_ranks"] : torch::Tensor();
+        return named_errors([&] {
+            return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);
+        });
     }
     if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         PartialSparseFit fit;

@@ -95,6 +95,15 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         check_tt_shape_and_ranks(d, t.tt_shape, t.tt_ranks);
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
             needs("tt.core" + std::to_string(k), {rows, t.tt_ranks[k], t.tt_shape[k], t.tt_ranks[k + 1]});
+        if (params.contains("rank_mode")) {
+            const Json& mode = params["rank_mode"];
+            if (mode != "per_token" && mode != "uniform")
+                throw InputError(where + ": rank_mode must be \"per_token\" or \"uniform\", got " +
+                                 mode.dump());
+            t.tt_per_token = mode == "per_token";
+        }
+        if (t.tt_per_token)
+            needs("tt.token_ranks", {rows, static_cast<int64_t>(t.tt_shape.size()) - 1});
     } else if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         t.common = json_integer(field(params, "common", where), "common", where);
         t.rare = json_integer(field(params, "rare", where), "rare", where);

@@ -39,7 +39,8 @@ struct TableLayout {
     std::string prefix;
     int64_t rows = 0, dim = 0;
     int64_t rank = 0;                                         // pca, svd, lrf
-    std::vector<int64_t> tt_shape, tt_ranks;                  // tt
+    std::vector<int64_t> tt_shape, tt_ranks;                  // tt (per token: the largest)
+    bool tt_per_token = false;                                // tt: tt.token_ranks stored
     int64_t common = 0, rare = 0, k = 0;                      // lle*
     double reg = 0;                                           // lle
     std::string mlp;                                          // fourier: linear | geglu
