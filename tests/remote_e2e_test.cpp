@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <set>
 
 #include "cli_support.hpp"
 #include "embedlab/job.hpp"
@@ -295,4 +296,93 @@ TEST(RemoteEndToEnd, PoolSpreadsJobsOverReachableHosts)
         EXPECT_NE(outcomes[i].host, "127.0.0.1:1");
         EXPECT_EQ(outcomes[i].result["measure"]["tokens"], jobs[i]["tokens"]);
     }
+}
+
+// Issue 24 items 12 and 17: inputs are checked before anything is sent, a model
+// directory sends only what a loader reads, links out of it are refused, and a
+// failed job takes its uploads away again.
+TEST(RemoteEndToEnd, InputsAreCheckedAndOnlyModelFilesAreSent)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    const auto text = short_text(dir);
+    embedlab::SshSession session(embedlab::parse_host(s.host()), options_for(s, dir / "cache"));
+    auto error_of = [&](const Json& job) {
+        try {
+            embedlab::run_remote_job(session, job);
+        } catch (const embedlab::InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // Not a model: refused before any copy.
+    fs::create_directories(dir / "etc-like" / "sub");
+    std::ofstream(dir / "etc-like" / "shadow") << "secret";
+    const auto not_model =
+        error_of({{"kind", "eval"}, {"model", (dir / "etc-like").string()}, {"text", text.string()}});
+    EXPECT_NE(not_model.find("is not a model directory"), std::string::npos) << not_model;
+    const auto text_dir = error_of({{"kind", "eval"},
+                                    {"model", embedlab::default_model_path().string()},
+                                    {"text", (dir / "etc-like").string()}});
+    EXPECT_NE(text_dir.find("takes a text file"), std::string::npos) << text_dir;
+    EXPECT_FALSE(fs::exists(dir / "cache" / "blobs"));
+
+    // A model directory with extra files: only the loader's files are sent.
+    const auto model = dir / "model";
+    fs::create_directory(model);
+    for (const auto& e : fs::directory_iterator(embedlab::default_model_path()))
+        if (e.is_regular_file())
+            fs::copy_file(e.path(), model / e.path().filename());
+    std::ofstream(model / "notes-private.txt") << "not for the host";
+    fs::create_directory_symlink(dir / "etc-like", model / "linked-dir");
+    const Json job = {{"kind", "eval"}, {"model", model.string()}, {"text", text.string()}, {"ctx", 32}};
+    const auto remote = embedlab::run_remote_job(session, job);
+    EXPECT_GT(remote["ppl"].get<double>(), 1);
+    std::set<std::string> sent;
+    for (const auto& e : fs::recursive_directory_iterator(dir / "cache" / "blobs"))
+        sent.insert(e.path().filename().string());
+    EXPECT_TRUE(sent.count("config.json"));
+    EXPECT_TRUE(sent.count("model.safetensors"));
+    EXPECT_FALSE(sent.count("notes-private.txt"));
+    EXPECT_FALSE(sent.count("shadow"));
+
+    // A loader file that links out of the directory is refused.
+    const auto linked = dir / "linked";
+    fs::create_directory(linked);
+    for (const auto& e : fs::directory_iterator(model))
+        if (e.is_regular_file() && e.path().filename() != "config.json")
+            fs::copy_file(e.path(), linked / e.path().filename());
+    fs::create_symlink(model / "config.json", linked / "config.json");
+    const auto outside = error_of({{"kind", "eval"}, {"model", linked.string()}, {"text", text.string()}});
+    EXPECT_NE(outside.find("outside"), std::string::npos) << outside;
+
+    // A failed job (an empty text) removes what it copied; a fresh cache shows it.
+    std::ofstream(dir / "empty.txt") << "";
+    embedlab::SshSession fresh(embedlab::parse_host(s.host()), options_for(s, dir / "cache2"));
+    EXPECT_ANY_THROW(embedlab::run_remote_job(
+        fresh, {{"kind", "eval"}, {"model", model.string()}, {"text", (dir / "empty.txt").string()}}));
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir / "cache2" / "blobs"), fs::directory_iterator()), 0);
+}
+
+// A host that puts a link into the job's output: the fetch is refused, nothing written.
+TEST(RemoteEndToEnd, LinksInTheFetchedOutputAreRefused)
+{
+    auto& s = shared_server();
+    REQUIRE_SSHD(s);
+    const TempDir dir;
+    const auto fake = dir / "fake-cli";
+    std::ofstream(fake) << "#!/bin/sh\nmkdir -p out && echo data > out/file && ln -s /etc/passwd out/passwd\n"
+                           "echo '{\"event\": \"result\", \"result\": {\"kind\": \"compress\"}}'\n";
+    fs::permissions(fake, fs::perms::owner_all);
+    auto options = options_for(s, dir / "cache");
+    options.remote_cli = fake.string();
+    embedlab::SshSession session(embedlab::parse_host(s.host()), options);
+    try {
+        embedlab::run_remote_job(session, pca16_measure_job(dir / "out"));
+        ADD_FAILURE() << "a link in the output was fetched";
+    } catch (const embedlab::RemoteError& e) {
+        EXPECT_NE(std::string(e.what()).find("a link, 'passwd'"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "out"));
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 
 #include <fcntl.h>
 
@@ -41,23 +42,99 @@ std::string sha256_hex(std::string_view bytes)
 struct Input {
     fs::path local;
     bool directory = false;
-    std::string digest;   // over relative paths and file sha256s
-    std::string relative; // the path the job sees, relative to its job directory
+    std::vector<std::string> files; // a directory's files that are sent, relative to it
+    std::string digest;             // over relative paths and file sha256s
+    std::string relative;           // the path the job sees, relative to its job directory
 };
+
+// The files a model or tokenizer directory's loaders read (hf_model.cpp,
+// tokenizer/directory.cpp, compressed_model.cpp). Nothing else in the directory
+// is sent: a directory that is not a model sends nothing (issue 24 item 12).
+bool is_model_directory_file(const std::string& name)
+{
+    static const std::set<std::string> names{"config.json",
+                                             "generation_config.json",
+                                             "embedlab.json",
+                                             "model.safetensors.index.json",
+                                             "tokenizer.json",
+                                             "tokenizer_config.json",
+                                             "special_tokens_map.json",
+                                             "added_tokens.json",
+                                             "vocab.json",
+                                             "merges.txt",
+                                             "tokenizer.model"};
+    const std::string ext = ".safetensors";
+    return names.count(name) > 0 ||
+           (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0);
+}
+
+bool inside(const fs::path& p, const fs::path& dir)
+{
+    const auto rel = p.lexically_relative(dir);
+    return !rel.empty() && *rel.begin() != ".." && !rel.is_absolute();
+}
+
+// A link in a directory input may point inside it, or, in a Hugging Face cache
+// snapshot (.../snapshots/REV), into the cache's blobs/; anything else is refused.
+void check_link(const fs::path& file, const fs::path& root, const std::string& field)
+{
+    std::error_code ec;
+    if (!fs::is_symlink(file, ec))
+        return;
+    const auto base = fs::canonical(root, ec);
+    const auto target = fs::weakly_canonical(file, ec);
+    const bool hf_blob = base.has_parent_path() && base.parent_path().filename() == "snapshots" &&
+                         inside(target, base.parent_path().parent_path() / "blobs");
+    if (ec || !(inside(target, base) || hf_blob))
+        throw InputError(file.string() + ": links to " + target.string() + ", outside " + root.string() +
+                         " (job field \"" + field +
+                         "\"); only files inside the directory are sent "
+                         "(copy it with cp -L to send the target)");
+}
 
 Input describe_input(const std::string& field, const fs::path& path)
 {
-    Input in{.local = path, .directory = fs::is_directory(path), .digest = {}, .relative = {}};
-    if (!fs::exists(path))
+    std::error_code ec;
+    const auto status = fs::status(path, ec);
+    if (!fs::exists(status))
         throw InputError(path.string() + ": does not exist (job field \"" + field + "\")");
+    Input in{.local = path, .directory = fs::is_directory(status), .files = {}, .digest = {}, .relative = {}};
+    const bool model_like = field == "model" || field == "tokenizer";
+    if (in.directory && !model_like)
+        throw InputError(path.string() + ": is a directory; job field \"" + field + "\" takes a text file");
+    if (!in.directory && !fs::is_regular_file(status))
+        throw InputError(path.string() + ": is not a regular file (job field \"" + field + "\")");
     std::vector<std::pair<std::string, fs::path>> files;
     if (in.directory) {
-        for (const auto& e :
-             fs::recursive_directory_iterator(path, fs::directory_options::follow_directory_symlink))
-            if (e.is_regular_file())
-                files.emplace_back(fs::relative(e.path(), path).generic_string(), e.path());
+        // The top level only: model directories keep what a loader reads there.
+        for (const auto& e : fs::directory_iterator(path, ec)) {
+            const std::string name = e.path().filename().string();
+            if (!is_model_directory_file(name) || !fs::is_regular_file(e.path(), ec))
+                continue;
+            check_link(e.path(), path, field);
+            files.emplace_back(name, e.path());
+        }
+        if (ec)
+            throw InputError(path.string() + ": cannot be listed (" + ec.message() + ")");
         std::sort(files.begin(), files.end());
+        const bool has_config =
+            std::any_of(files.begin(), files.end(), [](const auto& f) { return f.first == "config.json"; });
+        const bool has_tokenizer = std::any_of(files.begin(), files.end(), [](const auto& f) {
+            return f.first == "tokenizer.json" || f.first == "vocab.json" || f.first == "tokenizer.model";
+        });
+        if (field == "model" && !has_config)
+            throw InputError(path.string() +
+                             ": is not a model directory (no config.json; job field \"model\" "
+                             "takes a Hugging Face or EmbedLab directory, a .gguf or a llama2.c .bin file)");
+        if (field == "tokenizer" && !has_tokenizer)
+            throw InputError(path.string() + ": has no tokenizer.json, vocab.json or tokenizer.model "
+                                             "(job field \"tokenizer\")");
+        for (const auto& f : files)
+            in.files.push_back(f.first);
     } else {
+        if (field == "model" && path.extension() != ".gguf" && path.extension() != ".bin")
+            throw InputError(path.string() + ": is not a model file (job field \"model\" takes a directory, "
+                                             "a .gguf or a llama2.c .bin file)");
         files.emplace_back(path.filename().string(), path);
     }
     std::string listing;
@@ -116,7 +193,8 @@ void pipe_between(const std::vector<std::string>& producer, const std::vector<st
     }
 }
 
-void upload(const SshSession& s, const Input& in, const JobEventFn& events)
+// True when this call copied the input (false: the host had it already).
+bool upload(const SshSession& s, const Input& in, const JobEventFn& events)
 {
     const std::string blob = s.remote_path({"blobs", in.digest});
     const auto check = s.run("test -d " + blob, "", kShort);
@@ -125,7 +203,7 @@ void upload(const SshSession& s, const Input& in, const JobEventFn& events)
             events(Json{
                 {"event", "log"},
                 {"message", in.local.string() + ": already on the host (" + in.digest.substr(0, 12) + ")"}});
-        return;
+        return false;
     }
     if (check.status != 1)
         throw RemoteError(ssh_failure(s, "checking the cache", check));
@@ -134,15 +212,37 @@ void upload(const SshSession& s, const Input& in, const JobEventFn& events)
     const auto dir = in.directory                     ? in.local
                      : in.local.parent_path().empty() ? fs::path(".")
                                                       : in.local.parent_path();
-    const std::string name = in.directory ? "." : in.local.filename().string();
+    std::vector<std::string> tar{"tar", "-C", dir.string(), "-chf", "-", "--"};
+    if (in.directory)
+        tar.insert(tar.end(), in.files.begin(), in.files.end()); // checked by describe_input
+    else
+        tar.push_back(in.local.filename().string());
     const std::string script =
         "set -e; umask 077; mkdir -p " + s.remote_path({"blobs"}) + "; t=" + blob +
         ".tmp.$$; rm -rf \"$t\"; mkdir \"$t\"; tar -xf - -C \"$t\"; chmod -R u+w \"$t\"; " +
         // rename(2) refuses a non-empty target: a concurrent upload of the
         // same digest wins, ours is dropped.
         "if ! mv -T \"$t\" " + blob + " 2>/dev/null; then rm -rf \"$t\"; [ -d " + blob + " ]; fi";
-    pipe_between({"tar", "-C", dir.string(), "-chf", "-", "--", name}, s.argv(script),
-                 "copying " + in.local.string(), s);
+    pipe_between(tar, s.argv(script), "copying " + in.local.string(), s);
+    return true;
+}
+
+// The fetched output may hold only files and directories: a link from the host
+// could point anywhere on this machine (issue 24 item 17).
+void check_fetched(const fs::path& dir, const SshSession& s)
+{
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+        const auto st = it->symlink_status(ec);
+        if (!fs::is_regular_file(st) && !fs::is_directory(st))
+            throw RemoteError(s.host().text + ": the job's output holds " +
+                              (fs::is_symlink(st) ? "a link" : "a special file") + ", '" +
+                              it->path().lexically_relative(dir).string() +
+                              "'; refused (nothing was written)");
+    }
+    if (ec)
+        throw RemoteError(dir.string() + ": cannot check the fetched output (" + ec.message() + ")");
 }
 
 std::string new_job_id()
@@ -154,6 +254,10 @@ std::string new_job_id()
         id += hex[rd() & 15];
     return id;
 }
+
+// The rest of run_remote_job once the inputs are on the host.
+Json run_uploaded_job(SshSession& s, const Json& remote_job, const fs::path& local_out, bool force,
+                      const JobEventFn& events, const CancelFn& cancelled);
 
 } // namespace
 
@@ -169,13 +273,44 @@ Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, co
     if (!local_out.empty() && s.options().fetch && fs::exists(local_out) && !force)
         throw InputError(local_out.string() + ": already exists (set \"force\": true to replace it)");
     Json remote_job = job;
+    // Every input is checked before anything is sent.
+    std::vector<std::pair<std::string, Input>> inputs;
     for (const auto& field : job_input_fields())
-        if (job.contains(field)) {
-            const Input in = describe_input(field, job[field].get<std::string>());
+        if (job.contains(field))
+            inputs.emplace_back(field, describe_input(field, job[field].get<std::string>()));
+    // What this job copied is removed again if it fails (issue 24 item 12).
+    std::vector<std::string> uploaded;
+    auto remove_uploads = [&] {
+        for (const auto& blob : uploaded)
+            try {
+                s.run("rm -rf " + blob, "", kShort);
+            } catch (...) { // the job's own error is the one to report
+            }
+    };
+    try {
+        for (const auto& [field, in] : inputs) {
             check_cancel();
-            upload(s, in, events);
+            if (upload(s, in, events))
+                uploaded.push_back(s.remote_path({"blobs", in.digest}));
             remote_job[field] = in.relative;
         }
+        return run_uploaded_job(s, remote_job, local_out, force, events, cancelled);
+    } catch (...) {
+        remove_uploads();
+        throw;
+    }
+}
+
+namespace {
+
+Json run_uploaded_job(SshSession& s, const Json& remote_job_in, const fs::path& local_out, bool force,
+                      const JobEventFn& events, const CancelFn& cancelled)
+{
+    Json remote_job = remote_job_in;
+    auto check_cancel = [&] {
+        if (cancelled && cancelled())
+            throw Cancelled();
+    };
     if (!local_out.empty()) {
         remote_job["out"] = "out";
         remote_job["force"] = false;
@@ -251,11 +386,14 @@ Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, co
         AtomicDirectory dir(local_out, force);
         pipe_between(s.argv("cd " + job_dir + "/out && tar -cf - ."),
                      {"tar", "-xf", "-", "-C", dir.path().string()}, "fetching the output", s);
+        check_fetched(dir.path(), s);
         dir.commit();
         result["out"] = local_out.string();
     }
     cleanup();
     return result;
 }
+
+} // namespace
 
 } // namespace embedlab
