@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli_support.hpp"
@@ -58,6 +59,42 @@ TEST(RemoteQuote, ShellGetsTheWordBack)
         EXPECT_EQ(r.out, word);
     }
     EXPECT_FALSE(fs::exists(marker));
+}
+
+// A client killed with SIGKILL leaves its connection directory (and master) behind;
+// the next session stops that master and removes the directory, and only that one.
+TEST(RemoteSsh, StaleConnectionDirectoriesOfDeadClientsAreCleaned)
+{
+    const TempDir dir;
+    const pid_t child = ::fork();
+    if (child == 0)
+        ::_exit(0);
+    ASSERT_GT(child, 0);
+    ::waitpid(child, nullptr, 0); // a pid that no longer runs
+    auto make = [&](const std::string& name, long owner) {
+        fs::create_directories(dir / name);
+        std::ofstream(dir / name / "owner.pid") << owner << '\n';
+        std::ofstream(dir / name / "cm") << "socket stand-in";
+    };
+    make("embedlab-ssh-dead01", child);
+    make("embedlab-ssh-alive1", ::getpid());
+    make("other-ssh-dead01", child);
+    const auto calls = dir / "calls";
+    const auto fake_ssh = dir / "fake-ssh";
+    std::ofstream(fake_ssh) << "#!/bin/sh\necho \"$@\" >> '" << calls.string() << "'\n";
+    fs::permissions(fake_ssh, fs::perms::owner_all);
+
+    EXPECT_EQ(embedlab::remove_stale_ssh_directories(dir.path(), fake_ssh.string()), 1);
+    EXPECT_FALSE(fs::exists(dir / "embedlab-ssh-dead01"));
+    EXPECT_TRUE(fs::exists(dir / "embedlab-ssh-alive1"));
+    EXPECT_TRUE(fs::exists(dir / "other-ssh-dead01"));
+    std::ifstream in(calls);
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line)) << "the stale master was not asked to exit";
+    EXPECT_NE(line.find("ControlPath=" + (dir / "embedlab-ssh-dead01" / "cm").string()), std::string::npos)
+        << line;
+    EXPECT_NE(line.find("-O exit"), std::string::npos) << line;
+    EXPECT_FALSE(std::getline(in, line)) << "only the dead client's master: " << line;
 }
 
 TEST(RemoteSubprocess, ReportsExecFailureAndStopsAtTimeout)

@@ -65,6 +65,11 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// Removes this user's embedlab-ssh-* connection directories in temp_dir whose
+// owning process is gone (a client killed before it could clean up), first asking
+// their connection master to exit. SshSession calls it; returns how many it removed.
+int remove_stale_ssh_directories(const std::filesystem::path& temp_dir, const std::string& ssh);
+
 class SshSession {
 public:
     // Starts a connection master in a private temp dir; RemoteError naming the

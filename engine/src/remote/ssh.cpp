@@ -2,10 +2,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "embedlab/remote.hpp"
@@ -26,7 +29,56 @@ std::string trimmed(std::string s)
     return s;
 }
 
+// The pid recorded in a connection directory, or 0 when there is none.
+pid_t recorded_owner(const std::filesystem::path& dir)
+{
+    std::ifstream in(dir / "owner.pid");
+    long pid = 0;
+    if (!(in >> pid) || pid <= 0)
+        return 0;
+    return static_cast<pid_t>(pid);
+}
+
 } // namespace
+
+int remove_stale_ssh_directories(const std::filesystem::path& temp_dir, const std::string& ssh)
+{
+    namespace fs = std::filesystem;
+    int removed = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(temp_dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto& dir = it->path();
+        if (dir.filename().string().rfind("embedlab-ssh-", 0) != 0)
+            continue;
+        struct stat st {};
+        if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+            continue;
+        const pid_t owner = recorded_owner(dir);
+        // Sessions without an owner file are either being created right now or
+        // predate it: leave them unless a day old.
+        if (owner == 0) {
+            if (std::time(nullptr) - st.st_mtime < 24 * 3600)
+                continue;
+        } else if (::kill(owner, 0) == 0 || errno == EPERM) {
+            continue; // the owner is alive
+        }
+        // The owner was killed before its destructor ran: stop its master (if the
+        // socket is still there) and remove the directory.
+        const auto socket = dir / "cm";
+        if (fs::exists(fs::symlink_status(socket))) {
+            try {
+                run_command({ssh, "-o", "ControlPath=" + socket.string(), "-O", "exit", "--", "stale-master"},
+                            "", std::chrono::seconds(5));
+            } catch (...) {
+                // The master also exits on its own after ControlPersist.
+            }
+        }
+        std::error_code remove_ec;
+        fs::remove_all(dir, remove_ec);
+        removed += remove_ec ? 0 : 1;
+    }
+    return removed;
+}
 
 HostSpec parse_host(const std::string& text)
 {
@@ -95,11 +147,14 @@ std::string shell_quote(std::string_view word)
 SshSession::SshSession(HostSpec host, RemoteOptions options)
     : host_(std::move(host)), options_(std::move(options))
 {
-    std::string pattern = (std::filesystem::temp_directory_path() / "embedlab-ssh-XXXXXX").string();
+    const auto temp = std::filesystem::temp_directory_path();
+    remove_stale_ssh_directories(temp, options_.ssh);
+    std::string pattern = (temp / "embedlab-ssh-XXXXXX").string();
     if (!::mkdtemp(pattern.data()))
         throw RemoteError("cannot create a private temp directory for the ssh connection: " +
                           std::string(std::strerror(errno)));
     control_dir_ = pattern;
+    std::ofstream(control_dir_ / "owner.pid") << ::getpid() << '\n';
     const auto log = control_dir_ / "master.log";
     const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     auto argv = base_argv();
