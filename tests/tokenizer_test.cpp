@@ -235,6 +235,55 @@ TEST(Tokenizers, EmptyTextGivesNoIds)
     EXPECT_EQ(load_tok512()->decode({}), "");
 }
 
+// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
+long status_kb(const std::string& field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(field + ":", 0) == 0)
+            return std::atol(line.c_str() + field.size() + 1);
+    return -1;
+}
+
+// Issue 24 item 16: a text that is one long line (here 4 MB) used to be merged as
+// one piece, about 75 bytes of symbols and queue per character (a 52 MB line
+// peaked at 3.9 GB). Cut before spaces where no merge crosses them, the peak is a
+// few copies of the text; the reference-id tests above (1.3 MB wikitext, cut into
+// pieces) show the cuts change no id.
+TEST(Tokenizers, OneLongLineCostsMemoryPerPieceNotPerLine)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const std::string text = data_text("wikitext2-test");
+    const size_t target = size_t{4} << 20;
+    std::string line;
+    while (line.size() < target)
+        for (char c : text)
+            line += c == '\n' ? ' ' : c;
+    line.resize(line.rfind(' ', target));
+    std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> tokenizers;
+    tokenizers.emplace_back("sentencepiece",
+                            embedlab::load_sentencepiece(shared_dir() / "models/tinyllama/tokenizer.model"));
+    tokenizers.emplace_back("llama2c", load_tok512());
+    for (const auto& [name, tok] : tokenizers) {
+        // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
+        std::ofstream reset("/proc/self/clear_refs");
+        if (!(reset << "5" << std::flush))
+            GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs): nothing to measure with";
+        const long before = status_kb("VmRSS");
+        const auto ids = tok->encode(line);
+        const long peak = status_kb("VmHWM");
+        ASSERT_GT(before, 0);
+        const double per_byte =
+            static_cast<double>(peak - before) * 1024.0 / static_cast<double>(line.size());
+        EXPECT_LT(per_byte, 12.0) << name << ": " << (peak - before) / 1024
+                                  << " MB above the RSS before, for a " << line.size() / 1024 << " kB line";
+        EXPECT_GT(ids.size(), line.size() / 16) << name;
+        if (name == "sentencepiece") // byte fallback: every character comes back
+            EXPECT_EQ(tok->decode(ids), line);
+    }
+}
+
 TEST(Tokenizers, NonAsciiRoundTrips)
 {
     EMBEDLAB_REQUIRE_SHARED();

@@ -6,6 +6,7 @@
 //    symbols, byte fallback after merging, unused-piece resegmentation).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -66,7 +67,13 @@ private:
     [[noreturn]] void throw_no_byte_token(unsigned char byte) const;
 
     std::vector<int32_t> encode_llama2c(std::string_view text) const;
+    void merge_llama2c(std::string_view prepared, std::vector<int32_t>& ids) const;
     std::vector<int32_t> encode_sentencepiece(std::string_view text) const;
+    void merge_sentencepiece(std::string_view normalized, std::vector<int32_t>& ids) const;
+    // Calls merge on consecutive pieces of `all` cut just before a space that
+    // follows a non-space, when no merge can cross such a cut: long lines then cost memory per piece, not per
+    // line.
+    template <class Merge> void in_pieces(std::string_view all, const Merge& merge) const;
     std::string normalize_sentencepiece(std::string_view text) const;
     size_t user_defined_match(std::string_view rest) const;
 
@@ -75,6 +82,9 @@ private:
     std::string source_;
     ScoredEncoderOptions options_;
     std::string space_; // how the vocabulary writes a space: " " or "▁"
+    // Every token holds space_ only in a leading run, so no merge crosses the
+    // boundary between a non-space and a space: the text is merged piece by piece.
+    bool cut_before_space_ = false;
 
     // Views into vocab_.tokens, which never changes after construction.
     std::unordered_map<std::string_view, int32_t> token_ids_; // any token; first id wins
@@ -82,5 +92,26 @@ private:
     std::vector<std::string_view> user_defined_;              // longest first
     std::array<int32_t, 256> byte_ids_{};                     // byte-fallback token, or -1
 };
+
+template <class Merge> void ScoredVocabTokenizer::in_pieces(std::string_view all, const Merge& merge) const
+{
+    // Long enough that the cuts cost nothing; short enough that the merge's
+    // symbols and queue stay a few MB (a 52 MB line took 3.9 GB in one piece).
+    constexpr size_t piece_bytes = size_t{1} << 16;
+    size_t begin = 0;
+    while (begin < all.size()) {
+        size_t end = all.size();
+        if (cut_before_space_ && end - begin > 2 * piece_bytes) {
+            // Before a space that follows a non-space (a run of spaces may merge).
+            size_t at = all.find(space_, begin + piece_bytes);
+            while (at != std::string_view::npos &&
+                   all.compare(at - space_.size(), space_.size(), space_) == 0)
+                at = all.find(space_, at + space_.size());
+            end = std::min(end, at);
+        }
+        merge(all.substr(begin, end - begin));
+        begin = end;
+    }
+}
 
 } // namespace embedlab::tokenizer_impl

@@ -91,6 +91,17 @@ ScoredVocabTokenizer::ScoredVocabTokenizer(ScoredVocab vocab, std::string kind, 
     space_ = sentencepiece ? (options_.escape_whitespaces ? std::string(sp_space) : " ")
                            : (any_sp_space ? std::string(sp_space) : " ");
 
+    cut_before_space_ = !(sentencepiece && options_.whitespace_as_suffix) &&
+                        (sentencepiece || token_ids_.contains(space_)) &&
+                        std::all_of(vocab_.tokens.begin(), vocab_.tokens.end(), [&](const std::string& t) {
+                            // Spaces only in a leading run ("▁▁▁x" but not "x▁"): then no
+                            // merge joins a non-space to the space after it.
+                            size_t at = 0;
+                            while (t.compare(at, space_.size(), space_) == 0)
+                                at += space_.size();
+                            return t.find(space_, at) == std::string::npos;
+                        });
+
     for (int b = 0; b < 256; ++b) {
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -181,7 +192,13 @@ std::vector<int32_t> ScoredVocabTokenizer::encode_llama2c(std::string_view text)
     prepared.append(text);
     if (space_ != " ")
         prepared = replace_all(prepared, " ", space_);
+    std::vector<int32_t> ids;
+    in_pieces(prepared, [&](std::string_view piece) { merge_llama2c(piece, ids); });
+    return ids;
+}
 
+void ScoredVocabTokenizer::merge_llama2c(std::string_view prepared, std::vector<int32_t>& ids) const
+{
     // One token per code point, or its bytes' fallback tokens. Grouping follows
     // run.c: a byte plus up to three following continuation bytes.
     std::vector<int32_t> initial;
@@ -210,6 +227,8 @@ std::vector<int32_t> ScoredVocabTokenizer::encode_llama2c(std::string_view text)
         int32_t prev;
         int32_t next;
     };
+    if (initial.empty())
+        return;
     std::vector<Symbol> symbols(initial.size());
     for (size_t i = 0; i < initial.size(); ++i)
         symbols[i] = {initial[i], static_cast<int32_t>(i) - 1, static_cast<int32_t>(i) + 1};
@@ -264,10 +283,8 @@ std::vector<int32_t> ScoredVocabTokenizer::encode_llama2c(std::string_view text)
         consider(c.left, l.next);
     }
 
-    std::vector<int32_t> ids;
     for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
         ids.push_back(symbols[static_cast<size_t>(i)].id);
-    return ids;
 }
 
 std::string ScoredVocabTokenizer::decode(std::span<const int32_t> ids) const

@@ -76,9 +76,14 @@ std::vector<int32_t> ScoredVocabTokenizer::encode_sentencepiece(std::string_view
 {
     const std::string normalized = normalize_sentencepiece(text);
     std::vector<int32_t> ids;
-    if (normalized.empty())
-        return ids;
-    const std::string_view all = normalized;
+    in_pieces(normalized, [&](std::string_view piece) { merge_sentencepiece(piece, ids); });
+    return ids;
+}
+
+void ScoredVocabTokenizer::merge_sentencepiece(std::string_view all, std::vector<int32_t>& ids) const
+{
+    if (all.empty())
+        return;
 
     // Symbols are spans of `normalized`; a merged-away symbol becomes empty.
     struct Symbol {
@@ -178,7 +183,6 @@ std::vector<int32_t> ScoredVocabTokenizer::encode_sentencepiece(std::string_view
     };
     for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
         emit(emit, piece_of(symbols[static_cast<size_t>(i)]));
-    return ids;
 }
 
 } // namespace embedlab::tokenizer_impl
