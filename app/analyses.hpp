@@ -116,7 +116,8 @@ void write_file(const std::string& path, const std::string& bytes);
 // (at most `max_shapes`), each fitted at every eps, with the energy model of the
 // original table, the TT and the equal-size SVD.
 struct TensorTrainCandidate {
-    std::vector<int64_t> shape, ranks;
+    std::vector<int64_t> shape, ranks; // ranks: the cores' (each position's largest)
+    std::vector<double> mean_ranks;    // r_1..r_{N-1} averaged over tokens (each keeps its own)
     double eps = 0, ratio = 0, relative_error = 0, mean_cosine = 0;
     int64_t params_after = 0, svd_rank = 0;
     double energy_original = 0, energy_tt = 0, energy_svd = 0; // nu + tau terms, eqs. 2-5 (nu 5, tau 1)

@@ -220,6 +220,7 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
             TensorTrainCandidate t;
             t.shape = shape;
             t.ranks = c.spec.ranks;
+            t.mean_ranks = c.accounting.mean_ranks;
             t.eps = e;
             t.ratio = c.accounting.ratio;
             t.params_after = c.accounting.params_after;

@@ -102,11 +102,20 @@ views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& l
     d.label = label;
     d.vocab = static_cast<int>(r.vocab);
     d.dim = static_cast<int>(r.dim);
-    for (const auto& c : r.candidates)
-        d.candidates.push_back({joined(c.shape, "x"), joined(c.ranks, ","), c.eps, c.ratio, c.relative_error,
-                                c.mean_cosine, static_cast<int>(c.svd_rank), c.energy_original, c.energy_tt,
-                                c.energy_svd, c.accesses_original, c.accesses_tt, c.accesses_svd,
-                                c.operations_original, c.operations_tt, c.operations_svd});
+    for (const auto& c : r.candidates) {
+        // Each token keeps its own ranks: the cores' sizes, and the mean over tokens.
+        QString ranks = joined(c.ranks, ",");
+        if (!c.mean_ranks.empty()) {
+            ranks += " (per token, mean";
+            for (double m : c.mean_ranks)
+                ranks += " " + QString::number(m, 'f', 2);
+            ranks += ")";
+        }
+        d.candidates.push_back({joined(c.shape, "x"), ranks, c.eps, c.ratio, c.relative_error, c.mean_cosine,
+                                static_cast<int>(c.svd_rank), c.energy_original, c.energy_tt, c.energy_svd,
+                                c.accesses_original, c.accesses_tt, c.accesses_svd, c.operations_original,
+                                c.operations_tt, c.operations_svd});
+    }
     return d;
 }
 
