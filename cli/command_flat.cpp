@@ -262,9 +262,10 @@ int command_allocate(const std::vector<std::string>& argv)
 int compress_flat(const std::vector<std::string>& argv)
 {
     Args args("compress", argv,
-              {"--method", "--remaining", "--allocation", "--mlp-lambda", "--calib-text", "--samples",
-               "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch", "--tokenizer"},
-              {"--mlp", "--force", "--json", "--quiet", "--dense"});
+              {"--method", "--remaining", "--target-ratio", "--allocation", "--mlp-lambda", "--calib-text",
+               "--samples", "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch",
+               "--tokenizer"},
+              {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense"});
     if (args.has("--dense"))
         throw InputError(
             "compress: --dense does not apply to --method flat: DIR/model.safetensors already holds "
@@ -275,16 +276,26 @@ int compress_flat(const std::vector<std::string>& argv)
     if (!out)
         throw InputError("compress: --out DIR is required");
     prepare_output_directory(*out, args.has("--force"));
-    if (!args.has("--remaining"))
-        throw InputError(
-            "compress: --method flat needs --remaining R (average remaining rank ratio, in (0, 1])");
+    const bool target = args.has("--target-ratio");
+    if (args.has("--remaining") == target)
+        throw InputError("compress: --method flat needs one of --remaining R (average remaining value rank "
+                         "ratio, in (0, 1]) or --target-ratio T (share of the decoder's weights to keep, as "
+                         "the paper's compute_rank.py)");
+    if (args.has("--mlp") && args.has("--no-mlp"))
+        throw InputError("compress: --mlp and --no-mlp contradict each other");
     CompressionRequest request;
     request.model = path.string();
     request.tokenizer = args.get("--tokenizer").value_or("");
     request.method = method_descriptor(Method::Flat).name;
-    request.remaining = remaining_ratio(args.get_double("--remaining", 1, -1e300, 1e300), "--remaining");
+    if (target)
+        request.target_ratio =
+            remaining_ratio(args.get_double("--target-ratio", 1, -1e300, 1e300), "--target-ratio");
+    else
+        request.remaining = remaining_ratio(args.get_double("--remaining", 1, -1e300, 1e300), "--remaining");
     request.allocation = rank_allocation_name(allocations_from(args, "iprs").at(0));
-    request.compress_mlp = args.has("--mlp");
+    // A whole-decoder target compresses the MLPs too, as the paper does; --remaining
+    // keeps its meaning (attention only unless --mlp).
+    request.compress_mlp = args.has("--mlp") || (target && !args.has("--no-mlp"));
     request.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
     auto lm = load_for_flat(args, path);
     if (!lm.files.embedlab_manifest.empty())
@@ -318,6 +329,11 @@ int compress_flat(const std::vector<std::string>& argv)
         return 0;
     }
     const auto& params = manifest["model_params"];
+    if (target)
+        std::printf("%s: flat target %.4f of the decoder's weights: kept %.4f (%lld -> %lld)\n", out->c_str(),
+                    request.target_ratio, params["decoder_ratio"].get<double>(),
+                    (long long)params["decoder_before"].get<int64_t>(),
+                    (long long)params["decoder_after"].get<int64_t>());
     std::printf("%s: flat remaining %.4f (%s%s), value dims per layer %s of %lld\n", out->c_str(),
                 options.remaining, rank_allocation_name(options.allocation), options.mlp ? ", mlp" : "",
                 joined(flat.model->config().value_head_dims).c_str(),

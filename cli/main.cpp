@@ -69,6 +69,8 @@ commands:
   compress [MODEL] --method flat --remaining R [--allocation iprs|uniform] [--mlp [--mlp-lambda L]]
            --calib-text FILE [--samples N --seqlen T --seed S] --out DIR [--eval-text FILE] [--json]
                                                head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
+  compress [MODEL] --method flat --target-ratio T [--no-mlp] ...
+                                               keep T of the decoder's weights (compute_rank.py; MLPs too)
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
            --calib-text FILE --eval-text FILE [--json]
   finetune DIR --train-text FILE --steps N [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)] [--seed S]

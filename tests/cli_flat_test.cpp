@@ -131,6 +131,46 @@ TEST(CliFlat, LlamaGroupedQueryRoundTripWithMlp)
     EXPECT_NEAR(back["ppl"].get<double>(), half["evaluation"]["compressed"]["ppl"].get<double>(), 1e-3);
 }
 
+// --target-ratio: the share of the decoder's projection weights to keep (the
+// paper's compute_rank.py), MLPs compressed too unless --no-mlp; the record says
+// the target and what was achieved.
+TEST(CliFlat, WholeDecoderTargetRatio)
+{
+    Texts t;
+    const std::string model = std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/tinygpt2-f16";
+    auto run = [&](const std::string& out, std::vector<std::string> extra) {
+        std::vector<std::string> args{"compress", model, "--method", "flat", "--out", (t.dir / out).string(),
+                                      "--json"};
+        for (const auto& a : calib_args(t))
+            args.push_back(a);
+        args.insert(args.end(), extra.begin(), extra.end());
+        return cli(args);
+    };
+    const auto j = json_of(run("target", {"--target-ratio", "0.7"}));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["parameters"]["target_ratio"], 0.7);
+    EXPECT_EQ(j["parameters"]["mlp"], true);
+    const auto& p = j["model_params"];
+    EXPECT_LT(p["mlp_after"].get<int64_t>(), p["mlp_before"].get<int64_t>());
+    // Ranks are floored per layer (head_dim 32, 512 MLP channels): within 0.03 of the target.
+    EXPECT_NEAR(p["decoder_ratio"].get<double>(), 0.7, 0.03);
+    EXPECT_EQ(p["decoder_ratio"].get<double>(),
+              p["decoder_after"].get<double>() / p["decoder_before"].get<double>());
+
+    // Without the MLPs only V and O shrink: 0.9 is reachable, 0.7 is not.
+    const auto v = json_of(run("no-mlp", {"--target-ratio", "0.9", "--no-mlp"}));
+    ASSERT_TRUE(v.is_object());
+    EXPECT_EQ(v["model_params"]["mlp_after"], v["model_params"]["mlp_before"]);
+    EXPECT_NEAR(v["model_params"]["decoder_ratio"].get<double>(), 0.9, 0.03);
+    const auto far = run("far", {"--target-ratio", "0.7", "--no-mlp"});
+    EXPECT_EQ(far.exit_code, 2);
+    EXPECT_NE(far.err.find("reachable targets lie in"), std::string::npos) << far.err;
+    EXPECT_FALSE(fs::exists(t.dir / "far"));
+    const auto both = run("both", {"--target-ratio", "0.7", "--remaining", "0.5"});
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_NE(both.err.find("one of --remaining R"), std::string::npos) << both.err;
+}
+
 TEST(CliFlat, ImportanceFeedsAllocate)
 {
     Texts t;

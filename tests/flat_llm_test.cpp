@@ -247,6 +247,42 @@ TEST_P(FlatTiny, RefusesWhatItCannotDo)
 INSTANTIATE_TEST_SUITE_P(Arch, FlatTiny, ::testing::Values(Architecture::GPT2, Architecture::Llama),
                          [](const auto& info) { return std::string(architecture_name(info.param)); });
 
+// compute_rank.py: r = (target (3 dmlp + dq + dk + dv + do) - (dq + dk)) / (3 dmlp + dv + do),
+// with its Llama-2-7B and Mistral-7B (grouped-query) sizes.
+TEST(FlatTarget, RemainingFollowsComputeRank)
+{
+    ModelConfig c;
+    c.arch = Architecture::Llama;
+    c.hidden_size = 4096;
+    c.num_layers = 32;
+    c.num_heads = 32;
+    c.num_kv_heads = 32;
+    c.intermediate_size = 11008;
+    const double dq = 4096.0 * 4096, dmlp = 4096.0 * 11008;
+    for (double target : {0.9, 0.8, 0.6}) {
+        const double r = (target * (3 * dmlp + 4 * dq) - 2 * dq) / (3 * dmlp + 2 * dq);
+        EXPECT_NEAR(remaining_for_target(c, target, true), r, 1e-12) << target;
+    }
+    c.num_kv_heads = 8; // Mistral-7B: dk = dv = 4096 x 1024
+    c.intermediate_size = 14336;
+    const double dk = 4096.0 * 1024, dmlp_m = 4096.0 * 14336;
+    const double r = (0.7 * (3 * dmlp_m + 2 * dq + 2 * dk) - (dq + dk)) / (3 * dmlp_m + dq + dk);
+    EXPECT_NEAR(remaining_for_target(c, 0.7, true), r, 1e-12);
+    // Without the MLP only V and O shrink: 0.7 of the decoder is out of reach.
+    const double no_mlp = (0.95 * (3 * dmlp_m + 2 * dq + 2 * dk) - (dq + dk) - 3 * dmlp_m) / (dq + dk);
+    EXPECT_NEAR(remaining_for_target(c, 0.95, false), no_mlp, 1e-12);
+    try {
+        remaining_for_target(c, 0.7, false);
+        FAIL() << "an unreachable target was accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("reachable targets lie in (0.903846, 1]"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_DOUBLE_EQ(remaining_for_target(c, 1.0, false), 1.0);
+    EXPECT_THROW(remaining_for_target(c, 0.0, true), InputError);
+    EXPECT_THROW(remaining_for_target(c, 1.5, true), InputError);
+}
+
 TEST(FlatConfig, LayerDimsAreChecked)
 {
     auto c = test::tiny_config(Architecture::Llama);

@@ -90,6 +90,7 @@ struct CompressionRequest {
 
     // flat (METHODS 3)
     double remaining = 0;            // average remaining value rank ratio, (0, 1]
+    double target_ratio = 0;         // or: the decoder weights' share to keep (remaining_for_target)
     std::string allocation = "iprs"; // "iprs" | "uniform"
     bool compress_mlp = false;       // Nystrom MLP compression
     double mlp_lambda = 1.0;

@@ -71,6 +71,13 @@ Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& id
 std::vector<double> iprs_allocation(const std::vector<double>& scores, double remaining);
 // The paper's ablation: w_l = remaining in every layer.
 std::vector<double> uniform_allocation(size_t layers, double remaining);
+// The reference's compute_rank.py conversion from a whole-decoder target (the
+// share of the decoder's projection weights kept: Q, K, V, O and the MLP
+// matrices) to the average remaining rank ratio r of the parts FLAT-LLM narrows:
+// V and O, and the MLP when `mlp` (Q and K are never compressed):
+//   r = (target (P_qk + P_vo + P_mlp) - P_qk [- P_mlp without mlp]) / (P_vo [+ P_mlp]).
+// InputError naming the reachable targets when r falls outside (0, 1].
+double remaining_for_target(const ModelConfig& config, double target, bool mlp);
 // r_l = max(1, floor(w_l * d)).
 std::vector<int64_t> ranks_from_ratios(const std::vector<double>& w, int64_t d);
 
@@ -90,6 +97,7 @@ struct FlatOptions {
     RankAllocation allocation = RankAllocation::IPRS;
     bool mlp = false;        // Nystrom MLP compression (needs a calibration with mlp)
     double mlp_lambda = 1.0; // ridge of the leverage scores
+    double target_ratio = 0; // recorded only: the decoder target `remaining` came from
 };
 
 struct FlatLayerReport {
@@ -121,7 +129,8 @@ nlohmann::ordered_json calibration_json(const Calibration& calibration);
 // Per layer: importance, normalised, w, rank, dropped_share, mlp_width,
 // mlp_leverage_kept, head_spectra (with_spectra).
 nlohmann::ordered_json flat_layers_json(const FlatResult& result, bool with_spectra = true);
-// {before, after, ratio, attention_before, attention_after, mlp_before, mlp_after}
+// {before, after, ratio, attention_before, attention_after, mlp_before, mlp_after,
+//  decoder_before, decoder_after, decoder_ratio} (decoder: attention + MLP)
 nlohmann::ordered_json flat_params_json(const FlatResult& result);
 
 // A FLAT-LLM directory: the support files, model.safetensors with every

@@ -458,6 +458,14 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         training = recovery_training(request, run.model, eval ? static_cast<int64_t>(eval->ids.size()) : 0);
     std::vector<int32_t> calib_ids;
     CalibrationOptions calib_options;
+    double flat_remaining = request.remaining;
+    if (is_flat && request.target_ratio > 0) {
+        try {
+            flat_remaining = remaining_for_target(config, request.target_ratio, request.compress_mlp);
+        } catch (const InputError& e) {
+            throw InputError(request.model + ": " + e.what());
+        }
+    }
     if (is_flat) {
         calib_ids = run.model.tokenizer->encode(read_text_file(request.calib_text));
         if (calib_ids.empty())
@@ -499,7 +507,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
 
     if (is_flat) {
         FlatOptions options;
-        options.remaining = request.remaining;
+        options.remaining = flat_remaining;
+        options.target_ratio = request.target_ratio;
         options.allocation = parse_rank_allocation(request.allocation);
         options.mlp = request.compress_mlp;
         options.mlp_lambda = request.mlp_lambda;
@@ -509,9 +518,10 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         std::string ranks;
         for (const auto& layer : run.flat->layers)
             ranks += (ranks.empty() ? "" : ",") + std::to_string(layer.rank);
-        s.parameters = "remaining " + short_number(options.remaining) + ", " +
-                       rank_allocation_name(options.allocation) + (options.mlp ? ", mlp" : "") + ", ranks " +
-                       ranks;
+        s.parameters =
+            (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
+            "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
+            (options.mlp ? ", mlp" : "") + ", ranks " + ranks;
         s.params_before = value_output_params(config);
         s.params_after = value_output_params(run.flat->model->config());
         s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare

@@ -205,6 +205,7 @@ const std::vector<Field>& fields()
             member("fit_batch", &R::fit_batch, fourier),
             member("weight_decay", &R::weight_decay, fourier),
             member("remaining", &R::remaining, flat),
+            member("target_ratio", &R::target_ratio, flat),
             member("allocation", &R::allocation, flat),
             member("compress_mlp", &R::compress_mlp, flat),
             member("mlp_lambda", &R::mlp_lambda, flat),
@@ -379,7 +380,12 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("weight_decay", short_number(r.weight_decay) + " must lie in [0, 10]");
         break;
     case Method::Flat:
-        if (!(r.remaining > 0 && r.remaining <= 1))
+        if (r.target_ratio != 0 && r.remaining != 0)
+            fail("target_ratio", "and remaining both given: give one (the decoder's share to keep, or the "
+                                 "value rank ratio)");
+        if (r.target_ratio != 0 && !(r.target_ratio > 0 && r.target_ratio <= 1))
+            fail("target_ratio", short_number(r.target_ratio) + " must lie in (0, 1] (1 keeps everything)");
+        if (r.target_ratio == 0 && !(r.remaining > 0 && r.remaining <= 1))
             fail("remaining", short_number(r.remaining) + " must lie in (0, 1] (1 keeps everything)");
         if (r.allocation != "iprs" && r.allocation != "uniform")
             fail("allocation", "'" + r.allocation + "' must be iprs or uniform");
@@ -439,8 +445,9 @@ std::string describe_request(const CompressionRequest& r)
         what = "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";
         break;
     case Method::Flat:
-        what = "flat remaining " + short_number(r.remaining) + ", " + r.allocation +
-               (r.compress_mlp ? ", mlp" : "");
+        what = (r.target_ratio > 0 ? "flat target " + short_number(r.target_ratio)
+                                   : "flat remaining " + short_number(r.remaining)) +
+               ", " + r.allocation + (r.compress_mlp ? ", mlp" : "");
         break;
     case Method::PCA:
     case Method::SVD:

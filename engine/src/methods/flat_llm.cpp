@@ -6,6 +6,8 @@
 #include <random>
 #include <set>
 
+#include "embedlab/text_format.hpp"
+
 namespace embedlab {
 
 namespace {
@@ -188,6 +190,33 @@ Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& id
     cal.layers = observer.finish(cal.tokens);
     cal.seconds = seconds_since(t0);
     return cal;
+}
+
+double remaining_for_target(const ModelConfig& c, double target, bool mlp)
+{
+    if (!(target > 0.0 && target <= 1.0))
+        throw InputError("target ratio " + std::to_string(target) + " is outside (0, 1]");
+    double qk = 0, vo = 0, mlp_params = 0;
+    const double d = static_cast<double>(c.hidden_size);
+    const double mlp_matrices = c.arch == Architecture::GPT2 || !c.gated_mlp ? 2 : 3;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const double hd = static_cast<double>(c.head_dim());
+        qk += d * static_cast<double>(c.num_heads + c.num_kv_heads) * hd;
+        vo += d * static_cast<double>(c.num_kv_heads + c.num_heads) * static_cast<double>(c.value_dim(l));
+        mlp_params += mlp_matrices * d * static_cast<double>(c.mlp_width(l));
+    }
+    const double total = qk + vo + mlp_params;
+    const double fixed = qk + (mlp ? 0 : mlp_params);
+    const double narrowed = total - fixed;
+    const double r = (target * total - fixed) / narrowed;
+    if (!(r > 0.0 && r <= 1.0 + 1e-12)) {
+        const std::string narrowed_parts = mlp ? "V, O and the MLP" : "V and O";
+        throw InputError("target ratio " + short_number(target) + " is out of reach: " + narrowed_parts +
+                         " would keep " + short_number(r) + " of their weights; reachable targets lie in (" +
+                         short_number(fixed / total) + ", 1], as Q, K" + (mlp ? "" : " and the MLP") +
+                         " are never compressed");
+    }
+    return std::min(r, 1.0);
 }
 
 std::vector<double> iprs_allocation(const std::vector<double>& scores, double remaining)

@@ -55,7 +55,14 @@ Json flat_params_json(const FlatResult& r)
             {"attention_before", r.before.attention},
             {"attention_after", r.after.attention},
             {"mlp_before", r.before.mlp},
-            {"mlp_after", r.after.mlp}};
+            {"mlp_after", r.after.mlp},
+            // What a FLAT-LLM target ratio is about: the decoder's projections.
+            {"decoder_before", r.before.attention + r.before.mlp},
+            {"decoder_after", r.after.attention + r.after.mlp},
+            {"decoder_ratio", r.before.attention + r.before.mlp > 0
+                                  ? static_cast<double>(r.after.attention + r.after.mlp) /
+                                        static_cast<double>(r.before.attention + r.before.mlp)
+                                  : 1.0}};
 }
 
 Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Calibration& calibration,
@@ -93,6 +100,8 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
                      {"value_head_dims", config.value_head_dims}};
     if (!config.mlp_widths.empty())
         manifest["mlp_widths"] = config.mlp_widths;
+    if (flat.options.target_ratio > 0) // the remaining ratio came from this target
+        manifest["parameters"]["target_ratio"] = flat.options.target_ratio;
     manifest["head_dim"] = config.head_dim();
     manifest["changed_tensors"] = changed;
     manifest["layers"] = flat_layers_json(flat);
