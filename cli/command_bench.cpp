@@ -367,9 +367,14 @@ int bench_pca(const std::vector<std::string>& argv)
 
 int bench_tt(const std::vector<std::string>& argv)
 {
-    Args args("bench tt", argv, with_table_options({"--shape", "--ranks", "--eps"}), kSwitches);
+    auto switches = kSwitches;
+    switches.insert("--uniform-ranks");
+    Args args("bench tt", argv, with_table_options({"--shape", "--ranks", "--eps"}), switches);
     Table t = table_spec(args, "bench tt");
-    const TensorTrainOptions options = tt_options(args, "bench tt", t.dim);
+    TensorTrainOptions options = tt_options(args, "bench tt", t.dim);
+    if (args.has("--uniform-ranks") && options.eps <= 0)
+        throw InputError("bench tt: --uniform-ranks goes with --eps (fixed --ranks are uniform already)");
+    options.uniform_ranks = args.has("--uniform-ranks");
     const int64_t repeat = args.get_int("--repeat", 3, 1, 10000);
     build_table(t);
     TensorTrainFit fit;
@@ -379,12 +384,15 @@ int bench_tt(const std::vector<std::string>& argv)
     });
     const int64_t peak = proc_status_bytes("VmHWM");
     Json figures = tt_json(fit);
-    figures.update({{"repeat", repeat},
-                    {"seconds_best", time.best},
-                    {"seconds_median", time.median},
-                    {"us_per_token", 1e6 * time.best / static_cast<double>(t.vocab)},
-                    {"rows_per_second", static_cast<double>(t.vocab) / time.best},
-                    {"relative_frobenius", relative_frobenius(TensorTrainTokenEmbedding(fit), t.E)}});
+    figures.update(
+        {{"repeat", repeat},
+         {"seconds_best", time.best},
+         {"seconds_median", time.median},
+         {"us_per_token", 1e6 * time.best / static_cast<double>(t.vocab)},
+         {"rows_per_second", static_cast<double>(t.vocab) / time.best},
+         {"params_per_token", static_cast<double>(TensorTrainTokenEmbedding(fit).parameter_count()) /
+                                  static_cast<double>(t.vocab)},
+         {"relative_frobenius", relative_frobenius(TensorTrainTokenEmbedding(fit), t.E)}});
     return report(args, "tt", t, peak, figures);
 }
 

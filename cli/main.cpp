@@ -33,7 +33,7 @@ commands:
   bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
                                                tokens per second, one window at a time vs batched
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
-           pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E]
+           pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
            lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
            lle: [--common C (10000)] [--k K (5)] [--reg R]
                                                fit / lookup timings and peak RSS on a synthetic table

@@ -181,3 +181,31 @@ TEST(CliCompress, ForceNeverReplacesWhatEmbedLabDidNotWrite)
                   .exit_code,
               0);
 }
+
+// bench tt with --eps: per-token ranks (the default) store fewer values per token
+// than --uniform-ranks on the same seeded table, with the same cores' sizes.
+TEST(CliBench, TensorTrainPerTokenRanksStoreLessThanUniform)
+{
+    const std::vector<std::string> base{"bench", "tt",  "--vocab",  "3000", "--dim",  "64",
+                                        "--eps", "0.5", "--repeat", "1",    "--json", "--quiet"};
+    const auto own = json_of(cli(base));
+    auto uniform_args = base;
+    uniform_args.push_back("--uniform-ranks");
+    const auto uniform = json_of(cli(uniform_args));
+    ASSERT_TRUE(own.is_object() && uniform.is_object());
+    EXPECT_EQ(own["rank_mode"], "per_token");
+    EXPECT_EQ(uniform["rank_mode"], "uniform");
+    EXPECT_EQ(own["ranks"], uniform["ranks"]);
+    EXPECT_LT(own["params_per_token"].get<double>(), uniform["params_per_token"].get<double>());
+    int64_t padded = 0;
+    const auto shape = uniform["shape"], ranks = uniform["ranks"];
+    for (size_t k = 0; k < shape.size(); ++k)
+        padded += ranks[k].get<int64_t>() * shape[k].get<int64_t>() * ranks[k + 1].get<int64_t>();
+    EXPECT_EQ(uniform["params_per_token"].get<double>(), static_cast<double>(padded));
+    // A row within its own eps bound either way; uniform ranks fit the table at least as well.
+    EXPECT_LE(uniform["relative_frobenius"].get<double>(), own["relative_frobenius"].get<double>() + 1e-9);
+    EXPECT_LE(own["relative_frobenius"].get<double>(), 0.5 + 1e-6);
+    const auto refused = cli({"bench", "tt", "--vocab", "3000", "--dim", "64", "--uniform-ranks", "--quiet"});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("--uniform-ranks goes with --eps"), std::string::npos) << refused.err;
+}
