@@ -93,12 +93,12 @@ int command_compress(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
-    Args args("compress", argv,
-              {"--method",     "--rank",  "--shape",     "--ranks",        "--eps",          "--out",
-               "--eval-text",  "--ctx",   "--stride",    "--batch",        "--tokenizer",    "--freq-text",
-               "--keep-ratio", "--k",     "--reg",       "--mlp",          "--hidden-ratio", "--loss",
-               "--steps",      "--lr",    "--fit-batch", "--weight-decay", "--seed",         "--nu",
-               "--tau",        "--device"},
+    Args args("compress", argv, {"--method",    "--rank",          "--shape",        "--ranks",  "--eps",
+                                 "--out",       "--eval-text",     "--ctx",          "--stride", "--batch",
+                                 "--tokenizer", "--freq-text",     "--keep-ratio",   "--k",      "--reg",
+                                 "--mlp",       "--hidden-ratio",  "--loss",         "--steps",  "--lr",
+                                 "--fit-batch", "--weight-decay",  "--seed",         "--nu",     "--tau",
+                                 "--device",    "--coverage-task", "--coverage-data"},
               {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks"});
     const auto* method = find_method(args.get("--method").value_or(""));
     const bool lle = method && method->needs_frequency_text;
@@ -131,6 +131,9 @@ int command_compress(const std::vector<std::string>& argv)
     request.nu = args.get_double("--nu", request.nu, 0, 1e12);
     request.tau = args.get_double("--tau", request.tau, 0, 1e12);
     request.device = args.get("--device").value_or("");
+    if (!lle && (args.has("--coverage-task") || args.has("--coverage-data")))
+        throw InputError(
+            "compress: --coverage-task/--coverage-data work with the lle methods (V_C's coverage)");
     if (lle) {
         if (args.has("--positions"))
             throw InputError(
@@ -141,6 +144,8 @@ int command_compress(const std::vector<std::string>& argv)
                 "the lle methods need --freq-text FILE (token frequencies decide common vs rare)");
         request.freq_text = *freq_text;
         request.keep_ratio = args.get_double("--keep-ratio", 1.0, 0, 1);
+        request.coverage_task = args.get("--coverage-task").value_or("");
+        request.coverage_data = args.get("--coverage-data").value_or("");
         request.k = args.has("--k") ? spec.k : 0;
         request.reg = spec.reg;
     }
@@ -200,6 +205,13 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
                     c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
                     c.fit["rare_cosine"]["p50"].get<double>());
+    if (manifest.contains("example_coverage")) {
+        const auto& e = manifest["example_coverage"];
+        std::printf("  coverage of %s (%s, %lld examples) by V_C: tokens %.4f, whole examples %.4f\n",
+                    e["data"].get<std::string>().c_str(), e["task"].get<std::string>().c_str(),
+                    (long long)e["examples"].get<int64_t>(), e["token_coverage"].get<double>(),
+                    e["example_coverage"].get<double>());
+    }
     if (id_of(spec) == Method::Fourier) {
         const auto& f = c.fit;
         const std::string shape =

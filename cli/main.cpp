@@ -46,6 +46,7 @@ commands:
                                                write a compressed model directory (embedlab.json,
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
   compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
+           [--coverage-task sst2|mc|stsb --coverage-data FILE]  (V_C's coverage per example)
            --out DIR [...]                     rare rows rebuilt from common ones (METHODS.md 2)
   compress [MODEL] --method fourier --mlp linear|geglu [--hidden-ratio R (0.25)] [--norm]
            [--loss mse|cosine] --steps N [--lr X (1e-3)] [--fit-batch B (4096)] [--weight-decay W (0.01)]

@@ -141,6 +141,39 @@ TEST(CliLle, SweepOverKeepRatiosAndK)
         EXPECT_TRUE(std::isfinite(r["ppl"].get<double>()));
 }
 
+// --coverage-task/--coverage-data: V_C's coverage of a dataset per example, recorded
+// in embedlab.json; the token trade-off delta_ln_ppl / eta_emb rides on the evaluation.
+TEST(CliLle, CoverageOfADatasetPerExample)
+{
+    Texts t;
+    std::ofstream(t.dir / "sst2.tsv") << "sentence\tlabel\nThe girl was happy.\t1\n"
+                                         "A zyzzyva quixotically xeroxed.\t0\nShe said.\t1\n";
+    std::ofstream(t.dir / "mc.jsonl")
+        << R"({"context": "The girl", "choices": ["was happy.", "zyzzyva"], "label": 0})"
+        << "\n";
+    const auto m =
+        compress(t, "lle", (t.dir / "lle").string(),
+                 {"--k", "3", "--coverage-task", "sst2", "--coverage-data", (t.dir / "sst2.tsv").string()});
+    ASSERT_TRUE(m.is_object());
+    const auto& e = m["example_coverage"];
+    EXPECT_EQ(e["task"], "sst2");
+    EXPECT_EQ(e["examples"], 3);
+    // The common sentences are made of V_C tokens, the rare words are not.
+    EXPECT_NEAR(e["example_coverage"].get<double>(), 2.0 / 3.0, 1e-12);
+    // The rare sentence's words split into many pieces outside V_C.
+    EXPECT_GT(e["token_coverage"].get<double>(), 0.3);
+    EXPECT_LT(e["token_coverage"].get<double>(), 0.9);
+    EXPECT_GT(e["tokens"].get<int64_t>(), 8);
+    const double eta = m["accounting"]["eta_emb"], delta = m["evaluation"]["delta_ln_ppl"];
+    EXPECT_NEAR(m["evaluation"]["delta_ln_ppl_per_eta_emb"].get<double>(), delta / eta, 1e-12);
+    const auto mc =
+        compress(t, "lle", (t.dir / "lle-mc").string(),
+                 {"--k", "3", "--coverage-task", "mc", "--coverage-data", (t.dir / "mc.jsonl").string()});
+    ASSERT_TRUE(mc.is_object());
+    EXPECT_EQ(mc["example_coverage"]["examples"], 1);
+    EXPECT_EQ(mc["example_coverage"]["example_coverage"], 0.0); // its choices hold the rare word
+}
+
 TEST(CliLle, BadInputIsRefused)
 {
     Texts t;
@@ -162,6 +195,18 @@ TEST(CliLle, BadInputIsRefused)
          "empty"},
         {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--positions", "--out", out},
          "--positions"},
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--coverage-task", "sst2",
+          "--out", out},
+         "coverage_data"},
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--coverage-task", "cola",
+          "--coverage-data", t.freq, "--out", out},
+         "must be sst2, mc or stsb"},
+        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--coverage-task", "sst2",
+          "--coverage-data", t.freq, "--out", out},
+         "no 'sentence' or 'text' column"},
+        {{"compress", "--method", "pca", "--rank", "8", "--coverage-task", "sst2", "--coverage-data", t.freq,
+          "--out", out},
+         "work with the lle methods"},
     };
     for (const auto& c : cases) {
         const CliRun r = cli(c.args);

@@ -84,10 +84,11 @@ TEST_P(CompressedModelRoundTrip, SaveLoadAndDenseExportGiveTheSameLogits)
             const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(&back.model->token_embedding());
             ASSERT_NE(tt, nullptr);
             EXPECT_EQ(tt->per_token_ranks(), per_token);
-            if (per_token)
+            if (per_token) {
                 EXPECT_TRUE(
                     torch::equal(tt->token_ranks(),
                                  dynamic_cast<const TensorTrainTokenEmbedding&>(*c.embedding).token_ranks()));
+            }
         }
         auto dense = load_weights_only(out / "dense");
         EXPECT_EQ(dense.model->token_embedding().kind(), "dense");

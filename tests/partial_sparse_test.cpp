@@ -616,3 +616,25 @@ TEST(PartialSparse, CoverageCountsTokensAndWholeLines)
     EXPECT_EQ(coverage_of(split, tok, "ab\nbb").lines, 2);
     EXPECT_DOUBLE_EQ(coverage_of(split, tok, "ab\nbb").line_coverage, 1.0);
 }
+
+// Per example (LLE paper Tables 5, 6): each example encoded alone; an example counts
+// as covered when every one of its tokens is in V_C.
+TEST(PartialSparse, CoverageOfExamplesCountsPerExample)
+{
+    const ByteTokenizer tok;
+    std::vector<int64_t> common{'a', 'b', ' '}, rare;
+    for (int64_t v = 0; v < 256; ++v)
+        if (v != 'a' && v != 'b' && v != ' ')
+            rare.push_back(v);
+    const auto split = make_split(common, rare);
+    // "ab ba" 5 of 5; "ac" 1 of 2; "b\nb" 2 of 3 (a newline inside an example is a
+    // token of that example, not a line break); "" no tokens, covered.
+    const auto c = coverage_of_examples(split, tok, {"ab ba", "ac", "b\nb", ""});
+    EXPECT_EQ(c.examples, 4);
+    EXPECT_EQ(c.tokens, 10);
+    EXPECT_DOUBLE_EQ(c.token_coverage, 8.0 / 10.0);
+    EXPECT_DOUBLE_EQ(c.example_coverage, 2.0 / 4.0);
+    const auto none = coverage_of_examples(split, tok, {});
+    EXPECT_EQ(none.examples, 0);
+    EXPECT_DOUBLE_EQ(none.example_coverage, 0.0);
+}

@@ -77,6 +77,9 @@ struct CompressionRequest {
     double keep_ratio = 1.0;
     int64_t k = 0; // lle: neighbours; lle-pca: basis size
     double reg = 1e-3;
+    // Coverage of a dataset by V_C per example (LLE paper Tables 5, 6): a task
+    // ("sst2", "mc", "stsb") and its file; both or neither.
+    std::string coverage_task, coverage_data;
 
     // fourier (METHODS 4)
     std::string mlp = "linear"; // "linear" | "geglu"

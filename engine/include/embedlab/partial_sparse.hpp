@@ -118,4 +118,15 @@ struct Coverage {
 };
 Coverage coverage_of(const FrequencySplit& split, const Tokenizer& tokenizer, const std::string& text);
 
+// Coverage of a dataset's examples by V_C, counted per example (LLE paper Tables 5
+// and 6): each example is encoded on its own; token coverage over all their tokens,
+// example coverage the share of examples made only of V_C tokens.
+struct ExampleCoverage {
+    double token_coverage = 0;
+    double example_coverage = 0;
+    int64_t tokens = 0, examples = 0;
+};
+ExampleCoverage coverage_of_examples(const FrequencySplit& split, const Tokenizer& tokenizer,
+                                     const std::vector<std::string>& examples);
+
 } // namespace embedlab

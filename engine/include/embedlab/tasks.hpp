@@ -39,6 +39,7 @@ struct TaskExample {
     std::string context;
     std::vector<std::string> continuations; // delimiter included: " negative", " positive"
     int64_t label = 0;                      // index into continuations
+    std::string text; // the dataset's own text (sst2: the sentence; mc: context and choices)
 };
 
 struct TaskData {
@@ -63,6 +64,12 @@ inline constexpr const char* task_names = "sst2, mc, stsb";
 // label outside the choices, a malformed line.
 TaskData read_task_data(const std::string& task, const std::filesystem::path& file,
                         const TaskReadOptions& options = {});
+
+// Each example's own text, as the LLE paper counts coverage per example (Tables 5
+// and 6): sst2 the sentence, mc the context and its choices, stsb both sentences,
+// space-joined. InputError as read_task_data / read_sentence_pairs.
+std::vector<std::string> task_texts(const std::string& task, const std::filesystem::path& file,
+                                    const TaskReadOptions& options = {});
 
 struct TaskExampleResult {
     int64_t label = 0;

@@ -99,7 +99,8 @@ TaskData read_sst2(const std::filesystem::path& file, int64_t limit)
         d.examples.push_back(
             {fields[sentence] + "\nQuestion: Is this sentence positive or negative?\nAnswer:",
              {" negative", " positive"},
-             static_cast<int64_t>(l)});
+             static_cast<int64_t>(l),
+             fields[sentence]});
     }
     return d;
 }
@@ -131,6 +132,9 @@ TaskData read_multiple_choice(const std::filesystem::path& file, int64_t limit)
             throw InputError(where + ": \"label\" must be the index of a choice (0 to " +
                              std::to_string(e.continuations.size() - 1) + ")");
         e.label = j["label"].get<int64_t>();
+        e.text = e.context;
+        for (const auto& c : e.continuations) // each already starts with its space
+            e.text += c;
         d.examples.push_back(std::move(e));
     }
     return d;
@@ -159,6 +163,24 @@ std::vector<SentencePair> read_sentence_pairs(const std::filesystem::path& file,
         pairs.push_back({fields[first], fields[second],
                          number(fields[score], file.string() + ":" + std::to_string(line))});
     return pairs;
+}
+
+std::vector<std::string> task_texts(const std::string& task, const std::filesystem::path& file,
+                                    const TaskReadOptions& options)
+{
+    std::vector<std::string> texts;
+    if (task == "stsb") {
+        for (auto& p : read_sentence_pairs(file, options)) {
+            std::string both = std::move(p.first);
+            both += ' ';
+            both += p.second;
+            texts.push_back(std::move(both));
+        }
+        return texts;
+    }
+    for (auto& e : read_task_data(task, file, options).examples)
+        texts.push_back(std::move(e.text));
+    return texts;
 }
 
 } // namespace embedlab

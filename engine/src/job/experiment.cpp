@@ -20,6 +20,7 @@
 #include "embedlab/flat_llm.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/partial_sparse.hpp"
+#include "embedlab/tasks.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/tokenizer.hpp"
 
@@ -450,6 +451,9 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     if (m.needs_frequency_text)
         freq = read_frequency_text(request.freq_text, *run.model.tokenizer, config.vocab_size,
                                    request.keep_ratio);
+    std::vector<std::string> coverage_examples; // read now: a bad dataset fails in a second
+    if (!request.coverage_data.empty())
+        coverage_examples = task_texts(request.coverage_task, request.coverage_data);
     std::optional<EvalInput> eval;
     if (evaluates)
         eval = eval_input(request, run.model);
@@ -555,6 +559,15 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             model.set_position_embedding(run.positions->embedding);
         if (freq)
             run.extra["frequency_text"] = freq->json();
+        if (freq && !request.coverage_data.empty()) {
+            const auto cov = coverage_of_examples(*freq->split, *run.model.tokenizer, coverage_examples);
+            run.extra["example_coverage"] = {{"task", request.coverage_task},
+                                             {"data", request.coverage_data},
+                                             {"examples", cov.examples},
+                                             {"tokens", cov.tokens},
+                                             {"token_coverage", cov.token_coverage},
+                                             {"example_coverage", cov.example_coverage}};
+        }
         s.parameters = embedding_parameters(*run.embedding, m) + (run.positions ? " + positions" : "");
         s.params_before = run.embedding->accounting.params_before;
         s.params_after = run.embedding->accounting.params_after;
@@ -593,6 +606,9 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         s.ppl_original = baseline->ppl;
         s.ppl = compressed.ppl;
         s.delta_ln_ppl = std::log(compressed.ppl) - std::log(baseline->ppl);
+        // TensorSLM Fig. 2a's trade-off: perplexity cost per share of the table removed.
+        if (run.embedding && run.embedding->accounting.eta_emb > 0)
+            run.evaluation["delta_ln_ppl_per_eta_emb"] = s.delta_ln_ppl / run.embedding->accounting.eta_emb;
         s.eval_tokens = compressed.tokens;
     }
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -196,6 +196,8 @@ const std::vector<Field>& fields()
             member("keep_ratio", &R::keep_ratio, lle_family),
             member("k", &R::k, lle_family),
             member("reg", &R::reg, lle_family),
+            member("coverage_task", &R::coverage_task, lle_family),
+            member("coverage_data", &R::coverage_data, lle_family),
             member("mlp", &R::mlp, fourier),
             member("hidden_ratio", &R::hidden_ratio, fourier),
             member("norm", &R::norm, fourier),
@@ -259,8 +261,8 @@ const std::vector<std::string>& request_fields()
 
 const std::vector<std::string>& request_input_fields()
 {
-    static const std::vector<std::string> names{"model",     "tokenizer",  "eval_text",
-                                                "freq_text", "calib_text", "train_text"};
+    static const std::vector<std::string> names{"model",      "tokenizer",  "eval_text",    "freq_text",
+                                                "calib_text", "train_text", "coverage_data"};
     return names;
 }
 
@@ -360,6 +362,12 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("k", std::to_string(r.k) + " is outside 1.." + dmax);
         if (!(r.reg >= 0 && r.reg <= 1e6))
             fail("reg", short_number(r.reg) + " must lie in [0, 1e6]");
+        if (r.coverage_task.empty() != r.coverage_data.empty())
+            fail(r.coverage_task.empty() ? "coverage_data" : "coverage_task",
+                 "goes with coverage_task and coverage_data together (a task and its file)");
+        if (!r.coverage_task.empty() && r.coverage_task != "sst2" && r.coverage_task != "mc" &&
+            r.coverage_task != "stsb")
+            fail("coverage_task", "'" + r.coverage_task + "' must be sst2, mc or stsb");
         break;
     case Method::Fourier:
         if (r.mlp != "linear" && r.mlp != "geglu")

@@ -612,18 +612,50 @@ int64_t PartialSparseTokenEmbedding::parameter_count() const
 
 // --- coverage --------------------------------------------------------------------
 
+namespace {
+
+// Membership in V_C; ids beyond the split's vocabulary are simply not in it.
+class CommonSet {
+public:
+    explicit CommonSet(const FrequencySplit& split) : in_common_(split.common.size() + split.rare.size(), 0)
+    {
+        for (const int64_t id : split.common)
+            if (id >= 0 && static_cast<size_t>(id) < in_common_.size())
+                in_common_[static_cast<size_t>(id)] = 1;
+    }
+    bool operator()(int32_t id) const
+    {
+        return id >= 0 && static_cast<size_t>(id) < in_common_.size() && in_common_[static_cast<size_t>(id)];
+    }
+
+private:
+    std::vector<char> in_common_;
+};
+
+} // namespace
+
+ExampleCoverage coverage_of_examples(const FrequencySplit& split, const Tokenizer& tokenizer,
+                                     const std::vector<std::string>& examples)
+{
+    const CommonSet covered(split);
+    ExampleCoverage c;
+    int64_t kept = 0, whole = 0;
+    for (const auto& text : examples) {
+        const auto ids = tokenizer.encode(text);
+        const auto in = std::count_if(ids.begin(), ids.end(), covered);
+        kept += in;
+        whole += in == static_cast<std::ptrdiff_t>(ids.size()) ? 1 : 0;
+        c.tokens += static_cast<int64_t>(ids.size());
+    }
+    c.examples = static_cast<int64_t>(examples.size());
+    c.token_coverage = c.tokens > 0 ? static_cast<double>(kept) / static_cast<double>(c.tokens) : 0.0;
+    c.example_coverage = c.examples > 0 ? static_cast<double>(whole) / static_cast<double>(c.examples) : 0.0;
+    return c;
+}
+
 Coverage coverage_of(const FrequencySplit& split, const Tokenizer& tokenizer, const std::string& text)
 {
-    // Ids beyond the split's vocabulary are simply not in V_C.
-    const size_t V = split.common.size() + split.rare.size();
-    std::vector<char> in_common(V, 0);
-    for (const int64_t id : split.common)
-        if (id >= 0 && static_cast<size_t>(id) < V)
-            in_common[static_cast<size_t>(id)] = 1;
-    auto covered = [&](int32_t id) {
-        return id >= 0 && static_cast<size_t>(id) < V && in_common[static_cast<size_t>(id)];
-    };
-
+    const CommonSet covered(split);
     Coverage c;
     const auto ids = tokenizer.encode(text);
     c.tokens = static_cast<int64_t>(ids.size());
