@@ -47,6 +47,18 @@ std::string load_error(const fs::path& dir)
     return "no error";
 }
 
+// Copies `good` to a sibling `name`, edits its embedlab.json, and returns the load error.
+template <class Edit>
+std::string tampered_load_error(const fs::path& good, const std::string& name, Edit&& edit)
+{
+    const auto dir = good.parent_path() / name;
+    fs::copy(good, dir);
+    auto m = nlohmann::json::parse(test::read_text(dir / "embedlab.json"));
+    edit(m);
+    write_file_atomic(dir / "embedlab.json", m.dump());
+    return load_error(dir);
+}
+
 } // namespace
 
 class CompressedModelRoundTrip : public ::testing::TestWithParam<Architecture> {};
@@ -186,11 +198,7 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     const auto c = compress_table(table_of(*src.model), {.method = "pca", .rank = 4});
     save_compressed_model(src, c, tmp / "good");
     auto tamper = [&](const std::string& name, auto&& edit) {
-        fs::copy(tmp / "good", tmp / name);
-        auto m = nlohmann::json::parse(test::read_text(tmp / name / "embedlab.json"));
-        edit(m);
-        write_file_atomic(tmp / name / "embedlab.json", m.dump());
-        return load_error(tmp / name);
+        return tampered_load_error(tmp / "good", name, edit);
     };
     auto rank = tamper("rank", [](auto& m) { m["parameters"]["rank"] = 5; });
     EXPECT_NE(rank.find("embedlab.json"), std::string::npos) << rank;
@@ -232,11 +240,7 @@ TEST(CompressedModel, PerTokenTensorTrainRanksMustBeAnnounced)
     const auto c = compress_table(table_of(*src.model), {.method = "tt", .shape = {2, 2, 4}, .eps = 0.4});
     save_compressed_model(src, c, tmp / "good");
     auto tamper = [&](const std::string& name, auto&& edit) {
-        fs::copy(tmp / "good", tmp / name);
-        auto m = nlohmann::json::parse(test::read_text(tmp / name / "embedlab.json"));
-        edit(m);
-        write_file_atomic(tmp / name / "embedlab.json", m.dump());
-        return load_error(tmp / name);
+        return tampered_load_error(tmp / "good", name, edit);
     };
     EXPECT_EQ(load_error(tmp / "good"), "no error");
     auto mode = tamper("mode", [](auto& m) { m["parameters"]["rank_mode"] = "sometimes"; });
