@@ -35,6 +35,19 @@ nlohmann::json compress(const Texts& t, const std::string& method, const std::st
     return json_of(cli(args));
 }
 
+// The directory, and its dense export, evaluate to the perplexity compress recorded.
+void expect_reloads_to_the_recorded_perplexity(const Texts& t, const nlohmann::json& m,
+                                               const std::string& out)
+{
+    const double recorded = m["evaluation"]["compressed"]["ppl"];
+    const auto back = json_of(cli({"eval", out, "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
+    EXPECT_EQ(back["embedding"], "lle");
+    EXPECT_NEAR(back["ppl"].get<double>(), recorded, 1e-6 * recorded);
+    const auto dense =
+        json_of(cli({"eval", out + "/dense", "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
+    EXPECT_NEAR(dense["ppl"].get<double>(), recorded, 1e-4 * recorded);
+}
+
 } // namespace
 
 TEST(CliLle, CompressEvalAndDenseExportRoundTrip)
@@ -52,14 +65,7 @@ TEST(CliLle, CompressEvalAndDenseExportRoundTrip)
     EXPECT_EQ(m["accounting"]["params_after"].get<int64_t>(), common * 128 + rare * 7);
     EXPECT_GT(m["evaluation"]["coverage"]["token_coverage"].get<double>(), 0.5);
     EXPECT_LE(m["evaluation"]["coverage"]["token_coverage"].get<double>(), 1.0);
-    const double recorded = m["evaluation"]["compressed"]["ppl"];
-
-    const auto back = json_of(cli({"eval", out, "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
-    EXPECT_EQ(back["embedding"], "lle");
-    EXPECT_NEAR(back["ppl"].get<double>(), recorded, 1e-6 * recorded);
-    const auto dense =
-        json_of(cli({"eval", out + "/dense", "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
-    EXPECT_NEAR(dense["ppl"].get<double>(), recorded, 1e-4 * recorded);
+    expect_reloads_to_the_recorded_perplexity(t, m, out);
 }
 
 TEST(CliLle, UntiedLlamaRoundTrip)
@@ -71,13 +77,7 @@ TEST(CliLle, UntiedLlamaRoundTrip)
     const auto m = compress(t, "lle", out, {"--k", "4", "--dense"}, model);
     ASSERT_TRUE(m.is_object());
     EXPECT_EQ(m["fit"]["common"].get<int64_t>() + m["fit"]["rare"].get<int64_t>(), 32000);
-    const double recorded = m["evaluation"]["compressed"]["ppl"];
-    const auto back = json_of(cli({"eval", out, "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
-    EXPECT_EQ(back["embedding"], "lle");
-    EXPECT_NEAR(back["ppl"].get<double>(), recorded, 1e-6 * recorded);
-    const auto dense =
-        json_of(cli({"eval", out + "/dense", "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
-    EXPECT_NEAR(dense["ppl"].get<double>(), recorded, 1e-4 * recorded);
+    expect_reloads_to_the_recorded_perplexity(t, m, out);
     // The untied head is untouched: only the input lookup changed.
     const auto unk = compress(t, "lle-unk", (t.dir / "unk").string(), {}, model);
     EXPECT_GT(m["fit"]["rare_cosine"]["mean"].get<double>(), unk["fit"]["rare_cosine"]["mean"].get<double>());

@@ -67,6 +67,15 @@ LoadedModel load_weights_only(const fs::path& dir)
     return load_model(dir, o);
 }
 
+// A tiny random model saved to tmp/src, and its pca rank-5 compression to tmp/pca.
+void save_tiny_pca5(const test::TempDir& tmp, Architecture arch)
+{
+    auto original = load_weights_only(test::write_tiny_hf_model(tmp / "src", arch));
+    const auto c =
+        compress_table(original.model->weights().at(table_name(arch)), {.method = "pca", .rank = 5});
+    save_compressed_model(original, c, tmp / "pca");
+}
+
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b)
 {
     return (a - b).abs().max().item<double>();
@@ -173,11 +182,7 @@ TEST_P(Lora, MergeComputesTheSameFunction)
 TEST_P(Lora, SaveAndReloadKeepEveryAdapter)
 {
     test::TempDir tmp;
-    const auto src = test::write_tiny_hf_model(tmp / "src", GetParam());
-    auto original = load_weights_only(src);
-    const auto c =
-        compress_table(original.model->weights().at(table_name(GetParam())), {.method = "pca", .rank = 5});
-    save_compressed_model(original, c, tmp / "pca");
+    save_tiny_pca5(tmp, GetParam());
     for (const bool merge : {false, true}) {
         auto lm = load_weights_only(tmp / "pca");
         const auto t = prepare_recovery(*lm.model, {.rank = 4, .alpha = 8, .seed = 6}, false);
@@ -219,11 +224,7 @@ TEST_P(Lora, SaveAndReloadKeepEveryAdapter)
 TEST_P(Lora, FromScratchReplacesTheFactorsAndSavesAsLrf)
 {
     test::TempDir tmp;
-    const auto src = test::write_tiny_hf_model(tmp / "src", GetParam());
-    auto original = load_weights_only(src);
-    const auto c =
-        compress_table(original.model->weights().at(table_name(GetParam())), {.method = "pca", .rank = 5});
-    save_compressed_model(original, c, tmp / "pca");
+    save_tiny_pca5(tmp, GetParam());
     auto lm = load_weights_only(tmp / "pca");
     const auto t = prepare_recovery(*lm.model, {.rank = 4, .alpha = 8}, true);
     EXPECT_EQ(t.description["mode"], "lrf");
