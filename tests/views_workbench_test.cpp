@@ -497,6 +497,7 @@ TEST(FigureExport, WritesPngAtTheDpiPdfAndSvgAndRestoresTheStyle)
     view.setData(d);
     QCustomPlot* plot = view.plot();
     const QFont before = plot->xAxis->labelFont();
+    const QImage rendered = plot->toPixmap(400, 300).toImage();
     QTemporaryDir dir;
     FigureOptions o{.width_in = kSingleColumnInches, .aspect = 0.6, .dpi = 300, .publication = true};
     ASSERT_EQ(exportFigure(plot, dir.filePath("f.png"), o), "");
@@ -515,6 +516,10 @@ TEST(FigureExport, WritesPngAtTheDpiPdfAndSvgAndRestoresTheStyle)
     EXPECT_TRUE(svg_text.contains("<svg"));
     EXPECT_TRUE(svg_text.contains("relative error")) << "axis labels are text in the SVG";
     EXPECT_EQ(plot->xAxis->labelFont(), before);
+    // Issue 23 item 1: the background came back as an empty texture brush, so the plot
+    // stopped clearing (old marks piled up, other tabs showed through).
+    EXPECT_TRUE(plot->toPixmap(400, 300).toImage() == rendered)
+        << "the plot renders differently after an export";
     EXPECT_TRUE(exportFigure(plot, dir.filePath("f.bmp"), o).contains("unknown figure format"));
     EXPECT_EQ(QDir(dir.path()).entryList(QDir::Files).size(), 3); // nothing half-written
 }

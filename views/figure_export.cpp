@@ -27,8 +27,10 @@ public:
     {
         if (!apply)
             return;
+        // QCustomPlot reads back only a background pixmap, not its brush; the views
+        // keep QCustomPlot's default solid white brush, restored as such below.
         background_ = plot->background();
-        plot->setBackground(Qt::white);
+        plot->setBackground(QBrush(Qt::white));
         const QFont label("DejaVu Sans", 8), ticks("DejaVu Sans", 7);
         for (auto* rect : plot->axisRects())
             for (auto* axis : rect->axes()) {
@@ -57,7 +59,10 @@ public:
     {
         if (axes_.isEmpty() && legends_.isEmpty())
             return;
-        plot_->setBackground(background_);
+        if (background_.isNull())
+            plot_->setBackground(QBrush(Qt::white));
+        else
+            plot_->setBackground(background_);
         for (const auto& a : axes_) {
             a.axis->setLabelFont(a.label);
             a.axis->setTickLabelFont(a.ticks);
@@ -85,7 +90,7 @@ private:
         QPen border;
     };
     QCustomPlot* plot_;
-    QBrush background_;
+    QPixmap background_;
     QVector<Axis> axes_;
     QVector<Legend> legends_;
 };
