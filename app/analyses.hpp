@@ -74,6 +74,8 @@ struct CompressionRequest {
     // head of a 50k vocabulary makes every token cost V d multiply-adds; the original
     // model's perplexity is computed once per model, text, length and host.
     int64_t eval_tokens = 4096;
+    // Also measure KL(P_original || P_compressed) and top-1 agreement on the same tokens.
+    bool divergence = false;
     // For export_compressed: the text the row was evaluated on ("" = the bundled
     // sample text), which a LoRA row's retraining must leave out as the row did.
     // compress_and_evaluate takes its evaluation text as an argument instead.

@@ -109,6 +109,7 @@ embedlab::CompressionRequest detail::experiment_request(const std::string& model
     }
     e.eval_text = text;
     e.eval_tokens = r.eval_tokens;
+    e.divergence = r.divergence;
     return e;
 }
 

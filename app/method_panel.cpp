@@ -77,7 +77,7 @@ MethodPanel::MethodPanel(QWidget* parent)
       allocation_(new QComboBox(this)),
       samples_(spin(this, "", 1, 4096, 32, "Calibration windows drawn (seeded) from the calibration text")),
       seqlen_(spin(this, "", 2, 8192, 128, "Tokens per calibration window")),
-      lora_(new QCheckBox("+ LoRA recovery", this)),
+      lora_(new QCheckBox("+ LoRA recovery", this)), divergence_(new QCheckBox("+ KL vs original", this)),
       lora_rank_(spin(this, "r = ", 1, 1024, 8, "Adapter rank (alpha = 2 r)")),
       lora_steps_(spin(this, "", 1, 1000000, 100, "Training steps of 8 windows each")),
       target_(new QComboBox(this)), ssh_config_(new QLineEdit(this)), remote_cli_(new QLineEdit(this)),
@@ -101,6 +101,8 @@ MethodPanel::MethodPanel(QWidget* parent)
     seqlen_->setPrefix("of ");
     seqlen_->setSuffix(" tokens");
     lora_->setToolTip("Train LoRA adapters on the compressed model (next-token loss on the training text)");
+    divergence_->setToolTip("Also measure KL(P_original || P_compressed) and top-1 agreement on the "
+                            "evaluated tokens (the KL and top-1 columns; about twice the evaluation time)");
     lora_steps_->setSuffix(" steps");
     eval_tokens_->setSuffix(" tokens");
     eval_tokens_->setSpecialValueText("all tokens");
@@ -128,6 +130,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     top->addWidget(lora_);
     top->addWidget(lora_rank_);
     top->addWidget(lora_steps_);
+    top->addWidget(divergence_);
     top->addWidget(new QLabel("on", this));
     top->addWidget(target_);
     top->addWidget(ssh_config_);
@@ -216,6 +219,7 @@ CompressionRequest MethodPanel::request() const
     r.calibration_text = calibration_text_->text().trimmed().toStdString();
     r.train_text = train_text_->text().trimmed().toStdString();
     r.eval_tokens = eval_tokens_->value();
+    r.divergence = divergence_->isChecked();
     const QString host = target_->currentText().trimmed();
     if (host != kThisComputer && !host.isEmpty()) {
         r.host = host.toStdString();
@@ -246,6 +250,7 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
     samples_->setValue(static_cast<int>(r.samples));
     seqlen_->setValue(static_cast<int>(r.seqlen));
     lora_->setChecked(r.lora_rank > 0);
+    divergence_->setChecked(r.divergence);
     if (r.lora_rank > 0)
         lora_rank_->setValue(static_cast<int>(r.lora_rank));
     lora_steps_->setValue(static_cast<int>(r.lora_steps));
@@ -329,6 +334,7 @@ void MethodPanel::saveSettings() const
     s.setValue("samples", samples_->value());
     s.setValue("seqlen", seqlen_->value());
     s.setValue("lora", lora_->isChecked());
+    s.setValue("divergence", divergence_->isChecked());
     s.setValue("lora_rank", lora_rank_->value());
     s.setValue("lora_steps", lora_steps_->value());
     s.setValue("frequency_text", frequency_text_->text());
@@ -369,6 +375,7 @@ void MethodPanel::restoreSettings()
     samples_->setValue(s.value("samples", samples_->value()).toInt());
     seqlen_->setValue(s.value("seqlen", seqlen_->value()).toInt());
     lora_->setChecked(s.value("lora", false).toBool());
+    divergence_->setChecked(s.value("divergence", false).toBool());
     lora_rank_->setValue(s.value("lora_rank", lora_rank_->value()).toInt());
     lora_steps_->setValue(s.value("lora_steps", lora_steps_->value()).toInt());
     frequency_text_->setText(s.value("frequency_text").toString());

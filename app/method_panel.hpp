@@ -68,6 +68,7 @@ private:
     QSpinBox* samples_;
     QSpinBox* seqlen_;
     QCheckBox* lora_;
+    QCheckBox* divergence_; // also measure KL and top-1 against the original
     QSpinBox* lora_rank_;
     QSpinBox* lora_steps_;
     QComboBox* target_; // editable: "This computer" or an ssh host

@@ -99,7 +99,8 @@ int command_compress(const std::vector<std::string>& argv)
                                  "--mlp",       "--hidden-ratio",  "--loss",         "--steps",  "--lr",
                                  "--fit-batch", "--weight-decay",  "--seed",         "--nu",     "--tau",
                                  "--device",    "--coverage-task", "--coverage-data"},
-              {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks"});
+              {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks",
+               "--divergence"});
     const auto* method = find_method(args.get("--method").value_or(""));
     const bool lle = method && method->needs_frequency_text;
     const auto path = model_argument(args);
@@ -231,13 +232,8 @@ int command_compress(const std::vector<std::string>& argv)
         std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
                     c.fit["explained_variance_at_rank"].get<double>());
     std::printf("  fit %.3f s, total %.3f s\n", c.fit_seconds, manifest["wall_seconds"].get<double>());
-    if (!run.evaluation.is_null()) {
-        const auto& e = run.evaluation;
-        std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
-                    e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
-                    e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
-                    (long long)e["ctx"].get<int64_t>());
-    }
+    if (!run.evaluation.is_null())
+        TextEval::print(run.evaluation);
     if (args.has("--dense"))
         std::printf("  dense export: %s\n", (std::filesystem::path(*out) / "dense").c_str());
     return 0;

@@ -265,7 +265,7 @@ int compress_flat(const std::vector<std::string>& argv)
               {"--method", "--remaining", "--target-ratio", "--allocation", "--mlp-lambda", "--calib-text",
                "--samples", "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch",
                "--tokenizer"},
-              {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense"});
+              {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense", "--divergence"});
     if (args.has("--dense"))
         throw InputError(
             "compress: --dense does not apply to --method flat: DIR/model.safetensors already holds "

@@ -98,7 +98,7 @@ int command_sweep(const std::vector<std::string>& argv)
     Args args("sweep", argv,
               {"--method", "--ranks", "--shape", "--shapes", "--eps", "--eval-text", "--ctx", "--stride",
                "--batch", "--tokenizer", "--freq-text", "--keep-ratios", "--ks", "--reg"},
-              {"--json", "--quiet", "--uniform-ranks"});
+              {"--json", "--quiet", "--uniform-ranks", "--divergence"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
         throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
@@ -183,6 +183,10 @@ int command_sweep(const std::vector<std::string>& argv)
         row["nll_per_token"] = e["compressed"]["nll_per_token"];
         row["delta_ln_ppl"] = e["delta_ln_ppl"];
         row["fit_seconds"] = c.fit_seconds;
+        if (e.contains("divergence")) {
+            row["kl_mean"] = e["divergence"]["kl_mean"];
+            row["top1_agreement"] = e["divergence"]["top1_agreement"];
+        }
         if (!args.has("--json")) {
             const std::string setting =
                 spec.method == "tt" ? joined(c.spec.shape, "x") + " r" + joined(c.spec.ranks, ",")
@@ -200,6 +204,9 @@ int command_sweep(const std::vector<std::string>& argv)
                 std::printf("  rare cos %.4f  token cov %.4f  line cov %.4f",
                             row["rare_mean_cosine"].get<double>(), row["token_coverage"].get<double>(),
                             row["line_coverage"].get<double>());
+            if (row.contains("kl_mean"))
+                std::printf("  KL %.6f  top-1 %.4f", row["kl_mean"].get<double>(),
+                            row["top1_agreement"].get<double>());
             std::printf("\n");
             std::fflush(stdout);
         }

@@ -41,7 +41,7 @@ commands:
            [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
-           --out DIR [--eval-text FILE [--ctx N]] [--positions] [--dense] [--force] [--json]
+           --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
            [--nu X --tau Y | --device raspberry-pi-5|a100-server]   energy model (TensorSLM)
                                                write a compressed model directory (embedlab.json,
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
@@ -56,7 +56,7 @@ commands:
                                                cosines for ids A..B-1 (at most 4096)
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
-  sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--json]
+  sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--divergence] [--json]
   sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
            --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
                                                --eps: each token its own ranks, or one set with --uniform-ranks)

@@ -26,6 +26,7 @@ TextEval TextEval::from_args(const Args& args, const Tokenizer* tokenizer, int64
 
 void eval_flags_into(const Args& args, int64_t max_context, CompressionRequest& request)
 {
+    request.divergence = args.has("--divergence"); // the request check wants an evaluation with it
     const auto text = args.get("--eval-text");
     if (!text)
         return;
@@ -70,6 +71,11 @@ void TextEval::print(const Json& e)
                 e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
                 e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
                 (long long)e["ctx"].get<int64_t>());
+    if (e.contains("divergence"))
+        std::printf("  against the original: KL mean %.6f nats/token (median %.6f, p99 %.6f), top-1 "
+                    "agreement %.4f\n",
+                    e["divergence"]["kl_mean"].get<double>(), e["divergence"]["kl_median"].get<double>(),
+                    e["divergence"]["kl_p99"].get<double>(), e["divergence"]["top1_agreement"].get<double>());
 }
 
 } // namespace embedlab::cli

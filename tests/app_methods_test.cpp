@@ -93,6 +93,19 @@ TEST(AnalysesMethods, LleRowAndItsExport)
     EXPECT_NEAR(perplexity_of(out), r.ppl, 1e-6 * r.ppl);
 }
 
+// "+ KL vs original": the row carries the divergence the engine measured.
+TEST(AnalysesMethods, DivergenceColumnsComeWithTheRow)
+{
+    const auto plain = run({.method = "pca", .rank = 16});
+    EXPECT_TRUE(std::isnan(plain.kl_mean));
+    const auto r = run({.method = "pca", .rank = 16, .divergence = true});
+    expect_valid_row(r);
+    EXPECT_GT(r.kl_mean, 0.0);
+    EXPECT_GT(r.top1_agreement, 0.0);
+    EXPECT_LT(r.top1_agreement, 1.0);
+    EXPECT_DOUBLE_EQ(r.ppl, plain.ppl);
+}
+
 TEST(AnalysesMethods, FourierRowCountsTheMlpOnly)
 {
     const auto r = run({.method = "fourier", .mlp = "linear", .steps = 20});

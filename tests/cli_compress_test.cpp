@@ -209,3 +209,30 @@ TEST(CliBench, TensorTrainPerTokenRanksStoreLessThanUniform)
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_NE(refused.err.find("--uniform-ranks goes with --eps"), std::string::npos) << refused.err;
 }
+
+// --divergence: KL and top-1 against the original, in the record and on the sweep's rows.
+TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
+{
+    embedlab::test::TempDir dir;
+    const auto text = short_text(dir).string();
+    const auto j = json_of(cli({"compress", "--method", "pca", "--rank", "16", "--eval-text", text, "--ctx",
+                                "64", "--divergence", "--out", (dir / "pca").string(), "--json", "--quiet"}));
+    ASSERT_TRUE(j.is_object());
+    const auto& d = j["evaluation"]["divergence"];
+    EXPECT_GT(d["kl_mean"].get<double>(), 0.0);
+    EXPECT_GT(d["top1_agreement"].get<double>(), 0.0);
+    EXPECT_EQ(d["tokens"], j["evaluation"]["tokens"]);
+    const auto sweep = json_of(cli({"sweep", "--method", "pca", "--ranks", "16,128", "--eval-text", text,
+                                    "--ctx", "64", "--divergence", "--json", "--quiet"}));
+    ASSERT_TRUE(sweep.is_object());
+    const auto& rows = sweep["rows"];
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_NEAR(rows[0]["kl_mean"].get<double>(), d["kl_mean"].get<double>(), 1e-12);
+    EXPECT_LT(rows[1]["kl_mean"].get<double>(), 1e-6); // rank 128 = d: lossless
+    EXPECT_EQ(rows[1]["top1_agreement"], 1.0);
+    const auto refused = cli({"compress", "--method", "pca", "--rank", "16", "--divergence", "--out",
+                              (dir / "no-eval").string(), "--quiet"});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("divergence needs an evaluation"), std::string::npos) << refused.err;
+    EXPECT_FALSE(fs::exists(dir / "no-eval"));
+}

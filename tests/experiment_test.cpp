@@ -166,6 +166,44 @@ TEST(RunCompression, EveryMethodRunsAndItsNumbersAgree)
     }
 }
 
+// divergence: KL(P_original || P_model) and top-1 agreement over the evaluated tokens,
+// the same numbers eval --reference gives; a lossless compression diverges by nothing.
+TEST(RunCompression, DivergenceFromTheOriginal)
+{
+    auto lossless = request_for("pca");
+    lossless.rank = 128; // = d
+    lossless.divergence = true;
+    const auto same = embedlab::run_compression(lossless);
+    EXPECT_LT(same.summary.kl_mean, 1e-6);
+    EXPECT_EQ(same.summary.top1_agreement, 1.0);
+    EXPECT_EQ(same.evaluation["divergence"]["tokens"], same.evaluation["tokens"]);
+    for (const std::string method : {"pca", "flat"}) {
+        auto request = request_for(method);
+        request.divergence = true;
+        const auto run = embedlab::run_compression(request);
+        const auto& d = run.evaluation["divergence"];
+        EXPECT_GT(run.summary.kl_mean, 1e-5) << method; // flat at 0.5 on tinygpt2: 6e-5
+        EXPECT_LT(run.summary.top1_agreement, 1.0) << method;
+        EXPECT_EQ(d["kl_mean"].get<double>(), run.summary.kl_mean) << method;
+        // Independently: the original loaded afresh against the run's compressed model.
+        auto lm = embedlab::load_model(model());
+        auto ids = lm.tokenizer->encode(embedlab::read_text_file(sample()));
+        ids.resize(256);
+        const auto again = embedlab::evaluate_divergence(run.compressed_model(), *lm.model, ids, {.ctx = 64});
+        EXPECT_NEAR(again.kl_mean, run.summary.kl_mean, 1e-9) << method;
+        EXPECT_EQ(again.top1_agreement, run.summary.top1_agreement) << method;
+    }
+    auto without_eval = request_for("pca");
+    without_eval.divergence = true;
+    without_eval.eval_text.clear();
+    try {
+        embedlab::run_compression(without_eval);
+        FAIL() << "divergence without an evaluation was accepted";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("divergence"), std::string::npos) << e.what();
+    }
+}
+
 TEST(RunCompression, AJobRunsTheSameRequest)
 {
     for (const std::string method : {"lle", "flat"}) {

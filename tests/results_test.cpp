@@ -69,6 +69,7 @@ TEST(ResultsFiles, EveryFieldRoundTripsThroughCsvAndJson)
     r.host = "host \"B\"\nsecond line"; // quotes and a newline: quoted
     r.model = "/models/tiny gpt2";
     r.eval_text = "/texts/a,b.txt";
+    r.kl_mean = 0.0223; // top1_agreement stays NaN: not measured
     for (const auto& back : {embedlab::results_from_csv(embedlab::results_csv({r, r})),
                              embedlab::results_from_json(embedlab::results_json({r, r}))}) {
         ASSERT_EQ(back.size(), 2u);
@@ -88,10 +89,13 @@ TEST(ResultsFiles, EveryFieldRoundTripsThroughCsvAndJson)
         EXPECT_EQ(b.host, r.host);
         EXPECT_EQ(b.model, r.model);
         EXPECT_EQ(b.eval_text, r.eval_text);
+        EXPECT_EQ(b.kl_mean, r.kl_mean);
+        EXPECT_TRUE(std::isnan(b.top1_agreement));
     }
     // The run summary's own JSON (what a worker job reports) round-trips too.
     const auto back = embedlab::summary_from_json(embedlab::summary_json(r));
     EXPECT_EQ(back.parameters, r.parameters);
+    EXPECT_EQ(back.kl_mean, r.kl_mean);
     EXPECT_TRUE(std::isnan(back.mean_cosine));
     EXPECT_THROW(embedlab::summary_from_json({{"method", "pca"}}), embedlab::InputError);
 }
@@ -105,6 +109,17 @@ TEST(ResultsFiles, OlderNineColumnExportsReadAndGarbageIsRefused)
     EXPECT_EQ(rows[0].params_after, 806272);
     EXPECT_DOUBLE_EQ(rows[0].delta_ln_ppl, 0.412);
     EXPECT_TRUE(std::isnan(rows[0].ppl_original));
+    // Fifteen columns: before the divergence columns.
+    const std::string fifteen = "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,"
+                                "params_before,ppl_original,eval_tokens,model,eval_text\n"
+                                "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA,token_embedding,"
+                                "6432896,40.5,4095,m,t.txt\n";
+    const auto rows15 = embedlab::results_from_csv(fifteen);
+    ASSERT_EQ(rows15.size(), 1u);
+    EXPECT_EQ(rows15[0].part, "token_embedding");
+    EXPECT_EQ(rows15[0].eval_text, "t.txt");
+    EXPECT_DOUBLE_EQ(rows15[0].ppl_original, 40.5);
+    EXPECT_TRUE(std::isnan(rows15[0].kl_mean));
     EXPECT_THROW(embedlab::results_from_csv("a,b\n1,2\n"), embedlab::InputError);
     EXPECT_THROW(embedlab::results_from_json("{\"rows\": []}"), embedlab::InputError);
     EXPECT_THROW(embedlab::results_from_json("not json"), embedlab::InputError);

@@ -74,6 +74,18 @@ TEST(ResultsView, AMissingNumberStaysMissingThroughTheExports)
     view.addRow(
         row("flat", "remaining 0.5, iprs, ranks 21,13,14,16", 40000, 0.5, 31.5, 0.1, nan, 2.0, "host"));
     EXPECT_EQ(view.table()->model()->index(0, 6).data().toString(), QString::fromUtf8("\u2013"));
+    // Divergence not measured: dashes in the KL and top-1 columns; measured: the numbers.
+    EXPECT_EQ(view.table()->model()->headerData(9, Qt::Horizontal).toString(), "KL (nats)");
+    EXPECT_EQ(view.table()->model()->index(0, 9).data().toString(), QString::fromUtf8("\u2013"));
+    auto measured = row("pca", "rank 32", 40000, 0.25, 33.0, 0.2, 0.9, 1.0, "host");
+    measured.kl_mean = 0.1215;
+    measured.top1_agreement = 0.7624;
+    view.addRow(measured);
+    EXPECT_EQ(view.table()->model()->index(1, 9).data().toString(), "0.1215");
+    EXPECT_EQ(view.table()->model()->index(1, 10).data().toString(), "0.7624");
+    view.clear();
+    view.addRow(
+        row("flat", "remaining 0.5, iprs, ranks 21,13,14,16", 40000, 0.5, 31.5, 0.1, nan, 2.0, "host"));
     const auto csv = embedlab::results_csv(view.rows());
     const auto json = embedlab::results_json(view.rows());
     EXPECT_NE(csv.find(",0.10000000000000001,,2,"), std::string::npos) << csv;

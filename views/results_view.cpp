@@ -53,11 +53,12 @@ QString text(const std::string& s)
 } // namespace
 
 ResultsView::ResultsView(QWidget* parent)
-    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 9, this)),
+    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 11, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this))
 {
     model_->setHorizontalHeaderLabels(
-        {"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine", "time (s)", "host"});
+        {"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine", "time (s)", "host",
+         "KL (nats)", "top-1"}); // the last two: runs that measured their divergence from the original
     proxy_->setSourceModel(model_);
     proxy_->setSortRole(kSortRole);
     table_->setModel(proxy_);
@@ -129,7 +130,9 @@ int ResultsView::addRow(const ResultRow& r)
                                 numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
                                 numberItem(r.mean_cosine, shown(r.mean_cosine, 4)),
                                 numberItem(r.seconds, shown(r.seconds, 1)),
-                                textItem(text(r.host))};
+                                textItem(text(r.host)),
+                                numberItem(r.kl_mean, shown(r.kl_mean, 4)),
+                                numberItem(r.top1_agreement, shown(r.top1_agreement, 4))};
     for (auto* item : items)
         item->setData(index, kRowRole);
     model_->appendRow(items);

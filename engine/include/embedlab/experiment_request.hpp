@@ -113,6 +113,9 @@ struct CompressionRequest {
     bool has_eval_ids = false; // eval_ids given (possibly empty: refused)
     int64_t eval_tokens = 0;
     int64_t ctx = 0, stride = 0, batch = 0; // ctx 0: min(128, the model's context)
+    // Also measure the compressed model's divergence from the original over the same
+    // scored tokens (KL(P_original || P_model), top-1 agreement; eval.hpp).
+    bool divergence = false;
 
     uint64_t seed = 0; // fourier fit, calibration windows, LoRA training
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct RunSummary {
     std::string host;        // the machine that ran it
     std::string model;       // the model as given
     std::string eval_text;   // the evaluation text ("" without one; "eval_ids" for token ids)
+    // Divergence from the original (request.divergence); NaN when not measured.
+    double kl_mean = std::numeric_limits<double>::quiet_NaN();
+    double top1_agreement = std::numeric_limits<double>::quiet_NaN();
 };
 nlohmann::ordered_json summary_json(const RunSummary& s);
 RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field
@@ -44,11 +48,11 @@ std::vector<int> pareto_front(const std::vector<RunSummary>& rows);
 
 // The results files. CSV columns: method, parameters, params (stored values after),
 // ratio, ppl, delta_ln_ppl, cosine, seconds, host, then part, params_before,
-// ppl_original, eval_tokens, model, eval_text (RFC 4180 quoting). JSON:
+// ppl_original, eval_tokens, model, eval_text, kl_mean, top1_agreement (RFC 4180 quoting). JSON:
 // {"results": [{the same keys}]}. Numbers at full precision.
 std::string results_csv(const std::vector<RunSummary>& rows);
 std::string results_json(const std::vector<RunSummary>& rows);
-// Inverses; files with only the first nine columns (older exports) read too.
+// Inverses; files with only the first nine or fifteen columns (older exports) read too.
 // InputError for text that is not such a file.
 std::vector<RunSummary> results_from_csv(const std::string& csv);
 std::vector<RunSummary> results_from_json(const std::string& json);

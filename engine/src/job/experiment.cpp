@@ -425,6 +425,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         stages.emplace_back("train", 500);
     if (evaluates)
         stages.emplace_back("eval compressed", 250);
+    if (request.divergence)
+        stages.emplace_back("divergence", 500); // both models again, window by window
     const StagedProgress bar(progress, stages);
 
     CompressionRun run;
@@ -509,6 +511,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     if (eval)
         baseline = original_perplexity(request, model, eval->ids, eval->options, bar.stage("eval original"));
 
+    // The original, kept for the divergence measurement (its weights are shared handles).
+    std::unique_ptr<LanguageModel> original;
     if (is_flat) {
         FlatOptions options;
         options.remaining = flat_remaining;
@@ -554,6 +558,10 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
                                     p.params_after) /
                 static_cast<double>(accounting.params_before + p.params_before);
         }
+        if (request.divergence)
+            original = std::make_unique<LanguageModel>(model.config(), model.weights(),
+                                                       model.shared_token_embedding(), "the original",
+                                                       model.shared_position_embedding());
         model.set_token_embedding(run.embedding->embedding);
         if (run.positions)
             model.set_position_embedding(run.positions->embedding);
@@ -610,6 +618,21 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         if (run.embedding && run.embedding->accounting.eta_emb > 0)
             run.evaluation["delta_ln_ppl_per_eta_emb"] = s.delta_ln_ppl / run.embedding->accounting.eta_emb;
         s.eval_tokens = compressed.tokens;
+        if (request.divergence) {
+            const LanguageModel& reference = original ? *original : model; // flat leaves `model` as it was
+            const auto d = evaluate_divergence(run.compressed_model(), reference, eval->ids, eval->options,
+                                               bar.stage("divergence"));
+            run.evaluation["divergence"] = {{"kl_mean", d.kl_mean},
+                                            {"kl_median", d.kl_median},
+                                            {"kl_p99", d.kl_p99},
+                                            {"kl_max", d.kl_max},
+                                            {"top1_agreement", d.top1_agreement},
+                                            {"tokens", d.tokens},
+                                            {"window_kl_mean", d.window_kl_mean},
+                                            {"window_top1", d.window_top1}};
+            s.kl_mean = d.kl_mean;
+            s.top1_agreement = d.top1_agreement;
+        }
     }
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return run;

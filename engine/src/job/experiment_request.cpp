@@ -222,6 +222,7 @@ const std::vector<Field>& fields()
             member("ctx", &R::ctx, any_method),
             member("stride", &R::stride, any_method),
             member("batch", &R::batch, any_method),
+            member("divergence", &R::divergence, any_method),
             member("seed", &R::seed, any_method),
         };
         // Token ids: an array of non-negative integers (the ids' upper bound is the model's V).
@@ -421,6 +422,8 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     }
     if (!r.eval_text.empty() && r.has_eval_ids)
         fail("eval_ids", "and eval_text: give one of them");
+    if (r.divergence && !r.evaluates())
+        fail("divergence", "needs an evaluation (eval_text or eval_ids): it is measured on the same tokens");
     if (r.has_eval_ids && r.eval_ids.size() < 2)
         fail("eval_ids", "must hold at least two token ids");
     if (r.eval_tokens < 0)

@@ -91,10 +91,12 @@ std::vector<std::vector<std::string>> csv_records(const std::string& csv)
     return records;
 }
 
-const std::vector<std::string> kColumns{"method",        "parameters",   "params",      "ratio", "ppl",
-                                        "delta_ln_ppl",  "cosine",       "seconds",     "host",  "part",
-                                        "params_before", "ppl_original", "eval_tokens", "model", "eval_text"};
-constexpr size_t kFirstColumns = 9; // what exports before the part column had
+const std::vector<std::string> kColumns{"method",        "parameters",    "params",      "ratio", "ppl",
+                                        "delta_ln_ppl",  "cosine",        "seconds",     "host",  "part",
+                                        "params_before", "ppl_original",  "eval_tokens", "model", "eval_text",
+                                        "kl_mean",       "top1_agreement"};
+constexpr size_t kFirstColumns = 9;   // what exports before the part column had
+constexpr size_t kSecondColumns = 15; // ... and before the divergence columns
 
 // A row's JSON object with the results files' keys.
 Json row_json(const RunSummary& r)
@@ -113,7 +115,9 @@ Json row_json(const RunSummary& r)
             {"ppl_original", number_or_null(r.ppl_original)},
             {"eval_tokens", r.eval_tokens},
             {"model", r.model},
-            {"eval_text", r.eval_text}};
+            {"eval_text", r.eval_text},
+            {"kl_mean", number_or_null(r.kl_mean)},
+            {"top1_agreement", number_or_null(r.top1_agreement)}};
 }
 
 // A count read back from a file: anything but a finite number in range is 0.
@@ -150,7 +154,9 @@ Json summary_json(const RunSummary& s)
             {"seconds", s.seconds},
             {"host", s.host},
             {"model", s.model},
-            {"eval_text", s.eval_text}};
+            {"eval_text", s.eval_text},
+            {"kl_mean", number_or_null(s.kl_mean)},
+            {"top1_agreement", number_or_null(s.top1_agreement)}};
 }
 
 RunSummary summary_from_json(const Json& j)
@@ -173,6 +179,8 @@ RunSummary summary_from_json(const Json& j)
         s.host = j.at("host");
         s.model = j.value("model", "");
         s.eval_text = j.value("eval_text", "");
+        s.kl_mean = json_number(j, "kl_mean"); // absent or null: not measured
+        s.top1_agreement = json_number(j, "top1_agreement");
         return s;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
@@ -224,7 +232,9 @@ std::string results_csv(const std::vector<RunSummary>& rows)
                                               full(r.ppl_original),
                                               std::to_string(r.eval_tokens),
                                               csv_field(r.model),
-                                              csv_field(r.eval_text)};
+                                              csv_field(r.eval_text),
+                                              full(r.kl_mean),
+                                              full(r.top1_agreement)};
         for (size_t c = 0; c < fields.size(); ++c)
             out += (c ? "," : "") + fields[c];
         out += '\n';
@@ -262,13 +272,17 @@ std::vector<RunSummary> results_from_csv(const std::string& csv)
         r.seconds = csv_number(f[7]);
         r.host = f[8];
         r.ppl_original = kNaN;
-        if (columns >= kColumns.size()) {
+        if (columns >= kSecondColumns) {
             r.part = f[9];
             r.params_before = to_count(csv_number(f[10]));
             r.ppl_original = csv_number(f[11]);
             r.eval_tokens = to_count(csv_number(f[12]));
             r.model = f[13];
             r.eval_text = f[14];
+        }
+        if (columns >= kColumns.size()) {
+            r.kl_mean = csv_number(f[15]);
+            r.top1_agreement = csv_number(f[16]);
         }
         rows.push_back(std::move(r));
     }
@@ -307,6 +321,8 @@ std::vector<RunSummary> results_from_json(const std::string& json)
         r.eval_tokens = to_count(json_number(o, "eval_tokens"));
         r.model = json_string(o, "model");
         r.eval_text = json_string(o, "eval_text");
+        r.kl_mean = json_number(o, "kl_mean");
+        r.top1_agreement = json_number(o, "top1_agreement");
         rows.push_back(std::move(r));
     }
     return rows;
