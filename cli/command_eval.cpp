@@ -119,16 +119,10 @@ int command_eval(const std::vector<std::string>& argv)
                                            progress.callback());
         j["reference"] = *reference_path;
         j["reference_ppl"] = d.reference_ppl;
-        j["kl_mean"] = d.kl_mean;
-        j["kl_median"] = d.kl_median;
-        j["kl_p99"] = d.kl_p99;
-        j["kl_max"] = d.kl_max;
-        j["top1_agreement"] = d.top1_agreement;
+        j.update(divergence_json(d));
         j["delta_ln_ppl"] = d.delta_ln_ppl;
         j["baseline_ppl"] = d.reference_ppl;
         j["baseline_source"] = "--reference, evaluated on the same ids";
-        j["window_kl_mean"] = d.window_kl_mean;
-        j["window_top1"] = d.window_top1;
         j["divergence_note"] =
             "KL(P_reference || P_model) in nats per scored token, float64; top-1: argmax agreement";
     }

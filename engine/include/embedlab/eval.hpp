@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
 
@@ -73,6 +75,10 @@ struct DivergenceResult {
     int64_t ctx = 0, stride = 0;
     double seconds = 0;
 };
+
+// {kl_mean, kl_median, kl_p99, kl_max, top1_agreement, window_kl_mean, window_top1}:
+// what eval --reference and an experiment's record say about a divergence.
+nlohmann::ordered_json divergence_json(const DivergenceResult& d);
 
 // InputError when the two models' vocabularies differ (naming both sizes).
 DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageModel& reference,

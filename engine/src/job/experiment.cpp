@@ -622,14 +622,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             const LanguageModel& reference = original ? *original : model; // flat leaves `model` as it was
             const auto d = evaluate_divergence(run.compressed_model(), reference, eval->ids, eval->options,
                                                bar.stage("divergence"));
-            run.evaluation["divergence"] = {{"kl_mean", d.kl_mean},
-                                            {"kl_median", d.kl_median},
-                                            {"kl_p99", d.kl_p99},
-                                            {"kl_max", d.kl_max},
-                                            {"top1_agreement", d.top1_agreement},
-                                            {"tokens", d.tokens},
-                                            {"window_kl_mean", d.window_kl_mean},
-                                            {"window_top1", d.window_top1}};
+            run.evaluation["divergence"] = divergence_json(d);
+            run.evaluation["divergence"]["tokens"] = d.tokens;
             s.kl_mean = d.kl_mean;
             s.top1_agreement = d.top1_agreement;
         }
