@@ -253,6 +253,9 @@ long status_kb(const std::string& field)
 // pieces) show the cuts change no id.
 TEST(Tokenizers, OneLongLineCostsMemoryPerPieceNotPerLine)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "ASan keeps freed memory in quarantine and pads every block: RSS says nothing here";
+#endif
     EMBEDLAB_REQUIRE_SHARED();
     const std::string text = data_text("wikitext2-test");
     const size_t target = size_t{4} << 20;
@@ -279,8 +282,9 @@ TEST(Tokenizers, OneLongLineCostsMemoryPerPieceNotPerLine)
         EXPECT_LT(per_byte, 12.0) << name << ": " << (peak - before) / 1024
                                   << " MB above the RSS before, for a " << line.size() / 1024 << " kB line";
         EXPECT_GT(ids.size(), line.size() / 16) << name;
-        if (name == "sentencepiece") // byte fallback: every character comes back
+        if (name == "sentencepiece") { // byte fallback: every character comes back
             EXPECT_EQ(tok->decode(ids), line);
+        }
     }
 }
 
