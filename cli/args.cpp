@@ -34,6 +34,7 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv,
                 values_[a] = argv[++i];
             else
                 throw InputError(command_ + ": option " + a + " needs a value");
+            all_values_[a].push_back(values_[a]);
         } else if (switches.count(a) && !inline_value) {
             switches_.insert(a);
         } else {
@@ -45,6 +46,12 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv,
 bool Args::has(const std::string& option) const
 {
     return switches_.count(option) || values_.count(option);
+}
+
+std::vector<std::string> Args::get_all(const std::string& option) const
+{
+    auto it = all_values_.find(option);
+    return it == all_values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::optional<std::string> Args::get(const std::string& option) const

@@ -20,6 +20,8 @@ public:
     const std::vector<std::string>& positional() const { return positional_; }
     bool has(const std::string& option) const;
     std::optional<std::string> get(const std::string& option) const;
+    // Every value of a repeatable option, in order (get() gives the last).
+    std::vector<std::string> get_all(const std::string& option) const;
     int64_t get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const;
     double get_double(const std::string& option, double fallback, double min, double max) const;
     // "a,b,c" -> integers, each within [min, max]; empty if the option is absent.
@@ -31,6 +33,7 @@ private:
     std::string command_;
     std::vector<std::string> positional_;
     std::map<std::string, std::string> values_;
+    std::map<std::string, std::vector<std::string>> all_values_;
     std::set<std::string> switches_;
 };
 

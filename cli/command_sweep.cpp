@@ -11,6 +11,7 @@
 #include "embedlab/text_format.hpp"
 #include "frequency_text.hpp"
 #include "progress_printer.hpp"
+#include "sweep_table.hpp"
 #include "text_eval.hpp"
 
 namespace embedlab::cli {
@@ -91,14 +92,102 @@ std::vector<std::string> split_list(const std::string& s)
 
 } // namespace
 
+Json sweep_row(const Json& record)
+{
+    const Json& e = record.contains("evaluation") ? record["evaluation"] : Json::object();
+    const Json& fit = record.contains("fit") ? record["fit"] : Json::object();
+    Json row = record["spec"];
+    row["params"] = record["accounting"]["params_after"];
+    row["ratio"] = record["accounting"]["ratio"];
+    if (fit.contains("explained_variance_at_rank"))
+        row["explained_variance"] = fit["explained_variance_at_rank"];
+    row["relative_frobenius"] = record["reconstruction"]["relative_frobenius"];
+    row["mean_cosine"] = record["reconstruction"]["mean_cosine"];
+    if (row.contains("keep_ratio")) {
+        row["rare_mean_cosine"] = fit.contains("rare_cosine") ? fit["rare_cosine"].value("mean", 1.0) : 1.0;
+        row["token_coverage"] = e["coverage"]["token_coverage"];
+        row["line_coverage"] = e["coverage"]["line_coverage"];
+    }
+    row["ppl"] = e["compressed"]["ppl"];
+    row["nll_per_token"] = e["compressed"]["nll_per_token"];
+    row["delta_ln_ppl"] = e["delta_ln_ppl"];
+    row["fit_seconds"] = fit.value("seconds", 0.0);
+    if (e.contains("divergence")) {
+        row["kl_mean"] = e["divergence"]["kl_mean"];
+        row["top1_agreement"] = e["divergence"]["top1_agreement"];
+    }
+    return row;
+}
+
+std::string sweep_setting(const Json& row)
+{
+    const std::string method = row.value("method", "");
+    if (method == "tt")
+        return joined(row["shape"].get<std::vector<int64_t>>(), "x") + " r" +
+               joined(row["ranks"].get<std::vector<int64_t>>(), ",");
+    if (row.contains("keep_ratio"))
+        return method + " r=" + std::to_string(row["keep_ratio"].get<double>()).substr(0, 4) +
+               " k=" + std::to_string(row.value("k", int64_t{0}));
+    return method + " k=" + std::to_string(row.value("rank", int64_t{0}));
+}
+
+void sweep_print_header()
+{
+    std::printf("%-22s %12s %8s %10s %10s %12s %12s %8s\n", "setting", "params", "ratio", "expl.var",
+                "mean cos", "ppl", "dlnPPL", "fit s");
+}
+
+void sweep_print_row(const Json& row, const std::string& suffix)
+{
+    std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f", sweep_setting(row).c_str(),
+                (long long)row["params"].get<int64_t>(), row["ratio"].get<double>(),
+                row.contains("explained_variance")
+                    ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
+                    : "-",
+                row["mean_cosine"].get<double>(), row["ppl"].get<double>(), row["delta_ln_ppl"].get<double>(),
+                row["fit_seconds"].get<double>());
+    if (row.contains("keep_ratio")) // the paper's Tables 5, 6 and 9
+        std::printf("  rare cos %.4f  token cov %.4f  line cov %.4f", row["rare_mean_cosine"].get<double>(),
+                    row["token_coverage"].get<double>(), row["line_coverage"].get<double>());
+    if (row.contains("kl_mean"))
+        std::printf("  KL %.6f  top-1 %.4f", row["kl_mean"].get<double>(),
+                    row["top1_agreement"].get<double>());
+    std::printf("%s\n", suffix.c_str());
+    std::fflush(stdout);
+}
+
+Json sweep_json(const std::string& model, const Json& first_record, const Json& rows)
+{
+    const Json& e = first_record["evaluation"];
+    return {{"model", model},
+            {"method", first_record.value("method", "")},
+            {"text", e["text"]},
+            {"text_sha256", e["text_sha256"]},
+            {"tokens", e["tokens"]},
+            {"ctx", e["ctx"]},
+            {"stride", e["stride"]},
+            {"baseline_ppl", e["baseline"]["ppl"]},
+            {"params_before", first_record["accounting"]["params_before"]},
+            {"rows", rows}};
+}
+
+void sweep_print_original(const Json& sweep)
+{
+    std::printf("%-22s %12lld %8.4f %10s %10s %12.4f %12s\n", "original",
+                (long long)sweep["params_before"].get<int64_t>(), 1.0, "1", "1",
+                sweep["baseline_ppl"].get<double>(), "0");
+}
+
 int command_sweep(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
         return sweep_flat(argv);
     Args args("sweep", argv,
-              {"--method", "--ranks", "--shape", "--shapes", "--eps", "--eval-text", "--ctx", "--stride",
-               "--batch", "--tokenizer", "--freq-text", "--keep-ratios", "--ks", "--reg"},
-              {"--json", "--quiet", "--uniform-ranks", "--divergence"});
+              {"--method", "--ranks",       "--shape",      "--shapes",    "--eps",       "--eval-text",
+               "--ctx",    "--stride",      "--batch",      "--tokenizer", "--freq-text", "--keep-ratios",
+               "--ks",     "--reg",         "--sweep-dir",  "--partition", "--time",      "--cpus-per-task",
+               "--mem",    "--array-limit", "--sbatch-arg", "--slurm-cli"},
+              {"--json", "--quiet", "--uniform-ranks", "--divergence", "--slurm", "--no-wait"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
         throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
@@ -132,20 +221,13 @@ int command_sweep(const std::vector<std::string>& argv)
     }
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() + ": sweep needs an uncompressed model");
-    const int64_t params_before = dense_token_table(model, path.string()).numel();
     // Each setting is an experiment request (experiment.hpp), run by the engine; the
     // original's perplexity is computed once (the engine caches it per model and ids).
     CompressionRequest base;
     base.model = path.string();
     base.tokenizer = args.get("--tokenizer").value_or("");
     eval_flags_into(args, model.max_context(), base);
-    const bool quiet = args.has("--quiet");
-    std::optional<LoadedModel> loaded(std::move(lm)); // the first run takes it; later runs load again
-
-    Json rows = Json::array(), evaluation;
-    if (!args.has("--json"))
-        std::printf("%-22s %12s %8s %10s %10s %12s %12s %8s\n", "setting", "params", "ratio", "expl.var",
-                    "mean cos", "ppl", "dlnPPL", "fit s");
+    std::vector<CompressionRequest> requests;
     for (const auto& spec : specs) {
         CompressionRequest request = base;
         request.method = spec.method;
@@ -160,73 +242,40 @@ int command_sweep(const std::vector<std::string>& argv)
             request.k = spec.k;
             request.reg = spec.reg;
         }
+        requests.push_back(request);
+    }
+    if (args.has("--slurm")) {
+        lm = LoadedModel{}; // the nodes load it; nothing here needs it any more
+        return sweep_on_slurm(args, requests, path.string());
+    }
+    for (const char* option : {"--sweep-dir", "--partition", "--time", "--cpus-per-task", "--mem",
+                               "--array-limit", "--sbatch-arg", "--slurm-cli", "--no-wait"})
+        if (args.has(option))
+            throw InputError(std::string("sweep: ") + option + " applies to --slurm sweeps");
+    const bool quiet = args.has("--quiet");
+    std::optional<LoadedModel> loaded(std::move(lm)); // the first run takes it; later runs load again
+
+    Json rows = Json::array(), first_record;
+    if (!args.has("--json"))
+        sweep_print_header();
+    for (const auto& request : requests) {
         StagePrinter stages(quiet);
         const auto run =
             loaded ? run_compression(request, std::exchange(loaded, std::nullopt).value(), stages.callback())
                    : run_compression(request, stages.callback());
-        const CompressedEmbedding& c = *run.embedding;
-        evaluation = run.evaluation;
-        const auto& e = run.evaluation;
-        Json row = spec_json(c.spec);
-        row["params"] = c.accounting.params_after;
-        row["ratio"] = c.accounting.ratio;
-        if (c.fit.contains("explained_variance_at_rank"))
-            row["explained_variance"] = c.fit["explained_variance_at_rank"];
-        row["relative_frobenius"] = c.reconstruction.relative_frobenius;
-        row["mean_cosine"] = c.reconstruction.mean_cosine;
-        if (c.spec.split) {
-            row["rare_mean_cosine"] = c.fit["rare_cosine"].value("mean", 1.0);
-            row["token_coverage"] = e["coverage"]["token_coverage"];
-            row["line_coverage"] = e["coverage"]["line_coverage"];
-        }
-        row["ppl"] = e["compressed"]["ppl"];
-        row["nll_per_token"] = e["compressed"]["nll_per_token"];
-        row["delta_ln_ppl"] = e["delta_ln_ppl"];
-        row["fit_seconds"] = c.fit_seconds;
-        if (e.contains("divergence")) {
-            row["kl_mean"] = e["divergence"]["kl_mean"];
-            row["top1_agreement"] = e["divergence"]["top1_agreement"];
-        }
-        if (!args.has("--json")) {
-            const std::string setting =
-                spec.method == "tt" ? joined(c.spec.shape, "x") + " r" + joined(c.spec.ranks, ",")
-                : spec.split ? spec.method + " r=" + std::to_string(spec.split->keep_ratio).substr(0, 4) +
-                                   " k=" + std::to_string(spec.k)
-                             : spec.method + " k=" + std::to_string(spec.rank);
-            std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f", setting.c_str(),
-                        (long long)c.accounting.params_after, c.accounting.ratio,
-                        row.contains("explained_variance")
-                            ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
-                            : "-",
-                        c.reconstruction.mean_cosine, row["ppl"].get<double>(),
-                        row["delta_ln_ppl"].get<double>(), c.fit_seconds);
-            if (c.spec.split) // the paper's Tables 5, 6 and 9
-                std::printf("  rare cos %.4f  token cov %.4f  line cov %.4f",
-                            row["rare_mean_cosine"].get<double>(), row["token_coverage"].get<double>(),
-                            row["line_coverage"].get<double>());
-            if (row.contains("kl_mean"))
-                std::printf("  KL %.6f  top-1 %.4f", row["kl_mean"].get<double>(),
-                            row["top1_agreement"].get<double>());
-            std::printf("\n");
-            std::fflush(stdout);
-        }
+        const Json record = run_json(run);
+        if (first_record.is_null())
+            first_record = record;
+        Json row = sweep_row(record);
+        if (!args.has("--json"))
+            sweep_print_row(row);
         rows.push_back(row);
     }
-    if (args.has("--json")) {
-        print_json({{"model", path.string()},
-                    {"method", specs.front().method},
-                    {"text", evaluation["text"]},
-                    {"text_sha256", evaluation["text_sha256"]},
-                    {"tokens", evaluation["tokens"]},
-                    {"ctx", evaluation["ctx"]},
-                    {"stride", evaluation["stride"]},
-                    {"baseline_ppl", evaluation["baseline"]["ppl"]},
-                    {"params_before", params_before},
-                    {"rows", rows}});
-    } else {
-        std::printf("%-22s %12lld %8.4f %10s %10s %12.4f %12s\n", "original", (long long)params_before, 1.0,
-                    "1", "1", evaluation["baseline"]["ppl"].get<double>(), "0");
-    }
+    const Json sweep = sweep_json(path.string(), first_record, rows);
+    if (args.has("--json"))
+        print_json(sweep);
+    else
+        sweep_print_original(sweep);
     return 0;
 }
 

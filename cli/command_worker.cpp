@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -85,7 +86,16 @@ int command_worker(const std::vector<std::string>& argv)
             g_cancel = true;
         }).detach();
 
-    emit({{"event", "started"}, {"pid", ::getpid()}, {"kind", job.is_object() ? job.value("kind", "") : ""}});
+    Json started = {
+        {"event", "started"}, {"pid", ::getpid()}, {"kind", job.is_object() ? job.value("kind", "") : ""}};
+    if (const char* job_id = std::getenv("SLURM_JOB_ID")) { // a Slurm task: who and where (slurm.hpp)
+        auto env = [](const char* name) { return std::string(std::getenv(name) ? std::getenv(name) : ""); };
+        started["slurm"] = {{"job_id", job_id},
+                            {"array_job_id", env("SLURM_ARRAY_JOB_ID")},
+                            {"array_task_id", env("SLURM_ARRAY_TASK_ID")},
+                            {"node", env("SLURMD_NODENAME")}};
+    }
+    emit(started);
     auto error = [](const char* kind, const std::string& message, int code) {
         emit({{"event", "error"}, {"error_kind", kind}, {"message", message}});
         return code;

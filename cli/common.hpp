@@ -96,7 +96,11 @@ int command_importance(const std::vector<std::string>& argv);
 int command_allocate(const std::vector<std::string>& argv);
 int command_worker(const std::vector<std::string>& argv); // command_worker.cpp
 int command_remote(const std::vector<std::string>& argv); // command_remote.cpp
+// sweep-status DIR, sweep-collect DIR: a Slurm sweep (command_sweep_slurm.cpp)
+int command_sweep_status(const std::vector<std::string>& argv);
+int command_sweep_collect(const std::vector<std::string>& argv);
 int command_finetune(const std::vector<std::string>& argv);
+int command_synth(const std::vector<std::string>& argv); // command_synth.cpp
 int bench_train(const std::vector<std::string>& argv);   // bench train (command_finetune.cpp)
 int compress_flat(const std::vector<std::string>& argv); // compress --method flat
 int sweep_flat(const std::vector<std::string>& argv);    // sweep --method flat

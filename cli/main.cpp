@@ -63,6 +63,13 @@ commands:
   sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
            --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
                                                delta ln PPL (lle: rare-row cosine, coverage)
+  sweep    ... --slurm [--sweep-dir DIR] [--partition P] [--time HH:MM:SS] [--cpus-per-task N] [--mem M]
+           [--array-limit K] [--sbatch-arg ARG]... [--slurm-cli PATH] [--no-wait]
+                                               the sweep's points as one Slurm job array (pca, svd, tt,
+                                               lle family); the same rows + slurm_job_id, task, node
+  sweep-status DIR [--json] [--cancel]         a Slurm sweep's tasks: pending/running/done/failed
+  sweep-collect DIR [--resubmit-failed] [--no-wait] [--json]
+                                               wait for a Slurm sweep and print its rows; failed tasks again
   importance [MODEL] --calib-text FILE [--samples N (128)] [--seqlen T (256 or ctx)] [--seed S] [--json]
                                                FLAT-LLM decoder importance scores, value spectra
   allocate --scores FILE.json --ratios R1,R2,.. [--d-head D] [--allocation iprs|uniform] [--json]
@@ -90,6 +97,8 @@ commands:
   remote run HOST[,HOST..] JOB.json [JOB2.json..] [--ssh-config FILE] [--remote-cli PATH]
            [--remote-dir DIR] [--no-fetch] [--cleanup] [--quiet]
                                                jobs on other hosts over ssh (one job per host at a time)
+  remote run --slurm JOB.json [JOB2.json..] [the sweep --slurm options]
+                                               job files as one Slurm job array
   figure   spectrum|iprs|neighbours|fourier|tt|pareto [MODEL | RESULTS.json] --out FILE.png|.pdf|.svg
            [--width single|double|slide] [--aspect A (0.62)] [--dpi N (300)]
            spectrum: [--rank K] [--compare MODEL,..] [--value-heads [--text FILE]]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
@@ -139,6 +148,10 @@ int main(int argc, char** argv)
             return cli::command_compress(args);
         if (command == "sweep")
             return cli::command_sweep(args);
+        if (command == "sweep-status")
+            return cli::command_sweep_status(args);
+        if (command == "sweep-collect")
+            return cli::command_sweep_collect(args);
         if (command == "neighbours")
             return cli::command_neighbours(args);
         if (command == "fourier-map")

@@ -22,6 +22,11 @@ void install_interrupt_handler()
     std::signal(SIGTERM, on_interrupt);
 }
 
+bool interrupted()
+{
+    return g_interrupted.load();
+}
+
 ProgressPrinter::ProgressPrinter(std::string what, std::string unit, bool quiet)
     : what_(std::move(what)), unit_(std::move(unit)), quiet_(quiet), tty_(::isatty(2))
 {

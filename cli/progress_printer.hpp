@@ -11,6 +11,8 @@
 namespace embedlab::cli {
 
 void install_interrupt_handler();
+// Ctrl-C (or SIGTERM) arrived since the handler was installed.
+bool interrupted();
 
 class ProgressPrinter {
 public:

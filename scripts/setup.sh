@@ -2,7 +2,8 @@
 # Installs dependencies from Debian's packages. Idempotent.
 #   scripts/setup.sh               what the build and scripts/run.sh need
 #   scripts/setup.sh --with-tests  also what only the tests need (or EMBEDLAB_SETUP=tests):
-#                                  an sshd, clang's fuzzing runtimes, xvfb, clang-format
+#                                  an sshd, clang's fuzzing runtimes, xvfb, clang-format,
+#                                  Slurm and munge (scripts/slurm-local.sh)
 # scripts/test.sh, sanitize.sh, fuzz.sh and .ci/run use --with-tests.
 # As a user, sudo is used when it can be; without it the apt-get command to run as
 # root is printed and the script exits with status 2.
@@ -50,6 +51,10 @@ TEST_PACKAGES=(
   # llama.cpp's gguf-py (../shared/tools/gguf-py) decodes GGUF blocks in the
   # dequantisation tests (tests/data/gguf_dequant_reference.py).
   python3-numpy
+  # sweep --slurm (issue 22): Slurm's client tools, and the daemons that
+  # scripts/slurm-local.sh starts as a single-node cluster for the `slurm` tests.
+  # Their system services are stopped and disabled after the install (below).
+  slurm-client slurmctld slurmd munge
 )
 if [ "$MODE" = tests ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
@@ -99,3 +104,17 @@ case " ${missing[*]} " in
     echo "setup: the system ssh service is stopped and disabled (the tests start their own sshd)"
     ;;
 esac
+# Likewise Slurm's and munge's services: scripts/slurm-local.sh runs its own,
+# with a private configuration and key.
+for service in slurmctld slurmd munge; do
+  case " ${missing[*]} " in
+    *" $service "*)
+      if command -v systemctl > /dev/null 2>&1; then
+        $SUDO systemctl disable --now "$service" 2> /dev/null || $SUDO systemctl disable "$service" 2> /dev/null || true
+      fi
+      if command -v service > /dev/null 2>&1; then
+        $SUDO service "$service" stop > /dev/null 2>&1 || true
+      fi
+      ;;
+  esac
+done

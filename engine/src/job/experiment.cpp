@@ -642,6 +642,7 @@ Json run_json(const CompressionRun& run)
         j["accounting"] = accounting_json(run.embedding->accounting);
         j["reconstruction"] = reconstruction_json(run.embedding->reconstruction);
         j["fit"] = run.embedding->fit;
+        j["fit"]["seconds"] = run.embedding->fit_seconds; // as embedlab.json has it
     }
     if (run.flat) {
         j["method"] = "flat";

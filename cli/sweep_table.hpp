@@ -1,0 +1,42 @@
+// The rows of `sweep`, local or through Slurm: each row is read from a run's
+// record (experiment.hpp run_json, which a worker's compress result carries), so
+// both print the same table and JSON from the same fields.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "common.hpp"
+#include "embedlab/slurm.hpp"
+
+namespace embedlab::cli {
+
+// params, ratio, explained variance, cosines, ppl, delta ln PPL, fit seconds,
+// lle coverage, KL / top-1, from a run record.
+Json sweep_row(const Json& record);
+// "pca k=16", "tt 4x4x8 r1,4,4,1", "lle r=0.50 k=8".
+std::string sweep_setting(const Json& row);
+
+// Prints the table header, a row, and the closing "original" line; or, with
+// `json`, nothing until sweep_print_json.
+void sweep_print_header();
+void sweep_print_row(const Json& row, const std::string& suffix = "");
+// The sweep's JSON: model, method, evaluation text and its baseline, rows.
+Json sweep_json(const std::string& model, const Json& first_record, const Json& rows);
+void sweep_print_original(const Json& sweep);
+
+// Slurm (command_sweep_slurm.cpp). The options `--slurm` takes, with values.
+const std::set<std::string>& slurm_valued_options();
+SlurmOptions slurm_options(const Args& args);
+// --sweep-dir, or ./embedlab-sweep-<date>-<time>; absolute.
+std::filesystem::path sweep_dir_option(const Args& args);
+// Polls until nothing is pending or running, a line on stderr at each change;
+// Ctrl-C cancels the arrays (scancel) and returns false.
+bool follow_slurm_sweep(const std::filesystem::path& dir, bool quiet, std::vector<SlurmTask>& tasks);
+
+// sweep ... --slurm: one worker job per request as a Slurm job array (slurm.hpp).
+int sweep_on_slurm(const Args& args, const std::vector<CompressionRequest>& requests,
+                   const std::string& model);
+
+} // namespace embedlab::cli

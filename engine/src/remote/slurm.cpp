@@ -1,0 +1,416 @@
+// Slurm job arrays for sweeps (slurm.hpp).
+#include "embedlab/slurm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "embedlab/error.hpp"
+#include "embedlab/file_input.hpp"
+#include "embedlab/file_output.hpp"
+#include "embedlab/remote.hpp"
+#include "embedlab/subprocess.hpp"
+#include "remote/worker_events.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr auto kSlurmTimeout = std::chrono::seconds(60);
+constexpr const char* kManifest = "manifest.json";
+
+// The batch script: $1 the embedlab-cli to run, $2 the sweep directory. Slurm
+// names the task; nothing here comes from the user.
+constexpr const char* kBatchScript = R"(#!/bin/sh
+# An EmbedLab sweep task (embedlab-cli sweep --slurm): runs job-<task>.json of
+# the sweep directory $2 with the embedlab-cli $1; its events go to logs/.
+exec "$1" worker --job "$2/job-$SLURM_ARRAY_TASK_ID.json"
+)";
+
+std::string now_utc()
+{
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+fs::path log_path(const fs::path& dir, int task, const char* ext)
+{
+    return dir / "logs" / ("task-" + std::to_string(task) + ext);
+}
+
+std::string last_lines(const std::string& text, int n)
+{
+    size_t pos = text.size();
+    while (pos > 0 && (text[pos - 1] == '\n'))
+        --pos;
+    const size_t end = pos;
+    for (int i = 0; i < n && pos > 0; ++i) {
+        pos = text.rfind('\n', pos - 1);
+        if (pos == std::string::npos) {
+            pos = 0;
+            break;
+        }
+    }
+    return text.substr(pos == 0 ? 0 : pos + 1, end - (pos == 0 ? 0 : pos + 1));
+}
+
+std::string read_small(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write_manifest(const fs::path& dir, const Json& manifest)
+{
+    write_file_atomic(dir / kManifest, manifest.dump(1) + "\n");
+}
+
+struct QueuedTask {
+    std::string state, node;
+};
+
+// squeue's view of the sweep's array jobs: "<job>_<task>" -> state, node.
+std::map<std::string, QueuedTask> queued_tasks(const std::vector<std::string>& job_ids)
+{
+    std::map<std::string, QueuedTask> out;
+    if (job_ids.empty())
+        return out;
+    std::string list;
+    for (const auto& id : job_ids)
+        list += (list.empty() ? "" : ",") + id;
+    const auto r = run_command({"squeue", "--noheader", "--array", "--jobs=" + list, "--format=%i|%T|%N"}, "",
+                               kSlurmTimeout);
+    if (r.status != 0) {
+        // Jobs that ended long ago are purged; squeue then calls their ids invalid.
+        if (r.err.find("Invalid job id") != std::string::npos)
+            return out;
+        throw RemoteError("squeue: " + (r.timed_out ? std::string("timed out") : last_lines(r.err, 3)));
+    }
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto a = line.find('|');
+        const auto b = line.find('|', a == std::string::npos ? a : a + 1);
+        if (a == std::string::npos || b == std::string::npos)
+            continue;
+        out[line.substr(0, a)] = {line.substr(a + 1, b - a - 1), line.substr(b + 1)};
+    }
+    return out;
+}
+
+} // namespace
+
+Json slurm_options_json(const SlurmOptions& o)
+{
+    return {{"partition", o.partition},
+            {"time", o.time},
+            {"mem", o.mem},
+            {"cpus_per_task", o.cpus_per_task},
+            {"array_limit", o.array_limit},
+            {"sbatch_args", o.sbatch_args},
+            {"cli", o.cli.string()},
+            {"job_name", o.job_name}};
+}
+
+SlurmOptions slurm_options_from_json(const Json& j)
+{
+    SlurmOptions o;
+    o.partition = j.value("partition", "");
+    o.time = j.value("time", "");
+    o.mem = j.value("mem", "");
+    o.cpus_per_task = j.value("cpus_per_task", 0);
+    o.array_limit = j.value("array_limit", 0);
+    if (j.contains("sbatch_args") && j["sbatch_args"].is_array())
+        for (const auto& a : j["sbatch_args"])
+            if (a.is_string())
+                o.sbatch_args.push_back(a.get<std::string>());
+    o.cli = j.value("cli", "");
+    o.job_name = j.value("job_name", o.job_name);
+    return o;
+}
+
+void require_slurm_tool(const std::string& tool, const std::string& label)
+{
+    if (!find_executable(tool))
+        throw InputError(label + ": " + tool +
+                         " not found on PATH (Slurm's client tools: Debian's slurm-client, or a "
+                         "cluster login node)");
+}
+
+int slurm_max_array_size()
+{
+    if (!find_executable("scontrol"))
+        return 0;
+    const auto r = run_command({"scontrol", "show", "config"}, "", kSlurmTimeout);
+    if (r.status != 0)
+        return 0;
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("MaxArraySize", 0) != 0)
+            continue;
+        const auto eq = line.find('=');
+        try {
+            return eq == std::string::npos ? 0 : std::stoi(line.substr(eq + 1));
+        } catch (const std::exception&) {
+            return 0;
+        }
+    }
+    return 0;
+}
+
+void check_slurm_array_size(int tasks, const std::string& label)
+{
+    if (const int max = slurm_max_array_size(); max > 0 && tasks > max)
+        throw InputError(label + ": " + std::to_string(tasks) +
+                         " points, but this cluster's MaxArraySize is " + std::to_string(max) +
+                         " (array indices 0.." + std::to_string(max - 1) + "); split the sweep");
+}
+
+std::string array_ranges(std::vector<int> tasks)
+{
+    std::sort(tasks.begin(), tasks.end());
+    tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+    std::string out;
+    for (size_t i = 0; i < tasks.size();) {
+        size_t j = i;
+        while (j + 1 < tasks.size() && tasks[j + 1] == tasks[j] + 1)
+            ++j;
+        out += (out.empty() ? "" : ",") + std::to_string(tasks[i]);
+        if (j > i)
+            out += "-" + std::to_string(tasks[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
+void write_slurm_sweep(const fs::path& dir, const std::vector<Json>& jobs, const Json& info)
+{
+    const std::string label = dir.string();
+    if (jobs.empty())
+        throw InputError(label + ": a sweep needs at least one job");
+    // sbatch expands %-patterns in --output; a directory with '%' would be renamed.
+    if (dir.string().find('%') != std::string::npos)
+        throw InputError(label + ": the sweep directory's path must not contain '%'");
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+        throw InputError(label + ": already exists (a sweep directory must be new or empty)");
+    fs::create_directories(dir / "logs", ec);
+    if (ec)
+        throw InputError(label + ": cannot create the sweep directory (" + ec.message() + ")");
+    try {
+        for (size_t i = 0; i < jobs.size(); ++i)
+            write_file_atomic(dir / ("job-" + std::to_string(i) + ".json"), jobs[i].dump(1) + "\n");
+        write_file_atomic(dir / "sweep.sh", kBatchScript);
+        fs::permissions(dir / "sweep.sh",
+                        fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
+                        fs::perm_options::replace);
+        write_manifest(dir, {{"format", "embedlab-slurm-sweep"},
+                             {"version", 1},
+                             {"created", now_utc()},
+                             {"tasks", jobs.size()},
+                             {"info", info},
+                             {"submissions", Json::array()}});
+    } catch (const std::exception& e) {
+        throw InputError(label + ": cannot write the sweep directory (" + e.what() + ")");
+    }
+}
+
+Json read_slurm_manifest(const fs::path& dir)
+{
+    const auto file = dir / kManifest;
+    if (!fs::is_regular_file(file))
+        throw InputError(dir.string() + ": not a sweep directory (no " + kManifest + ")");
+    const auto j =
+        Json::parse(io::read_regular_file(file, io::metadata_file_cap, "sweep manifest"), nullptr, false);
+    if (!j.is_object() || j.value("format", "") != "embedlab-slurm-sweep" || !j.contains("tasks") ||
+        !j["tasks"].is_number_unsigned() || j["tasks"].get<uint64_t>() == 0 ||
+        j["tasks"].get<uint64_t>() > 1'000'000 || !j.contains("submissions") || !j["submissions"].is_array())
+        throw InputError(file.string() + ": not an EmbedLab sweep manifest");
+    return j;
+}
+
+std::string submit_slurm_sweep(const fs::path& dir_in, const SlurmOptions* given,
+                               const std::vector<int>& only)
+{
+    const fs::path dir = fs::absolute(dir_in).lexically_normal();
+    const std::string label = "sweep --slurm";
+    require_slurm_tool("sbatch", label);
+    Json manifest = read_slurm_manifest(dir);
+    const int n = manifest["tasks"].get<int>();
+    SlurmOptions options =
+        given ? *given : slurm_options_from_json(manifest.value("options", Json::object()));
+    if (options.cli.empty())
+        options.cli = fs::read_symlink("/proc/self/exe");
+    std::vector<int> tasks = only;
+    if (tasks.empty())
+        for (int i = 0; i < n; ++i)
+            tasks.push_back(i);
+    for (int t : tasks)
+        if (t < 0 || t >= n)
+            throw InputError(label + ": task " + std::to_string(t) + " is not in the sweep (0.." +
+                             std::to_string(n - 1) + ")");
+    check_slurm_array_size(*std::max_element(tasks.begin(), tasks.end()) + 1, label);
+    for (int t : tasks) { // a resubmitted task starts with empty logs
+        std::error_code ec;
+        fs::remove(log_path(dir, t, ".out"), ec);
+        fs::remove(log_path(dir, t, ".err"), ec);
+    }
+    std::string array = array_ranges(tasks);
+    if (options.array_limit > 0)
+        array += "%" + std::to_string(options.array_limit);
+    std::vector<std::string> argv = {"sbatch",
+                                     "--parsable",
+                                     "--job-name=" + options.job_name,
+                                     "--array=" + array,
+                                     "--output=" + (dir / "logs" / "task-%a.out").string(),
+                                     "--error=" + (dir / "logs" / "task-%a.err").string()};
+    if (!options.partition.empty())
+        argv.push_back("--partition=" + options.partition);
+    if (!options.time.empty())
+        argv.push_back("--time=" + options.time);
+    if (!options.mem.empty())
+        argv.push_back("--mem=" + options.mem);
+    if (options.cpus_per_task > 0)
+        argv.push_back("--cpus-per-task=" + std::to_string(options.cpus_per_task));
+    argv.insert(argv.end(), options.sbatch_args.begin(), options.sbatch_args.end());
+    argv.push_back((dir / "sweep.sh").string());
+    argv.push_back(options.cli.string());
+    argv.push_back(dir.string());
+    const auto r = run_command(argv, "", kSlurmTimeout);
+    if (r.status != 0)
+        throw InputError("sbatch: " + (r.timed_out ? std::string("timed out") : last_lines(r.err, 3)));
+    std::string job_id = r.out.substr(0, r.out.find_first_of(";\n"));
+    if (job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos)
+        throw RemoteError("sbatch: unexpected reply '" + last_lines(r.out, 1) + "'");
+    manifest["options"] = slurm_options_json(options);
+    manifest["submissions"].push_back({{"job_id", job_id}, {"tasks", tasks}, {"submitted", now_utc()}});
+    write_manifest(dir, manifest);
+    return job_id;
+}
+
+const char* slurm_task_state_name(SlurmTaskState s)
+{
+    switch (s) {
+    case SlurmTaskState::Pending:
+        return "pending";
+    case SlurmTaskState::Running:
+        return "running";
+    case SlurmTaskState::Done:
+        return "done";
+    case SlurmTaskState::Failed:
+        return "failed";
+    }
+    return "?";
+}
+
+std::vector<SlurmTask> slurm_sweep_status(const fs::path& dir)
+{
+    const Json manifest = read_slurm_manifest(dir);
+    const int n = manifest["tasks"].get<int>();
+    std::vector<SlurmTask> tasks(n);
+    std::vector<std::string> job_ids;
+    for (int i = 0; i < n; ++i)
+        tasks[i].index = i;
+    for (const auto& s : manifest["submissions"]) {
+        const std::string id = s.value("job_id", "");
+        job_ids.push_back(id);
+        if (s.contains("tasks") && s["tasks"].is_array())
+            for (const auto& t : s["tasks"])
+                if (t.is_number_integer() && t.get<int>() >= 0 && t.get<int>() < n)
+                    tasks[t.get<int>()].job_id = id; // the latest submission wins
+    }
+    // squeue before the event files: a task that ends in between has its final event.
+    const auto queued = queued_tasks(job_ids);
+    for (auto& task : tasks) {
+        const auto events = read_small(log_path(dir, task.index, ".out"));
+        bool final_event = false;
+        std::istringstream in(events);
+        std::string line;
+        while (std::getline(in, line)) {
+            const auto w = detail::parse_worker_line(line);
+            using K = detail::WorkerLine::Kind;
+            if (w.kind == K::Started && w.json.contains("slurm") && w.json["slurm"].is_object())
+                task.node = w.json["slurm"].value("node", "");
+            else if (w.kind == K::Progress)
+                task.progress = w.json;
+            else if (w.kind == K::Result) {
+                task.state = SlurmTaskState::Done;
+                task.result = w.json;
+                final_event = true;
+            } else if (w.kind == K::Error) {
+                task.state = SlurmTaskState::Failed;
+                task.message = w.json.value("error_kind", "") == "cancelled"
+                                   ? "cancelled"
+                                   : w.json.value("message", "failed");
+                final_event = true;
+            }
+        }
+        if (!final_event) {
+            const auto q = queued.find(task.job_id + "_" + std::to_string(task.index));
+            if (task.job_id.empty()) {
+                task.state = SlurmTaskState::Failed;
+                task.message = "never submitted";
+            } else if (q != queued.end()) {
+                task.slurm_state = q->second.state;
+                task.state = q->second.state == "PENDING" ? SlurmTaskState::Pending : SlurmTaskState::Running;
+                if (task.node.empty())
+                    task.node = q->second.node;
+            } else {
+                task.state = SlurmTaskState::Failed;
+                task.message = events.empty() ? "ended without running (cancelled while pending?)"
+                                              : "ended without a result (killed: cancelled, or its time or "
+                                                "memory limit?)";
+            }
+        }
+        if (task.state == SlurmTaskState::Failed)
+            task.stderr_tail = last_lines(read_small(log_path(dir, task.index, ".err")), 5);
+    }
+    return tasks;
+}
+
+std::vector<int> failed_tasks(const std::vector<SlurmTask>& tasks)
+{
+    std::vector<int> out;
+    for (const auto& t : tasks)
+        if (t.state == SlurmTaskState::Failed)
+            out.push_back(t.index);
+    return out;
+}
+
+bool slurm_sweep_finished(const std::vector<SlurmTask>& tasks)
+{
+    return std::none_of(tasks.begin(), tasks.end(), [](const SlurmTask& t) {
+        return t.state == SlurmTaskState::Pending || t.state == SlurmTaskState::Running;
+    });
+}
+
+std::vector<std::string> cancel_slurm_sweep(const fs::path& dir)
+{
+    require_slurm_tool("scancel", "sweep --cancel");
+    const Json manifest = read_slurm_manifest(dir);
+    std::vector<std::string> ids;
+    for (const auto& s : manifest["submissions"])
+        if (const std::string id = s.value("job_id", ""); !id.empty())
+            ids.push_back(id);
+    if (ids.empty())
+        return ids;
+    std::vector<std::string> argv = {"scancel"};
+    argv.insert(argv.end(), ids.begin(), ids.end());
+    const auto r = run_command(argv, "", kSlurmTimeout);
+    if (r.status != 0 && r.err.find("Invalid job id") == std::string::npos)
+        throw RemoteError("scancel: " + (r.timed_out ? std::string("timed out") : last_lines(r.err, 3)));
+    return ids;
+}
+
+} // namespace embedlab
