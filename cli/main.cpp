@@ -109,6 +109,9 @@ commands:
   demo     [--out DIR (build/demo)] [--quick]  pca, svd and tt at a few settings on the bundled model:
                                                results.csv/json, every figure (PNG, PDF), report.md/html
                                                (figure and demo need the GUI build: embedlab-figure)
+  synth    --like NAME --out DIR [--dtype f32|f16|bf16] [--seed S] [--layers N] [--force] [--json]
+                                               random weights with a real model's config.json and tensor
+                                               names (gpt2-small, qwen2.5-0.5b, ...: scale fixtures)
   version                                      print the version
 
 MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
@@ -170,6 +173,8 @@ int main(int argc, char** argv)
             return cli::command_remote(args);
         if (command == "finetune")
             return cli::command_finetune(args);
+        if (command == "synth")
+            return cli::command_synth(args);
         if (command == "figure" || command == "demo")
             return cli::command_figure(command, args);
         if (command == "version" || command == "--version") {

@@ -164,6 +164,37 @@ TEST(FileOutput, SafetensorsCancelKeepsTheOldFile)
     EXPECT_EQ(read_text(file), "old");
 }
 
+// The streamed writer gives the same file as write_safetensors, chunk by chunk.
+TEST(FileOutput, StreamedSafetensorsMatchesTheInMemoryWriter)
+{
+    TempDir dir;
+    const torch::Tensor a = torch::arange(1000, torch::kFloat32).reshape({10, 100});
+    const torch::Tensor b = torch::arange(37, torch::kFloat32).to(torch::kBFloat16);
+    const Tensors tensors = {{"a", a}, {"b", b}};
+    embedlab::write_safetensors(dir / "memory.safetensors", tensors, {{"format", "pt"}});
+    std::vector<std::pair<size_t, uint64_t>> calls;
+    embedlab::write_safetensors_streamed(
+        dir / "streamed.safetensors", {{"a", "F32", {10, 100}}, {"b", "BF16", {37}}},
+        [&](size_t index, uint64_t offset, std::span<char> out) {
+            calls.emplace_back(index, offset);
+            const std::string bytes = raw_bytes(tensors[index].second).substr(offset, out.size());
+            ASSERT_EQ(bytes.size(), out.size());
+            std::memcpy(out.data(), bytes.data(), out.size());
+        },
+        {{"format", "pt"}}, {}, 1024);
+    EXPECT_EQ(read_text(dir / "streamed.safetensors"), read_text(dir / "memory.safetensors"));
+    const std::vector<std::pair<size_t, uint64_t>> expected = {
+        {0, 0}, {0, 1024}, {0, 2048}, {0, 3072}, {1, 0}};
+    EXPECT_EQ(calls, expected);
+    expect_input_error(
+        [&] {
+            embedlab::write_safetensors_streamed(dir / "bad.safetensors", {{"x", "F8", {2}}},
+                                                 [](size_t, uint64_t, std::span<char>) {});
+        },
+        "tensor 'x': dtype F8");
+    EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{"memory.safetensors", "streamed.safetensors"}));
+}
+
 TEST(FileOutput, WriteFileAtomicReplacesContent)
 {
     TempDir dir;

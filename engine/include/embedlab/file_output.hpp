@@ -11,8 +11,11 @@
 // process-wide atomic counter); one AtomicDirectory is not to be shared between threads.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +39,25 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {},
                        const ProgressFn& progress = {});
+
+// One tensor of write_safetensors_streamed: its bytes are produced while writing.
+struct StreamedTensor {
+    std::string name;
+    std::string dtype; // "F32", "F16", "BF16", "I64" or "I32"
+    std::vector<int64_t> shape;
+};
+
+// fill(index, offset, out): bytes [offset, offset + out.size()) of tensor `index`.
+using TensorBytesFn = std::function<void(size_t index, uint64_t offset, std::span<char> out)>;
+
+// write_safetensors for tensors too large to hold: the header comes from the
+// shapes, then `fill` produces each tensor in order, chunk_bytes at a time
+// (offsets are multiples of chunk_bytes, which must be a multiple of 8). Bad
+// names, dtypes or shapes throw InputError before anything is created.
+void write_safetensors_streamed(const std::filesystem::path& path, const std::vector<StreamedTensor>& tensors,
+                                const TensorBytesFn& fill,
+                                const std::map<std::string, std::string>& metadata = {},
+                                const ProgressFn& progress = {}, size_t chunk_bytes = size_t{8} << 20);
 
 // A directory built in `<final_dir>.tmp-<pid>-<n>` and renamed to `final_dir` by
 // commit(); removed by the destructor if commit() was never reached.

@@ -166,6 +166,59 @@ const char* safetensors_dtype(torch::ScalarType t)
     }
 }
 
+uint64_t safetensors_element_size(const std::string& dtype)
+{
+    if (dtype == "F32" || dtype == "I32")
+        return 4;
+    if (dtype == "F16" || dtype == "BF16")
+        return 2;
+    if (dtype == "I64")
+        return 8;
+    return 0;
+}
+
+struct SafetensorsLayout {
+    std::string header;          // JSON, space-padded so the data starts 8-byte aligned
+    std::vector<uint64_t> bytes; // per tensor
+    uint64_t data_size = 0;
+};
+
+// Validates names, dtypes and shapes, so bad input fails before a file exists.
+SafetensorsLayout safetensors_layout(const fs::path& path, const std::vector<StreamedTensor>& tensors,
+                                     const std::map<std::string, std::string>& metadata)
+{
+    nlohmann::json header = nlohmann::json::object();
+    if (!metadata.empty())
+        header["__metadata__"] = metadata;
+    SafetensorsLayout layout;
+    for (const StreamedTensor& t : tensors) {
+        const std::string where = path.string() + ": tensor '" + t.name + "': ";
+        if (t.name == "__metadata__")
+            throw InputError(where + "the name is reserved for metadata");
+        if (header.contains(t.name))
+            throw InputError(where + "duplicate name");
+        const uint64_t element = safetensors_element_size(t.dtype);
+        if (element == 0)
+            throw InputError(where + "dtype " + t.dtype +
+                             " cannot be written (supported: F32, F16, BF16, I64, I32)");
+        uint64_t bytes = element;
+        for (const int64_t n : t.shape) {
+            if (n < 0)
+                throw InputError(where + "negative dimension " + std::to_string(n));
+            bytes *= static_cast<uint64_t>(n);
+        }
+        header[t.name] = {{"dtype", t.dtype},
+                          {"shape", t.shape},
+                          {"data_offsets", {layout.data_size, layout.data_size + bytes}}};
+        layout.bytes.push_back(bytes);
+        layout.data_size += bytes;
+    }
+    layout.header = header.dump();
+    layout.header.append((8 - layout.header.size() % 8) % 8,
+                         ' '); // keeps the data 8-byte aligned for mmap readers
+    return layout;
+}
+
 } // namespace
 
 void write_file_atomic(const fs::path& path, std::string_view bytes)
@@ -179,36 +232,24 @@ void write_safetensors(const fs::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata, const ProgressFn& progress)
 {
-    // Validate everything before creating the temp file, so bad input leaves nothing behind.
-    nlohmann::json header = nlohmann::json::object();
-    if (!metadata.empty())
-        header["__metadata__"] = metadata;
-    uint64_t data_size = 0;
+    std::vector<StreamedTensor> specs;
     for (const auto& [name, t] : tensors) {
         const std::string where = path.string() + ": tensor '" + name + "': ";
-        if (name == "__metadata__")
-            throw InputError(where + "the name is reserved for metadata");
-        if (header.contains(name))
-            throw InputError(where + "duplicate name");
         if (!t.defined() || t.layout() != torch::kStrided)
             throw InputError(where + "not a dense tensor");
         const char* dtype = safetensors_dtype(t.scalar_type());
         if (!dtype)
             throw InputError(where + "dtype " + std::string(c10::toString(t.scalar_type())) +
                              " cannot be written (supported: float32, float16, bfloat16, int64, int32)");
-        const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-        header[name] = {
-            {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {data_size, data_size + bytes}}};
-        data_size += bytes;
+        specs.push_back({name, dtype, t.sizes().vec()});
     }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' '); // keeps the data 8-byte aligned for mmap readers
-    const uint64_t header_len = text.size();
-    const auto total = static_cast<int64_t>(8 + header_len + data_size);
+    const SafetensorsLayout layout = safetensors_layout(path, specs, metadata);
+    const uint64_t header_len = layout.header.size();
+    const auto total = static_cast<int64_t>(8 + header_len + layout.data_size);
 
     TempFile file(path);
     file.write(&header_len, 8);
-    file.write(text.data(), text.size());
+    file.write(layout.header.data(), layout.header.size());
     int64_t done = static_cast<int64_t>(8 + header_len);
     report_progress(progress, done, total);
     // One contiguous CPU copy at a time, written in chunks so progress and
@@ -221,6 +262,36 @@ void write_safetensors(const fs::path& path,
         for (size_t at = 0; at < bytes; at += chunk) {
             const size_t n = std::min(chunk, bytes - at);
             file.write(p + at, n);
+            done += static_cast<int64_t>(n);
+            report_progress(progress, done, total);
+        }
+    }
+    file.commit();
+}
+
+void write_safetensors_streamed(const fs::path& path, const std::vector<StreamedTensor>& tensors,
+                                const TensorBytesFn& fill, const std::map<std::string, std::string>& metadata,
+                                const ProgressFn& progress, size_t chunk_bytes)
+{
+    if (chunk_bytes == 0 || chunk_bytes % 8 != 0)
+        throw std::invalid_argument(
+            "write_safetensors_streamed: chunk_bytes must be a positive multiple of 8");
+    const SafetensorsLayout layout = safetensors_layout(path, tensors, metadata);
+    const uint64_t header_len = layout.header.size();
+    const auto total = static_cast<int64_t>(8 + header_len + layout.data_size);
+
+    TempFile file(path);
+    file.write(&header_len, 8);
+    file.write(layout.header.data(), layout.header.size());
+    int64_t done = static_cast<int64_t>(8 + header_len);
+    report_progress(progress, done, total);
+    std::vector<char> buffer(static_cast<size_t>(std::min<uint64_t>(chunk_bytes, layout.data_size)));
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        for (uint64_t at = 0; at < layout.bytes[i]; at += chunk_bytes) {
+            const auto n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, layout.bytes[i] - at));
+            const std::span<char> out(buffer.data(), n);
+            fill(i, at, out);
+            file.write(out.data(), out.size());
             done += static_cast<int64_t>(n);
             report_progress(progress, done, total);
         }
