@@ -32,6 +32,7 @@
 #include <QVBoxLayout>
 
 #include "analyses.hpp"
+#include "checked_spin_box.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
@@ -56,8 +57,8 @@ MainWindow::MainWindow(QWidget* parent)
       allocation_(new views::RankAllocationView(this)), results_(new views::ResultsView(this)),
       fourier_(new views::FourierMapView(this)), tt_(new views::TensorTrainView(this)),
       lle_(new views::NeighbourGraphView(this)), method_panel_(new MethodPanel(this)),
-      fourier_first_(new QSpinBox(this)), fourier_count_(new QSpinBox(this)),
-      lle_keep_(new QDoubleSpinBox(this)), lle_k_(new QSpinBox(this)),
+      fourier_first_(new CheckedSpinBox(this)), fourier_count_(new CheckedSpinBox(this)),
+      lle_keep_(new CheckedDoubleSpinBox(this)), lle_k_(new CheckedSpinBox(this)),
       export_button_(new QPushButton("Export compressed model...", this)), job_list_(new QTreeWidget(this))
 {
     setWindowTitle("EmbedLab");
@@ -132,6 +133,10 @@ MainWindow::MainWindow(QWidget* parent)
         menu.exec(results_->table()->viewport()->mapToGlobal(at));
     });
 
+    fourier_first_->setObjectName("fourier_first");
+    fourier_count_->setObjectName("fourier_count");
+    lle_k_->setObjectName("lle_k");
+    job_list_->setObjectName("job_list");
     fourier_first_->setPrefix("ids from ");
     fourier_first_->setRange(0, 1 << 30);
     fourier_count_->setPrefix("count ");
@@ -144,6 +149,10 @@ MainWindow::MainWindow(QWidget* parent)
     auto* fourier_update = new QPushButton("Update", this);
     connect(fourier_dir, &QPushButton::clicked, this, &MainWindow::chooseFourierDirectory);
     connect(fourier_update, &QPushButton::clicked, this, [this] {
+        if (const QString p = first_problem({fourier_first_, fourier_count_}); !p.isEmpty()) {
+            statusBar()->showMessage("Not run: " + p);
+            return;
+        }
         lazy_started_.remove("fourier");
         computeFourierMap();
     });
@@ -166,6 +175,10 @@ MainWindow::MainWindow(QWidget* parent)
     lc->setContentsMargins(0, 0, 0, 0);
     auto* lle_update = new QPushButton("Update (frequencies from the bundled sample text)", this);
     connect(lle_update, &QPushButton::clicked, this, [this] {
+        if (const QString p = first_problem({lle_keep_, lle_k_}); !p.isEmpty()) {
+            statusBar()->showMessage("Not run: " + p);
+            return;
+        }
         lazy_started_.remove("lle");
         computeNeighbourGraph();
     });
@@ -454,9 +467,24 @@ void MainWindow::trackJobs()
     });
     connect(&jobs_, &JobController::failed, this, [this, state](int id, const QString& message) {
         state(id, "failed");
-        if (auto* item = job_items_.value(id))
+        if (auto* item = job_items_.value(id)) {
+            item->setForeground(kState, QBrush(QColor(176, 0, 0)));
             item->setToolTip(kState, message);
-        statusBar()->showMessage(message);
+            // The error's text under the job, in the list itself.
+            auto* why = new QTreeWidgetItem(item, {message});
+            why->setForeground(kName, QBrush(QColor(176, 0, 0)));
+            why->setToolTip(kName, message);
+            item->setExpanded(true);
+        }
+        statusBar()->showMessage("Failed: " + message);
+        if (load_jobs_.contains(id)) {
+            const QString still = model_path_.isEmpty() ? QString("No model is loaded.")
+                                                        : "Still loaded: " + model_path_.toHtmlEscaped();
+            facts_->setText("<font color='#b00'><b>Could not load " + load_jobs_[id].toHtmlEscaped() +
+                            "</b><br>" + message.toHtmlEscaped() + "</font><br>" + still + "<br><br>" +
+                            facts_html_);
+            emit modelShown(false);
+        }
     });
     connect(&jobs_, &JobController::cancelled, this, [state](int id) { state(id, "cancelled"); });
 }
@@ -464,25 +492,46 @@ void MainWindow::trackJobs()
 void MainWindow::openModel(const QString& path)
 {
     statusBar()->showMessage("Loading " + path + " ...");
-    facts_->setText("Loading " + path.toHtmlEscaped() + " ...");
-    jobs_.submit("load " + path, [this, path](const ProgressFn&) -> std::function<void()> {
+    const int id = jobs_.submit("load " + path, [this, path](const ProgressFn&) -> std::function<void()> {
         auto summary = summarize_model(path.toStdString());
+        // A model that does not load fails the job (red in the job list, its
+        // message in the status bar); the loaded model stays, named in the title.
+        if (!summary.error.empty())
+            throw InputError(summary.error);
         return [this, summary, path] {
+            resetViews();
             showSummary(summary);
-            if (summary.error.empty()) {
-                model_path_ = path;
-                lazy_started_.clear();
-                head_overlays_.clear(); // the new model's arrive with its importance job
-                fourier_dir_.clear();
-                model_dim_ = summary.hidden_size;
-                method_panel_->setDimension(static_cast<int>(summary.hidden_size));
-                fourier_first_->setMaximum(static_cast<int>(std::max<int64_t>(summary.vocab_size - 2, 0)));
-                rememberModel(path);
-                analyse(path);
-                computeShownView();
-            }
+            model_path_ = path;
+            model_dim_ = summary.hidden_size;
+            model_vocab_ = summary.vocab_size;
+            method_panel_->setDimension(static_cast<int>(summary.hidden_size));
+            // Controls clamp to the new model's ranges.
+            const int vocab = static_cast<int>(std::max<int64_t>(summary.vocab_size, 2));
+            fourier_first_->setMaximum(vocab - 2);
+            fourier_count_->setMaximum(std::min(4096, vocab));
+            lle_k_->setMaximum(static_cast<int>(std::clamp<int64_t>(summary.hidden_size, 1, 64)));
+            setWindowTitle(QFileInfo(path).fileName() + " - EmbedLab");
+            rememberModel(path);
+            analyse(path);
+            computeShownView();
         };
     });
+    load_jobs_[id] = path;
+}
+
+void MainWindow::resetViews()
+{
+    lazy_started_.clear();
+    head_overlays_.clear();  // the new model's arrive with its importance job
+    model_overlays_.clear(); // compared with the previous model
+    fourier_dir_.clear();
+    spectrum_->setData({});
+    applySpectrumOverlays();
+    allocation_->setData({});
+    fourier_->setData({});
+    tt_->setData({});
+    lle_->setData({});
+    chart_->setData({});
 }
 
 void MainWindow::chooseModelDirectory()
@@ -502,13 +551,6 @@ void MainWindow::chooseModelFile()
 
 void MainWindow::showSummary(const ModelSummary& s)
 {
-    if (!s.error.empty()) {
-        facts_->setText("<b>Could not load the model.</b><br>" +
-                        QString::fromStdString(s.error).toHtmlEscaped());
-        statusBar()->showMessage("Load failed");
-        emit modelShown(false);
-        return;
-    }
     auto num = [](int64_t n) { return QLocale().toString(static_cast<qlonglong>(n)); };
     QString html = QString("<b>%1</b><br>%2 (%3), stored %4, tokenizer %5<br>"
                            "vocabulary %6, d = %7, %8 layers, %9 heads (%10 KV), %11 head<br>"
@@ -526,6 +568,7 @@ void MainWindow::showSummary(const ModelSummary& s)
         html += "<br>does not apply: " + QString::fromStdString(n).toHtmlEscaped();
     for (const auto& w : s.warnings)
         html += "<br><font color='#b00'>warning: " + QString::fromStdString(w).toHtmlEscaped() + "</font>";
+    facts_html_ = html;
     facts_->setText(html);
 
     views::ParameterBreakdownData data;

@@ -95,6 +95,7 @@ protected:
 
 private:
     void showSummary(const ModelSummary& s);
+    void resetViews();                 // every tab empty, for a newly loaded model
     void analyse(const QString& path); // spectrum + importance jobs for the shown model
     void computeShownView();           // the lazy view on the current tab, if not done yet
     void chooseModelDirectory();
@@ -140,9 +141,12 @@ private:
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;
-    QString model_path_;         // the shown model ("" until one loaded)
-    int64_t model_dim_ = 0;      // its hidden size
-    QSet<QString> lazy_started_; // "fourier", "tt", "lle" queued for model_path_
+    QHash<int, QString> load_jobs_; // load job id -> the path it loads
+    QString facts_html_;            // the loaded model's facts
+    QString model_path_;            // the shown model ("" until one loaded)
+    int64_t model_dim_ = 0;         // its hidden size
+    int64_t model_vocab_ = 0;       // and vocabulary
+    QSet<QString> lazy_started_;    // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;
 };
 

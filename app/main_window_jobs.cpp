@@ -159,7 +159,9 @@ int MainWindow::computeFourierMap()
     if (model_path_.isEmpty() || lazy_started_.contains("fourier"))
         return -1;
     lazy_started_.insert("fourier");
-    const int64_t first = fourier_first_->value(), end = first + fourier_count_->value();
+    // Within the loaded model's vocabulary, whatever the controls held before.
+    const int64_t first = std::min<int64_t>(fourier_first_->value(), std::max<int64_t>(model_vocab_ - 2, 0));
+    const int64_t end = std::min<int64_t>(first + fourier_count_->value(), model_vocab_);
     return jobs_.submit("Fourier token map",
                         [this, path = model_path_, dir = fourier_dir_, first,
                          end](const ProgressFn& progress) -> std::function<void()> {

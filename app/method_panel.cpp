@@ -1,5 +1,7 @@
 #include "method_panel.hpp"
 
+#include "checked_spin_box.hpp"
+
 #include "embedlab/experiment_request.hpp"
 
 #include <QCheckBox>
@@ -23,7 +25,7 @@ const QString kThisComputer = "This computer";
 
 QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value, const QString& tip)
 {
-    auto* s = new QSpinBox(parent);
+    auto* s = new CheckedSpinBox(parent);
     s->setPrefix(prefix);
     s->setRange(lo, hi);
     s->setValue(value);
@@ -34,7 +36,7 @@ QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value
 QDoubleSpinBox* real(QWidget* parent, const QString& prefix, double lo, double hi, double value,
                      const QString& tip)
 {
-    auto* s = new QDoubleSpinBox(parent);
+    auto* s = new CheckedDoubleSpinBox(parent);
     s->setPrefix(prefix);
     s->setRange(lo, hi);
     s->setSingleStep(0.05);
@@ -85,8 +87,10 @@ MethodPanel::MethodPanel(QWidget* parent)
       train_text_(new QLineEdit(this)), eval_text_(new QLineEdit(this)),
       eval_tokens_(spin(this, "first ", 0, 100000000, 4096,
                         "Perplexity on the evaluation text's first N tokens (all: every token)")),
-      run_(new QPushButton("Run", this))
+      run_(new QPushButton("Run", this)), problem_(new QLabel(this))
 {
+    rank_->setObjectName("rank");
+    eps_->setObjectName("eps");
     method_->addItems(methods());
     method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5);\n"
                         "lle: rare rows rebuilt from common neighbours (2); fourier: MLP of Fourier features "
@@ -136,6 +140,9 @@ MethodPanel::MethodPanel(QWidget* parent)
     top->addWidget(ssh_config_);
     top->addWidget(remote_cli_);
     top->addWidget(run_);
+    problem_->setStyleSheet("color: #b00000;");
+    problem_->setWordWrap(true);
+    problem_->hide();
 
     const QString bundled = "the bundled sample text";
     frequency_row_ =
@@ -158,6 +165,14 @@ MethodPanel::MethodPanel(QWidget* parent)
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(top);
     layout->addLayout(texts);
+    layout->addWidget(problem_);
+    // An out-of-range number typed anywhere is said here at once, not at Run.
+    for (QWidget* box : numberBoxes()) {
+        if (auto* s = qobject_cast<CheckedSpinBox*>(box))
+            connect(s, &CheckedSpinBox::problemChanged, this, &MethodPanel::showProblem);
+        if (auto* d = qobject_cast<CheckedDoubleSpinBox*>(box))
+            connect(d, &CheckedDoubleSpinBox::problemChanged, this, &MethodPanel::showProblem);
+    }
 
     connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::showOptionsFor);
     connect(lora_, &QCheckBox::toggled, this, [this] { showOptionsFor(method()); });
@@ -294,8 +309,29 @@ void MethodPanel::setHost(const QString& host)
     target_->setCurrentText(host.isEmpty() ? kThisComputer : host);
 }
 
+QList<QWidget*> MethodPanel::numberBoxes() const
+{
+    return {rank_,    eps_,    keep_ratio_, neighbours_, steps_,      remaining_,
+            samples_, seqlen_, lora_rank_,  lora_steps_, eval_tokens_};
+}
+
+QString MethodPanel::problem() const
+{
+    return first_problem(numberBoxes());
+}
+
+void MethodPanel::showProblem()
+{
+    const QString p = problem();
+    problem_->setText(p.isEmpty() ? QString() : "Not run while " + p + ".");
+    problem_->setVisible(!p.isEmpty());
+}
+
 void MethodPanel::run()
 {
+    showProblem();
+    if (!problem().isEmpty())
+        return; // said in place, in red; nothing is queued
     emit runRequested();
 }
 
@@ -315,6 +351,7 @@ void MethodPanel::showOptionsFor(const QString& method)
     frequency_row_->setVisible(m && m->needs_frequency_text);
     calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
+    showProblem(); // a hidden box's problem no longer stops a run
 }
 
 void MethodPanel::saveSettings() const

@@ -12,6 +12,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QLabel;
 class QDoubleSpinBox;
 class QLineEdit;
 class QPushButton;
@@ -42,6 +43,10 @@ public:
     void setEps(double eps);
     void setHost(const QString& host); // "" = this computer
 
+    // The first visible number box holding an out-of-range value ("" if none):
+    // run() refuses while there is one, and the panel shows it in red.
+    QString problem() const;
+
     void saveSettings() const;
     void restoreSettings();
 
@@ -53,6 +58,8 @@ signals:
 
 private:
     void showOptionsFor(const QString& method);
+    QList<QWidget*> numberBoxes() const;
+    void showProblem();
     QWidget* textRow(const QString& label, QLineEdit* edit, const QString& tooltip);
 
     QComboBox* method_;
@@ -83,6 +90,7 @@ private:
     QWidget* calibration_row_;
     QWidget* train_row_;
     QPushButton* run_;
+    QLabel* problem_;
 };
 
 } // namespace embedlab::app

@@ -7,11 +7,16 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QKeyEvent>
+#include <QLabel>
 #include <QMimeData>
 #include <QSettings>
+#include <QSpinBox>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
+#include <QTreeWidget>
 #include <QUrl>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fourier_map_view.hpp"
 #include "job_controller.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
@@ -182,6 +188,79 @@ TEST(MainWindow, OpensEveryZooArchitecture)
     }
 }
 
+// Issue 23 item 3: a model that does not load fails its job (red, the error's text
+// under it and in the status bar); the loaded model stays, and the title names it.
+TEST(MainWindow, AFailedLoadIsMarkedFailedAndTheLoadedModelStaysNamed)
+{
+    using embedlab::app::MainWindow;
+    MainWindow window;
+    bool shown = false, ok = false;
+    QObject::connect(&window, &MainWindow::modelShown, [&](bool good) {
+        ok = good;
+        shown = true;
+    });
+    window.openModel(QString::fromStdString(embedlab::app::default_model()));
+    run_until([&] { return shown && window.jobs().idle(); }, 120000);
+    ASSERT_TRUE(ok);
+    EXPECT_TRUE(window.windowTitle().startsWith("tinygpt2-f16")) << window.windowTitle().toStdString();
+
+    shown = false;
+    window.openModel("/nonexistent/embedlab-model");
+    run_until([&] { return shown && window.jobs().idle(); }, 60000);
+    EXPECT_FALSE(ok);
+    auto* jobs = window.findChild<QTreeWidget*>("job_list");
+    ASSERT_NE(jobs, nullptr);
+    QTreeWidgetItem* load = jobs->topLevelItem(jobs->topLevelItemCount() - 1);
+    ASSERT_TRUE(load->text(0).contains("nonexistent"));
+    EXPECT_EQ(load->text(1), "failed");
+    EXPECT_EQ(load->foreground(1).color(), QColor(176, 0, 0));
+    ASSERT_EQ(load->childCount(), 1);
+    EXPECT_TRUE(load->child(0)->text(0).contains("/nonexistent/embedlab-model"))
+        << load->child(0)->text(0).toStdString();
+    EXPECT_TRUE(window.statusBar()->currentMessage().startsWith("Failed: "));
+    EXPECT_TRUE(window.windowTitle().startsWith("tinygpt2-f16")) << "the title names the model still loaded";
+    EXPECT_EQ(window.spectrumView()->data().eigenvalues.size(), 128) << "the loaded model's views stay";
+}
+
+// Issue 23 item 4: a newly loaded model starts from empty tabs and controls within
+// its own ranges (the Fourier ids of a 50k vocabulary do not carry over to 512).
+TEST(MainWindow, ANewModelResetsEveryTabAndClampsItsControls)
+{
+    using embedlab::app::MainWindow;
+    MainWindow window;
+    bool shown = false;
+    QObject::connect(&window, &MainWindow::modelShown, [&](bool) { shown = true; });
+    window.openModel(QString::fromStdString(embedlab::app::default_model()));
+    run_until([&] { return shown && window.jobs().idle(); }, 120000);
+    auto* first = window.findChild<QSpinBox*>("fourier_first");
+    ASSERT_NE(first, nullptr);
+    first->setValue(40000);
+    window.showView("fourier");
+    run_until([&] { return window.jobs().idle(); }, 120000);
+    ASSERT_EQ(window.fourierView()->data().first, 40000);
+
+    // At the moment the new model is shown, nothing of the old one is left.
+    int64_t fourier_left = -1, spectrum_left = -1;
+    QObject::connect(&window, &MainWindow::modelShown, [&](bool) {
+        fourier_left = static_cast<int64_t>(window.fourierView()->data().matrices.size());
+        spectrum_left = static_cast<int64_t>(window.spectrumView()->data().eigenvalues.size());
+    });
+    shown = false;
+    window.openModel(QString(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf");
+    run_until([&] { return shown && window.jobs().idle(); }, 120000);
+    EXPECT_EQ(fourier_left, 0);
+    EXPECT_EQ(spectrum_left, 0);
+    EXPECT_EQ(first->maximum(), 510) << "stories260K: 512 tokens";
+    EXPECT_EQ(first->value(), 510);
+    // The Fourier tab (shown) is recomputed for the new model, within its vocabulary.
+    const auto& f = window.fourierView()->data();
+    EXPECT_EQ(f.first, 510);
+    EXPECT_EQ(f.count, 2);
+    ASSERT_FALSE(f.matrices.empty());
+    EXPECT_EQ(f.matrices[0].values.size(), 2 * 64);
+    EXPECT_EQ(window.spectrumView()->data().eigenvalues.size(), 64);
+}
+
 // A dragged model directory or .gguf/.bin file opens; other drops are refused.
 TEST(MainWindow, DroppingAModelOpensIt)
 {
@@ -307,4 +386,56 @@ int main(int argc, char** argv)
     QApplication::setApplicationName("test_app");
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
+}
+
+// Issue 23 item 6: a number typed outside its range is refused in place (red
+// frame, a red line naming the value and the range), never truncated and run.
+TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
+{
+    embedlab::app::MethodPanel panel;
+    panel.setDimension(128);
+    panel.setMethod("pca");
+    panel.show();
+    panel.activateWindow();
+    auto type = [](QAbstractSpinBox* box, const QString& text) {
+        box->setFocus();
+        box->selectAll();
+        for (QChar c : text) {
+            QKeyEvent press(QEvent::KeyPress, c == '.' ? Qt::Key_Period : Qt::Key_0 + (c.unicode() - '0'),
+                            Qt::NoModifier, QString(c));
+            QApplication::sendEvent(box, &press);
+        }
+    };
+    bool ran = false;
+    QObject::connect(&panel, &embedlab::app::MethodPanel::runRequested, [&] { ran = true; });
+    auto* rank = panel.findChild<QSpinBox*>("rank");
+    ASSERT_NE(rank, nullptr);
+    type(rank, "500");
+    panel.run();
+    EXPECT_FALSE(ran) << "rank 500 of d = 128 must not run (as 50 or anything else)";
+    EXPECT_EQ(panel.problem(), "rank k = 500 is outside 1..128");
+    EXPECT_TRUE(rank->styleSheet().contains("#b00000"));
+    bool said = false;
+    for (auto* label : panel.findChildren<QLabel*>())
+        said =
+            said || (label->isVisible() && label->text() == "Not run while rank k = 500 is outside 1..128.");
+    EXPECT_TRUE(said) << "the refusal is shown in the panel";
+
+    type(rank, "64");
+    EXPECT_EQ(panel.problem(), "");
+    panel.run();
+    EXPECT_TRUE(ran);
+    EXPECT_EQ(panel.request().rank, 64);
+
+    // The same for a real-valued box, and only while it is shown.
+    panel.setMethod("tt");
+    auto* eps = panel.findChild<QDoubleSpinBox*>("eps");
+    ASSERT_NE(eps, nullptr);
+    type(eps, "1.5");
+    EXPECT_TRUE(panel.problem().startsWith("eps = 1")) << panel.problem().toStdString();
+    ran = false;
+    panel.run();
+    EXPECT_FALSE(ran);
+    panel.setMethod("pca");
+    EXPECT_EQ(panel.problem(), "") << "a hidden box does not stop another method";
 }
