@@ -134,6 +134,19 @@ struct TensorTrainResult {
 TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& eps,
                                           int max_shapes, const ProgressFn& progress);
 
+// A default eps for the method panel's tt that compresses this model's table: the
+// smallest of 0.3, 0.4, .., 0.9 whose per-token TT (the balanced 3-factor shape,
+// as a request without a shape gets) stores at most 0.9 of the values on an evenly
+// spaced sample of at most 4096 rows (a margin for the full table); 0.9 when none
+// does. eps 0.3, the old default, stored 1.4-1.6x tinygpt2's table.
+struct TensorTrainDefault {
+    bool applies = false; // false for a model whose table is already compressed
+    double eps = 0.9;
+    double sample_ratio = 0; // the ratio measured on the sample at that eps
+    int64_t sample_rows = 0;
+};
+TensorTrainDefault compressing_tt_eps(const std::string& model, const ProgressFn& progress);
+
 // The Fourier token map (METHODS 4) for ids [first, end): the features T, the
 // original rows of a dense model and, when `model` is a fourier directory or
 // `fourier_dir` names one, MLP(T) and E. Matrices are row-major [end - first, d].

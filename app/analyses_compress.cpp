@@ -246,3 +246,35 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
 }
 
 } // namespace embedlab::app
+
+namespace embedlab::app {
+
+TensorTrainDefault compressing_tt_eps(const std::string& model, const ProgressFn& progress)
+{
+    auto lm = load_model(model, {.need_tokenizer = false});
+    const auto* dense = dense_table(&lm.model->token_embedding());
+    TensorTrainDefault best;
+    if (!dense)
+        return best; // a compressed table is not compressed again; nothing to choose
+    best.applies = true;
+    const int64_t v = dense->size(0), d = dense->size(1);
+    const int64_t n = std::min<int64_t>(v, 4096);
+    const auto rows =
+        torch::linspace(0, static_cast<double>(v - 1), n, torch::kDouble).round().to(torch::kLong);
+    const torch::Tensor sample = dense->index_select(0, rows).to(torch::kFloat).contiguous();
+    const auto shape = balanced_tt_shape(d, model);
+    best.sample_rows = n;
+    const std::vector<double> grid = {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+    for (size_t i = 0; i < grid.size(); ++i) {
+        const auto c = compress_table(
+            sample, {.method = "tt", .shape = shape, .eps = grid[i]}, 0,
+            detail::stage(progress, static_cast<int64_t>(i), 1, static_cast<int64_t>(grid.size())));
+        best.eps = grid[i];
+        best.sample_ratio = c.accounting.ratio;
+        if (c.accounting.ratio <= 0.9)
+            break;
+    }
+    return best;
+}
+
+} // namespace embedlab::app

@@ -514,6 +514,7 @@ void MainWindow::openModel(const QString& path)
             rememberModel(path);
             analyse(path);
             computeShownView();
+            chooseTensorTrainEps(path);
         };
     });
     load_jobs_[id] = path;

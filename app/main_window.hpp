@@ -95,9 +95,10 @@ protected:
 
 private:
     void showSummary(const ModelSummary& s);
-    void resetViews();                 // every tab empty, for a newly loaded model
-    void analyse(const QString& path); // spectrum + importance jobs for the shown model
-    void computeShownView();           // the lazy view on the current tab, if not done yet
+    void resetViews();                              // every tab empty, for a newly loaded model
+    void analyse(const QString& path);              // spectrum + importance jobs for the shown model
+    void computeShownView();                        // the lazy view on the current tab, if not done yet
+    void chooseTensorTrainEps(const QString& path); // the panel's tt eps: one that compresses
     void chooseModelDirectory();
     void chooseModelFile();
     void chooseFourierDirectory();

@@ -52,6 +52,11 @@ int MainWindow::runCompression(const CompressionRequest& request, const QString&
             const auto r = compress_and_evaluate(path.toStdString(), request, text, progress);
             return [this, r, request, text, path] {
                 const int row = results_->addRow(r);
+                if (r.ratio > 1)
+                    statusBar()->showMessage(
+                        QString("%1 %2 stores %3x the original (ratio > 1): not a compression")
+                            .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters))
+                            .arg(r.ratio, 0, 'f', 2));
                 if (request.host.empty()) { // a remote row's model stays on the host
                     auto exported = request;
                     exported.eval_text = text;
@@ -103,6 +108,24 @@ void MainWindow::analyse(const QString& path)
                          allocation_->setData(allocation_view_data(r, path));
                          head_overlays_ = value_head_overlays(r);
                          applySpectrumOverlays();
+                     };
+                 });
+}
+
+void MainWindow::chooseTensorTrainEps(const QString& path)
+{
+    jobs_.submit("Tensor-Train: a compressing default eps",
+                 [this, path](const ProgressFn& progress) -> std::function<void()> {
+                     const auto t = compressing_tt_eps(path.toStdString(), progress);
+                     return [this, t, path] {
+                         if (!t.applies || path != model_path_)
+                             return;
+                         method_panel_->setEps(t.eps);
+                         statusBar()->showMessage(
+                             QString("tt default eps %1: stores %2 of the table on a %3-row sample")
+                                 .arg(t.eps, 0, 'g', 2)
+                                 .arg(t.sample_ratio, 0, 'f', 2)
+                                 .arg(t.sample_rows));
                      };
                  });
 }

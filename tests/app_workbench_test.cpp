@@ -5,6 +5,7 @@
 // nothing), and the Fourier, Tensor-Train and LLE computations match the engine.
 //
 // libtorch before Qt (brief).
+#include "embedlab/compress.hpp"
 #include "embedlab/model.hpp"
 
 #include <QApplication>
@@ -15,6 +16,7 @@
 #include <QJsonObject>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <cmath>
 #include <gtest/gtest.h>
@@ -28,6 +30,7 @@
 #include "rank_allocation_view.hpp"
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
+#include "tensor_train_view.hpp"
 
 using embedlab::app::MainWindow;
 
@@ -389,4 +392,52 @@ TEST(Workbench, SpectrumOverlaysAnotherModelAndTheValueHeads)
     EXPECT_EQ(spectrum->overlays()[0].name, "stories260K.gguf");
     EXPECT_EQ(spectrum->overlays()[0].eigenvalues.size(), 64) << "stories260K: d = 64";
     EXPECT_EQ(spectrum->data().eigenvalues.size(), 128) << "the shown model's own curve is unchanged";
+}
+
+// Issue 23 item 5: the panel's tt eps compresses the loaded model (eps 0.3, the old
+// default, stored more than tinygpt2's table), and a ratio above 1 is flagged in the
+// Tensor-Train view and the results table.
+TEST(Workbench, TheDefaultTensorTrainEpsCompressesAndRatiosAboveOneAreFlagged)
+{
+    const auto chosen = embedlab::app::compressing_tt_eps(embedlab::app::default_model(), {});
+    ASSERT_TRUE(chosen.applies);
+    EXPECT_LE(chosen.sample_ratio, 0.9);
+    EXPECT_EQ(chosen.sample_rows, 4096);
+    auto lm = embedlab::load_model(embedlab::app::default_model(), {.need_tokenizer = false});
+    const auto table = embedlab::dense_table(&lm.model->token_embedding())->to(torch::kFloat);
+    const auto at = [&](double eps) {
+        return embedlab::compress_table(table, {.method = "tt", .shape = {4, 4, 8}, .eps = eps}, 0, {})
+            .accounting.ratio;
+    };
+    EXPECT_GT(at(0.3), 1.0) << "the old default did not compress";
+    const double full = at(chosen.eps);
+    std::printf("tt default eps %.1f: sample ratio %.3f, whole table %.3f\n", chosen.eps, chosen.sample_ratio,
+                full);
+    EXPECT_LT(full, 1.0) << "eps " << chosen.eps << " on the whole table";
+
+    MainWindow window;
+    open_bundled(window);
+    EXPECT_DOUBLE_EQ(window.methodPanel()->eps(), chosen.eps);
+
+    embedlab::views::TensorTrainData data;
+    data.candidates = {{.shape = "4x4x8", .ranks = "1,4,7,1", .eps = 0.3, .ratio = 1.44},
+                       {.shape = "4x4x8", .ranks = "1,3,4,1", .eps = 0.7, .ratio = 0.67}};
+    window.tensorTrainView()->setData(data);
+    window.tensorTrainView()->setSelected(0);
+    EXPECT_TRUE(window.tensorTrainView()->summary().startsWith("NOT COMPRESSING (ratio > 1: stores 1.44x"))
+        << window.tensorTrainView()->summary().toStdString();
+    window.tensorTrainView()->setSelected(1);
+    EXPECT_FALSE(window.tensorTrainView()->summary().contains("NOT COMPRESSING"));
+
+    embedlab::RunSummary over;
+    over.method = "tt";
+    over.ratio = 1.44;
+    embedlab::RunSummary under = over;
+    under.ratio = 0.67;
+    auto* results = window.resultsView();
+    const int a = results->addRow(over), b = results->addRow(under);
+    auto* model = results->table()->model();
+    EXPECT_EQ(model->index(a, 3).data(Qt::ForegroundRole).value<QBrush>().color(), QColor(176, 0, 0));
+    EXPECT_TRUE(model->index(a, 3).data(Qt::ToolTipRole).toString().contains("not a compression"));
+    EXPECT_FALSE(model->index(b, 3).data(Qt::ForegroundRole).isValid());
 }

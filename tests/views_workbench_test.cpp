@@ -208,6 +208,51 @@ TEST(ResultsView, DrawsTheParetoFrontBehindTheMethodSeries)
     EXPECT_FALSE(view.plot()->legend->visible());
 }
 
+// Issue 23 item 2: rows of different models never share a table view, a plot or
+// a front unasked, and a flat row (ratio of the attention values) has a front of
+// its own beside the embedding methods'.
+TEST(ResultsView, FrontsArePerModelAndPerCompressedPart)
+{
+    ResultsView view;
+    auto a = three_runs();
+    for (auto& r : a)
+        r.model = "/models/tinygpt2-f16";
+    for (const auto& r : a)
+        view.addRow(r);
+    auto flat = row("flat", "remaining 0.5", 1000, 0.05, 45.0, 0.05, NAN, 9.0, "hostA");
+    flat.model = "/models/tinygpt2-f16";
+    flat.part = "attention_values";
+    view.addRow(flat); // would dominate every embedding row if it shared their front
+    EXPECT_EQ(view.modelFilter(), "") << "one model: every row";
+    ASSERT_EQ(view.shownGroups().size(), 2u);
+    EXPECT_EQ(view.front(), (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(view.shownGroups()[1].front, (std::vector<int>{3}));
+    EXPECT_EQ(view.shownGroups()[1].part, "attention_values");
+
+    auto b = row("pca", "rank 8", 400000, 0.06, 300.0, 1.9, 0.7, 2.0, "hostA");
+    b.model = "/models/stories260K.gguf";
+    const int b_row = view.addRow(b);
+    // A second model: the view shows the model just run, alone.
+    EXPECT_EQ(view.modelFilter(), "/models/stories260K.gguf");
+    EXPECT_EQ(view.table()->model()->rowCount(), 1);
+    EXPECT_EQ(view.table()->model()->index(0, 11).data().toString(), "stories260K.gguf");
+    ASSERT_EQ(view.shownGroups().size(), 1u);
+    EXPECT_EQ(view.front(), (std::vector<int>{b_row}));
+    ASSERT_NE(view.series("pca"), nullptr);
+    EXPECT_EQ(view.series("pca")->data()->size(), 1);
+    EXPECT_EQ(view.series("tt"), nullptr);
+
+    // Every model: one front per model and part, named by model.
+    view.setModelFilter("");
+    EXPECT_EQ(view.table()->model()->rowCount(), 5);
+    ASSERT_EQ(view.shownGroups().size(), 3u);
+    EXPECT_EQ(view.frontSeries()->name(), "Pareto front — tinygpt2-f16");
+    view.setModelFilter("/models/tinygpt2-f16");
+    EXPECT_EQ(view.table()->model()->rowCount(), 4);
+    EXPECT_EQ(view.series("pca")->data()->size(), 2);
+    render_to_png(view, "results_per_model.png");
+}
+
 // The teaching panel: a "What am I seeing" label with the method's formula.
 QString about_text(const QWidget& view)
 {

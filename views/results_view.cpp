@@ -1,10 +1,13 @@
 #include "results_view.hpp"
 
+#include <QComboBox>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QRegularExpression>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
@@ -21,6 +24,7 @@ namespace {
 
 constexpr int kSortRole = Qt::UserRole + 1;
 constexpr int kRowRole = Qt::UserRole + 2;
+constexpr int kModelRole = Qt::UserRole + 3; // the row's model path, for the model filter
 
 const QVector<QColor> kPalette{{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
                                {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
@@ -50,16 +54,38 @@ QString text(const std::string& s)
     return QString::fromStdString(s);
 }
 
+// A model as the table names it: its directory or file name.
+QString modelName(const std::string& model)
+{
+    const QString path = text(model);
+    const QString trimmed = path.endsWith('/') ? path.chopped(1) : path;
+    const QString name = trimmed.section('/', -1);
+    return name.isEmpty() ? QString("(unknown model)") : name;
+}
+
 } // namespace
 
 ResultsView::ResultsView(QWidget* parent)
-    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 11, this)),
-      proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this))
+    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 13, this)),
+      proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this)),
+      model_filter_(new QComboBox(this))
 {
-    model_->setHorizontalHeaderLabels(
-        {"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine", "time (s)", "host",
-         "KL (nats)", "top-1"}); // the last two: runs that measured their divergence from the original
+    model_->setHorizontalHeaderLabels({"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine",
+                                       "time (s)", "host", "KL (nats)",
+                                       "top-1", // runs that measured their divergence from the original
+                                       "model", "part"});
     proxy_->setSourceModel(model_);
+    proxy_->setFilterKeyColumn(11);
+    proxy_->setFilterRole(kModelRole);
+    model_filter_->addItem("All models", QString());
+    model_filter_->setToolTip("Show the rows (and Pareto fronts) of one model");
+    connect(model_filter_, &QComboBox::currentIndexChanged, this, [this] {
+        const QString model = modelFilter();
+        proxy_->setFilterRegularExpression(
+            model.isEmpty() ? QRegularExpression()
+                            : QRegularExpression("^" + QRegularExpression::escape(model) + "$"));
+        rebuildPlot();
+    });
     proxy_->setSortRole(kSortRole);
     table_->setModel(proxy_);
     table_->setSortingEnabled(true);
@@ -91,11 +117,13 @@ ResultsView::ResultsView(QWidget* parent)
     ring_->removeFromLegend();
     connect(plot_, &QCustomPlot::plottableClick, this,
             [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
-                if (p == front_) {
-                    if (index >= 0 && index < static_cast<int>(front_rows_.size()))
-                        selectRow(front_rows_[index]);
-                    return;
-                }
+                for (size_t g = 0; g < shown_groups_.size(); ++g)
+                    if (p == (g == 0 ? front_ : more_fronts_[static_cast<int>(g) - 1])) {
+                        const auto& front = shown_groups_[g].front;
+                        if (index >= 0 && index < static_cast<int>(front.size()))
+                            selectRow(front[index]);
+                        return;
+                    }
                 pointClicked(qobject_cast<QCPCurve*>(p), index);
             });
 
@@ -111,8 +139,13 @@ ResultsView::ResultsView(QWidget* parent)
     split->addWidget(table_);
     split->addWidget(plot_);
     split->setStretchFactor(1, 2);
+    auto* filter_row = new QHBoxLayout;
+    filter_row->addWidget(new QLabel("Model", this));
+    filter_row->addWidget(model_filter_);
+    filter_row->addStretch(1);
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(about);
+    layout->addLayout(filter_row);
     layout->addWidget(split, 1);
     rebuildPlot();
 }
@@ -122,26 +155,60 @@ int ResultsView::addRow(const ResultRow& r)
     const int index = static_cast<int>(rows_.size());
     rows_.push_back(r);
     const double params = static_cast<double>(r.params_after);
-    QList<QStandardItem*> items{textItem(text(r.method)),
-                                textItem(text(r.parameters)),
-                                numberItem(params, QLocale().toString(params, 'f', 0)),
-                                numberItem(r.ratio, shown(r.ratio, 4)),
-                                numberItem(r.ppl, shown(r.ppl, 3)),
-                                numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
-                                numberItem(r.mean_cosine, shown(r.mean_cosine, 4)),
-                                numberItem(r.seconds, shown(r.seconds, 1)),
-                                textItem(text(r.host)),
-                                numberItem(r.kl_mean, shown(r.kl_mean, 4)),
-                                numberItem(r.top1_agreement, shown(r.top1_agreement, 4))};
-    for (auto* item : items)
+    QList<QStandardItem*> items{
+        textItem(text(r.method)),
+        textItem(text(r.parameters)),
+        numberItem(params, QLocale().toString(params, 'f', 0)),
+        numberItem(r.ratio, shown(r.ratio, 4)),
+        numberItem(r.ppl, shown(r.ppl, 3)),
+        numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
+        numberItem(r.mean_cosine, shown(r.mean_cosine, 4)),
+        numberItem(r.seconds, shown(r.seconds, 1)),
+        textItem(text(r.host)),
+        numberItem(r.kl_mean, shown(r.kl_mean, 4)),
+        numberItem(r.top1_agreement, shown(r.top1_agreement, 4)),
+        textItem(modelName(r.model)),
+        textItem(r.part == "attention_values" ? "attention values" : "token embedding")};
+    items[11]->setToolTip(text(r.model));
+    for (auto* item : items) {
         item->setData(index, kRowRole);
+        item->setData(text(r.model), kModelRole);
+    }
+    if (r.ratio > 1) { // stores more than the original part: say so where the number is
+        items[3]->setForeground(QColor(176, 0, 0));
+        items[3]->setToolTip(
+            "ratio > 1: this setting stores more values than the original; not a compression");
+    }
     model_->appendRow(items);
+    if (model_filter_->findData(text(r.model)) < 0) {
+        model_filter_->addItem(modelName(r.model), text(r.model));
+        model_filter_->setItemData(model_filter_->count() - 1, text(r.model), Qt::ToolTipRole);
+        if (model_filter_->count() > 2) { // a second model: show the one just run, not a mix
+            setModelFilter(text(r.model));
+            return index;
+        }
+    }
     rebuildPlot();
     return index;
 }
 
+void ResultsView::setModelFilter(const QString& model)
+{
+    const int i = model_filter_->findData(model);
+    model_filter_->setCurrentIndex(i < 0 ? 0 : i); // -> the proxy's filter and the plot
+    if (model_filter_->currentIndex() == (i < 0 ? 0 : i))
+        rebuildPlot();
+}
+
+QString ResultsView::modelFilter() const
+{
+    return model_filter_->currentData().toString();
+}
+
 void ResultsView::clear()
 {
+    while (model_filter_->count() > 1)
+        model_filter_->removeItem(1);
     rows_.clear();
     model_->removeRows(0, model_->rowCount());
     selected_ = -1;
@@ -158,9 +225,13 @@ QCPCurve* ResultsView::series(const QString& method) const
 
 void ResultsView::rebuildPlot()
 {
+    const QString filter = modelFilter();
+    auto shown_row = [&](int i) { return filter.isEmpty() || text(rows_[i].model) == filter; };
     methods_.clear();
     method_rows_.clear();
     for (int i = 0; i < static_cast<int>(rows_.size()); ++i) {
+        if (!shown_row(i))
+            continue;
         int m = static_cast<int>(methods_.indexOf(text(rows_[i].method)));
         if (m < 0) {
             m = static_cast<int>(methods_.size());
@@ -171,18 +242,50 @@ void ResultsView::rebuildPlot()
     }
     for (int i = plot_->plottableCount() - 1; i >= 0; --i)
         if (plot_->plottable(i) != ring_ && plot_->plottable(i) != front_)
-            plot_->removePlottable(i);
-    front_rows_ = pareto_front(rows_);
-    QVector<double> fx, fy;
-    for (int row : front_rows_) {
-        fx << rows_[row].ratio;
-        fy << rows_[row].delta_ln_ppl;
+            plot_->removePlottable(i); // also the extra fronts
+    more_fronts_.clear();
+    // One staircase per group that may be compared (model, part, evaluation text).
+    shown_groups_.clear();
+    for (auto& g : pareto_fronts(rows_))
+        if (!g.rows.empty() && shown_row(g.rows.front()))
+            shown_groups_.push_back(std::move(g));
+    const bool several_models = std::any_of(shown_groups_.begin(), shown_groups_.end(), [&](const auto& g) {
+        return g.model != shown_groups_.front().model;
+    });
+    for (size_t g = 0; g < shown_groups_.size(); ++g) {
+        const auto& group = shown_groups_[g];
+        QCPGraph* graph = front_;
+        if (g > 0) {
+            graph = plot_->addGraph(plot_->xAxis, plot_->yAxis);
+            graph->setLineStyle(QCPGraph::lsStepLeft);
+            more_fronts_.push_back(graph);
+            // Behind the method series, like the first front.
+            graph->setLayer(front_->layer());
+        }
+        const bool values = group.part == "attention_values";
+        graph->setPen(QPen(QColor(90, 90, 90), 1.5, values ? Qt::DotLine : Qt::DashLine));
+        QString name = "Pareto front";
+        if (values)
+            name += " (attention values)";
+        if (several_models)
+            name += " — " + modelName(group.model);
+        graph->setName(name);
+        QVector<double> fx, fy;
+        for (int row : group.front) {
+            fx << rows_[row].ratio;
+            fy << rows_[row].delta_ln_ppl;
+        }
+        graph->setData(fx, fy, true); // by ascending ratio already
+        if (group.front.empty())
+            graph->removeFromLegend();
+        else
+            graph->addToLegend();
     }
-    front_->setData(fx, fy, true); // by ascending ratio already
-    if (front_rows_.empty())
+    front_rows_ = shown_groups_.empty() ? std::vector<int>{} : shown_groups_.front().front;
+    if (shown_groups_.empty()) {
+        front_->data()->clear();
         front_->removeFromLegend();
-    else
-        front_->addToLegend();
+    }
     double x0 = 0, x1 = 1, y0 = 0, y1 = 0;
     for (int m = 0; m < methods_.size(); ++m) {
         auto* curve = new QCPCurve(plot_->xAxis, plot_->yAxis);
@@ -202,11 +305,13 @@ void ResultsView::rebuildPlot()
         }
         curve->setData(t, x, y);
     }
-    plot_->legend->setVisible(!rows_.empty()); // no empty frame before the first run
+    plot_->legend->setVisible(!methods_.empty()); // no empty frame before the first run
     const double pad = std::max(0.05, 0.08 * (y1 - y0));
     plot_->xAxis->setRange(x0, x1 * 1.05);
     plot_->yAxis->setRange(y0 - pad, y1 + pad);
-    selectRow(selected_ < static_cast<int>(rows_.size()) ? selected_ : -1);
+    selectRow(selected_ < static_cast<int>(rows_.size()) && (selected_ < 0 || shown_row(selected_))
+                  ? selected_
+                  : -1);
 }
 
 void ResultsView::selectRow(int row)

@@ -18,6 +18,7 @@ class QLabel;
 class QSortFilterProxyModel;
 class QStandardItemModel;
 class QTableView;
+class QComboBox;
 
 namespace embedlab::views {
 
@@ -37,9 +38,17 @@ public:
     QCustomPlot* plot() const { return plot_; }
     // The series of `method` in the plot (null if none); point i is the method's i-th row.
     QCPCurve* series(const QString& method) const;
-    // The "Pareto front" staircase (empty without rows); point i is row front()[i].
+    // The "Pareto front" staircase of the first shown group (empty without rows);
+    // point i is row front()[i]. Every shown group (model, compressed part,
+    // evaluation text: rows that may be compared) has a staircase of its own.
     QCPGraph* frontSeries() const { return front_; }
     const std::vector<int>& front() const { return front_rows_; }
+    const std::vector<embedlab::ParetoGroup>& shownGroups() const { return shown_groups_; }
+    // Rows of one model only ("": every model). A row of a model not shown yet
+    // switches the filter to that model, so a plot never mixes models unasked.
+    void setModelFilter(const QString& model);
+    QString modelFilter() const;
+    QComboBox* modelFilterBox() const { return model_filter_; }
 
 public slots:
     void selectRow(int row); // -1 clears
@@ -56,8 +65,11 @@ private:
     QStandardItemModel* model_;
     QSortFilterProxyModel* proxy_;
     QCustomPlot* plot_;
-    QCPCurve* ring_;  // marks the selected point
-    QCPGraph* front_; // the Pareto front, drawn behind the method series
+    QCPCurve* ring_;                 // marks the selected point
+    QCPGraph* front_;                // the first shown group's Pareto front, drawn behind the method series
+    QVector<QCPGraph*> more_fronts_; // the other shown groups' fronts
+    std::vector<embedlab::ParetoGroup> shown_groups_; // fronts_[0] = front_, then more_fronts_
+    QComboBox* model_filter_;
     std::vector<ResultRow> rows_;
     QVector<QString> methods_;          // one series each, in order of first appearance
     QVector<QVector<int>> method_rows_; // rows per series

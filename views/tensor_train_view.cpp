@@ -65,6 +65,18 @@ TensorTrainView::TensorTrainView(QWidget* parent)
     ring_ = new QCPCurve(plot_->xAxis, plot_->yAxis);
     ring_->setLineStyle(QCPCurve::lsNone);
     ring_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 2), Qt::NoBrush, 15));
+    // Right of ratio 1 a candidate stores more than the dense table: marked in red
+    // (a cross over its point) beside a dashed line at 1, so it is never mistaken
+    // for a compression.
+    over_one_ = new QCPCurve(plot_->xAxis, plot_->yAxis);
+    over_one_->setName("ratio > 1: larger than the table");
+    over_one_->setLineStyle(QCPCurve::lsNone);
+    over_one_->setScatterStyle(
+        QCPScatterStyle(QCPScatterStyle::ssCross, QPen(QColor(176, 0, 0), 2), Qt::NoBrush, 13));
+    one_ = new QCPItemStraightLine(plot_);
+    one_->point1->setCoords(1, 0);
+    one_->point2->setCoords(1, 1);
+    one_->setPen(QPen(QColor(176, 0, 0), 1, Qt::DashLine));
     plot_->legend->setVisible(true);
     ring_->removeFromLegend();
     bars_->removeFromLegend();
@@ -109,6 +121,7 @@ void TensorTrainView::setData(const TensorTrainData& data)
         plot_->removePlottable(s);
     series_.clear();
     series_rows_.clear();
+    over_one_->data()->clear();
     double x1 = 0.1, y1 = 0.1;
     for (int i = 0; i < data.candidates.size(); ++i) {
         const auto& c = data.candidates[i];
@@ -123,6 +136,8 @@ void TensorTrainView::setData(const TensorTrainData& data)
         }
         series_.back()->addData(series_rows_.back().size(), c.ratio, c.relative_error);
         series_rows_.back().push_back(i);
+        if (c.ratio > 1)
+            over_one_->addData(c.ratio, c.relative_error);
         x1 = std::max(x1, c.ratio);
         y1 = std::max(y1, c.relative_error);
     }
@@ -180,18 +195,21 @@ QString TensorTrainView::summary() const
     const auto e = weighedEnergy(c, nu(), tau());
     const QString weights = counted(c) ? QString("ν %1, τ %2").arg(nu(), 0, 'g', 4).arg(tau(), 0, 'g', 4)
                                        : QString("the engine's ν 5, τ 1");
-    return QString("shape %1, eps %2, ranks %3: ratio %4, relative error %5, mean cosine %6; "
-                   "energy at %7: ω = E_TT / E_original = %8, SVD rank %9 %10 of the original")
-        .arg(c.shape)
-        .arg(c.eps, 0, 'g', 3)
-        .arg(c.ranks)
-        .arg(c.ratio, 0, 'f', 4)
-        .arg(c.relative_error, 0, 'f', 4)
-        .arg(c.mean_cosine, 0, 'f', 4)
-        .arg(weights)
-        .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
-        .arg(c.svd_rank)
-        .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4);
+    const QString warning =
+        c.ratio > 1 ? QString("NOT COMPRESSING (ratio > 1: stores %1x the table). ").arg(c.ratio, 0, 'f', 2)
+                    : QString();
+    return warning + QString("shape %1, eps %2, ranks %3: ratio %4, relative error %5, mean cosine %6; "
+                             "energy at %7: ω = E_TT / E_original = %8, SVD rank %9 %10 of the original")
+                         .arg(c.shape)
+                         .arg(c.eps, 0, 'g', 3)
+                         .arg(c.ranks)
+                         .arg(c.ratio, 0, 'f', 4)
+                         .arg(c.relative_error, 0, 'f', 4)
+                         .arg(c.mean_cosine, 0, 'f', 4)
+                         .arg(weights)
+                         .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
+                         .arg(c.svd_rank)
+                         .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4);
 }
 
 } // namespace embedlab::views

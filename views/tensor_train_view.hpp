@@ -14,6 +14,7 @@ class QCustomPlot;
 class QCPAxisRect;
 class QCPBars;
 class QCPCurve;
+class QCPItemStraightLine;
 class QDoubleSpinBox;
 class QLabel;
 
@@ -70,6 +71,8 @@ private:
     QCPAxisRect* energy_rect_;
     QCPBars* bars_;
     QCPCurve* ring_;
+    QCPCurve* over_one_;       // candidates with ratio > 1, crossed out
+    QCPItemStraightLine* one_; // ratio 1
     QDoubleSpinBox* nu_;
     QDoubleSpinBox* tau_;
     QLabel* stats_;

@@ -45,6 +45,16 @@ RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError nam
 // by ascending ratio, then delta ln PPL, then index. Exact duplicates are all on
 // the front. Rows whose ratio, ppl or delta ln PPL is not finite are left out.
 std::vector<int> pareto_front(const std::vector<RunSummary>& rows);
+// One front per group of rows that may be compared: the same model, compressed
+// part (a flat run's ratio is of the attention values, not of the embedding) and
+// evaluation text. Groups in order of their first row; each as pareto_front
+// orders it, with indices into `rows`.
+struct ParetoGroup {
+    std::string model, part, eval_text;
+    std::vector<int> rows;  // every row of the group
+    std::vector<int> front; // its Pareto front
+};
+std::vector<ParetoGroup> pareto_fronts(const std::vector<RunSummary>& rows);
 
 // The results files. CSV columns: method, parameters, params (stored values after),
 // ratio, ppl, delta_ln_ppl, cosine, seconds, host, then part, params_before,

@@ -211,6 +211,30 @@ std::vector<int> pareto_front(const std::vector<RunSummary>& rows)
     return front;
 }
 
+std::vector<ParetoGroup> pareto_fronts(const std::vector<RunSummary>& rows)
+{
+    std::vector<ParetoGroup> groups;
+    for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+        const auto& r = rows[i];
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const ParetoGroup& g) {
+            return g.model == r.model && g.part == r.part && g.eval_text == r.eval_text;
+        });
+        if (it == groups.end()) {
+            groups.push_back({r.model, r.part, r.eval_text, {}, {}});
+            it = groups.end() - 1;
+        }
+        it->rows.push_back(i);
+    }
+    for (auto& g : groups) {
+        std::vector<RunSummary> subset;
+        for (int i : g.rows)
+            subset.push_back(rows[i]);
+        for (int k : pareto_front(subset))
+            g.front.push_back(g.rows[k]);
+    }
+    return groups;
+}
+
 std::string results_csv(const std::vector<RunSummary>& rows)
 {
     std::string out;
