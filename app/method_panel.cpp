@@ -6,8 +6,10 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -87,7 +89,7 @@ MethodPanel::MethodPanel(QWidget* parent)
       train_text_(new QLineEdit(this)), eval_text_(new QLineEdit(this)),
       eval_tokens_(spin(this, "first ", 0, 100000000, 4096,
                         "Perplexity on the evaluation text's first N tokens (all: every token)")),
-      run_(new QPushButton("Run", this)), problem_(new QLabel(this))
+      run_(new QPushButton("Run", this)), problem_(new QLabel(this)), note_(new QLabel(this))
 {
     rank_->setObjectName("rank");
     eps_->setObjectName("eps");
@@ -166,6 +168,12 @@ MethodPanel::MethodPanel(QWidget* parent)
     layout->addLayout(top);
     layout->addLayout(texts);
     layout->addWidget(problem_);
+    layout->addWidget(note_);
+    note_->setStyleSheet("color: #8a5a00;");
+    note_->setWordWrap(true);
+    note_->hide();
+    for (QLineEdit* e : {frequency_text_, eval_text_})
+        connect(e, &QLineEdit::textChanged, this, &MethodPanel::showNotes);
     // An out-of-range number typed anywhere is said here at once, not at Run.
     for (QWidget* box : numberBoxes()) {
         if (auto* s = qobject_cast<CheckedSpinBox*>(box))
@@ -352,6 +360,32 @@ void MethodPanel::showOptionsFor(const QString& method)
     calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
     showProblem(); // a hidden box's problem no longer stops a run
+    showNotes();
+}
+
+QString MethodPanel::note() const
+{
+    // lle splits common from rare by the frequency text: evaluated on the same
+    // text, every evaluated token was counted there, so the rare rows it rebuilds
+    // are the ones the evaluation sees least (or never).
+    if (method() != "lle")
+        return {};
+    const QString freq = frequency_text_->text().trimmed(), eval = eval_text_->text().trimmed();
+    const bool same = freq.isEmpty() || eval.isEmpty()
+                          ? freq.isEmpty() && eval.isEmpty()
+                          : QDir::cleanPath(QFileInfo(freq).absoluteFilePath()) ==
+                                QDir::cleanPath(QFileInfo(eval).absoluteFilePath());
+    return same ? QString("The frequency text is also the evaluation text: tokens rare in it are rare in "
+                          "what is evaluated, so the rebuilt rows are hardly evaluated. Evaluate on "
+                          "another text to measure them.")
+                : QString();
+}
+
+void MethodPanel::showNotes()
+{
+    const QString n = note();
+    note_->setText(n);
+    note_->setVisible(!n.isEmpty());
 }
 
 void MethodPanel::saveSettings() const

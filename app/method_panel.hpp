@@ -46,6 +46,9 @@ public:
     // The first visible number box holding an out-of-range value ("" if none):
     // run() refuses while there is one, and the panel shows it in red.
     QString problem() const;
+    // A warning that does not stop a run ("" if none): lle with the frequency text
+    // also the evaluation text.
+    QString note() const;
 
     void saveSettings() const;
     void restoreSettings();
@@ -60,6 +63,7 @@ private:
     void showOptionsFor(const QString& method);
     QList<QWidget*> numberBoxes() const;
     void showProblem();
+    void showNotes();
     QWidget* textRow(const QString& label, QLineEdit* edit, const QString& tooltip);
 
     QComboBox* method_;
@@ -91,6 +95,7 @@ private:
     QWidget* train_row_;
     QPushButton* run_;
     QLabel* problem_;
+    QLabel* note_;
 };
 
 } // namespace embedlab::app

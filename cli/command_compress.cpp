@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/fourier_mlp.hpp"
+#include "frequency_text.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
@@ -144,6 +145,7 @@ int command_compress(const std::vector<std::string>& argv)
             throw InputError(
                 "the lle methods need --freq-text FILE (token frequencies decide common vs rare)");
         request.freq_text = *freq_text;
+        warn_if_frequency_text_is_evaluated(args);
         request.keep_ratio = args.get_double("--keep-ratio", 1.0, 0, 1);
         request.coverage_task = args.get("--coverage-task").value_or("");
         request.coverage_data = args.get("--coverage-data").value_or("");

@@ -205,6 +205,7 @@ int command_sweep(const std::vector<std::string>& argv)
         for (const auto& r : split_list(args.get("--keep-ratios").value_or("")))
             ratios.push_back(Args("sweep", {"--keep-ratios", r}, {"--keep-ratios"}, {})
                                  .get_double("--keep-ratios", 1, 0, 1));
+        warn_if_frequency_text_is_evaluated(args);
         if (ratios.empty() || (ks.empty() && method != "lle-unk"))
             throw InputError("sweep: --method " + method + " needs --keep-ratios R1,R2,.. and --ks K1,K2,..");
         for (double ratio : ratios) {

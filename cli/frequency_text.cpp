@@ -24,4 +24,15 @@ Json FrequencyText::json() const
     return embedlab::FrequencyText{path, sha256, split}.json();
 }
 
+void warn_if_frequency_text_is_evaluated(const Args& args)
+{
+    namespace fs = std::filesystem;
+    const auto freq = args.get("--freq-text"), eval = args.get("--eval-text");
+    std::error_code ec;
+    if (freq && eval && fs::equivalent(*freq, *eval, ec) && !ec)
+        print_warnings(
+            {"--freq-text is also the --eval-text: tokens rare in it are rare in what is evaluated, "
+             "so the rebuilt rows are hardly measured; evaluate on another text"});
+}
+
 } // namespace embedlab::cli

@@ -10,6 +10,10 @@
 
 namespace embedlab::cli {
 
+// lle: a warning on stderr when --freq-text is also --eval-text (tokens rare in
+// it are rare in what is evaluated, so the rebuilt rows are hardly measured).
+void warn_if_frequency_text_is_evaluated(const Args& args);
+
 struct FrequencyText {
     std::filesystem::path path;
     std::string sha256;

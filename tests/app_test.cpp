@@ -439,3 +439,25 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
     panel.setMethod("pca");
     EXPECT_EQ(panel.problem(), "") << "a hidden box does not stop another method";
 }
+
+// Issue 23 item 7: lle with the frequency text as the evaluation text is said
+// (the rebuilt rare rows would hardly be evaluated), without stopping the run.
+TEST(MethodPanel, WarnsWhenTheFrequencyTextIsTheEvaluationText)
+{
+    embedlab::app::MethodPanel panel;
+    embedlab::app::CompressionRequest r;
+    r.method = "lle";
+    r.k = 8;
+    r.keep_ratio = 0.5;
+    panel.setRequest(r); // both texts empty: the bundled sample text for both
+    EXPECT_TRUE(panel.note().startsWith("The frequency text is also the evaluation text"));
+    r.frequency_text = "/tmp/freq.txt";
+    panel.setRequest(r, "/tmp/eval.txt");
+    EXPECT_EQ(panel.note(), "");
+    panel.setRequest(r, "/tmp/../tmp/freq.txt");
+    EXPECT_NE(panel.note(), "");
+    r.method = "pca";
+    r.rank = 8;
+    panel.setRequest(r, "/tmp/freq.txt");
+    EXPECT_EQ(panel.note(), "") << "only lle splits by frequency";
+}

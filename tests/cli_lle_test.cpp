@@ -129,8 +129,11 @@ TEST(CliLle, NeighboursOfARareTokenByString)
 TEST(CliLle, SweepOverKeepRatiosAndK)
 {
     Texts t;
-    const auto j = json_of(cli({"sweep", "--method", "lle", "--freq-text", t.freq, "--keep-ratios", "0.5,1.0",
-                                "--ks", "1,3", "--eval-text", t.freq, "--ctx", "64", "--json", "--quiet"}));
+    const auto run = cli({"sweep", "--method", "lle", "--freq-text", t.freq, "--keep-ratios", "0.5,1.0",
+                          "--ks", "1,3", "--eval-text", t.freq, "--ctx", "64", "--json", "--quiet"});
+    // The same text for frequencies and evaluation is allowed, and said (issue 23 item 7).
+    EXPECT_NE(run.err.find("warning: --freq-text is also the --eval-text"), std::string::npos) << run.err;
+    const auto j = json_of(run);
     ASSERT_EQ(j["rows"].size(), 4u);
     const auto& rows = j["rows"];
     EXPECT_LT(rows[0]["token_coverage"].get<double>(), rows[2]["token_coverage"].get<double>());

@@ -23,6 +23,7 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "token_text.hpp"
 
 using namespace embedlab::views;
 using embedlab::test::render_to_png;
@@ -483,6 +484,46 @@ QVector<QCPItemText*> labels(QCustomPlot* plot)
         if (auto* text = qobject_cast<QCPItemText*>(plot->item(i)))
             out << text;
     return out;
+}
+
+// Issue 23 item 7: " the" and "the" are different tokens and look different;
+// whitespace tokens are escaped in labels, and search is exact.
+TEST(NeighbourGraphView, TokensAreShownEscapedAndSearchedExactly)
+{
+    NeighbourGraphData d;
+    d.tokens = {"a", "b", "the", " the", "\n", "x\ty"};
+    d.x = {0, 1, 2, 3, 4, 5};
+    d.y = {0, 1, 0, 1, 0, 1};
+    d.common = {0, 1};
+    d.rare = {2, 3, 4, 5};
+    d.k = 2;
+    d.neighbours = {0, 1, 0, 1, 0, 1, 0, 1};
+    d.weights = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+    d.cosine = {0.9, 0.8, 0.7, 0.6};
+    d.histogram = {4};
+    NeighbourGraphView view;
+    view.setData(d);
+    ASSERT_TRUE(view.search(" the"));
+    EXPECT_EQ(view.selectedToken(), 3);
+    ASSERT_TRUE(view.search("the"));
+    EXPECT_EQ(view.selectedToken(), 2);
+    ASSERT_TRUE(view.search(QString::fromUtf8("\u2423the"))); // the notation the labels use
+    EXPECT_EQ(view.selectedToken(), 3);
+    EXPECT_TRUE(view.summary().contains(QString::fromUtf8("'\u2423the'"))) << view.summary().toStdString();
+    ASSERT_TRUE(view.search("\\n"));
+    EXPECT_EQ(view.selectedToken(), 4);
+    EXPECT_TRUE(view.summary().contains("'\\n'")) << view.summary().toStdString();
+    EXPECT_FALSE(view.summary().contains('\n'));
+    for (int i = 0; i < view.plot()->itemCount(); ++i)
+        if (auto* label = qobject_cast<QCPItemText*>(view.plot()->item(i)))
+            EXPECT_FALSE(label->text().contains('\n')) << "a label never breaks";
+    ASSERT_TRUE(view.search("x\\ty"));
+    EXPECT_EQ(view.selectedToken(), 5);
+    EXPECT_TRUE(view.search("4")) << "an id";
+    EXPECT_FALSE(view.search("a")) << "common";
+    EXPECT_EQ(embedlab::views::escaped_token("\x01 a\\"), QString::fromUtf8("\\x01\u2423a\\\\"));
+    EXPECT_EQ(embedlab::views::unescaped_token(embedlab::views::escaped_token("\x01 a\\\t\r")),
+              "\x01 a\\\t\r");
 }
 
 TEST(NeighbourGraphView, LegendSitsOutsideTheScatterSoItNeverHidesTheSelection)

@@ -1,5 +1,7 @@
 #include "neighbour_graph_view.hpp"
 
+#include "token_text.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -100,7 +102,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
 
     connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) { press_ = e->position(); });
     connect(plot_, &QCustomPlot::mouseRelease, this, &NeighbourGraphView::clicked);
-    search_->setPlaceholderText("rare token text or id");
+    search_->setPlaceholderText("rare token (exact: \u2423 or a space for spaces, \\n) or id");
     auto* go = new QPushButton("Show neighbours", this);
     connect(search_, &QLineEdit::returnPressed, this, [this] { search(search_->text()); });
     connect(go, &QPushButton::clicked, this, [this] { search(search_->text()); });
@@ -212,17 +214,23 @@ bool NeighbourGraphView::selectToken(int id)
     return true;
 }
 
-bool NeighbourGraphView::search(const QString& text)
+bool NeighbourGraphView::search(const QString& typed)
 {
-    bool numeric = false;
-    const int id = text.trimmed().toInt(&numeric);
-    if (numeric)
-        return selectToken(id);
+    // Exactly the token typed (" the" is not "the"; '␣' and \n notation accepted),
+    // then a token id.
+    const QString text = unescaped_token(typed);
     for (int rare : data_.rare)
-        if (rare < data_.tokens.size() &&
-            (data_.tokens[rare] == text || data_.tokens[rare].trimmed() == text.trimmed()))
+        if (rare < data_.tokens.size() && data_.tokens[rare] == text)
             return selectToken(rare);
-    stats_->setText("'" + text + "' is not a rare token");
+    bool numeric = false;
+    const int id = typed.toInt(&numeric);
+    if (numeric && !typed.contains(' '))
+        return selectToken(id);
+    const auto common = std::find(data_.tokens.begin(), data_.tokens.end(), text);
+    stats_->setText("'" + escaped_token(text) + "' is not a rare token" +
+                    (common != data_.tokens.end()
+                         ? QString(" (token %1 is common)").arg(common - data_.tokens.begin())
+                         : QString()));
     return false;
 }
 
@@ -244,8 +252,9 @@ void NeighbourGraphView::drawSelection()
             text->position->setCoords(at);
             text->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
             text->setPadding(QMargins(4, 0, 0, 2));
-            text->setText((id < data_.tokens.size() ? "'" + data_.tokens[id] + "' " : QString()) +
-                          QString::number(id) + extra);
+            text->setText(
+                (id < data_.tokens.size() ? "'" + escaped_token(data_.tokens[id]) + "' " : QString()) +
+                QString::number(id) + extra);
             text->setFont(QFont(font().family(), 8));
         };
         for (int j = 0; j < data_.k; ++j) {
@@ -286,7 +295,8 @@ QString NeighbourGraphView::summary() const
     if (selected_ >= 0)
         s += QString(". Token %1%2: reconstruction cosine %3")
                  .arg(selected_)
-                 .arg(selected_ < data_.tokens.size() ? " '" + data_.tokens[selected_] + "'" : QString())
+                 .arg(selected_ < data_.tokens.size() ? " '" + escaped_token(data_.tokens[selected_]) + "'"
+                                                      : QString())
                  .arg(data_.cosine.value(rare_slot_[selected_]), 0, 'f', 4);
     return s;
 }
