@@ -86,6 +86,11 @@ struct CompressionRequest {
     // The worker on the host ("": embedlab-cli on its PATH) and its cache
     // directory ("": ~/.cache/embedlab), as remote run's --remote-cli / --remote-dir.
     std::string remote_cli, remote_dir;
+    // Or on a Slurm cluster (this machine a login node): one job array task, with
+    // these sbatch options ("": the cluster's defaults), as sweep --slurm runs them.
+    bool slurm = false;
+    std::string slurm_partition, slurm_time;
+    int slurm_array_limit = 0;
 };
 // A row of the results table: the engine's summary of a run (results.hpp).
 using CompressionRun = embedlab::RunSummary;
@@ -95,8 +100,11 @@ std::string describe_request(const CompressionRequest& request);
 // range, unknown method, remote with a method the worker does not run, ...);
 // d is the model's hidden size. Cheap: the GUI checks before queueing.
 void check_request(const CompressionRequest& request, int64_t d);
+// What a job is doing beyond its progress ("Slurm 12: pending"), for the job list.
+using StatusFn = std::function<void(const std::string& status)>;
 CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                     const std::string& text, const ProgressFn& progress);
+                                     const std::string& text, const ProgressFn& progress,
+                                     const StatusFn& status = {});
 
 // Writes the compressed model of `request` (what a results row ran) to `out_dir` in
 // the CLI's `compress` layout (config, tokenizer, model.safetensors with the

@@ -157,8 +157,11 @@ std::shared_ptr<const embedlab::CompressionRun> kept_run(const embedlab::Compres
 } // namespace
 
 CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                     const std::string& text, const ProgressFn& progress)
+                                     const std::string& text, const ProgressFn& progress,
+                                     const StatusFn& status)
 {
+    if (request.slurm)
+        return detail::slurm_compress_and_evaluate(model, request, text, progress, status);
     if (!request.host.empty())
         return detail::remote_compress_and_evaluate(model, request, text, progress);
     const auto e = detail::experiment_request(model, request, text);

@@ -54,4 +54,10 @@ CompressionRun remote_compress_and_evaluate(const std::string& model, const Comp
                                             const std::string& text, const ProgressFn& progress,
                                             const RemoteWorker& worker);
 
+// analyses_slurm.cpp: a request with `slurm`, as a one-task Slurm job array; its
+// state ("Slurm 12: pending", ... "running on node3") goes to `status`.
+CompressionRun slurm_compress_and_evaluate(const std::string& model, const CompressionRequest& request,
+                                           const std::string& text, const ProgressFn& progress,
+                                           const StatusFn& status);
+
 } // namespace embedlab::app::detail

@@ -13,7 +13,9 @@ std::string describe_request(const CompressionRequest& r)
     } catch (const InputError&) {
         what = r.method; // not a method: check_request says so before anything runs
     }
-    if (!r.host.empty())
+    if (r.slurm)
+        what += " on Slurm";
+    else if (!r.host.empty())
         what += " on " + r.host;
     return what;
 }

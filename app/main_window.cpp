@@ -27,6 +27,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QTreeWidget>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -426,7 +427,13 @@ void MainWindow::trackJobs()
 {
     auto state = [this](int id, const QString& text) {
         if (auto* item = job_items_.value(id)) {
-            item->setText(kState, text);
+            // A job asked to stop says so until it has (its progress keeps coming); a
+            // job with a status of its own (a Slurm task's) shows that while it runs.
+            if (text == "running" && cancelling_.contains(id))
+                return;
+            if (text != "running")
+                cancelling_.remove(id), job_status_.remove(id);
+            item->setText(kState, text == "running" && job_status_.contains(id) ? job_status_[id] : text);
             if (job_clocks_.contains(id))
                 item->setText(kTime, QString::number(job_clocks_[id].elapsed() / 1000.0, 'f', 1) + " s");
             if (text != "running" && text != "queued") {
@@ -445,7 +452,15 @@ void MainWindow::trackJobs()
         bar->setValue(0);
         job_list_->setItemWidget(item, kProgress, bar);
         auto* cancel = new QPushButton("Cancel", job_list_);
-        connect(cancel, &QPushButton::clicked, this, [this, id] { jobs_.cancel(id); });
+        connect(cancel, &QPushButton::clicked, this, [this, id, cancel] {
+            if (jobs_.running() == id) { // said at once; the engine stops at its next report
+                cancelling_.insert(id);
+                if (auto* item = job_items_.value(id))
+                    item->setText(kState, "cancelling");
+                cancel->setEnabled(false);
+            }
+            jobs_.cancel(id);
+        });
         job_list_->setItemWidget(item, kCancel, cancel);
         job_list_->scrollToItem(item);
     });
@@ -453,6 +468,15 @@ void MainWindow::trackJobs()
         job_clocks_[id].start();
         state(id, "running");
     });
+    // The running job's time ticks on its own, not only when progress arrives.
+    auto* ticker = new QTimer(this);
+    ticker->setObjectName("job_clock");
+    connect(ticker, &QTimer::timeout, this, [this] {
+        const int id = jobs_.running();
+        if (auto* item = job_items_.value(id); item && job_clocks_.contains(id))
+            item->setText(kTime, QString::number(job_clocks_[id].elapsed() / 1000.0, 'f', 1) + " s");
+    });
+    ticker->start(200);
     connect(&jobs_, &JobController::progress, this, [this, state](int id, qint64 done, qint64 total) {
         if (auto* item = job_items_.value(id))
             if (auto* bar = qobject_cast<QProgressBar*>(job_list_->itemWidget(item, kProgress)))
@@ -487,6 +511,15 @@ void MainWindow::trackJobs()
         }
     });
     connect(&jobs_, &JobController::cancelled, this, [state](int id) { state(id, "cancelled"); });
+}
+
+void MainWindow::showJobStatus(int id, const QString& status)
+{
+    auto* item = job_items_.value(id);
+    if (!item || id != jobs_.running() || cancelling_.contains(id))
+        return;
+    job_status_[id] = status;
+    item->setText(kState, status);
 }
 
 void MainWindow::openModel(const QString& path)

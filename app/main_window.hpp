@@ -95,7 +95,8 @@ protected:
 
 private:
     void showSummary(const ModelSummary& s);
-    void resetViews();                              // every tab empty, for a newly loaded model
+    void resetViews(); // every tab empty, for a newly loaded model
+    void showJobStatus(int id, const QString& status);
     void analyse(const QString& path);              // spectrum + importance jobs for the shown model
     void computeShownView();                        // the lazy view on the current tab, if not done yet
     void chooseTensorTrainEps(const QString& path); // the panel's tt eps: one that compresses
@@ -142,12 +143,14 @@ private:
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;
-    QHash<int, QString> load_jobs_; // load job id -> the path it loads
-    QString facts_html_;            // the loaded model's facts
-    QString model_path_;            // the shown model ("" until one loaded)
-    int64_t model_dim_ = 0;         // its hidden size
-    int64_t model_vocab_ = 0;       // and vocabulary
-    QSet<QString> lazy_started_;    // "fourier", "tt", "lle" queued for model_path_
+    QSet<int> cancelling_;           // asked to stop, not stopped yet
+    QHash<int, QString> job_status_; // a running job's own state, e.g. "Slurm 12: running on node3"
+    QHash<int, QString> load_jobs_;  // load job id -> the path it loads
+    QString facts_html_;             // the loaded model's facts
+    QString model_path_;             // the shown model ("" until one loaded)
+    int64_t model_dim_ = 0;          // its hidden size
+    int64_t model_vocab_ = 0;        // and vocabulary
+    QSet<QString> lazy_started_;     // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;
 };
 

@@ -2,6 +2,8 @@
 // thread (analyses.hpp), converted to the view's plain struct on the GUI thread.
 #include <QDoubleSpinBox>
 #include <algorithm>
+#include <atomic>
+#include <memory>
 
 #include <QCheckBox>
 #include <QFileDialog>
@@ -46,10 +48,19 @@ int MainWindow::runCompression(const CompressionRequest& request, const QString&
     }
     const std::string text =
         evaluation_text.isEmpty() ? default_sample_text() : evaluation_text.toStdString();
-    return jobs_.submit(
+    auto job_id = std::make_shared<std::atomic<int>>(0);
+    // A Slurm job's state ("Slurm 12: pending") replaces "running" in the job list.
+    const StatusFn status = [this, job_id](const std::string& what) {
+        QMetaObject::invokeMethod(
+            this,
+            [this, id = job_id->load(), what = QString::fromStdString(what)] { showJobStatus(id, what); },
+            Qt::QueuedConnection);
+    };
+    const int id = jobs_.submit(
         "compress " + QString::fromStdString(describe_request(request)) + " + perplexity",
-        [this, request, text, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
-            const auto r = compress_and_evaluate(path.toStdString(), request, text, progress);
+        [this, request, text, status,
+         path = model_path_](const ProgressFn& progress) -> std::function<void()> {
+            const auto r = compress_and_evaluate(path.toStdString(), request, text, progress, status);
             return [this, r, request, text, path] {
                 const int row = results_->addRow(r);
                 if (r.ratio > 1)
@@ -66,6 +77,8 @@ int MainWindow::runCompression(const CompressionRequest& request, const QString&
                 updateExportEnabled();
             };
         });
+    job_id->store(id);
+    return id;
 }
 
 int MainWindow::exportCompressed(int row, const QString& dir, bool dense, bool overwrite)

@@ -24,6 +24,7 @@ namespace embedlab::app {
 namespace {
 
 const QString kThisComputer = "This computer";
+const QString kSlurm = "Slurm cluster"; // this machine is a login node (sbatch on PATH)
 
 QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value, const QString& tip)
 {
@@ -85,6 +86,8 @@ MethodPanel::MethodPanel(QWidget* parent)
       lora_rank_(spin(this, "r = ", 1, 1024, 8, "Adapter rank (alpha = 2 r)")),
       lora_steps_(spin(this, "", 1, 1000000, 100, "Training steps of 8 windows each")),
       target_(new QComboBox(this)), ssh_config_(new QLineEdit(this)), remote_cli_(new QLineEdit(this)),
+      slurm_partition_(new QLineEdit(this)), slurm_time_(new QLineEdit(this)),
+      slurm_array_limit_(spin(this, "", 0, 100000, 0, "Slurm array tasks running at once (--array=..%K)")),
       frequency_text_(new QLineEdit(this)), calibration_text_(new QLineEdit(this)),
       train_text_(new QLineEdit(this)), eval_text_(new QLineEdit(this)),
       eval_tokens_(spin(this, "first ", 0, 100000000, 4096,
@@ -114,9 +117,18 @@ MethodPanel::MethodPanel(QWidget* parent)
     eval_tokens_->setSpecialValueText("all tokens");
     target_->setEditable(true);
     target_->addItem(kThisComputer);
+    target_->addItem(kSlurm);
+    slurm_partition_->setPlaceholderText("partition (default)");
+    slurm_partition_->setToolTip("sbatch --partition");
+    slurm_time_->setPlaceholderText("time limit, e.g. 00:30:00");
+    slurm_time_->setToolTip("sbatch --time");
+    slurm_array_limit_->setSpecialValueText("no task limit");
+    slurm_array_limit_->setPrefix("at most ");
+    slurm_array_limit_->setSuffix(" at once");
     target_->setToolTip(
         "Where the job runs: this computer, or an ssh host ([user@]host[:port] or a name from\n"
-        "the ssh config) with embedlab-cli installed (every method; see README, Remote)");
+        "the ssh config) with embedlab-cli installed (every method; see README, Remote), or a Slurm\n"
+        "cluster whose login node this is (a job array task; see README, Sweeps on a Slurm cluster)");
     target_->setMinimumContentsLength(14);
     ssh_config_->setPlaceholderText("ssh config (default: ~/.ssh/config)");
     remote_cli_->setPlaceholderText("embedlab-cli");
@@ -141,6 +153,9 @@ MethodPanel::MethodPanel(QWidget* parent)
     top->addWidget(target_);
     top->addWidget(ssh_config_);
     top->addWidget(remote_cli_);
+    top->addWidget(slurm_partition_);
+    top->addWidget(slurm_time_);
+    top->addWidget(slurm_array_limit_);
     top->addWidget(run_);
     problem_->setStyleSheet("color: #b00000;");
     problem_->setWordWrap(true);
@@ -244,7 +259,12 @@ CompressionRequest MethodPanel::request() const
     r.eval_tokens = eval_tokens_->value();
     r.divergence = divergence_->isChecked();
     const QString host = target_->currentText().trimmed();
-    if (host != kThisComputer && !host.isEmpty()) {
+    if (host == kSlurm) {
+        r.slurm = true;
+        r.slurm_partition = slurm_partition_->text().trimmed().toStdString();
+        r.slurm_time = slurm_time_->text().trimmed().toStdString();
+        r.slurm_array_limit = slurm_array_limit_->value();
+    } else if (host != kThisComputer && !host.isEmpty()) {
         r.host = host.toStdString();
         r.ssh_config = ssh_config_->text().trimmed().toStdString();
         r.remote_cli = remote_cli_->text().trimmed().toStdString();
@@ -282,9 +302,14 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
     train_text_->setText(QString::fromStdString(r.train_text));
     eval_text_->setText(evaluation_text);
     eval_tokens_->setValue(static_cast<int>(r.eval_tokens));
-    setHost(QString::fromStdString(r.host));
+    setHost(r.slurm ? kSlurm : QString::fromStdString(r.host));
     ssh_config_->setText(QString::fromStdString(r.ssh_config));
     remote_cli_->setText(QString::fromStdString(r.remote_cli));
+    if (r.slurm) {
+        slurm_partition_->setText(QString::fromStdString(r.slurm_partition));
+        slurm_time_->setText(QString::fromStdString(r.slurm_time));
+        slurm_array_limit_->setValue(r.slurm_array_limit);
+    }
 }
 
 QString MethodPanel::method() const
@@ -354,8 +379,10 @@ void MethodPanel::showOptionsFor(const QString& method)
     lora_rank_->setVisible(embedding && lora_->isChecked());
     lora_steps_->setVisible(embedding && lora_->isChecked());
     const QString host = target_->currentText().trimmed();
-    ssh_config_->setVisible(host != kThisComputer && !host.isEmpty());
+    ssh_config_->setVisible(host != kThisComputer && host != kSlurm && !host.isEmpty());
     remote_cli_->setVisible(ssh_config_->isVisibleTo(this));
+    for (QWidget* w : std::initializer_list<QWidget*>{slurm_partition_, slurm_time_, slurm_array_limit_})
+        w->setVisible(host == kSlurm);
     frequency_row_->setVisible(m && m->needs_frequency_text);
     calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
@@ -415,11 +442,15 @@ void MethodPanel::saveSettings() const
     s.setValue("eval_tokens", eval_tokens_->value());
     s.setValue("ssh_config", ssh_config_->text());
     s.setValue("remote_cli", remote_cli_->text());
+    s.setValue("slurm_partition", slurm_partition_->text());
+    s.setValue("slurm_time", slurm_time_->text());
+    s.setValue("slurm_array_limit", slurm_array_limit_->value());
     QStringList hosts;
-    for (int i = 1; i < target_->count(); ++i)
-        hosts << target_->itemText(i);
+    for (int i = 0; i < target_->count(); ++i)
+        if (target_->itemText(i) != kThisComputer && target_->itemText(i) != kSlurm)
+            hosts << target_->itemText(i);
     const QString host = target_->currentText().trimmed();
-    if (host != kThisComputer && !host.isEmpty() && !hosts.contains(host))
+    if (host != kThisComputer && host != kSlurm && !host.isEmpty() && !hosts.contains(host))
         hosts.prepend(host);
     s.setValue("hosts", hosts.mid(0, 8));
     s.setValue("host", host == kThisComputer ? QString() : host);
@@ -456,6 +487,9 @@ void MethodPanel::restoreSettings()
     eval_tokens_->setValue(s.value("eval_tokens", eval_tokens_->value()).toInt());
     ssh_config_->setText(s.value("ssh_config").toString());
     remote_cli_->setText(s.value("remote_cli").toString());
+    slurm_partition_->setText(s.value("slurm_partition").toString());
+    slurm_time_->setText(s.value("slurm_time").toString());
+    slurm_array_limit_->setValue(s.value("slurm_array_limit", 0).toInt());
     setHost(s.value("host").toString());
 }
 

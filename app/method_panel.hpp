@@ -41,7 +41,7 @@ public:
     void setMethod(const QString& method);
     void setRank(int k);
     void setEps(double eps);
-    void setHost(const QString& host); // "" = this computer
+    void setHost(const QString& host); // "" = this computer, "Slurm cluster", or an ssh host
 
     // The first visible number box holding an out-of-range value ("" if none):
     // run() refuses while there is one, and the panel shows it in red.
@@ -85,6 +85,9 @@ private:
     QComboBox* target_; // editable: "This computer" or an ssh host
     QLineEdit* ssh_config_;
     QLineEdit* remote_cli_;
+    QLineEdit* slurm_partition_;
+    QLineEdit* slurm_time_;
+    QSpinBox* slurm_array_limit_;
     QLineEdit* frequency_text_;
     QLineEdit* calibration_text_;
     QLineEdit* train_text_;

@@ -77,7 +77,7 @@ int command_eval(const std::vector<std::string>& argv)
                          " token(s); perplexity needs at least 2");
     PerplexityResult r;
     {
-        ProgressPrinter progress("eval", "windows", args.has("--quiet"));
+        ProgressPrinter progress("eval", "tokens", args.has("--quiet"));
         r = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = stride, .batch_windows = batch},
                                 progress.callback());
     }

@@ -69,12 +69,12 @@ ExperimentProgressFn StagePrinter::callback()
         if (p.stage != stage_ || !printer_) {
             printer_.reset(); // ends the previous stage's line first
             stage_ = p.stage;
-            const bool windows = stage_.rfind("eval", 0) == 0 || stage_ == "calibrate";
-            printer_ = std::make_unique<ProgressPrinter>(stage_,
-                                                         windows             ? "windows"
-                                                         : stage_ == "train" ? "steps"
-                                                                             : "%",
-                                                         quiet_ || stage_ == "load");
+            // Evaluations count predicted tokens (perplexity reports per head chunk).
+            const char* unit = stage_.rfind("eval", 0) == 0 ? "tokens"
+                               : stage_ == "calibrate"      ? "windows"
+                               : stage_ == "train"          ? "steps"
+                                                            : "%";
+            printer_ = std::make_unique<ProgressPrinter>(stage_, unit, quiet_ || stage_ == "load");
         }
         return printer_->callback()(p.done, p.total);
     };

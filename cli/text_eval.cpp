@@ -41,7 +41,7 @@ PerplexityResult TextEval::run(const LanguageModel& model, const std::string& wh
     if (ids.size() < 2)
         throw InputError(text.string() + ": has " + std::to_string(ids.size()) +
                          " token(s); perplexity needs at least 2");
-    ProgressPrinter progress(what, "windows", quiet);
+    ProgressPrinter progress(what, "tokens", quiet);
     return evaluate_perplexity(model, ids, options, progress.callback());
 }
 

@@ -10,6 +10,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -393,6 +394,8 @@ int main(int argc, char** argv)
 TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
 {
     embedlab::app::MethodPanel panel;
+    const auto initial = panel.request();
+    const QString initial_eval = panel.evaluationText();
     panel.setDimension(128);
     panel.setMethod("pca");
     panel.show();
@@ -438,6 +441,7 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
     EXPECT_FALSE(ran);
     panel.setMethod("pca");
     EXPECT_EQ(panel.problem(), "") << "a hidden box does not stop another method";
+    panel.setRequest(initial, initial_eval); // saved on destruction: as it was
 }
 
 // Issue 23 item 7: lle with the frequency text as the evaluation text is said
@@ -445,6 +449,8 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
 TEST(MethodPanel, WarnsWhenTheFrequencyTextIsTheEvaluationText)
 {
     embedlab::app::MethodPanel panel;
+    const auto initial = panel.request();
+    const QString initial_eval = panel.evaluationText();
     embedlab::app::CompressionRequest r;
     r.method = "lle";
     r.k = 8;
@@ -460,4 +466,75 @@ TEST(MethodPanel, WarnsWhenTheFrequencyTextIsTheEvaluationText)
     r.rank = 8;
     panel.setRequest(r, "/tmp/freq.txt");
     EXPECT_EQ(panel.note(), "") << "only lle splits by frequency";
+    // The panel saves its choice when destroyed: leave the next window what it had,
+    // not texts that do not exist.
+    panel.setRequest(initial, initial_eval);
+}
+
+// Issue 23 item 8: Cancel says "cancelling" at once (the engine stops at its next
+// report), and the running job's time ticks even while no progress arrives.
+TEST(MainWindow, CancelSaysCancellingAtOnceAndTheClockTicks)
+{
+    embedlab::app::MainWindow window;
+    window.jobs().submit("quiet work", [](const ProgressFn& progress) -> std::function<void()> {
+        QElapsedTimer t;
+        t.start();
+        while (t.elapsed() < 20000) {
+            QThread::msleep(20);
+            if (t.elapsed() > 1500) // silent for the first 1.5 s, then reporting
+                embedlab::report_progress(progress, 1, 2);
+        }
+        return [] {};
+    });
+    auto* jobs = window.findChild<QTreeWidget*>("job_list");
+    ASSERT_NE(jobs, nullptr);
+    QTreeWidgetItem* item = jobs->topLevelItem(jobs->topLevelItemCount() - 1);
+    QElapsedTimer clock;
+    clock.start();
+    run_until([&] { return item->text(1) == "running"; }, 5000);
+    run_until([&] { return item->text(3).endsWith(" s") && item->text(3) != "0.0 s"; }, 3000);
+    EXPECT_LT(clock.elapsed(), 1500) << "the clock ticked before any progress arrived";
+    auto* cancel = qobject_cast<QPushButton*>(jobs->itemWidget(item, 4));
+    ASSERT_NE(cancel, nullptr);
+    cancel->click();
+    EXPECT_EQ(item->text(1), "cancelling");
+    run_until([&] { return item->text(1) == "cancelled"; }, 15000);
+    EXPECT_EQ(item->text(1), "cancelled");
+}
+
+// Issue 22 item 4: the host choice offers a Slurm cluster, with partition, time
+// and array limit, remembered for the next window.
+TEST(MethodPanel, OffersASlurmClusterAndRemembersItsOptions)
+{
+    embedlab::app::CompressionRequest initial;
+    QString initial_eval;
+    {
+        embedlab::app::MethodPanel panel;
+        initial = panel.request();
+        initial_eval = panel.evaluationText();
+        auto r = initial;
+        r.method = "pca";
+        r.rank = 8;
+        r.slurm = true;
+        r.slurm_partition = "cpu";
+        r.slurm_time = "00:30:00";
+        r.slurm_array_limit = 4;
+        panel.setRequest(r, initial_eval);
+        const auto back = panel.request();
+        EXPECT_TRUE(back.slurm);
+        EXPECT_EQ(back.host, "");
+        EXPECT_EQ(back.slurm_partition, "cpu");
+        EXPECT_EQ(back.slurm_time, "00:30:00");
+        EXPECT_EQ(back.slurm_array_limit, 4);
+        EXPECT_EQ(embedlab::app::describe_request(back), "pca rank 8 on Slurm");
+    }
+    {
+        embedlab::app::MethodPanel again; // restored from the settings the first one saved
+        const auto back = again.request();
+        EXPECT_TRUE(back.slurm);
+        EXPECT_EQ(back.slurm_partition, "cpu");
+        EXPECT_EQ(back.slurm_time, "00:30:00");
+        EXPECT_EQ(back.slurm_array_limit, 4);
+        again.setRequest(initial, initial_eval); // leave the next window as it was
+    }
 }

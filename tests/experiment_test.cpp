@@ -5,6 +5,9 @@
 #include <cmath>
 #include <set>
 
+#include <chrono>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "embedlab/eval.hpp"
@@ -268,4 +271,47 @@ TEST(RunCompression, OverallProgressNeverGoesBack)
     }
     EXPECT_TRUE(positions);
     EXPECT_DOUBLE_EQ(seen.back().second, 1.0);
+}
+
+// Issue 23 item 8: a cancel is heard within about a second because every stage
+// reports often (perplexity after each head chunk), the bar's stages are weighed
+// by their work, and a cancel from any report ends the run with Cancelled. The
+// gaps are printed (a benchmark figure, not asserted: timing depends on the machine).
+TEST(RunCompression, ProgressIsFrequentAndACancelAnywhereStopsTheRun)
+{
+    using clock = std::chrono::steady_clock;
+    for (const auto& m : embedlab::method_registry()) {
+        auto r = request_for(m.name);
+        r.eval_tokens = 1024;
+        r.ctx = 128;
+        std::vector<std::tuple<std::string, double, double>> seen; // stage, seconds, overall
+        const auto start = clock::now();
+        embedlab::run_compression(r, [&](const embedlab::ExperimentProgress& p) {
+            seen.emplace_back(p.stage, std::chrono::duration<double>(clock::now() - start).count(),
+                              p.overall);
+            return true;
+        });
+        ASSERT_GT(seen.size(), 10u) << m.name;
+        double worst = 0;
+        std::string where;
+        for (size_t i = 1; i < seen.size(); ++i) {
+            EXPECT_GE(std::get<2>(seen[i]), std::get<2>(seen[i - 1])) << m.name;
+            if (std::get<1>(seen[i]) - std::get<1>(seen[i - 1]) > worst) {
+                worst = std::get<1>(seen[i]) - std::get<1>(seen[i - 1]);
+                where = std::get<0>(seen[i - 1]) + " -> " + std::get<0>(seen[i]);
+            }
+        }
+        EXPECT_DOUBLE_EQ(std::get<2>(seen.back()), 1.0) << m.name;
+        std::printf("%-8s %5.2f s, %4zu reports, longest gap %.3f s (%s)\n", m.name, std::get<1>(seen.back()),
+                    seen.size(), worst, where.c_str());
+        // A cancel in the middle of the evaluation of the compressed model.
+        int reports = 0;
+        EXPECT_THROW(embedlab::run_compression(r,
+                                               [&](const embedlab::ExperimentProgress& p) {
+                                                   return !(p.stage == "eval compressed" && ++reports == 3);
+                                               }),
+                     embedlab::Cancelled)
+            << m.name;
+        EXPECT_EQ(reports, 3) << m.name << ": the evaluation reports within its windows";
+    }
 }

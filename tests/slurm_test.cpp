@@ -9,6 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "cli_support.hpp"
+#if defined(EMBEDLAB_TEST_WORKBENCH)
+#include "analyses.hpp"
+#include "model_summary.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using embedlab::test::cli;
@@ -172,6 +176,36 @@ TEST_F(SlurmSweep, RefusalsAreOneLineAndWriteNothing)
         << unwritable.err;
     EXPECT_EQ(std::count(unwritable.err.begin(), unwritable.err.end(), '\n'), 1) << unwritable.err;
 }
+
+#if defined(EMBEDLAB_TEST_WORKBENCH)
+// Issue 22 item 4: the workbench's "Slurm cluster" runs a row as a one-task array,
+// says its state while it waits, and gets the numbers a local run gets.
+TEST_F(SlurmSweep, TheWorkbenchRunsARowAsASlurmTask)
+{
+    ::setenv("EMBEDLAB_SWEEP_DIR", (dir_ / "workbench").c_str(), 1);
+    embedlab::app::CompressionRequest request;
+    request.method = "pca";
+    request.rank = 16;
+    request.eval_tokens = 512;
+    const auto model = embedlab::app::default_model();
+    const auto local = embedlab::app::compress_and_evaluate(model, request, text_, {});
+    request.slurm = true;
+    request.slurm_time = "00:10:00";
+    std::vector<std::string> states;
+    const auto slurm = embedlab::app::compress_and_evaluate(
+        model, request, text_, {}, [&](const std::string& s) { states.push_back(s); });
+    ::unsetenv("EMBEDLAB_SWEEP_DIR");
+    EXPECT_EQ(slurm.params_after, local.params_after);
+    EXPECT_EQ(slurm.ppl, local.ppl);
+    EXPECT_EQ(slurm.ppl_original, local.ppl_original);
+    EXPECT_EQ(slurm.mean_cosine, local.mean_cosine);
+    ASSERT_FALSE(states.empty());
+    EXPECT_EQ(states.front().rfind("Slurm ", 0), 0u) << states.front();
+    EXPECT_NE(states.back().find(": done"), std::string::npos) << states.back();
+    // The numbers are in the row: the task's directory is gone.
+    EXPECT_TRUE(fs::is_empty(dir_ / "workbench"));
+}
+#endif
 
 } // namespace
 

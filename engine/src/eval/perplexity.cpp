@@ -40,9 +40,18 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
                          std::to_string(model.max_context()) + "-token context the model was trained for");
     const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
     const int64_t V = model.config().vocab_size;
-    // About 2048 positions per batch keeps the matrix products efficient.
-    const int64_t batch =
-        options.batch_windows > 0 ? options.batch_windows : std::max<int64_t>(1, 2048 / ctx);
+    // About 2048 positions per batch keeps the matrix products efficient; a large
+    // model's batch is cut so its forward pass stays near 16 GFLOP (well under a
+    // second here), because a cancel is heard between batches. Deterministic: the
+    // batch depends on the model's shape only, never on timing.
+    const auto& c = model.config();
+    const double flops_per_position = 2.0 * static_cast<double>(c.num_layers) *
+                                      (4.0 * double(c.hidden_size) * double(c.hidden_size) +
+                                       3.0 * double(c.hidden_size) * double(c.intermediate_size));
+    const int64_t by_cost = static_cast<int64_t>(16e9 / std::max(1.0, flops_per_position * double(ctx)));
+    const int64_t batch = options.batch_windows > 0
+                              ? options.batch_windows
+                              : std::clamp<int64_t>(by_cost, 1, std::max<int64_t>(1, 2048 / ctx));
 
     auto all_ids =
         torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)
@@ -50,7 +59,12 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     double total_nll = 0;
     int64_t scored = 0;
     size_t next = 0;
-    report_progress(progress, 0, static_cast<int64_t>(windows.size()));
+    // Progress in predicted positions, reported after every head chunk too: the
+    // head of a large vocabulary is most of the work of a small model.
+    int64_t positions = 0, positions_done = 0;
+    for (const auto& w : windows)
+        positions += w.length - 1;
+    report_progress(progress, 0, positions);
     // A tied head that rebuilds its rows (tt, lle, fourier) does so once here, not per chunk.
     const auto head_rows = model.head_rows();
     while (next < windows.size()) {
@@ -78,7 +92,9 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
             auto target = targets.narrow(0, r0, n).unsqueeze(1);
             // NLL = logsumexp(logits) - logit[target]; no full log_softmax copy.
             nll_parts.push_back(torch::logsumexp(logits, -1) - logits.gather(1, target).squeeze(1));
+            report_progress(progress, positions_done + r0 + n, positions);
         }
+        positions_done += rows;
         auto nll = torch::cat(nll_parts).view({-1, T});
         for (size_t i = next; i < end; ++i) {
             const auto& w = windows[i];
@@ -87,7 +103,6 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
             scored += T - w.first_scored;
         }
         next = end;
-        report_progress(progress, static_cast<int64_t>(next), static_cast<int64_t>(windows.size()));
     }
 
     PerplexityResult r;

@@ -117,6 +117,13 @@ PerplexityResult original_perplexity(const CompressionRequest& r, const Language
     return result;
 }
 
+bool baseline_cached(const CompressionRequest& r, const std::vector<int32_t>& ids, const PerplexityOptions& o)
+{
+    const std::string key = baseline_key(r, ids, o);
+    std::lock_guard lock(baseline_mutex);
+    return baselines.count(key) > 0;
+}
+
 bool same_file(const std::string& a, const std::string& b)
 {
     std::error_code ea, eb;
@@ -395,6 +402,62 @@ LoadOptions request_load_options(const CompressionRequest& request)
     return load;
 }
 
+// The run's stages weighted by their estimated floating-point work, so one progress
+// bar tracks the work (a cached baseline weighs nothing; LoRA training dwarfs a pca
+// fit). Estimates, not measurements: the bar's pace, never a reported number.
+std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest& r,
+                                                        const MethodDescriptor& m, const ModelConfig& c,
+                                                        const EvalInput* eval, const TrainOptions* train,
+                                                        const CalibrationOptions& calib)
+{
+    const double v = double(c.vocab_size), d = double(c.hidden_size), layers = double(c.num_layers);
+    const double body = 2 * layers * (4 * d * d + 3 * d * double(c.intermediate_size)); // per position
+    const double per_token = body + 2 * v * d;                                          // + the head
+    const double tokens = eval ? double(eval->ids.size()) : 0;
+    double compress = 2 * v * d * d + 10 * d * d * d; // pca, svd: the Gram matrix and its eigenvectors
+    switch (m.id) {
+    case Method::TT:
+        compress = 400 * v * d; // a small TT-SVD per token
+        break;
+    case Method::LLE:
+    case Method::LLEUnk:
+    case Method::LLEPCA:
+        compress = 2 * (1 - r.keep_ratio) * r.keep_ratio * v * v * d; // the exact kNN products
+        break;
+    case Method::Fourier:
+        compress = double(r.steps) * double(r.fit_batch) * 12 * d * d; // forward + backward
+        break;
+    case Method::Flat:
+        compress = 8 * layers * d * d * d; // per-head eigendecompositions, absorbed products
+        break;
+    default:
+        break;
+    }
+    std::vector<std::pair<std::string, double>> stages{{"load", 0}};
+    if (m.part == CompressedPart::AttentionValues)
+        stages.emplace_back("calibrate", double(calib.samples) * double(calib.seqlen) * per_token);
+    if (eval)
+        stages.emplace_back("eval original",
+                            baseline_cached(r, eval->ids, eval->options) ? 0 : tokens * per_token);
+    stages.emplace_back("compress", compress);
+    if (r.positions)
+        stages.emplace_back("compress positions", 2 * double(c.max_positions) * d * d);
+    if (train)
+        stages.emplace_back("train", 3 * double(train->steps) * double(train->batch) * double(train->seqlen) *
+                                         per_token);
+    if (eval)
+        stages.emplace_back("eval compressed", tokens * per_token);
+    if (r.divergence)
+        stages.emplace_back("divergence", 2 * tokens * per_token); // both models again, window by window
+    double total = 0;
+    for (const auto& st : stages)
+        total += st.second;
+    for (auto& st : stages) // a stage that runs is never invisible
+        if (st.first != "load" && !(st.first == "eval original" && st.second == 0))
+            st.second = std::max(st.second, 0.01 * total);
+    return stages;
+}
+
 CompressionRun run_compression(const CompressionRequest& request, const ExperimentProgressFn& progress)
 {
     check_request(request);
@@ -413,26 +476,13 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     const bool lora = request.lora_rank > 0;
     const bool evaluates = request.evaluates();
 
-    std::vector<std::pair<std::string, double>> stages{{"load", 20}};
-    if (is_flat)
-        stages.emplace_back("calibrate", 350);
-    if (evaluates)
-        stages.emplace_back("eval original", 200);
-    stages.emplace_back("compress", is_flat ? 30 : 350);
-    if (request.positions)
-        stages.emplace_back("compress positions", 60);
-    if (lora)
-        stages.emplace_back("train", 500);
-    if (evaluates)
-        stages.emplace_back("eval compressed", 250);
-    if (request.divergence)
-        stages.emplace_back("divergence", 500); // both models again, window by window
-    const StagedProgress bar(progress, stages);
+    // Loaded: the stages' weights (below) need the inputs, read first.
+    if (progress && !progress({"load", 1, 1, 0.0}))
+        throw Cancelled();
 
     CompressionRun run;
     run.request = request;
     run.model = std::move(loaded);
-    report_progress(bar.stage("load"), 1, 1);
     if (request_load_options(request).need_tokenizer && !run.model.tokenizer)
         throw InputError(request.model + ": " + request.method +
                          " with these inputs needs the model's tokenizer");
@@ -492,6 +542,9 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             throw InputError(request.calib_text + ": " + e.what());
         }
     }
+
+    const StagedProgress bar(progress, stage_costs(request, m, config, eval ? &*eval : nullptr,
+                                                   training ? &training->options : nullptr, calib_options));
 
     RunSummary& s = run.summary;
     s.method = m.name;
