@@ -221,3 +221,39 @@ int main(int argc, char** argv)
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }
+
+namespace {
+// Lays the widget out at a window's size, so pixels map to data as on screen.
+void settle(QWidget& w)
+{
+    w.resize(1000, 700);
+    w.setAttribute(Qt::WA_DontShowOnScreen);
+    w.show();
+    QApplication::processEvents();
+    for (auto* plot : w.findChildren<QCustomPlot*>())
+        plot->replot();
+}
+} // namespace
+
+// Issue 23 item 10: hovering says the value under the cursor: eigenvalue index
+// and value on the spectrum, layer, importance and rank on the IPRS plot.
+TEST(Hover, SpectrumAndAllocationSayTheValueUnderTheCursor)
+{
+    embedlab::views::SpectrumView spectrum;
+    spectrum.setData(four_components());
+    settle(spectrum);
+    QCustomPlot* p = spectrum.plot();
+    const QPointF at(p->xAxis->coordToPixel(2), p->yAxis->coordToPixel(4));
+    EXPECT_EQ(spectrum.hoverText(at),
+              "eigenvalue 2: 4 (0.286 of the variance); explained up to k = 2: 0.8571");
+    EXPECT_EQ(spectrum.hoverText(QPointF(-5, -5)), "") << "outside the axes";
+
+    embedlab::views::RankAllocationView iprs;
+    iprs.setData(three_layers());
+    settle(iprs);
+    QCustomPlot* q = iprs.plot();
+    const QString text = iprs.hoverText(QPointF(q->xAxis->coordToPixel(1), q->yAxis->coordToPixel(0.3)));
+    EXPECT_TRUE(text.startsWith("layer 1: importance 0.400 of the largest; at average remaining"))
+        << text.toStdString();
+    EXPECT_TRUE(text.endsWith(" of 32")) << text.toStdString();
+}

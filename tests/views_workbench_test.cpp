@@ -623,3 +623,53 @@ TEST(FigureExport, WritesPngAtTheDpiPdfAndSvgAndRestoresTheStyle)
 }
 
 } // namespace
+
+// Issue 23 item 10: hover on the neighbour graph names the token and its id, on
+// the Pareto plot the run, on the TT plot the candidate.
+TEST(Hover, NeighboursResultsAndTensorTrainSayWhatIsUnderTheCursor)
+{
+    auto settle = [](QWidget& w) {
+        w.resize(1000, 700);
+        w.setAttribute(Qt::WA_DontShowOnScreen);
+        w.show();
+        QApplication::processEvents();
+        for (auto* plot : w.findChildren<QCustomPlot*>())
+            plot->replot();
+    };
+    NeighbourGraphView graph;
+    auto data = fifty_thousand_tokens(5);
+    graph.setData(data);
+    settle(graph);
+    const int rare = data.rare[7], common = data.common[3];
+    auto pixel = [&](int id) {
+        return QPointF(graph.plot()->xAxis->coordToPixel(data.x[id]),
+                       graph.plot()->yAxis->coordToPixel(data.y[id]));
+    };
+    const QString on_rare = graph.hoverText(pixel(rare));
+    EXPECT_TRUE(on_rare.contains(QString("id %1").arg(rare))) << on_rare.toStdString();
+    EXPECT_TRUE(on_rare.contains("rare, rebuilt with cosine")) << on_rare.toStdString();
+    const QString on_common = graph.hoverText(pixel(common));
+    EXPECT_TRUE(on_common.contains(": common")) << on_common.toStdString();
+
+    ResultsView results;
+    for (const auto& r : three_runs())
+        results.addRow(r);
+    settle(results);
+    QCustomPlot* p = results.plot();
+    EXPECT_EQ(results.hoverText(QPointF(p->xAxis->coordToPixel(0.344), p->yAxis->coordToPixel(0.169))),
+              QString::fromUtf8(
+                  "tt shape 4x4x8, eps 0.3, ranks 1,4,6,1: ratio 0.3440, PPL 48, \u0394 ln PPL 0.1690 "
+                  "((unknown model))"));
+
+    TensorTrainView tt;
+    TensorTrainData candidates;
+    candidates.candidates = {
+        {.shape = "4x4x8", .ranks = "1,4,7,1", .eps = 0.3, .ratio = 1.44, .relative_error = 0.1},
+        {.shape = "4x4x8", .ranks = "1,3,4,1", .eps = 0.7, .ratio = 0.67, .relative_error = 0.3}};
+    tt.setData(candidates);
+    settle(tt);
+    QCustomPlot* t = tt.plot();
+    EXPECT_EQ(
+        tt.hoverText(QPointF(t->xAxis->coordToPixel(1.44), t->yAxis->coordToPixel(0.1))),
+        "shape 4x4x8, eps 0.3, ranks 1,4,7,1: ratio 1.4400 (larger than the table), relative error 0.1000");
+}

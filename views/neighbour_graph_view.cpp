@@ -13,6 +13,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "hover.hpp"
+
 namespace embedlab::views {
 
 namespace {
@@ -125,6 +127,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     layout->addWidget(about);
     layout->addWidget(plot_, 1);
     layout->addLayout(row);
+    install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
 void NeighbourGraphView::setData(const NeighbourGraphData& data)
@@ -299,6 +302,24 @@ QString NeighbourGraphView::summary() const
                                                       : QString())
                  .arg(data_.cosine.value(rare_slot_[selected_]), 0, 'f', 4);
     return s;
+}
+
+QString NeighbourGraphView::hoverText(const QPointF& pixel) const
+{
+    if (data_.x.isEmpty() || !plot_->axisRect()->rect().contains(pixel.toPoint()))
+        return {};
+    const int id = nearest_point(plot_, pixel, data_.x.constData(), data_.y.constData(),
+                                 static_cast<int>(std::min(data_.x.size(), data_.y.size())), 6.0);
+    if (id < 0)
+        return {};
+    QString text = QString("id %1").arg(id);
+    if (id < data_.tokens.size())
+        text = "'" + escaped_token(data_.tokens[id]) + "' " + text;
+    const int slot = id < rare_slot_.size() ? rare_slot_[id] : -1;
+    if (slot >= 0)
+        return text + QString(": rare, rebuilt with cosine %1 (click for its neighbours)")
+                          .arg(data_.cosine.value(slot), 0, 'f', 4);
+    return text + ": common (kept as a row)";
 }
 
 } // namespace embedlab::views

@@ -6,6 +6,7 @@
 // (no per-point items), so 50k tokens stay interactive.
 #pragma once
 
+#include <QPointF>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -40,6 +41,8 @@ public:
     void setData(const NeighbourGraphData& data);
     const NeighbourGraphData& data() const { return data_; }
     QCustomPlot* plot() const { return plot_; }
+    // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
+    QString hoverText(const QPointF& pixel) const;
     QCPAxisRect* histogramRect() const { return hist_rect_; }
     int selectedToken() const { return selected_; } // token id, -1: none
     QString summary() const;

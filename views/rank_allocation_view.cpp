@@ -7,6 +7,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "hover.hpp"
+
 namespace embedlab::views {
 
 RankAllocationView::RankAllocationView(QWidget* parent)
@@ -42,6 +44,7 @@ RankAllocationView::RankAllocationView(QWidget* parent)
     layout->addWidget(plot_, 1);
     layout->addLayout(row);
     layout->addWidget(ranks_);
+    install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
 void RankAllocationView::setData(const RankAllocationData& data)
@@ -125,6 +128,28 @@ void RankAllocationView::redraw()
     ranks_->setText(rankText());
     setToolTip(rankText());
     plot_->replot();
+}
+
+QString RankAllocationView::hoverText(const QPointF& pixel) const
+{
+    const int L = static_cast<int>(data_.normalised.size());
+    if (L == 0 || !plot_->axisRect()->rect().contains(pixel.toPoint()))
+        return {};
+    const int l = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(pixel.x())));
+    if (l < 0 || l >= L)
+        return {};
+    QString text =
+        QString("layer %1: importance %2 of the largest").arg(l).arg(data_.normalised[l], 0, 'f', 3);
+    if (selected_ >= 0 && selected_ < data_.allocations.size()) {
+        const auto& a = data_.allocations[selected_];
+        if (l < a.w.size() && l < a.ranks.size())
+            text += QString("; at average remaining %1: w %2, rank %3 of %4")
+                        .arg(a.remaining, 0, 'f', 2)
+                        .arg(a.w[l], 0, 'f', 3)
+                        .arg(a.ranks[l])
+                        .arg(data_.d_head);
+    }
+    return text;
 }
 
 } // namespace embedlab::views

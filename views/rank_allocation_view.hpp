@@ -5,6 +5,7 @@
 // allocations are computed by the engine; the view only picks and draws.
 #pragma once
 
+#include <QPointF>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -36,6 +37,8 @@ public:
     void setData(const RankAllocationData& data);
     const RankAllocationData& data() const { return data_; }
     QCustomPlot* plot() const { return plot_; }
+    // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
+    QString hoverText(const QPointF& pixel) const;
     int selected() const { return selected_; } // index into allocations, -1: none
     void setSelected(int index);
     void setOverlay(bool all);

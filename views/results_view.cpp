@@ -18,6 +18,8 @@
 #include <limits>
 #include <qcustomplot.h>
 
+#include "hover.hpp"
+
 namespace embedlab::views {
 
 namespace {
@@ -148,6 +150,7 @@ ResultsView::ResultsView(QWidget* parent)
     layout->addLayout(filter_row);
     layout->addWidget(split, 1);
     rebuildPlot();
+    install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
 int ResultsView::addRow(const ResultRow& r)
@@ -344,6 +347,30 @@ void ResultsView::pointClicked(QCPCurve* curve, int index)
     const int m = static_cast<int>(methods_.indexOf(curve->name()));
     if (m >= 0 && index >= 0 && index < method_rows_[m].size())
         selectRow(method_rows_[m][index]);
+}
+
+QString ResultsView::hoverText(const QPointF& pixel) const
+{
+    if (!plot_->axisRect()->rect().contains(pixel.toPoint()))
+        return {};
+    std::vector<int> shown;
+    std::vector<double> x, y;
+    for (const auto& rows : method_rows_)
+        for (int row : rows) {
+            shown.push_back(row);
+            x.push_back(rows_[row].ratio);
+            y.push_back(rows_[row].delta_ln_ppl);
+        }
+    const int i = nearest_point(plot_, pixel, x.data(), y.data(), static_cast<int>(x.size()), 8.0);
+    if (i < 0)
+        return {};
+    const auto& r = rows_[shown[i]];
+    return QString("%1 %2: ratio %3, PPL %4, Δ ln PPL %5 (%6)")
+        .arg(text(r.method), text(r.parameters))
+        .arg(r.ratio, 0, 'f', 4)
+        .arg(r.ppl, 0, 'g', 6)
+        .arg(r.delta_ln_ppl, 0, 'f', 4)
+        .arg(modelName(r.model));
 }
 
 } // namespace embedlab::views

@@ -5,6 +5,7 @@
 // given by the app; the view only lays them out.
 #pragma once
 
+#include <QPointF>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -36,6 +37,8 @@ public:
     int selectedRow() const { return selected_; } // -1: none
     QTableView* table() const { return table_; }
     QCustomPlot* plot() const { return plot_; }
+    // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
+    QString hoverText(const QPointF& pixel) const;
     // The series of `method` in the plot (null if none); point i is the method's i-th row.
     QCPCurve* series(const QString& method) const;
     // The "Pareto front" staircase of the first shown group (empty without rows);

@@ -9,6 +9,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "hover.hpp"
+
 namespace embedlab::views {
 
 namespace {
@@ -95,6 +97,7 @@ SpectrumView::SpectrumView(QWidget* parent)
     layout->addWidget(about);
     layout->addWidget(plot_, 1);
     layout->addLayout(row);
+    install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
 void SpectrumView::setData(const SpectrumData& data)
@@ -242,6 +245,26 @@ QString SpectrumView::summary() const
 void SpectrumView::dragTo(QMouseEvent* event)
 {
     setRank(static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(event->position().x()))));
+}
+
+QString SpectrumView::hoverText(const QPointF& pixel) const
+{
+    const int d = static_cast<int>(data_.eigenvalues.size());
+    if (d == 0 || !plot_->axisRect()->rect().contains(pixel.toPoint()))
+        return {};
+    const int k = static_cast<int>(std::lround(plot_->xAxis->pixelToCoord(pixel.x())));
+    if (k < 1 || k > d)
+        return {};
+    double sum = 0;
+    for (double v : data_.eigenvalues)
+        sum += v;
+    QString text = QString("eigenvalue %1: %2 (%3 of the variance)")
+                       .arg(k)
+                       .arg(data_.eigenvalues[k - 1], 0, 'g', 4)
+                       .arg(sum > 0 ? data_.eigenvalues[k - 1] / sum : 0.0, 0, 'g', 3);
+    if (k <= data_.explained.size())
+        text += QString("; explained up to k = %1: %2").arg(k).arg(data_.explained[k - 1], 0, 'f', 4);
+    return text;
 }
 
 } // namespace embedlab::views

@@ -9,6 +9,7 @@
 
 #include <QFont>
 #include <QPen>
+#include <QPointF>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -48,6 +49,8 @@ public:
     const SpectrumData& data() const { return data_; }
     int rank() const { return rank_; }
     QCustomPlot* plot() const { return plot_; }
+    // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
+    QString hoverText(const QPointF& pixel) const;
     QString summary() const; // the text under the plot
     // Extra curves; while any are set, every curve shows lambda_i / sum lambda.
     void setOverlays(const QVector<SpectrumOverlay>& overlays);

@@ -8,6 +8,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "hover.hpp"
+
 namespace embedlab::views {
 
 namespace {
@@ -112,6 +114,7 @@ TensorTrainView::TensorTrainView(QWidget* parent)
     layout->addWidget(plot_, 1);
     layout->addLayout(row);
     setData({});
+    install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
 void TensorTrainView::setData(const TensorTrainData& data)
@@ -210,6 +213,28 @@ QString TensorTrainView::summary() const
                          .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
                          .arg(c.svd_rank)
                          .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4);
+}
+
+QString TensorTrainView::hoverText(const QPointF& pixel) const
+{
+    if (data_.candidates.isEmpty() || !plot_->axisRect()->rect().contains(pixel.toPoint()))
+        return {};
+    std::vector<double> x, y;
+    for (const auto& c : data_.candidates) {
+        x.push_back(c.ratio);
+        y.push_back(c.relative_error);
+    }
+    const int i = nearest_point(plot_, pixel, x.data(), y.data(), static_cast<int>(x.size()), 8.0);
+    if (i < 0)
+        return {};
+    const auto& c = data_.candidates[i];
+    return QString("shape %1, eps %2, ranks %3: ratio %4%5, relative error %6")
+        .arg(c.shape)
+        .arg(c.eps, 0, 'g', 3)
+        .arg(c.ranks)
+        .arg(c.ratio, 0, 'f', 4)
+        .arg(c.ratio > 1 ? " (larger than the table)" : "")
+        .arg(c.relative_error, 0, 'f', 4);
 }
 
 } // namespace embedlab::views

@@ -6,6 +6,7 @@
 // weighs the given counts.
 #pragma once
 
+#include <QPointF>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -51,6 +52,8 @@ public:
     void setData(const TensorTrainData& data);
     const TensorTrainData& data() const { return data_; }
     QCustomPlot* plot() const { return plot_; }
+    // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
+    QString hoverText(const QPointF& pixel) const;
     int selected() const { return selected_; }       // candidate index, -1: none
     QCPBars* energyBars() const { return bars_; }    // energy / original energy at nu, tau
     QDoubleSpinBox* nuSpin() const { return nu_; }   // memory-access weight, default 5
