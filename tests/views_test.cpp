@@ -1,6 +1,7 @@
 // Views are fed plain structs; these tests check that what is drawn is what was given.
 #include <QApplication>
 #include <QFile>
+#include <QSet>
 #include <QTemporaryDir>
 #include <gtest/gtest.h>
 #include <qcustomplot.h>
@@ -256,4 +257,24 @@ TEST(Hover, SpectrumAndAllocationSayTheValueUnderTheCursor)
     EXPECT_TRUE(text.startsWith("layer 1: importance 0.400 of the largest; at average remaining"))
         << text.toStdString();
     EXPECT_TRUE(text.endsWith(" of 32")) << text.toStdString();
+}
+
+// Issue 23 item 15: an overlaid model and each layer's value heads all get their
+// own colour (stories260K and layer 0 were both green), and log-axis tick labels
+// are powers of ten.
+TEST(SpectrumView, OverlaidModelsAndLayersNeverShareAColour)
+{
+    embedlab::views::SpectrumView view;
+    view.setData(four_components());
+    view.setOverlays({{"stories260K", {5, 3, 1, 0.5}, ""},
+                      {"layer 0 head 0", {4, 2, 1, 0.1}, "layer 0"},
+                      {"layer 0 head 1", {3, 2, 1, 0.1}, "layer 0"},
+                      {"layer 1 head 0", {4, 1, 0.5, 0.1}, "layer 1"}});
+    QCustomPlot* plot = view.plot();
+    QSet<QRgb> colours;
+    for (int i = 2; i < plot->graphCount(); ++i)
+        if (plot->graph(i)->name() != "layer 0" || !colours.contains(plot->graph(i)->pen().color().rgb()))
+            colours.insert(plot->graph(i)->pen().color().rgb());
+    EXPECT_EQ(colours.size(), 3) << "stories260K, layer 0, layer 1";
+    EXPECT_EQ(plot->yAxis->numberFormat(), "eb");
 }

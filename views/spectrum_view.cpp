@@ -56,6 +56,9 @@ SpectrumView::SpectrumView(QWidget* parent)
     plot_->graph(1)->setPen(QPen(QColor(214, 39, 40), 2));
     plot_->yAxis->setScaleType(QCPAxis::stLogarithmic);
     plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+    // Powers of ten in one notation (10⁻⁴, not 0.000 after 1e-3's fixed digits).
+    plot_->yAxis->setNumberFormat("eb");
+    plot_->yAxis->setNumberPrecision(0);
     plot_->yAxis->setLabel("eigenvalue of the covariance");
     plot_->yAxis2->setVisible(true);
     plot_->yAxis2->setRange(0, 1.02);
@@ -124,16 +127,21 @@ void SpectrumView::setOverlays(const QVector<SpectrumOverlay>& overlays)
     for (const auto& o : overlays)
         if (!o.group.isEmpty() && !groups.contains(o.group))
             groups << o.group;
+    // One colour sequence over the models and the layer groups together, so no
+    // overlaid model shares a colour with a layer.
+    const int models = static_cast<int>(std::count_if(
+        overlays.begin(), overlays.end(), [](const SpectrumOverlay& o) { return o.group.isEmpty(); }));
+    const int colours = models + static_cast<int>(groups.size());
     int ungrouped = 0;
     for (const auto& o : overlays) {
         auto* g = plot_->addGraph(plot_->xAxis, plot_->yAxis);
         g->setLayer("overlays");
         if (o.group.isEmpty()) {
             g->setName(o.name);
-            g->setPen(QPen(kOverlayPalette[ungrouped++ % kOverlayPalette.size()], 1.6));
+            g->setPen(QPen(groupColour(ungrouped++, colours), 1.6));
         } else { // dozens of heads: thin, see-through, one legend entry per group
-            const int group = static_cast<int>(groups.indexOf(o.group));
-            QColor colour = groupColour(group, static_cast<int>(groups.size()));
+            const int group = models + static_cast<int>(groups.indexOf(o.group));
+            QColor colour = groupColour(group, colours);
             colour.setAlpha(110);
             g->setName(o.group);
             g->setPen(QPen(colour, 0.9));
