@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -38,6 +39,7 @@
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
 #include "method_panel.hpp"
+#include "model_summary.hpp"
 #include "neighbour_graph_view.hpp"
 #include "parameter_breakdown_chart.hpp"
 #include "rank_allocation_view.hpp"
@@ -206,13 +208,49 @@ MainWindow::MainWindow(QWidget* parent)
     file->addSeparator();
     file->addAction("Export &figure (PNG, PDF, SVG)...", QKeySequence("Ctrl+E"), this,
                     &MainWindow::exportFigure);
-    file->addAction("Export &results (CSV, JSON)...", this, &MainWindow::exportResults);
-    export_model_ = file->addAction("Export compressed &model...", this, &MainWindow::chooseExport);
+    file->addAction("Export &results (CSV, JSON)...", QKeySequence("Ctrl+Shift+S"), this,
+                    &MainWindow::exportResults);
+    export_model_ = file->addAction("Export compressed &model...", QKeySequence("Ctrl+Shift+E"), this,
+                                    &MainWindow::chooseExport);
     connect(results_, &views::ResultsView::rowSelected, this, &MainWindow::updateExportEnabled);
     updateExportEnabled();
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     fillRecentMenu();
+
+    auto* run = menuBar()->addMenu("&Run");
+    run->addAction("&Run compression", QKeySequence("Ctrl+R"), method_panel_, &MethodPanel::run);
+    run->addAction("&Cancel running job", QKeySequence("Ctrl+."), this,
+                   [this] { cancelJob(jobs_.running()); });
+
+    auto* view = menuBar()->addMenu("&View");
+    for (int i = 0; i < tabs_->count(); ++i)
+        view->addAction(tabs_->tabText(i), QKeySequence(QString("Ctrl+%1").arg(i + 1)), this,
+                        [this, i] { tabs_->setCurrentIndex(i); });
+    view->addSeparator();
+    QAction* jobs_dock = dock->toggleViewAction(); // the Jobs dock can always be reopened
+    jobs_dock->setText("&Jobs");
+    jobs_dock->setShortcut(QKeySequence("Ctrl+J"));
+    view->addAction(jobs_dock);
+    view->addAction("&Reset layout", this, [this, dock] {
+        removeDockWidget(dock);
+        addDockWidget(Qt::BottomDockWidgetArea, dock);
+        dock->setFloating(false);
+        dock->show();
+    });
+
+    auto* help = menuBar()->addMenu("&Help");
+    help->addAction("&About EmbedLab", this,
+                    [this] { QMessageBox::about(this, "About EmbedLab", aboutText()); });
+    help->addAction("&Methods (README)", this,
+                    [] {
+                        const QString readme = QString::fromStdString(readme_path());
+                        if (!readme.isEmpty())
+                            QDesktopServices::openUrl(QUrl::fromLocalFile(readme));
+                    })
+        ->setEnabled(!readme_path().empty());
+    help->addAction("&Keyboard shortcuts", this,
+                    [this] { QMessageBox::information(this, "Keyboard shortcuts", shortcutsText()); });
 
     resize(1100, 780);
     QSettings settings;
@@ -452,15 +490,7 @@ void MainWindow::trackJobs()
         bar->setValue(0);
         job_list_->setItemWidget(item, kProgress, bar);
         auto* cancel = new QPushButton("Cancel", job_list_);
-        connect(cancel, &QPushButton::clicked, this, [this, id, cancel] {
-            if (jobs_.running() == id) { // said at once; the engine stops at its next report
-                cancelling_.insert(id);
-                if (auto* item = job_items_.value(id))
-                    item->setText(kState, "cancelling");
-                cancel->setEnabled(false);
-            }
-            jobs_.cancel(id);
-        });
+        connect(cancel, &QPushButton::clicked, this, [this, id] { cancelJob(id); });
         job_list_->setItemWidget(item, kCancel, cancel);
         job_list_->scrollToItem(item);
     });
@@ -511,6 +541,41 @@ void MainWindow::trackJobs()
         }
     });
     connect(&jobs_, &JobController::cancelled, this, [state](int id) { state(id, "cancelled"); });
+}
+
+void MainWindow::cancelJob(int id)
+{
+    if (id <= 0)
+        return;
+    if (jobs_.running() == id) { // said at once; the engine stops at its next report
+        cancelling_.insert(id);
+        if (auto* item = job_items_.value(id)) {
+            item->setText(kState, "cancelling");
+            if (auto* button = job_list_->itemWidget(item, kCancel))
+                button->setEnabled(false);
+        }
+    }
+    jobs_.cancel(id);
+}
+
+QString MainWindow::aboutText() const
+{
+    QString text = "<b>EmbedLab</b>: compress the token embeddings and attention values of small language "
+                   "models, and see what each method keeps.<br>" +
+                   QString::fromStdString(library_versions()).toHtmlEscaped() + ", Qt " + qVersion() +
+                   ".<br>";
+    text += model_path_.isEmpty() ? QString("No model loaded.") : "<br>Loaded model:<br>" + facts_html_;
+    return text;
+}
+
+QString MainWindow::shortcutsText() const
+{
+    QStringList lines;
+    for (QAction* menu : menuBar()->actions())
+        for (QAction* a : menu->menu()->actions())
+            if (!a->shortcut().isEmpty())
+                lines << a->shortcut().toString(QKeySequence::NativeText) + "\t" + a->text().remove('&');
+    return lines.join("\n");
 }
 
 void MainWindow::showJobStatus(int id, const QString& status)

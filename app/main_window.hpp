@@ -81,6 +81,10 @@ public:
     views::TensorTrainView* tensorTrainView() const { return tt_; }
     views::NeighbourGraphView* neighbourView() const { return lle_; }
     MethodPanel* methodPanel() const { return method_panel_; }
+    // Asks job `id` to stop; the job list says "cancelling" until it has.
+    void cancelJob(int id);
+    QString aboutText() const;     // Help > About: versions and the loaded model's facts
+    QString shortcutsText() const; // Help > Keyboard shortcuts, one "keys<TAB>action" per line
     // The model a drag carries: the first local directory, .gguf or .bin among its
     // URLs ("" if none); dropping it opens it.
     static QString droppedModel(const QMimeData* data);

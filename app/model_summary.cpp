@@ -1,5 +1,9 @@
 #include "model_summary.hpp"
 
+#include <filesystem>
+
+#include <torch/version.h>
+
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/resources.hpp"
@@ -45,6 +49,19 @@ ModelSummary summarize_model(const std::string& path)
 std::string default_model()
 {
     return default_model_path().string();
+}
+
+std::string library_versions()
+{
+    return std::string("EmbedLab ") + EMBEDLAB_VERSION + ", libtorch " + TORCH_VERSION;
+}
+
+std::string readme_path()
+{
+    // resources/models/<model> -> the repository (or install prefix) holding README.md.
+    const auto readme = default_model_path().parent_path().parent_path().parent_path() / "README.md";
+    std::error_code ec;
+    return std::filesystem::is_regular_file(readme, ec) ? readme.string() : std::string();
 }
 
 } // namespace embedlab::app

@@ -23,5 +23,9 @@ struct ModelSummary {
 // Loads the model with the engine; never throws (errors land in `error`).
 ModelSummary summarize_model(const std::string& path);
 std::string default_model();
+// "EmbedLab 0.1.0, libtorch 2.x, ..." for Help > About.
+std::string library_versions();
+// The README beside the bundled resources ("" when not found: an install without it).
+std::string readme_path();
 
 } // namespace embedlab::app

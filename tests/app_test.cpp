@@ -1,7 +1,9 @@
 // The workbench's engine thread: jobs run in order off the GUI thread, report
 // progress, deliver results on the GUI thread, fail with the engine's message,
 // cancel; the event loop keeps running (stalls are measured, > 100 ms fails).
+#include <QAction>
 #include <QApplication>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QElapsedTimer>
@@ -9,6 +11,7 @@
 #include <QFileInfo>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QMenuBar>
 #include <QMimeData>
 #include <QPushButton>
 #include <QSettings>
@@ -537,4 +540,37 @@ TEST(MethodPanel, OffersASlurmClusterAndRemembersItsOptions)
         EXPECT_EQ(back.slurm_array_limit, 4);
         again.setRequest(initial, initial_eval); // leave the next window as it was
     }
+}
+
+// Issue 23 item 13: File, Run, View and Help menus; the Jobs dock always reopens;
+// About names the versions; shortcuts for run, cancel and export are listed.
+TEST(MainWindow, MenusOfferRunViewHelpAndShortcuts)
+{
+    embedlab::app::MainWindow window;
+    QStringList menus;
+    for (QAction* a : window.menuBar()->actions())
+        menus << a->text();
+    EXPECT_EQ(menus, (QStringList{"&File", "&Run", "&View", "&Help"}));
+    auto* dock = window.findChild<QDockWidget*>("jobs");
+    ASSERT_NE(dock, nullptr);
+    QAction* toggle = dock->toggleViewAction();
+    EXPECT_EQ(toggle->shortcut(), QKeySequence("Ctrl+J"));
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.show();
+    dock->close();
+    EXPECT_FALSE(dock->isVisible());
+    toggle->trigger();
+    EXPECT_TRUE(dock->isVisible());
+    EXPECT_TRUE(window.aboutText().contains("libtorch")) << window.aboutText().toStdString();
+    EXPECT_TRUE(window.aboutText().contains("No model loaded"));
+    const QString keys = window.shortcutsText();
+    for (const char* action : {"Run compression", "Cancel running job", "Export compressed model...", "Jobs"})
+        EXPECT_TRUE(keys.contains(action)) << action << " in\n" << keys.toStdString();
+    // Run with no model: said, nothing queued.
+    for (QAction* menu : window.menuBar()->actions())
+        for (QAction* a : menu->menu()->actions())
+            if (a->text() == "&Run compression")
+                a->trigger();
+    EXPECT_EQ(window.statusBar()->currentMessage(), "Open a model first");
+    EXPECT_TRUE(window.jobs().idle());
 }
