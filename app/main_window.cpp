@@ -10,11 +10,14 @@
 #include <QDoubleSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
@@ -129,10 +132,14 @@ MainWindow::MainWindow(QWidget* parent)
     connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
     results_->table()->setContextMenuPolicy(Qt::CustomContextMenu);
     connect(results_->table(), &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
-        if (!results_->table()->indexAt(at).isValid())
+        const QModelIndex index = results_->table()->indexAt(at);
+        if (!index.isValid())
             return;
+        results_->table()->setCurrentIndex(index); // the row under the cursor is the one acted on
         QMenu menu(this);
         menu.addAction(export_model_);
+        if (results_->selectedRow() >= 0)
+            menu.addAction("Delete row", this, [this] { results_->removeRow(results_->selectedRow()); });
         menu.exec(results_->table()->viewport()->mapToGlobal(at));
     });
 
@@ -213,7 +220,28 @@ MainWindow::MainWindow(QWidget* parent)
     export_model_ = file->addAction("Export compressed &model...", QKeySequence("Ctrl+Shift+E"), this,
                                     &MainWindow::chooseExport);
     connect(results_, &views::ResultsView::rowSelected, this, &MainWindow::updateExportEnabled);
+    // Row indices above a deleted row move down: so do the rows' sources.
+    connect(results_, &views::ResultsView::rowRemoved, this, [this](int row) {
+        QHash<int, RowSource> moved;
+        for (auto it = row_sources_.begin(); it != row_sources_.end(); ++it)
+            if (it.key() != row)
+                moved.insert(it.key() > row ? it.key() - 1 : it.key(), it.value());
+        row_sources_ = moved;
+        updateExportEnabled();
+    });
     updateExportEnabled();
+    file->addSeparator();
+    file->addAction("&Save session (results + settings)...", QKeySequence::Save, this, [this] {
+        const QString f = QFileDialog::getSaveFileName(this, "Save session", "session.embedlab.json",
+                                                       "EmbedLab session (*.json)");
+        if (!f.isEmpty())
+            saveSession(f);
+    });
+    file->addAction("Open s&ession...", this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, "Open session", {}, "EmbedLab session (*.json)");
+        if (!f.isEmpty())
+            openSession(f);
+    });
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     fillRecentMenu();
@@ -318,8 +346,140 @@ void MainWindow::exportFigure()
     statusBar()->showMessage(error.isEmpty() ? "Wrote " + file : error);
 }
 
+namespace {
+
+// The method panel's choice in a session file (the fields a row's request has).
+QJsonObject request_object(const CompressionRequest& r, const QString& eval_text)
+{
+    auto str = [](const std::string& v) { return QString::fromStdString(v); };
+    return {{"method", str(r.method)},
+            {"rank", qint64(r.rank)},
+            {"eps", r.eps},
+            {"keep_ratio", r.keep_ratio},
+            {"k", qint64(r.k)},
+            {"mlp", str(r.mlp)},
+            {"steps", qint64(r.steps)},
+            {"remaining", r.remaining},
+            {"allocation", str(r.allocation)},
+            {"samples", qint64(r.samples)},
+            {"seqlen", qint64(r.seqlen)},
+            {"lora_rank", qint64(r.lora_rank)},
+            {"lora_steps", qint64(r.lora_steps)},
+            {"frequency_text", str(r.frequency_text)},
+            {"calibration_text", str(r.calibration_text)},
+            {"train_text", str(r.train_text)},
+            {"eval_text", eval_text},
+            {"eval_tokens", qint64(r.eval_tokens)},
+            {"divergence", r.divergence}};
+}
+
+CompressionRequest request_from(const QJsonObject& o, CompressionRequest r)
+{
+    auto str = [&](const char* key, std::string& out) {
+        if (o.contains(key))
+            out = o[key].toString().toStdString();
+    };
+    auto num = [&](const char* key, auto& out) {
+        if (o.contains(key))
+            out = static_cast<std::decay_t<decltype(out)>>(o[key].toDouble());
+    };
+    str("method", r.method);
+    num("rank", r.rank);
+    num("eps", r.eps);
+    num("keep_ratio", r.keep_ratio);
+    num("k", r.k);
+    str("mlp", r.mlp);
+    num("steps", r.steps);
+    num("remaining", r.remaining);
+    str("allocation", r.allocation);
+    num("samples", r.samples);
+    num("seqlen", r.seqlen);
+    num("lora_rank", r.lora_rank);
+    num("lora_steps", r.lora_steps);
+    str("frequency_text", r.frequency_text);
+    str("calibration_text", r.calibration_text);
+    str("train_text", r.train_text);
+    num("eval_tokens", r.eval_tokens);
+    if (o.contains("divergence"))
+        r.divergence = o["divergence"].toBool();
+    return r;
+}
+
+} // namespace
+
+bool MainWindow::saveSession(const QString& file)
+{
+    try {
+        const auto results =
+            QJsonDocument::fromJson(QByteArray::fromStdString(results_json(results_->rows())));
+        const QJsonObject session{
+            {"format", "embedlab-session"},
+            {"version", 1},
+            {"model", model_path_},
+            {"method", request_object(method_panel_->request(), method_panel_->evaluationText())},
+            {"results", results.object()}};
+        write_file(file.toStdString(), QJsonDocument(session).toJson().toStdString());
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(QString::fromStdString(e.what()));
+        return false;
+    }
+    saved_rows_ = static_cast<int>(results_->rows().size());
+    statusBar()->showMessage("Saved the session to " + file);
+    return true;
+}
+
+bool MainWindow::openSession(const QString& file)
+{
+    QFile in(file);
+    QJsonParseError error{};
+    const auto doc =
+        in.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(in.readAll(), &error) : QJsonDocument();
+    const QJsonObject session = doc.object();
+    if (session.value("format").toString() != "embedlab-session") {
+        statusBar()->showMessage(file + ": not an EmbedLab session file");
+        return false;
+    }
+    try {
+        const auto rows =
+            results_from_json(QJsonDocument(session.value("results").toObject()).toJson().toStdString());
+        results_->clear();
+        row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
+        for (const auto& r : rows)
+            results_->addRow(r);
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(file + ": " + QString::fromStdString(e.what()));
+        return false;
+    }
+    const QJsonObject method = session.value("method").toObject();
+    method_panel_->setRequest(request_from(method, method_panel_->request()),
+                              method.value("eval_text").toString());
+    saved_rows_ = static_cast<int>(results_->rows().size());
+    if (const QString model = session.value("model").toString(); !model.isEmpty() && model != model_path_)
+        openModel(model);
+    statusBar()->showMessage("Opened the session " + file);
+    return true;
+}
+
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    if (ask_before_discarding_ && static_cast<int>(results_->rows().size()) != saved_rows_) {
+        const auto answer = QMessageBox::question(
+            this, "Unsaved results",
+            QString("%1 results rows are not saved. Save the session first?").arg(results_->rows().size()),
+            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+        if (answer == QMessageBox::Cancel) {
+            event->ignore();
+            return;
+        }
+        if (answer == QMessageBox::Save) {
+            const QString file = QFileDialog::getSaveFileName(this, "Save session", "session.embedlab.json",
+                                                              "EmbedLab session (*.json)");
+            if (file.isEmpty() || !saveSession(file)) {
+                event->ignore();
+                return;
+            }
+        }
+    }
     QSettings settings;
     settings.setValue("window/geometry", saveGeometry());
     settings.setValue("window/state", saveState());
@@ -357,6 +517,7 @@ void MainWindow::exportResults()
     const bool json = file.endsWith(".json", Qt::CaseInsensitive) || selected.startsWith("JSON");
     try {
         write_file(file.toStdString(), json ? results_json(results_->rows()) : results_csv(results_->rows()));
+        saved_rows_ = static_cast<int>(results_->rows().size());
         statusBar()->showMessage("Wrote " + file);
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));

@@ -83,7 +83,13 @@ public:
     MethodPanel* methodPanel() const { return method_panel_; }
     // Asks job `id` to stop; the job list says "cancelling" until it has.
     void cancelJob(int id);
-    QString aboutText() const;     // Help > About: versions and the loaded model's facts
+    QString aboutText() const; // Help > About: versions and the loaded model's facts
+    // File > Save/Open session: the results rows, the method panel's choice and the
+    // model, as JSON ({"format": "embedlab-session"}). False (status bar says why) on failure.
+    bool saveSession(const QString& file);
+    bool openSession(const QString& file);
+    // Closing with results not saved (session or results export) asks first; tests turn it off.
+    void setAskBeforeDiscarding(bool ask) { ask_before_discarding_ = ask; }
     QString shortcutsText() const; // Help > Keyboard shortcuts, one "keys<TAB>action" per line
     // The model a drag carries: the first local directory, .gguf or .bin among its
     // URLs ("" if none); dropping it opens it.
@@ -147,6 +153,8 @@ private:
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;
+    int saved_rows_ = 0; // results rows when last saved or exported
+    bool ask_before_discarding_ = true;
     QSet<int> cancelling_;           // asked to stop, not stopped yet
     QHash<int, QString> job_status_; // a running job's own state, e.g. "Slurm 12: running on node3"
     QHash<int, QString> load_jobs_;  // load job id -> the path it loads

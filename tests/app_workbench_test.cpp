@@ -441,3 +441,47 @@ TEST(Workbench, TheDefaultTensorTrainEpsCompressesAndRatiosAboveOneAreFlagged)
     EXPECT_TRUE(model->index(a, 3).data(Qt::ToolTipRole).toString().contains("not a compression"));
     EXPECT_FALSE(model->index(b, 3).data(Qt::ForegroundRole).isValid());
 }
+
+// Issue 23 item 12: a session (results rows, the method panel's choice, the model)
+// saves to JSON and reopens in another window; a file that is not one is refused.
+TEST(Workbench, ASessionSavesAndReopensResultsAndSettings)
+{
+    QTemporaryDir tmp;
+    const QString file = tmp.filePath("session.embedlab.json");
+    embedlab::app::CompressionRequest initial;
+    QString initial_eval;
+    {
+        MainWindow window;
+        window.setAskBeforeDiscarding(false);
+        initial = window.methodPanel()->request();
+        initial_eval = window.methodPanel()->evaluationText();
+        embedlab::RunSummary r;
+        r.method = "pca";
+        r.parameters = "rank 16";
+        r.part = "token_embedding";
+        r.params_before = 6432896;
+        r.params_after = 806288;
+        r.ratio = 0.1253;
+        r.ppl = 61.2;
+        r.ppl_original = 40.0;
+        r.delta_ln_ppl = std::log(61.2 / 40.0);
+        r.mean_cosine = 0.96;
+        window.resultsView()->addRow(r);
+        auto chosen = initial;
+        chosen.method = "pca";
+        chosen.rank = 24;
+        window.methodPanel()->setRequest(chosen, initial_eval);
+        ASSERT_TRUE(window.saveSession(file));
+        window.methodPanel()->setRequest(initial, initial_eval);
+    }
+    MainWindow other;
+    other.setAskBeforeDiscarding(false);
+    ASSERT_TRUE(other.openSession(file));
+    ASSERT_EQ(other.resultsView()->rows().size(), 1u);
+    EXPECT_EQ(other.resultsView()->rows()[0].parameters, "rank 16");
+    EXPECT_DOUBLE_EQ(other.resultsView()->rows()[0].ppl, 61.2);
+    EXPECT_EQ(other.methodPanel()->rank(), 24);
+    EXPECT_FALSE(other.openSession(tmp.filePath("missing.json")));
+    EXPECT_TRUE(other.statusBar()->currentMessage().contains("not an EmbedLab session file"));
+    other.methodPanel()->setRequest(initial, initial_eval);
+}

@@ -673,3 +673,74 @@ TEST(Hover, NeighboursResultsAndTensorTrainSayWhatIsUnderTheCursor)
         tt.hoverText(QPointF(t->xAxis->coordToPixel(1.44), t->yAxis->coordToPixel(0.1))),
         "shape 4x4x8, eps 0.3, ranks 1,4,7,1: ratio 1.4400 (larger than the table), relative error 0.1000");
 }
+
+// Issue 23 item 12: the original model's row is in the table with the first run
+// of a model on a text; a run repeating earlier settings is marked; a row can be
+// deleted (later indices move down, and the view says so).
+TEST(ResultsView, BaselineRowRepeatsMarkedAndRowsDeleted)
+{
+    ResultsView view;
+    auto runs = three_runs();
+    for (auto& r : runs) {
+        r.model = "/models/tinygpt2-f16";
+        r.eval_text = "sample.txt";
+        r.params_before = 6432896;
+        r.ppl_original = 40.0;
+    }
+    for (const auto& r : runs)
+        view.addRow(r);
+    view.addRow(runs[0]); // the same settings again
+    auto* table = view.table()->model();
+    ASSERT_EQ(table->rowCount(), 5) << "the original's row and four runs";
+    EXPECT_EQ(table->index(0, 0).data().toString(), "original");
+    EXPECT_EQ(table->index(0, 3).data().toString(), "1.0000");
+    EXPECT_EQ(table->index(0, 4).data().toString(), "40.000");
+    EXPECT_EQ(view.rows().size(), 4u) << "the original is not a run";
+    EXPECT_EQ(table->index(4, 1).data().toString(), "rank 16 (repeat)");
+    EXPECT_FALSE(table->index(1, 1).data().toString().contains("repeat"));
+
+    std::vector<int> removed;
+    QObject::connect(&view, &ResultsView::rowRemoved, [&](int row) { removed.push_back(row); });
+    view.selectRow(2);
+    view.removeRow(1);
+    EXPECT_EQ(removed, std::vector<int>{1});
+    ASSERT_EQ(view.rows().size(), 3u);
+    EXPECT_EQ(view.rows()[1].parameters, "rank 64");
+    EXPECT_EQ(view.selectedRow(), 1) << "the selection follows its row";
+    EXPECT_EQ(table->rowCount(), 4);
+    EXPECT_EQ(view.series("tt"), nullptr);
+}
+
+// Issue 19 item 5 / issue 23 item 10: the Pareto plot's y axis can be KL, 1 − top-1
+// or PPL instead of Δ ln PPL, on a symlog scale so one far-off run (a failed fit at
+// Δ ln PPL 30) does not squash the others; the fronts follow the metric.
+TEST(ResultsView, TheParetoYAxisTakesAnyMetricOnASymlogScale)
+{
+    ResultsView view;
+    auto rows = three_runs();
+    rows[0].kl_mean = 0.30, rows[1].kl_mean = 0.05, rows[2].kl_mean = 0.20; // rank 64 has more KL than tt
+    rows[0].top1_agreement = 0.6, rows[1].top1_agreement = 0.9, rows[2].top1_agreement = 0.8;
+    auto outlier = row("fourier", "steps 10", 1000, 0.01, 1e13, 30.0, 0.1, 1.0, "hostA");
+    for (const auto& r : rows)
+        view.addRow(r);
+    view.addRow(outlier);
+    EXPECT_EQ(view.front(), (std::vector<int>{3, 0, 1, 2})) << "by delta ln PPL";
+
+    view.setYAxis("KL (nats)", false);
+    QCPCurve* pca = view.series("pca");
+    ASSERT_NE(pca, nullptr);
+    EXPECT_DOUBLE_EQ(pca->data()->at(1)->value, 0.20);
+    EXPECT_EQ(view.front(), (std::vector<int>{0, 1})) << "rank 64 is beaten on KL by tt; fourier has no KL";
+    EXPECT_EQ(view.plot()->yAxis->label(), "KL (nats)");
+
+    view.setYAxis("1 − top-1 agreement", false);
+    EXPECT_NEAR(view.series("tt")->data()->at(0)->value, 0.1, 1e-12);
+
+    view.setYAxis("Δ ln PPL", true);
+    EXPECT_DOUBLE_EQ(ResultsView::symlogOf(0), 0.0);
+    EXPECT_DOUBLE_EQ(ResultsView::symlogOf(-0.01), -std::log10(2.0));
+    EXPECT_DOUBLE_EQ(view.series("fourier")->data()->at(0)->value, ResultsView::symlogOf(30.0));
+    EXPECT_LT(view.plot()->yAxis->range().upper, 4.0) << "the outlier sits at about 3.5, not 30";
+    EXPECT_EQ(view.plot()->yAxis->label(), "Δ ln PPL (symlog)");
+    render_to_png(view, "results_symlog.png");
+}

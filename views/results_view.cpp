@@ -1,5 +1,6 @@
 #include "results_view.hpp"
 
+#include <QAction>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -48,7 +49,10 @@ QStandardItem* numberItem(double v, const QString& shown)
 
 QString shown(double v, int decimals)
 {
-    return std::isfinite(v) ? QString::number(v, 'f', decimals) : QString::fromUtf8("\u2013");
+    if (!std::isfinite(v))
+        return QString::fromUtf8("\u2013");
+    // A far-off fit's perplexity: scientific beyond 1e6, as the demo report does.
+    return std::fabs(v) >= 1e6 ? QString::number(v, 'e', 3) : QString::number(v, 'f', decimals);
 }
 
 QString text(const std::string& s)
@@ -70,7 +74,7 @@ QString modelName(const std::string& model)
 ResultsView::ResultsView(QWidget* parent)
     : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 13, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this)),
-      model_filter_(new QComboBox(this))
+      model_filter_(new QComboBox(this)), y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this))
 {
     model_->setHorizontalHeaderLabels({"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine",
                                        "time (s)", "host", "KL (nats)",
@@ -97,6 +101,11 @@ ResultsView::ResultsView(QWidget* parent)
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     table_->verticalHeader()->setVisible(false);
     table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+    auto* remove = new QAction("Delete row", table_);
+    remove->setShortcut(QKeySequence::Delete);
+    remove->setShortcutContext(Qt::WidgetShortcut);
+    connect(remove, &QAction::triggered, this, [this] { removeRow(selected_); });
+    table_->addAction(remove);
     connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& current) {
                 const int row = current.isValid() ? proxy_->data(current, kRowRole).toInt() : -1;
@@ -141,9 +150,21 @@ ResultsView::ResultsView(QWidget* parent)
     split->addWidget(table_);
     split->addWidget(plot_);
     split->setStretchFactor(1, 2);
+    y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL"});
+    y_metric_->setToolTip(
+        "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"
+        "KL and top-1 need runs that measured their divergence (+ KL vs original).");
+    y_scale_->addItems({"linear", "symlog"});
+    y_scale_->setToolTip(
+        "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest");
+    for (QComboBox* box : {y_metric_, y_scale_})
+        connect(box, &QComboBox::currentIndexChanged, this, [this] { rebuildPlot(); });
     auto* filter_row = new QHBoxLayout;
     filter_row->addWidget(new QLabel("Model", this));
     filter_row->addWidget(model_filter_);
+    filter_row->addWidget(new QLabel("y axis", this));
+    filter_row->addWidget(y_metric_);
+    filter_row->addWidget(y_scale_);
     filter_row->addStretch(1);
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(about);
@@ -153,10 +174,8 @@ ResultsView::ResultsView(QWidget* parent)
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
-int ResultsView::addRow(const ResultRow& r)
+QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
 {
-    const int index = static_cast<int>(rows_.size());
-    rows_.push_back(r);
     const double params = static_cast<double>(r.params_after);
     QList<QStandardItem*> items{
         textItem(text(r.method)),
@@ -182,6 +201,49 @@ int ResultsView::addRow(const ResultRow& r)
         items[3]->setToolTip(
             "ratio > 1: this setting stores more values than the original; not a compression");
     }
+    return items;
+}
+
+int ResultsView::addRow(const ResultRow& r)
+{
+    const int index = static_cast<int>(rows_.size());
+    // The original model's row (ratio 1, its perplexity), once per model, part and
+    // text: the reference every run is read against. Not a run: not in rows().
+    if (std::isfinite(r.ppl_original) && r.params_before > 0) {
+        const QString key = text(r.model) + "\n" + text(r.part) + "\n" + text(r.eval_text);
+        if (!baselines_.contains(key)) {
+            baselines_.insert(key);
+            ResultRow b;
+            b.method = "original";
+            b.parameters = "uncompressed";
+            b.part = r.part;
+            b.params_before = b.params_after = r.params_before;
+            b.ratio = 1;
+            b.ppl_original = b.ppl = r.ppl_original;
+            b.delta_ln_ppl = 0;
+            b.mean_cosine = 1;
+            b.seconds = std::numeric_limits<double>::quiet_NaN();
+            b.host = r.host;
+            b.model = r.model;
+            b.eval_text = r.eval_text;
+            auto items = rowItems(b, -1);
+            for (auto* item : items)
+                item->setForeground(QColor(90, 90, 90));
+            items[0]->setToolTip("the uncompressed model on the same text: the reference of every run");
+            model_->appendRow(items);
+        }
+    }
+    rows_.push_back(r);
+    auto items = rowItems(r, index);
+    // The same settings run again on the same model and text: marked, not hidden.
+    for (int i = 0; i < index; ++i)
+        if (rows_[i].method == r.method && rows_[i].parameters == r.parameters && rows_[i].model == r.model &&
+            rows_[i].eval_text == r.eval_text && rows_[i].host == r.host) {
+            items[1]->setText(items[1]->text() + " (repeat)");
+            items[1]->setToolTip(
+                QString("the same settings as row %1 (same model, text and host)").arg(i + 1));
+            break;
+        }
     model_->appendRow(items);
     if (model_filter_->findData(text(r.model)) < 0) {
         model_filter_->addItem(modelName(r.model), text(r.model));
@@ -193,6 +255,68 @@ int ResultsView::addRow(const ResultRow& r)
     }
     rebuildPlot();
     return index;
+}
+
+double ResultsView::metric(int row) const
+{
+    const auto& r = rows_[row];
+    switch (y_metric_->currentIndex()) {
+    case 1:
+        return r.kl_mean;
+    case 2:
+        return std::isfinite(r.top1_agreement) ? 1.0 - r.top1_agreement : r.top1_agreement;
+    case 3:
+        return r.ppl;
+    default:
+        return r.delta_ln_ppl;
+    }
+}
+
+bool ResultsView::symlog() const
+{
+    return y_scale_->currentIndex() == 1;
+}
+
+double ResultsView::symlogOf(double v)
+{
+    // Linear within ±0.01, logarithmic beyond: one outlier no longer squashes the rest.
+    constexpr double c = 0.01;
+    return std::copysign(std::log10(1.0 + std::fabs(v) / c), v);
+}
+
+double ResultsView::plotted(int row) const
+{
+    const double v = metric(row);
+    return symlog() && std::isfinite(v) ? symlogOf(v) : v;
+}
+
+void ResultsView::setYAxis(const QString& metric, bool symlog)
+{
+    const int i = y_metric_->findText(metric);
+    y_metric_->setCurrentIndex(i < 0 ? 0 : i);
+    y_scale_->setCurrentIndex(symlog ? 1 : 0);
+    rebuildPlot();
+}
+
+void ResultsView::removeRow(int row)
+{
+    if (row < 0 || row >= static_cast<int>(rows_.size()))
+        return;
+    rows_.erase(rows_.begin() + row);
+    for (int i = model_->rowCount() - 1; i >= 0; --i) {
+        const int r = model_->item(i, 0)->data(kRowRole).toInt();
+        if (r == row)
+            model_->removeRow(i);
+        else if (r > row)
+            for (int c = 0; c < model_->columnCount(); ++c)
+                model_->item(i, c)->setData(r - 1, kRowRole);
+    }
+    if (selected_ == row)
+        selected_ = -1;
+    else if (selected_ > row)
+        --selected_;
+    rebuildPlot();
+    emit rowRemoved(row);
 }
 
 void ResultsView::setModelFilter(const QString& model)
@@ -210,6 +334,7 @@ QString ResultsView::modelFilter() const
 
 void ResultsView::clear()
 {
+    baselines_.clear();
     while (model_filter_->count() > 1)
         model_filter_->removeItem(1);
     rows_.clear();
@@ -249,7 +374,11 @@ void ResultsView::rebuildPlot()
     more_fronts_.clear();
     // One staircase per group that may be compared (model, part, evaluation text).
     shown_groups_.clear();
-    for (auto& g : pareto_fronts(rows_))
+    // Fronts by the metric on the y axis (lower is better for each).
+    std::vector<ResultRow> by_metric = rows_;
+    for (size_t i = 0; i < by_metric.size(); ++i)
+        by_metric[i].delta_ln_ppl = metric(static_cast<int>(i));
+    for (auto& g : pareto_fronts(by_metric))
         if (!g.rows.empty() && shown_row(g.rows.front()))
             shown_groups_.push_back(std::move(g));
     const bool several_models = std::any_of(shown_groups_.begin(), shown_groups_.end(), [&](const auto& g) {
@@ -276,7 +405,7 @@ void ResultsView::rebuildPlot()
         QVector<double> fx, fy;
         for (int row : group.front) {
             fx << rows_[row].ratio;
-            fy << rows_[row].delta_ln_ppl;
+            fy << plotted(row);
         }
         graph->setData(fx, fy, true); // by ascending ratio already
         if (group.front.empty())
@@ -301,14 +430,31 @@ void ResultsView::rebuildPlot()
         for (int row : method_rows_[m]) {
             t << t.size();
             x << rows_[row].ratio;
-            y << rows_[row].delta_ln_ppl;
+            y << plotted(row);
             x1 = std::max(x1, rows_[row].ratio);
-            y0 = std::min(y0, rows_[row].delta_ln_ppl);
-            y1 = std::max(y1, rows_[row].delta_ln_ppl);
+            if (std::isfinite(plotted(row))) {
+                y0 = std::min(y0, plotted(row));
+                y1 = std::max(y1, plotted(row));
+            }
         }
         curve->setData(t, x, y);
     }
     plot_->legend->setVisible(!methods_.empty()); // no empty frame before the first run
+    plot_->yAxis->setLabel(y_metric_->currentText() + (symlog() ? " (symlog)" : ""));
+    if (symlog()) { // ticks at 0, ±10^k in the transformed coordinates, labelled with the values
+        auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+        ticker->addTick(0, "0");
+        for (int e = -2; e <= 12; ++e) // from the linear threshold up
+            for (double sign : {1.0, -1.0}) {
+                const double v = sign * std::pow(10.0, e);
+                const double t = symlogOf(v);
+                if (t >= y0 - 0.1 && t <= y1 + 0.1)
+                    ticker->addTick(t, QString::number(v, 'g', 3));
+            }
+        plot_->yAxis->setTicker(ticker);
+    } else if (plot_->yAxis->ticker().dynamicCast<QCPAxisTickerText>()) {
+        plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    }
     const double pad = std::max(0.05, 0.08 * (y1 - y0));
     plot_->xAxis->setRange(x0, x1 * 1.05);
     plot_->yAxis->setRange(y0 - pad, y1 + pad);
@@ -325,7 +471,7 @@ void ResultsView::selectRow(int row)
     selected_ = row;
     ring_->data()->clear();
     if (row >= 0) {
-        ring_->addData(rows_[row].ratio, rows_[row].delta_ln_ppl);
+        ring_->addData(rows_[row].ratio, plotted(row));
         for (int c = 0; c < proxy_->rowCount(); ++c)
             if (proxy_->index(c, 0).data(kRowRole).toInt() == row) {
                 if (table_->currentIndex().row() != c)
@@ -359,7 +505,7 @@ QString ResultsView::hoverText(const QPointF& pixel) const
         for (int row : rows) {
             shown.push_back(row);
             x.push_back(rows_[row].ratio);
-            y.push_back(rows_[row].delta_ln_ppl);
+            y.push_back(plotted(row));
         }
     const int i = nearest_point(plot_, pixel, x.data(), y.data(), static_cast<int>(x.size()), 8.0);
     if (i < 0)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QPointF>
+#include <QSet>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -20,6 +21,7 @@ class QSortFilterProxyModel;
 class QStandardItemModel;
 class QTableView;
 class QComboBox;
+class QStandardItem;
 
 namespace embedlab::views {
 
@@ -31,7 +33,16 @@ class ResultsView : public QWidget {
     Q_OBJECT
 public:
     explicit ResultsView(QWidget* parent = nullptr);
-    int addRow(const ResultRow& row); // returns its index (in order of addition)
+    // Returns its index (in order of addition). The first run of a model on a text
+    // also adds that model's "original" row to the table (not to rows()); a run with
+    // the settings of an earlier one is marked "(repeat)".
+    int addRow(const ResultRow& row);
+    // Deletes run `row` (later rows' indices move down by one; rowRemoved says so).
+    void removeRow(int row);
+    // The plot's y axis: "Δ ln PPL" (default), "KL (nats)", "1 − top-1 agreement" or
+    // "PPL", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the metric.
+    void setYAxis(const QString& metric, bool symlog);
+    static double symlogOf(double v);
     void clear();
     const std::vector<ResultRow>& rows() const { return rows_; }
     int selectedRow() const { return selected_; } // -1: none
@@ -60,9 +71,14 @@ public slots:
 
 signals:
     void rowSelected(int row);
+    void rowRemoved(int row);
 
 private:
     void rebuildPlot();
+    QList<QStandardItem*> rowItems(const ResultRow& r, int index) const;
+    double metric(int row) const;  // the y metric of a run
+    double plotted(int row) const; // and where it is drawn (symlog applied)
+    bool symlog() const;
 
     QTableView* table_;
     QStandardItemModel* model_;
@@ -73,10 +89,13 @@ private:
     QVector<QCPGraph*> more_fronts_; // the other shown groups' fronts
     std::vector<embedlab::ParetoGroup> shown_groups_; // fronts_[0] = front_, then more_fronts_
     QComboBox* model_filter_;
+    QComboBox* y_metric_;
+    QComboBox* y_scale_;
     std::vector<ResultRow> rows_;
     QVector<QString> methods_;          // one series each, in order of first appearance
     QVector<QVector<int>> method_rows_; // rows per series
     std::vector<int> front_rows_;
+    QSet<QString> baselines_; // model, part, text of the "original" rows shown
     int selected_ = -1;
 };
 
