@@ -4,6 +4,9 @@
 //   bench eval [MODEL...]  perplexity throughput one window at a time (what a
 //                          PyTorch eager loop does) and with windows batched, on
 //                          the same ids.
+//   bench scale --like NAME  seconds and peak RSS of inspect, eval and four compressions
+//                          of a synthesized full-size model, each in a child process
+//                          (command_bench_scale.cpp).
 //
 // The other modes run on a synthetic GPT-2-sized table, --vocab V (50257) by
 // --dim d (768), float32, anisotropic like a trained table:
@@ -506,14 +509,14 @@ int bench_lookup(const std::vector<std::string>& argv)
 int command_bench(const std::vector<std::string>& argv)
 {
     using Mode = int (*)(const std::vector<std::string>&);
-    static const std::map<std::string, Mode> modes = {{"eval", bench_eval}, {"pca", bench_pca},
-                                                      {"tt", bench_tt},     {"lookup", bench_lookup},
-                                                      {"lle", bench_lle},   {"train", bench_train}};
+    static const std::map<std::string, Mode> modes = {
+        {"eval", bench_eval}, {"pca", bench_pca},     {"tt", bench_tt},      {"lookup", bench_lookup},
+        {"lle", bench_lle},   {"train", bench_train}, {"scale", bench_scale}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(
             "bench: " + (argv.empty() ? std::string("no mode given") : "unknown mode '" + argv[0] + "'") +
-            "; expected bench eval|pca|tt|lookup|lle|train (see embedlab-cli help)");
+            "; expected bench eval|pca|tt|lookup|lle|train|scale (see embedlab-cli help)");
     return mode->second(std::vector<std::string>(argv.begin() + 1, argv.end()));
 }
 

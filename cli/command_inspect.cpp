@@ -37,6 +37,8 @@ int command_inspect(const std::vector<std::string>& argv)
     const auto path = model_argument(args);
     LoadOptions weights_only;
     weights_only.need_tokenizer = false; // inspect works on weights alone; a missing tokenizer is reported
+    weights_only.values = WeightValues::ShapesOnly; // shapes and counts: nothing to convert
+    weights_only.verify = !args.has("--no-verify");
     auto lm = load_model(path, weights_only);
     std::unique_ptr<Tokenizer> tokenizer;
     std::string tokenizer_problem;

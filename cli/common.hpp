@@ -102,6 +102,7 @@ int command_sweep_collect(const std::vector<std::string>& argv);
 int command_finetune(const std::vector<std::string>& argv);
 int command_synth(const std::vector<std::string>& argv); // command_synth.cpp
 int bench_train(const std::vector<std::string>& argv);   // bench train (command_finetune.cpp)
+int bench_scale(const std::vector<std::string>& argv);   // bench scale (command_bench_scale.cpp)
 int compress_flat(const std::vector<std::string>& argv); // compress --method flat
 int sweep_flat(const std::vector<std::string>& argv);    // sweep --method flat
 // figure, demo: run embedlab-figure (the GUI build) with the same arguments.

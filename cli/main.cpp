@@ -89,6 +89,10 @@ commands:
                                                baseline (random pca/svd factors of the same k, trained in full)
   bench train [--model M] [--steps N (20)] [--k K (32)] [--rank R] [--batch B] [--seqlen T] [--text FILE]
                                                LoRA training throughput (tokens per second)
+  bench scale --like NAME [--layers N] [--dtype f32|f16|bf16] [--keep DIR] [--json]
+                                               synth's model (or the one kept in DIR), then inspect, eval
+                                               (256 tokens), compress pca/lle/flat/tt, each in a child
+                                               process: seconds, peak RSS, eval tokens/s
   worker   [--job FILE] [--identify] [--keep-on-eof]
                                                run one JSON job (compress|eval|measure; stdin: one line)
                                                and print JSON-line events and the result on stdout

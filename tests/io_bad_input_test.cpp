@@ -14,6 +14,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/file_output.hpp"
 #include "embedlab/model_files.hpp"
 #include "test_support.hpp"
 
@@ -407,6 +408,37 @@ TEST(BadHfModel, NaNAndInfAreWarningsNotErrors)
     EXPECT_EQ(mf.warnings,
               (std::vector<std::string>{"NaN in tensor h.0.mlp.c_fc.bias", "NaN and Inf in tensor ln_f.bias",
                                         "Inf in tensor wpe.weight"}));
+}
+
+// inspect's reading (WeightValues::ShapesOnly): the same tensors and shapes without
+// values, and the same NaN/Inf warnings, read from the stored F32, F16 or BF16 bits.
+TEST(BadHfModel, ShapesOnlyScansTheStoredBits)
+{
+    WeightMap w = gpt2_weights();
+    w["h.0.mlp.c_fc.bias"][3] = NAN;
+    w["wpe.weight"][0][0] = INFINITY;
+    w["ln_f.bias"][0] = NAN;
+    w["ln_f.bias"][1] = -INFINITY;
+    for (const auto dtype : {torch::kFloat32, torch::kFloat16, torch::kBFloat16}) {
+        SCOPED_TRACE(c10::toString(dtype));
+        TempDir dir;
+        fs::create_directories(dir / "m");
+        write_file(dir / "m" / "config.json", gpt2_config().dump());
+        std::vector<std::pair<std::string, torch::Tensor>> stored;
+        for (const auto& [name, t] : w)
+            stored.emplace_back(name, t.to(dtype));
+        write_safetensors(dir / "m" / "model.safetensors", stored);
+        const ModelFiles loaded = read_model_files(dir / "m");
+        const ModelFiles shapes = read_model_files(dir / "m", WeightValues::ShapesOnly);
+        EXPECT_EQ(loaded.warnings.size(), 3u);
+        EXPECT_EQ(shapes.warnings, loaded.warnings);
+        EXPECT_EQ(shapes.stored_dtype, loaded.stored_dtype);
+        ASSERT_EQ(shapes.weights.size(), loaded.weights.size());
+        for (const auto& [name, t] : loaded.weights) {
+            EXPECT_TRUE(shapes.weights.at(name).is_meta()) << name;
+            EXPECT_EQ(shapes.weights.at(name).sizes(), t.sizes()) << name;
+        }
+    }
 }
 
 // ---------------------------------------------------------------- GGUF

@@ -177,6 +177,8 @@ struct LoadOptions {
     // Compressed directories: check model.safetensors against the sha256 that
     // embedlab.json records (one extra read of the file).
     bool verify = true;
+    // ShapesOnly (model_files.hpp): a model to count, not to run (inspect).
+    WeightValues values = WeightValues::Load;
 };
 
 struct LoadedModel {

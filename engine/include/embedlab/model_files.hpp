@@ -58,8 +58,15 @@ struct ModelFiles {
     WeightMap embedding_factors;
 };
 
+// What a reader makes of the stored weights. ShapesOnly: a Hugging Face
+// directory's weights are meta tensors (shapes, no values) for callers that only
+// count them (inspect): nothing is converted to float32, and the NaN/Inf scan
+// reads the stored bits, naming tensors as the file does. Such weights cannot run
+// a forward pass. GGUF, llama2.c and compressed directories load values either way.
+enum class WeightValues { Load, ShapesOnly };
+
 // MODEL is a directory, a .gguf file or a .bin (llama2.c) file.
-ModelFiles read_model_files(const std::filesystem::path& model);
+ModelFiles read_model_files(const std::filesystem::path& model, WeightValues values = WeightValues::Load);
 
 // Lower-level pieces (safetensors header, config.json) are in format_parsers.hpp.
 

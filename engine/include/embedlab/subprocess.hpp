@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -56,6 +57,15 @@ public:
     // Non-blocking: the exit status once the child has ended (it is then reaped).
     std::optional<int> exit_status();
 
+    // What the reaped child used (wait4's rusage: the child and the descendants it
+    // waited for); zeros until it is reaped. Peak RSS per child, which
+    // getrusage(RUSAGE_CHILDREN) cannot give once several children have run.
+    struct Usage {
+        int64_t peak_rss_bytes = 0;
+        double user_seconds = 0, system_seconds = 0;
+    };
+    const Usage& usage() const { return usage_; }
+
     const std::string& stdout_text() const { return out_; }
     const std::string& stderr_text() const { return err_; } // the last 64 KiB
 
@@ -64,6 +74,7 @@ private:
     pid_t pid_ = -1;
     bool reaped_ = false;
     int status_ = -1;
+    Usage usage_;
     int in_ = -1, out_fd_ = -1, err_fd_ = -1;
     std::string out_, err_, partial_;
     std::string program_; // argv[0], for messages

@@ -131,6 +131,7 @@ void canonicalize_neox(const ModelConfig& c, WeightMap& weights, const std::stri
                 rows = bias ? rows.reshape({H * range.second}) : rows.reshape({H * range.second, t.size(1)});
                 put(out, p + "self_attn." + proj + (bias ? ".bias" : ".weight"), rows.contiguous(), label);
             }
+            t = torch::Tensor(); // the copies replace it: free it now, not once every layer is split
             continue;
         }
         const auto it = per_layer.find(rest);

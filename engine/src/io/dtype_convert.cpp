@@ -1,5 +1,7 @@
 #include "io/dtype_convert.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -87,6 +89,7 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
         }
         torch::Tensor out = torch::empty(shape, f32);
         std::memcpy(out.data_ptr<float>(), src, static_cast<size_t>(n) * 4);
+        file->release(offset, static_cast<uint64_t>(n) * 4);
         return out;
     }
 
@@ -95,7 +98,58 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
         convert_16bit<f16_to_f32>(src, out.data_ptr<float>(), n);
     else
         convert_16bit<bf16_to_f32>(src, out.data_ptr<float>(), n);
+    file->release(offset, static_cast<uint64_t>(n) * 2);
     return out;
+}
+
+namespace {
+
+// Exponent all ones: Inf when the mantissa is zero, NaN otherwise. Blocks are
+// tested branch-free (vectorised) and only a hit is looked at value by value.
+template <typename Bits> NonFinite scan_bits(const uint8_t* src, int64_t n, Bits exponent, Bits mantissa)
+{
+    std::atomic<bool> nan{false}, inf{false};
+    at::parallel_for(0, n, 1 << 16, [&](int64_t begin, int64_t end) {
+        constexpr int64_t block = 4096;
+        for (int64_t b = begin; b < end && !(nan && inf); b += block) {
+            const int64_t e = std::min(end, b + block);
+            bool any = false;
+            for (int64_t i = b; i < e; ++i) {
+                Bits bits;
+                std::memcpy(&bits, src + sizeof(Bits) * i, sizeof(Bits)); // the source may be unaligned
+                any |= (bits & exponent) == exponent;
+            }
+            for (int64_t i = b; any && i < e; ++i) {
+                Bits bits;
+                std::memcpy(&bits, src + sizeof(Bits) * i, sizeof(Bits));
+                if ((bits & exponent) == exponent)
+                    (bits & mantissa ? nan : inf) = true;
+            }
+        }
+    });
+    return {nan, inf};
+}
+
+} // namespace
+
+NonFinite scan_non_finite(const uint8_t* src, StoredType type, int64_t n)
+{
+    switch (type) {
+    case StoredType::F32:
+        return scan_bits<uint32_t>(src, n, 0x7f800000u, 0x007fffffu);
+    case StoredType::F16:
+        return scan_bits<uint16_t>(src, n, 0x7c00u, 0x03ffu);
+    case StoredType::BF16:
+        return scan_bits<uint16_t>(src, n, 0x7f80u, 0x007fu);
+    }
+    return {};
+}
+
+std::string non_finite_warning(const std::string& name, NonFinite f)
+{
+    if (!f.nan && !f.inf)
+        return "";
+    return std::string(f.nan && f.inf ? "NaN and Inf" : f.nan ? "NaN" : "Inf") + " in tensor " + name;
 }
 
 std::string summarize_stored_types(const std::set<std::string>& names)

@@ -25,8 +25,18 @@ float bf16_to_f32(uint16_t bits);
 // Float32 contiguous tensor of `shape` from the bytes at `offset` in `file`.
 // The caller has checked that the bytes lie inside the file. Aligned F32 data is
 // wrapped without copying; the tensor keeps `file` mapped while it lives.
+// Converted bytes are released from memory (MappedFile::release).
 torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
                                  const std::vector<int64_t>& shape);
+
+// Whether `n` stored values at `src` hold NaN or Inf, read straight from their
+// bits (no float32 copy; inspect scans 16-bit files this way).
+struct NonFinite {
+    bool nan = false, inf = false;
+};
+NonFinite scan_non_finite(const uint8_t* src, StoredType type, int64_t n);
+// "NaN in tensor NAME" / "Inf in ..." / "NaN and Inf in ..."; "" when `f` found neither.
+std::string non_finite_warning(const std::string& name, NonFinite f);
 
 // "F32" when one type was stored, "mixed" for several, "" for none.
 std::string summarize_stored_types(const std::set<std::string>& names);

@@ -291,6 +291,7 @@ torch::Tensor load_tensor(const GgufFile& gguf, const std::shared_ptr<MappedFile
         for (int64_t r = begin; r < end; ++r)
             dequantize_row(t.type, src + static_cast<uint64_t>(r) * row_bytes, row, dst + r * row);
     });
+    file->release(gguf.data_start + t.offset, static_cast<uint64_t>(rows) * row_bytes);
     return out;
 }
 
@@ -352,6 +353,8 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
     if (emb != index_of.end() && head != index_of.end() &&
         same_bytes(gguf, *file, gguf.tensors[emb->second], bytes[emb->second], gguf.tensors[head->second],
                    bytes[head->second])) {
+        // The compare read the head's bytes; nothing will wrap or convert them.
+        file->release(gguf.data_start + gguf.tensors[head->second].offset, bytes[head->second]);
         index_of.erase(head);
         mf.config.tied_embeddings = true;
         // What llama2.c converters write (the bundled stories260K): information, not a problem.

@@ -30,6 +30,7 @@ struct LoadedWeights {
     WeightMap weights;
     std::set<std::string> stored_types;
     std::vector<std::string> skipped;
+    std::map<std::string, std::string> non_finite; // ShapesOnly
     std::vector<fs::path> files;
 };
 
@@ -43,10 +44,11 @@ void merge_file(LoadedWeights& into, const fs::path& file, SafetensorsFile&& loa
     }
     into.stored_types.insert(loaded.stored_types.begin(), loaded.stored_types.end());
     into.skipped.insert(into.skipped.end(), loaded.skipped.begin(), loaded.skipped.end());
+    into.non_finite.merge(loaded.non_finite);
     into.files.push_back(file);
 }
 
-LoadedWeights load_sharded(const fs::path& dir, const fs::path& index_path)
+LoadedWeights load_sharded(const fs::path& dir, const fs::path& index_path, WeightValues values)
 {
     const std::string label = index_path.string();
     nlohmann::json index;
@@ -80,7 +82,7 @@ LoadedWeights load_sharded(const fs::path& dir, const fs::path& index_path)
         const fs::path file = dir / shard;
         if (!fs::exists(file))
             throw InputError(label + ": shard " + shard + " is missing (expected " + file.string() + ")");
-        merge_file(out, file, load_safetensors_file(file), label);
+        merge_file(out, file, load_safetensors_file(file, values), label);
     }
     for (const auto& [name, shard] : shard_of)
         if (!out.weights.count(name))
@@ -117,7 +119,7 @@ void apply_layer_dims(ModelConfig& config, const std::string& manifest_text, con
 
 } // namespace
 
-ModelFiles read_hf_directory(const fs::path& dir)
+ModelFiles read_hf_directory(const fs::path& dir, WeightValues values)
 {
     const fs::path config_path = dir / "config.json";
     if (!fs::exists(config_path))
@@ -127,15 +129,22 @@ ModelFiles read_hf_directory(const fs::path& dir)
     mf.format = ModelFormat::HuggingFace;
     mf.config = parse_hf_config(read_whole_file(config_path), config_path.string());
 
+    // A compressed directory stores factor tensors in place of the embedding; a
+    // FLAT-LLM one narrows layers, which the fused tensors' split must know.
+    const fs::path manifest = dir / "embedlab.json";
+    const bool compressed = fs::exists(manifest);
+    if (compressed) // its factors build the embedding (and are small): values always
+        values = WeightValues::Load;
+
     const fs::path single = dir / "model.safetensors";
     const fs::path index = dir / "model.safetensors.index.json";
     LoadedWeights loaded;
     std::string weights_label;
     if (fs::exists(single)) {
-        merge_file(loaded, single, load_safetensors_file(single), single.string());
+        merge_file(loaded, single, load_safetensors_file(single, values), single.string());
         weights_label = single.string();
     } else if (fs::exists(index)) {
-        loaded = load_sharded(dir, index);
+        loaded = load_sharded(dir, index, values);
         weights_label = index.string();
     } else {
         std::string problem = "no model.safetensors or model.safetensors.index.json";
@@ -151,10 +160,6 @@ ModelFiles read_hf_directory(const fs::path& dir)
         mf.warnings.push_back(weights_label + ": ignored non-float tensor " + s);
     if (mf.config.arch == Architecture::GPT2)
         strip_transformer_prefix(mf.weights, weights_label);
-    // A compressed directory stores factor tensors in place of the embedding; a
-    // FLAT-LLM one narrows layers, which the fused tensors' split must know.
-    const fs::path manifest = dir / "embedlab.json";
-    const bool compressed = fs::exists(manifest);
     if (compressed) {
         // A directory EmbedLab wrote holds its own files: a symlink leading out of
         // it (to weights elsewhere) is not what the manifest's digests describe.
@@ -194,6 +199,8 @@ ModelFiles read_hf_directory(const fs::path& dir)
     }
     check_weights_against_config(mf.config, mf.weights, config_path.string(), weights_label, !compressed);
     refuse_unused_tensors(mf.config, mf.weights, weights_label, !compressed);
+    for (const auto& [name, warning] : loaded.non_finite) // last, as read_model_files' own scan
+        mf.warnings.push_back(warning);
     return mf;
 }
 

@@ -1,5 +1,6 @@
 #include "io/mapped_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -55,6 +56,19 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
         fail(path, "cannot map into memory", errno);
     file->data_ = static_cast<uint8_t*>(p);
     return file;
+}
+
+void MappedFile::release(uint64_t offset, uint64_t length) const
+{
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (!data_ || offset >= size_)
+        return;
+    const uint64_t end = std::min(size_, offset + length);
+    const uint64_t base = reinterpret_cast<uintptr_t>(data_);
+    const uint64_t first = (base + offset + page - 1) / page * page, last = (base + end) / page * page;
+    // Advice only: a failure leaves the pages resident, which costs memory, not correctness.
+    if (first < last)
+        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile()

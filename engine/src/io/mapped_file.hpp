@@ -27,6 +27,14 @@ public:
     const std::filesystem::path& path() const { return path_; }
     std::string label() const { return path_.string(); }
 
+    // Drops the resident pages that lie wholly inside [offset, offset + length)
+    // once their bytes were converted: a 16-bit model's mapped pages would
+    // otherwise stay resident beside its float32 copy until the file is unmapped
+    // (1.5x the float32 weights at the peak). Pages shared with a neighbouring
+    // tensor stay; the bytes read back from the file if touched again. Never call
+    // it on a range a zero-copy tensor wraps: an edited page would revert.
+    void release(uint64_t offset, uint64_t length) const;
+
 private:
     MappedFile() = default;
 

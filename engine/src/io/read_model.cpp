@@ -6,6 +6,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/model_files.hpp"
+#include "io/dtype_convert.hpp"
 #include "io/readers.hpp"
 
 namespace embedlab {
@@ -21,54 +22,33 @@ std::string lowercase_extension(const fs::path& p)
     return ext;
 }
 
-struct NonFinite {
-    bool nan = false, inf = false;
-};
-
-// One pass over the float32 bits, without the temporary bool tensors of isnan().
-NonFinite scan_non_finite(const torch::Tensor& t)
-{
-    const torch::Tensor c = t.contiguous();
-    const float* data = c.data_ptr<float>();
-    NonFinite found;
-    for (int64_t i = 0, n = c.numel(); i < n; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, data + i, 4);
-        if ((bits & 0x7f800000u) == 0x7f800000u) { // exponent all ones: Inf or NaN
-            (bits & 0x007fffffu ? found.nan : found.inf) = true;
-            if (found.nan && found.inf)
-                break;
-        }
-    }
-    return found;
-}
-
 // One warning per tensor holding non-finite values: they usually mean a broken
-// conversion, but the model may still be inspected.
+// conversion, but the model may still be inspected. Tensors without values
+// (WeightValues::ShapesOnly) were scanned by their reader.
 void warn_non_finite(ModelFiles& mf)
 {
     for (const auto& [name, tensor] : mf.weights) {
-        if (tensor.scalar_type() != torch::kFloat32)
-            continue; // index tensors
-        const NonFinite f = scan_non_finite(tensor);
-        if (f.nan || f.inf)
-            mf.warnings.push_back(std::string(f.nan && f.inf ? "NaN and Inf"
-                                              : f.nan        ? "NaN"
-                                                             : "Inf") +
-                                  " in tensor " + name);
+        if (tensor.scalar_type() != torch::kFloat32 || tensor.is_meta())
+            continue; // index tensors, shapes without values
+        const torch::Tensor c = tensor.contiguous();
+        const auto warning = io::non_finite_warning(
+            name, io::scan_non_finite(reinterpret_cast<const uint8_t*>(c.data_ptr<float>()),
+                                      io::StoredType::F32, c.numel()));
+        if (!warning.empty())
+            mf.warnings.push_back(warning);
     }
 }
 
-ModelFiles read_by_kind(const fs::path& model)
+ModelFiles read_by_kind(const fs::path& model, WeightValues values)
 {
     if (fs::is_directory(model))
-        return io::read_hf_directory(model);
+        return io::read_hf_directory(model, values);
 
     const std::string ext = lowercase_extension(model);
     // Naming a file inside a Hugging Face directory means the directory.
     if (ext == ".safetensors" || model.filename() == "config.json" ||
         model.filename() == "model.safetensors.index.json")
-        return io::read_hf_directory(model.has_parent_path() ? model.parent_path() : fs::path("."));
+        return io::read_hf_directory(model.has_parent_path() ? model.parent_path() : fs::path("."), values);
 
     if (ext == ".gguf" || ext == ".bin") {
         const auto file = io::MappedFile::open(model);
@@ -83,12 +63,12 @@ ModelFiles read_by_kind(const fs::path& model)
 
 } // namespace
 
-ModelFiles read_model_files(const fs::path& model)
+ModelFiles read_model_files(const fs::path& model, WeightValues values)
 {
     std::error_code ec;
     if (!fs::exists(model, ec))
         throw InputError(model.string() + ": no such file or directory");
-    ModelFiles mf = read_by_kind(model);
+    ModelFiles mf = read_by_kind(model, values);
     mf.path = model;
     warn_non_finite(mf);
     return mf;

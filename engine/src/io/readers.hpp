@@ -12,7 +12,7 @@
 namespace embedlab::io {
 
 // config.json + model.safetensors, or + model.safetensors.index.json (sharded).
-ModelFiles read_hf_directory(const std::filesystem::path& dir);
+ModelFiles read_hf_directory(const std::filesystem::path& dir, WeightValues values = WeightValues::Load);
 
 // GGUF v2/v3: llama, qwen2, qwen3 and gemma2 architectures.
 ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file);

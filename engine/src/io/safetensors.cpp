@@ -1,5 +1,6 @@
 #include "io/safetensors.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -12,7 +13,7 @@ namespace embedlab {
 
 namespace io {
 
-SafetensorsFile load_safetensors_file(const std::filesystem::path& file)
+SafetensorsFile load_safetensors_file(const std::filesystem::path& file, WeightValues values)
 {
     const auto mapped = MappedFile::open(file);
     const SafetensorsHeader header =
@@ -48,8 +49,28 @@ SafetensorsFile load_safetensors_file(const std::filesystem::path& file)
             out.skipped.push_back(e.name + " (" + e.dtype + ")");
             continue;
         }
-        out.weights[e.name] = tensor_from_mapped(mapped, header.data_start + e.begin, *type, e.shape);
+        const uint64_t offset = header.data_start + e.begin;
         out.stored_types.insert(e.dtype);
+        if (values == WeightValues::Load) {
+            out.weights[e.name] = tensor_from_mapped(mapped, offset, *type, e.shape);
+            continue;
+        }
+        out.weights[e.name] =
+            torch::empty(e.shape, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kMeta));
+        // Chunk by chunk, each released once read: nothing wraps these bytes, and a
+        // 500 MB embedding need not be resident at once.
+        const uint64_t bytes = e.end - e.begin, size = stored_type_size(*type), chunk = 64ull << 20;
+        NonFinite found;
+        for (uint64_t at = 0; at < bytes; at += chunk) {
+            const uint64_t length = std::min(chunk, bytes - at);
+            const NonFinite f =
+                scan_non_finite(mapped->data() + offset + at, *type, static_cast<int64_t>(length / size));
+            found.nan |= f.nan;
+            found.inf |= f.inf;
+            mapped->release(offset + at, length);
+        }
+        if (const auto warning = non_finite_warning(e.name, found); !warning.empty())
+            out.non_finite.emplace(e.name, warning);
     }
     return out;
 }

@@ -61,7 +61,7 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
 LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& options)
 {
     LoadedModel out;
-    out.files = read_model_files(model);
+    out.files = read_model_files(model, options.values);
     if (options.verify && !out.files.embedlab_manifest.empty())
         detail::verify_weights_files(out.files.embedlab_manifest, out.files.path, out.files.files);
     if (options.need_tokenizer || options.tokenizer)

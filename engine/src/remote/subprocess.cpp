@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -225,13 +226,22 @@ bool Subprocess::try_reap(bool block)
     if (!running())
         return true;
     int st = 0;
+    struct rusage ru {};
     pid_t r;
     do
-        r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
+        r = ::wait4(pid_, &st, block ? 0 : WNOHANG, &ru);
     while (r < 0 && errno == EINTR);
     if (r == 0)
         return false;
     reaped_ = true;
+    if (r > 0) {
+        auto seconds = [](const timeval& t) {
+            return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+        };
+        usage_ = {.peak_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024, // Linux: kilobytes
+                  .user_seconds = seconds(ru.ru_utime),
+                  .system_seconds = seconds(ru.ru_stime)};
+    }
     status_ = r < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
     return true;
 }
