@@ -74,13 +74,13 @@ int bench_eval(const std::vector<std::string>& argv)
                             {.ctx = ctx, .stride = ctx, .batch_windows = 1});
         PerplexityResult one, batched;
         {
-            ProgressPrinter p("bench " + path.filename().string() + " (1 window/batch)", "windows",
+            ProgressPrinter p("bench " + path.filename().string() + " (1 window/batch)", "tokens",
                               args.has("--quiet"));
             one = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = ctx, .batch_windows = 1},
                                       p.callback());
         }
         {
-            ProgressPrinter p("bench " + path.filename().string() + " (batched)", "windows",
+            ProgressPrinter p("bench " + path.filename().string() + " (batched)", "tokens",
                               args.has("--quiet"));
             batched = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = ctx, .batch_windows = batch},
                                           p.callback());
