@@ -785,13 +785,22 @@ void MainWindow::resetViews()
     head_overlays_.clear();  // the new model's arrive with its importance job
     model_overlays_.clear(); // compared with the previous model
     fourier_dir_.clear();
-    spectrum_->setData({});
-    applySpectrumOverlays();
-    allocation_->setData({});
-    fourier_->setData({});
-    tt_->setData({});
-    lle_->setData({});
-    chart_->setData({});
+    // Only views holding something are redrawn: each setData replots at once, and
+    // the first load (nothing shown yet) should cost the GUI thread nothing here.
+    if (!spectrum_->data().eigenvalues.isEmpty()) {
+        spectrum_->setData({});
+        applySpectrumOverlays();
+    }
+    if (!allocation_->data().normalised.isEmpty())
+        allocation_->setData({});
+    if (!fourier_->data().matrices.isEmpty())
+        fourier_->setData({});
+    if (!tt_->data().candidates.isEmpty())
+        tt_->setData({});
+    if (!lle_->data().x.isEmpty())
+        lle_->setData({});
+    if (!chart_->data().bars.isEmpty())
+        chart_->setData({});
 }
 
 void MainWindow::chooseModelDirectory()
