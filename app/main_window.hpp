@@ -159,6 +159,7 @@ private:
     QHash<int, QString> job_status_; // a running job's own state, e.g. "Slurm 12: running on node3"
     QHash<int, QString> load_jobs_;  // load job id -> the path it loads
     QString facts_html_;             // the loaded model's facts
+    QString tt_eps_chosen_for_;      // the model whose tt default eps was chosen
     QString model_path_;             // the shown model ("" until one loaded)
     int64_t model_dim_ = 0;          // its hidden size
     int64_t model_vocab_ = 0;        // and vocabulary

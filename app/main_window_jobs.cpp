@@ -127,6 +127,9 @@ void MainWindow::analyse(const QString& path)
 
 void MainWindow::chooseTensorTrainEps(const QString& path)
 {
+    if (tt_eps_chosen_for_ == path)
+        return; // once per model
+    tt_eps_chosen_for_ = path;
     jobs_.submit("Tensor-Train: a compressing default eps",
                  [this, path](const ProgressFn& progress) -> std::function<void()> {
                      const auto t = compressing_tt_eps(path.toStdString(), progress);

@@ -198,6 +198,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     }
 
     connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::showOptionsFor);
+    connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::methodChanged);
     connect(lora_, &QCheckBox::toggled, this, [this] { showOptionsFor(method()); });
     connect(target_, &QComboBox::currentTextChanged, this, [this] { showOptionsFor(method()); });
     connect(run_, &QPushButton::clicked, this, &MethodPanel::run);

@@ -58,6 +58,7 @@ public slots:
 
 signals:
     void runRequested();
+    void methodChanged(const QString& method);
 
 private:
     void showOptionsFor(const QString& method);

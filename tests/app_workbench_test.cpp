@@ -417,7 +417,11 @@ TEST(Workbench, TheDefaultTensorTrainEpsCompressesAndRatiosAboveOneAreFlagged)
 
     MainWindow window;
     open_bundled(window);
+    window.methodPanel()->setMethod("pca");
+    window.methodPanel()->setMethod("tt"); // choosing tt chooses its eps for the model
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
     EXPECT_DOUBLE_EQ(window.methodPanel()->eps(), chosen.eps);
+    window.methodPanel()->setMethod("pca");
 
     embedlab::views::TensorTrainData data;
     data.candidates = {{.shape = "4x4x8", .ranks = "1,4,7,1", .eps = 0.3, .ratio = 1.44},
