@@ -68,10 +68,8 @@ CompressionRun slurm_compress_and_evaluate(const std::string& model, const Compr
 {
     auto e = experiment_request(model, request, text);
     Json job = request_json(e);
-    job["kind"] = "compress";                        // no "out": the row needs only the numbers
-    for (const auto& field : request_input_fields()) // the nodes read these paths
-        if (job.contains(field) && job[field].is_string() && !job[field].get<std::string>().empty())
-            job[field] = fs::absolute(job[field].get<std::string>()).lexically_normal().string();
+    job["kind"] =
+        "compress"; // no "out": the row needs only the numbers; write_slurm_sweep makes paths absolute
     SlurmOptions options;
     options.partition = request.slurm_partition;
     options.time = request.slurm_time;

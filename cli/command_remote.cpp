@@ -133,52 +133,34 @@ int remote_run_slurm(const Args& args)
     if (files.empty())
         throw InputError("remote run --slurm: give at least one JOB.json");
     std::vector<Json> jobs;
-    for (const auto& file : files) {
-        Json job = read_job(file);
-        // The nodes read the paths: absolute, from here.
-        for (const auto& field : job_input_fields())
-            if (job.contains(field) && job[field].is_string() && !job[field].get<std::string>().empty())
-                job[field] =
-                    std::filesystem::absolute(job[field].get<std::string>()).lexically_normal().string();
-        jobs.push_back(job);
-    }
-    const SlurmOptions options = slurm_options(args);
-    require_slurm_tool("sbatch", "remote run --slurm");
-    require_slurm_tool("squeue", "remote run --slurm");
-    const auto dir = sweep_dir_option(args);
-    check_slurm_array_size(static_cast<int>(jobs.size()), "remote run --slurm");
-    write_slurm_sweep(dir, jobs, {{"jobs", files}});
-    const std::string job_id = submit_slurm_sweep(dir, &options);
-    std::fprintf(stderr, "slurm: submitted array job %s (%zu tasks) from %s\n", job_id.c_str(), jobs.size(),
-                 dir.string().c_str());
-    if (args.has("--no-wait")) {
-        std::printf("%s\n", dir.string().c_str());
-        return 0;
-    }
-    std::vector<SlurmTask> tasks;
-    if (!follow_slurm_sweep(dir, args.has("--quiet"), tasks))
-        return 130;
-    Json all = Json::array();
-    bool ok = true;
-    for (const auto& t : tasks) {
-        const bool done = t.state == SlurmTaskState::Done;
-        Json j = {{"job", files[t.index]},
-                  {"ok", done},
-                  {"host", t.node},
-                  {"slurm_job_id", t.job_id},
-                  {"slurm_array_task_id", t.index}};
-        if (done)
-            j["result"] = t.result;
-        else
-            j["error"] = t.message + (t.stderr_tail.empty() ? "" : " (stderr: " + t.stderr_tail + ")");
-        if (!done)
-            std::fprintf(stderr, "embedlab-cli: %s: %s\n", files[t.index].c_str(),
-                         j["error"].get<std::string>().c_str());
-        ok = ok && done;
-        all.push_back(j);
-    }
-    print_json(all);
-    return ok ? 0 : 1;
+    for (const auto& file : files)
+        jobs.push_back(read_job(file));
+    return run_on_slurm(args, jobs, {{"jobs", files}}, "remote run --slurm",
+                        [&](const std::filesystem::path&, const std::vector<SlurmTask>& tasks) {
+                            Json all = Json::array();
+                            bool ok = true;
+                            for (const auto& t : tasks) {
+                                const bool done = t.state == SlurmTaskState::Done;
+                                Json j = {{"job", files[t.index]},
+                                          {"ok", done},
+                                          {"host", t.node},
+                                          {"slurm_job_id", t.job_id},
+                                          {"slurm_array_task_id", t.index}};
+                                if (done)
+                                    j["result"] = t.result;
+                                else
+                                    j["error"] =
+                                        t.message +
+                                        (t.stderr_tail.empty() ? "" : " (stderr: " + t.stderr_tail + ")");
+                                if (!done)
+                                    std::fprintf(stderr, "embedlab-cli: %s: %s\n", files[t.index].c_str(),
+                                                 j["error"].get<std::string>().c_str());
+                                ok = ok && done;
+                                all.push_back(j);
+                            }
+                            print_json(all);
+                            return ok ? 0 : 1;
+                        });
 }
 
 int remote_run_command(const std::vector<std::string>& argv)

@@ -3,6 +3,7 @@
 // each task's worker result, plus where it ran.
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <thread>
 
 #include "common.hpp"
@@ -20,17 +21,6 @@ namespace embedlab::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Paths in a job are read on the compute nodes: make them absolute here.
-Json job_for_node(const CompressionRequest& request)
-{
-    Json job = {{"kind", "compress"}};
-    job.update(request_json(request));
-    for (const auto& field : request_input_fields())
-        if (job.contains(field) && job[field].is_string() && !job[field].get<std::string>().empty())
-            job[field] = fs::absolute(job[field].get<std::string>()).lexically_normal().string();
-    return job;
-}
 
 std::string counts(const std::vector<SlurmTask>& tasks)
 {
@@ -178,22 +168,18 @@ fs::path sweep_dir_argument(const Args& args, const char* command)
 
 } // namespace
 
-int sweep_on_slurm(const Args& args, const std::vector<CompressionRequest>& requests,
-                   const std::string& model)
+int run_on_slurm(const Args& args, const std::vector<Json>& jobs, const Json& info, const std::string& label,
+                 const std::function<int(const fs::path& dir, const std::vector<SlurmTask>& tasks)>& finish)
 {
     const SlurmOptions options = slurm_options(args);
-    require_slurm_tool("sbatch", "sweep --slurm");
-    require_slurm_tool("squeue", "sweep --slurm");
+    require_slurm_tool("sbatch", label);
+    require_slurm_tool("squeue", label);
     const fs::path dir = sweep_dir_option(args);
-    check_slurm_array_size(static_cast<int>(requests.size()), "sweep --slurm");
-    std::vector<Json> jobs;
-    for (const auto& r : requests)
-        jobs.push_back(job_for_node(r));
-    write_slurm_sweep(dir, jobs,
-                      {{"model", model}, {"method", requests.front().method}, {"points", requests.size()}});
+    check_slurm_array_size(static_cast<int>(jobs.size()), label);
+    write_slurm_sweep(dir, jobs, info);
     const std::string job_id = submit_slurm_sweep(dir, &options);
-    std::fprintf(stderr, "slurm: submitted array job %s (%zu tasks) from %s\n", job_id.c_str(),
-                 requests.size(), dir.string().c_str());
+    std::fprintf(stderr, "slurm: submitted array job %s (%zu tasks) from %s\n", job_id.c_str(), jobs.size(),
+                 dir.string().c_str());
     if (args.has("--no-wait")) {
         std::printf("%s\n", dir.string().c_str());
         return 0;
@@ -201,7 +187,23 @@ int sweep_on_slurm(const Args& args, const std::vector<CompressionRequest>& requ
     std::vector<SlurmTask> tasks;
     if (!follow_slurm_sweep(dir, args.has("--quiet"), tasks))
         return 130;
-    return collect(dir, tasks, args.has("--json"));
+    return finish(dir, tasks);
+}
+
+int sweep_on_slurm(const Args& args, const std::vector<CompressionRequest>& requests,
+                   const std::string& model)
+{
+    std::vector<Json> jobs;
+    for (const auto& r : requests) {
+        Json job = {{"kind", "compress"}};
+        job.update(request_json(r));
+        jobs.push_back(job);
+    }
+    return run_on_slurm(args, jobs,
+                        {{"model", model}, {"method", requests.front().method}, {"points", requests.size()}},
+                        "sweep --slurm", [&](const fs::path& dir, const std::vector<SlurmTask>& tasks) {
+                            return collect(dir, tasks, args.has("--json"));
+                        });
 }
 
 int command_sweep_status(const std::vector<std::string>& argv)

@@ -3,6 +3,8 @@
 // both print the same table and JSON from the same fields.
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,12 @@ std::filesystem::path sweep_dir_option(const Args& args);
 // Polls until nothing is pending or running, a line on stderr at each change;
 // Ctrl-C cancels the arrays (scancel) and returns false.
 bool follow_slurm_sweep(const std::filesystem::path& dir, bool quiet, std::vector<SlurmTask>& tasks);
+
+// Writes `jobs` into the sweep directory, submits them as one array, and (unless
+// --no-wait: the directory is printed) follows them to the end and calls finish.
+int run_on_slurm(
+    const Args& args, const std::vector<Json>& jobs, const Json& info, const std::string& label,
+    const std::function<int(const std::filesystem::path& dir, const std::vector<SlurmTask>& tasks)>& finish);
 
 // sweep ... --slurm: one worker job per request as a Slurm job array (slurm.hpp).
 int sweep_on_slurm(const Args& args, const std::vector<CompressionRequest>& requests,

@@ -48,7 +48,8 @@ int slurm_max_array_size();
 // an array of `tasks` (indices 0..tasks-1) cannot be submitted.
 void check_slurm_array_size(int tasks, const std::string& label);
 
-// Writes DIR (created; it must not exist, or be empty): job-<i>.json for each job,
+// Writes DIR (created; it must not exist, or be empty): job-<i>.json for each job
+// (its input paths, job_input_fields(), made absolute: the nodes read them),
 // sweep.sh, logs/, manifest.json with `info` (what the sweep is, for collecting).
 // InputError naming DIR when it cannot be written.
 void write_slurm_sweep(const std::filesystem::path& dir, const std::vector<nlohmann::ordered_json>& jobs,

@@ -11,6 +11,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/file_input.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/job.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
 #include "remote/worker_events.hpp"
@@ -209,8 +210,14 @@ void write_slurm_sweep(const fs::path& dir, const std::vector<Json>& jobs, const
     if (ec)
         throw InputError(label + ": cannot create the sweep directory (" + ec.message() + ")");
     try {
-        for (size_t i = 0; i < jobs.size(); ++i)
-            write_file_atomic(dir / ("job-" + std::to_string(i) + ".json"), jobs[i].dump(1) + "\n");
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            // The nodes read the inputs: their paths are made absolute here, once for every caller.
+            Json job = jobs[i];
+            for (const auto& field : job_input_fields())
+                if (job.contains(field) && job[field].is_string() && !job[field].get<std::string>().empty())
+                    job[field] = fs::absolute(job[field].get<std::string>()).lexically_normal().string();
+            write_file_atomic(dir / ("job-" + std::to_string(i) + ".json"), job.dump(1) + "\n");
+        }
         write_file_atomic(dir / "sweep.sh", kBatchScript);
         fs::permissions(dir / "sweep.sh",
                         fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
