@@ -10,6 +10,7 @@
 #include "args.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/resources.hpp"
 
@@ -64,13 +65,7 @@ inline void prepare_output_directory(const std::string& out, bool force)
     if (fs::exists(fs::symlink_status(out)) && !force)
         throw InputError(out + ": already exists (use --force to replace it)");
     check_export_target(out, force); // --force replaces only an empty directory or a model we wrote
-    if (const auto parent = fs::absolute(out).parent_path(); !fs::exists(parent)) {
-        std::error_code ec;
-        fs::create_directories(parent, ec);
-        if (ec)
-            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
-                             ec.message() + ")");
-    }
+    create_parent_directories(out);
 }
 
 inline void print_json(const Json& j)

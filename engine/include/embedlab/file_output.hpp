@@ -31,6 +31,10 @@ namespace embedlab {
 // failure the temp file is removed and InputError names `path` and the OS error.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
+// Creates the missing parent directories of an output; InputError "<parent>: cannot
+// create the output's parent directory (<reason>)".
+void create_parent_directories(const std::filesystem::path& out);
+
 // Writes a safetensors file atomically like write_file_atomic, streaming tensor by
 // tensor in the given order. float32/float16/bfloat16/int64/int32 are stored as
 // F32/F16/BF16/I64/I32; any other dtype or a duplicate name throws InputError before

@@ -228,6 +228,18 @@ void write_file_atomic(const fs::path& path, std::string_view bytes)
     file.commit();
 }
 
+void create_parent_directories(const fs::path& out)
+{
+    const auto parent = fs::absolute(out).parent_path();
+    std::error_code ec;
+    if (fs::exists(parent, ec))
+        return;
+    fs::create_directories(parent, ec);
+    if (ec)
+        throw InputError(parent.string() + ": cannot create the output's parent directory (" + ec.message() +
+                         ")");
+}
+
 void write_safetensors(const fs::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata, const ProgressFn& progress)
@@ -243,30 +255,20 @@ void write_safetensors(const fs::path& path,
                              " cannot be written (supported: float32, float16, bfloat16, int64, int32)");
         specs.push_back({name, dtype, t.sizes().vec()});
     }
-    const SafetensorsLayout layout = safetensors_layout(path, specs, metadata);
-    const uint64_t header_len = layout.header.size();
-    const auto total = static_cast<int64_t>(8 + header_len + layout.data_size);
-
-    TempFile file(path);
-    file.write(&header_len, 8);
-    file.write(layout.header.data(), layout.header.size());
-    int64_t done = static_cast<int64_t>(8 + header_len);
-    report_progress(progress, done, total);
-    // One contiguous CPU copy at a time, written in chunks so progress and
-    // cancellation stay responsive on large tensors.
-    constexpr size_t chunk = size_t{64} << 20;
-    for (const auto& [name, t] : tensors) {
-        const torch::Tensor c = t.cpu().contiguous();
-        const char* p = static_cast<const char*>(c.data_ptr());
-        const size_t bytes = static_cast<size_t>(c.numel()) * c.element_size();
-        for (size_t at = 0; at < bytes; at += chunk) {
-            const size_t n = std::min(chunk, bytes - at);
-            file.write(p + at, n);
-            done += static_cast<int64_t>(n);
-            report_progress(progress, done, total);
-        }
-    }
-    file.commit();
+    // The streamed writer, fed one contiguous CPU copy at a time (made at its first
+    // chunk), in 64 MB chunks so progress and cancellation stay responsive.
+    size_t current = tensors.size();
+    torch::Tensor contiguous;
+    write_safetensors_streamed(
+        path, specs,
+        [&](size_t i, uint64_t offset, std::span<char> out) {
+            if (i != current) {
+                contiguous = tensors[i].second.cpu().contiguous();
+                current = i;
+            }
+            std::memcpy(out.data(), static_cast<const char*>(contiguous.data_ptr()) + offset, out.size());
+        },
+        metadata, progress, size_t{64} << 20);
 }
 
 void write_safetensors_streamed(const fs::path& path, const std::vector<StreamedTensor>& tensors,

@@ -786,13 +786,7 @@ SynthReport synth_model(const SynthOptions& options, const ProgressFn& progress)
         report.parameters += n;
     }
 
-    if (const auto parent = fs::absolute(out).parent_path(); !fs::exists(parent)) {
-        std::error_code ec;
-        fs::create_directories(parent, ec);
-        if (ec)
-            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
-                             ec.message() + ")");
-    }
+    create_parent_directories(out);
     AtomicDirectory dir(out, options.overwrite);
     std::tie(report.tokenizer_vocab, report.tokenizer) = write_tokenizer(spec, gpt2_dir, dir.path());
     write_file_atomic(dir.path() / "config.json", config.dump(2) + "\n");

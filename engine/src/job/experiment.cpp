@@ -738,12 +738,7 @@ Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOpti
     std::error_code ec;
     if (fs::weakly_canonical(dir, ec) == fs::weakly_canonical(run.model.files.path, ec))
         throw InputError(dir.string() + ": is the input model itself; not replacing it");
-    if (const auto parent = fs::absolute(dir).parent_path(); !fs::exists(parent)) {
-        fs::create_directories(parent, ec);
-        if (ec)
-            throw InputError(parent.string() + ": cannot create the output's parent directory (" +
-                             ec.message() + ")");
-    }
+    create_parent_directories(dir);
     const bool lora = !run.recovery.is_null();
     if (options.dense && (run.flat || lora))
         throw InputError(dir.string() + (run.flat
