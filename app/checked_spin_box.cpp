@@ -1,5 +1,7 @@
 #include "checked_spin_box.hpp"
 
+#include <type_traits>
+
 namespace embedlab::app {
 
 namespace {
@@ -31,75 +33,54 @@ void show_problem(QAbstractSpinBox* box, const QString& problem)
 
 } // namespace
 
-CheckedSpinBox::CheckedSpinBox(QWidget* parent) : QSpinBox(parent)
+template <class Base, class Derived> CheckedBox<Base, Derived>::CheckedBox(QWidget* parent) : Base(parent)
 {
-    connect(this, &QSpinBox::valueChanged, this, [this] {
-        if (!hasFocus())
+    QObject::connect(this, &Base::valueChanged, this, [this] {
+        if (!this->hasFocus())
             setProblem({});
     });
 }
 
-QValidator::State CheckedSpinBox::validate(QString& text, int& pos) const
+template <class Base, class Derived>
+QValidator::State CheckedBox<Base, Derived>::validate(QString& text, int& pos) const
 {
-    const QString body = typed_number(text, prefix(), suffix());
+    const QString body = typed_number(text, this->prefix(), this->suffix());
     bool ok = false;
-    const qlonglong v = body.toLongLong(&ok);
-    if (ok && (v < minimum() || v > maximum())) {
-        setProblem(out_of_range(prefix(), body, QString::number(minimum()), QString::number(maximum())));
-        return QValidator::Intermediate; // the typed text stays
+    if constexpr (std::is_same_v<Base, QSpinBox>) {
+        const qlonglong v = body.toLongLong(&ok);
+        if (ok && (v < this->minimum() || v > this->maximum())) {
+            setProblem(out_of_range(this->prefix(), body, QString::number(this->minimum()),
+                                    QString::number(this->maximum())));
+            return QValidator::Intermediate; // the typed text stays
+        }
+    } else {
+        const double v = this->locale().toDouble(body, &ok);
+        if (ok && (v < this->minimum() || v > this->maximum())) {
+            setProblem(out_of_range(this->prefix(), body, this->textFromValue(this->minimum()),
+                                    this->textFromValue(this->maximum())));
+            return QValidator::Intermediate;
+        }
     }
-    const auto state = QSpinBox::validate(text, pos);
-    if (state == QValidator::Acceptable && hasFocus())
+    const auto state = Base::validate(text, pos);
+    if (state == QValidator::Acceptable && this->hasFocus())
         setProblem({});
     return state;
 }
 
-void CheckedSpinBox::setProblem(const QString& problem) const
+template <class Base, class Derived> void CheckedBox<Base, Derived>::setProblem(const QString& problem) const
 {
     if (problem == problem_)
         return;
-    auto* self = const_cast<CheckedSpinBox*>(this);
+    auto* self = const_cast<CheckedBox*>(this);
     if (problem_.isEmpty())
-        self->setProperty("plain_tooltip", toolTip());
+        self->setProperty("plain_tooltip", this->toolTip());
     problem_ = problem;
     show_problem(self, problem);
-    emit self->problemChanged(problem);
+    emit static_cast<Derived*>(self)->problemChanged(problem);
 }
 
-CheckedDoubleSpinBox::CheckedDoubleSpinBox(QWidget* parent) : QDoubleSpinBox(parent)
-{
-    connect(this, &QDoubleSpinBox::valueChanged, this, [this] {
-        if (!hasFocus())
-            setProblem({});
-    });
-}
-
-QValidator::State CheckedDoubleSpinBox::validate(QString& text, int& pos) const
-{
-    const QString body = typed_number(text, prefix(), suffix());
-    bool ok = false;
-    const double v = locale().toDouble(body, &ok);
-    if (ok && (v < minimum() || v > maximum())) {
-        setProblem(out_of_range(prefix(), body, textFromValue(minimum()), textFromValue(maximum())));
-        return QValidator::Intermediate;
-    }
-    const auto state = QDoubleSpinBox::validate(text, pos);
-    if (state == QValidator::Acceptable && hasFocus())
-        setProblem({});
-    return state;
-}
-
-void CheckedDoubleSpinBox::setProblem(const QString& problem) const
-{
-    if (problem == problem_)
-        return;
-    auto* self = const_cast<CheckedDoubleSpinBox*>(this);
-    if (problem_.isEmpty())
-        self->setProperty("plain_tooltip", toolTip());
-    problem_ = problem;
-    show_problem(self, problem);
-    emit self->problemChanged(problem);
-}
+template class CheckedBox<QSpinBox, CheckedSpinBox>;
+template class CheckedBox<QDoubleSpinBox, CheckedDoubleSpinBox>;
 
 QString first_problem(const QList<QWidget*>& boxes)
 {

@@ -10,35 +10,36 @@
 
 namespace embedlab::app {
 
-class CheckedSpinBox : public QSpinBox {
-    Q_OBJECT
+// What both boxes do, over QSpinBox or QDoubleSpinBox (instantiated for those two
+// in the .cpp). The Qt classes below (Derived) only add the problemChanged signal,
+// which a template cannot declare; CheckedBox emits it.
+template <class Base, class Derived> class CheckedBox : public Base {
 public:
-    explicit CheckedSpinBox(QWidget* parent = nullptr);
+    explicit CheckedBox(QWidget* parent = nullptr);
     QString problem() const { return problem_; } // "" while the typed value is in range
     QValidator::State validate(QString& text, int& pos) const override;
 
-signals:
-    void problemChanged(const QString& problem);
-
 private:
     void setProblem(const QString& problem) const;
     mutable QString problem_;
 };
 
-class CheckedDoubleSpinBox : public QDoubleSpinBox {
+class CheckedSpinBox : public CheckedBox<QSpinBox, CheckedSpinBox> {
     Q_OBJECT
-public:
-    explicit CheckedDoubleSpinBox(QWidget* parent = nullptr);
-    QString problem() const { return problem_; }
-    QValidator::State validate(QString& text, int& pos) const override;
-
+    using CheckedBox::CheckedBox; // public, as inherited constructors keep CheckedBox's access
 signals:
     void problemChanged(const QString& problem);
-
-private:
-    void setProblem(const QString& problem) const;
-    mutable QString problem_;
 };
+
+class CheckedDoubleSpinBox : public CheckedBox<QDoubleSpinBox, CheckedDoubleSpinBox> {
+    Q_OBJECT
+    using CheckedBox::CheckedBox; // public, as inherited constructors keep CheckedBox's access
+signals:
+    void problemChanged(const QString& problem);
+};
+
+extern template class CheckedBox<QSpinBox, CheckedSpinBox>;
+extern template class CheckedBox<QDoubleSpinBox, CheckedDoubleSpinBox>;
 
 // The first problem among `boxes` that are visible ("" if none).
 QString first_problem(const QList<QWidget*>& boxes);
