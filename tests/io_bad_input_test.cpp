@@ -27,19 +27,6 @@ namespace {
 
 // ---------------------------------------------------------------- builders
 
-void write_file(const fs::path& path, const std::string& bytes)
-{
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-template <typename T> std::string le(T v)
-{
-    std::string s(sizeof(T), '\0');
-    std::memcpy(s.data(), &v, sizeof(T));
-    return s;
-}
-
 std::string f32_bytes(const torch::Tensor& t)
 {
     const torch::Tensor c = t.to(torch::kFloat32).contiguous();
@@ -48,7 +35,7 @@ std::string f32_bytes(const torch::Tensor& t)
 
 std::string safetensors_raw(const std::string& header, const std::string& data)
 {
-    return le<uint64_t>(header.size()) + header + data;
+    return le_bytes<uint64_t>(header.size()) + header + data;
 }
 
 std::string safetensors_f32(const WeightMap& tensors)
@@ -101,15 +88,15 @@ fs::path write_gpt2_dir(const fs::path& dir, const json& config, const WeightMap
 // GGUF pieces.
 std::string gstr(const std::string& s)
 {
-    return le<uint64_t>(s.size()) + s;
+    return le_bytes<uint64_t>(s.size()) + s;
 }
 std::string kv_u32(const std::string& key, uint32_t v)
 {
-    return gstr(key) + le<uint32_t>(4) + le(v);
+    return gstr(key) + le_bytes<uint32_t>(4) + le_bytes(v);
 }
 std::string kv_str(const std::string& key, const std::string& v)
 {
-    return gstr(key) + le<uint32_t>(8) + gstr(v);
+    return gstr(key) + le_bytes<uint32_t>(8) + gstr(v);
 }
 
 struct Gguf {
@@ -127,15 +114,16 @@ struct Gguf {
     // Up to the end of the tensor table.
     std::string header() const
     {
-        std::string b = magic + le(version) + le<uint64_t>(tensors.size()) + le<uint64_t>(kvs.size());
+        std::string b =
+            magic + le_bytes(version) + le_bytes<uint64_t>(tensors.size()) + le_bytes<uint64_t>(kvs.size());
         for (const auto& kv : kvs)
             b += kv;
         uint64_t offset = 0;
         for (const auto& t : tensors) {
-            b += gstr(t.name) + le<uint32_t>(t.ne.size());
+            b += gstr(t.name) + le_bytes<uint32_t>(t.ne.size());
             for (uint64_t ne : t.ne)
-                b += le(ne);
-            b += le(t.type) + le(offset);
+                b += le_bytes(ne);
+            b += le_bytes(t.type) + le_bytes(offset);
             offset += (t.data.size() + 31) / 32 * 32;
         }
         return b;
@@ -162,8 +150,8 @@ Gguf tiny_llama_gguf()
              kv_u32("llama.feed_forward_length", 4),
              kv_u32("llama.attention.head_count", 2),
              kv_u32("llama.context_length", 8),
-             gstr("tokenizer.ggml.tokens") + le<uint32_t>(9) + le<uint32_t>(8) + le<uint64_t>(3) + gstr("a") +
-                 gstr("b") + gstr("c")};
+             gstr("tokenizer.ggml.tokens") + le_bytes<uint32_t>(9) + le_bytes<uint32_t>(8) +
+                 le_bytes<uint64_t>(3) + gstr("a") + gstr("b") + gstr("c")};
     auto f32 = [](std::vector<uint64_t> ne) {
         uint64_t n = 1;
         for (uint64_t x : ne)
@@ -188,7 +176,7 @@ std::string tiny_llama2c()
 {
     std::string b;
     for (int32_t v : {4, 4, 1, 2, 2, 3, 2})
-        b += le(v);
+        b += le_bytes(v);
     const int64_t floats = 3 * 4 + 4 + 16 * 4 + 4 + 16 * 3 + 4 + 2 * 2;
     return b + f32_bytes(torch::randn({floats}));
 }
@@ -239,9 +227,9 @@ TEST(BadSafetensors, Truncated)
 TEST(BadSafetensors, HeaderLengthLargerThanFile)
 {
     TempDir dir;
-    expect_safetensors_error(dir, le<uint64_t>(1000000) + "{}",
+    expect_safetensors_error(dir, le_bytes<uint64_t>(1000000) + "{}",
                              {"header length 1000000", "larger than the file"});
-    expect_safetensors_error(dir, le<uint64_t>(~0ull) + "{}", {"larger than the file"});
+    expect_safetensors_error(dir, le_bytes<uint64_t>(~0ull) + "{}", {"larger than the file"});
 }
 
 TEST(BadSafetensors, HeaderNotJson)
@@ -498,15 +486,16 @@ TEST(BadGguf, ClaimsOfATrillionFailFast)
     TempDir dir;
     const uint64_t trillion = 1000000000000ull;
     Gguf g = tiny_llama_gguf();
-    g.kvs.push_back(gstr("huge.array") + le<uint32_t>(9) + le<uint32_t>(0) + le(trillion));
+    g.kvs.push_back(gstr("huge.array") + le_bytes<uint32_t>(9) + le_bytes<uint32_t>(0) + le_bytes(trillion));
     expect_read_error(write_gguf(dir, g.bytes()), {"claims 1000000000000", "huge.array"});
 
     g = tiny_llama_gguf();
-    g.kvs.push_back(gstr("huge.strings") + le<uint32_t>(9) + le<uint32_t>(8) + le(trillion));
+    g.kvs.push_back(gstr("huge.strings") + le_bytes<uint32_t>(9) + le_bytes<uint32_t>(8) +
+                    le_bytes(trillion));
     expect_read_error(write_gguf(dir, g.bytes()), {"claims 1000000000000"});
 
     g = tiny_llama_gguf();
-    g.kvs.push_back(gstr("huge.string") + le<uint32_t>(8) + le(trillion));
+    g.kvs.push_back(gstr("huge.string") + le_bytes<uint32_t>(8) + le_bytes(trillion));
     expect_read_error(write_gguf(dir, g.bytes()), {"claims a string of 1000000000000 bytes"});
 
     g = tiny_llama_gguf();
@@ -535,14 +524,14 @@ TEST(BadGguf, BadDimensionsAndTypes)
     expect_read_error(write_gguf(dir, g.bytes()), {"output_norm.weight", "Q4_0"});
 
     g = tiny_llama_gguf();
-    g.kvs.push_back(gstr("odd.type") + le<uint32_t>(13) + le<uint32_t>(0));
+    g.kvs.push_back(gstr("odd.type") + le_bytes<uint32_t>(13) + le_bytes<uint32_t>(0));
     expect_read_error(write_gguf(dir, g.bytes()), {"odd.type", "unknown value type 13"});
 
     g = tiny_llama_gguf();
-    std::string nested = gstr("deep") + le<uint32_t>(9);
+    std::string nested = gstr("deep") + le_bytes<uint32_t>(9);
     for (int i = 0; i < 20; ++i)
-        nested += le<uint32_t>(9) + le<uint64_t>(1);
-    g.kvs.push_back(nested + le<uint32_t>(0) + le<uint64_t>(0));
+        nested += le_bytes<uint32_t>(9) + le_bytes<uint64_t>(1);
+    g.kvs.push_back(nested + le_bytes<uint32_t>(0) + le_bytes<uint64_t>(0));
     expect_read_error(write_gguf(dir, g.bytes()), {"deep", "nests arrays"});
 }
 
@@ -558,8 +547,8 @@ TEST(BadGguf, ArchitectureAndConsistency)
     expect_read_error(write_gguf(dir, g.bytes()), {"hidden size 8", "disagrees"});
 
     g = tiny_llama_gguf();
-    g.kvs.back() = gstr("tokenizer.ggml.tokens") + le<uint32_t>(9) + le<uint32_t>(8) + le<uint64_t>(2) +
-                   gstr("a") + gstr("b");
+    g.kvs.back() = gstr("tokenizer.ggml.tokens") + le_bytes<uint32_t>(9) + le_bytes<uint32_t>(8) +
+                   le_bytes<uint64_t>(2) + gstr("a") + gstr("b");
     expect_read_error(write_gguf(dir, g.bytes()), {"vocab_size 2", "disagrees", "3 rows"});
 
     g = tiny_llama_gguf();

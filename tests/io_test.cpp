@@ -3,9 +3,9 @@
 // without ../shared.
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <iostream>
+#include <optional>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,19 +21,6 @@ using nlohmann::json;
 // ---------------------------------------------------------------- file builders
 namespace embedlab::test::iofiles {
 namespace {
-
-void write_file(const fs::path& path, const std::string& bytes)
-{
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-template <typename T> std::string le_bytes(T v)
-{
-    std::string s(sizeof(T), '\0');
-    std::memcpy(s.data(), &v, sizeof(T)); // test hosts are little-endian
-    return s;
-}
 
 // Raw bytes of a tensor stored as dtype "F32", "F16" or "BF16".
 std::string tensor_bytes(const torch::Tensor& t, const std::string& dtype)
@@ -368,6 +355,26 @@ torch::Tensor meta_to_hf_by_index(const torch::Tensor& w, int64_t heads)
     return out;
 }
 
+// The sizes a test expects of a configuration (d: hidden_size, mlp: intermediate_size,
+// positions: max_positions); a field left unset is not checked.
+struct ExpectedSizes {
+    std::optional<int64_t> vocab, d, layers, heads, kv_heads, mlp, positions;
+};
+
+void expect_sizes(const ModelConfig& c, const ExpectedSizes& e)
+{
+    const std::tuple<const char*, std::optional<int64_t>, int64_t> sizes[] = {
+        {"vocab_size", e.vocab, c.vocab_size},          {"hidden_size", e.d, c.hidden_size},
+        {"num_layers", e.layers, c.num_layers},         {"num_heads", e.heads, c.num_heads},
+        {"num_kv_heads", e.kv_heads, c.num_kv_heads},   {"intermediate_size", e.mlp, c.intermediate_size},
+        {"max_positions", e.positions, c.max_positions}};
+    for (const auto& [name, expected, actual] : sizes) {
+        if (expected) {
+            EXPECT_EQ(actual, *expected) << name;
+        }
+    }
+}
+
 void expect_same_weights(const WeightMap& a, const WeightMap& b, double tolerance = 0.0)
 {
     ASSERT_EQ(a.size(), b.size());
@@ -452,12 +459,9 @@ TEST(HfConfig, Gpt2Defaults)
 {
     json j = tiny_gpt2_config();
     const ModelConfig c = parse_hf_config(j.dump(), "config.json");
+    // n_inner null -> intermediate 4 d
     EXPECT_EQ(c.arch, Architecture::GPT2);
-    EXPECT_EQ(c.vocab_size, 12);
-    EXPECT_EQ(c.hidden_size, 8);
-    EXPECT_EQ(c.intermediate_size, 32); // n_inner null -> 4 d
-    EXPECT_EQ(c.num_kv_heads, 2);
-    EXPECT_EQ(c.max_positions, 6);
+    expect_sizes(c, {.vocab = 12, .d = 8, .kv_heads = 2, .mlp = 32, .positions = 6});
     EXPECT_TRUE(c.tied_embeddings);
     EXPECT_EQ(c.activation, "gelu_new");
     j["n_inner"] = 20;
@@ -567,13 +571,8 @@ TEST(Gguf, TinyLlamaConfigVocabAndNames)
     EXPECT_TRUE(mf.warnings.empty());
     const ModelConfig& c = mf.config;
     EXPECT_EQ(c.arch, Architecture::Llama);
-    EXPECT_EQ(c.vocab_size, 10);
-    EXPECT_EQ(c.hidden_size, 8);
-    EXPECT_EQ(c.num_layers, 2);
-    EXPECT_EQ(c.num_heads, 2);
-    EXPECT_EQ(c.num_kv_heads, 1);
-    EXPECT_EQ(c.intermediate_size, 12);
-    EXPECT_EQ(c.max_positions, 16);
+    expect_sizes(c,
+                 {.vocab = 10, .d = 8, .layers = 2, .heads = 2, .kv_heads = 1, .mlp = 12, .positions = 16});
     EXPECT_NEAR(c.norm_eps, 1e-5, 1e-12);
     EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
     EXPECT_FALSE(c.tied_embeddings);
@@ -746,12 +745,7 @@ TEST(SharedModels, TinyGpt2F32AndF16Agree)
     EXPECT_TRUE(f16.warnings.empty());
     const ModelConfig& c = f16.config;
     EXPECT_EQ(c.arch, Architecture::GPT2);
-    EXPECT_EQ(c.vocab_size, 50257);
-    EXPECT_EQ(c.hidden_size, 128);
-    EXPECT_EQ(c.num_layers, 4);
-    EXPECT_EQ(c.num_heads, 4);
-    EXPECT_EQ(c.max_positions, 256);
-    EXPECT_EQ(c.intermediate_size, 512);
+    expect_sizes(c, {.vocab = 50257, .d = 128, .layers = 4, .heads = 4, .mlp = 512, .positions = 256});
     EXPECT_TRUE(c.tied_embeddings);
     EXPECT_EQ(c.bos_token_id, 50256);
     EXPECT_EQ(f32.weights.at("wte.weight").sizes(), (std::vector<int64_t>{50257, 128}));
@@ -776,12 +770,7 @@ TEST(SharedModels, TinyLlamaConfig)
     load_ms(shared_dir() / "models" / "tinyllama", mf);
     const ModelConfig& c = mf.config;
     EXPECT_EQ(c.arch, Architecture::Llama);
-    EXPECT_EQ(c.vocab_size, 32000);
-    EXPECT_EQ(c.hidden_size, 128);
-    EXPECT_EQ(c.num_layers, 4);
-    EXPECT_EQ(c.num_heads, 4);
-    EXPECT_EQ(c.num_kv_heads, 2);
-    EXPECT_EQ(c.intermediate_size, 352);
+    expect_sizes(c, {.vocab = 32000, .d = 128, .layers = 4, .heads = 4, .kv_heads = 2, .mlp = 352});
     EXPECT_FALSE(c.tied_embeddings);
     EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
     EXPECT_EQ(mf.stored_dtype, "F32");
@@ -800,12 +789,7 @@ TEST(SharedModels, Stories260KGgufEqualsLlama2c)
     load_ms(shared_dir() / "models" / "stories260K" / "stories260K.bin", b);
     for (const ModelFiles* mf : {&g, &b}) {
         const ModelConfig& c = mf->config;
-        EXPECT_EQ(c.vocab_size, 512);
-        EXPECT_EQ(c.hidden_size, 64);
-        EXPECT_EQ(c.num_layers, 5);
-        EXPECT_EQ(c.num_heads, 8);
-        EXPECT_EQ(c.num_kv_heads, 4);
-        EXPECT_EQ(c.intermediate_size, 172);
+        expect_sizes(c, {.vocab = 512, .d = 64, .layers = 5, .heads = 8, .kv_heads = 4, .mlp = 172});
         EXPECT_TRUE(c.tied_embeddings);
         EXPECT_TRUE(mf->weights.count("model.embed_tokens.weight"));
         EXPECT_TRUE(mf->weights.count("model.layers.4.mlp.down_proj.weight"));

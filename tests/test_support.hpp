@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,6 +49,20 @@ inline std::string read_text(const std::filesystem::path& p)
     std::ostringstream s;
     s << in.rdbuf();
     return s.str();
+}
+
+inline void write_file(const std::filesystem::path& path, const std::string& bytes)
+{
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The bytes of `v` as a file stores it (test hosts are little-endian).
+template <typename T> std::string le_bytes(T v)
+{
+    std::string s(sizeof(T), '\0');
+    std::memcpy(s.data(), &v, sizeof(T));
+    return s;
 }
 
 // A fresh, empty directory under the system temp dir, removed at scope exit.

@@ -22,6 +22,7 @@ using embedlab::InputError;
 using embedlab::Tokenizer;
 using embedlab::test::read_text;
 using embedlab::test::shared_dir;
+using embedlab::test::write_file;
 namespace fs = std::filesystem;
 
 const char* const reference_texts[] = {"tinystories-heldout", "wikitext2-test-50k", "wikitext2-test"};
@@ -63,12 +64,6 @@ std::string first_code_points(const std::string& text, size_t count)
             ++pos;
     }
     return text.substr(0, pos);
-}
-
-void write_file(const fs::path& path, const std::string& bytes)
-{
-    std::ofstream out(path, std::ios::binary);
-    out << bytes;
 }
 
 std::vector<std::string> token_texts(const Tokenizer& tok, const std::string& text)
