@@ -125,25 +125,61 @@ private:
     std::string label_;
 };
 
-ModelConfig parse_gpt2(const ConfigReader& r)
+// The keys under which a family names the sizes every family has (vocab_size is
+// vocab_size everywhere).
+struct SizeKeys {
+    const char* hidden = "hidden_size";
+    const char* intermediate = "intermediate_size"; // nullptr: the family reads its own (gpt2's n_inner)
+    const char* layers = "num_hidden_layers";
+    const char* heads = "num_attention_heads";
+    const char* kv_heads = nullptr; // nullptr: as many as heads
+    const char* positions = "max_position_embeddings";
+};
+
+ModelConfig read_sizes(const ConfigReader& r, Architecture arch, const SizeKeys& k)
 {
     ModelConfig c;
-    c.arch = Architecture::GPT2;
+    c.arch = arch;
     c.vocab_size = r.required_int("vocab_size");
-    c.hidden_size = r.required_int("n_embd");
-    c.num_layers = r.required_int("n_layer");
-    c.num_heads = r.required_int("n_head");
-    c.num_kv_heads = c.num_heads;
-    c.max_positions = r.required_int("n_positions");
-    c.intermediate_size = r.optional_int("n_inner", 4 * c.hidden_size);
-    c.norm_eps = r.positive_double("layer_norm_epsilon", 1e-5);
-    c.activation = r.optional_string("activation_function", "gelu_new");
-    c.tied_embeddings = r.optional_bool("tie_word_embeddings", true);
+    c.hidden_size = r.required_int(k.hidden);
+    if (k.intermediate)
+        c.intermediate_size = r.required_int(k.intermediate);
+    c.num_layers = r.required_int(k.layers);
+    c.num_heads = r.required_int(k.heads);
+    c.num_kv_heads = k.kv_heads ? r.optional_int(k.kv_heads, c.num_heads) : c.num_heads;
+    c.max_positions = r.required_int(k.positions);
+    return c;
+}
+
+// tie_word_embeddings, the activation (under `key`) and the BOS and EOS ids.
+void read_tying_activation_ids(const ConfigReader& r, ModelConfig& c, bool tied_default, const char* key,
+                               const char* activation_default)
+{
+    c.tied_embeddings = r.optional_bool("tie_word_embeddings", tied_default);
+    c.activation = r.optional_string(key, activation_default);
     c.bos_token_id = r.token_id("bos_token_id");
     c.eos_token_id = r.token_id("eos_token_id");
+}
+
+void check_heads_divide_hidden(const ConfigReader& r, const ModelConfig& c, const SizeKeys& k)
+{
     if (c.hidden_size % c.num_heads != 0)
-        r.fail("n_embd " + std::to_string(c.hidden_size) + " is not divisible by n_head " +
-               std::to_string(c.num_heads));
+        r.fail(std::string(k.hidden) + " " + std::to_string(c.hidden_size) + " is not divisible by " +
+               k.heads + " " + std::to_string(c.num_heads));
+}
+
+ModelConfig parse_gpt2(const ConfigReader& r)
+{
+    const SizeKeys keys{.hidden = "n_embd",
+                        .intermediate = nullptr,
+                        .layers = "n_layer",
+                        .heads = "n_head",
+                        .positions = "n_positions"};
+    ModelConfig c = read_sizes(r, Architecture::GPT2, keys);
+    c.intermediate_size = r.optional_int("n_inner", 4 * c.hidden_size);
+    c.norm_eps = r.positive_double("layer_norm_epsilon", 1e-5);
+    read_tying_activation_ids(r, c, true, "activation_function", "gelu_new");
+    check_heads_divide_hidden(r, c, keys);
     return c;
 }
 
@@ -217,22 +253,11 @@ void refuse_if_set(const ConfigReader& r, const char* key, const std::string& wh
 // Fields every member of the rotary decoder family shares.
 ModelConfig read_decoder(const ConfigReader& r, const std::string& model_type, bool tied_default)
 {
-    ModelConfig c;
-    c.arch = Architecture::Llama;
+    ModelConfig c = read_sizes(r, Architecture::Llama, {.kv_heads = "num_key_value_heads"});
     c.model_type = model_type;
-    c.vocab_size = r.required_int("vocab_size");
-    c.hidden_size = r.required_int("hidden_size");
-    c.intermediate_size = r.required_int("intermediate_size");
-    c.num_layers = r.required_int("num_hidden_layers");
-    c.num_heads = r.required_int("num_attention_heads");
-    c.num_kv_heads = r.optional_int("num_key_value_heads", c.num_heads);
-    c.max_positions = r.required_int("max_position_embeddings");
     c.norm_eps = r.positive_double("rms_norm_eps", 1e-6); // LlamaConfig's default
     c.rope_theta = r.positive_double("rope_theta", 10000.0);
-    c.tied_embeddings = r.optional_bool("tie_word_embeddings", tied_default);
-    c.activation = r.optional_string("hidden_act", "silu");
-    c.bos_token_id = r.token_id("bos_token_id");
-    c.eos_token_id = r.token_id("eos_token_id");
+    read_tying_activation_ids(r, c, tied_default, "hidden_act", "silu");
     if (c.num_heads % c.num_kv_heads != 0)
         r.fail("num_attention_heads " + std::to_string(c.num_heads) +
                " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
@@ -357,24 +382,12 @@ ModelConfig parse_phi3(const ConfigReader& r)
 // biased projections, ReLU MLP. OPT-350m's projections and post-norm are refused.
 ModelConfig parse_opt(const ConfigReader& r)
 {
-    ModelConfig c;
-    c.arch = Architecture::Llama;
+    const SizeKeys keys{.intermediate = "ffn_dim"};
+    ModelConfig c = read_sizes(r, Architecture::Llama, keys);
     c.model_type = "opt";
-    c.vocab_size = r.required_int("vocab_size");
-    c.hidden_size = r.required_int("hidden_size");
-    c.intermediate_size = r.required_int("ffn_dim");
-    c.num_layers = r.required_int("num_hidden_layers");
-    c.num_heads = r.required_int("num_attention_heads");
-    c.num_kv_heads = c.num_heads;
-    c.max_positions = r.required_int("max_position_embeddings");
     c.norm_eps = 1e-5; // OPT's LayerNorms use PyTorch's default
-    c.tied_embeddings = r.optional_bool("tie_word_embeddings", true);
-    c.activation = r.optional_string("activation_function", "relu");
-    c.bos_token_id = r.token_id("bos_token_id");
-    c.eos_token_id = r.token_id("eos_token_id");
-    if (c.hidden_size % c.num_heads != 0)
-        r.fail("hidden_size " + std::to_string(c.hidden_size) + " is not divisible by num_attention_heads " +
-               std::to_string(c.num_heads));
+    read_tying_activation_ids(r, c, true, "activation_function", "relu");
+    check_heads_divide_hidden(r, c, keys);
     check_activation(r, "activation_function", c.activation);
     if (r.optional_int("word_embed_proj_dim", c.hidden_size) != c.hidden_size)
         r.fail("word_embed_proj_dim differs from hidden_size (OPT-350m's project_in/project_out); not "
@@ -395,25 +408,13 @@ ModelConfig parse_opt(const ConfigReader& r)
 
 ModelConfig parse_gpt_neox(const ConfigReader& r)
 {
-    ModelConfig c;
-    c.arch = Architecture::Llama;
+    const SizeKeys keys{};
+    ModelConfig c = read_sizes(r, Architecture::Llama, keys);
     c.model_type = "gpt_neox";
-    c.vocab_size = r.required_int("vocab_size");
-    c.hidden_size = r.required_int("hidden_size");
-    c.intermediate_size = r.required_int("intermediate_size");
-    c.num_layers = r.required_int("num_hidden_layers");
-    c.num_heads = r.required_int("num_attention_heads");
-    c.num_kv_heads = c.num_heads;
-    c.max_positions = r.required_int("max_position_embeddings");
     c.norm_eps = r.positive_double("layer_norm_eps", 1e-5);
     c.rope_theta = r.positive_double("rotary_emb_base", r.positive_double("rope_theta", 10000.0));
-    c.tied_embeddings = r.optional_bool("tie_word_embeddings", false);
-    c.activation = r.optional_string("hidden_act", "gelu");
-    c.bos_token_id = r.token_id("bos_token_id");
-    c.eos_token_id = r.token_id("eos_token_id");
-    if (c.hidden_size % c.num_heads != 0)
-        r.fail("hidden_size " + std::to_string(c.hidden_size) + " is not divisible by num_attention_heads " +
-               std::to_string(c.num_heads));
+    read_tying_activation_ids(r, c, false, "hidden_act", "gelu");
+    check_heads_divide_hidden(r, c, keys);
     check_activation(r, "hidden_act", c.activation);
     c.norm = NormKind::LayerNorm;
     c.gated_mlp = false;
