@@ -38,80 +38,46 @@ void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m)
     }
 }
 
-void q4_0(const uint8_t* b, float* y)
+// Q4_0, Q4_1, Q5_0, Q5_1: 32 weights, the low 4 bits two to a byte in qs, for Q5
+// a fifth bit each in the 32 bits of qh. _0 centres them ((x - 8) d, (x - 16) d);
+// _1 adds a stored min (x d + m).
+template <bool Fifth, bool WithMin> void q4_q5(const uint8_t* b, float* y)
 {
-    const float d = half(b);
-    const uint8_t* qs = b + 2;
+    const float d = half(b), m = WithMin ? half(b + 2) : 0.0f;
+    const uint8_t* p = b + (WithMin ? 4 : 2);
+    const uint32_t qh = Fifth ? load<uint32_t>(p) : 0;
+    const uint8_t* qs = p + (Fifth ? 4 : 0);
+    constexpr int centre = Fifth ? 16 : 8;
     for (int j = 0; j < QK / 2; ++j) {
-        y[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
-        y[j + QK / 2] = static_cast<float>((qs[j] >> 4) - 8) * d;
-    }
-}
-
-void q4_1(const uint8_t* b, float* y)
-{
-    const float d = half(b), m = half(b + 2);
-    const uint8_t* qs = b + 4;
-    for (int j = 0; j < QK / 2; ++j) {
-        y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
-        y[j + QK / 2] = static_cast<float>(qs[j] >> 4) * d + m;
-    }
-}
-
-void q5(const uint8_t* b, float* y, bool with_min)
-{
-    const float d = half(b), m = with_min ? half(b + 2) : 0.0f;
-    const uint8_t* p = b + (with_min ? 4 : 2);
-    const uint32_t qh = load<uint32_t>(p);
-    const uint8_t* qs = p + 4;
-    for (int j = 0; j < QK / 2; ++j) {
-        const uint8_t xh0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
-        const uint8_t xh1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
-        const int x0 = (qs[j] & 0x0F) | xh0, x1 = (qs[j] >> 4) | xh1;
-        if (with_min) {
+        const int x0 = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10);
+        const int x1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+        if constexpr (WithMin) {
             y[j] = static_cast<float>(x0) * d + m;
             y[j + QK / 2] = static_cast<float>(x1) * d + m;
         } else {
-            y[j] = static_cast<float>(x0 - 16) * d;
-            y[j + QK / 2] = static_cast<float>(x1 - 16) * d;
+            y[j] = static_cast<float>(x0 - centre) * d;
+            y[j + QK / 2] = static_cast<float>(x1 - centre) * d;
         }
     }
 }
 
-void q8_0(const uint8_t* b, float* y, int scale_bytes)
+// Q8_0 (d), Q8_1 (d, then s, the sum, unused here): 32 signed bytes times d.
+template <int ScaleBytes> void q8_0(const uint8_t* b, float* y)
 {
     const float d = half(b);
     for (int j = 0; j < QK; ++j)
-        y[j] = static_cast<float>(static_cast<int8_t>(b[scale_bytes + j])) * d;
+        y[j] = static_cast<float>(static_cast<int8_t>(b[ScaleBytes + j])) * d;
 }
 
-void q4_k(const uint8_t* b, float* y)
-{
-    const float d = half(b), dmin = half(b + 2);
-    const uint8_t* scales = b + 4;
-    const uint8_t* q = b + 16;
-    int is = 0;
-    for (int j = 0; j < QK_K; j += 64) {
-        uint8_t sc, m;
-        scale_min_k4(is, scales, sc, m);
-        const float d1 = d * sc, m1 = dmin * m;
-        scale_min_k4(is + 1, scales, sc, m);
-        const float d2 = d * sc, m2 = dmin * m;
-        for (int l = 0; l < 32; ++l)
-            *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-        for (int l = 0; l < 32; ++l)
-            *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-        q += 32;
-        is += 2;
-    }
-}
-
-void q5_k(const uint8_t* b, float* y)
+// Q4_K, Q5_K: 256 weights in sub-blocks of 32, each with a 6-bit scale and min
+// (scale_min_k4), the low 4 bits two to a byte in ql, for Q5_K a fifth bit each in
+// qh (bit pair u1/u2, moving up two bits every 64 weights).
+template <bool Fifth> void q4_q5_k(const uint8_t* b, float* y)
 {
     const float d = half(b), dmin = half(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* qh = b + 16;
-    const uint8_t* ql = b + 48;
+    const uint8_t* ql = b + (Fifth ? 48 : 16);
     int is = 0;
     uint8_t u1 = 1, u2 = 2;
     for (int j = 0; j < QK_K; j += 64) {
@@ -121,9 +87,9 @@ void q5_k(const uint8_t* b, float* y)
         scale_min_k4(is + 1, scales, sc, m);
         const float d2 = d * sc, m2 = dmin * m;
         for (int l = 0; l < 32; ++l)
-            *y++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            *y++ = d1 * static_cast<float>((ql[l] & 0xF) + (Fifth && (qh[l] & u1) ? 16 : 0)) - m1;
         for (int l = 0; l < 32; ++l)
-            *y++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            *y++ = d2 * static_cast<float>((ql[l] >> 4) + (Fifth && (qh[l] & u2) ? 16 : 0)) - m2;
         ql += 32;
         is += 2;
         u1 = static_cast<uint8_t>(u1 << 2);
@@ -164,18 +130,51 @@ void q8_k(const uint8_t* b, float* y)
         y[j] = d * static_cast<float>(static_cast<int8_t>(b[4 + j]));
 }
 
+void f32(const uint8_t* b, float* y)
+{
+    *y = load<float>(b);
+}
+
+void f16(const uint8_t* b, float* y)
+{
+    *y = half(b);
+}
+
+void bf16(const uint8_t* b, float* y)
+{
+    const uint32_t bits = static_cast<uint32_t>(load<uint16_t>(b)) << 16;
+    std::memcpy(y, &bits, 4);
+}
+
 struct Entry {
     uint32_t type;
     GgmlTypeTraits traits;
+    void (*block)(const uint8_t* b, float* y); // one block's values
 };
 
 constexpr Entry kTypes[] = {
-    {F32, {"F32", 1, 4}},        {F16, {"F16", 1, 2}},        {BF16, {"BF16", 1, 2}},
-    {Q4_0, {"Q4_0", QK, 18}},    {Q4_1, {"Q4_1", QK, 20}},    {Q5_0, {"Q5_0", QK, 22}},
-    {Q5_1, {"Q5_1", QK, 24}},    {Q8_0, {"Q8_0", QK, 34}},    {Q8_1, {"Q8_1", QK, 36}},
-    {Q4_K, {"Q4_K", QK_K, 144}}, {Q5_K, {"Q5_K", QK_K, 176}}, {Q6_K, {"Q6_K", QK_K, 210}},
-    {Q8_K, {"Q8_K", QK_K, 292}},
+    {F32, {"F32", 1, 4}, f32},
+    {F16, {"F16", 1, 2}, f16},
+    {BF16, {"BF16", 1, 2}, bf16},
+    {Q4_0, {"Q4_0", QK, 18}, q4_q5<false, false>},
+    {Q4_1, {"Q4_1", QK, 20}, q4_q5<false, true>},
+    {Q5_0, {"Q5_0", QK, 22}, q4_q5<true, false>},
+    {Q5_1, {"Q5_1", QK, 24}, q4_q5<true, true>},
+    {Q8_0, {"Q8_0", QK, 34}, q8_0<2>},
+    {Q8_1, {"Q8_1", QK, 36}, q8_0<4>},
+    {Q4_K, {"Q4_K", QK_K, 144}, q4_q5_k<false>},
+    {Q5_K, {"Q5_K", QK_K, 176}, q4_q5_k<true>},
+    {Q6_K, {"Q6_K", QK_K, 210}, q6_k},
+    {Q8_K, {"Q8_K", QK_K, 292}, q8_k},
 };
+
+const Entry* find_type(uint32_t ggml_type)
+{
+    for (const auto& e : kTypes)
+        if (e.type == ggml_type)
+            return &e;
+    return nullptr;
+}
 
 } // namespace
 
@@ -199,10 +198,8 @@ float half_to_float(uint16_t h)
 
 const GgmlTypeTraits* ggml_type_traits(uint32_t ggml_type)
 {
-    for (const auto& e : kTypes)
-        if (e.type == ggml_type)
-            return &e.traits;
-    return nullptr;
+    const Entry* e = find_type(ggml_type);
+    return e ? &e->traits : nullptr;
 }
 
 std::string supported_ggml_types()
@@ -223,61 +220,17 @@ uint64_t ggml_row_bytes(uint32_t ggml_type, int64_t n)
 
 void dequantize_row(uint32_t ggml_type, const uint8_t* data, int64_t n, float* out)
 {
-    const auto* t = ggml_type_traits(ggml_type);
-    if (!t)
+    const Entry* e = find_type(ggml_type);
+    if (!e)
         throw InputError("ggml type " + std::to_string(ggml_type) +
                          " cannot be dequantised (supported: " + supported_ggml_types() + ")");
+    const GgmlTypeTraits* t = &e->traits;
     if (n % t->block_elems != 0)
         throw InputError(std::string(t->name) + " stores blocks of " + std::to_string(t->block_elems) +
                          " values; a row of " + std::to_string(n) + " is not a whole number of blocks");
     const int64_t blocks = n / t->block_elems;
-    for (int64_t k = 0; k < blocks; ++k) {
-        const uint8_t* b = data + k * t->block_bytes;
-        float* y = out + k * t->block_elems;
-        switch (ggml_type) {
-        case F32:
-            *y = load<float>(b);
-            break;
-        case F16:
-            *y = half(b);
-            break;
-        case BF16: {
-            const uint32_t bits = static_cast<uint32_t>(load<uint16_t>(b)) << 16;
-            std::memcpy(y, &bits, 4);
-            break;
-        }
-        case Q4_0:
-            q4_0(b, y);
-            break;
-        case Q4_1:
-            q4_1(b, y);
-            break;
-        case Q5_0:
-            q5(b, y, false);
-            break;
-        case Q5_1:
-            q5(b, y, true);
-            break;
-        case Q8_0:
-            q8_0(b, y, 2);
-            break;
-        case Q8_1:
-            q8_0(b, y, 4); // d, then s (the sum, unused here)
-            break;
-        case Q4_K:
-            q4_k(b, y);
-            break;
-        case Q5_K:
-            q5_k(b, y);
-            break;
-        case Q6_K:
-            q6_k(b, y);
-            break;
-        default:
-            q8_k(b, y);
-            break;
-        }
-    }
+    for (int64_t k = 0; k < blocks; ++k)
+        e->block(data + k * t->block_bytes, out + k * t->block_elems);
 }
 
 } // namespace embedlab::io
