@@ -177,12 +177,13 @@ FourierMapResult fourier_map(const std::string& model, const std::string& fourie
 struct NeighbourGraphResult {
     int64_t vocab = 0, k = 0;
     double keep_ratio = 0;
-    std::vector<double> x, y;          // all V rows, PC 1 and 2
-    std::vector<int64_t> common, rare; // ids
-    std::vector<int64_t> neighbours;   // [rare, k] common ids, best first
-    std::vector<double> weights;       // [rare, k] LLE alpha
-    std::vector<double> cosine;        // [rare] cosine of rebuilt to original row
-    std::vector<double> histogram;     // counts of `cosine` in 40 bins over [hist_lo, 1]
+    std::vector<double> x, y;             // all V rows, PC 1 and 2
+    std::vector<int64_t> common, rare;    // ids
+    std::vector<int64_t> neighbours;      // [rare, k] common ids, best first
+    std::vector<double> weights;          // [rare, k] LLE alpha
+    std::vector<double> neighbour_cosine; // [rare, k] cos(rare row, neighbour row)
+    std::vector<double> cosine;           // [rare] cosine of rebuilt to original row
+    std::vector<double> histogram;        // counts of `cosine` in 40 bins over [hist_lo, 1]
     double hist_lo = 0;
     std::vector<std::string> tokens; // V texts (empty without a tokenizer)
 };

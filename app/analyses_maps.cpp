@@ -148,6 +148,18 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
         const auto rare_ids = torch::tensor(split.rare, torch::kLong);
         const auto orig = table.index_select(0, rare_ids).to(torch::kDouble);
         r.cosine = values_of(torch::cosine_similarity(rebuilt, orig, 1, 1e-12));
+        // cos(rare row, each neighbour's row), for the view's neighbour list: a chunk
+        // of rare rows at a time, so no [rare, k, d] copy of the table is ever made.
+        const int64_t R = neighbour_ids.size(0), K = neighbour_ids.size(1);
+        for (int64_t s = 0; s < R; s += 2048) {
+            const int64_t e = std::min(R, s + 2048);
+            const auto rows = table.index_select(0, rare_ids.slice(0, s, e)).to(torch::kDouble).unsqueeze(1);
+            const auto near = table.index_select(0, neighbour_ids.slice(0, s, e).reshape({-1}))
+                                  .to(torch::kDouble)
+                                  .view({e - s, K, -1});
+            const auto c = values_of(torch::cosine_similarity(rows, near, 2, 1e-12).reshape({-1}));
+            r.neighbour_cosine.insert(r.neighbour_cosine.end(), c.begin(), c.end());
+        }
         constexpr int kBins = 40;
         r.hist_lo = std::min(0.0, *std::min_element(r.cosine.begin(), r.cosine.end()));
         r.histogram.assign(kBins, 0.0);

@@ -76,6 +76,13 @@ std::string default_demo_directory()
     return "embedlab-demo";
 }
 
+// A paper's single or double column: the width each figure is drawn at.
+double figure_width_in(const std::string& kind)
+{
+    const bool wide = kind == "neighbours" || kind == "fourier" || kind == "tt";
+    return wide ? views::kDoubleColumnInches : views::kSingleColumnInches;
+}
+
 std::vector<Figure> demo_figures(const DemoRequest& request, const std::string& text_name)
 {
     return {
@@ -151,9 +158,9 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
         h << "<figure id=\"" << f.kind << "\">\n<a href=\"" << f.kind << ".pdf\"><img src=\"" << f.kind
-          << ".png\" alt=\"" << html_escaped(f.title) << "\"></a>\n<figcaption><b>Figure " << i + 1
-          << ".</b> " << html_escaped(f.caption) << " (<a href=\"" << f.kind
-          << ".pdf\">PDF</a>)</figcaption>\n</figure>\n";
+          << ".png\" style=\"width: " << figure_width_in(f.kind) << "in\" alt=\"" << html_escaped(f.title)
+          << "\"></a>\n<figcaption><b>Figure " << i + 1 << ".</b> " << html_escaped(f.caption)
+          << " (<a href=\"" << f.kind << ".pdf\">PDF</a>)</figcaption>\n</figure>\n";
     }
     h << "</body>\n</html>\n";
     return h.str();
@@ -248,9 +255,8 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         r.input = f.kind == "pareto" ? (out / "results.json").string() : model;
         r.text = text;
         r.outs = {(out / (f.kind + ".png")).string(), (out / (f.kind + ".pdf")).string()};
-        const bool wide = f.kind == "neighbours" || f.kind == "fourier" || f.kind == "tt";
-        r.options.width_in = wide ? views::kDoubleColumnInches : views::kSingleColumnInches;
-        r.options.dpi = 150; // on screen in the report; the PDF is vector
+        r.options.width_in = figure_width_in(f.kind);
+        r.options.dpi = 300; // print resolution, as everywhere; the report shows it at its size in inches
         if (request.quick) {
             r.samples = 8;
             r.seqlen = 64;

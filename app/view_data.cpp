@@ -130,6 +130,7 @@ views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QSt
     d.k = static_cast<int>(r.k);
     d.neighbours = ints(r.neighbours);
     d.weights = doubles(r.weights);
+    d.neighbour_cosine = doubles(r.neighbour_cosine);
     d.cosine = doubles(r.cosine);
     d.histogram = doubles(r.histogram);
     d.hist_lo = r.hist_lo;

@@ -178,8 +178,12 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     for (const std::string kind : {"spectrum", "iprs", "neighbours", "fourier", "tt", "pareto"}) {
         expected.insert(kind + ".png");
         expected.insert(kind + ".pdf");
+        // 300 dpi, as every figure by default: 3.5 or 7.2 in wide.
         expect_drawn_png(out / (kind + ".png"),
-                         kind == "spectrum" || kind == "iprs" || kind == "pareto" ? 525 : 1080);
+                         kind == "spectrum" || kind == "iprs" || kind == "pareto" ? 1050 : 2160);
+        EXPECT_NEAR(QImage(QString::fromStdString((out / (kind + ".png")).string())).dotsPerMeterX(), 11811,
+                    2)
+            << kind;
         EXPECT_EQ(embedlab::test::read_text(out / (kind + ".pdf")).substr(0, 4), "%PDF") << kind;
         EXPECT_NE(html.find("src=\"" + kind + ".png\""), std::string::npos) << kind;
         EXPECT_NE(html.find("href=\"" + kind + ".pdf\""), std::string::npos) << kind;

@@ -537,7 +537,7 @@ TEST(NeighbourGraphView, LegendSitsOutsideTheScatterSoItNeverHidesTheSelection)
     QCPAxisRect* scatter = plot->axisRect();
     ASSERT_NE(scatter, view.histogramRect());
     ASSERT_TRUE(plot->legend->visible());
-    EXPECT_GT(plot->legend->itemCount(), 5);
+    EXPECT_GE(plot->legend->itemCount(), 1); // common tokens; the rare ones' colours: the colour bar
     for (const QSize size : {QSize(1000, 700), QSize(336, 208)}) { // the window, and a single-column figure
         plot->toPixmap(size.width(), size.height());               // lays the plot out at that size
         const QRect legend = plot->legend->outerRect();

@@ -7,6 +7,7 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QPdfWriter>
+#include <QPointer>
 #include <QSaveFile>
 #include <QSpinBox>
 #include <QSvgGenerator>
@@ -19,6 +20,69 @@ namespace {
 // QCustomPlot sizes fonts in points for a 96 dpi screen: laying a figure out at
 // 96 logical pixels per inch gives type its printed size.
 constexpr double kLogicalDpi = 96.0;
+constexpr const char* kScreenOnly = "embedlab_screen_only";
+
+// Hides what only the screen needs for the lifetime of the object: layerables
+// marked setScreenOnly, and QCustomPlot's selection highlight of plottables and
+// items. Restores them, then queues a replot.
+class ScreenOnlyHidden {
+public:
+    explicit ScreenOnlyHidden(QCustomPlot* plot) : plot_(plot)
+    {
+        auto hide = [this](QCPLayerable* l) {
+            if (l->visible() && isScreenOnly(l)) {
+                l->setVisible(false);
+                hidden_.push_back(l);
+            }
+        };
+        for (int i = 0; i < plot->plottableCount(); ++i) {
+            QCPAbstractPlottable* p = plot->plottable(i);
+            hide(p);
+            if (p->selected()) {
+                selections_.push_back({p, p->selection()});
+                p->setSelection(QCPDataSelection());
+            }
+        }
+        for (int i = 0; i < plot->itemCount(); ++i) {
+            QCPAbstractItem* item = plot->item(i);
+            hide(item);
+            if (item->selected()) {
+                selected_items_.push_back(item);
+                item->setSelected(false);
+            }
+        }
+        for (int i = 0; i < plot->layerCount(); ++i)
+            if (QCPLayer* layer = plot->layer(i); layer->visible() && layer->property(kScreenOnly).toBool()) {
+                layer->setVisible(false);
+                hidden_layers_.push_back(layer);
+            }
+    }
+    ~ScreenOnlyHidden()
+    {
+        for (auto& l : hidden_)
+            if (l)
+                l->setVisible(true);
+        for (auto& layer : hidden_layers_)
+            if (layer)
+                layer->setVisible(true);
+        for (auto& [p, selection] : selections_)
+            if (p)
+                p->setSelection(selection);
+        for (auto& item : selected_items_)
+            if (item)
+                item->setSelected(true);
+        if (!hidden_.isEmpty() || !hidden_layers_.isEmpty() || !selections_.isEmpty() ||
+            !selected_items_.isEmpty())
+            plot_->replot(QCustomPlot::rpQueuedReplot);
+    }
+
+private:
+    QCustomPlot* plot_;
+    QVector<QPointer<QCPLayerable>> hidden_;
+    QVector<QPointer<QCPLayer>> hidden_layers_;
+    QVector<std::pair<QPointer<QCPAbstractPlottable>, QCPDataSelection>> selections_;
+    QVector<QPointer<QCPAbstractItem>> selected_items_;
+};
 
 // Applies the publication style for the lifetime of the object, then restores.
 class PublicationStyle {
@@ -32,18 +96,40 @@ public:
         background_ = plot->background();
         plot->setBackground(QBrush(Qt::white));
         const QFont label("DejaVu Sans", 8), ticks("DejaVu Sans", 7);
-        for (auto* rect : plot->axisRects())
+        const QPen black(Qt::black, 0.8);
+        auto style = [&](QCPAxis* axis) {
+            axes_.push_back({axis, axis->labelFont(), axis->tickLabelFont(), axis->basePen(), axis->tickPen(),
+                             axis->subTickPen(), axis->grid()->pen(), axis->visible(), axis->ticks(),
+                             axis->tickLabels(), axis->grid()->visible(), axis->grid()->zeroLinePen(),
+                             axis->tickLengthIn(), axis->tickLengthOut(), axis->subTickLengthIn(),
+                             axis->subTickLengthOut()});
+            axis->setLabelFont(label);
+            axis->setTickLabelFont(ticks);
+            axis->setBasePen(black);
+            axis->setTickPen(black);
+            axis->setSubTickPen(black);
+            // As matplotlib draws them: ticks outside the box, no grid.
+            axis->setTickLength(0, 3);
+            axis->setSubTickLength(0, 1.5);
+            axis->grid()->setVisible(false);
+            axis->grid()->setZeroLinePen(Qt::NoPen);
+        };
+        for (auto* rect : plot->axisRects()) {
             for (auto* axis : rect->axes()) {
-                axes_.push_back({axis, axis->labelFont(), axis->tickLabelFont(), axis->basePen(),
-                                 axis->tickPen(), axis->subTickPen(), axis->grid()->pen()});
-                axis->setLabelFont(label);
-                axis->setTickLabelFont(ticks);
-                const QPen black(Qt::black, 0.8);
-                axis->setBasePen(black);
-                axis->setTickPen(black);
-                axis->setSubTickPen(black);
-                axis->grid()->setPen(QPen(QColor(220, 220, 220), 0.5, Qt::DotLine));
+                style(axis);
+                // A box around the axes: the top and right spines, without ticks.
+                if (!axis->visible() &&
+                    (axis->axisType() == QCPAxis::atTop || axis->axisType() == QCPAxis::atRight)) {
+                    axis->setVisible(true);
+                    axis->setTicks(false);
+                    axis->setTickLabels(false);
+                }
             }
+        }
+        // Colour bars: their axis in the same type and pens as every other axis.
+        for (auto* element : plot->plotLayout()->elements(true))
+            if (auto* scale = qobject_cast<QCPColorScale*>(element))
+                style(scale->axis());
         QVector<QCPLegend*> legends; // inset legends need not be QObject children of the plot
         for (auto* rect : plot->axisRects())
             for (int i = 0; i < rect->insetLayout()->elementCount(); ++i)
@@ -70,6 +156,13 @@ public:
             a.axis->setTickPen(a.tick);
             a.axis->setSubTickPen(a.subtick);
             a.axis->grid()->setPen(a.grid);
+            a.axis->setVisible(a.visible);
+            a.axis->setTicks(a.has_ticks);
+            a.axis->setTickLabels(a.tick_labels);
+            a.axis->grid()->setVisible(a.grid_visible);
+            a.axis->grid()->setZeroLinePen(a.zero_line);
+            a.axis->setTickLength(a.tick_in, a.tick_out);
+            a.axis->setSubTickLength(a.subtick_in, a.subtick_out);
         }
         for (const auto& l : legends_) {
             l.legend->setFont(l.font);
@@ -83,6 +176,9 @@ private:
         QCPAxis* axis;
         QFont label, ticks;
         QPen base, tick, subtick, grid;
+        bool visible, has_ticks, tick_labels, grid_visible;
+        QPen zero_line;
+        int tick_in, tick_out, subtick_in, subtick_out;
     };
     struct Legend {
         QCPLegend* legend;
@@ -114,6 +210,23 @@ bool vectorPainter(QCPPainter& painter, int width, int height)
 
 } // namespace
 
+void setScreenOnly(QCPLayerable* layerable, bool screen_only)
+{
+    if (layerable)
+        layerable->setProperty(kScreenOnly, screen_only);
+}
+
+void setScreenOnly(QCPLayer* layer, bool screen_only)
+{
+    if (layer)
+        layer->setProperty(kScreenOnly, screen_only);
+}
+
+bool isScreenOnly(const QCPLayerable* layerable)
+{
+    return layerable && layerable->property(kScreenOnly).toBool();
+}
+
 FigureFormat figureFormat(const QString& file)
 {
     const QString suffix = QFileInfo(file).suffix().toLower();
@@ -138,6 +251,7 @@ QString exportFigure(QCustomPlot* plot, const QString& file, const FigureOptions
     QSaveFile out(file);
     if (!out.open(QIODevice::WriteOnly))
         return failure(file, out.errorString());
+    ScreenOnlyHidden screen_only(plot);
     PublicationStyle style(plot, o.publication);
     bool drawn = true;
     if (format == FigureFormat::Png) {

@@ -1,7 +1,10 @@
 // Saving any view's QCustomPlot as a figure: PNG (at a DPI), PDF or SVG, at
-// paper size presets, optionally in a clean publication style (white, black
-// axes, small sans-serif type, light grid, no legend frame). Files are written
-// with QSaveFile (temp + rename), so a figure is complete or absent.
+// paper size presets, optionally in a clean publication style as a matplotlib
+// paper figure looks (white, a black box around each axes, ticks pointing out,
+// no grid, 8/7 pt DejaVu Sans on axes, colour bars and legends alike, no legend
+// frame). What only the screen needs (a selection ring, a selected plottable's
+// highlight) is hidden while the figure is drawn. Files are written with
+// QSaveFile (temp + rename), so a figure is complete or absent.
 //
 //   views::FigureOptions o{.width_in = views::kDoubleColumnInches, .dpi = 300};
 //   QString error = views::exportFigure(view.plot(), "fig.pdf", o);   // "" on success
@@ -11,6 +14,8 @@
 #include <QString>
 
 class QCustomPlot;
+class QCPLayer;
+class QCPLayerable;
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
@@ -31,6 +36,12 @@ struct FigureOptions {
 
 enum class FigureFormat { Png, Pdf, Svg, Unknown };
 FigureFormat figureFormat(const QString& file); // by suffix, case-insensitive
+
+// Marks a plottable, item or layer as on-screen only (a selection ring, a hover
+// marker): exportFigure leaves it out and shows it again afterwards.
+void setScreenOnly(QCPLayerable* layerable, bool screen_only = true);
+void setScreenOnly(QCPLayer* layer, bool screen_only = true);
+bool isScreenOnly(const QCPLayerable* layerable);
 
 // Writes `plot` to `file` in the format its suffix names. Returns "" or a
 // message naming the file and the problem. The plot is left as it was.

@@ -76,6 +76,8 @@ void FourierMapView::rebuild()
 {
     plot_->clearPlottables();
     plot_->plotLayout()->clear(); // deletes the old axis rects and colour scales
+    delete heights_;
+    heights_ = new QCPMarginGroup(plot_);
     auto* maps = new QCPLayoutGrid;
     auto* lines = new QCPLayoutGrid;
     plot_->plotLayout()->addElement(0, 0, maps);
@@ -89,6 +91,8 @@ void FourierMapView::rebuild()
         auto* scale = new QCPColorScale(plot_);
         maps->addElement(0, column + 1, scale);
         maps->setColumnStretchFactor(column + 1, 0.01);
+        rect->setMarginGroup(QCP::msTop | QCP::msBottom, heights_);
+        scale->setMarginGroup(QCP::msTop | QCP::msBottom, heights_);
         column += 2;
         rect->axis(QCPAxis::atTop)->setLabel(m.name);
         rect->axis(QCPAxis::atTop)->setTickLabels(false);

@@ -12,6 +12,7 @@
 
 class QCustomPlot;
 class QCPAxisRect;
+class QCPMarginGroup;
 class QLabel;
 class QSpinBox;
 
@@ -52,6 +53,7 @@ private:
     QCustomPlot* plot_;
     QCPAxisRect* line_rect_ = nullptr;
     QCPAxisRect* neighbour_rect_ = nullptr;
+    QCPMarginGroup* heights_ = nullptr; // heatmaps and their colour bars: one height
     QSpinBox* spin_;
     QLabel* stats_;
     FourierMapData data_;

@@ -5,11 +5,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QFileDialog>
 #include <QFontMetrics>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
+#include <QSaveFile>
+#include <QSplitter>
+#include <QTableWidget>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
@@ -33,31 +39,40 @@ const Band kBands[] = {{0.5, "rare, cos < 0.5", {214, 39, 40}},
 constexpr int kBandCount = 5;
 constexpr int kFirstBand = 1;              // graph 0: common tokens
 constexpr int kSelection = 1 + kBandCount; // graph: the selected token and its neighbours
+constexpr double kScaleLow = 0.4;          // the colour bar's bottom: the first band is "below 0.5"
+
+QString csvQuoted(const QString& text)
+{
+    return '"' + QString(text).replace('"', "\"\"") + '"';
+}
 
 } // namespace
 
 NeighbourGraphView::NeighbourGraphView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), search_(new QLineEdit(this)), stats_(new QLabel(this))
+    : QWidget(parent), plot_(new QCustomPlot(this)), search_(new QLineEdit(this)), stats_(new QLabel(this)),
+      list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this))
 {
     auto* common = plot_->addGraph();
     common->setName("common (kept)");
-    // Common tokens are few: draw them above the rare ones so they stay visible.
-    plot_->addLayer("common", plot_->layer("main"), QCustomPlot::limAbove);
-    common->setLayer("common");
     common->setLineStyle(QCPGraph::lsNone);
     common->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, QColor(110, 110, 110, 160), 3));
+    // Rare tokens are what the view is about: above the common ones (which are
+    // frequent, grey and many), below the selection's edges and labels.
+    plot_->addLayer("rare", plot_->layer("main"), QCustomPlot::limAbove);
     for (const auto& band : kBands) {
         auto* g = plot_->addGraph();
         g->setName(band.name);
+        g->setLayer("rare");
         g->setLineStyle(QCPGraph::lsNone);
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, band.colour, 4));
+        g->removeFromLegend(); // the colour bar says which cosine a colour is
     }
     auto* selection = plot_->addGraph();
     selection->setLineStyle(QCPGraph::lsNone);
     selection->setScatterStyle(
         QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 1.5), Qt::NoBrush, 9));
     selection->removeFromLegend();
-    plot_->addLayer("selection", plot_->layer("common"), QCustomPlot::limAbove);
+    plot_->addLayer("selection", plot_->layer("rare"), QCustomPlot::limAbove);
     selection->setLayer("selection");
     plot_->xAxis->setLabel("principal component 1");
     plot_->yAxis->setLabel("principal component 2");
@@ -69,8 +84,44 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     plot_->plotLayout()->take(scatter);
     plot_->plotLayout()->addElement(0, 0, top);
     top->addElement(0, 0, scatter); // first, so plot_->axisRect() stays the scatter
+    // Under both, one row: the legend (common tokens) and the rare tokens' colours,
+    // the cosine bands as a colour bar (as matplotlib's horizontal colorbar).
+    scale_ = new QCPColorScale(plot_);
+    scale_->setType(QCPAxis::atBottom);
+    scale_->setBarWidth(6);
+    scale_->setRangeDrag(false);
+    scale_->setRangeZoom(false);
+    scale_->setDataRange(QCPRange(kScaleLow, 1.0));
+    QCPColorGradient bands;
+    bands.clearColorStops();
+    bands.setColorInterpolation(QCPColorGradient::ciRGB);
+    bands.setLevelCount(600); // sharp steps between the bands
+    double lower = kScaleLow;
+    for (const auto& band : kBands) {
+        const double upper = std::min(band.below, 1.0);
+        bands.setColorStopAt((lower - kScaleLow) / (1.0 - kScaleLow), band.colour);
+        bands.setColorStopAt((upper - kScaleLow) / (1.0 - kScaleLow) - 1e-6, band.colour);
+        lower = upper;
+    }
+    scale_->setGradient(bands);
+    auto ticks = QSharedPointer<QCPAxisTickerText>::create();
+    ticks->addTicks({kScaleLow, 0.5, 0.7, 0.8, 0.9, 1.0}, {"", "0.5", "0.7", "0.8", "0.9", "1"});
+    scale_->axis()->setTicker(ticks);
+    scale_->axis()->setSubTicks(false);
+    scale_->setAutoMargins(QCP::msTop | QCP::msBottom); // clear of the figure's right edge
+    scale_->setMargins(QMargins(2, 0, 12, 0));
     scatter->insetLayout()->take(plot_->legend);
-    plot_->plotLayout()->addElement(1, 0, plot_->legend);
+    auto* key = new QCPLayoutGrid;
+    plot_->plotLayout()->addElement(1, 0, key);
+    key->addElement(0, 0, plot_->legend);
+    auto* scale_label = new QCPTextElement(plot_, "rare, by cosine:", QFont(font().family(), 8));
+    scale_label->setTextFlags(Qt::AlignRight | Qt::AlignVCenter);
+    scale_label->setMargins(QMargins(4, 0, 2, 6)); // level with the bar, above its tick labels
+    key->addElement(0, 1, scale_label);
+    key->addElement(0, 2, scale_);
+    key->setColumnStretchFactor(0, 1);
+    key->setColumnStretchFactor(1, 0.8);
+    key->setColumnStretchFactor(2, 1.4);
     plot_->plotLayout()->setRowStretchFactor(1, 0.001); // as tall as its entries need
     plot_->plotLayout()->setRowSpacing(0);
     plot_->legend->setVisible(true);
@@ -87,6 +138,9 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     hist_rect_->setRangeZoom({});
     top->addElement(0, 1, hist_rect_);
     top->setColumnStretchFactor(1, 0.45);
+    auto* heights = new QCPMarginGroup(plot_); // the scatter and the histogram: one height
+    scatter->setMarginGroup(QCP::msTop | QCP::msBottom, heights);
+    hist_rect_->setMarginGroup(QCP::msTop | QCP::msBottom, heights);
     // Two short lines, and an axis at least as wide as the longest: the label is
     // centred on the axis, so it stays inside the figure even at single-column width.
     QCPAxis* cosine_axis = hist_rect_->axis(QCPAxis::atBottom);
@@ -119,15 +173,44 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
         "(edge width = weight).",
         this);
     about->setWordWrap(true);
+    auto* csv = new QPushButton("Export coordinates CSV…", this);
+    csv->setToolTip("Every token's id, text, PC 1, PC 2, rare/common and the selection, as CSV "
+                    "(for the Embedding Projector, a notebook or a spreadsheet)");
+    connect(csv, &QPushButton::clicked, this, &NeighbourGraphView::exportCsvInteractively);
     auto* row = new QHBoxLayout;
     row->addWidget(search_);
     row->addWidget(go);
     row->addWidget(stats_, 1);
+    row->addWidget(csv);
+
+    list_->setHorizontalHeaderLabels({"token", "id", "α", "cos"});
+    list_->horizontalHeaderItem(2)->setToolTip("LLE weight of this neighbour (the weights sum to 1)");
+    list_->horizontalHeaderItem(3)->setToolTip(
+        "cosine of the selected rare token's row and this neighbour's row (— if not computed)");
+    list_->verticalHeader()->setVisible(false);
+    list_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    list_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    list_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    list_->horizontalHeader()->setStretchLastSection(true);
+    list_title_->setWordWrap(true);
+    list_title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* side = new QWidget(this);
+    auto* side_layout = new QVBoxLayout(side);
+    side_layout->setContentsMargins(0, 0, 0, 0);
+    side_layout->addWidget(list_title_);
+    side_layout->addWidget(list_, 1);
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(plot_);
+    split->addWidget(side);
+    split->setStretchFactor(0, 4);
+    split->setStretchFactor(1, 1);
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(about);
-    layout->addWidget(plot_, 1);
+    layout->addWidget(split, 1);
     layout->addLayout(row);
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
+    // Labels are placed in pixels: again after every layout (resize, zoom, export size).
+    connect(plot_, &QCustomPlot::afterLayout, this, &NeighbourGraphView::placeLabels);
 }
 
 void NeighbourGraphView::setData(const NeighbourGraphData& data)
@@ -240,6 +323,8 @@ bool NeighbourGraphView::search(const QString& typed)
 void NeighbourGraphView::drawSelection()
 {
     plot_->clearItems();
+    labels_.clear();
+    label_at_.clear();
     plot_->setCurrentLayer("selection"); // edges and labels above every point
     QVector<double> sx, sy;
     if (selected_ >= 0) {
@@ -250,16 +335,13 @@ void NeighbourGraphView::drawSelection()
         double top = 1e-12;
         for (int j = 0; j < data_.k; ++j)
             top = std::max(top, std::abs(data_.weights.value(slot * data_.k + j)));
-        auto label = [this](int id, const QPointF& at, const QString& extra) {
-            auto* text = new QCPItemText(plot_);
-            text->position->setCoords(at);
-            text->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-            text->setPadding(QMargins(4, 0, 0, 2));
-            text->setText(
-                (id < data_.tokens.size() ? "'" + escaped_token(data_.tokens[id]) + "' " : QString()) +
-                QString::number(id) + extra);
-            text->setFont(QFont(font().family(), 8));
+        struct Label {
+            int id;
+            QPointF at;
+            QString extra;
+            double weight;
         };
+        QVector<Label> pending;
         for (int j = 0; j < data_.k; ++j) {
             const int n = data_.neighbours.value(slot * data_.k + j, -1);
             if (n < 0 || n >= data_.x.size())
@@ -271,15 +353,202 @@ void NeighbourGraphView::drawSelection()
             edge->end->setCoords(at);
             edge->setPen(QPen(w >= 0 ? QColor(40, 40, 40, 200) : QColor(214, 39, 40, 200),
                               0.8 + 4.0 * std::abs(w) / top));
-            label(n, at, QString(" (α %1)").arg(w, 0, 'f', 2));
+            pending.push_back({n, at, QString(" (α %1)").arg(w, 0, 'f', 2), w});
             sx << at.x();
             sy << at.y();
         }
-        label(selected_, y, "");
+        // Placement order: the selected token, then the neighbours by |weight| (ties:
+        // best first as given), so the labels that matter most get the best places.
+        std::stable_sort(pending.begin(), pending.end(), [](const Label& a, const Label& b) {
+            return std::abs(a.weight) > std::abs(b.weight);
+        });
+        pending.push_front({selected_, y, QString(), 0.0});
+        for (const auto& l : pending) {
+            auto* text = new QCPItemText(plot_);
+            text->position->setCoords(l.at);
+            text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+            text->setPadding(QMargins(1, 0, 1, 0));
+            text->setText(
+                (l.id < data_.tokens.size() ? "'" + escaped_token(data_.tokens[l.id]) + "' " : QString()) +
+                QString::number(l.id) + l.extra);
+            text->setFont(QFont(font().family(), 8));
+            labels_ << text;
+            label_at_ << l.at;
+        }
     }
     plot_->graph(kSelection)->setData(sx, sy);
     stats_->setText(summary());
+    fillNeighbourList();
     plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void NeighbourGraphView::placeLabels()
+{
+    if (labels_.isEmpty())
+        return;
+    QCPAxis* x = plot_->axisRect()->axis(QCPAxis::atBottom);
+    QCPAxis* y = plot_->axisRect()->axis(QCPAxis::atLeft);
+    const QRectF area = plot_->axisRect()->rect();
+    QVector<QPointF> points;
+    QVector<QRectF> taken; // the selection's markers (9 px rings), then each placed label
+    for (const QPointF& c : label_at_) {
+        const QPointF p(x->coordToPixel(c.x()), y->coordToPixel(c.y()));
+        points << p;
+        taken << QRectF(p - QPointF(5, 5), QSizeF(10, 10));
+    }
+    constexpr double gap = 5; // clear of the ring around the point
+    for (int i = 0; i < labels_.size(); ++i) {
+        QCPItemText* text = labels_[i];
+        // The box QCPItemText draws: the text's bounding rect plus its padding.
+        const QRect bound =
+            QFontMetrics(text->font())
+                .boundingRect(0, 0, 0, 0, Qt::TextDontClip | text->textAlignment(), text->text());
+        const QMargins pad = text->padding();
+        const double w = bound.width() + pad.left() + pad.right(),
+                     h = bound.height() + pad.top() + pad.bottom();
+        const QPointF p = points[i];
+        // Top-left corners to try, nearest first: right, left, the four diagonals,
+        // above, below, then one and two lines up or down on either side.
+        QVector<QPointF> tries{{p.x() + gap, p.y() - h / 2},           {p.x() - gap - w, p.y() - h / 2},
+                               {p.x() + gap / 2, p.y() - gap - h},     {p.x() + gap / 2, p.y() + gap},
+                               {p.x() - gap / 2 - w, p.y() - gap - h}, {p.x() - gap / 2 - w, p.y() + gap},
+                               {p.x() - w / 2, p.y() - gap - h},       {p.x() - w / 2, p.y() + gap}};
+        for (int s = 1; s <= 2; ++s)
+            for (const double dy : {-s * h, s * h}) {
+                tries.push_back({p.x() + gap, p.y() - h / 2 + dy});
+                tries.push_back({p.x() - gap - w, p.y() - h / 2 + dy});
+            }
+        // Near an edge (a narrow figure): above or below, slid sideways into the axes.
+        const double slid = std::clamp(p.x() - w / 2, area.left(), std::max(area.left(), area.right() - w));
+        for (int s = 0; s <= 2; ++s) {
+            tries.push_back({slid, p.y() - gap - h - s * h});
+            tries.push_back({slid, p.y() + gap + s * h});
+        }
+        int chosen = -1;
+        for (int t = 0; t < tries.size() && chosen < 0; ++t) {
+            const QRectF box(tries[t], QSizeF(w, h));
+            if (!area.contains(box))
+                continue;
+            bool free = true;
+            for (const QRectF& other : taken)
+                free = free && !box.intersects(other);
+            if (free)
+                chosen = t;
+        }
+        // The selected token is always labelled; a neighbour with no free place is not.
+        text->setVisible(chosen >= 0 || i == 0);
+        if (chosen < 0 && i == 0) {
+            chosen = 0;
+            for (int t = 0; t < tries.size(); ++t)
+                if (area.contains(QRectF(tries[t], QSizeF(w, h)))) {
+                    chosen = t;
+                    break;
+                }
+        }
+        if (chosen < 0)
+            continue;
+        text->position->setPixelPosition(tries[chosen]);
+        taken << QRectF(tries[chosen], QSizeF(w, h));
+    }
+}
+
+void NeighbourGraphView::fillNeighbourList()
+{
+    list_->setRowCount(0);
+    if (selected_ < 0) {
+        list_title_->setText(data_.x.isEmpty() ? QString()
+                                               : "Click or search a rare token to list its neighbours.");
+        return;
+    }
+    const int slot = rare_slot_[selected_];
+    list_title_->setText(QString("<b>Neighbours of %1%2</b> (k = %3), rebuilt with cosine %4")
+                             .arg(selected_ < data_.tokens.size()
+                                      ? ("'" + escaped_token(data_.tokens[selected_]) + "' ").toHtmlEscaped()
+                                      : QString())
+                             .arg(selected_)
+                             .arg(data_.k)
+                             .arg(data_.cosine.value(slot), 0, 'f', 4));
+    auto cell = [](const QString& text, bool number) {
+        auto* item = new QTableWidgetItem(text);
+        if (number)
+            item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        return item;
+    };
+    const bool cosines = data_.neighbour_cosine.size() == data_.weights.size();
+    for (int j = 0; j < data_.k; ++j) {
+        const int n = data_.neighbours.value(slot * data_.k + j, -1);
+        if (n < 0)
+            continue;
+        const int r = list_->rowCount();
+        list_->insertRow(r);
+        list_->setItem(
+            r, 0, cell(n < data_.tokens.size() ? "'" + escaped_token(data_.tokens[n]) + "'" : "", false));
+        list_->setItem(r, 1, cell(QString::number(n), true));
+        list_->setItem(r, 2, cell(QString::number(data_.weights.value(slot * data_.k + j), 'f', 4), true));
+        list_->setItem(r, 3,
+                       cell(cosines ? QString::number(data_.neighbour_cosine[slot * data_.k + j], 'f', 4)
+                                    : QString::fromUtf8("\u2014"),
+                            true));
+    }
+}
+
+QString NeighbourGraphView::exportCoordinatesCsv(const QString& file) const
+{
+    QSaveFile out(file);
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Text))
+        return file + ": " + out.errorString();
+    QVector<double> weight(data_.x.size(), std::nan(""));
+    if (selected_ >= 0) {
+        const int slot = rare_slot_[selected_];
+        for (int j = 0; j < data_.k; ++j) {
+            const int n = data_.neighbours.value(slot * data_.k + j, -1);
+            if (n >= 0 && n < weight.size())
+                weight[n] = data_.weights.value(slot * data_.k + j);
+        }
+    }
+    QVector<char> kind(data_.x.size(), 'o');
+    for (int id : data_.common)
+        if (id >= 0 && id < kind.size())
+            kind[id] = 'c';
+    for (int id : data_.rare)
+        if (id >= 0 && id < kind.size())
+            kind[id] = 'r';
+    QByteArray text = "id,token,x,y,kind,selected,weight\n";
+    const int V = static_cast<int>(std::min(data_.x.size(), data_.y.size()));
+    for (int id = 0; id < V; ++id) {
+        // Concatenated, not QString::arg-chained: a token may itself contain "%1".
+        const QString line =
+            QString::number(id) + ',' +
+            csvQuoted(id < data_.tokens.size() ? escaped_token(data_.tokens[id]) : QString()) + ',' +
+            QString::number(data_.x[id], 'g', 17) + ',' + QString::number(data_.y[id], 'g', 17) + ',' +
+            (kind[id] == 'r'   ? "rare"
+             : kind[id] == 'c' ? "common"
+                               : "other") +
+            ',' + (id == selected_ ? '1' : '0') + ',' +
+            (std::isnan(weight[id]) ? QString() : QString::number(weight[id], 'g', 17)) + '\n';
+        text += line.toUtf8();
+        if (text.size() > (1 << 20)) {
+            if (out.write(text) != text.size())
+                break;
+            text.clear();
+        }
+    }
+    if (out.write(text) != text.size() || !out.commit())
+        return file + ": " + out.errorString();
+    return {};
+}
+
+void NeighbourGraphView::exportCsvInteractively()
+{
+    const QString file =
+        QFileDialog::getSaveFileName(this, "Export coordinates", "neighbour_graph.csv", "CSV (*.csv)");
+    if (file.isEmpty())
+        return;
+    const QString error = exportCoordinatesCsv(file);
+    if (!error.isEmpty())
+        QMessageBox::warning(this, "Export coordinates", error);
+    else
+        stats_->setText(summary() + ". Coordinates written to " + file);
 }
 
 QString NeighbourGraphView::summary() const

@@ -19,6 +19,7 @@
 #include <limits>
 #include <qcustomplot.h>
 
+#include "figure_export.hpp"
 #include "hover.hpp"
 
 namespace embedlab::views {
@@ -126,6 +127,7 @@ ResultsView::ResultsView(QWidget* parent)
     ring_->setLineStyle(QCPCurve::lsNone);
     ring_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 2), Qt::NoBrush, 16));
     ring_->removeFromLegend();
+    setScreenOnly(ring_); // marks the table's selected row: not part of a figure
     connect(plot_, &QCustomPlot::plottableClick, this,
             [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
                 for (size_t g = 0; g < shown_groups_.size(); ++g)
