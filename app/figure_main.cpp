@@ -16,7 +16,8 @@
 
 namespace embedlab {
 void init_runtime();
-}
+void restart_with_passive_openmp(char** argv);
+} // namespace embedlab
 
 namespace {
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv)
         std::fputs(kUsage, args.empty() || args[0] == "--help" ? stdout : stderr);
         return args.empty() || args[0] == "--help" ? 0 : 2;
     }
+    restart_with_passive_openmp(argv);
     // No display needed: render offscreen unless a platform or a display is set.
     if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
         setenv("QT_QPA_PLATFORM", "offscreen", 1);

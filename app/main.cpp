@@ -12,10 +12,12 @@
 
 namespace embedlab {
 void init_runtime();
-}
+void restart_with_passive_openmp(char** argv);
+} // namespace embedlab
 
 int main(int argc, char** argv)
 {
+    embedlab::restart_with_passive_openmp(argv); // before Qt starts threads
     QApplication app(argc, argv);
     QApplication::setApplicationName("EmbedLab");
     QApplication::setOrganizationName("EmbedLab");

@@ -31,10 +31,18 @@ inline std::string quote(const std::string& s)
     return q + "'";
 }
 
-inline CliRun cli(const std::vector<std::string>& args)
+// `environment`: arguments of env(1) before the command, e.g. {"-u", "NAME", "A=1"}.
+inline CliRun cli(const std::vector<std::string>& args, const std::vector<std::string>& environment = {})
 {
     static embedlab::test::TempDir dir;
-    std::string cmd = quote(EMBEDLAB_CLI_PATH);
+    std::string cmd;
+    if (!environment.empty()) {
+        cmd = "env";
+        for (const auto& e : environment)
+            cmd.append(" ").append(quote(e));
+        cmd += ' ';
+    }
+    cmd += quote(EMBEDLAB_CLI_PATH);
     for (const auto& a : args) {
         cmd += ' ';
         cmd += quote(a);

@@ -106,6 +106,31 @@ TEST(Cli, EvalAgainstAReferenceReportsDivergence)
 }
 
 // Bad input: exit code 2 and one line on stderr naming the file and the problem.
+// libgomp reads OMP_WAIT_POLICY once, as the program loads; the CLI restarts
+// itself with PASSIVE so idle OpenMP threads do not spin on OpenBLAS's cores.
+// GOMP_SPINCOUNT (OMP_DISPLAY_ENV=VERBOSE) is what libgomp actually uses: 0 when
+// passive, 300000 by default (its display shows PASSIVE for the default too).
+TEST(Cli, RestartsWithAPassiveOpenmpWaitPolicyUnlessTheUserChoseOne)
+{
+    const std::vector<std::string> account = {"account", "--method", "pca",    "--vocab", "100",
+                                              "--dim",   "8",        "--rank", "2"};
+    const auto last_spin_count = [](const std::string& err) {
+        const std::string key = "GOMP_SPINCOUNT = '";
+        const auto at = err.rfind(key);
+        return at == std::string::npos
+                   ? std::string("absent")
+                   : err.substr(at + key.size(), err.find('\'', at + key.size()) - at - key.size());
+    };
+    const auto passive = cli(account, {"-u", "OMP_WAIT_POLICY", "OMP_DISPLAY_ENV=VERBOSE"});
+    ASSERT_EQ(passive.exit_code, 0) << passive.err;
+    EXPECT_EQ(last_spin_count(passive.err), "0") << passive.err;
+
+    const auto active = cli(account, {"OMP_WAIT_POLICY=ACTIVE", "OMP_DISPLAY_ENV=VERBOSE"});
+    ASSERT_EQ(active.exit_code, 0) << active.err;
+    EXPECT_NE(last_spin_count(active.err), "0") << active.err;
+    EXPECT_NE(active.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << active.err;
+}
+
 TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
 {
     embedlab::test::TempDir dir;

@@ -203,4 +203,18 @@ std::string sha256_file(const std::filesystem::path& file);
 // glibc keeps large freed blocks for reuse. Call once from main().
 void init_runtime();
 
+// First thing in main(), before any thread starts: when OMP_WAIT_POLICY is
+// unset, sets it to PASSIVE and re-executes this program (/proc/self/exe, same
+// arguments), because libgomp reads it once, while the program loads. Why:
+// libtorch's elementwise work runs on OpenMP threads, its matrix products on
+// OpenBLAS's own threads, and libgomp's default idle threads spin on the cores
+// OpenBLAS then needs (2 cores: tinyllama evaluated at 3,300-4,900 tokens/s
+// instead of 10,700). Costs one more start-up (about 0.35 s). Returns when the
+// variable is already set (the user's choice is kept) or exec failed.
+void restart_with_passive_openmp(char** argv);
+
+// OMP_WAIT_POLICY as libgomp read it: "PASSIVE", the user's value, or
+// "default (spinning)".
+std::string openmp_wait_policy();
+
 } // namespace embedlab

@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <malloc.h>
 #include <thread>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -125,6 +126,22 @@ void init_runtime()
     if (const char* env = std::getenv("EMBEDLAB_THREADS"))
         n = std::atoi(env);
     at::set_num_threads(n > 0 ? n : 1);
+}
+
+void restart_with_passive_openmp(char** argv)
+{
+    if (std::getenv("OMP_WAIT_POLICY") || !argv || !argv[0])
+        return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); // exec failed: run on, honest about the policy
+}
+
+std::string openmp_wait_policy()
+{
+    const char* value = std::getenv("OMP_WAIT_POLICY");
+    return value && *value ? std::string(value) : "default (spinning)";
 }
 
 } // namespace embedlab
