@@ -3,7 +3,10 @@
 //
 //   bench eval [MODEL...]  perplexity throughput one window at a time (what a
 //                          PyTorch eager loop does) and with windows batched, on
-//                          the same ids.
+//                          the same ids. --compare-llamacpp adds llama.cpp's
+//                          llamacpp-ppl on an f32 GGUF export of the same model
+//                          (llamacpp_compare.hpp): tokens/s side by side, and
+//                          its perplexity next to ours.
 //   bench scale --like NAME  seconds and peak RSS of inspect, eval and four compressions
 //                          of a synthesized full-size model, each in a child process
 //                          (command_bench_scale.cpp).
@@ -46,6 +49,7 @@
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "llamacpp_compare.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
@@ -54,7 +58,8 @@ namespace {
 
 int bench_eval(const std::vector<std::string>& argv)
 {
-    Args args("bench eval", argv, {"--text", "--ctx", "--batch", "--tokenizer"}, {"--json", "--quiet"});
+    Args args("bench eval", argv, {"--text", "--ctx", "--batch", "--tokenizer", "--llamacpp"},
+              {"--json", "--quiet", "--compare-llamacpp"});
     std::vector<std::filesystem::path> models;
     for (const auto& m : args.positional())
         models.emplace_back(m);
@@ -64,6 +69,14 @@ int bench_eval(const std::vector<std::string>& argv)
     const int64_t ctx = args.get_int("--ctx", 128, 1, 1 << 20);
     const int64_t batch = args.get_int("--batch", 0, 0, 1 << 16);
     const std::string content = read_text_file(text);
+    std::optional<std::filesystem::path> llamacpp;
+    if (args.has("--compare-llamacpp") || args.get("--llamacpp")) {
+        llamacpp = find_llamacpp_ppl(args.get("--llamacpp"));
+        if (!llamacpp)
+            std::fprintf(stderr,
+                         "bench eval: no llama.cpp comparison: llamacpp-ppl not found (looked in "
+                         "$EMBEDLAB_LLAMACPP, ../shared/tools/llama.cpp and PATH; pass --llamacpp PATH)\n");
+    }
 
     Json results = Json::array();
     for (const auto& path : models) {
@@ -85,25 +98,44 @@ int bench_eval(const std::vector<std::string>& argv)
             batched = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = ctx, .batch_windows = batch},
                                           p.callback());
         }
-        results.push_back({{"model", path.string()},
-                           {"tokens", batched.tokens},
-                           {"ppl", batched.ppl},
-                           {"one_window_tokens_per_second", one.tokens_per_second},
-                           {"batched_tokens_per_second", batched.tokens_per_second},
-                           {"batch_windows", batched.batch_windows},
-                           {"speedup", batched.tokens_per_second / one.tokens_per_second}});
+        Json row = {{"model", path.string()},
+                    {"tokens", batched.tokens},
+                    {"ppl", batched.ppl},
+                    {"one_window_tokens_per_second", one.tokens_per_second},
+                    {"batched_tokens_per_second", batched.tokens_per_second},
+                    {"batch_windows", batched.batch_windows},
+                    {"speedup", batched.tokens_per_second / one.tokens_per_second}};
+        if (llamacpp) {
+            if (!args.has("--quiet"))
+                std::fprintf(stderr, "bench %s: llama.cpp (f32 GGUF export, %s)\n",
+                             path.filename().string().c_str(), llamacpp->string().c_str());
+            const auto ref = run_llamacpp_ppl(*llamacpp, lm, ids, ctx, at::get_num_threads());
+            if (!ref.skipped.empty()) {
+                row["llamacpp"] = {{"skipped", ref.skipped}};
+            } else {
+                row["llamacpp"] = {{"tokens", ref.tokens},
+                                   {"ppl", ref.ppl},
+                                   {"seconds", ref.seconds},
+                                   {"tokens_per_second", ref.tokens_per_second}};
+                // Ours (batched) over llama.cpp's: above 1 is faster.
+                row["speed_vs_llamacpp"] = batched.tokens_per_second / ref.tokens_per_second;
+                row["ppl_relative_difference"] = batched.ppl / ref.ppl - 1;
+            }
+        }
+        results.push_back(row);
     }
     Json j = {{"bench", "eval"},
               {"text", text.string()},
               {"ctx", ctx},
               {"threads", at::get_num_threads()},
+              {"openmp_wait_policy", openmp_wait_policy()},
               {"results", results}};
     if (args.has("--json")) {
         print_json(j);
         return 0;
     }
-    std::printf("bench eval: %s, ctx %lld, %d threads\n", text.c_str(), (long long)ctx,
-                at::get_num_threads());
+    std::printf("bench eval: %s, ctx %lld, %d threads, OMP_WAIT_POLICY %s\n", text.c_str(), (long long)ctx,
+                at::get_num_threads(), openmp_wait_policy().c_str());
     std::printf("%-40s %8s %10s %14s %14s %8s\n", "model", "tokens", "ppl", "1-window tok/s", "batched tok/s",
                 "batch");
     for (const auto& r : results)
@@ -112,6 +144,24 @@ int bench_eval(const std::vector<std::string>& argv)
                     r["one_window_tokens_per_second"].get<double>(),
                     r["batched_tokens_per_second"].get<double>(),
                     (long long)r["batch_windows"].get<int64_t>());
+    if (!llamacpp)
+        return 0;
+    std::printf(
+        "\nllama.cpp (llamacpp-ppl, f32 GGUF export, same ids, ctx and threads; one window a call)\n");
+    std::printf("%-40s %8s %12s %16s %14s %12s\n", "model", "tokens", "ppl", "llama.cpp tok/s",
+                "EmbedLab/l.cpp", "ppl rel diff");
+    for (const auto& r : results) {
+        const auto& l = r["llamacpp"];
+        if (l.contains("skipped")) {
+            std::printf("%-40s skipped: %s\n", r["model"].get<std::string>().c_str(),
+                        l["skipped"].get<std::string>().c_str());
+            continue;
+        }
+        std::printf("%-40s %8lld %12.4f %16.0f %13.2fx %12.2e\n", r["model"].get<std::string>().c_str(),
+                    (long long)l["tokens"].get<int64_t>(), l["ppl"].get<double>(),
+                    l["tokens_per_second"].get<double>(), r["speed_vs_llamacpp"].get<double>(),
+                    r["ppl_relative_difference"].get<double>());
+    }
     return 0;
 }
 

@@ -27,35 +27,13 @@
 #include "embedlab/subprocess.hpp"
 #include "embedlab/synth_model.hpp"
 #include "embedlab/tokenizer.hpp"
+#include "work_dir.hpp"
 
 namespace embedlab::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under the system temp directory, removed with everything in it.
-class WorkDir {
-public:
-    WorkDir()
-    {
-        std::string pattern = (fs::temp_directory_path() / "embedlab-bench-scale-XXXXXX").string();
-        if (!::mkdtemp(pattern.data()))
-            throw InputError(pattern + ": cannot create a temporary directory");
-        path_ = pattern;
-    }
-    ~WorkDir()
-    {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    WorkDir(const WorkDir&) = delete;
-    WorkDir& operator=(const WorkDir&) = delete;
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
 
 struct Operation {
     std::string name;
@@ -140,7 +118,7 @@ int bench_scale(const std::vector<std::string>& argv)
     const bool quiet = args.has("--quiet");
     const fs::path exe = fs::read_symlink("/proc/self/exe");
     const fs::path text = default_sample_text_path();
-    WorkDir work;
+    WorkDir work("embedlab-bench-scale");
     const fs::path model = args.has("--keep") ? fs::path(*args.get("--keep")) : work.path() / "model";
     auto note = [&](const std::string& what) {
         if (!quiet)

@@ -30,7 +30,7 @@ commands:
   export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
                                                a GGUF file llama.cpp runs (compressed tables made
                                                dense; default f16), or a dense Hugging Face directory
-  bench eval [MODEL...] [--text FILE] [--ctx N] [--json]
+  bench eval [MODEL...] [--text FILE] [--ctx N] [--compare-llamacpp [--llamacpp PATH]] [--json]
                                                tokens per second, one window at a time vs batched
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
            pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
@@ -138,6 +138,8 @@ int main(int argc, char** argv)
     }
     const std::string command = args[0];
     args.erase(args.begin());
+    if (command != "version")
+        restart_with_passive_openmp(argv);
     init_runtime();
     cli::install_interrupt_handler();
     try {

@@ -1,0 +1,109 @@
+#include "llamacpp_compare.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "embedlab/error.hpp"
+#include "embedlab/model_export.hpp"
+#include "embedlab/resources.hpp"
+#include "embedlab/subprocess.hpp"
+#include "work_dir.hpp"
+
+namespace embedlab::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The tool's soname links (libllama.so.0 -> libllama.so.0.5.0) arrive as small
+// text files naming their target when shared/ was copied without symlinks (the
+// loader then says "file too short"): recreate them in `links`, which goes on
+// LD_LIBRARY_PATH; the tool's folder is left as it is.
+void recreate_soname_links(const fs::path& tool_dir, const fs::path& links)
+{
+    fs::create_directories(links);
+    for (const auto& e : fs::directory_iterator(tool_dir)) {
+        const std::string name = e.path().filename().string();
+        std::error_code ec;
+        if (name.rfind("lib", 0) != 0 || !e.is_regular_file(ec) || e.file_size(ec) > 255)
+            continue;
+        std::ifstream in(e.path());
+        std::string target;
+        std::getline(in, target);
+        if (!target.empty() && target.find('/') == std::string::npos &&
+            fs::is_regular_file(tool_dir / target, ec))
+            fs::create_symlink(tool_dir / target, links / name, ec);
+    }
+}
+
+} // namespace
+
+std::optional<fs::path> find_llamacpp_ppl(const std::optional<std::string>& flag)
+{
+    const auto tool_in = [](const fs::path& p) -> std::optional<fs::path> {
+        std::error_code ec;
+        const fs::path tool = fs::is_directory(p, ec) ? p / "llamacpp-ppl" : p;
+        if (fs::is_regular_file(tool, ec))
+            return fs::absolute(tool, ec);
+        return std::nullopt;
+    };
+    if (flag) {
+        if (auto t = tool_in(*flag))
+            return t;
+        throw InputError(*flag + ": no llamacpp-ppl there (--llamacpp takes the tool or its folder)");
+    }
+    if (const char* env = std::getenv("EMBEDLAB_LLAMACPP"))
+        if (auto t = tool_in(env))
+            return t;
+    // resources/ sits in the checkout; the project's shared data beside it.
+    if (auto t = tool_in(resource_dir() / ".." / ".." / "shared" / "tools" / "llama.cpp"))
+        return t;
+    return find_executable("llamacpp-ppl");
+}
+
+LlamaCppRun run_llamacpp_ppl(const fs::path& tool, const LoadedModel& model, std::span<const int32_t> ids,
+                             int64_t ctx, int threads)
+{
+    LlamaCppRun run;
+    if (const auto refusal = gguf_export_refusal(model); !refusal.empty()) {
+        run.skipped = "no GGUF export: " + refusal;
+        return run;
+    }
+    WorkDir work("embedlab-bench-llamacpp");
+    const fs::path gguf = work.path() / "model-f32.gguf";
+    export_gguf(model, gguf, {.type = GgufExportType::F32});
+    const fs::path ids_file = work.path() / "ids.txt";
+    {
+        std::ofstream out(ids_file);
+        for (const auto id : ids)
+            out << id << ' ';
+        if (!out.flush())
+            throw InputError(ids_file.string() + ": cannot write the ids");
+    }
+    const fs::path links = work.path() / "lib";
+    recreate_soname_links(tool.parent_path(), links);
+    const auto result = run_command({"env", "LD_LIBRARY_PATH=" + links.string(), tool.string(), gguf.string(),
+                                     ids_file.string(), std::to_string(ctx), std::to_string(threads)},
+                                    "", std::chrono::hours(2));
+    if (result.status != 0)
+        throw InputError(tool.string() + " failed (exit " + std::to_string(result.status) +
+                         "): " + result.err.substr(result.err.size() > 400 ? result.err.size() - 400 : 0));
+    const auto line =
+        result.out.substr(result.out.rfind('{') == std::string::npos ? 0 : result.out.rfind('{'));
+    try {
+        const auto j = nlohmann::json::parse(line);
+        run.ppl = j.at("ppl").get<double>();
+        run.nll_per_token = j.at("nll_per_token").get<double>();
+        run.seconds = j.at("seconds").get<double>();
+        run.tokens_per_second = j.at("tokens_per_second").get<double>();
+        run.tokens = j.at("tokens").get<int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(tool.string() + ": unexpected output '" + line + "' (" + e.what() + ")");
+    }
+    return run;
+}
+
+} // namespace embedlab::cli

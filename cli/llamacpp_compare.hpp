@@ -1,0 +1,32 @@
+// bench eval --compare-llamacpp: the same ids and windows through llama.cpp's
+// llamacpp-ppl (../shared/tools/llama.cpp, the project's perplexity protocol)
+// on a float32 GGUF export of the same model, so tokens/s are side by side on
+// the same weights, threads and machine, and the two perplexities agree.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "embedlab/model.hpp"
+
+namespace embedlab::cli {
+
+struct LlamaCppRun {
+    std::string skipped; // why nothing ran (no tool, a model llama.cpp cannot run); empty when it ran
+    double ppl = 0, nll_per_token = 0, seconds = 0, tokens_per_second = 0;
+    int64_t tokens = 0;
+};
+
+// --llamacpp PATH (the tool or its folder), $EMBEDLAB_LLAMACPP, the checkout's
+// ../shared/tools/llama.cpp, then PATH; nullopt when none has llamacpp-ppl.
+std::optional<std::filesystem::path> find_llamacpp_ppl(const std::optional<std::string>& flag);
+
+// Exports `model` to an f32 GGUF in a temporary directory, writes `ids`, runs
+// the tool with ctx and `threads`; the export is removed afterwards.
+LlamaCppRun run_llamacpp_ppl(const std::filesystem::path& tool, const LoadedModel& model,
+                             std::span<const int32_t> ids, int64_t ctx, int threads);
+
+} // namespace embedlab::cli
