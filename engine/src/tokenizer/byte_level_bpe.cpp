@@ -4,13 +4,14 @@
 #include "tokenizer/byte_level_bpe.hpp"
 
 #include <array>
-#include <queue>
+#include <functional>
 #include <unordered_map>
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 
 #include "embedlab/error.hpp"
+#include "tokenizer/pair_merge.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/text_util.hpp"
 
@@ -212,13 +213,7 @@ void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int
         }
     }
 
-    // Symbols form a linked list; merging marks the right one dead (id -1).
-    struct Symbol {
-        int32_t id;
-        int32_t prev;
-        int32_t next;
-    };
-    std::vector<Symbol> symbols;
+    std::vector<IdSymbol> symbols;
     symbols.reserve(piece.size());
     for (unsigned char b : piece) {
         const int32_t id = byte_ids_[b];
@@ -231,49 +226,16 @@ void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int
         return;
     symbols.back().next = -1;
 
-    struct Candidate {
-        int32_t rank;
-        int32_t left;
-        int32_t right;
-        int32_t left_id;
-        int32_t right_id;
-        int32_t merged_id;
-    };
     // Lowest rank first, then leftmost.
-    const auto later = [](const Candidate& a, const Candidate& b) {
-        return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
-    };
-    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
-    const auto consider = [&](int32_t left, int32_t right) {
-        if (left < 0 || right < 0)
-            return;
-        const Symbol& l = symbols[static_cast<size_t>(left)];
-        const Symbol& r = symbols[static_cast<size_t>(right)];
-        const auto it = merges_.find(pair_key(l.id, r.id));
-        if (it != merges_.end())
-            queue.push({it->second.rank, left, right, l.id, r.id, it->second.merged_id});
-    };
-    for (size_t i = 0; i + 1 < symbols.size(); ++i)
-        consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
-
-    while (!queue.empty()) {
-        const Candidate c = queue.top();
-        queue.pop();
-        Symbol& l = symbols[static_cast<size_t>(c.left)];
-        Symbol& r = symbols[static_cast<size_t>(c.right)];
-        // Stale entry: one side has since merged with something else.
-        if (l.id != c.left_id || r.id != c.right_id || l.next != c.right)
-            continue;
-        l.id = c.merged_id;
-        l.next = r.next;
-        r.id = -1;
-        if (r.next >= 0)
-            symbols[static_cast<size_t>(r.next)].prev = c.left;
-        consider(l.prev, c.left);
-        consider(c.left, l.next);
-    }
-    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
-        out.push_back(symbols[static_cast<size_t>(i)].id);
+    merge_ids<int32_t>(
+        symbols, std::less<>(),
+        [&](int32_t left_id, int32_t right_id) -> std::optional<IdMerge<int32_t>> {
+            const auto it = merges_.find(pair_key(left_id, right_id));
+            if (it == merges_.end())
+                return std::nullopt;
+            return IdMerge<int32_t>{it->second.rank, it->second.merged_id};
+        },
+        out);
 }
 
 std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text) const

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <queue>
+#include <functional>
 
 #include "embedlab/error.hpp"
+#include "tokenizer/pair_merge.hpp"
 #include "tokenizer/text_util.hpp"
 
 namespace embedlab {
@@ -221,70 +222,30 @@ void ScoredVocabTokenizer::merge_llama2c(std::string_view prepared, std::vector<
         pos = end;
     }
 
-    // Linked list of symbols; a merged-away symbol gets id -1.
-    struct Symbol {
-        int32_t id;
-        int32_t prev;
-        int32_t next;
-    };
     if (initial.empty())
         return;
-    std::vector<Symbol> symbols(initial.size());
+    std::vector<IdSymbol> symbols(initial.size());
     for (size_t i = 0; i < initial.size(); ++i)
         symbols[i] = {initial[i], static_cast<int32_t>(i) - 1, static_cast<int32_t>(i) + 1};
     symbols.back().next = -1;
 
-    struct Candidate {
-        float score;
-        int32_t left;
-        int32_t right;
-        int32_t left_id;
-        int32_t right_id;
-        int32_t merged_id;
-    };
     // Highest score first, leftmost on ties (run.c's strict '>' scan).
-    const auto later = [](const Candidate& a, const Candidate& b) {
-        return a.score != b.score ? a.score < b.score : a.left > b.left;
-    };
-    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
     std::string joined;
-    const auto consider = [&](int32_t left, int32_t right) {
-        if (left < 0 || right < 0)
-            return;
-        const Symbol& l = symbols[static_cast<size_t>(left)];
-        const Symbol& r = symbols[static_cast<size_t>(right)];
-        joined = vocab_.tokens[static_cast<size_t>(l.id)];
-        joined += vocab_.tokens[static_cast<size_t>(r.id)];
-        const auto it = merge_ids_.find(joined);
-        if (it == merge_ids_.end())
-            return;
-        const float score = vocab_.scores[static_cast<size_t>(it->second)];
-        // run.c starts its search at -1e10: pairs scored at or below it never merge.
-        if (!(score > -1e10f))
-            return;
-        queue.push({score, left, right, l.id, r.id, it->second});
-    };
-    for (size_t i = 0; i + 1 < symbols.size(); ++i)
-        consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
-
-    while (!queue.empty()) {
-        const Candidate c = queue.top();
-        queue.pop();
-        Symbol& l = symbols[static_cast<size_t>(c.left)];
-        Symbol& r = symbols[static_cast<size_t>(c.right)];
-        if (l.id != c.left_id || r.id != c.right_id || l.next != c.right)
-            continue; // stale: one side has merged since
-        l.id = c.merged_id;
-        l.next = r.next;
-        r.id = -1;
-        if (r.next >= 0)
-            symbols[static_cast<size_t>(r.next)].prev = c.left;
-        consider(l.prev, c.left);
-        consider(c.left, l.next);
-    }
-
-    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
-        ids.push_back(symbols[static_cast<size_t>(i)].id);
+    merge_ids<float>(
+        symbols, std::greater<>(),
+        [&](int32_t left_id, int32_t right_id) -> std::optional<IdMerge<float>> {
+            joined = vocab_.tokens[static_cast<size_t>(left_id)];
+            joined += vocab_.tokens[static_cast<size_t>(right_id)];
+            const auto it = merge_ids_.find(joined);
+            if (it == merge_ids_.end())
+                return std::nullopt;
+            const float score = vocab_.scores[static_cast<size_t>(it->second)];
+            // run.c starts its search at -1e10: pairs scored at or below it never merge.
+            if (!(score > -1e10f))
+                return std::nullopt;
+            return IdMerge<float>{score, it->second};
+        },
+        ids);
 }
 
 std::string ScoredVocabTokenizer::decode(std::span<const int32_t> ids) const

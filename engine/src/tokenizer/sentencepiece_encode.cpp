@@ -2,8 +2,9 @@
 // bpe_model.cc): normalize, split into characters (user-defined symbols stay
 // whole), merge the best-scored adjacent pair (leftmost on ties), split
 // "unused" pieces back, and spell unknown pieces as byte tokens.
-#include <queue>
+#include <optional>
 
+#include "tokenizer/pair_merge.hpp"
 #include "tokenizer/scored_vocab.hpp"
 #include "tokenizer/text_util.hpp"
 
@@ -116,44 +117,33 @@ void ScoredVocabTokenizer::merge_sentencepiece(std::string_view all, std::vector
     const auto later = [](const Candidate& a, const Candidate& b) {
         return a.score != b.score ? a.score < b.score : a.left > b.left;
     };
-    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
     // Unused pieces may be built by merges but are emitted as their two halves.
     std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> unused_halves;
-    const auto consider = [&](int32_t left, int32_t right) {
-        if (left < 0 || right < 0)
-            return;
+    const auto pair = [&](int32_t left, int32_t right) -> std::optional<Candidate> {
         const Symbol& l = symbols[static_cast<size_t>(left)];
         const Symbol& r = symbols[static_cast<size_t>(right)];
         if (l.frozen || r.frozen)
-            return;
+            return std::nullopt;
         const std::string_view joined = all.substr(l.start, l.length + r.length);
         const auto it = merge_ids_.find(joined);
         if (it == merge_ids_.end())
-            return;
-        queue.push({vocab_.scores[static_cast<size_t>(it->second)], left, right, joined.size()});
+            return std::nullopt;
         if (type_of(it->second) == type_unused)
             unused_halves[joined] = {piece_of(l), piece_of(r)};
+        return Candidate{vocab_.scores[static_cast<size_t>(it->second)], left, right, joined.size()};
     };
-    for (size_t i = 0; i + 1 < symbols.size(); ++i)
-        consider(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
-
-    while (!queue.empty()) {
-        const Candidate c = queue.top();
-        queue.pop();
-        Symbol& l = symbols[static_cast<size_t>(c.left)];
-        Symbol& r = symbols[static_cast<size_t>(c.right)];
-        // Stale: a side merged since (symbols only grow to the right, so
-        // unchanged lengths mean unchanged symbols).
-        if (l.length == 0 || r.length == 0 || l.length + r.length != c.length)
-            continue;
-        l.length += r.length;
-        l.next = r.next;
-        r.length = 0;
-        if (r.next >= 0)
-            symbols[static_cast<size_t>(r.next)].prev = c.left;
-        consider(l.prev, c.left);
-        consider(c.left, l.next);
-    }
+    // Stale: a side merged since (symbols only grow to the right, so unchanged
+    // lengths mean unchanged symbols).
+    const auto live = [&](const Candidate& c) {
+        const Symbol& l = symbols[static_cast<size_t>(c.left)];
+        const Symbol& r = symbols[static_cast<size_t>(c.right)];
+        return l.length != 0 && r.length != 0 && l.length + r.length == c.length;
+    };
+    const auto merge = [&](const Candidate& c) {
+        symbols[static_cast<size_t>(c.left)].length += symbols[static_cast<size_t>(c.right)].length;
+        symbols[static_cast<size_t>(c.right)].length = 0;
+    };
+    merge_best_first<Candidate>(symbols, later, pair, live, merge);
 
     const auto emit = [&](auto&& self, std::string_view piece) -> void {
         const auto it = token_ids_.find(piece);
