@@ -383,12 +383,14 @@ int sweep_flat(const std::vector<std::string>& argv)
                     "ratio", "attn", "ppl", "dlnPPL");
     for (double r : remainings)
         for (auto allocation : allocations) {
+            ProgressPrinter mlp_passes("mlp covariances", "windows", quiet); // only beyond the budget
             const auto flat =
                 flat_compress(model, cal,
                               {.remaining = r,
                                .allocation = allocation,
                                .mlp = mlp,
-                               .mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300)});
+                               .mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300)},
+                              mlp_passes.callback());
             const auto result = eval.run(*flat.model, "eval");
             const auto params = flat_params_json(flat);
             Json row = {{"remaining", r},

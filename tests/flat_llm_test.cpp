@@ -43,6 +43,33 @@ double max_relative(const torch::Tensor& a, const torch::Tensor& b)
     return ((a - b).abs().max() / b.abs().max()).item<double>();
 }
 
+// Every weight of two models equal to float64 round-off (the MLP covariances summed
+// in groups of layers are the same sums as in one pass).
+void expect_same_weights(const LanguageModel& a, const LanguageModel& b, const std::string& what)
+{
+    ASSERT_EQ(a.weights().size(), b.weights().size()) << what;
+    for (const auto& [name, t] : a.weights()) {
+        const auto& u = b.weights().at(name);
+        ASSERT_EQ(t.sizes(), u.sizes()) << what << ": " << name;
+        EXPECT_TRUE(torch::allclose(t, u, /*rtol=*/1e-6, /*atol=*/1e-9)) << what << ": " << name;
+    }
+    EXPECT_EQ(a.config().mlp_widths, b.config().mlp_widths) << what;
+    EXPECT_EQ(a.config().value_head_dims, b.config().value_head_dims) << what;
+}
+
+// Records progress reports; false (cancel) once `cancel_after` windows are done.
+struct ProgressLog {
+    std::vector<std::pair<int64_t, int64_t>> calls;
+    int64_t cancel_after = -1;
+    ProgressFn fn()
+    {
+        return [this](int64_t done, int64_t total) {
+            calls.emplace_back(done, total);
+            return cancel_after < 0 || done <= cancel_after;
+        };
+    }
+};
+
 } // namespace
 
 TEST(Iprs, WorkedExampleClipsAndRedistributes)
@@ -244,6 +271,72 @@ TEST_P(FlatTiny, RefusesWhatItCannotDo)
     EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
 }
 
+// Issue 20 item 7: the MLP covariances summed and consumed in groups of layers within
+// a memory budget give the same model as all of them from the calibration pass.
+TEST_P(FlatTiny, MlpCovarianceGroupsWithinTheBudgetGiveTheSameModel)
+{
+    auto c = test::tiny_config(GetParam());
+    c.num_layers = 3;
+    LanguageModel model(c, test::random_weights(c), "tiny");
+    const auto ids = random_ids(400, c.vocab_size);
+    const int64_t layer_bytes = c.intermediate_size * c.intermediate_size * 8;
+    const CalibrationOptions base{.samples = 12, .seqlen = 16, .seed = 1, .mlp = true, .batch = 5};
+    const auto all = calibrate(model, ids, base); // the default budget: one pass
+    for (const auto& l : all.layers)
+        EXPECT_TRUE(l.mlp_covariance.defined());
+    const FlatOptions options{.remaining = 0.5, .mlp = true};
+    const auto reference = flat_compress(model, all, options);
+    EXPECT_EQ(reference.mlp_calibration_passes, 1);
+    EXPECT_EQ(reference.mlp_covariance_peak_bytes, 3 * layer_bytes);
+
+    // A budget below one layer: one layer per group; two layers' worth: {0, 1}, {2}.
+    for (const auto& [budget, passes] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {2 * layer_bytes, 2}}) {
+        auto grouped_options = base;
+        grouped_options.mlp_covariance_budget = budget;
+        const auto grouped = calibrate(model, ids, grouped_options);
+        for (size_t l = 0; l < grouped.layers.size(); ++l) {
+            EXPECT_FALSE(grouped.layers[l].mlp_covariance.defined()); // none held by the calibration
+            EXPECT_EQ(grouped.layers[l].importance, all.layers[l].importance);
+            EXPECT_TRUE(
+                torch::equal(grouped.layers[l].value_covariance[0], all.layers[l].value_covariance[0]));
+        }
+        ProgressLog log;
+        const auto flat = flat_compress(model, grouped, options, log.fn());
+        const std::string what = "budget " + std::to_string(budget);
+        EXPECT_EQ(flat.mlp_calibration_passes, passes) << what;
+        EXPECT_GT(flat.mlp_calibration_passes, 1) << what;
+        EXPECT_EQ(flat.mlp_covariance_peak_bytes, (passes == 3 ? 1 : 2) * layer_bytes) << what;
+        expect_same_weights(*flat.model, *reference.model, what);
+        for (size_t l = 0; l < flat.layers.size(); ++l)
+            EXPECT_NEAR(flat.layers[l].mlp_leverage_kept, reference.layers[l].mlp_leverage_kept, 1e-12);
+        // Progress: windows over every pass, never going back, ending at the total.
+        ASSERT_FALSE(log.calls.empty());
+        for (size_t i = 0; i < log.calls.size(); ++i) {
+            EXPECT_EQ(log.calls[i].second, passes * base.samples) << what;
+            if (i > 0) {
+                EXPECT_GE(log.calls[i].first, log.calls[i - 1].first) << what;
+            }
+        }
+        EXPECT_EQ(log.calls.back().first, passes * base.samples) << what;
+
+        // Cancelling in the second pass stops the compression.
+        ProgressLog cancel{.cancel_after = base.samples + 1};
+        EXPECT_THROW(flat_compress(model, grouped, options, cancel.fn()), Cancelled) << what;
+        EXPECT_LE(cancel.calls.back().first, 2 * base.samples) << what;
+    }
+    // Without --mlp the budget changes nothing and no pass runs.
+    auto small = base;
+    small.mlp_covariance_budget = 1;
+    ProgressLog none;
+    const auto attention_only =
+        flat_compress(model, calibrate(model, ids, small), {.remaining = 0.5}, none.fn());
+    EXPECT_EQ(attention_only.mlp_calibration_passes, 0);
+    EXPECT_TRUE(none.calls.empty());
+    small.mlp_covariance_budget = 0;
+    EXPECT_THROW(calibrate(model, ids, small), InputError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Arch, FlatTiny, ::testing::Values(Architecture::GPT2, Architecture::Llama),
                          [](const auto& info) { return std::string(architecture_name(info.param)); });
 
@@ -306,4 +399,35 @@ TEST(FlatConfig, LayerDimsAreChecked)
                   std::string::npos)
             << e.what();
     }
+}
+
+// The bundled tinyllama (4 layers, d_int 352): one layer per pass and a single pass
+// give the same compressed model, and the manifest records the passes.
+TEST(FlatMlpGroups, TinyllamaOneLayerPerPassMatchesOnePass)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto lm = load_model(test::shared_dir() / "models/tinyllama");
+    const auto& model = *lm.model;
+    const auto text = test::read_text(test::shared_dir() / "data/tinystories-heldout.txt").substr(0, 20000);
+    const auto ids = lm.tokenizer->encode(text);
+    CalibrationOptions options{.samples = 16, .seqlen = 64, .mlp = true};
+    const auto one_pass = calibrate(model, ids, options);
+    options.mlp_covariance_budget = 1;
+    const auto by_layer = calibrate(model, ids, options);
+    const FlatOptions flat_options{.remaining = 0.6, .mlp = true};
+    const auto a = flat_compress(model, one_pass, flat_options);
+    const auto b = flat_compress(model, by_layer, flat_options);
+    EXPECT_EQ(a.mlp_calibration_passes, 1);
+    EXPECT_EQ(b.mlp_calibration_passes, model.config().num_layers);
+    EXPECT_EQ(a.mlp_covariance_peak_bytes, 4 * 352 * 352 * 8);
+    EXPECT_EQ(b.mlp_covariance_peak_bytes, 352 * 352 * 8);
+    expect_same_weights(*b.model, *a.model, "tinyllama");
+    const auto window = torch::tensor({{1, 450, 2217, 29871, 338, 263}}, torch::kLong);
+    EXPECT_TRUE(torch::allclose(b.model->logits(window), a.model->logits(window), 1e-6, 1e-6));
+
+    test::TempDir dir;
+    const auto manifest = save_flat_model(lm, b, by_layer, dir / "flat");
+    EXPECT_EQ(manifest["calibration"]["mlp_passes"], 4);
+    EXPECT_EQ(manifest["calibration"]["mlp_covariance_budget"], 1);
+    EXPECT_EQ(manifest["calibration"]["mlp_covariance_peak_bytes"], 352 * 352 * 8);
 }

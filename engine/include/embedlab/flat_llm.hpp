@@ -9,7 +9,13 @@
 //   flat.model->logits(window);            // runs with narrowed value heads
 //
 // Calibration memory does not grow with the number of samples: covariances
-// are summed in float64 window batch by window batch.
+// are summed in float64 window batch by window batch. Nor does it grow with the
+// number of layers for the MLP (issue 20 item 7: 31 GB of d_int x d_int float64
+// for Llama-2-7B): when every layer's MLP covariance would exceed
+// CalibrationOptions::mlp_covariance_budget, calibrate() collects none of them and
+// flat_compress() sums them group of layers by group (as many layers as fit the
+// budget, at least one), consuming each group before the next, with one more
+// forward pass over the calibration windows per group.
 // Thread safety: reentrant; calibrate() runs forward passes, which already use
 // every core, so run one at a time.
 #pragma once
@@ -32,6 +38,12 @@ struct CalibrationOptions {
     uint64_t seed = 0;
     bool mlp = false;  // also collect the MLP down-projection covariance (Nystrom)
     int64_t batch = 8; // windows per forward pass
+    // Bytes of float64 MLP covariance (sum of d_int^2 * 8 over the layers) held at
+    // once. Models within it (gpt2: 0.9 GB, SmolLM2-360M: 1.7 GB, every bundled
+    // model) get them all from the one calibration pass, as before; larger ones
+    // (Llama-2-7B: 0.97 GB per layer) pay one forward pass per group of layers in
+    // flat_compress instead of the memory. Positive; below one layer: one layer.
+    int64_t mlp_covariance_budget = int64_t{2} << 30;
 };
 
 // `samples` distinct window starts in [0, n_tokens - seqlen], drawn uniformly
@@ -45,13 +57,15 @@ struct LayerCalibration {
     double importance_eq9 = 0;                   // the paper's eq. 9: arccos(mean clamped cosine) / pi
     int64_t nan_cosines = 0;                     // tokens whose cosine was NaN (counted as cosine 0.5)
     std::vector<torch::Tensor> value_covariance; // per KV head, [vd, vd] float64, sum Y^T Y
-    torch::Tensor mlp_covariance;                // [f, f] float64, sum a^T a (options.mlp)
+    torch::Tensor mlp_covariance; // [f, f] float64, sum a^T a (options.mlp, within the budget; else
+                                  // undefined and flat_compress collects it from `windows`)
 };
 
 struct Calibration {
     CalibrationOptions options;
     std::vector<int64_t> starts;
-    int64_t tokens = 0; // samples * seqlen
+    torch::Tensor windows; // [samples, seqlen] int64 token ids, for the MLP passes of flat_compress
+    int64_t tokens = 0;    // samples * seqlen
     double seconds = 0;
     std::vector<LayerCalibration> layers;
     std::vector<double> scores() const; // importance per layer
@@ -61,7 +75,8 @@ struct Calibration {
 int64_t calibration_context(const LanguageModel& model);
 
 // Throws InputError for a seqlen beyond the model's context, too short a text,
-// or a model without per-head value projections in the expected layout.
+// a budget that is not positive, or a model without per-head value projections
+// in the expected layout.
 Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& ids,
                       const CalibrationOptions& options, const ProgressFn& progress = {});
 
@@ -116,12 +131,21 @@ struct FlatResult {
     std::vector<FlatLayerReport> layers;
     std::unique_ptr<LanguageModel> model; // the compressed model, ready to run
     ParameterBreakdown before, after;
+    // With options.mlp: the forward passes over the calibration windows that summed
+    // MLP covariances (1: all came with the calibration; more: groups within the
+    // calibration's mlp_covariance_budget, each pass run by flat_compress), and the
+    // most float64 covariance bytes held at once. 0 without mlp.
+    int64_t mlp_calibration_passes = 0;
+    int64_t mlp_covariance_peak_bytes = 0;
     double seconds = 0;
 };
 
-// `model` must be uncompressed in its attention (no value_head_dims yet).
+// `model` must be uncompressed in its attention (no value_head_dims yet), and
+// the model the calibration ran on. progress(windows done, total) advances over
+// the MLP covariance passes, when the calibration's budget calls for any (none
+// otherwise); false cancels (Cancelled) between window batches.
 FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
-                         const FlatOptions& options);
+                         const FlatOptions& options, const ProgressFn& progress = {});
 
 // JSON shared by the CLI and embedlab.json.
 // {samples, seqlen, seed, tokens, seconds, nan_cosines (per layer)}

@@ -429,6 +429,12 @@ std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest
         break;
     case Method::Flat:
         compress = 8 * layers * d * d * d; // per-head eigendecompositions, absorbed products
+        if (calib.mlp) { // MLP covariances beyond the budget: a pass (to its group's last layer) per group
+            const double f = double(c.intermediate_size), bytes = layers * f * f * 8;
+            if (bytes > double(calib.mlp_covariance_budget))
+                compress += std::ceil(bytes / double(calib.mlp_covariance_budget)) * 0.5 *
+                            double(calib.samples) * double(calib.seqlen) * body;
+        }
         break;
     default:
         break;
@@ -574,7 +580,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         options.mlp = request.compress_mlp;
         options.mlp_lambda = request.mlp_lambda;
         report_progress(bar.stage("compress"), 0, 1);
-        run.flat = std::make_shared<FlatResult>(flat_compress(model, *run.calibration, options));
+        run.flat = std::make_shared<FlatResult>(
+            flat_compress(model, *run.calibration, options, bar.stage("compress")));
         report_progress(bar.stage("compress"), 1, 1);
         std::string ranks;
         for (const auto& layer : run.flat->layers)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -28,6 +29,51 @@ uint64_t draw_below(std::mt19937_64& rng, uint64_t n)
         const uint64_t r = rng();
         if (r >= threshold)
             return r % n;
+    }
+}
+
+// Float64 bytes of layer l's MLP covariance.
+int64_t mlp_covariance_bytes(const ModelConfig& c, int64_t l)
+{
+    return c.mlp_width(l) * c.mlp_width(l) * static_cast<int64_t>(sizeof(double));
+}
+
+// Consecutive layer ranges [first, end) whose MLP covariances fit `budget` bytes
+// together, greedily, at least one layer each (issue 20 item 7).
+std::vector<std::pair<int64_t, int64_t>> mlp_covariance_groups(const ModelConfig& c, int64_t budget)
+{
+    std::vector<std::pair<int64_t, int64_t>> groups;
+    int64_t bytes = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const int64_t b = mlp_covariance_bytes(c, l);
+        if (groups.empty() || bytes + b > budget) {
+            groups.emplace_back(l, l + 1);
+            bytes = b;
+        } else {
+            groups.back().second = l + 1;
+            bytes += b;
+        }
+    }
+    return groups;
+}
+
+// Thrown by an observer that has summed all it needs from a forward pass: the
+// layers above are not run.
+struct PassSummed {};
+
+// Runs every window through the model, `batch` windows per forward pass,
+// reporting (offset + windows done, total) after each.
+void run_windows(const LanguageModel& model, const torch::Tensor& windows, int64_t batch,
+                 ForwardObserver& observer, const ProgressFn& progress, int64_t offset, int64_t total)
+{
+    const int64_t n = windows.size(0);
+    for (int64_t b0 = 0; b0 < n; b0 += batch) {
+        const int64_t b = std::min(batch, n - b0);
+        try {
+            model.hidden_states(windows.narrow(0, b0, b), &observer);
+        } catch (const PassSummed&) {
+        }
+        report_progress(progress, offset + b0 + b, total);
     }
 }
 
@@ -106,6 +152,45 @@ private:
     bool mlp_;
 };
 
+// Sums the MLP covariances of layers [first, end) only, and stops the pass there.
+class MlpGroupObserver final : public ForwardObserver {
+public:
+    MlpGroupObserver(const ModelConfig& c, int64_t first, int64_t end) : first_(first)
+    {
+        for (int64_t l = first; l < end; ++l)
+            covariances_.push_back(torch::zeros({c.mlp_width(l), c.mlp_width(l)}, torch::kFloat64));
+    }
+
+    void mlp_activations(int64_t layer, const torch::Tensor& a) override
+    {
+        const int64_t i = layer - first_;
+        if (i < 0 || i >= static_cast<int64_t>(covariances_.size()))
+            return;
+        const auto a64 = a.to(torch::kFloat64);
+        covariances_[static_cast<size_t>(i)].addmm_(a64.t(), a64);
+        if (i + 1 == static_cast<int64_t>(covariances_.size()))
+            throw PassSummed{};
+    }
+
+    // Layer `first + i`'s covariance, handed over (the observer keeps none of it).
+    torch::Tensor take(int64_t layer) { return std::move(covariances_[static_cast<size_t>(layer - first_)]); }
+
+private:
+    int64_t first_;
+    std::vector<torch::Tensor> covariances_;
+};
+
+// One pass over the calibration windows summing layers [first, end)'s MLP
+// covariances, with the calibration's own batches: the sums are the ones the
+// calibration pass would have made, bit for bit.
+MlpGroupObserver sum_mlp_group(const LanguageModel& model, const Calibration& calibration, int64_t first,
+                               int64_t end, const ProgressFn& progress, int64_t offset, int64_t total)
+{
+    MlpGroupObserver observer(model.config(), first, end);
+    run_windows(model, calibration.windows, calibration.options.batch, observer, progress, offset, total);
+    return observer;
+}
+
 torch::Tensor to_double(const torch::Tensor& t)
 {
     return t.to(torch::kFloat64);
@@ -169,23 +254,25 @@ Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& id
                          " tokens exceeds the model's context of " + std::to_string(context));
     if (options.batch < 1)
         throw InputError("calibration batch must be at least 1 window");
+    if (options.mlp_covariance_budget < 1)
+        throw InputError("the MLP covariance budget must be a positive number of bytes (got " +
+                         std::to_string(options.mlp_covariance_budget) + ")");
     Calibration cal;
     cal.options = options;
     cal.starts = calibration_window_starts(static_cast<int64_t>(ids.size()), options.samples, options.seqlen,
                                            options.seed);
-    CalibrationObserver observer(c, options.mlp);
     const int64_t n = options.samples;
+    cal.windows = torch::empty({n, options.seqlen}, torch::kLong);
+    auto acc = cal.windows.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t t = 0; t < options.seqlen; ++t)
+            acc[i][t] = ids[static_cast<size_t>(cal.starts[static_cast<size_t>(i)] + t)];
+    // Every layer's MLP covariance within the budget: all from this pass. Otherwise
+    // none: flat_compress sums them group by group (each group a pass of its own).
+    const bool all_mlp = options.mlp && mlp_covariance_groups(c, options.mlp_covariance_budget).size() == 1;
+    CalibrationObserver observer(c, all_mlp);
     report_progress(progress, 0, n);
-    for (int64_t b0 = 0; b0 < n; b0 += options.batch) {
-        const int64_t b = std::min(options.batch, n - b0);
-        auto batch = torch::empty({b, options.seqlen}, torch::kLong);
-        auto acc = batch.accessor<int64_t, 2>();
-        for (int64_t i = 0; i < b; ++i)
-            for (int64_t t = 0; t < options.seqlen; ++t)
-                acc[i][t] = ids[static_cast<size_t>(cal.starts[static_cast<size_t>(b0 + i)] + t)];
-        model.hidden_states(batch, &observer);
-        report_progress(progress, b0 + b, n);
-    }
+    run_windows(model, cal.windows, options.batch, observer, progress, 0, n);
     cal.tokens = n * options.seqlen;
     cal.layers = observer.finish(cal.tokens);
     cal.seconds = seconds_since(t0);
@@ -342,7 +429,7 @@ MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda,
 } // namespace
 
 FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
-                         const FlatOptions& options)
+                         const FlatOptions& options, const ProgressFn& progress)
 {
     const auto t0 = Clock::now();
     const auto& c = model.config();
@@ -366,8 +453,38 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
     for (double t : scores)
         score_sum += t;
 
+    // The MLP covariances: all in the calibration, or summed here group by group,
+    // each group consumed (Nystrom selection, W_up / W_down update) and released
+    // before the next group's are allocated. Each group re-runs the forward pass
+    // over the calibration windows (up to its last layer).
+    bool mlp_in_calibration = true;
+    for (const auto& layer : calibration.layers)
+        mlp_in_calibration = mlp_in_calibration && layer.mlp_covariance.defined();
+    std::vector<std::pair<int64_t, int64_t>> mlp_groups;
+    if (options.mlp && !mlp_in_calibration) {
+        if (!calibration.windows.defined() || calibration.windows.size(0) != calibration.options.samples)
+            throw InputError("the calibration holds neither the MLP covariances nor its windows; calibrate "
+                             "again with MLP covariances");
+        mlp_groups = mlp_covariance_groups(c, calibration.options.mlp_covariance_budget);
+    }
+    const int64_t windows_total = static_cast<int64_t>(mlp_groups.size()) * calibration.options.samples;
+    if (!mlp_groups.empty())
+        report_progress(progress, 0, windows_total);
+    size_t next_group = 0;
+    std::optional<MlpGroupObserver> group; // the current group's covariances
+
     FlatResult result;
     result.options = options;
+    if (options.mlp) {
+        result.mlp_calibration_passes = mlp_in_calibration ? 1 : static_cast<int64_t>(mlp_groups.size());
+        for (const auto& [first, end] :
+             mlp_in_calibration ? std::vector<std::pair<int64_t, int64_t>>{{0, L}} : mlp_groups) {
+            int64_t bytes = 0;
+            for (int64_t l = first; l < end; ++l)
+                bytes += mlp_covariance_bytes(c, l);
+            result.mlp_covariance_peak_bytes = std::max(result.mlp_covariance_peak_bytes, bytes);
+        }
+    }
     WeightMap weights = model.weights();
     ModelConfig config = c;
     config.value_head_dims = ranks;
@@ -437,8 +554,21 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
             const int64_t f = c.intermediate_size;
             const int64_t m = std::clamp<int64_t>(
                 static_cast<int64_t>(std::floor(report.w * static_cast<double>(f) + 1e-9)), 1, f);
-            const auto sel = nystrom_selection(cal.mlp_covariance, m, options.mlp_lambda,
+            torch::Tensor covariance = cal.mlp_covariance;
+            if (!mlp_in_calibration) {
+                if (next_group < mlp_groups.size() && mlp_groups[next_group].first == l) {
+                    const auto [first, end] = mlp_groups[next_group];
+                    group.reset(); // the previous group's memory goes before this one's is allocated
+                    group.emplace(sum_mlp_group(
+                        model, calibration, first, end, progress,
+                        static_cast<int64_t>(next_group) * calibration.options.samples, windows_total));
+                    ++next_group;
+                }
+                covariance = group->take(l);
+            }
+            const auto sel = nystrom_selection(covariance, m, options.mlp_lambda,
                                                "layer " + std::to_string(l), calibration.tokens);
+            covariance = torch::Tensor(); // consumed
             report.mlp_width = m;
             report.mlp_leverage_kept = sel.leverage_kept;
             config.mlp_widths.push_back(m);

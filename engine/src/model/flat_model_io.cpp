@@ -17,13 +17,16 @@ Json calibration_json(const Calibration& c)
     Json nan = Json::array();
     for (const auto& l : c.layers)
         nan.push_back(l.nan_cosines);
-    return {{"samples", c.options.samples},
-            {"seqlen", c.options.seqlen},
-            {"seed", c.options.seed},
-            {"tokens", c.tokens},
-            {"mlp", c.options.mlp},
-            {"seconds", c.seconds},
-            {"nan_cosines", nan}};
+    Json j = {{"samples", c.options.samples},
+              {"seqlen", c.options.seqlen},
+              {"seed", c.options.seed},
+              {"tokens", c.tokens},
+              {"mlp", c.options.mlp},
+              {"seconds", c.seconds},
+              {"nan_cosines", nan}};
+    if (c.options.mlp)
+        j["mlp_covariance_budget"] = c.options.mlp_covariance_budget;
+    return j;
 }
 
 Json flat_layers_json(const FlatResult& r, bool with_spectra)
@@ -108,6 +111,10 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
     manifest["calibration"] = calibration_json(calibration);
     if (!options.calibration_text.is_null())
         manifest["calibration"]["text"] = options.calibration_text;
+    if (flat.options.mlp) { // issue 20 item 7: the MLP covariances' passes and memory
+        manifest["calibration"]["mlp_passes"] = flat.mlp_calibration_passes;
+        manifest["calibration"]["mlp_covariance_peak_bytes"] = flat.mlp_covariance_peak_bytes;
+    }
     manifest["tied_output_head"] = config.tied_embeddings;
     manifest["model_params"] = flat_params_json(flat);
     manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
