@@ -7,6 +7,7 @@
 #include <qcustomplot.h>
 
 #include "figure_export.hpp"
+#include "gui_test_support.hpp"
 #include "parameter_breakdown_chart.hpp"
 #include "rank_allocation_view.hpp"
 #include "render_check.hpp"
@@ -223,18 +224,7 @@ int main(int argc, char** argv)
     return RUN_ALL_TESTS();
 }
 
-namespace {
-// Lays the widget out at a window's size, so pixels map to data as on screen.
-void settle(QWidget& w)
-{
-    w.resize(1000, 700);
-    w.setAttribute(Qt::WA_DontShowOnScreen);
-    w.show();
-    QApplication::processEvents();
-    for (auto* plot : w.findChildren<QCustomPlot*>())
-        plot->replot();
-}
-} // namespace
+using embedlab::test::settle;
 
 // Issue 23 item 10: hovering says the value under the cursor: eigenvalue index
 // and value on the spectrum, layer, importance and rank on the IPRS plot.

@@ -17,6 +17,7 @@
 
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
+#include "gui_test_support.hpp"
 #include "neighbour_graph_view.hpp"
 #include "rank_allocation_view.hpp"
 #include "render_check.hpp"
@@ -27,6 +28,7 @@
 
 using namespace embedlab::views;
 using embedlab::test::render_to_png;
+using embedlab::test::settle;
 
 namespace {
 
@@ -628,14 +630,6 @@ TEST(FigureExport, WritesPngAtTheDpiPdfAndSvgAndRestoresTheStyle)
 // the Pareto plot the run, on the TT plot the candidate.
 TEST(Hover, NeighboursResultsAndTensorTrainSayWhatIsUnderTheCursor)
 {
-    auto settle = [](QWidget& w) {
-        w.resize(1000, 700);
-        w.setAttribute(Qt::WA_DontShowOnScreen);
-        w.show();
-        QApplication::processEvents();
-        for (auto* plot : w.findChildren<QCustomPlot*>())
-            plot->replot();
-    };
     NeighbourGraphView graph;
     auto data = fifty_thousand_tokens(5);
     graph.setData(data);
