@@ -197,10 +197,7 @@ std::optional<GgufVocabulary> ByteLevelBpeTokenizer::gguf_vocabulary(std::string
 
 void ByteLevelBpeTokenizer::check_id(int32_t id) const
 {
-    if (id < 0 || id >= vocab_size())
-        throw InputError(file_message(source_, "token id " + std::to_string(id) +
-                                                   " is out of range (vocabulary size " +
-                                                   std::to_string(vocab_size()) + ")"));
+    check_token_id(source_, id, vocab_size());
 }
 
 void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const

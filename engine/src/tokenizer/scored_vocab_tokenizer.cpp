@@ -133,10 +133,7 @@ int32_t ScoredVocabTokenizer::type_of(int32_t id) const
 
 void ScoredVocabTokenizer::check_id(int32_t id) const
 {
-    if (id < 0 || id >= vocab_size())
-        throw InputError(file_message(source_, "token id " + std::to_string(id) +
-                                                   " is out of range (vocabulary size " +
-                                                   std::to_string(vocab_size()) + ")"));
+    check_token_id(source_, id, vocab_size());
 }
 
 bool ScoredVocabTokenizer::is_special(int32_t id) const

@@ -13,6 +13,14 @@ std::string file_message(const std::filesystem::path& path, const std::string& p
     return path.string() + ": " + problem;
 }
 
+void check_token_id(const std::filesystem::path& path, int32_t id, int64_t vocab_size)
+{
+    if (id < 0 || id >= vocab_size)
+        throw InputError(file_message(path, "token id " + std::to_string(id) +
+                                                " is out of range (vocabulary size " +
+                                                std::to_string(vocab_size) + ")"));
+}
+
 std::string read_file_bytes(const std::filesystem::path& path)
 {
     return io::read_regular_file(path, io::tokenizer_file_cap, "tokenizer file");

@@ -35,4 +35,7 @@ std::string printable_utf8(std::string_view bytes);
 // "<path>: <problem>" as the InputError message convention asks.
 std::string file_message(const std::filesystem::path& path, const std::string& problem);
 
+// Throws InputError naming `path` unless 0 <= id < vocab_size.
+void check_token_id(const std::filesystem::path& path, int32_t id, int64_t vocab_size);
+
 } // namespace embedlab::tokenizer_impl
