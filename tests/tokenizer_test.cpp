@@ -25,6 +25,17 @@ using embedlab::test::shared_dir;
 using embedlab::test::write_file;
 namespace fs = std::filesystem;
 
+// `call` throws an InputError whose message contains `needle`.
+void expect_input_error(const std::function<void()>& call, const std::string& needle)
+{
+    try {
+        call();
+        ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+
 const char* const reference_texts[] = {"tinystories-heldout", "wikitext2-test-50k", "wikitext2-test"};
 
 std::vector<int32_t> reference_ids(const std::string& model, const std::string& text)
@@ -451,20 +462,11 @@ TEST(TokenizerErrors, UnsupportedOrBrokenSentencePieceModel)
 {
     embedlab::test::TempDir dir;
     write_file(dir / "unigram.model", handmade_sentencepiece_model(1));
-    try {
-        embedlab::load_sentencepiece(dir / "unigram.model");
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("Unigram"), std::string::npos) << e.what();
-    }
+    expect_input_error([&] { embedlab::load_sentencepiece(dir / "unigram.model"); }, "Unigram");
     const std::string good = handmade_sentencepiece_model(2);
     write_file(dir / "cut.model", good.substr(0, good.size() / 2));
-    try {
-        embedlab::load_sentencepiece(dir / "cut.model");
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find((dir / "cut.model").string()), std::string::npos) << e.what();
-    }
+    expect_input_error([&] { embedlab::load_sentencepiece(dir / "cut.model"); },
+                       (dir / "cut.model").string());
 }
 
 // ---- errors users see ---------------------------------------------------------------
@@ -495,41 +497,32 @@ TEST(TokenizerErrors, LyingTokenLengthIsRefusedWithoutAllocating)
     std::memcpy(bytes.data() + 8, &huge, 4); // first token claims 2 GiB
     const fs::path path = dir / "lying.bin";
     write_file(path, bytes);
-    try {
-        embedlab::load_llama2c_tokenizer(path, 4);
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
-    }
+    expect_input_error([&] { embedlab::load_llama2c_tokenizer(path, 4); }, path.string());
     // A vocabulary size the file cannot hold.
     EXPECT_THROW(embedlab::load_llama2c_tokenizer(path, 1 << 30), InputError);
     EXPECT_THROW(embedlab::load_llama2c_tokenizer(path, -5), InputError);
 }
 
+void load_gpt2_bpe_of(const embedlab::test::TempDir& dir, const std::string& vocab, const std::string& merges)
+{
+    write_file(dir / "vocab.json", vocab);
+    write_file(dir / "merges.txt", merges);
+    embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
+}
+
 TEST(TokenizerErrors, VocabJsonThatIsNotJson)
 {
     embedlab::test::TempDir dir;
-    write_file(dir / "vocab.json", "{\"a\": 0, oops");
-    write_file(dir / "merges.txt", "#version: 0.2\n");
-    try {
-        embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find((dir / "vocab.json").string()), std::string::npos) << e.what();
-    }
+    expect_input_error([&] { load_gpt2_bpe_of(dir, "{\"a\": 0, oops", "#version: 0.2\n"); },
+                       (dir / "vocab.json").string());
 }
 
 TEST(TokenizerErrors, MergeOfUnknownTokensNamesTheMergesFile)
 {
     embedlab::test::TempDir dir;
-    write_file(dir / "vocab.json", R"({"a": 0, "b": 1, "ab": 2})");
-    write_file(dir / "merges.txt", "#version: 0.2\na b\nab c\n");
-    try {
-        embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt");
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find((dir / "merges.txt").string()), std::string::npos) << e.what();
-    }
+    expect_input_error(
+        [&] { load_gpt2_bpe_of(dir, R"({"a": 0, "b": 1, "ab": 2})", "#version: 0.2\na b\nab c\n"); },
+        (dir / "merges.txt").string());
 }
 
 TEST(TokenizerErrors, TinyHandWrittenBpeWorks)
@@ -585,12 +578,7 @@ TEST(TokenizerErrors, UnsupportedTokenizerJsonIsRefused)
                R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": null})");
     EXPECT_THROW(embedlab::load_hf_tokenizer_json(dir / "tokenizer.json"), InputError);
     // Nothing else there: the directory loader reports the tokenizer.json problem.
-    try {
-        embedlab::load_tokenizer_from_directory(dir.path());
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("WordPiece"), std::string::npos) << e.what();
-    }
+    expect_input_error([&] { embedlab::load_tokenizer_from_directory(dir.path()); }, "WordPiece");
 }
 
 // Found by fuzz_gpt2_bpe: a number beyond double's range made nlohmann::json throw
@@ -604,12 +592,7 @@ TEST(TokenizerErrors, JsonNumberBeyondDoubleIsAnInputError)
     for (const auto& call :
          {std::function<void()>([&] { embedlab::load_gpt2_bpe(dir / "vocab.json", dir / "merges.txt"); }),
           std::function<void()>([&] { embedlab::load_hf_tokenizer_json(dir / "tokenizer.json"); })}) {
-        try {
-            call();
-            ADD_FAILURE() << "no error";
-        } catch (const InputError& e) {
-            EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
-        }
+        expect_input_error(call, "not valid JSON");
     }
 }
 
@@ -617,12 +600,7 @@ TEST(TokenizerErrors, DirectoryWithoutTokenizerNamesTheDirectory)
 {
     embedlab::test::TempDir dir;
     write_file(dir / "config.json", "{}");
-    try {
-        embedlab::load_tokenizer_from_directory(dir.path());
-        ADD_FAILURE() << "no error";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(dir.path().string()), std::string::npos) << e.what();
-    }
+    expect_input_error([&] { embedlab::load_tokenizer_from_directory(dir.path()); }, dir.path().string());
     EXPECT_THROW(embedlab::load_tokenizer_from_directory(dir / "missing"), InputError);
     EXPECT_THROW(embedlab::load_sentencepiece(dir / "config.json"), InputError);
 }
