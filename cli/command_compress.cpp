@@ -185,6 +185,12 @@ int command_compress(const std::vector<std::string>& argv)
                 (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
                 (long long)manifest["model_params"]["before"].get<int64_t>(),
                 (long long)manifest["model_params"]["after"].get<int64_t>());
+    if (a.bits_per_value_before > 0)
+        std::printf(
+            "  storage: the table's %s values take %.4g bits, the compressed model's %.4g: bytes %.0f -> "
+            "%.0f (ratio %.4f)%s\n",
+            a.stored_type_before.c_str(), a.bits_per_value_before, a.bits_per_value_after, a.bytes_before,
+            a.bytes_after, a.bytes_ratio, a.bytes_ratio >= 1 ? ": LARGER than the stored table" : "");
     std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
                 c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
                 c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);

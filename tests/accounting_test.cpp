@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "embedlab/accounting.hpp"
+#include "embedlab/compress.hpp"
 #include "embedlab/error.hpp"
 #include "test_support.hpp"
 
@@ -184,3 +185,34 @@ TEST(Accounting, EnergyModelMatchesTheEquations)
 }
 
 } // namespace
+
+// Issue 19: bits per stored value from the type (ggml's block bytes x 8 / values per
+// block), and the bytes a table takes before and after compression.
+TEST(Accounting, StorageCountsBitsPerStoredValue)
+{
+    EXPECT_DOUBLE_EQ(embedlab::stored_bits_per_value("F32"), 32);
+    EXPECT_DOUBLE_EQ(embedlab::stored_bits_per_value("BF16"), 16);
+    EXPECT_DOUBLE_EQ(embedlab::stored_bits_per_value("Q8_0"), 34.0 * 8 / 32);   // 8.5
+    EXPECT_DOUBLE_EQ(embedlab::stored_bits_per_value("Q4_K"), 144.0 * 8 / 256); // 4.5
+    EXPECT_DOUBLE_EQ(embedlab::stored_bits_per_value("Q6_K"), 210.0 * 8 / 256); // 6.5625
+    EXPECT_EQ(embedlab::stored_bits_per_value("mixed"), 0);
+    EXPECT_EQ(embedlab::stored_bits_per_value(""), 0);
+
+    // PCA at a quarter of the values, in float32, of a Q6_K table: more bytes than before.
+    auto a = embedlab::account_low_rank(embedlab::LowRankKind::PCA, 32000, 256, 56);
+    embedlab::apply_storage(a, "Q6_K");
+    EXPECT_EQ(a.stored_type_before, "Q6_K");
+    EXPECT_DOUBLE_EQ(a.bytes_before, 32000.0 * 256 * 6.5625 / 8);
+    EXPECT_DOUBLE_EQ(a.bytes_after, double(a.params_after) * 4);
+    EXPECT_NEAR(a.bytes_ratio, a.ratio * 32 / 6.5625, 1e-12);
+    EXPECT_GT(a.bytes_ratio, 1.0);
+    EXPECT_LT(a.ratio, 0.25);
+    const auto j = embedlab::accounting_json(a);
+    EXPECT_DOUBLE_EQ(j["storage"]["bytes_ratio"].get<double>(), a.bytes_ratio);
+
+    // Unknown storage records nothing rather than a guess.
+    auto unknown = embedlab::account_low_rank(embedlab::LowRankKind::PCA, 100, 8, 2);
+    embedlab::apply_storage(unknown, "mixed");
+    EXPECT_EQ(unknown.bits_per_value_before, 0);
+    EXPECT_FALSE(embedlab::accounting_json(unknown).contains("storage"));
+}

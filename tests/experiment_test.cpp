@@ -169,6 +169,32 @@ TEST(RunCompression, EveryMethodRunsAndItsNumbersAgree)
     }
 }
 
+// Issue 19: the run records how the input stored its table: the bundled model is
+// F16 (16 bits a value, the factors 32), a quantised GGUF's table Q6_K.
+TEST(RunCompression, RecordsTheTablesBitsPerStoredValue)
+{
+    auto request = request_for("pca");
+    request.eval_text.clear();
+    const auto f16 = embedlab::run_compression(request);
+    const auto& a = f16.embedding->accounting;
+    EXPECT_EQ(a.stored_type_before, "F16");
+    EXPECT_DOUBLE_EQ(a.bits_per_value_before, 16);
+    EXPECT_DOUBLE_EQ(a.bits_per_value_after, 32);
+    EXPECT_NEAR(a.bytes_ratio, 2 * a.ratio, 1e-12);
+
+    const auto gguf = embedlab::test::shared_dir() / "models" / "zoo" / "qwen2-q4_k_m.gguf";
+    if (!fs::exists(gguf))
+        GTEST_SKIP() << gguf << " absent (../shared): the quantised case is not checked";
+    request.model = gguf.string();
+    request.rank = 16;
+    const auto q = embedlab::run_compression(request);
+    const auto& b = q.embedding->accounting;
+    EXPECT_EQ(b.stored_type_before, "Q6_K");
+    EXPECT_DOUBLE_EQ(b.bits_per_value_before, 6.5625);
+    EXPECT_NEAR(b.bytes_ratio, b.ratio * 32 / 6.5625, 1e-12);
+    EXPECT_EQ(embedlab::run_json(q)["accounting"]["storage"]["stored_type_before"], "Q6_K");
+}
+
 // divergence: KL(P_original || P_model) and top-1 agreement over the evaluated tokens,
 // the same numbers eval --reference gives; a lossless compression diverges by nothing.
 TEST(RunCompression, DivergenceFromTheOriginal)

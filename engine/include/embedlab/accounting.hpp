@@ -70,6 +70,15 @@ struct EmbeddingAccounting {
     int64_t flops_per_token_dense = 0; // tied ? 2 V d : 0
     EnergyEstimate energy;
     EnergyOptions energy_options; // what `energy` was computed with
+    // Storage (issue 19): the table's bits per value as the input stored it ("Q6_K":
+    // 6.5625) and the compressed model's (its factors are written as float32), so a
+    // ratio of values is never read as one of bytes: a quantised table compressed to a
+    // quarter of its values in float32 can take more bytes than it did. Unknown (0,
+    // stored_type_before "") for a Hugging Face model of mixed dtypes.
+    std::string stored_type_before;
+    double bits_per_value_before = 0, bits_per_value_after = 0;
+    double bytes_before = 0, bytes_after = 0; // the token table's alone
+    double bytes_ratio = 0;                   // after / before
     // low rank
     int64_t rank = 0;
     // tensor train
@@ -112,6 +121,15 @@ EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vec
 // tied (flops_per_token and its dense counterpart follow) and the size of its learned
 // position table (eta_emb_with_positions).
 void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params);
+
+// Bits a stored value takes in a dtype or ggml type ("F32" 32, "BF16" 16, "Q8_0" 8.5,
+// "Q4_K" 4.5, "Q6_K" 6.5625: block bytes x 8 / values per block); 0 when unknown.
+double stored_bits_per_value(const std::string& type);
+
+// Fills the storage fields from the input table's stored type (unknown: left 0) and
+// the bits of a value of the compressed model (float32 factors: 32).
+void apply_storage(EmbeddingAccounting& a, const std::string& stored_type_before,
+                   double bits_per_value_after = 32);
 
 // Recomputes the energy estimates (pca, svd, tt; others have none) with other options.
 void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy);

@@ -65,6 +65,10 @@ struct ModelFiles {
 // a forward pass. GGUF, llama2.c and compressed directories load values either way.
 enum class WeightValues { Load, ShapesOnly };
 
+// How the token table's values are stored: GGUF's token_embd.weight type ("Q6_K"),
+// else the model's one dtype ("BF16"); "" when the file mixes dtypes.
+std::string token_embedding_stored_type(const ModelFiles& files);
+
 // MODEL is a directory, a .gguf file or a .bin (llama2.c) file.
 ModelFiles read_model_files(const std::filesystem::path& model, WeightValues values = WeightValues::Load);
 

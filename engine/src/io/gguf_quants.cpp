@@ -178,6 +178,14 @@ const Entry* find_type(uint32_t ggml_type)
 
 } // namespace
 
+const GgmlTypeTraits* ggml_type_traits(const std::string& name)
+{
+    for (const auto& e : kTypes)
+        if (name == e.traits.name)
+            return &e.traits;
+    return nullptr;
+}
+
 float half_to_float(uint16_t h)
 {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

@@ -63,6 +63,17 @@ ModelFiles read_by_kind(const fs::path& model, WeightValues values)
 
 } // namespace
 
+std::string token_embedding_stored_type(const ModelFiles& files)
+{
+    if (files.format == ModelFormat::GGUF) {
+        const auto it = files.tensor_types_by_kind.find("token_embd.weight");
+        return it == files.tensor_types_by_kind.end() || it->second.find(' ') != std::string::npos
+                   ? ""
+                   : it->second;
+    }
+    return files.stored_dtype == "mixed" ? "" : files.stored_dtype;
+}
+
 ModelFiles read_model_files(const fs::path& model, WeightValues values)
 {
     std::error_code ec;

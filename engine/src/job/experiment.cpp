@@ -611,6 +611,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
         apply_energy(accounting, request.device.empty() ? EnergyOptions{.nu = request.nu, .tau = request.tau}
                                                         : energy_options_for_device(request.device));
+        apply_storage(accounting, token_embedding_stored_type(run.model.files)); // factors: float32
         if (run.positions) {
             const auto& p = run.positions->accounting;
             accounting.eta_emb_with_positions =

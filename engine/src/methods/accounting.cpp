@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "embedlab/error.hpp"
+#include "io/gguf_quants.hpp"
 
 namespace embedlab {
 
@@ -59,6 +60,25 @@ void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy)
     } else if (a.rank > 0) {
         a.energy = svd_energy(a.vocab, a.dim, a.rank, energy);
     }
+}
+
+double stored_bits_per_value(const std::string& type)
+{
+    const auto* traits = io::ggml_type_traits(type); // F32/F16/BF16 and the block formats
+    return traits ? 8.0 * traits->block_bytes / traits->block_elems : 0.0;
+}
+
+void apply_storage(EmbeddingAccounting& a, const std::string& stored_type_before, double bits_per_value_after)
+{
+    const double before = stored_bits_per_value(stored_type_before);
+    if (!(before > 0) || !(bits_per_value_after > 0))
+        return;
+    a.stored_type_before = stored_type_before;
+    a.bits_per_value_before = before;
+    a.bits_per_value_after = bits_per_value_after;
+    a.bytes_before = static_cast<double>(a.params_before) * before / 8;
+    a.bytes_after = static_cast<double>(a.params_after) * bits_per_value_after / 8;
+    a.bytes_ratio = a.bytes_after / a.bytes_before;
 }
 
 void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params)

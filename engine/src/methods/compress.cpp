@@ -375,6 +375,13 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
         j["rank"] = a.rank;
         j["energy"] = energy_json(a.energy);
     }
+    if (a.bits_per_value_before > 0)
+        j["storage"] = {{"stored_type_before", a.stored_type_before},
+                        {"bits_per_value_before", a.bits_per_value_before},
+                        {"bits_per_value_after", a.bits_per_value_after},
+                        {"bytes_before", a.bytes_before},
+                        {"bytes_after", a.bytes_after},
+                        {"bytes_ratio", a.bytes_ratio}};
     j["energy_model"] = {
         {"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens}, {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
     if (const EnergyDevice* device = o.device.empty() ? nullptr : find_energy_device(o.device))
