@@ -144,20 +144,23 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
                             neighbour_ids.data_ptr<int64_t>() + neighbour_ids.numel());
         r.weights = values_of(fit.weights);
         const PartialSparseTokenEmbedding lle(std::move(fit));
-        const auto rebuilt = lle.rare_rows(0, static_cast<int64_t>(split.rare.size())).to(torch::kDouble);
         const auto rare_ids = torch::tensor(split.rare, torch::kLong);
-        const auto orig = table.index_select(0, rare_ids).to(torch::kDouble);
-        r.cosine = values_of(torch::cosine_similarity(rebuilt, orig, 1, 1e-12));
-        // cos(rare row, each neighbour's row), for the view's neighbour list: a chunk
-        // of rare rows at a time, so no [rare, k, d] copy of the table is ever made.
+        // cos(rare row, its rebuilt row) and cos(rare row, each neighbour's row), for the
+        // histogram and the view's neighbour list: a chunk of rare rows at a time, so no
+        // float64 copy of every rare row (2 GB at Qwen2.5's 151,936 rows) and no
+        // [rare, k, d] copy of the table is ever made.
         const int64_t R = neighbour_ids.size(0), K = neighbour_ids.size(1);
         for (int64_t s = 0; s < R; s += 2048) {
             const int64_t e = std::min(R, s + 2048);
-            const auto rows = table.index_select(0, rare_ids.slice(0, s, e)).to(torch::kDouble).unsqueeze(1);
+            const auto rows = table.index_select(0, rare_ids.slice(0, s, e)).to(torch::kDouble);
+            const auto rebuilt = lle.rare_rows(s, e - s).to(torch::kDouble);
+            const auto own = values_of(torch::cosine_similarity(rebuilt, rows, 1, 1e-12));
+            r.cosine.insert(r.cosine.end(), own.begin(), own.end());
             const auto near = table.index_select(0, neighbour_ids.slice(0, s, e).reshape({-1}))
                                   .to(torch::kDouble)
                                   .view({e - s, K, -1});
-            const auto c = values_of(torch::cosine_similarity(rows, near, 2, 1e-12).reshape({-1}));
+            const auto c =
+                values_of(torch::cosine_similarity(rows.unsqueeze(1), near, 2, 1e-12).reshape({-1}));
             r.neighbour_cosine.insert(r.neighbour_cosine.end(), c.begin(), c.end());
         }
         constexpr int kBins = 40;

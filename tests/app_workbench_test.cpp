@@ -12,6 +12,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSettings>
@@ -22,12 +23,17 @@
 #include <gtest/gtest.h>
 #include <utility>
 
+#include <QSet>
+#include <QTabWidget>
+#include <qcustomplot.h>
+
 #include "analyses.hpp"
 #include "fourier_map_view.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
 #include "neighbour_graph_view.hpp"
 #include "rank_allocation_view.hpp"
+#include "render_check.hpp"
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
@@ -488,4 +494,105 @@ TEST(Workbench, ASessionSavesAndReopensResultsAndSettings)
     EXPECT_FALSE(other.openSession(tmp.filePath("missing.json")));
     EXPECT_TRUE(other.statusBar()->currentMessage().contains("not an EmbedLab session file"));
     other.methodPanel()->setRequest(initial, initial_eval);
+}
+
+// Issue 23's screenshot check: every tab of the workbench on tinyllama, grabbed as
+// a user sees it and compared with a golden rendering only loosely: the tab is laid
+// out, and every plot on it has data and draws more than its background. The
+// PNGs land next to the test binary (workbench_<tab>.png) to look at.
+TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
+{
+    const QString model = QString(EMBEDLAB_SOURCE_DIR) + "/../shared/models/tinyllama";
+    if (!QFileInfo::exists(model + "/config.json"))
+        GTEST_SKIP() << "needs the shared tinyllama model (not found at " << model.toStdString() << ")";
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    const auto initial = window.methodPanel()->request(); // the model changes the panel's tt eps
+    const QString initial_eval = window.methodPanel()->evaluationText();
+    window.resize(1280, 860);
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.show();
+    bool shown = false;
+    QObject::connect(&window, &MainWindow::modelShown, [&](bool ok) { shown = ok; });
+    QElapsedTimer clock;
+    clock.start();
+    window.openModel(model);
+    ASSERT_TRUE(wait_for([&] { return shown && window.jobs().idle(); }));
+    std::printf("tinyllama loaded and analysed in %.1f s\n", clock.elapsed() / 1000.0);
+    // One run, so the Results tab has a row and a point.
+    ASSERT_GE(window.runCompression("pca", 16, 0.0), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(window.resultsView()->rows().size(), 1u);
+
+    auto* tabs = window.findChild<QTabWidget*>();
+    ASSERT_NE(tabs, nullptr);
+    EXPECT_EQ(tabs->count(), MainWindow::viewNames().size());
+    for (const QString& name : MainWindow::viewNames()) {
+        SCOPED_TRACE(name.toStdString());
+        ASSERT_TRUE(window.showView(name));
+        ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); })); // the lazy tabs compute
+        QApplication::processEvents();
+        QWidget* tab = tabs->currentWidget();
+        const auto plots = tab->findChildren<QCustomPlot*>();
+        ASSERT_FALSE(plots.isEmpty());
+        for (auto* plot : plots)
+            plot->replot();
+        EXPECT_GE(tab->width(), 600);
+        EXPECT_GE(tab->height(), 400);
+        const auto tab_stats = embedlab::test::image_stats(tab->grab().toImage());
+        tab->grab().save("workbench_" + name + ".png");
+        EXPECT_GT(tab_stats.colours, 50) << "text, controls and plots";
+        for (auto* plot : plots) {
+            if (!plot->isVisible())
+                continue;
+            EXPECT_GE(plot->width(), 200);
+            EXPECT_GE(plot->height(), 150);
+            // Data on the plot: points of graphs, curves and bars, cells of heatmaps.
+            int64_t points = 0;
+            for (int i = 0; i < plot->plottableCount(); ++i) {
+                QCPAbstractPlottable* p = plot->plottable(i);
+                if (auto* map = qobject_cast<QCPColorMap*>(p))
+                    points += static_cast<int64_t>(map->data()->keySize()) * map->data()->valueSize();
+                else if (p->interface1D())
+                    points += p->interface1D()->dataCount();
+            }
+            EXPECT_GT(points, 0) << "an empty plot";
+            // Not blank: inside the axes (where a blank plot has only its background
+            // and grid) the data put ink of several colours.
+            const QImage image = plot->grab().toImage();
+            const auto stats = embedlab::test::image_stats(image);
+            const qreal dpr = image.devicePixelRatio();
+            double inked = 0;
+            int64_t ink_pixels = 0;
+            int colours = 0;
+            for (QCPAxisRect* rect : plot->axisRects()) {
+                const QRect inside = rect->rect().adjusted(2, 2, -2, -2);
+                const QImage area = image.copy(QRect(inside.topLeft() * dpr, inside.size() * dpr))
+                                        .convertToFormat(QImage::Format_RGB32);
+                QSet<QRgb> seen;
+                int64_t ink = 0;
+                for (int y = 0; y < area.height(); ++y)
+                    for (int x = 0; x < area.width(); ++x) {
+                        const QColor c = area.pixelColor(x, y);
+                        // White background and the grid's light grey are not data.
+                        const bool grey = c.red() == c.green() && c.green() == c.blue() && c.red() >= 190;
+                        if (!grey) {
+                            ++ink;
+                            seen.insert(c.rgb());
+                        }
+                    }
+                inked = std::max(inked,
+                                 area.isNull() ? 0.0 : double(ink) / (double(area.width()) * area.height()));
+                ink_pixels = std::max(ink_pixels, ink);
+                colours = std::max(colours, static_cast<int>(seen.size()));
+            }
+            EXPECT_GE(ink_pixels, 60) << "a blank plot"; // one marked point of the Pareto plot is ~150
+            EXPECT_GE(colours, 8) << "a blank plot";
+            EXPECT_GT(stats.drawn, 0.01);
+            std::printf("%s: %lld points, %.1f%% drawn, inside the axes %.1f%% in %d colours (%.1f s)\n",
+                        name.toUtf8().constData(), static_cast<long long>(points), 100 * stats.drawn,
+                        100 * inked, colours, clock.elapsed() / 1000.0);
+        }
+    }
+    window.methodPanel()->setRequest(initial, initial_eval);
 }

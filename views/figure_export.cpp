@@ -130,11 +130,12 @@ public:
         for (auto* element : plot->plotLayout()->elements(true))
             if (auto* scale = qobject_cast<QCPColorScale*>(element))
                 style(scale->axis());
-        QVector<QCPLegend*> legends; // inset legends need not be QObject children of the plot
-        for (auto* rect : plot->axisRects())
-            for (int i = 0; i < rect->insetLayout()->elementCount(); ++i)
-                if (auto* legend = qobject_cast<QCPLegend*>(rect->insetLayout()->elementAt(i)))
-                    legends.push_back(legend);
+        // Every legend, inset or in a row of the layout (legends need not be QObject
+        // children of the plot: found through the layout, which reaches inset layouts).
+        QVector<QCPLegend*> legends;
+        for (auto* element : plot->plotLayout()->elements(true))
+            if (auto* legend = qobject_cast<QCPLegend*>(element); legend && !legends.contains(legend))
+                legends.push_back(legend);
         for (auto* legend : legends) {
             legends_.push_back({legend, legend->font(), legend->borderPen()});
             legend->setFont(ticks);

@@ -9,6 +9,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "plot_interaction.hpp"
+
 namespace embedlab::views {
 
 namespace {
@@ -41,6 +43,7 @@ FourierMapView::FourierMapView(QWidget* parent)
     : QWidget(parent), plot_(new QCustomPlot(this)), spin_(new QSpinBox(this)), stats_(new QLabel(this))
 {
     plot_->setAutoAddPlottableToLegend(false); // the one legend lists the neighbour curves
+    install_navigation(plot_);                 // every heatmap and curve zooms and pans; a reset
     spin_->setPrefix("dimension i = ");
     spin_->setRange(0, 0);
     connect(spin_, &QSpinBox::valueChanged, this, &FourierMapView::setDimension);
@@ -89,6 +92,8 @@ void FourierMapView::rebuild()
         auto* rect = newRect(plot_);
         maps->addElement(0, column, rect);
         auto* scale = new QCPColorScale(plot_);
+        scale->setRangeDrag(false); // the colours stay centred on zero
+        scale->setRangeZoom(false);
         maps->addElement(0, column + 1, scale);
         maps->setColumnStretchFactor(column + 1, 0.01);
         rect->setMarginGroup(QCP::msTop | QCP::msBottom, heights_);
@@ -122,8 +127,9 @@ void FourierMapView::rebuild()
     neighbour_rect_ = newRect(plot_);
     lines->addElement(0, 0, line_rect_);
     lines->addElement(0, 1, neighbour_rect_);
+    // Under the curves, not over them: one row below the figure.
     auto* legend = new QCPLegend;
-    neighbour_rect_->insetLayout()->addElement(legend, Qt::AlignRight | Qt::AlignBottom);
+    place_legend_below(plot_, legend, 4);
     legend->setLayer("legend");
     line_rect_->axis(QCPAxis::atBottom)->setLabel("token id");
     neighbour_rect_->axis(QCPAxis::atBottom)->setLabel("token id p");

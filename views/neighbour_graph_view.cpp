@@ -20,6 +20,7 @@
 #include <qcustomplot.h>
 
 #include "hover.hpp"
+#include "plot_interaction.hpp"
 
 namespace embedlab::views {
 
@@ -76,7 +77,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     selection->setLayer("selection");
     plot_->xAxis->setLabel("principal component 1");
     plot_->yAxis->setLabel("principal component 2");
-    plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    install_navigation(plot_); // the scatter zooms and pans; a reset
     // Top: the scatter and the histogram side by side; under both, the legend.
     // Outside the axis rect it can never hide the selected token's edges and labels.
     auto* scatter = plot_->axisRect();
@@ -155,6 +156,8 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     hist_->setBrush(QColor(31, 119, 180, 170));
     hist_->setPen(QPen(QColor(31, 119, 180)));
     hist_->removeFromLegend();
+    // A few bins hold most rare tokens: their counts span decades.
+    navigation(plot_)->addLogToggle(hist_rect_->axis(QCPAxis::atLeft), "histogram counts");
 
     connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) { press_ = e->position(); });
     connect(plot_, &QCustomPlot::mouseRelease, this, &NeighbourGraphView::clicked);

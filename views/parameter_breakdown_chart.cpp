@@ -3,6 +3,8 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "plot_interaction.hpp"
+
 namespace embedlab::views {
 
 ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent)
@@ -20,6 +22,11 @@ ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent)
     highlight_->setPen(Qt::NoPen);
     plot_->yAxis->setLabel("parameters (millions)");
     plot_->setMinimumHeight(220);
+    // The parts span decades (norms of thousands beside tables of millions): a log
+    // axis on request. The parts are categories: zoom and pan the counts only.
+    install_navigation(plot_)->addLogToggle(plot_->yAxis, "parameter axis");
+    plot_->axisRect()->setRangeDrag(Qt::Vertical);
+    plot_->axisRect()->setRangeZoom(Qt::Vertical);
 }
 
 void ParameterBreakdownChart::setData(const ParameterBreakdownData& data)

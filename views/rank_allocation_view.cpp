@@ -8,6 +8,7 @@
 #include <qcustomplot.h>
 
 #include "hover.hpp"
+#include "plot_interaction.hpp"
 
 namespace embedlab::views {
 
@@ -19,6 +20,8 @@ RankAllocationView::RankAllocationView(QWidget* parent)
     plot_->yAxis->setLabel("remaining rank ratio w");
     plot_->yAxis->setRange(0, 1.05);
     plot_->legend->setVisible(true);
+    place_legend_below(plot_, plot_->legend, 5); // never over the curves near w = 1
+    install_navigation(plot_);
     slider_->setRange(0, 0);
     connect(slider_, &QSlider::valueChanged, this, &RankAllocationView::setSelected);
     connect(overlay_, &QCheckBox::toggled, this, &RankAllocationView::setOverlay);

@@ -21,6 +21,7 @@
 
 #include "figure_export.hpp"
 #include "hover.hpp"
+#include "plot_interaction.hpp"
 
 namespace embedlab::views {
 
@@ -117,7 +118,10 @@ ResultsView::ResultsView(QWidget* parent)
     plot_->xAxis->setLabel("compression ratio (compressed / original parameters)");
     plot_->yAxis->setLabel("Δ ln PPL");
     plot_->legend->setVisible(true);
-    plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignRight | Qt::AlignTop);
+    place_legend_below(plot_, plot_->legend, 4); // never over a run's point
+    // Ratios span decades (pca k = 8 of 768 beside the original's 1): log on request;
+    // the y axis has its own symlog choice above the plot.
+    install_navigation(plot_)->addLogToggle(plot_->xAxis, "ratio axis");
     // Created first, so the method series (added later) draw over it and win clicks.
     front_ = plot_->addGraph(plot_->xAxis, plot_->yAxis);
     front_->setName("Pareto front");

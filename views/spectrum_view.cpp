@@ -1,6 +1,7 @@
 #include "spectrum_view.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <QHBoxLayout>
@@ -10,6 +11,7 @@
 #include <qcustomplot.h>
 
 #include "hover.hpp"
+#include "plot_interaction.hpp"
 
 namespace embedlab::views {
 
@@ -65,17 +67,34 @@ SpectrumView::SpectrumView(QWidget* parent)
     plot_->yAxis2->setLabel("explained variance");
     plot_->xAxis->setLabel("component k");
     plot_->legend->setVisible(true);
-    plot_->legend->setWrap(12); // many overlay groups flow into further columns
-    plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignRight | Qt::AlignVCenter);
+    // Under the axes, never over the curves (a 0.5B model's spectrum fills the plot).
+    place_legend_below(plot_, plot_->legend, 3);
     // Overlays are drawn behind this model's curves.
     plot_->addLayer("overlays", plot_->layer("main"), QCustomPlot::limBelow);
     marker_ = new QCPItemStraightLine(plot_);
     marker_->setPen(QPen(Qt::darkGray, 1.5, Qt::DashLine));
-    // Press or drag on the plot moves the marker.
-    connect(plot_, &QCustomPlot::mousePress, this, &SpectrumView::dragTo);
+    // Wheel zoom, drag pan, reset; the eigenvalues log or linear.
+    install_navigation(plot_)->addLogToggle(plot_->yAxis, "eigenvalue axis");
+    // A press on the marker drags it (and pans nothing); a click elsewhere moves
+    // it there; a drag elsewhere pans.
+    connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
+        press_ = e->position();
+        const double marker = plot_->xAxis->coordToPixel(rank_);
+        dragging_marker_ = e->button() == Qt::LeftButton && std::abs(e->position().x() - marker) <= 6 &&
+                           plot_->axisRect()->rect().contains(e->position().toPoint());
+        plot_->axisRect()->setRangeDrag(dragging_marker_ ? Qt::Orientations()
+                                                         : Qt::Horizontal | Qt::Vertical);
+    });
     connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
-        if (e->buttons() & Qt::LeftButton)
+        if (dragging_marker_ && (e->buttons() & Qt::LeftButton))
             dragTo(e);
+    });
+    connect(plot_, &QCustomPlot::mouseRelease, this, [this](QMouseEvent* e) {
+        if (!dragging_marker_ && e->button() == Qt::LeftButton &&
+            (e->position() - press_).manhattanLength() <= 4 &&
+            plot_->axisRect()->rect().contains(e->position().toPoint()))
+            dragTo(e);
+        dragging_marker_ = false;
     });
     spin_->setPrefix("rank k = ");
     spin_->setRange(1, 1);
@@ -88,7 +107,8 @@ SpectrumView::SpectrumView(QWidget* parent)
         "λ<sub>1</sub> ≥ λ<sub>2</sub> ≥ … (log scale), red the share of variance the first k directions "
         "keep, Σ<sub>i≤k</sub> λ<sub>i</sub> / Σ λ<sub>i</sub>. Keeping k gives E ≈ 1μ + Z P with Z = "
         "(E − 1μ)U<sub>k</sub> (V×k) and P = U<sub>k</sub><sup>T</sup> (k×d), stored in V k + k d + d values "
-        "instead of V d. Drag the dashed marker (or use the spin box) to choose k. With overlays (other "
+        "instead of V d. Drag the dashed marker, click the plot or use the spin box to choose k (the wheel "
+        "zooms, a drag pans, a double-click resets; right-click for a linear axis). With overlays (other "
         "models, or FLAT-LLM's per-head value spectra, thin, one colour per layer) every curve is drawn as "
         "its share λ<sub>i</sub> / Σ λ, so tables of different d and scale compare.",
         this);
@@ -156,49 +176,12 @@ void SpectrumView::setOverlays(const QVector<SpectrumOverlay>& overlays)
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
-// With overlays the legend grows past what the plot can spare: it moves under
-// the axes, three entries a row; without, it sits inside on the right, one a row.
-void SpectrumView::placeLegend(bool below)
-{
-    if (below == legend_below_)
-        return;
-    legend_below_ = below;
-    auto* layout = plot_->plotLayout();
-    if (below) {
-        plot_->axisRect()->insetLayout()->take(plot_->legend);
-        layout->addElement(1, 0, plot_->legend);
-        layout->setRowStretchFactor(1, 0.001); // as tall as its entries need
-        layout->setRowSpacing(0);
-        // Figure export restyles inset legends only: this one is small by itself.
-        inset_legend_font_ = plot_->legend->font();
-        inset_legend_pen_ = plot_->legend->borderPen();
-        plot_->legend->setFont(QFont(font().family(), 7));
-        plot_->legend->setBorderPen(Qt::NoPen);
-        plot_->legend->setIconSize(14, 8);
-        plot_->legend->setIconTextPadding(3);
-        plot_->legend->setMargins(QMargins(4, 0, 4, 2));
-        plot_->legend->setWrap(3);
-        plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
-    } else {
-        layout->take(plot_->legend);
-        layout->simplify();
-        plot_->legend->setFont(inset_legend_font_);
-        plot_->legend->setBorderPen(inset_legend_pen_);
-        plot_->legend->setIconSize(32, 18); // QCustomPlot's defaults
-        plot_->legend->setMargins(QMargins(7, 5, 7, 4));
-        plot_->legend->setWrap(12);
-        plot_->legend->setFillOrder(QCPLayoutGrid::foRowsFirst, true);
-        plot_->axisRect()->insetLayout()->addElement(plot_->legend, Qt::AlignRight | Qt::AlignVCenter);
-    }
-}
-
 void SpectrumView::drawCurves()
 {
     const bool shares = !overlays_.isEmpty();
     plot_->graph(0)->setName(shares ? "this model" : "eigenvalue");
     plot_->graph(1)->setName(shares ? "explained variance" : "cumulative explained variance");
     plot_->yAxis->setLabel(shares ? "share of variance λᵢ/Σλ" : "eigenvalue of the covariance");
-    placeLegend(shares);
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
     int longest = static_cast<int>(data_.eigenvalues.size());
     auto draw = [&](QCPGraph* graph, const QVector<double>& eigenvalues) {

@@ -7,8 +7,6 @@
 // lays it out.
 #pragma once
 
-#include <QFont>
-#include <QPen>
 #include <QPointF>
 #include <QString>
 #include <QVector>
@@ -67,12 +65,10 @@ signals:
 private:
     void dragTo(QMouseEvent* event);
     void drawCurves(); // the main spectrum and the overlays, absolute or as shares
-    void placeLegend(bool below);
 
     QCustomPlot* plot_;
-    bool legend_below_ = false;
-    QFont inset_legend_font_;
-    QPen inset_legend_pen_;
+    QPointF press_;                // where the mouse went down
+    bool dragging_marker_ = false; // the press was on the marker: a drag moves it
     QCPItemStraightLine* marker_;
     QSpinBox* spin_;
     QLabel* stats_;

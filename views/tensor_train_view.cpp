@@ -9,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include "hover.hpp"
+#include "plot_interaction.hpp"
 
 namespace embedlab::views {
 
@@ -80,6 +81,14 @@ TensorTrainView::TensorTrainView(QWidget* parent)
     one_->point2->setCoords(1, 1);
     one_->setPen(QPen(QColor(176, 0, 0), 1, Qt::DashLine));
     plot_->legend->setVisible(true);
+    place_legend_below(plot_, plot_->legend, 5); // under both axes, never over a candidate
+    // Ratios and errors span decades across eps: log on request. The energy bars
+    // are three categories at a fixed scale.
+    auto* navigation = install_navigation(plot_);
+    navigation->addLogToggle(plot_->xAxis, "ratio axis");
+    navigation->addLogToggle(plot_->yAxis, "error axis");
+    energy_rect_->setRangeDrag({});
+    energy_rect_->setRangeZoom({});
     ring_->removeFromLegend();
     bars_->removeFromLegend();
     connect(plot_, &QCustomPlot::plottableClick, this,
