@@ -115,12 +115,15 @@ std::string markdown_report(const ModelSummary& model, const std::string& intro,
 {
     std::ostringstream md;
     md << "# EmbedLab demo: " << fs::path(model.path).filename().string() << "\n\n" << intro << "\n\n";
-    md << "| method | parameters | stored values | ratio | PPL | delta ln PPL | mean cosine | time (s) |\n"
-       << "|---|---|---:|---:|---:|---:|---:|---:|\n";
+    md << "| method | parameters | stored values | ratio | PPL | delta ln PPL | KL (nats/token) | top-1 "
+          "agreement "
+          "| mean cosine | time (s) |\n"
+       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& r : rows)
         md << "| " << r.method << " | " << r.parameters << " | " << fixed(double(r.params_after), 0) << " | "
            << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | " << fixed(r.delta_ln_ppl, 4) << " | "
-           << fixed(r.mean_cosine, 4) << " | " << fixed(r.seconds, 1) << " |\n";
+           << fixed(r.kl_mean, 4) << " | " << fixed(r.top1_agreement, 4) << " | " << fixed(r.mean_cosine, 4)
+           << " | " << fixed(r.seconds, 1) << " |\n";
     md << "\nThe table as [CSV](results.csv) and [JSON](results.json).\n";
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
@@ -146,13 +149,15 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
       << "figcaption { font-size: 90%; }\n</style>\n</head>\n<body>\n";
     h << "<h1>EmbedLab demo: " << name << "</h1>\n<p>" << html_escaped(intro) << "</p>\n";
     h << "<table>\n<tr><th>method</th><th>parameters</th><th>stored values</th><th>ratio</th><th>PPL</th>"
-      << "<th>delta ln PPL</th><th>mean cosine</th><th>time (s)</th></tr>\n";
+      << "<th>delta ln PPL</th><th>KL (nats/token)</th><th>top-1 agreement</th><th>mean cosine</th><th>time "
+         "(s)</th></tr>\n";
     for (const auto& r : rows)
         h << "<tr><td>" << html_escaped(r.method) << "</td><td>" << html_escaped(r.parameters)
           << "</td><td class=\"n\">" << fixed(double(r.params_after), 0) << "</td><td class=\"n\">"
           << fixed(r.ratio, 4) << "</td><td class=\"n\">" << fixed(r.ppl, 3) << "</td><td class=\"n\">"
-          << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">" << fixed(r.mean_cosine, 4)
-          << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
+          << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">" << fixed(r.kl_mean, 4)
+          << "</td><td class=\"n\">" << fixed(r.top1_agreement, 4) << "</td><td class=\"n\">"
+          << fixed(r.mean_cosine, 4) << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
     h << "</table>\n<p>The table as <a href=\"results.csv\">CSV</a> and <a "
          "href=\"results.json\">JSON</a>.</p>\n";
     for (size_t i = 0; i < figures.size(); ++i) {
@@ -240,6 +245,7 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     double ppl_original = 0;
     for (auto setting : settings) {
         setting.eval_tokens = eval_tokens;
+        setting.divergence = true; // KL from the original and top-1 agreement beside perplexity
         run_step(describe_request(setting) + " + perplexity", [&](const ProgressFn& progress) {
             const auto r = compress_and_evaluate(model, setting, text, progress);
             ppl_original = r.ppl_original;
@@ -279,7 +285,10 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         std::to_string(eval_tokens) + " tokens of " + text + " (original: " + fixed(ppl_original, 3) +
         "); ratio = stored values after / before of the part compressed (the embedding; for flat the "
         "value and output projections), "
-        "delta ln PPL = ln PPL compressed - ln PPL original; a ratio above 1 means the factors store more "
+        "delta ln PPL = ln PPL compressed - ln PPL original; KL = KL(P_original || P_compressed) per "
+        "scored token and top-1 agreement the share of positions whose most likely next token is the "
+        "original's (as llama-perplexity --kl-divergence reports them); a ratio above 1 means the factors "
+        "store more "
         "values than the table (per-token TT at a small d). Run on " +
         (rows.empty() ? std::string("this computer") : rows.front().host) + " at " +
         QDateTime::currentDateTime().toString(Qt::ISODate).toStdString() + " in " + fixed(minutes, 1) +

@@ -193,9 +193,16 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     // Numbers for people: a flat row's cosine is a dash, never "nan".
     EXPECT_EQ(md.find("| nan |"), std::string::npos) << md;
     EXPECT_NE(md.find("\u2014"), std::string::npos) << md;
-    // Every row names its model and evaluation text in the results files.
+    // Every row names its model and evaluation text in the results files, and its
+    // divergence from the original (issue 19: KL and top-1 agreement in the report).
     for (const auto& row : results.at("results")) {
         EXPECT_FALSE(row.at("model").get<std::string>().empty());
         EXPECT_FALSE(row.at("eval_text").get<std::string>().empty());
+        ASSERT_TRUE(row.at("kl_mean").is_number()) << row.dump();
+        EXPECT_GE(row.at("kl_mean").get<double>(), 0) << row.dump();
+        EXPECT_GE(row.at("top1_agreement").get<double>(), 0) << row.dump(); // fourier at 20 steps: 0
+        EXPECT_LE(row.at("top1_agreement").get<double>(), 1) << row.dump();
     }
+    EXPECT_NE(md.find("| KL (nats/token) | top-1 agreement |"), std::string::npos) << md;
+    EXPECT_NE(html.find("<th>KL (nats/token)</th><th>top-1 agreement</th>"), std::string::npos);
 }
