@@ -83,6 +83,8 @@ embedlab::CompressionRequest detail::experiment_request(const std::string& model
     case Method::TT:
         e.eps = r.eps; // the shape: the most balanced 3-factor one of d
         break;
+    case Method::Tucker: // not offered by the method panel (CLI and experiment API only)
+        break;
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:

@@ -5,6 +5,19 @@
 
 namespace embedlab::cli {
 
+namespace {
+// "4,8:2,4" -> {"4,8", "2,4"}.
+std::vector<std::string> split_colons(const std::string& s)
+{
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t colon; (colon = s.find(':', start)) != std::string::npos; start = colon + 1)
+        out.push_back(s.substr(start, colon - start));
+    out.push_back(s.substr(start));
+    return out;
+}
+} // namespace
+
 int command_account(const std::vector<std::string>& argv)
 {
     Args args("account", argv,
@@ -12,8 +25,8 @@ int command_account(const std::vector<std::string>& argv)
                "--device", "--model-params", "--positions"},
               {"--json", "--untied"});
     const std::string method = args.get("--method").value_or("");
-    if (method != "pca" && method != "svd" && method != "tt")
-        throw InputError("account: --method must be pca, svd or tt");
+    if (method != "pca" && method != "svd" && method != "tt" && method != "tucker")
+        throw InputError("account: --method must be pca, svd, tt or tucker");
     const int64_t limit = int64_t{1} << 40;
     const int64_t vocab = args.get_int("--vocab", 0, 1, limit);
     if (!args.has("--vocab"))
@@ -35,7 +48,30 @@ int command_account(const std::vector<std::string>& argv)
 
     std::vector<EmbeddingAccounting> rows;
     const bool tt = method_descriptor(method).id == Method::TT;
-    if (tt) {
+    const bool tucker = method_descriptor(method).id == Method::Tucker;
+    if (tucker) {
+        // One rank per mode, r_1..r_N (no boundary 1s, unlike tt); several settings as
+        // --ranks A1,A2:B1,B2.
+        const auto shape = args.get_int_list("--shape", 1, limit);
+        if (shape.empty())
+            throw InputError("account: --method tucker needs --shape I1,I2,... (product = d) and --ranks "
+                             "r1,r2,... (one per factor)");
+        const auto ranks = args.get("--ranks");
+        if (!ranks)
+            throw InputError("account: --method tucker needs --ranks r1,..,rN (one per --shape factor, "
+                             "1 <= r_k <= I_k; A1,A2:B1,B2 for several)");
+        int64_t product = 1;
+        for (int64_t f : shape)
+            product = std::min(product * f, limit);
+        if (args.has("--dim") && args.get_int("--dim", 0, 1, limit) != product)
+            throw InputError("account: --shape has product " + std::to_string(product) + ", not --dim " +
+                             *args.get("--dim"));
+        for (const auto& set : split_colons(*ranks))
+            rows.push_back(account_tucker(
+                vocab, shape,
+                Args("account", {"--ranks", set}, {"--ranks"}, {}).get_int_list("--ranks", 1, limit),
+                model_params));
+    } else if (tt) {
         const auto shape = args.get_int_list("--shape", 1, limit);
         if (shape.empty())
             throw InputError("account: --method tt needs --shape I1,I2,... (product = d)");
@@ -80,25 +116,28 @@ int command_account(const std::vector<std::string>& argv)
     std::printf("%s, V = %lld, d = %lld: dense table %.2fM params, %.2fM FLOPs per token (%s)\n",
                 method.c_str(), (long long)first.vocab, (long long)first.dim, first.params_before / 1e6,
                 first.flops_per_token_dense / 1e6, tied ? "tied head" : "untied: the lookup alone");
-    std::printf("%-18s %12s %8s %8s %12s %8s\n", tt ? "shape / ranks" : "rank", "params", "ratio", "eta_emb",
-                "FLOPs/token", "omega");
+    std::printf("%-18s %12s %8s %8s %12s %8s\n", tt || tucker ? "shape / ranks" : "rank", "params", "ratio",
+                "eta_emb", "FLOPs/token", "omega");
     for (const auto& r : rows) {
         std::string label = std::to_string(r.rank);
-        if (tt) {
+        if (tt || tucker) {
+            const auto& shape = tt ? r.shape : r.tucker_shape;
+            const auto& ranks = tt ? r.ranks : r.tucker_ranks;
             label.clear();
-            for (size_t i = 0; i < r.shape.size(); ++i) {
+            for (size_t i = 0; i < shape.size(); ++i) {
                 if (i)
                     label += 'x';
-                label += std::to_string(r.shape[i]);
+                label += std::to_string(shape[i]);
             }
             label += " /";
-            for (size_t i = 0; i < r.ranks.size(); ++i) {
+            for (size_t i = 0; i < ranks.size(); ++i) {
                 label += i ? ',' : ' ';
-                label += std::to_string(r.ranks[i]);
+                label += std::to_string(ranks[i]);
             }
         }
-        std::printf("%-18s %11.2fM %8.4f %8.4f %11.4fM %8.4f\n", label.c_str(), r.params_after / 1e6, r.ratio,
-                    r.eta_emb, r.flops_per_token / 1e6, r.energy.omega);
+        std::printf("%-18s %11.2fM %8.4f %8.4f %11.4fM %8s\n", label.c_str(), r.params_after / 1e6, r.ratio,
+                    r.eta_emb, r.flops_per_token / 1e6,
+                    tucker ? "-" : std::to_string(r.energy.omega).substr(0, 6).c_str()); // tucker: no model
     }
     if (!energy.device.empty())
         std::printf("energy: %s at nu %g, tau %g; omega over its ranges %.4f..%.4f\n", energy.device.c_str(),
@@ -106,6 +145,12 @@ int command_account(const std::vector<std::string>& argv)
     if (positions > 0)
         std::printf("eta_emb with the %lld-value position table (TensorSLM F.3): %.4f\n",
                     (long long)positions, first.eta_emb_with_positions);
+    if (tucker)
+        std::printf("core values per token %lld (prod r_k), shared factor values %lld (sum I_k r_k); FLOPs: "
+                    "lookup %lld (multi-mode product), tied head %lld (projection onto the factors + one "
+                    "product with every core); no energy model (TensorSLM eqs. 2-5 model tt and svd)\n",
+                    (long long)first.core_values_per_token, (long long)first.factor_values,
+                    (long long)first.flops_lookup, (long long)first.flops_head);
     if (tt)
         std::printf("params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
                     "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "

@@ -19,7 +19,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     CompressionSpec spec;
     const auto method = args.get("--method");
     if (!method)
-        throw InputError("compress: --method pca|svd|tt|lle|lle-unk|lle-pca|fourier|flat is required");
+        throw InputError("compress: --method pca|svd|tt|tucker|lle|lle-unk|lle-pca|fourier|flat is required");
     spec.method = *method;
     const auto* known = find_method(spec.method);
     const Method id = known ? known->id : Method::Flat; // flat is compress_flat's: here it is unknown
@@ -40,6 +40,22 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         spec.uniform_ranks = args.has("--uniform-ranks");
         if (spec.uniform_ranks && !args.has("--eps"))
             throw InputError("compress: --uniform-ranks applies to --eps (given --ranks are every token's)");
+    } else if (id == Method::Tucker) {
+        // Tucker's own ranks: one per mode, r_1..r_N (tt's have N + 1 with boundary 1s).
+        spec.shape = args.get_int_list("--shape", 1, d);
+        if (spec.shape.empty())
+            throw InputError("compress: --method tucker needs --shape I1,I2,.. with product d = " +
+                             std::to_string(d) + " (as tt's) and --ranks r1,r2,.. (one per factor)");
+        spec.ranks = args.get_int_list("--ranks", 1, d);
+        if (spec.ranks.empty())
+            throw InputError("compress: --method tucker needs --ranks r1,..,rN, one per --shape factor "
+                             "(1 <= r_k <= I_k)");
+        for (const char* o : {"--eps", "--uniform-ranks"})
+            if (args.has(o))
+                throw InputError(std::string("compress: ") + o +
+                                 " applies to --method tt only (tucker takes "
+                                 "--ranks r1,..,rN)");
+        check_tucker_shape_and_ranks(d, spec.shape, spec.ranks);
     } else if (known && known->needs_frequency_text) {
         if (id != Method::LLEUnk && !args.has("--k"))
             throw InputError("compress: --method " + spec.method +
@@ -73,7 +89,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         spec.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     } else {
         throw InputError("compress: unknown --method '" + spec.method +
-                         "' (pca, svd, tt, lle, lle-unk, lle-pca, fourier, flat)");
+                         "' (pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, flat)");
     }
     if (id != Method::Fourier)
         for (const char* o : {"--mlp", "--hidden-ratio", "--norm", "--loss", "--steps", "--lr", "--fit-batch",
@@ -139,7 +155,8 @@ int command_compress(const std::vector<std::string>& argv)
     if (lle) {
         if (args.has("--positions"))
             throw InputError(
-                "compress: --positions works with pca, svd and tt (positions have no token frequencies)");
+                "compress: --positions works with pca, svd, tt and tucker (positions have no token "
+                "frequencies)");
         const auto freq_text = args.get("--freq-text");
         if (!freq_text)
             throw InputError(

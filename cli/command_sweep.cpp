@@ -33,7 +33,8 @@ std::vector<std::vector<int64_t>> shapes_from_args(const Args& args, int64_t d)
         }
     }
     if (shapes.empty())
-        throw InputError("sweep: --method tt needs --shape I1,I2,.. or --shapes A:B:..");
+        throw InputError("sweep: --method " + args.get("--method").value_or("tt") +
+                         " needs --shape I1,I2,.. or --shapes A:B:..");
     return shapes;
 }
 
@@ -49,8 +50,37 @@ std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
                              std::to_string(d) + ")");
         return specs;
     }
+    if (method == "tucker") {
+        // --ranks A1,..,AN:B1,..,BN: one setting per colon-separated set, r_1..r_N each;
+        // a set of one value r is the uniform rank min(r, I_k).
+        const auto sets = args.get("--ranks");
+        if (!sets)
+            throw InputError(
+                "sweep: --method tucker needs --ranks r1,..,rN[:r1,..,rN..] (one rank per --shape "
+                "factor per setting, or one uniform rank r per setting)");
+        if (args.has("--eps") || args.has("--uniform-ranks"))
+            throw InputError("sweep: --eps and --uniform-ranks apply to --method tt only");
+        std::vector<std::vector<int64_t>> rank_sets;
+        std::stringstream in(*sets);
+        std::string part;
+        while (std::getline(in, part, ':'))
+            rank_sets.push_back(
+                Args("sweep", {"--ranks", part}, {"--ranks"}, {}).get_int_list("--ranks", 1, d));
+        for (const auto& shape : shapes_from_args(args, d))
+            for (const auto& set : rank_sets) {
+                std::vector<int64_t> rr = set;
+                if (set.size() == 1 && shape.size() > 1) {
+                    rr.clear();
+                    for (int64_t I : shape)
+                        rr.push_back(std::min(set[0], I));
+                }
+                check_tucker_shape_and_ranks(d, shape, rr);
+                specs.push_back({.method = "tucker", .shape = shape, .ranks = rr});
+            }
+        return specs;
+    }
     if (method != "tt")
-        throw InputError("sweep: --method pca|svd|tt|lle|lle-unk|lle-pca|flat is required");
+        throw InputError("sweep: --method pca|svd|tt|tucker|lle|lle-unk|lle-pca|flat is required");
     const auto ranks = args.get_int_list("--ranks", 1, d);
     std::vector<double> eps;
     if (auto e = args.get("--eps")) {
@@ -122,9 +152,9 @@ Json sweep_row(const Json& record)
 std::string sweep_setting(const Json& row)
 {
     const std::string method = row.value("method", "");
-    if (method == "tt")
-        return joined(row["shape"].get<std::vector<int64_t>>(), "x") + " r" +
-               joined(row["ranks"].get<std::vector<int64_t>>(), ",");
+    if (method == "tt" || method == "tucker")
+        return (method == "tucker" ? "tucker " : "") + joined(row["shape"].get<std::vector<int64_t>>(), "x") +
+               " r" + joined(row["ranks"].get<std::vector<int64_t>>(), ",");
     if (row.contains("keep_ratio"))
         return method + " r=" + std::to_string(row["keep_ratio"].get<double>()).substr(0, 4) +
                " k=" + std::to_string(row.value("k", int64_t{0}));

@@ -37,12 +37,16 @@ commands:
            lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
            lle: [--common C (10000)] [--k K (5)] [--reg R]
                                                fit / lookup timings and peak RSS on a synthetic table
-  account  --method pca|svd|tt --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
+  account  --method pca|svd|tt|tucker --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
+           tucker: --shape I1,I2,.. --ranks r1,..,rN[:r1,..,rN..]  (one rank per factor, no boundary 1s)
            [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
            --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
            [--nu X --tau Y | --device raspberry-pi-5|a100-server]   energy model (TensorSLM)
+  compress [MODEL] --method tucker --shape I1,I2,.. --ranks r1,..,rN --out DIR [...]
+                                               TensorSLM's Tucker baseline: HOSVD factors shared by all
+                                               tokens, a core of r1...rN values per token (METHODS.md 5)
                                                write a compressed model directory (embedlab.json,
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
   compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
@@ -60,6 +64,8 @@ commands:
   sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
            --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
                                                --eps: each token its own ranks, or one set with --uniform-ranks)
+  sweep    [MODEL] --method tucker (--shape S | --shapes S1:S2:..) --ranks r1,..,rN[:r1,..,rN..] --eval-text FILE
+                                               (a set of one value r: the uniform rank min(r, I_k))
   sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
            --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
                                                delta ln PPL (lle: rare-row cosine, coverage)

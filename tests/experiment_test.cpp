@@ -41,6 +41,8 @@ CompressionRequest request_for(const std::string& method)
         r.rank = 8;
     else if (method == "tt")
         r.eps = 0.4;
+    else if (method == "tucker")
+        r.shape = {8, 16}, r.ranks = {4, 8};
     else if (method.rfind("lle", 0) == 0)
         r.freq_text = sample(), r.keep_ratio = 0.5, r.k = method == "lle-unk" ? 0 : 4;
     else if (method == "fourier")
@@ -62,8 +64,8 @@ TEST(MethodRegistry, NamesAreUniqueAndLookedUp)
         EXPECT_TRUE(names.insert(m.name).second) << m.name;
         EXPECT_EQ(&embedlab::method_descriptor(m.name), &embedlab::method_descriptor(m.id));
     }
-    EXPECT_EQ(names.size(), 8u);
-    EXPECT_EQ(embedlab::method_names(), "pca, svd, tt, lle, lle-unk, lle-pca, fourier, flat");
+    EXPECT_EQ(names.size(), 9u);
+    EXPECT_EQ(embedlab::method_names(), "pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, flat");
     try {
         embedlab::method_descriptor("zip");
         FAIL() << "an unknown method was found";

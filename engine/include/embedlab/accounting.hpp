@@ -95,6 +95,11 @@ struct EmbeddingAccounting {
     double energy_size = 0;
     int64_t svd_equal_size_rank = 0;
     EnergyEstimate svd_equal_size_energy;
+    // tucker (TensorSLM's Tucker baseline, METHODS 5): each row tensorised as for tt,
+    // factors U_k [I_k, r_k] shared by all tokens, a core of prod r_k values per token.
+    std::vector<int64_t> tucker_shape, tucker_ranks;
+    int64_t core_values_per_token = 0; // prod r_k
+    int64_t factor_values = 0;         // sum I_k r_k
 };
 
 // LRF: a low-rank factorised table trained from random initialisation (lora.hpp),
@@ -141,6 +146,18 @@ void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
 std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape);
 // Every ordered factorisation of d into n factors >= 2 (768 -> 8x8x12, 4x4x6x8, ...).
 std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n);
+
+// Tucker (METHODS 5's optional baseline): shape I_1..I_N with product d and one rank
+// per mode, 1 <= r_k <= I_k (no boundary ranks, unlike tt). InputError naming the problem.
+void check_tucker_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
+                                  const std::vector<int64_t>& ranks);
+// Stored values V prod r_k + sum I_k r_k. FLOPs: a lookup is the core's multi-mode
+// product with U_1..U_N (modes in order); the tied head projects the hidden state onto
+// the factors (h x_k U_k^T) and takes one dot product of prod r_k with every token's
+// core, as TuckerTokenEmbedding::project computes it. No energy model (eqs. 2-5 model
+// tt and svd only).
+EmbeddingAccounting account_tucker(int64_t vocab, const std::vector<int64_t>& shape,
+                                   const std::vector<int64_t>& ranks, int64_t model_params = 0);
 
 // Energy of the dense table and of a rank-k SVD (eqs. 2 and 5), and of a TT with
 // cores counted as r x I_k x r, r the largest rank, as eqs. 3-4 assume.

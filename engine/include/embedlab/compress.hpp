@@ -24,10 +24,10 @@ namespace embedlab {
 
 // Every method's parameters; which ones apply depends on `method`.
 struct CompressionSpec {
-    std::string method;         // "pca", "svd", "tt", "lle", "lle-unk", "lle-pca" or "fourier"
+    std::string method;         // "pca", "svd", "tt", "tucker", "lle", "lle-unk", "lle-pca" or "fourier"
     int64_t rank = 0;           // pca, svd: 1..d
-    std::vector<int64_t> shape; // tt: factors of d
-    std::vector<int64_t> ranks; // tt: r_0..r_N (empty: from eps)
+    std::vector<int64_t> shape; // tt, tucker: factors of d
+    std::vector<int64_t> ranks; // tt: r_0..r_N (empty: from eps); tucker: r_1..r_N
     double eps = 0;             // tt: accuracy in (0, 1) when ranks are empty
     bool uniform_ranks = false; // tt eps: one rank set for all tokens (else each token its own)
     // lle, lle-unk, lle-pca (METHODS 2): the common/rare split and its options.

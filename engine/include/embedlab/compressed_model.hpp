@@ -13,6 +13,8 @@
 //                       pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d]
 //                       svd: <p>svd.Z, <p>svd.P; lrf (finetune --from-scratch): <p>lrf.Z, <p>lrf.P
 //                       tt : <p>tt.core0 .. core{N-1}, core k [V, r_k, I_k+1, r_k+1]
+//                       tucker: <p>tucker.core [V, r_1..r_N], <p>tucker.factor0 ..
+//                       factor{N-1}, factor k [I_k+1, r_k+1] (tucker.hpp)
 //                       lle, lle-unk, lle-pca: <p><method>.common_ids, ... (partial_sparse.hpp)
 //                       fourier: <p>fourier.w_in, <p>fourier.b_in; geglu adds
 //                       <p>fourier.w_out, <p>fourier.b_out; --norm adds <p>fourier.norm

@@ -22,7 +22,7 @@
 namespace embedlab {
 
 // Every method EmbedLab runs, by what it compresses (METHODS.md 1-5).
-enum class Method { PCA, SVD, TT, LLE, LLEUnk, LLEPCA, Fourier, Flat };
+enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Flat };
 enum class CompressedPart { TokenEmbedding, AttentionValues };
 
 struct MethodDescriptor {
@@ -62,6 +62,8 @@ struct CompressionRequest {
     // inner ranks r_0..r_N, or eps in (0, 1) choosing them.
     std::vector<int64_t> shape, ranks;
     double eps = 0;
+    // tucker (METHODS 5's baseline): the same shape (required) and ranks r_1..r_N, one
+    // per mode, 1 <= r_k <= I_k (no boundary 1s).
     // tt eps: every token its own ranks (TensorSLM eq. 14), or true: one rank set
     // for all, each position's largest any token needs (JSON "uniform_ranks").
     bool uniform_ranks = false;

@@ -259,6 +259,8 @@ std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescr
         return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + short_number(s.eps) : "") +
                (s.eps > 0 && !s.uniform_ranks ? ", per-token ranks up to " : ", ranks ") +
                joined(s.ranks, ",");
+    case Method::Tucker:
+        return "shape " + joined(s.shape, "x") + ", ranks " + joined(s.ranks, ",");
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:
@@ -419,6 +421,13 @@ std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest
     case Method::TT:
         compress = 400 * v * d; // a small TT-SVD per token
         break;
+    case Method::Tucker: { // the modes' Gram matrices, then each token's core
+        double s = 0;
+        for (int64_t i : r.shape)
+            s += double(i);
+        compress = 4 * v * d * (s + 1);
+        break;
+    }
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:

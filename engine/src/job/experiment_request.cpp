@@ -26,6 +26,9 @@ const std::vector<MethodDescriptor>& method_registry()
          true, true, true, true},
         {Method::TT, "tt", P::TokenEmbedding, "per-token Tensor-Train cores (METHODS 5)", false, false, true,
          true, true, true},
+        {Method::Tucker, "tucker", P::TokenEmbedding,
+         "Tucker (HOSVD) of the tensorised table: shared factors, a core per token (METHODS 5)", false, false,
+         true, true, true, true},
         {Method::LLE, "lle", P::TokenEmbedding, "rare rows as LLE mixtures of common rows (METHODS 2)", true,
          false, true, false, true, true},
         {Method::LLEUnk, "lle-unk", P::TokenEmbedding, "rare rows replaced by one fallback row (METHODS 2)",
@@ -85,6 +88,10 @@ bool low_rank(Method m)
 bool tensor_train(Method m)
 {
     return m == Method::TT;
+}
+bool tensorised(Method m) // a shape of d: tt and tucker
+{
+    return m == Method::TT || m == Method::Tucker;
 }
 bool energy_methods(Method m)
 {
@@ -184,8 +191,8 @@ const std::vector<Field>& fields()
             member("method", &R::method, any_method),
             member("tokenizer", &R::tokenizer, any_method),
             member("rank", &R::rank, low_rank),
-            member("shape", &R::shape, tensor_train),
-            member("ranks", &R::ranks, tensor_train),
+            member("shape", &R::shape, tensorised),
+            member("ranks", &R::ranks, tensorised),
             member("eps", &R::eps, tensor_train),
             member("uniform_ranks", &R::uniform_ranks, tensor_train),
             member("positions", &R::positions, table_methods),
@@ -350,6 +357,27 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         }
         break;
     }
+    case Method::Tucker: {
+        if (r.shape.empty())
+            fail("shape", "is required: tucker tensorises each row as I_1 x .. x I_N with product d (as tt)");
+        if (r.ranks.size() != r.shape.size())
+            fail("ranks",
+                 (r.ranks.empty() ? std::string("are required") : joined(r.ranks, ",") + " are not") +
+                     ": tucker needs " + std::to_string(r.shape.size()) + " ranks r_1..r_N, one per " +
+                     "mode of shape " + joined(r.shape, "x") + " (no boundary 1s, unlike tt)");
+        int64_t product = 1;
+        for (size_t k = 0; k < r.shape.size(); ++k) {
+            product = product > (int64_t(1) << 38) ? product : product * r.shape[k]; // s <= 2^24
+            if (r.ranks[k] > r.shape[k])
+                fail("ranks", "r_" + std::to_string(k + 1) + " = " + std::to_string(r.ranks[k]) +
+                                  " exceeds I_" + std::to_string(k + 1) + " = " + std::to_string(r.shape[k]) +
+                                  " of shape " + joined(r.shape, "x"));
+        }
+        if (d > 0 && product != d)
+            fail("shape", joined(r.shape, "x") + " has product " + std::to_string(product) +
+                              ", not d = " + std::to_string(d));
+        break;
+    }
     case Method::LLE:
     case Method::LLEUnk:
     case Method::LLEPCA:
@@ -409,7 +437,7 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         break;
     }
     if (r.positions && m.id == Method::Flat)
-        fail("positions", "applies to pca, svd and tt");
+        fail("positions", "applies to pca, svd, tt and tucker");
     if (r.lora_rank < 0 || (d > 0 && r.lora_rank > d))
         fail("lora_rank", std::to_string(r.lora_rank) + " must be 0 (off) or 1.." + dmax);
     if (r.lora_rank > 0) {
@@ -445,6 +473,9 @@ std::string describe_request(const CompressionRequest& r)
     switch (m->id) {
     case Method::TT:
         what = "tt " + (r.ranks.empty() ? "eps " + short_number(r.eps) : "ranks " + joined(r.ranks, ","));
+        break;
+    case Method::Tucker:
+        what = "tucker " + joined(r.shape, "x") + " ranks " + joined(r.ranks, ",");
         break;
     case Method::LLE:
     case Method::LLEUnk:

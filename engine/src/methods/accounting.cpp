@@ -370,6 +370,88 @@ EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vec
     return a;
 }
 
+void check_tucker_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
+                                  const std::vector<int64_t>& ranks)
+{
+    if (shape.empty())
+        throw InputError("tucker needs a shape I_1,..,I_N with product d = " + std::to_string(dim) +
+                         " (as tt's --shape)");
+    for (int64_t f : shape)
+        if (f < 1)
+            throw InputError("tucker shape factors must be positive, got " + join(shape, "x"));
+    int64_t product = 1;
+    bool beyond = false;
+    for (int64_t f : shape) { // multiplied only while within d: no overflow
+        if (f > dim / product) {
+            beyond = true;
+            break;
+        }
+        product *= f;
+    }
+    if (beyond || product != dim)
+        throw InputError("tucker shape " + join(shape, "x") + " has product " +
+                         (beyond ? "greater than d" : std::to_string(product)) +
+                         ", not d = " + std::to_string(dim));
+    if (ranks.size() != shape.size())
+        throw InputError("tucker ranks: shape " + join(shape, "x") + " has " + std::to_string(shape.size()) +
+                         " modes, so it needs " + std::to_string(shape.size()) + " ranks r_1..r_N, got " +
+                         std::to_string(ranks.size()) + (ranks.empty() ? "" : " (" + join(ranks, ",") + ")") +
+                         " (unlike tt, no boundary 1s)");
+    for (size_t k = 0; k < shape.size(); ++k)
+        if (ranks[k] < 1 || ranks[k] > shape[k])
+            throw InputError("tucker rank r_" + std::to_string(k + 1) + " = " + std::to_string(ranks[k]) +
+                             " is outside [1, " + std::to_string(shape[k]) + "] (I_" + std::to_string(k + 1) +
+                             " of shape " + join(shape, "x") + ")");
+}
+
+EmbeddingAccounting account_tucker(int64_t vocab, const std::vector<int64_t>& shape,
+                                   const std::vector<int64_t>& ranks, int64_t model_params)
+{
+    int64_t dim = 1;
+    for (int64_t f : shape)
+        dim = f > 0 && dim <= (int64_t(1) << 40) / f ? dim * f : int64_t(1) << 40;
+    check_sizes(vocab, dim);
+    check_tucker_shape_and_ranks(dim, shape, ranks);
+    EmbeddingAccounting a;
+    a.method = "tucker";
+    a.vocab = vocab;
+    a.dim = dim;
+    a.tucker_shape = shape;
+    a.tucker_ranks = ranks;
+    const size_t N = shape.size();
+    a.core_values_per_token = 1;
+    for (size_t k = 0; k < N; ++k) {
+        a.core_values_per_token *= ranks[k];
+        a.factor_values += shape[k] * ranks[k];
+    }
+    // Stored: every token's core G_v (prod r_k values) and the shared factors U_k.
+    a.params_after = vocab * a.core_values_per_token + a.factor_values;
+    fill_common(a, model_params);
+    // Lookup: G_v x_1 U_1 .. x_N U_N, modes in order; before mode k the tensor is
+    // I_1..I_{k-1} x r_k..r_N, so mode k costs 2 (prod_{j<k} I_j) I_k r_k (prod_{j>k} r_j).
+    // Tied head: z = h x_1 U_1^T .. x_N U_N^T, mode k costing 2 (prod_{j<k} r_j) r_k I_k
+    // (prod_{j>k} I_j), then <z, G_v> for every token: 2 V prod r_k. Exactly hidden E^T of
+    // the reconstructed rows, without rebuilding them (cheaper than V lookups + 2 V d).
+    int64_t lookup = 0, projection = 0;
+    for (size_t k = 0; k < N; ++k) {
+        int64_t before_i = 1, after_r = 1, before_r = 1, after_i = 1;
+        for (size_t j = 0; j < k; ++j) {
+            before_i *= shape[j];
+            before_r *= ranks[j];
+        }
+        for (size_t j = k + 1; j < N; ++j) {
+            after_r *= ranks[j];
+            after_i *= shape[j];
+        }
+        lookup += 2 * before_i * shape[k] * ranks[k] * after_r;
+        projection += 2 * before_r * ranks[k] * shape[k] * after_i;
+    }
+    a.flops_lookup = lookup;
+    a.flops_head = projection + 2 * vocab * a.core_values_per_token;
+    a.flops_per_token = a.flops_head;
+    return a;
+}
+
 std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n)
 {
     std::vector<std::vector<int64_t>> out;

@@ -7,6 +7,7 @@
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "embedlab/tucker.hpp"
 
 namespace embedlab {
 
@@ -203,6 +204,27 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                                       {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id},
                                       sub_progress(progress, 0, 80));
         out.fit_seconds = fit.seconds;
+    } else if (method == Method::Tucker) {
+        auto fit =
+            fit_tucker(table, {.shape = spec.shape, .ranks = spec.ranks}, sub_progress(progress, 0, 80));
+        out.fit_seconds = fit.seconds;
+        // How much of each mode's energy the kept eigenvectors hold (HOSVD's per-mode bound).
+        nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+        for (size_t k = 0; k < fit.eigenvalues.size(); ++k) {
+            double all = 0, top = 0;
+            for (size_t j = 0; j < fit.eigenvalues[k].size(); ++j) {
+                all += fit.eigenvalues[k][j];
+                top += j < static_cast<size_t>(fit.ranks[k]) ? fit.eigenvalues[k][j] : 0.0;
+            }
+            kept.push_back(all > 0 ? top / all : 1.0);
+        }
+        out.fit = {{"ranks", fit.ranks},
+                   {"mode_eigenvalues", fit.eigenvalues},
+                   {"mode_energy_kept", kept},
+                   {"tied_head", "logits in core space: the hidden state is projected onto the factors once "
+                                 "(h x_k U_k^T), then multiplied with every token's core; no dense copy"}};
+        out.embedding = std::make_shared<TuckerTokenEmbedding>(fit);
+        out.accounting = account_tucker(V, spec.shape, spec.ranks, model_params);
         auto embedding = std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
         out.fit = {{"common", spec.split->common.size()},
                    {"rare", spec.split->rare.size()},
@@ -302,6 +324,9 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
             j["common"] = spec.split->common.size();
             j["rare"] = spec.split->rare.size();
         }
+    } else if (method == Method::Tucker) {
+        j["shape"] = spec.shape;
+        j["ranks"] = spec.ranks; // r_1..r_N
     } else if (method == Method::Fourier) {
         j["mlp"] = spec.mlp;
         if (spec.mlp == "geglu")
@@ -385,6 +410,13 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
     j["energy_model"] = {
         {"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens}, {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
     if (const EnergyDevice* device = o.device.empty() ? nullptr : find_energy_device(o.device))
+    } else if (method == Method::Tucker) {
+        j["shape"] = a.tucker_shape;
+        j["ranks"] = a.tucker_ranks;
+        j["core_values_per_token"] = a.core_values_per_token;
+        j["factor_values"] = a.factor_values;
+        j["flops_note"] = "lookup: the core's product with U_1..U_N mode by mode; tied head: the hidden "
+                          "state projected onto the factors, then one product with every core";
         j["energy_model"]["device"] = {{"name", device->name},
                                        {"description", device->description},
                                        {"nu_range", {device->nu_low, device->nu_high}},

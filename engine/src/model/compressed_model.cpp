@@ -10,6 +10,7 @@
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "embedlab/tucker.hpp"
 #include "io/canonical_weights.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
@@ -99,6 +100,11 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
             out.emplace_back(prefix + "tt.core" + std::to_string(k), cores[k]);
         if (tt->per_token_ranks())
             out.emplace_back(prefix + "tt.token_ranks", tt->token_ranks());
+    } else if (const auto* tk = dynamic_cast<const TuckerTokenEmbedding*>(&embedding)) {
+        out.emplace_back(prefix + "tucker.core", tk->core());
+        const auto factors = tk->factors();
+        for (size_t k = 0; k < factors.size(); ++k)
+            out.emplace_back(prefix + "tucker.factor" + std::to_string(k), factors[k]);
     } else if (const auto* ps = dynamic_cast<const PartialSparseTokenEmbedding*>(&embedding)) {
         const auto& f = ps->fit();
         const std::string p = prefix + ps->kind() + ".";
@@ -271,6 +277,13 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     }
     if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         PartialSparseFit fit;
+    if (t.kind == K::Tucker) {
+        std::vector<torch::Tensor> factors;
+        for (size_t k = 0; k < t.tt_shape.size(); ++k)
+            factors.push_back(f["tucker.factor" + std::to_string(k)]);
+        return named_errors(
+            [&] { return std::make_shared<TuckerTokenEmbedding>(t.tt_shape, f["tucker.core"], factors); });
+    }
         fit.kind = t.kind == K::LLE      ? PartialSparseKind::LLE
                    : t.kind == K::LLEUnk ? PartialSparseKind::Unk
                                          : PartialSparseKind::PCA;

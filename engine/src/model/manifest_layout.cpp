@@ -54,6 +54,8 @@ TableKind table_kind(const std::string& method, const std::string& where)
         return TableKind::SVD;
     case Method::TT:
         return TableKind::TT;
+    case Method::Tucker:
+        return TableKind::Tucker;
     case Method::LLE:
         return TableKind::LLE;
     case Method::LLEUnk:
@@ -104,6 +106,16 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         }
         if (t.tt_per_token)
             needs("tt.token_ranks", {rows, static_cast<int64_t>(t.tt_shape.size()) - 1});
+    } else if (t.kind == K::Tucker) {
+        // The same tensorisation as tt; ranks r_1..r_N, one per mode.
+        t.tt_shape = json_integers(field(params, "shape", where), "shape", where);
+        t.tt_ranks = json_integers(field(params, "ranks", where), "ranks", where);
+        check_tucker_shape_and_ranks(d, t.tt_shape, t.tt_ranks);
+        TensorShape core{rows};
+        core.insert(core.end(), t.tt_ranks.begin(), t.tt_ranks.end());
+        needs("tucker.core", core);
+        for (size_t k = 0; k < t.tt_shape.size(); ++k)
+            needs("tucker.factor" + std::to_string(k), {t.tt_shape[k], t.tt_ranks[k]});
     } else if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         t.common = json_integer(field(params, "common", where), "common", where);
         t.rare = json_integer(field(params, "rare", where), "rare", where);

@@ -31,15 +31,15 @@ struct ManifestDims {
 // One table's method, parameters and the factor tensors it consumes, in order.
 // What a stored table is: a registry method's factors (experiment_request.hpp),
 // or lrf, the low-rank factors finetune --from-scratch trains.
-enum class TableKind { PCA, SVD, LRF, TT, LLE, LLEUnk, LLEPCA, Fourier };
+enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier };
 
 struct TableLayout {
-    std::string method; // pca svd lrf tt lle lle-unk lle-pca fourier
+    std::string method; // pca svd lrf tt tucker lle lle-unk lle-pca fourier
     TableKind kind = TableKind::PCA;
     std::string prefix;
     int64_t rows = 0, dim = 0;
     int64_t rank = 0;                                         // pca, svd, lrf
-    std::vector<int64_t> tt_shape, tt_ranks;                  // tt (per token: the largest)
+    std::vector<int64_t> tt_shape, tt_ranks;                  // tt (per token: the largest); tucker
     bool tt_per_token = false;                                // tt: tt.token_ranks stored
     int64_t common = 0, rare = 0, k = 0;                      // lle*
     double reg = 0;                                           // lle
