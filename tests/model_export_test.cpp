@@ -194,6 +194,58 @@ TEST(GgufOutput, BadTensorsAreRefusedAndLeaveNothing)
     EXPECT_EQ(test::read_text(path), "not a model");
 }
 
+// Issue 21: tensors given as `load` are produced when written and released before the
+// next is loaded (the writer holds one at a time), and give the same file.
+TEST(GgufOutput, LoadedTensorsAreWrittenOneAtATime)
+{
+    test::TempDir tmp;
+    std::vector<std::vector<float>> values;
+    for (int k = 0; k < 3; ++k) {
+        values.emplace_back(2 * 64 + 32 * k);
+        for (size_t i = 0; i < values.back().size(); ++i)
+            values.back()[i] = static_cast<float>((i * 7 + k) % 61) - 30.0f;
+    }
+    const std::vector<io::GgufTensorType> types{io::GgufTensorType::F32, io::GgufTensorType::F16,
+                                                io::GgufTensorType::Q8_0};
+    std::vector<io::GgufTensorSource> given, loaded;
+    int alive = 0, most = 0, loads = 0;
+    for (int k = 0; k < 3; ++k) {
+        const std::vector<int64_t> shape{static_cast<int64_t>(values[k].size()) / 32, 32};
+        const std::string name = "t" + std::to_string(k);
+        given.push_back({name, shape, values[k].data(), types[k]});
+        loaded.push_back(
+            {name, shape, nullptr, types[k], [&, k] {
+                 ++loads;
+                 most = std::max(most, ++alive);
+                 auto copy = std::make_shared<std::vector<float>>(values[k]);
+                 const float* data = copy->data();
+                 return io::GgufTensorData{
+                     data, std::shared_ptr<const void>(copy.get(), [&alive, copy](const void*) mutable {
+                         --alive;
+                         copy.reset();
+                     })};
+             }});
+    }
+    io::write_gguf(tmp.path() / "given.gguf", {}, given, false);
+    io::write_gguf(tmp.path() / "loaded.gguf", {}, loaded, false);
+    EXPECT_EQ(loads, 3);
+    EXPECT_EQ(most, 1);
+    EXPECT_EQ(alive, 0);
+    EXPECT_EQ(test::read_text(tmp.path() / "loaded.gguf"), test::read_text(tmp.path() / "given.gguf"));
+    // A loaded tensor is checked as it comes: a NaN refuses the file and leaves nothing.
+    values[2][40] = std::nanf("");
+    const auto bad = tmp.path() / "bad.gguf";
+    try {
+        io::write_gguf(bad, {}, loaded, false);
+        ADD_FAILURE() << "a NaN was written";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("tensor 't2' holds NaN at element 40"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_FALSE(fs::exists(bad));
+    EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()), 2);
+}
+
 // Exports `lm` as F32 GGUF to `out`: llama.cpp's perplexity on it agrees with EmbedLab's
 // to 1e-3, and the file reads back into EmbedLab as the same model (1e-6). Returns
 // EmbedLab's perplexity and the model read back.
@@ -202,6 +254,7 @@ std::pair<double, LoadedModel> expect_llama_cpp_agrees(const LoadedModel& lm, co
 {
     const auto report = export_gguf(lm, out, {.type = GgufExportType::F32});
     EXPECT_GT(report.tensors, 0);
+    EXPECT_EQ(report.most_tensors_held, 1) << name << ": converted tensors are written one at a time";
     const double ours = embedlab_ppl(*lm.model, llama_ids().ids, 64);
     const double theirs = llamacpp_ppl(out, llama_ids().path, 64);
     std::printf("%-20s EmbedLab %.6g  llama.cpp on the export %.6g  relative %.2e\n", name.c_str(), ours,
@@ -360,6 +413,7 @@ TEST(ExportGguf, FlatModelRunsInLlamaCpp)
     const auto lm = load_model(tmp.path() / "flat");
     ASSERT_FALSE(lm.model->config().value_head_dims.empty());
     const auto report = export_gguf(lm, tmp.path() / "flat.gguf", {.type = GgufExportType::F32});
+    EXPECT_EQ(report.most_tensors_held, 1); // padded copies are made one at a time
     ASSERT_FALSE(report.notes.empty());
     EXPECT_NE(report.notes[0].find("zero-padded"), std::string::npos) << report.notes[0];
     const IdsFile ids("tokens-tinyllama-tinystories-heldout.json", 2049);
@@ -373,7 +427,7 @@ TEST(ExportGguf, Gpt2RunsInLlamaCpp)
     REQUIRE_LLAMA_CPP();
     test::TempDir tmp;
     const auto lm = load_model(shared_dir() / "models" / "tinygpt2");
-    export_gguf(lm, tmp.path() / "gpt2.gguf", {.type = GgufExportType::F32});
+    EXPECT_EQ(export_gguf(lm, tmp.path() / "gpt2.gguf", {.type = GgufExportType::F32}).most_tensors_held, 1);
     const IdsFile ids("tokens-tinygpt2-tinystories-heldout.json", 2049);
     const double ours = embedlab_ppl(*lm.model, ids.ids, 128);
     const double theirs = llamacpp_ppl(tmp.path() / "gpt2.gguf", ids.path, 128);

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <functional>
 #include <numeric>
 
@@ -317,4 +318,42 @@ TEST(TensorTrain, PerTokenLookupAndHeadNeverReadThePadding)
     }
     EXPECT_THROW(TensorTrainTokenEmbedding(shape, fit.cores, r.narrow(0, 0, 39)), InputError);
     EXPECT_THROW(TensorTrainTokenEmbedding(shape, fit.cores, r.to(torch::kFloat32)), InputError);
+}
+
+// Issue 21: compress moves the fit's cores into the embedding, which rearranges them
+// in place instead of holding a second copy; the embedding is the same either way.
+TEST(TensorTrain, MovedFitGivesTheSameEmbeddingAsACopiedOne)
+{
+    const std::vector<int64_t> shape{4, 4, 6};
+    const auto E = mixed_rank_table(50, shape);
+    for (const bool uniform : {false, true}) {
+        auto fit = fit_tensor_train(E, {.shape = shape, .eps = 0.3, .uniform_ranks = uniform});
+        const TensorTrainTokenEmbedding copied(fit);
+        const auto cores = copied.cores();
+        const TensorTrainTokenEmbedding moved(std::move(fit));
+        EXPECT_TRUE(fit.cores.empty());
+        const auto ids = torch::arange(50, torch::kLong);
+        EXPECT_TRUE(torch::equal(moved.lookup(ids), copied.lookup(ids)));
+        EXPECT_EQ(moved.parameter_count(), copied.parameter_count());
+        EXPECT_EQ(moved.ranks(), copied.ranks());
+        EXPECT_EQ(moved.per_token_ranks(), !uniform);
+        ASSERT_EQ(moved.cores().size(), cores.size());
+        for (size_t k = 0; k < cores.size(); ++k)
+            EXPECT_TRUE(torch::equal(moved.cores()[k], cores[k])) << "core " << k;
+        const auto h = torch::randn({3, 96});
+        EXPECT_TRUE(torch::equal(moved.project(h), copied.project(h)));
+    }
+    // A moved-in core with a NaN is refused as a copied one is.
+    auto fit = fit_tensor_train(E, {.shape = shape, .ranks = {1, 3, 4, 1}});
+    std::vector<torch::Tensor> cores;
+    for (const auto& c : fit.cores)
+        cores.push_back(c.clone());
+    cores[1][7][0][1][2] = std::nanf("");
+    try {
+        TensorTrainTokenEmbedding bad(shape, std::move(cores));
+        FAIL() << "a NaN core was accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("TT core 1 has non-finite values"), std::string::npos)
+            << e.what();
+    }
 }

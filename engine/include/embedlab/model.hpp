@@ -145,6 +145,11 @@ public:
     std::shared_ptr<const LoraAdapters> shared_lora() const { return lora_; }
     // Replaces one stored weight by a tensor of the same shape (merging adapters).
     void set_weight(const std::string& name, torch::Tensor value);
+    // Once the token embedding is not a dense table (set_token_embedding with a
+    // compressed one): removes the dense table from weights(), so its memory is
+    // freed when no other handle holds it (issue 21's memory bound). A no-op while
+    // the embedding is dense.
+    void drop_dense_token_table();
 
     ParameterBreakdown parameter_breakdown() const;
     // Maximum window the model accepts (learned positions bound gpt2).

@@ -39,6 +39,9 @@ struct ModelExportReport {
     int64_t tensors = 0;
     uint64_t bytes = 0;
     std::vector<std::string> notes; // what changed on the way out, for people
+    // GGUF: the most tensors the writer held converted at once (1: each tensor is
+    // converted, written and released before the next, issue 21's memory bound).
+    int64_t most_tensors_held = 0;
 };
 
 // Whether `model` can be written as GGUF; empty when it can, else why not.

@@ -54,9 +54,14 @@ class TensorTrainTokenEmbedding final : public TokenEmbedding {
 public:
     // Checks that the cores agree with each other (InputError naming the core) and,
     // when given, that token_ranks [V, N - 1] lie within the cores' sizes.
+    // A core passed as the only handle to its own float32 storage (moved in) is
+    // rearranged into the lookup layout in place instead of copied: a fitted table
+    // is then held once, not twice (issue 21's memory bound).
     TensorTrainTokenEmbedding(std::vector<int64_t> shape, std::vector<torch::Tensor> cores,
                               const torch::Tensor& token_ranks = {});
     explicit TensorTrainTokenEmbedding(const TensorTrainFit& fit);
+    // Takes the fit's cores (fit.cores is left empty).
+    explicit TensorTrainTokenEmbedding(TensorTrainFit&& fit);
 
     int64_t vocab_size() const override { return vocab_; }
     int64_t dim() const override { return dim_; }

@@ -1,5 +1,6 @@
 #include "io/gguf_output.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -35,40 +36,44 @@ uint64_t padded(uint64_t n)
     return (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-// One tensor's bytes in its stored type.
-std::string encode(const GgufTensorSource& t, int64_t n)
+// Appends elements [0, n) of `data` in the stored type to `out` (n a multiple of 32 for Q8_0).
+void encode(GgufTensorType type, const float* data, int64_t n, std::string& out)
 {
-    std::string out;
-    out.reserve(gguf_tensor_bytes(t.type, n));
-    if (t.type == GgufTensorType::F32) {
-        out.append(reinterpret_cast<const char*>(t.data), static_cast<size_t>(n) * 4);
-    } else if (t.type == GgufTensorType::F16) {
+    if (type == GgufTensorType::F32) {
+        out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * 4);
+    } else if (type == GgufTensorType::F16) {
         for (int64_t i = 0; i < n; ++i)
-            append<uint16_t>(out, float_to_half(t.data[i]));
+            append<uint16_t>(out, float_to_half(data[i]));
     } else { // Q8_0 as ggml's quantize_row_q8_0_ref: d = amax / 127, q = round(x / d)
         for (int64_t b = 0; b < n; b += 32) {
             float amax = 0;
             for (int64_t i = 0; i < 32; ++i)
-                amax = std::max(amax, std::fabs(t.data[b + i]));
+                amax = std::max(amax, std::fabs(data[b + i]));
             const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             append<uint16_t>(out, float_to_half(d));
             for (int64_t i = 0; i < 32; ++i)
-                append<int8_t>(out, static_cast<int8_t>(std::roundf(t.data[b + i] * id)));
+                append<int8_t>(out, static_cast<int8_t>(std::roundf(data[b + i] * id)));
         }
     }
-    return out;
 }
 
-void check_tensor(const GgufTensorSource& t, int64_t n)
+// Name and shape: what the header needs, checked before any value is read.
+void check_tensor_shape(const GgufTensorSource& t)
 {
     if (t.name.empty())
         throw InputError("GGUF export: a tensor has no name");
+    if (!t.data && !t.load)
+        throw InputError("GGUF export: tensor '" + t.name + "' has no values");
     if (t.type == GgufTensorType::Q8_0 && (t.shape.empty() || t.shape.back() % 32 != 0))
         throw InputError("GGUF export: tensor '" + t.name + "' has rows of " +
                          std::to_string(t.shape.empty() ? 0 : t.shape.back()) +
                          " values; Q8_0 stores blocks of 32");
+}
+
+void check_values(const GgufTensorSource& t, const float* data, int64_t n)
+{
     for (int64_t i = 0; i < n; ++i) {
-        const float v = t.data[i];
+        const float v = data[i];
         if (!std::isfinite(v))
             throw InputError("GGUF export: tensor '" + t.name + "' holds " +
                              (std::isnan(v) ? "NaN" : "an infinity") + " at element " + std::to_string(i));
@@ -206,7 +211,9 @@ uint64_t write_gguf(const fs::path& path, const GgufMetadata& metadata,
         for (int64_t s : t.shape)
             n *= s;
         counts.push_back(n);
-        check_tensor(t, n);
+        check_tensor_shape(t);
+        if (t.data) // given values are checked before the file is created; loaded ones as they come
+            check_values(t, t.data, n);
     }
 
     // Header, metadata, tensor infos with offsets relative to the aligned data section.
@@ -247,10 +254,30 @@ uint64_t write_gguf(const fs::path& path, const GgufMetadata& metadata,
             throw InputError(label + ": cannot create the file (is the directory writable?)");
         out.write(head.data(), static_cast<std::streamsize>(head.size()));
         report_progress(progress, 0, static_cast<int64_t>(tensors.size()));
+        // Tensor by tensor, each in chunks of at most kChunk values (a multiple of Q8_0's
+        // 32): a loaded tensor is released before the next one is loaded.
+        constexpr int64_t kChunk = int64_t{1} << 16;
+        std::string bytes;
         for (size_t k = 0; k < tensors.size(); ++k) {
-            std::string bytes = encode(tensors[k], counts[k]);
-            bytes.resize(padded(bytes.size()), '\0');
-            out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+            const auto& t = tensors[k];
+            const int64_t n = counts[k];
+            GgufTensorData loaded{t.data, nullptr};
+            if (!t.data) {
+                loaded = t.load();
+                if (!loaded.data && n > 0)
+                    throw InputError("GGUF export: tensor '" + t.name + "' has no values");
+                check_values(t, loaded.data, n);
+            }
+            uint64_t written = 0;
+            for (int64_t i = 0; i < n; i += kChunk) {
+                bytes.clear();
+                encode(t.type, loaded.data + i, std::min(kChunk, n - i), bytes);
+                out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+                written += bytes.size();
+            }
+            loaded = {};
+            static constexpr char zeros[kAlignment] = {};
+            out.write(zeros, static_cast<std::streamsize>(padded(written) - written));
             if (!out)
                 throw InputError(label + ": write failed (disk full?)");
             report_progress(progress, static_cast<int64_t>(k + 1), static_cast<int64_t>(tensors.size()));

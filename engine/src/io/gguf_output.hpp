@@ -1,6 +1,9 @@
 // Writing GGUF v3 files that llama.cpp loads: metadata key/values in insertion
 // order, tensor infos, 32-byte aligned data. Torch-free; tensors are streamed
-// from float32 memory and converted one at a time (F32, F16, Q8_0).
+// from float32 memory and converted one at a time (F32, F16, Q8_0), in chunks:
+// the writer holds no copy of a whole tensor and no buffer of the whole file.
+// A tensor may be given as `load`, called when it is written and released before
+// the next one is loaded, so an exporter need not convert every tensor up front.
 //
 //   io::GgufMetadata meta;
 //   meta.set_string("general.architecture", "llama");
@@ -15,6 +18,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,11 +49,22 @@ private:
     std::vector<std::string> entries_;
 };
 
+// A tensor's float32 values while it is written: `owner` keeps them alive and is
+// released as soon as the tensor's bytes are out.
+struct GgufTensorData {
+    const float* data = nullptr;
+    std::shared_ptr<const void> owner;
+};
+
 struct GgufTensorSource {
     std::string name;
     std::vector<int64_t> shape; // row-major; written reversed (ggml's ne[0] is the row)
     const float* data = nullptr;
     GgufTensorType type = GgufTensorType::F32;
+    // When set (and data is null): the values, produced when this tensor is written
+    // (as many as shape says). Their NaN/range checks run then too; a failure still
+    // leaves nothing behind.
+    std::function<GgufTensorData()> load = {};
 };
 
 // Bytes of `n` elements stored as `type` (n a multiple of 32 for Q8_0).

@@ -3,7 +3,9 @@
 #include "embedlab/model_export.hpp"
 
 #include <cmath>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -20,9 +22,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A tensor as it will be written: its shape now, its values when the writer gets to
+// it (float32, contiguous, row-major), so that at most one converted tensor (a
+// padded, permuted, fused or reconstructed copy) exists at a time.
+struct LazyTensor {
+    std::vector<int64_t> shape;
+    std::function<torch::Tensor()> make;
+};
+
+// The model's own tensor: no copy unless it is not float32 and contiguous.
+LazyTensor held(const torch::Tensor& t)
+{
+    return {t.sizes().vec(), [t] { return t.to(torch::kFloat32).contiguous(); }};
+}
+
+// `in` through `fn` (which gives `shape`), computed when written.
+LazyTensor mapped(LazyTensor in, std::vector<int64_t> shape, std::function<torch::Tensor(torch::Tensor)> fn)
+{
+    return {std::move(shape), [in = std::move(in), fn = std::move(fn)] {
+                c10::InferenceMode guard;
+                return fn(in.make()).to(torch::kFloat32).contiguous();
+            }};
+}
+
 struct PlannedTensor {
     std::string name;
-    torch::Tensor data; // float32, contiguous, row-major
+    LazyTensor data;
     bool matrix = true; // 2-D weights take the export type; norms and biases stay F32
 };
 
@@ -42,6 +67,14 @@ torch::Tensor dense_tokens(const TokenEmbedding& e)
     return e.lookup(torch::arange(e.vocab_size(), torch::kLong)).contiguous();
 }
 
+// The same, rebuilt only when written (the embedding is the model's: it outlives the export).
+LazyTensor lazy_dense_tokens(const TokenEmbedding& e)
+{
+    if (const auto* table = dense_table(&e))
+        return held(*table);
+    return {{e.vocab_size(), e.dim()}, [&e] { return dense_tokens(e); }};
+}
+
 // FLAT-LLM: value rows of each KV head (and output columns of each head) padded
 // with zeros back to the head size; the padded dims carry exact zeros, so the
 // function is unchanged.
@@ -59,6 +92,8 @@ torch::Tensor pad_head_rows(const torch::Tensor& w, int64_t heads, int64_t from,
 
 torch::Tensor pad_head_columns(const torch::Tensor& w, int64_t heads, int64_t from, int64_t to)
 {
+    if (from == to) // not narrowed: the tensor itself, not two transposed copies
+        return w;
     return pad_head_rows(w.t().contiguous(), heads, from, to).t().contiguous();
 }
 
@@ -255,40 +290,68 @@ void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& 
 {
     const std::string& a = plan.arch;
     const int64_t H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim(), F = c.intermediate_size;
-    WeightMap w;
+    // Handles and recipes only: every tensor is converted when the writer reaches it.
+    std::map<std::string, LazyTensor> w;
     for (const auto& [name, t] : weights)
-        if (name != "model.embed_tokens.weight") // written by plan_gguf, reconstructed if compressed
-            w.emplace(name, io::gguf_norms_store_one_plus(a) && io::is_norm_weight(name) ? t + 1.0 : t);
+        if (name != "model.embed_tokens.weight") { // written by plan_gguf, reconstructed if compressed
+            if (io::gguf_norms_store_one_plus(a) && io::is_norm_weight(name))
+                w.emplace(name, mapped(held(t), t.sizes().vec(), [](torch::Tensor x) { return x + 1.0; }));
+            else
+                w.emplace(name, held(t));
+        }
     bool padded = false, narrowed_mlp = false;
     for (int64_t l = 0; l < c.num_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         const int64_t vd = c.value_dim(l), f = c.mlp_width(l);
         padded = padded || vd != hd;
         narrowed_mlp = narrowed_mlp || f != F;
-        auto change = [&](const std::string& name, auto&& fn) {
-            if (const auto it = w.find(p + name); it != w.end())
-                it->second = fn(it->second);
+        // dim: the dimension `fn` resizes to `size` (-1: the shape is kept).
+        auto change = [&](const std::string& name, int64_t dim, int64_t size,
+                          std::function<torch::Tensor(torch::Tensor)> fn) {
+            if (const auto it = w.find(p + name); it != w.end()) {
+                auto shape = it->second.shape;
+                if (dim >= 0 && dim < static_cast<int64_t>(shape.size()))
+                    shape[static_cast<size_t>(dim)] = size;
+                it->second = mapped(std::move(it->second), std::move(shape), std::move(fn));
+            }
         };
         for (const char* kind : {"weight", "bias"}) {
             const std::string k = kind;
-            change("self_attn.v_proj." + k, [&](const auto& t) { return pad_head_rows(t, Hkv, vd, hd); });
-            for (const char* mlp : {"mlp.gate_proj.", "mlp.up_proj."})
-                change(mlp + k, [&](const auto& t) { return pad_head_rows(t, 1, f, F); });
+            if (vd != hd)
+                change("self_attn.v_proj." + k, 0, Hkv * hd,
+                       [=](torch::Tensor t) { return pad_head_rows(t, Hkv, vd, hd); });
+            if (f != F)
+                for (const char* mlp : {"mlp.gate_proj.", "mlp.up_proj."})
+                    change(mlp + k, 0, F, [=](torch::Tensor t) { return pad_head_rows(t, 1, f, F); });
             if (a == "llama") // Meta's interleaved RoPE rows
                 for (const auto& [proj, heads] : {std::pair{"q_proj", H}, {"k_proj", Hkv}})
-                    change("self_attn." + std::string(proj) + "." + k,
-                           [&](const auto& t) { return io::hf_rope_rows_to_meta(t, heads); });
+                    change("self_attn." + std::string(proj) + "." + k, -1, 0,
+                           [heads = heads](torch::Tensor t) { return io::hf_rope_rows_to_meta(t, heads); });
         }
-        change("self_attn.o_proj.weight", [&](const auto& t) { return pad_head_columns(t, H, vd, hd); });
-        change("mlp.down_proj.weight", [&](const auto& t) { return pad_head_columns(t, 1, f, F); });
+        if (vd != hd)
+            change("self_attn.o_proj.weight", 1, H * hd,
+                   [=](torch::Tensor t) { return pad_head_columns(t, H, vd, hd); });
+        if (f != F)
+            change("mlp.down_proj.weight", 1, F,
+                   [=](torch::Tensor t) { return pad_head_columns(t, 1, f, F); });
         // Fused tensors: [q | k | v] rows (phi3, gptneox), phi3's [gate | up].
         auto fuse = [&](const std::vector<std::string>& parts, const std::string& into) {
-            std::vector<torch::Tensor> ts;
+            std::vector<LazyTensor> ts;
+            std::vector<int64_t> shape;
             for (const auto& part : parts) {
                 ts.push_back(w.at(p + part));
                 w.erase(p + part);
+                if (shape.empty())
+                    shape = ts.back().shape;
+                else
+                    shape[0] += ts.back().shape[0];
             }
-            w.emplace(p + into, torch::cat(ts, 0));
+            w.emplace(p + into, LazyTensor{shape, [ts = std::move(ts)] {
+                                               std::vector<torch::Tensor> parts;
+                                               for (const auto& t : ts)
+                                                   parts.push_back(t.make());
+                                               return torch::cat(parts, 0);
+                                           }});
         };
         if (a == "phi3" || a == "gptneox")
             for (const std::string k : {".weight", ".bias"})
@@ -302,12 +365,12 @@ void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& 
         const auto gguf = io::gguf_tensor_name(a, name);
         if (!gguf)
             throw InputError("cannot write GGUF: tensor '" + name + "' has no llama.cpp name for " + a);
-        const auto data = t.to(torch::kFloat32).contiguous();
-        plan.tensors.push_back({*gguf, data, data.dim() == 2});
+        const bool matrix = t.shape.size() == 2;
+        plan.tensors.push_back({*gguf, std::move(t), matrix});
     }
     if (!c.rope_freq_divisors.empty() && a == "llama") { // gemma3: rope.scaling.* (add_hparams)
         std::vector<float> f(c.rope_freq_divisors.begin(), c.rope_freq_divisors.end());
-        plan.tensors.push_back({"rope_freqs.weight", torch::tensor(f, torch::kFloat32), false});
+        plan.tensors.push_back({"rope_freqs.weight", held(torch::tensor(f, torch::kFloat32)), false});
     }
     if (padded)
         plan.notes.push_back("FLAT-LLM value heads zero-padded to the head size " + std::to_string(hd) +
@@ -322,42 +385,53 @@ void add_decoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& 
 // gpt2: Conv1D weights [in, out] become llama.cpp's [out, in] rows.
 void add_gpt2_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& w)
 {
-    auto put = [&](const std::string& name, const torch::Tensor& t) {
-        plan.tensors.push_back({name, t.to(torch::kFloat32).contiguous(), t.dim() == 2});
+    auto put = [&](const std::string& name, LazyTensor t) {
+        const bool matrix = t.shape.size() == 2;
+        plan.tensors.push_back({name, std::move(t), matrix});
     };
-    put("output_norm.weight", w.at("ln_f.weight"));
-    put("output_norm.bias", w.at("ln_f.bias"));
+    auto put_held = [&](const std::string& name, const torch::Tensor& t) { put(name, held(t)); };
+    put_held("output_norm.weight", w.at("ln_f.weight"));
+    put_held("output_norm.bias", w.at("ln_f.bias"));
     if (!c.tied_embeddings)
-        put("output.weight", w.at("lm_head.weight"));
+        put_held("output.weight", w.at("lm_head.weight"));
     const int64_t d = c.hidden_size, H = c.num_heads, hd = c.head_dim();
     bool padded = false;
     for (int64_t l = 0; l < c.num_layers; ++l) {
         const std::string p = "h." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
         const int64_t vd = c.value_dim(l);
         padded = padded || vd != hd;
-        put(b + "attn_norm.weight", w.at(p + "ln_1.weight"));
-        put(b + "attn_norm.bias", w.at(p + "ln_1.bias"));
-        const auto qkv = w.at(p + "attn.c_attn.weight").t(); // [2d + H vd, d]
+        put_held(b + "attn_norm.weight", w.at(p + "ln_1.weight"));
+        put_held(b + "attn_norm.bias", w.at(p + "ln_1.bias"));
+        const auto qkv = w.at(p + "attn.c_attn.weight"); // [d, 2d + H vd]
         const auto qkv_b = w.at(p + "attn.c_attn.bias");
         put(b + "attn_qkv.weight",
-            torch::cat({qkv.narrow(0, 0, 2 * d),
-                        pad_head_rows(qkv.narrow(0, 2 * d, H * vd).contiguous(), H, vd, hd)},
-                       0));
+            {{2 * d + H * hd, d}, [=] {
+                 const auto t = qkv.t();
+                 return torch::cat({t.narrow(0, 0, 2 * d),
+                                    pad_head_rows(t.narrow(0, 2 * d, H * vd).contiguous(), H, vd, hd)},
+                                   0);
+             }});
         put(b + "attn_qkv.bias",
-            torch::cat({qkv_b.narrow(0, 0, 2 * d),
-                        pad_head_rows(qkv_b.narrow(0, 2 * d, H * vd).contiguous(), H, vd, hd)},
-                       0));
+            {{2 * d + H * hd}, [=] {
+                 return torch::cat({qkv_b.narrow(0, 0, 2 * d),
+                                    pad_head_rows(qkv_b.narrow(0, 2 * d, H * vd).contiguous(), H, vd, hd)},
+                                   0);
+             }});
+        const auto o = w.at(p + "attn.c_proj.weight"); // [H vd, d]
         put(b + "attn_output.weight",
-            pad_head_columns(w.at(p + "attn.c_proj.weight").t().contiguous(), H, vd, hd));
-        put(b + "attn_output.bias", w.at(p + "attn.c_proj.bias"));
-        put(b + "ffn_norm.weight", w.at(p + "ln_2.weight"));
-        put(b + "ffn_norm.bias", w.at(p + "ln_2.bias"));
+            {{d, H * hd}, [=] { return pad_head_columns(o.t().contiguous(), H, vd, hd).contiguous(); }});
+        put_held(b + "attn_output.bias", w.at(p + "attn.c_proj.bias"));
+        put_held(b + "ffn_norm.weight", w.at(p + "ln_2.weight"));
+        put_held(b + "ffn_norm.bias", w.at(p + "ln_2.bias"));
         const int64_t f = c.mlp_width(l), F = c.intermediate_size;
         padded = padded || f != F;
-        put(b + "ffn_up.weight", pad_head_rows(w.at(p + "mlp.c_fc.weight").t().contiguous(), 1, f, F));
-        put(b + "ffn_up.bias", pad_head_rows(w.at(p + "mlp.c_fc.bias"), 1, f, F));
-        put(b + "ffn_down.weight", pad_head_columns(w.at(p + "mlp.c_proj.weight").t().contiguous(), 1, f, F));
-        put(b + "ffn_down.bias", w.at(p + "mlp.c_proj.bias"));
+        const auto up = w.at(p + "mlp.c_fc.weight"), up_b = w.at(p + "mlp.c_fc.bias"); // [d, f], [f]
+        const auto down = w.at(p + "mlp.c_proj.weight");                               // [f, d]
+        put(b + "ffn_up.weight", {{F, d}, [=] { return pad_head_rows(up.t().contiguous(), 1, f, F); }});
+        put(b + "ffn_up.bias", {{F}, [=] { return pad_head_rows(up_b, 1, f, F); }});
+        put(b + "ffn_down.weight",
+            {{d, F}, [=] { return pad_head_columns(down.t().contiguous(), 1, f, F).contiguous(); }});
+        put_held(b + "ffn_down.bias", w.at(p + "mlp.c_proj.bias"));
     }
     if (padded)
         plan.notes.push_back("FLAT-LLM value heads and MLP widths zero-padded to the original sizes (same "
@@ -381,9 +455,10 @@ GgufPlan plan_gguf(const LoadedModel& lm)
     if (!dense_table(&embedding))
         plan.notes.push_back("token embedding (" + embedding.kind() +
                              ") reconstructed as a dense table: llama.cpp has no factorised embedding");
-    plan.tensors.push_back({"token_embd.weight", dense_tokens(embedding), true});
+    plan.tensors.push_back({"token_embd.weight", lazy_dense_tokens(embedding), true});
     if (c.arch == Architecture::GPT2) {
-        plan.tensors.push_back({"position_embd.weight", dense_tokens(*model.position_embedding()), true});
+        plan.tensors.push_back(
+            {"position_embd.weight", lazy_dense_tokens(*model.position_embedding()), true});
         add_gpt2_tensors(plan, c, model.weights());
     } else {
         add_decoder_tensors(plan, c, model.weights());
@@ -429,13 +504,37 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
     const auto type = tensor_type(options.type);
     std::vector<io::GgufTensorSource> tensors;
     int64_t fallbacks = 0;
+    // Converted tensors alive at once (loaded, not yet released by the writer), and the most.
+    struct Held {
+        int64_t now = 0, most = 0;
+    };
+    const auto held_count = std::make_shared<Held>();
     for (const auto& t : plan.tensors) {
         auto stored = t.matrix ? type : io::GgufTensorType::F32;
-        if (stored == io::GgufTensorType::Q8_0 && t.data.size(-1) % 32 != 0) {
+        if (stored == io::GgufTensorType::Q8_0 && (t.data.shape.empty() || t.data.shape.back() % 32 != 0)) {
             stored = io::GgufTensorType::F16; // Q8_0 blocks are 32 wide, as llama-quantize falls back
             ++fallbacks;
         }
-        tensors.push_back({t.name, t.data.sizes().vec(), t.data.data_ptr<float>(), stored});
+        const auto& make = t.data.make;
+        const auto shape = t.data.shape;
+        tensors.push_back({t.name, shape, nullptr, stored, [&make, shape, name = t.name, held_count] {
+                               torch::Tensor data;
+                               {
+                                   c10::InferenceMode guard;
+                                   data = make().to(torch::kFloat32).contiguous();
+                               }
+                               if (data.sizes().vec() != shape)
+                                   throw std::logic_error("GGUF export: tensor '" + name +
+                                                          "' came out in another shape than planned");
+                               held_count->most = std::max(held_count->most, ++held_count->now);
+                               auto* keep = new torch::Tensor(std::move(data));
+                               return io::GgufTensorData{
+                                   keep->data_ptr<float>(),
+                                   std::shared_ptr<const void>(keep, [held_count](const void* p) {
+                                       delete static_cast<const torch::Tensor*>(p);
+                                       --held_count->now;
+                                   })};
+                           }});
     }
     if (fallbacks)
         plan.notes.push_back(std::to_string(fallbacks) +
@@ -445,6 +544,7 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
     report.architecture = plan.arch;
     report.tensors = static_cast<int64_t>(tensors.size());
     report.bytes = io::write_gguf(out, plan.metadata, tensors, options.overwrite, progress);
+    report.most_tensors_held = held_count->most;
     report.notes = std::move(plan.notes);
     return report;
 }

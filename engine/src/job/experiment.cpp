@@ -633,6 +633,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
                                                        model.shared_token_embedding(), "the original",
                                                        model.shared_position_embedding());
         model.set_token_embedding(run.embedding->embedding);
+        if (!training) // the dense table is freed at the end of this block (LoRA measures against it)
+            model.drop_dense_token_table();
         if (run.positions)
             model.set_position_embedding(run.positions->embedding);
         if (freq)

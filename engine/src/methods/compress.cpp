@@ -48,9 +48,19 @@ ReconstructionMetrics measure_reconstruction(const torch::Tensor& original, cons
         const auto ids = torch::arange(v0, v0 + n, torch::kLong);
         const auto a = original.narrow(0, v0, n).to(torch::kDouble);
         const auto b = compressed.lookup(ids).to(torch::kDouble);
-        err2 += (a - b).pow(2).sum().item<double>();
-        norm2 += a.pow(2).sum().item<double>();
-        const auto cos = row_cosines(a, b);
+        // One scratch block for the squares and products (issue 21: fewer n x d float64
+        // temporaries at once); the same operations on the same values as out-of-place.
+        auto scratch = a - b;
+        scratch.pow_(2);
+        err2 += scratch.sum().item<double>();
+        torch::pow_out(scratch, a, 2);
+        norm2 += scratch.sum().item<double>();
+        const auto na = a.norm(2, 1), nb = b.norm(2, 1);
+        torch::mul_out(scratch, a, b);
+        auto cos = scratch.sum(1) / (na * nb);
+        scratch = torch::Tensor();
+        cos = torch::where((na == 0) & (nb == 0), torch::ones_like(cos), cos);
+        cos = torch::where((na == 0) ^ (nb == 0), torch::zeros_like(cos), cos);
         cos_sum += cos.sum().item<double>();
         const auto worst = cos.argmin().item<int64_t>();
         if (const double w = cos[worst].item<double>(); w < m.worst_cosine) {
@@ -184,7 +194,8 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
         out.fit = {{"ranks", fit.ranks}, {"per_token_ranks", fit.token_ranks.defined()}};
         if (fit.eps > 0)
             out.fit["mean_needed_ranks"] = fit.mean_needed_ranks;
-        auto embedding = std::make_shared<TensorTrainTokenEmbedding>(fit);
+        // The fit's cores move in (rearranged in place, not copied).
+        auto embedding = std::make_shared<TensorTrainTokenEmbedding>(std::move(fit));
         if (embedding->per_token_ranks()) {
             const auto r = fit.token_ranks.contiguous();
             const std::vector<int32_t> own(r.data_ptr<int32_t>(), r.data_ptr<int32_t>() + r.numel());

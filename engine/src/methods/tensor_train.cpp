@@ -1,10 +1,12 @@
 #include "embedlab/tensor_train.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <utility>
 
 #include <Eigen/Dense>
 
@@ -313,6 +315,51 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(const TensorTrainFit& fit)
 {
 }
 
+TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(TensorTrainFit&& fit)
+    : TensorTrainTokenEmbedding(fit.shape, std::exchange(fit.cores, {}), fit.token_ranks)
+{
+}
+
+namespace {
+
+// Whether `c` is the only handle to a float32 storage of exactly its own elements.
+bool sole_owner(const torch::Tensor& c)
+{
+    return c.scalar_type() == torch::kFloat32 && c.is_contiguous() && c.storage_offset() == 0 &&
+           c.use_count() == 1 && c.storage().use_count() == 1 &&
+           c.storage().nbytes() == static_cast<size_t>(c.numel()) * sizeof(float);
+}
+
+// Core [V, r_in, I, r_out] -> the kernel [V, r_out, I, r_in] in its own storage, one
+// token's slice at a time; false when a value is not finite (the core is then left
+// partly rearranged: only for a core nobody else holds).
+bool permute_core_in_place(torch::Tensor& c)
+{
+    const int64_t V = c.size(0), r_in = c.size(1), I = c.size(2), r_out = c.size(3);
+    const int64_t n = r_in * I * r_out;
+    float* data = c.data_ptr<float>();
+    std::atomic<bool> finite{true};
+    at::parallel_for(0, V, 256, [&](int64_t lo, int64_t hi) {
+        std::vector<float> slice(static_cast<size_t>(n));
+        for (int64_t t = lo; t < hi && finite.load(std::memory_order_relaxed); ++t) {
+            float* p = data + t * n;
+            std::copy(p, p + n, slice.begin());
+            for (float v : slice)
+                if (!std::isfinite(v)) {
+                    finite = false;
+                    return;
+                }
+            for (int64_t a = 0; a < r_in; ++a)
+                for (int64_t i = 0; i < I; ++i)
+                    for (int64_t b = 0; b < r_out; ++b)
+                        p[(b * I + i) * r_in + a] = slice[static_cast<size_t>((a * I + i) * r_out + b)];
+        }
+    });
+    return finite;
+}
+
+} // namespace
+
 TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
                                                      std::vector<torch::Tensor> cores,
                                                      const torch::Tensor& token_ranks)
@@ -335,15 +382,24 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
             throw InputError(name + " has shape [" + join(c.sizes().vec()) + "], expected [" +
                              std::to_string(vocab_) + ", " + std::to_string(r_prev) + ", " +
                              std::to_string(shape_[k]) + ", " + (k + 1 == N ? "1" : "r") + "]");
-        if (!torch::isfinite(c).all().item<bool>())
-            throw InputError(name + " has non-finite values");
         // Widest intermediate of the right-to-left contraction: (I_k..I_N) x r_{k-1}.
         int64_t trailing = 1;
         for (int64_t j = k; j < N; ++j)
             trailing *= shape_[j];
         buffer_ = std::max(buffer_, trailing * r_prev);
         r_prev = c.size(3);
-        kernel_.push_back(c.to(torch::kFloat32).permute({0, 3, 2, 1}).contiguous());
+        auto& core = cores[static_cast<size_t>(k)];
+        if (sole_owner(core)) {
+            // Nobody else sees this storage: rearranged where it is, checked on the way.
+            if (!permute_core_in_place(core))
+                throw InputError(name + " has non-finite values");
+            kernel_.push_back(core.view({c.size(0), c.size(3), c.size(2), c.size(1)}));
+        } else {
+            if (!torch::isfinite(core).all().item<bool>())
+                throw InputError(name + " has non-finite values");
+            kernel_.push_back(core.to(torch::kFloat32).permute({0, 3, 2, 1}).contiguous());
+        }
+        core = torch::Tensor(); // released now (a copied core's source, when this was its last handle)
     }
     const auto padded = ranks();
     if (!token_ranks.defined()) {

@@ -268,8 +268,10 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     }
     if (t.kind == K::TT) {
         std::vector<torch::Tensor> cores;
+        // Moved out: the embedding rearranges a core it alone holds in place (a mapped
+        // core's pages become its own), instead of keeping the file's and a copy.
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
-            cores.push_back(f["tt.core" + std::to_string(k)]);
+            cores.push_back(std::move(f["tt.core" + std::to_string(k)]));
         const torch::Tensor token_ranks = t.tt_per_token ? f["tt.token_ranks"] : torch::Tensor();
         return named_errors([&] {
             return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);

@@ -126,6 +126,13 @@ void LanguageModel::set_weight(const std::string& name, torch::Tensor value)
     it->second = std::move(value);
 }
 
+void LanguageModel::drop_dense_token_table()
+{
+    if (dense_table(embedding_.get()))
+        return;
+    weights_.erase(config_.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight");
+}
+
 torch::Tensor LanguageModel::adapted(torch::Tensor y, const torch::Tensor& x, const std::string& target) const
 {
     if (!lora_)
