@@ -226,12 +226,35 @@ TEST(GgufOutput, LoadedTensorsAreWrittenOneAtATime)
                      })};
              }});
     }
+    // The same tensors made 3 rows (of 32 values) at a time.
+    int blocks = 0;
+    std::vector<io::GgufTensorSource> by_rows;
+    for (const auto& t : given) {
+        auto source = t;
+        source.data = nullptr;
+        source.block_rows = 3;
+        source.load_rows = [&, data = t.data](int64_t begin, int64_t count) {
+            ++blocks;
+            most = std::max(most, ++alive);
+            auto copy = std::make_shared<std::vector<float>>(data + begin * 32, data + (begin + count) * 32);
+            return io::GgufTensorData{
+                copy->data(), std::shared_ptr<const void>(copy.get(), [&alive, copy](const void*) mutable {
+                    --alive;
+                    copy.reset();
+                })};
+        };
+        by_rows.push_back(std::move(source));
+    }
     io::write_gguf(tmp.path() / "given.gguf", {}, given, false);
     io::write_gguf(tmp.path() / "loaded.gguf", {}, loaded, false);
+    io::write_gguf(tmp.path() / "rows.gguf", {}, by_rows, false);
     EXPECT_EQ(loads, 3);
+    EXPECT_EQ(blocks, 2 + 2 + 2); // 4, 5 and 6 rows, 3 at a time
     EXPECT_EQ(most, 1);
     EXPECT_EQ(alive, 0);
     EXPECT_EQ(test::read_text(tmp.path() / "loaded.gguf"), test::read_text(tmp.path() / "given.gguf"));
+    EXPECT_EQ(test::read_text(tmp.path() / "rows.gguf"), test::read_text(tmp.path() / "given.gguf"));
+    fs::remove(tmp.path() / "rows.gguf");
     // A loaded tensor is checked as it comes: a NaN refuses the file and leaves nothing.
     values[2][40] = std::nanf("");
     const auto bad = tmp.path() / "bad.gguf";

@@ -62,7 +62,7 @@ void check_tensor_shape(const GgufTensorSource& t)
 {
     if (t.name.empty())
         throw InputError("GGUF export: a tensor has no name");
-    if (!t.data && !t.load)
+    if (!t.data && !t.load && !t.load_rows)
         throw InputError("GGUF export: tensor '" + t.name + "' has no values");
     if (t.type == GgufTensorType::Q8_0 && (t.shape.empty() || t.shape.back() % 32 != 0))
         throw InputError("GGUF export: tensor '" + t.name + "' has rows of " +
@@ -70,13 +70,15 @@ void check_tensor_shape(const GgufTensorSource& t)
                          " values; Q8_0 stores blocks of 32");
 }
 
-void check_values(const GgufTensorSource& t, const float* data, int64_t n)
+// data: elements [offset, offset + n) of the tensor.
+void check_values(const GgufTensorSource& t, const float* data, int64_t n, int64_t offset = 0)
 {
     for (int64_t i = 0; i < n; ++i) {
         const float v = data[i];
         if (!std::isfinite(v))
             throw InputError("GGUF export: tensor '" + t.name + "' holds " +
-                             (std::isnan(v) ? "NaN" : "an infinity") + " at element " + std::to_string(i));
+                             (std::isnan(v) ? "NaN" : "an infinity") + " at element " +
+                             std::to_string(offset + i));
         if (t.type == GgufTensorType::F16 && std::fabs(v) > 65504.0f)
             throw InputError("GGUF export: tensor '" + t.name + "' holds " + std::to_string(v) +
                              ", beyond F16's range; export as f32");
@@ -261,21 +263,31 @@ uint64_t write_gguf(const fs::path& path, const GgufMetadata& metadata,
         for (size_t k = 0; k < tensors.size(); ++k) {
             const auto& t = tensors[k];
             const int64_t n = counts[k];
-            GgufTensorData loaded{t.data, nullptr};
-            if (!t.data) {
-                loaded = t.load();
-                if (!loaded.data && n > 0)
-                    throw InputError("GGUF export: tensor '" + t.name + "' has no values");
-                check_values(t, loaded.data, n);
-            }
             uint64_t written = 0;
-            for (int64_t i = 0; i < n; i += kChunk) {
-                bytes.clear();
-                encode(t.type, loaded.data + i, std::min(kChunk, n - i), bytes);
-                out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-                written += bytes.size();
+            // Values [offset, offset + count): checked unless given, encoded, written.
+            auto write_piece = [&](const GgufTensorData& piece, int64_t offset, int64_t count) {
+                if (!piece.data && count > 0)
+                    throw InputError("GGUF export: tensor '" + t.name + "' has no values");
+                if (!t.data)
+                    check_values(t, piece.data, count, offset);
+                for (int64_t i = 0; i < count; i += kChunk) {
+                    bytes.clear();
+                    encode(t.type, piece.data + i, std::min(kChunk, count - i), bytes);
+                    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+                    written += bytes.size();
+                }
+            };
+            if (t.data || t.load) {
+                write_piece(t.data ? GgufTensorData{t.data, nullptr} : t.load(), 0, n);
+            } else { // in blocks of rows
+                const int64_t rows = t.shape.empty() ? 1 : t.shape.front();
+                const int64_t row_values = rows > 0 ? n / rows : 0;
+                const int64_t step = std::max<int64_t>(1, t.block_rows);
+                for (int64_t r = 0; r < rows; r += step) {
+                    const int64_t count = std::min(step, rows - r);
+                    write_piece(t.load_rows(r, count), r * row_values, count * row_values);
+                }
             }
-            loaded = {};
             static constexpr char zeros[kAlignment] = {};
             out.write(zeros, static_cast<std::streamsize>(padded(written) - written));
             if (!out)

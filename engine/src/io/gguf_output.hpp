@@ -65,6 +65,11 @@ struct GgufTensorSource {
     // (as many as shape says). Their NaN/range checks run then too; a failure still
     // leaves nothing behind.
     std::function<GgufTensorData()> load = {};
+    // Or (data and load unset), a large tensor made in blocks of rows (a compressed
+    // table rebuilt): rows [begin, begin + count) of shape[0], block_rows at a time,
+    // each released before the next is made.
+    std::function<GgufTensorData(int64_t begin, int64_t count)> load_rows = {};
+    int64_t block_rows = 0;
 };
 
 // Bytes of `n` elements stored as `type` (n a multiple of 32 for Q8_0).

@@ -28,6 +28,9 @@ namespace {
 struct LazyTensor {
     std::vector<int64_t> shape;
     std::function<torch::Tensor()> make;
+    // When set, the writer takes rows [begin, begin + count) a block at a time instead (a
+    // compressed table rebuilt: no V x d copy at once).
+    std::function<torch::Tensor(int64_t begin, int64_t count)> rows = {};
 };
 
 // The model's own tensor: no copy unless it is not float32 and contiguous.
@@ -72,7 +75,16 @@ LazyTensor lazy_dense_tokens(const TokenEmbedding& e)
 {
     if (const auto* table = dense_table(&e))
         return held(*table);
-    return {{e.vocab_size(), e.dim()}, [&e] { return dense_tokens(e); }};
+    LazyTensor t{{e.vocab_size(), e.dim()}, [&e] { return dense_tokens(e); }};
+    // tt contracts each token's cores on its own, so rows rebuilt in blocks are the same
+    // bits as all at once; a product over the whole table (pca's Z P) is not blocked, so
+    // that its export stays bit-identical to the whole-table rebuild.
+    if (e.kind() == "tt")
+        t.rows = [&e](int64_t begin, int64_t count) {
+            c10::InferenceMode guard;
+            return e.lookup(torch::arange(begin, begin + count, torch::kLong)).contiguous();
+        };
+    return t;
 }
 
 // FLAT-LLM: value rows of each KV head (and output columns of each head) padded
@@ -515,26 +527,36 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
             stored = io::GgufTensorType::F16; // Q8_0 blocks are 32 wide, as llama-quantize falls back
             ++fallbacks;
         }
-        const auto& make = t.data.make;
-        const auto shape = t.data.shape;
-        tensors.push_back({t.name, shape, nullptr, stored, [&make, shape, name = t.name, held_count] {
-                               torch::Tensor data;
-                               {
-                                   c10::InferenceMode guard;
-                                   data = make().to(torch::kFloat32).contiguous();
-                               }
-                               if (data.sizes().vec() != shape)
-                                   throw std::logic_error("GGUF export: tensor '" + name +
-                                                          "' came out in another shape than planned");
-                               held_count->most = std::max(held_count->most, ++held_count->now);
-                               auto* keep = new torch::Tensor(std::move(data));
-                               return io::GgufTensorData{
-                                   keep->data_ptr<float>(),
-                                   std::shared_ptr<const void>(keep, [held_count](const void* p) {
-                                       delete static_cast<const torch::Tensor*>(p);
-                                       --held_count->now;
-                                   })};
-                           }});
+        // Each converted tensor (or block of rows) is counted while the writer holds it.
+        auto hold = [name = t.name, held_count](torch::Tensor data, const std::vector<int64_t>& shape) {
+            if (data.sizes().vec() != shape)
+                throw std::logic_error("GGUF export: tensor '" + name +
+                                       "' came out in another shape than planned");
+            held_count->most = std::max(held_count->most, ++held_count->now);
+            auto* keep = new torch::Tensor(std::move(data));
+            return io::GgufTensorData{keep->data_ptr<float>(),
+                                      std::shared_ptr<const void>(keep, [held_count](const void* p) {
+                                          delete static_cast<const torch::Tensor*>(p);
+                                          --held_count->now;
+                                      })};
+        };
+        auto as_float = [](const auto& make, auto... args) {
+            c10::InferenceMode guard;
+            return make(args...).to(torch::kFloat32).contiguous();
+        };
+        const LazyTensor& lazy = t.data;
+        io::GgufTensorSource source{t.name, lazy.shape, nullptr, stored};
+        if (lazy.rows) {
+            source.block_rows = 4096;
+            source.load_rows = [&lazy, hold, as_float](int64_t begin, int64_t count) {
+                auto shape = lazy.shape;
+                shape.front() = count;
+                return hold(as_float(lazy.rows, begin, count), shape);
+            };
+        } else {
+            source.load = [&lazy, hold, as_float] { return hold(as_float(lazy.make), lazy.shape); };
+        }
+        tensors.push_back(std::move(source));
     }
     if (fallbacks)
         plan.notes.push_back(std::to_string(fallbacks) +
