@@ -204,17 +204,6 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
             out.accounting = account_tensor_train(V, fit.shape, fit.ranks, {}, model_params);
         }
         out.embedding = std::move(embedding);
-    } else if (method_descriptor(method).needs_frequency_text) {
-        if (!spec.split)
-            throw InputError("method '" + spec.method +
-                             "' needs a frequency split (--freq-text and --keep-ratio)");
-        const auto kind = method == Method::LLE      ? PartialSparseKind::LLE
-                          : method == Method::LLEUnk ? PartialSparseKind::Unk
-                                                     : PartialSparseKind::PCA;
-        auto fit = fit_partial_sparse(table, *spec.split,
-                                      {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id},
-                                      sub_progress(progress, 0, 80));
-        out.fit_seconds = fit.seconds;
     } else if (method == Method::Tucker) {
         auto fit =
             fit_tucker(table, {.shape = spec.shape, .ranks = spec.ranks}, sub_progress(progress, 0, 80));
@@ -236,6 +225,17 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                                  "(h x_k U_k^T), then multiplied with every token's core; no dense copy"}};
         out.embedding = std::make_shared<TuckerTokenEmbedding>(fit);
         out.accounting = account_tucker(V, spec.shape, spec.ranks, model_params);
+    } else if (method_descriptor(method).needs_frequency_text) {
+        if (!spec.split)
+            throw InputError("method '" + spec.method +
+                             "' needs a frequency split (--freq-text and --keep-ratio)");
+        const auto kind = method == Method::LLE      ? PartialSparseKind::LLE
+                          : method == Method::LLEUnk ? PartialSparseKind::Unk
+                                                     : PartialSparseKind::PCA;
+        auto fit = fit_partial_sparse(table, *spec.split,
+                                      {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id},
+                                      sub_progress(progress, 0, 80));
+        out.fit_seconds = fit.seconds;
         auto embedding = std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
         out.fit = {{"common", spec.split->common.size()},
                    {"rare", spec.split->rare.size()},
@@ -324,6 +324,9 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
             // Per token: every token's own ranks are stored as tt.token_ranks.
             j["rank_mode"] = spec.uniform_ranks ? "uniform" : "per_token";
         }
+    } else if (method == Method::Tucker) {
+        j["shape"] = spec.shape;
+        j["ranks"] = spec.ranks; // r_1..r_N
     } else if (known && known->needs_frequency_text) {
         j["k"] = spec.k;
         if (method == Method::LLE)
@@ -335,9 +338,6 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
             j["common"] = spec.split->common.size();
             j["rare"] = spec.split->rare.size();
         }
-    } else if (method == Method::Tucker) {
-        j["shape"] = spec.shape;
-        j["ranks"] = spec.ranks; // r_1..r_N
     } else if (method == Method::Fourier) {
         j["mlp"] = spec.mlp;
         if (spec.mlp == "geglu")
@@ -410,6 +410,13 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
     } else if (method == Method::PCA || method == Method::SVD) {
         j["rank"] = a.rank;
         j["energy"] = energy_json(a.energy);
+    } else if (method == Method::Tucker) {
+        j["shape"] = a.tucker_shape;
+        j["ranks"] = a.tucker_ranks;
+        j["core_values_per_token"] = a.core_values_per_token;
+        j["factor_values"] = a.factor_values;
+        j["flops_note"] = "lookup: the core's product with U_1..U_N mode by mode; tied head: the hidden "
+                          "state projected onto the factors, then one product with every core";
     }
     if (a.bits_per_value_before > 0)
         j["storage"] = {{"stored_type_before", a.stored_type_before},
@@ -421,13 +428,6 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
     j["energy_model"] = {
         {"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens}, {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
     if (const EnergyDevice* device = o.device.empty() ? nullptr : find_energy_device(o.device))
-    } else if (method == Method::Tucker) {
-        j["shape"] = a.tucker_shape;
-        j["ranks"] = a.tucker_ranks;
-        j["core_values_per_token"] = a.core_values_per_token;
-        j["factor_values"] = a.factor_values;
-        j["flops_note"] = "lookup: the core's product with U_1..U_N mode by mode; tied head: the hidden "
-                          "state projected onto the factors, then one product with every core";
         j["energy_model"]["device"] = {{"name", device->name},
                                        {"description", device->description},
                                        {"nu_range", {device->nu_low, device->nu_high}},

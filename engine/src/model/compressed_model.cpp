@@ -277,8 +277,6 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);
         });
     }
-    if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
-        PartialSparseFit fit;
     if (t.kind == K::Tucker) {
         std::vector<torch::Tensor> factors;
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
@@ -286,6 +284,8 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
         return named_errors(
             [&] { return std::make_shared<TuckerTokenEmbedding>(t.tt_shape, f["tucker.core"], factors); });
     }
+    if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
+        PartialSparseFit fit;
         fit.kind = t.kind == K::LLE      ? PartialSparseKind::LLE
                    : t.kind == K::LLEUnk ? PartialSparseKind::Unk
                                          : PartialSparseKind::PCA;
