@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <qcustomplot.h>
 
+#include "embedlab/results.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
 #include "neighbour_graph_view.hpp"
@@ -74,37 +75,6 @@ QVector<QCPItemText*> visibleLabels(QCustomPlot* plot)
 QRectF box(QCPItemText* text)
 {
     return QRectF(text->topLeft->pixelPosition(), text->bottomRight->pixelPosition()).normalized();
-}
-
-// One CSV record per line (the export escapes newlines in tokens), fields
-// possibly quoted with "" for a quote.
-QStringList csvFields(const QString& line)
-{
-    QStringList fields;
-    QString field;
-    bool quoted = false;
-    for (int i = 0; i < line.size(); ++i) {
-        const QChar c = line[i];
-        if (quoted) {
-            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-                field += '"';
-                ++i;
-            } else if (c == '"') {
-                quoted = false;
-            } else {
-                field += c;
-            }
-        } else if (c == '"') {
-            quoted = true;
-        } else if (c == ',') {
-            fields << field;
-            field.clear();
-        } else {
-            field += c;
-        }
-    }
-    fields << field;
-    return fields;
 }
 
 } // namespace
@@ -229,12 +199,17 @@ TEST(NeighbourGraphView, CoordinatesAndTheSelectionExportAsCsv)
     ASSERT_EQ(view.exportCoordinatesCsv(file), "");
     QFile in(file);
     ASSERT_TRUE(in.open(QIODevice::ReadOnly | QIODevice::Text));
-    const QStringList lines = QString::fromUtf8(in.readAll()).split('\n', Qt::SkipEmptyParts);
-    ASSERT_EQ(lines.size(), d.x.size() + 1);
+    const QByteArray bytes = in.readAll();
+    const QStringList lines = QString::fromUtf8(bytes).split('\n', Qt::SkipEmptyParts);
+    ASSERT_EQ(lines.size(), d.x.size() + 1); // one record a line: tokens' newlines are escaped
     EXPECT_EQ(lines[0], "id,token,x,y,kind,selected,weight");
+    const auto records = embedlab::csv_records(bytes.toStdString());
+    ASSERT_EQ(records.size(), static_cast<size_t>(lines.size()));
     int selected = 0, rare = 0, weighted = 0;
     for (int i = 1; i < lines.size(); ++i) {
-        const QStringList f = csvFields(lines[i]);
+        QStringList f;
+        for (const auto& field : records[static_cast<size_t>(i)])
+            f << QString::fromStdString(field);
         ASSERT_EQ(f.size(), 7) << lines[i].toStdString();
         const int id = f[0].toInt();
         EXPECT_EQ(id, i - 1);

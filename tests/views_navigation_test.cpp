@@ -181,26 +181,6 @@ ResultRow run(const char* method, double ratio, double delta)
     return r;
 }
 
-FourierMapData two_maps(int count = 40, int dim = 16)
-{
-    FourierMapData d;
-    d.first = 100;
-    d.count = count;
-    d.dim = dim;
-    FourierMatrix t{"T", {}, {}}, original{"original", {}, {}};
-    for (int p = 0; p < count; ++p)
-        for (int i = 0; i < dim; ++i) {
-            t.values << std::sin((i / 2 + 1) * 3.14159 * p / count);
-            original.values << ((p * 7 + i * 13) % 11 - 5) / 5.0;
-        }
-    for (int p = 0; p + 1 < count; ++p) {
-        t.neighbour << 0.99;
-        original.neighbour << 0.1 - 0.02 * (p % 5);
-    }
-    d.matrices = {t, original};
-    return d;
-}
-
 TensorTrainData candidates()
 {
     TensorTrainData d;
@@ -268,7 +248,7 @@ TEST(PlotNavigation, WheelZoomsDragPansAndResetRestoresOnEveryView)
     expect_zoom_pan_reset(rp, rp->axisRect(), centre(rp->axisRect()), "results");
 
     FourierMapView fourier;
-    fourier.setData(two_maps());
+    fourier.setData(embedlab::test::smooth_and_rough_maps(40, 16, 0.02));
     settle(fourier);
     expect_zoom_pan_reset(fourier.plot(), fourier.lineRect(), centre(fourier.lineRect()), "fourier lines");
     QCPAxisRect* heatmap = fourier.plot()->axisRects().first();
@@ -389,7 +369,7 @@ TEST(PlotNavigation, LegendsSitOutsideTheAxes)
     expect_legends_outside_the_axes(plot, "spectrum with an overlay");
 
     FourierMapView fourier; // its legend sat on the neighbour curve, bottom right
-    fourier.setData(two_maps());
+    fourier.setData(embedlab::test::smooth_and_rough_maps(40, 16, 0.02));
     settle(fourier);
     expect_legends_outside_the_axes(fourier.plot(), "fourier");
 

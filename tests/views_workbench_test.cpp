@@ -277,31 +277,12 @@ TEST(TeachingPanels, SpectrumAndAllocationExplainTheirMethod)
     EXPECT_TRUE(iprs.contains("L(1 − s)")) << iprs.toStdString();
 }
 
-FourierMapData smooth_and_rough(int count, int dim)
-{
-    FourierMapData d;
-    d.first = 100;
-    d.count = count;
-    d.dim = dim;
-    FourierMatrix t{"T", {}, {}}, original{"original", {}, {}};
-    for (int p = 0; p < count; ++p)
-        for (int i = 0; i < dim; ++i) {
-            t.values << std::sin((i / 2 + 1) * 3.14159 * p / count);
-            original.values << ((p * 7 + i * 13) % 11 - 5) / 5.0;
-        }
-    for (int p = 0; p + 1 < count; ++p) {
-        t.neighbour << 0.99;
-        original.neighbour << 0.1;
-    }
-    d.matrices = {t, original};
-    d.note = "no fitted fourier model";
-    return d;
-}
-
 TEST(FourierMapView, DrawsAHeatmapPerMatrixAndTheChosenDimension)
 {
     FourierMapView view;
-    view.setData(smooth_and_rough(64, 16));
+    auto data = embedlab::test::smooth_and_rough_maps(64, 16);
+    data.note = "no fitted fourier model";
+    view.setData(data);
     const auto stats = render_to_png(view, "fourier_map_view.png");
     EXPECT_GT(stats.drawn, 0.2);
     EXPECT_GT(stats.colours, 50);

@@ -65,6 +65,10 @@ std::string results_json(const std::vector<RunSummary>& rows);
 // Inverses; files with only the first nine or fifteen columns (older exports) read too.
 // InputError for text that is not such a file.
 std::vector<RunSummary> results_from_csv(const std::string& csv);
+
+// RFC 4180 records (quoted fields may hold commas, doubled quotes and newlines):
+// what results_from_csv reads, for any CSV the project writes.
+std::vector<std::vector<std::string>> csv_records(const std::string& csv);
 std::vector<RunSummary> results_from_json(const std::string& json);
 
 } // namespace embedlab

@@ -50,47 +50,6 @@ std::string csv_field(const std::string& s)
     return out + "\"";
 }
 
-// RFC 4180 records: quoted fields may hold commas, doubled quotes and newlines.
-std::vector<std::vector<std::string>> csv_records(const std::string& csv)
-{
-    std::vector<std::vector<std::string>> records;
-    std::vector<std::string> fields;
-    std::string field;
-    bool quoted = false, any = false;
-    for (size_t i = 0; i < csv.size(); ++i) {
-        const char c = csv[i];
-        if (quoted) {
-            if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"') {
-                field += '"';
-                ++i;
-            } else if (c == '"') {
-                quoted = false;
-            } else {
-                field += c;
-            }
-        } else if (c == '"') {
-            quoted = any = true;
-        } else if (c == ',') {
-            fields.push_back(std::move(field));
-            field.clear();
-        } else if (c == '\n') {
-            fields.push_back(std::move(field));
-            records.push_back(std::move(fields));
-            fields.clear();
-            field.clear();
-            any = false;
-        } else if (c != '\r') {
-            field += c;
-            any = true;
-        }
-    }
-    if (any || !fields.empty()) {
-        fields.push_back(std::move(field));
-        records.push_back(std::move(fields));
-    }
-    return records;
-}
-
 const std::vector<std::string> kColumns{"method",        "parameters",    "params",      "ratio", "ppl",
                                         "delta_ln_ppl",  "cosine",        "seconds",     "host",  "part",
                                         "params_before", "ppl_original",  "eval_tokens", "model", "eval_text",
@@ -137,6 +96,46 @@ std::string json_string(const Json& o, const char* key)
 }
 
 } // namespace
+
+std::vector<std::vector<std::string>> csv_records(const std::string& csv)
+{
+    std::vector<std::vector<std::string>> records;
+    std::vector<std::string> fields;
+    std::string field;
+    bool quoted = false, any = false;
+    for (size_t i = 0; i < csv.size(); ++i) {
+        const char c = csv[i];
+        if (quoted) {
+            if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"') {
+                field += '"';
+                ++i;
+            } else if (c == '"') {
+                quoted = false;
+            } else {
+                field += c;
+            }
+        } else if (c == '"') {
+            quoted = any = true;
+        } else if (c == ',') {
+            fields.push_back(std::move(field));
+            field.clear();
+        } else if (c == '\n') {
+            fields.push_back(std::move(field));
+            records.push_back(std::move(fields));
+            fields.clear();
+            field.clear();
+            any = false;
+        } else if (c != '\r') {
+            field += c;
+            any = true;
+        }
+    }
+    if (any || !fields.empty()) {
+        fields.push_back(std::move(field));
+        records.push_back(std::move(fields));
+    }
+    return records;
+}
 
 Json summary_json(const RunSummary& s)
 {
