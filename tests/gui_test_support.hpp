@@ -7,6 +7,7 @@
 #include <qcustomplot.h>
 
 #include "fourier_map_view.hpp"
+#include "neighbour_graph_view.hpp"
 
 namespace embedlab::test {
 
@@ -40,6 +41,30 @@ inline views::FourierMapData smooth_and_rough_maps(int count, int dim, double wo
         original.neighbour << 0.1 - wobble * (p % 5);
     }
     d.matrices = {t, original};
+    return d;
+}
+
+// V tokens on a spiral, the first C common; rare slot i's k neighbours are the
+// common tokens i..i+k-1 (mod C), weights 1/k; cosines spread over 0.3..1.
+inline views::NeighbourGraphData spiral_neighbour_graph(int V, int C, int k)
+{
+    views::NeighbourGraphData d;
+    d.k = k;
+    for (int id = 0; id < V; ++id) {
+        const double a = id * 0.618 * 6.2832;
+        const double r = id < C ? 10.0 : 8.0 * std::sqrt((id - C) / double(V - C));
+        d.x << r * std::cos(a);
+        d.y << r * std::sin(a);
+        d.tokens << QString("tok%1").arg(id);
+        (id < C ? d.common : d.rare) << id;
+    }
+    for (int i = 0; i < d.rare.size(); ++i) {
+        for (int j = 0; j < k; ++j) {
+            d.neighbours << (i + j) % C;
+            d.weights << 1.0 / k;
+        }
+        d.cosine << 0.3 + 0.7 * (i % 100) / 100.0;
+    }
     return d;
 }
 

@@ -195,24 +195,7 @@ TensorTrainData candidates()
 
 NeighbourGraphData few_tokens()
 {
-    NeighbourGraphData d;
-    const int V = 400, C = 100;
-    d.k = 3;
-    for (int id = 0; id < V; ++id) {
-        const double a = id * 0.618 * 6.2832;
-        const double r = id < C ? 10.0 : 8.0 * std::sqrt((id - C) / double(V - C));
-        d.x << r * std::cos(a);
-        d.y << r * std::sin(a);
-        d.tokens << QString("tok%1").arg(id);
-        (id < C ? d.common : d.rare) << id;
-    }
-    for (int i = 0; i < d.rare.size(); ++i) {
-        for (int j = 0; j < d.k; ++j) {
-            d.neighbours << (i + j) % C;
-            d.weights << 1.0 / d.k;
-        }
-        d.cosine << 0.3 + 0.7 * (i % 100) / 100.0;
-    }
+    auto d = embedlab::test::spiral_neighbour_graph(400, 100, 3);
     d.histogram = QVector<double>(20, 15);
     d.histogram[19] = 3000; // counts over decades
     return d;

@@ -393,24 +393,7 @@ TEST(TensorTrainView, NuAndTauReWeighTheEnergyBarsLive)
 // neighbours are the k common tokens after it.
 NeighbourGraphData fifty_thousand_tokens(int k)
 {
-    NeighbourGraphData d;
-    const int V = 50000, C = 2000;
-    d.k = k;
-    for (int id = 0; id < V; ++id) {
-        const double a = id * 0.618 * 6.2832;
-        const double r = id < C ? 10.0 : 8.0 * std::sqrt((id - C) / double(V - C));
-        d.x << r * std::cos(a);
-        d.y << r * std::sin(a);
-        d.tokens << QString("tok%1").arg(id);
-        (id < C ? d.common : d.rare) << id;
-    }
-    for (int i = 0; i < d.rare.size(); ++i) {
-        for (int j = 0; j < k; ++j) {
-            d.neighbours << (i + j) % C;
-            d.weights << 1.0 / k;
-        }
-        d.cosine << 0.3 + 0.7 * (i % 100) / 100.0;
-    }
+    auto d = embedlab::test::spiral_neighbour_graph(50000, 2000, k);
     d.histogram = QVector<double>(40, 1200);
     return d;
 }

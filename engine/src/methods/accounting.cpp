@@ -231,16 +231,15 @@ std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape)
     return caps;
 }
 
-void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
-                              const std::vector<int64_t>& ranks)
+namespace {
+
+// Positive factors whose product is d (tt and tucker tensorise a row alike).
+// Multiplied only while the product stays within d, so a lying file cannot overflow it.
+void check_shape_product(const std::string& method, int64_t dim, const std::vector<int64_t>& shape)
 {
-    if (shape.size() < 2)
-        throw InputError("a tensor-train shape needs at least 2 factors, got " +
-                         std::to_string(shape.size()));
     for (int64_t f : shape)
         if (f < 1)
-            throw InputError("tensor-train shape factors must be positive, got " + join(shape, "x"));
-    // Multiplied only while the product stays within d, so a lying file cannot overflow it.
+            throw InputError(method + " shape factors must be positive, got " + join(shape, "x"));
     int64_t product = 1;
     bool beyond = false;
     for (int64_t f : shape) {
@@ -251,9 +250,20 @@ void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
         product *= f;
     }
     if (beyond || product != dim)
-        throw InputError("tensor-train shape " + join(shape, "x") + " has product " +
+        throw InputError(method + " shape " + join(shape, "x") + " has product " +
                          (beyond ? "greater than d" : std::to_string(product)) +
                          ", not d = " + std::to_string(dim));
+}
+
+} // namespace
+
+void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
+                              const std::vector<int64_t>& ranks)
+{
+    if (shape.size() < 2)
+        throw InputError("a tensor-train shape needs at least 2 factors, got " +
+                         std::to_string(shape.size()));
+    check_shape_product("tensor-train", dim, shape);
     if (ranks.size() != shape.size() + 1)
         throw InputError("a " + std::to_string(shape.size()) + "-factor shape needs " +
                          std::to_string(shape.size() + 1) + " ranks r_0..r_N, got " +
@@ -376,22 +386,7 @@ void check_tucker_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape
     if (shape.empty())
         throw InputError("tucker needs a shape I_1,..,I_N with product d = " + std::to_string(dim) +
                          " (as tt's --shape)");
-    for (int64_t f : shape)
-        if (f < 1)
-            throw InputError("tucker shape factors must be positive, got " + join(shape, "x"));
-    int64_t product = 1;
-    bool beyond = false;
-    for (int64_t f : shape) { // multiplied only while within d: no overflow
-        if (f > dim / product) {
-            beyond = true;
-            break;
-        }
-        product *= f;
-    }
-    if (beyond || product != dim)
-        throw InputError("tucker shape " + join(shape, "x") + " has product " +
-                         (beyond ? "greater than d" : std::to_string(product)) +
-                         ", not d = " + std::to_string(dim));
+    check_shape_product("tucker", dim, shape);
     if (ranks.size() != shape.size())
         throw InputError("tucker ranks: shape " + join(shape, "x") + " has " + std::to_string(shape.size()) +
                          " modes, so it needs " + std::to_string(shape.size()) + " ranks r_1..r_N, got " +
