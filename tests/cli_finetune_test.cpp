@@ -36,15 +36,14 @@ protected:
     static std::vector<std::string> finetune(const fs::path& out, std::vector<std::string> extra)
     {
         std::vector<std::string> a{
-            "finetune", pca().string(), "--train-text", texts_->first, "--steps",      "4",     "--batch",
-            "2",        "--seqlen",     "64",           "--eval-text", texts_->second, "--out", out.string(),
-            "--quiet"};
+            "finetune", pca().string(), "--train-text", texts_->fit,  "--steps", "4",          "--batch", "2",
+            "--seqlen", "64",           "--eval-text",  texts_->eval, "--out",   out.string(), "--quiet"};
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     }
     static double eval_ppl(const fs::path& dir)
     {
-        const auto j = json_of(cli({"eval", dir.string(), "--text", texts_->second, "--json", "--quiet"}));
+        const auto j = json_of(cli({"eval", dir.string(), "--text", texts_->eval, "--json", "--quiet"}));
         return j.is_null() ? NAN : j["ppl"].get<double>();
     }
     static embedlab::test::TempDir* tmp_;

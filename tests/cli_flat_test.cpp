@@ -11,19 +11,17 @@
 namespace {
 
 using embedlab::test::cli;
-using embedlab::test::CliRun;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
+// The calibration text (fit) and the evaluation text.
 struct Texts : embedlab::test::TextSlices {
-    const std::string& calib = first;
-    const std::string& eval = second;
     Texts() : TextSlices(30000, 6000) {}
 };
 
 std::vector<std::string> calib_args(const Texts& t)
 {
-    return {"--calib-text", t.calib, "--samples", "24", "--seqlen", "64", "--seed", "7", "--quiet"};
+    return {"--calib-text", t.fit, "--samples", "24", "--seqlen", "64", "--seed", "7", "--quiet"};
 }
 
 nlohmann::json compress_flat(const Texts& t, const std::string& model, const std::string& remaining,
@@ -264,22 +262,22 @@ TEST(CliFlat, BadInputIsNamed)
         EXPECT_FALSE(fs::exists(out / "x"));
         return r.err;
     };
-    EXPECT_NE(error_of({"--remaining", "0", "--calib-text", t.calib}).find("outside (0, 1]"),
+    EXPECT_NE(error_of({"--remaining", "0", "--calib-text", t.fit}).find("outside (0, 1]"),
               std::string::npos);
-    EXPECT_NE(error_of({"--remaining", "1.5", "--calib-text", t.calib}).find("outside (0, 1]"),
+    EXPECT_NE(error_of({"--remaining", "1.5", "--calib-text", t.fit}).find("outside (0, 1]"),
               std::string::npos);
     EXPECT_NE(error_of({"--remaining", "0.5"}).find("--calib-text"), std::string::npos);
-    EXPECT_NE(error_of({"--calib-text", t.calib}).find("--remaining"), std::string::npos);
-    const auto many = error_of({"--remaining", "0.5", "--calib-text", t.calib, "--samples", "100000"});
-    EXPECT_NE(many.find(t.calib), std::string::npos) << many;
+    EXPECT_NE(error_of({"--calib-text", t.fit}).find("--remaining"), std::string::npos);
+    const auto many = error_of({"--remaining", "0.5", "--calib-text", t.fit, "--samples", "100000"});
+    EXPECT_NE(many.find(t.fit), std::string::npos) << many;
     EXPECT_NE(many.find("distinct windows"), std::string::npos) << many;
-    const auto ctx = error_of({"--remaining", "0.5", "--calib-text", t.calib, "--seqlen", "257"});
+    const auto ctx = error_of({"--remaining", "0.5", "--calib-text", t.fit, "--seqlen", "257"});
     EXPECT_NE(ctx.find("--seqlen"), std::string::npos) << ctx;
     EXPECT_NE(
-        error_of({"--remaining", "0.5", "--calib-text", t.calib, "--dense"}).find("--dense does not apply"),
+        error_of({"--remaining", "0.5", "--calib-text", t.fit, "--dense"}).find("--dense does not apply"),
         std::string::npos);
     EXPECT_NE(
-        error_of({"--remaining", "0.5", "--calib-text", t.calib, "--allocation", "greedy"}).find("greedy"),
+        error_of({"--remaining", "0.5", "--calib-text", t.fit, "--allocation", "greedy"}).find("greedy"),
         std::string::npos);
     const auto empty = write_file(t.dir, "empty.txt", "");
     EXPECT_NE(error_of({"--remaining", "0.5", "--calib-text", empty}).find("empty.txt"), std::string::npos);

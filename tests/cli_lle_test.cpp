@@ -14,9 +14,8 @@ using embedlab::test::CliRun;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
+// The frequency text (fit) and the evaluation text.
 struct Texts : embedlab::test::TextSlices {
-    const std::string& freq = first;
-    const std::string& eval = second;
     Texts() : TextSlices(20000, 3000) {}
 };
 
@@ -27,7 +26,7 @@ nlohmann::json compress(const Texts& t, const std::string& method, const std::st
     if (!model.empty())
         args.push_back(model);
     for (const std::string& a :
-         {std::string("--method"), method, std::string("--freq-text"), t.freq, std::string("--keep-ratio"),
+         {std::string("--method"), method, std::string("--freq-text"), t.fit, std::string("--keep-ratio"),
           std::string("0.5"), std::string("--out"), out, std::string("--eval-text"), t.eval,
           std::string("--ctx"), std::string("64"), std::string("--json"), std::string("--quiet")})
         args.push_back(a);
@@ -105,7 +104,7 @@ TEST(CliLle, NeighboursOfARareTokenByString)
     std::ofstream(t.dir / "word.txt") << " quantum";
     const auto tok = json_of(cli({"tokenize", "--text", (t.dir / "word.txt").string(), "--json"}));
     ASSERT_EQ(tok["ids"].size(), 1u) << tok.dump();
-    const auto j = json_of(cli({"neighbours", "--freq-text", t.freq, "--keep-ratio", "0.5", "--k", "4",
+    const auto j = json_of(cli({"neighbours", "--freq-text", t.fit, "--keep-ratio", "0.5", "--k", "4",
                                 "--token", " quantum", "--json"}));
     ASSERT_TRUE(j.is_object());
     EXPECT_EQ(j["id"], tok["ids"][0]);
@@ -121,7 +120,7 @@ TEST(CliLle, NeighboursOfARareTokenByString)
     EXPECT_GT(j["reconstruction_cosine"].get<double>(), 0.0);
     EXPECT_LE(j["reconstruction_cosine"].get<double>(), 1.0 + 1e-9);
     // A common token is refused with a hint.
-    const CliRun common = cli({"neighbours", "--freq-text", t.freq, "--keep-ratio", "0.5", "--id", "262"});
+    const CliRun common = cli({"neighbours", "--freq-text", t.fit, "--keep-ratio", "0.5", "--id", "262"});
     EXPECT_EQ(common.exit_code, 2);
     EXPECT_NE(common.err.find("is common"), std::string::npos) << common.err;
 }
@@ -129,8 +128,8 @@ TEST(CliLle, NeighboursOfARareTokenByString)
 TEST(CliLle, SweepOverKeepRatiosAndK)
 {
     Texts t;
-    const auto run = cli({"sweep", "--method", "lle", "--freq-text", t.freq, "--keep-ratios", "0.5,1.0",
-                          "--ks", "1,3", "--eval-text", t.freq, "--ctx", "64", "--json", "--quiet"});
+    const auto run = cli({"sweep", "--method", "lle", "--freq-text", t.fit, "--keep-ratios", "0.5,1.0",
+                          "--ks", "1,3", "--eval-text", t.fit, "--ctx", "64", "--json", "--quiet"});
     // The same text for frequencies and evaluation is allowed, and said (issue 23 item 7).
     EXPECT_NE(run.err.find("warning: --freq-text is also the --eval-text"), std::string::npos) << run.err;
     const auto j = json_of(run);
@@ -187,27 +186,26 @@ TEST(CliLle, BadInputIsRefused)
         std::string needle;
     };
     const std::vector<Case> cases = {
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--keep-ratio", "0", "--k", "3", "--out",
-          out},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--keep-ratio", "0", "--k", "3", "--out", out},
          "keep"},
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--keep-ratio", "0.5", "--out", out}, "--k"},
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "0", "--out", out}, "--k"},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--keep-ratio", "0.5", "--out", out}, "--k"},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--k", "0", "--out", out}, "--k"},
         {{"compress", "--method", "lle", "--k", "3", "--out", out}, "--freq-text"},
         {{"compress", "--method", "lle", "--freq-text", (t.dir / "empty.txt").string(), "--k", "3", "--out",
           out},
          "empty"},
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--positions", "--out", out},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--k", "3", "--positions", "--out", out},
          "--positions"},
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--coverage-task", "sst2",
-          "--out", out},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--k", "3", "--coverage-task", "sst2", "--out",
+          out},
          "coverage_data"},
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--coverage-task", "cola",
-          "--coverage-data", t.freq, "--out", out},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--k", "3", "--coverage-task", "cola",
+          "--coverage-data", t.fit, "--out", out},
          "must be sst2, mc or stsb"},
-        {{"compress", "--method", "lle", "--freq-text", t.freq, "--k", "3", "--coverage-task", "sst2",
-          "--coverage-data", t.freq, "--out", out},
+        {{"compress", "--method", "lle", "--freq-text", t.fit, "--k", "3", "--coverage-task", "sst2",
+          "--coverage-data", t.fit, "--out", out},
          "no 'sentence' or 'text' column"},
-        {{"compress", "--method", "pca", "--rank", "8", "--coverage-task", "sst2", "--coverage-data", t.freq,
+        {{"compress", "--method", "pca", "--rank", "8", "--coverage-task", "sst2", "--coverage-data", t.fit,
           "--out", out},
          "work with the lle methods"},
     };

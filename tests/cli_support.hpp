@@ -57,19 +57,20 @@ inline CliRun cli(const std::vector<std::string>& args, const std::vector<std::s
     return r;
 }
 
-// Two files cut from the bundled held-out text, [0, a) and [a, a + b): a
-// fitting/calibration text and an evaluation text that does not overlap it.
+// Two files cut from the bundled held-out text, [0, a) and [a, a + b): `fit`, the
+// text a method learns from (calibration, token frequencies, training), and
+// `eval`, an evaluation text that does not overlap it.
 struct TextSlices {
     TempDir dir;
-    std::string first, second;
+    std::string fit, eval;
     TextSlices(size_t a, size_t b)
     {
         const auto text =
             read_text(std::filesystem::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
         std::ofstream(dir / "first.txt") << text.substr(0, a);
         std::ofstream(dir / "second.txt") << text.substr(a, b);
-        first = (dir / "first.txt").string();
-        second = (dir / "second.txt").string();
+        fit = (dir / "first.txt").string();
+        eval = (dir / "second.txt").string();
     }
 };
 
