@@ -6,7 +6,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSpinBox>
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include "plot_interaction.hpp"
@@ -49,21 +48,16 @@ FourierMapView::FourierMapView(QWidget* parent)
     connect(spin_, &QSpinBox::valueChanged, this, &FourierMapView::setDimension);
     stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     stats_->setWordWrap(true);
-    auto* about = new QLabel(
+    auto* controls = lay_out_view(
+        this,
         "<b>What am I seeing.</b> PETE gives token p the position x = 2p/(V−1) − 1 and fixed "
         "features T<sub>i</sub> = sin or cos((⌊i/2⌋+1)·π·x); a small learned MLP adds a correction, "
         "E = T + MLP(T). The heatmaps show each matrix over the id range (id across, dimension up); "
         "below, one dimension against the id, and how similar neighbouring ids are (cosine of p and p+1). "
         "Trained embeddings are far less smooth in the id than T, which is why a fitted E is lossy.",
-        this);
-    about->setWordWrap(true);
-    auto* row = new QHBoxLayout;
-    row->addWidget(spin_);
-    row->addWidget(stats_, 1);
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(about);
-    layout->addWidget(plot_, 1);
-    layout->addLayout(row);
+        plot_);
+    controls->addWidget(spin_);
+    controls->addWidget(stats_, 1);
     rebuild();
 }
 

@@ -167,24 +167,10 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     connect(go, &QPushButton::clicked, this, [this] { search(search_->text()); });
     stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     stats_->setWordWrap(true);
-    auto* about = new QLabel(
-        "<b>What am I seeing.</b> Tokens seen often in a frequency text are common and kept exactly; "
-        "each rare token y is rebuilt from its k most similar common tokens: with unit-norm rows, solve "
-        "G w = 1 for the local Gram G<sub>jl</sub> = (y − x<sub>j</sub>)·(y − x<sub>l</sub>), normalise "
-        "the weights to sum 1, and rescale Σ α<sub>j</sub> x<sub>j</sub> to ‖y‖. Every token is shown on "
-        "the first two principal components; click or search a rare token to see its neighbours "
-        "(edge width = weight).",
-        this);
-    about->setWordWrap(true);
     auto* csv = new QPushButton("Export coordinates CSV…", this);
     csv->setToolTip("Every token's id, text, PC 1, PC 2, rare/common and the selection, as CSV "
                     "(for the Embedding Projector, a notebook or a spreadsheet)");
     connect(csv, &QPushButton::clicked, this, &NeighbourGraphView::exportCsvInteractively);
-    auto* row = new QHBoxLayout;
-    row->addWidget(search_);
-    row->addWidget(go);
-    row->addWidget(stats_, 1);
-    row->addWidget(csv);
 
     list_->setHorizontalHeaderLabels({"token", "id", "α", "cos"});
     list_->horizontalHeaderItem(2)->setToolTip("LLE weight of this neighbour (the weights sum to 1)");
@@ -207,10 +193,19 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     split->addWidget(side);
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(about);
-    layout->addWidget(split, 1);
-    layout->addLayout(row);
+    auto* controls = lay_out_view(
+        this,
+        "<b>What am I seeing.</b> Tokens seen often in a frequency text are common and kept exactly; "
+        "each rare token y is rebuilt from its k most similar common tokens: with unit-norm rows, solve "
+        "G w = 1 for the local Gram G<sub>jl</sub> = (y − x<sub>j</sub>)·(y − x<sub>l</sub>), normalise "
+        "the weights to sum 1, and rescale Σ α<sub>j</sub> x<sub>j</sub> to ‖y‖. Every token is shown on "
+        "the first two principal components; click or search a rare token to see its neighbours "
+        "(edge width = weight).",
+        split);
+    controls->addWidget(search_);
+    controls->addWidget(go);
+    controls->addWidget(stats_, 1);
+    controls->addWidget(csv);
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
     // Labels are placed in pixels: again after every layout (resize, zoom, export size).
     connect(plot_, &QCustomPlot::afterLayout, this, &NeighbourGraphView::placeLabels);

@@ -1,8 +1,11 @@
 #include "plot_interaction.hpp"
 
 #include <QAction>
+#include <QHBoxLayout>
+#include <QLabel>
 #include <QMenu>
 #include <QSignalBlocker>
+#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 namespace embedlab::views {
@@ -228,6 +231,18 @@ void place_legend_below(QCustomPlot* plot, QCPLegend* legend, int columns)
     legend->setColumnSpacing(10);
     legend->setWrap(std::max(columns, 1));
     legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+}
+
+QHBoxLayout* lay_out_view(QWidget* view, const QString& about, QWidget* main)
+{
+    auto* paragraph = new QLabel(about, view);
+    paragraph->setWordWrap(true);
+    auto* controls = new QHBoxLayout;
+    auto* layout = new QVBoxLayout(view);
+    layout->addWidget(paragraph);
+    layout->addWidget(main, 1);
+    layout->addLayout(controls);
+    return controls;
 }
 
 } // namespace embedlab::views

@@ -21,6 +21,8 @@
 #include <QVector>
 
 class QAction;
+class QHBoxLayout;
+class QWidget;
 class QCPAxis;
 class QCPAxisTicker;
 class QCPLegend;
@@ -79,5 +81,14 @@ PlotNavigation* navigation(const QCustomPlot* plot); // nullptr if none installe
 // plot's existing elements are grouped above it when they sit side by side),
 // `columns` entries a row, compact and frameless.
 void place_legend_below(QCustomPlot* plot, QCPLegend* legend, int columns);
+
+// A view's frame, the same on every view: the "What am I seeing." paragraph
+// `about` (word-wrapped) on top, `main` (the plot, or what holds it) taking the
+// spare height, and under it a row for the view's controls, returned for the
+// view to fill. The frame is `view`'s layout.
+//
+//   auto* controls = views::lay_out_view(this, "<b>What am I seeing.</b> ...", plot_);
+//   controls->addWidget(spin_);
+QHBoxLayout* lay_out_view(QWidget* view, const QString& about, QWidget* main);
 
 } // namespace embedlab::views

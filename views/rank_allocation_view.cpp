@@ -4,7 +4,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSlider>
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include "hover.hpp"
@@ -27,7 +26,8 @@ RankAllocationView::RankAllocationView(QWidget* parent)
     connect(overlay_, &QCheckBox::toggled, this, &RankAllocationView::setOverlay);
     ranks_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     ranks_->setWordWrap(true);
-    auto* about = new QLabel(
+    auto* controls = lay_out_view(
+        this,
         "<b>What am I seeing.</b> FLAT-LLM scores decoder layer l by how far it turns each token's "
         "hidden state: t<sub>l</sub> = mean over calibration tokens of arccos(cos(x<sub>in</sub>, "
         "x<sub>out</sub>)) / π (grey, dashed, divided by the largest). IPRS (Algorithm 1) hands out the "
@@ -36,17 +36,11 @@ RankAllocationView::RankAllocationView(QWidget* parent)
         "and shares the rest again, so the mean of w<sub>l</sub> is the chosen average ratio. Each value "
         "head of layer l keeps r<sub>l</sub> = max(1, ⌊w<sub>l</sub> d<sub>head</sub>⌋) principal "
         "directions; dotted is the uniform allocation at the same average.",
-        this);
-    about->setWordWrap(true);
-    auto* row = new QHBoxLayout;
-    row->addWidget(new QLabel("average remaining ratio", this));
-    row->addWidget(slider_, 1);
-    row->addWidget(overlay_);
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(about);
-    layout->addWidget(plot_, 1);
-    layout->addLayout(row);
-    layout->addWidget(ranks_);
+        plot_);
+    controls->addWidget(new QLabel("average remaining ratio", this));
+    controls->addWidget(slider_, 1);
+    controls->addWidget(overlay_);
+    layout()->addWidget(ranks_); // under the controls
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 

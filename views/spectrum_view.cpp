@@ -7,7 +7,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSpinBox>
-#include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include "hover.hpp"
@@ -101,7 +100,8 @@ SpectrumView::SpectrumView(QWidget* parent)
     connect(spin_, &QSpinBox::valueChanged, this, &SpectrumView::setRank);
     stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
-    auto* about = new QLabel(
+    auto* controls = lay_out_view(
+        this,
         "<b>What am I seeing.</b> PCA centres the V×d embedding table E on its mean row μ and "
         "diagonalises the covariance C = (E − 1μ)<sup>T</sup>(E − 1μ) / V; blue are its eigenvalues "
         "λ<sub>1</sub> ≥ λ<sub>2</sub> ≥ … (log scale), red the share of variance the first k directions "
@@ -111,15 +111,9 @@ SpectrumView::SpectrumView(QWidget* parent)
         "zooms, a drag pans, a double-click resets; right-click for a linear axis). With overlays (other "
         "models, or FLAT-LLM's per-head value spectra, thin, one colour per layer) every curve is drawn as "
         "its share λ<sub>i</sub> / Σ λ, so tables of different d and scale compare.",
-        this);
-    about->setWordWrap(true);
-    auto* row = new QHBoxLayout;
-    row->addWidget(spin_);
-    row->addWidget(stats_, 1);
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(about);
-    layout->addWidget(plot_, 1);
-    layout->addLayout(row);
+        plot_);
+    controls->addWidget(spin_);
+    controls->addWidget(stats_, 1);
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
