@@ -76,6 +76,10 @@ struct CompressionRequest {
     int64_t eval_tokens = 4096;
     // Also measure KL(P_original || P_compressed) and top-1 agreement on the same tokens.
     bool divergence = false;
+    // A zero-shot task after the evaluation (tasks.hpp): "sst2" or "mc" ("": none), its
+    // file, and its first task_limit examples (0: all); the original's accuracy beside it.
+    std::string task, task_data;
+    int64_t task_limit = 0;
     // For export_compressed: the text the row was evaluated on ("" = the bundled
     // sample text), which a LoRA row's retraining must leave out as the row did.
     // compress_and_evaluate takes its evaluation text as an argument instead.
@@ -124,7 +128,12 @@ void write_file(const std::string& path, const std::string& bytes);
 
 // TT candidates for the embedding (METHODS 5): every 2- and 3-factor shape of d
 // (at most `max_shapes`), each fitted at every eps, with the energy model of the
-// original table, the TT and the equal-size SVD.
+// original table, the TT and the equal-size SVD. A table of more than `max_rows`
+// rows (0: no limit) is fitted on `max_rows` evenly spaced rows: every token's TT
+// is fitted on its own, so the sample's error and cosine estimate the table's, and
+// the counts are the sample's per-token ranks spread over all V tokens (each token
+// takes its nearest sampled row's ranks). 16,384 rows keep a 150k vocabulary's
+// candidates at seconds instead of minutes.
 struct TensorTrainCandidate {
     std::vector<int64_t> shape, ranks; // ranks: the cores' (each position's largest)
     std::vector<double> mean_ranks;    // r_1..r_{N-1} averaged over tokens (each keeps its own)
@@ -137,10 +146,13 @@ struct TensorTrainCandidate {
 };
 struct TensorTrainResult {
     int64_t vocab = 0, dim = 0;
+    int64_t fitted_rows = 0; // == vocab unless the candidates are estimates from a sample
     std::vector<TensorTrainCandidate> candidates;
 };
+inline constexpr int64_t kTensorTrainCandidateRows = 16384;
 TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& eps,
-                                          int max_shapes, const ProgressFn& progress);
+                                          int max_shapes, const ProgressFn& progress,
+                                          int64_t max_rows = kTensorTrainCandidateRows);
 
 // A default eps for the method panel's tt that compresses this model's table: the
 // smallest of 0.3, 0.4, .., 0.9 whose per-token TT (the balanced 3-factor shape,

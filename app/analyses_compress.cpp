@@ -18,6 +18,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/tensor_train.hpp"
 
 namespace embedlab::app {
 
@@ -112,6 +113,9 @@ embedlab::CompressionRequest detail::experiment_request(const std::string& model
     e.eval_text = text;
     e.eval_tokens = r.eval_tokens;
     e.divergence = r.divergence;
+    e.task = r.task;
+    e.task_data = r.task_data;
+    e.task_limit = r.task_limit;
     return e;
 }
 
@@ -197,18 +201,53 @@ void write_file(const std::string& path, const std::string& bytes)
     write_file_atomic(path, bytes);
 }
 
+namespace {
+// round(linspace(0, V - 1, n)): n evenly spaced row ids, first and last included.
+torch::Tensor evenly_spaced_rows(int64_t v, int64_t n)
+{
+    return torch::linspace(0, static_cast<double>(v - 1), n, torch::kDouble).round().to(torch::kLong);
+}
+
+// The accounting of a TT fitted on n evenly spaced rows, for all V tokens: token t
+// takes the ranks of its nearest sampled row, round(t (n - 1) / (V - 1)).
+EmbeddingAccounting spread_sample_accounting(const CompressedEmbedding& c, int64_t v, int64_t n)
+{
+    const auto& shape = c.spec.shape;
+    const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(c.embedding.get());
+    if (!tt || !tt->per_token_ranks())
+        return account_tensor_train(v, shape, c.spec.ranks, EnergyOptions{}, 0);
+    const int64_t inner = static_cast<int64_t>(shape.size()) - 1;
+    const torch::Tensor sampled = tt->token_ranks().contiguous(); // [n, N - 1] int32
+    const int32_t* r = sampled.data_ptr<int32_t>();
+    std::vector<int32_t> ranks(static_cast<size_t>(v * inner));
+    for (int64_t t = 0; t < v; ++t) {
+        const int64_t j = v > 1 ? std::llround(static_cast<double>(t) * static_cast<double>(n - 1) /
+                                               static_cast<double>(v - 1))
+                                : 0;
+        std::copy_n(r + j * inner, inner, ranks.begin() + t * inner);
+    }
+    return account_tensor_train_per_token(v, shape, ranks, EnergyOptions{}, 0);
+}
+} // namespace
+
 TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& eps,
-                                          int max_shapes, const ProgressFn& progress)
+                                          int max_shapes, const ProgressFn& progress, int64_t max_rows)
 {
     auto lm = load_model(model, {.need_tokenizer = false});
     const auto* dense = dense_table(&lm.model->token_embedding());
     if (!dense)
         throw InputError(model + ": the token embedding is already compressed (" +
                          lm.model->token_embedding().kind() + "); open the original model");
-    const auto& table = *dense;
     TensorTrainResult r;
-    r.vocab = table.size(0);
-    r.dim = table.size(1);
+    r.vocab = dense->size(0);
+    r.dim = dense->size(1);
+    const bool sampled = max_rows > 0 && r.vocab > max_rows;
+    r.fitted_rows = sampled ? max_rows : r.vocab;
+    const torch::Tensor table =
+        sampled ? dense->index_select(0, evenly_spaced_rows(r.vocab, max_rows)).to(torch::kFloat).contiguous()
+                : *dense;
+    if (sampled)
+        lm.model.reset(); // the sample is all the fits read
     std::vector<std::vector<int64_t>> shapes;
     for (int n : {2, 3})
         for (auto& s : tt_shapes(r.dim, n))
@@ -223,22 +262,24 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
             CompressionSpec spec{.method = "tt", .shape = shape, .eps = e};
             const auto c = compress_table(table, spec, 0, stage(progress, done, 1, total));
             ++done;
+            const EmbeddingAccounting a =
+                sampled ? spread_sample_accounting(c, r.vocab, max_rows) : c.accounting;
             TensorTrainCandidate t;
             t.shape = shape;
-            t.ranks = c.spec.ranks;
-            t.mean_ranks = c.accounting.mean_ranks;
+            t.ranks = a.ranks;
+            t.mean_ranks = a.mean_ranks;
             t.eps = e;
-            t.ratio = c.accounting.ratio;
-            t.params_after = c.accounting.params_after;
+            t.ratio = a.ratio;
+            t.params_after = a.params_after;
             t.relative_error = c.reconstruction.relative_frobenius;
             t.mean_cosine = c.reconstruction.mean_cosine;
-            t.svd_rank = c.accounting.svd_equal_size_rank;
-            const auto& en = c.accounting.energy;
+            t.svd_rank = a.svd_equal_size_rank;
+            const auto& en = a.energy;
             t.energy_original = en.original_nu + en.original_tau;
             t.energy_tt = en.compressed_nu + en.compressed_tau;
-            const auto& sv = c.accounting.svd_equal_size_energy;
+            const auto& sv = a.svd_equal_size_energy;
             t.energy_svd = sv.compressed_nu + sv.compressed_tau;
-            const EnergyOptions weights; // the weights compress_table used
+            const EnergyOptions weights; // the weights the accounting used
             t.accesses_original = en.original_nu / weights.nu;
             t.operations_original = en.original_tau / weights.tau;
             t.accesses_tt = en.compressed_nu / weights.nu;
@@ -264,9 +305,8 @@ TensorTrainDefault compressing_tt_eps(const std::string& model, const ProgressFn
     best.applies = true;
     const int64_t v = dense->size(0), d = dense->size(1);
     const int64_t n = std::min<int64_t>(v, 4096);
-    const auto rows =
-        torch::linspace(0, static_cast<double>(v - 1), n, torch::kDouble).round().to(torch::kLong);
-    const torch::Tensor sample = dense->index_select(0, rows).to(torch::kFloat).contiguous();
+    const torch::Tensor sample =
+        dense->index_select(0, evenly_spaced_rows(v, n)).to(torch::kFloat).contiguous();
     const auto shape = balanced_tt_shape(d, model);
     best.sample_rows = n;
     const std::vector<double> grid = {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};

@@ -102,6 +102,7 @@ views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& l
     d.label = label;
     d.vocab = static_cast<int>(r.vocab);
     d.dim = static_cast<int>(r.dim);
+    d.fittedRows = static_cast<int>(r.fitted_rows);
     for (const auto& c : r.candidates) {
         // Each token keeps its own ranks: the cores' sizes, and the mean over tokens.
         QString ranks = joined(c.ranks, ",");

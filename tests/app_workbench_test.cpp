@@ -37,6 +37,7 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "view_data.hpp"
 
 using embedlab::app::MainWindow;
 
@@ -339,8 +340,9 @@ TEST(Workbench, FourierAndNeighbourViewsAreComputedWhenShown)
 
 TEST(Workbench, TensorTrainCandidatesMeetTheirAccuracy)
 {
-    const auto r = embedlab::app::tensor_train_candidates(embedlab::app::default_model(), {0.3}, 2, {});
+    const auto r = embedlab::app::tensor_train_candidates(embedlab::app::default_model(), {0.3}, 2, {}, 0);
     EXPECT_EQ(r.dim, 128);
+    EXPECT_EQ(r.fitted_rows, 50257);
     ASSERT_EQ(r.candidates.size(), 2);
     for (const auto& c : r.candidates) {
         int64_t product = 1;
@@ -368,6 +370,30 @@ TEST(Workbench, TensorTrainCandidatesMeetTheirAccuracy)
         EXPECT_GT(c.energy_svd, 0.0);
         EXPECT_GT(c.svd_rank, 0);
     }
+    // A large vocabulary's candidates come from evenly spaced rows: every token's TT
+    // is its own, so 4,096 of 50,257 rows estimate the full table's numbers closely,
+    // and the counts are still of all V tokens.
+    const auto s = embedlab::app::tensor_train_candidates(embedlab::app::default_model(), {0.3}, 2, {}, 4096);
+    EXPECT_EQ(s.vocab, 50257);
+    EXPECT_EQ(s.fitted_rows, 4096);
+    ASSERT_EQ(s.candidates.size(), r.candidates.size());
+    for (size_t i = 0; i < s.candidates.size(); ++i) {
+        const auto &full = r.candidates[i], &est = s.candidates[i];
+        EXPECT_EQ(est.shape, full.shape);
+        EXPECT_NEAR(est.ratio, full.ratio, 0.03 * full.ratio);
+        // The table's Frobenius error is dominated by its few largest rows: a looser estimate.
+        EXPECT_NEAR(est.relative_error, full.relative_error, 0.2 * full.relative_error);
+        EXPECT_NEAR(est.mean_cosine, full.mean_cosine, 0.01);
+        EXPECT_DOUBLE_EQ(est.ratio, static_cast<double>(est.params_after) / (50257 * 128.0));
+        EXPECT_DOUBLE_EQ(est.energy_original, full.energy_original);
+        EXPECT_NEAR(est.energy_tt, full.energy_tt, 0.05 * full.energy_tt);
+    }
+    const auto view = embedlab::app::tt_view_data(s, "tinygpt2");
+    embedlab::views::TensorTrainView tt_view;
+    tt_view.setData(view);
+    tt_view.setSelected(0);
+    EXPECT_TRUE(tt_view.summary().contains("estimated from 4096 evenly spaced of 50257 rows"))
+        << tt_view.summary().toStdString();
 }
 
 } // namespace

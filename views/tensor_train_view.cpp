@@ -210,18 +210,24 @@ QString TensorTrainView::summary() const
     const QString warning =
         c.ratio > 1 ? QString("NOT COMPRESSING (ratio > 1: stores %1x the table). ").arg(c.ratio, 0, 'f', 2)
                     : QString();
-    return warning + QString("shape %1, eps %2, ranks %3: ratio %4, relative error %5, mean cosine %6; "
-                             "energy at %7: ω = E_TT / E_original = %8, SVD rank %9 %10 of the original")
-                         .arg(c.shape)
-                         .arg(c.eps, 0, 'g', 3)
-                         .arg(c.ranks)
-                         .arg(c.ratio, 0, 'f', 4)
-                         .arg(c.relative_error, 0, 'f', 4)
-                         .arg(c.mean_cosine, 0, 'f', 4)
-                         .arg(weights)
-                         .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
-                         .arg(c.svd_rank)
-                         .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4);
+    const QString estimate =
+        data_.fittedRows > 0 && data_.fittedRows < data_.vocab
+            ? QString(" (estimated from %1 evenly spaced of %2 rows)").arg(data_.fittedRows).arg(data_.vocab)
+            : QString();
+    return warning +
+           QString("shape %1, eps %2, ranks %3: ratio %4, relative error %5, mean cosine %6; "
+                   "energy at %7: ω = E_TT / E_original = %8, SVD rank %9 %10 of the original")
+               .arg(c.shape)
+               .arg(c.eps, 0, 'g', 3)
+               .arg(c.ranks)
+               .arg(c.ratio, 0, 'f', 4)
+               .arg(c.relative_error, 0, 'f', 4)
+               .arg(c.mean_cosine, 0, 'f', 4)
+               .arg(weights)
+               .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
+               .arg(c.svd_rank)
+               .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4) +
+           estimate;
 }
 
 QString TensorTrainView::hoverText(const QPointF& pixel) const

@@ -42,6 +42,7 @@ TensorTrainEnergy weighedEnergy(const TensorTrainCandidate& c, double nu, double
 struct TensorTrainData {
     QString label;
     int vocab = 0, dim = 0;
+    int fittedRows = 0; // < vocab: the candidates are estimates from this many evenly spaced rows
     QVector<TensorTrainCandidate> candidates; // grouped by shape, eps ascending within a shape
 };
 
