@@ -224,6 +224,22 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
 
 namespace {
 
+// The low-rank fit a pca, svd or lrf table stores.
+LowRankKind low_rank_kind(detail::TableKind kind)
+{
+    using K = detail::TableKind;
+    return kind == K::PCA ? LowRankKind::PCA : kind == K::SVD ? LowRankKind::SVD : LowRankKind::LRF;
+}
+
+// The partial-sparse fit an lle, lle-unk or lle-pca table stores.
+PartialSparseKind partial_sparse_kind(detail::TableKind kind)
+{
+    using K = detail::TableKind;
+    return kind == K::LLE      ? PartialSparseKind::LLE
+           : kind == K::LLEUnk ? PartialSparseKind::Unk
+                               : PartialSparseKind::PCA;
+}
+
 // One table's embedding from its checked layout, consuming its factors.
 std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, WeightMap& factors,
                                                   const std::string& where, const std::string& label)
@@ -257,9 +273,7 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     using K = detail::TableKind;
     if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
         LowRankFit fit;
-        fit.kind = t.kind == K::PCA   ? LowRankKind::PCA
-                   : t.kind == K::SVD ? LowRankKind::SVD
-                                      : LowRankKind::LRF;
+        fit.kind = low_rank_kind(t.kind);
         fit.rank = t.rank;
         fit.mu = t.kind == K::PCA ? f["pca.mu"] : torch::zeros({t.dim}, torch::kFloat32);
         fit.Z = f[method + ".Z"];
@@ -286,9 +300,7 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     }
     if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
         PartialSparseFit fit;
-        fit.kind = t.kind == K::LLE      ? PartialSparseKind::LLE
-                   : t.kind == K::LLEUnk ? PartialSparseKind::Unk
-                                         : PartialSparseKind::PCA;
+        fit.kind = partial_sparse_kind(t.kind);
         fit.vocab = t.rows;
         fit.dim = t.dim;
         fit.k = t.k;
