@@ -1,5 +1,6 @@
 // finetune: LoRA recovery training of a compressed model (METHODS.md 1), or with
-// --from-scratch the paper's lrf baseline; and `bench train`, training throughput.
+// --from-scratch the paper's lrf baseline, or for a fourier table its MLP by LM loss
+// (METHODS.md 4; --fourier-row-lora: a row adapter instead); and `bench train`.
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -77,10 +78,11 @@ Json result_json(const PerplexityResult& r)
 
 int command_finetune(const std::vector<std::string>& argv)
 {
-    Args args("finetune", argv,
-              {"--train-text", "--steps", "--lr", "--batch", "--seqlen", "--seed", "--rank", "--alpha",
-               "--weight-decay", "--warmup", "--targets", "--out", "--eval-text", "--ctx", "--stride"},
-              {"--merge", "--from-scratch", "--force", "--json", "--quiet", "--no-verify"});
+    Args args(
+        "finetune", argv,
+        {"--train-text", "--steps", "--lr", "--batch", "--seqlen", "--seed", "--rank", "--alpha",
+         "--weight-decay", "--warmup", "--targets", "--out", "--eval-text", "--ctx", "--stride"},
+        {"--merge", "--from-scratch", "--fourier-row-lora", "--force", "--json", "--quiet", "--no-verify"});
     const auto dir = args.single_positional("DIR");
     if (!dir)
         throw InputError(
@@ -129,7 +131,18 @@ int command_finetune(const std::vector<std::string>& argv)
     if (eval.enabled())
         before = eval.run(model, "eval " + method);
 
-    Trainable trainable = prepare_recovery(model, lora, from_scratch);
+    // A fourier table trains its own MLP (PETE keeps no per-token parameters);
+    // --fourier-row-lora keeps the V x r row adapter every other table gets.
+    const bool row_lora = args.has("--fourier-row-lora");
+    if (row_lora && method != "fourier")
+        throw InputError("finetune: --fourier-row-lora applies to fourier tables, not " + method);
+    const bool fourier_mlp = method == "fourier" && !row_lora && !from_scratch;
+    const int64_t embedding_before = model.token_embedding().parameter_count();
+    Trainable trainable =
+        fourier_mlp ? prepare_fourier_mlp_recovery(model, lora) : prepare_recovery(model, lora, from_scratch);
+    const std::string trained = from_scratch  ? "lrf"
+                                : fourier_mlp ? method + " MLP" + (model.lora() ? " + lora" : "")
+                                              : method + " + lora";
     TrainResult result;
     {
         ProgressPrinter interrupt("finetune", "steps", /*quiet=*/true);
@@ -139,7 +152,7 @@ int command_finetune(const std::vector<std::string>& argv)
     }
     std::optional<PerplexityResult> after;
     if (eval.enabled())
-        after = eval.run(model, std::string("eval ") + (from_scratch ? "lrf" : method + " + lora"));
+        after = eval.run(model, "eval " + trained);
     const bool merge = args.has("--merge");
     const Json lora_json = trainable.description["lora"];
     if (merge)
@@ -171,7 +184,9 @@ int command_finetune(const std::vector<std::string>& argv)
               {"source", *dir},
               {"merged", merge},
               {"lora", manifest.contains("lora") ? manifest["lora"] : Json()},
-              {"params", {{"before", params_before}, {"after", model.parameter_breakdown().total()}}}};
+              {"params", {{"before", params_before}, {"after", model.parameter_breakdown().total()}}},
+              {"embedding_params",
+               {{"before", embedding_before}, {"after", model.token_embedding().parameter_count()}}}};
     j.update(record);
     j["tokens_per_second"] = result.tokens_per_second;
     if (args.has("--json")) {
@@ -179,18 +194,20 @@ int command_finetune(const std::vector<std::string>& argv)
         return 0;
     }
     std::printf("%s: %s from %s, %lld steps of %lld x %lld tokens, %lld trainable parameters\n", out->c_str(),
-                from_scratch ? "lrf (random factors)" : (method + " + lora").c_str(), dir->c_str(),
-                (long long)train.steps, (long long)train.batch, (long long)train.seqlen,
-                (long long)result.trainable_parameters);
+                from_scratch ? "lrf (random factors)" : trained.c_str(), dir->c_str(), (long long)train.steps,
+                (long long)train.batch, (long long)train.seqlen, (long long)result.trainable_parameters);
     std::printf("  loss %.4f -> %.4f, %.0f tokens/s (%.1f s)\n", result.loss_curve.front(),
                 result.loss_curve.back(), result.tokens_per_second, result.seconds);
     if (eval.enabled())
         std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n", before->ppl,
                     after->ppl, record["evaluation"]["delta_ln_ppl"].get<double>(), (long long)after->tokens,
                     (long long)after->ctx);
-    std::printf("  params %lld -> %lld%s\n", (long long)params_before,
+    std::printf("  params %lld -> %lld%s; embedding %lld -> %lld\n", (long long)params_before,
                 (long long)model.parameter_breakdown().total(),
-                merge ? " (adapters merged)" : " (adapters stored)");
+                !model.lora() && !merge ? ""
+                : merge                 ? " (adapters merged)"
+                                        : " (adapters stored)",
+                (long long)embedding_before, (long long)model.token_embedding().parameter_count());
     return 0;
 }
 

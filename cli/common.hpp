@@ -96,6 +96,7 @@ int command_sweep_status(const std::vector<std::string>& argv);
 int command_sweep_collect(const std::vector<std::string>& argv);
 int command_finetune(const std::vector<std::string>& argv);
 int command_synth(const std::vector<std::string>& argv); // command_synth.cpp
+int command_train(const std::vector<std::string>& argv); // command_train.cpp
 int bench_train(const std::vector<std::string>& argv);   // bench train (command_finetune.cpp)
 int bench_scale(const std::vector<std::string>& argv);   // bench scale (command_bench_scale.cpp)
 int compress_flat(const std::vector<std::string>& argv); // compress --method flat

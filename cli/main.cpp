@@ -92,7 +92,18 @@ commands:
            --out DIR2 [--eval-text FILE [--ctx N]] [--merge] [--from-scratch] [--force] [--json]
                                                LoRA recovery of a compressed model (METHODS.md 1); --merge
                                                folds the adapters into the weights; --from-scratch: the lrf
-                                               baseline (random pca/svd factors of the same k, trained in full)
+                                               baseline (random pca/svd factors of the same k, trained in full);
+                                               a fourier table trains its own MLP (no per-token parameters;
+                                               --targets embedding: the MLP alone), --fourier-row-lora instead
+                                               adds a V x r per-token row adapter
+  train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)
+           --out DIR [--eval-text FILE [--ctx N]] [--seed S] [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)]
+           [--warmup N (50)] [--hidden-ratio R (0.25)] [--no-norm] [--norm-scale S (0.02)] [--tokenizer DIR]
+           [--force] [--json]
+                                               a GPT-2-style model trained from scratch (tiny: d 128, 4 layers,
+                                               4 heads; small: d 256, 6 layers, 8 heads; 256 positions; tied
+                                               head) with a learned table or PETE's Fourier features + MLP
+                                               (METHODS.md 4, no per-token parameters); GPT-2's tokenizer
   bench train [--model M] [--steps N (20)] [--k K (32)] [--rank R] [--batch B] [--seqlen T] [--text FILE]
                                                LoRA training throughput (tokens per second)
   bench scale --like NAME [--layers N] [--dtype f32|f16|bf16] [--keep DIR] [--json]
@@ -185,6 +196,8 @@ int main(int argc, char** argv)
             return cli::command_remote(args);
         if (command == "finetune")
             return cli::command_finetune(args);
+        if (command == "train")
+            return cli::command_train(args);
         if (command == "synth")
             return cli::command_synth(args);
         if (command == "figure" || command == "demo")

@@ -95,6 +95,14 @@ struct Trainable {
 // on a table that is not pca/svd.
 Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool from_scratch);
 
+// PETE's own recovery (METHODS.md 4, issue 20 item 12): the fourier table's MLP
+// (w_in, b_in, and w_out, b_out / norm when present) trains in full by LM loss, so
+// the embedding keeps its MLP-only parameters (no V x r row adapter, which
+// prepare_recovery would add); the targets other than "embedding" get LoRA
+// adapters as for lora ("embedding" alone: the MLP only). description.mode is
+// "fourier-mlp". InputError when the table is not fourier or adapters are attached.
+Trainable prepare_fourier_mlp_recovery(LanguageModel& model, const LoraOptions& lora);
+
 struct SaveFinetunedOptions {
     bool overwrite = false;
     nlohmann::ordered_json lora;     // the adapters' json() before a merge (null: none)

@@ -87,7 +87,8 @@ public:
     int64_t dim() const override { return p_.dim; }
     torch::Tensor lookup(const torch::Tensor& ids) const override;
     // hidden [.., d] -> [.., V]; rows built 4096 at a time, never all at once
-    // (linear without norm: (h + h W) T^T + h b, features only).
+    // (linear without norm: (h + h W) T^T + h b, features only). Under autograd with
+    // trainable parameters or hidden states (training), one product with all V rows.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     // Every row through the MLP; undefined for linear without norm, whose head folds the
     // MLP into the hidden states and needs only the features.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <random>
 
+#include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 
 namespace embedlab {
@@ -165,6 +166,56 @@ Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool f
         {"lora", adapters->json()}};
     t.description["lora"]["targets"] = options.targets;
     t.description["lora"]["seed"] = options.seed;
+    return t;
+}
+
+Trainable prepare_fourier_mlp_recovery(LanguageModel& model, const LoraOptions& lora)
+{
+    if (model.lora())
+        throw InputError("finetune: the model already has LoRA adapters; merge them first (--merge)");
+    const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&model.token_embedding());
+    if (!fe)
+        throw InputError("finetune: training the Fourier MLP needs a fourier table, not " +
+                         model.token_embedding().kind());
+    copy_inference_tensors(model);
+    c10::InferenceMode no_inference(false);
+    FourierParams p = fe->params();
+    for (auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
+        if (t->defined())
+            *t = t->detach().clone().requires_grad_(true);
+    auto trainable = std::make_shared<FourierTokenEmbedding>(std::move(p));
+    model.set_token_embedding(trainable);
+    Trainable t;
+    const auto& q = trainable->params(); // the tensors the model now holds
+    for (const auto* x : {&q.w_in, &q.b_in, &q.w_out, &q.b_out, &q.norm_weight})
+        if (x->defined())
+            t.params.push_back(*x);
+    Json trains = Json::array();
+    trains.push_back(std::string("the Fourier MLP (") +
+                     (q.mlp == FourierMlp::GeGLU ? "w_in, b_in, w_out, b_out" : "w_in, b_in") +
+                     (q.norm ? ", norm" : "") + ") in full: no per-token parameters");
+    LoraOptions options = lora;
+    options.targets.erase("embedding");
+    Json lora_json;
+    if (!options.targets.empty()) {
+        const auto adapters = make_lora_adapters(model, options);
+        attach_lora(model, adapters);
+        for (const auto& a : adapters->trainable())
+            t.params.push_back(a);
+        if (!adapters->adapters.empty())
+            trains.push_back("LoRA adapters on " + Json(options.targets).dump());
+        lora_json = adapters->json();
+        lora_json["targets"] = options.targets;
+        lora_json["seed"] = options.seed;
+    }
+    int64_t count = 0;
+    for (const auto& x : t.params)
+        count += x.numel();
+    t.description = {{"mode", "fourier-mlp"},
+                     {"trains", trains},
+                     {"frozen", "every base weight"},
+                     {"trainable_parameters", count},
+                     {"lora", lora_json}};
     return t;
 }
 

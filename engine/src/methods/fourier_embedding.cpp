@@ -180,10 +180,22 @@ torch::Tensor FourierTokenEmbedding::rebuilt_rows() const
 torch::Tensor FourierTokenEmbedding::project(const torch::Tensor& hidden) const
 {
     const auto h = hidden.reshape({-1, p_.dim});
+    const bool fold = p_.mlp == FourierMlp::Linear && !p_.norm;
+    auto sizes = hidden.sizes().vec();
+    sizes.back() = p_.vocab;
+    if (torch::GradMode::is_enabled() && (h.requires_grad() || p_.w_in.requires_grad())) {
+        // Training (train --embedding fourier, finetune of the MLP): one differentiable
+        // product with all V rows; the blocks below write into slices of one tensor,
+        // which autograd would replay as one copy of the whole logits per block.
+        const auto features = fourier_features(torch::arange(p_.vocab, torch::kLong), p_.vocab, p_.dim);
+        const auto logits = fold ? torch::addmm(torch::matmul(h, p_.b_in).unsqueeze(1),
+                                                h + torch::matmul(h, p_.w_in), features.t())
+                                 : torch::matmul(h, apply_all(features, p_).t());
+        return logits.reshape(sizes);
+    }
     auto logits = torch::empty({h.size(0), p_.vocab}, h.options());
     // linear without norm: h E^T = h (T + T W^T + 1 b^T)^T = (h + h W) T^T + h b,
     // so the V rows need only their features, not the MLP.
-    const bool fold = p_.mlp == FourierMlp::Linear && !p_.norm;
     const auto hw = fold ? h + torch::matmul(h, p_.w_in) : torch::Tensor();
     const auto hb = fold ? torch::matmul(h, p_.b_in).unsqueeze(1) : torch::Tensor();
     for (int64_t v0 = 0; v0 < p_.vocab; v0 += kBlock) {
@@ -195,8 +207,6 @@ torch::Tensor FourierTokenEmbedding::project(const torch::Tensor& hidden) const
             logits.narrow(1, v0, n).copy_(
                 torch::matmul(h, apply_all(fourier_features(ids, p_.vocab, p_.dim), p_).t()));
     }
-    auto sizes = hidden.sizes().vec();
-    sizes.back() = p_.vocab;
     return logits.reshape(sizes);
 }
 

@@ -1,0 +1,178 @@
+// train: a small GPT-2-style model from scratch with a learned table or PETE's
+// Fourier embedding (issue 20 item 12; engine in train.hpp).
+#include <cmath>
+#include <limits>
+
+#include "common.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/train.hpp"
+#include "progress_printer.hpp"
+
+namespace embedlab::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Only an empty directory or one that train or compress wrote is replaced.
+void prepare_train_output(const std::string& out, bool force)
+{
+    std::error_code ec;
+    if (out.empty())
+        throw InputError("train: --out names an empty directory");
+    if (fs::exists(fs::symlink_status(out, ec))) {
+        if (!force)
+            throw InputError(out + ": already exists (use --force to replace it)");
+        if (!fs::is_directory(fs::symlink_status(out, ec)))
+            throw InputError(out + ": is not a directory; not replacing it");
+        if (!fs::is_empty(out, ec) && !fs::is_regular_file(fs::path(out) / "training.json", ec) &&
+            !fs::is_regular_file(fs::path(out) / "embedlab.json", ec))
+            throw InputError(out +
+                             ": was not written by embedlab-cli train (no training.json); not replacing it");
+    }
+    create_parent_directories(out);
+}
+
+} // namespace
+
+int command_train(const std::vector<std::string>& argv)
+{
+    Args args("train", argv,
+              {"--config", "--embedding", "--train-text", "--minutes", "--steps", "--out", "--eval-text",
+               "--ctx", "--seed", "--lr", "--min-lr-ratio", "--warmup", "--batch", "--seqlen",
+               "--weight-decay", "--grad-clip", "--hidden-ratio", "--norm-scale", "--tokenizer"},
+              {"--no-norm", "--force", "--json", "--quiet"});
+    if (!args.positional().empty())
+        throw InputError("train: unexpected argument '" + args.positional().front() +
+                         "' (train takes only options; see embedlab-cli help)");
+    const auto config_name = args.get("--config");
+    if (!config_name)
+        throw InputError("train: --config tiny|small is required");
+    const auto embedding = args.get("--embedding");
+    if (!embedding)
+        throw InputError("train: --embedding table|fourier[:linear|geglu] is required");
+    const auto train_text = args.get("--train-text");
+    if (!train_text)
+        throw InputError("train: --train-text FILE is required");
+    const auto out = args.get("--out");
+    if (!out)
+        throw InputError("train: --out DIR is required");
+    if (!args.has("--minutes") && !args.has("--steps"))
+        throw InputError("train: --minutes M (training time) or --steps N is required");
+
+    ScratchOptions o;
+    o.config = scratch_config(*config_name, 0); // the vocabulary is the tokenizer's (below)
+    o.embedding = parse_scratch_embedding(*embedding);
+    if (args.has("--minutes")) {
+        o.minutes = args.get_double("--minutes", 0, -1e12, 1e12);
+        if (!(o.minutes > 0))
+            throw InputError("train: --minutes must be a positive number, got " + *args.get("--minutes"));
+    }
+    if (args.has("--steps"))
+        o.steps = args.get_int("--steps", 0, 1, 100'000'000);
+    o.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
+    o.lr = args.get_double("--lr", o.lr, -1e9, 1e9);
+    o.min_lr_ratio = args.get_double("--min-lr-ratio", o.min_lr_ratio, -1e9, 1e9);
+    o.warmup = args.get_int("--warmup", o.warmup, -1, 100'000'000);
+    o.batch = args.get_int("--batch", o.batch, 0, 1 << 16);
+    o.seqlen = args.get_int("--seqlen", o.seqlen, 0, 1 << 20);
+    o.weight_decay = args.get_double("--weight-decay", o.weight_decay, -1e9, 1e9);
+    o.grad_clip = args.get_double("--grad-clip", o.grad_clip, -1e9, 1e9);
+    o.hidden_ratio = args.get_double("--hidden-ratio", o.hidden_ratio, -1e9, 1e9);
+    o.norm = !args.has("--no-norm");
+    o.norm_scale = args.get_double("--norm-scale", o.norm_scale, -1e9, 1e9);
+    const bool quiet = args.has("--quiet");
+    const fs::path tokenizer_dir = args.get("--tokenizer").value_or(default_model_path().string());
+    const auto tokenizer = load_tokenizer_from_directory(tokenizer_dir);
+    o.config.vocab = tokenizer->vocab_size();
+
+    const auto ids = tokenizer->encode(read_text_file(*train_text));
+    check_scratch_options(o, static_cast<int64_t>(ids.size()));
+    std::vector<int32_t> eval_ids;
+    PerplexityOptions eval_options;
+    const auto eval_text = args.get("--eval-text");
+    if (eval_text) {
+        eval_ids = tokenizer->encode(read_text_file(*eval_text));
+        eval_options.ctx =
+            args.get_int("--ctx", std::min<int64_t>(128, o.config.positions), 1, o.config.positions);
+        if (eval_ids.size() < 2)
+            throw InputError(*eval_text + ": has fewer than 2 tokens to evaluate");
+    }
+    prepare_train_output(*out, args.has("--force"));
+
+    ScratchResult r;
+    {
+        ProgressPrinter interrupt("train", "steps", /*quiet=*/true);
+        auto check = interrupt.callback();
+        const std::string what = *config_name + " " + scratch_embedding_name(o.embedding);
+        int64_t next_print = 1;
+        r = train_from_scratch(o, ids, [&](const ScratchStep& s) {
+            if (!check(s.step, std::max<int64_t>(s.planned_steps, s.step)))
+                return false;
+            if (!quiet && (s.step >= next_print || s.step == s.planned_steps)) {
+                std::fprintf(stderr, "train %s: step %lld/%lld loss %.4f lr %.2e, %.0f tokens/s, %.0f s\n",
+                             what.c_str(), (long long)s.step, (long long)s.planned_steps, s.loss, s.lr,
+                             s.tokens_per_second, s.seconds);
+                next_print = s.planned_steps > 0 ? s.step + std::max<int64_t>(1, s.planned_steps / 10) : 10;
+            }
+            return true;
+        });
+    }
+
+    Json extra = {{"train_text",
+                   {{"path", fs::absolute(*train_text).lexically_normal().string()},
+                    {"sha256", sha256_file(*train_text)},
+                    {"tokens", ids.size()}}},
+                  {"tokenizer", fs::absolute(tokenizer_dir).lexically_normal().string()}};
+    if (eval_text) {
+        PerplexityResult p;
+        {
+            ProgressPrinter printer("eval " + *out, "windows", quiet);
+            p = evaluate_perplexity(*r.model, eval_ids, eval_options, printer.callback());
+        }
+        extra["evaluation"] = {{"text", fs::absolute(*eval_text).lexically_normal().string()},
+                               {"text_sha256", sha256_file(*eval_text)},
+                               {"ctx", p.ctx},
+                               {"stride", p.stride},
+                               {"tokens", p.tokens},
+                               {"ppl", p.ppl},
+                               {"nll_per_token", p.nll_per_token},
+                               {"protocol", "METHODS.md section 0"}};
+    }
+    Json record;
+    {
+        ProgressPrinter p("write " + *out, "bytes", quiet);
+        record = save_trained_model(
+            r, *out, {.tokenizer_dir = tokenizer_dir, .overwrite = args.has("--force"), .extra = extra},
+            p.callback());
+    }
+    if (args.has("--json")) {
+        Json j = {{"out", *out}};
+        for (const auto& [key, value] : record.items())
+            if (key != "loss_curve")
+                j[key] = value;
+        j["loss_curve"] = record["loss_curve"];
+        print_json(j);
+        return 0;
+    }
+    std::printf("%s: %s %s (d %lld, %lld layers, %lld heads), trained from scratch, seed %llu\n",
+                out->c_str(), config_name->c_str(), scratch_embedding_name(o.embedding).c_str(),
+                (long long)o.config.dim, (long long)o.config.layers, (long long)o.config.heads,
+                (unsigned long long)o.seed);
+    std::printf("  parameters: embedding %lld, total %lld\n", (long long)r.embedding_parameters,
+                (long long)r.total_parameters);
+    std::printf(
+        "  %lld steps of %lld x %lld tokens (planned %lld, stopped by %s), %.1f s, %.0f tokens/s, %lld "
+        "threads\n",
+        (long long)r.steps, (long long)o.batch, (long long)o.seqlen, (long long)r.planned_steps,
+        r.stopped_by.c_str(), r.seconds, r.tokens_per_second, (long long)r.threads);
+    std::printf("  loss %.4f -> %.4f\n", r.loss_curve.front(), r.loss_curve.back());
+    if (eval_text)
+        std::printf("  held-out perplexity %.4f on %lld tokens (%s, ctx %lld)\n",
+                    extra["evaluation"]["ppl"].get<double>(),
+                    (long long)extra["evaluation"]["tokens"].get<int64_t>(), eval_text->c_str(),
+                    (long long)eval_options.ctx);
+    return 0;
+}
+
+} // namespace embedlab::cli

@@ -1,0 +1,495 @@
+#include "embedlab/train.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cmath>
+#include <numbers>
+#include <random>
+
+#include "embedlab/compressed_model.hpp"
+#include "embedlab/file_output.hpp"
+#include "embedlab/fourier_embedding.hpp"
+#include "io/canonical_weights.hpp"
+#include "model/manifest_layout.hpp"
+#include "model/manifest_support.hpp"
+#include "model/shape_check.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int64_t kPlanStep = 10; // a time-limited run fixes its number of steps here
+
+bool ends_with(const std::string& s, const std::string& tail)
+{
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+double scheduled_lr(const ScratchOptions& o, int64_t step, int64_t planned)
+{
+    if (o.warmup > 0 && step <= o.warmup)
+        return o.lr * static_cast<double>(step) / static_cast<double>(o.warmup);
+    const int64_t flat_until = std::max(o.warmup, kPlanStep);
+    if (planned <= flat_until || step <= flat_until)
+        return o.lr;
+    const double progress =
+        std::min(1.0, static_cast<double>(step - flat_until) / static_cast<double>(planned - flat_until));
+    const double floor = o.min_lr_ratio * o.lr;
+    return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+// GPT-2's initialisation from our own generator (the global one is left alone).
+WeightMap initial_weights(const ModelConfig& c, bool with_table, at::Generator& gen)
+{
+    const double out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.num_layers));
+    WeightMap w;
+    for (const auto& e : detail::expected_tensors(c)) {
+        if (e.name == "wte.weight" && !with_table)
+            continue;
+        auto t = torch::empty(e.shape, torch::kFloat32);
+        const bool norm = e.name.find("ln_") != std::string::npos;
+        if (ends_with(e.name, ".bias"))
+            t.zero_();
+        else if (norm)
+            t.fill_(1.0);
+        else if (ends_with(e.name, "attn.c_proj.weight") || ends_with(e.name, "mlp.c_proj.weight"))
+            t.normal_(0.0, out_std, gen);
+        else
+            t.normal_(0.0, 0.02, gen);
+        w.emplace(e.name, t.requires_grad_(true));
+    }
+    return w;
+}
+
+FourierParams initial_fourier(const ScratchOptions& o, at::Generator& gen)
+{
+    FourierParams p;
+    p.mlp = o.embedding.mlp;
+    p.vocab = o.config.vocab;
+    p.dim = o.config.dim;
+    p.norm = o.norm;
+    p.hidden = p.mlp == FourierMlp::GeGLU ? fourier_hidden_size(p.dim, o.hidden_ratio) : 0;
+    auto uniform = [&](std::vector<int64_t> shape, int64_t fan_in) {
+        const double b = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        auto t = torch::empty(shape, torch::kFloat32);
+        t.uniform_(-b, b, gen);
+        return t.requires_grad_(true);
+    };
+    const int64_t d = p.dim, width = p.mlp == FourierMlp::Linear ? d : 2 * p.hidden;
+    p.w_in = uniform({width, d}, d);
+    p.b_in = uniform({width}, d);
+    if (p.mlp == FourierMlp::GeGLU) {
+        p.w_out = uniform({d, p.hidden}, p.hidden);
+        p.b_out = uniform({d}, p.hidden);
+    }
+    if (p.norm)
+        p.norm_weight = torch::full({d}, o.norm_scale, torch::kFloat32).requires_grad_(true);
+    return p;
+}
+
+// The trained model with plain tensors (no autograd history or requires_grad).
+std::unique_ptr<LanguageModel> detached_model(const LanguageModel& m)
+{
+    WeightMap w;
+    for (const auto& [name, t] : m.weights())
+        w.emplace(name, t.detach().clone());
+    const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&m.token_embedding());
+    if (!fe)
+        return std::make_unique<LanguageModel>(m.config(), std::move(w), "trained model");
+    FourierParams p = fe->params();
+    for (auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
+        if (t->defined())
+            *t = t->detach().clone();
+    return std::make_unique<LanguageModel>(
+        m.config(), std::move(w), std::make_shared<FourierTokenEmbedding>(std::move(p)), "trained model");
+}
+
+void copy_file_into(const fs::path& from, const fs::path& dir)
+{
+    std::error_code ec;
+    fs::copy_file(from, dir / from.filename(), ec);
+    if (ec)
+        throw InputError((dir / from.filename()).string() + ": cannot copy from " + from.string() + " (" +
+                         ec.message() + ")");
+    fs::permissions(dir / from.filename(), fs::perms::owner_write, fs::perm_options::add, ec);
+}
+
+} // namespace
+
+ScratchConfig scratch_config(const std::string& name, int64_t vocab)
+{
+    ScratchConfig c;
+    c.name = name;
+    c.vocab = vocab;
+    c.positions = 256;
+    if (name == "tiny") {
+        c.dim = 128;
+        c.layers = 4;
+        c.heads = 4;
+    } else if (name == "small") {
+        c.dim = 256;
+        c.layers = 6;
+        c.heads = 8;
+    } else {
+        throw InputError("train: unknown config '" + name +
+                         "' (use tiny: d 128, 4 layers, 4 heads; or small: d 256, 6 layers, 8 heads)");
+    }
+    return c;
+}
+
+ModelConfig scratch_model_config(const ScratchConfig& s)
+{
+    ModelConfig c;
+    c.arch = Architecture::GPT2;
+    c.model_type = "gpt2";
+    c.vocab_size = s.vocab;
+    c.hidden_size = s.dim;
+    c.num_layers = s.layers;
+    c.num_heads = s.heads;
+    c.num_kv_heads = s.heads;
+    c.intermediate_size = 4 * s.dim;
+    c.max_positions = s.positions;
+    c.norm_eps = 1e-5;
+    c.norm = NormKind::LayerNorm;
+    c.tied_embeddings = true;
+    c.activation = "gelu_new";
+    return c;
+}
+
+ScratchEmbedding parse_scratch_embedding(const std::string& name)
+{
+    if (name == "table")
+        return {};
+    if (name == "fourier" || name == "fourier:linear")
+        return {.fourier = true, .mlp = FourierMlp::Linear};
+    if (name == "fourier:geglu")
+        return {.fourier = true, .mlp = FourierMlp::GeGLU};
+    throw InputError("train: unknown embedding '" + name +
+                     "' (use table, fourier, fourier:linear or fourier:geglu)");
+}
+
+std::string scratch_embedding_name(const ScratchEmbedding& e)
+{
+    return e.fourier ? std::string("fourier:") + fourier_mlp_name(e.mlp) : "table";
+}
+
+void check_scratch_options(const ScratchOptions& o, int64_t text_ids)
+{
+    const auto& c = o.config;
+    if (c.name != "tiny" && c.name != "small" && c.name != "custom")
+        throw InputError("train: unknown config '" + c.name + "' (use tiny or small)");
+    if (c.vocab < 2 || c.dim < 2 || c.layers < 1 || c.heads < 1 || c.dim % c.heads != 0 || c.positions < 1)
+        throw InputError("train: the config needs vocab >= 2, d >= 2, layers >= 1 and heads dividing d; got "
+                         "vocab " +
+                         std::to_string(c.vocab) + ", d " + std::to_string(c.dim) + ", " +
+                         std::to_string(c.layers) + " layers, " + std::to_string(c.heads) + " heads");
+    if (!std::isfinite(o.minutes) || o.minutes < 0)
+        throw InputError("train: --minutes must be a positive number, got " + std::to_string(o.minutes));
+    if (o.steps < 0)
+        throw InputError("train: --steps must be at least 1, got " + std::to_string(o.steps));
+    if (o.minutes <= 0 && o.steps == 0)
+        throw InputError("train: give a training time (--minutes M, M > 0) or a number of steps (--steps N)");
+    if (!(o.lr > 0) || !std::isfinite(o.lr))
+        throw InputError("train: the learning rate must be a positive number, got " + std::to_string(o.lr));
+    if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
+        throw InputError("train: the final learning-rate ratio must be in [0, 1], got " +
+                         std::to_string(o.min_lr_ratio));
+    if (o.batch < 1 || o.seqlen < 1)
+        throw InputError("train: batch and seqlen must be at least 1, got " + std::to_string(o.batch) +
+                         " and " + std::to_string(o.seqlen));
+    if (o.seqlen > c.positions)
+        throw InputError("train: seqlen " + std::to_string(o.seqlen) + " exceeds the config's " +
+                         std::to_string(c.positions) + " positions");
+    if (o.warmup < 0)
+        throw InputError("train: warmup must be 0 or more, got " + std::to_string(o.warmup));
+    if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay))
+        throw InputError("train: weight decay must be 0 or more, got " + std::to_string(o.weight_decay));
+    if (!(o.grad_clip >= 0) || !std::isfinite(o.grad_clip))
+        throw InputError("train: the gradient clip must be 0 (none) or more, got " +
+                         std::to_string(o.grad_clip));
+    if (o.norm && !(o.norm_scale > 0 && std::isfinite(o.norm_scale)))
+        throw InputError("train: the norm's initial scale must be a positive number, got " +
+                         std::to_string(o.norm_scale));
+    if (o.embedding.fourier && o.embedding.mlp == FourierMlp::GeGLU &&
+        !(o.hidden_ratio > 0 && o.hidden_ratio <= kMaxFourierHiddenRatio))
+        throw InputError("train: the hidden ratio must be in (0, " + std::to_string(kMaxFourierHiddenRatio) +
+                         "], got " + std::to_string(o.hidden_ratio));
+    if (text_ids == 0)
+        throw InputError("train: the training text has no tokens (it is empty)");
+    const int64_t need = o.batch * o.seqlen + 1;
+    if (text_ids < need)
+        throw InputError("train: the training text has " + std::to_string(text_ids) +
+                         " tokens, shorter than one batch (" + std::to_string(o.batch) + " x " +
+                         std::to_string(o.seqlen) + " + 1 = " + std::to_string(need) +
+                         "); use a longer text or a smaller --batch/--seqlen");
+}
+
+ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_t> ids,
+                                 const ScratchProgressFn& progress)
+{
+    const auto n = static_cast<int64_t>(ids.size());
+    check_scratch_options(o, n);
+    for (const int32_t id : ids)
+        if (id < 0 || id >= o.config.vocab)
+            throw InputError("train: token id " + std::to_string(id) + " is outside the vocabulary 0.." +
+                             std::to_string(o.config.vocab - 1));
+    // Callers may hold InferenceMode; training needs autograd.
+    c10::InferenceMode no_inference(false);
+    torch::AutoGradMode grad(true);
+
+    const ModelConfig config = scratch_model_config(o.config);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+    WeightMap weights = initial_weights(config, !o.embedding.fourier, gen);
+    std::unique_ptr<LanguageModel> model;
+    std::vector<torch::Tensor> decay, no_decay;
+    for (const auto& [name, t] : weights)
+        (t.dim() >= 2 ? decay : no_decay).push_back(t);
+    if (o.embedding.fourier) {
+        auto fe = std::make_shared<FourierTokenEmbedding>(initial_fourier(o, gen));
+        const auto& p = fe->params(); // the same tensors, updated in place by the optimiser
+        for (const auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
+            if (t->defined())
+                (t->dim() >= 2 ? decay : no_decay).push_back(*t);
+        model = std::make_unique<LanguageModel>(config, std::move(weights), fe, "scratch model");
+    } else {
+        model = std::make_unique<LanguageModel>(config, std::move(weights), "scratch model");
+    }
+
+    using torch::optim::AdamWOptions;
+    const auto base = AdamWOptions(o.lr).betas({0.9, 0.95}).eps(1e-8);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay,
+                        std::make_unique<AdamWOptions>(AdamWOptions(base).weight_decay(o.weight_decay)));
+    groups.emplace_back(no_decay, std::make_unique<AdamWOptions>(AdamWOptions(base).weight_decay(0)));
+    torch::optim::AdamW optimizer(std::move(groups), AdamWOptions(base).weight_decay(o.weight_decay));
+    std::vector<torch::Tensor> all = decay;
+    all.insert(all.end(), no_decay.begin(), no_decay.end());
+
+    ScratchResult r;
+    r.options = o;
+    r.threads = at::get_num_threads();
+    r.planned_steps = o.steps;
+    std::mt19937_64 rng(o.seed);
+    const int64_t span = o.seqlen + 1;
+    const auto starts = static_cast<uint64_t>(n - o.seqlen); // window starts 0 .. n - span
+    std::vector<int64_t> window(static_cast<size_t>(o.batch * span));
+    const double budget = o.minutes * 60.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    r.stopped_by = "steps";
+    for (int64_t step = 1; r.planned_steps == 0 || step <= r.planned_steps; ++step) {
+        for (int64_t b = 0; b < o.batch; ++b) {
+            const auto start = static_cast<int64_t>(rng() % starts);
+            for (int64_t i = 0; i < span; ++i)
+                window[static_cast<size_t>(b * span + i)] = ids[static_cast<size_t>(start + i)];
+        }
+        const auto batch = torch::from_blob(window.data(), {o.batch, span}, torch::kLong).clone();
+        const double lr = scheduled_lr(o, step, r.planned_steps);
+        for (auto& group : optimizer.param_groups())
+            static_cast<AdamWOptions&>(group.options()).lr(lr);
+        const auto logits = model->training_logits(batch.narrow(1, 0, o.seqlen));
+        const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                               batch.narrow(1, 1, o.seqlen).reshape({-1}));
+        optimizer.zero_grad();
+        loss.backward();
+        if (o.grad_clip > 0)
+            torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
+        optimizer.step();
+        const double value = loss.item<double>();
+        if (!std::isfinite(value))
+            throw InputError("train: the loss became " + std::to_string(value) + " at step " +
+                             std::to_string(step) + "; lower the learning rate (--lr)");
+        r.loss_curve.push_back(value);
+        r.steps = step;
+        r.tokens += o.batch * o.seqlen;
+        const double seconds = elapsed();
+        r.tokens_per_second = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0;
+        if (r.planned_steps == 0 && step == kPlanStep) // time-limited: fix the plan once
+            r.planned_steps = std::max<int64_t>(
+                kPlanStep, static_cast<int64_t>(budget / (seconds / static_cast<double>(kPlanStep))));
+        if (progress && !progress({step, r.planned_steps, value, lr, seconds, r.tokens_per_second}))
+            throw Cancelled();
+        if (budget > 0 && seconds >= budget) {
+            if (r.planned_steps == 0 || step < r.planned_steps)
+                r.stopped_by = "time";
+            break;
+        }
+    }
+    if (r.planned_steps == 0)
+        r.planned_steps = r.steps;
+    r.seconds = elapsed();
+    r.model = detached_model(*model);
+    const auto breakdown = r.model->parameter_breakdown();
+    r.embedding_parameters = breakdown.token_embedding;
+    r.total_parameters = breakdown.total();
+    return r;
+}
+
+Json scratch_training_json(const ScratchResult& r)
+{
+    const auto& o = r.options;
+    const auto& c = o.config;
+    Json curve = Json::array();
+    const size_t points = r.loss_curve.size(), limit = 500;
+    for (size_t i = 0; i < std::min(points, limit); ++i) {
+        const size_t at = points <= limit ? i : i * (points - 1) / (limit - 1);
+        curve.push_back({{"step", at + 1}, {"loss", r.loss_curve[at]}});
+    }
+    Json embedding = {{"kind", scratch_embedding_name(o.embedding)}};
+    if (o.embedding.fourier) {
+        if (o.embedding.mlp == FourierMlp::GeGLU)
+            embedding["hidden_ratio"] = o.hidden_ratio;
+        embedding["norm"] = o.norm;
+        if (o.norm)
+            embedding["norm_scale"] = o.norm_scale;
+        embedding["output_head"] = "tied: hidden states times all V rows rebuilt from the MLP at every step";
+    } else {
+        embedding["output_head"] = "tied to the table";
+    }
+    return {{"config",
+             {{"name", c.name},
+              {"vocab", c.vocab},
+              {"d", c.dim},
+              {"layers", c.layers},
+              {"heads", c.heads},
+              {"positions", c.positions},
+              {"mlp_width", 4 * c.dim}}},
+            {"embedding", embedding},
+            {"options",
+             {{"minutes", o.minutes},
+              {"steps", o.steps},
+              {"lr", o.lr},
+              {"min_lr_ratio", o.min_lr_ratio},
+              {"warmup", o.warmup},
+              {"schedule", "linear warmup, constant to step max(warmup, 10), cosine to min_lr_ratio lr at "
+                           "planned_steps"},
+              {"batch", o.batch},
+              {"seqlen", o.seqlen},
+              {"weight_decay", o.weight_decay},
+              {"grad_clip", o.grad_clip},
+              {"optimizer", "AdamW (0.9, 0.95, eps 1e-8), weight decay on matrices only"},
+              {"seed", o.seed}}},
+            {"steps", r.steps},
+            {"planned_steps", r.planned_steps},
+            {"stopped_by", r.stopped_by},
+            {"tokens", r.tokens},
+            {"seconds", r.seconds},
+            {"tokens_per_second", r.tokens_per_second},
+            {"threads", r.threads},
+            {"embedding_parameters", r.embedding_parameters},
+            {"total_parameters", r.total_parameters},
+            {"initial_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.front()},
+            {"final_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.back()},
+            {"loss_curve", curve}};
+}
+
+Json save_trained_model(const ScratchResult& r, const fs::path& out, const SaveTrainedOptions& options,
+                        const ProgressFn& progress)
+{
+    if (!r.model)
+        throw InputError("train: nothing to save (no trained model)");
+    const fs::path& tok = options.tokenizer_dir;
+    if (tok.empty() || !fs::is_directory(tok))
+        throw InputError((tok.empty() ? std::string("(empty path)") : tok.string()) +
+                         ": is not a directory with tokenizer files");
+    std::vector<fs::path> tokenizer_files;
+    for (const char* name :
+         {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
+        if (fs::is_regular_file(tok / name))
+            tokenizer_files.push_back(tok / name);
+    if (tokenizer_files.empty())
+        throw InputError(tok.string() + ": has no tokenizer.json or vocab.json + merges.txt to copy");
+
+    const auto& model = *r.model;
+    const auto& c = r.options.config;
+    Json config = {{"model_type", "gpt2"},
+                   {"architectures", {"GPT2LMHeadModel"}},
+                   {"vocab_size", c.vocab},
+                   {"n_embd", c.dim},
+                   {"n_layer", c.layers},
+                   {"n_head", c.heads},
+                   {"n_inner", 4 * c.dim},
+                   {"n_positions", c.positions},
+                   {"n_ctx", c.positions},
+                   {"layer_norm_epsilon", 1e-5},
+                   {"activation_function", "gelu_new"},
+                   {"tie_word_embeddings", true},
+                   {"torch_dtype", "float32"}};
+    if (c.vocab == 50257) { // GPT-2's tokenizer: its end-of-text token
+        config["bos_token_id"] = 50256;
+        config["eos_token_id"] = 50256;
+    }
+
+    AtomicDirectory dir(out, options.overwrite);
+    for (const auto& f : tokenizer_files)
+        copy_file_into(f, dir.path());
+    write_file_atomic(dir.path() / "config.json", config.dump(2) + "\n");
+
+    WeightMap weights;
+    for (const auto& [name, t] : model.weights())
+        weights.emplace(name, t.detach());
+    auto tensors = io::native_hf_tensors(model.config(), weights);
+    const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&model.token_embedding());
+    Json factors = Json::object();
+    if (fe)
+        for (const auto& [name, t] : embedding_factor_tensors(*fe, "wte.")) {
+            factors[name] = t.sizes().vec();
+            tensors.emplace_back(name, t.detach().contiguous());
+        }
+    std::map<std::string, std::string> metadata{{"format", "pt"}};
+    if (fe)
+        metadata["embedlab_method"] = "fourier";
+    write_safetensors(dir.path() / "model.safetensors", tensors, metadata, progress);
+
+    Json record = scratch_training_json(r);
+    if (options.extra.is_object())
+        for (const auto& [key, value] : options.extra.items())
+            record[key] = value;
+    record["created"] = detail::utc_now();
+    write_file_atomic(dir.path() / "training.json", record.dump(1) + "\n");
+
+    if (fe) {
+        const auto& p = fe->params();
+        Json params = {{"method", "fourier"}, {"mlp", fourier_mlp_name(p.mlp)}};
+        if (p.mlp == FourierMlp::GeGLU)
+            params["hidden_ratio"] = r.options.hidden_ratio;
+        params["norm"] = p.norm;
+        params["trained_from_scratch"] = true;
+        params["seed"] = r.options.seed;
+        Json manifest = {{"format", "embedlab-compressed-model"},
+                         {"format_version", detail::kManifestFormatVersion},
+                         {"method", "fourier"},
+                         {"parameters", params},
+                         {"embedding_tensor", "wte.weight"},
+                         {"factor_tensors", factors},
+                         {"trained_from_scratch", true},
+                         {"fit",
+                          {{"note", "PETE trained jointly with the transformer from random initialisation "
+                                    "(embedlab-cli train); no table was ever fitted"},
+                           {"hidden", p.hidden},
+                           {"parameters", fe->parameter_count()},
+                           {"flops_per_row", fe->flops_per_row()}}},
+                         {"tied_output_head", true},
+                         // "before": the same model with a learned V x d table instead.
+                         {"model_params",
+                          {{"before", r.total_parameters - r.embedding_parameters + c.vocab * c.dim},
+                           {"after", r.total_parameters}}},
+                         {"training", record},
+                         {"seed", r.options.seed},
+                         {"weights_files", detail::file_digests(dir.path(), {"model.safetensors"})},
+                         {"versions", detail::manifest_versions()},
+                         {"created", detail::utc_now()}};
+        write_file_atomic(dir.path() / "embedlab.json", manifest.dump(1) + "\n");
+    }
+    dir.commit();
+    return record;
+}
+
+} // namespace embedlab

@@ -1,0 +1,129 @@
+// embedlab-cli train (issue 20 item 12): a few steps of the tiny config with PETE's
+// Fourier embedding, the JSON record, eval of the saved directory at the same
+// perplexity, finetune of that directory training the MLP itself, and bad input
+// (exit code 2, one line). Bundled files only (GPT-2's tokenizer, the sample text).
+#include <cmath>
+
+#include "cli_support.hpp"
+
+using embedlab::test::cli;
+using embedlab::test::json_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TrainCli : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        tmp_ = new embedlab::test::TempDir;
+        texts_ = new embedlab::test::TextSlices(30000, 6000);
+        record_ = new nlohmann::json(json_of(cli({"train",
+                                                  "--config",
+                                                  "tiny",
+                                                  "--embedding",
+                                                  "fourier:linear",
+                                                  "--train-text",
+                                                  texts_->fit,
+                                                  "--steps",
+                                                  "3",
+                                                  "--batch",
+                                                  "2",
+                                                  "--seqlen",
+                                                  "32",
+                                                  "--seed",
+                                                  "3",
+                                                  "--eval-text",
+                                                  texts_->eval,
+                                                  "--out",
+                                                  trained().string(),
+                                                  "--json",
+                                                  "--quiet"})));
+    }
+    static void TearDownTestSuite()
+    {
+        delete record_;
+        delete texts_;
+        delete tmp_;
+    }
+    static fs::path trained() { return *tmp_ / "tiny-fourier"; }
+    static embedlab::test::TempDir* tmp_;
+    static embedlab::test::TextSlices* texts_;
+    static nlohmann::json* record_;
+};
+embedlab::test::TempDir* TrainCli::tmp_ = nullptr;
+embedlab::test::TextSlices* TrainCli::texts_ = nullptr;
+nlohmann::json* TrainCli::record_ = nullptr;
+
+TEST_F(TrainCli, RecordsTheRunAndEvalReadsTheSamePerplexity)
+{
+    const auto& j = *record_;
+    ASSERT_FALSE(j.is_null());
+    EXPECT_EQ(j["out"], trained().string());
+    EXPECT_EQ(j["config"]["name"], "tiny");
+    EXPECT_EQ(j["config"]["d"], 128);
+    EXPECT_EQ(j["config"]["layers"], 4);
+    EXPECT_EQ(j["embedding"]["kind"], "fourier:linear");
+    EXPECT_EQ(j["embedding_parameters"], 128 * 128 + 128 + 128); // w_in, b_in, norm: no per-token values
+    EXPECT_EQ(j["steps"], 3);
+    EXPECT_EQ(j["planned_steps"], 3);
+    EXPECT_EQ(j["stopped_by"], "steps");
+    EXPECT_EQ(j["tokens"], 3 * 2 * 32);
+    EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
+    EXPECT_EQ(j["loss_curve"].size(), 3u);
+    EXPECT_EQ(j["train_text"]["tokens"].get<int64_t>() > 0, true);
+    const double ppl = j["evaluation"]["ppl"].get<double>();
+    EXPECT_TRUE(std::isfinite(ppl));
+    EXPECT_TRUE(fs::exists(trained() / "embedlab.json"));
+    EXPECT_TRUE(fs::exists(trained() / "training.json"));
+
+    const auto inspect = json_of(cli({"inspect", trained().string(), "--json"}));
+    ASSERT_FALSE(inspect.is_null());
+    const auto e = json_of(cli({"eval", trained().string(), "--text", texts_->eval, "--json", "--quiet"}));
+    ASSERT_FALSE(e.is_null());
+    EXPECT_NEAR(e["ppl"].get<double>(), ppl, 1e-6 * ppl);
+}
+
+TEST_F(TrainCli, FinetuneOfAFourierModelTrainsTheMlpItself)
+{
+    const fs::path out = *tmp_ / "mlp";
+    const auto j = json_of(
+        cli({"finetune", trained().string(), "--train-text", texts_->fit, "--steps", "2", "--batch", "2",
+             "--seqlen", "32", "--targets", "embedding", "--out", out.string(), "--json", "--quiet"}));
+    ASSERT_FALSE(j.is_null());
+    EXPECT_EQ(j["mode"], "fourier-mlp");
+    EXPECT_EQ(j["embedding_params"]["before"], j["embedding_params"]["after"]);
+    EXPECT_EQ(j["embedding_params"]["after"], 128 * 128 + 128 + 128);
+    EXPECT_EQ(j["params"]["before"], j["params"]["after"]);
+    EXPECT_FALSE(fs::exists(out / "adapters.safetensors"));
+    const auto inspect = json_of(cli({"inspect", out.string(), "--json"}));
+    ASSERT_FALSE(inspect.is_null());
+}
+
+TEST_F(TrainCli, BadInputExitsWithTwoAndOneLine)
+{
+    const fs::path empty = *tmp_ / "empty.txt";
+    std::ofstream(empty).close();
+    auto expect_error = [&](std::vector<std::string> extra, const std::string& part) {
+        std::vector<std::string> a{"train", "--train-text", texts_->fit, "--out", (*tmp_ / "bad").string()};
+        a.insert(a.end(), extra.begin(), extra.end());
+        const auto r = cli(a);
+        EXPECT_EQ(r.exit_code, 2) << part << ": " << r.err;
+        EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    };
+    expect_error({"--config", "huge", "--embedding", "table", "--minutes", "1"}, "unknown config 'huge'");
+    expect_error({"--config", "tiny", "--embedding", "hash", "--minutes", "1"}, "unknown embedding 'hash'");
+    expect_error({"--config", "tiny", "--embedding", "table", "--minutes", "0"},
+                 "--minutes must be a positive");
+    expect_error({"--config", "tiny", "--embedding", "table"}, "--minutes M (training time) or --steps N");
+    expect_error({"--config", "tiny", "--embedding", "table", "--steps", "2", "--train-text", empty.string()},
+                 "empty");
+    EXPECT_FALSE(fs::exists(*tmp_ / "bad"));
+    // An existing directory train did not write is never replaced.
+    const auto r = cli({"train", "--config", "tiny", "--embedding", "table", "--steps", "1", "--train-text",
+                        texts_->fit, "--out", tmp_->path().string(), "--force"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+} // namespace
