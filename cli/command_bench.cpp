@@ -45,10 +45,12 @@
 
 #include "common.hpp"
 #include "embedlab/accounting.hpp"
+#include "embedlab/compress.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
+#include "frequency_text.hpp"
 #include "llamacpp_compare.hpp"
 #include "progress_printer.hpp"
 
@@ -453,11 +455,20 @@ int bench_tt(const std::vector<std::string>& argv)
 // (the split itself is cheap; the exact k-NN search and the solves are timed).
 int bench_lle(const std::vector<std::string>& argv)
 {
-    Args args("bench lle", argv, with_table_options({"--common", "--k", "--reg"}), kSwitches);
+    Args args(
+        "bench lle", argv,
+        with_table_options({"--common", "--k", "--reg", "--knn", "--nlist", "--nprobe", "--recall-sample"}),
+        kSwitches);
     Table t = table_spec(args, "bench lle");
     const int64_t common = args.get_int("--common", std::min<int64_t>(10000, t.vocab), 1, t.vocab);
     const int64_t k = args.get_int("--k", 5, 1, common);
     const double reg = args.get_double("--reg", 1e-3, 0, 1e6);
+    const auto flags = knn_flags(args, "bench lle");
+    const KnnOptions knn{.kind = parse_knn_kind(flags.knn),
+                         .nlist = flags.nlist,
+                         .nprobe = flags.nprobe,
+                         .seed = static_cast<uint64_t>(t.seed),
+                         .recall_sample = args.get_int("--recall-sample", 1000, 0, t.vocab)};
     const int64_t repeat = args.get_int("--repeat", 1, 1, 10000);
     build_table(t);
     FrequencySplit split;
@@ -468,7 +479,7 @@ int bench_lle(const std::vector<std::string>& argv)
     const Timing time = time_runs(repeat, [&](int64_t i) {
         fit = {};
         ProgressPrinter p(repeat_label("bench lle: fit", i, repeat), "%", args.has("--quiet"));
-        fit = fit_partial_sparse(t.E, split, {.kind = PartialSparseKind::LLE, .k = k, .reg = reg},
+        fit = fit_partial_sparse(t.E, split, {.kind = PartialSparseKind::LLE, .k = k, .reg = reg, .knn = knn},
                                  p.callback());
     });
     const int64_t peak = proc_status_bytes("VmHWM");
@@ -480,6 +491,7 @@ int bench_lle(const std::vector<std::string>& argv)
                     {"repeat", repeat},
                     {"seconds_best", time.best},
                     {"seconds_median", time.median},
+                    {"knn", knn_json(fit.knn)},
                     {"parameters", embedding.parameter_count()},
                     {"relative_frobenius", relative_frobenius(embedding, t.E)}};
     return report(args, "lle", t, peak, figures);

@@ -93,9 +93,12 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
     }
     if (id != Method::Fourier)
         for (const char* o : {"--mlp", "--hidden-ratio", "--norm", "--loss", "--steps", "--lr", "--fit-batch",
-                              "--weight-decay", "--seed"})
+                              "--weight-decay"})
             if (args.has(o))
                 throw InputError(std::string("compress: ") + o + " applies to --method fourier only");
+    // The seed of fourier's fit, or of lle's IVF k-means and recall sample.
+    if (args.has("--seed") && id != Method::Fourier && !(id == Method::LLE && args.get("--knn") == "ivf"))
+        throw InputError("compress: --seed applies to --method fourier and to --method lle --knn ivf");
     return spec;
 }
 
@@ -110,12 +113,13 @@ int command_compress(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
-    Args args("compress", argv, {"--method",    "--rank",          "--shape",        "--ranks",  "--eps",
-                                 "--out",       "--eval-text",     "--ctx",          "--stride", "--batch",
-                                 "--tokenizer", "--freq-text",     "--keep-ratio",   "--k",      "--reg",
-                                 "--mlp",       "--hidden-ratio",  "--loss",         "--steps",  "--lr",
-                                 "--fit-batch", "--weight-decay",  "--seed",         "--nu",     "--tau",
-                                 "--device",    "--coverage-task", "--coverage-data"},
+    Args args("compress", argv, {"--method",    "--rank",          "--shape",         "--ranks",  "--eps",
+                                 "--out",       "--eval-text",     "--ctx",           "--stride", "--batch",
+                                 "--tokenizer", "--freq-text",     "--keep-ratio",    "--k",      "--reg",
+                                 "--mlp",       "--hidden-ratio",  "--loss",          "--steps",  "--lr",
+                                 "--fit-batch", "--weight-decay",  "--seed",          "--nu",     "--tau",
+                                 "--device",    "--coverage-task", "--coverage-data", "--knn",    "--nlist",
+                                 "--nprobe"},
               {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks",
                "--divergence"});
     const auto* method = find_method(args.get("--method").value_or(""));
@@ -149,6 +153,9 @@ int command_compress(const std::vector<std::string>& argv)
     request.nu = args.get_double("--nu", request.nu, 0, 1e12);
     request.tau = args.get_double("--tau", request.tau, 0, 1e12);
     request.device = args.get("--device").value_or("");
+    for (const auto& o : kKnnOptions)
+        if (!lle && args.has(o))
+            throw InputError("compress: " + o + " applies to --method lle (its neighbour search)");
     if (!lle && (args.has("--coverage-task") || args.has("--coverage-data")))
         throw InputError(
             "compress: --coverage-task/--coverage-data work with the lle methods (V_C's coverage)");
@@ -168,6 +175,14 @@ int command_compress(const std::vector<std::string>& argv)
         request.coverage_data = args.get("--coverage-data").value_or("");
         request.k = args.has("--k") ? spec.k : 0;
         request.reg = spec.reg;
+        // The neighbour search (lle only: check_request refuses it on lle-unk and lle-pca).
+        const auto knn = knn_flags(args, "compress");
+        request.knn = knn.knn;
+        request.nlist = knn.nlist;
+        request.nprobe = knn.nprobe;
+        if (knn.knn == "ivf")
+            request.seed =
+                static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     }
     if (id_of(spec) == Method::Fourier) {
         request.mlp = spec.mlp;

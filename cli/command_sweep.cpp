@@ -213,10 +213,11 @@ int command_sweep(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return sweep_flat(argv);
     Args args("sweep", argv,
-              {"--method", "--ranks",       "--shape",      "--shapes",    "--eps",       "--eval-text",
-               "--ctx",    "--stride",      "--batch",      "--tokenizer", "--freq-text", "--keep-ratios",
-               "--ks",     "--reg",         "--sweep-dir",  "--partition", "--time",      "--cpus-per-task",
-               "--mem",    "--array-limit", "--sbatch-arg", "--slurm-cli"},
+              {"--method",        "--ranks",       "--shape",       "--shapes",     "--eps",
+               "--eval-text",     "--ctx",         "--stride",      "--batch",      "--tokenizer",
+               "--freq-text",     "--keep-ratios", "--ks",          "--reg",        "--knn",
+               "--nlist",         "--nprobe",      "--sweep-dir",   "--partition",  "--time",
+               "--cpus-per-task", "--mem",         "--array-limit", "--sbatch-arg", "--slurm-cli"},
               {"--json", "--quiet", "--uniform-ranks", "--divergence", "--slurm", "--no-wait"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
@@ -226,6 +227,10 @@ int command_sweep(const std::vector<std::string>& argv)
     auto& model = *lm.model;
     const std::string method = args.get("--method").value_or("");
     const bool lle = method.rfind("lle", 0) == 0;
+    const KnnFlags knn = knn_flags(args, "sweep"); // lle's neighbour search
+    for (const auto& o : kKnnOptions)
+        if (!lle && args.has(o))
+            throw InputError("sweep: " + o + " applies to --method lle (its neighbour search)");
     // lle: one split per keep ratio, every k on each (paper Tables 5-9).
     std::vector<CompressionSpec> specs;
     std::optional<FrequencyText> freq;
@@ -272,6 +277,9 @@ int command_sweep(const std::vector<std::string>& argv)
             request.keep_ratio = spec.split->keep_ratio;
             request.k = spec.k;
             request.reg = spec.reg;
+            request.knn = knn.knn; // check_request refuses ivf on lle-unk and lle-pca
+            request.nlist = knn.nlist;
+            request.nprobe = knn.nprobe;
         }
         requests.push_back(request);
     }

@@ -24,6 +24,24 @@ Json FrequencyText::json() const
     return embedlab::FrequencyText{path, sha256, split}.json();
 }
 
+KnnFlags knn_flags(const Args& args, const std::string& command)
+{
+    KnnFlags f;
+    f.knn = args.get("--knn").value_or("exact");
+    if (f.knn != "exact" && f.knn != "ivf")
+        throw InputError(command + ": --knn must be exact or ivf, got '" + f.knn + "'");
+    for (const char* o : {"--nlist", "--nprobe"})
+        if (args.has(o) && f.knn != "ivf")
+            throw InputError(command + ": " + o + " applies to --knn ivf");
+    constexpr int64_t most = int64_t{1} << 31;
+    f.nlist = args.has("--nlist") ? args.get_int("--nlist", 0, 1, most) : 0;
+    f.nprobe = args.has("--nprobe") ? args.get_int("--nprobe", 0, 1, most) : 0;
+    if (f.nlist > 0 && f.nprobe > f.nlist)
+        throw InputError(command + ": --nprobe " + std::to_string(f.nprobe) + " is outside 1..--nlist " +
+                         std::to_string(f.nlist) + " (lists searched per rare row)");
+    return f;
+}
+
 void warn_if_frequency_text_is_evaluated(const Args& args)
 {
     namespace fs = std::filesystem;

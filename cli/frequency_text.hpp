@@ -14,6 +14,18 @@ namespace embedlab::cli {
 // it are rare in what is evaluated, so the rebuilt rows are hardly measured).
 void warn_if_frequency_text_is_evaluated(const Args& args);
 
+// lle: --knn exact|ivf [--nlist N] [--nprobe P], the neighbour search
+// (partial_sparse.hpp; 0: automatic). InputError "<command>: --nlist ..." for an
+// unknown kind, a value below 1, or --nlist/--nprobe without --knn ivf; the
+// engine checks nlist <= |V_C| and nprobe <= nlist.
+struct KnnFlags {
+    std::string knn = "exact";
+    int64_t nlist = 0, nprobe = 0;
+};
+KnnFlags knn_flags(const Args& args, const std::string& command);
+// The names knn_flags reads, for Args' option lists.
+inline const std::vector<std::string> kKnnOptions{"--knn", "--nlist", "--nprobe"};
+
 struct FrequencyText {
     std::filesystem::path path;
     std::string sha256;

@@ -35,7 +35,7 @@ commands:
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
            pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
            lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
-           lle: [--common C (10000)] [--k K (5)] [--reg R]
+           lle: [--common C (10000)] [--k K (5)] [--reg R] [--knn exact|ivf [--nlist N] [--nprobe P]]
                                                fit / lookup timings and peak RSS on a synthetic table
   account  --method pca|svd|tt|tucker --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
            tucker: --shape I1,I2,.. --ranks r1,..,rN[:r1,..,rN..]  (one rank per factor, no boundary 1s)
@@ -51,6 +51,7 @@ commands:
                                                factor tensors; --dense adds DIR/dense, a plain HF model)
   compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
            [--coverage-task sst2|mc|stsb --coverage-data FILE]  (V_C's coverage per example)
+           lle: [--knn exact|ivf [--nlist N] [--nprobe P] [--seed S]]  IVF neighbour search, recall reported
            --out DIR [...]                     rare rows rebuilt from common ones (METHODS.md 2)
   compress [MODEL] --method fourier --mlp linear|geglu [--hidden-ratio R (0.25)] [--norm]
            [--loss mse|cosine] --steps N [--lr X (1e-3)] [--fit-batch B (4096)] [--weight-decay W (0.01)]
@@ -67,6 +68,7 @@ commands:
   sweep    [MODEL] --method tucker (--shape S | --shapes S1:S2:..) --ranks r1,..,rN[:r1,..,rN..] --eval-text FILE
                                                (a set of one value r: the uniform rank min(r, I_k))
   sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
+           [--knn exact|ivf [--nlist N] [--nprobe P]]  (lle)
            --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
                                                delta ln PPL (lle: rare-row cosine, coverage)
   sweep    ... --slurm [--sweep-dir DIR] [--partition P] [--time HH:MM:SS] [--cpus-per-task N] [--mem M]

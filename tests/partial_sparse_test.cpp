@@ -1,9 +1,11 @@
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
 #include "embedlab/compress.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "test_support.hpp"
@@ -637,4 +639,158 @@ TEST(PartialSparse, CoverageOfExamplesCountsPerExample)
     const auto none = coverage_of_examples(split, tok, {});
     EXPECT_EQ(none.examples, 0);
     EXPECT_DOUBLE_EQ(none.example_coverage, 0.0);
+}
+
+// --- approximate neighbour search (IVF; issue 21 item 4) ---------------------------
+
+namespace {
+
+// Rows around 24 directions, so k-means lists mean something; a few exact duplicates.
+torch::Tensor clustered_table(int64_t V, int64_t d, uint64_t seed)
+{
+    torch::manual_seed(seed);
+    const auto centres = torch::randn({24, d}) * 3;
+    auto E = centres.index_select(0, torch::arange(V) % 24) + 0.6 * torch::randn({V, d});
+    for (int64_t id : {40, 41, 1000})
+        E[id].copy_(E[7]);
+    return E;
+}
+
+std::string error_of(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST(NearestCommonIvf, EveryListProbedIsTheExactSearch)
+{
+    const int64_t V = 2400, d = 24, k = 5;
+    const auto E = clustered_table(V, d, 21);
+    const auto split = even_odd_split(V);
+    const auto exact = nearest_common(E, split.rare, split.common, k);
+    EXPECT_EQ(exact.knn.kind, KnnKind::Exact);
+    for (const int64_t nlist : {1, 7, 40}) {
+        const auto ivf = nearest_common(E, split.rare, split.common, k,
+                                        {.kind = KnnKind::IVF, .nlist = nlist, .nprobe = nlist, .seed = 5});
+        EXPECT_TRUE(torch::equal(ivf.ids, exact.ids)) << "nlist " << nlist;
+        EXPECT_TRUE(torch::allclose(ivf.cosines, exact.cosines)) << "nlist " << nlist;
+        EXPECT_EQ(ivf.knn.kind, KnnKind::IVF);
+        EXPECT_EQ(ivf.knn.nlist, nlist);
+        EXPECT_EQ(ivf.knn.recall_at_k, 1.0);
+        EXPECT_EQ(ivf.knn.recall_sample, 1000);
+    }
+    // Ties to the lower id: rows 40 and 1000 equal row 7, whose nearest commons they are.
+    const auto ivf =
+        nearest_common(E, {7}, {40, 1000, 2, 4, 6, 8}, 2, {.kind = KnnKind::IVF, .nlist = 2, .nprobe = 2});
+    EXPECT_TRUE(torch::equal(ivf.ids[0], ids_of({40, 1000})));
+}
+
+TEST(NearestCommonIvf, ReportsRecallAndIsDeterministicForASeed)
+{
+    const int64_t V = 3000, d = 24, k = 4;
+    const auto E = clustered_table(V, d, 22);
+    const auto split = even_odd_split(V);
+    const KnnOptions options{.kind = KnnKind::IVF, .nlist = 48, .nprobe = 3, .seed = 9, .recall_sample = 300};
+    const auto a = nearest_common(E, split.rare, split.common, k, options);
+    const auto b = nearest_common(E, split.rare, split.common, k, options);
+    EXPECT_TRUE(torch::equal(a.ids, b.ids));
+    EXPECT_EQ(a.knn.recall_at_k, b.knn.recall_at_k);
+    EXPECT_EQ(a.knn.recall_sample, 300);
+    EXPECT_GT(a.knn.recall_at_k, 0.0);
+    EXPECT_LE(a.knn.recall_at_k, 1.0);
+    EXPECT_GE(a.knn.kmeans_iterations, 1);
+    // The reported recall is the share of the exact neighbours found; over all rows here.
+    const auto exact = nearest_common(E, split.rare, split.common, k);
+    const auto all =
+        nearest_common(E, split.rare, split.common, k,
+                       {.kind = KnnKind::IVF, .nlist = 48, .nprobe = 3, .seed = 9, .recall_sample = V});
+    int64_t found = 0;
+    for (int64_t i = 0; i < exact.ids.size(0); ++i)
+        for (int64_t p = 0; p < k; ++p)
+            found += (all.ids[i] == exact.ids[i][p]).any().item<bool>() ? 1 : 0;
+    EXPECT_DOUBLE_EQ(all.knn.recall_at_k,
+                     static_cast<double>(found) / static_cast<double>(exact.ids.numel()));
+    EXPECT_TRUE(torch::equal(all.ids, a.ids)); // the sample does not change the search
+    // Defaults resolve from |V_C|; the fit records the search and compress_table reports it.
+    const auto resolved = resolved_knn_options({.kind = KnnKind::IVF}, 1500);
+    EXPECT_EQ(resolved.nlist, 77); // round(2 sqrt(1500))
+    EXPECT_EQ(resolved.nprobe, 5); // ceil(77 / 16)
+    const auto fit = fit_partial_sparse(E, split, {.k = k, .knn = options});
+    EXPECT_TRUE(torch::equal(fit.neighbour_ids, a.ids));
+    EXPECT_EQ(fit.knn.recall_at_k, a.knn.recall_at_k);
+    const auto c = compress_table(
+        E, {.method = "lle", .split = std::make_shared<FrequencySplit>(split), .k = k, .knn = options});
+    const auto& j = c.fit["knn"];
+    EXPECT_EQ(j["kind"], "ivf");
+    EXPECT_EQ(j["nlist"], 48);
+    EXPECT_EQ(j["nprobe"], 3);
+    EXPECT_EQ(j["recall_sample"], 300);
+    EXPECT_DOUBLE_EQ(j["recall_at_k"].get<double>(), a.knn.recall_at_k);
+    EXPECT_EQ(spec_json(c.spec)["knn"], "ivf");
+    const auto plain =
+        compress_table(E, {.method = "lle", .split = std::make_shared<FrequencySplit>(split), .k = k});
+    EXPECT_EQ(plain.fit["knn"]["kind"], "exact");
+    EXPECT_FALSE(plain.fit["knn"].contains("recall_at_k"));
+}
+
+TEST(NearestCommonIvf, RejectsBadOptionsNamingThem)
+{
+    const int64_t V = 40;
+    const auto E = random_table(V, 6, 8);
+    const auto split = even_odd_split(V); // |V_C| = 20
+    auto fit_error = [&](KnnOptions o) {
+        o.kind = KnnKind::IVF;
+        return error_of([&] { fit_partial_sparse(E, split, {.k = 3, .knn = o}); });
+    };
+    EXPECT_NE(fit_error({.nlist = 21}).find("nlist 21 is outside 1..|V_C| = 20"), std::string::npos);
+    EXPECT_NE(fit_error({.nlist = -1}).find("nlist"), std::string::npos);
+    EXPECT_NE(fit_error({.nlist = 4, .nprobe = 5}).find("nprobe 5 is outside 1..nlist = 4"),
+              std::string::npos);
+    EXPECT_NE(fit_error({.nlist = 4, .nprobe = -2}).find("nprobe"), std::string::npos);
+    EXPECT_EQ(fit_error({.nlist = 20, .nprobe = 1}), "");
+    EXPECT_NE(error_of([] { parse_knn_kind("hnsw"); }).find("knn 'hnsw' must be exact or ivf"),
+              std::string::npos);
+    EXPECT_EQ(parse_knn_kind("ivf"), KnnKind::IVF);
+    EXPECT_STREQ(knn_kind_name(KnnKind::Exact), "exact");
+}
+
+TEST(NearestCommonIvf, RequestJsonCarriesTheSearch)
+{
+    const auto j = nlohmann::ordered_json::parse(
+        R"({"model": "m", "method": "lle", "freq_text": "f.txt", "keep_ratio": 0.5, "k": 5,)"
+        R"( "knn": "ivf", "nlist": 64, "nprobe": 8, "seed": 3})");
+    const auto r = request_from_json(j);
+    EXPECT_EQ(r.knn, "ivf");
+    EXPECT_EQ(r.nlist, 64);
+    EXPECT_EQ(r.nprobe, 8);
+    EXPECT_EQ(request_json(r), j);
+    EXPECT_EQ(request_json(request_from_json(request_json(r))), j);
+    EXPECT_NE(describe_request(r).find("ivf 64/8"), std::string::npos);
+    // Exact is the default and is left out.
+    auto exact = j;
+    exact.erase("nlist");
+    exact.erase("nprobe");
+    exact["knn"] = "exact";
+    EXPECT_FALSE(request_json(request_from_json(exact)).contains("knn"));
+    auto message = [&](const std::string& key, const nlohmann::ordered_json& value,
+                       const std::string& method = "lle") {
+        auto bad = j;
+        bad["method"] = method;
+        bad[key] = value;
+        return error_of([&] { request_from_json(bad); });
+    };
+    EXPECT_NE(message("knn", "hnsw").find("knn 'hnsw' must be exact or ivf"), std::string::npos);
+    EXPECT_NE(message("nprobe", 65).find("nprobe 65 must be 0 (automatic) or 1..nlist = 64"),
+              std::string::npos);
+    EXPECT_NE(message("nlist", -3).find("nlist -3"), std::string::npos);
+    EXPECT_NE(message("knn", "exact").find("nlist applies to knn ivf"), std::string::npos);
+    EXPECT_NE(message("nlist", 64, "lle-pca").find("knn does not apply to method lle-pca"),
+              std::string::npos);
+    EXPECT_NE(message("nlist", "many").find("nlist\" must be an integer"), std::string::npos);
 }

@@ -35,6 +35,7 @@ struct CompressionSpec {
     int64_t k = 0;       // lle: neighbours; lle-pca: basis size
     double reg = 1e-3;   // lle regulariser
     int64_t unk_id = -1; // lle-unk fallback row (-1: mean of V_C)
+    KnnOptions knn;      // lle: the neighbour search (exact, or ivf with its lists)
     // fourier (METHODS 4): the MLP and its AdamW fit to the table's rows.
     std::string mlp = "linear"; // "linear" or "geglu"
     double hidden_ratio = 0.25; // geglu hidden size / d
@@ -79,5 +80,8 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec);
 // With the energy options the accounting was computed with (a.energy_options).
 nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a);
 nlohmann::ordered_json reconstruction_json(const ReconstructionMetrics& r);
+// lle's neighbour search: {"kind": "exact", "seconds"} or {"kind": "ivf", "nlist", "nprobe",
+// "recall_at_k", "recall_sample", "kmeans_iterations", "seconds", "recall_seconds"}.
+nlohmann::ordered_json knn_json(const KnnReport& r);
 
 } // namespace embedlab

@@ -79,6 +79,11 @@ struct CompressionRequest {
     double keep_ratio = 1.0;
     int64_t k = 0; // lle: neighbours; lle-pca: basis size
     double reg = 1e-3;
+    // lle: the neighbour search, "exact" or "ivf" (an inverted-file index of k-means
+    // lists, partial_sparse.hpp) with nlist lists and nprobe searched per rare row
+    // (0: automatic); seed seeds its k-means and recall sample.
+    std::string knn = "exact";
+    int64_t nlist = 0, nprobe = 0;
     // Coverage of a dataset by V_C per example (LLE paper Tables 5, 6): a task
     // ("sst2", "mc", "stsb") and its file; both or neither.
     std::string coverage_task, coverage_data;
@@ -119,7 +124,7 @@ struct CompressionRequest {
     // scored tokens (KL(P_original || P_model), top-1 agreement; eval.hpp).
     bool divergence = false;
 
-    uint64_t seed = 0; // fourier fit, calibration windows, LoRA training
+    uint64_t seed = 0; // fourier fit, calibration windows, LoRA training, lle ivf
 
     bool evaluates() const { return !eval_text.empty() || has_eval_ids; }
 };

@@ -38,13 +38,48 @@ struct FrequencySplit {
 FrequencySplit split_by_frequency(std::span<const int32_t> ids, int64_t vocab_size, double keep_ratio,
                                   const std::vector<int64_t>& specials);
 
-// Exact cosine k-nearest common neighbours of every rare row (ties: lower id).
+// How the k nearest common rows of each rare row are found: exactly (every
+// common row is scored), or by an inverted-file index (IVF) for large V_C:
+// spherical k-means puts the unit common rows in `nlist` lists, each rare row
+// scores the centroids and compares itself with the members of its `nprobe`
+// best lists only. Both rank the final candidates by float64 cosine, ties to
+// the lower id; with nprobe = nlist IVF returns the exact neighbours.
+enum class KnnKind { Exact, IVF };
+const char* knn_kind_name(KnnKind kind);         // "exact", "ivf"
+KnnKind parse_knn_kind(const std::string& name); // InputError naming "knn" otherwise
+
+struct KnnOptions {
+    KnnKind kind = KnnKind::Exact;
+    int64_t nlist = 0;            // ivf: lists, 1..|V_C|; 0: round(2 sqrt(|V_C|))
+    int64_t nprobe = 0;           // ivf: lists searched per rare row, 1..nlist; 0: ceil(nlist / 16)
+    uint64_t seed = 0;            // ivf: k-means start and the recall sample
+    int64_t recall_sample = 1000; // ivf: rare rows searched exactly too, for recall@k (0: none)
+};
+
+// What a search did. Exact: kind only. IVF: the lists it used and recall@k, the
+// share of the exact k neighbours it returned over `recall_sample` seeded rare rows.
+struct KnnReport {
+    KnnKind kind = KnnKind::Exact;
+    int64_t nlist = 0, nprobe = 0, kmeans_iterations = 0, recall_sample = 0;
+    double recall_at_k = 1.0;
+    double seconds = 0;        // the search (ivf: k-means, lists and scan)
+    double recall_seconds = 0; // the exact search of the sample
+};
+// nlist and nprobe resolved (0 -> the defaults above); InputError naming nlist or
+// nprobe when outside 1..|V_C| or 1..nlist, or for a negative recall sample.
+KnnOptions resolved_knn_options(const KnnOptions& options, int64_t common_count);
+
+// Cosine k-nearest common neighbours of every rare row (ties: lower id).
 struct NearestCommon {
     torch::Tensor ids;     // [R, k] int64 token ids (members of V_C), best first
     torch::Tensor cosines; // [R, k] float32
+    KnnReport knn;
 };
 NearestCommon nearest_common(const torch::Tensor& table, const std::vector<int64_t>& rare,
                              const std::vector<int64_t>& common, int64_t k, const ProgressFn& progress = {});
+NearestCommon nearest_common(const torch::Tensor& table, const std::vector<int64_t>& rare,
+                             const std::vector<int64_t>& common, int64_t k, const KnnOptions& knn,
+                             const ProgressFn& progress = {});
 
 enum class PartialSparseKind { LLE, Unk, PCA };
 const char* partial_sparse_method_name(PartialSparseKind kind); // "lle", "lle-unk", "lle-pca"
@@ -54,6 +89,7 @@ struct PartialSparseOptions {
     int64_t k = 5;       // LLE: neighbours; pca: basis size
     double reg = 1e-3;   // LLE: G += reg * trace(G) * I (reg alone if trace is 0)
     int64_t unk_id = -1; // unk: the model's unk token, else the mean of V_C is the fallback
+    KnnOptions knn;      // LLE: the neighbour search
 };
 
 struct PartialSparseFit {
@@ -73,6 +109,7 @@ struct PartialSparseFit {
     torch::Tensor mean;   // [d]
     torch::Tensor basis;  // [k, d]
     torch::Tensor coords; // [R, k]
+    KnnReport knn;        // LLE: how the neighbours were found
     double seconds = 0;
 };
 

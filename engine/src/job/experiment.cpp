@@ -238,6 +238,8 @@ CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescript
     spec.split = std::move(split);
     spec.k = m.needs_frequency_text ? std::max<int64_t>(r.k, 1) : 0;
     spec.reg = r.reg;
+    if (m.id == Method::LLE)
+        spec.knn = {.kind = parse_knn_kind(r.knn), .nlist = r.nlist, .nprobe = r.nprobe, .seed = r.seed};
     spec.unk_id = m.needs_frequency_text && lm.tokenizer ? lm.tokenizer->unk_id().value_or(-1) : -1;
     spec.mlp = r.mlp;
     spec.hidden_ratio = r.hidden_ratio;

@@ -105,6 +105,10 @@ bool lle_family(Method m)
 {
     return method_descriptor(m).needs_frequency_text;
 }
+bool lle_search(Method m) // the lle method proper: the only one with a neighbour search
+{
+    return m == Method::LLE;
+}
 bool fourier(Method m)
 {
     return m == Method::Fourier;
@@ -203,6 +207,9 @@ const std::vector<Field>& fields()
             member("keep_ratio", &R::keep_ratio, lle_family),
             member("k", &R::k, lle_family),
             member("reg", &R::reg, lle_family),
+            member("knn", &R::knn, lle_search),
+            member("nlist", &R::nlist, lle_search),
+            member("nprobe", &R::nprobe, lle_search),
             member("coverage_task", &R::coverage_task, lle_family),
             member("coverage_data", &R::coverage_data, lle_family),
             member("mlp", &R::mlp, fourier),
@@ -391,6 +398,16 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("k", std::to_string(r.k) + " is outside 1.." + dmax);
         if (!(r.reg >= 0 && r.reg <= 1e6))
             fail("reg", short_number(r.reg) + " must lie in [0, 1e6]");
+        if (r.knn != "exact" && r.knn != "ivf")
+            fail("knn", "'" + r.knn + "' must be exact or ivf");
+        if (r.knn != "ivf" && (r.nlist != 0 || r.nprobe != 0))
+            fail(r.nlist != 0 ? "nlist" : "nprobe", "applies to knn ivf (the IVF lists)");
+        if (r.nlist < 0 || r.nlist > (int64_t{1} << 31))
+            fail("nlist", std::to_string(r.nlist) + " must be 0 (automatic) or 1..|V_C| IVF lists");
+        if (r.nprobe < 0 || (r.nlist > 0 && r.nprobe > r.nlist) || r.nprobe > (int64_t{1} << 31))
+            fail("nprobe", std::to_string(r.nprobe) + " must be 0 (automatic) or 1..nlist" +
+                               (r.nlist > 0 ? " = " + std::to_string(r.nlist) : std::string()) +
+                               " lists searched per rare row");
         if (r.coverage_task.empty() != r.coverage_data.empty())
             fail(r.coverage_task.empty() ? "coverage_data" : "coverage_task",
                  "goes with coverage_task and coverage_data together (a task and its file)");
@@ -482,6 +499,9 @@ std::string describe_request(const CompressionRequest& r)
     case Method::LLEPCA:
         what =
             r.method + " keep " + short_number(r.keep_ratio) + (r.k > 0 ? ", k " + std::to_string(r.k) : "");
+        if (r.knn == "ivf")
+            what += ", ivf" + (r.nlist > 0 ? " " + std::to_string(r.nlist) : std::string()) +
+                    (r.nprobe > 0 ? "/" + std::to_string(r.nprobe) : std::string());
         break;
     case Method::Fourier:
         what = "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";

@@ -232,10 +232,12 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
         const auto kind = method == Method::LLE      ? PartialSparseKind::LLE
                           : method == Method::LLEUnk ? PartialSparseKind::Unk
                                                      : PartialSparseKind::PCA;
-        auto fit = fit_partial_sparse(table, *spec.split,
-                                      {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id},
-                                      sub_progress(progress, 0, 80));
+        auto fit = fit_partial_sparse(
+            table, *spec.split,
+            {.kind = kind, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id, .knn = spec.knn},
+            sub_progress(progress, 0, 80));
         out.fit_seconds = fit.seconds;
+        const auto knn = knn_json(fit.knn);
         auto embedding = std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
         out.fit = {{"common", spec.split->common.size()},
                    {"rare", spec.split->rare.size()},
@@ -244,6 +246,8 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                    {"tied_head", "logits use the rebuilt table, rebuilt once per forward call from the "
                                  "stored common rows and rare-token codes; no dense copy is kept, so a tied "
                                  "model keeps the whole saving"}};
+        if (kind == PartialSparseKind::LLE)
+            out.fit["knn"] = knn;
         // A rare row is a weighted sum of k common rows (lle), the shared unk row (lle-unk) or
         // z P + mu of rank k (lle-pca); common rows are read. The tied head rebuilds the R
         // rare rows once, then multiplies with all V.
@@ -311,6 +315,23 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
     return out;
 }
 
+nlohmann::ordered_json knn_json(const KnnReport& r)
+{
+    nlohmann::ordered_json j = {{"kind", knn_kind_name(r.kind)}};
+    if (r.kind == KnnKind::IVF) {
+        j["nlist"] = r.nlist;
+        j["nprobe"] = r.nprobe;
+        if (r.recall_sample > 0) // none measured: no figure
+            j["recall_at_k"] = r.recall_at_k;
+        j["recall_sample"] = r.recall_sample;
+        j["kmeans_iterations"] = r.kmeans_iterations;
+    }
+    j["seconds"] = r.seconds;
+    if (r.kind == KnnKind::IVF)
+        j["recall_seconds"] = r.recall_seconds;
+    return j;
+}
+
 nlohmann::ordered_json spec_json(const CompressionSpec& spec)
 {
     nlohmann::ordered_json j = {{"method", spec.method}};
@@ -331,6 +352,11 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
         j["k"] = spec.k;
         if (method == Method::LLE)
             j["reg"] = spec.reg;
+        if (method == Method::LLE && spec.knn.kind == KnnKind::IVF) { // 0: automatic (fit.knn: as run)
+            j["knn"] = knn_kind_name(spec.knn.kind);
+            j["nlist"] = spec.knn.nlist;
+            j["nprobe"] = spec.knn.nprobe;
+        }
         if (method == Method::LLEUnk)
             j["unk_id"] = spec.unk_id;
         if (spec.split) {
