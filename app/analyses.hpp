@@ -42,6 +42,10 @@ AllocationResult importance_allocations(const std::string& model, const std::str
                                         int64_t seqlen, const ProgressFn& progress);
 
 std::string default_sample_text();
+// SST-2's GLUE dev set in the project's shared data ("" if not found): the method
+// panel's and the demo's task. $EMBEDLAB_SHARED_DIR/data/glue/SST-2/dev.tsv, else
+// ../shared beside the checkout (resources/../../shared).
+std::string sst2_dev_path();
 
 // One compression of the model, evaluated on a text: what the results table and
 // Pareto plot show (METHODS 0: ratio = after / before of the part compressed,

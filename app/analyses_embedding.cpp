@@ -61,6 +61,12 @@ void check_fields(const CompressionRequest& r, int64_t d, const std::string& lab
         fail("lora_steps " + std::to_string(r.lora_steps) + " must be at least 1 with LoRA on");
     if (r.eval_tokens < 0)
         fail("eval_tokens " + std::to_string(r.eval_tokens) + " must be 0 (all) or more");
+    if (!r.task.empty() && r.task != "sst2" && r.task != "mc")
+        fail("task '" + r.task + "' must be sst2 or mc");
+    if (!r.task.empty() && r.task_data.empty())
+        fail("task " + r.task + " needs its data file");
+    if (r.task_limit < 0)
+        fail("task_limit " + std::to_string(r.task_limit) + " must be 0 (all examples) or more");
 }
 
 } // namespace

@@ -3,7 +3,29 @@
 #include "analyses.hpp"
 #include "analyses_internal.hpp"
 
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "embedlab/resources.hpp"
+
 namespace embedlab::app {
+
+std::string sst2_dev_path()
+{
+    namespace fs = std::filesystem;
+    std::vector<fs::path> tries;
+    if (const char* shared = std::getenv("EMBEDLAB_SHARED_DIR"))
+        tries.push_back(fs::path(shared));
+    tries.push_back(resource_dir() / ".." / ".." / "shared"); // resources/ sits in the checkout
+    std::error_code ec;
+    for (const auto& dir : tries) {
+        const auto file = dir / "data" / "glue" / "SST-2" / "dev.tsv";
+        if (fs::is_regular_file(file, ec))
+            return fs::weakly_canonical(file, ec).string();
+    }
+    return {};
+}
 
 std::string describe_request(const CompressionRequest& r)
 {

@@ -116,14 +116,18 @@ std::string markdown_report(const ModelSummary& model, const std::string& intro,
     std::ostringstream md;
     md << "# EmbedLab demo: " << fs::path(model.path).filename().string() << "\n\n" << intro << "\n\n";
     md << "| method | parameters | stored values | ratio | PPL | delta ln PPL | KL (nats/token) | top-1 "
-          "agreement "
+          "agreement | SST-2 accuracy "
           "| mean cosine | time (s) |\n"
-       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    if (!rows.empty()) // the uncompressed model on the same tokens and sentences
+        md << "| original | uncompressed | " << fixed(double(rows.front().params_before), 0) << " | 1 | "
+           << fixed(rows.front().ppl_original, 3) << " | 0 | 0 | 1 | "
+           << fixed(rows.front().task_accuracy_original, 4) << " | 1 | \u2014 |\n";
     for (const auto& r : rows)
         md << "| " << r.method << " | " << r.parameters << " | " << fixed(double(r.params_after), 0) << " | "
            << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | " << fixed(r.delta_ln_ppl, 4) << " | "
-           << fixed(r.kl_mean, 4) << " | " << fixed(r.top1_agreement, 4) << " | " << fixed(r.mean_cosine, 4)
-           << " | " << fixed(r.seconds, 1) << " |\n";
+           << fixed(r.kl_mean, 4) << " | " << fixed(r.top1_agreement, 4) << " | " << fixed(r.task_accuracy, 4)
+           << " | " << fixed(r.mean_cosine, 4) << " | " << fixed(r.seconds, 1) << " |\n";
     md << "\nThe table as [CSV](results.csv) and [JSON](results.json).\n";
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
@@ -149,15 +153,23 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
       << "figcaption { font-size: 90%; }\n</style>\n</head>\n<body>\n";
     h << "<h1>EmbedLab demo: " << name << "</h1>\n<p>" << html_escaped(intro) << "</p>\n";
     h << "<table>\n<tr><th>method</th><th>parameters</th><th>stored values</th><th>ratio</th><th>PPL</th>"
-      << "<th>delta ln PPL</th><th>KL (nats/token)</th><th>top-1 agreement</th><th>mean cosine</th><th>time "
-         "(s)</th></tr>\n";
+      << "<th>delta ln PPL</th><th>KL (nats/token)</th><th>top-1 agreement</th><th>SST-2 accuracy</th>"
+      << "<th>mean cosine</th><th>time (s)</th></tr>\n";
+    if (!rows.empty())
+        h << "<tr><td>original</td><td>uncompressed</td><td class=\"n\">"
+          << fixed(double(rows.front().params_before), 0) << "</td><td class=\"n\">1</td><td class=\"n\">"
+          << fixed(rows.front().ppl_original, 3)
+          << "</td><td class=\"n\">0</td><td class=\"n\">0</td><td class=\"n\">1</td><td class=\"n\">"
+          << fixed(rows.front().task_accuracy_original, 4)
+          << "</td><td class=\"n\">1</td><td class=\"n\">\u2014</td></tr>\n";
     for (const auto& r : rows)
         h << "<tr><td>" << html_escaped(r.method) << "</td><td>" << html_escaped(r.parameters)
           << "</td><td class=\"n\">" << fixed(double(r.params_after), 0) << "</td><td class=\"n\">"
           << fixed(r.ratio, 4) << "</td><td class=\"n\">" << fixed(r.ppl, 3) << "</td><td class=\"n\">"
           << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">" << fixed(r.kl_mean, 4)
           << "</td><td class=\"n\">" << fixed(r.top1_agreement, 4) << "</td><td class=\"n\">"
-          << fixed(r.mean_cosine, 4) << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
+          << fixed(r.task_accuracy, 4) << "</td><td class=\"n\">" << fixed(r.mean_cosine, 4)
+          << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
     h << "</table>\n<p>The table as <a href=\"results.csv\">CSV</a> and <a "
          "href=\"results.json\">JSON</a>.</p>\n";
     for (size_t i = 0; i < figures.size(); ++i) {
@@ -225,6 +237,9 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
                                        {.method = "flat", .remaining = 0.5, .allocation = "uniform"},
                                        {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 50}};
     const int64_t eval_tokens = request.quick ? 512 : 4096;
+    // SST-2 zero-shot on the first sentences of the GLUE dev set (../shared), when it is there.
+    const std::string sst2 = sst2_dev_path();
+    const int64_t sst2_limit = request.quick ? 50 : 200;
     const auto figures = demo_figures(request, fs::path(text).filename().string());
     const size_t steps = settings.size() + figures.size();
     size_t step = 0;
@@ -246,6 +261,11 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     for (auto setting : settings) {
         setting.eval_tokens = eval_tokens;
         setting.divergence = true; // KL from the original and top-1 agreement beside perplexity
+        if (!sst2.empty()) {
+            setting.task = "sst2";
+            setting.task_data = sst2;
+            setting.task_limit = sst2_limit;
+        }
         run_step(describe_request(setting) + " + perplexity", [&](const ProgressFn& progress) {
             const auto r = compress_and_evaluate(model, setting, text, progress);
             ppl_original = r.ppl_original;
@@ -287,8 +307,17 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         "value and output projections), "
         "delta ln PPL = ln PPL compressed - ln PPL original; KL = KL(P_original || P_compressed) per "
         "scored token and top-1 agreement the share of positions whose most likely next token is the "
-        "original's (as llama-perplexity --kl-divergence reports them); a ratio above 1 means the factors "
-        "store more "
+        "original's (as llama-perplexity --kl-divergence reports them); " +
+        (sst2.empty() ? std::string("SST-2 was not measured (../shared/data/glue/SST-2/dev.tsv not found); ")
+                      : "SST-2 accuracy is zero-shot (lm-evaluation-harness's prompt and log-likelihood "
+                        "scoring) on the "
+                        "first " +
+                            std::to_string(sst2_limit) +
+                            " sentences of the GLUE dev set, the original's on the same "
+                            "sentences (" +
+                            fixed(rows.empty() ? std::nan("") : rows.front().task_accuracy_original, 4) +
+                            "; a model this small is near chance, 0.5); ") +
+        "a ratio above 1 means the factors store more "
         "values than the table (per-token TT at a small d). Run on " +
         (rows.empty() ? std::string("this computer") : rows.front().host) + " at " +
         QDateTime::currentDateTime().toString(Qt::ISODate).toStdString() + " in " + fixed(minutes, 1) +

@@ -374,7 +374,10 @@ QJsonObject request_object(const CompressionRequest& r, const QString& eval_text
             {"train_text", str(r.train_text)},
             {"eval_text", eval_text},
             {"eval_tokens", qint64(r.eval_tokens)},
-            {"divergence", r.divergence}};
+            {"divergence", r.divergence},
+            {"task", str(r.task)},
+            {"task_data", str(r.task_data)},
+            {"task_limit", qint64(r.task_limit)}};
 }
 
 CompressionRequest request_from(const QJsonObject& o, CompressionRequest r)
@@ -406,6 +409,9 @@ CompressionRequest request_from(const QJsonObject& o, CompressionRequest r)
     num("eval_tokens", r.eval_tokens);
     if (o.contains("divergence"))
         r.divergence = o["divergence"].toBool();
+    str("task", r.task);
+    str("task_data", r.task_data);
+    num("task_limit", r.task_limit);
     return r;
 }
 

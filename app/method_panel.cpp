@@ -17,6 +17,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QStackedWidget>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
 
 namespace embedlab::app {
@@ -92,6 +93,10 @@ MethodPanel::MethodPanel(QWidget* parent)
       train_text_(new QLineEdit(this)), eval_text_(new QLineEdit(this)),
       eval_tokens_(spin(this, "first ", 0, 100000000, 4096,
                         "Perplexity on the evaluation text's first N tokens (all: every token)")),
+      task_(new QComboBox(this)), task_data_(new QLineEdit(this)), task_file_row_(nullptr),
+      task_limit_(spin(this, "first ", 0, 100000000, 200,
+                       "Score the task's first N examples (all: every example); each is one forward pass "
+                       "per choice, on the original once and on every compressed model")),
       run_(new QPushButton("Run", this)), problem_(new QLabel(this)), note_(new QLabel(this))
 {
     rank_->setObjectName("rank");
@@ -178,10 +183,54 @@ MethodPanel::MethodPanel(QWidget* parent)
     for (QLineEdit* e : {frequency_text_, calibration_text_, train_text_, eval_text_})
         e->setPlaceholderText(bundled);
 
+    // A zero-shot task after the evaluation (tasks.hpp): the task accuracy column.
+    task_->addItem("no task", "none");
+    task_->addItem("SST-2 dev (GLUE)", "sst2-dev");
+    task_->addItem("SST-2 file", "sst2");
+    task_->addItem("multiple choice (JSONL)", "mc");
+    task_->setToolTip(
+        "Also score a zero-shot task on the compressed model and the original, by log-likelihood as\n"
+        "lm-evaluation-harness does (the task acc column): SST-2 (a GLUE TSV with sentence and label)\n"
+        "or multiple choice (JSONL lines {\"context\", \"choices\", \"label\"}, e.g. PIQA, ARC)");
+    if (sst2DevPath().isEmpty()) {
+        auto* item = qobject_cast<QStandardItemModel*>(task_->model())->item(1);
+        item->setEnabled(false);
+        item->setToolTip("../shared/data/glue/SST-2/dev.tsv not found; choose an SST-2 file");
+    }
+    task_data_->setPlaceholderText("task file");
+    task_data_->setClearButtonEnabled(true);
+    task_data_->setToolTip("The task's data file (SST-2: TSV; multiple choice: JSONL)");
+    task_limit_->setSuffix(" examples");
+    task_limit_->setSpecialValueText("all examples");
+    task_file_row_ = new QWidget(this);
+    {
+        auto* row = new QHBoxLayout(task_file_row_);
+        row->setContentsMargins(0, 0, 0, 0);
+        auto* browse = new QPushButton("...", task_file_row_);
+        browse->setMaximumWidth(28);
+        browse->setToolTip("Choose the task's data file");
+        connect(browse, &QPushButton::clicked, this, [this] {
+            const QString file = QFileDialog::getOpenFileName(
+                this, "Task data", task_data_->text(), "Task data (*.tsv *.jsonl *.json);;All files (*)");
+            if (!file.isEmpty())
+                task_data_->setText(file);
+        });
+        row->addWidget(task_data_, 1);
+        row->addWidget(browse);
+    }
+    auto* task_row = new QHBoxLayout;
+    task_row->addWidget(new QLabel("Task", this));
+    task_row->addWidget(task_);
+    task_row->addWidget(task_file_row_, 1);
+    task_row->addWidget(task_limit_);
+    task_row->addStretch(1);
+    connect(task_, &QComboBox::currentIndexChanged, this, [this] { showOptionsFor(method()); });
+
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(top);
     layout->addLayout(texts);
+    layout->addLayout(task_row);
     layout->addWidget(problem_);
     layout->addWidget(note_);
     note_->setStyleSheet("color: #8a5a00;");
@@ -259,6 +308,16 @@ CompressionRequest MethodPanel::request() const
     r.train_text = train_text_->text().trimmed().toStdString();
     r.eval_tokens = eval_tokens_->value();
     r.divergence = divergence_->isChecked();
+    const QString task = task_->currentData().toString();
+    if (task == "sst2-dev") {
+        r.task = "sst2";
+        r.task_data = sst2DevPath().toStdString();
+    } else if (task == "sst2" || task == "mc") {
+        r.task = task.toStdString();
+        r.task_data = task_data_->text().trimmed().toStdString();
+    }
+    if (!r.task.empty())
+        r.task_limit = task_limit_->value();
     const QString host = target_->currentText().trimmed();
     if (host == kSlurm) {
         r.slurm = true;
@@ -295,6 +354,14 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
     seqlen_->setValue(static_cast<int>(r.seqlen));
     lora_->setChecked(r.lora_rank > 0);
     divergence_->setChecked(r.divergence);
+    const QString task_data = QString::fromStdString(r.task_data);
+    const bool dev = r.task == "sst2" && !task_data.isEmpty() && task_data == sst2DevPath();
+    task_->setCurrentIndex(std::max(0, task_->findData(r.task.empty() ? QString("none")
+                                                       : dev          ? QString("sst2-dev")
+                                                                      : QString::fromStdString(r.task))));
+    task_data_->setText(dev ? QString() : task_data);
+    if (!r.task.empty())
+        task_limit_->setValue(static_cast<int>(r.task_limit));
     if (r.lora_rank > 0)
         lora_rank_->setValue(static_cast<int>(r.lora_rank));
     lora_steps_->setValue(static_cast<int>(r.lora_steps));
@@ -311,6 +378,11 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
         slurm_time_->setText(QString::fromStdString(r.slurm_time));
         slurm_array_limit_->setValue(r.slurm_array_limit);
     }
+}
+
+QString MethodPanel::sst2DevPath()
+{
+    return QString::fromStdString(sst2_dev_path());
 }
 
 QString MethodPanel::method() const
@@ -345,8 +417,8 @@ void MethodPanel::setHost(const QString& host)
 
 QList<QWidget*> MethodPanel::numberBoxes() const
 {
-    return {rank_,    eps_,    keep_ratio_, neighbours_, steps_,      remaining_,
-            samples_, seqlen_, lora_rank_,  lora_steps_, eval_tokens_};
+    return {rank_,    eps_,    keep_ratio_, neighbours_, steps_,       remaining_,
+            samples_, seqlen_, lora_rank_,  lora_steps_, eval_tokens_, task_limit_};
 }
 
 QString MethodPanel::problem() const
@@ -387,6 +459,9 @@ void MethodPanel::showOptionsFor(const QString& method)
     frequency_row_->setVisible(m && m->needs_frequency_text);
     calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
+    const QString task = task_->currentData().toString();
+    task_file_row_->setVisible(task == "sst2" || task == "mc");
+    task_limit_->setVisible(task != "none");
     showProblem(); // a hidden box's problem no longer stops a run
     showNotes();
 }
@@ -434,6 +509,9 @@ void MethodPanel::saveSettings() const
     s.setValue("seqlen", seqlen_->value());
     s.setValue("lora", lora_->isChecked());
     s.setValue("divergence", divergence_->isChecked());
+    s.setValue("task", task_->currentData().toString());
+    s.setValue("task_data", task_data_->text());
+    s.setValue("task_limit", task_limit_->value());
     s.setValue("lora_rank", lora_rank_->value());
     s.setValue("lora_steps", lora_steps_->value());
     s.setValue("frequency_text", frequency_text_->text());
@@ -479,6 +557,11 @@ void MethodPanel::restoreSettings()
     seqlen_->setValue(s.value("seqlen", seqlen_->value()).toInt());
     lora_->setChecked(s.value("lora", false).toBool());
     divergence_->setChecked(s.value("divergence", false).toBool());
+    const int task = task_->findData(s.value("task", "none").toString());
+    task_->setCurrentIndex(
+        task < 0 || !qobject_cast<QStandardItemModel*>(task_->model())->item(task)->isEnabled() ? 0 : task);
+    task_data_->setText(s.value("task_data").toString());
+    task_limit_->setValue(s.value("task_limit", task_limit_->value()).toInt());
     lora_rank_->setValue(s.value("lora_rank", lora_rank_->value()).toInt());
     lora_steps_->setValue(s.value("lora_steps", lora_steps_->value()).toInt());
     frequency_text_->setText(s.value("frequency_text").toString());

@@ -50,6 +50,9 @@ public:
     // also the evaluation text.
     QString note() const;
 
+    // SST-2's GLUE dev set in the project's shared data ("" if not found; sst2_dev_path()).
+    static QString sst2DevPath();
+
     void saveSettings() const;
     void restoreSettings();
 
@@ -94,6 +97,10 @@ private:
     QLineEdit* train_text_;
     QLineEdit* eval_text_;
     QSpinBox* eval_tokens_;
+    QComboBox* task_;      // none, SST-2 dev, an SST-2 file, a multiple-choice JSONL file
+    QLineEdit* task_data_; // the chosen file
+    QWidget* task_file_row_;
+    QSpinBox* task_limit_; // first N examples (0: all)
     QWidget* frequency_row_;
     QWidget* calibration_row_;
     QWidget* train_row_;

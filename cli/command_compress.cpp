@@ -113,13 +113,14 @@ int command_compress(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
-    Args args("compress", argv, {"--method",    "--rank",          "--shape",         "--ranks",  "--eps",
-                                 "--out",       "--eval-text",     "--ctx",           "--stride", "--batch",
-                                 "--tokenizer", "--freq-text",     "--keep-ratio",    "--k",      "--reg",
-                                 "--mlp",       "--hidden-ratio",  "--loss",          "--steps",  "--lr",
-                                 "--fit-batch", "--weight-decay",  "--seed",          "--nu",     "--tau",
-                                 "--device",    "--coverage-task", "--coverage-data", "--knn",    "--nlist",
-                                 "--nprobe"},
+    Args args("compress", argv,
+              {"--method",    "--rank",          "--shape",         "--ranks",     "--eps",
+               "--out",       "--eval-text",     "--ctx",           "--stride",    "--batch",
+               "--tokenizer", "--freq-text",     "--keep-ratio",    "--k",         "--reg",
+               "--mlp",       "--hidden-ratio",  "--loss",          "--steps",     "--lr",
+               "--fit-batch", "--weight-decay",  "--seed",          "--nu",        "--tau",
+               "--device",    "--coverage-task", "--coverage-data", "--knn",       "--nlist",
+               "--nprobe",    "--task",          "--task-data",     "--task-limit"},
               {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks",
                "--divergence"});
     const auto* method = find_method(args.get("--method").value_or(""));
@@ -130,7 +131,7 @@ int command_compress(const std::vector<std::string>& argv)
         throw InputError("compress: --out DIR is required");
     prepare_output_directory(*out, args.has("--force")); // now, not after the fit
     LoadOptions options = load_options(args);
-    options.need_tokenizer = args.has("--eval-text") || lle;
+    options.need_tokenizer = args.has("--eval-text") || lle || args.has("--task");
     auto lm = load_model(path, options);
     print_warnings(lm.files.warnings);
     if (!lm.files.embedlab_manifest.empty())

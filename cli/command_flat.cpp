@@ -264,7 +264,7 @@ int compress_flat(const std::vector<std::string>& argv)
     Args args("compress", argv,
               {"--method", "--remaining", "--target-ratio", "--allocation", "--mlp-lambda", "--calib-text",
                "--samples", "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch",
-               "--tokenizer"},
+               "--tokenizer", "--task", "--task-data", "--task-limit"},
               {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense", "--divergence"});
     if (args.has("--dense"))
         throw InputError(

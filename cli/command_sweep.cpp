@@ -146,6 +146,12 @@ Json sweep_row(const Json& record)
         row["kl_mean"] = e["divergence"]["kl_mean"];
         row["top1_agreement"] = e["divergence"]["top1_agreement"];
     }
+    if (e.contains("task")) {
+        row["task"] = e["task"]["name"];
+        row["task_accuracy"] = e["task"]["accuracy"];
+        row["task_accuracy_original"] = e["task"]["original"]["accuracy"];
+        row["task_n"] = e["task"]["n"];
+    }
     return row;
 }
 
@@ -182,6 +188,10 @@ void sweep_print_row(const Json& row, const std::string& suffix)
     if (row.contains("kl_mean"))
         std::printf("  KL %.6f  top-1 %.4f", row["kl_mean"].get<double>(),
                     row["top1_agreement"].get<double>());
+    if (row.contains("task_accuracy"))
+        std::printf("  %s acc %.4f (original %.4f, n %lld)", row["task"].get<std::string>().c_str(),
+                    row["task_accuracy"].get<double>(), row["task_accuracy_original"].get<double>(),
+                    (long long)row["task_n"].get<int64_t>());
     std::printf("%s\n", suffix.c_str());
     std::fflush(stdout);
 }
@@ -213,11 +223,11 @@ int command_sweep(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return sweep_flat(argv);
     Args args("sweep", argv,
-              {"--method",        "--ranks",       "--shape",       "--shapes",     "--eps",
-               "--eval-text",     "--ctx",         "--stride",      "--batch",      "--tokenizer",
-               "--freq-text",     "--keep-ratios", "--ks",          "--reg",        "--knn",
-               "--nlist",         "--nprobe",      "--sweep-dir",   "--partition",  "--time",
-               "--cpus-per-task", "--mem",         "--array-limit", "--sbatch-arg", "--slurm-cli"},
+              {"--method",    "--ranks",  "--shape",         "--shapes",    "--eps",         "--eval-text",
+               "--ctx",       "--stride", "--batch",         "--tokenizer", "--freq-text",   "--keep-ratios",
+               "--ks",        "--reg",    "--knn",           "--nlist",     "--nprobe",      "--sweep-dir",
+               "--partition", "--time",   "--cpus-per-task", "--mem",       "--array-limit", "--sbatch-arg",
+               "--slurm-cli", "--task",   "--task-data",     "--task-limit"},
               {"--json", "--quiet", "--uniform-ranks", "--divergence", "--slurm", "--no-wait"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))

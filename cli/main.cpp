@@ -44,6 +44,8 @@ commands:
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
            --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
            [--nu X --tau Y | --device raspberry-pi-5|a100-server]   energy model (TensorSLM)
+           [--task sst2|mc --task-data FILE [--task-limit N]]  zero-shot accuracy after the evaluation,
+                                               beside the original's on the same examples
   compress [MODEL] --method tucker --shape I1,I2,.. --ranks r1,..,rN --out DIR [...]
                                                TensorSLM's Tucker baseline: HOSVD factors shared by all
                                                tokens, a core of r1...rN values per token (METHODS.md 5)
@@ -62,6 +64,7 @@ commands:
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--divergence] [--json]
+           [--task sst2|mc --task-data FILE [--task-limit N]]  every row's task accuracy too (not flat)
   sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
            --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
                                                --eps: each token its own ranks, or one set with --uniform-ranks)

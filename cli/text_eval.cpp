@@ -1,6 +1,7 @@
 #include "text_eval.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "progress_printer.hpp"
 
@@ -27,6 +28,10 @@ TextEval TextEval::from_args(const Args& args, const Tokenizer* tokenizer, int64
 void eval_flags_into(const Args& args, int64_t max_context, CompressionRequest& request)
 {
     request.divergence = args.has("--divergence"); // the request check wants an evaluation with it
+    // A zero-shot task after the evaluation (tasks.hpp); the request check names a missing half.
+    request.task = args.get("--task").value_or("");
+    request.task_data = args.get("--task-data").value_or("");
+    request.task_limit = args.get_int("--task-limit", 0, 0, std::numeric_limits<int32_t>::max());
     const auto text = args.get("--eval-text");
     if (!text)
         return;
@@ -67,6 +72,15 @@ Json TextEval::json(const PerplexityResult& baseline, const PerplexityResult& co
 
 void TextEval::print(const Json& e)
 {
+    if (e.contains("task")) {
+        const auto& t = e["task"];
+        std::printf("  %s accuracy %.4f on %lld examples (the original's %.4f; the same choice on %.4f)\n",
+                    t["name"].get<std::string>().c_str(), t["accuracy"].get<double>(),
+                    (long long)t["n"].get<int64_t>(), t["original"]["accuracy"].get<double>(),
+                    t["choice_agreement"].get<double>());
+        if (!e.contains("compressed"))
+            return; // a task without a perplexity evaluation
+    }
     std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
                 e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
                 e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),

@@ -28,12 +28,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analyses_internal.hpp"
 #include "fourier_map_view.hpp"
 #include "job_controller.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
 #include "rank_allocation_view.hpp"
 #include "spectrum_view.hpp"
+#include "test_support.hpp"
 
 using embedlab::ProgressFn;
 using embedlab::app::JobController;
@@ -573,4 +575,41 @@ TEST(MainWindow, MenusOfferRunViewHelpAndShortcuts)
                 a->trigger();
     EXPECT_EQ(window.statusBar()->currentMessage(), "Open a model first");
     EXPECT_TRUE(window.jobs().idle());
+}
+
+// Issue 19 item 5: the task choice (none, SST-2 dev from ../shared, an SST-2 file,
+// a multiple-choice file) and its limit travel in the request, and back.
+TEST(MethodPanel, CarriesTheTaskChoiceInTheRequest)
+{
+    embedlab::app::MethodPanel panel;
+    const auto initial = panel.request();
+    const QString initial_eval = panel.evaluationText();
+    embedlab::app::CompressionRequest r{.method = "pca", .rank = 8};
+    panel.setRequest(r);
+    EXPECT_TRUE(panel.request().task.empty()) << "no task unless chosen";
+    EXPECT_EQ(panel.request().task_limit, 0);
+    r.task = "mc";
+    r.task_data = "/data/piqa.jsonl";
+    r.task_limit = 50;
+    panel.setRequest(r);
+    auto got = panel.request();
+    EXPECT_EQ(got.task, "mc");
+    EXPECT_EQ(got.task_data, "/data/piqa.jsonl");
+    EXPECT_EQ(got.task_limit, 50);
+    // In the engine's request (the job schema) as well.
+    const auto e = embedlab::app::detail::experiment_request("model", got, "text.txt");
+    EXPECT_EQ(e.task, "mc");
+    EXPECT_EQ(e.task_data, "/data/piqa.jsonl");
+    EXPECT_EQ(e.task_limit, 50);
+    const QString dev = embedlab::app::MethodPanel::sst2DevPath();
+    if (embedlab::test::have_shared()) {
+        EXPECT_TRUE(dev.endsWith("data/glue/SST-2/dev.tsv")) << dev.toStdString();
+        r.task = "sst2";
+        r.task_data = dev.toStdString();
+        panel.setRequest(r);
+        got = panel.request();
+        EXPECT_EQ(got.task, "sst2");
+        EXPECT_EQ(got.task_data, dev.toStdString()) << "the SST-2 dev choice names the shared file";
+    }
+    panel.setRequest(initial, initial_eval); // saved on destruction: as it was
 }

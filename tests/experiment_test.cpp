@@ -2,6 +2,7 @@
 // request's JSON form (the compress job's schema) and its checks, runs of every
 // method on the bundled model, a job equal to the direct call, and export from
 // memory loading back with the run's perplexity.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/job.hpp"
 #include "embedlab/resources.hpp"
+#include "embedlab/tasks.hpp"
 #include "test_support.hpp"
 
 using embedlab::CompressionRequest;
@@ -342,4 +344,87 @@ TEST(RunCompression, ProgressIsFrequentAndACancelAnywhereStopsTheRun)
             << m.name;
         EXPECT_EQ(reports, 3) << m.name << ": the evaluation reports within its windows";
     }
+}
+
+// Issue 19 item 5: a zero-shot task in the request (the job schema) round-trips and
+// is checked; its run records the accuracy tasks.hpp gives on the same examples, for
+// the compressed model and for the original, and the per-window divergence travels
+// in the summary.
+TEST(CompressionRequestJson, TaskFieldsRoundTripAndAreChecked)
+{
+    auto r = request_for("pca");
+    r.task = "sst2";
+    r.task_data = "/data/glue/SST-2/dev.tsv";
+    r.task_limit = 200;
+    const Json j = embedlab::request_json(r);
+    EXPECT_EQ(j["task"], "sst2");
+    EXPECT_EQ(j["task_data"], "/data/glue/SST-2/dev.tsv");
+    EXPECT_EQ(j["task_limit"], 200);
+    const auto back = embedlab::request_from_json(j);
+    EXPECT_EQ(back.task, r.task);
+    EXPECT_EQ(back.task_data, r.task_data);
+    EXPECT_EQ(back.task_limit, r.task_limit);
+    EXPECT_EQ(embedlab::request_json(back), j);
+    EXPECT_FALSE(embedlab::request_json(request_for("pca")).contains("task")) << "no task: no field";
+    const auto& inputs = embedlab::request_input_fields();
+    EXPECT_NE(std::find(inputs.begin(), inputs.end(), "task_data"), inputs.end()) << "uploaded to a host";
+    auto refused = [&](const char* field, const Json& value) {
+        Json bad = j;
+        if (value.is_null())
+            bad.erase(field);
+        else
+            bad[field] = value;
+        try {
+            embedlab::request_from_json(bad);
+            ADD_FAILURE() << field << " = " << value.dump() << " was accepted";
+        } catch (const embedlab::InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("task"), std::string::npos) << e.what();
+        }
+    };
+    refused("task", "stsb");       // scored by correlation, not accuracy
+    refused("task_data", nullptr); // a task without its file
+    refused("task_limit", -1);
+    refused("task_limit", "all");
+}
+
+TEST(RunCompression, RecordsTheTaskAccuracyOfTheCompressedModelAndTheOriginal)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto dev = embedlab::test::shared_dir() / "data" / "glue" / "SST-2" / "dev.tsv";
+    auto request = request_for("pca");
+    request.divergence = true;
+    request.task = "sst2";
+    request.task_data = dev.string();
+    request.task_limit = 6;
+    const auto run = embedlab::run_compression(request);
+    const auto data = embedlab::read_task_data("sst2", dev, {.limit = 6});
+    const auto expected = embedlab::evaluate_task(run.compressed_model(), *run.model.tokenizer, data);
+    auto original = embedlab::load_model(model());
+    const auto expected_original = embedlab::evaluate_task(*original.model, *original.tokenizer, data);
+    const auto& s = run.summary;
+    EXPECT_EQ(s.task, "sst2");
+    EXPECT_EQ(s.task_n, 6);
+    EXPECT_DOUBLE_EQ(s.task_accuracy, expected.accuracy);
+    EXPECT_DOUBLE_EQ(s.task_accuracy_original, expected_original.accuracy);
+    const auto& t = run.evaluation["task"];
+    EXPECT_EQ(t["name"], "sst2");
+    EXPECT_EQ(t["n"], 6);
+    EXPECT_EQ(t["limit"], 6);
+    EXPECT_DOUBLE_EQ(t["accuracy"].get<double>(), expected.accuracy);
+    EXPECT_DOUBLE_EQ(t["original"]["accuracy"].get<double>(), expected_original.accuracy);
+    EXPECT_DOUBLE_EQ(t["choice_agreement"].get<double>(),
+                     embedlab::choice_agreement(expected, expected_original));
+    EXPECT_EQ(embedlab::run_json(run)["evaluation"]["task"], t) << "the run's record holds it too";
+    // The per-window divergence is in the summary (what the results view plots): 256 ids, ctx 64.
+    const auto& windows = run.evaluation["divergence"]["window_kl_mean"];
+    ASSERT_EQ(s.window_kl.size(), windows.size());
+    EXPECT_EQ(s.window_kl.size(), 4u);
+    EXPECT_EQ(s.window_top1.size(), s.window_kl.size());
+    for (size_t i = 0; i < s.window_kl.size(); ++i)
+        EXPECT_EQ(s.window_kl[i], windows[i].get<double>());
+    // The summary's JSON (a worker job's result) carries them back.
+    const auto back = embedlab::summary_from_json(embedlab::summary_json(s));
+    EXPECT_EQ(back.window_kl, s.window_kl);
+    EXPECT_EQ(back.task_accuracy, s.task_accuracy);
+    EXPECT_EQ(back.task_n, 6);
 }

@@ -124,3 +124,48 @@ TEST(ResultsFiles, OlderNineColumnExportsReadAndGarbageIsRefused)
     EXPECT_THROW(embedlab::results_from_json("{\"rows\": []}"), embedlab::InputError);
     EXPECT_THROW(embedlab::results_from_json("not json"), embedlab::InputError);
 }
+
+// Issue 19 item 5: the task columns in both files and the summary's JSON; the
+// per-window divergence in the JSON forms (arrays), not in the CSV file.
+TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
+{
+    RunSummary r;
+    r.method = "pca";
+    r.parameters = "rank 16";
+    r.part = "token_embedding";
+    r.kl_mean = 0.5;
+    r.window_kl = {0.25, 0.75};
+    r.window_top1 = {0.5, 0.625};
+    r.task = "sst2";
+    r.task_accuracy = 0.515;
+    r.task_accuracy_original = 0.53;
+    r.task_n = 200;
+    const auto csv = embedlab::results_csv({r});
+    EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n\n"), std::string::npos) << csv;
+    for (const auto& back :
+         {embedlab::results_from_csv(csv), embedlab::results_from_json(embedlab::results_json({r}))}) {
+        ASSERT_EQ(back.size(), 1u);
+        EXPECT_EQ(back[0].task, "sst2");
+        EXPECT_EQ(back[0].task_accuracy, 0.515);
+        EXPECT_EQ(back[0].task_accuracy_original, 0.53);
+        EXPECT_EQ(back[0].task_n, 200);
+        EXPECT_EQ(back[0].kl_mean, 0.5);
+    }
+    EXPECT_TRUE(embedlab::results_from_csv(csv)[0].window_kl.empty());
+    EXPECT_EQ(embedlab::results_from_json(embedlab::results_json({r}))[0].window_kl, r.window_kl);
+    const auto back = embedlab::summary_from_json(embedlab::summary_json(r));
+    EXPECT_EQ(back.window_top1, r.window_top1);
+    EXPECT_EQ(back.task, "sst2");
+    EXPECT_EQ(back.task_accuracy_original, 0.53);
+    // Seventeen columns (before the task columns) still read, without a task.
+    const std::string seventeen =
+        "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,"
+        "params_before,ppl_original,eval_tokens,model,eval_text,kl_mean,top1_agreement\n"
+        "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA,token_embedding,"
+        "6432896,40.5,4095,m,t.txt,0.25,0.75\n";
+    const auto rows17 = embedlab::results_from_csv(seventeen);
+    ASSERT_EQ(rows17.size(), 1u);
+    EXPECT_EQ(rows17[0].top1_agreement, 0.75);
+    EXPECT_TRUE(rows17[0].task.empty());
+    EXPECT_TRUE(std::isnan(rows17[0].task_accuracy));
+}

@@ -25,6 +25,7 @@
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
 #include "token_text.hpp"
+#include "window_divergence_view.hpp"
 
 using namespace embedlab::views;
 using embedlab::test::render_to_png;
@@ -238,7 +239,7 @@ TEST(ResultsView, FrontsArePerModelAndPerCompressedPart)
     // A second model: the view shows the model just run, alone.
     EXPECT_EQ(view.modelFilter(), "/models/stories260K.gguf");
     EXPECT_EQ(view.table()->model()->rowCount(), 1);
-    EXPECT_EQ(view.table()->model()->index(0, 11).data().toString(), "stories260K.gguf");
+    EXPECT_EQ(view.table()->model()->index(0, 12).data().toString(), "stories260K.gguf");
     ASSERT_EQ(view.shownGroups().size(), 1u);
     EXPECT_EQ(view.front(), (std::vector<int>{b_row}));
     ASSERT_NE(view.series("pca"), nullptr);
@@ -701,4 +702,59 @@ TEST(ResultsView, TheParetoYAxisTakesAnyMetricOnASymlogScale)
     EXPECT_LT(view.plot()->yAxis->range().upper, 4.0) << "the outlier sits at about 3.5, not 30";
     EXPECT_EQ(view.plot()->yAxis->label(), "Δ ln PPL (symlog)");
     render_to_png(view, "results_symlog.png");
+}
+
+// Issue 19 item 5: the task accuracy column (and the original's beside it), the
+// Pareto plot's "1 − task accuracy" axis, and the selected row's KL per window.
+TEST(ResultsView, ShowsTaskAccuracyAndTheSelectedRowsKlPerWindow)
+{
+    ResultsView view;
+    auto measured = row("pca", "rank 16", 40000, 0.25, 33.0, 0.2, 0.9, 1.0, "host");
+    measured.model = "m";
+    measured.params_before = 160000;
+    measured.ppl_original = 30.0;
+    measured.kl_mean = 0.12;
+    measured.top1_agreement = 0.8;
+    measured.window_kl = {0.1, 0.3, 0.05, 0.2, 0.15};
+    measured.window_top1 = {0.9, 0.6, 0.95, 0.7, 0.8};
+    measured.task = "sst2";
+    measured.task_accuracy = 0.515;
+    measured.task_accuracy_original = 0.53;
+    measured.task_n = 200;
+    auto plain = row("svd", "rank 16", 40000, 0.25, 34.0, 0.25, 0.9, 1.0, "host");
+    plain.model = "m";
+    plain.params_before = 160000;
+    plain.ppl_original = 30.0;
+    view.addRow(plain); // the original's row comes first, before any task was measured
+    view.addRow(measured);
+    auto* table = view.table()->model();
+    EXPECT_EQ(table->headerData(11, Qt::Horizontal).toString(), "task acc");
+    ASSERT_EQ(table->rowCount(), 3);
+    EXPECT_EQ(table->index(0, 0).data().toString(), "original");
+    EXPECT_EQ(table->index(0, 11).data().toString(), "0.5300") << "the original's accuracy, filled in later";
+    EXPECT_EQ(table->index(1, 11).data().toString(), QString::fromUtf8("\u2013")) << "no task measured";
+    EXPECT_EQ(table->index(2, 11).data().toString(), "0.5150");
+    EXPECT_TRUE(table->index(2, 11).data(Qt::ToolTipRole).toString().contains("sst2 on 200 examples"));
+    // The y axis may show the task: 1 - accuracy (lower is better, as for every choice).
+    view.setYAxis(QString::fromUtf8("1 − task accuracy"), false);
+    EXPECT_EQ(view.plot()->yAxis->label(), QString::fromUtf8("1 − task accuracy"));
+    ASSERT_NE(view.series("pca"), nullptr);
+    ASSERT_EQ(view.series("pca")->dataCount(), 1);
+    EXPECT_NEAR(view.series("pca")->data()->at(0)->value, 0.485, 1e-12);
+
+    // Selecting the measured row plots one point per evaluation window.
+    auto* windows = view.windowView();
+    ASSERT_NE(windows, nullptr);
+    EXPECT_EQ(windows->klGraph()->dataCount(), 0);
+    view.selectRow(1);
+    ASSERT_EQ(windows->klGraph()->dataCount(), 5);
+    EXPECT_EQ(windows->top1Graph()->dataCount(), 5);
+    EXPECT_DOUBLE_EQ(windows->klGraph()->data()->at(1)->value, 0.3);
+    EXPECT_DOUBLE_EQ(windows->top1Graph()->data()->at(4)->value, 0.8);
+    EXPECT_TRUE(windows->note().contains("5 evaluation windows")) << windows->note().toStdString();
+    view.selectRow(0); // no divergence measured: an empty plot that says why
+    EXPECT_EQ(windows->klGraph()->dataCount(), 0);
+    EXPECT_TRUE(windows->note().contains("did not measure")) << windows->note().toStdString();
+    view.selectRow(-1);
+    EXPECT_EQ(windows->klGraph()->dataCount(), 0);
 }

@@ -22,6 +22,7 @@
 #include "figure_export.hpp"
 #include "hover.hpp"
 #include "plot_interaction.hpp"
+#include "window_divergence_view.hpp"
 
 namespace embedlab::views {
 
@@ -29,7 +30,9 @@ namespace {
 
 constexpr int kSortRole = Qt::UserRole + 1;
 constexpr int kRowRole = Qt::UserRole + 2;
-constexpr int kModelRole = Qt::UserRole + 3; // the row's model path, for the model filter
+constexpr int kModelRole = Qt::UserRole + 3;    // the row's model path, for the model filter
+constexpr int kBaselineRole = Qt::UserRole + 4; // an "original" row's model, part and text
+constexpr int kTaskColumn = 11, kModelColumn = 12;
 
 const QVector<QColor> kPalette{{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
                                {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
@@ -74,16 +77,21 @@ QString modelName(const std::string& model)
 } // namespace
 
 ResultsView::ResultsView(QWidget* parent)
-    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 13, this)),
+    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 14, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this)),
-      model_filter_(new QComboBox(this)), y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this))
+      windows_(new WindowDivergenceView(this)), model_filter_(new QComboBox(this)),
+      y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this))
 {
     model_->setHorizontalHeaderLabels({"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine",
                                        "time (s)", "host", "KL (nats)",
-                                       "top-1", // runs that measured their divergence from the original
+                                       "top-1",    // runs that measured their divergence from the original
+                                       "task acc", // runs that measured a zero-shot task (sst2, mc)
                                        "model", "part"});
+    model_->horizontalHeaderItem(kTaskColumn)
+        ->setToolTip("Zero-shot task accuracy (the method panel's Task); the original's row shows the "
+                     "uncompressed model's on the same examples");
     proxy_->setSourceModel(model_);
-    proxy_->setFilterKeyColumn(11);
+    proxy_->setFilterKeyColumn(kModelColumn);
     proxy_->setFilterRole(kModelRole);
     model_filter_->addItem("All models", QString());
     model_filter_->setToolTip("Show the rows (and Pareto fronts) of one model");
@@ -149,17 +157,21 @@ ResultsView::ResultsView(QWidget* parent)
         "compression ratio (stored values after / before, lower is smaller) against Δ ln PPL = "
         "ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the sample text (0: no loss). "
         "Points towards the lower left are better; the dashed staircase joins the runs no other run "
-        "beats on both (the Pareto front). Click a point to select its row.",
+        "beats on both (the Pareto front). Click a point to select its row; below the plot, the selected "
+        "row's KL from the original in each evaluation window (runs with + KL vs original).",
         this);
     about->setWordWrap(true);
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(table_);
     split->addWidget(plot_);
+    split->addWidget(windows_);
     split->setStretchFactor(1, 2);
-    y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL"});
+    split->setStretchFactor(2, 1);
+    y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy"});
     y_metric_->setToolTip(
         "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"
-        "KL and top-1 need runs that measured their divergence (+ KL vs original).");
+        "KL and top-1 need runs that measured their divergence (+ KL vs original);\n"
+        "task accuracy runs that measured a task (the method panel's Task).");
     y_scale_->addItems({"linear", "symlog"});
     y_scale_->setToolTip(
         "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest");
@@ -195,9 +207,15 @@ QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
         textItem(text(r.host)),
         numberItem(r.kl_mean, shown(r.kl_mean, 4)),
         numberItem(r.top1_agreement, shown(r.top1_agreement, 4)),
+        numberItem(r.task_accuracy, shown(r.task_accuracy, 4)),
         textItem(modelName(r.model)),
         textItem(r.part == "attention_values" ? "attention values" : "token embedding")};
-    items[11]->setToolTip(text(r.model));
+    items[kModelColumn]->setToolTip(text(r.model));
+    if (!r.task.empty())
+        items[kTaskColumn]->setToolTip(QString("%1 on %2 examples (the original: %3)")
+                                           .arg(text(r.task))
+                                           .arg(r.task_n)
+                                           .arg(shown(r.task_accuracy_original, 4)));
     for (auto* item : items) {
         item->setData(index, kRowRole);
         item->setData(text(r.model), kModelRole);
@@ -217,6 +235,13 @@ int ResultsView::addRow(const ResultRow& r)
     // text: the reference every run is read against. Not a run: not in rows().
     if (std::isfinite(r.ppl_original) && r.params_before > 0) {
         const QString key = text(r.model) + "\n" + text(r.part) + "\n" + text(r.eval_text);
+        // The original's task accuracy, once a run on its text measured it.
+        for (int i = 0; i < model_->rowCount() && std::isfinite(r.task_accuracy_original); ++i)
+            if (model_->item(i, 0)->data(kBaselineRole).toString() == key &&
+                !std::isfinite(model_->item(i, kTaskColumn)->data(kSortRole).toDouble())) {
+                model_->item(i, kTaskColumn)->setText(shown(r.task_accuracy_original, 4));
+                model_->item(i, kTaskColumn)->setData(r.task_accuracy_original, kSortRole);
+            }
         if (!baselines_.contains(key)) {
             baselines_.insert(key);
             ResultRow b;
@@ -232,7 +257,11 @@ int ResultsView::addRow(const ResultRow& r)
             b.host = r.host;
             b.model = r.model;
             b.eval_text = r.eval_text;
+            b.task = r.task;
+            b.task_accuracy = b.task_accuracy_original = r.task_accuracy_original;
+            b.task_n = r.task_n;
             auto items = rowItems(b, -1);
+            items[0]->setData(key, kBaselineRole);
             for (auto* item : items)
                 item->setForeground(QColor(90, 90, 90));
             items[0]->setToolTip("the uncompressed model on the same text: the reference of every run");
@@ -273,6 +302,8 @@ double ResultsView::metric(int row) const
         return std::isfinite(r.top1_agreement) ? 1.0 - r.top1_agreement : r.top1_agreement;
     case 3:
         return r.ppl;
+    case 4:
+        return std::isfinite(r.task_accuracy) ? 1.0 - r.task_accuracy : r.task_accuracy;
     default:
         return r.delta_ln_ppl;
     }
@@ -488,6 +519,7 @@ void ResultsView::selectRow(int row)
         table_->clearSelection();
     }
     plot_->replot(QCustomPlot::rpQueuedReplot);
+    windows_->setRun(row >= 0 ? &rows_[row] : nullptr);
     if (changed)
         emit rowSelected(row);
 }

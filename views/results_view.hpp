@@ -25,6 +25,8 @@ class QStandardItem;
 
 namespace embedlab::views {
 
+class WindowDivergenceView;
+
 // A row is the engine's RunSummary (embedlab/results.hpp), which also owns the
 // results files and the Pareto front: the view lays rows out, nothing more.
 using ResultRow = embedlab::RunSummary;
@@ -39,8 +41,9 @@ public:
     int addRow(const ResultRow& row);
     // Deletes run `row` (later rows' indices move down by one; rowRemoved says so).
     void removeRow(int row);
-    // The plot's y axis: "Δ ln PPL" (default), "KL (nats)", "1 − top-1 agreement" or
-    // "PPL", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the metric.
+    // The plot's y axis: "Δ ln PPL" (default), "KL (nats)", "1 − top-1 agreement",
+    // "PPL" or "1 − task accuracy", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the
+    // metric.
     void setYAxis(const QString& metric, bool symlog);
     static double symlogOf(double v);
     void clear();
@@ -48,6 +51,8 @@ public:
     int selectedRow() const { return selected_; } // -1: none
     QTableView* table() const { return table_; }
     QCustomPlot* plot() const { return plot_; }
+    // KL per evaluation window of the selected row (below the Pareto plot).
+    WindowDivergenceView* windowView() const { return windows_; }
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
     // The series of `method` in the plot (null if none); point i is the method's i-th row.
@@ -84,6 +89,7 @@ private:
     QStandardItemModel* model_;
     QSortFilterProxyModel* proxy_;
     QCustomPlot* plot_;
+    WindowDivergenceView* windows_;
     QCPCurve* ring_;                 // marks the selected point
     QCPGraph* front_;                // the first shown group's Pareto front, drawn behind the method series
     QVector<QCPGraph*> more_fronts_; // the other shown groups' fronts

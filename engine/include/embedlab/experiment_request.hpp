@@ -123,6 +123,11 @@ struct CompressionRequest {
     // Also measure the compressed model's divergence from the original over the same
     // scored tokens (KL(P_original || P_model), top-1 agreement; eval.hpp).
     bool divergence = false;
+    // A zero-shot task run on the compressed model after the evaluation (tasks.hpp):
+    // "sst2" or "mc" and its file (both or neither), on its first task_limit examples
+    // (0: all). The original's accuracy on the same examples is recorded beside it.
+    std::string task, task_data;
+    int64_t task_limit = 0;
 
     uint64_t seed = 0; // fourier fit, calibration windows, LoRA training, lle ivf
 

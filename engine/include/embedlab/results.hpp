@@ -36,6 +36,15 @@ struct RunSummary {
     // Divergence from the original (request.divergence); NaN when not measured.
     double kl_mean = std::numeric_limits<double>::quiet_NaN();
     double top1_agreement = std::numeric_limits<double>::quiet_NaN();
+    // The same per evaluation window (METHODS 0 windows, in order), for the per-window
+    // plot; empty when not measured. In JSON as arrays, not in the CSV file.
+    std::vector<double> window_kl, window_top1;
+    // A zero-shot task (request.task, tasks.hpp): its name ("" none), accuracy on
+    // task_n examples, and the original model's accuracy on the same examples.
+    std::string task;
+    double task_accuracy = std::numeric_limits<double>::quiet_NaN();
+    double task_accuracy_original = std::numeric_limits<double>::quiet_NaN();
+    int64_t task_n = 0;
 };
 nlohmann::ordered_json summary_json(const RunSummary& s);
 RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field
@@ -58,11 +67,12 @@ std::vector<ParetoGroup> pareto_fronts(const std::vector<RunSummary>& rows);
 
 // The results files. CSV columns: method, parameters, params (stored values after),
 // ratio, ppl, delta_ln_ppl, cosine, seconds, host, then part, params_before,
-// ppl_original, eval_tokens, model, eval_text, kl_mean, top1_agreement (RFC 4180 quoting). JSON:
-// {"results": [{the same keys}]}. Numbers at full precision.
+// ppl_original, eval_tokens, model, eval_text, kl_mean, top1_agreement, task, task_accuracy,
+// task_accuracy_original, task_n (RFC 4180 quoting). JSON: {"results": [{the same keys, and
+// window_kl, window_top1 when measured}]}. Numbers at full precision.
 std::string results_csv(const std::vector<RunSummary>& rows);
 std::string results_json(const std::vector<RunSummary>& rows);
-// Inverses; files with only the first nine or fifteen columns (older exports) read too.
+// Inverses; files with only the first nine, fifteen or seventeen columns (older exports) read too.
 // InputError for text that is not such a file.
 std::vector<RunSummary> results_from_csv(const std::string& csv);
 

@@ -124,6 +124,68 @@ bool baseline_cached(const CompressionRequest& r, const std::vector<int32_t>& id
     return baselines.count(key) > 0;
 }
 
+// The original model's zero-shot task results by model, task, file and limit, for the process.
+std::mutex task_mutex;
+std::map<std::string, TaskResult> original_tasks;
+
+std::string task_key(const CompressionRequest& r)
+{
+    std::error_code ec;
+    auto stamp = [&](const fs::path& p) {
+        return fs::exists(p, ec) ? fs::last_write_time(p, ec).time_since_epoch().count() : 0;
+    };
+    const auto model = fs::weakly_canonical(r.model, ec), data = fs::weakly_canonical(r.task_data, ec);
+    return model.string() + "\n" + std::to_string(stamp(model)) + "\n" + r.tokenizer + "\n" + r.task + "\n" +
+           data.string() + "\n" + std::to_string(stamp(data)) + "\n" + std::to_string(r.task_limit);
+}
+
+bool task_cached(const CompressionRequest& r)
+{
+    std::lock_guard lock(task_mutex);
+    return original_tasks.count(task_key(r)) > 0;
+}
+
+TaskResult original_task(const CompressionRequest& r, const LanguageModel& model, const Tokenizer& tokenizer,
+                         const TaskData& data, const ProgressFn& progress)
+{
+    const std::string key = task_key(r);
+    {
+        std::lock_guard lock(task_mutex);
+        if (auto it = original_tasks.find(key); it != original_tasks.end()) {
+            report_progress(progress, 1, 1);
+            return it->second;
+        }
+    }
+    auto result = evaluate_task(model, tokenizer, data, progress); // unlocked: a cancel caches nothing
+    std::lock_guard lock(task_mutex);
+    original_tasks[key] = result;
+    return result;
+}
+
+// The manifest's evaluation.task block: the compressed model's accuracy and the original's.
+Json task_record(const CompressionRequest& r, const TaskResult& compressed, const TaskResult& original)
+{
+    return {{"name", r.task},
+            {"data", fs::absolute(r.task_data).lexically_normal().string()},
+            {"limit", r.task_limit},
+            {"n", compressed.n},
+            {"accuracy", compressed.accuracy},
+            {"accuracy_norm", compressed.accuracy_norm},
+            {"original", {{"accuracy", original.accuracy}, {"accuracy_norm", original.accuracy_norm}}},
+            {"choice_agreement", choice_agreement(compressed, original)},
+            {"seconds", compressed.seconds}};
+}
+
+// Tokens the task reads (every choice is scored on its own): about 4 characters a token.
+double task_tokens(const TaskData& data)
+{
+    double chars = 0;
+    for (const auto& e : data.examples)
+        for (const auto& c : e.continuations)
+            chars += double(e.context.size() + c.size());
+    return chars / 4;
+}
+
 bool same_file(const std::string& a, const std::string& b)
 {
     std::error_code ea, eb;
@@ -402,7 +464,7 @@ LoadOptions request_load_options(const CompressionRequest& request)
     if (!request.tokenizer.empty())
         load.tokenizer = request.tokenizer;
     load.need_tokenizer = !request.eval_text.empty() || m.needs_frequency_text || m.needs_calibration_text ||
-                          request.lora_rank > 0;
+                          request.lora_rank > 0 || !request.task.empty();
     return load;
 }
 
@@ -412,7 +474,8 @@ LoadOptions request_load_options(const CompressionRequest& request)
 std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest& r,
                                                         const MethodDescriptor& m, const ModelConfig& c,
                                                         const EvalInput* eval, const TrainOptions* train,
-                                                        const CalibrationOptions& calib)
+                                                        const CalibrationOptions& calib,
+                                                        double task_tokens = 0)
 {
     const double v = double(c.vocab_size), d = double(c.hidden_size), layers = double(c.num_layers);
     const double body = 2 * layers * (4 * d * d + 3 * d * double(c.intermediate_size)); // per position
@@ -456,6 +519,8 @@ std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest
     if (eval)
         stages.emplace_back("eval original",
                             baseline_cached(r, eval->ids, eval->options) ? 0 : tokens * per_token);
+    if (!r.task.empty())
+        stages.emplace_back("task original", task_cached(r) ? 0 : task_tokens * per_token);
     stages.emplace_back("compress", compress);
     if (r.positions)
         stages.emplace_back("compress positions", 2 * double(c.max_positions) * d * d);
@@ -466,11 +531,14 @@ std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest
         stages.emplace_back("eval compressed", tokens * per_token);
     if (r.divergence)
         stages.emplace_back("divergence", 2 * tokens * per_token); // both models again, window by window
+    if (!r.task.empty())
+        stages.emplace_back("task", task_tokens * per_token);
     double total = 0;
     for (const auto& st : stages)
         total += st.second;
     for (auto& st : stages) // a stage that runs is never invisible
-        if (st.first != "load" && !(st.first == "eval original" && st.second == 0))
+        if (st.first != "load" &&
+            !((st.first == "eval original" || st.first == "task original") && st.second == 0))
             st.second = std::max(st.second, 0.01 * total);
     return stages;
 }
@@ -526,6 +594,9 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     std::optional<EvalInput> eval;
     if (evaluates)
         eval = eval_input(request, run.model);
+    std::optional<TaskData> task; // the zero-shot task's examples, read now as well
+    if (!request.task.empty())
+        task = read_task_data(request.task, request.task_data, {.limit = request.task_limit});
     std::optional<Training> training;
     if (lora)
         training = recovery_training(request, run.model, eval ? static_cast<int64_t>(eval->ids.size()) : 0);
@@ -561,7 +632,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     }
 
     const StagedProgress bar(progress, stage_costs(request, m, config, eval ? &*eval : nullptr,
-                                                   training ? &training->options : nullptr, calib_options));
+                                                   training ? &training->options : nullptr, calib_options,
+                                                   task ? task_tokens(*task) : 0));
 
     RunSummary& s = run.summary;
     s.method = m.name;
@@ -580,6 +652,10 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     std::optional<PerplexityResult> baseline;
     if (eval)
         baseline = original_perplexity(request, model, eval->ids, eval->options, bar.stage("eval original"));
+    std::optional<TaskResult> task_original; // before the compressed part replaces the original's
+    if (task)
+        task_original =
+            original_task(request, model, *run.model.tokenizer, *task, bar.stage("task original"));
 
     // The original, kept for the divergence measurement (its weights are shared handles).
     std::unique_ptr<LanguageModel> original;
@@ -700,7 +776,20 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             run.evaluation["divergence"]["tokens"] = d.tokens;
             s.kl_mean = d.kl_mean;
             s.top1_agreement = d.top1_agreement;
+            s.window_kl = d.window_kl_mean;
+            s.window_top1 = d.window_top1;
         }
+    }
+    if (task) {
+        const auto result =
+            evaluate_task(run.compressed_model(), *run.model.tokenizer, *task, bar.stage("task"));
+        if (run.evaluation.is_null())
+            run.evaluation = Json::object();
+        run.evaluation["task"] = task_record(request, result, *task_original);
+        s.task = request.task;
+        s.task_accuracy = result.accuracy;
+        s.task_accuracy_original = task_original->accuracy;
+        s.task_n = result.n;
     }
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return run;

@@ -237,6 +237,9 @@ const std::vector<Field>& fields()
             member("stride", &R::stride, any_method),
             member("batch", &R::batch, any_method),
             member("divergence", &R::divergence, any_method),
+            member("task", &R::task, any_method),
+            member("task_data", &R::task_data, any_method),
+            member("task_limit", &R::task_limit, any_method),
             member("seed", &R::seed, any_method),
         };
         // Token ids: an array of non-negative integers (the ids' upper bound is the model's V).
@@ -276,8 +279,8 @@ const std::vector<std::string>& request_fields()
 
 const std::vector<std::string>& request_input_fields()
 {
-    static const std::vector<std::string> names{"model",      "tokenizer",  "eval_text",    "freq_text",
-                                                "calib_text", "train_text", "coverage_data"};
+    static const std::vector<std::string> names{"model",      "tokenizer",  "eval_text",     "freq_text",
+                                                "calib_text", "train_text", "coverage_data", "task_data"};
     return names;
 }
 
@@ -469,6 +472,16 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         fail("eval_ids", "and eval_text: give one of them");
     if (r.divergence && !r.evaluates())
         fail("divergence", "needs an evaluation (eval_text or eval_ids): it is measured on the same tokens");
+    if (!r.task.empty() && r.task_data.empty())
+        fail("task_data", "is required with task " + r.task + " (the task's data file)");
+    if (r.task.empty() && !r.task_data.empty())
+        fail("task", "is required with task_data (sst2 or mc)");
+    if (!r.task.empty() && r.task != "sst2" && r.task != "mc")
+        fail("task", "'" + r.task + "' must be sst2 or mc (tasks scored by accuracy)");
+    if (r.task_limit < 0)
+        fail("task_limit", std::to_string(r.task_limit) + " must be 0 (all examples) or more");
+    if (r.task_limit > 0 && r.task.empty())
+        fail("task_limit", "needs a task");
     if (r.has_eval_ids && r.eval_ids.size() < 2)
         fail("eval_ids", "must hold at least two token ids");
     if (r.eval_tokens < 0)

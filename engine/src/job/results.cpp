@@ -50,12 +50,15 @@ std::string csv_field(const std::string& s)
     return out + "\"";
 }
 
-const std::vector<std::string> kColumns{"method",        "parameters",    "params",      "ratio", "ppl",
-                                        "delta_ln_ppl",  "cosine",        "seconds",     "host",  "part",
-                                        "params_before", "ppl_original",  "eval_tokens", "model", "eval_text",
-                                        "kl_mean",       "top1_agreement"};
+const std::vector<std::string> kColumns{
+    "method",        "parameters",     "params",      "ratio",         "ppl",
+    "delta_ln_ppl",  "cosine",         "seconds",     "host",          "part",
+    "params_before", "ppl_original",   "eval_tokens", "model",         "eval_text",
+    "kl_mean",       "top1_agreement", "task",        "task_accuracy", "task_accuracy_original",
+    "task_n"};
 constexpr size_t kFirstColumns = 9;   // what exports before the part column had
 constexpr size_t kSecondColumns = 15; // ... and before the divergence columns
+constexpr size_t kThirdColumns = 17;  // ... and before the task columns
 
 // A row's JSON object with the results files' keys.
 Json row_json(const RunSummary& r)
@@ -76,7 +79,29 @@ Json row_json(const RunSummary& r)
             {"model", r.model},
             {"eval_text", r.eval_text},
             {"kl_mean", number_or_null(r.kl_mean)},
-            {"top1_agreement", number_or_null(r.top1_agreement)}};
+            {"top1_agreement", number_or_null(r.top1_agreement)},
+            {"task", r.task},
+            {"task_accuracy", number_or_null(r.task_accuracy)},
+            {"task_accuracy_original", number_or_null(r.task_accuracy_original)},
+            {"task_n", r.task_n}};
+}
+
+// The per-window divergence arrays, when measured.
+void add_windows(Json& j, const RunSummary& r)
+{
+    if (!r.window_kl.empty())
+        j["window_kl"] = r.window_kl;
+    if (!r.window_top1.empty())
+        j["window_top1"] = r.window_top1;
+}
+
+std::vector<double> json_numbers(const Json& o, const char* key)
+{
+    std::vector<double> v;
+    if (o.contains(key) && o[key].is_array())
+        for (const auto& x : o[key])
+            v.push_back(x.is_number() ? x.get<double>() : kNaN);
+    return v;
 }
 
 // A count read back from a file: anything but a finite number in range is 0.
@@ -139,23 +164,29 @@ std::vector<std::vector<std::string>> csv_records(const std::string& csv)
 
 Json summary_json(const RunSummary& s)
 {
-    return {{"method", s.method},
-            {"parameters", s.parameters},
-            {"part", s.part},
-            {"params_before", s.params_before},
-            {"params_after", s.params_after},
-            {"ratio", number_or_null(s.ratio)},
-            {"ppl_original", number_or_null(s.ppl_original)},
-            {"ppl", number_or_null(s.ppl)},
-            {"delta_ln_ppl", number_or_null(s.delta_ln_ppl)},
-            {"mean_cosine", number_or_null(s.mean_cosine)},
-            {"eval_tokens", s.eval_tokens},
-            {"seconds", s.seconds},
-            {"host", s.host},
-            {"model", s.model},
-            {"eval_text", s.eval_text},
-            {"kl_mean", number_or_null(s.kl_mean)},
-            {"top1_agreement", number_or_null(s.top1_agreement)}};
+    Json j = {{"method", s.method},
+              {"parameters", s.parameters},
+              {"part", s.part},
+              {"params_before", s.params_before},
+              {"params_after", s.params_after},
+              {"ratio", number_or_null(s.ratio)},
+              {"ppl_original", number_or_null(s.ppl_original)},
+              {"ppl", number_or_null(s.ppl)},
+              {"delta_ln_ppl", number_or_null(s.delta_ln_ppl)},
+              {"mean_cosine", number_or_null(s.mean_cosine)},
+              {"eval_tokens", s.eval_tokens},
+              {"seconds", s.seconds},
+              {"host", s.host},
+              {"model", s.model},
+              {"eval_text", s.eval_text},
+              {"kl_mean", number_or_null(s.kl_mean)},
+              {"top1_agreement", number_or_null(s.top1_agreement)},
+              {"task", s.task},
+              {"task_accuracy", number_or_null(s.task_accuracy)},
+              {"task_accuracy_original", number_or_null(s.task_accuracy_original)},
+              {"task_n", s.task_n}};
+    add_windows(j, s);
+    return j;
 }
 
 RunSummary summary_from_json(const Json& j)
@@ -180,6 +211,12 @@ RunSummary summary_from_json(const Json& j)
         s.eval_text = j.value("eval_text", "");
         s.kl_mean = json_number(j, "kl_mean"); // absent or null: not measured
         s.top1_agreement = json_number(j, "top1_agreement");
+        s.window_kl = json_numbers(j, "window_kl");
+        s.window_top1 = json_numbers(j, "window_top1");
+        s.task = json_string(j, "task");
+        s.task_accuracy = json_number(j, "task_accuracy");
+        s.task_accuracy_original = json_number(j, "task_accuracy_original");
+        s.task_n = to_count(json_number(j, "task_n"));
         return s;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
@@ -257,7 +294,11 @@ std::string results_csv(const std::vector<RunSummary>& rows)
                                               csv_field(r.model),
                                               csv_field(r.eval_text),
                                               full(r.kl_mean),
-                                              full(r.top1_agreement)};
+                                              full(r.top1_agreement),
+                                              csv_field(r.task),
+                                              full(r.task_accuracy),
+                                              full(r.task_accuracy_original),
+                                              std::to_string(r.task_n)};
         for (size_t c = 0; c < fields.size(); ++c)
             out += (c ? "," : "") + fields[c];
         out += '\n';
@@ -268,8 +309,10 @@ std::string results_csv(const std::vector<RunSummary>& rows)
 std::string results_json(const std::vector<RunSummary>& rows)
 {
     Json list = Json::array();
-    for (const auto& r : rows)
+    for (const auto& r : rows) {
         list.push_back(row_json(r));
+        add_windows(list.back(), r);
+    }
     return Json{{"results", list}}.dump(4) + "\n";
 }
 
@@ -303,9 +346,15 @@ std::vector<RunSummary> results_from_csv(const std::string& csv)
             r.model = f[13];
             r.eval_text = f[14];
         }
-        if (columns >= kColumns.size()) {
+        if (columns >= kThirdColumns) {
             r.kl_mean = csv_number(f[15]);
             r.top1_agreement = csv_number(f[16]);
+        }
+        if (columns >= kColumns.size()) {
+            r.task = f[17];
+            r.task_accuracy = csv_number(f[18]);
+            r.task_accuracy_original = csv_number(f[19]);
+            r.task_n = to_count(csv_number(f[20]));
         }
         rows.push_back(std::move(r));
     }
@@ -346,6 +395,12 @@ std::vector<RunSummary> results_from_json(const std::string& json)
         r.eval_text = json_string(o, "eval_text");
         r.kl_mean = json_number(o, "kl_mean");
         r.top1_agreement = json_number(o, "top1_agreement");
+        r.window_kl = json_numbers(o, "window_kl");
+        r.window_top1 = json_numbers(o, "window_top1");
+        r.task = json_string(o, "task");
+        r.task_accuracy = json_number(o, "task_accuracy");
+        r.task_accuracy_original = json_number(o, "task_accuracy_original");
+        r.task_n = to_count(json_number(o, "task_n"));
         rows.push_back(std::move(r));
     }
     return rows;
