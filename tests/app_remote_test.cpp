@@ -221,8 +221,8 @@ app::CompressionRequest remote_request(const SshServer& s, const std::string& me
     return r;
 }
 
-// The remote runs' scratch directories go to $TMPDIR: a private one per test, so
-// tests running beside this one (ctest -j) cannot change the count.
+// The remote runs' scratch directories go to $TMPDIR: a private one per test,
+// empty at first, so tests running beside this one (ctest -j) cannot change the count.
 class PrivateTmpdir {
 public:
     PrivateTmpdir()
@@ -238,20 +238,19 @@ public:
         else
             ::unsetenv("TMPDIR");
     }
+    // Scratch directories the remote runs left here (they must remove them all).
+    int64_t scratch_dirs() const
+    {
+        int64_t n = 0;
+        for (const auto& e : fs::directory_iterator(dir_.path()))
+            n += e.path().filename().string().rfind("embedlab-remote-", 0) == 0;
+        return n;
+    }
 
 private:
     TempDir dir_; // made under the real $TMPDIR, before it changes
     std::optional<std::string> old_;
 };
-
-// Scratch directories the remote runs make (and must remove).
-int64_t scratch_dirs()
-{
-    int64_t n = 0;
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
-        n += e.path().filename().string().rfind("embedlab-remote-", 0) == 0;
-    return n;
-}
 
 } // namespace
 
@@ -261,8 +260,6 @@ TEST(AnalysesRemote, RowsEqualTheLocalRows)
     REQUIRE_SSHD(s);
     const TempDir dir;
     const PrivateTmpdir tmp;
-    const int64_t scratch_before = scratch_dirs();
-    EXPECT_EQ(scratch_before, 0);
     // Every method: the host runs the same request (its ids sent as ids).
     for (const std::string method : {"pca", "tt", "lle", "fourier", "flat"}) {
         auto request = remote_request(s, method);
@@ -291,7 +288,7 @@ TEST(AnalysesRemote, RowsEqualTheLocalRows)
         else
             EXPECT_LT(relative(remote.mean_cosine, local.mean_cosine), 1e-6) << method;
     }
-    EXPECT_EQ(scratch_dirs(), scratch_before);
+    EXPECT_EQ(tmp.scratch_dirs(), 0);
     // Nothing compressed is left on the host: the jobs' directories are removed.
     EXPECT_FALSE(fs::exists(dir / "remote" / "jobs") && !fs::is_empty(dir / "remote" / "jobs"));
 }
@@ -323,8 +320,6 @@ TEST(AnalysesRemote, CancelThrowsAndLeavesNoOutput)
     REQUIRE_SSHD(s);
     const TempDir dir;
     const PrivateTmpdir tmp;
-    const int64_t scratch_before = scratch_dirs();
-    EXPECT_EQ(scratch_before, 0);
     auto request = remote_request(s, "pca");
     request.eval_tokens = 0; // the whole text: the host is still evaluating when the cancel comes
     // Cancel once the host reports the fit done and the evaluation under way.
@@ -342,7 +337,7 @@ TEST(AnalysesRemote, CancelThrowsAndLeavesNoOutput)
     EXPECT_GE(furthest.load(), 300); // the worker did run
     EXPECT_GT(seen.size(), 3u) << "the host's progress reaches the bar as it happens";
     EXPECT_LT(furthest.load(), 1000) << ::testing::PrintToString(seen);
-    EXPECT_EQ(scratch_dirs(), scratch_before);
+    EXPECT_EQ(tmp.scratch_dirs(), 0);
     // The worker wrote no model: no job directory holds an "out".
     if (fs::exists(dir / "remote" / "jobs")) {
         for (const auto& job : fs::directory_iterator(dir / "remote" / "jobs"))
