@@ -10,10 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         return 0;
     const int64_t vocab_size = 1 + (data[0] | (data[1] << 8));
     const auto file = fuzz::write_scratch("tokenizer.bin", fuzz::as_text(data + 2, size - 2));
-    fuzz::expect_input_errors([&] {
-        auto tokenizer = load_llama2c_tokenizer(file, vocab_size);
-        const auto ids = tokenizer->encode(fuzz::kSampleText);
-        tokenizer->decode(ids);
-    });
+    fuzz::expect_input_errors(
+        [&] { fuzz::encode_and_decode_sample(*load_llama2c_tokenizer(file, vocab_size)); });
     return 0;
 }

@@ -6,10 +6,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     using namespace embedlab;
     const auto file = fuzz::write_scratch("tokenizer.model", fuzz::as_text(data, size));
-    fuzz::expect_input_errors([&] {
-        auto tokenizer = load_sentencepiece(file);
-        const auto ids = tokenizer->encode(fuzz::kSampleText);
-        tokenizer->decode(ids);
-    });
+    fuzz::expect_input_errors([&] { fuzz::encode_and_decode_sample(*load_sentencepiece(file)); });
     return 0;
 }

@@ -12,10 +12,12 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <unistd.h>
 
 #include "embedlab/error.hpp"
+#include "embedlab/tokenizer.hpp"
 
 namespace embedlab::fuzz {
 
@@ -65,5 +67,14 @@ template <class Body> void expect_input_errors(Body&& body)
 // A fixed text that exercises ASCII, digits, whitespace runs, UTF-8 and an emoji.
 inline constexpr std::string_view kSampleText =
     "Once upon a time, 1234 tiny  robots\n\tsaid h\xc3\xa9llo \xf0\x9f\x99\x82!";
+
+// What every tokenizer target asks of a tokenizer it loaded: encode the sample
+// text and decode the ids again. Returns the ids.
+inline std::vector<int32_t> encode_and_decode_sample(const Tokenizer& tokenizer)
+{
+    auto ids = tokenizer.encode(kSampleText);
+    tokenizer.decode(ids);
+    return ids;
+}
 
 } // namespace embedlab::fuzz

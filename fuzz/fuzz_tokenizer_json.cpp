@@ -8,9 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     const auto file = fuzz::write_scratch("tokenizer.json", fuzz::as_text(data, size));
     fuzz::expect_input_errors([&] {
         auto tokenizer = load_hf_tokenizer_json(file);
-        const auto ids = tokenizer->encode(fuzz::kSampleText);
-        tokenizer->decode(ids);
-        for (int32_t id : ids)
+        for (int32_t id : fuzz::encode_and_decode_sample(*tokenizer))
             tokenizer->token_text(id);
     });
     return 0;
