@@ -8,6 +8,7 @@
 
 #include "fourier_map_view.hpp"
 #include "neighbour_graph_view.hpp"
+#include "tensor_train_view.hpp"
 
 namespace embedlab::test {
 
@@ -41,6 +42,21 @@ inline views::FourierMapData smooth_and_rough_maps(int count, int dim, double wo
         original.neighbour << 0.1 - wobble * (p % 5);
     }
     d.matrices = {t, original};
+    return d;
+}
+
+// Six Tensor-Train candidates of a 1000 x 128 table: shapes 8x16 (0-2) and 4x4x8
+// (3-5) at eps 0.1, 0.3, 0.5; the TT's energy 400 (1 - eps) of the original's
+// 1000, the equal-size SVD's 500, no energy-model counts.
+inline views::TensorTrainData tensor_train_candidates()
+{
+    views::TensorTrainData d;
+    d.vocab = 1000;
+    d.dim = 128;
+    for (int s = 0; s < 2; ++s)
+        for (double eps : {0.1, 0.3, 0.5})
+            d.candidates.push_back({s == 0 ? "8x16" : "4x4x8", "1,4,1", eps, 0.5 - eps / 2,
+                                    eps * 0.9 + 0.05 * s, 1 - eps / 3, 20, 1000.0, 400.0 * (1 - eps), 500.0});
     return d;
 }
 

@@ -181,18 +181,6 @@ ResultRow run(const char* method, double ratio, double delta)
     return r;
 }
 
-TensorTrainData candidates()
-{
-    TensorTrainData d;
-    d.vocab = 1000;
-    d.dim = 128;
-    for (int s = 0; s < 2; ++s)
-        for (double eps : {0.1, 0.3, 0.5})
-            d.candidates.push_back({s == 0 ? "8x16" : "4x4x8", "1,4,1", eps, 0.5 - eps / 2,
-                                    eps * 0.9 + 0.05 * s, 1 - eps / 3, 20, 1000.0, 400.0 * (1 - eps), 500.0});
-    return d;
-}
-
 NeighbourGraphData few_tokens()
 {
     auto d = embedlab::test::spiral_neighbour_graph(400, 100, 3);
@@ -238,7 +226,7 @@ TEST(PlotNavigation, WheelZoomsDragPansAndResetRestoresOnEveryView)
     expect_zoom_pan_reset(fourier.plot(), heatmap, centre(heatmap), "fourier heatmap");
 
     TensorTrainView tt;
-    tt.setData(candidates());
+    tt.setData(embedlab::test::tensor_train_candidates());
     settle(tt);
     expect_zoom_pan_reset(tt.plot(), tt.plot()->axisRect(), centre(tt.plot()->axisRect()), "tt");
 
@@ -363,7 +351,7 @@ TEST(PlotNavigation, LegendsSitOutsideTheAxes)
     expect_legends_outside_the_axes(results.plot(), "results");
 
     TensorTrainView tt;
-    tt.setData(candidates());
+    tt.setData(embedlab::test::tensor_train_candidates());
     settle(tt);
     expect_legends_outside_the_axes(tt.plot(), "tt");
     // Under both axes: the energy bars keep their own column.

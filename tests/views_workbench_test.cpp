@@ -314,15 +314,8 @@ TEST(FourierMapView, DrawsAHeatmapPerMatrixAndTheChosenDimension)
 
 TEST(TensorTrainView, PlotsErrorAgainstRatioPerShapeAndEnergyBars)
 {
-    TensorTrainData d;
-    d.vocab = 1000;
-    d.dim = 128;
-    for (int s = 0; s < 2; ++s)
-        for (double eps : {0.1, 0.3, 0.5})
-            d.candidates.push_back({s == 0 ? "8x16" : "4x4x8", "1,4,1", eps, 0.5 - eps / 2,
-                                    eps * 0.9 + 0.05 * s, 1 - eps / 3, 20, 1000.0, 400.0 * (1 - eps), 500.0});
     TensorTrainView view;
-    view.setData(d);
+    view.setData(embedlab::test::tensor_train_candidates());
     const auto stats = render_to_png(view, "tensor_train_view.png");
     EXPECT_GT(stats.drawn, 0.05);
     EXPECT_EQ(view.selected(), 0);
