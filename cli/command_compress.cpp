@@ -247,6 +247,13 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
                     c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
                     c.fit["rare_cosine"]["p50"].get<double>());
+    if (c.fit.contains("knn") && c.fit["knn"]["kind"] == "ivf" && c.fit["knn"].contains("recall_at_k")) {
+        const auto& k = c.fit["knn"];
+        std::printf("  neighbours: ivf, %lld of %lld lists searched per rare row; recall@k %.4f against the "
+                    "exact search on %lld rare rows\n",
+                    (long long)k["nprobe"].get<int64_t>(), (long long)k["nlist"].get<int64_t>(),
+                    k["recall_at_k"].get<double>(), (long long)k["recall_sample"].get<int64_t>());
+    }
     if (manifest.contains("example_coverage")) {
         const auto& e = manifest["example_coverage"];
         std::printf("  coverage of %s (%s, %lld examples) by V_C: tokens %.4f, whole examples %.4f\n",
