@@ -63,6 +63,10 @@ struct ModelConfig {
     double final_softcap = 0.0;       // logits -> cap tanh(logits / cap); 0: none
     bool learned_positions = false;   // OPT: a position table (model.embed_positions) instead of RoPE
     int64_t position_offset = 0;      // OPT: position p reads row p + 2
+    int64_t word_embed_proj_dim = 0;  // OPT-350m: the token table's width, projected to and from d
+                                      // (model.project_in / project_out); 0: d
+    bool post_norm = false;           // OPT-350m: each LayerNorm after its residual add, not before
+    bool final_norm = true;           // model.norm after the last layer (OPT-350m: none)
     int64_t sliding_window = 0;       // attend to the last `sliding_window` positions on sliding layers
     std::vector<bool> sliding_layers; // per layer; empty: none slide
     double rope_local_theta = 0.0;    // sliding layers' RoPE base, never rope-scaled (gemma3); 0: as the rest
@@ -77,6 +81,9 @@ struct ModelConfig {
     {
         return head_size > 0 ? head_size : num_heads > 0 ? hidden_size / num_heads : 0;
     }
+    // The token table's (and the tied head's) width: d unless OPT projects it.
+    int64_t embedding_dim() const { return word_embed_proj_dim > 0 ? word_embed_proj_dim : hidden_size; }
+    bool projects_embedding() const { return embedding_dim() != hidden_size; }
     int64_t rotary_dims() const { return learned_positions ? 0 : rotary_dim > 0 ? rotary_dim : head_dim(); }
     bool layer_slides(int64_t layer) const
     {

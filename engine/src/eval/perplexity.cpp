@@ -80,7 +80,7 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
         auto batch_ids = torch::stack(window_ids); // [B, len]
         auto inputs = batch_ids.narrow(1, 0, T);
         auto targets = batch_ids.narrow(1, 1, T).reshape({-1});
-        auto hidden = model.hidden_states(inputs).reshape({-1, model.config().hidden_size});
+        auto hidden = model.hidden_states(inputs).reshape({-1, model.config().embedding_dim()});
         // Head and loss in row chunks whose logits stay under glibc's 32 MB mmap
         // threshold: freed blocks are then reused instead of unmapped, and fresh
         // pages fault in very slowly on VMs (5x slower end to end here).

@@ -165,6 +165,8 @@ const std::map<std::string, std::string>& opt_global_names()
         {"model.decoder.embed_positions.weight", "model.embed_positions.weight"},
         {"model.decoder.final_layer_norm.weight", "model.norm.weight"},
         {"model.decoder.final_layer_norm.bias", "model.norm.bias"},
+        {"model.decoder.project_in.weight", "model.project_in.weight"},
+        {"model.decoder.project_out.weight", "model.project_out.weight"},
     };
     return m;
 }
@@ -337,10 +339,11 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
             throw InputError(config_label + ": vocab_size " + std::to_string(config.vocab_size) +
                              " disagrees with the " + std::to_string(rows) + " rows of " + embedding +
                              " in " + weights_label);
-        if (cols != config.hidden_size)
-            throw InputError(config_label + ": hidden size " + std::to_string(config.hidden_size) +
-                             " disagrees with the " + std::to_string(cols) + " columns of " + embedding +
-                             " in " + weights_label);
+        if (cols != config.embedding_dim())
+            throw InputError(config_label + ": " +
+                             (config.projects_embedding() ? "word_embed_proj_dim " : "hidden size ") +
+                             std::to_string(config.embedding_dim()) + " disagrees with the " +
+                             std::to_string(cols) + " columns of " + embedding + " in " + weights_label);
     }
 
     for (int64_t layer = -1; layer < config.num_layers; ++layer) {

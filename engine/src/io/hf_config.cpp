@@ -379,7 +379,7 @@ ModelConfig parse_phi3(const ConfigReader& r)
 }
 
 // OPT (TensorSLM's OPT-125M): learned positions offset by 2, pre-LayerNorm,
-// biased projections, ReLU MLP. OPT-350m's projections and post-norm are refused.
+// biased projections, ReLU MLP; OPT-350m's projected table and post-LayerNorm.
 ModelConfig parse_opt(const ConfigReader& r)
 {
     const SizeKeys keys{.intermediate = "ffn_dim"};
@@ -389,13 +389,15 @@ ModelConfig parse_opt(const ConfigReader& r)
     read_tying_activation_ids(r, c, true, "activation_function", "relu");
     check_heads_divide_hidden(r, c, keys);
     check_activation(r, "activation_function", c.activation);
-    if (r.optional_int("word_embed_proj_dim", c.hidden_size) != c.hidden_size)
-        r.fail("word_embed_proj_dim differs from hidden_size (OPT-350m's project_in/project_out); not "
-               "implemented");
-    if (!r.optional_bool("do_layer_norm_before", true))
-        r.fail("do_layer_norm_before is false (OPT-350m's post-LayerNorm layout); not implemented");
-    if (r.optional_bool("_remove_final_layer_norm", false))
-        r.fail("_remove_final_layer_norm is true; not implemented");
+    // OPT-350m: a 512-wide table projected to and from d = 1024, and LayerNorms after
+    // the residual adds with no final norm (OPTDecoder keeps final_layer_norm only when
+    // do_layer_norm_before and not _remove_final_layer_norm).
+    const int64_t projected = r.optional_int("word_embed_proj_dim", c.hidden_size);
+    if (projected < 1)
+        r.fail("word_embed_proj_dim must be positive, got " + std::to_string(projected));
+    c.word_embed_proj_dim = projected == c.hidden_size ? 0 : projected;
+    c.post_norm = !r.optional_bool("do_layer_norm_before", true);
+    c.final_norm = !c.post_norm && !r.optional_bool("_remove_final_layer_norm", false);
     if (!r.optional_bool("enable_bias", true) || !r.optional_bool("layer_norm_elementwise_affine", true))
         r.fail("OPT without biases or without LayerNorm weights is not implemented");
     c.norm = NormKind::LayerNorm;

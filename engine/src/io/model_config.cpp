@@ -39,6 +39,12 @@ std::vector<std::string> architecture_facts(const ModelConfig& c)
         f.push_back("parallel residual");
     if (c.sandwich_norms)
         f.push_back("norms before and after attention and MLP");
+    if (c.post_norm)
+        f.push_back("LayerNorm after each residual add");
+    if (!c.final_norm)
+        f.push_back("no final norm");
+    if (c.projects_embedding())
+        f.push_back("token table of width " + std::to_string(c.embedding_dim()) + " projected to and from d");
     if (c.embedding_scale != 1.0)
         f.push_back("embedding x " + short_number(c.embedding_scale));
     if (c.query_scale > 0)

@@ -289,7 +289,7 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
 CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescriptor& m, const LoadedModel& lm,
                                std::shared_ptr<const FrequencySplit> split)
 {
-    const int64_t d = lm.model->config().hidden_size;
+    const int64_t d = lm.model->config().embedding_dim();
     CompressionSpec spec;
     spec.method = m.name;
     spec.rank = r.rank;
@@ -576,7 +576,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     if (!run.model.files.embedlab_manifest.empty())
         throw InputError(request.model +
                          ": is already an EmbedLab compressed model; compress the original model");
-    check_request(request, config.hidden_size, request.model);
+    check_request(request, config.embedding_dim(), request.model);
     if (request.positions && config.arch != Architecture::GPT2)
         throw InputError(request.model + ": positions: " + architecture_name(config.arch) +
                          " models have no learned position table");

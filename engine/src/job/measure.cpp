@@ -120,7 +120,7 @@ Json measure_model(const std::filesystem::path& model, const Json& options, cons
 
     auto lm = load_model(model, {.need_tokenizer = !text.empty()});
     const auto& m = *lm.model;
-    const int64_t vocab = m.config().vocab_size, dim = m.config().hidden_size;
+    const int64_t vocab = m.config().vocab_size, dim = m.config().embedding_dim();
     if (tokens > m.max_context())
         throw InputError("job: \"tokens\" " + std::to_string(tokens) + " exceeds the model's context of " +
                          std::to_string(m.max_context()));

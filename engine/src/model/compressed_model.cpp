@@ -183,7 +183,7 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
         manifest["positions"] = table_json(*positions, "wpe.weight", position_factors);
     // From sizes: the CLI may already have swapped the compressed tables in.
     auto before = model.parameter_breakdown();
-    before.token_embedding = config.vocab_size * config.hidden_size;
+    before.token_embedding = config.vocab_size * config.embedding_dim();
     if (config.arch == Architecture::GPT2)
         before.position_embedding = config.max_positions * config.hidden_size;
     auto after = before;
@@ -299,12 +299,8 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             [&] { return std::make_shared<TuckerTokenEmbedding>(t.tt_shape, f["tucker.core"], factors); });
     }
     if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
-        PartialSparseFit fit;
-        fit.kind = partial_sparse_kind(t.kind);
-        fit.vocab = t.rows;
-        fit.dim = t.dim;
-        fit.k = t.k;
-        fit.reg = t.reg;
+        PartialSparseFit fit{
+            .kind = partial_sparse_kind(t.kind), .vocab = t.rows, .dim = t.dim, .k = t.k, .reg = t.reg};
         const std::string m = method + ".";
         fit.common_ids = f[m + "common_ids"];
         fit.rare_ids = f[m + "rare_ids"];
@@ -323,12 +319,8 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
         return named_errors([&] { return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit)); });
     }
     // fourier (the layout admits no other method)
-    FourierParams p;
-    p.mlp = parse_fourier_mlp(t.mlp);
-    p.vocab = t.rows;
-    p.dim = t.dim;
-    p.norm = t.norm;
-    p.hidden = t.hidden;
+    FourierParams p{
+        .mlp = parse_fourier_mlp(t.mlp), .vocab = t.rows, .dim = t.dim, .hidden = t.hidden, .norm = t.norm};
     p.w_in = f["fourier.w_in"];
     p.b_in = f["fourier.b_in"];
     if (p.mlp == FourierMlp::GeGLU) {
@@ -348,7 +340,7 @@ ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, We
     const std::string where = label + "/embedlab.json";
     const detail::ManifestDims dims{.vocab = config.vocab_size,
                                     .max_positions = config.max_positions,
-                                    .dim = config.hidden_size,
+                                    .dim = config.embedding_dim(),
                                     .has_position_table = config.arch == Architecture::GPT2,
                                     .architecture = architecture_name(config.arch),
                                     .token_prefix = factor_prefix(config.arch)};

@@ -101,10 +101,11 @@ void LanguageModel::set_position_embedding(std::shared_ptr<const TokenEmbedding>
 
 void LanguageModel::set_token_embedding(std::shared_ptr<const TokenEmbedding> embedding)
 {
-    if (embedding->vocab_size() != config_.vocab_size || embedding->dim() != config_.hidden_size)
+    if (embedding->vocab_size() != config_.vocab_size || embedding->dim() != config_.embedding_dim())
         throw InputError("token embedding of shape [" + std::to_string(embedding->vocab_size()) + ", " +
-                         std::to_string(embedding->dim()) + "] does not fit a model with V=" +
-                         std::to_string(config_.vocab_size) + ", d=" + std::to_string(config_.hidden_size));
+                         std::to_string(embedding->dim()) +
+                         "] does not fit a model with V=" + std::to_string(config_.vocab_size) +
+                         ", d=" + std::to_string(config_.embedding_dim()));
     embedding_ = std::move(embedding);
 }
 
@@ -251,6 +252,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
     auto x = embedding_->lookup(ids);
     if (c.embedding_scale != 1.0)
         x = x * c.embedding_scale;
+    if (c.projects_embedding()) // OPT-350m: the table's width to d
+        x = torch::matmul(x, w("model.project_in.weight").t());
     if (c.learned_positions)
         x = x + w("model.embed_positions.weight").narrow(0, c.position_offset, T);
     for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -258,7 +261,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         const int64_t vd = c.value_dim(l);
         if (observer)
             observer->decoder_input(l, x);
-        auto a = norm(x, p + "input_layernorm");
+        // Post-LayerNorm (OPT-350m): attention reads x itself, and each norm follows its add.
+        auto a = c.post_norm ? x : norm(x, p + "input_layernorm");
         // proj(x, name): x W^T (+ b), plus the adapter of that weight when one is attached.
         auto proj = [&](const torch::Tensor& in, const std::string& name) {
             const auto bias = weights_.find(p + name + ".bias");
@@ -292,9 +296,12 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         if (c.sandwich_norms)
             attn_out = norm(attn_out, p + "post_attention_layernorm");
         // Parallel residual (gpt_neox): the MLP reads the layer's input, not x + attention.
-        const auto mlp_in = c.parallel_residual ? x : x + attn_out;
-        auto m =
-            norm(mlp_in, p + (c.sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm"));
+        auto mlp_in = c.parallel_residual ? x : x + attn_out;
+        if (c.post_norm)
+            mlp_in = norm(mlp_in, p + "input_layernorm");
+        auto m = c.post_norm ? mlp_in
+                             : norm(mlp_in, p + (c.sandwich_norms ? "pre_feedforward_layernorm"
+                                                                  : "post_attention_layernorm"));
         auto act = c.gated_mlp ? activation(proj(m, "mlp.gate_proj"), c.activation) * proj(m, "mlp.up_proj")
                                : activation(proj(m, "mlp.up_proj"), c.activation);
         if (observer)
@@ -305,10 +312,16 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         x = mlp_in + mlp_out;
         if (c.parallel_residual)
             x = x + attn_out;
+        if (c.post_norm)
+            x = norm(x, p + "post_attention_layernorm");
         if (observer)
             observer->decoder_output(l, x);
     }
-    return norm(x, "model.norm");
+    if (c.final_norm)
+        x = norm(x, "model.norm");
+    if (c.projects_embedding()) // back to the table's width for the head
+        x = torch::matmul(x, w("model.project_out.weight").t());
+    return x;
 }
 
 torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, ForwardObserver* observer) const

@@ -37,7 +37,7 @@ void check_layer_dims(const ModelConfig& c, const std::string& label)
 
 std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t layer)
 {
-    const int64_t d = c.hidden_size, V = c.vocab_size;
+    const int64_t d = c.hidden_size, V = c.vocab_size, e = c.embedding_dim();
     const bool gpt2 = c.arch == Architecture::GPT2;
     if (layer < 0) {
         std::vector<ExpectedTensor> t;
@@ -47,13 +47,20 @@ std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t
                  {"ln_f.weight", {d}},
                  {"ln_f.bias", {d}}};
         else
-            t = {{"model.embed_tokens.weight", {V, d}}, {"model.norm.weight", {d}}};
-        if (!gpt2 && c.norm == NormKind::LayerNorm)
-            t.push_back({"model.norm.bias", {d}});
+            t = {{"model.embed_tokens.weight", {V, e}}};
+        if (!gpt2 && c.final_norm) {
+            t.push_back({"model.norm.weight", {d}});
+            if (c.norm == NormKind::LayerNorm)
+                t.push_back({"model.norm.bias", {d}});
+        }
+        if (c.projects_embedding()) {
+            t.push_back({"model.project_in.weight", {d, e}});
+            t.push_back({"model.project_out.weight", {e, d}});
+        }
         if (c.learned_positions)
             t.push_back({"model.embed_positions.weight", {c.max_positions + c.position_offset, d}});
         if (!c.tied_embeddings)
-            t.push_back({"lm_head.weight", {V, d}});
+            t.push_back({"lm_head.weight", {V, e}});
         return t;
     }
     const int64_t fi = c.mlp_width(layer);
