@@ -100,8 +100,13 @@ TEST_F(TrainCli, FinetuneOfAFourierModelTrainsTheMlpItself)
     ASSERT_FALSE(inspect.is_null());
 }
 
-TEST_F(TrainCli, BadInputExitsWithTwoAndOneLine)
+// No fixture: bad input needs no trained model (each ctest case is a process of its own).
+TEST(TrainCliBadInput, ExitsWithTwoAndOneLine)
 {
+    embedlab::test::TempDir tmp;
+    const embedlab::test::TextSlices texts(30000, 6000);
+    const auto* tmp_ = &tmp;
+    const auto* texts_ = &texts;
     const fs::path empty = *tmp_ / "empty.txt";
     std::ofstream(empty).close();
     auto expect_error = [&](std::vector<std::string> extra, const std::string& part) {
