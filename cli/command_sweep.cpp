@@ -137,6 +137,11 @@ Json sweep_row(const Json& record)
         row["rare_mean_cosine"] = fit.contains("rare_cosine") ? fit["rare_cosine"].value("mean", 1.0) : 1.0;
         row["token_coverage"] = e["coverage"]["token_coverage"];
         row["line_coverage"] = e["coverage"]["line_coverage"];
+        if (fit.contains("knn") && fit["knn"].contains("recall_at_k")) { // lle --knn ivf: the lists as run
+            row["nlist"] = fit["knn"]["nlist"];
+            row["nprobe"] = fit["knn"]["nprobe"];
+            row["knn_recall_at_k"] = fit["knn"]["recall_at_k"];
+        }
     }
     row["ppl"] = e["compressed"]["ppl"];
     row["nll_per_token"] = e["compressed"]["nll_per_token"];
