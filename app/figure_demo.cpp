@@ -239,7 +239,7 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     const int64_t eval_tokens = request.quick ? 512 : 4096;
     // SST-2 zero-shot on the first sentences of the GLUE dev set (../shared), when it is there.
     const std::string sst2 = sst2_dev_path();
-    const int64_t sst2_limit = request.quick ? 50 : 200;
+    const int64_t sst2_limit = request.quick ? 20 : 200;
     const auto figures = demo_figures(request, fs::path(text).filename().string());
     const size_t steps = settings.size() + figures.size();
     size_t step = 0;

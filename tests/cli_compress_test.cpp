@@ -236,3 +236,36 @@ TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
     EXPECT_NE(refused.err.find("divergence needs an evaluation"), std::string::npos) << refused.err;
     EXPECT_FALSE(fs::exists(dir / "no-eval"));
 }
+
+// Issue 19 item 5: compress and sweep --task score a zero-shot task after the
+// evaluation, beside the original's accuracy; a task without its file is refused.
+TEST(CliCompress, TaskAccuracyIsRecorded)
+{
+    embedlab::test::TempDir dir;
+    const auto text = short_text(dir).string();
+    const auto tsv = (dir / "dev.tsv").string();
+    std::ofstream(tsv) << "sentence\tlabel\nthe acting is superb\t1\nunflinchingly bleak and desperate\t0\n"
+                          "a charming journey\t1\n";
+    // Without a perplexity evaluation, the task alone.
+    const auto j =
+        json_of(cli({"compress", "--method", "pca", "--rank", "16", "--task", "sst2", "--task-data", tsv,
+                     "--task-limit", "2", "--out", (dir / "pca").string(), "--json", "--quiet"}));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_FALSE(j["evaluation"].contains("compressed")) << "no perplexity asked for";
+    const auto& t = j["evaluation"]["task"];
+    EXPECT_EQ(t["name"], "sst2");
+    EXPECT_EQ(t["n"], 2);
+    EXPECT_GE(t["accuracy"].get<double>(), 0.0);
+    EXPECT_TRUE(t["original"]["accuracy"].is_number());
+    const auto sweep =
+        json_of(cli({"sweep", "--method", "pca", "--ranks", "16", "--eval-text", text, "--ctx", "64",
+                     "--task", "sst2", "--task-data", tsv, "--task-limit", "2", "--json", "--quiet"}));
+    ASSERT_TRUE(sweep.is_object());
+    EXPECT_EQ(sweep["rows"][0]["task_accuracy"], t["accuracy"]);
+    EXPECT_EQ(sweep["rows"][0]["task_n"], 2);
+    const auto refused = cli({"compress", "--method", "pca", "--rank", "16", "--task", "sst2", "--out",
+                              (dir / "no-data").string(), "--quiet"});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("task_data is required"), std::string::npos) << refused.err;
+    EXPECT_FALSE(fs::exists(dir / "no-data"));
+}

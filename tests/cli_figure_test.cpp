@@ -205,4 +205,17 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     }
     EXPECT_NE(md.find("| KL (nats/token) | top-1 agreement |"), std::string::npos) << md;
     EXPECT_NE(html.find("<th>KL (nats/token)</th><th>top-1 agreement</th>"), std::string::npos);
+    // SST-2 accuracy for every method and the original's (issue 19 item 5), when ../shared has it.
+    if (!embedlab::test::have_shared())
+        return;
+    for (const auto& row : results.at("results")) {
+        EXPECT_EQ(row.at("task"), "sst2") << row.dump();
+        EXPECT_EQ(row.at("task_n"), 20) << row.dump(); // --quick: the first 20 dev sentences
+        EXPECT_GE(row.at("task_accuracy").get<double>(), 0) << row.dump();
+        EXPECT_LE(row.at("task_accuracy").get<double>(), 1) << row.dump();
+        EXPECT_EQ(row.at("task_accuracy_original"), results.at("results")[0].at("task_accuracy_original"));
+    }
+    EXPECT_NE(md.find("| top-1 agreement | SST-2 accuracy |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| original | uncompressed |"), std::string::npos) << md;
+    EXPECT_NE(md.find("first 20 sentences of the GLUE dev set"), std::string::npos) << md;
 }
