@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "embedlab/compress.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/finetune.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
@@ -134,9 +135,11 @@ int command_finetune(const std::vector<std::string>& argv)
     // A fourier table trains its own MLP (PETE keeps no per-token parameters);
     // --fourier-row-lora keeps the V x r row adapter every other table gets.
     const bool row_lora = args.has("--fourier-row-lora");
-    if (row_lora && method != "fourier")
+    const auto* table_method = find_method(method); // null for tables no method writes (lrf)
+    const bool fourier = table_method && table_method->id == Method::Fourier;
+    if (row_lora && !fourier)
         throw InputError("finetune: --fourier-row-lora applies to fourier tables, not " + method);
-    const bool fourier_mlp = method == "fourier" && !row_lora && !from_scratch;
+    const bool fourier_mlp = fourier && !row_lora && !from_scratch;
     const int64_t embedding_before = model.token_embedding().parameter_count();
     Trainable trainable =
         fourier_mlp ? prepare_fourier_mlp_recovery(model, lora) : prepare_recovery(model, lora, from_scratch);

@@ -282,6 +282,32 @@ TEST(ExportRun, WritesFromMemoryAndLoadsBackWithTheRunsPerplexity)
     EXPECT_TRUE(fs::exists(dir / "mine" / "notes.txt"));
 }
 
+// LoRA recovery of a fourier table trains its MLP (as finetune does), never a V x r
+// row adapter: the embedding keeps its MLP-only parameters, and the export writes the
+// trained MLP (it loads back with the run's perplexity).
+TEST(ExportRun, FourierRecoveryTrainsTheMlpAndExportsIt)
+{
+    auto plain = request_for("fourier");
+    const auto fitted = embedlab::run_compression(plain);
+    auto r = plain;
+    r.lora_rank = 2;
+    r.lora_steps = 3;
+    r.train_text = sample();
+    const auto run = embedlab::run_compression(r);
+    EXPECT_EQ(run.recovery["mode"], "fourier-mlp") << run.recovery.dump();
+    const int64_t mlp_only = fitted.compressed_model().token_embedding().parameter_count();
+    EXPECT_EQ(run.compressed_model().token_embedding().parameter_count(), mlp_only);
+    EXPECT_NE(run.summary.ppl, fitted.summary.ppl) << "three steps of training change the MLP";
+    TempDir dir;
+    embedlab::export_run(run, dir / "fourier");
+    auto back = embedlab::load_model(dir / "fourier");
+    EXPECT_EQ(back.model->token_embedding().parameter_count(), mlp_only);
+    auto ids = back.tokenizer->encode(embedlab::read_text_file(sample()));
+    ids.resize(256);
+    EXPECT_NEAR(embedlab::evaluate_perplexity(*back.model, ids, {.ctx = 64}).ppl, run.summary.ppl,
+                1e-5 * run.summary.ppl);
+}
+
 // One bar over the stages: the share never goes back, also when gpt2's position
 // table is compressed after the token table ("compress positions" is its own stage).
 TEST(RunCompression, OverallProgressNeverGoesBack)

@@ -376,7 +376,11 @@ Json recover(CompressionRun& run, const Training& t, const ProgressFn& progress)
     auto& model = *run.model.model;
     const LoraOptions lora{
         .rank = r.lora_rank, .alpha = 2.0 * static_cast<double>(r.lora_rank), .seed = r.seed};
-    const Trainable trainable = prepare_recovery(model, lora, /*from_scratch=*/false);
+    // A fourier table trains its own MLP (PETE keeps no per-token parameters), as
+    // finetune does; every other table gets its factors or row adapter trained.
+    const bool fourier_mlp = method_descriptor(r.method).id == Method::Fourier;
+    const Trainable trainable = fourier_mlp ? prepare_fourier_mlp_recovery(model, lora)
+                                            : prepare_recovery(model, lora, /*from_scratch=*/false);
     const auto result = train_next_token(
         model, trainable.params, t.ids, t.options,
         [&](const TrainStep& s) { return !progress || progress(s.step, s.steps); }, r.train_text);
@@ -388,6 +392,8 @@ Json recover(CompressionRun& run, const Training& t, const ProgressFn& progress)
                    {"training", training_json(result, r.train_text, sha256_file(r.train_text), t.ids.size())},
                    {"by", "EmbedLab experiment API (LoRA recovery of a compressed embedding)"}};
     record["training"]["ids_from"] = t.first_id; // the evaluated ids come before
+    if (fourier_mlp)                             // the trained MLP is the table an export writes
+        run.embedding->embedding = model.shared_token_embedding();
     return record;
 }
 
@@ -873,8 +879,8 @@ Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOpti
         const auto base_dir = out.path() / "compressed";
         save_compressed_model(run.model, *run.embedding, base_dir, {.extra = run.extra});
         auto base = load_model(base_dir, {.need_tokenizer = false});
-        attach_lora(*base.model,
-                    run.model.model->shared_lora()); // the trained adapters on the table as stored
+        if (auto adapters = run.model.model->shared_lora()) // the trained adapters on the table as stored
+            attach_lora(*base.model, std::move(adapters));
         manifest = save_finetuned_model(
             base, *base.model, out.path(),
             {.overwrite = true, .lora = run.recovery["lora"], .finetune = run.recovery}, progress);
