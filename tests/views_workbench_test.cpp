@@ -739,7 +739,9 @@ TEST(ResultsView, ShowsTaskAccuracyAndTheSelectedRowsKlPerWindow)
     auto* windows = view.windowView();
     ASSERT_NE(windows, nullptr);
     EXPECT_EQ(windows->klGraph()->dataCount(), 0);
+    EXPECT_FALSE(windows->isVisibleTo(&view)) << "nothing selected: no empty plot";
     view.selectRow(1);
+    EXPECT_TRUE(windows->isVisibleTo(&view));
     ASSERT_EQ(windows->klGraph()->dataCount(), 5);
     EXPECT_EQ(windows->top1Graph()->dataCount(), 5);
     EXPECT_DOUBLE_EQ(windows->klGraph()->data()->at(1)->value, 0.3);
@@ -748,6 +750,7 @@ TEST(ResultsView, ShowsTaskAccuracyAndTheSelectedRowsKlPerWindow)
     view.selectRow(0); // no divergence measured: an empty plot that says why
     EXPECT_EQ(windows->klGraph()->dataCount(), 0);
     EXPECT_TRUE(windows->note().contains("did not measure")) << windows->note().toStdString();
+    EXPECT_FALSE(windows->isVisibleTo(&view));
     view.selectRow(-1);
     EXPECT_EQ(windows->klGraph()->dataCount(), 0);
 }

@@ -157,16 +157,21 @@ ResultsView::ResultsView(QWidget* parent)
         "compression ratio (stored values after / before, lower is smaller) against Δ ln PPL = "
         "ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the sample text (0: no loss). "
         "Points towards the lower left are better; the dashed staircase joins the runs no other run "
-        "beats on both (the Pareto front). Click a point to select its row; below the plot, the selected "
+        "beats on both (the Pareto front). Click a point to select its row; beside the plot, the selected "
         "row's KL from the original in each evaluation window (runs with + KL vs original).",
         this);
     about->setWordWrap(true);
+    // The selected row's KL per window beside the Pareto plot, shown for rows that measured it.
+    auto* plots = new QSplitter(Qt::Horizontal, this);
+    plots->addWidget(plot_);
+    plots->addWidget(windows_);
+    plots->setStretchFactor(0, 3);
+    plots->setStretchFactor(1, 2);
+    windows_->hide();
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(table_);
-    split->addWidget(plot_);
-    split->addWidget(windows_);
+    split->addWidget(plots);
     split->setStretchFactor(1, 2);
-    split->setStretchFactor(2, 1);
     y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy"});
     y_metric_->setToolTip(
         "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"
@@ -520,6 +525,7 @@ void ResultsView::selectRow(int row)
     }
     plot_->replot(QCustomPlot::rpQueuedReplot);
     windows_->setRun(row >= 0 ? &rows_[row] : nullptr);
+    windows_->setVisible(row >= 0 && !rows_[row].window_kl.empty());
     if (changed)
         emit rowSelected(row);
 }

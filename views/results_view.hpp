@@ -51,7 +51,8 @@ public:
     int selectedRow() const { return selected_; } // -1: none
     QTableView* table() const { return table_; }
     QCustomPlot* plot() const { return plot_; }
-    // KL per evaluation window of the selected row (below the Pareto plot).
+    // KL per evaluation window of the selected row (beside the Pareto plot; shown
+    // while the selected row has per-window values).
     WindowDivergenceView* windowView() const { return windows_; }
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
