@@ -134,24 +134,28 @@ TEST(Opt, MatchesTheWrittenOutForwardPass)
     EXPECT_THROW(lm.model->logits(torch::zeros({1, P + 1}, torch::kLong)), InputError);
 }
 
-// Compressed and written back under OPT's own names, then read again.
+// Compressed and written back under OPT's own names, then read again; OPT-350m's
+// projected table is what gets compressed, at its own width.
 TEST(Opt, CompressedDirectoryRoundTrips)
 {
-    test::TempDir tmp;
-    write_opt(tmp.path() / "opt");
-    CompressionRequest r;
-    r.model = (tmp.path() / "opt").string();
-    r.method = "svd";
-    r.rank = 8;
-    const auto run = run_compression(r);
-    export_run(run, tmp.path() / "svd", {.dense = true});
-    const auto ids = torch::tensor({{1, 2, 3, 4, 5, 6, 7}}, torch::kLong);
-    const auto back = load_model(tmp.path() / "svd", {.need_tokenizer = false});
-    EXPECT_LT((back.model->logits(ids) - run.compressed_model().logits(ids)).abs().max().item<double>(),
-              1e-5);
-    const auto dense = load_model(tmp.path() / "svd" / "dense", {.need_tokenizer = false});
-    EXPECT_LT((dense.model->logits(ids) - run.compressed_model().logits(ids)).abs().max().item<double>(),
-              1e-4);
+    for (const Layout layout : {Layout{}, Layout{8, true}}) {
+        test::TempDir tmp;
+        write_opt(tmp.path() / "opt", {}, layout);
+        CompressionRequest r;
+        r.model = (tmp.path() / "opt").string();
+        r.method = "svd";
+        r.rank = layout.table_dim / 2;
+        const auto run = run_compression(r);
+        EXPECT_EQ(run.compressed_model().token_embedding().dim(), layout.table_dim);
+        export_run(run, tmp.path() / "svd", {.dense = true});
+        const auto ids = torch::tensor({{1, 2, 3, 4, 5, 6, 7}}, torch::kLong);
+        const auto back = load_model(tmp.path() / "svd", {.need_tokenizer = false});
+        EXPECT_LT((back.model->logits(ids) - run.compressed_model().logits(ids)).abs().max().item<double>(),
+                  1e-5);
+        const auto dense = load_model(tmp.path() / "svd" / "dense", {.need_tokenizer = false});
+        EXPECT_LT((dense.model->logits(ids) - run.compressed_model().logits(ids)).abs().max().item<double>(),
+                  1e-4);
+    }
 }
 
 // OPT-350m: a table of width 8 projected to d = 16 and back, post-LayerNorm, no
@@ -174,28 +178,6 @@ TEST(Opt, ProjectedTableAndPostNormMatchTheWrittenOutForwardPass)
             EXPECT_GT((ours - reference_logits(w, ids, {layout.table_dim, false})).abs().max().item<double>(),
                       1e-2);
     }
-}
-
-// The projected table is what gets compressed (its own width), and the result
-// saves and loads under OPT's names.
-TEST(Opt, ProjectedTableCompressesAndRoundTrips)
-{
-    test::TempDir tmp;
-    write_opt(tmp.path() / "opt", {}, {8, true});
-    CompressionRequest r;
-    r.model = (tmp.path() / "opt").string();
-    r.method = "svd";
-    r.rank = 4;
-    const auto run = run_compression(r);
-    EXPECT_EQ(run.compressed_model().token_embedding().dim(), 8);
-    export_run(run, tmp.path() / "svd", {.dense = true});
-    const auto ids = torch::tensor({{1, 2, 3, 4, 5, 6, 7}}, torch::kLong);
-    const auto back = load_model(tmp.path() / "svd", {.need_tokenizer = false});
-    EXPECT_LT((back.model->logits(ids) - run.compressed_model().logits(ids)).abs().max().item<double>(),
-              1e-5);
-    const auto dense = load_model(tmp.path() / "svd" / "dense", {.need_tokenizer = false});
-    EXPECT_LT((dense.model->logits(ids) - run.compressed_model().logits(ids)).abs().max().item<double>(),
-              1e-4);
 }
 
 // A projected table without its projections is named, not guessed.
