@@ -43,6 +43,25 @@ struct FourierParams {
     torch::Tensor w_in, b_in;   // see the layout above
     torch::Tensor w_out, b_out; // geglu only
     torch::Tensor norm_weight;  // [d], with norm only
+
+    // The learned tensors that are defined (w_in, b_in, w_out, b_out, norm_weight):
+    // what a fit, a training run or a fine-tune updates, detaches or hands to an optimiser.
+    std::vector<torch::Tensor*> learned()
+    {
+        std::vector<torch::Tensor*> out;
+        for (auto* t : {&w_in, &b_in, &w_out, &b_out, &norm_weight})
+            if (t->defined())
+                out.push_back(t);
+        return out;
+    }
+    std::vector<torch::Tensor> learned_tensors() const // handles sharing the storage
+    {
+        std::vector<torch::Tensor> out;
+        for (const auto* t : {&w_in, &b_in, &w_out, &b_out, &norm_weight})
+            if (t->defined())
+                out.push_back(*t);
+        return out;
+    }
 };
 
 struct FourierOptions {

@@ -180,16 +180,13 @@ Trainable prepare_fourier_mlp_recovery(LanguageModel& model, const LoraOptions& 
     copy_inference_tensors(model);
     c10::InferenceMode no_inference(false);
     FourierParams p = fe->params();
-    for (auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
-        if (t->defined())
-            *t = t->detach().clone().requires_grad_(true);
+    for (auto* t : p.learned())
+        *t = t->detach().clone().requires_grad_(true);
     auto trainable = std::make_shared<FourierTokenEmbedding>(std::move(p));
     model.set_token_embedding(trainable);
     Trainable t;
     const auto& q = trainable->params(); // the tensors the model now holds
-    for (const auto* x : {&q.w_in, &q.b_in, &q.w_out, &q.b_out, &q.norm_weight})
-        if (x->defined())
-            t.params.push_back(*x);
+    t.params = q.learned_tensors();
     Json trains = Json::array();
     trains.push_back(std::string("the Fourier MLP (") +
                      (q.mlp == FourierMlp::GeGLU ? "w_in, b_in, w_out, b_out" : "w_in, b_in") +

@@ -347,9 +347,8 @@ FourierFit fit_fourier_embedding(const torch::Tensor& table, const FourierOption
     }
 
     // The stored parameters: plain tensors, no autograd history.
-    for (auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
-        if (t->defined())
-            *t = t->detach().clone();
+    for (auto* t : p.learned())
+        *t = t->detach().clone();
     const auto [mse, cosine] = table_losses(target, p);
     fit.final_mse = mse;
     fit.final_loss = o.loss == "mse" ? mse : cosine;

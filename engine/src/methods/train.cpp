@@ -102,9 +102,8 @@ std::unique_ptr<LanguageModel> detached_model(const LanguageModel& m)
     if (!fe)
         return std::make_unique<LanguageModel>(m.config(), std::move(w), "trained model");
     FourierParams p = fe->params();
-    for (auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
-        if (t->defined())
-            *t = t->detach().clone();
+    for (auto* t : p.learned())
+        *t = t->detach().clone();
     return std::make_unique<LanguageModel>(
         m.config(), std::move(w), std::make_shared<FourierTokenEmbedding>(std::move(p)), "trained model");
 }
@@ -252,9 +251,8 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
     if (o.embedding.fourier) {
         auto fe = std::make_shared<FourierTokenEmbedding>(initial_fourier(o, gen));
         const auto& p = fe->params(); // the same tensors, updated in place by the optimiser
-        for (const auto* t : {&p.w_in, &p.b_in, &p.w_out, &p.b_out, &p.norm_weight})
-            if (t->defined())
-                (t->dim() >= 2 ? decay : no_decay).push_back(*t);
+        for (const auto& t : p.learned_tensors())
+            (t.dim() >= 2 ? decay : no_decay).push_back(t);
         model = std::make_unique<LanguageModel>(config, std::move(weights), fe, "scratch model");
     } else {
         model = std::make_unique<LanguageModel>(config, std::move(weights), "scratch model");
