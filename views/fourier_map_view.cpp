@@ -39,15 +39,13 @@ QCPColorGradient diverging()
 } // namespace
 
 FourierMapView::FourierMapView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), spin_(new QSpinBox(this)), stats_(new QLabel(this))
+    : DataPlotView(parent), spin_(new QSpinBox(this)), stats_(readout_label(this))
 {
     plot_->setAutoAddPlottableToLegend(false); // the one legend lists the neighbour curves
     install_navigation(plot_);                 // every heatmap and curve zooms and pans; a reset
     spin_->setPrefix("dimension i = ");
     spin_->setRange(0, 0);
     connect(spin_, &QSpinBox::valueChanged, this, &FourierMapView::setDimension);
-    stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    stats_->setWordWrap(true);
     auto* controls = lay_out_view(
         this,
         "<b>What am I seeing.</b> PETE gives token p the position x = 2p/(V−1) − 1 and fixed "
@@ -61,11 +59,10 @@ FourierMapView::FourierMapView(QWidget* parent)
     rebuild();
 }
 
-void FourierMapView::setData(const FourierMapData& data)
+void FourierMapView::draw()
 {
-    data_ = data;
-    spin_->setRange(0, std::max(data.dim - 1, 0));
-    dimension_ = std::clamp(dimension_, 0, std::max(data.dim - 1, 0));
+    spin_->setRange(0, std::max(data_.dim - 1, 0));
+    dimension_ = std::clamp(dimension_, 0, std::max(data_.dim - 1, 0));
     rebuild();
 }
 

@@ -8,9 +8,9 @@
 #include <QString>
 #include <QStringList>
 #include <QVector>
-#include <QWidget>
 
-class QCustomPlot;
+#include "plot_view.hpp"
+
 class QCPAxisRect;
 class QCPMarginGroup;
 class QLabel;
@@ -32,13 +32,10 @@ struct FourierMapData {
     QString note;       // e.g. why there is no fitted E
 };
 
-class FourierMapView : public QWidget {
+class FourierMapView : public DataPlotView<FourierMapData> {
     Q_OBJECT
 public:
     explicit FourierMapView(QWidget* parent = nullptr);
-    void setData(const FourierMapData& data);
-    const FourierMapData& data() const { return data_; }
-    QCustomPlot* plot() const { return plot_; }
     int dimension() const { return dimension_; }
     QCPAxisRect* lineRect() const { return line_rect_; }
     QCPAxisRect* neighbourRect() const { return neighbour_rect_; }
@@ -48,15 +45,14 @@ public slots:
     void setDimension(int i); // clamped to 0..dim-1
 
 private:
+    void draw() override;
     void rebuild();
 
-    QCustomPlot* plot_;
     QCPAxisRect* line_rect_ = nullptr;
     QCPAxisRect* neighbour_rect_ = nullptr;
     QCPMarginGroup* heights_ = nullptr; // heatmaps and their colour bars: one height
     QSpinBox* spin_;
     QLabel* stats_;
-    FourierMapData data_;
     int dimension_ = 0;
 };
 

@@ -50,7 +50,7 @@ QString csvQuoted(const QString& text)
 } // namespace
 
 NeighbourGraphView::NeighbourGraphView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), search_(new QLineEdit(this)), stats_(new QLabel(this)),
+    : DataPlotView(parent), search_(new QLineEdit(this)), stats_(readout_label(this)),
       list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this))
 {
     auto* common = plot_->addGraph();
@@ -165,8 +165,6 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     auto* go = new QPushButton("Show neighbours", this);
     connect(search_, &QLineEdit::returnPressed, this, [this] { search(search_->text()); });
     connect(go, &QPushButton::clicked, this, [this] { search(search_->text()); });
-    stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    stats_->setWordWrap(true);
     auto* csv = new QPushButton("Export coordinates CSV…", this);
     csv->setToolTip("Every token's id, text, PC 1, PC 2, rare/common and the selection, as CSV "
                     "(for the Embedding Projector, a notebook or a spreadsheet)");
@@ -211,32 +209,31 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     connect(plot_, &QCustomPlot::afterLayout, this, &NeighbourGraphView::placeLabels);
 }
 
-void NeighbourGraphView::setData(const NeighbourGraphData& data)
+void NeighbourGraphView::draw()
 {
-    data_ = data;
-    const int V = static_cast<int>(data.x.size());
+    const int V = static_cast<int>(data_.x.size());
     rare_slot_.fill(-1, V);
-    for (int i = 0; i < data.rare.size(); ++i)
-        if (data.rare[i] >= 0 && data.rare[i] < V)
-            rare_slot_[data.rare[i]] = i;
+    for (int i = 0; i < data_.rare.size(); ++i)
+        if (data_.rare[i] >= 0 && data_.rare[i] < V)
+            rare_slot_[data_.rare[i]] = i;
     QVector<double> cx, cy;
-    for (int id : data.common)
-        if (id >= 0 && id < V && data.y.size() == V) {
-            cx << data.x[id];
-            cy << data.y[id];
+    for (int id : data_.common)
+        if (id >= 0 && id < V && data_.y.size() == V) {
+            cx << data_.x[id];
+            cy << data_.y[id];
         }
     plot_->graph(0)->setData(cx, cy);
     QVector<QVector<double>> bx(kBandCount), by(kBandCount);
-    for (int i = 0; i < data.rare.size(); ++i) {
-        const int id = data.rare[i];
-        if (id < 0 || id >= V || data.y.size() != V)
+    for (int i = 0; i < data_.rare.size(); ++i) {
+        const int id = data_.rare[i];
+        if (id < 0 || id >= V || data_.y.size() != V)
             continue;
-        const double c = i < data.cosine.size() ? data.cosine[i] : 0.0;
+        const double c = i < data_.cosine.size() ? data_.cosine[i] : 0.0;
         int b = 0;
         while (b + 1 < kBandCount && c >= kBands[b].below)
             ++b;
-        bx[b] << data.x[id];
-        by[b] << data.y[id];
+        bx[b] << data_.x[id];
+        by[b] << data_.y[id];
     }
     for (int b = 0; b < kBandCount; ++b)
         plot_->graph(kFirstBand + b)->setData(bx[b], by[b]);
@@ -244,18 +241,18 @@ void NeighbourGraphView::setData(const NeighbourGraphData& data)
     plot_->xAxis->scaleRange(1.05);
     plot_->yAxis->scaleRange(1.05);
 
-    const int bins = static_cast<int>(data.histogram.size());
+    const int bins = static_cast<int>(data_.histogram.size());
     QVector<double> centres, counts;
     double top = 1;
-    const double width = bins > 0 ? (1.0 - data.hist_lo) / bins : 1.0;
+    const double width = bins > 0 ? (1.0 - data_.hist_lo) / bins : 1.0;
     for (int i = 0; i < bins; ++i) {
-        centres << data.hist_lo + (i + 0.5) * width;
-        counts << data.histogram[i];
-        top = std::max(top, data.histogram[i]);
+        centres << data_.hist_lo + (i + 0.5) * width;
+        counts << data_.histogram[i];
+        top = std::max(top, data_.histogram[i]);
     }
     hist_->setWidth(width);
     hist_->setData(centres, counts, true);
-    hist_rect_->axis(QCPAxis::atBottom)->setRange(data.hist_lo, 1.0);
+    hist_rect_->axis(QCPAxis::atBottom)->setRange(data_.hist_lo, 1.0);
     hist_rect_->axis(QCPAxis::atLeft)->setRange(0, top * 1.08);
     selected_ = -1;
     drawSelection();

@@ -14,9 +14,9 @@
 #include <QString>
 #include <QStringList>
 #include <QVector>
-#include <QWidget>
 
-class QCustomPlot;
+#include "plot_view.hpp"
+
 class QCPAxisRect;
 class QCPBars;
 class QCPItemText;
@@ -42,13 +42,10 @@ struct NeighbourGraphData {
     QStringList tokens; // V texts (may be empty)
 };
 
-class NeighbourGraphView : public QWidget {
+class NeighbourGraphView : public DataPlotView<NeighbourGraphData> {
     Q_OBJECT
 public:
     explicit NeighbourGraphView(QWidget* parent = nullptr);
-    void setData(const NeighbourGraphData& data);
-    const NeighbourGraphData& data() const { return data_; }
-    QCustomPlot* plot() const { return plot_; }
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
     QCPAxisRect* histogramRect() const { return hist_rect_; }
@@ -74,13 +71,13 @@ signals:
     void tokenSelected(int id);
 
 private:
+    void draw() override;
     void clicked(QMouseEvent* event);
     void drawSelection();
     void fillNeighbourList();
     void placeLabels(); // after every layout: where the labels go at this size
     void exportCsvInteractively();
 
-    QCustomPlot* plot_;
     QCPAxisRect* hist_rect_;
     QCPBars* hist_;
     QLineEdit* search_;
@@ -88,7 +85,6 @@ private:
     QLabel* list_title_;
     QTableWidget* list_;
     QCPColorScale* scale_;
-    NeighbourGraphData data_;
     QVector<int> rare_slot_;       // token id -> index into rare, -1 for common
     QVector<QCPItemText*> labels_; // the selected token's first, then by |weight|
     QVector<QPointF> label_at_;    // the labelled points, plot coordinates

@@ -7,8 +7,7 @@
 
 namespace embedlab::views {
 
-ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this))
+ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent) : DataPlotView(parent)
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -29,24 +28,23 @@ ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent)
     plot_->axisRect()->setRangeZoom(Qt::Vertical);
 }
 
-void ParameterBreakdownChart::setData(const ParameterBreakdownData& data)
+void ParameterBreakdownChart::draw()
 {
-    data_ = data;
     QVector<double> keys, values, hkeys, hvalues;
     QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
     double top = 0;
-    for (int i = 0; i < data.bars.size(); ++i) {
-        const double millions = data.bars[i].count / 1e6;
-        ticker->addTick(i + 1, data.bars[i].label);
-        (i == data.highlighted ? hkeys : keys).push_back(i + 1);
-        (i == data.highlighted ? hvalues : values).push_back(millions);
+    for (int i = 0; i < data_.bars.size(); ++i) {
+        const double millions = data_.bars[i].count / 1e6;
+        ticker->addTick(i + 1, data_.bars[i].label);
+        (i == data_.highlighted ? hkeys : keys).push_back(i + 1);
+        (i == data_.highlighted ? hvalues : values).push_back(millions);
         top = std::max(top, millions);
     }
     bars_->setData(keys, values);
     highlight_->setData(hkeys, hvalues);
     plot_->xAxis->setTicker(ticker);
     plot_->xAxis->setTickLabelRotation(30);
-    plot_->xAxis->setRange(0.3, data.bars.size() + 0.7);
+    plot_->xAxis->setRange(0.3, data_.bars.size() + 0.7);
     plot_->yAxis->setRange(0, top > 0 ? top * 1.1 : 1);
     plot_->replot();
 }

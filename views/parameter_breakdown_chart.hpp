@@ -4,9 +4,9 @@
 
 #include <QString>
 #include <QVector>
-#include <QWidget>
 
-class QCustomPlot;
+#include "plot_view.hpp"
+
 class QCPBars;
 
 namespace embedlab::views {
@@ -21,19 +21,15 @@ struct ParameterBreakdownData {
     int highlighted = -1; // index into bars, -1: none
 };
 
-class ParameterBreakdownChart : public QWidget {
+class ParameterBreakdownChart : public DataPlotView<ParameterBreakdownData> {
     Q_OBJECT
 public:
     explicit ParameterBreakdownChart(QWidget* parent = nullptr);
-    void setData(const ParameterBreakdownData& data);
-    const ParameterBreakdownData& data() const { return data_; }
-    QCustomPlot* plot() const { return plot_; }
 
 private:
-    QCustomPlot* plot_;
+    void draw() override;
     QCPBars* bars_;
     QCPBars* highlight_;
-    ParameterBreakdownData data_;
 };
 
 } // namespace embedlab::views

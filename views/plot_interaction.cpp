@@ -245,4 +245,12 @@ QHBoxLayout* lay_out_view(QWidget* view, const QString& about, QWidget* main)
     return controls;
 }
 
+QLabel* readout_label(QWidget* parent)
+{
+    auto* label = new QLabel(parent);
+    label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    label->setWordWrap(true);
+    return label;
+}
+
 } // namespace embedlab::views

@@ -22,6 +22,7 @@
 
 class QAction;
 class QHBoxLayout;
+class QLabel;
 class QWidget;
 class QCPAxis;
 class QCPAxisTicker;
@@ -90,5 +91,8 @@ void place_legend_below(QCustomPlot* plot, QCPLegend* legend, int columns);
 //   auto* controls = views::lay_out_view(this, "<b>What am I seeing.</b> ...", plot_);
 //   controls->addWidget(spin_);
 QHBoxLayout* lay_out_view(QWidget* view, const QString& about, QWidget* main);
+
+// A read-out beside a view's controls: word-wrapped, and selectable so its numbers can be copied.
+QLabel* readout_label(QWidget* parent);
 
 } // namespace embedlab::views

@@ -12,8 +12,8 @@
 namespace embedlab::views {
 
 RankAllocationView::RankAllocationView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), slider_(new QSlider(Qt::Horizontal, this)),
-      overlay_(new QCheckBox("all ratios", this)), ranks_(new QLabel(this))
+    : DataPlotView(parent), slider_(new QSlider(Qt::Horizontal, this)),
+      overlay_(new QCheckBox("all ratios", this)), ranks_(readout_label(this))
 {
     plot_->xAxis->setLabel("decoder layer");
     plot_->yAxis->setLabel("remaining rank ratio w");
@@ -24,8 +24,6 @@ RankAllocationView::RankAllocationView(QWidget* parent)
     slider_->setRange(0, 0);
     connect(slider_, &QSlider::valueChanged, this, &RankAllocationView::setSelected);
     connect(overlay_, &QCheckBox::toggled, this, &RankAllocationView::setOverlay);
-    ranks_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    ranks_->setWordWrap(true);
     auto* controls = lay_out_view(
         this,
         "<b>What am I seeing.</b> FLAT-LLM scores decoder layer l by how far it turns each token's "
@@ -44,14 +42,14 @@ RankAllocationView::RankAllocationView(QWidget* parent)
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
-void RankAllocationView::setData(const RankAllocationData& data)
+void RankAllocationView::draw()
 {
-    data_ = data;
-    slider_->setRange(0, std::max<int>(0, static_cast<int>(data.allocations.size()) - 1));
+    slider_->setRange(0, std::max<int>(0, static_cast<int>(data_.allocations.size()) - 1));
     // Start at the allocation nearest 0.5, the paper's headline setting.
-    int best = data.allocations.isEmpty() ? -1 : 0;
-    for (int i = 0; i < data.allocations.size(); ++i)
-        if (std::abs(data.allocations[i].remaining - 0.5) < std::abs(data.allocations[best].remaining - 0.5))
+    int best = data_.allocations.isEmpty() ? -1 : 0;
+    for (int i = 0; i < data_.allocations.size(); ++i)
+        if (std::abs(data_.allocations[i].remaining - 0.5) <
+            std::abs(data_.allocations[best].remaining - 0.5))
             best = i;
     selected_ = -2; // force a redraw
     setSelected(best);

@@ -8,9 +8,9 @@
 #include <QPointF>
 #include <QString>
 #include <QVector>
-#include <QWidget>
 
-class QCustomPlot;
+#include "plot_view.hpp"
+
 class QCheckBox;
 class QLabel;
 class QSlider;
@@ -30,13 +30,10 @@ struct RankAllocationData {
     QVector<Allocation> allocations; // ascending remaining
 };
 
-class RankAllocationView : public QWidget {
+class RankAllocationView : public DataPlotView<RankAllocationData> {
     Q_OBJECT
 public:
     explicit RankAllocationView(QWidget* parent = nullptr);
-    void setData(const RankAllocationData& data);
-    const RankAllocationData& data() const { return data_; }
-    QCustomPlot* plot() const { return plot_; }
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
     int selected() const { return selected_; } // index into allocations, -1: none
@@ -45,13 +42,12 @@ public:
     QString rankText() const; // "layer 0: 30, layer 1: 15, ..."
 
 private:
+    void draw() override;
     void redraw();
 
-    QCustomPlot* plot_;
     QSlider* slider_;
     QCheckBox* overlay_;
     QLabel* ranks_;
-    RankAllocationData data_;
     int selected_ = -1;
 };
 

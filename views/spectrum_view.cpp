@@ -47,7 +47,7 @@ void curvePoints(const QVector<double>& eigenvalues, bool shares, QVector<double
 } // namespace
 
 SpectrumView::SpectrumView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), spin_(new QSpinBox(this)), stats_(new QLabel(this))
+    : DataPlotView(parent), spin_(new QSpinBox(this)), stats_(new QLabel(this))
 {
     plot_->addGraph(plot_->xAxis, plot_->yAxis);  // eigenvalues
     plot_->addGraph(plot_->xAxis, plot_->yAxis2); // explained variance
@@ -117,15 +117,15 @@ SpectrumView::SpectrumView(QWidget* parent)
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
-void SpectrumView::setData(const SpectrumData& data)
+void SpectrumView::draw()
 {
-    data_ = data;
-    const int d = static_cast<int>(data.eigenvalues.size());
+    const int d = static_cast<int>(data_.eigenvalues.size());
     drawCurves();
     QVector<double> k(d);
     for (int i = 0; i < d; ++i)
         k[i] = i + 1;
-    plot_->graph(1)->setData(k, data.explained.size() == d ? data.explained : QVector<double>(d, 0.0), true);
+    plot_->graph(1)->setData(k, data_.explained.size() == d ? data_.explained : QVector<double>(d, 0.0),
+                             true);
     spin_->setRange(1, std::max(d, 1));
     setRank(std::clamp(rank_, 1, std::max(d, 1)));
     plot_->replot();

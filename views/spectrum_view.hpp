@@ -10,9 +10,9 @@
 #include <QPointF>
 #include <QString>
 #include <QVector>
-#include <QWidget>
 
-class QCustomPlot;
+#include "plot_view.hpp"
+
 class QCPGraph;
 class QCPItemStraightLine;
 class QLabel;
@@ -39,14 +39,11 @@ struct SpectrumOverlay {
     QString group;
 };
 
-class SpectrumView : public QWidget {
+class SpectrumView : public DataPlotView<SpectrumData> {
     Q_OBJECT
 public:
     explicit SpectrumView(QWidget* parent = nullptr);
-    void setData(const SpectrumData& data);
-    const SpectrumData& data() const { return data_; }
     int rank() const { return rank_; }
-    QCustomPlot* plot() const { return plot_; }
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
     QString summary() const; // the text under the plot
@@ -63,16 +60,15 @@ signals:
     void rankChanged(int k);
 
 private:
+    void draw() override;
     void dragTo(QMouseEvent* event);
     void drawCurves(); // the main spectrum and the overlays, absolute or as shares
 
-    QCustomPlot* plot_;
     QPointF press_;                // where the mouse went down
     bool dragging_marker_ = false; // the press was on the marker: a drag moves it
     QCPItemStraightLine* marker_;
     QSpinBox* spin_;
     QLabel* stats_;
-    SpectrumData data_;
     QVector<SpectrumOverlay> overlays_;
     QVector<QCPGraph*> overlay_graphs_;
     int rank_ = 1;

@@ -48,8 +48,8 @@ TensorTrainEnergy weighedEnergy(const TensorTrainCandidate& c, double nu, double
 }
 
 TensorTrainView::TensorTrainView(QWidget* parent)
-    : QWidget(parent), plot_(new QCustomPlot(this)), nu_(weightSpin("ν = ", 5, this)),
-      tau_(weightSpin("τ = ", 1, this)), stats_(new QLabel(this))
+    : DataPlotView(parent), nu_(weightSpin("ν = ", 5, this)), tau_(weightSpin("τ = ", 1, this)),
+      stats_(readout_label(this))
 {
     auto* left = plot_->axisRect();
     left->axis(QCPAxis::atBottom)->setLabel("compression ratio (TT values / V d)");
@@ -108,8 +108,6 @@ TensorTrainView::TensorTrainView(QWidget* parent)
         "SVD with as many values, each over the original's; ω = E<sub>TT</sub> / E<sub>original</sub>.",
         this);
     about->setWordWrap(true);
-    stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    stats_->setWordWrap(true);
     stats_->setToolTip(kEnergyFormula);
     const auto reweigh = [this] { setSelected(selected_); };
     connect(nu_, &QDoubleSpinBox::valueChanged, this, reweigh);
@@ -126,17 +124,16 @@ TensorTrainView::TensorTrainView(QWidget* parent)
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
-void TensorTrainView::setData(const TensorTrainData& data)
+void TensorTrainView::draw()
 {
-    data_ = data;
     for (auto* s : series_)
         plot_->removePlottable(s);
     series_.clear();
     series_rows_.clear();
     over_one_->data()->clear();
     double x1 = 0.1, y1 = 0.1;
-    for (int i = 0; i < data.candidates.size(); ++i) {
-        const auto& c = data.candidates[i];
+    for (int i = 0; i < data_.candidates.size(); ++i) {
+        const auto& c = data_.candidates[i];
         if (series_.isEmpty() || series_.back()->name() != c.shape) {
             auto* curve = new QCPCurve(plot_->xAxis, plot_->yAxis);
             const QColor colour = kPalette[series_.size() % kPalette.size()];
@@ -156,7 +153,7 @@ void TensorTrainView::setData(const TensorTrainData& data)
     plot_->xAxis->setRange(0, x1 * 1.08);
     plot_->yAxis->setRange(0, y1 * 1.08);
     selected_ = -2; // force the update
-    setSelected(data.candidates.isEmpty() ? -1 : 0);
+    setSelected(data_.candidates.isEmpty() ? -1 : 0);
 }
 
 void TensorTrainView::setSelected(int candidate)

@@ -9,9 +9,9 @@
 #include <QPointF>
 #include <QString>
 #include <QVector>
-#include <QWidget>
 
-class QCustomPlot;
+#include "plot_view.hpp"
+
 class QCPAxisRect;
 class QCPBars;
 class QCPCurve;
@@ -46,13 +46,10 @@ struct TensorTrainData {
     QVector<TensorTrainCandidate> candidates; // grouped by shape, eps ascending within a shape
 };
 
-class TensorTrainView : public QWidget {
+class TensorTrainView : public DataPlotView<TensorTrainData> {
     Q_OBJECT
 public:
     explicit TensorTrainView(QWidget* parent = nullptr);
-    void setData(const TensorTrainData& data);
-    const TensorTrainData& data() const { return data_; }
-    QCustomPlot* plot() const { return plot_; }
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
     int selected() const { return selected_; }       // candidate index, -1: none
@@ -71,7 +68,7 @@ signals:
     void candidateSelected(int candidate);
 
 private:
-    QCustomPlot* plot_;
+    void draw() override;
     QCPAxisRect* energy_rect_;
     QCPBars* bars_;
     QCPCurve* ring_;
@@ -80,7 +77,6 @@ private:
     QDoubleSpinBox* nu_;
     QDoubleSpinBox* tau_;
     QLabel* stats_;
-    TensorTrainData data_;
     QVector<QCPCurve*> series_;
     QVector<QVector<int>> series_rows_;
     int selected_ = -1;

@@ -1,0 +1,38 @@
+// What the analysis views have in common: one plain data struct (from the
+// engine), laid out on one QCustomPlot. setData() keeps the value and has the
+// view draw it; data() and plot() are what the figure export and tests read.
+#pragma once
+
+#include <QWidget>
+
+class QCustomPlot;
+
+namespace embedlab::views {
+
+class PlotView : public QWidget {
+public:
+    QCustomPlot* plot() const { return plot_; }
+
+protected:
+    explicit PlotView(QWidget* parent); // creates the plot, a child of the view
+
+    QCustomPlot* const plot_;
+};
+
+template <class Data> class DataPlotView : public PlotView {
+public:
+    void setData(const Data& data)
+    {
+        data_ = data;
+        draw();
+    }
+    const Data& data() const { return data_; }
+
+protected:
+    using PlotView::PlotView;
+    virtual void draw() = 0; // lays out data_ (after every setData)
+
+    Data data_;
+};
+
+} // namespace embedlab::views
