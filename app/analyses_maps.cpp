@@ -114,10 +114,11 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
     const auto* dense = dense_table(&lm.model->token_embedding());
     if (!dense)
         throw InputError(model + ": the token embedding is already compressed; open the original model");
-    // Only the table is read from here on: a copy of its own (a float32 file's table
-    // is a view of the whole mapped file) lets the rest of the model go, so the graph's
-    // work on a 150k-row table (PCA, the LLE fit) never sits beside every layer's weights.
-    const torch::Tensor table = dense->clone();
+    // Only the table is read from here on: holding it lets the rest of the model go,
+    // so the graph's work on a 150k-row table (PCA, the LLE fit) never sits beside
+    // every layer's weights. A float32 file's table stays a view of its mapping,
+    // whose other pages the loader's scan already dropped.
+    const torch::Tensor table = *dense;
     lm.model.reset();
     const int64_t V = table.size(0);
     std::vector<int64_t> specials;

@@ -15,7 +15,9 @@ ModelSummary summarize_model(const std::string& path)
     ModelSummary s;
     s.path = path;
     try {
-        auto lm = load_model(path);
+        // Shapes and counts only (as inspect): a 0.5B model's weights are not
+        // converted just to be counted, and the analyses that follow load their own.
+        auto lm = load_model(path, {.values = WeightValues::ShapesOnly});
         const auto& c = lm.files.config;
         s.format = model_format_name(lm.files.format);
         s.architecture = c.type_name();

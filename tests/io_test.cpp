@@ -1,8 +1,11 @@
 // Model-file reading: safetensors, Hugging Face directories, GGUF and llama2.c.
 // Most cases build tiny model files in a TempDir; the shared-model cases skip
 // without ../shared.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <tuple>
@@ -13,6 +16,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/model_files.hpp"
+#include "io/mapped_file.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -807,6 +811,55 @@ TEST(SharedModels, Stories260KGgufEqualsLlama2c)
     EXPECT_EQ(g.embedded_vocab->types[3], 6);
     EXPECT_TRUE(g.embedded_vocab->add_dummy_prefix);
     EXPECT_FALSE(b.embedded_vocab.has_value());
+}
+
+// Resident kB of the mapping that holds `p` (/proc/self/smaps), -1 if none does.
+long resident_kb_of_mapping(const void* p)
+{
+    std::ifstream smaps("/proc/self/smaps");
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    std::string line;
+    bool inside = false;
+    while (std::getline(smaps, line)) {
+        unsigned long begin = 0, end = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 && line.find(':') > line.find(' ')) {
+            inside = at >= begin && at < end;
+            continue;
+        }
+        if (inside && line.rfind("Rss:", 0) == 0)
+            return std::stol(line.substr(4));
+    }
+    return -1;
+}
+
+// A float32 file's tensors wrap its mapping; the loader drops their pages once
+// scanned. release_if_mapped must do that for mapped bytes only: the same call on
+// ordinary memory must leave it as it was (madvise would zero anonymous pages).
+TEST(MappedFile, ReleaseIfMappedDropsMappedPagesAndLeavesOtherMemoryAlone)
+{
+    TempDir dir;
+    const auto path = dir / "bytes.bin";
+    const size_t n = 8u << 20;
+    {
+        std::ofstream out(path, std::ios::binary);
+        for (size_t i = 0; i < n; ++i)
+            out.put(static_cast<char>(i % 251));
+    }
+    const auto file = io::MappedFile::open(path);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; ++i)
+        sum += file->data()[i];
+    EXPECT_GT(resident_kb_of_mapping(file->data()), 7000);
+    io::MappedFile::release_if_mapped(file->data(), n);
+    EXPECT_LT(resident_kb_of_mapping(file->data()), 100);
+    uint64_t again = 0; // the bytes read back from the file
+    for (size_t i = 0; i < n; ++i)
+        again += file->data()[i];
+    EXPECT_EQ(again, sum);
+
+    std::vector<uint8_t> heap(n, 7);
+    io::MappedFile::release_if_mapped(heap.data(), n);
+    EXPECT_EQ(std::count(heap.begin(), heap.end(), 7), static_cast<long>(n));
 }
 
 } // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -30,6 +32,14 @@ struct FdCloser {
     throw InputError(path.string() + ": " + what + ": " + std::strerror(err));
 }
 
+// Live mappings by start address, for release_if_mapped.
+std::mutex mappings_mutex;
+std::map<uintptr_t, const MappedFile*>& live_mappings()
+{
+    static std::map<uintptr_t, const MappedFile*> m;
+    return m;
+}
+
 } // namespace
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
@@ -55,6 +65,8 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
     if (p == MAP_FAILED)
         fail(path, "cannot map into memory", errno);
     file->data_ = static_cast<uint8_t*>(p);
+    std::lock_guard lock(mappings_mutex);
+    live_mappings()[reinterpret_cast<uintptr_t>(p)] = file.get();
     return file;
 }
 
@@ -71,10 +83,29 @@ void MappedFile::release(uint64_t offset, uint64_t length) const
         ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void MappedFile::release_if_mapped(const void* p, uint64_t bytes)
+{
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard lock(mappings_mutex);
+    auto& m = live_mappings();
+    auto it = m.upper_bound(at);
+    if (it == m.begin())
+        return;
+    --it;
+    const MappedFile* file = it->second;
+    if (at + bytes <= it->first + file->size_)
+        file->release(at - it->first, bytes);
+}
+
 MappedFile::~MappedFile()
 {
-    if (data_)
-        ::munmap(data_, size_);
+    if (!data_)
+        return;
+    {
+        std::lock_guard lock(mappings_mutex);
+        live_mappings().erase(reinterpret_cast<uintptr_t>(data_));
+    }
+    ::munmap(data_, size_);
 }
 
 } // namespace embedlab::io

@@ -35,6 +35,13 @@ public:
     // it on a range a zero-copy tensor wraps: an edited page would revert.
     void release(uint64_t offset, uint64_t length) const;
 
+    // release() for bytes given by address: drops the pages of [p, p + bytes) if
+    // they lie in a live mapping, else does nothing (anonymous memory would be
+    // zeroed). For a reader's scan of zero-copy tensors before anyone holds them:
+    // a float32 model's pages then fault back in from the page cache when a forward
+    // pass reads them, instead of staying resident for analyses that need one table.
+    static void release_if_mapped(const void* p, uint64_t bytes);
+
 private:
     MappedFile() = default;
 

@@ -7,6 +7,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/model_files.hpp"
 #include "io/dtype_convert.hpp"
+#include "io/mapped_file.hpp"
 #include "io/readers.hpp"
 
 namespace embedlab {
@@ -24,17 +25,27 @@ std::string lowercase_extension(const fs::path& p)
 
 // One warning per tensor holding non-finite values: they usually mean a broken
 // conversion, but the model may still be inspected. Tensors without values
-// (WeightValues::ShapesOnly) were scanned by their reader.
+// (WeightValues::ShapesOnly) were scanned by their reader. A float32 file's
+// tensors wrap its mapping: their pages are dropped once scanned (nothing has
+// edited them yet), so only what a caller reads is resident.
 void warn_non_finite(ModelFiles& mf)
 {
+    constexpr int64_t chunk = 16 << 20; // floats
     for (const auto& [name, tensor] : mf.weights) {
         if (tensor.scalar_type() != torch::kFloat32 || tensor.is_meta())
             continue; // index tensors, shapes without values
         const torch::Tensor c = tensor.contiguous();
-        const auto warning = io::non_finite_warning(
-            name, io::scan_non_finite(reinterpret_cast<const uint8_t*>(c.data_ptr<float>()),
-                                      io::StoredType::F32, c.numel()));
-        if (!warning.empty())
+        const float* data = c.data_ptr<float>();
+        io::NonFinite found;
+        for (int64_t at = 0, n = c.numel(); at < n; at += chunk) {
+            const int64_t count = std::min(chunk, n - at);
+            const auto f =
+                io::scan_non_finite(reinterpret_cast<const uint8_t*>(data + at), io::StoredType::F32, count);
+            found.nan |= f.nan;
+            found.inf |= f.inf;
+            io::MappedFile::release_if_mapped(data + at, static_cast<uint64_t>(count) * sizeof(float));
+        }
+        if (const auto warning = io::non_finite_warning(name, found); !warning.empty())
             mf.warnings.push_back(warning);
     }
 }
