@@ -90,6 +90,24 @@ TEST(Perplexity, ProgressCanCancel)
     EXPECT_EQ(calls, 3);
 }
 
+// One batch of every window: the cancel is heard after a decoder layer, before
+// the batch's forward pass ends (no head chunk has reported positions yet).
+TEST(Perplexity, CancelIsHeardBetweenDecoderLayers)
+{
+    const auto c = test::tiny_config(Architecture::Llama);
+    ASSERT_GE(c.num_layers, 2);
+    LanguageModel m(c, test::random_weights(c), "tiny");
+    std::vector<int32_t> ids(200, 3);
+    std::vector<int64_t> reported;
+    EXPECT_THROW(evaluate_perplexity(m, ids, {.ctx = 8, .stride = 8, .batch_windows = 1000},
+                                     [&](int64_t done, int64_t) {
+                                         reported.push_back(done);
+                                         return reported.size() < 3; // the start, layer 0, then stop
+                                     }),
+                 Cancelled);
+    EXPECT_EQ(reported, (std::vector<int64_t>{0, 0, 0}));
+}
+
 TEST(Perplexity, ContextLongerThanLearnedPositionsIsAnInputError)
 {
     const auto c = test::tiny_config(Architecture::GPT2); // 32 positions

@@ -2,8 +2,27 @@
 #include <cmath>
 
 #include "embedlab/eval.hpp"
+#include "embedlab/model.hpp"
 
 namespace embedlab {
+
+namespace {
+
+// A cancel heard after every decoder layer, not only between batches.
+class CancelBetweenLayers : public ForwardObserver {
+public:
+    CancelBetweenLayers(const ProgressFn& progress, int64_t done, int64_t total)
+        : progress_(progress), done_(done), total_(total)
+    {
+    }
+    void decoder_output(int64_t, const torch::Tensor&) override { report_progress(progress_, done_, total_); }
+
+private:
+    const ProgressFn& progress_;
+    int64_t done_, total_;
+};
+
+} // namespace
 
 std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t stride)
 {
@@ -40,15 +59,16 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
                          std::to_string(model.max_context()) + "-token context the model was trained for");
     const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
     const int64_t V = model.config().vocab_size;
-    // About 2048 positions per batch keeps the matrix products efficient; a large
-    // model's batch is cut so its forward pass stays near 16 GFLOP (well under a
-    // second here), because a cancel is heard between batches. Deterministic: the
-    // batch depends on the model's shape only, never on timing.
+    // About 2048 positions per batch keeps the matrix products efficient (each
+    // weight is packed once for the whole batch); a large model's batch is cut so
+    // one decoder layer stays near 16 GFLOP (well under a second here), because a
+    // cancel is heard between layers. Deterministic: the batch depends on the
+    // model's shape only, never on timing.
     const auto& c = model.config();
-    const double flops_per_position = 2.0 * static_cast<double>(c.num_layers) *
-                                      (4.0 * double(c.hidden_size) * double(c.hidden_size) +
-                                       3.0 * double(c.hidden_size) * double(c.intermediate_size));
-    const int64_t by_cost = static_cast<int64_t>(16e9 / std::max(1.0, flops_per_position * double(ctx)));
+    const double flops_per_layer_position = 2.0 * (4.0 * double(c.hidden_size) * double(c.hidden_size) +
+                                                   3.0 * double(c.hidden_size) * double(c.intermediate_size));
+    const int64_t by_cost =
+        static_cast<int64_t>(16e9 / std::max(1.0, flops_per_layer_position * double(ctx)));
     const int64_t batch = options.batch_windows > 0
                               ? options.batch_windows
                               : std::clamp<int64_t>(by_cost, 1, std::max<int64_t>(1, 2048 / ctx));
@@ -80,7 +100,9 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
         auto batch_ids = torch::stack(window_ids); // [B, len]
         auto inputs = batch_ids.narrow(1, 0, T);
         auto targets = batch_ids.narrow(1, 1, T).reshape({-1});
-        auto hidden = model.hidden_states(inputs).reshape({-1, model.config().embedding_dim()});
+        CancelBetweenLayers between_layers(progress, positions_done, positions);
+        auto hidden =
+            model.hidden_states(inputs, &between_layers).reshape({-1, model.config().embedding_dim()});
         // Head and loss in row chunks whose logits stay under glibc's 32 MB mmap
         // threshold: freed blocks are then reused instead of unmapped, and fresh
         // pages fault in very slowly on VMs (5x slower end to end here).
