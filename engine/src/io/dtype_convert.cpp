@@ -6,26 +6,39 @@
 #include <cmath>
 #include <cstring>
 
+#include "embedlab/name_table.hpp"
+
 #include <ATen/Parallel.h>
 
 namespace embedlab::io {
 
+namespace {
+
+struct StoredTypeRow {
+    StoredType value;
+    const char* name; // as safetensors writes it
+    uint64_t size;    // bytes per element
+};
+constexpr StoredTypeRow kStoredTypes[]{
+    {StoredType::F32, "F32", 4}, {StoredType::F16, "F16", 2}, {StoredType::BF16, "BF16", 2}};
+
+} // namespace
+
 const char* stored_type_name(StoredType t)
 {
-    switch (t) {
-    case StoredType::F32:
-        return "F32";
-    case StoredType::F16:
-        return "F16";
-    case StoredType::BF16:
-        return "BF16";
-    }
-    return "?";
+    return name_of(kStoredTypes, t);
 }
 
 uint64_t stored_type_size(StoredType t)
 {
-    return t == StoredType::F32 ? 4 : 2;
+    return row_with_value(kStoredTypes, t)->size;
+}
+
+std::optional<StoredType> stored_type_from_name(const std::string& name)
+{
+    if (const auto* row = row_with_name(kStoredTypes, name))
+        return row->value;
+    return std::nullopt;
 }
 
 float f16_to_f32(uint16_t h)

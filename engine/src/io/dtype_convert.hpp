@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,8 +17,9 @@ namespace embedlab::io {
 
 enum class StoredType { F32, F16, BF16 };
 
-const char* stored_type_name(StoredType t); // "F32", "F16", "BF16"
-uint64_t stored_type_size(StoredType t);    // bytes per element
+const char* stored_type_name(StoredType t);                               // "F32", "F16", "BF16"
+uint64_t stored_type_size(StoredType t);                                  // bytes per element
+std::optional<StoredType> stored_type_from_name(const std::string& name); // "F32" ... ; none for others
 
 float f16_to_f32(uint16_t bits);
 float bf16_to_f32(uint16_t bits);

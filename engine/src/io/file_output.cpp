@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedlab/name_table.hpp"
+
 namespace embedlab {
 
 namespace fs = std::filesystem;
@@ -148,33 +150,27 @@ private:
     bool committed_ = false;
 };
 
+// The dtypes the writer takes: the tensor type, its safetensors name, its size.
+struct SafetensorsDtype {
+    torch::ScalarType value;
+    const char* name;
+    uint64_t size;
+};
+constexpr SafetensorsDtype kSafetensorsDtypes[]{{torch::kFloat32, "F32", 4},
+                                                {torch::kFloat16, "F16", 2},
+                                                {torch::kBFloat16, "BF16", 2},
+                                                {torch::kInt64, "I64", 8},
+                                                {torch::kInt32, "I32", 4}};
+
 const char* safetensors_dtype(torch::ScalarType t)
 {
-    switch (t) {
-    case torch::kFloat32:
-        return "F32";
-    case torch::kFloat16:
-        return "F16";
-    case torch::kBFloat16:
-        return "BF16";
-    case torch::kInt64:
-        return "I64";
-    case torch::kInt32:
-        return "I32";
-    default:
-        return nullptr;
-    }
+    return name_of(kSafetensorsDtypes, t, nullptr);
 }
 
 uint64_t safetensors_element_size(const std::string& dtype)
 {
-    if (dtype == "F32" || dtype == "I32")
-        return 4;
-    if (dtype == "F16" || dtype == "BF16")
-        return 2;
-    if (dtype == "I64")
-        return 8;
-    return 0;
+    const auto* row = row_with_name(kSafetensorsDtypes, dtype);
+    return row ? row->size : 0;
 }
 
 struct SafetensorsLayout {

@@ -12,6 +12,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/name_table.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/gguf_output.hpp"
 #include "model/manifest_support.hpp"
@@ -478,30 +479,26 @@ GgufPlan plan_gguf(const LoadedModel& lm)
     return plan;
 }
 
+// --type's names and the GGUF tensor type each writes.
+struct GgufExportRow {
+    GgufExportType value;
+    const char* name;
+    io::GgufTensorType tensor;
+};
+constexpr GgufExportRow kGgufExportTypes[]{{GgufExportType::F32, "f32", io::GgufTensorType::F32},
+                                           {GgufExportType::F16, "f16", io::GgufTensorType::F16},
+                                           {GgufExportType::Q8_0, "q8_0", io::GgufTensorType::Q8_0}};
+
 io::GgufTensorType tensor_type(GgufExportType t)
 {
-    switch (t) {
-    case GgufExportType::F32:
-        return io::GgufTensorType::F32;
-    case GgufExportType::F16:
-        return io::GgufTensorType::F16;
-    case GgufExportType::Q8_0:
-        break;
-    }
-    return io::GgufTensorType::Q8_0;
+    return row_with_value(kGgufExportTypes, t)->tensor;
 }
 
 } // namespace
 
 GgufExportType gguf_export_type(const std::string& name)
 {
-    if (name == "f32")
-        return GgufExportType::F32;
-    if (name == "f16")
-        return GgufExportType::F16;
-    if (name == "q8_0")
-        return GgufExportType::Q8_0;
-    throw InputError("--type '" + name + "': GGUF exports are f32, f16 or q8_0");
+    return value_named(kGgufExportTypes, name, "--type '" + name + "': GGUF exports are f32, f16 or q8_0");
 }
 
 std::string gguf_export_refusal(const LoadedModel& model)

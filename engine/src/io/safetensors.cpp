@@ -21,13 +21,7 @@ SafetensorsFile load_safetensors_file(const std::filesystem::path& file, WeightV
 
     SafetensorsFile out;
     for (const SafetensorsEntry& e : header.entries) {
-        std::optional<StoredType> type;
-        if (e.dtype == "F32")
-            type = StoredType::F32;
-        else if (e.dtype == "F16")
-            type = StoredType::F16;
-        else if (e.dtype == "BF16")
-            type = StoredType::BF16;
+        const std::optional<StoredType> type = stored_type_from_name(e.dtype);
         if (e.dtype == "I64" || e.dtype == "I32") {
             // Index tensors (token ids of EmbedLab's compressed layouts) load as int64.
             auto t = torch::empty(e.shape, torch::kLong);

@@ -11,6 +11,7 @@
 
 #include "embedlab/accounting.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/name_table.hpp"
 
 namespace embedlab {
 
@@ -53,10 +54,7 @@ std::string method_names(const char* separator)
 
 const MethodDescriptor* find_method(const std::string& name)
 {
-    for (const auto& m : method_registry())
-        if (name == m.name)
-            return &m;
-    return nullptr;
+    return row_with_name(method_registry(), name);
 }
 
 const MethodDescriptor& method_descriptor(const std::string& name)

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "embedlab/error.hpp"
+#include "embedlab/name_table.hpp"
 #include "io/gguf_quants.hpp"
 
 namespace embedlab {
@@ -104,10 +105,7 @@ const std::vector<EnergyDevice>& energy_devices()
 
 const EnergyDevice* find_energy_device(const std::string& name)
 {
-    for (const auto& d : energy_devices())
-        if (name == d.name)
-            return &d;
-    return nullptr;
+    return row_with_name(energy_devices(), name);
 }
 
 std::string energy_device_names()

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "embedlab/name_table.hpp"
 #include "embedlab/text_format.hpp"
 
 namespace embedlab {
@@ -367,18 +368,17 @@ EigenBasis eigen_basis(const torch::Tensor& covariance)
     return {values.flip(0).contiguous(), vectors.flip(1).contiguous()};
 }
 
+constexpr Named<RankAllocation> kRankAllocations[]{{RankAllocation::IPRS, "iprs"},
+                                                   {RankAllocation::Uniform, "uniform"}};
+
 const char* rank_allocation_name(RankAllocation a)
 {
-    return a == RankAllocation::IPRS ? "iprs" : "uniform";
+    return name_of(kRankAllocations, a);
 }
 
 RankAllocation parse_rank_allocation(const std::string& name)
 {
-    if (name == "iprs")
-        return RankAllocation::IPRS;
-    if (name == "uniform")
-        return RankAllocation::Uniform;
-    throw InputError("unknown rank allocation '" + name + "' (iprs or uniform)");
+    return value_named(kRankAllocations, name, "unknown rank allocation '" + name + "' (iprs or uniform)");
 }
 
 namespace {

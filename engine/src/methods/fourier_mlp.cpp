@@ -4,21 +4,20 @@
 #include <cmath>
 
 #include "embedlab/error.hpp"
+#include "embedlab/name_table.hpp"
 
 namespace embedlab {
 
+constexpr Named<FourierMlp> kFourierMlps[]{{FourierMlp::Linear, "linear"}, {FourierMlp::GeGLU, "geglu"}};
+
 const char* fourier_mlp_name(FourierMlp mlp)
 {
-    return mlp == FourierMlp::Linear ? "linear" : "geglu";
+    return name_of(kFourierMlps, mlp);
 }
 
 FourierMlp parse_fourier_mlp(const std::string& name)
 {
-    if (name == "linear")
-        return FourierMlp::Linear;
-    if (name == "geglu")
-        return FourierMlp::GeGLU;
-    throw InputError("unknown Fourier MLP '" + name + "' (use linear or geglu)");
+    return value_named(kFourierMlps, name, "unknown Fourier MLP '" + name + "' (use linear or geglu)");
 }
 
 int64_t fourier_hidden_size(int64_t dim, double hidden_ratio)

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "embedlab/name_table.hpp"
 #include "methods/table_checks.hpp"
 
 namespace embedlab::methods {
@@ -472,18 +473,16 @@ using methods::nearest_common_search;
 
 // --- neighbours ----------------------------------------------------------------
 
+constexpr Named<KnnKind> kKnnKinds[]{{KnnKind::Exact, "exact"}, {KnnKind::IVF, "ivf"}};
+
 const char* knn_kind_name(KnnKind kind)
 {
-    return kind == KnnKind::IVF ? "ivf" : "exact";
+    return name_of(kKnnKinds, kind);
 }
 
 KnnKind parse_knn_kind(const std::string& name)
 {
-    if (name == "exact")
-        return KnnKind::Exact;
-    if (name == "ivf")
-        return KnnKind::IVF;
-    throw InputError("knn '" + name + "' must be exact or ivf");
+    return value_named(kKnnKinds, name, "knn '" + name + "' must be exact or ivf");
 }
 
 KnnOptions resolved_knn_options(const KnnOptions& options, int64_t common_count)

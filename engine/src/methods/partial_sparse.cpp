@@ -8,6 +8,7 @@
 #include <Eigen/Dense>
 
 #include "embedlab/low_rank.hpp"
+#include "embedlab/name_table.hpp"
 #include "methods/neighbour_search.hpp"
 #include "methods/table_checks.hpp"
 
@@ -174,15 +175,10 @@ torch::Tensor lle_weights(const torch::Tensor& y, const torch::Tensor& neighbour
 
 const char* partial_sparse_method_name(PartialSparseKind kind)
 {
-    switch (kind) {
-    case PartialSparseKind::LLE:
-        return "lle";
-    case PartialSparseKind::Unk:
-        return "lle-unk";
-    case PartialSparseKind::PCA:
-        return "lle-pca";
-    }
-    return "lle";
+    static constexpr Named<PartialSparseKind> names[]{{PartialSparseKind::LLE, "lle"},
+                                                      {PartialSparseKind::Unk, "lle-unk"},
+                                                      {PartialSparseKind::PCA, "lle-pca"}};
+    return name_of(names, kind, "lle");
 }
 
 // --- split -------------------------------------------------------------------

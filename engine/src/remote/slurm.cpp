@@ -12,6 +12,7 @@
 #include "embedlab/file_input.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/job.hpp"
+#include "embedlab/name_table.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
 #include "remote/worker_events.hpp"
@@ -308,17 +309,11 @@ std::string submit_slurm_sweep(const fs::path& dir_in, const SlurmOptions* given
 
 const char* slurm_task_state_name(SlurmTaskState s)
 {
-    switch (s) {
-    case SlurmTaskState::Pending:
-        return "pending";
-    case SlurmTaskState::Running:
-        return "running";
-    case SlurmTaskState::Done:
-        return "done";
-    case SlurmTaskState::Failed:
-        return "failed";
-    }
-    return "?";
+    static constexpr Named<SlurmTaskState> names[]{{SlurmTaskState::Pending, "pending"},
+                                                   {SlurmTaskState::Running, "running"},
+                                                   {SlurmTaskState::Done, "done"},
+                                                   {SlurmTaskState::Failed, "failed"}};
+    return name_of(names, s);
 }
 
 std::vector<SlurmTask> slurm_sweep_status(const fs::path& dir)
