@@ -50,40 +50,72 @@ std::string csv_field(const std::string& s)
     return out + "\"";
 }
 
-const std::vector<std::string> kColumns{
-    "method",        "parameters",     "params",      "ratio",         "ppl",
-    "delta_ln_ppl",  "cosine",         "seconds",     "host",          "part",
-    "params_before", "ppl_original",   "eval_tokens", "model",         "eval_text",
-    "kl_mean",       "top1_agreement", "task",        "task_accuracy", "task_accuracy_original",
-    "task_n"};
-constexpr size_t kFirstColumns = 9;   // what exports before the part column had
-constexpr size_t kSecondColumns = 15; // ... and before the divergence columns
-constexpr size_t kThirdColumns = 17;  // ... and before the task columns
+// A count read back from a file: anything but a finite number in range is 0.
+int64_t to_count(double v)
+{
+    return std::isfinite(v) && v >= 0 && v < 9.2e18 ? static_cast<int64_t>(v) : 0;
+}
+
+// The results files' columns, in order: the CSV header and the JSON keys. Each
+// is one RunSummary member: text, a count, or a number (NaN: an empty CSV field,
+// JSON null).
+struct Column {
+    const char* name;
+    std::string RunSummary::*text = nullptr;
+    int64_t RunSummary::*count = nullptr;
+    double RunSummary::*number = nullptr;
+
+    // Reading a file: the field as text and as a number; the member takes the one it holds.
+    void read(RunSummary& r, const std::string& as_text, double as_number) const
+    {
+        if (text)
+            r.*text = as_text;
+        else if (count)
+            r.*count = to_count(as_number);
+        else
+            r.*number = as_number;
+    }
+    std::string csv(const RunSummary& r) const
+    {
+        return text ? csv_field(r.*text) : count ? std::to_string(r.*count) : full(r.*number);
+    }
+    Json json(const RunSummary& r) const
+    {
+        return text ? Json(r.*text) : count ? Json(r.*count) : number_or_null(r.*number);
+    }
+};
+const Column kColumns[]{{.name = "method", .text = &RunSummary::method},
+                        {.name = "parameters", .text = &RunSummary::parameters},
+                        {.name = "params", .count = &RunSummary::params_after},
+                        {.name = "ratio", .number = &RunSummary::ratio},
+                        {.name = "ppl", .number = &RunSummary::ppl},
+                        {.name = "delta_ln_ppl", .number = &RunSummary::delta_ln_ppl},
+                        {.name = "cosine", .number = &RunSummary::mean_cosine},
+                        {.name = "seconds", .number = &RunSummary::seconds},
+                        {.name = "host", .text = &RunSummary::host},
+                        {.name = "part", .text = &RunSummary::part},
+                        {.name = "params_before", .count = &RunSummary::params_before},
+                        {.name = "ppl_original", .number = &RunSummary::ppl_original},
+                        {.name = "eval_tokens", .count = &RunSummary::eval_tokens},
+                        {.name = "model", .text = &RunSummary::model},
+                        {.name = "eval_text", .text = &RunSummary::eval_text},
+                        {.name = "kl_mean", .number = &RunSummary::kl_mean},
+                        {.name = "top1_agreement", .number = &RunSummary::top1_agreement},
+                        {.name = "task", .text = &RunSummary::task},
+                        {.name = "task_accuracy", .number = &RunSummary::task_accuracy},
+                        {.name = "task_accuracy_original", .number = &RunSummary::task_accuracy_original},
+                        {.name = "task_n", .count = &RunSummary::task_n}};
+// How many columns the files of each version have, oldest first: before the part
+// column, before the divergence columns, before the task columns, now.
+constexpr size_t kColumnVersions[]{9, 15, 17, std::size(kColumns)};
 
 // A row's JSON object with the results files' keys.
 Json row_json(const RunSummary& r)
 {
-    return {{"method", r.method},
-            {"parameters", r.parameters},
-            {"params", r.params_after},
-            {"ratio", number_or_null(r.ratio)},
-            {"ppl", number_or_null(r.ppl)},
-            {"delta_ln_ppl", number_or_null(r.delta_ln_ppl)},
-            {"cosine", number_or_null(r.mean_cosine)},
-            {"seconds", number_or_null(r.seconds)},
-            {"host", r.host},
-            {"part", r.part},
-            {"params_before", r.params_before},
-            {"ppl_original", number_or_null(r.ppl_original)},
-            {"eval_tokens", r.eval_tokens},
-            {"model", r.model},
-            {"eval_text", r.eval_text},
-            {"kl_mean", number_or_null(r.kl_mean)},
-            {"top1_agreement", number_or_null(r.top1_agreement)},
-            {"task", r.task},
-            {"task_accuracy", number_or_null(r.task_accuracy)},
-            {"task_accuracy_original", number_or_null(r.task_accuracy_original)},
-            {"task_n", r.task_n}};
+    Json j = Json::object();
+    for (const Column& c : kColumns)
+        j[c.name] = c.json(r);
+    return j;
 }
 
 // The per-window divergence arrays, when measured.
@@ -102,12 +134,6 @@ std::vector<double> json_numbers(const Json& o, const char* key)
         for (const auto& x : o[key])
             v.push_back(x.is_number() ? x.get<double>() : kNaN);
     return v;
-}
-
-// A count read back from a file: anything but a finite number in range is 0.
-int64_t to_count(double v)
-{
-    return std::isfinite(v) && v >= 0 && v < 9.2e18 ? static_cast<int64_t>(v) : 0;
 }
 
 double json_number(const Json& o, const char* key)
@@ -273,35 +299,15 @@ std::vector<ParetoGroup> pareto_fronts(const std::vector<RunSummary>& rows)
 
 std::string results_csv(const std::vector<RunSummary>& rows)
 {
+    // Every field followed by a comma; the line's last comma becomes its newline.
     std::string out;
-    for (size_t c = 0; c < kColumns.size(); ++c)
-        out += (c ? "," : "") + kColumns[c];
-    out += '\n';
+    for (const Column& c : kColumns)
+        out += std::string(c.name) + ",";
+    out.back() = '\n';
     for (const auto& r : rows) {
-        const std::vector<std::string> fields{csv_field(r.method),
-                                              csv_field(r.parameters),
-                                              std::to_string(r.params_after),
-                                              full(r.ratio),
-                                              full(r.ppl),
-                                              full(r.delta_ln_ppl),
-                                              full(r.mean_cosine),
-                                              full(r.seconds),
-                                              csv_field(r.host),
-                                              csv_field(r.part),
-                                              std::to_string(r.params_before),
-                                              full(r.ppl_original),
-                                              std::to_string(r.eval_tokens),
-                                              csv_field(r.model),
-                                              csv_field(r.eval_text),
-                                              full(r.kl_mean),
-                                              full(r.top1_agreement),
-                                              csv_field(r.task),
-                                              full(r.task_accuracy),
-                                              full(r.task_accuracy_original),
-                                              std::to_string(r.task_n)};
-        for (size_t c = 0; c < fields.size(); ++c)
-            out += (c ? "," : "") + fields[c];
-        out += '\n';
+        for (const Column& c : kColumns)
+            out += c.csv(r) + ",";
+        out.back() = '\n';
     }
     return out;
 }
@@ -319,43 +325,23 @@ std::string results_json(const std::vector<RunSummary>& rows)
 std::vector<RunSummary> results_from_csv(const std::string& csv)
 {
     const auto records = csv_records(csv);
-    if (records.empty() || records[0].size() < kFirstColumns || records[0][0] != "method")
+    if (records.empty() || records[0].size() < kColumnVersions[0] || records[0][0] != "method")
         throw InputError("not a results CSV file (its first line must be the header method,parameters,...)");
     const size_t columns = records[0].size();
+    // The columns of the newest version the file has; the later ones keep their defaults.
+    size_t known = 0;
+    for (const size_t version : kColumnVersions)
+        if (columns >= version)
+            known = version;
     std::vector<RunSummary> rows;
     for (size_t i = 1; i < records.size(); ++i) {
         const auto& f = records[i];
         if (f.size() != columns)
             continue;
         RunSummary r;
-        r.method = f[0];
-        r.parameters = f[1];
-        r.params_after = to_count(csv_number(f[2]));
-        r.ratio = csv_number(f[3]);
-        r.ppl = csv_number(f[4]);
-        r.delta_ln_ppl = csv_number(f[5]);
-        r.mean_cosine = csv_number(f[6]);
-        r.seconds = csv_number(f[7]);
-        r.host = f[8];
-        r.ppl_original = kNaN;
-        if (columns >= kSecondColumns) {
-            r.part = f[9];
-            r.params_before = to_count(csv_number(f[10]));
-            r.ppl_original = csv_number(f[11]);
-            r.eval_tokens = to_count(csv_number(f[12]));
-            r.model = f[13];
-            r.eval_text = f[14];
-        }
-        if (columns >= kThirdColumns) {
-            r.kl_mean = csv_number(f[15]);
-            r.top1_agreement = csv_number(f[16]);
-        }
-        if (columns >= kColumns.size()) {
-            r.task = f[17];
-            r.task_accuracy = csv_number(f[18]);
-            r.task_accuracy_original = csv_number(f[19]);
-            r.task_n = to_count(csv_number(f[20]));
-        }
+        r.ppl_original = kNaN; // files before the part column do not have it
+        for (size_t c = 0; c < known; ++c)
+            kColumns[c].read(r, f[c], csv_number(f[c]));
         rows.push_back(std::move(r));
     }
     return rows;
@@ -378,29 +364,10 @@ std::vector<RunSummary> results_from_json(const std::string& json)
         if (!o.is_object())
             continue;
         RunSummary r;
-        r.method = json_string(o, "method");
-        r.parameters = json_string(o, "parameters");
-        r.params_after = to_count(json_number(o, "params"));
-        r.ratio = json_number(o, "ratio");
-        r.ppl = json_number(o, "ppl");
-        r.delta_ln_ppl = json_number(o, "delta_ln_ppl");
-        r.mean_cosine = json_number(o, "cosine");
-        r.seconds = json_number(o, "seconds");
-        r.host = json_string(o, "host");
-        r.part = json_string(o, "part");
-        r.params_before = to_count(json_number(o, "params_before"));
-        r.ppl_original = json_number(o, "ppl_original");
-        r.eval_tokens = to_count(json_number(o, "eval_tokens"));
-        r.model = json_string(o, "model");
-        r.eval_text = json_string(o, "eval_text");
-        r.kl_mean = json_number(o, "kl_mean");
-        r.top1_agreement = json_number(o, "top1_agreement");
+        for (const Column& c : kColumns)
+            c.read(r, json_string(o, c.name), json_number(o, c.name));
         r.window_kl = json_numbers(o, "window_kl");
         r.window_top1 = json_numbers(o, "window_top1");
-        r.task = json_string(o, "task");
-        r.task_accuracy = json_number(o, "task_accuracy");
-        r.task_accuracy_original = json_number(o, "task_accuracy_original");
-        r.task_n = to_count(json_number(o, "task_n"));
         rows.push_back(std::move(r));
     }
     return rows;
