@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <span>
 #include <string>
@@ -34,6 +35,14 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // Creates the missing parent directories of an output; InputError "<parent>: cannot
 // create the output's parent directory (<reason>)".
 void create_parent_directories(const std::filesystem::path& out);
+
+// Before writing a model directory: `dir` must not exist, or (with `overwrite`) be
+// an empty directory or hold one of the `markers` files, so that only what EmbedLab
+// wrote is replaced. InputError otherwise: "<dir>: already exists (<hint>)",
+// "<dir>: is not a directory; not replacing it" or "<dir>: <foreign>; not replacing it".
+void check_replaceable_directory(const std::filesystem::path& dir, bool overwrite,
+                                 std::initializer_list<const char*> markers, const std::string& hint,
+                                 const std::string& foreign);
 
 // Writes a safetensors file atomically like write_file_atomic, streaming tensor by
 // tensor in the given order. float32/float16/bfloat16/int64/int32 are stored as

@@ -236,6 +236,26 @@ void create_parent_directories(const fs::path& out)
                          ")");
 }
 
+void check_replaceable_directory(const fs::path& dir, bool overwrite,
+                                 std::initializer_list<const char*> markers, const std::string& hint,
+                                 const std::string& foreign)
+{
+    std::error_code ec;
+    const auto status = fs::symlink_status(dir, ec);
+    if (!fs::exists(status))
+        return;
+    if (!overwrite)
+        throw InputError(dir.string() + ": already exists (" + hint + ")");
+    if (!fs::is_directory(status))
+        throw InputError(dir.string() + ": is not a directory; not replacing it");
+    if (fs::is_empty(dir, ec))
+        return;
+    for (const char* marker : markers)
+        if (fs::is_regular_file(dir / marker, ec))
+            return;
+    throw InputError(dir.string() + ": " + foreign + "; not replacing it");
+}
+
 void write_safetensors(const fs::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata, const ProgressFn& progress)

@@ -726,16 +726,8 @@ const ModelSpec& find_spec(const std::string& like)
 // --force replaces what synth (or another model writer) made, never other data.
 void check_target(const fs::path& out, bool overwrite)
 {
-    std::error_code ec;
-    const auto status = fs::symlink_status(out, ec);
-    if (!fs::exists(status))
-        return;
-    if (!overwrite)
-        throw InputError(out.string() + ": already exists (use --force to replace it)");
-    if (!fs::is_directory(status))
-        throw InputError(out.string() + ": is not a directory; not replacing it");
-    if (!fs::is_empty(out, ec) && !fs::is_regular_file(out / "config.json", ec))
-        throw InputError(out.string() + ": is not a model directory (no config.json); not replacing it");
+    check_replaceable_directory(out, overwrite, {"config.json"}, "use --force to replace it",
+                                "is not a model directory (no config.json)");
 }
 
 } // namespace

@@ -831,20 +831,11 @@ Json run_json(const CompressionRun& run)
 
 void check_export_target(const fs::path& dir, bool overwrite)
 {
-    std::error_code ec;
     if (dir.empty())
         throw InputError("the output directory name is empty");
-    const auto status = fs::symlink_status(dir, ec);
-    if (!fs::exists(status))
-        return;
-    if (!overwrite)
-        throw InputError(dir.string() + ": already exists (replace it, or choose another directory)");
-    if (!fs::is_directory(status))
-        throw InputError(dir.string() + ": is not a directory; not replacing it");
     // Replacing removes the old directory: only an empty one or a model we wrote.
-    if (!fs::is_empty(dir, ec) && !fs::is_regular_file(dir / "embedlab.json", ec))
-        throw InputError(dir.string() +
-                         ": is not an EmbedLab compressed model (no embedlab.json); not replacing it");
+    check_replaceable_directory(dir, overwrite, {"embedlab.json"}, "replace it, or choose another directory",
+                                "is not an EmbedLab compressed model (no embedlab.json)");
 }
 
 Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOptions& options,
