@@ -7,6 +7,7 @@
 
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
+#include "methods/loss_check.hpp"
 
 namespace embedlab {
 
@@ -79,10 +80,7 @@ TrainResult train_next_token(const LanguageModel& model, const std::vector<torch
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();
-        const double value = loss.item<double>();
-        if (!std::isfinite(value))
-            throw InputError("finetune: the loss became " + std::to_string(value) + " at step " +
-                             std::to_string(step) + "; lower the learning rate (--lr)");
+        const double value = methods::finite_loss(loss, "finetune", step);
         r.loss_curve.push_back(value);
         r.tokens += o.batch * o.seqlen;
         const double elapsed =
@@ -123,6 +121,30 @@ void copy_inference_tensors(LanguageModel& model)
         }
 }
 
+// LoRA adapters on options.targets, attached to `model`: their tensors join
+// t.params and `trains` names them. Returns their JSON with the targets and seed.
+Json attach_trainable_lora(LanguageModel& model, const LoraOptions& options, Trainable& t, Json& trains)
+{
+    const auto adapters = make_lora_adapters(model, options);
+    attach_lora(model, adapters);
+    for (const auto& p : adapters->trainable())
+        t.params.push_back(p);
+    if (!adapters->adapters.empty())
+        trains.push_back("LoRA adapters on " + Json(options.targets).dump());
+    Json j = adapters->json();
+    j["targets"] = options.targets;
+    j["seed"] = options.seed;
+    return j;
+}
+
+int64_t parameter_count(const std::vector<torch::Tensor>& params)
+{
+    int64_t count = 0;
+    for (const auto& p : params)
+        count += p.numel();
+    return count;
+}
+
 } // namespace
 
 Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool from_scratch)
@@ -149,23 +171,13 @@ Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool f
         trains.push_back("embedding factors Z, P (in full, from random initialisation)");
         options.targets.erase("embedding");
     }
-    const auto adapters = make_lora_adapters(model, options);
-    attach_lora(model, adapters);
-    for (const auto& p : adapters->trainable())
-        t.params.push_back(p);
-    if (!adapters->adapters.empty())
-        trains.push_back("LoRA adapters on " + Json(options.targets).dump());
-    int64_t count = 0;
-    for (const auto& p : t.params)
-        count += p.numel();
+    const Json lora_json = attach_trainable_lora(model, options, t, trains);
     t.description = {
         {"mode", from_scratch ? "lrf" : "lora"},
         {"trains", trains},
         {"frozen", "every base weight" + std::string(from_scratch ? "" : " and embedding factor")},
-        {"trainable_parameters", count},
-        {"lora", adapters->json()}};
-    t.description["lora"]["targets"] = options.targets;
-    t.description["lora"]["seed"] = options.seed;
+        {"trainable_parameters", parameter_count(t.params)},
+        {"lora", lora_json}};
     return t;
 }
 
@@ -194,24 +206,12 @@ Trainable prepare_fourier_mlp_recovery(LanguageModel& model, const LoraOptions& 
     LoraOptions options = lora;
     options.targets.erase("embedding");
     Json lora_json;
-    if (!options.targets.empty()) {
-        const auto adapters = make_lora_adapters(model, options);
-        attach_lora(model, adapters);
-        for (const auto& a : adapters->trainable())
-            t.params.push_back(a);
-        if (!adapters->adapters.empty())
-            trains.push_back("LoRA adapters on " + Json(options.targets).dump());
-        lora_json = adapters->json();
-        lora_json["targets"] = options.targets;
-        lora_json["seed"] = options.seed;
-    }
-    int64_t count = 0;
-    for (const auto& x : t.params)
-        count += x.numel();
+    if (!options.targets.empty())
+        lora_json = attach_trainable_lora(model, options, t, trains);
     t.description = {{"mode", "fourier-mlp"},
                      {"trains", trains},
                      {"frozen", "every base weight"},
-                     {"trainable_parameters", count},
+                     {"trainable_parameters", parameter_count(t.params)},
                      {"lora", lora_json}};
     return t;
 }

@@ -8,6 +8,7 @@
 #include <numbers>
 #include <random>
 
+#include "methods/loss_check.hpp"
 #include "methods/table_checks.hpp"
 
 namespace embedlab {
@@ -338,10 +339,7 @@ FourierFit fit_fourier_embedding(const torch::Tensor& table, const FourierOption
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();
-        const double value = loss.item<double>();
-        if (!std::isfinite(value))
-            throw InputError("fourier: the loss became " + std::to_string(value) + " at step " +
-                             std::to_string(step) + "; lower the learning rate (--lr)");
+        const double value = methods::finite_loss(loss, "fourier", step);
         fit.loss_curve.push_back({step, value});
         report_progress(progress, step, o.steps);
     }

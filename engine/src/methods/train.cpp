@@ -12,6 +12,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "io/canonical_weights.hpp"
+#include "methods/loss_check.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 #include "model/shape_check.hpp"
@@ -143,21 +144,19 @@ ScratchConfig scratch_config(const std::string& name, int64_t vocab)
 
 ModelConfig scratch_model_config(const ScratchConfig& s)
 {
-    ModelConfig c;
-    c.arch = Architecture::GPT2;
-    c.model_type = "gpt2";
-    c.vocab_size = s.vocab;
-    c.hidden_size = s.dim;
-    c.num_layers = s.layers;
-    c.num_heads = s.heads;
-    c.num_kv_heads = s.heads;
-    c.intermediate_size = 4 * s.dim;
-    c.max_positions = s.positions;
-    c.norm_eps = 1e-5;
-    c.norm = NormKind::LayerNorm;
-    c.tied_embeddings = true;
-    c.activation = "gelu_new";
-    return c;
+    return {.arch = Architecture::GPT2,
+            .vocab_size = s.vocab,
+            .hidden_size = s.dim,
+            .num_layers = s.layers,
+            .num_heads = s.heads,
+            .num_kv_heads = s.heads,
+            .intermediate_size = 4 * s.dim,
+            .max_positions = s.positions,
+            .norm_eps = 1e-5,
+            .tied_embeddings = true,
+            .activation = "gelu_new",
+            .model_type = "gpt2",
+            .norm = NormKind::LayerNorm};
 }
 
 ScratchEmbedding parse_scratch_embedding(const std::string& name)
@@ -300,10 +299,7 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
         if (o.grad_clip > 0)
             torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
         optimizer.step();
-        const double value = loss.item<double>();
-        if (!std::isfinite(value))
-            throw InputError("train: the loss became " + std::to_string(value) + " at step " +
-                             std::to_string(step) + "; lower the learning rate (--lr)");
+        const double value = methods::finite_loss(loss, "train", step);
         r.loss_curve.push_back(value);
         r.steps = step;
         r.tokens += o.batch * o.seqlen;
