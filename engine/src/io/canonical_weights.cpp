@@ -78,66 +78,92 @@ void split_fused(const ModelConfig& c, WeightMap& weights, const std::string& la
     weights = std::move(out);
 }
 
+// The Hugging Face name that `names` (HF name -> canonical name) maps to
+// `canonical`; nullptr when none does. The export reads the tables backwards.
+const std::string* hf_name_of(const std::map<std::string, std::string>& names, const std::string& canonical)
+{
+    for (const auto& [hf, c] : names)
+        if (c == canonical)
+            return &hf;
+    return nullptr;
+}
+
+// gpt_neox's names of the whole-model tensors and of the layer parts -> canonical ones.
+const std::map<std::string, std::string> kNeoxGlobalNames{
+    {"gpt_neox.embed_in.weight", "model.embed_tokens.weight"},
+    {"gpt_neox.final_layer_norm.weight", "model.norm.weight"},
+    {"gpt_neox.final_layer_norm.bias", "model.norm.bias"},
+    {"embed_out.weight", "lm_head.weight"},
+};
+const std::map<std::string, std::string> kNeoxLayerNames{
+    {"input_layernorm.weight", "input_layernorm.weight"},
+    {"input_layernorm.bias", "input_layernorm.bias"},
+    {"post_attention_layernorm.weight", "post_attention_layernorm.weight"},
+    {"post_attention_layernorm.bias", "post_attention_layernorm.bias"},
+    {"attention.dense.weight", "self_attn.o_proj.weight"},
+    {"attention.dense.bias", "self_attn.o_proj.bias"},
+    {"mlp.dense_h_to_4h.weight", "mlp.up_proj.weight"},
+    {"mlp.dense_h_to_4h.bias", "mlp.up_proj.bias"},
+    {"mlp.dense_4h_to_h.weight", "mlp.down_proj.weight"},
+    {"mlp.dense_4h_to_h.bias", "mlp.down_proj.bias"},
+};
+
+// The renaming loop of a family with names of its own: a whole-model tensor is
+// renamed by `global` (its name -> the canonical one), any other outside the layers
+// kept; a layer's tensor (below `layer_prefix`) goes to
+// layer(out, {layer, part}, name, tensor), which stores it (or drops it).
+template <class Layer>
+void rename_tensors(WeightMap& weights, const std::map<std::string, std::string>& global,
+                    const std::string& layer_prefix, const std::string& label, Layer&& layer)
+{
+    WeightMap out;
+    for (auto& [name, t] : weights) {
+        if (const auto it = global.find(name); it != global.end())
+            put(out, it->second, std::move(t), label);
+        else if (const auto part = layer_part(name, layer_prefix))
+            layer(out, *part, name, t);
+        else
+            put(out, name, std::move(t), label);
+    }
+    weights = std::move(out);
+}
+
 // gpt_neox: query_key_value rows are per head [q | k | v] (head_dim each).
 void canonicalize_neox(const ModelConfig& c, WeightMap& weights, const std::string& label)
 {
-    static const std::map<std::string, std::string> global = {
-        {"gpt_neox.embed_in.weight", "model.embed_tokens.weight"},
-        {"gpt_neox.final_layer_norm.weight", "model.norm.weight"},
-        {"gpt_neox.final_layer_norm.bias", "model.norm.bias"},
-        {"embed_out.weight", "lm_head.weight"},
-    };
-    static const std::map<std::string, std::string> per_layer = {
-        {"input_layernorm.weight", "input_layernorm.weight"},
-        {"input_layernorm.bias", "input_layernorm.bias"},
-        {"post_attention_layernorm.weight", "post_attention_layernorm.weight"},
-        {"post_attention_layernorm.bias", "post_attention_layernorm.bias"},
-        {"attention.dense.weight", "self_attn.o_proj.weight"},
-        {"attention.dense.bias", "self_attn.o_proj.bias"},
-        {"mlp.dense_h_to_4h.weight", "mlp.up_proj.weight"},
-        {"mlp.dense_h_to_4h.bias", "mlp.up_proj.bias"},
-        {"mlp.dense_4h_to_h.weight", "mlp.down_proj.weight"},
-        {"mlp.dense_4h_to_h.bias", "mlp.down_proj.bias"},
-    };
-    WeightMap out;
     const int64_t H = c.num_heads, hd = c.head_dim();
-    for (auto& [name, t] : weights) {
-        if (const auto it = global.find(name); it != global.end()) {
-            put(out, it->second, std::move(t), label);
-            continue;
-        }
-        const auto part = layer_part(name, "gpt_neox.layers.");
-        if (!part) {
-            put(out, name, std::move(t), label);
-            continue;
-        }
-        const std::string p = "model.layers." + std::to_string(part->first) + ".";
-        const std::string& rest = part->second;
-        if (rest == "attention.bias" || rest == "attention.masked_bias" ||
-            rest == "attention.rotary_emb.inv_freq")
-            continue; // buffers, not weights
-        if ((rest == "attention.query_key_value.weight" || rest == "attention.query_key_value.bias") &&
-            part->first < c.num_layers) {
-            const bool bias = ends_with(rest, ".bias");
-            const int64_t vd = c.value_dim(part->first), per = 2 * hd + vd; // FLAT-LLM narrows v
-            if (t.size(0) != H * per)
-                throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
-                                 " rows; the config implies " + std::to_string(H * per));
-            const auto per_head = bias ? t.reshape({H, per}) : t.reshape({H, per, t.size(1)});
-            const std::pair<const char*, std::pair<int64_t, int64_t>> parts[] = {
-                {"q_proj", {0, hd}}, {"k_proj", {hd, hd}}, {"v_proj", {2 * hd, vd}}};
-            for (const auto& [proj, range] : parts) {
-                auto rows = per_head.narrow(1, range.first, range.second);
-                rows = bias ? rows.reshape({H * range.second}) : rows.reshape({H * range.second, t.size(1)});
-                put(out, p + "self_attn." + proj + (bias ? ".bias" : ".weight"), rows.contiguous(), label);
+    rename_tensors(
+        weights, kNeoxGlobalNames, "gpt_neox.layers.", label,
+        [&](WeightMap& out, const std::pair<int64_t, std::string>& part, const std::string& name,
+            torch::Tensor& t) {
+            const std::string p = "model.layers." + std::to_string(part.first) + ".";
+            const std::string& rest = part.second;
+            if (rest == "attention.bias" || rest == "attention.masked_bias" ||
+                rest == "attention.rotary_emb.inv_freq")
+                return; // buffers, not weights
+            if ((rest == "attention.query_key_value.weight" || rest == "attention.query_key_value.bias") &&
+                part.first < c.num_layers) {
+                const bool bias = ends_with(rest, ".bias");
+                const int64_t vd = c.value_dim(part.first), per = 2 * hd + vd; // FLAT-LLM narrows v
+                if (t.size(0) != H * per)
+                    throw InputError(label + ": tensor '" + name + "' has " + std::to_string(t.size(0)) +
+                                     " rows; the config implies " + std::to_string(H * per));
+                const auto per_head = bias ? t.reshape({H, per}) : t.reshape({H, per, t.size(1)});
+                const std::pair<const char*, std::pair<int64_t, int64_t>> parts[] = {
+                    {"q_proj", {0, hd}}, {"k_proj", {hd, hd}}, {"v_proj", {2 * hd, vd}}};
+                for (const auto& [proj, range] : parts) {
+                    auto rows = per_head.narrow(1, range.first, range.second);
+                    rows =
+                        bias ? rows.reshape({H * range.second}) : rows.reshape({H * range.second, t.size(1)});
+                    put(out, p + "self_attn." + proj + (bias ? ".bias" : ".weight"), rows.contiguous(),
+                        label);
+                }
+                t = torch::Tensor(); // the copies replace it: free it now, not once every layer is split
+                return;
             }
-            t = torch::Tensor(); // the copies replace it: free it now, not once every layer is split
-            continue;
-        }
-        const auto it = per_layer.find(rest);
-        put(out, it == per_layer.end() ? name : p + it->second, std::move(t), label);
-    }
-    weights = std::move(out);
+            const auto it = kNeoxLayerNames.find(rest);
+            put(out, it == kNeoxLayerNames.end() ? name : p + it->second, std::move(t), label);
+        });
 }
 
 // OPT: "model.decoder." names and its own layer part names.
@@ -173,24 +199,15 @@ const std::map<std::string, std::string>& opt_global_names()
 
 void canonicalize_opt(WeightMap& weights, const std::string& label)
 {
-    WeightMap out;
-    for (auto& [name, t] : weights) {
-        if (const auto it = opt_global_names().find(name); it != opt_global_names().end()) {
-            put(out, it->second, std::move(t), label);
-            continue;
-        }
-        const auto part = layer_part(name, "model.decoder.layers.");
-        if (!part) {
-            put(out, name, std::move(t), label);
-            continue;
-        }
-        const auto it = opt_layer_names().find(part->second);
-        put(out,
-            "model.layers." + std::to_string(part->first) + "." +
-                (it == opt_layer_names().end() ? part->second : it->second),
-            std::move(t), label);
-    }
-    weights = std::move(out);
+    rename_tensors(weights, opt_global_names(), "model.decoder.layers.", label,
+                   [&](WeightMap& out, const std::pair<int64_t, std::string>& part, const std::string&,
+                       torch::Tensor& t) {
+                       const auto it = opt_layer_names().find(part.second);
+                       put(out,
+                           "model.layers." + std::to_string(part.first) + "." +
+                               (it == opt_layer_names().end() ? part.second : it->second),
+                           std::move(t), label);
+                   });
 }
 
 } // namespace
@@ -226,15 +243,12 @@ std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const Model
     const bool neox = config.model_type == "gpt_neox", phi3 = config.model_type == "phi3";
     if (config.model_type == "opt") {
         for (const auto& [name, t] : weights) {
-            std::string native = name;
-            for (const auto& [hf, canonical] : opt_global_names())
-                if (canonical == name)
-                    native = hf;
+            const std::string* hf = hf_name_of(opt_global_names(), name);
+            std::string native = hf ? *hf : name;
             if (const auto part = layer_part(name, "model.layers.")) {
-                native = "model.decoder.layers." + std::to_string(part->first) + "." + part->second;
-                for (const auto& [hf, canonical] : opt_layer_names())
-                    if (canonical == part->second)
-                        native = "model.decoder.layers." + std::to_string(part->first) + "." + hf;
+                hf = hf_name_of(opt_layer_names(), part->second);
+                native =
+                    "model.decoder.layers." + std::to_string(part->first) + "." + (hf ? *hf : part->second);
             }
             out.emplace_back(native, t);
         }
@@ -273,31 +287,16 @@ std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const Model
             fused.insert({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
         }
     }
-    static const std::map<std::string, std::string> neox_global = {
-        {"model.embed_tokens.weight", "gpt_neox.embed_in.weight"},
-        {"model.norm.weight", "gpt_neox.final_layer_norm.weight"},
-        {"model.norm.bias", "gpt_neox.final_layer_norm.bias"},
-        {"lm_head.weight", "embed_out.weight"},
-    };
-    static const std::map<std::string, std::string> neox_layer = {
-        {"self_attn.o_proj.weight", "attention.dense.weight"},
-        {"self_attn.o_proj.bias", "attention.dense.bias"},
-        {"mlp.up_proj.weight", "mlp.dense_h_to_4h.weight"},
-        {"mlp.up_proj.bias", "mlp.dense_h_to_4h.bias"},
-        {"mlp.down_proj.weight", "mlp.dense_4h_to_h.weight"},
-        {"mlp.down_proj.bias", "mlp.dense_4h_to_h.bias"},
-    };
     for (const auto& [name, t] : weights) {
         if (fused.count(name))
             continue;
         std::string native = name;
         if (neox) {
-            if (const auto it = neox_global.find(name); it != neox_global.end()) {
-                native = it->second;
+            if (const std::string* hf = hf_name_of(kNeoxGlobalNames, name)) {
+                native = *hf;
             } else if (const auto part = layer_part(name, "model.layers.")) {
-                const auto it2 = neox_layer.find(part->second);
-                native = "gpt_neox.layers." + std::to_string(part->first) + "." +
-                         (it2 == neox_layer.end() ? part->second : it2->second);
+                hf = hf_name_of(kNeoxLayerNames, part->second);
+                native = "gpt_neox.layers." + std::to_string(part->first) + "." + (hf ? *hf : part->second);
             }
         }
         out.emplace_back(native, t);

@@ -31,6 +31,18 @@ void append_string(std::string& out, const std::string& s)
     out += s;
 }
 
+// An array value: the element type, the count, then every element as `write` appends it.
+template <typename T, typename Write>
+std::string array_payload(uint32_t type, const std::vector<T>& values, Write write)
+{
+    std::string p;
+    append<uint32_t>(p, type);
+    append<uint64_t>(p, values.size());
+    for (const T& v : values)
+        write(p, v);
+    return p;
+}
+
 uint64_t padded(uint64_t n)
 {
     return (n + kAlignment - 1) / kAlignment * kAlignment;
@@ -149,32 +161,17 @@ void GgufMetadata::set_bool(const std::string& key, bool value)
 
 void GgufMetadata::set_string_array(const std::string& key, const std::vector<std::string>& values)
 {
-    std::string p;
-    append<uint32_t>(p, kTypeString);
-    append<uint64_t>(p, values.size());
-    for (const auto& v : values)
-        append_string(p, v);
-    add(key, kTypeArray, p);
+    add(key, kTypeArray, array_payload(kTypeString, values, append_string));
 }
 
 void GgufMetadata::set_float32_array(const std::string& key, const std::vector<float>& values)
 {
-    std::string p;
-    append<uint32_t>(p, kTypeFloat32);
-    append<uint64_t>(p, values.size());
-    for (float v : values)
-        append<float>(p, v);
-    add(key, kTypeArray, p);
+    add(key, kTypeArray, array_payload(kTypeFloat32, values, append<float>));
 }
 
 void GgufMetadata::set_int32_array(const std::string& key, const std::vector<int32_t>& values)
 {
-    std::string p;
-    append<uint32_t>(p, kTypeInt32);
-    append<uint64_t>(p, values.size());
-    for (int32_t v : values)
-        append<int32_t>(p, v);
-    add(key, kTypeArray, p);
+    add(key, kTypeArray, array_payload(kTypeInt32, values, append<int32_t>));
 }
 
 uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n)

@@ -52,12 +52,7 @@ public:
 
     double optional_double(const char* key, double fallback) const
     {
-        const auto it = j_.find(key);
-        if (it == j_.end() || it->is_null())
-            return fallback;
-        if (!it->is_number())
-            fail(std::string("field '") + key + "' must be a number (got " + it->dump() + ")");
-        return it->get<double>();
+        return optional_value(key, fallback, &json::is_number, "a number");
     }
 
     // A number that must be > 0 (epsilons, RoPE bases, scales): a zero or negative
@@ -83,22 +78,12 @@ public:
 
     bool optional_bool(const char* key, bool fallback) const
     {
-        const auto it = j_.find(key);
-        if (it == j_.end() || it->is_null())
-            return fallback;
-        if (!it->is_boolean())
-            fail(std::string("field '") + key + "' must be true or false (got " + it->dump() + ")");
-        return it->get<bool>();
+        return optional_value(key, fallback, &json::is_boolean, "true or false");
     }
 
     std::string optional_string(const char* key, const std::string& fallback) const
     {
-        const auto it = j_.find(key);
-        if (it == j_.end() || it->is_null())
-            return fallback;
-        if (!it->is_string())
-            fail(std::string("field '") + key + "' must be a string (got " + it->dump() + ")");
-        return it->get<std::string>();
+        return optional_value(key, fallback, &json::is_string, "a string");
     }
 
     // Token ids may be null, an integer, or (newer models) a list: take the first.
@@ -114,6 +99,20 @@ public:
     }
 
 private:
+    // `fallback` when the field is absent or null, else its value, which must be of
+    // the JSON type `is_type` tests (InputError "field 'key' must be <what>").
+    template <class T>
+    T optional_value(const char* key, const T& fallback, bool (json::*is_type)() const noexcept,
+                     const char* what) const
+    {
+        const auto it = j_.find(key);
+        if (it == j_.end() || it->is_null())
+            return fallback;
+        if (!((*it).*is_type)())
+            fail(std::string("field '") + key + "' must be " + what + " (got " + it->dump() + ")");
+        return it->get<T>();
+    }
+
     int64_t positive_int(const char* key, const json& v) const
     {
         if (!v.is_number_integer() || v.get<int64_t>() <= 0)

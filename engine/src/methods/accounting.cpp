@@ -20,6 +20,16 @@ void check_sizes(int64_t vocab, int64_t dim)
                          ", d=" + std::to_string(dim));
 }
 
+// What every method's accounting starts from: the method and the table's size.
+EmbeddingAccounting accounting_of(const char* method, int64_t vocab, int64_t dim)
+{
+    EmbeddingAccounting a;
+    a.method = method;
+    a.vocab = vocab;
+    a.dim = dim;
+    return a;
+}
+
 std::string join(const std::vector<int64_t>& v, const char* sep)
 {
     std::string s;
@@ -199,10 +209,8 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
     if (rank < 1 || rank > dim)
         throw InputError("rank must be between 1 and d = " + std::to_string(dim) + ", got " +
                          std::to_string(rank));
-    EmbeddingAccounting a;
-    a.method = kind == LowRankKind::PCA ? "pca" : kind == LowRankKind::SVD ? "svd" : "lrf";
-    a.vocab = vocab;
-    a.dim = dim;
+    const char* method = kind == LowRankKind::PCA ? "pca" : kind == LowRankKind::SVD ? "svd" : "lrf";
+    EmbeddingAccounting a = accounting_of(method, vocab, dim);
     a.rank = rank;
     // PCA stores Z (V x k), P (k x d) and the mean mu (d); SVD has no mean.
     a.params_after = vocab * rank + dim * rank + (kind == LowRankKind::PCA ? dim : 0);
@@ -283,10 +291,7 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
     const int64_t dim = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
     check_sizes(vocab, dim);
     check_tt_shape_and_ranks(dim, shape, ranks);
-    EmbeddingAccounting a;
-    a.method = "tt";
-    a.vocab = vocab;
-    a.dim = dim;
+    EmbeddingAccounting a = accounting_of("tt", vocab, dim);
     a.shape = shape;
     a.ranks = ranks;
     for (size_t k = 0; k < shape.size(); ++k)
@@ -405,10 +410,7 @@ EmbeddingAccounting account_tucker(int64_t vocab, const std::vector<int64_t>& sh
         dim = f > 0 && dim <= (int64_t(1) << 40) / f ? dim * f : int64_t(1) << 40;
     check_sizes(vocab, dim);
     check_tucker_shape_and_ranks(dim, shape, ranks);
-    EmbeddingAccounting a;
-    a.method = "tucker";
-    a.vocab = vocab;
-    a.dim = dim;
+    EmbeddingAccounting a = accounting_of("tucker", vocab, dim);
     a.tucker_shape = shape;
     a.tucker_ranks = ranks;
     const size_t N = shape.size();

@@ -2,6 +2,8 @@
 
 #include "embedlab/experiment_request.hpp"
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "embedlab/accounting.hpp"
@@ -47,24 +49,16 @@ TableKind table_kind(const std::string& method, const std::string& where)
     const auto* m = find_method(method);
     if (!m || m->part != CompressedPart::TokenEmbedding)
         throw InputError(where + ": unknown method '" + method + "'");
-    switch (m->id) {
-    case Method::PCA:
-        return TableKind::PCA;
-    case Method::SVD:
-        return TableKind::SVD;
-    case Method::TT:
-        return TableKind::TT;
-    case Method::Tucker:
-        return TableKind::Tucker;
-    case Method::LLE:
-        return TableKind::LLE;
-    case Method::LLEUnk:
-        return TableKind::LLEUnk;
-    case Method::LLEPCA:
-        return TableKind::LLEPCA;
-    default:
-        return TableKind::Fourier;
-    }
+    // The registry's token-table methods and the layout each stores; fourier is the rest.
+    constexpr std::pair<Method, TableKind> kinds[]{
+        {Method::PCA, TableKind::PCA},      {Method::SVD, TableKind::SVD},
+        {Method::TT, TableKind::TT},        {Method::Tucker, TableKind::Tucker},
+        {Method::LLE, TableKind::LLE},      {Method::LLEUnk, TableKind::LLEUnk},
+        {Method::LLEPCA, TableKind::LLEPCA}};
+    for (const auto& [id, kind] : kinds)
+        if (id == m->id)
+            return kind;
+    return TableKind::Fourier;
 }
 
 TableLayout table_layout(const Json& block, const std::string& prefix, int64_t rows, int64_t d,

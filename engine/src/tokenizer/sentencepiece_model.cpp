@@ -36,16 +36,26 @@ struct SentencePieceModel {
     std::string unk_piece = "<unk>", bos_piece = "<s>", eos_piece = "</s>";
 };
 
-void read_piece(std::string_view bytes, const std::filesystem::path& file, SentencePieceModel& m)
+// Every field of a message in order: read(r, field, wire type) reads the value of
+// a field it knows and returns true; any other field is skipped.
+template <class Read> void read_fields(std::string_view bytes, const std::filesystem::path& file, Read&& read)
 {
     ProtobufReader r(bytes, file);
-    std::string text;
-    float score = 0;
-    int32_t type = tokenizer_impl::type_normal;
     while (!r.done()) {
         uint32_t f;
         ProtobufReader::WireType w;
         r.next_field(f, w);
+        if (!read(r, f, w))
+            r.skip(w);
+    }
+}
+
+void read_piece(std::string_view bytes, const std::filesystem::path& file, SentencePieceModel& m)
+{
+    std::string text;
+    float score = 0;
+    int32_t type = tokenizer_impl::type_normal;
+    read_fields(bytes, file, [&](ProtobufReader& r, uint32_t f, ProtobufReader::WireType w) {
         if (f == field::piece_text && w == ProtobufReader::length_delimited)
             text = r.read_bytes();
         else if (f == field::piece_score && w == ProtobufReader::fixed32)
@@ -53,8 +63,9 @@ void read_piece(std::string_view bytes, const std::filesystem::path& file, Sente
         else if (f == field::piece_type && w == ProtobufReader::varint)
             type = static_cast<int32_t>(r.read_varint());
         else
-            r.skip(w);
-    }
+            return false;
+        return true;
+    });
     m.vocab.tokens.push_back(std::move(text));
     m.vocab.scores.push_back(score);
     m.vocab.types.push_back(type);
@@ -62,11 +73,7 @@ void read_piece(std::string_view bytes, const std::filesystem::path& file, Sente
 
 void read_trainer_spec(std::string_view bytes, const std::filesystem::path& file, SentencePieceModel& m)
 {
-    ProtobufReader r(bytes, file);
-    while (!r.done()) {
-        uint32_t f;
-        ProtobufReader::WireType w;
-        r.next_field(f, w);
+    read_fields(bytes, file, [&](ProtobufReader& r, uint32_t f, ProtobufReader::WireType w) {
         if (w == ProtobufReader::varint && f == field::trainer_model_type)
             m.model_type = r.read_varint();
         else if (w == ProtobufReader::varint && f == field::trainer_byte_fallback)
@@ -82,17 +89,14 @@ void read_trainer_spec(std::string_view bytes, const std::filesystem::path& file
         else if (w == ProtobufReader::length_delimited && f == field::trainer_eos_piece)
             m.eos_piece = r.read_bytes();
         else
-            r.skip(w);
-    }
+            return false;
+        return true;
+    });
 }
 
 void read_normalizer_spec(std::string_view bytes, const std::filesystem::path& file, SentencePieceModel& m)
 {
-    ProtobufReader r(bytes, file);
-    while (!r.done()) {
-        uint32_t f;
-        ProtobufReader::WireType w;
-        r.next_field(f, w);
+    read_fields(bytes, file, [&](ProtobufReader& r, uint32_t f, ProtobufReader::WireType w) {
         if (w == ProtobufReader::length_delimited && f == field::normalizer_name)
             m.normalizer_name = r.read_bytes();
         else if (w == ProtobufReader::length_delimited && f == field::normalizer_charsmap)
@@ -104,8 +108,9 @@ void read_normalizer_spec(std::string_view bytes, const std::filesystem::path& f
         else if (w == ProtobufReader::varint && f == field::normalizer_escape_whitespaces)
             m.options.escape_whitespaces = r.read_varint() != 0;
         else
-            r.skip(w);
-    }
+            return false;
+        return true;
+    });
 }
 
 // The id of `piece` when it has the wanted type, else -1 (libsentencepiece's bos_id() etc.).
@@ -130,15 +135,9 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& model
     m.options.byte_fallback = false;
     m.options.style = tokenizer_impl::ScoredEncoderOptions::Style::sentencepiece;
 
-    ProtobufReader r(bytes, model_file);
-    while (!r.done()) {
-        uint32_t f;
-        ProtobufReader::WireType w;
-        r.next_field(f, w);
-        if (w != ProtobufReader::length_delimited) {
-            r.skip(w);
-            continue;
-        }
+    read_fields(bytes, model_file, [&](ProtobufReader& r, uint32_t f, ProtobufReader::WireType w) {
+        if (w != ProtobufReader::length_delimited)
+            return false;
         const std::string_view sub = r.read_bytes();
         if (f == field::model_pieces)
             read_piece(sub, model_file, m);
@@ -146,7 +145,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& model
             read_trainer_spec(sub, model_file, m);
         else if (f == field::model_normalizer_spec)
             read_normalizer_spec(sub, model_file, m);
-    }
+        return true;
+    });
 
     if (m.vocab.tokens.empty())
         throw InputError(file_message(model_file, "not a SentencePiece model (no pieces)"));
