@@ -62,6 +62,14 @@ std::optional<std::string> Args::get(const std::string& option) const
     return it->second;
 }
 
+std::string Args::required(const std::string& option, const std::string& value, const std::string& note) const
+{
+    if (const auto v = get(option))
+        return *v;
+    throw InputError(command_ + ": " + option + " " + value + " is required" +
+                     (note.empty() ? "" : " (" + note + ")"));
+}
+
 int64_t Args::get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const
 {
     auto v = get(option);

@@ -20,6 +20,10 @@ public:
     const std::vector<std::string>& positional() const { return positional_; }
     bool has(const std::string& option) const;
     std::optional<std::string> get(const std::string& option) const;
+    // The option's value; without it, InputError "<command>: <option> <value> is
+    // required", followed by " (<note>)" when a note is given.
+    std::string required(const std::string& option, const std::string& value,
+                         const std::string& note = "") const;
     // Every value of a repeatable option, in order (get() gives the last).
     std::vector<std::string> get_all(const std::string& option) const;
     int64_t get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const;

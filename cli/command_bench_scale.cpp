@@ -112,9 +112,7 @@ int bench_scale(const std::vector<std::string>& argv)
     if (!args.positional().empty())
         throw InputError("bench scale: unexpected argument '" + args.positional().front() +
                          "'; the model is synthesized (--like NAME) or kept in --keep DIR");
-    const auto like = args.get("--like");
-    if (!like)
-        throw InputError("bench scale: --like NAME is required (one of synth's models, e.g. qwen2.5-0.5b)");
+    const std::string like = args.required("--like", "NAME", "one of synth's models, e.g. qwen2.5-0.5b");
     const bool quiet = args.has("--quiet");
     const fs::path exe = fs::read_symlink("/proc/self/exe");
     const fs::path text = default_sample_text_path();
@@ -141,11 +139,11 @@ int bench_scale(const std::vector<std::string>& argv)
     // An existing --keep DIR is used as it is (a previous run's model); otherwise synth writes it.
     const bool kept = args.has("--keep") && fs::exists(model / "config.json");
     if (!kept) {
-        std::vector<std::string> synth = {"synth", "--like", *like, "--out", model.string(), "--quiet"};
+        std::vector<std::string> synth = {"synth", "--like", like, "--out", model.string(), "--quiet"};
         for (const char* option : {"--layers", "--dtype", "--seed"})
             if (const auto v = args.get(option))
                 synth.insert(synth.end(), {option, *v});
-        note("synth --like " + *like + " into " + model.string());
+        note("synth --like " + like + " into " + model.string());
         const Outcome o = run_child(exe, synth);
         record("synth", o);
         if (o.status != 0)
@@ -239,7 +237,7 @@ int bench_scale(const std::vector<std::string>& argv)
             file_bytes += entry.file_size();
     const double f32_bytes = 4.0 * static_cast<double>(parameters);
     Json j = {{"bench", "scale"},
-              {"like", *like},
+              {"like", like},
               {"model", model.string()},
               {"reused", kept}, // an existing --keep DIR, not synthesized by this run
               {"model_type", config.model_type},
@@ -256,7 +254,7 @@ int bench_scale(const std::vector<std::string>& argv)
     } else {
         std::printf("bench scale: %s (%s, %lld layers, %lld parameters; float32 weights %s, files %s), "
                     "%d threads\n",
-                    like->c_str(), config.model_type.c_str(), (long long)config.num_layers,
+                    like.c_str(), config.model_type.c_str(), (long long)config.num_layers,
                     (long long)parameters, megabytes(f32_bytes).c_str(),
                     megabytes(static_cast<double>(file_bytes)).c_str(), at::get_num_threads());
         std::printf("  %-14s %9s %12s %9s  %s\n", "operation", "seconds", "peak RSS", "CPU s", "note");

@@ -14,13 +14,22 @@ namespace embedlab::cli {
 
 namespace {
 
+// --shape I1,I2,.. of a tensorised method (tt, tucker), each factor in 1..d; without
+// it, InputError "compress: --method <method> needs --shape ... with product d = <d><more>".
+std::vector<int64_t> shape_option(const Args& args, const std::string& method, int64_t d,
+                                  const std::string& more)
+{
+    auto shape = args.get_int_list("--shape", 1, d);
+    if (shape.empty())
+        throw InputError("compress: --method " + method +
+                         " needs --shape I1,I2,.. with product d = " + std::to_string(d) + more);
+    return shape;
+}
+
 CompressionSpec spec_from_args(const Args& args, int64_t d)
 {
     CompressionSpec spec;
-    const auto method = args.get("--method");
-    if (!method)
-        throw InputError("compress: --method pca|svd|tt|tucker|lle|lle-unk|lle-pca|fourier|flat is required");
-    spec.method = *method;
+    spec.method = args.required("--method", "pca|svd|tt|tucker|lle|lle-unk|lle-pca|fourier|flat");
     const auto* known = find_method(spec.method);
     const Method id = known ? known->id : Method::Flat; // flat is compress_flat's: here it is unknown
     if (id == Method::PCA || id == Method::SVD) {
@@ -29,10 +38,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
                              std::to_string(d) + ")");
         spec.rank = args.get_int("--rank", 0, 1, d);
     } else if (id == Method::TT) {
-        spec.shape = args.get_int_list("--shape", 1, d);
-        if (spec.shape.empty())
-            throw InputError("compress: --method tt needs --shape I1,I2,.. with product d = " +
-                             std::to_string(d) + " (embedlab-cli account lists the factorisations)");
+        spec.shape = shape_option(args, "tt", d, " (embedlab-cli account lists the factorisations)");
         spec.ranks = args.get_int_list("--ranks", 1, d);
         if (args.has("--eps") == !spec.ranks.empty())
             throw InputError("compress: --method tt needs exactly one of --ranks 1,r1,..,1 or --eps E");
@@ -42,10 +48,7 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
             throw InputError("compress: --uniform-ranks applies to --eps (given --ranks are every token's)");
     } else if (id == Method::Tucker) {
         // Tucker's own ranks: one per mode, r_1..r_N (tt's have N + 1 with boundary 1s).
-        spec.shape = args.get_int_list("--shape", 1, d);
-        if (spec.shape.empty())
-            throw InputError("compress: --method tucker needs --shape I1,I2,.. with product d = " +
-                             std::to_string(d) + " (as tt's) and --ranks r1,r2,.. (one per factor)");
+        spec.shape = shape_option(args, "tucker", d, " (as tt's) and --ranks r1,r2,.. (one per factor)");
         spec.ranks = args.get_int_list("--ranks", 1, d);
         if (spec.ranks.empty())
             throw InputError("compress: --method tucker needs --ranks r1,..,rN, one per --shape factor "
@@ -126,10 +129,8 @@ int command_compress(const std::vector<std::string>& argv)
     const auto* method = find_method(args.get("--method").value_or(""));
     const bool lle = method && method->needs_frequency_text;
     const auto path = model_argument(args);
-    const auto out = args.get("--out");
-    if (!out)
-        throw InputError("compress: --out DIR is required");
-    prepare_output_directory(*out, args.has("--force")); // now, not after the fit
+    const std::string out = args.required("--out", "DIR");
+    prepare_output_directory(out, args.has("--force")); // now, not after the fit
     LoadOptions options = load_options(args);
     options.need_tokenizer = args.has("--eval-text") || lle || args.has("--task");
     auto lm = load_model(path, options);
@@ -204,8 +205,8 @@ int command_compress(const std::vector<std::string>& argv)
     const auto& positions = run.positions;
     Json manifest;
     {
-        ProgressPrinter p("write " + *out, "bytes", quiet);
-        manifest = export_run(run, *out, {.dense = args.has("--dense"), .overwrite = args.has("--force")},
+        ProgressPrinter p("write " + out, "bytes", quiet);
+        manifest = export_run(run, out, {.dense = args.has("--dense"), .overwrite = args.has("--force")},
                               p.callback());
     }
     if (args.has("--json")) {
@@ -213,7 +214,7 @@ int command_compress(const std::vector<std::string>& argv)
         return 0;
     }
     const auto& a = c.accounting;
-    std::printf("%s: %s %s\n", out->c_str(), spec.method.c_str(), spec_json(c.spec).dump().c_str());
+    std::printf("%s: %s %s\n", out.c_str(), spec.method.c_str(), spec_json(c.spec).dump().c_str());
     std::printf("  embedding params %lld -> %lld (ratio %.4f, eta_emb %.4f); model %lld -> %lld\n",
                 (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
                 (long long)manifest["model_params"]["before"].get<int64_t>(),
@@ -283,7 +284,7 @@ int command_compress(const std::vector<std::string>& argv)
     if (!run.evaluation.is_null())
         TextEval::print(run.evaluation);
     if (args.has("--dense"))
-        std::printf("  dense export: %s\n", (std::filesystem::path(*out) / "dense").c_str());
+        std::printf("  dense export: %s\n", (std::filesystem::path(out) / "dense").c_str());
     return 0;
 }
 

@@ -9,9 +9,7 @@ int command_export(const std::vector<std::string>& argv)
 {
     Args args("export", argv, {"--format", "--type", "--out", "--tokenizer"},
               {"--force", "--json", "--quiet", "--no-verify"});
-    const auto out = args.get("--out");
-    if (!out)
-        throw InputError("export: --out PATH is required (a .gguf file, or a directory for --format hf)");
+    const std::string out = args.required("--out", "PATH", "a .gguf file, or a directory for --format hf");
     const std::string format = args.get("--format").value_or("gguf");
     if (format != "gguf" && format != "hf")
         throw InputError("export: --format '" + format + "': use gguf or hf");
@@ -20,14 +18,14 @@ int command_export(const std::vector<std::string>& argv)
     const bool force = args.has("--force");
     const auto path = model_argument(args);
     namespace fs = std::filesystem;
-    if (fs::exists(fs::symlink_status(*out)) && !force)
-        throw InputError(*out + ": already exists (use --force to replace it)");
-    if (fs::absolute(*out) == fs::absolute(path))
-        throw InputError(*out + ": is the model being exported; choose another --out");
+    if (fs::exists(fs::symlink_status(out)) && !force)
+        throw InputError(out + ": already exists (use --force to replace it)");
+    if (fs::absolute(out) == fs::absolute(path))
+        throw InputError(out + ": is the model being exported; choose another --out");
     if (format == "hf")
-        prepare_output_directory(*out, force);
-    else if (fs::is_directory(*out))
-        throw InputError(*out + ": is a directory; --format gguf writes one file");
+        prepare_output_directory(out, force);
+    else if (fs::is_directory(out))
+        throw InputError(out + ": is a directory; --format gguf writes one file");
 
     auto options = load_options(args);
     const auto lm = load_model(path, options);
@@ -39,9 +37,9 @@ int command_export(const std::vector<std::string>& argv)
         GgufExportOptions o;
         o.type = gguf_export_type(args.get("--type").value_or("f16"));
         o.overwrite = force;
-        report = export_gguf(lm, *out, o, bar.callback());
+        report = export_gguf(lm, out, o, bar.callback());
     } else {
-        report = export_hf_dense(lm, *out, force, bar.callback());
+        report = export_hf_dense(lm, out, force, bar.callback());
     }
     if (args.has("--json")) {
         print_json({{"model", path.string()},

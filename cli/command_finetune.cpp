@@ -88,12 +88,8 @@ int command_finetune(const std::vector<std::string>& argv)
     if (!dir)
         throw InputError(
             "finetune: DIR (a compressed model directory from embedlab-cli compress) is required");
-    const auto train_text = args.get("--train-text");
-    if (!train_text)
-        throw InputError("finetune: --train-text FILE is required");
-    const auto out = args.get("--out");
-    if (!out)
-        throw InputError("finetune: --out DIR2 is required");
+    const std::string train_text = args.required("--train-text", "FILE");
+    const std::string out = args.required("--out", "DIR2");
     TrainOptions train = train_options(args, "finetune");
     const LoraOptions lora = lora_options(args);
     const bool quiet = args.has("--quiet"), from_scratch = args.has("--from-scratch");
@@ -101,7 +97,7 @@ int command_finetune(const std::vector<std::string>& argv)
         throw InputError(*dir +
                          ": is not an EmbedLab compressed model directory (no embedlab.json); make one "
                          "with embedlab-cli compress MODEL --method pca --rank K --out DIR");
-    prepare_output_directory(*out, args.has("--force"));
+    prepare_output_directory(out, args.has("--force"));
 
     auto lm = load_model(*dir, load_options(args));
     print_warnings(lm.files.warnings);
@@ -112,8 +108,8 @@ int command_finetune(const std::vector<std::string>& argv)
         throw InputError(*dir + ": has a dense token table (" +
                          Json::parse(lm.files.embedlab_manifest).value("method", std::string("?")) +
                          "); finetune recovers compressed embeddings (pca, svd, tt, lle, fourier)");
-    const auto ids = lm.tokenizer->encode(read_text_file(*train_text));
-    check_train_options(train, static_cast<int64_t>(ids.size()), model.max_context(), *train_text);
+    const auto ids = lm.tokenizer->encode(read_text_file(train_text));
+    check_train_options(train, static_cast<int64_t>(ids.size()), model.max_context(), train_text);
 
     // The evaluation text, read now so that a bad file fails before training.
     TextEval eval;
@@ -151,7 +147,7 @@ int command_finetune(const std::vector<std::string>& argv)
         ProgressPrinter interrupt("finetune", "steps", /*quiet=*/true);
         result =
             train_next_token(model, trainable.params, ids, train,
-                             train_printer(interrupt, quiet, from_scratch ? "lrf" : "finetune"), *train_text);
+                             train_printer(interrupt, quiet, from_scratch ? "lrf" : "finetune"), train_text);
     }
     std::optional<PerplexityResult> after;
     if (eval.enabled())
@@ -165,7 +161,7 @@ int command_finetune(const std::vector<std::string>& argv)
                    {"method", method},
                    {"trains", trainable.description["trains"]},
                    {"frozen", trainable.description["frozen"]},
-                   {"training", training_json(result, *train_text, sha256_file(*train_text), ids.size())}};
+                   {"training", training_json(result, train_text, sha256_file(train_text), ids.size())}};
     if (eval.enabled()) {
         record["evaluation"] = {{"text", fs::absolute(eval.text).lexically_normal().string()},
                                 {"text_sha256", eval.sha256},
@@ -178,12 +174,12 @@ int command_finetune(const std::vector<std::string>& argv)
     }
     Json manifest;
     {
-        ProgressPrinter p("write " + *out, "bytes", quiet);
+        ProgressPrinter p("write " + out, "bytes", quiet);
         manifest = save_finetuned_model(
-            lm, model, *out, {.overwrite = args.has("--force"), .lora = lora_json, .finetune = record},
+            lm, model, out, {.overwrite = args.has("--force"), .lora = lora_json, .finetune = record},
             p.callback());
     }
-    Json j = {{"out", *out},
+    Json j = {{"out", out},
               {"source", *dir},
               {"merged", merge},
               {"lora", manifest.contains("lora") ? manifest["lora"] : Json()},
@@ -196,7 +192,7 @@ int command_finetune(const std::vector<std::string>& argv)
         print_json(j);
         return 0;
     }
-    std::printf("%s: %s from %s, %lld steps of %lld x %lld tokens, %lld trainable parameters\n", out->c_str(),
+    std::printf("%s: %s from %s, %lld steps of %lld x %lld tokens, %lld trainable parameters\n", out.c_str(),
                 from_scratch ? "lrf (random factors)" : trained.c_str(), dir->c_str(), (long long)train.steps,
                 (long long)train.batch, (long long)train.seqlen, (long long)result.trainable_parameters);
     std::printf("  loss %.4f -> %.4f, %.0f tokens/s (%.1f s)\n", result.loss_curve.front(),
@@ -225,11 +221,9 @@ int bench_train(const std::vector<std::string>& argv)
     fs::path model_path = default_model_path();
     if (const auto m = args.get("--model")) {
         // A path, or a model name: resources/models/NAME, ../shared/models/NAME, NAME-f16 (bundled).
-        const char* shared = std::getenv("EMBEDLAB_SHARED_DIR");
         std::vector<fs::path> tries{*m, resource_dir() / "models" / *m};
-        if (shared)
-            tries.push_back(fs::path(shared) / "models" / *m);
-        tries.push_back(resource_dir() / ".." / ".." / "shared" / "models" / *m);
+        if (auto shared = find_shared_data(fs::path("models") / *m); !shared.empty())
+            tries.push_back(std::move(shared));
         tries.push_back(resource_dir() / "models" / (*m + "-f16"));
         model_path.clear();
         for (const auto& p : tries)

@@ -186,23 +186,21 @@ int command_allocate(const std::vector<std::string>& argv)
     Args args("allocate", argv, {"--scores", "--ratios", "--d-head", "--allocation"}, {"--json"});
     if (!args.positional().empty())
         throw InputError("allocate: needs no model (--scores FILE.json gives the importance scores)");
-    const auto file = args.get("--scores");
-    if (!file)
-        throw InputError("allocate: --scores FILE.json is required (the output of importance, or "
-                         "{\"scores\": [t_1, ..., t_L]})");
+    const std::string file =
+        args.required("--scores", "FILE.json", "the output of importance, or {\"scores\": [t_1, ..., t_L]}");
     std::vector<double> scores;
     Json in;
     try {
-        in = Json::parse(read_text_file(*file));
+        in = Json::parse(read_text_file(file));
         scores = in.at("scores").get<std::vector<double>>();
     } catch (const nlohmann::json::exception& e) {
-        throw InputError(*file + ": needs a \"scores\" array of numbers (" + e.what() + ")");
+        throw InputError(file + ": needs a \"scores\" array of numbers (" + e.what() + ")");
     }
     if (scores.empty())
-        throw InputError(*file + ": \"scores\" is empty");
+        throw InputError(file + ": \"scores\" is empty");
     for (double t : scores)
         if (!std::isfinite(t) || t < 0)
-            throw InputError(*file + ": scores must be finite and non-negative, found " + std::to_string(t));
+            throw InputError(file + ": scores must be finite and non-negative, found " + std::to_string(t));
     const bool given_d = args.has("--d-head");
     if (!given_d && !in.contains("d_head"))
         throw InputError("allocate: --d-head D is required (the head dimension ranks are counted in)");
@@ -272,10 +270,8 @@ int compress_flat(const std::vector<std::string>& argv)
             "standard tensors, with the value heads (and MLPs) at the narrowed shapes listed in "
             "embedlab.json");
     const auto path = model_argument(args);
-    const auto out = args.get("--out");
-    if (!out)
-        throw InputError("compress: --out DIR is required");
-    prepare_output_directory(*out, args.has("--force"));
+    const std::string out = args.required("--out", "DIR");
+    prepare_output_directory(out, args.has("--force"));
     const bool target = args.has("--target-ratio");
     if (args.has("--remaining") == target)
         throw InputError("compress: --method flat needs one of --remaining R (average remaining value rank "
@@ -321,8 +317,8 @@ int compress_flat(const std::vector<std::string>& argv)
     const FlatOptions& options = flat.options;
     Json manifest;
     {
-        ProgressPrinter p("write " + *out, "bytes", quiet);
-        manifest = export_run(run, *out, {.overwrite = args.has("--force")}, p.callback());
+        ProgressPrinter p("write " + out, "bytes", quiet);
+        manifest = export_run(run, out, {.overwrite = args.has("--force")}, p.callback());
     }
     if (args.has("--json")) {
         print_json(manifest);
@@ -330,11 +326,11 @@ int compress_flat(const std::vector<std::string>& argv)
     }
     const auto& params = manifest["model_params"];
     if (target)
-        std::printf("%s: flat target %.4f of the decoder's weights: kept %.4f (%lld -> %lld)\n", out->c_str(),
+        std::printf("%s: flat target %.4f of the decoder's weights: kept %.4f (%lld -> %lld)\n", out.c_str(),
                     request.target_ratio, params["decoder_ratio"].get<double>(),
                     (long long)params["decoder_before"].get<int64_t>(),
                     (long long)params["decoder_after"].get<int64_t>());
-    std::printf("%s: flat remaining %.4f (%s%s), value dims per layer %s of %lld\n", out->c_str(),
+    std::printf("%s: flat remaining %.4f (%s%s), value dims per layer %s of %lld\n", out.c_str(),
                 options.remaining, rank_allocation_name(options.allocation), options.mlp ? ", mlp" : "",
                 joined(flat.model->config().value_head_dims).c_str(),
                 (long long)run.model.model->config().head_dim());

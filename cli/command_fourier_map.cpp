@@ -21,28 +21,26 @@ constexpr int64_t kMaxIds = 4096;
 
 std::pair<int64_t, int64_t> id_range(const Args& args, int64_t V)
 {
-    const auto v = args.get("--ids");
-    if (!v)
-        throw InputError("fourier-map: --ids A:B is required (token ids A..B-1, at most " +
-                         std::to_string(kMaxIds) + ")");
-    const auto colon = v->find(':');
+    const std::string v =
+        args.required("--ids", "A:B", "token ids A..B-1, at most " + std::to_string(kMaxIds));
+    const auto colon = v.find(':');
     int64_t a = 0, b = 0;
     try {
         if (colon == std::string::npos)
             throw std::invalid_argument("no colon");
         size_t used_a = 0, used_b = 0;
-        const std::string sa = v->substr(0, colon), sb = v->substr(colon + 1);
+        const std::string sa = v.substr(0, colon), sb = v.substr(colon + 1);
         a = std::stoll(sa, &used_a);
         b = std::stoll(sb, &used_b);
         if (used_a != sa.size() || used_b != sb.size())
             throw std::invalid_argument("trailing characters");
     } catch (const std::exception&) {
-        throw InputError("fourier-map: --ids expects A:B (two integers, e.g. 0:256), got '" + *v + "'");
+        throw InputError("fourier-map: --ids expects A:B (two integers, e.g. 0:256), got '" + v + "'");
     }
     if (a < 0 || b > V || a >= b)
-        throw InputError("fourier-map: --ids " + *v + " must satisfy 0 <= A < B <= V = " + std::to_string(V));
+        throw InputError("fourier-map: --ids " + v + " must satisfy 0 <= A < B <= V = " + std::to_string(V));
     if (b - a > kMaxIds)
-        throw InputError("fourier-map: --ids " + *v + " spans " + std::to_string(b - a) + " ids; at most " +
+        throw InputError("fourier-map: --ids " + v + " spans " + std::to_string(b - a) + " ids; at most " +
                          std::to_string(kMaxIds) + " per call (split the range)");
     return {a, b};
 }

@@ -18,14 +18,10 @@ int command_synth(const std::vector<std::string>& argv)
     for (const auto& n : synth_model_names())
         known += (known.empty() ? "" : ", ") + n;
     SynthOptions o;
-    const auto like = args.get("--like");
-    if (!like)
-        throw InputError("synth: --like NAME is required (" + known + ")");
-    o.like = *like;
-    const auto out = args.get("--out");
-    if (!out)
-        throw InputError("synth: --out DIR is required");
-    o.out = *out;
+    const std::string like = args.required("--like", "NAME", known);
+    o.like = like;
+    const std::string out = args.required("--out", "DIR");
+    o.out = out;
     o.dtype = args.get("--dtype").value_or("");
     o.seed = static_cast<uint64_t>(args.get_int("--seed", 1, 0, INT64_MAX));
     if (args.get("--layers"))

@@ -96,16 +96,14 @@ int command_task(const std::vector<std::string>& argv)
         throw InputError(std::string("task: give the task name (") + task_names + ") and optionally MODEL");
     const std::string task = pos[0];
     const std::string model = pos.size() == 2 ? pos[1] : default_model_path().string();
-    const auto data = args.get("--data");
-    if (!data)
-        throw InputError("task: --data FILE is required (sst2, stsb: a GLUE dev.tsv; mc: a JSONL file)");
+    const std::string data = args.required("--data", "FILE", "sst2, stsb: a GLUE dev.tsv; mc: a JSONL file");
     if (task != "sst2" && task != "mc" && task != "stsb")
         throw InputError("task: unknown task '" + task + "' (tasks: " + task_names + ")");
     const int64_t limit = args.get_int("--limit", 0, 0, 1 << 30);
     // Read the data before the models: a bad file fails in a second.
     TaskData examples;
     if (task != "stsb")
-        examples = read_task_data(task, *data, {.limit = limit});
+        examples = read_task_data(task, data, {.limit = limit});
     const Loaded lm = load_for_task(model, args);
     std::optional<Loaded> ref;
     if (const auto r = args.get("--reference")) {
@@ -115,7 +113,7 @@ int command_task(const std::vector<std::string>& argv)
                              " have different vocabularies; agreement needs one tokenizer");
     }
     if (task == "stsb")
-        return run_similarity(args, *data, lm, ref ? &*ref : nullptr);
+        return run_similarity(args, data, lm, ref ? &*ref : nullptr);
 
     TaskResult r, rr;
     {
@@ -129,7 +127,7 @@ int command_task(const std::vector<std::string>& argv)
     if (const auto out = args.get("--out"))
         write_file_atomic(*out, examples_jsonl(r, ref ? &rr : nullptr));
     Json j = {{"task", task},           {"model", model},
-              {"data", *data},          {"n", r.n},
+              {"data", data},           {"n", r.n},
               {"accuracy", r.accuracy}, {"accuracy_norm", r.accuracy_norm},
               {"seconds", r.seconds}};
     if (ref) {

@@ -6,16 +6,14 @@ namespace embedlab::cli {
 int command_tokenize(const std::vector<std::string>& argv)
 {
     Args args("tokenize", argv, {"--text", "--tokenizer"}, {"--json", "--quiet"});
-    auto text_file = args.get("--text");
-    if (!text_file)
-        throw InputError("tokenize: --text FILE is required");
+    const std::string text_file = args.required("--text", "FILE");
     const auto path = model_argument(args);
     // Only the tokenizer is needed, but its kind and vocabulary come with the model files.
     auto lm = load_model(path, load_options(args));
-    const auto ids = lm.tokenizer->encode(read_text_file(*text_file));
+    const auto ids = lm.tokenizer->encode(read_text_file(text_file));
     if (args.has("--json")) {
         print_json({{"model", path.string()},
-                    {"text", *text_file},
+                    {"text", text_file},
                     {"tokenizer", lm.tokenizer->kind()},
                     {"count", ids.size()},
                     {"ids", ids}});

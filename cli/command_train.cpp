@@ -17,19 +17,10 @@ namespace fs = std::filesystem;
 // Only an empty directory or one that train or compress wrote is replaced.
 void prepare_train_output(const std::string& out, bool force)
 {
-    std::error_code ec;
     if (out.empty())
         throw InputError("train: --out names an empty directory");
-    if (fs::exists(fs::symlink_status(out, ec))) {
-        if (!force)
-            throw InputError(out + ": already exists (use --force to replace it)");
-        if (!fs::is_directory(fs::symlink_status(out, ec)))
-            throw InputError(out + ": is not a directory; not replacing it");
-        if (!fs::is_empty(out, ec) && !fs::is_regular_file(fs::path(out) / "training.json", ec) &&
-            !fs::is_regular_file(fs::path(out) / "embedlab.json", ec))
-            throw InputError(out +
-                             ": was not written by embedlab-cli train (no training.json); not replacing it");
-    }
+    check_replaceable_directory(out, force, {"training.json", "embedlab.json"}, "use --force to replace it",
+                                "was not written by embedlab-cli train (no training.json)");
     create_parent_directories(out);
 }
 
@@ -45,24 +36,16 @@ int command_train(const std::vector<std::string>& argv)
     if (!args.positional().empty())
         throw InputError("train: unexpected argument '" + args.positional().front() +
                          "' (train takes only options; see embedlab-cli help)");
-    const auto config_name = args.get("--config");
-    if (!config_name)
-        throw InputError("train: --config tiny|small is required");
-    const auto embedding = args.get("--embedding");
-    if (!embedding)
-        throw InputError("train: --embedding table|fourier[:linear|geglu] is required");
-    const auto train_text = args.get("--train-text");
-    if (!train_text)
-        throw InputError("train: --train-text FILE is required");
-    const auto out = args.get("--out");
-    if (!out)
-        throw InputError("train: --out DIR is required");
+    const std::string config_name = args.required("--config", "tiny|small");
+    const std::string embedding = args.required("--embedding", "table|fourier[:linear|geglu]");
+    const std::string train_text = args.required("--train-text", "FILE");
+    const std::string out = args.required("--out", "DIR");
     if (!args.has("--minutes") && !args.has("--steps"))
         throw InputError("train: --minutes M (training time) or --steps N is required");
 
     ScratchOptions o;
-    o.config = scratch_config(*config_name, 0); // the vocabulary is the tokenizer's (below)
-    o.embedding = parse_scratch_embedding(*embedding);
+    o.config = scratch_config(config_name, 0); // the vocabulary is the tokenizer's (below)
+    o.embedding = parse_scratch_embedding(embedding);
     if (args.has("--minutes")) {
         o.minutes = args.get_double("--minutes", 0, -1e12, 1e12);
         if (!(o.minutes > 0))
@@ -86,7 +69,7 @@ int command_train(const std::vector<std::string>& argv)
     const auto tokenizer = load_tokenizer_from_directory(tokenizer_dir);
     o.config.vocab = tokenizer->vocab_size();
 
-    const auto ids = tokenizer->encode(read_text_file(*train_text));
+    const auto ids = tokenizer->encode(read_text_file(train_text));
     check_scratch_options(o, static_cast<int64_t>(ids.size()));
     std::vector<int32_t> eval_ids;
     PerplexityOptions eval_options;
@@ -98,13 +81,13 @@ int command_train(const std::vector<std::string>& argv)
         if (eval_ids.size() < 2)
             throw InputError(*eval_text + ": has fewer than 2 tokens to evaluate");
     }
-    prepare_train_output(*out, args.has("--force"));
+    prepare_train_output(out, args.has("--force"));
 
     ScratchResult r;
     {
         ProgressPrinter interrupt("train", "steps", /*quiet=*/true);
         auto check = interrupt.callback();
-        const std::string what = *config_name + " " + scratch_embedding_name(o.embedding);
+        const std::string what = config_name + " " + scratch_embedding_name(o.embedding);
         int64_t next_print = 1;
         r = train_from_scratch(o, ids, [&](const ScratchStep& s) {
             if (!check(s.step, std::max<int64_t>(s.planned_steps, s.step)))
@@ -120,14 +103,14 @@ int command_train(const std::vector<std::string>& argv)
     }
 
     Json extra = {{"train_text",
-                   {{"path", fs::absolute(*train_text).lexically_normal().string()},
-                    {"sha256", sha256_file(*train_text)},
+                   {{"path", fs::absolute(train_text).lexically_normal().string()},
+                    {"sha256", sha256_file(train_text)},
                     {"tokens", ids.size()}}},
                   {"tokenizer", fs::absolute(tokenizer_dir).lexically_normal().string()}};
     if (eval_text) {
         PerplexityResult p;
         {
-            ProgressPrinter printer("eval " + *out, "windows", quiet);
+            ProgressPrinter printer("eval " + out, "windows", quiet);
             p = evaluate_perplexity(*r.model, eval_ids, eval_options, printer.callback());
         }
         extra["evaluation"] = {{"text", fs::absolute(*eval_text).lexically_normal().string()},
@@ -141,13 +124,13 @@ int command_train(const std::vector<std::string>& argv)
     }
     Json record;
     {
-        ProgressPrinter p("write " + *out, "bytes", quiet);
+        ProgressPrinter p("write " + out, "bytes", quiet);
         record = save_trained_model(
-            r, *out, {.tokenizer_dir = tokenizer_dir, .overwrite = args.has("--force"), .extra = extra},
+            r, out, {.tokenizer_dir = tokenizer_dir, .overwrite = args.has("--force"), .extra = extra},
             p.callback());
     }
     if (args.has("--json")) {
-        Json j = {{"out", *out}};
+        Json j = {{"out", out}};
         for (const auto& [key, value] : record.items())
             if (key != "loss_curve")
                 j[key] = value;
@@ -155,10 +138,9 @@ int command_train(const std::vector<std::string>& argv)
         print_json(j);
         return 0;
     }
-    std::printf("%s: %s %s (d %lld, %lld layers, %lld heads), trained from scratch, seed %llu\n",
-                out->c_str(), config_name->c_str(), scratch_embedding_name(o.embedding).c_str(),
-                (long long)o.config.dim, (long long)o.config.layers, (long long)o.config.heads,
-                (unsigned long long)o.seed);
+    std::printf("%s: %s %s (d %lld, %lld layers, %lld heads), trained from scratch, seed %llu\n", out.c_str(),
+                config_name.c_str(), scratch_embedding_name(o.embedding).c_str(), (long long)o.config.dim,
+                (long long)o.config.layers, (long long)o.config.heads, (unsigned long long)o.seed);
     std::printf("  parameters: embedding %lld, total %lld\n", (long long)r.embedding_parameters,
                 (long long)r.total_parameters);
     std::printf(

@@ -29,4 +29,22 @@ std::filesystem::path default_sample_text_path()
     return resource_dir() / "texts" / "tinystories-heldout.txt";
 }
 
+std::vector<std::filesystem::path> shared_data_dirs()
+{
+    std::vector<std::filesystem::path> dirs;
+    if (const char* env = std::getenv("EMBEDLAB_SHARED_DIR"))
+        dirs.emplace_back(env);
+    dirs.push_back(resource_dir() / ".." / ".." / "shared");
+    return dirs;
+}
+
+std::filesystem::path find_shared_data(const std::filesystem::path& relative)
+{
+    std::error_code ec;
+    for (const auto& dir : shared_data_dirs())
+        if (std::filesystem::exists(dir / relative, ec))
+            return dir / relative;
+    return {};
+}
+
 } // namespace embedlab
