@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "embedlab/remote.hpp"
 #include "test_support.hpp"
 
 namespace embedlab::test {
@@ -19,16 +20,10 @@ struct CliRun {
     std::string out, err;
 };
 
+// A word for sh, quoted as the remote runner quotes it.
 inline std::string quote(const std::string& s)
 {
-    std::string q = "'";
-    for (char c : s) {
-        if (c == '\'')
-            q += "'\\''";
-        else
-            q += c;
-    }
-    return q + "'";
+    return shell_quote(s);
 }
 
 // `environment`: arguments of env(1) before the command, e.g. {"-u", "NAME", "A=1"}.

@@ -39,12 +39,7 @@ std::vector<CompressionSpec> specs()
 
 std::string load_error(const fs::path& dir)
 {
-    try {
-        load_weights_only(dir);
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "no error";
+    return test::input_error_of([&] { load_weights_only(dir); }, "no error");
 }
 
 // Copies `good` to a sibling `name`, edits its embedlab.json, and returns the load error.

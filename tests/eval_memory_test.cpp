@@ -43,6 +43,17 @@ ChildRun run_cli(const std::vector<std::string>& args)
     return r;
 }
 
+// embedlab-cli eval of `model` (ctx 128, JSON) on the bundled sample text's first
+// `chars` characters, written to dir/short.txt.
+ChildRun eval_sample_text(const fs::path& dir, const fs::path& model, size_t chars)
+{
+    const auto text =
+        read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").substr(0, chars);
+    std::ofstream(dir / "short.txt") << text;
+    return run_cli({"eval", model.string(), "--text", (dir / "short.txt").string(), "--ctx", "128", "--quiet",
+                    "--json"});
+}
+
 TEST(EvalMemory, Bf16ModelPeaksWithinTheBound)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -59,11 +70,7 @@ TEST(EvalMemory, Bf16ModelPeaksWithinTheBound)
     const auto parameters = nlohmann::json::parse(synth.out).at("parameters").get<int64_t>();
     const double bound = 1.3 * 4.0 * static_cast<double>(parameters) + 300e6;
 
-    const auto text =
-        read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").substr(0, 2000);
-    std::ofstream(dir / "short.txt") << text;
-    const auto eval = run_cli({"eval", model.string(), "--text", (dir / "short.txt").string(), "--ctx", "128",
-                               "--quiet", "--json"});
+    const auto eval = eval_sample_text(dir.path(), model, 2000);
     ASSERT_EQ(eval.status, 0) << eval.err;
     EXPECT_GT(nlohmann::json::parse(eval.out).at("tokens").get<int64_t>(), 128);
     EXPECT_GT(eval.usage.peak_rss_bytes, 4 * parameters) << "the weights themselves are float32";
@@ -96,11 +103,7 @@ TEST_P(FullSizeModel, EvaluatesAndCompressesWithinTheMemoryBound)
             << parameters << " parameters; bound " << static_cast<int64_t>(bound / 1e6) << " MB";
     };
 
-    const auto text =
-        read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").substr(0, 1600);
-    std::ofstream(dir / "short.txt") << text;
-    const auto eval = run_cli({"eval", model.string(), "--text", (dir / "short.txt").string(), "--ctx", "128",
-                               "--quiet", "--json"});
+    const auto eval = eval_sample_text(dir.path(), model, 1600);
     ASSERT_EQ(eval.status, 0) << eval.err;
     const auto e = nlohmann::json::parse(eval.out);
     EXPECT_GE(e.at("tokens").get<int64_t>(), 256);

@@ -379,19 +379,21 @@ TEST_P(ExportGemma, LlamaCppAgreesWithEmbedLab)
 INSTANTIATE_TEST_SUITE_P(Gemma, ExportGemma, ::testing::Values("gemma", "gemma3_text", "gemma3_text-linear"),
                          test::ParamName());
 
+// tinyllama compressed as `request` asks, exported to `dir` and loaded back.
+LoadedModel exported_tinyllama(CompressionRequest request, const fs::path& dir)
+{
+    request.model = (shared_dir() / "models" / "tinyllama").string();
+    export_run(run_compression(request), dir);
+    return load_model(dir);
+}
+
 // A compressed model reaches llama.cpp as its dense reconstruction: F32 to 1e-3,
 // Q8_0 to 1%; then through the CLI, and llama-perplexity runs on the file.
 TEST(ExportGguf, CompressedModelKeepsItsPerplexity)
 {
     REQUIRE_LLAMA_CPP();
     test::TempDir tmp;
-    CompressionRequest r;
-    r.model = (shared_dir() / "models" / "tinyllama").string();
-    r.method = "pca";
-    r.rank = 32;
-    const auto run = run_compression(r);
-    export_run(run, tmp.path() / "pca");
-    const auto lm = load_model(tmp.path() / "pca");
+    const auto lm = exported_tinyllama({.method = "pca", .rank = 32}, tmp.path() / "pca");
     const IdsFile ids("tokens-tinyllama-tinystories-heldout.json", 2049);
     const double ours = embedlab_ppl(*lm.model, ids.ids, 128);
     for (const auto& [type, tolerance] : {std::pair{"f32", 1e-3}, {"q8_0", 1e-2}}) {
@@ -423,17 +425,14 @@ TEST(ExportGguf, FlatModelRunsInLlamaCpp)
 {
     REQUIRE_LLAMA_CPP();
     test::TempDir tmp;
-    CompressionRequest r;
-    r.model = (shared_dir() / "models" / "tinyllama").string();
-    r.method = "flat";
-    r.remaining = 0.5;
-    r.compress_mlp = true;
-    r.calib_text = (fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").string();
-    r.samples = 16;
-    r.seqlen = 64;
-    const auto run = run_compression(r);
-    export_run(run, tmp.path() / "flat");
-    const auto lm = load_model(tmp.path() / "flat");
+    const auto calib = fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt";
+    const auto lm = exported_tinyllama({.method = "flat",
+                                        .remaining = 0.5,
+                                        .compress_mlp = true,
+                                        .calib_text = calib.string(),
+                                        .samples = 16,
+                                        .seqlen = 64},
+                                       tmp.path() / "flat");
     ASSERT_FALSE(lm.model->config().value_head_dims.empty());
     const auto report = export_gguf(lm, tmp.path() / "flat.gguf", {.type = GgufExportType::F32});
     EXPECT_EQ(report.most_tensors_held, 1); // padded copies are made one at a time

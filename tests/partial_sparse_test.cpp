@@ -658,12 +658,7 @@ torch::Tensor clustered_table(int64_t V, int64_t d, uint64_t seed)
 
 std::string error_of(const std::function<void()>& f)
 {
-    try {
-        f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "";
+    return test::input_error_of(f, "");
 }
 
 } // namespace

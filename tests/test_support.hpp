@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
 
 namespace embedlab::test {
@@ -55,6 +56,17 @@ inline void write_file(const std::filesystem::path& path, const std::string& byt
 {
     std::ofstream out(path, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The message of the InputError `f` throws; `none` when it returns.
+template <class F> std::string input_error_of(F&& f, const std::string& none)
+{
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return none;
 }
 
 // The bytes of `v` as a file stores it (test hosts are little-endian).

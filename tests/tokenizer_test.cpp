@@ -365,15 +365,21 @@ TEST(Gpt2Bpe, ConcurrentEncodesAgree)
         EXPECT_TRUE(same_ids(r, expected));
 }
 
+// Llama's vocabularies (SentencePiece and llama2.c's): <unk> 0, <s> 1, </s> 2.
+void expect_llama_special_ids(const Tokenizer& tok, const std::string& kind, int64_t vocab_size)
+{
+    EXPECT_EQ(tok.kind(), kind);
+    EXPECT_EQ(tok.vocab_size(), vocab_size);
+    EXPECT_EQ(tok.unk_id(), 0);
+    EXPECT_EQ(tok.bos_id(), 1);
+    EXPECT_EQ(tok.eos_id(), 2);
+}
+
 TEST(SentencePiece, SpecialIdsComeFromTheModel)
 {
     EMBEDLAB_REQUIRE_SHARED();
     const auto tok = embedlab::load_sentencepiece(shared_dir() / "models/tinyllama/tokenizer.model");
-    EXPECT_EQ(tok->kind(), "sentencepiece");
-    EXPECT_EQ(tok->vocab_size(), 32000);
-    EXPECT_EQ(tok->unk_id(), 0);
-    EXPECT_EQ(tok->bos_id(), 1);
-    EXPECT_EQ(tok->eos_id(), 2);
+    expect_llama_special_ids(*tok, "sentencepiece", 32000);
     EXPECT_TRUE(tok->is_special(1));
     EXPECT_FALSE(tok->is_special(100));
     const auto ids = tok->encode("Once upon a time");
@@ -386,11 +392,7 @@ TEST(Llama2cTokenizer, FixedSpecialIdsAndReadableText)
 {
     EMBEDLAB_REQUIRE_SHARED();
     const auto tok = load_tok512();
-    EXPECT_EQ(tok->kind(), "llama2c");
-    EXPECT_EQ(tok->vocab_size(), 512);
-    EXPECT_EQ(tok->unk_id(), 0);
-    EXPECT_EQ(tok->bos_id(), 1);
-    EXPECT_EQ(tok->eos_id(), 2);
+    expect_llama_special_ids(*tok, "llama2c", 512);
     EXPECT_TRUE(tok->is_special(2));
     EXPECT_FALSE(tok->is_special(300));
     EXPECT_EQ(tok->token_text(1), "<s>");

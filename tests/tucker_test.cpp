@@ -34,12 +34,7 @@ torch::Tensor all_rows(const TokenEmbedding& e)
 
 std::string input_error(const std::function<void()>& call)
 {
-    try {
-        call();
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "no error";
+    return test::input_error_of(call, "no error");
 }
 
 // HOSVD written out for an order-3 table V x I_1 x I_2, independently of tucker.cpp: the

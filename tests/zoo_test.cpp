@@ -189,12 +189,7 @@ fs::path edited_copy(const std::string& fixture, const test::TempDir& tmp,
 
 std::string load_error(const fs::path& dir)
 {
-    try {
-        load(dir);
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "(loaded without an error)";
+    return test::input_error_of([&] { load(dir); }, "(loaded without an error)");
 }
 
 TEST(ZooRefusals, UnknownRopeScalingTypeIsNamed)
