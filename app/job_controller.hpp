@@ -38,6 +38,14 @@ public:
     // Queues an ended job's work again under a new id (-1: unknown, queued or running).
     int resubmit(int id);
     bool idle() const { return running_ < 0 && queue_.empty(); }
+    // The longest a job's result took on the GUI thread (its returned function
+    // and the finished() slots), to tell a stall's own work from the engine
+    // thread's competition for the cores.
+    struct Delivery {
+        QString name;
+        double ms = 0;
+    };
+    Delivery slowestDelivery() const { return slowest_delivery_; }
     int running() const { return running_; }
 
 signals:
@@ -64,6 +72,7 @@ private:
     int next_id_ = 1;
     int running_ = -1;
     std::shared_ptr<std::atomic<bool>> cancel_;
+    Delivery slowest_delivery_;
 };
 
 } // namespace embedlab::app

@@ -44,6 +44,22 @@ using embedlab::app::JobController;
 
 namespace {
 
+// The GUI thread's time on a core and waiting for one, from its schedstat (ns).
+struct ThreadTimes {
+    double on_cpu_ms = 0, runnable_ms = 0;
+};
+ThreadTimes gui_thread_times()
+{
+    std::ifstream in("/proc/thread-self/schedstat");
+    double on_cpu = 0, waiting = 0;
+    in >> on_cpu >> waiting;
+    return {on_cpu / 1e6, waiting / 1e6};
+}
+
+// The worst stall's breakdown: the GUI thread's own work, its wait for a core
+// (the engine's threads computing), and the rest (blocked: a lock, a page fault).
+ThreadTimes last_worst_stall;
+
 // Spins the event loop until `done` or the timeout; returns the longest gap
 // between 5 ms timer ticks, i.e. the worst event-loop stall.
 template <class Done> double run_until(Done done, int timeout_ms = 60000)
@@ -52,14 +68,24 @@ template <class Done> double run_until(Done done, int timeout_ms = 60000)
     clock.start();
     gap.start();
     double worst = 0;
+    last_worst_stall = {};
+    ThreadTimes before = gui_thread_times();
     QTimer tick;
     QObject::connect(&tick, &QTimer::timeout, [&] {
-        worst = std::max<double>(worst, static_cast<double>(gap.elapsed()));
+        const auto now = gui_thread_times();
+        if (const double ms = static_cast<double>(gap.elapsed()); ms > worst) {
+            worst = ms;
+            last_worst_stall = {now.on_cpu_ms - before.on_cpu_ms, now.runnable_ms - before.runnable_ms};
+        }
+        before = now;
         gap.restart();
     });
     tick.start(5);
+    // Sleeps until an event (the tick, at the latest), as an application's loop
+    // does: processEvents(flags, maxtime) would never wait, and a GUI thread
+    // spinning on its cores would be measured competing with the engine for them.
     while (!done() && clock.elapsed() < timeout_ms)
-        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 20);
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents);
     EXPECT_TRUE(done()) << "timed out after " << timeout_ms << " ms";
     return worst;
 }
@@ -183,16 +209,23 @@ TEST(MainWindow, StaysResponsiveOnALargeModel)
     embedlab::app::MainWindow window;
     QElapsedTimer clock;
     clock.start();
+    auto report = [&](const char* step, double stall) {
+        std::printf(
+            "%s: %.1f s, worst stall %.0f ms (GUI thread on a core %.0f ms, waiting for one %.0f ms)\n", step,
+            clock.elapsed() / 1000.0, stall, last_worst_stall.on_cpu_ms, last_worst_stall.runnable_ms);
+    };
     double worst = open_and_analyse(window, QString::fromUtf8(model), 1800000);
-    std::printf("load and analyses: %.1f s, worst stall %.0f ms\n", clock.elapsed() / 1000.0, worst);
+    report("load and analyses", worst);
     for (const QString& tab : embedlab::app::MainWindow::viewNames()) {
         clock.restart();
         ASSERT_TRUE(window.showView(tab)) << tab.toStdString();
         const double stall = run_until([&] { return window.jobs().idle(); }, 1800000);
-        std::printf("tab %s: %.1f s, worst stall %.0f ms\n", tab.toStdString().c_str(),
-                    clock.elapsed() / 1000.0, stall);
+        report(("tab " + tab.toStdString()).c_str(), stall);
         worst = std::max(worst, stall);
     }
+    const auto slowest = window.jobs().slowestDelivery();
+    std::printf("slowest result on the GUI thread: %s, %.0f ms\n", slowest.name.toStdString().c_str(),
+                slowest.ms);
     EXPECT_LT(worst, 100.0) << "event loop stalled " << worst << " ms";
 }
 

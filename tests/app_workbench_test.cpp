@@ -19,6 +19,7 @@
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <cmath>
 #include <gtest/gtest.h>
 #include <utility>
@@ -47,8 +48,13 @@ template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
 {
     QElapsedTimer clock;
     clock.start();
+    // The loop sleeps until an event; the tick bounds the sleep, so `done` and the
+    // timeout are looked at every 10 ms. (processEvents(flags, 20) never sleeps: it
+    // spun a core the engine's jobs needed.)
+    QTimer tick;
+    tick.start(10);
     while (!done() && clock.elapsed() < timeout_ms)
-        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 20);
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents);
     return done();
 }
 
