@@ -32,12 +32,17 @@ struct FdCloser {
     throw InputError(path.string() + ": " + what + ": " + std::strerror(err));
 }
 
-// Live mappings by start address, for release_if_mapped.
-std::mutex mappings_mutex;
-std::map<uintptr_t, const MappedFile*>& live_mappings()
+// Live mappings by start address, for release_if_mapped. Never destroyed: a
+// mapping may outlive static destruction (a tensor held by a static or by
+// objects torn down after main), and its destructor still unregisters.
+struct Registry {
+    std::mutex mutex;
+    std::map<uintptr_t, const MappedFile*> mappings;
+};
+Registry& registry()
 {
-    static std::map<uintptr_t, const MappedFile*> m;
-    return m;
+    static auto* r = new Registry;
+    return *r;
 }
 
 } // namespace
@@ -65,8 +70,9 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& path)
     if (p == MAP_FAILED)
         fail(path, "cannot map into memory", errno);
     file->data_ = static_cast<uint8_t*>(p);
-    std::lock_guard lock(mappings_mutex);
-    live_mappings()[reinterpret_cast<uintptr_t>(p)] = file.get();
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.mappings[reinterpret_cast<uintptr_t>(p)] = file.get();
     return file;
 }
 
@@ -86,8 +92,9 @@ void MappedFile::release(uint64_t offset, uint64_t length) const
 void MappedFile::release_if_mapped(const void* p, uint64_t bytes)
 {
     const auto at = reinterpret_cast<uintptr_t>(p);
-    std::lock_guard lock(mappings_mutex);
-    auto& m = live_mappings();
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto& m = r.mappings;
     auto it = m.upper_bound(at);
     if (it == m.begin())
         return;
@@ -102,8 +109,9 @@ MappedFile::~MappedFile()
     if (!data_)
         return;
     {
-        std::lock_guard lock(mappings_mutex);
-        live_mappings().erase(reinterpret_cast<uintptr_t>(data_));
+        auto& r = registry();
+        std::lock_guard lock(r.mutex);
+        r.mappings.erase(reinterpret_cast<uintptr_t>(data_));
     }
     ::munmap(data_, size_);
 }
