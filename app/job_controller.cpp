@@ -3,49 +3,12 @@
 #include <QElapsedTimer>
 #include <QThread>
 
-#ifdef __linux__
-#include <cstdint>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 namespace embedlab::app {
-
-namespace {
-
-// Asks the kernel to serve the calling (GUI) thread with a short time slice:
-// under EEVDF (Linux 6.12+) a shorter slice means an earlier deadline, so the
-// event loop gets a core soon after waking instead of waiting behind the
-// engine's compute threads for the rest of their slices (at 0.5B the GUI
-// thread's own work per stall was a few ms; the rest was that wait). Its CPU
-// share (nice) is unchanged, so jobs run as fast; older kernels ignore it.
-void request_short_scheduler_slice()
-{
-#if defined(__linux__) && defined(SYS_sched_setattr)
-    struct {
-        uint32_t size;
-        uint32_t sched_policy;
-        uint64_t sched_flags;
-        int32_t sched_nice;
-        uint32_t sched_priority;
-        uint64_t sched_runtime, sched_deadline, sched_period;
-    } attr{};
-    attr.size = sizeof(attr);
-    attr.sched_policy = 0; // SCHED_OTHER
-    attr.sched_nice = ::getpriority(PRIO_PROCESS, 0);
-    attr.sched_runtime = 100'000;               // ns: the kernel's shortest slice
-    ::syscall(SYS_sched_setattr, 0, &attr, 0u); // advice: a refusal costs latency only
-#endif
-}
-
-} // namespace
 
 JobController::JobController(QObject* parent)
     : QObject(parent), thread_(new QThread(this)), worker_(new QObject),
       cancel_(std::make_shared<std::atomic<bool>>())
 {
-    request_short_scheduler_slice();
     thread_->setObjectName("embedlab-engine");
     worker_->moveToThread(thread_);
     connect(thread_, &QThread::finished, worker_, &QObject::deleteLater);
