@@ -3,9 +3,7 @@
 #include "analyses.hpp"
 #include "analyses_internal.hpp"
 
-#include <cstdlib>
 #include <filesystem>
-#include <vector>
 
 #include "embedlab/resources.hpp"
 
@@ -14,12 +12,8 @@ namespace embedlab::app {
 std::string sst2_dev_path()
 {
     namespace fs = std::filesystem;
-    std::vector<fs::path> tries;
-    if (const char* shared = std::getenv("EMBEDLAB_SHARED_DIR"))
-        tries.push_back(fs::path(shared));
-    tries.push_back(resource_dir() / ".." / ".." / "shared"); // resources/ sits in the checkout
     std::error_code ec;
-    for (const auto& dir : tries) {
+    for (const auto& dir : shared_data_dirs()) {
         const auto file = dir / "data" / "glue" / "SST-2" / "dev.tsv";
         if (fs::is_regular_file(file, ec))
             return fs::weakly_canonical(file, ec).string();
