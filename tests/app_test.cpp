@@ -24,6 +24,9 @@
 #include <QTreeWidget>
 #include <QUrl>
 #include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -185,6 +188,46 @@ TEST(JobController, FailureCarriesTheMessageAndTheQueueGoesOn)
     jobs.submit("good", [&](const ProgressFn&) -> std::function<void()> { return [&] { second = true; }; });
     run_until([&] { return second; });
     EXPECT_EQ(message, "model.safetensors: truncated");
+}
+
+// A job's freed memory goes back to the system when the job ends: blocks under
+// glibc's mmap threshold (a 16-bit model's converted weights) would otherwise stay
+// in the engine thread's arena, and the next job's model would come on top.
+TEST(JobController, MemoryAJobFreedIsReturnedWhenItEnds)
+{
+    auto resident_mb = [] {
+        std::ifstream statm("/proc/self/statm");
+        long pages = 0, resident = 0;
+        statm >> pages >> resident;
+        return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1e6;
+    };
+    JobController jobs;
+    bool finished = false;
+    QObject::connect(&jobs, &JobController::finished, [&](int, double) { finished = true; });
+    double while_held = 0;
+    const double before = resident_mb();
+    jobs.submit("churn", [&](const ProgressFn&) -> std::function<void()> {
+        std::free(std::malloc(16 << 20)); // glibc's mmap threshold rises to 16 MB
+        // Each block followed by a small one that outlives it, as a model's weights
+        // sit between longer-lived allocations: the freed blocks are holes, not the
+        // top of the heap that glibc would trim by itself.
+        std::vector<char*> blocks, pins;
+        for (int i = 0; i < 50; ++i) {
+            blocks.push_back(static_cast<char*>(std::malloc(8 << 20)));
+            std::memset(blocks.back(), 1, 8 << 20);
+            pins.push_back(static_cast<char*>(std::malloc(64)));
+        }
+        while_held = resident_mb();
+        for (char* b : blocks)
+            std::free(b);
+        return [pins] {
+            for (char* p : pins)
+                std::free(p);
+        };
+    });
+    run_until([&] { return finished; });
+    ASSERT_GT(while_held, before + 350) << "the blocks were not resident; the test measures nothing";
+    EXPECT_LT(resident_mb(), before + 100) << "held " << while_held << " MB, " << before << " MB before";
 }
 
 TEST(JobController, CancelStopsTheRunningJobAndDropsQueuedOnes)
