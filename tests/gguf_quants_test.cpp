@@ -97,17 +97,23 @@ TEST(GgufQuants, PartialBlocksAndUnknownTypesAreRefusedByName)
     EXPECT_EQ(io::ggml_row_bytes(12, 100), 0u);
 }
 
-// gguf-py's reference values, computed by tests/data/gguf_dequant_reference.py.
-json gguf_py(const std::vector<std::string>& args, const test::TempDir& tmp)
+// gguf-py's reference values, computed by tests/data/gguf_dequant_reference.py. Python runs
+// with -B: no __pycache__ is written into ../shared, which stays read-only. When the script
+// fails, the failure shows its own output (e.g. a missing module), not a JSON parse error.
+void gguf_py(const std::vector<std::string>& args, const test::TempDir& tmp, json& ref)
 {
     const auto out = tmp.path() / "reference.json";
-    std::string cmd = "PYTHONPATH='" + (shared_dir() / "tools" / "gguf-py").string() +
-                      "' /usr/bin/python3 '" + EMBEDLAB_SOURCE_DIR "/tests/data/gguf_dequant_reference.py'";
+    const auto log = tmp.path() / "reference.log";
+    std::string cmd = "PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='" +
+                      (shared_dir() / "tools" / "gguf-py").string() + "' /usr/bin/python3 -B '" +
+                      EMBEDLAB_SOURCE_DIR "/tests/data/gguf_dequant_reference.py'";
     for (const auto& a : args)
         cmd += " '" + a + "'";
-    cmd += " '" + out.string() + "' 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    return json::parse(test::read_text(out));
+    cmd += " '" + out.string() + "' >'" + log.string() + "' 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_EQ(status, 0) << "gguf_dequant_reference.py failed (" << cmd << "):\n"
+                         << (fs::exists(log) ? test::read_text(log) : std::string("(no output)"));
+    ref = json::parse(test::read_text(out));
 }
 
 #define REQUIRE_GGUF_PY()                                                                                    \
@@ -122,7 +128,8 @@ TEST(GgufQuants, RandomBlocksOfEveryTypeMatchGgufPy)
 {
     REQUIRE_GGUF_PY();
     test::TempDir tmp;
-    const json ref = gguf_py({"random"}, tmp);
+    json ref;
+    ASSERT_NO_FATAL_FAILURE(gguf_py({"random"}, tmp, ref));
     ASSERT_EQ(ref.at("cases").size(), 8u);
     for (const auto& c : ref.at("cases")) {
         const std::string hex = c.at("bytes");
@@ -149,7 +156,8 @@ TEST_P(QuantisedFile, RealBlocksMatchGgufPy)
     REQUIRE_GGUF_PY();
     test::TempDir tmp;
     const fs::path path = shared_dir() / "models" / "zoo" / (GetParam() + ".gguf");
-    const json ref = gguf_py({"file", path.string()}, tmp);
+    json ref;
+    ASSERT_NO_FATAL_FAILURE(gguf_py({"file", path.string()}, tmp, ref));
     const auto file = io::MappedFile::open(path);
     const auto gguf = io::parse_gguf(*file);
     std::set<std::string> types;
