@@ -7,15 +7,23 @@
 # scripts/test.sh, sanitize.sh, fuzz.sh and .ci/run use --with-tests.
 # As a user, sudo is used when it can be; without it the apt-get command to run as
 # root is printed and the script exits with status 2.
+# apt-get's output goes to $BUILD_DIR/logs/setup.log (build/logs/setup.log); with
+# --verbose (or EMBEDLAB_VERBOSE=1) to the terminal. No service starts during the
+# install (a policy-rc.d that forbids it is in place for the apt-get run, unless one is
+# already there), and the services of the daemons the tests start themselves (ssh,
+# munge, slurmctld, slurmd) are disabled, with or without systemd.
 # Set EMBEDLAB_SKIP_SETUP=1 to skip (e.g. on a machine already set up).
 set -euo pipefail
 [ "${EMBEDLAB_SKIP_SETUP:-0}" = 1 ] && exit 0
+cd "$(dirname "$0")/.."
 
 MODE=${EMBEDLAB_SETUP:-main}
+VERBOSE=${EMBEDLAB_VERBOSE:-0}
 for arg in "$@"; do
   case $arg in
     --with-tests) MODE=tests ;;
-    *) echo "setup: unknown argument '$arg' (the only one is --with-tests)" >&2; exit 2 ;;
+    --verbose) VERBOSE=1 ;;
+    *) echo "setup: unknown argument '$arg' (they are --with-tests and --verbose)" >&2; exit 2 ;;
   esac
 done
 case $MODE in
@@ -49,8 +57,8 @@ TEST_PACKAGES=(
   # scripts/format-check.sh (Debian 12: clang-format 14).
   clang-format
   # llama.cpp's gguf-py (../shared/tools/gguf-py) decodes GGUF blocks in the
-  # dequantisation tests (tests/data/gguf_dequant_reference.py).
-  python3-numpy
+  # dequantisation tests (tests/data/gguf_dequant_reference.py); gguf-py imports yaml.
+  python3-numpy python3-yaml
   # sweep --slurm (issue 22): Slurm's client tools, and the daemons that
   # scripts/slurm-local.sh starts as a single-node cluster for the `slurm` tests.
   # Their system services are stopped and disabled after the install (below).
@@ -81,40 +89,85 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
   fi
 fi
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -q
-# env: sudo does not pass DEBIAN_FRONTEND through.
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+LOG_DIR=${BUILD_DIR:-build}/logs
+LOG=$LOG_DIR/setup.log
+mkdir -p "$LOG_DIR"
+: >"$LOG"
+echo "setup: installing ${#missing[@]} Debian packages with apt-get (and what they need; on a fresh" \
+  "Debian 12 about 5 min for scripts/run.sh's, 8 min with the tests'): ${missing[*]}"
+[ "$VERBOSE" = 1 ] || echo "setup: apt-get's output goes to $LOG (--verbose or EMBEDLAB_VERBOSE=1 shows it)"
+# run CMD...: the command's output goes to the log (and the terminal with --verbose); on
+# failure, its last lines and the log's path are printed.
+run() {
+  local status=0
+  if [ "$VERBOSE" = 1 ]; then
+    "$@" 2>&1 | tee -a "$LOG" || status=$?
+  else
+    "$@" >>"$LOG" 2>&1 || status=$?
+  fi
+  if [ "$status" != 0 ]; then
+    echo "setup: failed (exit $status): $*" >&2
+    [ "$VERBOSE" = 1 ] || tail -n 20 "$LOG" >&2
+    echo "setup: the whole output is in $LOG" >&2
+    exit "$status"
+  fi
+}
 
-# Debian's openssh-server enables and starts the ssh service (unless a policy-rc.d
-# forbids it, as in most containers). No daemon is left running or enabled: the
-# tests start their own sshd on a loopback port with a private configuration.
+# No service starts while the packages are installed: a policy-rc.d that forbids it
+# (invoke-rc.d honours it with or without systemd), removed again at the end, unless
+# the machine already has one (containers often do).
+POLICY=/usr/sbin/policy-rc.d
+if [ ! -e "$POLICY" ]; then
+  printf '#!/bin/sh\n# Written by EmbedLab scripts/setup.sh for its apt-get run; removed after it.\nexit 101\n' |
+    $SUDO tee "$POLICY" >/dev/null
+  $SUDO chmod 755 "$POLICY"
+  trap '$SUDO rm -f "$POLICY"' EXIT
+fi
+start=$SECONDS
+run $SUDO apt-get update -q
+# env: sudo does not pass DEBIAN_FRONTEND through.
+run $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "setup: installed in $((SECONDS - start)) s"
+
+# disable SERVICE...: stopped, and not started at boot, with or without systemd:
+# systemctl when it is there; otherwise deb-systemd-helper removes the enable links in
+# /etc/systemd/system/*.wants/, and update-rc.d disables the SysV links.
+disable() {
+  local service
+  for service in "$@"; do
+    if command -v systemctl >/dev/null 2>&1; then
+      # --now needs a running systemd; without one, disable still removes the links.
+      $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || $SUDO systemctl disable "$service" >/dev/null 2>&1 || true
+    elif command -v deb-systemd-helper >/dev/null 2>&1; then
+      $SUDO deb-systemd-helper disable "$service.service" >/dev/null 2>&1 || true
+    fi
+    if command -v service >/dev/null 2>&1; then
+      $SUDO service "$service" stop >/dev/null 2>&1 || true
+    fi
+    if command -v update-rc.d >/dev/null 2>&1 && [ -e "/etc/init.d/$service" ]; then
+      $SUDO update-rc.d "$service" disable >/dev/null 2>&1 || true
+    fi
+  done
+}
+
+# Debian's openssh-server enables and starts the ssh service (the policy-rc.d above
+# stops the start). No daemon is left running or enabled: the tests start their own
+# sshd on a loopback port with a private configuration.
 case " ${missing[*]} " in
   *" openssh-server "*)
-    if command -v systemctl > /dev/null 2>&1; then
-      # --now needs a running systemd; without one, disable still removes the links.
-      $SUDO systemctl disable --now ssh 2> /dev/null || $SUDO systemctl disable ssh 2> /dev/null || true
-    fi
-    if command -v service > /dev/null 2>&1; then
-      $SUDO service ssh stop > /dev/null 2>&1 || true
-    fi
-    if command -v update-rc.d > /dev/null 2>&1; then
-      $SUDO update-rc.d ssh disable > /dev/null 2>&1 || true
-    fi
+    disable ssh
     echo "setup: the system ssh service is stopped and disabled (the tests start their own sshd)"
     ;;
 esac
 # Likewise Slurm's and munge's services: scripts/slurm-local.sh runs its own,
 # with a private configuration and key.
+services=()
 for service in slurmctld slurmd munge; do
   case " ${missing[*]} " in
-    *" $service "*)
-      if command -v systemctl > /dev/null 2>&1; then
-        $SUDO systemctl disable --now "$service" 2> /dev/null || $SUDO systemctl disable "$service" 2> /dev/null || true
-      fi
-      if command -v service > /dev/null 2>&1; then
-        $SUDO service "$service" stop > /dev/null 2>&1 || true
-      fi
-      ;;
+    *" $service "*) services+=("$service") ;;
   esac
 done
+if [ ${#services[@]} -gt 0 ]; then
+  disable "${services[@]}"
+  echo "setup: the system ${services[*]} services are stopped and disabled (scripts/slurm-local.sh starts its own)"
+fi
