@@ -43,6 +43,15 @@ need() {
   fi
 }
 
+# children_of PID: the pids whose parent is PID (from /proc; procps may be absent).
+children_of() {
+  local parent=$1 stat
+  [ -n "$parent" ] || return 0
+  for stat in /proc/[0-9]*/stat; do
+    awk -v p="$parent" '$4 == p { print $1 }' "$stat" 2>/dev/null || true
+  done
+}
+
 sbin() { command -v "$1" 2>/dev/null || echo "/usr/sbin/$1"; }
 
 stop_pid() {
@@ -101,8 +110,37 @@ PartitionName=local Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
+# failed DAEMON LOG: a daemon did not start. Prints its own last error line and the
+# log's path, stops whatever this start began (munged, slurmctld: no daemon is left
+# holding a port), and exits 1, or 3 when the cause is this machine's missing cgroup
+# support (slurmd needs it), so that callers skip with the reason.
+failed() {
+  local daemon=$1 log=$2 line
+  line=$(grep -aE 'error|fatal|Error|Fatal' "$log" 2>/dev/null | tail -n 1 || true)
+  [ -n "$line" ] || line=$(tail -n 1 "$log" 2>/dev/null || true)
+  local keep=$DIR.failed-log
+  rm -rf "$keep"
+  cp -r "$DIR/log" "$keep" 2>/dev/null || true
+  echo "slurm-local: $daemon did not start: ${line:-(its log is empty)} (log: $keep/$(basename "$log"))" >&2
+  stop 2>/dev/null
+  case $line in
+    *cgroup*) exit 3 ;;
+  esac
+  exit 1
+}
+
+# slurmd (Slurm 22.05) needs a cgroup filesystem under /sys/fs/cgroup even with
+# proctrack/linuxproc; containers often have none. Exit 3 (callers skip) with the reason.
+need_cgroup() {
+  if ! awk '$2 == "/sys/fs/cgroup" || $2 ~ "^/sys/fs/cgroup/" { found = 1 } END { exit !found }' /proc/self/mounts; then
+    echo "slurm-local: no cgroup filesystem is mounted on /sys/fs/cgroup, and slurmd cannot run without one (a container without cgroups?)" >&2
+    exit 3
+  fi
+}
+
 start() {
   need
+  need_cgroup
   if [ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null; then
     echo "slurm-local: already running in $DIR" >&2
     echo "export SLURM_CONF=$CONF"
@@ -116,10 +154,10 @@ start() {
   fi
   "$(sbin munged)" --force --key-file="$DIR/munge/munge.key" --socket="$DIR/munge/munge.socket" \
     --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/log/munged.log" \
-    --seed-file="$DIR/munge/munged.seed"
+    --seed-file="$DIR/munge/munged.seed" 2>>"$DIR/log/munged.log" || failed munged "$DIR/log/munged.log"
   write_conf
-  "$(sbin slurmctld)" -f "$CONF" -c -i
-  "$(sbin slurmd)" -f "$CONF" -N "$NODE"
+  "$(sbin slurmctld)" -f "$CONF" -c -i 2>>"$DIR/log/slurmctld.log" || failed slurmctld "$DIR/log/slurmctld.log"
+  "$(sbin slurmd)" -f "$CONF" -N "$NODE" 2>>"$DIR/log/slurmd.log" || failed slurmd "$DIR/log/slurmd.log"
   # Ready when the node takes jobs (idle), at most 30 s.
   local state=""
   for _ in $(seq 150); do
@@ -133,9 +171,11 @@ start() {
   case $state in
     idle | mix | alloc) ;;
     *)
-      echo "slurm-local: the node did not become idle (state '${state:-none}'); logs in $DIR/log" >&2
+      echo "slurm-local: the node did not become idle (state '${state:-none}'); logs in $DIR.failed-log" >&2
       tail -n 5 "$DIR"/log/*.log >&2 || true
-      stop
+      rm -rf "$DIR.failed-log"
+      cp -r "$DIR/log" "$DIR.failed-log" 2>/dev/null || true
+      stop 2>/dev/null
       exit 1
       ;;
   esac
@@ -148,7 +188,13 @@ stop() {
     timeout 10 scancel --full --user="$(id -un)" >/dev/null 2>&1 || true
   fi
   stop_pid "$DIR/slurmd.pid"
+  # slurmctld's helper (slurmscriptd) ends with it, unless slurmctld had to be killed.
+  local helpers=""
+  [ -f "$DIR/slurmctld.pid" ] && helpers=$(children_of "$(cat "$DIR/slurmctld.pid" 2>/dev/null)")
   stop_pid "$DIR/slurmctld.pid"
+  for pid in $helpers; do
+    kill "$pid" 2>/dev/null || true
+  done
   stop_pid "$DIR/munge/munged.pid"
   # Job processes left by a killed slurmd (linuxproc tracking) end with it.
   rm -rf "$DIR"
