@@ -174,9 +174,10 @@ TEST(Opt, ProjectedTableAndPostNormMatchTheWrittenOutForwardPass)
         EXPECT_LT((ours - expected).abs().max().item<double>(), 1e-4)
             << "table width " << layout.table_dim << ", post-norm " << layout.post_norm;
         // Post-norm is not pre-norm: the same weights read the other way differ.
-        if (layout.post_norm)
+        if (layout.post_norm) {
             EXPECT_GT((ours - reference_logits(w, ids, {layout.table_dim, false})).abs().max().item<double>(),
                       1e-2);
+        }
     }
 }
 

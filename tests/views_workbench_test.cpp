@@ -474,9 +474,11 @@ TEST(NeighbourGraphView, TokensAreShownEscapedAndSearchedExactly)
     EXPECT_EQ(view.selectedToken(), 4);
     EXPECT_TRUE(view.summary().contains("'\\n'")) << view.summary().toStdString();
     EXPECT_FALSE(view.summary().contains('\n'));
-    for (int i = 0; i < view.plot()->itemCount(); ++i)
-        if (auto* label = qobject_cast<QCPItemText*>(view.plot()->item(i)))
+    for (int i = 0; i < view.plot()->itemCount(); ++i) {
+        if (auto* label = qobject_cast<QCPItemText*>(view.plot()->item(i))) {
             EXPECT_FALSE(label->text().contains('\n')) << "a label never breaks";
+        }
+    }
     ASSERT_TRUE(view.search("x\\ty"));
     EXPECT_EQ(view.selectedToken(), 5);
     EXPECT_TRUE(view.search("4")) << "an id";

@@ -188,9 +188,15 @@ std::string array_ranges(std::vector<int> tasks)
         size_t j = i;
         while (j + 1 < tasks.size() && tasks[j + 1] == tasks[j] + 1)
             ++j;
-        out += (out.empty() ? "" : ",") + std::to_string(tasks[i]);
-        if (j > i)
-            out += "-" + std::to_string(tasks[j]);
+        // Appended piece by piece: GCC 12 warns (-Wstringop-overflow, a false positive)
+        // on a const char* + std::string temporary here.
+        if (!out.empty())
+            out += ',';
+        out += std::to_string(tasks[i]);
+        if (j > i) {
+            out += '-';
+            out += std::to_string(tasks[j]);
+        }
         i = j + 1;
     }
     return out;
