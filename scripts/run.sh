@@ -4,14 +4,44 @@
 # compressed model, and open the GUI when a display is there (otherwise run the demo).
 #   scripts/run.sh            # everything
 #   scripts/run.sh --no-gui   # engine only (no GUI, no demo)
+#   scripts/run.sh --verbose  # apt-get's, CMake's and ninja's output on the terminal too
+# One line per phase says what comes and how long it usually takes (2 cores, the README's
+# set-up section); apt-get's output is in build/logs/setup.log, CMake's and ninja's in
+# build/logs/build.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-# The programs only (no test executables): about half the build.
-EMBEDLAB_TARGETS="embedlab-cli embedlab embedlab-figure" scripts/build.sh
+GUI=1
+for arg in "$@"; do
+  case $arg in
+    --no-gui) GUI=0 ;;
+    --verbose) export EMBEDLAB_VERBOSE=1 ;;
+    *) echo "run: unknown argument '$arg' (they are --no-gui and --verbose)" >&2; exit 2 ;;
+  esac
+done
 BUILD_DIR=${BUILD_DIR:-build}
 CLI="$BUILD_DIR/cli/embedlab-cli"
+# Qt wants a private runtime directory; a machine without a login session has none.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  mkdir -p "$BUILD_DIR/xdg-runtime"
+  chmod 700 "$BUILD_DIR/xdg-runtime"
+  XDG_RUNTIME_DIR=$(cd "$BUILD_DIR/xdg-runtime" && pwd)
+  export XDG_RUNTIME_DIR
+fi
+PHASE_START=$SECONDS
+PHASE=""
+# phase NAME TEXT: closes the previous phase with its time and announces the next.
+phase() {
+  [ -z "$PHASE" ] || echo "run: $PHASE took $((SECONDS - PHASE_START)) s"
+  PHASE=$1
+  PHASE_START=$SECONDS
+  [ -z "$2" ] || echo "run: ---- $2"
+}
 
+phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 about 4 min; seconds when installed)"
+scripts/setup.sh
+phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure (from scratch about 9 min on 2 cores)"
+EMBEDLAB_TARGETS="embedlab-cli embedlab embedlab-figure" scripts/build.sh
+phase main "[3/4] the main job on the bundled models: inspect, evaluate, compress (PCA, k = 32), evaluate the result (about 1 min)"
 "$CLI" inspect
 "$CLI" eval --text resources/texts/tinystories-heldout.txt
 "$CLI" eval resources/models/stories260K.gguf --text resources/texts/tinystories-heldout.txt --ctx 256
@@ -23,12 +53,18 @@ CLI="$BUILD_DIR/cli/embedlab-cli"
 
 # With a display: the GUI. Without one: the demo, the workbench's headless face
 # (every figure and a report in $BUILD_DIR/demo).
-if [ "${1:-}" != "--no-gui" ] && [ -x "$BUILD_DIR/app/embedlab" ]; then
+if [ "$GUI" = 1 ] && [ -x "$BUILD_DIR/app/embedlab" ]; then
   if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+    phase "" ""
+    echo "run: [4/4] the GUI ($BUILD_DIR/app/embedlab)"
     exec "$BUILD_DIR/app/embedlab"
   else
-    echo "run: no display; running the demo (the GUI is $BUILD_DIR/app/embedlab)"
+    phase demo "[4/4] no display, so the demo instead of the GUI: every method, every figure and a report in $BUILD_DIR/demo (about 9 min on 2 cores)"
     "$CLI" demo --out "$BUILD_DIR/demo"
-    echo "run: the demo report is $BUILD_DIR/demo/report.html"
+    phase "" ""
+    echo "run: the demo report is $BUILD_DIR/demo/report.html (the GUI is $BUILD_DIR/app/embedlab)"
   fi
+else
+  phase "" ""
 fi
+echo "run: done in $SECONDS s"
