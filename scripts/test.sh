@@ -7,11 +7,35 @@
 # Tests that need ../shared skip with a message when it is absent.
 # EMBEDLAB_SKIP_SETUP=1 and EMBEDLAB_SKIP_BUILD=1 skip those steps (.ci/run times
 # them as phases of their own).
+# One line per phase says what comes and how long it usually takes (2 cores; the README's
+# set-up section); apt-get's and CMake's output go to build/logs/ unless EMBEDLAB_VERBOSE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-tests
-[ "${EMBEDLAB_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
+# Qt wants a private runtime directory; a machine without a login session has none.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  mkdir -p "$BUILD_DIR/xdg-runtime"
+  chmod 700 "$BUILD_DIR/xdg-runtime"
+  XDG_RUNTIME_DIR=$(cd "$BUILD_DIR/xdg-runtime" && pwd)
+  export XDG_RUNTIME_DIR
+fi
+PHASE_START=$SECONDS
+PHASE=""
+# phase NAME TEXT: closes the previous phase with its time and announces the next.
+phase() {
+  [ -z "$PHASE" ] || echo "test: $PHASE took $((SECONDS - PHASE_START)) s"
+  PHASE=$1
+  PHASE_START=$SECONDS
+  [ -z "$2" ] || echo "test: ---- $2"
+}
+if [ "${EMBEDLAB_SKIP_SETUP:-0}" != 1 ]; then
+  phase setup "setup: the tests' Debian packages too (on a fresh Debian 12 about 4 min more; seconds when installed)"
+  scripts/setup.sh --with-tests
+fi
+if [ "${EMBEDLAB_SKIP_BUILD:-0}" != 1 ]; then
+  phase build "build: everything, the test programs too (from scratch about 14 min on 2 cores; after scripts/run.sh about 8 min)"
+  scripts/build.sh
+fi
 CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
 # Every ctest run closes with its summary line ("100% tests passed, 0 tests failed out of N"),
 # then the reason of each skipped test (ctest prints only "***Skipped"; issue 24).
@@ -22,20 +46,23 @@ run_ctest() {
   return $status
 }
 if [ $# -gt 0 ]; then
+  phase "" ""
   run_ctest "$@"
   exit
 fi
 # Both runs happen even when the first fails (a failure there must not hide the
 # reference label's result); the exit status is non-zero if either failed.
 main_status=0
+phase tests "tests: every label but reference: unit, slow, gui, slurm (about 8 min on 2 cores)"
 run_ctest -LE reference || main_status=$?
 reference="left out (EMBEDLAB_REFERENCE=0; ctest --test-dir $BUILD_DIR -L reference runs it)"
 reference_status=0
 if [ "${EMBEDLAB_REFERENCE:-1}" = 1 ]; then
-  echo "test: the reference label (the full-text reference perplexities)"
+  phase reference "reference: the full-text reference perplexities (about 5 min on 2 cores)"
   run_ctest -L reference || reference_status=$?
   if [ "$reference_status" = 0 ]; then reference="passed"; else reference="FAILED (ctest exit $reference_status)"; fi
 fi
+phase "" ""
 if [ "$main_status" = 0 ]; then main="passed"; else main="FAILED (ctest exit $main_status)"; fi
 echo "test: every label but reference: $main; reference: $reference"
 [ "$main_status" = 0 ] && [ "$reference_status" = 0 ]
