@@ -93,8 +93,7 @@ LOG_DIR=${BUILD_DIR:-build}/logs
 LOG=$LOG_DIR/setup.log
 mkdir -p "$LOG_DIR"
 : >"$LOG"
-echo "setup: installing ${#missing[@]} Debian packages with apt-get (and what they need; on a fresh" \
-  "Debian 12 about 5 min for scripts/run.sh's, 8 min with the tests'): ${missing[*]}"
+echo "setup: installing ${#missing[@]} Debian packages with apt-get, and what they need: ${missing[*]}"
 [ "$VERBOSE" = 1 ] || echo "setup: apt-get's output goes to $LOG (--verbose or EMBEDLAB_VERBOSE=1 shows it)"
 # run CMD...: the command's output goes to the log (and the terminal with --verbose); on
 # failure, its last lines and the log's path are printed.
