@@ -77,10 +77,11 @@ TEST(AnalysesMethods, LleRowAndItsExport)
     expect_valid_row(r);
     EXPECT_EQ(r.method, "lle");
     ASSERT_EQ(r.parameters.rfind("keep 0.5, k 8, ", 0), 0u) << r.parameters;
-    // METHODS 2: common rows stay (d values each), a rare row stores k ids, k weights and a norm.
+    // METHODS 2: common rows stay (d values each, and their ids: issue 36), a rare row stores
+    // k ids, k weights and a norm.
     const int64_t rare = rare_count(r.parameters);
     EXPECT_GT(rare, kV / 2);
-    EXPECT_EQ(r.params_after, (kV - rare) * kD + rare * (2 * 8 + 1));
+    EXPECT_EQ(r.params_after, (kV - rare) * (kD + 1) + rare * (2 * 8 + 1));
     EXPECT_GT(r.mean_cosine, 0.5);
 
     embedlab::test::TempDir tmp;

@@ -5,6 +5,7 @@
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/format_parsers.hpp"
 #include "embedlab/model_files.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tensor_train.hpp"
@@ -351,4 +352,93 @@ TEST(CompressedModel, LleTableErrorsNameTheFile)
         EXPECT_NE(what.find("lle/model.safetensors: "), std::string::npos) << what;
         EXPECT_NE(what.find("appears twice"), std::string::npos) << what;
     }
+}
+
+namespace {
+
+// Rewrites a saved directory's factors and manifest listing with `edit` (name -> tensor).
+template <class Edit> void rewrite_factors(const fs::path& dir, Edit&& edit)
+{
+    auto tensors = load_safetensors(dir / "model.safetensors");
+    std::map<std::string, torch::Tensor> edited(tensors.begin(), tensors.end());
+    edit(edited);
+    std::vector<std::pair<std::string, torch::Tensor>> out(edited.begin(), edited.end());
+    write_safetensors(dir / "model.safetensors", out);
+    auto m = nlohmann::ordered_json::parse(test::read_text(dir / "embedlab.json"));
+    nlohmann::ordered_json listed = nlohmann::ordered_json::object();
+    for (const auto& [name, t] : edited)
+        if (name.rfind("model.embed_tokens.", 0) == 0 && name != "model.embed_tokens.weight")
+            listed[name] = t.sizes().vec();
+    m["factor_tensors"] = listed;
+    write_file_atomic(dir / "embedlab.json", m.dump(1));
+}
+
+LoadedModel load_unverified(const fs::path& dir)
+{
+    return load_model(dir, {.need_tokenizer = false, .verify = false});
+}
+
+} // namespace
+
+// Issue 36 item 1: directories written before the packed layouts, per-token tt cores
+// padded to each position's largest rank and lle ids as int64 with the rare list
+// stored (even out of order), still load, to the same rows and the same counts.
+TEST(CompressedModel, DirectoriesWithPaddedCoresAndInt64IdsStillLoad)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::Llama));
+    const torch::Tensor table = table_of(*src.model);
+    const int64_t V = table.size(0);
+    const auto ids = torch::arange(V, torch::kLong);
+    const std::string p = "model.embed_tokens.";
+
+    const auto tt = compress_table(table, {.method = "tt", .shape = {2, 2, 4}, .eps = 0.4});
+    save_compressed_model(src, tt, tmp / "tt");
+    auto stored = load_safetensors(tmp / "tt" / "model.safetensors");
+    ASSERT_TRUE(stored.count(p + "tt.packed_core0"));
+    EXPECT_FALSE(stored.count(p + "tt.core0"));
+    EXPECT_EQ(stored.at(p + "tt.packed_core0").dim(), 1);
+    const auto& emb = dynamic_cast<const TensorTrainTokenEmbedding&>(*tt.embedding);
+    rewrite_factors(tmp / "tt", [&](auto& t) {
+        const auto padded = emb.cores();
+        for (size_t k = 0; k < padded.size(); ++k) {
+            t.erase(p + "tt.packed_core" + std::to_string(k));
+            t[p + "tt.core" + std::to_string(k)] = padded[k];
+        }
+    });
+    const auto old_tt = load_unverified(tmp / "tt");
+    EXPECT_TRUE(torch::equal(old_tt.model->token_embedding().lookup(ids), emb.lookup(ids)));
+    EXPECT_EQ(old_tt.model->token_embedding().parameter_count(), tt.accounting.params_after);
+
+    auto split = std::make_shared<FrequencySplit>();
+    split->counts.assign(static_cast<size_t>(V), 0);
+    for (int64_t v = 0; v < V; ++v)
+        (v % 3 == 0 ? split->common : split->rare).push_back(v);
+    const auto lle = compress_table(table, {.method = "lle", .split = split, .k = 3});
+    save_compressed_model(src, lle, tmp / "lle");
+    stored = load_safetensors(tmp / "lle" / "model.safetensors");
+    EXPECT_FALSE(stored.count(p + "lle.rare_ids")); // the complement of the common ids
+    const auto header_of = [](const fs::path& f) {
+        const auto bytes = test::read_text(f);
+        return parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "f");
+    };
+    for (const auto& e : header_of(tmp / "lle" / "model.safetensors").entries)
+        if (e.name == p + "lle.common_ids" || e.name == p + "lle.neighbour_ids")
+            EXPECT_EQ(e.dtype, "I32") << e.name;
+    const auto& fit = dynamic_cast<const PartialSparseTokenEmbedding&>(*lle.embedding).fit();
+    // As written before: int64 ids, and the rare list, here in reverse order.
+    const auto reverse = torch::arange(fit.rare_ids.size(0) - 1, -1, -1, torch::kLong);
+    rewrite_factors(tmp / "lle", [&](auto& t) {
+        t[p + "lle.common_ids"] = fit.common_ids.to(torch::kLong);
+        t[p + "lle.rare_ids"] = fit.rare_ids.index_select(0, reverse);
+        t[p + "lle.neighbour_ids"] = fit.neighbour_ids.to(torch::kLong).index_select(0, reverse);
+        t[p + "lle.weights"] = fit.weights.index_select(0, reverse);
+        t[p + "lle.norms"] = fit.norms.index_select(0, reverse);
+    });
+    for (const auto& e : header_of(tmp / "lle" / "model.safetensors").entries)
+        if (e.name == p + "lle.common_ids")
+            EXPECT_EQ(e.dtype, "I64");
+    const auto old_lle = load_unverified(tmp / "lle");
+    EXPECT_TRUE(torch::equal(old_lle.model->token_embedding().lookup(ids), lle.embedding->lookup(ids)));
+    EXPECT_EQ(old_lle.model->token_embedding().parameter_count(), lle.accounting.params_after);
 }

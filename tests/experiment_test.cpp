@@ -13,6 +13,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/format_parsers.hpp"
 #include "embedlab/job.hpp"
 #include "embedlab/resources.hpp"
 #include "embedlab/tasks.hpp"
@@ -280,6 +281,62 @@ TEST(ExportRun, WritesFromMemoryAndLoadsBackWithTheRunsPerplexity)
         EXPECT_NE(std::string(e.what()).find("not an EmbedLab"), std::string::npos) << e.what();
     }
     EXPECT_TRUE(fs::exists(dir / "mine" / "notes.txt"));
+}
+
+// Issue 36 item 1: for every method, the stored values and bytes the accounting
+// reports are the elements and bytes of the compressed part's tensors in the written
+// model.safetensors (header excluded). Before, tt's per-token cores were written
+// padded to each position's largest rank and lle's ids as int64 (with the rare list
+// besides, uncounted), while only each token's own values, at 4 bytes, were counted.
+TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
+{
+    TempDir dir;
+    std::vector<CompressionRequest> requests;
+    for (const auto& m : embedlab::method_registry())
+        if (m.part == embedlab::CompressedPart::TokenEmbedding)
+            requests.push_back(request_for(m.name)); // tt: eps, each token its own ranks
+    auto tt_uniform = request_for("tt");
+    tt_uniform.uniform_ranks = true;
+    auto tt_ranks = request_for("tt");
+    tt_ranks.eps = 0, tt_ranks.shape = {8, 16}, tt_ranks.ranks = {1, 5, 1};
+    requests.push_back(tt_uniform);
+    requests.push_back(tt_ranks);
+    int index = 0;
+    // Stored types: float32 factors today; quantised --store types join this loop.
+    for (const std::string store : {"f32"}) {
+        for (auto r : requests) {
+            SCOPED_TRACE(r.method + " " + store + (r.uniform_ranks ? " uniform" : "") +
+                         (r.ranks.empty() ? "" : " ranks"));
+            r.eval_text.clear();
+            const auto run = embedlab::run_compression(r);
+            const auto out = dir / std::to_string(index++);
+            embedlab::export_run(run, out);
+            const auto manifest = Json::parse(embedlab::test::read_text(out / "embedlab.json"));
+            const auto bytes = embedlab::test::read_text(out / "model.safetensors");
+            const auto header = embedlab::parse_safetensors_header(
+                reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "model.safetensors");
+            int64_t elements = 0;
+            double stored = 0;
+            size_t found = 0;
+            for (const auto& e : header.entries) {
+                if (!manifest["factor_tensors"].contains(e.name))
+                    continue;
+                ++found;
+                int64_t n = 1;
+                for (const int64_t s : e.shape)
+                    n *= s;
+                elements += n;
+                stored += static_cast<double>(e.end - e.begin);
+            }
+            ASSERT_EQ(found, manifest["factor_tensors"].size());
+            const auto& a = run.embedding->accounting;
+            EXPECT_EQ(a.params_after, elements);
+            ASSERT_GT(a.bytes_after, 0);
+            EXPECT_NEAR(a.bytes_after, stored, 0.01 * stored) << "file " << stored << " bytes";
+            EXPECT_EQ(manifest["accounting"]["storage"]["bytes_after"].get<double>(), a.bytes_after);
+            EXPECT_EQ(manifest["accounting"]["params_after"].get<int64_t>(), elements);
+        }
+    }
 }
 
 // LoRA recovery of a fourier table trains its MLP (as finetune does), never a V x r

@@ -494,16 +494,17 @@ TEST(PartialSparse, ParameterCounts)
     for (int64_t v = 0; v < 50; ++v)
         (v < 20 ? common : rare).push_back(v);
     const auto split = make_split(common, rare);
-    // C d = 160; R = 30.
-    EXPECT_EQ(PartialSparseTokenEmbedding(fit_partial_sparse(E, split, {.k = 3})).parameter_count(),
-              160 + 30 * 7);
+    // C d = 160 and the C = 20 common ids (issue 36: every stored index counts); R = 30.
+    const PartialSparseTokenEmbedding lle(fit_partial_sparse(E, split, {.k = 3}));
+    EXPECT_EQ(lle.parameter_count(), 160 + 20 + 30 * 7);
+    EXPECT_EQ(lle.index_values(), 20 + 30 * 3);
     EXPECT_EQ(PartialSparseTokenEmbedding(fit_partial_sparse(E, split, {.kind = PartialSparseKind::Unk}))
                   .parameter_count(),
-              160 + 8);
+              160 + 20 + 8);
     EXPECT_EQ(
         PartialSparseTokenEmbedding(fit_partial_sparse(E, split, {.kind = PartialSparseKind::PCA, .k = 4}))
             .parameter_count(),
-        160 + 30 * 4 + 4 * 8 + 8);
+        160 + 20 + 30 * 4 + 4 * 8 + 8);
     EXPECT_STREQ(partial_sparse_method_name(PartialSparseKind::LLE), "lle");
     EXPECT_STREQ(partial_sparse_method_name(PartialSparseKind::Unk), "lle-unk");
     EXPECT_STREQ(partial_sparse_method_name(PartialSparseKind::PCA), "lle-pca");

@@ -289,9 +289,10 @@ TEST(TensorTrain, PerTokenLookupAndHeadNeverReadThePadding)
     const auto E = mixed_rank_table(40, shape);
     const auto fit = fit_tensor_train(E, {.shape = shape, .eps = 0.3});
     TensorTrainTokenEmbedding emb(fit);
-    // Garbage where a token's ranks end: nothing may change.
-    std::vector<torch::Tensor> cores; // clones: the fit's are inference tensors
-    for (const auto& c : fit.cores)
+    // The padded layout of directories written before issue 36, with garbage where a
+    // token's ranks end: nothing may change.
+    std::vector<torch::Tensor> cores;
+    for (const auto& c : emb.cores())
         cores.push_back(c.clone());
     const auto r = fit.token_ranks;
     for (int64_t t = 0; t < 40; ++t) {
@@ -310,14 +311,86 @@ TEST(TensorTrain, PerTokenLookupAndHeadNeverReadThePadding)
     // Token ranks must fit the cores and the vocabulary.
     auto too_big = r.clone();
     too_big[3][1] = static_cast<int32_t>(fit.ranks[2] + 1);
+    const auto padded = emb.cores();
     try {
-        TensorTrainTokenEmbedding bad(shape, fit.cores, too_big);
+        TensorTrainTokenEmbedding bad(shape, padded, too_big);
         FAIL() << "ranks beyond the cores were accepted";
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("token 3 has rank r_2"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(TensorTrainTokenEmbedding(shape, fit.cores, r.narrow(0, 0, 39)), InputError);
-    EXPECT_THROW(TensorTrainTokenEmbedding(shape, fit.cores, r.to(torch::kFloat32)), InputError);
+    EXPECT_THROW(TensorTrainTokenEmbedding(shape, padded, r.narrow(0, 0, 39)), InputError);
+    EXPECT_THROW(TensorTrainTokenEmbedding(shape, padded, r.to(torch::kFloat32)), InputError);
+}
+
+// Issue 36 item 1: what is counted is what is stored. Per-token cores hold each
+// token's own r_{k-1} x I_k x r_k values and nothing else (they were padded to each
+// position's largest rank, in memory and on disk, while only the own values were
+// counted); the packed cores look up what the padded ones did.
+TEST(TensorTrain, PerTokenCoresHoldOnlyEachTokensOwnValues)
+{
+    const std::vector<int64_t> shape{4, 4, 6};
+    const int64_t V = 60, N = 3;
+    const auto E = mixed_rank_table(V, shape);
+    const auto fit = fit_tensor_train(E, {.shape = shape, .eps = 0.4});
+    ASSERT_TRUE(fit.token_ranks.defined());
+    const auto r = fit.token_ranks;
+    auto own = [&](int64_t t, int64_t k) -> int64_t {
+        return k == 0 || k == N ? 1 : r[t][k - 1].item<int32_t>();
+    };
+    int64_t stored = 0;
+    for (int64_t k = 0; k < N; ++k) {
+        int64_t values = 0;
+        for (int64_t t = 0; t < V; ++t)
+            values += own(t, k) * shape[k] * own(t, k + 1);
+        ASSERT_EQ(fit.cores[k].dim(), 1) << "core " << k;
+        EXPECT_EQ(fit.cores[k].numel(), values) << "core " << k;
+        stored += values;
+    }
+    TensorTrainTokenEmbedding emb(fit);
+    const auto packed = emb.packed_cores();
+    int64_t held = r.numel();
+    for (int64_t k = 0; k < N; ++k) {
+        EXPECT_TRUE(torch::equal(packed[k], fit.cores[k])) << "core " << k;
+        held += packed[k].numel();
+    }
+    // The count is the elements stored: the packed values plus the ranks.
+    EXPECT_EQ(emb.parameter_count(), stored + V * (N - 1));
+    EXPECT_EQ(emb.parameter_count(), held);
+    std::vector<int32_t> ranks(r.data_ptr<int32_t>(), r.data_ptr<int32_t>() + r.numel());
+    const auto a = account_tensor_train_per_token(V, shape, ranks);
+    EXPECT_EQ(a.params_after, held);
+    EXPECT_EQ(a.index_values, V * (N - 1));
+    // Token t's core k is its slice of the padded core, row by row.
+    const auto padded = emb.cores();
+    int64_t offset = 0;
+    for (int64_t t = 0; t < V; ++t) {
+        const auto mine =
+            padded[1][t].narrow(0, 0, own(t, 1)).narrow(2, 0, own(t, 2)).contiguous().reshape({-1});
+        EXPECT_TRUE(torch::equal(fit.cores[1].narrow(0, offset, mine.numel()), mine)) << "token " << t;
+        offset += mine.numel();
+    }
+    // Packed and padded (an earlier directory) give the same rows and head.
+    const TensorTrainTokenEmbedding from_padded(shape, padded, r);
+    const TensorTrainTokenEmbedding from_packed(shape, packed, r);
+    const auto ids = torch::arange(V, torch::kLong);
+    EXPECT_TRUE(torch::equal(from_padded.lookup(ids), emb.lookup(ids)));
+    EXPECT_TRUE(torch::equal(from_packed.lookup(ids), emb.lookup(ids)));
+    EXPECT_EQ(from_padded.parameter_count(), held);
+    for (int64_t t = 0; t < V; ++t)
+        EXPECT_LE((emb.lookup(torch::tensor({t}, torch::kLong))[0] - E[t]).norm().item<double>(),
+                  0.4 * (1 + 1e-4) * E[t].norm().item<double>());
+    // A packed core of the wrong length, or with a NaN, is refused.
+    auto shorter = packed;
+    shorter[2] = packed[2].narrow(0, 0, packed[2].numel() - 1);
+    EXPECT_NE(test::input_error_of([&] { TensorTrainTokenEmbedding(shape, shorter, r); }, "none")
+                  .find("TT packed core 2 has shape"),
+              std::string::npos);
+    auto nan = packed;
+    nan[1] = packed[1].clone();
+    nan[1][5] = std::nanf("");
+    EXPECT_NE(
+        test::input_error_of([&] { TensorTrainTokenEmbedding(shape, nan, r); }, "none").find("non-finite"),
+        std::string::npos);
 }
 
 // Issue 21: compress moves the fit's cores into the embedding, which rearranges them

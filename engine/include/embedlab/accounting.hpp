@@ -79,6 +79,11 @@ struct EmbeddingAccounting {
     double bits_per_value_before = 0, bits_per_value_after = 0;
     double bytes_before = 0, bytes_after = 0; // the token table's alone
     double bytes_ratio = 0;                   // after / before
+    // Stored indices among params_after (issue 36: each counts as one value, METHODS 0,
+    // but takes its own width on disk): tt's per-token ranks (int32), lle's common ids
+    // and neighbour ids (int16 when V <= 32768, else int32). bytes_after = the other
+    // values at bits_per_value_after + index_bytes: the bytes of the written tensors.
+    int64_t index_values = 0, index_bytes = 0;
     // low rank
     int64_t rank = 0;
     // tensor train

@@ -92,15 +92,24 @@ struct PartialSparseOptions {
     KnnOptions knn;      // LLE: the neighbour search
 };
 
+// Token ids as stored on disk (issue 36): int32 (they were int64, counted as one
+// 4-byte value); each counts as one value (METHODS 0) of index_bytes_for(V) bytes.
+// int16 for V <= 32768 waits for the safetensors writer to take I16.
+torch::ScalarType index_dtype(int64_t vocab);
+int64_t index_bytes_for(int64_t vocab);
+
 struct PartialSparseFit {
     PartialSparseKind kind = PartialSparseKind::LLE;
     int64_t vocab = 0, dim = 0, k = 0;
     double reg = 0;
-    torch::Tensor common_ids;  // [C] int64
-    torch::Tensor rare_ids;    // [R] int64
+    torch::Tensor common_ids; // [C] int64 in memory (stored at index_dtype(V))
+    // [R] int64, ascending: the complement of common_ids. Not stored since issue 36;
+    // the embedding derives it when undefined (a stored list of an earlier directory
+    // is used, its rows put in ascending order).
+    torch::Tensor rare_ids;
     torch::Tensor common_rows; // [C, d] float32, exact
     // LLE
-    torch::Tensor neighbour_ids; // [R, k] int64 token ids
+    torch::Tensor neighbour_ids; // [R, k] int64 token ids in memory (stored at index_dtype(V))
     torch::Tensor weights;       // [R, k] float32, each row sums to 1
     torch::Tensor norms;         // [R] float32, ||y||
     // unk
@@ -128,8 +137,11 @@ public:
     // Tied head: the rare rows are rebuilt once per call, then one product.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     torch::Tensor rebuilt_rows() const override; // common rows and rebuilt rare rows
-    // |V_C| d + per rare token: LLE 2k + 1, unk 0 (+ d for the fallback), pca k (+ k d + d).
+    // |V_C| d + |V_C| common ids + per rare token: LLE 2k + 1, unk 0 (+ d for the
+    // fallback), pca k (+ k d + d). Every stored value, ids included (issue 36).
     int64_t parameter_count() const override;
+    // The stored ids among them: |V_C| common ids, plus R k neighbour ids for LLE.
+    int64_t index_values() const;
     std::string kind() const override { return partial_sparse_method_name(fit_.kind); }
     const PartialSparseFit& fit() const { return fit_; }
     // Rebuilt rows of the given rare-slot range [first, first + count) -> [count, d].

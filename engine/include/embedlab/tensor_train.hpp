@@ -9,10 +9,14 @@
 // SVDs run as float64 eigendecompositions of the smaller Gram side, in parallel
 // over tokens. Ranks are fixed, or chosen from an accuracy eps. With eps every
 // token keeps the ranks its own TT-SVD needs (TensorSLM eq. 14 sums ranks per
-// token): the cores are padded with zeros to each position's largest rank and
-// each token's ranks are stored beside them; lookups and the tied head contract
-// only a token's own ranks. `uniform_ranks` instead gives every token the largest
-// rank any token needs at each position (one rank set, as before issue 20).
+// token): each core holds every token's own r_{k-1} x I_k x r_k values packed one
+// token after the other (issue 36: no zero padding, in memory or on disk), with
+// each token's ranks stored beside them (int32, one value each); the offsets are
+// derived from the ranks. Lookups and the tied head contract only a token's own
+// ranks. Directories written before issue 36 hold the cores padded with zeros to
+// each position's largest rank; they still load (and are packed on load).
+// `uniform_ranks` instead gives every token the largest rank any token needs at
+// each position (one rank set, as before issue 20).
 // Thread safety: fit_tensor_train is reentrant; the embedding is immutable.
 #pragma once
 
@@ -34,8 +38,9 @@ struct TensorTrainFit {
     std::vector<int64_t> shape;
     std::vector<int64_t> ranks; // per position the largest rank stored (the cores' sizes)
     double eps = 0;             // 0 when ranks were given
-    // core k (0-based): [V, r_k, I_{k+1}, r_{k+1}] float32, the conventional TT layout;
-    // with per-token ranks, zero beyond a token's own ranks.
+    // core k (0-based): [V, r_k, I_{k+1}, r_{k+1}] float32, the conventional TT layout.
+    // With per-token ranks (token_ranks defined) core k is packed instead: 1-D float32,
+    // token after token, each token's own [r_k, I_{k+1}, r_{k+1}] values row-major.
     std::vector<torch::Tensor> cores;
     // Per-token ranks (eps without uniform_ranks): [V, N - 1] int32, each token's
     // r_1..r_{N-1}. Undefined when every token has `ranks`.
@@ -54,6 +59,9 @@ class TensorTrainTokenEmbedding final : public TokenEmbedding {
 public:
     // Checks that the cores agree with each other (InputError naming the core) and,
     // when given, that token_ranks [V, N - 1] lie within the cores' sizes.
+    // With token_ranks the cores are either packed (1-D, as TensorTrainFit::cores
+    // describes; their lengths must be the tokens' own sizes) or, as written before
+    // issue 36, padded [V, r_k, I_{k+1}, r_{k+1}] (repacked here, the padding dropped).
     // A core passed as the only handle to its own float32 storage (moved in) is
     // rearranged into the lookup layout in place instead of copied: a fitted table
     // is then held once, not twice (issue 21's memory bound).
@@ -71,7 +79,8 @@ public:
     // logits, so no V x d table is ever held.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     torch::Tensor rebuilt_rows() const override; // every row contracted
-    // Per-token ranks: each token's own core values plus its N - 1 stored ranks.
+    // Per-token ranks: each token's own core values plus its N - 1 stored ranks,
+    // exactly the elements packed_cores() and token_ranks() hold.
     int64_t parameter_count() const override;
     std::string kind() const override { return "tt"; }
 
@@ -80,17 +89,33 @@ public:
     bool per_token_ranks() const { return !token_ranks_.empty(); }
     // [V, N - 1] int32 (a copy); undefined without per-token ranks.
     torch::Tensor token_ranks() const;
-    // The cores in the conventional layout [V, r_k, I_{k+1}, r_{k+1}] (a copy).
+    // The cores in the conventional layout [V, r_k, I_{k+1}, r_{k+1}] (a copy; with
+    // per-token ranks padded with zeros to ranks(), as the layout needs).
     std::vector<torch::Tensor> cores() const;
+    // Per-token ranks: the packed cores as stored (TensorTrainFit::cores), a copy;
+    // otherwise cores().
+    std::vector<torch::Tensor> packed_cores() const;
 
 private:
     // rows [first, first + count) -> [count, d] into `out` (contiguous float32).
     void contract_rows(const int64_t* ids, int64_t count, float* out) const;
+    // Construction: 4-D cores (uniform, or padded per-token ones); 1-D packed cores.
+    void build_padded(std::vector<torch::Tensor> cores);
+    void build_packed(std::vector<torch::Tensor> cores, const torch::Tensor& token_ranks);
+    // Padded per-token cores (written before issue 36) repacked without the padding.
+    void pack_padded(const torch::Tensor& token_ranks);
+    // token_ranks_, offsets_ and largest_ from [V, N - 1] ranks within `limits`.
+    void read_token_ranks(const torch::Tensor& token_ranks, const std::vector<int64_t>& limits,
+                          const char* what);
+    int64_t token_rank(int64_t t, int64_t k) const; // r_k of token t (r_0 = r_N = 1)
 
     std::vector<int64_t> shape_;
     // Only one copy of the cores is held, in the layout the contraction reads:
-    // core k as [V, r_{k+1}, I_{k+1}, r_k].
+    // core k as [V, r_{k+1}, I_{k+1}, r_k]; with per-token ranks 1-D, each token's
+    // own [r_{k+1}, I_{k+1}, r_k] at offsets_[k][t].
     std::vector<torch::Tensor> kernel_;
+    std::vector<std::vector<int64_t>> offsets_; // per-token: N lists of V + 1
+    std::vector<int64_t> largest_;              // r_0..r_N, each position's largest
     // Row-major [V, N - 1]: token t's r_1..r_{N-1}; empty when all share ranks().
     std::vector<int32_t> token_ranks_;
     int64_t vocab_ = 0, dim_ = 0;

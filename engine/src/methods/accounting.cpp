@@ -88,7 +88,8 @@ void apply_storage(EmbeddingAccounting& a, const std::string& stored_type_before
     a.bits_per_value_before = before;
     a.bits_per_value_after = bits_per_value_after;
     a.bytes_before = static_cast<double>(a.params_before) * before / 8;
-    a.bytes_after = static_cast<double>(a.params_after) * bits_per_value_after / 8;
+    a.bytes_after = static_cast<double>(a.params_after - a.index_values) * bits_per_value_after / 8 +
+                    static_cast<double>(a.index_bytes);
     a.bytes_ratio = a.bytes_after / a.bytes_before;
 }
 
@@ -366,6 +367,8 @@ EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vec
         m /= V;
     a.per_token_ranks = true;
     a.params_after = params + vocab * (N - 1); // the rank values are stored too
+    a.index_values = vocab * (N - 1);          // int32 each
+    a.index_bytes = 4 * a.index_values;
     a.mean_params_per_token = static_cast<double>(a.params_after) / V;
     a.params_per_token = std::llround(a.mean_params_per_token);
     a.eta_ttd = static_cast<double>(a.dim) / a.mean_params_per_token - 1.0;

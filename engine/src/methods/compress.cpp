@@ -257,6 +257,8 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
                                                                      : 2 * spec.k * d + d;
         out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params,
                                         rare_lookup, rare * rare_lookup + 2 * V * d);
+        out.accounting.index_values = embedding->index_values();
+        out.accounting.index_bytes = out.accounting.index_values * index_bytes_for(V);
         out.fit["flops_lookup_note"] = "flops_lookup is a rare token's; a common token's row is read (0)";
         out.embedding = std::move(embedding);
     } else { // Method::Fourier
@@ -450,7 +452,9 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
                         {"bits_per_value_after", a.bits_per_value_after},
                         {"bytes_before", a.bytes_before},
                         {"bytes_after", a.bytes_after},
-                        {"bytes_ratio", a.bytes_ratio}};
+                        {"bytes_ratio", a.bytes_ratio},
+                        {"index_values", a.index_values},
+                        {"index_bytes", a.index_bytes}};
     j["energy_model"] = {
         {"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens}, {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
     if (const EnergyDevice* device = o.device.empty() ? nullptr : find_energy_device(o.device))

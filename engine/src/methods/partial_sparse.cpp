@@ -341,9 +341,28 @@ PartialSparseTokenEmbedding::PartialSparseTokenEmbedding(PartialSparseFit fit) :
         if (!torch::isfinite(t).all().item<bool>())
             throw InputError("partial sparse embedding: " + name + " has non-finite values");
     };
-    if (!f.common_ids.defined() || !f.rare_ids.defined() || f.common_ids.dim() != 1 || f.rare_ids.dim() != 1)
+    if (!f.common_ids.defined() || f.common_ids.dim() != 1 || (f.rare_ids.defined() && f.rare_ids.dim() != 1))
         throw InputError("partial sparse embedding: the V_C and V_R id lists must be vectors");
     f.common_ids = f.common_ids.to(torch::kLong).contiguous();
+    if (!f.rare_ids.defined()) {
+        // Not stored (issue 36): every id not in V_C, ascending, as the fit makes it.
+        std::vector<char> in_common(static_cast<size_t>(V), 0);
+        const int64_t* ids = f.common_ids.data_ptr<int64_t>();
+        for (int64_t c = 0; c < f.common_ids.size(0); ++c) {
+            const int64_t id = ids[c];
+            if (id < 0 || id >= V)
+                throw InputError("V_C holds token id " + std::to_string(id) +
+                                 ", outside the vocabulary (V = " + std::to_string(V) + ")");
+            if (in_common[static_cast<size_t>(id)])
+                throw InputError("token id " + std::to_string(id) + " appears twice in V_C and V_R");
+            in_common[static_cast<size_t>(id)] = 1;
+        }
+        std::vector<int64_t> rare;
+        for (int64_t v = 0; v < V; ++v)
+            if (!in_common[static_cast<size_t>(v)])
+                rare.push_back(v);
+        f.rare_ids = methods::id_tensor(rare);
+    }
     f.rare_ids = f.rare_ids.to(torch::kLong).contiguous();
     const int64_t C = f.common_ids.size(0), R = f.rare_ids.size(0);
     if (C + R != V)
@@ -391,6 +410,35 @@ PartialSparseTokenEmbedding::PartialSparseTokenEmbedding(PartialSparseFit fit) :
         finite(f.coords, "coords");
         break;
     }
+    // A rare list stored out of order (an earlier directory): its rows are put in
+    // ascending order, the order a directory without the list derives.
+    if (R > 1) {
+        const auto [sorted, order] = f.rare_ids.sort();
+        if (!torch::equal(sorted, f.rare_ids)) {
+            f.rare_ids = sorted.contiguous();
+            for (auto* t : {&f.neighbour_ids, &f.weights, &f.norms, &f.coords})
+                if (t->defined())
+                    *t = t->index_select(0, order).contiguous();
+            slot_ =
+                partition_slots(f.common_ids.data_ptr<int64_t>(), C, f.rare_ids.data_ptr<int64_t>(), R, V);
+        }
+    }
+}
+
+torch::ScalarType index_dtype(int64_t /*vocab*/)
+{
+    return torch::kInt32;
+}
+
+int64_t index_bytes_for(int64_t vocab)
+{
+    return static_cast<int64_t>(c10::elementSize(index_dtype(vocab)));
+}
+
+int64_t PartialSparseTokenEmbedding::index_values() const
+{
+    const int64_t C = fit_.common_ids.size(0), R = fit_.rare_ids.size(0);
+    return C + (fit_.kind == PartialSparseKind::LLE ? R * fit_.k : 0);
 }
 
 torch::Tensor PartialSparseTokenEmbedding::lookup(const torch::Tensor& ids) const
@@ -454,15 +502,16 @@ torch::Tensor PartialSparseTokenEmbedding::rebuilt_rows() const
 int64_t PartialSparseTokenEmbedding::parameter_count() const
 {
     const int64_t C = fit_.common_ids.size(0), R = fit_.rare_ids.size(0), d = fit_.dim, k = fit_.k;
+    // The common rows and their C ids, then each method's own values.
     switch (fit_.kind) {
     case PartialSparseKind::LLE:
-        return C * d + R * (2 * k + 1);
+        return C * d + C + R * (2 * k + 1);
     case PartialSparseKind::Unk:
-        return C * d + d;
+        return C * d + C + d;
     case PartialSparseKind::PCA:
-        return C * d + R * k + k * d + d;
+        return C * d + C + R * k + k * d + d;
     }
-    return C * d;
+    return C * d + C;
 }
 
 // --- coverage --------------------------------------------------------------------

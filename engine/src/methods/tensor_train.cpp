@@ -163,8 +163,7 @@ EMBEDLAB_INLINE_INTO_CLONE inline void small_gemm_fixed(const float* B, int64_t 
     }
 }
 
-// out [q, width] = B [q, :r] K [:r, width], all row-major, B's rows ldb apart (a
-// token with per-token ranks uses the first r of the padded ldb columns).
+// out [q, width] = B [q, :r] K [:r, width], all row-major, B's rows ldb apart.
 EMBEDLAB_SIMD_CLONES
 void small_gemm(const float* B, int64_t q, int64_t r, int64_t ldb, const float* K, int64_t width, float* out)
 {
@@ -286,22 +285,34 @@ TensorTrainFit fit_tensor_train(const torch::Tensor& table_in, const TensorTrain
                                             static_cast<double>(V));
         }
     }
-    // The cores, padded to `ranks`; a per-token row leaves zeros beyond its own ranks.
+    // The cores: uniform ranks [V, r, I, r]; per-token ranks packed, each token's own
+    // r_{k-1} x I_k x r_k values after the previous token's (no padding).
+    std::vector<std::vector<int64_t>> offsets(per_token ? static_cast<size_t>(N) : 0);
     std::vector<float*> core_ptrs;
     for (int64_t k = 0; k < N; ++k) {
-        const std::vector<int64_t> size{V, ranks[k], shape[k], ranks[k + 1]};
-        fit.cores.push_back(per_token ? torch::zeros(size, torch::kFloat32)
-                                      : torch::empty(size, torch::kFloat32));
+        if (per_token) {
+            auto& off = offsets[static_cast<size_t>(k)];
+            off.resize(static_cast<size_t>(V + 1), 0);
+            for (int64_t t = 0; t < V; ++t)
+                off[static_cast<size_t>(t + 1)] =
+                    off[static_cast<size_t>(t)] + own[static_cast<size_t>(t * (N + 1) + k)] * shape[k] *
+                                                      own[static_cast<size_t>(t * (N + 1) + k + 1)];
+            fit.cores.push_back(torch::empty({off.back()}, torch::kFloat32));
+        } else {
+            fit.cores.push_back(torch::empty({V, ranks[k], shape[k], ranks[k + 1]}, torch::kFloat32));
+        }
         core_ptrs.push_back(fit.cores.back().data_ptr<float>());
     }
     sweep_tokens([&](int64_t t, const float* row, TokenWorkspace& ws) {
         std::vector<float*> ptrs(static_cast<size_t>(N));
         for (int64_t k = 0; k < N; ++k)
-            ptrs[k] = core_ptrs[k] + t * ranks[k] * shape[k] * ranks[k + 1];
+            ptrs[k] = core_ptrs[k] + (per_token ? offsets[static_cast<size_t>(k)][static_cast<size_t>(t)]
+                                                : t * ranks[k] * shape[k] * ranks[k + 1]);
         std::vector<int64_t> row_ranks =
             per_token ? std::vector<int64_t>(own.begin() + t * (N + 1), own.begin() + (t + 1) * (N + 1))
                       : ranks;
-        tt_svd_row(row, shape, row_ranks.data(), false, ranks.data(), 0, -1, ptrs.data(), ws);
+        // A packed token's rows are its own r_k apart; every value is written.
+        tt_svd_row(row, shape, row_ranks.data(), false, row_ranks.data(), 0, -1, ptrs.data(), ws);
     });
     fit.ranks = ranks;
     fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -330,32 +341,48 @@ bool sole_owner(const torch::Tensor& c)
            c.storage().nbytes() == static_cast<size_t>(c.numel()) * sizeof(float);
 }
 
-// Core [V, r_in, I, r_out] -> the kernel [V, r_out, I, r_in] in its own storage, one
-// token's slice at a time; false when a value is not finite (the core is then left
-// partly rearranged: only for a core nobody else holds).
-bool permute_core_in_place(torch::Tensor& c)
+// One token's slice [r_in, I, r_out] -> [r_out, I, r_in] where it is (via `slice`);
+// false when a value is not finite.
+bool permute_slice(float* p, int64_t r_in, int64_t I, int64_t r_out, std::vector<float>& slice)
 {
-    const int64_t V = c.size(0), r_in = c.size(1), I = c.size(2), r_out = c.size(3);
     const int64_t n = r_in * I * r_out;
-    float* data = c.data_ptr<float>();
+    slice.assign(p, p + n);
+    for (float v : slice)
+        if (!std::isfinite(v))
+            return false;
+    for (int64_t a = 0; a < r_in; ++a)
+        for (int64_t i = 0; i < I; ++i)
+            for (int64_t b = 0; b < r_out; ++b)
+                p[(b * I + i) * r_in + a] = slice[static_cast<size_t>((a * I + i) * r_out + b)];
+    return true;
+}
+
+// Every token's slice of `data` into the kernel layout, `at(t)` giving its offset and
+// ranks; false when a value is not finite (the data is then left partly rearranged:
+// only for a core nobody else holds, or a copy).
+template <class At> bool permute_tokens_in_place(float* data, int64_t V, int64_t I, At&& at)
+{
     std::atomic<bool> finite{true};
     at::parallel_for(0, V, 256, [&](int64_t lo, int64_t hi) {
-        std::vector<float> slice(static_cast<size_t>(n));
+        std::vector<float> slice;
         for (int64_t t = lo; t < hi && finite.load(std::memory_order_relaxed); ++t) {
-            float* p = data + t * n;
-            std::copy(p, p + n, slice.begin());
-            for (float v : slice)
-                if (!std::isfinite(v)) {
-                    finite = false;
-                    return;
-                }
-            for (int64_t a = 0; a < r_in; ++a)
-                for (int64_t i = 0; i < I; ++i)
-                    for (int64_t b = 0; b < r_out; ++b)
-                        p[(b * I + i) * r_in + a] = slice[static_cast<size_t>((a * I + i) * r_out + b)];
+            const auto [offset, r_in, r_out] = at(t);
+            if (!permute_slice(data + offset, r_in, I, r_out, slice)) {
+                finite = false;
+                return;
+            }
         }
     });
     return finite;
+}
+
+// Core [V, r_in, I, r_out] -> the kernel [V, r_out, I, r_in] in its own storage.
+bool permute_core_in_place(torch::Tensor& c)
+{
+    const int64_t r_in = c.size(1), I = c.size(2), r_out = c.size(3), n = r_in * I * r_out;
+    return permute_tokens_in_place(c.data_ptr<float>(), c.size(0), I, [&](int64_t t) {
+        return std::tuple<int64_t, int64_t, int64_t>{t * n, r_in, r_out};
+    });
 }
 
 } // namespace
@@ -372,7 +399,33 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
     dim_ = 1;
     for (auto I : shape_)
         dim_ *= I;
+    // Packed per-token cores (issue 36) are 1-D; padded ones, and uniform ones, 4-D.
+    const bool packed = token_ranks.defined() && cores[0].dim() == 1;
+    if (packed) {
+        build_packed(std::move(cores), token_ranks);
+    } else {
+        build_padded(std::move(cores));
+        if (token_ranks.defined())
+            pack_padded(token_ranks);
+    }
+    // Widest intermediate of the right-to-left contraction: (I_k..I_N) x r_{k-1}.
+    for (int64_t k = 0; k < N; ++k) {
+        int64_t trailing = 1;
+        for (int64_t j = k; j < N; ++j)
+            trailing *= shape_[j];
+        buffer_ = std::max(buffer_, trailing * largest_[k]);
+    }
+    for (const auto& k : kernel_)
+        parameters_ += k.numel();
+    // Each token's own values, plus its N - 1 stored ranks.
+    parameters_ += static_cast<int64_t>(token_ranks_.size());
+}
+
+void TensorTrainTokenEmbedding::build_padded(std::vector<torch::Tensor> cores)
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
     vocab_ = cores[0].dim() == 4 ? cores[0].size(0) : -1;
+    largest_.assign(1, 1);
     int64_t r_prev = 1;
     for (int64_t k = 0; k < N; ++k) {
         const auto& c = cores[static_cast<size_t>(k)];
@@ -382,12 +435,8 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
             throw InputError(name + " has shape [" + join(c.sizes().vec()) + "], expected [" +
                              std::to_string(vocab_) + ", " + std::to_string(r_prev) + ", " +
                              std::to_string(shape_[k]) + ", " + (k + 1 == N ? "1" : "r") + "]");
-        // Widest intermediate of the right-to-left contraction: (I_k..I_N) x r_{k-1}.
-        int64_t trailing = 1;
-        for (int64_t j = k; j < N; ++j)
-            trailing *= shape_[j];
-        buffer_ = std::max(buffer_, trailing * r_prev);
         r_prev = c.size(3);
+        largest_.push_back(r_prev);
         auto& core = cores[static_cast<size_t>(k)];
         if (sole_owner(core)) {
             // Nobody else sees this storage: rearranged where it is, checked on the way.
@@ -401,12 +450,12 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
         }
         core = torch::Tensor(); // released now (a copied core's source, when this was its last handle)
     }
-    const auto padded = ranks();
-    if (!token_ranks.defined()) {
-        for (const auto& k : kernel_)
-            parameters_ += k.numel();
-        return;
-    }
+}
+
+void TensorTrainTokenEmbedding::read_token_ranks(const torch::Tensor& token_ranks,
+                                                 const std::vector<int64_t>& limits, const char* what)
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
     if (token_ranks.dim() != 2 || token_ranks.size(0) != vocab_ || token_ranks.size(1) != N - 1 ||
         token_ranks.is_floating_point() || token_ranks.is_complex())
         throw InputError("TT token ranks have shape [" + join(token_ranks.sizes().vec()) + "] (" +
@@ -415,22 +464,89 @@ TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
     const auto r = token_ranks.to(torch::kLong).contiguous();
     const int64_t* p = r.data_ptr<int64_t>();
     token_ranks_.resize(static_cast<size_t>(vocab_ * (N - 1)));
-    for (int64_t t = 0; t < vocab_; ++t) {
-        int64_t prev = 1;
-        for (int64_t k = 1; k <= N; ++k) {
-            const int64_t own = k < N ? p[t * (N - 1) + k - 1] : 1;
-            if (own < 1 || own > padded[k])
+    for (int64_t t = 0; t < vocab_; ++t)
+        for (int64_t k = 1; k < N; ++k) {
+            const int64_t own = p[t * (N - 1) + k - 1];
+            if (own < 1 || own > limits[k])
                 throw InputError("TT token " + std::to_string(t) + " has rank r_" + std::to_string(k) +
-                                 " = " + std::to_string(own) + ", outside [1, " + std::to_string(padded[k]) +
-                                 "] (the cores' size)");
-            if (k < N)
-                token_ranks_[static_cast<size_t>(t * (N - 1) + k - 1)] = static_cast<int32_t>(own);
-            // Each token's own values, plus its N - 1 stored ranks.
-            parameters_ += prev * shape_[k - 1] * own;
-            prev = own;
+                                 " = " + std::to_string(own) + ", outside [1, " + std::to_string(limits[k]) +
+                                 "] (" + what + ")");
+            token_ranks_[static_cast<size_t>(t * (N - 1) + k - 1)] = static_cast<int32_t>(own);
+        }
+    // Core k of token t starts at offsets_[k][t]: the earlier tokens' own sizes.
+    offsets_.assign(static_cast<size_t>(N), std::vector<int64_t>(static_cast<size_t>(vocab_ + 1), 0));
+    largest_.assign(static_cast<size_t>(N + 1), 1);
+    for (int64_t k = 0; k < N; ++k) {
+        auto& off = offsets_[static_cast<size_t>(k)];
+        for (int64_t t = 0; t < vocab_; ++t) {
+            const int64_t r_in = token_rank(t, k), r_out = token_rank(t, k + 1);
+            largest_[static_cast<size_t>(k + 1)] = std::max(largest_[static_cast<size_t>(k + 1)], r_out);
+            off[static_cast<size_t>(t + 1)] = off[static_cast<size_t>(t)] + r_in * shape_[k] * r_out;
         }
     }
-    parameters_ += vocab_ * (N - 1);
+}
+
+void TensorTrainTokenEmbedding::build_packed(std::vector<torch::Tensor> cores,
+                                             const torch::Tensor& token_ranks)
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    vocab_ = token_ranks.dim() == 2 ? token_ranks.size(0) : -1;
+    read_token_ranks(token_ranks, tt_rank_caps(shape_), "the caps of the shape");
+    for (int64_t k = 0; k < N; ++k) {
+        auto& core = cores[static_cast<size_t>(k)];
+        const std::string name = "TT packed core " + std::to_string(k);
+        const int64_t expected = offsets_[static_cast<size_t>(k)].back();
+        if (core.dim() != 1 || core.size(0) != expected)
+            throw InputError(name + " has shape [" + join(core.sizes().vec()) + "], expected [" +
+                             std::to_string(expected) + "] (the tokens' own r_" + std::to_string(k) + " x " +
+                             std::to_string(shape_[k]) + " x r_" + std::to_string(k + 1) + ")");
+        // A core nobody else holds is rearranged where it is; any other is copied first.
+        torch::Tensor kernel =
+            sole_owner(core) ? std::move(core) : core.to(torch::kFloat32).contiguous().clone();
+        core = torch::Tensor();
+        const auto& off = offsets_[static_cast<size_t>(k)];
+        if (!permute_tokens_in_place(kernel.data_ptr<float>(), vocab_, shape_[k], [&](int64_t t) {
+                return std::tuple<int64_t, int64_t, int64_t>{off[static_cast<size_t>(t)], token_rank(t, k),
+                                                             token_rank(t, k + 1)};
+            }))
+            throw InputError(name + " has non-finite values");
+        kernel_.push_back(std::move(kernel));
+    }
+}
+
+void TensorTrainTokenEmbedding::pack_padded(const torch::Tensor& token_ranks)
+{
+    // Written before issue 36: each token's values sit in the corner of a padded
+    // [r_out, I, r_in] kernel slice; only they are kept.
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    const std::vector<int64_t> padded = largest_;
+    read_token_ranks(token_ranks, padded, "the cores' size");
+    for (int64_t k = 0; k < N; ++k) {
+        const auto& src = kernel_[static_cast<size_t>(k)];
+        const int64_t I = shape_[k], R_out = src.size(1), R_in = src.size(3);
+        const auto& off = offsets_[static_cast<size_t>(k)];
+        auto packed = torch::empty({off.back()}, torch::kFloat32);
+        const float* from = src.data_ptr<float>();
+        float* to = packed.data_ptr<float>();
+        at::parallel_for(0, vocab_, 256, [&](int64_t lo, int64_t hi) {
+            for (int64_t t = lo; t < hi; ++t) {
+                const int64_t r_in = token_rank(t, k), r_out = token_rank(t, k + 1);
+                const float* p = from + t * R_out * I * R_in;
+                float* q = to + off[static_cast<size_t>(t)];
+                for (int64_t b = 0; b < r_out; ++b)
+                    for (int64_t i = 0; i < I; ++i)
+                        for (int64_t a = 0; a < r_in; ++a)
+                            q[(b * I + i) * r_in + a] = p[(b * I + i) * R_in + a];
+            }
+        });
+        kernel_[static_cast<size_t>(k)] = std::move(packed);
+    }
+}
+
+int64_t TensorTrainTokenEmbedding::token_rank(int64_t t, int64_t k) const
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    return k == 0 || k == N ? 1 : token_ranks_[static_cast<size_t>(t * (N - 1) + k - 1)];
 }
 
 torch::Tensor TensorTrainTokenEmbedding::token_ranks() const
@@ -444,17 +560,64 @@ torch::Tensor TensorTrainTokenEmbedding::token_ranks() const
 
 std::vector<int64_t> TensorTrainTokenEmbedding::ranks() const
 {
-    std::vector<int64_t> r{1};
-    for (const auto& k : kernel_)
-        r.push_back(k.size(1));
-    return r;
+    return largest_;
 }
 
 std::vector<torch::Tensor> TensorTrainTokenEmbedding::cores() const
 {
+    if (token_ranks_.empty()) {
+        std::vector<torch::Tensor> out;
+        for (const auto& k : kernel_)
+            out.push_back(k.permute({0, 3, 2, 1}).contiguous());
+        return out;
+    }
+    // Padded with zeros to each position's largest rank.
     std::vector<torch::Tensor> out;
-    for (const auto& k : kernel_)
-        out.push_back(k.permute({0, 3, 2, 1}).contiguous());
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    for (int64_t k = 0; k < N; ++k) {
+        const int64_t I = shape_[k], R_in = largest_[k], R_out = largest_[k + 1];
+        auto core = torch::zeros({vocab_, R_in, I, R_out}, torch::kFloat32);
+        const float* from = kernel_[static_cast<size_t>(k)].data_ptr<float>();
+        float* to = core.data_ptr<float>();
+        for (int64_t t = 0; t < vocab_; ++t) {
+            const int64_t r_in = token_rank(t, k), r_out = token_rank(t, k + 1);
+            const float* p = from + offsets_[static_cast<size_t>(k)][static_cast<size_t>(t)];
+            float* q = to + t * R_in * I * R_out;
+            for (int64_t a = 0; a < r_in; ++a)
+                for (int64_t i = 0; i < I; ++i)
+                    for (int64_t b = 0; b < r_out; ++b)
+                        q[(a * I + i) * R_out + b] = p[(b * I + i) * r_in + a];
+        }
+        out.push_back(core);
+    }
+    return out;
+}
+
+std::vector<torch::Tensor> TensorTrainTokenEmbedding::packed_cores() const
+{
+    if (token_ranks_.empty())
+        return cores();
+    std::vector<torch::Tensor> out;
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    for (int64_t k = 0; k < N; ++k) {
+        const int64_t I = shape_[k];
+        const auto& off = offsets_[static_cast<size_t>(k)];
+        auto core = torch::empty({off.back()}, torch::kFloat32);
+        const float* from = kernel_[static_cast<size_t>(k)].data_ptr<float>();
+        float* to = core.data_ptr<float>();
+        at::parallel_for(0, vocab_, 256, [&](int64_t lo, int64_t hi) {
+            for (int64_t t = lo; t < hi; ++t) {
+                const int64_t r_in = token_rank(t, k), r_out = token_rank(t, k + 1);
+                const float* p = from + off[static_cast<size_t>(t)];
+                float* q = to + off[static_cast<size_t>(t)];
+                for (int64_t a = 0; a < r_in; ++a)
+                    for (int64_t i = 0; i < I; ++i)
+                        for (int64_t b = 0; b < r_out; ++b)
+                            q[(a * I + i) * r_out + b] = p[(b * I + i) * r_in + a];
+            }
+        });
+        out.push_back(core);
+    }
     return out;
 }
 
@@ -466,30 +629,44 @@ int64_t TensorTrainTokenEmbedding::parameter_count() const
 void TensorTrainTokenEmbedding::contract_rows(const int64_t* ids, int64_t count, float* out) const
 {
     const int64_t N = static_cast<int64_t>(shape_.size());
+    std::vector<const float*> base;
+    for (const auto& k : kernel_)
+        base.push_back(k.data_ptr<float>());
+    const bool per_token = !token_ranks_.empty();
     at::parallel_for(0, count, 16, [&](int64_t lo, int64_t hi) {
         std::vector<float> a(static_cast<size_t>(buffer_)), b(a.size());
         for (int64_t t = lo; t < hi; ++t) {
             const int64_t id = ids[t];
             float* dst = out + t * dim_;
-            const int32_t* own = token_ranks_.empty() ? nullptr : token_ranks_.data() + id * (N - 1);
+            // Core k of this token in the kernel layout [r_out, I, r_in], and its ranks:
+            // per token its own (packed, nothing else is stored), else the shared ones.
+            auto core = [&](int64_t k, int64_t& r_in, int64_t& r_out) {
+                if (per_token) {
+                    r_in = token_rank(id, k);
+                    r_out = token_rank(id, k + 1);
+                    return base[static_cast<size_t>(k)] +
+                           offsets_[static_cast<size_t>(k)][static_cast<size_t>(id)];
+                }
+                const auto& c = kernel_[static_cast<size_t>(k)];
+                r_in = c.size(3);
+                r_out = c.size(1);
+                return base[static_cast<size_t>(k)] + id * c.stride(0);
+            };
             // Right to left: B[q, b] (q over the trailing indices, i_N slowest)
             // times core k as [b, (i, a)] gives B'[(q, i), a], so the final
             // buffer is already the little-endian row (eq. 6).
-            const auto& last = kernel_[static_cast<size_t>(N - 1)];
-            int64_t r = last.size(3);  // r_{N-1}
-            int64_t q = shape_[N - 1]; // rows of B
-            const float* src = last.data_ptr<float>() + id * last.stride(0);
+            int64_t r = 0, r_out = 0;
+            const float* src = core(N - 1, r, r_out); // r = r_{N-1}
+            int64_t q = shape_[N - 1];                // rows of B
             float* cur = N == 1 ? dst : a.data();
             std::copy(src, src + q * r, cur);
             for (int64_t k = N - 2; k >= 0; --k) {
-                const auto& core = kernel_[static_cast<size_t>(k)];
-                const int64_t I = shape_[k], r_in = core.size(3), width = I * r_in;
-                const float* K = core.data_ptr<float>() + id * core.stride(0);
+                int64_t r_in = 0;
+                const float* K = core(k, r_in, r_out); // r_out == r
+                const int64_t I = shape_[k], width = I * r_in;
                 float* nxt = k == 0 ? dst : (cur == a.data() ? b.data() : a.data());
-                // B'[q, (i, a)] = B[q, b] K[b, (i, a)]: a small GEMM per token, over the
-                // token's own r_{k+1} when ranks are per token (the padding is never read).
-                const int64_t used = own ? own[k] : r;
-                small_gemm(cur, q, used, r, K, width, nxt);
+                // B'[q, (i, a)] = B[q, b] K[b, (i, a)]: a small GEMM per token.
+                small_gemm(cur, q, r_out, r_out, K, width, nxt);
                 cur = nxt;
                 q *= I;
                 r = r_in;

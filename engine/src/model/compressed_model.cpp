@@ -95,10 +95,12 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
         out.emplace_back(p + "Z", lr->Z());
         out.emplace_back(p + "P", lr->P());
     } else if (const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(&embedding)) {
-        const auto cores = tt->cores();
+        // Per-token ranks: each token's own values packed (issue 36), what is counted.
+        const bool packed = tt->per_token_ranks();
+        const auto cores = packed ? tt->packed_cores() : tt->cores();
         for (size_t k = 0; k < cores.size(); ++k)
-            out.emplace_back(prefix + "tt.core" + std::to_string(k), cores[k]);
-        if (tt->per_token_ranks())
+            out.emplace_back(prefix + (packed ? "tt.packed_core" : "tt.core") + std::to_string(k), cores[k]);
+        if (packed)
             out.emplace_back(prefix + "tt.token_ranks", tt->token_ranks());
     } else if (const auto* tk = dynamic_cast<const TuckerTokenEmbedding*>(&embedding)) {
         out.emplace_back(prefix + "tucker.core", tk->core());
@@ -108,11 +110,11 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
     } else if (const auto* ps = dynamic_cast<const PartialSparseTokenEmbedding*>(&embedding)) {
         const auto& f = ps->fit();
         const std::string p = prefix + ps->kind() + ".";
-        out.emplace_back(p + "common_ids", f.common_ids);
-        out.emplace_back(p + "rare_ids", f.rare_ids);
+        // Ids at the width V needs; the rare list is the common one's complement (issue 36).
+        out.emplace_back(p + "common_ids", f.common_ids.to(index_dtype(f.vocab)));
         out.emplace_back(p + "common_rows", f.common_rows);
         if (f.kind == PartialSparseKind::LLE) {
-            out.emplace_back(p + "neighbour_ids", f.neighbour_ids);
+            out.emplace_back(p + "neighbour_ids", f.neighbour_ids.to(index_dtype(f.vocab)));
             out.emplace_back(p + "weights", f.weights);
             out.emplace_back(p + "norms", f.norms);
         } else if (f.kind == PartialSparseKind::Unk) {
@@ -285,7 +287,7 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
         // Moved out: the embedding rearranges a core it alone holds in place (a mapped
         // core's pages become its own), instead of keeping the file's and a copy.
         for (size_t k = 0; k < t.tt_shape.size(); ++k)
-            cores.push_back(std::move(f["tt.core" + std::to_string(k)]));
+            cores.push_back(std::move(f[(t.tt_packed ? "tt.packed_core" : "tt.core") + std::to_string(k)]));
         const torch::Tensor token_ranks = t.tt_per_token ? f["tt.token_ranks"] : torch::Tensor();
         return named_errors([&] {
             return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);
@@ -303,7 +305,8 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             .kind = partial_sparse_kind(t.kind), .vocab = t.rows, .dim = t.dim, .k = t.k, .reg = t.reg};
         const std::string m = method + ".";
         fit.common_ids = f[m + "common_ids"];
-        fit.rare_ids = f[m + "rare_ids"];
+        if (t.rare_ids_stored) // written before issue 36; now derived by the embedding
+            fit.rare_ids = f[m + "rare_ids"];
         fit.common_rows = f[m + "common_rows"];
         if (fit.kind == PartialSparseKind::LLE) {
             fit.neighbour_ids = f[m + "neighbour_ids"];

@@ -61,6 +61,18 @@ TableKind table_kind(const std::string& method, const std::string& where)
     return TableKind::Fourier;
 }
 
+// Whether the block's factor_tensors lists `name` (checked to be an object by the caller).
+bool listed_in(const Json& block, const std::string& name)
+{
+    return block.contains("factor_tensors") && block["factor_tensors"].is_object() &&
+           block["factor_tensors"].contains(name);
+}
+
+TensorShape listed_shape(const Json& block, const std::string& name, const std::string& where)
+{
+    return json_integers(block["factor_tensors"][name], "the shape of '" + name + "'", where);
+}
+
 TableLayout table_layout(const Json& block, const std::string& prefix, int64_t rows, int64_t d,
                          const std::string& where)
 {
@@ -89,14 +101,31 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         t.tt_shape = json_integers(field(params, "shape", where), "shape", where);
         t.tt_ranks = json_integers(field(params, "ranks", where), "ranks", where);
         check_tt_shape_and_ranks(d, t.tt_shape, t.tt_ranks);
-        for (size_t k = 0; k < t.tt_shape.size(); ++k)
-            needs("tt.core" + std::to_string(k), {rows, t.tt_ranks[k], t.tt_shape[k], t.tt_ranks[k + 1]});
         if (params.contains("rank_mode")) {
             const Json& mode = params["rank_mode"];
             if (mode != "per_token" && mode != "uniform")
                 throw InputError(where + ": rank_mode must be \"per_token\" or \"uniform\", got " +
                                  mode.dump());
             t.tt_per_token = mode == "per_token";
+        }
+        // Per-token cores are packed since issue 36 (1-D, each token's own values; their
+        // lengths follow from tt.token_ranks, checked by the embedding); earlier
+        // directories hold them padded to `ranks`, as uniform cores are.
+        t.tt_packed = t.tt_per_token && listed_in(block, prefix + "tt.packed_core0");
+        if (!t.tt_per_token &&
+            (listed_in(block, prefix + "tt.token_ranks") || listed_in(block, prefix + "tt.packed_core0")))
+            throw InputError(where + ": lists per-token tensors (tt.token_ranks, tt.packed_core<k>) but its "
+                                     "rank_mode is not \"per_token\"");
+        for (size_t k = 0; k < t.tt_shape.size(); ++k) {
+            if (t.tt_packed) {
+                const std::string name = "tt.packed_core" + std::to_string(k);
+                const auto shape = listed_shape(block, prefix + name, where);
+                if (shape.size() != 1 || shape[0] < 0)
+                    throw InputError(where + ": '" + prefix + name + "' must be one-dimensional (packed)");
+                needs(name, shape);
+            } else {
+                needs("tt.core" + std::to_string(k), {rows, t.tt_ranks[k], t.tt_shape[k], t.tt_ranks[k + 1]});
+            }
         }
         if (t.tt_per_token)
             needs("tt.token_ranks", {rows, static_cast<int64_t>(t.tt_shape.size()) - 1});
@@ -124,7 +153,10 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         t.reg = params.contains("reg") ? params["reg"].get<double>() : 0.0;
         const std::string m = method + ".";
         needs(m + "common_ids", {t.common});
-        needs(m + "rare_ids", {t.rare});
+        // Before issue 36 the rare list was stored too; now it is derived (the complement).
+        t.rare_ids_stored = listed_in(block, prefix + m + "rare_ids");
+        if (t.rare_ids_stored)
+            needs(m + "rare_ids", {t.rare});
         needs(m + "common_rows", {t.common, d});
         if (t.kind == K::LLE) {
             needs(m + "neighbour_ids", {t.rare, t.k});

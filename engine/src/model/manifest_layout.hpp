@@ -38,14 +38,16 @@ struct TableLayout {
     TableKind kind = TableKind::PCA;
     std::string prefix;
     int64_t rows = 0, dim = 0;
-    int64_t rank = 0;                                         // pca, svd, lrf
-    std::vector<int64_t> tt_shape, tt_ranks;                  // tt (per token: the largest); tucker
-    bool tt_per_token = false;                                // tt: tt.token_ranks stored
-    int64_t common = 0, rare = 0, k = 0;                      // lle*
-    double reg = 0;                                           // lle
-    std::string mlp;                                          // fourier: linear | geglu
-    bool norm = false;                                        // fourier
-    int64_t hidden = 0;                                       // fourier geglu
+    int64_t rank = 0;                        // pca, svd, lrf
+    std::vector<int64_t> tt_shape, tt_ranks; // tt (per token: the largest); tucker
+    bool tt_per_token = false;               // tt: tt.token_ranks stored
+    bool tt_packed = false;              // tt per token: tt.packed_core<k> (issue 36), not padded tt.core<k>
+    bool rare_ids_stored = false;        // lle*: <m>.rare_ids stored (before issue 36; now derived)
+    int64_t common = 0, rare = 0, k = 0; // lle*
+    double reg = 0;                      // lle
+    std::string mlp;                     // fourier: linear | geglu
+    bool norm = false;                   // fourier
+    int64_t hidden = 0;                  // fourier geglu
     std::vector<std::pair<std::string, TensorShape>> tensors; // full name -> shape
 };
 
