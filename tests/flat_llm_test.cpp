@@ -431,3 +431,49 @@ TEST(FlatMlpGroups, TinyllamaOneLayerPerPassMatchesOnePass)
     EXPECT_EQ(manifest["calibration"]["mlp_covariance_budget"], 1);
     EXPECT_EQ(manifest["calibration"]["mlp_covariance_peak_bytes"], 352 * 352 * 8);
 }
+
+// Issue 36 item 5: the guard before the Nystrom solve estimates C_SS's condition
+// number from its eigenvalues. The Cholesky diagonal's (max / min)^2 it used is a
+// lower bound: for this 200 x 200 matrix of condition 1e14 it is far below the 1e12
+// limit, so the solve ran and wrote ~1e14-amplified noise into W_down.
+TEST(FlatNystrom, NearSingularKeptCovarianceIsRefused)
+{
+    const int64_t n = 200;
+    torch::manual_seed(36);
+    const auto Q = std::get<0>(torch::linalg_qr(torch::randn({n, n}, torch::kFloat64)));
+    const auto lam = torch::logspace(4, -10, n, 10, torch::kFloat64); // condition 1e14
+    const auto A = torch::matmul(Q * lam.unsqueeze(0), Q.t());
+    const auto C_SS = (A + A.t()) / 2;
+    // One more, nearly dead channel (leverage ~1e-20), so the 200 above are the ones kept.
+    auto C = torch::zeros({n + 1, n + 1}, torch::kFloat64);
+    C.narrow(0, 0, n).narrow(1, 0, n).copy_(C_SS);
+    C[n][n] = 1e-20;
+    const auto [L, info] = torch::linalg_cholesky_ex(C_SS);
+    ASSERT_EQ(info.item<int64_t>(), 0); // positive definite as far as Cholesky can tell
+    const double diag_bound = (L.diagonal().max() / L.diagonal().min()).pow(2).item<double>();
+    EXPECT_LT(diag_bound, kNystromMaxCondition) << "the old estimate would have let it pass";
+    const auto eig = torch::linalg_eigvalsh(C_SS);
+    EXPECT_GT((eig[-1] / eig[0]).item<double>(), 1e13);
+    RecordProperty("cholesky_diagonal_estimate", std::to_string(diag_bound));
+    RecordProperty("eigenvalue_condition", std::to_string((eig[-1] / eig[0]).item<double>()));
+    try {
+        nystrom_selection(C, n, 1.0, "layer 3", 4096);
+        ADD_FAILURE() << "a covariance of condition 1e14 was solved";
+    } catch (const InputError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("layer 3: the MLP covariance of the 200 kept channels"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("condition number"), std::string::npos) << msg;
+    }
+    // Well conditioned (1e6): solved, the kept channels' condition reported, and the
+    // map reproduces the kept channels exactly (C_SS^-1 C_SS = I on S).
+    const auto good_lam = torch::logspace(4, -2, n, 10, torch::kFloat64);
+    auto G = torch::zeros({n + 1, n + 1}, torch::kFloat64);
+    G.narrow(0, 0, n).narrow(1, 0, n).copy_(torch::matmul(Q * good_lam.unsqueeze(0), Q.t()));
+    G[n][n] = 1e-20;
+    G = (G + G.t()) / 2;
+    const auto sel = nystrom_selection(G, n, 1.0, "layer 0", 4096);
+    EXPECT_EQ(sel.keep.numel(), n);
+    EXPECT_EQ(sel.keep[-1].item<int64_t>(), n - 1); // the dead channel is the one dropped
+    EXPECT_NEAR(sel.condition, 1e6, 1e3);
+    EXPECT_TRUE(torch::allclose(sel.projection.narrow(1, 0, n), torch::eye(n, torch::kFloat64), 1e-6, 1e-6));
+}

@@ -103,6 +103,34 @@ struct EigenBasis {
 };
 EigenBasis eigen_basis(const torch::Tensor& covariance);
 
+// The optional MLP step (METHODS 3): from the down-projection input covariance C
+// [f, f], the m channels of largest ridge leverage diag(C (C + lambda I)^-1) and the
+// Nystrom map C_SS^-1 C_S: [m, f] (float64). InputError naming `layer` when C_SS is
+// singular or its condition number, from its eigenvalues, is kNystromMaxCondition
+// or more: the solve would corrupt W_down.
+constexpr double kNystromMaxCondition = 1e12;
+struct MlpSelection {
+    torch::Tensor keep;       // [m] int64, ascending channel ids
+    torch::Tensor projection; // [m, f] float64: C_SS^-1 C_S:
+    double leverage_kept = 1;
+    double condition = 1; // of C_SS (1 when every channel is kept)
+};
+MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda, const std::string& layer,
+                               int64_t tokens);
+
+// Where each layer's covariances come from (issue 36 item 2). Sequential, as the
+// reference's prune_flatllm: layer by layer, from a forward pass of the model whose
+// earlier layers are already compressed (layer l's value covariance with layers < l
+// compressed; its MLP covariance with layer l's attention compressed as well), so
+// each layer is fitted to the inputs it will see. Parallel: every covariance from
+// the one calibration pass over the uncompressed model (EmbedLab before issue 36).
+// The importance scores, and so the ranks, come from the uncompressed pass either
+// way. Sequential costs one forward pass per layer (two with the MLP), each through
+// the layers up to it: about L / 2 (L) times the calibration pass.
+enum class FlatCalibration { Sequential, Parallel };
+const char* flat_calibration_name(FlatCalibration c);            // "sequential" | "parallel"
+FlatCalibration parse_flat_calibration(const std::string& name); // InputError otherwise
+
 enum class RankAllocation { IPRS, Uniform };
 const char* rank_allocation_name(RankAllocation a);
 RankAllocation parse_rank_allocation(const std::string& name); // "iprs" | "uniform"

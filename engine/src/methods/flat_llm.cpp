@@ -381,22 +381,21 @@ RankAllocation parse_rank_allocation(const std::string& name)
     return value_named(kRankAllocations, name, "unknown rank allocation '" + name + "' (iprs or uniform)");
 }
 
-namespace {
-
-struct MlpSelection {
-    torch::Tensor keep;       // [m] int64, ascending channel ids
-    torch::Tensor projection; // [m, f] float64: C_SS^-1 C_S:
-    double leverage_kept = 1;
-};
-
 // METHODS 3, optional MLP: ridge leverage s = diag(C (C + lambda I)^-1), keep the
 // top m channels, and the Nystrom map a ~ a_S (C_SS^-1 C_S:), as METHODS.md writes
 // it (no ridge in the solve). Keeping every channel is the identity. A C_SS that
 // is not safely positive definite (fewer calibration tokens than kept channels, dead
 // channels) is refused: LU would return huge finite values that corrupt W_down.
+// Its condition number comes from its eigenvalues (issue 36 item 5): the Cholesky
+// diagonal's (max / min)^2, used before, is only a lower bound (a 200 x 200 matrix of
+// condition 1e14 gave 1.8e11 and passed).
 MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda, const std::string& layer,
                                int64_t tokens)
 {
+    if (C.dim() != 2 || C.size(0) != C.size(1) || m < 1 || m > C.size(0))
+        throw InputError(layer + ": Nystrom selection of " + std::to_string(m) +
+                         " channels from a covariance of " + "shape [" +
+                         std::to_string(C.dim() > 0 ? C.size(0) : 0) + ", ...]");
     const auto basis = eigen_basis(C);
     const auto lam = basis.eigenvalues.clamp_min(0.0);
     const auto s = (basis.eigenvectors.pow(2) * (lam / (lam + lambda)).unsqueeze(0)).sum(1); // [f]
@@ -413,20 +412,23 @@ MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda,
     const auto C_SS = C.index_select(0, out.keep).index_select(1, out.keep).to(torch::kFloat64);
     const auto C_S = C.index_select(0, out.keep).to(torch::kFloat64);
     const auto [L, info] = torch::linalg_cholesky_ex(C_SS);
-    // Conditioning from the factor's diagonal: cond(C_SS) ~ (max / min)^2.
-    const auto diag = L.diagonal();
-    const double ratio = info.item<int64_t>() == 0 ? (diag.max() / diag.min()).item<double>() : INFINITY;
-    if (!(ratio * ratio < 1e12))
+    if (info.item<int64_t>() == 0) {
+        const auto values = torch::linalg_eigvalsh(C_SS); // ascending
+        const double low = values[0].item<double>(), high = values[-1].item<double>();
+        out.condition = low > 0 ? high / low : INFINITY;
+    } else {
+        out.condition = INFINITY;
+    }
+    if (!(out.condition < kNystromMaxCondition))
         throw InputError(layer + ": the MLP covariance of the " + std::to_string(m) +
-                         " kept channels is singular (calibration of " + std::to_string(tokens) +
-                         " tokens; it needs well over " + std::to_string(m) +
+                         " kept channels is singular or nearly so (condition number " +
+                         short_number(out.condition) + ", limit 1e12; calibration of " +
+                         std::to_string(tokens) + " tokens; it needs well over " + std::to_string(m) +
                          " tokens with those channels active): raise --samples or --seqlen, or compress "
                          "without --mlp");
     out.projection = torch::cholesky_solve(C_S, L);
     return out;
 }
-
-} // namespace
 
 FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
                          const FlatOptions& options, const ProgressFn& progress)
