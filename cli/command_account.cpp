@@ -116,8 +116,14 @@ int command_account(const std::vector<std::string>& argv)
     std::printf("%s, V = %lld, d = %lld: dense table %.2fM params, %.2fM FLOPs per token (%s)\n",
                 method.c_str(), (long long)first.vocab, (long long)first.dim, first.params_before / 1e6,
                 first.flops_per_token_dense / 1e6, tied ? "tied head" : "untied: the lookup alone");
-    std::printf("%-18s %12s %8s %8s %12s %8s\n", tt || tucker ? "shape / ranks" : "rank", "params", "ratio",
-                "eta_emb", "FLOPs/token", "omega");
+    // Issue 36 item 4: both conventions for the dense baseline, named.
+    std::printf(
+        "FLOPs convention: lookup = building one row (dense: %lld, a read, as the PCA paper's Table II); "
+        "with head = the tied head's product with every row (dense: %.2fM = 2 V d); FLOPs/token = %s\n",
+        (long long)first.flops_dense_lookup, first.flops_dense_with_head / 1e6,
+        tied ? "with head" : "lookup (untied)");
+    std::printf("%-18s %12s %8s %8s %12s %12s %8s\n", tt || tucker ? "shape / ranks" : "rank", "params",
+                "ratio", "eta_emb", "lookup", "FLOPs/token", "omega");
     for (const auto& r : rows) {
         std::string label = std::to_string(r.rank);
         if (tt || tucker) {
@@ -135,10 +141,16 @@ int command_account(const std::vector<std::string>& argv)
                 label += std::to_string(ranks[i]);
             }
         }
-        std::printf("%-18s %11.2fM %8.4f %8.4f %11.4fM %8s\n", label.c_str(), r.params_after / 1e6, r.ratio,
-                    r.eta_emb, r.flops_per_token / 1e6,
+        std::printf("%-18s %11.2fM %8.4f %8.4f %12lld %11.4fM %8s\n", label.c_str(), r.params_after / 1e6,
+                    r.ratio, r.eta_emb, (long long)r.flops_lookup, r.flops_per_token / 1e6,
                     tucker ? "-" : std::to_string(r.energy.omega).substr(0, 6).c_str()); // tucker: no model
     }
+    if (!tucker)
+        std::printf(
+            "energy (TensorSLM eqs. 2-5, l = %lld tokens): %s nu %g, tau %g, nu/tau %.3g (the paper's "
+            "Appendix F default: 5)\n",
+            (long long)energy.tokens, energy.device.empty() ? "" : (energy.device + ":").c_str(), energy.nu,
+            energy.tau, energy.tau > 0 ? energy.nu / energy.tau : 0.0);
     if (!energy.device.empty())
         std::printf("energy: %s at nu %g, tau %g; omega over its ranges %.4f..%.4f\n", energy.device.c_str(),
                     energy.nu, energy.tau, first.energy.omega_low, first.energy.omega_high);
@@ -152,11 +164,15 @@ int command_account(const std::vector<std::string>& argv)
                     (long long)first.core_values_per_token, (long long)first.factor_values,
                     (long long)first.flops_lookup, (long long)first.flops_head);
     if (tt)
-        std::printf("params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
-                    "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "
-                    "METHODS.md 5)\n",
-                    (long long)first.params_per_token, first.eta_ttd, (long long)first.svd_equal_size_rank,
-                    first.svd_equal_size_energy.omega);
+        std::printf(
+            "params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
+            "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "
+            "METHODS.md 5)\n"
+            "omega above: eq. 3's r_max^2 sum I_k = %.0f per token (the paper's complexity); from the "
+            "%.0f values stored per token: omega %.4f\n",
+            (long long)first.params_per_token, first.eta_ttd, (long long)first.svd_equal_size_rank,
+            first.svd_equal_size_energy.omega, first.energy_size, first.energy_size_stored,
+            first.energy_stored.omega);
     return 0;
 }
 

@@ -117,13 +117,13 @@ int command_compress(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
     Args args("compress", argv,
-              {"--method",    "--rank",          "--shape",         "--ranks",     "--eps",
-               "--out",       "--eval-text",     "--ctx",           "--stride",    "--batch",
-               "--tokenizer", "--freq-text",     "--keep-ratio",    "--k",         "--reg",
-               "--mlp",       "--hidden-ratio",  "--loss",          "--steps",     "--lr",
-               "--fit-batch", "--weight-decay",  "--seed",          "--nu",        "--tau",
-               "--device",    "--coverage-task", "--coverage-data", "--knn",       "--nlist",
-               "--nprobe",    "--task",          "--task-data",     "--task-limit"},
+              {"--method",    "--rank",          "--shape",         "--ranks",      "--eps",
+               "--out",       "--eval-text",     "--ctx",           "--stride",     "--batch",
+               "--tokenizer", "--freq-text",     "--keep-ratio",    "--k",          "--reg",
+               "--mlp",       "--hidden-ratio",  "--loss",          "--steps",      "--lr",
+               "--fit-batch", "--weight-decay",  "--seed",          "--nu",         "--tau",
+               "--device",    "--coverage-task", "--coverage-data", "--knn",        "--nlist",
+               "--nprobe",    "--task",          "--task-data",     "--task-limit", "--tokens"},
               {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks",
                "--divergence"});
     const auto* method = find_method(args.get("--method").value_or(""));
@@ -155,6 +155,7 @@ int command_compress(const std::vector<std::string>& argv)
     request.nu = args.get_double("--nu", request.nu, 0, 1e12);
     request.tau = args.get_double("--tau", request.tau, 0, 1e12);
     request.device = args.get("--device").value_or("");
+    request.energy_tokens = args.get_int("--tokens", request.energy_tokens, 0, int64_t{1} << 40); // l
     for (const auto& o : kKnnOptions)
         if (!lle && args.has(o))
             throw InputError("compress: " + o + " applies to --method lle (its neighbour search)");
@@ -228,15 +229,23 @@ int command_compress(const std::vector<std::string>& argv)
     std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
                 c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
                 c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);
-    if (a.energy.omega > 0)
+    if (a.energy.omega > 0) {
         std::printf(
-            "  energy (TensorSLM eqs. 2-5, %s nu %g, tau %g, l %lld): omega %.4f%s\n",
+            "  energy (TensorSLM eqs. 2-5, %s nu %g, tau %g, nu/tau %.3g (paper default 5), l %lld): omega "
+            "%.4f%s\n",
             a.energy_options.device.empty() ? "" : (a.energy_options.device + ":").c_str(),
-            a.energy_options.nu, a.energy_options.tau, (long long)a.energy_options.tokens, a.energy.omega,
+            a.energy_options.nu, a.energy_options.tau,
+            a.energy_options.tau > 0 ? a.energy_options.nu / a.energy_options.tau : 0.0,
+            (long long)a.energy_options.tokens, a.energy.omega,
             a.energy.omega_high > 0 ? (" (" + std::to_string(a.energy.omega_low).substr(0, 6) + ".." +
                                        std::to_string(a.energy.omega_high).substr(0, 6) + " over its ranges)")
                                           .c_str()
                                     : "");
+        if (!a.shape.empty()) // tt: eq. 3's r_max^2 sum I_k against the values stored
+            std::printf("    tt: omega %.4f from eq. 3's r_max^2 sum I_k = %.1f per token (the paper's "
+                        "complexity); %.4f from the %.1f values stored per token\n",
+                        a.energy.omega, a.energy_size, a.energy_stored.omega, a.energy_size_stored);
+    }
     if (positions) {
         const auto& p = positions->accounting;
         std::printf("  positions params %lld -> %lld (ratio %.4f), mean cosine %.6f\n",

@@ -43,7 +43,7 @@ commands:
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
            --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
-           [--nu X --tau Y | --device raspberry-pi-5|a100-server]   energy model (TensorSLM)
+           [--nu X --tau Y | --device raspberry-pi-5|a100-server] [--tokens L]   energy model (TensorSLM)
            [--task sst2|mc --task-data FILE [--task-limit N]]  zero-shot accuracy after the evaluation,
                                                beside the original's on the same examples
   compress [MODEL] --method tucker --shape I1,I2,.. --ranks r1,..,rN --out DIR [...]

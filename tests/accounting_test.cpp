@@ -216,3 +216,52 @@ TEST(Accounting, StorageCountsBitsPerStoredValue)
     EXPECT_EQ(unknown.bits_per_value_before, 0);
     EXPECT_FALSE(embedlab::accounting_json(unknown).contains("storage"));
 }
+
+// Issue 36 item 4: the accounting conventions are named and counted as executed.
+TEST(Accounting, ConventionsAreNamedAndCountedAsExecuted)
+{
+    // The dense baseline both ways: the PCA paper's Table II lookup (0) and the tied head (2 V d).
+    auto a = embedlab::account_low_rank(embedlab::LowRankKind::PCA, 50257, 768, 128);
+    auto j = embedlab::accounting_json(a);
+    EXPECT_EQ(j["flops_dense_lookup"], 0);
+    EXPECT_EQ(j["flops_dense_with_head"], int64_t{2} * 50257 * 768);
+    EXPECT_NE(j["flops_convention"].get<std::string>().find("Table II"), std::string::npos);
+    embedlab::apply_model_context(a, /*tied_head=*/false, 0);
+    EXPECT_EQ(a.flops_per_token_dense, 0);
+    EXPECT_EQ(a.flops_dense_with_head, int64_t{2} * 50257 * 768);
+
+    // TT energy: eq. 3's r_max^2 sum I_k beside the values stored (8x16, ranks 1,4,1:
+    // 16 x 24 = 384 against 1*8*4 + 4*16*1 = 96 per token).
+    const auto t = embedlab::account_tensor_train(1000, {8, 16}, {1, 4, 1});
+    EXPECT_DOUBLE_EQ(t.energy_size, 384);
+    EXPECT_DOUBLE_EQ(t.energy_size_stored, 96);
+    EXPECT_DOUBLE_EQ(t.energy_stored.omega, embedlab::tt_energy(1000, 128, 96.0, {}).omega);
+    EXPECT_LT(t.energy_stored.omega, t.energy.omega);
+    j = embedlab::accounting_json(t);
+    EXPECT_EQ(j["energy_size_stored"], 96.0);
+    EXPECT_DOUBLE_EQ(j["energy_stored"]["omega"].get<double>(), t.energy_stored.omega);
+    // Per-token ranks: the mean of the core values each token stores (ranks aside).
+    const auto p = embedlab::account_tensor_train_per_token(2, {8, 16}, {1, 4});
+    EXPECT_DOUBLE_EQ(p.energy_size_stored, ((8 + 16) + (32 + 64)) / 2.0);
+    EXPECT_DOUBLE_EQ(p.energy_size, (1 * 24 + 16 * 24) / 2.0);
+
+    // A device preset says what ratio it is: the Raspberry Pi 5's nu/tau is 82.5, not 5.
+    auto pi = t;
+    embedlab::apply_energy(pi, embedlab::energy_options_for_device("raspberry-pi-5", 200));
+    j = embedlab::accounting_json(pi);
+    EXPECT_DOUBLE_EQ(j["energy_model"]["nu_over_tau"].get<double>(), 82.5);
+    EXPECT_EQ(j["energy_model"]["tokens"], 200);
+
+    // LLE lookup FLOPs as the rebuild runs them: each neighbour row normalised and added
+    // (4 k d), then the sum's norm and the rescale (3 d); not 2 k d.
+    const int64_t V = 40, d = 16, k = 3;
+    torch::manual_seed(1);
+    const auto table = torch::randn({V, d});
+    auto split = std::make_shared<embedlab::FrequencySplit>();
+    split->counts.assign(V, 0);
+    for (int64_t v = 0; v < V; ++v)
+        (v % 4 == 0 ? split->common : split->rare).push_back(v);
+    const auto lle = embedlab::compress_table(table, {.method = "lle", .split = split, .k = k});
+    EXPECT_EQ(lle.accounting.flops_lookup, 4 * k * d + 3 * d);
+    EXPECT_EQ(lle.accounting.flops_head, 30 * (4 * k * d + 3 * d) + 2 * V * d);
+}

@@ -339,6 +339,21 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
     }
 }
 
+// Issue 36 item 4: the energy model's text length l is the request's (compress --tokens).
+TEST(RunCompression, EnergyTokensAreTheRequests)
+{
+    auto r = request_for("tt");
+    r.eval_text.clear();
+    r.energy_tokens = 4096;
+    const auto run = embedlab::run_compression(r);
+    const auto& a = run.embedding->accounting;
+    EXPECT_EQ(a.energy_options.tokens, 4096);
+    EXPECT_DOUBLE_EQ(a.energy.omega,
+                     embedlab::tt_energy(a.vocab, a.dim, a.energy_size, a.energy_options).omega);
+    EXPECT_EQ(embedlab::request_json(r)["energy_tokens"], 4096);
+    EXPECT_EQ(embedlab::request_from_json(embedlab::request_json(r)).energy_tokens, 4096);
+}
+
 // LoRA recovery of a fourier table trains its MLP (as finetune does), never a V x r
 // row adapter: the embedding keeps its MLP-only parameters, and the export writes the
 // trained MLP (it loads back with the run's perplexity).

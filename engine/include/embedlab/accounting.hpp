@@ -68,6 +68,11 @@ struct EmbeddingAccounting {
     bool tied_head = true;             // untied: the head is not compressed, a token pays its lookup
     int64_t flops_per_token = 0;       // tied ? flops_head (the papers' count) : flops_lookup
     int64_t flops_per_token_dense = 0; // tied ? 2 V d : 0
+    // The dense baseline under both conventions, named (issue 36 item 4): the PCA
+    // paper's Table II counts the dense lookup as 0 FLOPs (a read); EmbedLab's
+    // flops_per_token_dense counts the tied head, 2 V d. Never compare one with the other.
+    int64_t flops_dense_lookup = 0;    // 0: a row is read
+    int64_t flops_dense_with_head = 0; // 2 V d: the tied head's product with every row
     EnergyEstimate energy;
     EnergyOptions energy_options; // what `energy` was computed with
     // Storage (issue 19): the table's bits per value as the input stored it ("Q6_K":
@@ -96,8 +101,13 @@ struct EmbeddingAccounting {
     std::vector<double> mean_ranks;
     double mean_params_per_token = 0;
     // The N I r^2 term of eqs. 3-4 (r the largest rank; with per-token ranks, the
-    // mean over tokens of each token's own), which the energy model uses.
+    // mean over tokens of each token's own), which the energy model uses: the paper's
+    // complexity, r_max^2 sum I_k, not what is stored.
     double energy_size = 0;
+    // The same model with the values actually stored per token (sum r_{k-1} I_k r_k,
+    // per-token: the mean), named apart (issue 36 item 4).
+    double energy_size_stored = 0;
+    EnergyEstimate energy_stored;
     int64_t svd_equal_size_rank = 0;
     EnergyEstimate svd_equal_size_energy;
     // tucker (TensorSLM's Tucker baseline, METHODS 5): each row tensorised as for tt,

@@ -73,6 +73,7 @@ struct CompressionRequest {
     // operation, or a Table 1 device preset ("raspberry-pi-5", "a100-server") instead.
     double nu = 5.0, tau = 1.0;
     std::string device;
+    int64_t energy_tokens = 50; // l, the text length of eqs. 2-5 (CLI --tokens)
 
     // lle, lle-unk, lle-pca (METHODS 2)
     std::string freq_text;

@@ -702,8 +702,11 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         const auto breakdown = model.parameter_breakdown();
         auto& accounting = run.embedding->accounting;
         apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
-        apply_energy(accounting, request.device.empty() ? EnergyOptions{.nu = request.nu, .tau = request.tau}
-                                                        : energy_options_for_device(request.device));
+        apply_energy(
+            accounting,
+            request.device.empty()
+                ? EnergyOptions{.nu = request.nu, .tau = request.tau, .tokens = request.energy_tokens}
+                : energy_options_for_device(request.device, request.energy_tokens));
         apply_storage(accounting, token_embedding_stored_type(run.model.files)); // factors: float32
         if (run.positions) {
             const auto& p = run.positions->accounting;

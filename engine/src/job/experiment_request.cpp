@@ -201,6 +201,7 @@ const std::vector<Field>& fields()
             member("nu", &R::nu, energy_methods),
             member("tau", &R::tau, energy_methods),
             member("device", &R::device, energy_methods),
+            member("energy_tokens", &R::energy_tokens, energy_methods),
             member("freq_text", &R::freq_text, lle_family),
             member("keep_ratio", &R::keep_ratio, lle_family),
             member("k", &R::k, lle_family),
@@ -325,6 +326,8 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         fail("nu", short_number(r.nu) + " must lie in [0, 1e12]");
     if (!(r.tau >= 0 && r.tau <= 1e12))
         fail("tau", short_number(r.tau) + " must lie in [0, 1e12]");
+    if (r.energy_tokens < 0 || r.energy_tokens > (int64_t{1} << 40))
+        fail("energy_tokens", std::to_string(r.energy_tokens) + " must lie in [0, 2^40]");
     if (!r.device.empty()) {
         if (!find_energy_device(r.device))
             fail("device", "'" + r.device + "' is not one of " + energy_device_names());

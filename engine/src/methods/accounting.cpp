@@ -56,6 +56,8 @@ void fill_common(EmbeddingAccounting& a, int64_t model_params)
     a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
             static_cast<double>(a.model_params_after);
     a.flops_per_token_dense = 2 * a.vocab * a.dim;
+    a.flops_dense_lookup = 0;
+    a.flops_dense_with_head = 2 * a.vocab * a.dim;
     a.eta_emb_with_positions = a.eta_emb;
 }
 
@@ -67,6 +69,7 @@ void apply_energy(EmbeddingAccounting& a, const EnergyOptions& energy)
     // By what the accounting holds: a TT shape, or a low-rank rank; others have no model.
     if (!a.shape.empty()) {
         a.energy = tt_energy(a.vocab, a.dim, a.energy_size, energy);
+        a.energy_stored = tt_energy(a.vocab, a.dim, a.energy_size_stored, energy);
         a.svd_equal_size_energy = svd_energy(a.vocab, a.dim, a.svd_equal_size_rank, energy);
     } else if (a.rank > 0) {
         a.energy = svd_energy(a.vocab, a.dim, a.rank, energy);
@@ -98,6 +101,8 @@ void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t positio
     a.tied_head = tied_head;
     a.flops_per_token = tied_head ? a.flops_head : a.flops_lookup;
     a.flops_per_token_dense = tied_head ? 2 * a.vocab * a.dim : 0;
+    a.flops_dense_lookup = 0;
+    a.flops_dense_with_head = 2 * a.vocab * a.dim;
     a.position_params = std::max<int64_t>(position_params, 0);
     a.eta_emb_with_positions = static_cast<double>(a.params_before - a.params_after) /
                                static_cast<double>(a.params_before + a.position_params);
@@ -314,6 +319,8 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
     a.mean_params_per_token = static_cast<double>(a.params_per_token);
     a.energy_size = tt_energy_size(shape, ranks.data(), ranks.size());
     a.energy = tt_energy(vocab, dim, a.energy_size, energy);
+    a.energy_size_stored = static_cast<double>(a.params_per_token);
+    a.energy_stored = tt_energy(vocab, dim, a.energy_size_stored, energy);
     a.svd_equal_size_rank =
         std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) /
                                                               static_cast<double>(vocab + dim))),
@@ -378,6 +385,8 @@ EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vec
     a.flops_per_token = a.flops_head;
     a.energy_size = size / V;
     a.energy = tt_energy(vocab, a.dim, a.energy_size, energy);
+    a.energy_size_stored = static_cast<double>(params) / V; // the core values, ranks aside
+    a.energy_stored = tt_energy(vocab, a.dim, a.energy_size_stored, energy);
     a.svd_equal_size_rank =
         std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(a.params_after) /
                                                               static_cast<double>(vocab + a.dim))),

@@ -136,6 +136,8 @@ EmbeddingAccounting account_stored(const std::string& method, int64_t V, int64_t
     a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
             static_cast<double>(a.model_params_after);
     a.flops_per_token_dense = 2 * V * d;
+    a.flops_dense_lookup = 0;
+    a.flops_dense_with_head = 2 * V * d;
     a.eta_emb_with_positions = a.eta_emb;
     a.flops_lookup = flops_lookup;
     a.flops_head = flops_head;
@@ -252,7 +254,9 @@ CompressedEmbedding compress_table(const torch::Tensor& table, const Compression
         // z P + mu of rank k (lle-pca); common rows are read. The tied head rebuilds the R
         // rare rows once, then multiplies with all V.
         const int64_t rare = static_cast<int64_t>(spec.split->rare.size());
-        const int64_t rare_lookup = kind == PartialSparseKind::LLE   ? 2 * spec.k * d
+        // LLE as rebuild_rare runs it: each neighbour row normalised (2d for its norm,
+        // 2d to add it weighted), then the sum's norm (2d) and the rescale (d): 4 k d + 3 d.
+        const int64_t rare_lookup = kind == PartialSparseKind::LLE   ? 4 * spec.k * d + 3 * d
                                     : kind == PartialSparseKind::Unk ? 0
                                                                      : 2 * spec.k * d + d;
         out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params,
@@ -399,6 +403,13 @@ nlohmann::ordered_json energy_json(const EnergyEstimate& e)
 }
 } // namespace
 
+const char* const kFlopsConvention =
+    "flops_lookup: building one token's row from the stored values (dense: 0, a read, as the PCA paper's "
+    "Table II counts it); flops_head: the tied output head's product with every row, rebuilt where the "
+    "method must (dense: 2 V d); flops_per_token: flops_head when the head is tied, else flops_lookup, and "
+    "flops_per_token_dense the dense model's under the same rule. flops_dense_lookup (0) and "
+    "flops_dense_with_head (2 V d) name the dense baseline under each convention: compare lookup with lookup";
+
 nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
 {
     const EnergyOptions& o = a.energy_options;
@@ -418,7 +429,10 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
                                 {"flops_head", a.flops_head},
                                 {"tied_head", a.tied_head},
                                 {"flops_per_token", a.flops_per_token},
-                                {"flops_per_token_dense", a.flops_per_token_dense}};
+                                {"flops_per_token_dense", a.flops_per_token_dense},
+                                {"flops_dense_lookup", a.flops_dense_lookup},
+                                {"flops_dense_with_head", a.flops_dense_with_head},
+                                {"flops_convention", kFlopsConvention}};
     const auto* known = find_method(a.method);
     const Method method = known ? known->id : Method::Fourier; // lrf: the closed form below does not apply
     if (method == Method::TT) {
@@ -432,7 +446,11 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
         j["params_per_token"] = a.params_per_token;
         j["eta_ttd"] = a.eta_ttd;
         j["energy_size"] = a.energy_size;
+        j["energy_size_definition"] = "r_max^2 sum I_k per token: TensorSLM eq. 3's complexity term, as the "
+                                      "paper computes omega (per-token ranks: the mean of each token's own)";
         j["energy"] = energy_json(a.energy);
+        j["energy_size_stored"] = a.energy_size_stored;
+        j["energy_stored"] = energy_json(a.energy_stored);
         j["svd_equal_size_rank"] = a.svd_equal_size_rank;
         j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
     } else if (method == Method::PCA || method == Method::SVD) {
@@ -455,8 +473,12 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
                         {"bytes_ratio", a.bytes_ratio},
                         {"index_values", a.index_values},
                         {"index_bytes", a.index_bytes}};
-    j["energy_model"] = {
-        {"nu", o.nu}, {"tau", o.tau}, {"tokens", o.tokens}, {"source", "TensorSLM eqs. 2-5 (METHODS.md 5)"}};
+    j["energy_model"] = {{"nu", o.nu},
+                         {"tau", o.tau},
+                         {"nu_over_tau", o.tau > 0 ? o.nu / o.tau : 0.0},
+                         {"tokens", o.tokens},
+                         {"source", "TensorSLM eqs. 2-5 (METHODS.md 5); the paper's Appendix F default is "
+                                    "nu / tau = 5"}};
     if (const EnergyDevice* device = o.device.empty() ? nullptr : find_energy_device(o.device))
         j["energy_model"]["device"] = {{"name", device->name},
                                        {"description", device->description},
