@@ -65,6 +65,10 @@ struct CompressionRequest {
     // flat (METHODS 3): average remaining value rank ratio in (0, 1], "iprs" or
     // "uniform" allocation, calibration windows on the calibration text.
     double remaining = 0.5;
+    // Or (> 0): the share of the decoder's weights to keep (remaining_for_target), with
+    // the MLPs compressed too unless no_mlp, as `compress --target-ratio` (issue 36).
+    double target_ratio = 0;
+    bool no_mlp = false;
     std::string allocation = "iprs";
     int64_t samples = 32, seqlen = 128;
     // LoRA recovery (METHODS 1) of a compressed embedding: adapters of rank

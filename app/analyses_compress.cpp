@@ -98,7 +98,12 @@ embedlab::CompressionRequest detail::experiment_request(const std::string& model
         e.steps = r.steps;
         break;
     case Method::Flat:
-        e.remaining = r.remaining;
+        if (r.target_ratio > 0) { // the registry's default: the MLPs too, unless no_mlp
+            e.target_ratio = r.target_ratio;
+            e.no_mlp = r.no_mlp;
+        } else {
+            e.remaining = r.remaining;
+        }
         e.allocation = r.allocation;
         e.calib_text = detail::text_or_default(r.calibration_text);
         e.samples = r.samples;

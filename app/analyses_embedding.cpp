@@ -43,8 +43,10 @@ void check_fields(const CompressionRequest& r, int64_t d, const std::string& lab
             fail("steps " + std::to_string(r.steps) + " must be at least 1");
     }
     if (m == "flat") {
-        if (!(r.remaining > 0 && r.remaining <= 1))
+        if (r.target_ratio == 0 && !(r.remaining > 0 && r.remaining <= 1))
             fail("remaining " + short_number(r.remaining) + " must lie in (0, 1]");
+        if (r.target_ratio != 0 && !(r.target_ratio > 0 && r.target_ratio <= 1))
+            fail("target ratio " + short_number(r.target_ratio) + " must lie in (0, 1]");
         if (r.allocation != "iprs" && r.allocation != "uniform")
             fail("allocation '" + r.allocation + "' must be iprs or uniform");
         if (r.samples < 1)

@@ -364,6 +364,8 @@ QJsonObject request_object(const CompressionRequest& r, const QString& eval_text
             {"mlp", str(r.mlp)},
             {"steps", qint64(r.steps)},
             {"remaining", r.remaining},
+            {"target_ratio", r.target_ratio},
+            {"no_mlp", r.no_mlp},
             {"allocation", str(r.allocation)},
             {"samples", qint64(r.samples)},
             {"seqlen", qint64(r.seqlen)},
@@ -398,6 +400,9 @@ CompressionRequest request_from(const QJsonObject& o, CompressionRequest r)
     str("mlp", r.mlp);
     num("steps", r.steps);
     num("remaining", r.remaining);
+    num("target_ratio", r.target_ratio);
+    if (o.contains("no_mlp"))
+        r.no_mlp = o["no_mlp"].toBool();
     str("allocation", r.allocation);
     num("samples", r.samples);
     num("seqlen", r.seqlen);

@@ -80,7 +80,10 @@ MethodPanel::MethodPanel(QWidget* parent)
       steps_(spin(this, "", 1, 1000000, 300, "AdamW steps fitting the MLP to the table's rows")),
       remaining_(real(this, "remaining ", 0.05, 1.0, 0.5,
                       "Average remaining value rank ratio over the decoder layers (1 - sparsity)")),
-      allocation_(new QComboBox(this)),
+      target_ratio_(real(this, "target ", 0.0, 1.0, 0.0,
+                         "Instead of remaining: the share of the decoder's weights (Q, K, V, O, MLP) to "
+                         "keep, as compute_rank.py; compresses the MLPs too unless 'dense MLP' (off: 0)")),
+      no_mlp_(new QCheckBox("dense MLP", this)), allocation_(new QComboBox(this)),
       samples_(spin(this, "", 1, 4096, 32, "Calibration windows drawn (seeded) from the calibration text")),
       seqlen_(spin(this, "", 2, 8192, 128, "Tokens per calibration window")),
       lora_(new QCheckBox("+ LoRA recovery", this)), divergence_(new QCheckBox("+ KL vs original", this)),
@@ -140,11 +143,15 @@ MethodPanel::MethodPanel(QWidget* parent)
     remote_cli_->setToolTip(
         "The worker on the host, when embedlab-cli is not on its PATH (remote run --remote-cli)");
 
-    options_->addWidget(page(this, {rank_}));                                      // pca, svd
-    options_->addWidget(page(this, {eps_}));                                       // tt
-    options_->addWidget(page(this, {keep_ratio_, neighbours_}));                   // lle
-    options_->addWidget(page(this, {mlp_, steps_}));                               // fourier
-    options_->addWidget(page(this, {remaining_, allocation_, samples_, seqlen_})); // flat
+    options_->addWidget(page(this, {rank_}));                    // pca, svd
+    options_->addWidget(page(this, {eps_}));                     // tt
+    options_->addWidget(page(this, {keep_ratio_, neighbours_})); // lle
+    options_->addWidget(page(this, {mlp_, steps_}));             // fourier
+    target_ratio_->setObjectName("target_ratio");
+    target_ratio_->setSpecialValueText("no target");
+    no_mlp_->setToolTip("With a target ratio: compress V and O only (--no-mlp)");
+    options_->addWidget(
+        page(this, {remaining_, target_ratio_, no_mlp_, allocation_, samples_, seqlen_})); // flat
 
     auto* top = new QHBoxLayout;
     top->addWidget(new QLabel("Compress with", this));
@@ -298,6 +305,8 @@ CompressionRequest MethodPanel::request() const
     r.mlp = mlp_->currentText().toStdString();
     r.steps = steps_->value();
     r.remaining = remaining_->value();
+    r.target_ratio = target_ratio_->value();
+    r.no_mlp = r.target_ratio > 0 && no_mlp_->isChecked();
     r.allocation = allocation_->currentText().toStdString();
     r.samples = samples_->value();
     r.seqlen = seqlen_->value();
@@ -349,6 +358,8 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
     mlp_->setCurrentText(QString::fromStdString(r.mlp));
     steps_->setValue(static_cast<int>(r.steps));
     remaining_->setValue(r.remaining);
+    target_ratio_->setValue(r.target_ratio);
+    no_mlp_->setChecked(r.no_mlp);
     allocation_->setCurrentText(QString::fromStdString(r.allocation));
     samples_->setValue(static_cast<int>(r.samples));
     seqlen_->setValue(static_cast<int>(r.seqlen));
@@ -417,7 +428,7 @@ void MethodPanel::setHost(const QString& host)
 
 QList<QWidget*> MethodPanel::numberBoxes() const
 {
-    return {rank_,    eps_,    keep_ratio_, neighbours_, steps_,       remaining_,
+    return {rank_,    eps_,    keep_ratio_, neighbours_, steps_,       remaining_, target_ratio_,
             samples_, seqlen_, lora_rank_,  lora_steps_, eval_tokens_, task_limit_};
 }
 

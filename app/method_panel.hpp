@@ -79,6 +79,8 @@ private:
     QComboBox* mlp_;
     QSpinBox* steps_;
     QDoubleSpinBox* remaining_;
+    QDoubleSpinBox* target_ratio_; // flat: 0 (off) or the decoder's share to keep
+    QCheckBox* no_mlp_;            // flat with a target: keep the MLPs dense
     QComboBox* allocation_;
     QSpinBox* samples_;
     QSpinBox* seqlen_;

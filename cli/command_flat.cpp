@@ -262,7 +262,7 @@ int compress_flat(const std::vector<std::string>& argv)
     Args args("compress", argv,
               {"--method", "--remaining", "--target-ratio", "--allocation", "--mlp-lambda", "--calib-text",
                "--samples", "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch",
-               "--tokenizer", "--task", "--task-data", "--task-limit"},
+               "--tokenizer", "--task", "--task-data", "--task-limit", "--calibration"},
               {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense", "--divergence"});
     if (args.has("--dense"))
         throw InputError(
@@ -289,10 +289,15 @@ int compress_flat(const std::vector<std::string>& argv)
     else
         request.remaining = remaining_ratio(args.get_double("--remaining", 1, -1e300, 1e300), "--remaining");
     request.allocation = rank_allocation_name(allocations_from(args, "iprs").at(0));
-    // A whole-decoder target compresses the MLPs too, as the paper does; --remaining
-    // keeps its meaning (attention only unless --mlp).
-    request.compress_mlp = args.has("--mlp") || (target && !args.has("--no-mlp"));
+    // A whole-decoder target compresses the MLPs too, as the paper does (the registry's
+    // default, shared with the job API and the GUI); --remaining keeps its meaning
+    // (attention only unless --mlp).
+    request.compress_mlp = args.has("--mlp");
+    request.no_mlp = target && args.has("--no-mlp");
     request.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
+    // Issue 36 item 2: layer by layer as the reference (default), or all from the original.
+    request.calibration = flat_calibration_name(
+        parse_flat_calibration(args.get("--calibration").value_or(request.calibration)));
     auto lm = load_for_flat(args, path);
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() +
@@ -304,7 +309,7 @@ int compress_flat(const std::vector<std::string>& argv)
     const auto& model = *lm.model;
     const bool quiet = args.has("--quiet");
     // The calibration and evaluation flags, checked against the model (messages name the flags).
-    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, request.compress_mlp);
+    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, request_compresses_mlp(request));
     request.calib_text = text.path.string();
     request.samples = text.options.samples;
     request.seqlen = text.options.seqlen;
@@ -351,62 +356,90 @@ int compress_flat(const std::vector<std::string>& argv)
 int sweep_flat(const std::vector<std::string>& argv)
 {
     Args args("sweep", argv,
-              {"--method", "--remainings", "--allocation", "--mlp-lambda", "--calib-text", "--samples",
-               "--seqlen", "--seed", "--eval-text", "--ctx", "--stride", "--batch", "--tokenizer"},
-              {"--mlp", "--json", "--quiet"});
+              {"--method", "--remainings", "--target-ratios", "--allocation", "--mlp-lambda", "--calib-text",
+               "--samples", "--seqlen", "--seed", "--eval-text", "--ctx", "--stride", "--batch",
+               "--tokenizer", "--calibration"},
+              {"--mlp", "--no-mlp", "--json", "--quiet"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
         throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
-    const auto remainings = double_list(args, "--remainings", -1e300, 1e300);
-    if (remainings.empty())
+    // Rows by average remaining value rank ratio, or (as compress) by a decoder target.
+    const bool targets = args.has("--target-ratios");
+    if (args.has("--remainings") == targets)
         throw InputError(
-            "sweep: --method flat needs --remainings R1,R2,.. (average remaining ratios, in (0, 1])");
-    for (double r : remainings)
-        remaining_ratio(r, "--remainings");
+            "sweep: --method flat needs --remainings R1,R2,.. (average remaining ratios, in (0, 1]) "
+            "or --target-ratios T1,T2,.. (shares of the decoder's weights to keep)");
+    if (args.has("--mlp") && args.has("--no-mlp"))
+        throw InputError("sweep: --mlp and --no-mlp contradict each other");
+    if (args.has("--no-mlp") && !targets)
+        throw InputError("sweep: --no-mlp applies with --target-ratios (which compress the MLPs by default)");
+    const auto settings = double_list(args, targets ? "--target-ratios" : "--remainings", -1e300, 1e300);
+    for (double r : settings)
+        remaining_ratio(r, targets ? "--target-ratios" : "--remainings");
     const auto allocations = allocations_from(args, "iprs,uniform");
+    const auto calibration_mode = parse_flat_calibration(args.get("--calibration").value_or("sequential"));
     auto lm = load_for_flat(args, path);
     const auto& model = *lm.model;
-    const bool quiet = args.has("--quiet"), mlp = args.has("--mlp");
+    // The registry's default, as compress and the job API: a target compresses the MLPs too.
+    const bool mlp = args.has("--mlp") || (targets && method_descriptor(Method::Flat).target_compresses_mlp &&
+                                           !args.has("--no-mlp"));
+    const bool quiet = args.has("--quiet");
     const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, mlp);
     const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
     const auto cal = text.run(model, quiet);
     const auto baseline = eval.run(model, "eval original");
     const int64_t before = model.parameter_breakdown().total();
+    // METHODS 0: the ratio is of the part compressed (V and O, and the MLPs with --mlp).
+    const int64_t part_before = flat_compressed_params(model, mlp);
+    const std::string part = mlp ? "attention_values_and_mlp" : "attention_values";
 
     Json rows = Json::array();
     if (!args.has("--json"))
-        std::printf("%-10s %-8s %-20s %12s %8s %8s %12s %12s\n", "remaining", "alloc", "ranks", "params",
-                    "ratio", "attn", "ppl", "dlnPPL");
-    for (double r : remainings)
+        std::printf("%-10s %-10s %-8s %-20s %12s %8s %8s %8s %12s %12s\n", targets ? "target" : "-",
+                    "remaining", "alloc", "ranks", "params", "ratio", "part", "attn", "ppl", "dlnPPL");
+    for (double setting : settings)
         for (auto allocation : allocations) {
+            const double r = targets ? remaining_for_target(model.config(), setting, mlp) : setting;
             ProgressPrinter mlp_passes("mlp covariances", "windows", quiet); // only beyond the budget
             const auto flat =
                 flat_compress(model, cal,
                               {.remaining = r,
                                .allocation = allocation,
                                .mlp = mlp,
-                               .mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300)},
+                               .mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300),
+                               .target_ratio = targets ? setting : 0.0,
+                               .calibration = calibration_mode},
                               mlp_passes.callback());
             const auto result = eval.run(*flat.model, "eval");
             const auto params = flat_params_json(flat);
+            const int64_t part_after = flat_compressed_params(*flat.model, mlp);
             Json row = {{"remaining", r},
                         {"allocation", rank_allocation_name(allocation)},
                         {"ranks", flat.model->config().value_head_dims},
                         {"params", params["after"]},
                         {"ratio", params["ratio"]},
+                        {"part", part},
+                        {"part_params_before", part_before},
+                        {"part_params_after", part_after},
+                        {"part_ratio", static_cast<double>(part_after) / static_cast<double>(part_before)},
                         {"attention_ratio", static_cast<double>(flat.after.attention) /
                                                 static_cast<double>(flat.before.attention)},
                         {"ppl", result.ppl},
                         {"nll_per_token", result.nll_per_token},
                         {"delta_ln_ppl", std::log(result.ppl) - std::log(baseline.ppl)},
                         {"compress_seconds", flat.seconds}};
+            if (targets) {
+                row["target_ratio"] = setting;
+                row["decoder_ratio"] = params["decoder_ratio"];
+            }
             if (mlp)
                 row["mlp_widths"] = flat.model->config().mlp_widths;
             if (!args.has("--json")) {
                 std::printf(
-                    "%-10.4f %-8s %-20s %12lld %8.4f %8.4f %12.4f %+12.6f\n", r,
-                    rank_allocation_name(allocation), joined(flat.model->config().value_head_dims).c_str(),
-                    (long long)flat.after.total(), row["ratio"].get<double>(),
+                    "%-10s %-10.4f %-8s %-20s %12lld %8.4f %8.4f %8.4f %12.4f %+12.6f\n",
+                    targets ? short_number(setting).c_str() : "-", r, rank_allocation_name(allocation),
+                    joined(flat.model->config().value_head_dims).c_str(), (long long)flat.after.total(),
+                    row["ratio"].get<double>(), row["part_ratio"].get<double>(),
                     row["attention_ratio"].get<double>(), result.ppl, row["delta_ln_ppl"].get<double>());
                 std::fflush(stdout);
             }
@@ -418,6 +451,8 @@ int sweep_flat(const std::vector<std::string>& argv)
         print_json({{"model", path.string()},
                     {"method", "flat"},
                     {"mlp", mlp},
+                    {"part", part},
+                    {"calibration_mode", flat_calibration_name(calibration_mode)},
                     {"calibration", calibration},
                     {"scores", cal.scores()},
                     {"text", eval.text.string()},
@@ -429,8 +464,10 @@ int sweep_flat(const std::vector<std::string>& argv)
                     {"params_before", before},
                     {"rows", rows}});
     } else {
-        std::printf("%-10s %-8s %-20s %12lld %8.4f %8.4f %12.4f %12s\n", "original", "-", "-",
-                    (long long)before, 1.0, 1.0, baseline.ppl, "0");
+        std::printf("%-10s %-10s %-8s %-20s %12lld %8.4f %8.4f %8.4f %12.4f %12s\n", "original", "-", "-",
+                    "-", (long long)before, 1.0, 1.0, 1.0, baseline.ppl, "0");
+        std::printf("part: %s (%lld parameters); ratio: whole model, part: the part compressed\n",
+                    part.c_str(), (long long)part_before);
     }
     return 0;
 }

@@ -90,8 +90,12 @@ commands:
                                                head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
   compress [MODEL] --method flat --target-ratio T [--no-mlp] ...
                                                keep T of the decoder's weights (compute_rank.py; MLPs too)
+           [--calibration sequential|parallel]  each layer's covariances from the model compressed up to
+                                               it (default, as the reference), or all from the original
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
            --calib-text FILE --eval-text FILE [--json]
+  sweep    [MODEL] --method flat --target-ratios T1,T2,.. [--no-mlp] ...
+                                               rows by decoder target (MLPs too, as compress)
   finetune DIR --train-text FILE --steps N [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)] [--seed S]
            [--rank R (32)] [--alpha A (64)] [--targets q,k,v,o,mlp,embedding] [--weight-decay W] [--warmup N]
            --out DIR2 [--eval-text FILE [--ctx N]] [--merge] [--from-scratch] [--force] [--json]

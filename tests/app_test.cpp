@@ -722,6 +722,35 @@ TEST(MainWindow, MenusOfferRunViewHelpAndShortcuts)
 
 // Issue 19 item 5: the task choice (none, SST-2 dev from ../shared, an SST-2 file,
 // a multiple-choice file) and its limit travel in the request, and back.
+// Issue 36 item 3: the GUI offers flat's decoder target as compress does, and the
+// engine's request compresses the MLPs with it unless "dense MLP" is ticked.
+TEST(MethodPanel, OffersFlatsTargetRatio)
+{
+    embedlab::app::MethodPanel panel;
+    const auto initial = panel.request();
+    const QString initial_eval = panel.evaluationText();
+    embedlab::app::CompressionRequest r{.method = "flat", .remaining = 0.5, .target_ratio = 0.8};
+    panel.setRequest(r);
+    auto got = panel.request();
+    EXPECT_DOUBLE_EQ(got.target_ratio, 0.8);
+    EXPECT_FALSE(got.no_mlp);
+    auto e = embedlab::app::detail::experiment_request("model", got, "text.txt");
+    EXPECT_DOUBLE_EQ(e.target_ratio, 0.8);
+    EXPECT_EQ(e.remaining, 0);
+    EXPECT_TRUE(embedlab::request_compresses_mlp(e));
+    EXPECT_NO_THROW(embedlab::check_request(e));
+    r.no_mlp = true;
+    panel.setRequest(r);
+    e = embedlab::app::detail::experiment_request("model", panel.request(), "text.txt");
+    EXPECT_FALSE(embedlab::request_compresses_mlp(e));
+    r.target_ratio = 0; // no target: the remaining ratio, as before
+    panel.setRequest(r);
+    e = embedlab::app::detail::experiment_request("model", panel.request(), "text.txt");
+    EXPECT_DOUBLE_EQ(e.remaining, 0.5);
+    EXPECT_EQ(e.target_ratio, 0);
+    panel.setRequest(initial, initial_eval); // saved on destruction: as it was
+}
+
 TEST(MethodPanel, CarriesTheTaskChoiceInTheRequest)
 {
     embedlab::app::MethodPanel panel;

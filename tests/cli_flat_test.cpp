@@ -249,6 +249,34 @@ TEST(CliFlat, SweepPrintsBothAllocations)
                 1e-12);
 }
 
+// Issue 36 item 3: sweep offers the decoder target as compress does (the MLPs too,
+// by the registry's default), and each row's ratio of the part compressed counts them.
+TEST(CliFlat, SweepByTargetRatioCountsTheMlpsItCompresses)
+{
+    Texts t;
+    std::vector<std::string> args{"sweep", "--method", "flat", "--target-ratios", "0.8",  "--eval-text",
+                                  t.eval,  "--ctx",    "64",   "--allocation",    "iprs", "--json"};
+    for (const auto& a : calib_args(t))
+        args.push_back(a);
+    const auto j = json_of(cli(args));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["part"], "attention_values_and_mlp");
+    ASSERT_EQ(j["rows"].size(), 1u);
+    const auto& row = j["rows"][0];
+    EXPECT_EQ(row["target_ratio"], 0.8);
+    EXPECT_NEAR(row["decoder_ratio"].get<double>(), 0.8, 0.03);
+    EXPECT_FALSE(row["mlp_widths"].is_null());
+    EXPECT_DOUBLE_EQ(row["part_ratio"].get<double>(),
+                     row["part_params_after"].get<double>() / row["part_params_before"].get<double>());
+    EXPECT_LT(row["part_ratio"].get<double>(), 0.8); // Q and K, never narrowed, are not in the part
+    args.push_back("--no-mlp");
+    args[4] = "0.95";
+    const auto v = json_of(cli(args));
+    ASSERT_TRUE(v.is_object());
+    EXPECT_EQ(v["part"], "attention_values");
+    EXPECT_TRUE(v["rows"][0]["mlp_widths"].is_null());
+}
+
 TEST(CliFlat, BadInputIsNamed)
 {
     Texts t;

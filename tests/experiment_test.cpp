@@ -337,6 +337,87 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             EXPECT_EQ(manifest["accounting"]["params_after"].get<int64_t>(), elements);
         }
     }
+    // flat (issue 36 item 3): params_after is the element count of the narrowed part in
+    // the file: gpt2's V columns of c_attn (weight and bias, past Q and K's 2 d), the
+    // attention's c_proj weight, and with the MLPs c_fc (weight, bias) and their c_proj weight.
+    for (const bool mlp : {false, true}) {
+        SCOPED_TRACE(mlp ? "flat + mlp" : "flat");
+        auto r = request_for("flat");
+        r.eval_text.clear();
+        r.samples = 24, r.seqlen = 64, r.compress_mlp = mlp;
+        const auto run = embedlab::run_compression(r);
+        const auto out = dir / (mlp ? "flat-mlp" : "flat");
+        embedlab::export_run(run, out);
+        const auto bytes = embedlab::test::read_text(out / "model.safetensors");
+        const auto header = embedlab::parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                               bytes.size(), "model.safetensors");
+        const int64_t d = run.model.model->config().hidden_size;
+        auto ends = [](const std::string& s, const std::string& tail) {
+            return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+        };
+        int64_t elements = 0;
+        for (const auto& e : header.entries) {
+            int64_t n = 1;
+            for (const int64_t x : e.shape)
+                n *= x;
+            if (ends(e.name, "attn.c_attn.weight"))
+                elements += e.shape[0] * (e.shape[1] - 2 * d);
+            else if (ends(e.name, "attn.c_attn.bias"))
+                elements += e.shape[0] - 2 * d;
+            else if (ends(e.name, "attn.c_proj.weight") ||
+                     (mlp && (ends(e.name, "mlp.c_fc.weight") || ends(e.name, "mlp.c_fc.bias") ||
+                              ends(e.name, "mlp.c_proj.weight"))))
+                elements += n;
+        }
+        EXPECT_EQ(run.summary.params_after, elements);
+    }
+}
+
+// Issue 36 item 3: a flat run's ratio is of the part it compressed: V and O, and the
+// MLPs when they were narrowed (the row names the part); before, both counted V and O
+// only and showed the same ratio. A target ratio through the job API compresses the
+// MLPs as the CLI's does (one default, in the registry).
+TEST(RunCompression, FlatRatioIsOfThePartCompressed)
+{
+    auto plain = request_for("flat");
+    plain.eval_text.clear();
+    plain.samples = 24, plain.seqlen = 64; // enough tokens for the Nystrom solve
+    auto with_mlp = plain;
+    with_mlp.compress_mlp = true;
+    const auto a = embedlab::run_compression(plain);
+    const auto b = embedlab::run_compression(with_mlp);
+    EXPECT_EQ(a.summary.part, "attention_values");
+    EXPECT_EQ(b.summary.part, "attention_values_and_mlp");
+    // Counted here from the weights: c_fc (weight, bias) and the MLP's c_proj weight.
+    auto mlp_values = [](const embedlab::LanguageModel& m) {
+        int64_t n = 0;
+        for (int64_t l = 0; l < m.config().num_layers; ++l)
+            for (const char* name : {"c_fc.weight", "c_fc.bias", "c_proj.weight"})
+                n += m.weights().at("h." + std::to_string(l) + ".mlp." + name).numel();
+        return n;
+    };
+    const auto lm = embedlab::load_model(model());
+    EXPECT_EQ(b.summary.params_before, a.summary.params_before + mlp_values(*lm.model));
+    EXPECT_EQ(b.summary.params_after, a.summary.params_after + mlp_values(*b.flat->model));
+    EXPECT_LT(mlp_values(*b.flat->model), mlp_values(*lm.model));
+    EXPECT_DOUBLE_EQ(b.summary.ratio, double(b.summary.params_after) / double(b.summary.params_before));
+    EXPECT_NE(a.summary.ratio, b.summary.ratio);
+
+    Json job = embedlab::request_json(plain);
+    job.erase("remaining");
+    job["target_ratio"] = 0.8;
+    const auto target = embedlab::request_from_json(job);
+    EXPECT_TRUE(embedlab::request_compresses_mlp(target));
+    const auto t = embedlab::run_compression(target);
+    EXPECT_TRUE(t.flat->options.mlp);
+    EXPECT_EQ(t.summary.part, "attention_values_and_mlp");
+    job["target_ratio"] = 0.9;
+    job["no_mlp"] = true;
+    const auto no_mlp = embedlab::request_from_json(job);
+    EXPECT_FALSE(embedlab::request_compresses_mlp(no_mlp));
+    EXPECT_EQ(embedlab::request_json(no_mlp)["no_mlp"], true);
+    job["compress_mlp"] = true;
+    EXPECT_THROW(embedlab::request_from_json(job), embedlab::InputError);
 }
 
 // Issue 36 item 4: the energy model's text length l is the request's (compress --tokens).

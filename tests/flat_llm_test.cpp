@@ -246,8 +246,11 @@ TEST_P(FlatTiny, RefusesWhatItCannotDo)
     const auto cal = calibrate(model, ids, {.samples = 4, .seqlen = 8});
     EXPECT_THROW(flat_compress(model, cal, {.remaining = 0.0}), InputError);
     EXPECT_THROW(flat_compress(model, cal, {.remaining = 1.5}), InputError);
-    EXPECT_THROW(flat_compress(model, cal, {.remaining = 0.5, .mlp = true}),
-                 InputError); // no MLP covariances
+    // Parallel calibration takes the MLP covariances from the calibration, which has none
+    // (sequential sums its own, layer by layer).
+    EXPECT_THROW(
+        flat_compress(model, cal, {.remaining = 0.5, .mlp = true, .calibration = FlatCalibration::Parallel}),
+        InputError);
     const auto flat = flat_compress(model, cal, {.remaining = 0.5});
     EXPECT_THROW(flat_compress(*flat.model, cal, {.remaining = 0.5}), InputError); // already flat
 
@@ -414,7 +417,8 @@ TEST(FlatMlpGroups, TinyllamaOneLayerPerPassMatchesOnePass)
     const auto one_pass = calibrate(model, ids, options);
     options.mlp_covariance_budget = 1;
     const auto by_layer = calibrate(model, ids, options);
-    const FlatOptions flat_options{.remaining = 0.6, .mlp = true};
+    // Parallel: the MLP covariances of the calibration pass (sequential sums its own per layer).
+    const FlatOptions flat_options{.remaining = 0.6, .mlp = true, .calibration = FlatCalibration::Parallel};
     const auto a = flat_compress(model, one_pass, flat_options);
     const auto b = flat_compress(model, by_layer, flat_options);
     EXPECT_EQ(a.mlp_calibration_passes, 1);
@@ -476,4 +480,87 @@ TEST(FlatNystrom, NearSingularKeptCovarianceIsRefused)
     EXPECT_EQ(sel.keep[-1].item<int64_t>(), n - 1); // the dead channel is the one dropped
     EXPECT_NEAR(sel.condition, 1e6, 1e3);
     EXPECT_TRUE(torch::allclose(sel.projection.narrow(1, 0, n), torch::eye(n, torch::kFloat64), 1e-6, 1e-6));
+}
+
+namespace {
+
+// Sums each KV head's value Gram matrix of `layer` over the calibration windows.
+struct ValueGram final : ForwardObserver {
+    int64_t layer = 0;
+    std::vector<torch::Tensor> gram;
+    void values(int64_t l, const torch::Tensor& v) override
+    {
+        if (l != layer)
+            return;
+        const auto y = v.reshape({-1, v.size(2), v.size(3)}).to(torch::kFloat64).transpose(0, 1);
+        const auto c = torch::bmm(y.transpose(1, 2), y);
+        if (gram.empty())
+            for (int64_t h = 0; h < c.size(0); ++h)
+                gram.push_back(torch::zeros_like(c[h]));
+        for (size_t h = 0; h < gram.size(); ++h)
+            gram[h] += c[static_cast<int64_t>(h)];
+    }
+};
+
+// Largest off-diagonal entry over the largest diagonal one.
+double off_diagonal(const torch::Tensor& g)
+{
+    const auto diag = torch::diag(g.diagonal());
+    return ((g - diag).abs().max() / g.diagonal().abs().max()).item<double>();
+}
+
+} // namespace
+
+// Issue 36 item 2: the default calibration is sequential, as the reference's
+// prune_flatllm: layer l's value basis diagonalises the values layer l sees in the
+// compressed model (its input comes through the compressed layers before it). The
+// parallel calibration (the only one before) takes it from the uncompressed model.
+TEST_P(FlatTiny, SequentialCalibrationFitsEachLayerToTheCompressedInput)
+{
+    const auto c = test::tiny_config(GetParam());
+    LanguageModel model(c, test::random_weights(c), "tiny");
+    const auto ids = random_ids(400, c.vocab_size);
+    const auto cal = calibrate(model, ids, {.samples = 12, .seqlen = 16, .seed = 1, .batch = 5});
+    const FlatOptions options{.remaining = 0.5, .allocation = RankAllocation::Uniform};
+    EXPECT_EQ(options.calibration, FlatCalibration::Sequential);
+    const auto sequential = flat_compress(model, cal, options);
+    auto parallel_options = options;
+    parallel_options.calibration = FlatCalibration::Parallel;
+    const auto parallel = flat_compress(model, cal, parallel_options);
+    EXPECT_EQ(sequential.sequential_passes, c.num_layers - 1);
+    EXPECT_EQ(parallel.sequential_passes, 0);
+    auto gram_of = [&](const LanguageModel& m, int64_t layer) {
+        ValueGram g;
+        g.layer = layer;
+        m.hidden_states(cal.windows, &g);
+        return g.gram;
+    };
+    // Layer 0 sees the original input either way: the same basis.
+    for (const auto& g : gram_of(*sequential.model, 0))
+        EXPECT_LT(off_diagonal(g), 1e-5);
+    const int64_t last = c.num_layers - 1;
+    const auto seq = gram_of(*sequential.model, last), par = gram_of(*parallel.model, last);
+    ASSERT_EQ(seq.size(), static_cast<size_t>(c.num_kv_heads));
+    double worst_parallel = 0;
+    for (size_t h = 0; h < seq.size(); ++h) {
+        // The kept values are the principal directions of what the layer now sees, their
+        // energies the reported spectrum's top r.
+        EXPECT_LT(off_diagonal(seq[h]), 1e-5) << "head " << h;
+        const auto& spectrum = sequential.layers[static_cast<size_t>(last)].head_spectra[h];
+        for (int64_t i = 0; i < seq[h].size(0); ++i)
+            EXPECT_NEAR(seq[h][i][i].item<double>(), spectrum[static_cast<size_t>(i)], 1e-5 * spectrum[0]);
+        worst_parallel = std::max(worst_parallel, off_diagonal(par[h]));
+    }
+    EXPECT_GT(worst_parallel, 1e-4); // the parallel basis was fitted to other inputs
+
+    // The manifest says which calibration ran.
+    test::TempDir dir;
+    const auto src_dir = test::write_tiny_hf_model(dir / "src", GetParam());
+    const auto lm = load_model(src_dir, {.need_tokenizer = false});
+    const auto cal2 = calibrate(*lm.model, ids, {.samples = 12, .seqlen = 16, .seed = 1, .batch = 5});
+    const auto flat = flat_compress(*lm.model, cal2, options);
+    const auto manifest = save_flat_model(lm, flat, cal2, dir / "flat");
+    EXPECT_EQ(manifest["parameters"]["calibration"], "sequential");
+    EXPECT_EQ(manifest["calibration"]["mode"], "sequential");
+    EXPECT_EQ(manifest["calibration"]["sequential_passes"], c.num_layers - 1);
 }

@@ -200,21 +200,22 @@ ResultsView::ResultsView(QWidget* parent)
 QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
 {
     const double params = static_cast<double>(r.params_after);
-    QList<QStandardItem*> items{
-        textItem(text(r.method)),
-        textItem(text(r.parameters)),
-        numberItem(params, QLocale().toString(params, 'f', 0)),
-        numberItem(r.ratio, shown(r.ratio, 4)),
-        numberItem(r.ppl, shown(r.ppl, 3)),
-        numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
-        numberItem(r.mean_cosine, shown(r.mean_cosine, 4)),
-        numberItem(r.seconds, shown(r.seconds, 1)),
-        textItem(text(r.host)),
-        numberItem(r.kl_mean, shown(r.kl_mean, 4)),
-        numberItem(r.top1_agreement, shown(r.top1_agreement, 4)),
-        numberItem(r.task_accuracy, shown(r.task_accuracy, 4)),
-        textItem(modelName(r.model)),
-        textItem(r.part == "attention_values" ? "attention values" : "token embedding")};
+    QList<QStandardItem*> items{textItem(text(r.method)),
+                                textItem(text(r.parameters)),
+                                numberItem(params, QLocale().toString(params, 'f', 0)),
+                                numberItem(r.ratio, shown(r.ratio, 4)),
+                                numberItem(r.ppl, shown(r.ppl, 3)),
+                                numberItem(r.delta_ln_ppl, shown(r.delta_ln_ppl, 4)),
+                                numberItem(r.mean_cosine, shown(r.mean_cosine, 4)),
+                                numberItem(r.seconds, shown(r.seconds, 1)),
+                                textItem(text(r.host)),
+                                numberItem(r.kl_mean, shown(r.kl_mean, 4)),
+                                numberItem(r.top1_agreement, shown(r.top1_agreement, 4)),
+                                numberItem(r.task_accuracy, shown(r.task_accuracy, 4)),
+                                textItem(modelName(r.model)),
+                                textItem(r.part == "attention_values"           ? "attention values"
+                                         : r.part == "attention_values_and_mlp" ? "attention values + MLP"
+                                                                                : "token embedding")};
     items[kModelColumn]->setToolTip(text(r.model));
     if (!r.task.empty())
         items[kTaskColumn]->setToolTip(QString("%1 on %2 examples (the original: %3)")
@@ -436,11 +437,12 @@ void ResultsView::rebuildPlot()
             // Behind the method series, like the first front.
             graph->setLayer(front_->layer());
         }
-        const bool values = group.part == "attention_values";
+        const bool values = group.part.rfind("attention_values", 0) == 0;
         graph->setPen(QPen(QColor(90, 90, 90), 1.5, values ? Qt::DotLine : Qt::DashLine));
         QString name = "Pareto front";
-        if (values)
-            name += " (attention values)";
+        if (values) // the ratio is of the part compressed: V and O, or V, O and the MLP
+            name += group.part == "attention_values_and_mlp" ? " (attention values + MLP)"
+                                                             : " (attention values)";
         if (several_models)
             name += " — " + modelName(group.model);
         graph->setName(name);

@@ -36,6 +36,9 @@ struct MethodDescriptor {
     bool positions = false;              // can also compress gpt2's position table
     bool lora = false;                   // can be followed by LoRA recovery
     bool remote = true;                  // runs as a worker job on a remote host
+    // flat: a decoder target ratio (target_ratio) also compresses the MLP unless the
+    // request says no_mlp; the CLI, the job API and the GUI share this default.
+    bool target_compresses_mlp = false;
 };
 
 // The registry: one row per method, in the order help texts list them.
@@ -47,6 +50,11 @@ const MethodDescriptor& method_descriptor(Method id);
 const MethodDescriptor* find_method(const std::string& name);
 // "pca, svd, tt, ..." for messages.
 std::string method_names(const char* separator = ", ");
+
+struct CompressionRequest;
+// Whether a flat request compresses the MLP (Nystrom): compress_mlp, or a target
+// ratio under the registry's default (target_compresses_mlp) without no_mlp.
+bool request_compresses_mlp(const CompressionRequest& r);
 
 // One compression run: the model, the method and its options, what it is
 // evaluated on and how. Fields that do not apply to the method stay at their
@@ -103,8 +111,12 @@ struct CompressionRequest {
     double remaining = 0;            // average remaining value rank ratio, (0, 1]
     double target_ratio = 0;         // or: the decoder weights' share to keep (remaining_for_target)
     std::string allocation = "iprs"; // "iprs" | "uniform"
-    bool compress_mlp = false;       // Nystrom MLP compression
+    bool compress_mlp = false;       // Nystrom MLP compression (see request_compresses_mlp)
+    bool no_mlp = false;             // with target_ratio: keep the MLP dense (JSON "no_mlp")
     double mlp_lambda = 1.0;
+    // "sequential" (each layer's covariances from the model compressed up to it, as the
+    // reference's prune_flatllm) or "parallel" (all from the uncompressed model).
+    std::string calibration = "sequential";
     std::string calib_text;
     int64_t samples = 128, seqlen = 0; // seqlen 0: min(256, the model's context)
 

@@ -141,6 +141,7 @@ struct FlatOptions {
     bool mlp = false;        // Nystrom MLP compression (needs a calibration with mlp)
     double mlp_lambda = 1.0; // ridge of the leverage scores
     double target_ratio = 0; // recorded only: the decoder target `remaining` came from
+    FlatCalibration calibration = FlatCalibration::Sequential;
 };
 
 struct FlatLayerReport {
@@ -161,10 +162,12 @@ struct FlatResult {
     ParameterBreakdown before, after;
     // With options.mlp: the forward passes over the calibration windows that summed
     // MLP covariances (1: all came with the calibration; more: groups within the
-    // calibration's mlp_covariance_budget, each pass run by flat_compress), and the
-    // most float64 covariance bytes held at once. 0 without mlp.
+    // calibration's mlp_covariance_budget, each pass run by flat_compress; sequential:
+    // one per layer), and the most float64 covariance bytes held at once. 0 without mlp.
+    // Sequential calibration: the forward passes it ran (values and MLP), in total.
     int64_t mlp_calibration_passes = 0;
     int64_t mlp_covariance_peak_bytes = 0;
+    int64_t sequential_passes = 0;
     double seconds = 0;
 };
 
@@ -174,6 +177,13 @@ struct FlatResult {
 // otherwise); false cancels (Cancelled) between window batches.
 FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
                          const FlatOptions& options, const ProgressFn& progress = {});
+
+// The parameters of the part FLAT-LLM compresses (METHODS 0: every ratio is of the
+// part compressed): the value projections (weights, and their bias where the model
+// has one) and the output projection weights; with `mlp` also the MLP's widening
+// projections (up and gate, or gpt2's c_fc, with their biases) and the down
+// projection's weight. The output and down biases are never changed, so not counted.
+int64_t flat_compressed_params(const LanguageModel& model, bool mlp);
 
 // JSON shared by the CLI and embedlab.json.
 // {samples, seqlen, seed, tokens, seconds, nan_cosines (per layer)}

@@ -26,7 +26,7 @@ namespace embedlab {
 // are NaN (JSON null, an empty CSV field).
 struct RunSummary {
     std::string method, parameters; // parameters e.g. "rank 32", "shape 4x4x8, eps 0.3, ranks 1,4,6,1"
-    std::string part;               // "token_embedding" | "attention_values"
+    std::string part; // "token_embedding" | "attention_values" | "attention_values_and_mlp" (flat with MLP)
     int64_t params_before = 0, params_after = 0;
     double ratio = 0, ppl_original = 0, ppl = 0, delta_ln_ppl = 0, mean_cosine = 0, seconds = 0;
     int64_t eval_tokens = 0; // scored tokens (0: no evaluation)

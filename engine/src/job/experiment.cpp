@@ -200,20 +200,6 @@ Json text_json(const std::string& path, size_t tokens)
             {"tokens", tokens}};
 }
 
-// The part FLAT-LLM compresses (METHODS 0): value projections (weights and, in
-// gpt2, their bias) and output projection weights; the output bias is unchanged.
-int64_t value_output_params(const ModelConfig& c)
-{
-    int64_t n = 0;
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-        const int64_t vd = c.value_dim(l);
-        n += c.hidden_size * c.num_kv_heads * vd + c.num_heads * vd * c.hidden_size;
-        if (c.arch == Architecture::GPT2)
-            n += c.num_kv_heads * vd;
-    }
-    return n;
-}
-
 // The evaluation the request asks for: its ids, the protocol, and where they came from.
 struct EvalInput {
     std::vector<int32_t> ids;
@@ -611,7 +597,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     double flat_remaining = request.remaining;
     if (is_flat && request.target_ratio > 0) {
         try {
-            flat_remaining = remaining_for_target(config, request.target_ratio, request.compress_mlp);
+            flat_remaining =
+                remaining_for_target(config, request.target_ratio, request_compresses_mlp(request));
         } catch (const InputError& e) {
             throw InputError(request.model + ": " + e.what());
         }
@@ -624,7 +611,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         calib_options = {.samples = request.samples,
                          .seqlen = request.seqlen > 0 ? request.seqlen : std::min<int64_t>(256, context),
                          .seed = request.seed,
-                         .mlp = request.compress_mlp};
+                         // Sequential calibration sums the MLP covariances itself, layer by layer.
+                         .mlp = request_compresses_mlp(request) && request.calibration == "parallel"};
         if (calib_options.seqlen > context)
             throw InputError(request.calib_text + ": calibration seqlen " +
                              std::to_string(calib_options.seqlen) + " is beyond the model's context (" +
@@ -670,8 +658,9 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         options.remaining = flat_remaining;
         options.target_ratio = request.target_ratio;
         options.allocation = parse_rank_allocation(request.allocation);
-        options.mlp = request.compress_mlp;
+        options.mlp = request_compresses_mlp(request);
         options.mlp_lambda = request.mlp_lambda;
+        options.calibration = parse_flat_calibration(request.calibration);
         report_progress(bar.stage("compress"), 0, 1);
         run.flat = std::make_shared<FlatResult>(
             flat_compress(model, *run.calibration, options, bar.stage("compress")));
@@ -682,9 +671,13 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         s.parameters =
             (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
             "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
-            (options.mlp ? ", mlp" : "") + ", ranks " + ranks;
-        s.params_before = value_output_params(config);
-        s.params_after = value_output_params(run.flat->model->config());
+            (options.mlp ? ", mlp" : "") +
+            (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") + ", ranks " +
+            ranks;
+        // The part compressed (METHODS 0): V and O, and the MLP when it was narrowed.
+        s.params_before = flat_compressed_params(model, options.mlp);
+        s.params_after = flat_compressed_params(*run.flat->model, options.mlp);
+        s.part = options.mlp ? "attention_values_and_mlp" : "attention_values";
         s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
     } else {
         const auto* dense = dense_table(&model.token_embedding());

@@ -39,9 +39,15 @@ const std::vector<MethodDescriptor>& method_registry()
         {Method::Fourier, "fourier", P::TokenEmbedding, "an MLP of Fourier features of the id (METHODS 4)",
          false, false, true, false, true, true},
         {Method::Flat, "flat", P::AttentionValues, "head-wise PCA of the values, IPRS ranks (METHODS 3)",
-         false, true, false, false, false, true},
+         false, true, false, false, false, true, /*target_compresses_mlp=*/true},
     };
     return methods;
+}
+
+bool request_compresses_mlp(const CompressionRequest& r)
+{
+    const auto* m = find_method(r.method);
+    return r.compress_mlp || (m && m->target_compresses_mlp && r.target_ratio > 0 && !r.no_mlp);
 }
 
 std::string method_names(const char* separator)
@@ -223,7 +229,9 @@ const std::vector<Field>& fields()
             member("target_ratio", &R::target_ratio, flat),
             member("allocation", &R::allocation, flat),
             member("compress_mlp", &R::compress_mlp, flat),
+            member("no_mlp", &R::no_mlp, flat),
             member("mlp_lambda", &R::mlp_lambda, flat),
+            member("calibration", &R::calibration, flat),
             member("calib_text", &R::calib_text, flat),
             member("samples", &R::samples, flat),
             member("seqlen", &R::seqlen, flat),
@@ -445,6 +453,13 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("target_ratio", short_number(r.target_ratio) + " must lie in (0, 1] (1 keeps everything)");
         if (r.target_ratio == 0 && !(r.remaining > 0 && r.remaining <= 1))
             fail("remaining", short_number(r.remaining) + " must lie in (0, 1] (1 keeps everything)");
+        if (r.calibration != "sequential" && r.calibration != "parallel")
+            fail("calibration", "'" + r.calibration + "' must be sequential or parallel");
+        if (r.no_mlp && r.compress_mlp)
+            fail("no_mlp", "and compress_mlp both given: give one");
+        if (r.no_mlp && r.target_ratio == 0)
+            fail("no_mlp", "applies with target_ratio (which compresses the MLP by default); without it "
+                           "the MLP is compressed only with compress_mlp");
         if (r.allocation != "iprs" && r.allocation != "uniform")
             fail("allocation", "'" + r.allocation + "' must be iprs or uniform");
         if (!(r.mlp_lambda > 0))
@@ -523,7 +538,8 @@ std::string describe_request(const CompressionRequest& r)
     case Method::Flat:
         what = (r.target_ratio > 0 ? "flat target " + short_number(r.target_ratio)
                                    : "flat remaining " + short_number(r.remaining)) +
-               ", " + r.allocation + (r.compress_mlp ? ", mlp" : "");
+               ", " + r.allocation + (request_compresses_mlp(r) ? ", mlp" : "") +
+               (r.calibration == "parallel" ? ", parallel" : "");
         break;
     case Method::PCA:
     case Method::SVD:

@@ -192,6 +192,49 @@ MlpGroupObserver sum_mlp_group(const LanguageModel& model, const Calibration& ca
     return observer;
 }
 
+// Sequential calibration: sums one layer's value covariances (per KV head) or its MLP
+// covariance from a pass, and stops the pass there.
+class LayerObserver final : public ForwardObserver {
+public:
+    LayerObserver(const ModelConfig& c, int64_t layer, bool mlp) : layer_(layer), mlp_(mlp)
+    {
+        if (mlp)
+            mlp_covariance = torch::zeros({c.mlp_width(layer), c.mlp_width(layer)}, torch::kFloat64);
+        else
+            for (int64_t h = 0; h < c.num_kv_heads; ++h)
+                value_covariance.push_back(
+                    torch::zeros({c.value_dim(layer), c.value_dim(layer)}, torch::kFloat64));
+    }
+
+    void values(int64_t layer, const torch::Tensor& v) override
+    {
+        if (layer != layer_ || mlp_)
+            return;
+        // As the calibration pass: v [B, T, Hkv, vd] -> [Hkv, N, vd]; C_h += Y_h^T Y_h.
+        const auto y = v.reshape({-1, v.size(2), v.size(3)}).to(torch::kFloat64).transpose(0, 1);
+        const auto c = torch::bmm(y.transpose(1, 2), y);
+        for (size_t h = 0; h < value_covariance.size(); ++h)
+            value_covariance[h] += c[static_cast<int64_t>(h)];
+        throw PassSummed{};
+    }
+
+    void mlp_activations(int64_t layer, const torch::Tensor& a) override
+    {
+        if (layer != layer_ || !mlp_)
+            return;
+        const auto a64 = a.to(torch::kFloat64);
+        mlp_covariance.addmm_(a64.t(), a64);
+        throw PassSummed{};
+    }
+
+    std::vector<torch::Tensor> value_covariance;
+    torch::Tensor mlp_covariance;
+
+private:
+    int64_t layer_;
+    bool mlp_;
+};
+
 torch::Tensor to_double(const torch::Tensor& t)
 {
     return t.to(torch::kFloat64);
@@ -368,6 +411,20 @@ EigenBasis eigen_basis(const torch::Tensor& covariance)
     return {values.flip(0).contiguous(), vectors.flip(1).contiguous()};
 }
 
+constexpr Named<FlatCalibration> kFlatCalibrations[]{{FlatCalibration::Sequential, "sequential"},
+                                                     {FlatCalibration::Parallel, "parallel"}};
+
+const char* flat_calibration_name(FlatCalibration c)
+{
+    return name_of(kFlatCalibrations, c);
+}
+
+FlatCalibration parse_flat_calibration(const std::string& name)
+{
+    return value_named(kFlatCalibrations, name,
+                       "unknown FLAT-LLM calibration '" + name + "' (sequential or parallel)");
+}
+
 constexpr Named<RankAllocation> kRankAllocations[]{{RankAllocation::IPRS, "iprs"},
                                                    {RankAllocation::Uniform, "uniform"}};
 
@@ -430,6 +487,55 @@ MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda,
     return out;
 }
 
+namespace {
+
+// The part FLAT-LLM compresses (METHODS 0): value projections (weights and, in
+// gpt2, their bias) and output projection weights; the output bias is unchanged.
+int64_t value_output_params(const ModelConfig& c)
+{
+    int64_t n = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const int64_t vd = c.value_dim(l);
+        n += c.hidden_size * c.num_kv_heads * vd + c.num_heads * vd * c.hidden_size;
+        if (c.arch == Architecture::GPT2)
+            n += c.num_kv_heads * vd;
+    }
+    return n;
+}
+
+// The MLP part FLAT-LLM's Nystrom step narrows: the widening projections (up, gate, and
+// their biases; gpt2's c_fc) and the down projection's weight; its bias is unchanged.
+int64_t mlp_params(const LanguageModel& m)
+{
+    const auto& c = m.config();
+    const auto& w = m.weights();
+    int64_t n = 0;
+    auto add = [&](const std::string& name) {
+        if (const auto it = w.find(name); it != w.end())
+            n += it->second.numel();
+    };
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        if (c.arch == Architecture::GPT2) {
+            const std::string p = "h." + std::to_string(l) + ".mlp.";
+            for (const char* name : {"c_fc.weight", "c_fc.bias", "c_proj.weight"})
+                add(p + name);
+        } else {
+            const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
+            for (const char* name :
+                 {"gate_proj.weight", "gate_proj.bias", "up_proj.weight", "up_proj.bias", "down_proj.weight"})
+                add(p + name);
+        }
+    }
+    return n;
+}
+
+} // namespace
+
+int64_t flat_compressed_params(const LanguageModel& model, bool mlp)
+{
+    return value_output_params(model.config()) + (mlp ? mlp_params(model) : 0);
+}
+
 FlatResult flat_compress(const LanguageModel& model, const Calibration& calibration,
                          const FlatOptions& options, const ProgressFn& progress)
 {
@@ -440,7 +546,7 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
     if (static_cast<int64_t>(calibration.layers.size()) != c.num_layers)
         throw InputError("the calibration has " + std::to_string(calibration.layers.size()) +
                          " layers but the model has " + std::to_string(c.num_layers));
-    if (options.mlp && !calibration.options.mlp)
+    if (options.mlp && !calibration.options.mlp && options.calibration == FlatCalibration::Parallel)
         throw InputError("MLP compression needs a calibration that collected MLP covariances");
     if (!(options.mlp_lambda > 0))
         throw InputError("the MLP ridge lambda must be positive");
@@ -459,25 +565,39 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
     // each group consumed (Nystrom selection, W_up / W_down update) and released
     // before the next group's are allocated. Each group re-runs the forward pass
     // over the calibration windows (up to its last layer).
-    bool mlp_in_calibration = true;
+    // Sequential calibration (the default) sums each layer's covariances itself instead.
+    const bool sequential = options.calibration == FlatCalibration::Sequential;
+    bool mlp_in_calibration = !sequential;
     for (const auto& layer : calibration.layers)
         mlp_in_calibration = mlp_in_calibration && layer.mlp_covariance.defined();
+    if (sequential &&
+        (!calibration.windows.defined() || calibration.windows.size(0) != calibration.options.samples))
+        throw InputError("sequential calibration needs the calibration's windows; calibrate again");
     std::vector<std::pair<int64_t, int64_t>> mlp_groups;
-    if (options.mlp && !mlp_in_calibration) {
+    if (options.mlp && !mlp_in_calibration && !sequential) {
         if (!calibration.windows.defined() || calibration.windows.size(0) != calibration.options.samples)
             throw InputError("the calibration holds neither the MLP covariances nor its windows; calibrate "
                              "again with MLP covariances");
         mlp_groups = mlp_covariance_groups(c, calibration.options.mlp_covariance_budget);
     }
-    const int64_t windows_total = static_cast<int64_t>(mlp_groups.size()) * calibration.options.samples;
-    if (!mlp_groups.empty())
+    // Sequential: a values pass for every layer but the first (whose inputs are the
+    // original model's), and an MLP pass for every layer.
+    const int64_t passes =
+        sequential ? (L - 1) + (options.mlp ? L : 0) : static_cast<int64_t>(mlp_groups.size());
+    const int64_t windows_total = passes * calibration.options.samples;
+    if (passes > 0)
         report_progress(progress, 0, windows_total);
     size_t next_group = 0;
     std::optional<MlpGroupObserver> group; // the current group's covariances
 
     FlatResult result;
     result.options = options;
-    if (options.mlp) {
+    if (options.mlp && sequential) {
+        result.mlp_calibration_passes = L;
+        for (int64_t l = 0; l < L; ++l)
+            result.mlp_covariance_peak_bytes =
+                std::max(result.mlp_covariance_peak_bytes, mlp_covariance_bytes(c, l));
+    } else if (options.mlp) {
         result.mlp_calibration_passes = mlp_in_calibration ? 1 : static_cast<int64_t>(mlp_groups.size());
         for (const auto& [first, end] :
              mlp_in_calibration ? std::vector<std::pair<int64_t, int64_t>>{{0, L}} : mlp_groups) {
@@ -491,9 +611,34 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
     ModelConfig config = c;
     config.value_head_dims = ranks;
     const bool gpt2 = c.arch == Architecture::GPT2;
+    // Sequential: the model as compressed so far (value dims and MLP widths per layer,
+    // the original's beyond), run over the calibration windows up to `layer`.
+    std::vector<int64_t> dims(static_cast<size_t>(L)), widths(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) {
+        dims[static_cast<size_t>(l)] = c.value_dim(l);
+        widths[static_cast<size_t>(l)] = c.mlp_width(l);
+    }
+    auto sequential_pass = [&](int64_t layer, bool mlp_pass) {
+        ModelConfig partial = c;
+        partial.value_head_dims = dims;
+        if (options.mlp)
+            partial.mlp_widths = widths;
+        const LanguageModel current(partial, weights, model.shared_token_embedding(),
+                                    "FLAT-LLM (sequential calibration)", model.shared_position_embedding());
+        LayerObserver observer(partial, layer, mlp_pass);
+        run_windows(current, calibration.windows, calibration.options.batch, observer, progress,
+                    result.sequential_passes * calibration.options.samples, windows_total);
+        ++result.sequential_passes;
+        return observer;
+    };
     for (int64_t l = 0; l < L; ++l) {
         const auto& cal = calibration.layers[static_cast<size_t>(l)];
         const int64_t r = ranks[static_cast<size_t>(l)];
+        // Layer l's value covariances: from the calibration (parallel, and layer 0, whose
+        // input no compression has touched), or from the model compressed up to l.
+        std::vector<torch::Tensor> value_covariance = cal.value_covariance;
+        if (sequential && l > 0)
+            value_covariance = sequential_pass(l, false).value_covariance;
         FlatLayerReport report;
         report.importance = scores[static_cast<size_t>(l)];
         report.normalised = score_sum > 0 ? report.importance / score_sum : 1.0 / static_cast<double>(L);
@@ -502,7 +647,7 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
         std::vector<torch::Tensor> Q; // per KV head [hd, r]
         double dropped = 0, total = 0;
         for (int64_t g = 0; g < Hkv; ++g) {
-            const auto basis = eigen_basis(cal.value_covariance[static_cast<size_t>(g)]);
+            const auto basis = eigen_basis(value_covariance[static_cast<size_t>(g)]);
             const auto lam = basis.eigenvalues.clamp_min(0.0);
             total += lam.sum().item<double>();
             dropped += lam.narrow(0, r, hd - r).sum().item<double>();
@@ -551,13 +696,17 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
             weights[p + "o_proj.weight"] = to_float(torch::cat(ocols, 1));
         }
 
+        dims[static_cast<size_t>(l)] = r;
         report.mlp_width = c.intermediate_size;
         if (options.mlp) {
             const int64_t f = c.intermediate_size;
             const int64_t m = std::clamp<int64_t>(
                 static_cast<int64_t>(std::floor(report.w * static_cast<double>(f) + 1e-9)), 1, f);
             torch::Tensor covariance = cal.mlp_covariance;
-            if (!mlp_in_calibration) {
+            if (sequential) {
+                // With layer l's attention compressed too: the MLP's inputs as they will be.
+                covariance = sequential_pass(l, true).mlp_covariance;
+            } else if (!mlp_in_calibration) {
                 if (next_group < mlp_groups.size() && mlp_groups[next_group].first == l) {
                     const auto [first, end] = mlp_groups[next_group];
                     group.reset(); // the previous group's memory goes before this one's is allocated
@@ -572,6 +721,7 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
                                                "layer " + std::to_string(l), calibration.tokens);
             covariance = torch::Tensor(); // consumed
             report.mlp_width = m;
+            widths[static_cast<size_t>(l)] = m;
             report.mlp_leverage_kept = sel.leverage_kept;
             config.mlp_widths.push_back(m);
             if (gpt2) {

@@ -99,7 +99,8 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
                       {{"remaining", flat.options.remaining},
                        {"allocation", rank_allocation_name(flat.options.allocation)},
                        {"mlp", flat.options.mlp},
-                       {"mlp_lambda", flat.options.mlp_lambda}}},
+                       {"mlp_lambda", flat.options.mlp_lambda},
+                       {"calibration", flat_calibration_name(flat.options.calibration)}}},
                      {"value_head_dims", config.value_head_dims}};
     if (!config.mlp_widths.empty())
         manifest["mlp_widths"] = config.mlp_widths;
@@ -111,6 +112,10 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
     manifest["calibration"] = calibration_json(calibration);
     if (!options.calibration_text.is_null())
         manifest["calibration"]["text"] = options.calibration_text;
+    // Issue 36 item 2: where each layer's covariances came from (METHODS 3 as the reference runs it).
+    manifest["calibration"]["mode"] = flat_calibration_name(flat.options.calibration);
+    if (flat.options.calibration == FlatCalibration::Sequential)
+        manifest["calibration"]["sequential_passes"] = flat.sequential_passes;
     if (flat.options.mlp) { // issue 20 item 7: the MLP covariances' passes and memory
         manifest["calibration"]["mlp_passes"] = flat.mlp_calibration_passes;
         manifest["calibration"]["mlp_covariance_peak_bytes"] = flat.mlp_covariance_peak_bytes;
