@@ -139,6 +139,13 @@ disable() {
       $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || $SUDO systemctl disable "$service" >/dev/null 2>&1 || true
     elif command -v deb-systemd-helper >/dev/null 2>&1; then
       $SUDO deb-systemd-helper disable "$service.service" >/dev/null 2>&1 || true
+      # It leaves the unit's aliases (ssh's sshd.service), which systemctl disable removes.
+      local link
+      for link in /etc/systemd/system/*.service; do
+        if [ -L "$link" ] && [ "$(readlink "$link")" = "/lib/systemd/system/$service.service" ]; then
+          $SUDO rm -f "$link"
+        fi
+      done
     fi
     if command -v service >/dev/null 2>&1; then
       $SUDO service "$service" stop >/dev/null 2>&1 || true
