@@ -25,7 +25,8 @@
 # Mounts are undone on every exit (trap), also on failure or Ctrl-C; --remove also
 # deletes DIR/root. DIR is EMBEDLAB_FRESH_DIR, default ../fresh-root (beside ../shared).
 # Needs root and debootstrap (apt-get install debootstrap). Exit status 0 when both
-# commands exit 0, no test fails, no process is left and ../shared is unchanged.
+# commands exit 0 (so no test failed), no process is left, no service is enabled and
+# ../shared is unchanged.
 # EMBEDLAB_FRESH_RUN and EMBEDLAB_FRESH_TEST replace the two commands (to try the check
 # itself quickly, e.g. with "true").
 set -euo pipefail
@@ -216,6 +217,11 @@ command_run run "${EMBEDLAB_FRESH_RUN:-scripts/run.sh}"
 command_run test "${EMBEDLAB_FRESH_TEST:-scripts/test.sh}"
 
 # 5. The report.
+# Boot-time enable links (systemd's *.wants, SysV's S links) the commands added.
+enabled_links() {
+  (cd "$1" && ls -1 etc/systemd/system/*.wants/ etc/rc[2-5].d/ 2>/dev/null | grep -vE '^$|:$' | grep -vE '^K' | sort -u)
+}
+ENABLED=$(comm -13 <(enabled_links "$DIR/base") <(enabled_links "$ROOT") | tr '\n' ' ' | sed 's/ $//')
 SHARED_CHANGED=no
 if [ -d "$SHARED" ]; then
   [ "$(cd "$SHARED" && find . -printf '%p %s %T@ %m\n' | sort | md5sum)" = "$SHARED_SUM_BEFORE" ] || SHARED_CHANGED=YES
@@ -246,6 +252,7 @@ fi
       echo "  files written outside the clone by $name.sh (besides installing packages): none"
     fi
   done
+  echo "  services enabled at boot that the base did not have: ${ENABLED:-none}"
   echo "  ../shared changed: $SHARED_CHANGED (bound read-only)"
   echo "  check took $((SECONDS - T0)) s; logs: $DIR/run.log, $DIR/test.log"
 } | tee "$DIR/report.txt"
@@ -254,5 +261,6 @@ ok=1
 [ "${EXIT[run]}" = 0 ] && [ "${EXIT[test]}" = 0 ] || ok=0
 [ -z "${LEFT[run]}${LEFT[test]}" ] || ok=0
 [ "$SHARED_CHANGED" = no ] || ok=0
+[ -z "$ENABLED" ] || ok=0
 [ "$ok" = 1 ] && say "PASSED" || say "FAILED"
 [ "$ok" = 1 ]
