@@ -3,6 +3,7 @@
 // Face tokenizers and GPT-2's encoder.py do.
 #include "tokenizer/byte_level_bpe.hpp"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <unordered_map>
@@ -14,6 +15,7 @@
 #include "tokenizer/pair_merge.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/text_util.hpp"
+#include "tokenizer/windowed_merge.hpp"
 
 namespace embedlab::tokenizer_impl {
 namespace {
@@ -29,6 +31,11 @@ std::string to_byte_level(std::string_view bytes)
     for (unsigned char b : bytes)
         append_utf8(out, byte_to_code_point(b));
     return out;
+}
+
+bool not_continuation(char c)
+{
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
 }
 
 uint64_t pair_key(int32_t left, int32_t right)
@@ -76,6 +83,11 @@ public:
 private:
     void check_id(int32_t id) const;
     void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+    // Merges `text` alone (a piece, or a window of one): its ids, and where each starts.
+    void merge_bytes(std::string_view text, std::vector<int32_t>& out,
+                     std::vector<SymbolStart>* starts) const;
+    // Whether cutting `piece` at p (merging [begin, p) alone) is provably exact.
+    CutTest cut_test(std::string_view piece, size_t begin, size_t p) const;
 
     std::filesystem::path source_;
     std::vector<std::string> tokens_; // id -> byte-level text (added: plain content)
@@ -83,7 +95,12 @@ private:
     std::vector<uint8_t> added_;      // id -> added token (decoded as plain text)
     std::unordered_map<std::string, int32_t> token_ids_;
     std::array<int32_t, 256> byte_ids_{};
+    std::array<std::string, 256> byte_texts_; // the byte-level text of each byte
     std::unordered_map<uint64_t, Merge> merges_;
+    size_t max_token_text_ = 0;  // longest byte-level text of a token a merge may make
+    size_t max_vocab_text_ = 0;  // longest byte-level text in the vocabulary
+    size_t max_token_bytes_ = 0; // longest token a merge may make, in bytes of text
+    bool drops_bytes_ = false;   // some byte has no token (and is dropped)
     std::optional<int32_t> bos_, eos_;
     ByteLevelBpeSpec options_;             // flags only; its tables are moved out
     std::vector<std::string> merge_lines_; // "left right" in priority order, for GGUF export
@@ -113,6 +130,7 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
     added_.assign(size, 0);
     token_ids_.reserve(spec.vocab.size());
     for (auto& [text, id] : spec.vocab) {
+        max_vocab_text_ = std::max(max_vocab_text_, text.size());
         token_ids_.emplace(text, id);
         if (tokens_[static_cast<size_t>(id)].empty())
             tokens_[static_cast<size_t>(id)] = std::move(text);
@@ -128,6 +146,8 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
         append_utf8(one, byte_to_code_point(static_cast<unsigned char>(b)));
         const auto it = token_ids_.find(one);
         byte_ids_[static_cast<size_t>(b)] = it == token_ids_.end() ? -1 : it->second;
+        byte_texts_[static_cast<size_t>(b)] = one;
+        drops_bytes_ = drops_bytes_ || it == token_ids_.end();
     }
 
     const std::filesystem::path& merges_file = spec.merges_source.empty() ? source_ : spec.merges_source;
@@ -147,7 +167,14 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
         const int32_t merged_id = id_of(left + right, i);
         // A repeated pair keeps its last rank, as in GPT-2 and Hugging Face.
         merges_[pair_key(left_id, right_id)] = Merge{static_cast<int32_t>(i), merged_id};
+        max_token_text_ = std::max(max_token_text_, left.size() + right.size());
+        // One code point of byte-level text per byte.
+        const auto bytes = static_cast<size_t>(std::count_if(left.begin(), left.end(), not_continuation) +
+                                               std::count_if(right.begin(), right.end(), not_continuation));
+        max_token_bytes_ = std::max(max_token_bytes_, bytes);
     }
+    for (const std::string& t : byte_texts_)
+        max_token_text_ = std::max(max_token_text_, t.size());
 
     // BOS/EOS are not part of these files; recognise the usual names.
     for (const AddedToken& t : spec.added_tokens) {
@@ -200,30 +227,27 @@ void ByteLevelBpeTokenizer::check_id(int32_t id) const
     check_token_id(source_, id, vocab_size());
 }
 
-void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const
+void ByteLevelBpeTokenizer::merge_bytes(std::string_view text, std::vector<int32_t>& out,
+                                        std::vector<SymbolStart>* starts) const
 {
-    if (options_.ignore_merges) {
-        const auto it = token_ids_.find(to_byte_level(piece));
-        if (it != token_ids_.end()) {
-            out.push_back(it->second);
-            return;
-        }
-    }
-
     std::vector<IdSymbol> symbols;
-    symbols.reserve(piece.size());
-    for (unsigned char b : piece) {
-        const int32_t id = byte_ids_[b];
+    std::vector<int32_t> offsets; // symbol -> byte offset, when bytes are dropped
+    symbols.reserve(text.size());
+    for (size_t pos = 0; pos < text.size(); ++pos) {
+        const int32_t id = byte_ids_[static_cast<unsigned char>(text[pos])];
         if (id < 0)
             continue; // no token for this byte: dropped, as HF does without an unk token
         const auto index = static_cast<int32_t>(symbols.size());
         symbols.push_back({id, index - 1, index + 1});
+        if (drops_bytes_ && starts)
+            offsets.push_back(static_cast<int32_t>(pos));
     }
     if (symbols.empty())
         return;
     symbols.back().next = -1;
 
     // Lowest rank first, then leftmost.
+    std::vector<int32_t> survivors;
     merge_ids<int32_t>(
         symbols, std::less<>(),
         [&](int32_t left_id, int32_t right_id) -> std::optional<IdMerge<int32_t>> {
@@ -232,7 +256,85 @@ void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int
                 return std::nullopt;
             return IdMerge<int32_t>{it->second.rank, it->second.merged_id};
         },
-        out);
+        out, starts ? &survivors : nullptr);
+    if (starts)
+        for (size_t k = 0; k < survivors.size(); ++k) {
+            const auto i = static_cast<size_t>(survivors[k]);
+            starts->push_back({drops_bytes_ ? static_cast<size_t>(offsets[i]) : i, k});
+        }
+}
+
+CutTest ByteLevelBpeTokenizer::cut_test(std::string_view piece, size_t begin, size_t p) const
+{
+    // The initial symbols' texts on each side, nearest first, reaching max_token_text_
+    // (or the end); a long run of dropped bytes gives up.
+    const size_t scan_limit = 4 * max_token_text_ + 64;
+    {
+        // Cheap first: the two bytes at the cut (most cuts in a run of letters fail here).
+        size_t l = p, r = p;
+        while (l > begin && p - l < scan_limit && byte_ids_[static_cast<unsigned char>(piece[l - 1])] < 0)
+            --l;
+        while (r < piece.size() && r - p < scan_limit && byte_ids_[static_cast<unsigned char>(piece[r])] < 0)
+            ++r;
+        if (l > begin && r < piece.size() &&
+            merges_.contains(pair_key(byte_ids_[static_cast<unsigned char>(piece[l - 1])],
+                                      byte_ids_[static_cast<unsigned char>(piece[r])])))
+            return CutTest::cheap_no;
+    }
+    std::vector<std::string> left, right;
+    size_t text = 0;
+    size_t pos = p;
+    for (; pos > begin && text <= max_token_text_ && p - pos < scan_limit; --pos) {
+        const auto b = static_cast<unsigned char>(piece[pos - 1]);
+        if (byte_ids_[b] >= 0) {
+            left.push_back(byte_texts_[b]);
+            text += left.back().size();
+        }
+    }
+    if (pos > begin && text <= max_token_text_)
+        return CutTest::no;
+    text = 0;
+    for (pos = p; pos < piece.size() && text <= max_token_text_ && pos - p < scan_limit; ++pos) {
+        const auto b = static_cast<unsigned char>(piece[pos]);
+        if (byte_ids_[b] >= 0) {
+            right.push_back(byte_texts_[b]);
+            text += right.back().size();
+        }
+    }
+    if (pos < piece.size() && text <= max_token_text_)
+        return CutTest::no;
+    const auto id_of = [&](const std::string& t) {
+        const auto it = token_ids_.find(t);
+        return it == token_ids_.end() ? -1 : it->second;
+    };
+    return no_merge_across(
+        left, right, max_token_text_, [&](const std::string& t, bool) { return id_of(t) >= 0; },
+        [&](const std::string& l, const std::string& r) {
+            const int32_t a = id_of(l), b = id_of(r);
+            return a >= 0 && b >= 0 && merges_.contains(pair_key(a, b));
+        });
+}
+
+void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const
+{
+    if (options_.ignore_merges && piece.size() <= max_vocab_text_) {
+        const auto it = token_ids_.find(to_byte_level(piece));
+        if (it != token_ids_.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
+    const size_t window = merge_window_bytes(max_token_bytes_);
+    if (piece.size() <= window + window / 2) {
+        merge_bytes(piece, out, nullptr);
+        return;
+    }
+    merge_in_windows(
+        piece, window,
+        [&](std::string_view text, std::vector<int32_t>& ids, std::vector<SymbolStart>* starts) {
+            merge_bytes(text, ids, starts);
+        },
+        [&](size_t begin, size_t p) { return cut_test(piece, begin, p); }, 4 * max_token_text_ + 64, out);
 }
 
 std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text) const
@@ -253,39 +355,51 @@ std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text) const
         text = prepared;
     }
 
-    std::vector<std::string_view> segments{text};
-    if (options_.split_digits)
-        segments = split_digits(text, options_.individual_digits);
-    std::vector<std::string_view> pieces;
-    for (std::string_view segment : segments) {
-        if (!options_.use_regex) {
-            pieces.push_back(segment);
-            continue;
-        }
-        const auto split = split_gpt2_pattern(segment);
-        pieces.insert(pieces.end(), split.begin(), split.end());
-    }
-
     // Words repeat a lot: reuse the ids a piece got the first time it was seen
-    // in this call (a per-call cache, so calls share no mutable state).
+    // in this call (a per-call cache, so calls share no mutable state). Bounded:
+    // random text has as many distinct pieces as pieces.
     struct Span {
         size_t start;
         size_t length;
     };
+    constexpr size_t max_cached = size_t{1} << 16, max_cached_piece = 64;
     std::unordered_map<std::string_view, Span> seen;
-    ids.reserve(text.size() / 3);
-    for (std::string_view piece : pieces) {
+    reserve_ids(ids, text.size());
+    const auto on_piece = [&](std::string_view piece) {
+        if (piece.size() > max_cached_piece) {
+            encode_piece(piece, ids);
+            return;
+        }
+        if (seen.size() >= max_cached)
+            seen.clear();
         const auto [it, inserted] = seen.try_emplace(piece, Span{ids.size(), 0});
         if (!inserted) {
             for (size_t i = 0; i < it->second.length; ++i) {
                 const int32_t id = ids[it->second.start + i];
                 ids.push_back(id);
             }
-            continue;
+            return;
         }
         encode_piece(piece, ids);
         it->second.length = ids.size() - it->second.start;
-    }
+    };
+    // Piece by piece as the pre-tokenizers find them: no vector of all pieces.
+    const auto on_segment = [&](std::string_view segment) {
+        if (!options_.use_regex) {
+            on_piece(segment);
+            return;
+        }
+        for (size_t pos = 0; pos < segment.size();) {
+            const size_t end = gpt2_piece_end(segment, pos);
+            on_piece(segment.substr(pos, end - pos));
+            pos = end;
+        }
+    };
+    if (options_.split_digits)
+        for_each_digit_split(text, options_.individual_digits, on_segment);
+    else
+        on_segment(text);
+    fit_ids(ids);
     return ids;
 }
 

@@ -62,9 +62,11 @@ template <class Priority> struct IdMerge {
 
 // Merges token ids: `merge_of(left_id, right_id)` gives an IdMerge<Priority> or
 // nothing, `sooner(a, b)` says priority a merges before priority b; equal priorities
-// merge leftmost first. Appends the surviving ids to `out`. `symbols` is not empty.
+// merge leftmost first. Appends the surviving ids to `out` and, if `survivors` is
+// not null, their indices in `symbols`. `symbols` is not empty.
 template <class Priority, class Sooner, class MergeOf>
-void merge_ids(std::vector<IdSymbol>& symbols, Sooner sooner, MergeOf merge_of, std::vector<int32_t>& out)
+void merge_ids(std::vector<IdSymbol>& symbols, Sooner sooner, MergeOf merge_of, std::vector<int32_t>& out,
+               std::vector<int32_t>* survivors = nullptr)
 {
     struct Candidate {
         Priority priority;
@@ -95,8 +97,11 @@ void merge_ids(std::vector<IdSymbol>& symbols, Sooner sooner, MergeOf merge_of, 
         symbols[static_cast<size_t>(c.right)].id = -1;
     };
     merge_best_first<Candidate>(symbols, later, pair, live, merge);
-    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
+    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
         out.push_back(symbols[static_cast<size_t>(i)].id);
+        if (survivors)
+            survivors->push_back(i);
+    }
 }
 
 } // namespace embedlab::tokenizer_impl

@@ -119,6 +119,11 @@ size_t piece_end(std::string_view text, size_t pos)
 
 } // namespace
 
+size_t gpt2_piece_end(std::string_view text, size_t pos)
+{
+    return piece_end(text, pos);
+}
+
 std::vector<std::string_view> split_gpt2_pattern(std::string_view text)
 {
     std::vector<std::string_view> pieces;
@@ -134,6 +139,13 @@ std::vector<std::string_view> split_gpt2_pattern(std::string_view text)
 std::vector<std::string_view> split_digits(std::string_view text, bool individual_digits)
 {
     std::vector<std::string_view> pieces;
+    for_each_digit_split(text, individual_digits, [&](std::string_view p) { pieces.push_back(p); });
+    return pieces;
+}
+
+void for_each_digit_split(std::string_view text, bool individual_digits,
+                          const std::function<void(std::string_view)>& piece)
+{
     size_t start = 0; // start of the pending non-digit piece
     for (size_t pos = 0; pos < text.size();) {
         const Scanned s = scan(text, pos);
@@ -142,14 +154,13 @@ std::vector<std::string_view> split_digits(std::string_view text, bool individua
             continue;
         }
         if (pos > start)
-            pieces.push_back(text.substr(start, pos - start));
+            piece(text.substr(start, pos - start));
         const size_t end = individual_digits ? pos + s.length : run_end(text, pos, CharClass::number);
-        pieces.push_back(text.substr(pos, end - pos));
+        piece(text.substr(pos, end - pos));
         start = pos = end;
     }
     if (start < text.size())
-        pieces.push_back(text.substr(start));
-    return pieces;
+        piece(text.substr(start));
 }
 
 } // namespace embedlab::tokenizer_impl

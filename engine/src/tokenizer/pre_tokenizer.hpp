@@ -3,6 +3,7 @@
 // the Hugging Face "Digits" splitter.
 #pragma once
 
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -13,9 +14,15 @@ namespace embedlab::tokenizer_impl {
 // does with findall: pieces cover the text, in order. Bytes that are not
 // well-formed UTF-8 count as "other" characters (the third class).
 std::vector<std::string_view> split_gpt2_pattern(std::string_view text);
+// The same, one piece at a time (a long text needs no vector of all its pieces):
+// the end of the piece that starts at `pos` (< text.size()).
+size_t gpt2_piece_end(std::string_view text, size_t pos);
 
 // Hugging Face Digits pre-tokenizer: numeric characters (\p{N}) become their
 // own pieces, one per digit when `individual_digits`, else one per run.
 std::vector<std::string_view> split_digits(std::string_view text, bool individual_digits);
+// The same, calling `piece` for each piece in order.
+void for_each_digit_split(std::string_view text, bool individual_digits,
+                          const std::function<void(std::string_view)>& piece);
 
 } // namespace embedlab::tokenizer_impl

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "embedlab/tokenizer.hpp"
+#include "tokenizer/windowed_merge.hpp"
 
 namespace embedlab::tokenizer_impl {
 
@@ -67,13 +68,18 @@ private:
     [[noreturn]] void throw_no_byte_token(unsigned char byte) const;
 
     std::vector<int32_t> encode_llama2c(std::string_view text) const;
-    void merge_llama2c(std::string_view prepared, std::vector<int32_t>& ids) const;
+    // Merge `text` alone, appending its ids and (if `starts`) where each final
+    // symbol starts (windowed_merge.hpp).
+    void merge_llama2c(std::string_view text, std::vector<int32_t>& ids,
+                       std::vector<SymbolStart>* starts) const;
     std::vector<int32_t> encode_sentencepiece(std::string_view text) const;
-    void merge_sentencepiece(std::string_view normalized, std::vector<int32_t>& ids) const;
-    // Calls merge on consecutive pieces of `all` cut just before a space that
-    // follows a non-space, when no merge can cross such a cut: long lines then cost memory per piece, not per
-    // line.
-    template <class Merge> void in_pieces(std::string_view all, const Merge& merge) const;
+    void merge_sentencepiece(std::string_view text, std::vector<int32_t>& ids,
+                             std::vector<SymbolStart>* starts) const;
+    // The ids of `all` merged by `merge`, window by window when it is long
+    // (windowed_merge.hpp): the merge's symbols and queue cost memory per window.
+    template <class Merge> std::vector<int32_t> in_windows(std::string_view all, const Merge& merge) const;
+    // Whether cutting `all` at p (merging [begin, p) alone) is provably exact.
+    CutTest cut_test(std::string_view all, size_t begin, size_t p) const;
     std::string normalize_sentencepiece(std::string_view text) const;
     size_t user_defined_match(std::string_view rest) const;
 
@@ -85,6 +91,7 @@ private:
     // Every token holds space_ only in a leading run, so no merge crosses the
     // boundary between a non-space and a space: the text is merged piece by piece.
     bool cut_before_space_ = false;
+    size_t max_token_bytes_ = 0; // the longest token
 
     // Views into vocab_.tokens, which never changes after construction.
     std::unordered_map<std::string_view, int32_t> token_ids_; // any token; first id wins
@@ -93,25 +100,21 @@ private:
     std::array<int32_t, 256> byte_ids_{};                     // byte-fallback token, or -1
 };
 
-template <class Merge> void ScoredVocabTokenizer::in_pieces(std::string_view all, const Merge& merge) const
+template <class Merge>
+std::vector<int32_t> ScoredVocabTokenizer::in_windows(std::string_view all, const Merge& merge) const
 {
-    // Long enough that the cuts cost nothing; short enough that the merge's
-    // symbols and queue stay a few MB (a 52 MB line took 3.9 GB in one piece).
-    constexpr size_t piece_bytes = size_t{1} << 16;
-    size_t begin = 0;
-    while (begin < all.size()) {
-        size_t end = all.size();
-        if (cut_before_space_ && end - begin > 2 * piece_bytes) {
-            // Before a space that follows a non-space (a run of spaces may merge).
-            size_t at = all.find(space_, begin + piece_bytes);
-            while (at != std::string_view::npos &&
-                   all.compare(at - space_.size(), space_.size(), space_) == 0)
-                at = all.find(space_, at + space_.size());
-            end = std::min(end, at);
-        }
-        merge(all.substr(begin, end - begin));
-        begin = end;
-    }
+    // At most one id per byte: byte fallback, and every symbol has a byte.
+    std::vector<int32_t> ids;
+    reserve_ids(ids, all.size());
+    const size_t window = merge_window_bytes(max_token_bytes_);
+    if (all.size() <= window + window / 2)
+        merge(all, ids, nullptr);
+    else
+        merge_in_windows(
+            all, window, merge, [&](size_t begin, size_t p) { return cut_test(all, begin, p); },
+            max_token_bytes_ + 16, ids);
+    fit_ids(ids);
+    return ids;
 }
 
 } // namespace embedlab::tokenizer_impl

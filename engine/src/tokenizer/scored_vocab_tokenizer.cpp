@@ -85,6 +85,7 @@ ScoredVocabTokenizer::ScoredVocabTokenizer(ScoredVocab vocab, std::string kind, 
         if (sentencepiece && type == type_user_defined)
             user_defined_.push_back(token);
         any_sp_space = any_sp_space || token.find(sp_space) != std::string_view::npos;
+        max_token_bytes_ = std::max(max_token_bytes_, token.size());
     }
     std::stable_sort(user_defined_.begin(), user_defined_.end(),
                      [](std::string_view a, std::string_view b) { return a.size() > b.size(); });
@@ -186,34 +187,63 @@ std::vector<int32_t> ScoredVocabTokenizer::encode(std::string_view text) const
 
 std::vector<int32_t> ScoredVocabTokenizer::encode_llama2c(std::string_view text) const
 {
-    std::string prepared(vocab_.add_dummy_prefix ? 1 : 0, ' ');
-    prepared.append(text);
-    if (space_ != " ")
-        prepared = replace_all(prepared, " ", space_);
-    std::vector<int32_t> ids;
-    in_pieces(prepared, [&](std::string_view piece) { merge_llama2c(piece, ids); });
-    return ids;
+    // One copy: the dummy prefix, and spaces written as the vocabulary writes them.
+    std::string prepared;
+    prepared.reserve(text.size() + space_.size());
+    if (vocab_.add_dummy_prefix)
+        prepared += space_;
+    for (char c : text) {
+        if (c == ' ')
+            prepared += space_;
+        else
+            prepared += c;
+    }
+    return in_windows(prepared, [&](std::string_view piece, std::vector<int32_t>& ids,
+                                    std::vector<SymbolStart>* starts) { merge_llama2c(piece, ids, starts); });
 }
 
-void ScoredVocabTokenizer::merge_llama2c(std::string_view prepared, std::vector<int32_t>& ids) const
+namespace {
+
+bool continuation_byte(char c)
+{
+    return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
+
+// run.c's grouping: a byte plus up to three following continuation bytes.
+size_t llama2c_group_end(std::string_view all, size_t pos)
+{
+    size_t end = pos + 1;
+    while (end < all.size() && end - pos < 4 && continuation_byte(all[end]))
+        ++end;
+    return end;
+}
+
+} // namespace
+
+void ScoredVocabTokenizer::merge_llama2c(std::string_view prepared, std::vector<int32_t>& ids,
+                                         std::vector<SymbolStart>* starts) const
 {
     // One token per code point, or its bytes' fallback tokens. Grouping follows
     // run.c: a byte plus up to three following continuation bytes.
     std::vector<int32_t> initial;
+    std::vector<int32_t> offsets; // initial symbol -> byte offset, for `starts`
     initial.reserve(prepared.size());
     const std::string_view all = prepared;
     for (size_t pos = 0; pos < all.size();) {
-        size_t end = pos + 1;
-        while (end < all.size() && end - pos < 4 && (static_cast<unsigned char>(all[end]) & 0xC0) == 0x80)
-            ++end;
+        const size_t end = llama2c_group_end(all, pos);
         const std::string_view group = all.substr(pos, end - pos);
         if (const auto it = token_ids_.find(group); it != token_ids_.end()) {
             initial.push_back(it->second);
+            if (starts)
+                offsets.push_back(static_cast<int32_t>(pos));
         } else {
-            for (unsigned char b : group) {
+            for (size_t k = pos; k < end; ++k) {
+                const auto b = static_cast<unsigned char>(all[k]);
                 if (byte_ids_[b] < 0)
                     throw_no_byte_token(b);
                 initial.push_back(byte_ids_[b]);
+                if (starts)
+                    offsets.push_back(static_cast<int32_t>(k));
             }
         }
         pos = end;
@@ -225,9 +255,11 @@ void ScoredVocabTokenizer::merge_llama2c(std::string_view prepared, std::vector<
     for (size_t i = 0; i < initial.size(); ++i)
         symbols[i] = {initial[i], static_cast<int32_t>(i) - 1, static_cast<int32_t>(i) + 1};
     symbols.back().next = -1;
+    initial = {};
 
     // Highest score first, leftmost on ties (run.c's strict '>' scan).
     std::string joined;
+    std::vector<int32_t> survivors;
     merge_ids<float>(
         symbols, std::greater<>(),
         [&](int32_t left_id, int32_t right_id) -> std::optional<IdMerge<float>> {
@@ -242,7 +274,77 @@ void ScoredVocabTokenizer::merge_llama2c(std::string_view prepared, std::vector<
                 return std::nullopt;
             return IdMerge<float>{score, it->second};
         },
-        ids);
+        ids, starts ? &survivors : nullptr);
+    if (starts)
+        for (size_t k = 0; k < survivors.size(); ++k)
+            starts->push_back({static_cast<size_t>(offsets[static_cast<size_t>(survivors[k])]), k});
+}
+
+CutTest ScoredVocabTokenizer::cut_test(std::string_view all, size_t begin, size_t p) const
+{
+    // Only between characters: a non-continuation byte starts a code point and a
+    // run.c group, whatever came before.
+    if (continuation_byte(all[p]))
+        return CutTest::cheap_no;
+    // The vocabulary's own guarantee: no token has a space after a non-space.
+    if (cut_before_space_ && all.compare(p, space_.size(), space_) == 0 && p >= begin + space_.size() &&
+        all.compare(p - space_.size(), space_.size(), space_) != 0)
+        return CutTest::yes;
+    const bool sentencepiece = options_.style == ScoredEncoderOptions::Style::sentencepiece;
+    if (sentencepiece && !user_defined_.empty())
+        return CutTest::cheap_no; // a user-defined symbol may span p
+
+    // The initial symbols' merge texts around p (sentencepiece: code points;
+    // llama2c: run.c's groups or their bytes' fallback tokens), parsed from a
+    // character start far enough left.
+    const auto symbols = [&](size_t from, size_t to, std::vector<std::string>& out) {
+        for (size_t pos = from; pos < to;) {
+            if (sentencepiece) {
+                const auto length = static_cast<size_t>(next_code_point(all, pos).length);
+                out.emplace_back(all.substr(pos, length));
+                pos += length;
+                continue;
+            }
+            const size_t end = llama2c_group_end(all, pos);
+            if (const auto it = token_ids_.find(all.substr(pos, end - pos)); it != token_ids_.end()) {
+                out.push_back(vocab_.tokens[static_cast<size_t>(it->second)]);
+            } else {
+                for (size_t k = pos; k < end; ++k) {
+                    const int32_t id = byte_ids_[static_cast<unsigned char>(all[k])];
+                    if (id < 0)
+                        return false; // the merge throws for this byte
+                    out.push_back(vocab_.tokens[static_cast<size_t>(id)]);
+                }
+            }
+            pos = end;
+        }
+        return true;
+    };
+    const size_t reach = max_token_bytes_ + 8;
+    size_t from = p - std::min(p - begin, reach);
+    while (from < p && continuation_byte(all[from]))
+        ++from;
+    if (from > begin && p - from < max_token_bytes_)
+        return CutTest::no; // no character start far enough left
+    const size_t to = std::min(all.size(), p + reach);
+    std::vector<std::string> left, right;
+    if (!symbols(from, p, left) || !symbols(p, to, right))
+        return CutTest::no;
+    std::reverse(left.begin(), left.end());
+
+    const auto merged = [&](std::string_view text) {
+        const auto it = merge_ids_.find(text);
+        return it != merge_ids_.end() &&
+               (sentencepiece || vocab_.scores[static_cast<size_t>(it->second)] > -1e10f);
+    };
+    std::string joined;
+    return no_merge_across(
+        left, right, max_token_bytes_, [&](const std::string& t, bool single) { return single || merged(t); },
+        [&](const std::string& l, const std::string& r) {
+            joined = l;
+            joined += r;
+            return merged(joined);
+        });
 }
 
 std::string ScoredVocabTokenizer::decode(std::span<const int32_t> ids) const

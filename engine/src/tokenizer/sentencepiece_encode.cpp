@@ -76,12 +76,13 @@ std::string ScoredVocabTokenizer::normalize_sentencepiece(std::string_view input
 std::vector<int32_t> ScoredVocabTokenizer::encode_sentencepiece(std::string_view text) const
 {
     const std::string normalized = normalize_sentencepiece(text);
-    std::vector<int32_t> ids;
-    in_pieces(normalized, [&](std::string_view piece) { merge_sentencepiece(piece, ids); });
-    return ids;
+    return in_windows(normalized,
+                      [&](std::string_view piece, std::vector<int32_t>& ids,
+                          std::vector<SymbolStart>* starts) { merge_sentencepiece(piece, ids, starts); });
 }
 
-void ScoredVocabTokenizer::merge_sentencepiece(std::string_view all, std::vector<int32_t>& ids) const
+void ScoredVocabTokenizer::merge_sentencepiece(std::string_view all, std::vector<int32_t>& ids,
+                                               std::vector<SymbolStart>* starts) const
 {
     if (all.empty())
         return;
@@ -171,8 +172,12 @@ void ScoredVocabTokenizer::merge_sentencepiece(std::string_view all, std::vector
             throw_no_byte_token(static_cast<unsigned char>(piece.front()));
         ids.push_back(vocab_.unk_id);
     };
-    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
+    const size_t first = ids.size();
+    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
+        if (starts)
+            starts->push_back({symbols[static_cast<size_t>(i)].start, ids.size() - first});
         emit(emit, piece_of(symbols[static_cast<size_t>(i)]));
+    }
 }
 
 } // namespace embedlab::tokenizer_impl
