@@ -136,14 +136,17 @@ void merge_in_windows(std::string_view all, size_t window, const Merge& merge, c
     while (all.size() - begin > window + window / 2) {
         const std::string_view rest = all.substr(begin);
         const std::string_view key = rest.substr(0, step_bytes);
-        if (key.size() == step_bytes && key == last_key) {
+        // Repeatable only with more text after the key: a test "at the end of the
+        // text" must come out the same for both steps.
+        const bool full = rest.size() > step_bytes;
+        if (full && key == last_key) {
             out.insert(out.end(), last_ids.begin(), last_ids.end());
             begin += last_advance;
             continue;
         }
         step_ids.clear();
         size_t advance = 0;
-        bool repeatable = key.size() == step_bytes;
+        bool repeatable = full;
 
         // A provably exact cut, as late in the window as possible.
         int full_tests = 0;
