@@ -200,6 +200,22 @@ void expect_input_error(Call call, const fs::path& file, std::initializer_list<c
     }
 }
 
+// The same, and the message is one line.
+template <typename Call>
+void expect_one_line_input_error(Call call, const fs::path& file, std::initializer_list<const char*> words)
+{
+    expect_input_error(
+        [&] {
+            try {
+                call();
+            } catch (const InputError& e) {
+                EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+                throw;
+            }
+        },
+        file, words);
+}
+
 void expect_read_error(const fs::path& path, std::initializer_list<const char*> words,
                        const fs::path& named = {})
 {
@@ -285,6 +301,21 @@ TEST(BadSafetensors, NegativeAndHugeDimensions)
                              {"needs 4000000000000000000 bytes"});
     const std::string frac = R"({"t":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})";
     expect_safetensors_error(dir, safetensors_raw(frac, std::string(16, '\0')), {"not a list of integers"});
+}
+
+// Issue 35 item 7: no shape reaches libtorch whose size does not fit in 64 bits,
+// an empty one included (libtorch computes its strides all the same).
+TEST(BadSafetensors, ShapesWhoseSizeWrapsAreRefused)
+{
+    TempDir dir;
+    const fs::path file = dir / "model.safetensors";
+    for (const char* shape :
+         {"[4611686018427387904,4]", "[0,4611686018427387904,4]", "[0,9223372036854775807,2]"}) {
+        write_file(file, safetensors_raw(std::string(R"({"t":{"dtype":"F32","shape":)") + shape +
+                                             R"(,"data_offsets":[0,0]}})",
+                                         ""));
+        expect_one_line_input_error([&] { load_safetensors(file); }, file, {"tensor 't'", "too large"});
+    }
 }
 
 // Issue 24 item 15: JSON keeps the last of two equal keys; a tensor named twice is refused.
@@ -512,6 +543,23 @@ TEST(BadGguf, ClaimsOfATrillionFailFast)
     expect_read_error(write_gguf(dir, counts), {"claims 1000000000000 metadata"});
 }
 
+// Issue 35 item 7: dimensions whose size product wraps 64 bits ([2^62, 4] in F32 is
+// 2^64 bytes, i.e. 0) passed the bounds check, and libtorch then failed with a
+// stack trace that named no file. Refused as one line naming the file and tensor.
+TEST(BadGguf, DimensionsWhoseSizeWrapsAreRefused)
+{
+    TempDir dir;
+    Gguf g = tiny_llama_gguf();
+    g.tensors[0].ne = {uint64_t{1} << 62, 4};
+    const fs::path file = write_gguf(dir, g.bytes());
+    expect_one_line_input_error([&] { read_model_files(file); }, file,
+                                {"token_embd.weight", "[4611686018427387904, 4]", "impossibly large"});
+    // An empty tensor whose other dimensions overflow libtorch's strides.
+    g.tensors[0].ne = {4, 0, uint64_t{1} << 62, uint64_t{1} << 62};
+    expect_one_line_input_error([&] { read_model_files(write_gguf(dir, g.bytes())); }, file,
+                                {"token_embd.weight", "impossibly large"});
+}
+
 TEST(BadGguf, BadDimensionsAndTypes)
 {
     TempDir dir;
@@ -644,6 +692,25 @@ TEST(BadLlama2c, NonsenseHeader)
 
     write_file(file, std::string("PK\x03\x04", 4) + std::string(100, '\0'));
     expect_read_error(file, {"PyTorch"});
+}
+
+// Issue 35 item 7: a header whose sizes overflow 64 bits.
+TEST(BadLlama2c, HugeDimensionsAreRefused)
+{
+    TempDir dir;
+    const fs::path file = dir / "m.bin";
+    std::string huge = tiny_llama2c();
+    // dim, hidden_dim, n_layers 2^30, 2^20 heads of 1024: n_layers * hidden_dim * dim = 2^90.
+    for (const auto& [field, value] : {std::pair{0, 1 << 30},
+                                       {1, 1 << 30},
+                                       {2, 1 << 30},
+                                       {3, 1 << 20},
+                                       {4, 1 << 20},
+                                       {5, 1 << 30},
+                                       {6, 1 << 30}})
+        std::memcpy(huge.data() + 4 * field, &value, 4);
+    write_file(file, huge);
+    expect_one_line_input_error([&] { read_model_files(file); }, file, {"dim 1073741824", "impossible size"});
 }
 
 TEST(BadPaths, NonexistentAndUnsupported)

@@ -1,5 +1,6 @@
 #include "io/gguf_parser.hpp"
 
+#include "io/checked_size.hpp"
 #include "io/gguf_quants.hpp"
 
 #include <algorithm>
@@ -340,17 +341,23 @@ std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedF
             throw InputError(label + ": tensor '" + printable(t.name) + "' has rows of " +
                              std::to_string(t.ne.empty() ? 0 : t.ne[0]) + " values, not a whole number of " +
                              traits->name + " blocks of " + std::to_string(traits->block_elems));
-        uint64_t bytes = ggml_row_bytes(t.type, t.ne[0]);
-        for (size_t k = 1; k < t.ne.size(); ++k)
-            if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(t.ne[k]), &bytes))
-                throw InputError(label + ": tensor '" + printable(t.name) +
-                                 "' is impossibly large (byte count overflows)");
-        if (t.offset > data_size || bytes > data_size - t.offset)
-            throw InputError(label + ": tensor '" + printable(t.name) + "' (" + std::to_string(bytes) +
+        // Checked: ggml_row_bytes wraps for rows past 2^64 bytes, and the product of
+        // the dimensions may wrap to anything (dims [2^62, 4] in F32: 0 bytes).
+        std::optional<uint64_t> bytes;
+        if (checked_elements(t.ne))
+            bytes = checked_mul(static_cast<uint64_t>(t.ne[0]) / traits->block_elems, traits->block_bytes);
+        for (size_t k = 1; k < t.ne.size() && bytes; ++k)
+            bytes = checked_mul(*bytes, static_cast<uint64_t>(t.ne[k]));
+        if (!bytes)
+            throw InputError(label + ": tensor '" + printable(t.name) + "' has dimensions " +
+                             dims_text(t.ne) + ": impossibly large (its element count or " + traits->name +
+                             " byte size does not fit in 64 bits); the file is corrupt");
+        if (t.offset > data_size || *bytes > data_size - t.offset)
+            throw InputError(label + ": tensor '" + printable(t.name) + "' (" + std::to_string(*bytes) +
                              " bytes at data offset " + std::to_string(t.offset) +
                              ") lies outside the data section (" + std::to_string(data_size) +
                              " bytes); the file is truncated or corrupt");
-        sizes.push_back(bytes);
+        sizes.push_back(*bytes);
     }
 
     std::vector<size_t> order(gguf.tensors.size());

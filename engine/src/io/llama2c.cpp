@@ -4,6 +4,7 @@
 
 #include "embedlab/error.hpp"
 #include "io/canonical_weights.hpp"
+#include "io/checked_size.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/llama2c_header.hpp"
 #include "io/readers.hpp"
@@ -17,16 +18,25 @@ class ArrayWalker {
 public:
     ArrayWalker(std::shared_ptr<MappedFile> file) : file_(std::move(file)) {}
 
+    // The header check (llama2c_header.cpp) bounds every size by the file's; the
+    // checked arithmetic keeps that true whatever changes there.
     torch::Tensor next(std::vector<int64_t> shape)
     {
-        int64_t n = 1;
-        for (int64_t s : shape)
-            n *= s;
-        torch::Tensor t = tensor_from_mapped(file_, offset_, StoredType::F32, shape);
-        offset_ += static_cast<uint64_t>(n) * 4;
-        return t;
+        const std::optional<uint64_t> n = checked_elements(shape);
+        if (!n)
+            fail("a tensor of shape " + dims_text(shape) + " is impossibly large");
+        const uint64_t at = offset_;
+        skip_floats(*n); // inside the file, or InputError
+        return tensor_from_mapped(file_, at, StoredType::F32, shape);
     }
-    void skip_floats(uint64_t n) { offset_ += n * 4; }
+    void skip_floats(uint64_t n)
+    {
+        const std::optional<uint64_t> bytes = checked_mul(n, 4);
+        const std::optional<uint64_t> end = bytes ? checked_add(offset_, *bytes) : std::nullopt;
+        if (!end || *end > file_->size())
+            fail("the header implies data past the end of the file");
+        offset_ = *end;
+    }
 
     // One [rows, cols] matrix per layer, stored back to back.
     void per_layer(WeightMap& w, int64_t layers, const std::string& suffix, std::vector<int64_t> shape)
@@ -36,6 +46,11 @@ public:
     }
 
 private:
+    [[noreturn]] void fail(const std::string& problem) const
+    {
+        throw InputError(file_->label() + ": not a llama2.c checkpoint: " + problem);
+    }
+
     std::shared_ptr<MappedFile> file_;
     uint64_t offset_ = kLlama2cHeaderBytes;
 };
@@ -83,7 +98,9 @@ ModelFiles read_llama2c(const std::shared_ptr<MappedFile>& file)
     in.per_layer(w, L, "mlp.down_proj.weight", {d, f});
     in.per_layer(w, L, "mlp.up_proj.weight", {f, d});
     w["model.norm.weight"] = in.next({d});
-    in.skip_floats(static_cast<uint64_t>(h.seq_len * h.head_size())); // freq_cis: recomputed from rope_theta
+    // freq_cis: recomputed from rope_theta.
+    in.skip_floats(checked_mul(static_cast<uint64_t>(h.seq_len), static_cast<uint64_t>(h.head_size()))
+                       .value_or(UINT64_MAX));
     if (!h.shared_classifier)
         w["lm_head.weight"] = in.next({h.vocab_size, d});
 

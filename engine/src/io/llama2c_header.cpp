@@ -2,8 +2,10 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "embedlab/error.hpp"
+#include "io/checked_size.hpp"
 
 namespace embedlab::io {
 
@@ -30,10 +32,13 @@ Llama2cHeader read_llama2c_header(const MappedFile& file)
         throw InputError(label + ": not a llama2.c checkpoint: the header (" + h.text() +
                          ") is inconsistent");
     const uint64_t floats = llama2c_expected_floats(h);
-    if (floats == 0 || floats > (UINT64_MAX - kLlama2cHeaderBytes) / 4)
+    const std::optional<uint64_t> float_bytes = floats ? checked_mul(floats, 4) : std::nullopt;
+    const std::optional<uint64_t> total =
+        float_bytes ? checked_add(*float_bytes, kLlama2cHeaderBytes) : std::nullopt;
+    if (!total)
         throw InputError(label + ": not a llama2.c checkpoint: the header (" + h.text() +
-                         ") implies an impossible size");
-    const uint64_t expected = kLlama2cHeaderBytes + floats * 4;
+                         ") implies an impossible size (more than 2^64 bytes)");
+    const uint64_t expected = *total;
     if (expected != file.size())
         throw InputError(label + ": file size " + std::to_string(file.size()) + " bytes does not match the " +
                          std::to_string(expected) + " bytes its llama2.c header implies (" + h.text() +
@@ -62,16 +67,14 @@ uint64_t llama2c_expected_floats(const Llama2cHeader& h)
         {seq, hs, 1},                        // freq_cis_real + freq_cis_imag (hs/2 each)
         {h.shared_classifier ? 0 : V, d, 1}, // wcls
     }};
-    uint64_t total = 0;
+    std::optional<uint64_t> total = 0;
     for (const auto& p : parts) {
-        uint64_t n = 1;
+        std::optional<uint64_t> n = 1;
         for (uint64_t x : p)
-            if (__builtin_mul_overflow(n, x, &n))
-                return 0;
-        if (__builtin_add_overflow(total, n, &total))
-            return 0;
+            n = n ? checked_mul(*n, x) : std::nullopt;
+        total = n && total ? checked_add(*total, *n) : std::nullopt;
     }
-    return total;
+    return total.value_or(0);
 }
 
 } // namespace embedlab::io

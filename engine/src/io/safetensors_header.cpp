@@ -11,6 +11,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/format_parsers.hpp"
 #include "embedlab/text_format.hpp"
+#include "io/checked_size.hpp"
 
 namespace embedlab {
 
@@ -76,8 +77,7 @@ SafetensorsEntry parse_entry(const std::string& name, const json& info, uint64_t
     const auto shape_it = info.find("shape");
     if (shape_it == info.end() || !shape_it->is_array())
         throw InputError(where + "missing field 'shape' (an array of dimensions)");
-    uint64_t bytes = *elem_size;
-    bool overflow = false;
+    std::vector<uint64_t> dims;
     for (const json& d : *shape_it) {
         if (d.is_number_integer() && !d.is_number_unsigned() && d.get<int64_t>() < 0)
             throw InputError(where + "negative dimension " + std::to_string(d.get<int64_t>()) + " in shape " +
@@ -85,14 +85,18 @@ SafetensorsEntry parse_entry(const std::string& name, const json& info, uint64_t
         const auto dim = as_unsigned(d);
         if (!dim)
             throw InputError(where + "shape " + shape_it->dump() + " is not a list of integers");
-        if (*dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes, *dim, &bytes))
-            overflow = true;
-        else
-            e.shape.push_back(static_cast<int64_t>(*dim));
+        dims.push_back(*dim);
     }
-    if (overflow)
-        throw InputError(where + "shape " + shape_it->dump() + " is too large (" + e.dtype +
-                         " byte count overflows 64 bits)");
+    // Checked (io/checked_size.hpp): a wrapped product would pass the data_offsets check below.
+    const std::optional<uint64_t> elements = io::checked_elements(dims);
+    const std::optional<uint64_t> checked_bytes =
+        elements ? io::checked_mul(*elements, *elem_size) : std::nullopt;
+    if (!checked_bytes)
+        throw InputError(where + "shape " + shape_it->dump() + " is too large (its element count or " +
+                         e.dtype + " byte size does not fit in 64 bits); the file is corrupt");
+    const uint64_t bytes = *checked_bytes;
+    for (const uint64_t d : dims)
+        e.shape.push_back(static_cast<int64_t>(d));
 
     const auto offsets_it = info.find("data_offsets");
     if (offsets_it == info.end() || !offsets_it->is_array() || offsets_it->size() != 2 ||
