@@ -764,6 +764,13 @@ TEST(BadPaths, FifosDevicesAndHugeFilesAreRefused)
     expect_input_error([&] { read_text_file("/dev/zero"); }, "/dev/zero", {"not a regular file"});
     expect_input_error([&] { read_ids_file("/dev/urandom"); }, "/dev/urandom", {"not a regular file"});
     expect_input_error([&] { read_text_file(dir.path()); }, dir.path(), {"is a directory"});
+    // Issue 35 item 4: the text cap's message says what it is and why.
+    const fs::path big_text = dir / "big.txt";
+    std::ofstream(big_text) << "x";
+    fs::resize_file(big_text, (1ull << 30) + 1);
+    expect_input_error([&] { read_text_file(big_text); }, big_text,
+                       {"1025 MB is above the 1024 MB", "1 GiB = 1073741824 bytes", "tokenized in memory",
+                        "split the text"});
 }
 
 } // namespace

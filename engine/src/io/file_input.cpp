@@ -18,6 +18,18 @@ std::string megabytes(uint64_t bytes)
     return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MB";
 }
 
+// What a cap is and why, after "... EmbedLab reads for a <what>".
+std::string cap_reason(uint64_t cap)
+{
+    if (cap != text_file_cap)
+        return "";
+    // Measured (tokenizer_test.cpp, TokenizingCostsAFewBytesPerByte): the text itself,
+    // plus up to about 6 bytes per byte while it is tokenized (4 per token id).
+    return " (1 GiB = " + std::to_string(cap) +
+           " bytes: a text is read whole and tokenized in memory, about 7 bytes of memory per byte of text "
+           "at the peak, so 1 GiB needs about 7 GB); split the text into smaller files";
+}
+
 } // namespace
 
 std::string read_regular_file(const std::filesystem::path& path, uint64_t max_bytes, const char* what)
@@ -45,7 +57,7 @@ std::string read_regular_file(const std::filesystem::path& path, uint64_t max_by
     const auto size = static_cast<uint64_t>(st.st_size);
     if (size > max_bytes)
         throw InputError(name + ": " + megabytes(size) + " is above the " + megabytes(max_bytes) +
-                         " EmbedLab reads for a " + what);
+                         " EmbedLab reads for a " + what + cap_reason(max_bytes));
     std::string bytes(size, '\0');
     size_t done = 0;
     while (done < size) {
