@@ -23,11 +23,12 @@ std::string cap_reason(uint64_t cap)
 {
     if (cap != text_file_cap)
         return "";
-    // Measured (tokenizer_test.cpp, TokenizingCostsAFewBytesPerByte): the text itself,
-    // plus up to about 6 bytes per byte while it is tokenized (4 per token id).
+    // Measured (tokenizer_test.cpp, TokenizingCostsAFewBytesPerByte; the worst was
+    // SentencePiece on random bytes): the text itself, plus 1 to 9 bytes per byte
+    // while it is tokenized (4 per token id).
     return " (1 GiB = " + std::to_string(cap) +
-           " bytes: a text is read whole and tokenized in memory, about 7 bytes of memory per byte of text "
-           "at the peak, so 1 GiB needs about 7 GB); split the text into smaller files";
+           " bytes: a text is read whole and tokenized in memory, which takes 2 to 10 bytes of memory per "
+           "byte of text at the peak, so up to about 10 GB for 1 GiB); split the text into smaller files";
 }
 
 } // namespace
