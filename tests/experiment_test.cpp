@@ -13,6 +13,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/flat_llm.hpp"
 #include "embedlab/format_parsers.hpp"
 #include "embedlab/job.hpp"
 #include "embedlab/resources.hpp"
