@@ -7,17 +7,17 @@
 #      foreign architecture, the cross compiler (crossbuild-essential-arm64) and the arm64
 #      -dev packages the engine and the CLI need (libtorch-dev:arm64 cannot be installed
 #      beside the amd64 one on the same system, hence the separate root);
-#   2. the committed HEAD (git archive, not the working tree) exported into the root, and
+#   2. the committed HEAD (a clone, not the working tree) checked out in the root, and
 #      a cross-build of the embedlab-cli target only (-DEMBEDLAB_BUILD_GUI=OFF
 #      -DEMBEDLAB_BUILD_TESTS=OFF, a CMake toolchain file for aarch64-linux-gnu);
-#   3. an x86-64 build of the same export on this machine (or X86_CLI=path, an existing
-#      x86 embedlab-cli);
-#   4. on both: `inspect`, `tokenize` and `eval` of the bundled default model
-#      (tinygpt2-f16) on the bundled sample text (resources/texts/tinystories-heldout.txt),
+#   3. on arm64, then on x86-64 (a build of the same checkout on this machine, or
+#      X86_CLI=path, an existing x86 embedlab-cli): `inspect`, `tokenize` and `eval` of
+#      the bundled default model (tinygpt2-f16) on the bundled sample text
+#      (resources/texts/tinystories-heldout.txt),
 #      `compress --method pca --rank 32` and `eval` of the result, and `eval` of the
 #      bundled stories260K.gguf (ctx 256, as scripts/run.sh); arm64 runs under
 #      qemu-aarch64 (user mode) inside the root;
-#   5. a table: perplexities, relative differences (pass within 1e-5), wall times.
+#   4. a table: perplexities, relative differences (pass within 1e-5), wall times.
 # Exit status: 0 when every step ran, the token ids are the same and every perplexity
 # agrees within 1e-5 relative; 1 when not; 2 when a step fails.
 #
@@ -32,7 +32,7 @@
 # Environment: EMBEDLAB_COMMIT (default HEAD), X86_CLI (skip the x86 build), JOBS
 # (default nproc), MIRROR (default http://deb.debian.org/debian), SECURITY_MIRROR.
 # Everything it writes is under ROOT_DIR: the build root, and ROOT_DIR/embedlab/ with the
-# source export (src), the builds (build-arm64, build-x86), ccache, the outputs (out)
+# source checkout (src), the builds (build-arm64, build-x86), ccache, the outputs (out)
 # and the table (out/summary.txt).
 set -euo pipefail
 
@@ -56,6 +56,9 @@ case $ROOT/ in
   /) die "ROOT_DIR cannot be /" ;;
 esac
 [ "$(dpkg --print-architecture)" = amd64 ] || die "expects an amd64 Debian host"
+mkdir -p "$(dirname "$ROOT")"
+exec 9>"$ROOT.lock"
+flock -n 9 || die "another run uses $ROOT ($ROOT.lock)"
 
 # Wall time of each phase, for the table.
 declare -A PHASE_SECONDS=()
@@ -95,34 +98,39 @@ trap 'exit 130' INT TERM
 mount_in_root() { # TYPE-or-bind SOURCE TARGET-in-root
   local target=$ROOT$3
   mkdir -p "$target"
-  mountpoint -q "$target" && return 0
-  if [ "$1" = bind ]; then mount --bind "$2" "$target"; else mount -t "$1" "$2" "$target"; fi
+  # One left by an interrupted run is reused, and unmounted at the end.
+  if ! mountpoint -q "$target"; then
+    if [ "$1" = bind ]; then mount --bind "$2" "$target"; else mount -t "$1" "$2" "$target"; fi
+  fi
   MOUNTS+=("$target")
 }
+# ccache caches a compilation that uses the engine's precompiled header only with these.
+CCACHE_PCH_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 # in_root CMD...: runs CMD in the root with a clean environment.
 in_root() {
   chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive CCACHE_DIR=/embedlab/ccache "$@"
+    HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive CCACHE_DIR=/embedlab/ccache \
+    CCACHE_SLOPPINESS="$CCACHE_PCH_SLOPPINESS" "$@"
 }
 
 phase_start "build root"
 if [ -e "$MARKER" ]; then
   say "reusing the build root $ROOT"
 else
-  if [ -e "$ROOT" ]; then
-    # A root without the marker is a debootstrap that did not finish: start again.
-    say "$ROOT exists but is not a finished root; removing it"
-    for m in dev/pts dev proc sys; do umount -l "$ROOT/$m" 2>/dev/null || true; done
-    rm -rf --one-file-system "$ROOT"
+  # debootstrap works in ROOT_DIR.partial, renamed when it has succeeded.
+  [ -e "$ROOT" ] && die "$ROOT exists but is not a build root made by this script; remove it or choose another"
+  if [ -e "$ROOT.partial" ]; then
+    say "removing $ROOT.partial, an unfinished debootstrap"
+    for m in dev/pts dev proc sys; do umount -l "$ROOT.partial/$m" 2>/dev/null || true; done
+    rm -rf --one-file-system "$ROOT.partial"
   fi
-  mkdir -p "$(dirname "$ROOT")"
   debootstrap --variant=minbase bookworm "$ROOT.partial" "$MIRROR"
   mv "$ROOT.partial" "$ROOT"
   echo "EmbedLab scripts/check-arm64.sh build root (debootstrap bookworm $MIRROR)" >"$MARKER"
 fi
 mount_in_root proc proc /proc
 mount_in_root bind /dev /dev
-mount_in_root devpts devpts /dev/pts 2>/dev/null || true
+mount_in_root bind /dev/pts /dev/pts
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
 cat >"$ROOT/etc/apt/sources.list" <<EOF
 deb $MIRROR bookworm main
@@ -190,17 +198,26 @@ EOF
 phase_end
 
 # ---------------------------------------------------------------------------
-phase_start "source export"
+phase_start "source checkout"
 COMMIT=$(git -C "$REPO" rev-parse --verify "$COMMIT_REF^{commit}")
 SRC=$ROOT/embedlab/src
+# A clone of the repository checked out at COMMIT: checking out another commit later
+# rewrites only the files that differ, so the builds stay incremental (an archive would
+# give every file the commit's time, and ninja could keep objects older than that).
 if [ "$(cat "$ROOT/embedlab/src.commit" 2>/dev/null)" = "$COMMIT" ] && [ -d "$SRC" ]; then
-  say "reusing the export of $COMMIT"
+  say "reusing the checkout of $COMMIT"
 else
-  rm -rf "$SRC" "$ROOT/embedlab/src.commit"
-  mkdir -p "$SRC"
-  git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$SRC"
+  rm -f "$ROOT/embedlab/src.commit"
+  if [ ! -d "$SRC/.git" ]; then
+    rm -rf "$SRC"
+    git clone -q --no-checkout "$REPO" "$SRC"
+  fi
+  git -C "$SRC" fetch -q --no-tags "$REPO" "+refs/heads/*:refs/remotes/origin/*"
+  git -C "$SRC" cat-file -e "$COMMIT^{commit}" 2>/dev/null || git -C "$SRC" fetch -q "$REPO" "$COMMIT"
+  git -C "$SRC" checkout -q --force --detach "$COMMIT"
+  git -C "$SRC" clean -q -fdx
   echo "$COMMIT" >"$ROOT/embedlab/src.commit"
-  say "exported $COMMIT ($(git -C "$REPO" log -1 --format=%s "$COMMIT" | cut -c1-80))"
+  say "checked out $COMMIT ($(git -C "$REPO" log -1 --format=%s "$COMMIT" | cut -c1-80))"
 fi
 phase_end
 
@@ -216,27 +233,9 @@ in_root file /embedlab/build-arm64/cli/embedlab-cli
 phase_end
 
 # ---------------------------------------------------------------------------
-phase_start "x86 build"
-if [ -n "${X86_CLI:-}" ]; then
-  [ -x "$X86_CLI" ] || die "X86_CLI=$X86_CLI is not an executable"
-  say "using X86_CLI=$X86_CLI (not necessarily built from $COMMIT)"
-else
-  # The host's own packages (scripts/setup.sh's list) must be there for this build.
-  for p in build-essential cmake ninja-build ccache libtorch-dev libarmadillo-dev libeigen3-dev \
-    nlohmann-json3-dev libicu-dev libssl-dev libopenblas-pthread-dev; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-      die "the host lacks $p for the x86 build: run scripts/setup.sh, or set X86_CLI"
-  done
-  CCACHE_DIR=$ROOT/embedlab/ccache-x86 cmake -S "$SRC" -B "$ROOT/embedlab/build-x86" "${CMAKE_OPTIONS[@]}"
-  CCACHE_DIR=$ROOT/embedlab/ccache-x86 cmake --build "$ROOT/embedlab/build-x86" -j "$JOBS" --target embedlab-cli
-  X86_CLI=$ROOT/embedlab/build-x86/cli/embedlab-cli
-fi
-phase_end
-
-# ---------------------------------------------------------------------------
-# The runs. run_steps ARCH PREFIX RES OUT_IN_RUN OUT_ON_HOST CLI...: inspect, eval,
-# compress, eval of the compressed model; each step's stdout in OUT_ON_HOST/STEP.out and
-# its wall time in OUT_ON_HOST/STEP.seconds.
+# The runs. run_steps ARCH RESOURCES OUT_AS_SEEN_BY_CLI OUT_ON_HOST CLI...: inspect,
+# tokenize, eval, compress, eval of the compressed model, eval of stories260K; each step's
+# stdout in OUT_ON_HOST/STEP.out, its stderr in STEP.err, its wall time in STEP.seconds.
 OUT=$ROOT/embedlab/out
 rm -rf "$OUT"
 mkdir -p "$OUT/x86" "$OUT/arm64"
@@ -266,15 +265,34 @@ run_steps() {
   step eval-stories260K "$@" eval "$res/models/stories260K.gguf" --text "$text" --ctx 256 --json --quiet
 }
 
-phase_start "runs (x86)"
-run_steps x86 "$SRC/resources" "$OUT/x86" "$OUT/x86" "$X86_CLI"
-phase_end
-
 phase_start "runs (arm64, qemu-aarch64)"
 # Inside the root, so that the arm64 loader and libraries are found where they are
 # installed; qemu-aarch64-static runs the program (no binfmt_misc needed).
 run_steps arm64 /embedlab/src/resources /embedlab/out/arm64 "$OUT/arm64" \
   in_root EMBEDLAB_RESOURCES=/embedlab/src/resources /usr/bin/qemu-aarch64-static /embedlab/build-arm64/cli/embedlab-cli
+phase_end
+
+# ---------------------------------------------------------------------------
+phase_start "x86 build"
+if [ -n "${X86_CLI:-}" ]; then
+  [ -x "$X86_CLI" ] || die "X86_CLI=$X86_CLI is not an executable"
+  say "using X86_CLI=$X86_CLI (not necessarily built from $COMMIT)"
+else
+  # The host's own packages (scripts/setup.sh's list) must be there for this build.
+  for p in build-essential cmake ninja-build ccache libtorch-dev libarmadillo-dev libeigen3-dev \
+    nlohmann-json3-dev libicu-dev libssl-dev libopenblas-pthread-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      die "the host lacks $p for the x86 build: run scripts/setup.sh, or set X86_CLI"
+  done
+  export CCACHE_DIR=$ROOT/embedlab/ccache-x86 CCACHE_SLOPPINESS=$CCACHE_PCH_SLOPPINESS
+  cmake -S "$SRC" -B "$ROOT/embedlab/build-x86" "${CMAKE_OPTIONS[@]}"
+  cmake --build "$ROOT/embedlab/build-x86" -j "$JOBS" --target embedlab-cli
+  X86_CLI=$ROOT/embedlab/build-x86/cli/embedlab-cli
+fi
+phase_end
+
+phase_start "runs (x86)"
+run_steps x86 "$SRC/resources" "$OUT/x86" "$OUT/x86" "$X86_CLI"
 phase_end
 
 # ---------------------------------------------------------------------------
@@ -303,6 +321,15 @@ status=0
   done
   echo
   echo "tokens evaluated: x86 $(jq -r '.tokens' "$OUT/x86/eval.out"), arm64 $(jq -r '.tokens' "$OUT/arm64/eval.out")"
+  # The shared data's PyTorch reference (what the x86 tests compare with, within 1e-4).
+  ref=$REPO/../shared/reference/perplexity.json
+  if [ -f "$ref" ]; then
+    r=$(jq -r '.results[] | select(.model == "models/tinygpt2-f16" and .text == "data/tinystories-heldout.txt"
+      and .ctx == 128) | .ppl' "$ref" | head -1)
+    [ -n "$r" ] && awk -v r="$r" -v a="$(ppl "$OUT/x86/eval.out")" -v b="$(ppl "$OUT/arm64/eval.out")" 'BEGIN {
+      printf "tinygpt2-f16 against ../shared/reference/perplexity.json (%.6f): x86 %.2e, arm64 %.2e relative\n",
+        r, (a - r) / r, (b - r) / r }'
+  fi
   if cmp -s "$OUT/x86/tokenize.out" "$OUT/arm64/tokenize.out"; then
     echo "tokenize: the same $(wc -w <"$OUT/x86/tokenize.out") token ids on both"
   else
