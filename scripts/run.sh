@@ -37,9 +37,9 @@ phase() {
   [ -z "$2" ] || echo "run: ---- $2"
 }
 
-phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 about 6 min; seconds when installed)"
+phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 about 7 min; seconds when installed)"
 scripts/setup.sh
-phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure (from scratch about 9 min on 2 cores)"
+phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure (from scratch about 7 min on 2 cores)"
 EMBEDLAB_TARGETS="embedlab-cli embedlab embedlab-figure" scripts/build.sh
 phase main "[3/4] the main job on the bundled models: inspect, evaluate, compress (PCA, k = 32), evaluate the result (about 1 min)"
 "$CLI" inspect

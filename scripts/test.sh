@@ -29,11 +29,11 @@ phase() {
   [ -z "$2" ] || echo "test: ---- $2"
 }
 if [ "${EMBEDLAB_SKIP_SETUP:-0}" != 1 ]; then
-  phase setup "setup: the tests' Debian packages too (on a fresh Debian 12 about 4 min more; seconds when installed)"
+  phase setup "setup: the tests' Debian packages too (on a fresh Debian 12 about 1 min more; seconds when installed)"
   scripts/setup.sh --with-tests
 fi
 if [ "${EMBEDLAB_SKIP_BUILD:-0}" != 1 ]; then
-  phase build "build: everything, the test programs too (from scratch about 14 min on 2 cores; after scripts/run.sh about 8 min)"
+  phase build "build: everything, the test programs too (from scratch about 11 min on 2 cores; after scripts/run.sh about 4 min)"
   scripts/build.sh
 fi
 CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
