@@ -186,9 +186,9 @@ std::string export_compressed(const std::string& model, const CompressionRequest
                               const std::string& out_dir, bool dense, bool overwrite,
                               const ProgressFn& progress)
 {
-    // Before any work: a taken name should fail in a second.
-    check_export_target(out_dir, overwrite);
     const auto e = detail::experiment_request(model, request, detail::text_or_default(request.eval_text));
+    // Before any work: a taken name should fail in a second.
+    check_export_target(out_dir, overwrite, request_inputs(e));
     auto run = kept_run(e);
     const int64_t w_run = run ? 0 : 700; // a row no longer kept runs again (every method is seeded)
     if (!run)

@@ -2,6 +2,9 @@
 // settings on the bundled model (the Results tab's job, app::compress_and_evaluate),
 // renders every view's figure, and writes a one-page report linking them. Every
 // file is written atomically, so an interrupted demo leaves complete files only.
+// libtorch (through file_output.hpp) before any Qt header: Qt's `slots` macro breaks it.
+#include "embedlab/file_output.hpp"
+
 #include <QDateTime>
 #include <chrono>
 #include <cmath>
@@ -188,15 +191,19 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
 DemoRequest parse_demo_arguments(const std::vector<std::string>& argv)
 {
     const std::vector<std::string> rest(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
-    const cli::Args args("demo", rest, {"--out"}, {"--quick"});
+    const cli::Args args("demo", rest, {"--out"}, {"--quick", "--force"});
     if (!args.positional().empty())
         throw InputError("demo: unexpected argument '" + args.positional()[0] +
                          "' (the demo runs on the bundled model)");
     DemoRequest r;
     r.out = args.get("--out").value_or(default_demo_directory());
     r.quick = args.has("--quick");
+    r.force = args.has("--force");
     if (fs::exists(r.out) && !fs::is_directory(r.out))
         throw InputError(r.out + ": exists and is not a directory");
+    // Before any work: an existing directory is replaced only with --force, and only
+    // while it holds just what EmbedLab wrote (an earlier demo's report).
+    check_replaceable_directory(r.out, r.force);
     return r;
 }
 
@@ -205,11 +212,11 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
     const std::string model = default_model(), text = default_sample_text();
-    const fs::path out = request.out;
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec)
-        throw InputError(out.string() + ": cannot create the demo directory (" + ec.message() + ")");
+    // Built beside its final name and swapped in at the end: a cancel or a crash
+    // leaves the earlier report (or nothing), never half of one.
+    create_parent_directories(request.out);
+    AtomicDirectory dir(request.out, request.force);
+    const fs::path out = dir.path();
 
     // Every method at a few settings; the quick run keeps each one to seconds.
     using R = CompressionRequest;
@@ -324,7 +331,8 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         " minutes; the figures are the workbench's views (embedlab-cli figure).";
     write_file((out / "report.md").string(), markdown_report(summary, intro, rows, figures));
     write_file((out / "report.html").string(), html_report(summary, intro, rows, figures));
-    std::fprintf(stderr, "demo: wrote %s\n", (out / "report.html").string().c_str());
+    dir.commit();
+    std::fprintf(stderr, "demo: wrote %s\n", (fs::path(request.out) / "report.html").string().c_str());
 }
 
 } // namespace embedlab::app

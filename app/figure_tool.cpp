@@ -24,6 +24,7 @@
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
 #include "view_data.hpp"
+#include "embedlab/output_checks.hpp"
 
 namespace embedlab::app {
 
@@ -79,6 +80,17 @@ void check_output(const std::string& out)
         throw InputError(out + ": the directory " + parent.string() + " does not exist");
     if (fs::is_directory(out))
         throw InputError(out + ": is a directory");
+}
+
+// An existing figure file is replaced only with --force, and an input never.
+void check_figure_output(const std::string& out, bool force, const FigureRequest& r)
+{
+    std::vector<fs::path> inputs{r.input};
+    for (const std::string* p : {&r.text, &r.fourier_dir})
+        if (!p->empty())
+            inputs.emplace_back(*p);
+    inputs.insert(inputs.end(), r.compare.begin(), r.compare.end());
+    check_output_file(out, force, inputs);
 }
 
 std::vector<double> eps_list(const cli::Args& args)
@@ -270,7 +282,7 @@ const std::vector<std::string>& figure_kinds()
 
 FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
 {
-    std::set<std::string> valued{"--out", "--width", "--aspect", "--dpi"}, switches;
+    std::set<std::string> valued{"--out", "--width", "--aspect", "--dpi"}, switches{"--force"};
     for (const auto& [option, kinds] : option_kinds())
         (option == "--overlay" || option == "--value-heads" ? switches : valued).insert(option);
     const std::vector<std::string> rest(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
@@ -312,6 +324,7 @@ FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
         r.input = pos[1];
         require_exists(r.input, "the results file");
         load_results(r.input); // fail on a malformed file before rendering
+        check_figure_output(*out, args.has("--force"), r);
         return r;
     }
     r.input = pos.size() == 2 ? pos[1] : default_model();
@@ -351,6 +364,7 @@ FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
     r.dimension = args.get_int("--dimension", 0, 0, 1 << 20);
     r.eps = eps_list(args);
     r.max_shapes = static_cast<int>(args.get_int("--shapes", r.max_shapes, 1, 64));
+    check_figure_output(*out, args.has("--force"), r);
     return r;
 }
 

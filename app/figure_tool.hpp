@@ -52,6 +52,7 @@ void render_figure(const FigureRequest& request, const ProgressFn& progress);
 struct DemoRequest {
     std::string out;    // directory
     bool quick = false; // fewer settings, shorter evaluation: for tests
+    bool force = false; // replace an earlier demo's directory (only what EmbedLab wrote)
 };
 DemoRequest parse_demo_arguments(const std::vector<std::string>& argv);
 // Every method at a few settings on the bundled model: results.csv/.json, every

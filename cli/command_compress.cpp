@@ -130,7 +130,7 @@ int command_compress(const std::vector<std::string>& argv)
     const bool lle = method && method->needs_frequency_text;
     const auto path = model_argument(args);
     const std::string out = args.required("--out", "DIR");
-    prepare_output_directory(out, args.has("--force")); // now, not after the fit
+    prepare_output_directory(out, args.has("--force"), input_paths(args, {path})); // now, not after the fit
     LoadOptions options = load_options(args);
     options.need_tokenizer = args.has("--eval-text") || lle || args.has("--task");
     auto lm = load_model(path, options);

@@ -17,15 +17,11 @@ int command_export(const std::vector<std::string>& argv)
         throw InputError("export: --type applies to --format gguf (hf writes float32)");
     const bool force = args.has("--force");
     const auto path = model_argument(args);
-    namespace fs = std::filesystem;
-    if (fs::exists(fs::symlink_status(out)) && !force)
-        throw InputError(out + ": already exists (use --force to replace it)");
-    if (fs::absolute(out) == fs::absolute(path))
-        throw InputError(out + ": is the model being exported; choose another --out");
+    // Before any work: the output is free or EmbedLab's own export, and never the input.
     if (format == "hf")
-        prepare_output_directory(out, force);
-    else if (fs::is_directory(out))
-        throw InputError(out + ": is a directory; --format gguf writes one file");
+        prepare_output_directory(out, force, {path});
+    else
+        check_gguf_export_target(out, force, {path});
 
     auto options = load_options(args);
     const auto lm = load_model(path, options);

@@ -97,7 +97,7 @@ int command_finetune(const std::vector<std::string>& argv)
         throw InputError(*dir +
                          ": is not an EmbedLab compressed model directory (no embedlab.json); make one "
                          "with embedlab-cli compress MODEL --method pca --rank K --out DIR");
-    prepare_output_directory(out, args.has("--force"));
+    prepare_output_directory(out, args.has("--force"), input_paths(args, {*dir}));
 
     auto lm = load_model(*dir, load_options(args));
     print_warnings(lm.files.warnings);

@@ -271,7 +271,7 @@ int compress_flat(const std::vector<std::string>& argv)
             "embedlab.json");
     const auto path = model_argument(args);
     const std::string out = args.required("--out", "DIR");
-    prepare_output_directory(out, args.has("--force"));
+    prepare_output_directory(out, args.has("--force"), input_paths(args, {path}));
     const bool target = args.has("--target-ratio");
     if (args.has("--remaining") == target)
         throw InputError("compress: --method flat needs one of --remaining R (average remaining value rank "

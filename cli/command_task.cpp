@@ -57,6 +57,7 @@ int run_similarity(const Args& args, const std::string& data, const Loaded& lm, 
         std::string lines;
         for (size_t i = 0; i < pairs.size(); ++i)
             lines += Json({{"index", i}, {"score", pairs[i].score}, {"cosine", r.cosines[i]}}).dump() + "\n";
+        create_parent_directories(*out);
         write_file_atomic(*out, lines);
     }
     Json j = {{"task", "stsb"},
@@ -90,7 +91,7 @@ int run_similarity(const Args& args, const std::string& data, const Loaded& lm, 
 int command_task(const std::vector<std::string>& argv)
 {
     Args args("task", argv, {"--data", "--limit", "--reference", "--out", "--tokenizer"},
-              {"--json", "--quiet", "--no-verify"});
+              {"--json", "--quiet", "--no-verify", "--force"});
     const auto& pos = args.positional();
     if (pos.empty() || pos.size() > 2)
         throw InputError(std::string("task: give the task name (") + task_names + ") and optionally MODEL");
@@ -100,6 +101,9 @@ int command_task(const std::vector<std::string>& argv)
     if (task != "sst2" && task != "mc" && task != "stsb")
         throw InputError("task: unknown task '" + task + "' (tasks: " + task_names + ")");
     const int64_t limit = args.get_int("--limit", 0, 0, 1 << 30);
+    // Before any work: the per-example file is new (or --force) and none of the inputs.
+    if (const auto out = args.get("--out"))
+        check_output_file(*out, args.has("--force"), input_paths(args, {model}));
     // Read the data before the models: a bad file fails in a second.
     TaskData examples;
     if (task != "stsb")
@@ -124,8 +128,10 @@ int command_task(const std::vector<std::string>& argv)
         ProgressPrinter progress(task + " (reference)", "examples", args.has("--quiet"));
         rr = evaluate_task(*ref->model.model, *ref->model.tokenizer, examples, progress.callback());
     }
-    if (const auto out = args.get("--out"))
+    if (const auto out = args.get("--out")) {
+        create_parent_directories(*out);
         write_file_atomic(*out, examples_jsonl(r, ref ? &rr : nullptr));
+    }
     Json j = {{"task", task},           {"model", model},
               {"data", data},           {"n", r.n},
               {"accuracy", r.accuracy}, {"accuracy_norm", r.accuracy_norm},

@@ -14,13 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Only an empty directory or one that train or compress wrote is replaced.
-void prepare_train_output(const std::string& out, bool force)
+// Only an empty directory or one that EmbedLab wrote is replaced.
+void prepare_train_output(const std::string& out, bool force, const std::vector<fs::path>& inputs)
 {
     if (out.empty())
         throw InputError("train: --out names an empty directory");
-    check_replaceable_directory(out, force, {"training.json", "embedlab.json"}, "use --force to replace it",
-                                "was not written by embedlab-cli train (no training.json)");
+    check_replaceable_directory(out, force, "use --force to replace it", inputs);
     create_parent_directories(out);
 }
 
@@ -66,6 +65,10 @@ int command_train(const std::vector<std::string>& argv)
     o.norm_scale = args.get_double("--norm-scale", o.norm_scale, -1e9, 1e9);
     const bool quiet = args.has("--quiet");
     const fs::path tokenizer_dir = args.get("--tokenizer").value_or(default_model_path().string());
+    const auto eval_text = args.get("--eval-text");
+    // Before any work: the output is checked (and never one of the inputs).
+    prepare_train_output(out, args.has("--force"),
+                         {train_text, eval_text.value_or(""), tokenizer_dir});
     const auto tokenizer = load_tokenizer_from_directory(tokenizer_dir);
     o.config.vocab = tokenizer->vocab_size();
 
@@ -73,7 +76,6 @@ int command_train(const std::vector<std::string>& argv)
     check_scratch_options(o, static_cast<int64_t>(ids.size()));
     std::vector<int32_t> eval_ids;
     PerplexityOptions eval_options;
-    const auto eval_text = args.get("--eval-text");
     if (eval_text) {
         eval_ids = tokenizer->encode(read_text_file(*eval_text));
         eval_options.ctx =
@@ -81,8 +83,6 @@ int command_train(const std::vector<std::string>& argv)
         if (eval_ids.size() < 2)
             throw InputError(*eval_text + ": has fewer than 2 tokens to evaluate");
     }
-    prepare_train_output(out, args.has("--force"));
-
     ScratchResult r;
     {
         ProgressPrinter interrupt("train", "steps", /*quiet=*/true);

@@ -57,14 +57,27 @@ inline std::string peek_option(const std::vector<std::string>& argv, const std::
     return {};
 }
 
-// Fail on the output location before any work: DIR exists without --force, or
-// its parent cannot be created.
-inline void prepare_output_directory(const std::string& out, bool force)
+// The files and directories a command's input options name: an input is never an output.
+inline std::vector<std::filesystem::path> input_paths(const Args& args, std::vector<std::filesystem::path> more = {})
 {
-    namespace fs = std::filesystem;
-    if (fs::exists(fs::symlink_status(out)) && !force)
-        throw InputError(out + ": already exists (use --force to replace it)");
-    check_export_target(out, force); // --force replaces only an empty directory or a model we wrote
+    for (const char* option : {"--tokenizer", "--freq-text", "--eval-text", "--calib-text", "--train-text",
+                               "--task-data", "--coverage-data", "--data", "--text", "--ids", "--reference",
+                               "--scores", "--embedding"})
+        if (const auto v = args.get(option))
+            more.emplace_back(*v);
+    return more;
+}
+
+// Fail on the output location before any work: DIR exists without --force, is
+// (or holds) one of `inputs`, holds anything EmbedLab did not write, or its
+// parent cannot be created.
+inline void prepare_output_directory(const std::string& out, bool force,
+                                     const std::vector<std::filesystem::path>& inputs = {})
+{
+    if (out.empty())
+        throw InputError("the output directory name is empty");
+    // --force replaces only an empty directory or what EmbedLab wrote.
+    check_replaceable_directory(out, force, "use --force to replace it", inputs);
     create_parent_directories(out);
 }
 

@@ -4,7 +4,7 @@
 # builds the same list with libFuzzer's instrumentation.
 set(EMBEDLAB_FORMATS_SOURCES
   io/safetensors_header.cpp io/gguf_parser.cpp io/gguf_output.cpp io/gguf_quants.cpp io/llama2c_header.cpp
-  io/hf_config.cpp io/model_config.cpp io/mapped_file.cpp io/file_input.cpp
+  io/hf_config.cpp io/model_config.cpp io/mapped_file.cpp io/file_input.cpp io/output_checks.cpp
   model/manifest_layout.cpp
   methods/accounting.cpp methods/fourier_mlp.cpp
   job/job_check.cpp job/experiment_request.cpp job/results.cpp

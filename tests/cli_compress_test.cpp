@@ -158,9 +158,9 @@ TEST(CliCompress, ForceNeverReplacesWhatEmbedLabDidNotWrite)
              fs::copy_options::recursive);
     const std::string model = (dir / "model").string();
     const std::vector<std::pair<std::string, std::string>> refused{
-        {(dir / "mine").string(), "not an EmbedLab"},
+        {(dir / "mine").string(), "not written by EmbedLab"},
         {(dir / "notes.txt").string(), "not a directory"},
-        {model, "not an EmbedLab"}, // the input: a model directory, but not one EmbedLab wrote
+        {model, "is the input"}, // the input model: never an output
     };
     for (const auto& [out, needle] : refused) {
         const auto r = cli({"compress", model, "--method", "pca", "--rank", "4", "--out", out, "--force"});

@@ -260,7 +260,7 @@ TEST(Synth, BadInputIsExitTwoAndLeavesNoDirectory)
     EXPECT_NE(r.err.find("--like"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));
 
-    // An existing directory stays as it was, with or without --force when it is not a model.
+    // An existing directory stays as it was, with or without --force when EmbedLab did not write it.
     fs::create_directory(out);
     std::ofstream(fs::path(out) / "notes.txt") << "mine";
     r = cli({"synth", "--like", "smollm2-135m", "--out", out, "--layers", "1"});
@@ -268,7 +268,7 @@ TEST(Synth, BadInputIsExitTwoAndLeavesNoDirectory)
     EXPECT_NE(r.err.find("already exists (use --force"), std::string::npos) << r.err;
     r = cli({"synth", "--like", "smollm2-135m", "--out", out, "--layers", "1", "--force"});
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_NE(r.err.find("not a model directory"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not written by EmbedLab"), std::string::npos) << r.err;
     EXPECT_EQ(read_text(fs::path(out) / "notes.txt"), "mine");
     EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1);
     EXPECT_FALSE(has_temporaries(tmp.path()));

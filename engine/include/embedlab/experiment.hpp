@@ -86,10 +86,15 @@ struct ExportOptions {
 nlohmann::ordered_json export_run(const CompressionRun& run, const std::filesystem::path& dir,
                                   const ExportOptions& options = {}, const ProgressFn& progress = {});
 
-// Throws InputError unless `dir` is free, or (overwrite) an EmbedLab model
-// directory that may be replaced. export_run checks it first; callers check it
-// before a long run so that a taken name fails in a second.
-void check_export_target(const std::filesystem::path& dir, bool overwrite);
+// Throws InputError unless `dir` is free, or (overwrite) a directory that holds
+// only what EmbedLab wrote (check_replaceable_directory), and is none of `inputs`
+// nor holds one. export_run checks it first (with the run's request_inputs);
+// callers check it before a long run so that a taken name fails in a second.
+void check_export_target(const std::filesystem::path& dir, bool overwrite,
+                         const std::vector<std::filesystem::path>& inputs = {});
+
+// Every file or directory a request reads: the model, its tokenizer and texts.
+std::vector<std::filesystem::path> request_inputs(const CompressionRequest& request);
 
 // The frequency text of the lle methods (METHODS 2): tokenized with the model's
 // tokenizer, split into common and rare tokens (specials always common), recorded

@@ -25,6 +25,7 @@
 #include <torch/torch.h>
 
 #include "embedlab/error.hpp"
+#include "embedlab/output_checks.hpp"
 
 namespace embedlab {
 
@@ -35,14 +36,6 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // Creates the missing parent directories of an output; InputError "<parent>: cannot
 // create the output's parent directory (<reason>)".
 void create_parent_directories(const std::filesystem::path& out);
-
-// Before writing a model directory: `dir` must not exist, or (with `overwrite`) be
-// an empty directory or hold one of the `markers` files, so that only what EmbedLab
-// wrote is replaced. InputError otherwise: "<dir>: already exists (<hint>)",
-// "<dir>: is not a directory; not replacing it" or "<dir>: <foreign>; not replacing it".
-void check_replaceable_directory(const std::filesystem::path& dir, bool overwrite,
-                                 std::initializer_list<const char*> markers, const std::string& hint,
-                                 const std::string& foreign);
 
 // Writes a safetensors file atomically like write_file_atomic, streaming tensor by
 // tensor in the given order. float32/float16/bfloat16/int64/int32 are stored as
@@ -76,8 +69,9 @@ void write_safetensors_streamed(const std::filesystem::path& path, const std::ve
 // commit(); removed by the destructor if commit() was never reached.
 class AtomicDirectory {
 public:
-    // Throws InputError if final_dir exists (unless overwrite) or its parent is
-    // missing or not writable.
+    // Throws InputError if final_dir exists (unless overwrite; with it, unless
+    // check_replaceable_directory allows replacing it) or its parent is missing or
+    // not writable.
     explicit AtomicDirectory(std::filesystem::path final_dir, bool overwrite = false);
     ~AtomicDirectory();
     AtomicDirectory(const AtomicDirectory&) = delete;
@@ -85,7 +79,8 @@ public:
 
     // The temp directory to write into.
     const std::filesystem::path& path() const { return tmp_; }
-    // fsyncs the contents and renames the temp directory to final_dir; with
+    // Writes kWrittenFilesName (every file in the directory with its size), fsyncs
+    // the contents and renames the temp directory to final_dir; with
     // overwrite an existing final_dir is swapped out atomically (RENAME_EXCHANGE;
     // where the file system lacks it, moved to `<final_dir>.old-<pid>` first) and
     // removed once the new one is in place. A process killed at any point leaves

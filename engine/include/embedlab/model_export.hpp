@@ -50,6 +50,12 @@ std::string gguf_export_refusal(const LoadedModel& model);
 ModelExportReport export_gguf(const LoadedModel& model, const std::filesystem::path& out,
                               const GgufExportOptions& options, const ProgressFn& progress = {});
 
+// Before an export's work: `out` may be written as a GGUF file, i.e. it is free or
+// (overwrite) a GGUF file EmbedLab exported (export_gguf marks its files), and it
+// is none of `inputs`. export_gguf checks it again as it writes.
+void check_gguf_export_target(const std::filesystem::path& out, bool overwrite,
+                              const std::vector<std::filesystem::path>& inputs = {});
+
 // A plain Hugging Face directory (config.json, tokenizer files, model.safetensors
 // in float32) of any Hugging Face-sourced model, compressed tables reconstructed.
 ModelExportReport export_hf_dense(const LoadedModel& model, const std::filesystem::path& out,

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "embedlab/name_table.hpp"
@@ -35,9 +37,32 @@ std::string unique_suffix(const char* kind)
     return kind + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
 }
 
+// `path` as the user named it: a file inside an AtomicDirectory's temp
+// (`out.tmp-<pid>-<n>/model.safetensors`) is reported as `out/model.safetensors`,
+// so a full disk names the user's --out, not an internal name.
+fs::path user_path(const fs::path& path)
+{
+    fs::path out;
+    for (const fs::path& part : path) {
+        std::string name = part.string();
+        const size_t at = name.rfind(".tmp-");
+        if (at != std::string::npos && at > 0) {
+            const std::string rest = name.substr(at + 5);
+            const size_t dash = rest.find('-');
+            const auto digits = [](const std::string& s) {
+                return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+            };
+            if (dash != std::string::npos && digits(rest.substr(0, dash)) && digits(rest.substr(dash + 1)))
+                name.erase(at);
+        }
+        out /= name;
+    }
+    return out;
+}
+
 [[noreturn]] void fail(const fs::path& path, const std::string& what, int err)
 {
-    throw InputError(path.string() + ": " + what + ": " + std::strerror(err));
+    throw InputError(user_path(path).string() + ": " + what + ": " + std::strerror(err));
 }
 
 fs::path parent_of(const fs::path& p)
@@ -236,26 +261,6 @@ void create_parent_directories(const fs::path& out)
                          ")");
 }
 
-void check_replaceable_directory(const fs::path& dir, bool overwrite,
-                                 std::initializer_list<const char*> markers, const std::string& hint,
-                                 const std::string& foreign)
-{
-    std::error_code ec;
-    const auto status = fs::symlink_status(dir, ec);
-    if (!fs::exists(status))
-        return;
-    if (!overwrite)
-        throw InputError(dir.string() + ": already exists (" + hint + ")");
-    if (!fs::is_directory(status))
-        throw InputError(dir.string() + ": is not a directory; not replacing it");
-    if (fs::is_empty(dir, ec))
-        return;
-    for (const char* marker : markers)
-        if (fs::is_regular_file(dir / marker, ec))
-            return;
-    throw InputError(dir.string() + ": " + foreign + "; not replacing it");
-}
-
 void write_safetensors(const fs::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata, const ProgressFn& progress)
@@ -325,8 +330,7 @@ AtomicDirectory::AtomicDirectory(fs::path final_dir, bool overwrite)
     if (!final_.has_filename()) // "out/model/" means out/model, not a child of it
         final_ = final_.parent_path();
     std::error_code ec;
-    if (!overwrite_ && fs::exists(fs::symlink_status(final_, ec)))
-        throw InputError(final_.string() + ": already exists (use --force to replace it)");
+    check_replaceable_directory(final_, overwrite_);
     const fs::path parent = parent_of(final_);
     if (!fs::is_directory(parent, ec))
         throw InputError(final_.string() + ": parent directory " + parent.string() + " does not exist");
@@ -353,9 +357,21 @@ void AtomicDirectory::commit()
 {
     if (committed_)
         return;
-    // Files written by other means (ofstream, libraries) must be on disk before the
-    // rename publishes them.
+    // The list of what we wrote, so that a later --force can tell our files from a
+    // user's; then files written by other means (ofstream, libraries) must be on
+    // disk before the rename publishes them.
     try {
+        nlohmann::json files = nlohmann::json::object();
+        for (const auto& entry : fs::recursive_directory_iterator(tmp_))
+            if (entry.is_regular_file() && entry.path().filename() != kWrittenFilesName)
+                files[entry.path().lexically_relative(tmp_).generic_string()] = entry.file_size();
+        write_file_atomic(tmp_ / kWrittenFilesName,
+                          nlohmann::json{{"written_by", "EmbedLab"},
+                                         {"note", "the files EmbedLab wrote here, with their sizes: --force "
+                                                  "replaces this directory only while it holds just these"},
+                                         {"files", files}}
+                                  .dump(1) +
+                              "\n");
         for (const auto& entry : fs::recursive_directory_iterator(tmp_))
             if (entry.is_regular_file() || entry.is_directory())
                 sync_path(entry.path(), false);
@@ -367,8 +383,7 @@ void AtomicDirectory::commit()
     std::error_code ec;
     fs::path old;
     if (fs::exists(fs::symlink_status(final_, ec))) {
-        if (!overwrite_) // appeared after the constructor checked
-            throw InputError(final_.string() + ": already exists (use --force to replace it)");
+        check_replaceable_directory(final_, overwrite_); // it may have appeared or changed since
         // One atomic swap: a kill at any point leaves the old or the new directory
         // under the final name, never neither. The temp name then holds the old one.
         if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) == 0) {

@@ -1,5 +1,8 @@
 #include "io/gguf_output.hpp"
 
+#include "embedlab/output_checks.hpp"
+#include "io/gguf_parser.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -188,19 +191,25 @@ uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n)
     return count / 32 * 34;
 }
 
+std::string gguf_written_by_embedlab(const fs::path& path)
+{
+    try {
+        const auto file = MappedFile::open(path);
+        const GgufFile gguf = parse_gguf(*file);
+        const GgufValue* mark = gguf.find(kGgufWrittenByKey);
+        if (mark && mark->type == GgufType::String && mark->s == "EmbedLab")
+            return "";
+        return std::string("is a GGUF file EmbedLab did not write (no ") + kGgufWrittenByKey + " = EmbedLab)";
+    } catch (const std::exception&) {
+        return "is not a GGUF file EmbedLab wrote";
+    }
+}
+
 uint64_t write_gguf(const fs::path& path, const GgufMetadata& metadata,
                     const std::vector<GgufTensorSource>& tensors, bool overwrite, const ProgressFn& progress)
 {
     const std::string label = path.string();
-    if (fs::exists(fs::symlink_status(path))) {
-        if (!overwrite)
-            throw InputError(label + ": already exists (use --force to replace it)");
-        std::ifstream existing(path, std::ios::binary);
-        char magic[4] = {};
-        existing.read(magic, 4);
-        if (!fs::is_regular_file(path) || std::memcmp(magic, "GGUF", 4) != 0)
-            throw InputError(label + ": exists and is not a GGUF file; refusing to replace it");
-    }
+    check_output_file(path, overwrite, {}, gguf_written_by_embedlab);
     std::set<std::string> names;
     std::vector<int64_t> counts;
     for (const auto& t : tensors) {

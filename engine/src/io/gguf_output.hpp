@@ -72,6 +72,13 @@ struct GgufTensorSource {
     int64_t block_rows = 0;
 };
 
+// The metadata key (value "EmbedLab") that marks a GGUF file as EmbedLab's own
+// export: with overwrite, write_gguf replaces only such a file.
+inline constexpr const char* kGgufWrittenByKey = "general.embedlab.written_by";
+
+// "" when `path` is a GGUF file EmbedLab wrote (kGgufWrittenByKey), else why not.
+std::string gguf_written_by_embedlab(const std::filesystem::path& path);
+
 // Bytes of `n` elements stored as `type` (n a multiple of 32 for Q8_0).
 uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n);
 

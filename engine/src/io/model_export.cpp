@@ -461,6 +461,7 @@ GgufPlan plan_gguf(const LoadedModel& lm)
     plan.arch = gguf_arch(c);
     plan.metadata.set_string("general.architecture", plan.arch);
     plan.metadata.set_string("general.name", lm.files.path.filename().string());
+    plan.metadata.set_string(io::kGgufWrittenByKey, "EmbedLab"); // --force replaces only our own exports
     add_hparams(plan, c);
     add_vocabulary(plan, lm);
 
@@ -509,6 +510,7 @@ std::string gguf_export_refusal(const LoadedModel& model)
 ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const GgufExportOptions& options,
                               const ProgressFn& progress)
 {
+    check_gguf_export_target(out, options.overwrite, {lm.files.path});
     GgufPlan plan = plan_gguf(lm);
     const auto type = tensor_type(options.type);
     std::vector<io::GgufTensorSource> tensors;
@@ -568,6 +570,11 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
     return report;
 }
 
+void check_gguf_export_target(const fs::path& out, bool overwrite, const std::vector<fs::path>& inputs)
+{
+    check_output_file(out, overwrite, inputs, io::gguf_written_by_embedlab);
+}
+
 ModelExportReport export_hf_dense(const LoadedModel& lm, const fs::path& out, bool overwrite,
                                   const ProgressFn& progress)
 {
@@ -588,6 +595,7 @@ ModelExportReport export_hf_dense(const LoadedModel& lm, const fs::path& out, bo
         throw InputError(lm.files.path.string() +
                          ": a FLAT-LLM model is already a plain directory with narrowed shapes that "
                          "transformers cannot load; export it as GGUF instead");
+    check_replaceable_directory(out, overwrite, "use --force to replace it", {lm.files.path});
     AtomicDirectory dir(out, overwrite);
     detail::copy_support_files(lm.files.path, dir.path());
     const auto tensors = io::native_hf_tensors(c, w);

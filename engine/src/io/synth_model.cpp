@@ -723,11 +723,10 @@ const ModelSpec& find_spec(const std::string& like)
     throw InputError("synth: unknown model '" + like + "' (known: " + known + ")");
 }
 
-// --force replaces what synth (or another model writer) made, never other data.
+// --force replaces what EmbedLab wrote, never other data (someone's real model).
 void check_target(const fs::path& out, bool overwrite)
 {
-    check_replaceable_directory(out, overwrite, {"config.json"}, "use --force to replace it",
-                                "is not a model directory (no config.json)");
+    check_replaceable_directory(out, overwrite);
 }
 
 } // namespace
@@ -778,6 +777,10 @@ SynthReport synth_model(const SynthOptions& options, const ProgressFn& progress)
         report.parameters += n;
     }
 
+    // The weights are streamed to disk, never held: what must fit is the file (a
+    // 1,000-layer gpt2-small is 27 GB), with the tokenizer and config beside it.
+    check_fits_on_disk(out, static_cast<uint64_t>(report.parameters) * dtype.size + (uint64_t{64} << 20),
+                       "synth: " + out.string(), "use fewer --layers or a smaller --dtype");
     create_parent_directories(out);
     AtomicDirectory dir(out, options.overwrite);
     std::tie(report.tokenizer_vocab, report.tokenizer) = write_tokenizer(spec, gpt2_dir, dir.path());

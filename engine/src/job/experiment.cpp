@@ -825,22 +825,30 @@ Json run_json(const CompressionRun& run)
     return j;
 }
 
-void check_export_target(const fs::path& dir, bool overwrite)
+void check_export_target(const fs::path& dir, bool overwrite, const std::vector<fs::path>& inputs)
 {
     if (dir.empty())
         throw InputError("the output directory name is empty");
-    // Replacing removes the old directory: only an empty one or a model we wrote.
-    check_replaceable_directory(dir, overwrite, {"embedlab.json"}, "replace it, or choose another directory",
-                                "is not an EmbedLab compressed model (no embedlab.json)");
+    // Replacing removes the old directory: only an empty one or what we wrote.
+    check_replaceable_directory(dir, overwrite, "replace it, or choose another directory", inputs);
+}
+
+std::vector<fs::path> request_inputs(const CompressionRequest& r)
+{
+    std::vector<fs::path> inputs;
+    for (const std::string* p : {&r.model, &r.tokenizer, &r.freq_text, &r.coverage_data, &r.calib_text,
+                                 &r.train_text, &r.eval_text, &r.task_data})
+        if (!p->empty())
+            inputs.emplace_back(*p);
+    return inputs;
 }
 
 Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOptions& options,
                 const ProgressFn& progress)
 {
-    check_export_target(dir, options.overwrite);
-    std::error_code ec;
-    if (fs::weakly_canonical(dir, ec) == fs::weakly_canonical(run.model.files.path, ec))
-        throw InputError(dir.string() + ": is the input model itself; not replacing it");
+    auto inputs = request_inputs(run.request);
+    inputs.push_back(run.model.files.path);
+    check_export_target(dir, options.overwrite, inputs);
     create_parent_directories(dir);
     const bool lora = !run.recovery.is_null();
     if (options.dense && (run.flat || lora))

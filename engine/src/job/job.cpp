@@ -54,7 +54,7 @@ Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& can
     const std::string out = job.value("out", "");
     const bool force = job.value("force", false);
     if (!out.empty())
-        check_export_target(out, force); // now, not after the work
+        check_export_target(out, force, request_inputs(request)); // now, not after the work
     auto last = std::chrono::steady_clock::time_point{};
     std::string last_stage;
     auto run = run_compression(request, [&](const ExperimentProgress& p) {

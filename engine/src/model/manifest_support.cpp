@@ -6,6 +6,7 @@
 #include <armadillo>
 
 #include "embedlab/error.hpp"
+#include "embedlab/file_output.hpp"
 
 namespace embedlab::detail {
 
@@ -20,7 +21,7 @@ bool is_weight_file(const fs::path& p)
                                             ".gguf",        ".ckpt", ".h5", ".msgpack"};
     const std::string name = p.filename().string();
     return exts.count(p.extension().string()) > 0 || name == "model.safetensors.index.json" ||
-           name == "embedlab.json";
+           name == "embedlab.json" || name == kWrittenFilesName; // the writer lists its own files
 }
 
 } // namespace
@@ -100,6 +101,9 @@ void verify_weights_files(const std::string& manifest_text, const fs::path& dir,
         const fs::path file = dir / record.file;
         if (!fs::exists(file))
             throw InputError(where + ": lists '" + record.file + "' but the file is missing");
+        if (record.bytes >= 0 && static_cast<int64_t>(fs::file_size(file)) != record.bytes)
+            throw InputError(file.string() + ": " + std::to_string(fs::file_size(file)) + " bytes, but embedlab.json records " +
+                             std::to_string(record.bytes) + ": the file changed after it was written" + escape);
         const std::string actual = sha256_file(file);
         if (actual != record.sha256)
             throw InputError(file.string() + ": sha256 " + actual + " differs from " + record.sha256 +
