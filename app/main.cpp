@@ -21,7 +21,12 @@ int main(int argc, char** argv)
     QApplication app(argc, argv);
     QApplication::setApplicationName("EmbedLab");
     QApplication::setOrganizationName("EmbedLab");
-    embedlab::init_runtime();
+    try {
+        embedlab::init_runtime();
+    } catch (const std::exception& e) { // EMBEDLAB_THREADS out of range: say so, as the CLI does
+        std::fprintf(stderr, "embedlab: %s\n", e.what());
+        return 2;
+    }
 
     QCommandLineParser parser;
     parser.setApplicationDescription("EmbedLab: compress token embeddings of small language models");

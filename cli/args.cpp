@@ -1,5 +1,7 @@
 #include "args.hpp"
 
+#include <cctype>
+
 #include <charconv>
 #include <cmath>
 
@@ -11,9 +13,19 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv,
            const std::set<std::string>& valued, const std::set<std::string>& switches)
     : command_(command)
 {
+    // Options that may be given more than once (read with get_all); any other option
+    // given twice is refused rather than letting the last one silently win.
+    static const std::set<std::string> repeatable{"--sbatch-arg"};
+    const auto known = [&](const std::string& word) {
+        const std::string name = word.substr(0, word.find('='));
+        return valued.count(name) > 0 || switches.count(name) > 0;
+    };
     bool options_done = false;
     for (size_t i = 0; i < argv.size(); ++i) {
         std::string a = argv[i];
+        if (!options_done && a.size() >= 2 && a[0] == '-' && a[1] != '-' &&
+            !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '.')
+            throw InputError(command_ + ": unknown option " + a + " (options start with --; see embedlab-cli help)");
         if (options_done || a.size() < 2 || a.rfind("--", 0) != 0) {
             positional_.push_back(a);
             continue;
@@ -28,13 +40,20 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv,
             a = a.substr(0, eq);
         }
         if (valued.count(a)) {
+            std::string value;
             if (inline_value)
-                values_[a] = *inline_value;
-            else if (i + 1 < argv.size())
-                values_[a] = argv[++i];
+                value = *inline_value;
+            else if (i + 1 < argv.size() && !known(argv[i + 1]))
+                value = argv[++i];
             else
-                throw InputError(command_ + ": option " + a + " needs a value");
-            all_values_[a].push_back(values_[a]);
+                throw InputError(command_ + ": option " + a + " needs a value" +
+                                 (i + 1 < argv.size() ? " (it is followed by the option " + argv[i + 1] + ")"
+                                                      : ""));
+            if (values_.count(a) && !repeatable.count(a))
+                throw InputError(command_ + ": option " + a + " is given twice ('" + values_[a] + "' and '" +
+                                 value + "'); give it once");
+            values_[a] = value;
+            all_values_[a].push_back(value);
         } else if (switches.count(a) && !inline_value) {
             switches_.insert(a);
         } else {
@@ -125,6 +144,10 @@ std::vector<int64_t> Args::get_int_list(const std::string& option, int64_t min, 
                              std::to_string(min) + " and " + std::to_string(max) + ", got " +
                              std::to_string(x));
         out.push_back(x);
+        // Each value is usually a run or a tensor factor: thousands are a typo or an attack.
+        if (out.size() > kMaxListValues)
+            throw InputError(command_ + ": " + option + " has more than " + std::to_string(kMaxListValues) +
+                             " values; give at most " + std::to_string(kMaxListValues));
         start = comma + 1;
     }
     return out;

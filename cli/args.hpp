@@ -28,6 +28,8 @@ public:
     std::vector<std::string> get_all(const std::string& option) const;
     int64_t get_int(const std::string& option, int64_t fallback, int64_t min, int64_t max) const;
     double get_double(const std::string& option, double fallback, double min, double max) const;
+    // At most this many comma-separated values per list option.
+    static constexpr size_t kMaxListValues = 256;
     // "a,b,c" -> integers, each within [min, max]; empty if the option is absent.
     std::vector<int64_t> get_int_list(const std::string& option, int64_t min, int64_t max) const;
     // Exactly one or zero positionals, else InputError.

@@ -28,7 +28,7 @@ Json parameter_json(const ParameterBreakdown& p)
 void print_warnings(const std::vector<std::string>& warnings)
 {
     for (const auto& w : warnings)
-        std::fprintf(stderr, "embedlab-cli: warning: %s\n", w.c_str());
+        std::fprintf(stderr, "embedlab-cli: warning: %s\n", printable(w, w.size()).c_str());
 }
 
 int command_inspect(const std::vector<std::string>& argv)

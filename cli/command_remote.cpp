@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "embedlab/json_input.hpp"
 #include "embedlab/file_input.hpp"
 #include "embedlab/remote.hpp"
 #include "progress_printer.hpp"
@@ -20,8 +21,16 @@ RemoteOptions remote_options(const Args& args)
 {
     RemoteOptions o;
     if (auto f = args.get("--ssh-config")) {
-        if (!std::filesystem::is_regular_file(*f))
+        std::error_code ec;
+        const auto status = std::filesystem::status(*f, ec);
+        if (!std::filesystem::exists(status))
             throw InputError(*f + ": no such ssh config file");
+        if (!std::filesystem::is_regular_file(status))
+            throw InputError(*f + ": the ssh config is not a regular file (" +
+                             (std::filesystem::is_directory(status) ? "a directory"
+                              : std::filesystem::is_fifo(status)    ? "a FIFO"
+                                                                    : "a special file") +
+                             "); give the path of an ssh_config file");
         o.ssh_config = *f;
     }
     o.remote_cli = args.get("--remote-cli").value_or(o.remote_cli);
@@ -113,9 +122,8 @@ private:
 
 Json read_job(const std::string& file)
 {
-    const auto j =
-        Json::parse(io::read_regular_file(file, io::metadata_file_cap, "job file"), nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    const auto j = parse_json_unique<Json>(io::read_regular_file(file, io::metadata_file_cap, "job file"), file);
+    if (!j.is_object())
         throw InputError(file + ": not a JSON object");
     try {
         check_job(j);

@@ -2,6 +2,7 @@
 // so ppl can be read against size (a rank sweep, or TT shapes x ranks / eps).
 #include <cmath>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -297,6 +298,23 @@ int command_sweep(const std::vector<std::string>& argv)
             request.nprobe = knn.nprobe;
         }
         requests.push_back(request);
+    }
+    // A repeated setting runs once; a sweep of more than kMaxSweepRuns settings is
+    // refused before any work (each is a compression and an evaluation).
+    {
+        constexpr size_t kMaxSweepRuns = 256;
+        std::set<std::string> seen;
+        std::vector<CompressionRequest> unique;
+        for (const auto& r : requests)
+            if (seen.insert(request_json(r).dump()).second)
+                unique.push_back(r);
+        if (unique.size() < requests.size() && !args.has("--quiet"))
+            std::fprintf(stderr, "sweep: %zu repeated settings run once\n", requests.size() - unique.size());
+        if (unique.size() > kMaxSweepRuns)
+            throw InputError("sweep: " + std::to_string(unique.size()) +
+                             " settings, each a compression and an evaluation; a sweep runs at most " +
+                             std::to_string(kMaxSweepRuns) + ": split it");
+        requests = std::move(unique);
     }
     if (args.has("--slurm")) {
         lm = LoadedModel{}; // the nodes load it; nothing here needs it any more

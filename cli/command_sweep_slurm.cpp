@@ -176,8 +176,22 @@ int run_on_slurm(const Args& args, const std::vector<Json>& jobs, const Json& in
     require_slurm_tool("squeue", label);
     const fs::path dir = sweep_dir_option(args);
     check_slurm_array_size(static_cast<int>(jobs.size()), label);
+    std::error_code ec;
+    const bool existed = fs::exists(dir, ec); // then empty: write_slurm_sweep takes nothing else
     write_slurm_sweep(dir, jobs, info);
-    const std::string job_id = submit_slurm_sweep(dir, &options);
+    std::string job_id;
+    try {
+        job_id = submit_slurm_sweep(dir, &options);
+    } catch (...) {
+        // Nothing was submitted: remove what this call wrote, so the same command can run again.
+        if (existed) {
+            for (const auto& entry : fs::directory_iterator(dir, ec))
+                fs::remove_all(entry.path(), ec);
+        } else {
+            fs::remove_all(dir, ec);
+        }
+        throw;
+    }
     std::fprintf(stderr, "slurm: submitted array job %s (%zu tasks) from %s\n", job_id.c_str(), jobs.size(),
                  dir.string().c_str());
     if (args.has("--no-wait")) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common.hpp"
+#include "embedlab/json_input.hpp"
 #include "embedlab/file_input.hpp"
 #include "embedlab/job.hpp"
 
@@ -74,9 +75,12 @@ int command_worker(const std::vector<std::string>& argv)
     } else {
         text = read_stdin_line();
     }
-    const auto job = Json::parse(text, nullptr, false);
-    if (job.is_discarded())
-        throw InputError(source + ": not a JSON job (one JSON object; on stdin, on one line)");
+    Json job;
+    try {
+        job = parse_json_unique<Json>(text, source);
+    } catch (const InputError& e) {
+        throw InputError(std::string(e.what()) + " (a job is one JSON object; on stdin, on one line)");
+    }
     if (!args.has("--keep-on-eof") && stdin_is_stream())
         std::thread([] {
             char buf[4096];
@@ -87,7 +91,7 @@ int command_worker(const std::vector<std::string>& argv)
         }).detach();
 
     Json started = {
-        {"event", "started"}, {"pid", ::getpid()}, {"kind", job.is_object() ? job.value("kind", "") : ""}};
+        {"event", "started"}, {"pid", ::getpid()}, {"kind", job.is_object() && job.contains("kind") && job["kind"].is_string() ? job["kind"] : Json("")}};
     if (const char* job_id = std::getenv("SLURM_JOB_ID")) { // a Slurm task: who and where (slurm.hpp)
         auto env = [](const char* name) { return std::string(std::getenv(name) ? std::getenv(name) : ""); };
         started["slurm"] = {{"job_id", job_id},

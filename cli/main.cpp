@@ -9,6 +9,7 @@
 
 #include "common.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/text_format.hpp"
 #include "progress_printer.hpp"
 
 namespace {
@@ -22,7 +23,7 @@ commands:
   eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
            [--reference ORIGINAL]               perplexity (METHODS.md section 0); with --reference
                                                also KL divergence and top-1 agreement against it
-  task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl] [--json]
+  task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl [--force]] [--json]
                                                zero-shot accuracy by log-likelihood (sst2: GLUE SST-2
                                                dev.tsv; mc: JSONL {context, choices, label}) or STS-B
                                                Spearman of pooled hidden states; per example to --out
@@ -129,14 +130,15 @@ commands:
                                                jobs on other hosts over ssh (one job per host at a time)
   remote run --slurm JOB.json [JOB2.json..] [the sweep --slurm options]
                                                job files as one Slurm job array
-  figure   spectrum|iprs|neighbours|fourier|tt|pareto [MODEL | RESULTS.json] --out FILE.png|.pdf|.svg
+  figure   spectrum|iprs|neighbours|fourier|tt|pareto [MODEL | RESULTS.json] --out FILE.png|.pdf|.svg [--force]
            [--width single|double|slide] [--aspect A (0.62)] [--dpi N (300)]
            spectrum: [--rank K] [--compare MODEL,..] [--value-heads [--text FILE]]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
            neighbours: [--text FILE] [--keep-ratio R (0.5)] [--k K (5)] [--token STRING | --id N]
            fourier: [--ids A:B (0:256)] [--dir FOURIER_DIR] [--dimension I]   tt: [--eps E1,E2,..] [--shapes N]
                                                a workbench view rendered headless (pareto: the results
                                                JSON or CSV of File > Export results or demo)
-  demo     [--out DIR (build/demo)] [--quick]  pca, svd and tt at a few settings on the bundled model:
+  demo     [--out DIR (build/demo)] [--quick] [--force]
+                                               pca, svd and tt at a few settings on the bundled model:
                                                results.csv/json, every figure (PNG, PDF), report.md/html
                                                (figure and demo need the GUI build: embedlab-figure)
   synth    --like NAME --out DIR [--dtype f32|f16|bf16] [--seed S] [--layers N] [--force] [--json]
@@ -152,6 +154,13 @@ tensors are checked against the sha256 in its embedlab.json (eval/inspect/import
 --no-verify skips the check).
 )";
 
+// One line on stderr; control characters from files and arguments escaped, so a
+// crafted name cannot move the cursor or retitle the terminal.
+void report(const std::string& message)
+{
+    std::fprintf(stderr, "embedlab-cli: %s\n", embedlab::printable(message, message.size()).c_str());
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -166,7 +175,12 @@ int main(int argc, char** argv)
     args.erase(args.begin());
     if (command != "version")
         restart_with_passive_openmp(argv);
-    init_runtime();
+    try {
+        init_runtime();
+    } catch (const InputError& e) {
+        report(e.what());
+        return 2;
+    }
     cli::install_interrupt_handler();
     try {
         if (command == "inspect")
@@ -215,10 +229,10 @@ int main(int argc, char** argv)
             std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
             return 0;
         }
-        std::fprintf(stderr, "embedlab-cli: unknown command '%s' (see embedlab-cli help)\n", command.c_str());
+        report("unknown command '" + command + "' (see embedlab-cli help)");
         return 2;
     } catch (const InputError& e) {
-        std::fprintf(stderr, "embedlab-cli: %s\n", e.what());
+        report(e.what());
         return 2;
     } catch (const Cancelled&) {
         std::fprintf(stderr, "embedlab-cli: cancelled\n");
@@ -227,20 +241,24 @@ int main(int argc, char** argv)
         // A path the user gave that the file system refuses (a symlink loop, an
         // empty name, no permission): their input, not an internal error.
         const std::string path = e.path1().empty() ? std::string("(empty path)") : e.path1().string();
-        std::fprintf(stderr, "embedlab-cli: %s: %s\n", path.c_str(), e.code().message().c_str());
+        report(path + ": " + e.code().message());
         return 2;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "embedlab-cli: out of memory (try a smaller --ctx, batch or model)\n");
         return 2;
-    } catch (const std::exception& e) {
-        // libtorch's allocator failure is a c10::Error with a backtrace: one line.
-        const std::string what = e.what();
+    } catch (const c10::Error& e) {
+        // libtorch's message without its stack trace: one line, never 24.
+        const std::string what = e.what_without_backtrace();
+        const std::string line = what.substr(0, what.find('\n'));
         if (what.find("can't allocate memory") != std::string::npos) {
-            std::fprintf(stderr, "embedlab-cli: out of memory: %s (try a smaller --ctx, batch or model)\n",
-                         what.substr(0, what.find('\n')).c_str());
+            report("out of memory: " + line + " (try a smaller --ctx, batch or model)");
             return 2;
         }
-        std::fprintf(stderr, "embedlab-cli: internal error: %s\n", e.what());
+        report("internal error (libtorch): " + line);
+        return 1;
+    } catch (const std::exception& e) {
+        const std::string what = e.what();
+        report("internal error: " + what.substr(0, what.find('\n')));
         return 1;
     }
 }

@@ -60,7 +60,7 @@ if [ "$GUI" = 1 ] && [ -x "$BUILD_DIR/app/embedlab" ]; then
     exec "$BUILD_DIR/app/embedlab"
   else
     phase demo "[4/4] no display, so the demo instead of the GUI: every method, every figure and a report in $BUILD_DIR/demo (about 9 min on 2 cores)"
-    "$CLI" demo --out "$BUILD_DIR/demo"
+    "$CLI" demo --out "$BUILD_DIR/demo" --force # replaces the previous demo (only what EmbedLab wrote)
     phase "" ""
     echo "run: the demo report is $BUILD_DIR/demo/report.html (the GUI is $BUILD_DIR/app/embedlab)"
   fi

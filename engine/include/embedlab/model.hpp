@@ -205,8 +205,13 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
 std::string sha256_file(const std::filesystem::path& file);
 
 // Process start-up: libtorch uses every core (EMBEDLAB_THREADS overrides) and
-// glibc keeps large freed blocks for reuse. Call once from main().
+// glibc keeps large freed blocks for reuse. Call once from main(). InputError
+// when EMBEDLAB_THREADS is set to anything but thread_count_setting accepts.
 void init_runtime();
+
+// The thread count for EMBEDLAB_THREADS = `value` (nullptr: unset, use every core):
+// a whole number from 1 to 4 x `cores`, else InputError saying what is allowed.
+int thread_count_setting(const char* value, int cores);
 
 // First thing in main(), before any thread starts: when OMP_WAIT_POLICY is
 // unset, sets it to PASSIVE and re-executes this program (/proc/self/exe, same

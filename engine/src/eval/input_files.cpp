@@ -9,6 +9,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/file_input.hpp"
+#include "embedlab/text_format.hpp"
 
 namespace embedlab {
 
@@ -17,6 +18,14 @@ namespace {
 std::string read_bytes(const std::filesystem::path& file)
 {
     return io::read_regular_file(file, io::text_file_cap, "text or ids file");
+}
+
+// 1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd".
+std::string ordinal(size_t n)
+{
+    const size_t last = n % 10, tens = n % 100;
+    const char* suffix = (tens >= 11 && tens <= 13) ? "th" : last == 1 ? "st" : last == 2 ? "nd" : last == 3 ? "rd" : "th";
+    return std::to_string(n) + suffix;
 }
 
 int32_t checked_id(const nlohmann::json& v, const std::filesystem::path& file, size_t index)
@@ -66,9 +75,15 @@ std::vector<int32_t> read_ids_file(const std::filesystem::path& file)
         while (p < end) {
             int64_t x = 0;
             auto [q, ec] = std::from_chars(p, end, x);
-            if (ec != std::errc() || x < 0 || x > std::numeric_limits<int32_t>::max())
-                throw InputError(file.string() + ": token " + std::to_string(ids.size()) +
-                                 " is not a non-negative integer id");
+            if (ec != std::errc() || x < 0 || x > std::numeric_limits<int32_t>::max()) {
+                const char* word_end = p;
+                while (word_end < end && word_end - p < 40 && *word_end != ' ' && *word_end != '\t' &&
+                       *word_end != '\r' && *word_end != '\n')
+                    ++word_end;
+                throw InputError(file.string() + ": the " + ordinal(ids.size() + 1) + " entry, '" +
+                                 printable(std::string_view(p, static_cast<size_t>(word_end - p))) +
+                                 "', is not a token id (a whole number from 0 to 2147483647)");
+            }
             ids.push_back(static_cast<int32_t>(x));
             p = q;
             while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))

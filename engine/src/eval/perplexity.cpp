@@ -133,6 +133,11 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     r.windows = static_cast<int64_t>(windows.size());
     r.nll_per_token = total_nll / static_cast<double>(scored);
     r.ppl = std::exp(r.nll_per_token);
+    if (!std::isfinite(r.nll_per_token) || !std::isfinite(r.ppl))
+        throw InputError(
+            "the model's forward pass gave a non-finite loss (NLL per token " + std::to_string(r.nll_per_token) +
+            "): its weights or config values (a rotary base, norm epsilon or scaling factor far out of the "
+            "usual range) overflow; perplexity is not reported for a model that computes NaN or infinity");
     r.ctx = ctx;
     r.stride = stride;
     r.batch_windows = batch;

@@ -1,4 +1,5 @@
 // GGUF llama models -> canonical Hugging Face names, config and embedded vocabulary.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -84,6 +85,16 @@ public:
         return v;
     }
 
+    // A rotary base below 1 makes the rotation frequencies overflow (see hf_config.cpp).
+    double rope_base(const std::string& key, double fallback) const
+    {
+        const double v = positive_real(key, fallback);
+        if (v < 1)
+            fail("metadata '" + key + "' is " + std::to_string(v) +
+                 ": a rotary base must be at least 1 (below it the rotation frequencies overflow)");
+        return v;
+    }
+
     const GgufValue* array(const std::string& key, GgufType elem) const
     {
         const GgufValue* v = gguf_.find(key);
@@ -126,7 +137,7 @@ void read_gemma(const Metadata& meta, const std::string& a, ModelConfig& c)
     for (int64_t l = 0; l < c.num_layers; ++l)
         c.sliding_layers.push_back(l % period < period - 1);
     if (a == "gemma3")
-        c.rope_local_theta = meta.positive_real(a + ".rope.freq_base_swa", 10000.0);
+        c.rope_local_theta = meta.rope_base(a + ".rope.freq_base_swa", 10000.0);
 }
 
 ModelConfig read_decoder_config(const Metadata& meta)
@@ -152,7 +163,7 @@ ModelConfig read_decoder_config(const Metadata& meta)
     c.max_positions = meta.positive(a + ".context_length");
     c.norm_eps = neox ? meta.positive_real(a + ".attention.layer_norm_epsilon", 1e-5)
                       : meta.positive_real(a + ".attention.layer_norm_rms_epsilon", 1e-5);
-    c.rope_theta = meta.positive_real(a + ".rope.freq_base", 10000.0);
+    c.rope_theta = meta.rope_base(a + ".rope.freq_base", 10000.0);
     c.activation = "silu";
     if (const auto key_length = meta.integer(a + ".attention.key_length");
         key_length && *key_length * c.num_heads != c.hidden_size)
@@ -244,6 +255,10 @@ std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& l
         meta.fail("tokenizer.ggml.scores has " + std::to_string(scores->count) +
                   " entries but tokenizer.ggml.tokens has " + std::to_string(n));
 
+    // A vocabulary of empty strings encodes every text to nothing: name the file, not the text.
+    if (std::all_of(tokens->strings.begin(), tokens->strings.end(), [](const std::string& t) { return t.empty(); }))
+        meta.fail("every string of tokenizer.ggml.tokens is empty (" + std::to_string(n) +
+                  " tokens): the file's vocabulary is broken");
     ScoredVocab vocab;
     vocab.tokens = tokens->strings;
     vocab.scores.resize(n);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/error.hpp"
+#include "embedlab/json_input.hpp"
 #include "embedlab/format_parsers.hpp"
 
 namespace embedlab {
@@ -63,6 +64,17 @@ public:
         if (!(v > 0) || !std::isfinite(v))
             fail(std::string("field '") + key + "' must be a positive number (got " + find(key)->dump() +
                  ")");
+        return v;
+    }
+
+    // A rotary base: its powers give the rotation frequencies, which overflow (and
+    // the forward pass turns NaN) for a base below 1; real models use 1e4 to 1e7.
+    double rope_base(const char* key, double fallback) const
+    {
+        const double v = positive_double(key, fallback);
+        if (v < 1)
+            fail(std::string("field '") + key + "' is " + find(key)->dump() +
+                 ": a rotary base must be at least 1 (below it the rotation frequencies overflow)");
         return v;
     }
 
@@ -255,7 +267,7 @@ ModelConfig read_decoder(const ConfigReader& r, const std::string& model_type, b
     ModelConfig c = read_sizes(r, Architecture::Llama, {.kv_heads = "num_key_value_heads"});
     c.model_type = model_type;
     c.norm_eps = r.positive_double("rms_norm_eps", 1e-6); // LlamaConfig's default
-    c.rope_theta = r.positive_double("rope_theta", 10000.0);
+    c.rope_theta = r.rope_base("rope_theta", 10000.0);
     read_tying_activation_ids(r, c, tied_default, "hidden_act", "silu");
     if (c.num_heads % c.num_kv_heads != 0)
         r.fail("num_attention_heads " + std::to_string(c.num_heads) +
@@ -359,7 +371,7 @@ ModelConfig parse_gemma(const ConfigReader& r, const std::string& model_type)
             r.fail("gemma3_text without 'sliding_window' is not implemented (every Gemma 3 has one)");
         }
         if (gemma3)
-            c.rope_local_theta = r.positive_double("rope_local_base_freq", 10000.0);
+            c.rope_local_theta = r.rope_base("rope_local_base_freq", 10000.0);
     }
     read_rope_scaling(r, c); // Gemma 3: the global layers' table only
     return c;
@@ -413,7 +425,7 @@ ModelConfig parse_gpt_neox(const ConfigReader& r)
     ModelConfig c = read_sizes(r, Architecture::Llama, keys);
     c.model_type = "gpt_neox";
     c.norm_eps = r.positive_double("layer_norm_eps", 1e-5);
-    c.rope_theta = r.positive_double("rotary_emb_base", r.positive_double("rope_theta", 10000.0));
+    c.rope_theta = r.rope_base("rotary_emb_base", r.rope_base("rope_theta", 10000.0));
     read_tying_activation_ids(r, c, false, "hidden_act", "gelu");
     check_heads_divide_hidden(r, c, keys);
     check_activation(r, "hidden_act", c.activation);
@@ -439,12 +451,7 @@ constexpr const char* supported_types =
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& label)
 {
-    json j;
-    try {
-        j = json::parse(json_text);
-    } catch (const json::exception& ex) {
-        throw InputError(label + ": not valid JSON (" + ex.what() + ")");
-    }
+    const json j = parse_json_unique<json>(json_text, label);
     if (!j.is_object())
         throw InputError(label + ": not a JSON object");
     const ConfigReader reader(j, label);

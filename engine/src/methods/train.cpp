@@ -213,8 +213,7 @@ void check_scratch_options(const ScratchOptions& o, int64_t text_ids)
     if (o.norm && !(o.norm_scale > 0 && std::isfinite(o.norm_scale)))
         throw InputError("train: the norm's initial scale must be a positive number, got " +
                          std::to_string(o.norm_scale));
-    if (o.embedding.fourier && o.embedding.mlp == FourierMlp::GeGLU &&
-        !(o.hidden_ratio > 0 && o.hidden_ratio <= kMaxFourierHiddenRatio))
+    if (!(o.hidden_ratio > 0 && o.hidden_ratio <= kMaxFourierHiddenRatio)) // its range, whatever the MLP
         throw InputError("train: the hidden ratio must be in (0, " + std::to_string(kMaxFourierHiddenRatio) +
                          "], got " + std::to_string(o.hidden_ratio));
     if (text_ids == 0)

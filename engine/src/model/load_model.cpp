@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <malloc.h>
 #include <thread>
@@ -9,6 +11,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/text_format.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -114,6 +117,24 @@ std::string sha256_file(const std::filesystem::path& file)
     return s;
 }
 
+int thread_count_setting(const char* value, int cores)
+{
+    cores = std::max(cores, 1);
+    if (!value)
+        return cores;
+    // More threads than a few per core only oversubscribe (and a huge count makes
+    // libtorch's pool start for minutes, deaf to signals): refuse rather than guess.
+    const int most = 4 * cores;
+    const std::string text = value;
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1 || n > most)
+        throw InputError("EMBEDLAB_THREADS is '" + printable(text) + "': give a whole number from 1 to " +
+                         std::to_string(most) + " (4 per core on this machine), or unset it to use all " +
+                         std::to_string(cores) + " cores");
+    return n;
+}
+
 void init_runtime()
 {
     // Keep large freed blocks in the heap instead of unmapping them: fresh pages
@@ -121,11 +142,8 @@ void init_runtime()
     // forward pass allocates tens of MB of activations and logits.
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
-    // EMBEDLAB_THREADS overrides, e.g. to leave cores to other work.
-    int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("EMBEDLAB_THREADS"))
-        n = std::atoi(env);
-    at::set_num_threads(n > 0 ? n : 1);
+    at::set_num_threads(thread_count_setting(std::getenv("EMBEDLAB_THREADS"),
+                                             static_cast<int>(std::thread::hardware_concurrency())));
 }
 
 void restart_with_passive_openmp(char** argv)

@@ -8,6 +8,7 @@
 
 #include "embedlab/accounting.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/json_input.hpp"
 #include "embedlab/fourier_mlp.hpp"
 
 namespace embedlab::detail {
@@ -84,6 +85,13 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
     t.rows = rows;
     t.dim = d;
     const Json& params = field(block, "parameters", where);
+    // Fields other tools read: they must say what the rest of the manifest says.
+    if (params.is_object() && params.contains("method") && params["method"] != t.method)
+        throw InputError(where + ": parameters.method " + params["method"].dump() + " differs from method '" +
+                         t.method + "'");
+    if (block.contains("embedding_tensor") && block["embedding_tensor"] != prefix + "weight")
+        throw InputError(where + ": embedding_tensor " + block["embedding_tensor"].dump() +
+                         " is not this model's table '" + prefix + "weight'");
     auto needs = [&](const std::string& name, TensorShape shape) {
         t.tensors.emplace_back(prefix + name, shape);
     };
@@ -201,15 +209,13 @@ ManifestLayout parse_manifest_layout(const std::string& manifest_text, const Man
                                      const std::string& label)
 {
     const std::string where = label + "/embedlab.json";
-    Json m;
-    try {
-        m = Json::parse(manifest_text);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(where + ": not valid JSON (" + e.what() + ")");
-    }
+    const Json m = parse_json_unique<Json>(manifest_text, where);
     try {
         if (!m.is_object() || !m.contains("format_version"))
             throw InputError(where + ": missing field 'format_version'");
+        if (m.contains("format") && m["format"] != "embedlab-compressed-model")
+            throw InputError(where + ": format " + m["format"].dump() +
+                             " is not 'embedlab-compressed-model'; not an EmbedLab manifest");
         if (m["format_version"] != kManifestFormatVersion)
             throw InputError(where + ": format_version " + m["format_version"].dump() +
                              " is not supported (this build reads " + std::to_string(kManifestFormatVersion) +
@@ -258,6 +264,8 @@ std::vector<WeightsFileRecord> parse_weights_files(const std::string& manifest_t
             throw InputError(where + ": weights_files must be a list of {file, sha256} objects");
         for (const auto& f : m["weights_files"]) {
             WeightsFileRecord r{f.at("file").get<std::string>(), f.at("sha256").get<std::string>()};
+            if (f.contains("bytes"))
+                r.bytes = f.at("bytes").get<int64_t>();
             if (r.file.empty() || r.file.find('/') != std::string::npos || r.file == "." || r.file == "..")
                 throw InputError(where + ": weights_files names '" + r.file +
                                  "', which is not a file in the directory");
@@ -271,12 +279,9 @@ std::vector<WeightsFileRecord> parse_weights_files(const std::string& manifest_t
 
 LayerDims parse_layer_dims(const std::string& manifest_text, const std::string& label)
 {
-    Json m;
-    try {
-        m = Json::parse(manifest_text);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(label + ": not valid JSON (" + e.what() + ")");
-    }
+    const Json m = parse_json_unique<Json>(manifest_text, label);
+    if (!m.is_object())
+        throw InputError(label + ": not a JSON object (an EmbedLab manifest is one object of fields)");
     LayerDims dims;
     try {
         if (m.is_object() && m.contains("value_head_dims"))

@@ -72,6 +72,7 @@ ManifestLayout parse_manifest_layout(const std::string& manifest_text, const Man
 // names must be plain names inside the directory. Throws InputError naming `where`.
 struct WeightsFileRecord {
     std::string file, sha256;
+    int64_t bytes = -1; // the file's size as written; -1 where the manifest records none
 };
 std::vector<WeightsFileRecord> parse_weights_files(const std::string& manifest_text,
                                                    const std::string& where);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -139,6 +140,29 @@ SlurmOptions slurm_options_from_json(const Json& j)
     o.cli = j.value("cli", "");
     o.job_name = j.value("job_name", o.job_name);
     return o;
+}
+
+// sbatch's own lines without their doubled "sbatch: " prefix, and what is missing
+// when no controller answers.
+static std::string sbatch_failure(const std::string& err)
+{
+    if (err.empty())
+        return "sbatch: timed out (no Slurm controller answered)";
+    std::string lines;
+    std::istringstream in(err);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("sbatch: ", 0) == 0)
+            line.erase(0, 8);
+        lines += (lines.empty() ? "" : "; ") + line;
+    }
+    std::string hint;
+    if (err.find("controller") != std::string::npos || err.find("SLURM_CONF") != std::string::npos ||
+        err.find("slurm.conf") != std::string::npos || err.find("Connection refused") != std::string::npos)
+        hint = std::string(" (no Slurm controller is reachable") +
+               (std::getenv("SLURM_CONF") ? "" : " and SLURM_CONF is unset") +
+               ": run this on the cluster's login node, or scripts/slurm-local.sh start to try a "
+               "single-node cluster here)";
+    return "sbatch: " + lines + hint;
 }
 
 void require_slurm_tool(const std::string& tool, const std::string& label)
@@ -303,7 +327,7 @@ std::string submit_slurm_sweep(const fs::path& dir_in, const SlurmOptions* given
     argv.push_back(dir.string());
     const auto r = run_command(argv, "", kSlurmTimeout);
     if (r.status != 0)
-        throw InputError("sbatch: " + (r.timed_out ? std::string("timed out") : last_lines(r.err, 3)));
+        throw InputError(sbatch_failure(r.timed_out ? std::string() : last_lines(r.err, 3)));
     std::string job_id = r.out.substr(0, r.out.find_first_of(";\n"));
     if (job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos)
         throw RemoteError("sbatch: unexpected reply '" + last_lines(r.out, 1) + "'");

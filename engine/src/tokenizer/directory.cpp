@@ -17,6 +17,16 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
     // Llama-style tokenizer.json (byte-fallback BPE) defers to tokenizer.model.
     const fs::path tokenizer_json = dir / "tokenizer.json";
     std::string tokenizer_json_problem;
+    // Every candidate file that exists but is no regular file (a FIFO, a directory)
+    // is named as such, not passed over as if absent.
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model"}) {
+        const auto status = fs::status(dir / name, ec);
+        if (fs::exists(status) && !fs::is_regular_file(status))
+            throw InputError(tokenizer_impl::file_message(
+                dir / name, std::string("is not a regular file (") +
+                                (fs::is_directory(status) ? "a directory" : fs::is_fifo(status) ? "a FIFO" : "a special file") +
+                                "); a tokenizer file must be one"));
+    }
     if (fs::is_regular_file(tokenizer_json, ec)) {
         // Unreadable or not JSON: refused, never skipped for another file.
         const auto json = tokenizer_impl::read_json_file(tokenizer_json);
@@ -30,10 +40,18 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
 
     const fs::path vocab_json = dir / "vocab.json";
     const fs::path merges_txt = dir / "merges.txt";
-    if (fs::is_regular_file(vocab_json, ec) && fs::is_regular_file(merges_txt, ec))
+    const fs::path model_file = dir / "tokenizer.model";
+    const bool gpt2_files = fs::is_regular_file(vocab_json, ec) && fs::is_regular_file(merges_txt, ec);
+    // Hugging Face reads tokenizer.json first: one it cannot be read as is not
+    // silently replaced by vocab.json + merges.txt (they may disagree with it). A
+    // Llama-style tokenizer.json defers to its tokenizer.model, as before.
+    if (!tokenizer_json_problem.empty() && gpt2_files && !fs::is_regular_file(model_file, ec))
+        throw InputError(tokenizer_json_problem +
+                         " (vocab.json and merges.txt beside it are not used instead: Hugging Face reads "
+                         "tokenizer.json first; fix or remove it)");
+    if (gpt2_files)
         return load_gpt2_bpe(vocab_json, merges_txt);
 
-    const fs::path model_file = dir / "tokenizer.model";
     if (fs::is_regular_file(model_file, ec))
         return load_sentencepiece(model_file);
 
