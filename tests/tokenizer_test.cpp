@@ -321,13 +321,13 @@ TEST(Tokenizers, TokenizingCostsAFewBytesPerByte)
 #endif
     EMBEDLAB_REQUIRE_SHARED();
     std::mt19937 random(35);
-    std::string noise(size_t{2} << 20, '\0');
+    std::string noise(size_t{1} << 20, '\0');
     for (char& c : noise)
         c = static_cast<char>(random() & 0xFF);
     const std::pair<const char*, std::string> texts[] = {
-        {"'x' * 8 MiB", std::string(size_t{8} << 20, 'x')},
-        {"8 MiB of NUL bytes", std::string(size_t{8} << 20, '\0')},
-        {"2 MiB of random bytes", noise},
+        {"'x' * 4 MiB", std::string(size_t{4} << 20, 'x')},
+        {"4 MiB of NUL bytes", std::string(size_t{4} << 20, '\0')},
+        {"1 MiB of random bytes", noise},
     };
     for (const auto& [name, tok] : all_kinds())
         for (const auto& [what, text] : texts) {
