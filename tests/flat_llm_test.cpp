@@ -287,7 +287,8 @@ TEST_P(FlatTiny, MlpCovarianceGroupsWithinTheBudgetGiveTheSameModel)
     const auto all = calibrate(model, ids, base); // the default budget: one pass
     for (const auto& l : all.layers)
         EXPECT_TRUE(l.mlp_covariance.defined());
-    const FlatOptions options{.remaining = 0.5, .mlp = true};
+    // Parallel: the MLP covariances of the calibration (sequential sums its own per layer).
+    const FlatOptions options{.remaining = 0.5, .mlp = true, .calibration = FlatCalibration::Parallel};
     const auto reference = flat_compress(model, all, options);
     EXPECT_EQ(reference.mlp_calibration_passes, 1);
     EXPECT_EQ(reference.mlp_covariance_peak_bytes, 3 * layer_bytes);
