@@ -329,12 +329,14 @@ TEST_P(FlatTiny, MlpCovarianceGroupsWithinTheBudgetGiveTheSameModel)
         EXPECT_THROW(flat_compress(model, grouped, options, cancel.fn()), Cancelled) << what;
         EXPECT_LE(cancel.calls.back().first, 2 * base.samples) << what;
     }
-    // Without --mlp the budget changes nothing and no pass runs.
+    // Without --mlp the budget changes nothing and no pass runs (parallel: sequential
+    // runs its value passes whatever the budget).
     auto small = base;
     small.mlp_covariance_budget = 1;
     ProgressLog none;
     const auto attention_only =
-        flat_compress(model, calibrate(model, ids, small), {.remaining = 0.5}, none.fn());
+        flat_compress(model, calibrate(model, ids, small),
+                      {.remaining = 0.5, .calibration = FlatCalibration::Parallel}, none.fn());
     EXPECT_EQ(attention_only.mlp_calibration_passes, 0);
     EXPECT_TRUE(none.calls.empty());
     small.mlp_covariance_budget = 0;
