@@ -30,7 +30,8 @@
 #   scripts/check-arm64.sh [ROOT_DIR]     # default /var/tmp/embedlab-arm64-root
 # An existing ROOT_DIR (made by this script) is reused; delete it to start afresh.
 # Environment: EMBEDLAB_COMMIT (default HEAD), X86_CLI (skip the x86 build), JOBS
-# (default nproc), MIRROR (default http://deb.debian.org/debian), SECURITY_MIRROR.
+# (default nproc), QEMU_CPU (default cortex-a72, a Raspberry Pi 4's), MIRROR (default
+# http://deb.debian.org/debian), SECURITY_MIRROR.
 # Everything it writes is under ROOT_DIR: the build root, and ROOT_DIR/embedlab/ with the
 # source checkout (src), the builds (build-arm64, build-x86), ccache, the outputs (out)
 # and the table (out/summary.txt).
@@ -45,6 +46,7 @@ JOBS=${JOBS:-$(nproc)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 TOLERANCE=1e-5
+QEMU_CPU=${QEMU_CPU:-cortex-a72}
 MARKER=$ROOT/etc/embedlab-arm64-root # written once debootstrap has succeeded
 
 say() { echo "check-arm64: $*"; }
@@ -131,6 +133,9 @@ fi
 mount_in_root proc proc /proc
 mount_in_root bind /dev /dev
 mount_in_root bind /dev/pts /dev/pts
+# libtorch's cpuinfo reads /sys/devices/system/cpu/{possible,present} on arm64 and aborts
+# without them ("cpuinfo initialization failed").
+mount_in_root bind /sys /sys
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
 cat >"$ROOT/etc/apt/sources.list" <<EOF
 deb $MIRROR bookworm main
@@ -267,9 +272,12 @@ run_steps() {
 
 phase_start "runs (arm64, qemu-aarch64)"
 # Inside the root, so that the arm64 loader and libraries are found where they are
-# installed; qemu-aarch64-static runs the program (no binfmt_misc needed).
+# installed; qemu-aarch64-static runs the program (no binfmt_misc needed). The emulated CPU
+# is a Raspberry Pi 4's (Cortex-A72: NEON, no SVE), so that libtorch and OpenBLAS pick the
+# kernels they pick on the Pi (qemu's default "max" CPU has SVE); QEMU_CPU=cortex-a76 for a Pi 5.
 run_steps arm64 /embedlab/src/resources /embedlab/out/arm64 "$OUT/arm64" \
-  in_root EMBEDLAB_RESOURCES=/embedlab/src/resources /usr/bin/qemu-aarch64-static /embedlab/build-arm64/cli/embedlab-cli
+  in_root QEMU_CPU="$QEMU_CPU" EMBEDLAB_RESOURCES=/embedlab/src/resources \
+  /usr/bin/qemu-aarch64-static /embedlab/build-arm64/cli/embedlab-cli
 phase_end
 
 # ---------------------------------------------------------------------------
@@ -300,7 +308,7 @@ phase_end
 ppl() { jq -er '.ppl' "$1"; }
 status=0
 {
-  echo "commit $COMMIT; $(date -u '+%Y-%m-%d %H:%M UTC'); host $(uname -m), $(nproc) cores; $(in_root qemu-aarch64-static --version | head -1)"
+  echo "commit $COMMIT; $(date -u '+%Y-%m-%d %H:%M UTC'); host $(uname -m), $(nproc) cores; $(in_root qemu-aarch64-static --version | head -1), -cpu $QEMU_CPU"
   echo
   printf '%-30s %14s %14s %10s %5s %9s %9s\n' step "ppl x86" "ppl arm64" "rel diff" "" "x86 s" "arm64 s"
   for s in eval eval-pca32 eval-stories260K; do
