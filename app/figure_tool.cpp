@@ -16,6 +16,7 @@
 
 #include "analyses.hpp"
 #include "args.hpp"
+#include "embedlab/output_checks.hpp"
 #include "fourier_map_view.hpp"
 #include "model_summary.hpp"
 #include "neighbour_graph_view.hpp"
@@ -24,7 +25,6 @@
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
 #include "view_data.hpp"
-#include "embedlab/output_checks.hpp"
 
 namespace embedlab::app {
 

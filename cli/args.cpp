@@ -25,7 +25,8 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv,
         std::string a = argv[i];
         if (!options_done && a.size() >= 2 && a[0] == '-' && a[1] != '-' &&
             !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '.')
-            throw InputError(command_ + ": unknown option " + a + " (options start with --; see embedlab-cli help)");
+            throw InputError(command_ + ": unknown option " + a +
+                             " (options start with --; see embedlab-cli help)");
         if (options_done || a.size() < 2 || a.rfind("--", 0) != 0) {
             positional_.push_back(a);
             continue;
@@ -46,9 +47,9 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv,
             else if (i + 1 < argv.size() && !known(argv[i + 1]))
                 value = argv[++i];
             else
-                throw InputError(command_ + ": option " + a + " needs a value" +
-                                 (i + 1 < argv.size() ? " (it is followed by the option " + argv[i + 1] + ")"
-                                                      : ""));
+                throw InputError(
+                    command_ + ": option " + a + " needs a value" +
+                    (i + 1 < argv.size() ? " (it is followed by the option " + argv[i + 1] + ")" : ""));
             if (values_.count(a) && !repeatable.count(a))
                 throw InputError(command_ + ": option " + a + " is given twice ('" + values_[a] + "' and '" +
                                  value + "'); give it once");

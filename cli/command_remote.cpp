@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "common.hpp"
-#include "embedlab/json_input.hpp"
 #include "embedlab/file_input.hpp"
+#include "embedlab/json_input.hpp"
 #include "embedlab/remote.hpp"
 #include "progress_printer.hpp"
 #include "sweep_table.hpp"
@@ -122,7 +122,8 @@ private:
 
 Json read_job(const std::string& file)
 {
-    const auto j = parse_json_unique<Json>(io::read_regular_file(file, io::metadata_file_cap, "job file"), file);
+    const auto j =
+        parse_json_unique<Json>(io::read_regular_file(file, io::metadata_file_cap, "job file"), file);
     if (!j.is_object())
         throw InputError(file + ": not a JSON object");
     try {

@@ -67,8 +67,7 @@ int command_train(const std::vector<std::string>& argv)
     const fs::path tokenizer_dir = args.get("--tokenizer").value_or(default_model_path().string());
     const auto eval_text = args.get("--eval-text");
     // Before any work: the output is checked (and never one of the inputs).
-    prepare_train_output(out, args.has("--force"),
-                         {train_text, eval_text.value_or(""), tokenizer_dir});
+    prepare_train_output(out, args.has("--force"), {train_text, eval_text.value_or(""), tokenizer_dir});
     const auto tokenizer = load_tokenizer_from_directory(tokenizer_dir);
     o.config.vocab = tokenizer->vocab_size();
 

@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "common.hpp"
-#include "embedlab/json_input.hpp"
 #include "embedlab/file_input.hpp"
 #include "embedlab/job.hpp"
+#include "embedlab/json_input.hpp"
 
 namespace embedlab::cli {
 
@@ -90,8 +90,10 @@ int command_worker(const std::vector<std::string>& argv)
             g_cancel = true;
         }).detach();
 
-    Json started = {
-        {"event", "started"}, {"pid", ::getpid()}, {"kind", job.is_object() && job.contains("kind") && job["kind"].is_string() ? job["kind"] : Json("")}};
+    Json started = {{"event", "started"},
+                    {"pid", ::getpid()},
+                    {"kind", job.is_object() && job.contains("kind") && job["kind"].is_string() ? job["kind"]
+                                                                                                : Json("")}};
     if (const char* job_id = std::getenv("SLURM_JOB_ID")) { // a Slurm task: who and where (slurm.hpp)
         auto env = [](const char* name) { return std::string(std::getenv(name) ? std::getenv(name) : ""); };
         started["slurm"] = {{"job_id", job_id},

@@ -58,11 +58,12 @@ inline std::string peek_option(const std::vector<std::string>& argv, const std::
 }
 
 // The files and directories a command's input options name: an input is never an output.
-inline std::vector<std::filesystem::path> input_paths(const Args& args, std::vector<std::filesystem::path> more = {})
+inline std::vector<std::filesystem::path> input_paths(const Args& args,
+                                                      std::vector<std::filesystem::path> more = {})
 {
-    for (const char* option : {"--tokenizer", "--freq-text", "--eval-text", "--calib-text", "--train-text",
-                               "--task-data", "--coverage-data", "--data", "--text", "--ids", "--reference",
-                               "--scores", "--embedding"})
+    for (const char* option :
+         {"--tokenizer", "--freq-text", "--eval-text", "--calib-text", "--train-text", "--task-data",
+          "--coverage-data", "--data", "--text", "--ids", "--reference", "--scores", "--embedding"})
         if (const auto v = args.get(option))
             more.emplace_back(*v);
     return more;

@@ -199,8 +199,15 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     auto rank = tamper("rank", [](auto& m) { m["parameters"]["rank"] = 5; });
     EXPECT_NE(rank.find("embedlab.json"), std::string::npos) << rank;
     EXPECT_NE(rank.find("model.embed_tokens.pca.Z"), std::string::npos) << rank;
-    auto method = tamper("method", [](auto& m) { m["method"] = "svd"; });
+    auto method = tamper("method", [](auto& m) {
+        m["method"] = "svd";
+        m["parameters"]["method"] = "svd";
+    });
     EXPECT_NE(method.find("model.embed_tokens.svd.Z"), std::string::npos) << method;
+    // The two places a method is named must agree (issue 35 item 13).
+    auto disagree = tamper("disagree", [](auto& m) { m["method"] = "svd"; });
+    EXPECT_NE(disagree.find("parameters.method \"pca\" differs from method 'svd'"), std::string::npos)
+        << disagree;
     auto listed = tamper("listed", [](auto& m) { m["factor_tensors"]["model.embed_tokens.pca.Q"] = {1}; });
     EXPECT_NE(listed.find("does not have it"), std::string::npos) << listed;
     auto version = tamper("version", [](auto& m) { m["format_version"] = 99; });

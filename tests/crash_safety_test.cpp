@@ -121,6 +121,40 @@ TEST(CrashSafety, SigkillAtRandomPointsLeavesACompleteDirectory)
               20);
 }
 
+// Issue 35 item 6: a long command answers SIGTERM at once (exit 130) and leaves no
+// temporary beside its output. Issue 35 asks for a second; the bound allows for a
+// loaded CI machine, and a command deaf to SIGTERM still fails it.
+TEST(CrashSafety, SigtermIsAnsweredAtOnceAndLeavesNoTemporary)
+{
+    embedlab::test::TempDir tmp;
+    const fs::path out = tmp / "fourier";
+    const pid_t pid = spawn_cli({"compress", kModel, "--method", "fourier", "--mlp", "linear", "--steps",
+                                 "1000000", "--out", out.string(), "--quiet"});
+    // Until its SIGTERM handler is in place (libtorch loads for seconds on a busy machine;
+    // before that the default action ends it at once, which leaves nothing either), then
+    // a second into the work.
+    const auto caught = [pid] {
+        std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+        for (std::string line; std::getline(status, line);)
+            if (line.rfind("SigCgt:", 0) == 0)
+                return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+        return 0ull;
+    };
+    for (int i = 0; i < 600 && !caught(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(caught()) << "no SIGTERM handler after 60 s";
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const auto t0 = Clock::now();
+    ::kill(pid, SIGTERM);
+    const int status = wait_for(pid);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    EXPECT_LT(ms, 2000) << "SIGTERM answered after " << ms << " ms";
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 130);
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_EQ(siblings(out), std::vector<std::string>{});
+}
+
 TEST(CrashSafety, StaleTemporariesOfDeadProcessesAreRemoved)
 {
     embedlab::test::TempDir tmp;

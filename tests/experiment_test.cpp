@@ -279,7 +279,7 @@ TEST(ExportRun, WritesFromMemoryAndLoadsBackWithTheRunsPerplexity)
         embedlab::export_run(run, dir / "mine", {.overwrite = true});
         FAIL() << "replaced a directory EmbedLab did not write";
     } catch (const embedlab::InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("not an EmbedLab"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("not written by EmbedLab"), std::string::npos) << e.what();
     }
     EXPECT_TRUE(fs::exists(dir / "mine" / "notes.txt"));
 }

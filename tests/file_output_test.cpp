@@ -226,8 +226,14 @@ TEST(AtomicDirectory, CommitMovesFilesIntoPlace)
     std::ofstream(out.path() / "notes.txt") << "written by ofstream";
     out.commit();
     EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"model"});
-    EXPECT_EQ(listing(final_dir), (std::vector<std::string>{"config.json", "notes.txt"}));
+    EXPECT_EQ(listing(final_dir),
+              (std::vector<std::string>{embedlab::kWrittenFilesName, "config.json", "notes.txt"}));
     EXPECT_EQ(read_text(final_dir / "notes.txt"), "written by ofstream");
+    // The list of what was written, with sizes, for a later --force to check.
+    const auto written = nlohmann::json::parse(read_text(final_dir / embedlab::kWrittenFilesName));
+    EXPECT_EQ(written["written_by"], "EmbedLab");
+    EXPECT_EQ(written["files"], (nlohmann::json{{"config.json", 2}, {"notes.txt", 19}}));
+    EXPECT_EQ(embedlab::foreign_content(final_dir), "");
 }
 
 TEST(AtomicDirectory, WithoutCommitNothingRemains)
@@ -254,17 +260,47 @@ TEST(AtomicDirectory, ExistingOrMissingParentFails)
     EXPECT_EQ(read_text(dir / "model" / "keep.txt"), "keep");
 }
 
+// Issue 35: overwrite replaces only an empty directory or what EmbedLab wrote, unchanged.
+TEST(AtomicDirectory, OverwriteRefusesWhatEmbedLabDidNotWrite)
+{
+    TempDir dir;
+    const fs::path mine = dir / "mine";
+    fs::create_directory(mine);
+    std::ofstream(mine / "thesis.tex") << "years of work";
+    expect_input_error([&] { embedlab::AtomicDirectory out(mine, /*overwrite=*/true); },
+                       "not written by EmbedLab");
+    const fs::path ours = dir / "ours";
+    {
+        embedlab::AtomicDirectory out(ours);
+        embedlab::write_file_atomic(out.path() / "a.txt", "a");
+        out.commit();
+    }
+    std::ofstream(ours / "b.txt") << "added";
+    expect_input_error([&] { embedlab::AtomicDirectory out(ours, true); }, "did not write (b.txt)");
+    fs::remove(ours / "b.txt");
+    std::ofstream(ours / "a.txt") << "edited";
+    expect_input_error([&] { embedlab::AtomicDirectory out(ours, true); },
+                       "changed since EmbedLab wrote them (a.txt)");
+    std::ofstream(ours / "a.txt") << "a";
+    EXPECT_NO_THROW(embedlab::AtomicDirectory(ours, true));
+    EXPECT_EQ(read_text(mine / "thesis.tex"), "years of work");
+}
+
 TEST(AtomicDirectory, OverwriteReplacesOldContent)
 {
     TempDir dir;
     const fs::path final_dir = dir / "model";
-    fs::create_directory(final_dir);
-    std::ofstream(final_dir / "old.txt") << "old";
+    {
+        embedlab::AtomicDirectory old(final_dir);
+        embedlab::write_file_atomic(old.path() / "old.txt", "old");
+        old.commit();
+    }
     embedlab::AtomicDirectory out(final_dir, /*overwrite=*/true);
     embedlab::write_file_atomic(out.path() / "new.txt", "new");
-    EXPECT_EQ(listing(final_dir), std::vector<std::string>{"old.txt"}); // untouched until commit
+    EXPECT_EQ(listing(final_dir),
+              (std::vector<std::string>{embedlab::kWrittenFilesName, "old.txt"})); // untouched until commit
     out.commit();
-    EXPECT_EQ(listing(final_dir), std::vector<std::string>{"new.txt"});
+    EXPECT_EQ(listing(final_dir), (std::vector<std::string>{embedlab::kWrittenFilesName, "new.txt"}));
     EXPECT_EQ(read_text(final_dir / "new.txt"), "new");
     EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"model"}); // no .old- or .tmp- left
 }

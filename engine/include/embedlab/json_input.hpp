@@ -33,8 +33,8 @@ JsonT parse_json_unique(std::string_view text, const std::string& label)
             keys.emplace_back();
         else if (event == E::object_end && !keys.empty())
             keys.pop_back();
-        else if (event == E::key && !keys.empty() && !keys.back().insert(parsed.template get<std::string>()).second &&
-                 duplicate.empty())
+        else if (event == E::key && !keys.empty() &&
+                 !keys.back().insert(parsed.template get<std::string>()).second && duplicate.empty())
             duplicate = parsed.template get<std::string>();
         return true;
     };

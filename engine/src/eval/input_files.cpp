@@ -24,7 +24,11 @@ std::string read_bytes(const std::filesystem::path& file)
 std::string ordinal(size_t n)
 {
     const size_t last = n % 10, tens = n % 100;
-    const char* suffix = (tens >= 11 && tens <= 13) ? "th" : last == 1 ? "st" : last == 2 ? "nd" : last == 3 ? "rd" : "th";
+    const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                         : last == 1                ? "st"
+                         : last == 2                ? "nd"
+                         : last == 3                ? "rd"
+                                                    : "th";
     return std::to_string(n) + suffix;
 }
 

@@ -135,7 +135,8 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     r.ppl = std::exp(r.nll_per_token);
     if (!std::isfinite(r.nll_per_token) || !std::isfinite(r.ppl))
         throw InputError(
-            "the model's forward pass gave a non-finite loss (NLL per token " + std::to_string(r.nll_per_token) +
+            "the model's forward pass gave a non-finite loss (NLL per token " +
+            std::to_string(r.nll_per_token) +
             "): its weights or config values (a rotary base, norm epsilon or scaling factor far out of the "
             "usual range) overflow; perplexity is not reported for a model that computes NaN or infinity");
     r.ctx = ctx;

@@ -256,7 +256,8 @@ std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& l
                   " entries but tokenizer.ggml.tokens has " + std::to_string(n));
 
     // A vocabulary of empty strings encodes every text to nothing: name the file, not the text.
-    if (std::all_of(tokens->strings.begin(), tokens->strings.end(), [](const std::string& t) { return t.empty(); }))
+    if (std::all_of(tokens->strings.begin(), tokens->strings.end(),
+                    [](const std::string& t) { return t.empty(); }))
         meta.fail("every string of tokenizer.ggml.tokens is empty (" + std::to_string(n) +
                   " tokens): the file's vocabulary is broken");
     ScoredVocab vocab;

@@ -333,10 +333,12 @@ std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedF
     for (const GgufTensorInfo& t : gguf.tensors) {
         const GgmlTypeTraits* traits = ggml_type_traits(t.type);
         if (!traits)
-            throw InputError(label + ": tensor '" + printable(t.name) + "' has type " +
-                             ggml_type_name(t.type) + " (" + std::to_string(t.type) +
-                             "), which EmbedLab cannot dequantise (supported: " + supported_ggml_types() +
-                             ")");
+            throw InputError(
+                label + ": tensor '" + printable(t.name) + "' has " +
+                (ggml_type_name(t.type).rfind("type ", 0) != 0
+                     ? "type " + ggml_type_name(t.type) + " (" + std::to_string(t.type) + ")"
+                     : "ggml type number " + std::to_string(t.type) + ", which is no ggml type") +
+                ", and EmbedLab cannot dequantise it (supported: " + supported_ggml_types() + ")");
         if (t.ne.empty() || t.ne[0] % traits->block_elems != 0)
             throw InputError(label + ": tensor '" + printable(t.name) + "' has rows of " +
                              std::to_string(t.ne.empty() ? 0 : t.ne[0]) + " values, not a whole number of " +

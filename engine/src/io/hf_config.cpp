@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/error.hpp"
-#include "embedlab/json_input.hpp"
 #include "embedlab/format_parsers.hpp"
+#include "embedlab/json_input.hpp"
 
 namespace embedlab {
 

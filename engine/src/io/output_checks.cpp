@@ -50,8 +50,8 @@ void refuse_inputs(const fs::path& out, const std::vector<fs::path>& inputs)
 {
     for (const fs::path& input : inputs)
         if (!input.empty() && same_or_inside(input, out))
-            throw InputError(out.string() + ": " +
-                             (same_or_inside(out, input) ? "is" : "holds") + " the input " + input.string() +
+            throw InputError(out.string() + ": " + (same_or_inside(out, input) ? "is" : "holds") +
+                             " the input " + input.string() +
                              "; an input is never an output, choose another directory");
 }
 

@@ -8,8 +8,8 @@
 
 #include "embedlab/accounting.hpp"
 #include "embedlab/error.hpp"
-#include "embedlab/json_input.hpp"
 #include "embedlab/fourier_mlp.hpp"
+#include "embedlab/json_input.hpp"
 
 namespace embedlab::detail {
 

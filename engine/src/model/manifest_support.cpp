@@ -102,8 +102,9 @@ void verify_weights_files(const std::string& manifest_text, const fs::path& dir,
         if (!fs::exists(file))
             throw InputError(where + ": lists '" + record.file + "' but the file is missing");
         if (record.bytes >= 0 && static_cast<int64_t>(fs::file_size(file)) != record.bytes)
-            throw InputError(file.string() + ": " + std::to_string(fs::file_size(file)) + " bytes, but embedlab.json records " +
-                             std::to_string(record.bytes) + ": the file changed after it was written" + escape);
+            throw InputError(file.string() + ": " + std::to_string(fs::file_size(file)) +
+                             " bytes, but embedlab.json records " + std::to_string(record.bytes) +
+                             ": the file changed after it was written" + escape);
         const std::string actual = sha256_file(file);
         if (actual != record.sha256)
             throw InputError(file.string() + ": sha256 " + actual + " differs from " + record.sha256 +

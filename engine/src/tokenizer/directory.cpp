@@ -22,10 +22,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
     for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model"}) {
         const auto status = fs::status(dir / name, ec);
         if (fs::exists(status) && !fs::is_regular_file(status))
-            throw InputError(tokenizer_impl::file_message(
-                dir / name, std::string("is not a regular file (") +
-                                (fs::is_directory(status) ? "a directory" : fs::is_fifo(status) ? "a FIFO" : "a special file") +
-                                "); a tokenizer file must be one"));
+            throw InputError(
+                tokenizer_impl::file_message(dir / name, std::string("is not a regular file (") +
+                                                             (fs::is_directory(status) ? "a directory"
+                                                              : fs::is_fifo(status)    ? "a FIFO"
+                                                                                       : "a special file") +
+                                                             "); a tokenizer file must be one"));
     }
     if (fs::is_regular_file(tokenizer_json, ec)) {
         // Unreadable or not JSON: refused, never skipped for another file.
