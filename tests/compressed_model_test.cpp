@@ -429,9 +429,11 @@ TEST(CompressedModel, DirectoriesWithPaddedCoresAndInt64IdsStillLoad)
         const auto bytes = test::read_text(f);
         return parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "f");
     };
-    for (const auto& e : header_of(tmp / "lle" / "model.safetensors").entries)
-        if (e.name == p + "lle.common_ids" || e.name == p + "lle.neighbour_ids")
+    for (const auto& e : header_of(tmp / "lle" / "model.safetensors").entries) {
+        if (e.name == p + "lle.common_ids" || e.name == p + "lle.neighbour_ids") {
             EXPECT_EQ(e.dtype, "I32") << e.name;
+        }
+    }
     const auto& fit = dynamic_cast<const PartialSparseTokenEmbedding&>(*lle.embedding).fit();
     // As written before: int64 ids, and the rare list, here in reverse order.
     const auto reverse = torch::arange(fit.rare_ids.size(0) - 1, -1, -1, torch::kLong);
@@ -442,9 +444,11 @@ TEST(CompressedModel, DirectoriesWithPaddedCoresAndInt64IdsStillLoad)
         t[p + "lle.weights"] = fit.weights.index_select(0, reverse);
         t[p + "lle.norms"] = fit.norms.index_select(0, reverse);
     });
-    for (const auto& e : header_of(tmp / "lle" / "model.safetensors").entries)
-        if (e.name == p + "lle.common_ids")
+    for (const auto& e : header_of(tmp / "lle" / "model.safetensors").entries) {
+        if (e.name == p + "lle.common_ids") {
             EXPECT_EQ(e.dtype, "I64");
+        }
+    }
     const auto old_lle = load_unverified(tmp / "lle");
     EXPECT_TRUE(torch::equal(old_lle.model->token_embedding().lookup(ids), lle.embedding->lookup(ids)));
     EXPECT_EQ(old_lle.model->token_embedding().parameter_count(), lle.accounting.params_after);
