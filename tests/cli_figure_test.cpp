@@ -172,7 +172,9 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     EXPECT_EQ(lora_rows, 1) << "pca with LoRA recovery";
     EXPECT_EQ(embedlab::test::read_text(out / "results.csv").substr(0, 18), "method,parameters,");
 
-    std::set<std::string> expected{"results.json", "results.csv", "report.md", "report.html"};
+    // .embedlab-files.json: the list of what EmbedLab wrote, which lets --force replace it.
+    std::set<std::string> expected{"results.json", "results.csv", "report.md", "report.html",
+                                   ".embedlab-files.json"};
     const std::string html = embedlab::test::read_text(out / "report.html");
     const std::string md = embedlab::test::read_text(out / "report.md");
     for (const std::string kind : {"spectrum", "iprs", "neighbours", "fourier", "tt", "pareto"}) {

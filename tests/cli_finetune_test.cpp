@@ -1,6 +1,7 @@
 // embedlab-cli finetune on tinygpt2: the JSON record, export and reload (adapters
 // stored or merged) at the same perplexity, the lrf baseline, bad input and a
 // cancelled run.
+#include <algorithm>
 #include <cmath>
 
 #include "cli_support.hpp"
@@ -38,7 +39,16 @@ protected:
         std::vector<std::string> a{
             "finetune", pca().string(), "--train-text", texts_->fit,  "--steps", "4",          "--batch", "2",
             "--seqlen", "64",           "--eval-text",  texts_->eval, "--out",   out.string(), "--quiet"};
-        a.insert(a.end(), extra.begin(), extra.end());
+        // An extra option the defaults already give replaces its value: the CLI refuses
+        // an option given twice.
+        for (std::size_t i = 0; i < extra.size(); ++i) {
+            const auto given = std::find(a.begin() + 2, a.end(), extra[i]);
+            if (extra[i].starts_with("--") && given != a.end() && given + 1 != a.end() && i + 1 < extra.size()) {
+                *(given + 1) = extra[++i];
+                continue;
+            }
+            a.push_back(extra[i]);
+        }
         return a;
     }
     static double eval_ppl(const fs::path& dir)
