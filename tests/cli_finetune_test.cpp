@@ -43,7 +43,8 @@ protected:
         // an option given twice.
         for (std::size_t i = 0; i < extra.size(); ++i) {
             const auto given = std::find(a.begin() + 2, a.end(), extra[i]);
-            if (extra[i].starts_with("--") && given != a.end() && given + 1 != a.end() && i + 1 < extra.size()) {
+            if (extra[i].starts_with("--") && given != a.end() && given + 1 != a.end() &&
+                i + 1 < extra.size()) {
                 *(given + 1) = extra[++i];
                 continue;
             }
