@@ -5,10 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "embedlab/error.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/results.hpp"
 
 namespace embedlab::app {
@@ -49,87 +53,59 @@ std::string sst2_dev_path();
 
 // One compression of the model, evaluated on a text: what the results table and
 // Pareto plot show (METHODS 0: ratio = after / before of the part compressed,
-// delta ln PPL = ln PPL_compressed - ln PPL_original).
-struct CompressionRequest {
-    // Token embedding: "pca", "svd", "tt", "lle", "fourier"; attention values: "flat".
-    std::string method;
-    int64_t rank = 0; // pca, svd: 1..d
-    double eps = 0;   // tt: accuracy in (0, 1); the shape is the most balanced 3-factor one of d
-    // lle (METHODS 2): the keep_ratio most frequent tokens of the frequency text
-    // stay as rows; every other row is rebuilt from its k nearest common rows.
-    double keep_ratio = 0.5;
-    int64_t k = 8;
-    // fourier (METHODS 4): "linear" or "geglu" MLP, fitted by `steps` AdamW steps.
-    std::string mlp = "linear";
-    int64_t steps = 300;
-    // flat (METHODS 3): average remaining value rank ratio in (0, 1], "iprs" or
-    // "uniform" allocation, calibration windows on the calibration text.
-    double remaining = 0.5;
-    // Or (> 0): the share of the decoder's weights to keep (remaining_for_target), with
-    // the MLPs compressed too unless no_mlp, as `compress --target-ratio` (issue 36).
-    double target_ratio = 0;
-    bool no_mlp = false;
-    std::string allocation = "iprs";
-    int64_t samples = 32, seqlen = 128;
-    // LoRA recovery (METHODS 1) of a compressed embedding: adapters of rank
-    // lora_rank trained for lora_steps on the training text (0: off). When the
-    // training text is the evaluation text, training uses only the ids after
-    // the evaluated ones, so no evaluated token is trained on.
-    int64_t lora_rank = 0, lora_steps = 100;
-    // Texts; empty means the bundled sample text (default_sample_text()).
-    std::string frequency_text, calibration_text, train_text;
-    // Perplexity on the evaluation text's first `eval_tokens` ids (0: all). The tied
-    // head of a 50k vocabulary makes every token cost V d multiply-adds; the original
-    // model's perplexity is computed once per model, text, length and host.
-    int64_t eval_tokens = 4096;
-    // Also measure KL(P_original || P_compressed) and top-1 agreement on the same tokens.
-    bool divergence = false;
-    // A zero-shot task after the evaluation (tasks.hpp): "sst2" or "mc" ("": none), its
-    // file, and its first task_limit examples (0: all); the original's accuracy beside it.
-    std::string task, task_data;
-    int64_t task_limit = 0;
-    // For export_compressed: the text the row was evaluated on ("" = the bundled
-    // sample text), which a LoRA row's retraining must leave out as the row did.
-    // compress_and_evaluate takes its evaluation text as an argument instead.
-    std::string eval_text;
-    // Where it runs: empty for this computer, else an ssh host (remote.hpp; the
-    // host runs `embedlab-cli worker`), with an optional ssh config file.
-    std::string host, ssh_config;
-    // The worker on the host ("": embedlab-cli on its PATH) and its cache
-    // directory ("": ~/.cache/embedlab), as remote run's --remote-cli / --remote-dir.
-    std::string remote_cli, remote_dir;
-    // Or on a Slurm cluster (this machine a login node): one job array task, with
-    // these sbatch options ("": the cluster's defaults), as sweep --slurm runs them.
+// delta ln PPL = ln PPL_compressed - ln PPL_original). The request is the
+// engine's (experiment_request.hpp), complete on its own: model, method and its
+// fields, the texts (the method panel fills the bundled sample text's path in for
+// an empty text box), eval_text and eval_tokens; it is checked with
+// embedlab::check_request and named with embedlab::describe_request.
+//
+// Where a request runs is not part of it: this computer, an ssh host (remote.hpp;
+// the host runs `embedlab-cli worker`), or a Slurm cluster whose login node this is.
+struct RunTarget {
+    // An ssh host ("": this computer) with an optional ssh config file, the worker
+    // on the host ("": embedlab-cli on its PATH) and its cache directory ("":
+    // ~/.cache/embedlab), as remote run's --remote-cli / --remote-dir.
+    std::string host, ssh_config, remote_cli, remote_dir;
+    // Or a Slurm cluster: one job array task with these sbatch options ("": the
+    // cluster's defaults), as sweep --slurm runs them.
     bool slurm = false;
     std::string slurm_partition, slurm_time;
     int slurm_array_limit = 0;
+
+    bool local() const { return !slurm && host.empty(); }
 };
-// A row of the results table: the engine's summary of a run (results.hpp).
-using CompressionRun = embedlab::RunSummary;
-// The request in a few words, e.g. "lle keep 0.5, k 8 + LoRA r 8, 100 steps on pi".
-std::string describe_request(const CompressionRequest& request);
-// Throws InputError naming the field for a request that cannot run (rank out of
-// range, unknown method, remote with a method the worker does not run, ...);
-// d is the model's hidden size. Cheap: the GUI checks before queueing.
-void check_request(const CompressionRequest& request, int64_t d);
+// The target as JSON (fields that differ from the defaults; {} for this computer)
+// and back (InputError naming a mistyped field), for sessions and settings.
+nlohmann::ordered_json target_json(const RunTarget& target);
+RunTarget target_from_json(const nlohmann::ordered_json& json);
+
+// A request and its target in a few words, for the job list and the demo's
+// progress lines: describe_request's, plus " on HOST" or " on Slurm".
+std::string describe_run(const CompressionRequest& request, const RunTarget& target = {});
+// embedlab::request_from_json for a request stored without a model (the method
+// panel's choice in settings and sessions: the model is the window's): "model"
+// may be missing or empty, and stays empty. The same checks and InputErrors.
+CompressionRequest stored_request_from_json(const nlohmann::ordered_json& json);
+
 // What a job is doing beyond its progress ("Slurm 12: pending"), for the job list.
 using StatusFn = std::function<void(const std::string& status)>;
-CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                     const std::string& text, const ProgressFn& progress,
-                                     const StatusFn& status = {});
+// Runs `request` on `target`: locally run_compression (experiment.hpp), remotely
+// the same "compress" job. The row is the engine's summary of the run (results.hpp).
+RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTarget& target = {},
+                                 const ProgressFn& progress = {}, const StatusFn& status = {});
 
-// Writes the compressed model of `request` (what a results row ran) to `out_dir` in
-// the CLI's `compress` layout (config, tokenizer, model.safetensors with the
-// factors, embedlab.json); with `dense` also out_dir/dense/, a plain Hugging Face
-// directory with the reconstructed table. The fit is recomputed: pca, svd and tt
-// are deterministic. Written through the engine's AtomicDirectory: an error or a
-// cancel (progress returning false, up to the last moment) leaves no directory,
-// or the previous one when replacing. An existing out_dir is an InputError unless
-// `overwrite` and it holds an embedlab.json (so only a model is ever replaced).
-// Returns the method and parameters written, e.g. "pca rank 16".
-std::string export_compressed(const std::string& model, const CompressionRequest& request,
-                              const std::string& out_dir, bool dense, bool overwrite,
-                              const ProgressFn& progress);
+// Writes the compressed model of `request` (what a results row ran, locally) to
+// `out_dir` in the CLI's `compress` layout (config, tokenizer, model.safetensors
+// with the factors, embedlab.json); with `dense` also out_dir/dense/, a plain Hugging
+// Face directory with the reconstructed table. A row still in memory is written as
+// it is; an older one is fitted again (every method is seeded). Written through the
+// engine's AtomicDirectory: an error or a cancel (progress returning false, up to
+// the last moment) leaves no directory, or the previous one when replacing. An
+// existing out_dir is an InputError unless `overwrite` and it holds an embedlab.json
+// (so only a model is ever replaced). Returns the method and parameters written,
+// e.g. "pca rank 16".
+std::string export_compressed(const CompressionRequest& request, const std::string& out_dir, bool dense,
+                              bool overwrite, const ProgressFn& progress);
 
 // Writes bytes to `path` through the engine's atomic file output (temp + rename).
 void write_file(const std::string& path, const std::string& bytes);

@@ -60,69 +60,10 @@ double original_perplexity(const std::string& key, const std::function<double()>
     return ppl;
 }
 
-std::string text_or_default(const std::string& text)
-{
-    return text.empty() ? default_sample_text() : text;
-}
-
 } // namespace detail
 
 using detail::host_name;
 using detail::stage;
-
-embedlab::CompressionRequest detail::experiment_request(const std::string& model, const CompressionRequest& r,
-                                                        const std::string& text)
-{
-    embedlab::CompressionRequest e;
-    e.model = model;
-    e.method = r.method;
-    switch (method_descriptor(r.method).id) {
-    case Method::PCA:
-    case Method::SVD:
-        e.rank = r.rank;
-        break;
-    case Method::TT:
-        e.eps = r.eps; // the shape: the most balanced 3-factor one of d
-        break;
-    case Method::Tucker: // not offered by the method panel (CLI and experiment API only)
-        break;
-    case Method::LLE:
-    case Method::LLEUnk:
-    case Method::LLEPCA:
-        e.freq_text = detail::text_or_default(r.frequency_text);
-        e.keep_ratio = r.keep_ratio;
-        e.k = r.k;
-        break;
-    case Method::Fourier:
-        e.mlp = r.mlp;
-        e.steps = r.steps;
-        break;
-    case Method::Flat:
-        if (r.target_ratio > 0) { // the registry's default: the MLPs too, unless no_mlp
-            e.target_ratio = r.target_ratio;
-            e.no_mlp = r.no_mlp;
-        } else {
-            e.remaining = r.remaining;
-        }
-        e.allocation = r.allocation;
-        e.calib_text = detail::text_or_default(r.calibration_text);
-        e.samples = r.samples;
-        e.seqlen = r.seqlen;
-        break;
-    }
-    if (r.lora_rank > 0) {
-        e.lora_rank = r.lora_rank;
-        e.lora_steps = r.lora_steps;
-        e.train_text = detail::text_or_default(r.train_text);
-    }
-    e.eval_text = text;
-    e.eval_tokens = r.eval_tokens;
-    e.divergence = r.divergence;
-    e.task = r.task;
-    e.task_data = r.task_data;
-    e.task_limit = r.task_limit;
-    return e;
-}
 
 namespace {
 
@@ -167,33 +108,30 @@ std::shared_ptr<const embedlab::CompressionRun> kept_run(const embedlab::Compres
 
 } // namespace
 
-CompressionRun compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                     const std::string& text, const ProgressFn& progress,
-                                     const StatusFn& status)
+RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
+                                 const ProgressFn& progress, const StatusFn& status)
 {
-    if (request.slurm)
-        return detail::slurm_compress_and_evaluate(model, request, text, progress, status);
-    if (!request.host.empty())
-        return detail::remote_compress_and_evaluate(model, request, text, progress);
-    const auto e = detail::experiment_request(model, request, text);
-    auto run = std::make_shared<embedlab::CompressionRun>(embedlab::run_compression(e, one_bar(progress)));
-    CompressionRun row = run->summary;
-    keep(e, std::move(run));
+    if (target.slurm)
+        return detail::slurm_compress_and_evaluate(request, target, progress, status);
+    if (!target.host.empty())
+        return detail::remote_compress_and_evaluate(request, target, progress);
+    auto run =
+        std::make_shared<embedlab::CompressionRun>(embedlab::run_compression(request, one_bar(progress)));
+    RunSummary row = run->summary;
+    keep(request, std::move(run));
     return row;
 }
 
-std::string export_compressed(const std::string& model, const CompressionRequest& request,
-                              const std::string& out_dir, bool dense, bool overwrite,
-                              const ProgressFn& progress)
+std::string export_compressed(const CompressionRequest& request, const std::string& out_dir, bool dense,
+                              bool overwrite, const ProgressFn& progress)
 {
-    const auto e = detail::experiment_request(model, request, detail::text_or_default(request.eval_text));
     // Before any work: a taken name should fail in a second.
-    check_export_target(out_dir, overwrite, request_inputs(e));
-    auto run = kept_run(e);
+    check_export_target(out_dir, overwrite, request_inputs(request));
+    auto run = kept_run(request);
     const int64_t w_run = run ? 0 : 700; // a row no longer kept runs again (every method is seeded)
     if (!run)
         run = std::make_shared<embedlab::CompressionRun>(
-            embedlab::run_compression(e, one_bar(detail::stage(progress, 0, w_run, 1000))));
+            embedlab::run_compression(request, one_bar(detail::stage(progress, 0, w_run, 1000))));
     // export_run's last progress call (1000 of 1000) comes just before its rename:
     // a cancel there still leaves nothing.
     export_run(*run, out_dir, {.dense = dense, .overwrite = overwrite},

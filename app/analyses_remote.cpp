@@ -67,30 +67,31 @@ std::string on_host(const std::string& host, const std::string& message)
 
 } // namespace
 
-CompressionRun remote_compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                            const std::string& text, const ProgressFn& progress)
+RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
+                                        const ProgressFn& progress)
 {
     RemoteWorker worker;
-    if (!request.remote_cli.empty())
-        worker.cli = request.remote_cli;
-    if (!request.remote_dir.empty())
-        worker.dir = request.remote_dir;
-    return remote_compress_and_evaluate(model, request, text, progress, worker);
+    if (!target.remote_cli.empty())
+        worker.cli = target.remote_cli;
+    if (!target.remote_dir.empty())
+        worker.dir = target.remote_dir;
+    return remote_compress_and_evaluate(request, target, progress, worker);
 }
 
-CompressionRun remote_compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                            const std::string& text, const ProgressFn& progress,
-                                            const RemoteWorker& worker)
+RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
+                                        const ProgressFn& progress, const RemoteWorker& worker)
 {
     const auto start = std::chrono::steady_clock::now();
-    const std::string& host = request.host;
+    const std::string& host = target.host;
+    const std::string& model = request.model;
+    const std::string& text = request.eval_text;
     try {
         const HostSpec spec = parse_host(host);
-        if (!request.ssh_config.empty() && !fs::is_regular_file(request.ssh_config))
-            throw InputError(request.ssh_config + ": no such ssh config file");
+        if (!target.ssh_config.empty() && !fs::is_regular_file(target.ssh_config))
+            throw InputError(target.ssh_config + ": no such ssh config file");
         // Locally only what the job needs: d for the request, and the evaluated ids,
         // sent as ids (the job schema carries them: nothing is decoded and re-encoded).
-        auto e = experiment_request(model, request, text);
+        auto e = request;
         {
             auto lm = load_model(model);
             check_request(request, lm.model->config().hidden_size);
@@ -106,7 +107,7 @@ CompressionRun remote_compress_and_evaluate(const std::string& model, const Comp
         job["kind"] = "compress"; // no "out": the row needs only the numbers
 
         RemoteOptions options;
-        options.ssh_config = request.ssh_config;
+        options.ssh_config = target.ssh_config;
         options.remote_cli = worker.cli;
         options.remote_dir = worker.dir;
         options.fetch = false;
@@ -118,7 +119,7 @@ CompressionRun remote_compress_and_evaluate(const std::string& model, const Comp
             session, job, [&](const Json& ev) { bridge.on_event(ev); }, [&] { return bridge.cancelled(); });
         report_progress(progress, 1000, 1000);
 
-        CompressionRun r = summary_from_json(result.at("summary"));
+        RunSummary r = summary_from_json(result.at("summary"));
         // The job evaluates the original on the host anyway; the cache keeps every
         // row of this host, model and text on one baseline.
         const std::string key = host + "\n" + model + "\n" + text + "\n" + std::to_string(e.eval_ids.size());

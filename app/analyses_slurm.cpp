@@ -62,24 +62,22 @@ fs::path new_sweep_dir()
 
 } // namespace
 
-CompressionRun slurm_compress_and_evaluate(const std::string& model, const CompressionRequest& request,
-                                           const std::string& text, const ProgressFn& progress,
-                                           const StatusFn& status)
+RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
+                                       const ProgressFn& progress, const StatusFn& status)
 {
-    auto e = experiment_request(model, request, text);
-    Json job = request_json(e);
+    Json job = request_json(request);
     job["kind"] =
         "compress"; // no "out": the row needs only the numbers; write_slurm_sweep makes paths absolute
     SlurmOptions options;
-    options.partition = request.slurm_partition;
-    options.time = request.slurm_time;
-    options.array_limit = request.slurm_array_limit;
+    options.partition = target.slurm_partition;
+    options.time = target.slurm_time;
+    options.array_limit = target.slurm_array_limit;
     options.cli = cli_for_nodes();
     options.job_name = "embedlab-workbench";
     require_slurm_tool("sbatch", "Slurm");
     require_slurm_tool("squeue", "Slurm");
     const fs::path dir = new_sweep_dir();
-    write_slurm_sweep(dir, {job}, {{"model", model}, {"from", "workbench"}});
+    write_slurm_sweep(dir, {job}, {{"model", request.model}, {"from", "workbench"}});
     const std::string job_id = submit_slurm_sweep(dir, &options);
     report_progress(progress, 0, 1000);
     std::string last;
@@ -93,7 +91,7 @@ CompressionRun slurm_compress_and_evaluate(const std::string& model, const Compr
         last = state;
         if (task.state == SlurmTaskState::Done) {
             report_progress(progress, 1000, 1000);
-            CompressionRun row = summary_from_json(task.result.value("summary", Json::object()));
+            RunSummary row = summary_from_json(task.result.value("summary", Json::object()));
             std::error_code ec;
             fs::remove_all(dir, ec); // the numbers are in the row; a failed task's logs stay
             return row;

@@ -218,31 +218,46 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     AtomicDirectory dir(request.out, request.force);
     const fs::path out = dir.path();
 
-    // Every method at a few settings; the quick run keeps each one to seconds.
+    // Every method at a few settings; the quick run keeps each one to seconds. The
+    // texts a method reads are the bundled sample text; flat's calibration is the
+    // method panel's (32 windows of 128 tokens) unless said.
     using R = CompressionRequest;
     const std::vector<R> settings =
-        request.quick ? std::vector<R>{{.method = "pca", .rank = 16},
-                                       {.method = "svd", .rank = 16},
-                                       {.method = "tt", .eps = 0.4},
-                                       {.method = "lle", .keep_ratio = 0.5, .k = 4},
-                                       {.method = "fourier", .steps = 20},
-                                       {.method = "flat", .remaining = 0.5, .samples = 8, .seqlen = 64},
-                                       {.method = "pca", .rank = 16, .lora_rank = 4, .lora_steps = 10}}
-                      : std::vector<R>{{.method = "pca", .rank = 8},
-                                       {.method = "pca", .rank = 16},
-                                       {.method = "pca", .rank = 32},
-                                       {.method = "pca", .rank = 64},
-                                       {.method = "svd", .rank = 16},
-                                       {.method = "svd", .rank = 32},
-                                       {.method = "tt", .eps = 0.2},
-                                       {.method = "tt", .eps = 0.4},
-                                       {.method = "lle", .keep_ratio = 0.5, .k = 8},
-                                       {.method = "lle", .keep_ratio = 0.25, .k = 8},
-                                       {.method = "fourier", .mlp = "linear", .steps = 300},
-                                       {.method = "fourier", .mlp = "geglu", .steps = 300},
-                                       {.method = "flat", .remaining = 0.5, .allocation = "iprs"},
-                                       {.method = "flat", .remaining = 0.5, .allocation = "uniform"},
-                                       {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 50}};
+        request.quick
+            ? std::vector<
+                  R>{{.method = "pca", .rank = 16},
+                     {.method = "svd", .rank = 16},
+                     {.method = "tt", .eps = 0.4},
+                     {.method = "lle", .freq_text = text, .keep_ratio = 0.5, .k = 4},
+                     {.method = "fourier", .mlp = "linear", .steps = 20},
+                     {.method = "flat", .remaining = 0.5, .calib_text = text, .samples = 8, .seqlen = 64},
+                     {.method = "pca", .rank = 16, .lora_rank = 4, .lora_steps = 10, .train_text = text}}
+            : std::vector<R>{
+                  {.method = "pca", .rank = 8},
+                  {.method = "pca", .rank = 16},
+                  {.method = "pca", .rank = 32},
+                  {.method = "pca", .rank = 64},
+                  {.method = "svd", .rank = 16},
+                  {.method = "svd", .rank = 32},
+                  {.method = "tt", .eps = 0.2},
+                  {.method = "tt", .eps = 0.4},
+                  {.method = "lle", .freq_text = text, .keep_ratio = 0.5, .k = 8},
+                  {.method = "lle", .freq_text = text, .keep_ratio = 0.25, .k = 8},
+                  {.method = "fourier", .mlp = "linear", .steps = 300},
+                  {.method = "fourier", .mlp = "geglu", .steps = 300},
+                  {.method = "flat",
+                   .remaining = 0.5,
+                   .allocation = "iprs",
+                   .calib_text = text,
+                   .samples = 32,
+                   .seqlen = 128},
+                  {.method = "flat",
+                   .remaining = 0.5,
+                   .allocation = "uniform",
+                   .calib_text = text,
+                   .samples = 32,
+                   .seqlen = 128},
+                  {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 50, .train_text = text}};
     const int64_t eval_tokens = request.quick ? 512 : 4096;
     // SST-2 zero-shot on the first sentences of the GLUE dev set (../shared), when it is there.
     const std::string sst2 = sst2_dev_path();
@@ -266,6 +281,8 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
     std::vector<RunSummary> rows; // the results table, without a widget
     double ppl_original = 0;
     for (auto setting : settings) {
+        setting.model = model;
+        setting.eval_text = text;
         setting.eval_tokens = eval_tokens;
         setting.divergence = true; // KL from the original and top-1 agreement beside perplexity
         if (!sst2.empty()) {
@@ -273,8 +290,8 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
             setting.task_data = sst2;
             setting.task_limit = sst2_limit;
         }
-        run_step(describe_request(setting) + " + perplexity", [&](const ProgressFn& progress) {
-            const auto r = compress_and_evaluate(model, setting, text, progress);
+        run_step(describe_run(setting) + " + perplexity", [&](const ProgressFn& progress) {
+            const auto r = compress_and_evaluate(setting, {}, progress);
             ppl_original = r.ppl_original;
             rows.push_back(r);
         });

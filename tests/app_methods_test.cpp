@@ -1,6 +1,8 @@
 // The workbench's lle, fourier and LoRA-recovery rows (app/analyses_compress.cpp):
-// accounting, perplexity, request checks, export and cancel, on the bundled model
-// with 512 evaluated tokens so each case takes seconds.
+// accounting, perplexity, request checks (the engine's: the app has none of its
+// own), export and cancel, on the bundled model with 512 evaluated tokens so each
+// case takes seconds. Requests are the engine's CompressionRequest, complete: the
+// texts the method panel fills in are the bundled sample text here.
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -20,8 +22,8 @@
 
 namespace {
 
-using embedlab::app::CompressionRequest;
-using embedlab::app::CompressionRun;
+using embedlab::CompressionRequest;
+using embedlab::RunSummary;
 
 constexpr int64_t kEvalTokens = 512;
 constexpr int64_t kV = 50257, kD = 128; // tinygpt2-f16
@@ -35,10 +37,19 @@ std::string text()
     return embedlab::app::default_sample_text();
 }
 
-CompressionRun run(CompressionRequest request, const embedlab::ProgressFn& progress = {})
+// The request as the window runs it: on the bundled model, evaluated on the first
+// kEvalTokens ids of the sample text.
+CompressionRequest on_model(CompressionRequest request)
 {
+    request.model = model();
+    request.eval_text = text();
     request.eval_tokens = kEvalTokens;
-    return embedlab::app::compress_and_evaluate(model(), request, text(), progress);
+    return request;
+}
+
+RunSummary run(const CompressionRequest& request, const embedlab::ProgressFn& progress = {})
+{
+    return embedlab::app::compress_and_evaluate(on_model(request), {}, progress);
 }
 
 // The perplexity of a model directory on the ids a row was evaluated on.
@@ -51,7 +62,7 @@ double perplexity_of(const std::filesystem::path& dir)
     return embedlab::evaluate_perplexity(*lm.model, ids, options).ppl;
 }
 
-void expect_valid_row(const CompressionRun& r)
+void expect_valid_row(const RunSummary& r)
 {
     EXPECT_EQ(r.params_before, kV * kD);
     EXPECT_GT(r.params_after, 0);
@@ -72,7 +83,8 @@ int64_t rare_count(const std::string& parameters)
 
 TEST(AnalysesMethods, LleRowAndItsExport)
 {
-    const CompressionRequest lle{.method = "lle", .keep_ratio = 0.5, .k = 8, .eval_tokens = kEvalTokens};
+    const CompressionRequest lle =
+        on_model({.method = "lle", .freq_text = text(), .keep_ratio = 0.5, .k = 8});
     const auto r = run(lle);
     expect_valid_row(r);
     EXPECT_EQ(r.method, "lle");
@@ -86,8 +98,7 @@ TEST(AnalysesMethods, LleRowAndItsExport)
 
     embedlab::test::TempDir tmp;
     const auto out = tmp / "lle";
-    EXPECT_EQ(embedlab::app::export_compressed(model(), lle, out.string(), false, false, {}),
-              "lle " + r.parameters);
+    EXPECT_EQ(embedlab::app::export_compressed(lle, out.string(), false, false, {}), "lle " + r.parameters);
     auto loaded = embedlab::load_model(out, {.need_tokenizer = false});
     EXPECT_EQ(loaded.model->token_embedding().kind(), "lle");
     EXPECT_EQ(loaded.model->token_embedding().parameter_count(), r.params_after);
@@ -118,10 +129,11 @@ TEST(AnalysesMethods, FourierRowCountsTheMlpOnly)
 
 TEST(AnalysesMethods, LoraRecoveryLowersPerplexityAndExportsAsFinetune)
 {
-    const CompressionRequest pca4{.method = "pca", .rank = 4, .eval_tokens = kEvalTokens};
+    const CompressionRequest pca4 = on_model({.method = "pca", .rank = 4});
     CompressionRequest recovered = pca4;
     recovered.lora_rank = 8;
     recovered.lora_steps = 12;
+    recovered.train_text = text();
     const auto plain = run(pca4), lora = run(recovered);
     expect_valid_row(lora);
     EXPECT_EQ(lora.parameters, "rank 4 + LoRA r 8, 12 steps");
@@ -129,7 +141,7 @@ TEST(AnalysesMethods, LoraRecoveryLowersPerplexityAndExportsAsFinetune)
 
     embedlab::test::TempDir tmp;
     const auto out = tmp / "pca4-lora";
-    EXPECT_EQ(embedlab::app::export_compressed(model(), recovered, out.string(), false, false, {}),
+    EXPECT_EQ(embedlab::app::export_compressed(recovered, out.string(), false, false, {}),
               "pca rank 4 + LoRA r 8, 12 steps");
     EXPECT_TRUE(std::filesystem::exists(out / "adapters.safetensors"));
     auto loaded = embedlab::load_model(out, {.need_tokenizer = false});
@@ -151,57 +163,78 @@ TEST(AnalysesMethods, LoraRecoveryLowersPerplexityAndExportsAsFinetune)
 TEST(AnalysesMethods, NeverTrainsOnEvaluatedTokens)
 {
     // The training text is the evaluation text and every id is evaluated: nothing left to train on.
-    CompressionRequest r{.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 1, .train_text = text()};
+    CompressionRequest r =
+        on_model({.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 1, .train_text = text()});
     r.eval_tokens = 0;
     try {
-        embedlab::app::compress_and_evaluate(model(), r, text(), {});
+        embedlab::app::compress_and_evaluate(r);
         FAIL() << "trained on evaluated tokens";
     } catch (const embedlab::InputError& e) {
         EXPECT_NE(std::string(e.what()).find("is also the evaluation text"), std::string::npos) << e.what();
     }
 }
 
-TEST(AnalysesMethods, CheckRequestNamesTheBadField)
+// The window checks a request with embedlab::check_request before queueing it (the
+// app has no checker of its own): a bad field of the panel's methods is named, an
+// unknown method lists the registry's, and the panel's defaults pass.
+TEST(AnalysesMethods, RequestsAreCheckedByTheEngine)
 {
+    const std::string t = text();
     const std::vector<std::pair<CompressionRequest, std::string>> bad{
         {{.method = "pca", .rank = 0}, "rank"},
         {{.method = "svd", .rank = kD + 1}, "rank"},
         {{.method = "tt", .eps = 1}, "eps"},
-        {{.method = "lle", .keep_ratio = 1}, "keep_ratio"},
-        {{.method = "lle", .keep_ratio = 0}, "keep_ratio"},
-        {{.method = "lle", .k = 0}, "k "},
-        {{.method = "fourier", .mlp = "relu"}, "mlp"},
+        {{.method = "lle", .freq_text = t, .keep_ratio = 0, .k = 8}, "keep_ratio"},
+        {{.method = "lle", .freq_text = t, .keep_ratio = 0.5, .k = 0}, "k "},
+        {{.method = "lle", .keep_ratio = 0.5, .k = 8}, "freq_text"},
+        {{.method = "fourier", .mlp = "relu", .steps = 300}, "mlp"},
         {{.method = "fourier", .steps = 0}, "steps"},
-        {{.method = "flat", .remaining = 0}, "remaining"},
-        {{.method = "flat", .remaining = 1.5}, "remaining"},
-        {{.method = "flat", .allocation = "random"}, "allocation"},
-        {{.method = "flat", .samples = 0}, "samples"},
-        {{.method = "flat", .seqlen = 0}, "seqlen"},
+        {{.method = "flat", .remaining = 0, .calib_text = t}, "remaining"},
+        {{.method = "flat", .remaining = 1.5, .calib_text = t}, "remaining"},
+        {{.method = "flat", .remaining = 0.5, .allocation = "random", .calib_text = t}, "allocation"},
+        {{.method = "flat", .remaining = 0.5, .calib_text = t, .samples = 0}, "samples"},
+        {{.method = "flat", .remaining = 0.5, .calib_text = t, .seqlen = -1}, "seqlen"},
         {{.method = "pca", .rank = 4, .lora_rank = -1}, "lora_rank"},
-        {{.method = "flat", .lora_rank = 4}, "lora_rank"},
-        {{.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 0}, "lora_steps"},
+        {{.method = "flat", .remaining = 0.5, .calib_text = t, .lora_rank = 4, .train_text = t}, "lora_rank"},
+        {{.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 0, .train_text = t}, "lora_steps"},
         {{.method = "pca", .rank = 4, .eval_tokens = -1}, "eval_tokens"},
-        {{.method = "bogus"}, "pca, svd, tt, lle, fourier, flat"},
+        {{.method = "bogus"}, embedlab::method_names()},
     };
     for (const auto& [request, field] : bad) {
         try {
-            embedlab::app::check_request(request, kD);
+            embedlab::check_request(on_model(request), kD);
             ADD_FAILURE() << request.method << ": accepted, expected an error naming " << field;
         } catch (const embedlab::InputError& e) {
             EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
         }
     }
-    // The defaults of every method pass (pca and svd need a rank, tt an eps).
+    // Every method of the registry is named when the method is not one.
+    try {
+        embedlab::check_request(on_model({.method = "bogus"}), kD);
+    } catch (const embedlab::InputError& e) {
+        for (const auto& m : embedlab::method_registry())
+            EXPECT_NE(std::string(e.what()).find(m.name), std::string::npos) << m.name << " in " << e.what();
+    }
+    // The method panel's initial choices of every method pass.
     for (const CompressionRequest& good :
          {CompressionRequest{.method = "pca", .rank = kD}, CompressionRequest{.method = "tt", .eps = 0.3},
-          CompressionRequest{.method = "lle"}, CompressionRequest{.method = "fourier", .lora_rank = 8},
-          CompressionRequest{.method = "flat"}, CompressionRequest{.method = "svd", .rank = 1, .host = "pi"}})
-        EXPECT_NO_THROW(embedlab::app::check_request(good, kD)) << good.method;
+          CompressionRequest{.method = "lle", .freq_text = t, .keep_ratio = 0.5, .k = 8},
+          CompressionRequest{.method = "fourier",
+          .mlp = "linear",
+          .steps = 300,
+          .lora_rank = 8,
+          .lora_steps = 100,
+          .train_text = t},
+          CompressionRequest{
+              .method = "flat", .remaining = 0.5, .calib_text = t, .samples = 32, .seqlen = 128},
+          CompressionRequest{.method = "svd", .rank = 1}})
+        EXPECT_NO_THROW(embedlab::check_request(on_model(good), kD)) << good.method;
 }
 
 TEST(AnalysesMethods, CancelDuringRecoveryThrowsCancelledAndWritesNothing)
 {
-    const CompressionRequest recovered{.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 12};
+    const CompressionRequest recovered =
+        on_model({.method = "pca", .rank = 4, .lora_rank = 4, .lora_steps = 12, .train_text = text()});
     // Past the fit, inside the training stage.
     int64_t last = 0;
     const auto stop_in_training = [&](int64_t done, int64_t total) {
@@ -212,11 +245,8 @@ TEST(AnalysesMethods, CancelDuringRecoveryThrowsCancelledAndWritesNothing)
     EXPECT_GE(last, 500);
     embedlab::test::TempDir tmp;
     const auto out = tmp / "cancelled";
-    CompressionRequest exported = recovered;
-    exported.eval_tokens = kEvalTokens;
-    EXPECT_THROW(
-        embedlab::app::export_compressed(model(), exported, out.string(), false, false, stop_in_training),
-        embedlab::Cancelled);
+    EXPECT_THROW(embedlab::app::export_compressed(recovered, out.string(), false, false, stop_in_training),
+                 embedlab::Cancelled);
     EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
 }
 
@@ -259,19 +289,20 @@ TEST(AnalysesMethods, ExportWritesTheManifestCompressWrites)
     };
     const std::vector<Case> cases{
         {{.method = "pca", .rank = 16}, {"--method", "pca", "--rank", "16"}},
-        {{.method = "lle", .keep_ratio = 0.5, .k = 4, .frequency_text = text()},
+        {{.method = "lle", .freq_text = text(), .keep_ratio = 0.5, .k = 4},
          {"--method", "lle", "--freq-text", text(), "--keep-ratio", "0.5", "--k", "4"}},
-        {{.method = "flat", .remaining = 0.5, .samples = 8, .seqlen = 64, .calibration_text = text()},
+        {{.method = "flat", .remaining = 0.5, .calib_text = text(), .samples = 8, .seqlen = 64},
          {"--method", "flat", "--remaining", "0.5", "--calib-text", text(), "--samples", "8", "--seqlen",
           "64"}},
     };
     for (const auto& c : cases) {
         CompressionRequest gui = c.gui;
+        gui.model = model();
         gui.eval_tokens = 0; // compress --eval-text evaluates the whole text
         gui.eval_text = eval_text;
-        const auto row = embedlab::app::compress_and_evaluate(model(), gui, eval_text, {});
+        const auto row = embedlab::app::compress_and_evaluate(gui);
         const auto gui_dir = dir / ("gui-" + gui.method);
-        embedlab::app::export_compressed(model(), gui, gui_dir.string(), false, false, {});
+        embedlab::app::export_compressed(gui, gui_dir.string(), false, false, {});
         const auto cli_dir = dir / ("cli-" + gui.method);
         std::vector<std::string> args{"compress", model()};
         args.insert(args.end(), c.cli.begin(), c.cli.end());

@@ -30,15 +30,19 @@ std::string default_model()
     return embedlab::default_model_path().string();
 }
 
-// Few evaluated ids and small calibrations keep the suite quick.
-app::CompressionRequest flat_request(double remaining, const std::string& allocation)
+// Few evaluated ids and small calibrations keep the suite quick. The texts are
+// the bundled sample text, as the method panel fills it in.
+embedlab::CompressionRequest flat_request(double remaining, const std::string& allocation)
 {
-    app::CompressionRequest r;
+    embedlab::CompressionRequest r;
+    r.model = default_model();
     r.method = "flat";
     r.remaining = remaining;
     r.allocation = allocation;
+    r.calib_text = app::default_sample_text();
     r.samples = 16;
     r.seqlen = 64;
+    r.eval_text = app::default_sample_text();
     r.eval_tokens = 1024;
     return r;
 }
@@ -65,7 +69,7 @@ double relative(double a, double b)
 TEST(AnalysesFlat, RowCompressesTheValueAndOutputProjectionsByTheRatio)
 {
     const auto request = flat_request(0.5, "iprs");
-    const auto r = app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});
+    const auto r = app::compress_and_evaluate(request);
     EXPECT_EQ(r.method, "flat");
     EXPECT_EQ(r.parameters.rfind("remaining 0.5, iprs, ranks ", 0), 0u) << r.parameters;
     EXPECT_NEAR(r.ratio, 0.5, 0.05);
@@ -99,9 +103,8 @@ TEST(AnalysesFlat, RowCompressesTheValueAndOutputProjectionsByTheRatio)
 
 TEST(AnalysesFlat, UniformAndIprsAllocationsDiffer)
 {
-    const auto text = app::default_sample_text();
-    const auto iprs = app::compress_and_evaluate(default_model(), flat_request(0.5, "iprs"), text, {});
-    const auto uniform = app::compress_and_evaluate(default_model(), flat_request(0.5, "uniform"), text, {});
+    const auto iprs = app::compress_and_evaluate(flat_request(0.5, "iprs"));
+    const auto uniform = app::compress_and_evaluate(flat_request(0.5, "uniform"));
     EXPECT_EQ(uniform.parameters.rfind("remaining 0.5, uniform, ranks 16,16,16,16", 0), 0u)
         << uniform.parameters;
     EXPECT_NE(iprs.parameters, uniform.parameters);
@@ -109,9 +112,9 @@ TEST(AnalysesFlat, UniformAndIprsAllocationsDiffer)
     EXPECT_EQ(iprs.ppl_original, uniform.ppl_original); // one cached baseline
 
     auto bad = flat_request(0.5, "greedy");
-    EXPECT_THROW(app::compress_and_evaluate(default_model(), bad, text, {}), embedlab::InputError);
+    EXPECT_THROW(app::compress_and_evaluate(bad), embedlab::InputError);
     bad = flat_request(0.0, "iprs");
-    EXPECT_THROW(app::compress_and_evaluate(default_model(), bad, text, {}), embedlab::InputError);
+    EXPECT_THROW(app::compress_and_evaluate(bad), embedlab::InputError);
 }
 
 TEST(AnalysesFlat, TooShortCalibrationTextIsNamed)
@@ -119,12 +122,12 @@ TEST(AnalysesFlat, TooShortCalibrationTextIsNamed)
     const TempDir dir;
     std::ofstream(dir / "short.txt") << "Once upon a time there was a cat.";
     auto request = flat_request(0.5, "iprs");
-    request.calibration_text = (dir / "short.txt").string();
+    request.calib_text = (dir / "short.txt").string();
     try {
-        app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});
+        app::compress_and_evaluate(request);
         FAIL() << "a calibration text shorter than one window was accepted";
     } catch (const embedlab::InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(request.calibration_text), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(request.calib_text), std::string::npos) << e.what();
     }
 }
 
@@ -135,40 +138,36 @@ TEST(AnalysesFlat, RowCancelsAfterTheCalibration)
         furthest = std::max(furthest, done * 1000 / total);
         return done * 1000 / total < 400;
     };
-    EXPECT_THROW(app::compress_and_evaluate(default_model(), flat_request(0.7, "iprs"),
-                                            app::default_sample_text(), stop_after_calibration),
+    EXPECT_THROW(app::compress_and_evaluate(flat_request(0.7, "iprs"), {}, stop_after_calibration),
                  embedlab::Cancelled);
     EXPECT_GE(furthest, 400);
     EXPECT_LT(furthest, 1000);
     auto lora = flat_request(0.5, "iprs");
     lora.lora_rank = 8;
-    EXPECT_THROW(app::compress_and_evaluate(default_model(), lora, app::default_sample_text(), {}),
-                 embedlab::InputError);
+    lora.train_text = app::default_sample_text();
+    EXPECT_THROW(app::compress_and_evaluate(lora), embedlab::InputError);
 }
 
 TEST(AnalysesFlat, ExportLoadsBackWithTheRowsPerplexity)
 {
     const TempDir dir;
     const auto request = flat_request(0.5, "iprs");
-    const auto row = app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});
+    const auto row = app::compress_and_evaluate(request);
     const auto out = (dir / "flat").string();
 
     // A cancel, even at the last moment, leaves nothing.
     int64_t calls = 0;
     const auto stop_at_end = [&](int64_t done, int64_t total) { return ++calls, done < total; };
-    EXPECT_THROW(app::export_compressed(default_model(), request, out, false, false, stop_at_end),
-                 embedlab::Cancelled);
+    EXPECT_THROW(app::export_compressed(request, out, false, false, stop_at_end), embedlab::Cancelled);
     EXPECT_GT(calls, 2);
     EXPECT_FALSE(fs::exists(out));
     EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}), 0);
 
-    EXPECT_THROW(app::export_compressed(default_model(), request, out, true, false, {}),
-                 embedlab::InputError);
-    const auto written = app::export_compressed(default_model(), request, out, false, false, {});
+    EXPECT_THROW(app::export_compressed(request, out, true, false, {}), embedlab::InputError);
+    const auto written = app::export_compressed(request, out, false, false, {});
     EXPECT_EQ(written, "flat " + row.parameters);
     EXPECT_TRUE(fs::is_regular_file(fs::path(out) / "embedlab.json"));
-    EXPECT_THROW(app::export_compressed(default_model(), request, out, false, false, {}),
-                 embedlab::InputError);
+    EXPECT_THROW(app::export_compressed(request, out, false, false, {}), embedlab::InputError);
 
     const auto lm = embedlab::load_model(out);
     EXPECT_FALSE(lm.model->config().value_head_dims.empty());
@@ -176,7 +175,7 @@ TEST(AnalysesFlat, ExportLoadsBackWithTheRowsPerplexity)
     EXPECT_LT(relative(embedlab::evaluate_perplexity(*lm.model, e.ids, e.options).ppl, row.ppl), 1e-6);
 
     // Replacing an exported model is allowed when confirmed.
-    EXPECT_NO_THROW(app::export_compressed(default_model(), request, out, false, true, {}));
+    EXPECT_NO_THROW(app::export_compressed(request, out, false, true, {}));
 }
 
 TEST(AnalysesFlat, HeadSpectraAreDescendingPerLayerAndHead)
@@ -204,21 +203,35 @@ app::detail::RemoteWorker worker_in(const TempDir& dir)
     return {.cli = EMBEDLAB_CLI_PATH, .dir = (dir / "remote").string()};
 }
 
-app::CompressionRequest remote_request(const SshServer& s, const std::string& method)
+// The request of each method the remote rows run (the method's fields only, as
+// the method panel gives them), and the sshd as its target.
+embedlab::CompressionRequest remote_request(const std::string& method)
 {
-    app::CompressionRequest r;
-    r.method = method;
-    r.rank = 16;
-    r.eps = 0.3;
-    r.keep_ratio = 0.5;
-    r.k = 4;
-    r.steps = 20;  // fourier: a short fit
-    r.samples = 8; // flat: a short calibration
-    r.seqlen = 64;
+    const std::string text = app::default_sample_text();
+    embedlab::CompressionRequest r{.model = default_model(), .method = method};
+    if (method == "pca" || method == "svd") {
+        r.rank = 16;
+    } else if (method == "tt") {
+        r.eps = 0.3;
+    } else if (method == "lle") {
+        r.freq_text = text;
+        r.keep_ratio = 0.5;
+        r.k = 4;
+    } else if (method == "fourier") {
+        r.steps = 20; // a short fit
+    } else if (method == "flat") {
+        r.remaining = 0.5;
+        r.calib_text = text;
+        r.samples = 8; // a short calibration
+        r.seqlen = 64;
+    }
+    r.eval_text = text;
     r.eval_tokens = 1024;
-    r.host = s.host();
-    r.ssh_config = s.ssh_config.string();
     return r;
+}
+app::RunTarget remote_target(const SshServer& s)
+{
+    return {.host = s.host(), .ssh_config = s.ssh_config.string()};
 }
 
 // The remote runs' scratch directories go to $TMPDIR: a private one per test,
@@ -262,15 +275,13 @@ TEST(AnalysesRemote, RowsEqualTheLocalRows)
     const PrivateTmpdir tmp;
     // Every method: the host runs the same request (its ids sent as ids).
     for (const std::string method : {"pca", "tt", "lle", "fourier", "flat"}) {
-        auto request = remote_request(s, method);
-        // Through the public call, as the window makes it: the worker from the request.
-        request.remote_cli = worker_in(dir).cli;
-        request.remote_dir = worker_in(dir).dir;
-        const auto remote =
-            app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});
-        request.host.clear();
-        const auto local =
-            app::compress_and_evaluate(default_model(), request, app::default_sample_text(), {});
+        const auto request = remote_request(method);
+        // Through the public call, as the window makes it: the worker from the target.
+        auto target = remote_target(s);
+        target.remote_cli = worker_in(dir).cli;
+        target.remote_dir = worker_in(dir).dir;
+        const auto remote = app::compress_and_evaluate(request, target);
+        const auto local = app::compress_and_evaluate(request);
         EXPECT_EQ(remote.host, s.host());
         EXPECT_EQ(remote.method, method);
         EXPECT_EQ(remote.parameters, local.parameters); // the first 1024 ids, no "whole text" note
@@ -298,19 +309,18 @@ TEST(AnalysesRemote, UnreachableHostAndBadRankAreNamed)
     auto& s = shared_server();
     REQUIRE_SSHD(s);
     const TempDir dir;
-    auto request = remote_request(s, "pca");
-    request.host = "127.0.0.1:1"; // nobody listens there
+    auto request = remote_request("pca");
+    auto target = remote_target(s);
+    target.host = "127.0.0.1:1"; // nobody listens there
     try {
-        app::detail::remote_compress_and_evaluate(default_model(), request, app::default_sample_text(), {},
-                                                  worker_in(dir));
+        app::detail::remote_compress_and_evaluate(request, target, {}, worker_in(dir));
         FAIL() << "an unreachable host gave a row";
     } catch (const embedlab::RemoteError& e) {
         EXPECT_EQ(std::string(e.what()).rfind("127.0.0.1:1: ", 0), 0u) << e.what();
     }
-    request = remote_request(s, "pca");
+    request = remote_request("pca");
     request.rank = 100000;
-    EXPECT_THROW(app::detail::remote_compress_and_evaluate(default_model(), request,
-                                                           app::default_sample_text(), {}, worker_in(dir)),
+    EXPECT_THROW(app::detail::remote_compress_and_evaluate(request, remote_target(s), {}, worker_in(dir)),
                  embedlab::InputError);
 }
 
@@ -320,7 +330,7 @@ TEST(AnalysesRemote, CancelThrowsAndLeavesNoOutput)
     REQUIRE_SSHD(s);
     const TempDir dir;
     const PrivateTmpdir tmp;
-    auto request = remote_request(s, "pca");
+    auto request = remote_request("pca");
     request.eval_tokens = 0; // the whole text: the host is still evaluating when the cancel comes
     // Cancel once the host reports the fit done and the evaluation under way.
     std::atomic<int64_t> furthest = 0;
@@ -331,9 +341,9 @@ TEST(AnalysesRemote, CancelThrowsAndLeavesNoOutput)
             seen.push_back(done);
         return done < 300;
     };
-    EXPECT_THROW(app::detail::remote_compress_and_evaluate(
-                     default_model(), request, app::default_sample_text(), cancel_in_eval, worker_in(dir)),
-                 embedlab::Cancelled);
+    EXPECT_THROW(
+        app::detail::remote_compress_and_evaluate(request, remote_target(s), cancel_in_eval, worker_in(dir)),
+        embedlab::Cancelled);
     EXPECT_GE(furthest.load(), 300); // the worker did run
     EXPECT_GT(seen.size(), 3u) << "the host's progress reaches the bar as it happens";
     EXPECT_LT(furthest.load(), 1000) << ::testing::PrintToString(seen);
