@@ -35,6 +35,7 @@
 #include <QTreeWidget>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <optional>
 
 #include "analyses.hpp"
 #include "checked_spin_box.hpp"
@@ -131,7 +132,7 @@ MainWindow::MainWindow(QWidget* parent)
             chooseTensorTrainEps(model_path_);
     });
     connect(method_panel_, &MethodPanel::runRequested, this,
-            [this] { runCompression(method_panel_->request(), method_panel_->evaluationText()); });
+            [this] { runCompression(method_panel_->request(), method_panel_->target()); });
     // The rank dragged on the spectrum is the rank a pca/svd run uses.
     connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
     results_->table()->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -352,72 +353,14 @@ void MainWindow::exportFigure()
 
 namespace {
 
-// The method panel's choice in a session file (the fields a row's request has).
-QJsonObject request_object(const CompressionRequest& r, const QString& eval_text)
+// JSON between the engine's (nlohmann) and Qt's documents.
+QJsonObject qt_object(const nlohmann::ordered_json& j)
 {
-    auto str = [](const std::string& v) { return QString::fromStdString(v); };
-    return {{"method", str(r.method)},
-            {"rank", qint64(r.rank)},
-            {"eps", r.eps},
-            {"keep_ratio", r.keep_ratio},
-            {"k", qint64(r.k)},
-            {"mlp", str(r.mlp)},
-            {"steps", qint64(r.steps)},
-            {"remaining", r.remaining},
-            {"target_ratio", r.target_ratio},
-            {"no_mlp", r.no_mlp},
-            {"allocation", str(r.allocation)},
-            {"samples", qint64(r.samples)},
-            {"seqlen", qint64(r.seqlen)},
-            {"lora_rank", qint64(r.lora_rank)},
-            {"lora_steps", qint64(r.lora_steps)},
-            {"frequency_text", str(r.frequency_text)},
-            {"calibration_text", str(r.calibration_text)},
-            {"train_text", str(r.train_text)},
-            {"eval_text", eval_text},
-            {"eval_tokens", qint64(r.eval_tokens)},
-            {"divergence", r.divergence},
-            {"task", str(r.task)},
-            {"task_data", str(r.task_data)},
-            {"task_limit", qint64(r.task_limit)}};
+    return QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object();
 }
-
-CompressionRequest request_from(const QJsonObject& o, CompressionRequest r)
+nlohmann::ordered_json engine_json(const QJsonObject& o)
 {
-    auto str = [&](const char* key, std::string& out) {
-        if (o.contains(key))
-            out = o[key].toString().toStdString();
-    };
-    auto num = [&](const char* key, auto& out) {
-        if (o.contains(key))
-            out = static_cast<std::decay_t<decltype(out)>>(o[key].toDouble());
-    };
-    str("method", r.method);
-    num("rank", r.rank);
-    num("eps", r.eps);
-    num("keep_ratio", r.keep_ratio);
-    num("k", r.k);
-    str("mlp", r.mlp);
-    num("steps", r.steps);
-    num("remaining", r.remaining);
-    num("target_ratio", r.target_ratio);
-    if (o.contains("no_mlp"))
-        r.no_mlp = o["no_mlp"].toBool();
-    str("allocation", r.allocation);
-    num("samples", r.samples);
-    num("seqlen", r.seqlen);
-    num("lora_rank", r.lora_rank);
-    num("lora_steps", r.lora_steps);
-    str("frequency_text", r.frequency_text);
-    str("calibration_text", r.calibration_text);
-    str("train_text", r.train_text);
-    num("eval_tokens", r.eval_tokens);
-    if (o.contains("divergence"))
-        r.divergence = o["divergence"].toBool();
-    str("task", r.task);
-    str("task_data", r.task_data);
-    num("task_limit", r.task_limit);
-    return r;
+    return nlohmann::ordered_json::parse(QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString());
 }
 
 } // namespace
@@ -427,12 +370,14 @@ bool MainWindow::saveSession(const QString& file)
     try {
         const auto results =
             QJsonDocument::fromJson(QByteArray::fromStdString(results_json(results_->rows())));
-        const QJsonObject session{
-            {"format", "embedlab-session"},
-            {"version", 1},
-            {"model", model_path_},
-            {"method", request_object(method_panel_->request(), method_panel_->evaluationText())},
-            {"results", results.object()}};
+        CompressionRequest request = method_panel_->request();
+        request.model = model_path_.toStdString();
+        const QJsonObject session{{"format", "embedlab-session"},
+                                  {"version", 2},
+                                  {"model", model_path_},
+                                  {"request", qt_object(request_json(request))},
+                                  {"target", qt_object(target_json(method_panel_->target()))},
+                                  {"results", results.object()}};
         write_file(file.toStdString(), QJsonDocument(session).toJson().toStdString());
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
@@ -454,9 +399,18 @@ bool MainWindow::openSession(const QString& file)
         statusBar()->showMessage(file + ": not an EmbedLab session file");
         return false;
     }
+    // Version 2: "request" (request_json) and "target"; version 1 (until issue 37):
+    // the panel's fields under "method", every method's at once.
+    const bool legacy = !session.contains("request") && session.value("method").isObject();
+    std::optional<CompressionRequest> request;
+    RunTarget target;
     try {
         const auto rows =
             results_from_json(QJsonDocument(session.value("results").toObject()).toJson().toStdString());
+        if (!legacy) {
+            request = stored_request_from_json(engine_json(session.value("request").toObject()));
+            target = target_from_json(engine_json(session.value("target").toObject()));
+        }
         results_->clear();
         row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
         for (const auto& r : rows)
@@ -465,9 +419,12 @@ bool MainWindow::openSession(const QString& file)
         statusBar()->showMessage(file + ": " + QString::fromStdString(e.what()));
         return false;
     }
-    const QJsonObject method = session.value("method").toObject();
-    method_panel_->setRequest(request_from(method, method_panel_->request()),
-                              method.value("eval_text").toString());
+    if (legacy) {
+        method_panel_->setLegacyChoice(session.value("method").toObject().toVariantMap());
+    } else {
+        method_panel_->setRequest(*request);
+        method_panel_->setTarget(target);
+    }
     saved_rows_ = static_cast<int>(results_->rows().size());
     if (const QString model = session.value("model").toString(); !model.isEmpty() && model != model_path_)
         openModel(model);

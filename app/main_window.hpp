@@ -53,12 +53,11 @@ public:
     // "model", "spectrum", "allocation", "results", "fourier", "tt", "lle"
     bool showView(const QString& name);
     static QStringList viewNames();
-    // Queues a compression of the shown model + evaluation on `evaluation_text`
-    // ("" = the bundled sample text); a results row is added when it finishes.
-    // Returns the job id, or -1 (no model, or check_request refused it: the
-    // status bar says why).
-    int runCompression(const CompressionRequest& request, const QString& evaluation_text = {});
-    // The method panel's other choices with this method, rank and eps.
+    // Queues `request` on the shown model (its model field is replaced by it) on
+    // `target`; a results row is added when it finishes. Returns the job id, or -1
+    // (no model, or embedlab::check_request refused it: the status bar says why).
+    int runCompression(const CompressionRequest& request, const RunTarget& target = {});
+    // The method panel's choices (and target) with this method, rank (pca, svd) and eps (tt).
     int runCompression(const QString& method, int rank, double eps);
     // Queues writing results row `row`'s compressed model to `dir` (the CLI's
     // compress layout; `dense` adds dir/dense/). Returns the job id, -1 if the row
@@ -84,8 +83,10 @@ public:
     // Asks job `id` to stop; the job list says "cancelling" until it has.
     void cancelJob(int id);
     QString aboutText() const; // Help > About: versions and the loaded model's facts
-    // File > Save/Open session: the results rows, the method panel's choice and the
-    // model, as JSON ({"format": "embedlab-session"}). False (status bar says why) on failure.
+    // File > Save/Open session: the results rows, the method panel's request
+    // (request_json) and target, and the model, as JSON ({"format": "embedlab-session",
+    // "version": 2}). Version 1's sessions (the panel's fields under "method") open
+    // too. False (status bar says why) on failure.
     bool saveSession(const QString& file);
     bool openSession(const QString& file);
     // Closing with results not saved (session or results export) asks first; tests turn it off.
@@ -144,7 +145,7 @@ private:
     // What produced each results row (by row index), so it can be exported.
     struct RowSource {
         QString model;
-        CompressionRequest request;
+        CompressionRequest request; // as run: the model and evaluation text filled in
     };
     QHash<int, RowSource> row_sources_;
     QVector<views::SpectrumOverlay> model_overlays_; // other models' spectra

@@ -27,27 +27,28 @@ namespace embedlab::app {
 
 int MainWindow::runCompression(const QString& method, int rank, double eps)
 {
-    CompressionRequest request = method_panel_->request();
-    request.method = method.toStdString();
-    request.rank = rank;
-    request.eps = eps;
-    return runCompression(request, method_panel_->evaluationText());
+    CompressionRequest request = method_panel_->request(method);
+    if (request.rank > 0) // the panel gives a rank to the methods that take one
+        request.rank = rank;
+    if (request.eps > 0)
+        request.eps = eps;
+    return runCompression(request, method_panel_->target());
 }
 
-int MainWindow::runCompression(const CompressionRequest& request, const QString& evaluation_text)
+int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget& target)
 {
     if (model_path_.isEmpty()) {
         statusBar()->showMessage("Open a model first");
         return -1;
     }
+    CompressionRequest request = chosen;
+    request.model = model_path_.toStdString();
     try {
         check_request(request, model_dim_);
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString("Not run: %1").arg(QString::fromUtf8(e.what())));
         return -1;
     }
-    const std::string text =
-        evaluation_text.isEmpty() ? default_sample_text() : evaluation_text.toStdString();
     auto job_id = std::make_shared<std::atomic<int>>(0);
     // A Slurm job's state ("Slurm 12: pending") replaces "running" in the job list.
     const StatusFn status = [this, job_id](const std::string& what) {
@@ -57,22 +58,19 @@ int MainWindow::runCompression(const CompressionRequest& request, const QString&
             Qt::QueuedConnection);
     };
     const int id = jobs_.submit(
-        "compress " + QString::fromStdString(describe_request(request)) + " + perplexity",
-        [this, request, text, status,
+        "compress " + QString::fromStdString(describe_run(request, target)) + " + perplexity",
+        [this, request, target, status,
          path = model_path_](const ProgressFn& progress) -> std::function<void()> {
-            const auto r = compress_and_evaluate(path.toStdString(), request, text, progress, status);
-            return [this, r, request, text, path] {
+            const auto r = compress_and_evaluate(request, target, progress, status);
+            return [this, r, request, target, path] {
                 const int row = results_->addRow(r);
                 if (r.ratio > 1)
                     statusBar()->showMessage(
                         QString("%1 %2 stores %3x the original (ratio > 1): not a compression")
                             .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters))
                             .arg(r.ratio, 0, 'f', 2));
-                if (request.host.empty()) { // a remote row's model stays on the host
-                    auto exported = request;
-                    exported.eval_text = text;
-                    row_sources_[row] = {path, exported};
-                }
+                if (target.host.empty()) // a remote row's model stays on the host (Slurm's refits here)
+                    row_sources_[row] = {path, request};
                 results_->selectRow(row);
                 updateExportEnabled();
             };
@@ -94,8 +92,8 @@ int MainWindow::exportCompressed(int row, const QString& dir, bool dense, bool o
             .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters),
                  dense ? " (+ dense)" : "", dir),
         [this, source, dir, dense, overwrite](const ProgressFn& progress) -> std::function<void()> {
-            const auto what = export_compressed(source.model.toStdString(), source.request, dir.toStdString(),
-                                                dense, overwrite, progress);
+            const auto what =
+                export_compressed(source.request, dir.toStdString(), dense, overwrite, progress);
             return [this, what, dir] {
                 statusBar()->showMessage(QString("Wrote %1 (%2)").arg(dir, QString::fromStdString(what)));
             };

@@ -4,6 +4,10 @@
 
 #include "embedlab/experiment_request.hpp"
 
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -50,6 +54,16 @@ QDoubleSpinBox* real(QWidget* parent, const QString& prefix, double lo, double h
     return s;
 }
 
+// The panel's page of each method it offers (the options_ stack's order).
+enum Page { kRankPage, kEpsPage, kLlePage, kFourierPage, kFlatPage };
+const QHash<QString, int>& pages()
+{
+    static const QHash<QString, int> page_of{{"pca", kRankPage},        {"svd", kRankPage},
+                                             {"tt", kEpsPage},          {"lle", kLlePage},
+                                             {"fourier", kFourierPage}, {"flat", kFlatPage}};
+    return page_of;
+}
+
 QWidget* page(QWidget* parent, std::initializer_list<QWidget*> widgets)
 {
     auto* w = new QWidget(parent);
@@ -65,7 +79,11 @@ QWidget* page(QWidget* parent, std::initializer_list<QWidget*> widgets)
 
 QStringList MethodPanel::methods()
 {
-    return {"pca", "svd", "tt", "lle", "fourier", "flat"};
+    QStringList names;
+    for (const auto& m : method_registry())
+        if (pages().contains(m.name))
+            names << m.name;
+    return names;
 }
 
 MethodPanel::MethodPanel(QWidget* parent)
@@ -296,25 +314,64 @@ void MethodPanel::setDimension(int d)
 
 CompressionRequest MethodPanel::request() const
 {
+    return request(method());
+}
+
+QString MethodPanel::textOf(const QLineEdit* edit) const
+{
+    const QString text = edit->text().trimmed();
+    return text.isEmpty() ? QString::fromStdString(default_sample_text()) : text;
+}
+
+void MethodPanel::showText(QLineEdit* edit, const std::string& path)
+{
+    edit->setText(path == default_sample_text() ? QString() : QString::fromStdString(path));
+}
+
+CompressionRequest MethodPanel::request(const QString& name) const
+{
     CompressionRequest r;
-    r.method = method().toStdString();
-    r.rank = rank_->value();
-    r.eps = eps_->value();
-    r.keep_ratio = keep_ratio_->value();
-    r.k = neighbours_->value();
-    r.mlp = mlp_->currentText().toStdString();
-    r.steps = steps_->value();
-    r.remaining = remaining_->value();
-    r.target_ratio = target_ratio_->value();
-    r.no_mlp = r.target_ratio > 0 && no_mlp_->isChecked();
-    r.allocation = allocation_->currentText().toStdString();
-    r.samples = samples_->value();
-    r.seqlen = seqlen_->value();
-    r.lora_rank = lora_->isChecked() && method() != "flat" ? lora_rank_->value() : 0;
-    r.lora_steps = lora_steps_->value();
-    r.frequency_text = frequency_text_->text().trimmed().toStdString();
-    r.calibration_text = calibration_text_->text().trimmed().toStdString();
-    r.train_text = train_text_->text().trimmed().toStdString();
+    r.method = name.toStdString();
+    const auto* m = find_method(r.method);
+    switch (pages().value(name, -1)) {
+    case kRankPage:
+        r.rank = rank_->value();
+        break;
+    case kEpsPage:
+        r.eps = eps_->value(); // the shape: the most balanced 3-factor one of d
+        break;
+    case kLlePage:
+        r.keep_ratio = keep_ratio_->value();
+        r.k = neighbours_->value();
+        break;
+    case kFourierPage:
+        r.mlp = mlp_->currentText().toStdString();
+        r.steps = steps_->value();
+        break;
+    case kFlatPage:
+        if (target_ratio_->value() > 0) { // the registry's default: the MLPs too, unless no_mlp
+            r.target_ratio = target_ratio_->value();
+            r.no_mlp = no_mlp_->isChecked();
+        } else {
+            r.remaining = remaining_->value();
+        }
+        r.allocation = allocation_->currentText().toStdString();
+        r.samples = samples_->value();
+        r.seqlen = seqlen_->value();
+        break;
+    default: // not a method of the panel: check_request names it
+        break;
+    }
+    if (m && m->needs_frequency_text)
+        r.freq_text = textOf(frequency_text_).toStdString();
+    if (m && m->needs_calibration_text)
+        r.calib_text = textOf(calibration_text_).toStdString();
+    if (m && m->lora && lora_->isChecked()) {
+        r.lora_rank = lora_rank_->value();
+        r.lora_steps = lora_steps_->value();
+        r.train_text = textOf(train_text_).toStdString();
+    }
+    r.eval_text = textOf(eval_text_).toStdString();
     r.eval_tokens = eval_tokens_->value();
     r.divergence = divergence_->isChecked();
     const QString task = task_->currentData().toString();
@@ -327,43 +384,88 @@ CompressionRequest MethodPanel::request() const
     }
     if (!r.task.empty())
         r.task_limit = task_limit_->value();
-    const QString host = target_->currentText().trimmed();
-    if (host == kSlurm) {
-        r.slurm = true;
-        r.slurm_partition = slurm_partition_->text().trimmed().toStdString();
-        r.slurm_time = slurm_time_->text().trimmed().toStdString();
-        r.slurm_array_limit = slurm_array_limit_->value();
-    } else if (host != kThisComputer && !host.isEmpty()) {
-        r.host = host.toStdString();
-        r.ssh_config = ssh_config_->text().trimmed().toStdString();
-        r.remote_cli = remote_cli_->text().trimmed().toStdString();
-    }
     return r;
 }
 
-QString MethodPanel::evaluationText() const
+RunTarget MethodPanel::target() const
 {
-    return eval_text_->text().trimmed();
+    RunTarget t;
+    const QString host = target_->currentText().trimmed();
+    if (host == kSlurm) {
+        t.slurm = true;
+        t.slurm_partition = slurm_partition_->text().trimmed().toStdString();
+        t.slurm_time = slurm_time_->text().trimmed().toStdString();
+        t.slurm_array_limit = slurm_array_limit_->value();
+    } else if (host != kThisComputer && !host.isEmpty()) {
+        t.host = host.toStdString();
+        t.ssh_config = ssh_config_->text().trimmed().toStdString();
+        t.remote_cli = remote_cli_->text().trimmed().toStdString();
+    }
+    return t;
 }
 
-void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluation_text)
+void MethodPanel::setTarget(const RunTarget& t)
 {
-    setMethod(QString::fromStdString(r.method));
-    if (r.rank > 0)
-        rank_->setValue(static_cast<int>(r.rank));
-    if (r.eps > 0)
-        eps_->setValue(r.eps);
-    keep_ratio_->setValue(r.keep_ratio);
-    neighbours_->setValue(static_cast<int>(r.k));
-    mlp_->setCurrentText(QString::fromStdString(r.mlp));
-    steps_->setValue(static_cast<int>(r.steps));
-    remaining_->setValue(r.remaining);
-    target_ratio_->setValue(r.target_ratio);
-    no_mlp_->setChecked(r.no_mlp);
-    allocation_->setCurrentText(QString::fromStdString(r.allocation));
-    samples_->setValue(static_cast<int>(r.samples));
-    seqlen_->setValue(static_cast<int>(r.seqlen));
-    lora_->setChecked(r.lora_rank > 0);
+    setHost(t.slurm ? kSlurm : QString::fromStdString(t.host));
+    ssh_config_->setText(QString::fromStdString(t.ssh_config));
+    remote_cli_->setText(QString::fromStdString(t.remote_cli));
+    if (t.slurm) {
+        slurm_partition_->setText(QString::fromStdString(t.slurm_partition));
+        slurm_time_->setText(QString::fromStdString(t.slurm_time));
+        slurm_array_limit_->setValue(t.slurm_array_limit);
+    }
+}
+
+void MethodPanel::setRequest(const CompressionRequest& r)
+{
+    const QString name = QString::fromStdString(r.method);
+    setMethod(name);
+    const auto* m = find_method(r.method);
+    // Fields at the engine's "not set" values (rank 0, no steps, ...) leave their boxes.
+    switch (pages().value(name, -1)) {
+    case kRankPage:
+        if (r.rank > 0)
+            rank_->setValue(static_cast<int>(r.rank));
+        break;
+    case kEpsPage:
+        if (r.eps > 0)
+            eps_->setValue(r.eps);
+        break;
+    case kLlePage:
+        keep_ratio_->setValue(r.keep_ratio);
+        if (r.k > 0)
+            neighbours_->setValue(static_cast<int>(r.k));
+        break;
+    case kFourierPage:
+        mlp_->setCurrentText(QString::fromStdString(r.mlp));
+        if (r.steps > 0)
+            steps_->setValue(static_cast<int>(r.steps));
+        break;
+    case kFlatPage:
+        if (r.remaining > 0)
+            remaining_->setValue(r.remaining);
+        target_ratio_->setValue(r.target_ratio);
+        no_mlp_->setChecked(r.no_mlp);
+        allocation_->setCurrentText(QString::fromStdString(r.allocation));
+        samples_->setValue(static_cast<int>(r.samples));
+        if (r.seqlen > 0)
+            seqlen_->setValue(static_cast<int>(r.seqlen));
+        break;
+    default:
+        break;
+    }
+    if (m && m->needs_frequency_text)
+        showText(frequency_text_, r.freq_text);
+    if (m && m->needs_calibration_text)
+        showText(calibration_text_, r.calib_text);
+    if (m && m->lora) { // flat's request says nothing of the box
+        lora_->setChecked(r.lora_rank > 0);
+        if (r.lora_rank > 0) {
+            lora_rank_->setValue(static_cast<int>(r.lora_rank));
+            lora_steps_->setValue(static_cast<int>(r.lora_steps));
+            showText(train_text_, r.train_text);
+        }
+    }
     divergence_->setChecked(r.divergence);
     const QString task_data = QString::fromStdString(r.task_data);
     const bool dev = r.task == "sst2" && !task_data.isEmpty() && task_data == sst2DevPath();
@@ -373,22 +475,83 @@ void MethodPanel::setRequest(const CompressionRequest& r, const QString& evaluat
     task_data_->setText(dev ? QString() : task_data);
     if (!r.task.empty())
         task_limit_->setValue(static_cast<int>(r.task_limit));
-    if (r.lora_rank > 0)
-        lora_rank_->setValue(static_cast<int>(r.lora_rank));
-    lora_steps_->setValue(static_cast<int>(r.lora_steps));
-    frequency_text_->setText(QString::fromStdString(r.frequency_text));
-    calibration_text_->setText(QString::fromStdString(r.calibration_text));
-    train_text_->setText(QString::fromStdString(r.train_text));
-    eval_text_->setText(evaluation_text);
+    showText(eval_text_, r.eval_text);
     eval_tokens_->setValue(static_cast<int>(r.eval_tokens));
-    setHost(r.slurm ? kSlurm : QString::fromStdString(r.host));
-    ssh_config_->setText(QString::fromStdString(r.ssh_config));
-    remote_cli_->setText(QString::fromStdString(r.remote_cli));
-    if (r.slurm) {
-        slurm_partition_->setText(QString::fromStdString(r.slurm_partition));
-        slurm_time_->setText(QString::fromStdString(r.slurm_time));
-        slurm_array_limit_->setValue(r.slurm_array_limit);
+}
+
+void MethodPanel::setLegacyChoice(const QVariantMap& v)
+{
+    auto number = [&](const char* key, auto set) {
+        if (v.contains(key))
+            set(v.value(key));
+    };
+    auto text = [&](const char* key, QLineEdit* edit) {
+        if (v.contains(key))
+            edit->setText(v.value(key).toString()); // "" was the bundled sample text then too
+    };
+    if (const QString m = v.value("method").toString(); methods().contains(m))
+        setMethod(m);
+    number("rank", [&](const QVariant& x) {
+        if (x.toInt() > 0)
+            rank_->setValue(x.toInt());
+    });
+    number("eps", [&](const QVariant& x) {
+        if (x.toDouble() > 0)
+            eps_->setValue(x.toDouble());
+    });
+    number("keep_ratio", [&](const QVariant& x) { keep_ratio_->setValue(x.toDouble()); });
+    number("k", [&](const QVariant& x) { neighbours_->setValue(x.toInt()); });
+    if (v.contains("mlp"))
+        mlp_->setCurrentText(v.value("mlp").toString());
+    number("steps", [&](const QVariant& x) { steps_->setValue(x.toInt()); });
+    number("remaining", [&](const QVariant& x) { remaining_->setValue(x.toDouble()); });
+    number("target_ratio", [&](const QVariant& x) { target_ratio_->setValue(x.toDouble()); });
+    if (v.contains("no_mlp"))
+        no_mlp_->setChecked(v.value("no_mlp").toBool());
+    if (v.contains("allocation"))
+        allocation_->setCurrentText(v.value("allocation").toString());
+    number("samples", [&](const QVariant& x) { samples_->setValue(x.toInt()); });
+    number("seqlen", [&](const QVariant& x) { seqlen_->setValue(x.toInt()); });
+    // Settings said "lora" (the box) and its rank; a session's lora_rank 0 was off.
+    if (v.contains("lora"))
+        lora_->setChecked(v.value("lora").toBool());
+    else if (v.contains("lora_rank"))
+        lora_->setChecked(v.value("lora_rank").toInt() > 0);
+    number("lora_rank", [&](const QVariant& x) {
+        if (x.toInt() > 0)
+            lora_rank_->setValue(x.toInt());
+    });
+    number("lora_steps", [&](const QVariant& x) { lora_steps_->setValue(x.toInt()); });
+    if (v.contains("divergence"))
+        divergence_->setChecked(v.value("divergence").toBool());
+    if (v.contains("task")) {
+        // Settings kept the box's choice (none, sst2-dev, sst2, mc); a session the
+        // request's task (sst2, mc, "") with the SST-2 dev set named by its path.
+        const QString task = v.value("task").toString(), data = v.value("task_data").toString();
+        const QString choice = task.isEmpty() ? QString("none")
+                               : task == "sst2" && !data.isEmpty() && data == sst2DevPath()
+                                   ? QString("sst2-dev")
+                                   : task;
+        const int index = task_->findData(choice);
+        task_->setCurrentIndex(
+            index < 0 || !qobject_cast<QStandardItemModel*>(task_->model())->item(index)->isEnabled()
+                ? 0
+                : index);
+        task_data_->setText(choice == "sst2-dev" ? QString() : data);
     }
+    number("task_limit", [&](const QVariant& x) { task_limit_->setValue(x.toInt()); });
+    text("frequency_text", frequency_text_);
+    text("calibration_text", calibration_text_);
+    text("train_text", train_text_);
+    text("eval_text", eval_text_);
+    number("eval_tokens", [&](const QVariant& x) { eval_tokens_->setValue(x.toInt()); });
+    text("ssh_config", ssh_config_);
+    text("remote_cli", remote_cli_);
+    text("slurm_partition", slurm_partition_);
+    text("slurm_time", slurm_time_);
+    number("slurm_array_limit", [&](const QVariant& x) { slurm_array_limit_->setValue(x.toInt()); });
+    if (v.contains("host"))
+        setHost(v.value("host").toString());
 }
 
 QString MethodPanel::sst2DevPath()
@@ -454,9 +617,7 @@ void MethodPanel::run()
 
 void MethodPanel::showOptionsFor(const QString& method)
 {
-    static const QHash<QString, int> page_of{{"pca", 0}, {"svd", 0},     {"tt", 1},
-                                             {"lle", 2}, {"fourier", 3}, {"flat", 4}};
-    options_->setCurrentIndex(page_of.value(method, 0));
+    options_->setCurrentIndex(pages().value(method, kRankPage));
     const auto* m = find_method(method.toStdString()); // the registry says what each method takes
     const bool embedding = !m || m->part == CompressedPart::TokenEmbedding;
     lora_->setVisible(embedding);
@@ -502,39 +663,18 @@ void MethodPanel::showNotes()
     note_->setVisible(!n.isEmpty());
 }
 
+// Settings: each method's request as request_json (so every page keeps its values),
+// the chosen method, the target as target_json and the ssh hosts used.
 void MethodPanel::saveSettings() const
 {
     QSettings s;
     s.beginGroup("method");
-    const auto r = request();
+    nlohmann::ordered_json requests = nlohmann::ordered_json::array();
+    for (const QString& m : methods())
+        requests.push_back(request_json(request(m)));
+    s.setValue("requests", QString::fromStdString(requests.dump()));
     s.setValue("method", method());
-    s.setValue("rank", rank_->value());
-    s.setValue("eps", r.eps);
-    s.setValue("keep_ratio", r.keep_ratio);
-    s.setValue("k", static_cast<int>(r.k));
-    s.setValue("mlp", mlp_->currentText());
-    s.setValue("steps", steps_->value());
-    s.setValue("remaining", r.remaining);
-    s.setValue("allocation", allocation_->currentText());
-    s.setValue("samples", samples_->value());
-    s.setValue("seqlen", seqlen_->value());
-    s.setValue("lora", lora_->isChecked());
-    s.setValue("divergence", divergence_->isChecked());
-    s.setValue("task", task_->currentData().toString());
-    s.setValue("task_data", task_data_->text());
-    s.setValue("task_limit", task_limit_->value());
-    s.setValue("lora_rank", lora_rank_->value());
-    s.setValue("lora_steps", lora_steps_->value());
-    s.setValue("frequency_text", frequency_text_->text());
-    s.setValue("calibration_text", calibration_text_->text());
-    s.setValue("train_text", train_text_->text());
-    s.setValue("eval_text", eval_text_->text());
-    s.setValue("eval_tokens", eval_tokens_->value());
-    s.setValue("ssh_config", ssh_config_->text());
-    s.setValue("remote_cli", remote_cli_->text());
-    s.setValue("slurm_partition", slurm_partition_->text());
-    s.setValue("slurm_time", slurm_time_->text());
-    s.setValue("slurm_array_limit", slurm_array_limit_->value());
+    s.setValue("target", QString::fromStdString(target_json(target()).dump()));
     QStringList hosts;
     for (int i = 0; i < target_->count(); ++i)
         if (target_->itemText(i) != kThisComputer && target_->itemText(i) != kSlurm)
@@ -543,8 +683,28 @@ void MethodPanel::saveSettings() const
     if (host != kThisComputer && host != kSlurm && !host.isEmpty() && !hosts.contains(host))
         hosts.prepend(host);
     s.setValue("hosts", hosts.mid(0, 8));
-    s.setValue("host", host == kThisComputer ? QString() : host);
 }
+
+namespace {
+
+// A stored request as the engine reads it; a task whose file was never chosen
+// (a choice the panel holds but a request cannot) is dropped rather than the rest.
+std::optional<CompressionRequest> stored_request(nlohmann::ordered_json j)
+{
+    try {
+        return stored_request_from_json(j);
+    } catch (const std::exception&) {
+    }
+    for (const char* key : {"task", "task_data", "task_limit"})
+        j.erase(key);
+    try {
+        return stored_request_from_json(j);
+    } catch (const std::exception&) {
+        return std::nullopt; // that page keeps its initial values
+    }
+}
+
+} // namespace
 
 void MethodPanel::restoreSettings()
 {
@@ -553,39 +713,29 @@ void MethodPanel::restoreSettings()
     for (const QString& host : s.value("hosts").toStringList())
         if (target_->findText(host) < 0)
             target_->addItem(host);
-    const QString m = s.value("method", "pca").toString();
-    if (methods().contains(m))
+    if (!s.contains("requests")) { // none yet, or the keys of the version before requests
+        QVariantMap legacy;
+        for (const QString& key : s.childKeys())
+            if (key != "hosts")
+                legacy.insert(key, s.value(key));
+        if (!legacy.isEmpty())
+            setLegacyChoice(legacy);
+        return;
+    }
+    const auto requests =
+        nlohmann::ordered_json::parse(s.value("requests").toString().toStdString(), nullptr, false);
+    if (requests.is_array())
+        for (const auto& j : requests)
+            if (const auto r = stored_request(j))
+                setRequest(*r);
+    if (const QString m = s.value("method").toString(); methods().contains(m))
         setMethod(m);
-    rank_->setValue(s.value("rank", rank_->value()).toInt());
-    eps_->setValue(s.value("eps", eps_->value()).toDouble());
-    keep_ratio_->setValue(s.value("keep_ratio", keep_ratio_->value()).toDouble());
-    neighbours_->setValue(s.value("k", neighbours_->value()).toInt());
-    mlp_->setCurrentText(s.value("mlp", mlp_->currentText()).toString());
-    steps_->setValue(s.value("steps", steps_->value()).toInt());
-    remaining_->setValue(s.value("remaining", remaining_->value()).toDouble());
-    allocation_->setCurrentText(s.value("allocation", allocation_->currentText()).toString());
-    samples_->setValue(s.value("samples", samples_->value()).toInt());
-    seqlen_->setValue(s.value("seqlen", seqlen_->value()).toInt());
-    lora_->setChecked(s.value("lora", false).toBool());
-    divergence_->setChecked(s.value("divergence", false).toBool());
-    const int task = task_->findData(s.value("task", "none").toString());
-    task_->setCurrentIndex(
-        task < 0 || !qobject_cast<QStandardItemModel*>(task_->model())->item(task)->isEnabled() ? 0 : task);
-    task_data_->setText(s.value("task_data").toString());
-    task_limit_->setValue(s.value("task_limit", task_limit_->value()).toInt());
-    lora_rank_->setValue(s.value("lora_rank", lora_rank_->value()).toInt());
-    lora_steps_->setValue(s.value("lora_steps", lora_steps_->value()).toInt());
-    frequency_text_->setText(s.value("frequency_text").toString());
-    calibration_text_->setText(s.value("calibration_text").toString());
-    train_text_->setText(s.value("train_text").toString());
-    eval_text_->setText(s.value("eval_text").toString());
-    eval_tokens_->setValue(s.value("eval_tokens", eval_tokens_->value()).toInt());
-    ssh_config_->setText(s.value("ssh_config").toString());
-    remote_cli_->setText(s.value("remote_cli").toString());
-    slurm_partition_->setText(s.value("slurm_partition").toString());
-    slurm_time_->setText(s.value("slurm_time").toString());
-    slurm_array_limit_->setValue(s.value("slurm_array_limit", 0).toInt());
-    setHost(s.value("host").toString());
+    try {
+        setTarget(target_from_json(
+            nlohmann::ordered_json::parse(s.value("target", "{}").toString().toStdString())));
+    } catch (const std::exception&) {
+        setTarget({}); // this computer
+    }
 }
 
 } // namespace embedlab::app

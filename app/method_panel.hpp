@@ -1,11 +1,16 @@
 // The compression method panel above the results: the method (pca, svd, tt,
 // lle, fourier on the token embedding; flat on the attention values), its
 // parameters, optional LoRA recovery, the texts each step reads, and where the
-// job runs (this computer or an ssh host). It only collects the choice as a
-// CompressionRequest; the main window checks and queues it. The choice
-// persists in QSettings ("method/...").
+// job runs (this computer, an ssh host or a Slurm cluster). It only collects the
+// choice, as the engine's CompressionRequest (experiment_request.hpp) plus a
+// RunTarget; the main window fills in the model, checks (embedlab::check_request)
+// and queues it. The panel's initial values are the workbench's defaults (rank 32,
+// keep 0.5 and k 8, 300 steps, 32 windows of 128 tokens, the first 4096 evaluated
+// tokens, ...), not the engine's. The choice persists in QSettings ("method/...")
+// as each method's request_json and the target's JSON.
 #pragma once
 
+#include <QVariantMap>
 #include <QWidget>
 
 #include "analyses.hpp"
@@ -27,13 +32,30 @@ public:
     explicit MethodPanel(QWidget* parent = nullptr);
     ~MethodPanel() override; // saves the choice
 
-    static QStringList methods(); // pca, svd, tt, lle, fourier, flat
+    // The registry's methods the panel has a page for, in the registry's order
+    // (pca, svd, tt, lle, fourier, flat).
+    static QStringList methods();
 
     void setDimension(int d); // rank range 1..d
-    // Everything chosen; texts left empty mean the bundled sample text.
+    // The chosen method's request: its page's fields, LoRA if ticked (and the method
+    // takes it), the texts (an empty box: the bundled sample text's path, so the
+    // request is complete), evaluation, divergence and task. No model ("": the
+    // window's).
     CompressionRequest request() const;
-    QString evaluationText() const; // "" = the bundled sample text
-    void setRequest(const CompressionRequest& request, const QString& evaluation_text = {});
+    // The same with another method (its page's values; an unknown method: the
+    // common fields only, for check_request to refuse). Only pca and svd get a rank
+    // and only tt an eps.
+    CompressionRequest request(const QString& method) const;
+    // Shows a request: its method, the fields of its page, LoRA (for a method that
+    // takes it) and the common fields; the bundled sample text shows as an empty box.
+    // Other pages keep their values.
+    void setRequest(const CompressionRequest& request);
+    RunTarget target() const;
+    void setTarget(const RunTarget& target);
+    // A choice stored by the version before requests (a version-1 session's "method"
+    // object, or the old "method/..." settings keys): every page's fields by name, ""
+    // texts meaning the bundled sample text. Missing keys leave their boxes alone.
+    void setLegacyChoice(const QVariantMap& values);
 
     QString method() const;
     int rank() const;
@@ -66,6 +88,8 @@ signals:
 private:
     void showOptionsFor(const QString& method);
     QList<QWidget*> numberBoxes() const;
+    QString textOf(const QLineEdit* edit) const; // the box's path, or the bundled sample text's
+    void showText(QLineEdit* edit, const std::string& path);
     void showProblem();
     void showNotes();
     QWidget* textRow(const QString& label, QLineEdit* edit, const QString& tooltip);

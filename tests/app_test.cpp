@@ -25,6 +25,7 @@
 #include <QUrl>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unistd.h>
 #include <vector>
 
@@ -147,6 +148,30 @@ double open_and_analyse(embedlab::app::MainWindow& window, const QString& model,
     QObject::disconnect(connection); // `shown` ends here
     return stall;
 }
+
+// The method panel's every page, chosen method and target: the panel saves them
+// when destroyed, so a test that changes them puts them back for the next window.
+class PanelState {
+public:
+    explicit PanelState(const embedlab::app::MethodPanel& panel)
+        : method_(panel.method()), target_(panel.target())
+    {
+        for (const QString& m : embedlab::app::MethodPanel::methods())
+            requests_.push_back(panel.request(m));
+    }
+    void restore(embedlab::app::MethodPanel& panel) const
+    {
+        for (const auto& r : requests_)
+            panel.setRequest(r);
+        panel.setMethod(method_);
+        panel.setTarget(target_);
+    }
+
+private:
+    QString method_;
+    embedlab::app::RunTarget target_;
+    std::vector<embedlab::CompressionRequest> requests_;
+};
 
 } // namespace
 
@@ -447,59 +472,76 @@ TEST(MainWindow, DroppingAModelOpensIt)
     EXPECT_EQ(window.spectrumView()->data().eigenvalues.size(), 64) << "stories260K: d = 64";
 }
 
-// The panel gives back every field it was given, shows only the chosen
-// method's options, and remembers the choice for the next window.
+// The panel gives back every field it was given, per method (each page keeps its
+// values), shows only the chosen method's options, and remembers the choice for
+// the next window. Its methods are the registry's it has a page for.
 TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
 {
-    using embedlab::app::CompressionRequest;
+    using embedlab::CompressionRequest;
+    using embedlab::request_json;
     using embedlab::app::MethodPanel;
-    EXPECT_EQ(MethodPanel::methods(), (QStringList{"pca", "svd", "tt", "lle", "fourier", "flat"}));
-    const CompressionRequest want{.method = "lle",
-                                  .rank = 12,
-                                  .eps = 0.25,
-                                  .keep_ratio = 0.3,
-                                  .k = 6,
-                                  .mlp = "geglu",
-                                  .steps = 40,
-                                  .remaining = 0.35,
-                                  .allocation = "uniform",
-                                  .samples = 16,
-                                  .seqlen = 64,
-                                  .lora_rank = 4,
-                                  .lora_steps = 25,
-                                  .frequency_text = "/data/freq.txt",
-                                  .calibration_text = "/data/cal.txt",
-                                  .train_text = "/data/train.txt",
-                                  .eval_tokens = 0,
-                                  .host = "pi@raspberrypi",
-                                  .ssh_config = "/home/me/.ssh/config",
-                                  .remote_cli = "/opt/embedlab/bin/embedlab-cli"};
+    QStringList registry;
+    for (const auto& m : embedlab::method_registry())
+        registry << m.name;
+    QStringList offered = registry;
+    offered.removeIf([](const QString& m) { return !MethodPanel::methods().contains(m); });
+    EXPECT_EQ(MethodPanel::methods(), offered) << "registry methods, in the registry's order";
+    for (const char* m : {"pca", "svd", "tt", "lle", "fourier", "flat"})
+        EXPECT_TRUE(MethodPanel::methods().contains(m)) << m;
+    const std::string train = "/data/train.txt", eval = "/data/eval.txt";
+    const std::vector<CompressionRequest> want{
+        {.method = "pca",
+         .rank = 12,
+         .lora_rank = 4,
+         .lora_steps = 25,
+         .train_text = train,
+         .eval_text = eval},
+        {.method = "tt",
+         .eps = 0.25,
+         .lora_rank = 4,
+         .lora_steps = 25,
+         .train_text = train,
+         .eval_text = eval},
+        {.method = "fourier",
+         .mlp = "geglu",
+         .steps = 40,
+         .lora_rank = 4,
+         .lora_steps = 25,
+         .train_text = train,
+         .eval_text = eval},
+        {.method = "flat",
+         .remaining = 0.35,
+         .allocation = "uniform",
+         .calib_text = "/data/cal.txt",
+         .samples = 16,
+         .seqlen = 64,
+         .eval_text = eval},
+        {.method = "lle",
+         .freq_text = "/data/freq.txt",
+         .keep_ratio = 0.3,
+         .k = 6,
+         .lora_rank = 4,
+         .lora_steps = 25,
+         .train_text = train,
+         .eval_text = eval},
+    };
+    const embedlab::app::RunTarget pi{.host = "pi@raspberrypi",
+                                      .ssh_config = "/home/me/.ssh/config",
+                                      .remote_cli = "/opt/embedlab/bin/embedlab-cli"};
+    std::optional<PanelState> initial;
     {
         MethodPanel panel;
+        initial.emplace(panel);
         panel.setDimension(128);
-        panel.setRequest(want, "/data/eval.txt");
-        const auto got = panel.request();
-        EXPECT_EQ(got.method, want.method);
-        EXPECT_EQ(got.rank, want.rank);
-        EXPECT_DOUBLE_EQ(got.eps, want.eps);
-        EXPECT_DOUBLE_EQ(got.keep_ratio, want.keep_ratio);
-        EXPECT_EQ(got.k, want.k);
-        EXPECT_EQ(got.mlp, want.mlp);
-        EXPECT_EQ(got.steps, want.steps);
-        EXPECT_DOUBLE_EQ(got.remaining, want.remaining);
-        EXPECT_EQ(got.allocation, want.allocation);
-        EXPECT_EQ(got.samples, want.samples);
-        EXPECT_EQ(got.seqlen, want.seqlen);
-        EXPECT_EQ(got.lora_rank, want.lora_rank);
-        EXPECT_EQ(got.lora_steps, want.lora_steps);
-        EXPECT_EQ(got.frequency_text, want.frequency_text);
-        EXPECT_EQ(got.calibration_text, want.calibration_text);
-        EXPECT_EQ(got.train_text, want.train_text);
-        EXPECT_EQ(got.eval_tokens, 0);
-        EXPECT_EQ(got.host, want.host);
-        EXPECT_EQ(got.ssh_config, want.ssh_config);
-        EXPECT_EQ(got.remote_cli, want.remote_cli);
-        EXPECT_EQ(panel.evaluationText(), "/data/eval.txt");
+        for (const auto& r : want) {
+            panel.setRequest(r);
+            EXPECT_EQ(request_json(panel.request()).dump(), request_json(r).dump()) << r.method;
+        }
+        for (const auto& r : want) // every page kept its values
+            EXPECT_EQ(request_json(panel.request(QString::fromStdString(r.method))).dump(),
+                      request_json(r).dump());
+        panel.setTarget(pi);
+        EXPECT_EQ(embedlab::app::target_json(panel.target()).dump(), embedlab::app::target_json(pi).dump());
         // flat has no LoRA recovery: the request says so whatever the checkbox holds.
         panel.setMethod("flat");
         EXPECT_EQ(panel.request().lora_rank, 0);
@@ -508,20 +550,26 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
         panel.setRank(500);
         EXPECT_EQ(panel.rank(), 128);
         panel.setHost("");
-        EXPECT_TRUE(panel.request().host.empty()) << "this computer";
+        EXPECT_TRUE(panel.target().local()) << "this computer";
         panel.setHost("pi@raspberrypi");
     } // saved here
     MethodPanel again;
     const auto got = again.request();
     EXPECT_EQ(got.method, "pca");
     EXPECT_EQ(got.rank, 128);
-    EXPECT_DOUBLE_EQ(got.keep_ratio, 0.3);
-    EXPECT_EQ(got.allocation, "uniform");
     EXPECT_EQ(got.lora_rank, 4);
-    EXPECT_EQ(got.train_text, "/data/train.txt");
-    EXPECT_EQ(got.host, "pi@raspberrypi");
-    EXPECT_EQ(again.evaluationText(), "/data/eval.txt");
-    again.setRequest({.method = "pca", .rank = 32}); // leave defaults for later tests
+    EXPECT_EQ(got.train_text, train);
+    EXPECT_EQ(got.eval_text, eval);
+    EXPECT_DOUBLE_EQ(again.request("lle").keep_ratio, 0.3);
+    EXPECT_EQ(again.request("lle").freq_text, "/data/freq.txt");
+    EXPECT_EQ(again.request("flat").allocation, "uniform");
+    EXPECT_EQ(again.request("fourier").mlp, "geglu");
+    EXPECT_EQ(again.target().host, "pi@raspberrypi");
+    EXPECT_EQ(again.target().remote_cli, pi.remote_cli);
+    // An empty text box is the bundled sample text, named in the request.
+    again.setRequest({.method = "pca", .rank = 32, .eval_text = embedlab::app::default_sample_text()});
+    EXPECT_EQ(again.request().eval_text, embedlab::app::default_sample_text());
+    initial->restore(again); // leave the workbench's defaults for later tests
 }
 
 int main(int argc, char** argv)
@@ -542,8 +590,7 @@ int main(int argc, char** argv)
 TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
 {
     embedlab::app::MethodPanel panel;
-    const auto initial = panel.request();
-    const QString initial_eval = panel.evaluationText();
+    const PanelState initial(panel);
     panel.setDimension(128);
     panel.setMethod("pca");
     panel.show();
@@ -589,7 +636,7 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
     EXPECT_FALSE(ran);
     panel.setMethod("pca");
     EXPECT_EQ(panel.problem(), "") << "a hidden box does not stop another method";
-    panel.setRequest(initial, initial_eval); // saved on destruction: as it was
+    initial.restore(panel); // saved on destruction: as it was
 }
 
 // Issue 23 item 7: lle with the frequency text as the evaluation text is said
@@ -597,26 +644,24 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
 TEST(MethodPanel, WarnsWhenTheFrequencyTextIsTheEvaluationText)
 {
     embedlab::app::MethodPanel panel;
-    const auto initial = panel.request();
-    const QString initial_eval = panel.evaluationText();
-    embedlab::app::CompressionRequest r;
-    r.method = "lle";
-    r.k = 8;
-    r.keep_ratio = 0.5;
-    panel.setRequest(r); // both texts empty: the bundled sample text for both
+    const PanelState initial(panel);
+    const std::string bundled = embedlab::app::default_sample_text();
+    embedlab::CompressionRequest r{
+        .method = "lle", .freq_text = bundled, .keep_ratio = 0.5, .k = 8, .eval_text = bundled};
+    panel.setRequest(r); // both boxes empty: the bundled sample text for both
     EXPECT_TRUE(panel.note().startsWith("The frequency text is also the evaluation text"));
-    r.frequency_text = "/tmp/freq.txt";
-    panel.setRequest(r, "/tmp/eval.txt");
+    r.freq_text = "/tmp/freq.txt";
+    r.eval_text = "/tmp/eval.txt";
+    panel.setRequest(r);
     EXPECT_EQ(panel.note(), "");
-    panel.setRequest(r, "/tmp/../tmp/freq.txt");
+    r.eval_text = "/tmp/../tmp/freq.txt";
+    panel.setRequest(r);
     EXPECT_NE(panel.note(), "");
-    r.method = "pca";
-    r.rank = 8;
-    panel.setRequest(r, "/tmp/freq.txt");
+    panel.setRequest({.method = "pca", .rank = 8, .eval_text = "/tmp/freq.txt"});
     EXPECT_EQ(panel.note(), "") << "only lle splits by frequency";
     // The panel saves its choice when destroyed: leave the next window what it had,
     // not texts that do not exist.
-    panel.setRequest(initial, initial_eval);
+    initial.restore(panel);
 }
 
 // Issue 23 item 8: Cancel says "cancelling" at once (the engine stops at its next
@@ -654,36 +699,31 @@ TEST(MainWindow, CancelSaysCancellingAtOnceAndTheClockTicks)
 // and array limit, remembered for the next window.
 TEST(MethodPanel, OffersASlurmClusterAndRemembersItsOptions)
 {
-    embedlab::app::CompressionRequest initial;
-    QString initial_eval;
+    std::optional<PanelState> initial;
     {
         embedlab::app::MethodPanel panel;
-        initial = panel.request();
-        initial_eval = panel.evaluationText();
-        auto r = initial;
-        r.method = "pca";
+        initial.emplace(panel);
+        auto r = panel.request("pca");
         r.rank = 8;
-        r.slurm = true;
-        r.slurm_partition = "cpu";
-        r.slurm_time = "00:30:00";
-        r.slurm_array_limit = 4;
-        panel.setRequest(r, initial_eval);
-        const auto back = panel.request();
+        panel.setRequest(r);
+        panel.setTarget(
+            {.slurm = true, .slurm_partition = "cpu", .slurm_time = "00:30:00", .slurm_array_limit = 4});
+        const auto back = panel.target();
         EXPECT_TRUE(back.slurm);
         EXPECT_EQ(back.host, "");
         EXPECT_EQ(back.slurm_partition, "cpu");
         EXPECT_EQ(back.slurm_time, "00:30:00");
         EXPECT_EQ(back.slurm_array_limit, 4);
-        EXPECT_EQ(embedlab::app::describe_request(back), "pca rank 8 on Slurm");
+        EXPECT_EQ(embedlab::app::describe_run(panel.request(), back), "pca rank 8 on Slurm");
     }
     {
         embedlab::app::MethodPanel again; // restored from the settings the first one saved
-        const auto back = again.request();
+        const auto back = again.target();
         EXPECT_TRUE(back.slurm);
         EXPECT_EQ(back.slurm_partition, "cpu");
         EXPECT_EQ(back.slurm_time, "00:30:00");
         EXPECT_EQ(back.slurm_array_limit, 4);
-        again.setRequest(initial, initial_eval); // leave the next window as it was
+        initial->restore(again); // leave the next window as it was
     }
 }
 
@@ -727,36 +767,37 @@ TEST(MainWindow, MenusOfferRunViewHelpAndShortcuts)
 TEST(MethodPanel, OffersFlatsTargetRatio)
 {
     embedlab::app::MethodPanel panel;
-    const auto initial = panel.request();
-    const QString initial_eval = panel.evaluationText();
-    embedlab::app::CompressionRequest r{.method = "flat", .remaining = 0.5, .target_ratio = 0.8};
+    const PanelState initial(panel);
+    auto r = panel.request("flat");
+    r.remaining = 0;
+    r.target_ratio = 0.8;
     panel.setRequest(r);
     auto got = panel.request();
     EXPECT_DOUBLE_EQ(got.target_ratio, 0.8);
     EXPECT_FALSE(got.no_mlp);
-    auto e = embedlab::app::detail::experiment_request("model", got, "text.txt");
-    EXPECT_DOUBLE_EQ(e.target_ratio, 0.8);
-    EXPECT_EQ(e.remaining, 0);
-    EXPECT_TRUE(embedlab::request_compresses_mlp(e));
-    EXPECT_NO_THROW(embedlab::check_request(e));
+    EXPECT_EQ(got.remaining, 0);
+    EXPECT_TRUE(embedlab::request_compresses_mlp(got));
+    EXPECT_NO_THROW(embedlab::check_request(got));
     r.no_mlp = true;
     panel.setRequest(r);
-    e = embedlab::app::detail::experiment_request("model", panel.request(), "text.txt");
-    EXPECT_FALSE(embedlab::request_compresses_mlp(e));
+    EXPECT_FALSE(embedlab::request_compresses_mlp(panel.request()));
     r.target_ratio = 0; // no target: the remaining ratio, as before
+    r.no_mlp = false;
+    r.remaining = 0.5;
     panel.setRequest(r);
-    e = embedlab::app::detail::experiment_request("model", panel.request(), "text.txt");
-    EXPECT_DOUBLE_EQ(e.remaining, 0.5);
-    EXPECT_EQ(e.target_ratio, 0);
-    panel.setRequest(initial, initial_eval); // saved on destruction: as it was
+    got = panel.request();
+    EXPECT_DOUBLE_EQ(got.remaining, 0.5);
+    EXPECT_EQ(got.target_ratio, 0);
+    EXPECT_FALSE(got.no_mlp);
+    initial.restore(panel); // saved on destruction: as it was
 }
 
 TEST(MethodPanel, CarriesTheTaskChoiceInTheRequest)
 {
     embedlab::app::MethodPanel panel;
-    const auto initial = panel.request();
-    const QString initial_eval = panel.evaluationText();
-    embedlab::app::CompressionRequest r{.method = "pca", .rank = 8};
+    const PanelState initial(panel);
+    embedlab::CompressionRequest r{
+        .method = "pca", .rank = 8, .eval_text = embedlab::app::default_sample_text()};
     panel.setRequest(r);
     EXPECT_TRUE(panel.request().task.empty()) << "no task unless chosen";
     EXPECT_EQ(panel.request().task_limit, 0);
@@ -768,11 +809,8 @@ TEST(MethodPanel, CarriesTheTaskChoiceInTheRequest)
     EXPECT_EQ(got.task, "mc");
     EXPECT_EQ(got.task_data, "/data/piqa.jsonl");
     EXPECT_EQ(got.task_limit, 50);
-    // In the engine's request (the job schema) as well.
-    const auto e = embedlab::app::detail::experiment_request("model", got, "text.txt");
-    EXPECT_EQ(e.task, "mc");
-    EXPECT_EQ(e.task_data, "/data/piqa.jsonl");
-    EXPECT_EQ(e.task_limit, 50);
+    // The engine's request (the job schema) accepts it as it is.
+    EXPECT_NO_THROW(embedlab::check_request(got));
     const QString dev = embedlab::app::MethodPanel::sst2DevPath();
     if (embedlab::test::have_shared()) {
         EXPECT_TRUE(dev.endsWith("data/glue/SST-2/dev.tsv")) << dev.toStdString();
@@ -783,5 +821,5 @@ TEST(MethodPanel, CarriesTheTaskChoiceInTheRequest)
         EXPECT_EQ(got.task, "sst2");
         EXPECT_EQ(got.task_data, dev.toStdString()) << "the SST-2 dev choice names the shared file";
     }
-    panel.setRequest(initial, initial_eval); // saved on destruction: as it was
+    initial.restore(panel); // saved on destruction: as it was
 }

@@ -136,7 +136,7 @@ TEST(Workbench, EveryPanelMethodAddsARowAndReRunRepeatsIt)
     QString failure;
     QObject::connect(&window.jobs(), &embedlab::app::JobController::failed,
                      [&](int, const QString& m) { failure = m; });
-    const auto run = [&](const embedlab::app::CompressionRequest& r) {
+    const auto run = [&](const embedlab::CompressionRequest& r) { // empty texts: the bundled sample text
         panel->setRequest(r);
         EXPECT_EQ(panel->request().method, r.method);
         panel->run();
@@ -197,8 +197,8 @@ TEST(Workbench, ExportsAFinishedRowAsACompressedModelTheEngineLoads)
 {
     MainWindow window;
     open_bundled(window);
-    EXPECT_EQ(window.exportCompressed(0, "/tmp/x", false, false), -1); // no row yet
-    window.methodPanel()->setRequest({.method = "pca"});               // not what an earlier test left
+    EXPECT_EQ(window.exportCompressed(0, "/tmp/x", false, false), -1);        // no row yet
+    window.methodPanel()->setRequest({.method = "pca", .eval_tokens = 4096}); // not what an earlier test left
     window.spectrumView()->setRank(16); // the dragged rank is the one a run uses
     EXPECT_EQ(window.methodPanel()->rank(), 16);
     window.methodPanel()->run();
@@ -264,17 +264,18 @@ TEST(Workbench, ExportsAFinishedRowAsACompressedModelTheEngineLoads)
 TEST(Workbench, ACancelledExportLeavesNothingOrThePreviousDirectory)
 {
     using embedlab::app::export_compressed;
-    const std::string model = embedlab::app::default_model();
-    const embedlab::app::CompressionRequest pca8{.method = "pca", .rank = 8},
-        pca4{.method = "pca", .rank = 4};
+    const std::string model = embedlab::app::default_model(), text = embedlab::app::default_sample_text();
+    const embedlab::CompressionRequest pca8{
+        .model = model, .method = "pca", .rank = 8, .eval_text = text, .eval_tokens = 4096},
+        pca4{.model = model, .method = "pca", .rank = 4, .eval_text = text, .eval_tokens = 4096};
     QTemporaryDir tmp;
     const std::string out = tmp.filePath("m").toStdString();
-    ASSERT_EQ(export_compressed(model, pca8, out, false, false, {}), "pca rank 8");
+    ASSERT_EQ(export_compressed(pca8, out, false, false, {}), "pca rank 8");
     ASSERT_EQ(manifest(tmp.filePath("m"))["parameters"].toObject()["rank"].toInt(), 8);
     // How many progress calls a pca4 + dense export makes (deterministic: by sizes).
     int calls = 0;
     const std::string counted = tmp.filePath("counted").toStdString();
-    export_compressed(model, pca4, counted, true, false, [&](int64_t, int64_t) { return ++calls > 0; });
+    export_compressed(pca4, counted, true, false, [&](int64_t, int64_t) { return ++calls > 0; });
     ASSERT_GT(calls, 3);
     ASSERT_TRUE(QDir(tmp.filePath("counted")).removeRecursively());
 
@@ -283,9 +284,9 @@ TEST(Workbench, ACancelledExportLeavesNothingOrThePreviousDirectory)
     for (int stop : {calls / 2, calls})
         for (const std::string& target : {tmp.filePath("new").toStdString(), out}) {
             int n = 0;
-            EXPECT_THROW(export_compressed(model, pca4, target, true, true,
-                                           [&](int64_t, int64_t) { return ++n < stop; }),
-                         embedlab::Cancelled)
+            EXPECT_THROW(
+                export_compressed(pca4, target, true, true, [&](int64_t, int64_t) { return ++n < stop; }),
+                embedlab::Cancelled)
                 << "stop at call " << stop << " of " << calls << ", " << target;
             EXPECT_EQ(n, stop);
             EXPECT_EQ(entries_except(tmp, {"m"}), QStringList{}) << target;
@@ -293,14 +294,14 @@ TEST(Workbench, ACancelledExportLeavesNothingOrThePreviousDirectory)
         }
     // A taken name without confirmation, a directory that is not a model even with
     // it, and a method the workbench does not run.
-    EXPECT_THROW(export_compressed(model, pca4, out, false, false, {}), embedlab::InputError);
+    EXPECT_THROW(export_compressed(pca4, out, false, false, {}), embedlab::InputError);
     ASSERT_TRUE(QDir(tmp.path()).mkdir("notes"));
     embedlab::app::write_file(tmp.filePath("notes/keep.txt").toStdString(), "mine");
-    EXPECT_THROW(export_compressed(model, pca4, tmp.filePath("notes").toStdString(), false, true, {}),
+    EXPECT_THROW(export_compressed(pca4, tmp.filePath("notes").toStdString(), false, true, {}),
                  embedlab::InputError);
     EXPECT_TRUE(QFile::exists(tmp.filePath("notes/keep.txt")));
-    EXPECT_THROW(export_compressed(model, {.method = "bogus", .rank = 4}, tmp.filePath("bogus").toStdString(),
-                                   false, false, {}),
+    EXPECT_THROW(export_compressed({.model = model, .method = "bogus", .rank = 4},
+                                   tmp.filePath("bogus").toStdString(), false, false, {}),
                  embedlab::InputError);
     EXPECT_EQ(entries_except(tmp, {"m", "notes"}), QStringList{});
 }
@@ -484,19 +485,44 @@ TEST(Workbench, TheDefaultTensorTrainEpsCompressesAndRatiosAboveOneAreFlagged)
     EXPECT_FALSE(model->index(b, 3).data(Qt::ForegroundRole).isValid());
 }
 
-// Issue 23 item 12: a session (results rows, the method panel's choice, the model)
-// saves to JSON and reopens in another window; a file that is not one is refused.
+namespace {
+
+// The method panel's every page, method and target, to put back before a window
+// saves its settings on destruction.
+struct PanelChoice {
+    QString method;
+    embedlab::app::RunTarget target;
+    std::vector<embedlab::CompressionRequest> requests;
+};
+PanelChoice panel_choice(const embedlab::app::MethodPanel& panel)
+{
+    PanelChoice c{panel.method(), panel.target(), {}};
+    for (const QString& m : embedlab::app::MethodPanel::methods())
+        c.requests.push_back(panel.request(m));
+    return c;
+}
+void restore(embedlab::app::MethodPanel& panel, const PanelChoice& c)
+{
+    for (const auto& r : c.requests)
+        panel.setRequest(r);
+    panel.setMethod(c.method);
+    panel.setTarget(c.target);
+}
+
+} // namespace
+
+// Issue 23 item 12: a session (results rows, the method panel's request and
+// target, the model) saves to JSON and reopens in another window; a file that is
+// not one is refused. Issue 37: the request is stored as request_json.
 TEST(Workbench, ASessionSavesAndReopensResultsAndSettings)
 {
     QTemporaryDir tmp;
     const QString file = tmp.filePath("session.embedlab.json");
-    embedlab::app::CompressionRequest initial;
-    QString initial_eval;
+    PanelChoice initial;
     {
         MainWindow window;
         window.setAskBeforeDiscarding(false);
-        initial = window.methodPanel()->request();
-        initial_eval = window.methodPanel()->evaluationText();
+        initial = panel_choice(*window.methodPanel());
         embedlab::RunSummary r;
         r.method = "pca";
         r.parameters = "rank 16";
@@ -509,12 +535,21 @@ TEST(Workbench, ASessionSavesAndReopensResultsAndSettings)
         r.delta_ln_ppl = std::log(61.2 / 40.0);
         r.mean_cosine = 0.96;
         window.resultsView()->addRow(r);
-        auto chosen = initial;
-        chosen.method = "pca";
+        auto chosen = window.methodPanel()->request("pca");
         chosen.rank = 24;
-        window.methodPanel()->setRequest(chosen, initial_eval);
+        window.methodPanel()->setRequest(chosen);
+        window.methodPanel()->setTarget({.host = "pi@raspberrypi"});
         ASSERT_TRUE(window.saveSession(file));
-        window.methodPanel()->setRequest(initial, initial_eval);
+        restore(*window.methodPanel(), initial);
+    }
+    {
+        QFile f(file);
+        ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+        const QJsonObject saved = QJsonDocument::fromJson(f.readAll()).object();
+        EXPECT_EQ(saved["version"].toInt(), 2);
+        EXPECT_EQ(saved["request"].toObject()["method"].toString(), "pca");
+        EXPECT_EQ(saved["request"].toObject()["rank"].toInt(), 24);
+        EXPECT_EQ(saved["target"].toObject()["host"].toString(), "pi@raspberrypi");
     }
     MainWindow other;
     other.setAskBeforeDiscarding(false);
@@ -522,10 +557,155 @@ TEST(Workbench, ASessionSavesAndReopensResultsAndSettings)
     ASSERT_EQ(other.resultsView()->rows().size(), 1u);
     EXPECT_EQ(other.resultsView()->rows()[0].parameters, "rank 16");
     EXPECT_DOUBLE_EQ(other.resultsView()->rows()[0].ppl, 61.2);
+    EXPECT_EQ(other.methodPanel()->method(), "pca");
     EXPECT_EQ(other.methodPanel()->rank(), 24);
+    EXPECT_EQ(other.methodPanel()->target().host, "pi@raspberrypi");
     EXPECT_FALSE(other.openSession(tmp.filePath("missing.json")));
     EXPECT_TRUE(other.statusBar()->currentMessage().contains("not an EmbedLab session file"));
-    other.methodPanel()->setRequest(initial, initial_eval);
+    restore(*other.methodPanel(), initial);
+}
+
+// Issue 37: a session saved by the version before requests (version 1: the panel's
+// fields under "method", every method's at once, "" texts meaning the bundled sample
+// text), as that version's File > Save session wrote it, still opens: its rows, and
+// the panel's requests of every method.
+TEST(Workbench, ASessionOfTheFirstVersionStillOpens)
+{
+    QTemporaryDir tmp;
+    const QString file = tmp.filePath("v1.embedlab.json");
+    embedlab::app::write_file(file.toStdString(), R"({
+    "format": "embedlab-session",
+    "method": {
+        "allocation": "uniform",
+        "calibration_text": "",
+        "divergence": true,
+        "eps": 0.4,
+        "eval_text": "/data/eval.txt",
+        "eval_tokens": 2048,
+        "frequency_text": "/data/freq.txt",
+        "k": 6,
+        "keep_ratio": 0.3,
+        "lora_rank": 4,
+        "lora_steps": 25,
+        "method": "lle",
+        "mlp": "geglu",
+        "no_mlp": false,
+        "rank": 24,
+        "remaining": 0.35,
+        "samples": 16,
+        "seqlen": 64,
+        "steps": 40,
+        "target_ratio": 0,
+        "task": "mc",
+        "task_data": "/data/piqa.jsonl",
+        "task_limit": 50,
+        "train_text": ""
+    },
+    "model": "",
+    "results": {
+        "results": [
+            {
+                "cosine": 0.96,
+                "delta_ln_ppl": 0.42526773540434409,
+                "eval_text": "/data/eval.txt",
+                "eval_tokens": 2048,
+                "host": "workstation",
+                "kl_mean": null,
+                "method": "pca",
+                "model": "/models/tinygpt2-f16",
+                "parameters": "rank 16",
+                "params": 806288,
+                "params_before": 6432896,
+                "part": "token_embedding",
+                "ppl": 61.2,
+                "ppl_original": 40,
+                "ratio": 0.1253,
+                "seconds": 3.5,
+                "task": "",
+                "task_accuracy": null,
+                "task_accuracy_original": null,
+                "task_n": 0,
+                "top1_agreement": null
+            },
+            {
+                "cosine": 0.81,
+                "delta_ln_ppl": 0.05,
+                "eval_text": "/data/eval.txt",
+                "eval_tokens": 2048,
+                "host": "workstation",
+                "kl_mean": 0.012,
+                "method": "lle",
+                "model": "/models/tinygpt2-f16",
+                "parameters": "keep 0.3, k 6, 35180 rare + LoRA r 4, 25 steps",
+                "params": 2403455,
+                "params_before": 6432896,
+                "part": "token_embedding",
+                "ppl": 42.05,
+                "ppl_original": 40,
+                "ratio": 0.3736,
+                "seconds": 12.25,
+                "task": "mc",
+                "task_accuracy": 0.52,
+                "task_accuracy_original": 0.54,
+                "task_n": 50,
+                "top1_agreement": 0.91
+            }
+        ]
+    },
+    "version": 1
+}
+)");
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    auto* panel = window.methodPanel();
+    const PanelChoice initial = panel_choice(*panel);
+    ASSERT_TRUE(window.openSession(file)) << window.statusBar()->currentMessage().toStdString();
+    const auto& rows = window.resultsView()->rows();
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0].method, "pca");
+    EXPECT_EQ(rows[0].parameters, "rank 16");
+    EXPECT_EQ(rows[0].params_after, 806288);
+    EXPECT_DOUBLE_EQ(rows[0].ppl, 61.2);
+    EXPECT_TRUE(std::isnan(rows[0].kl_mean));
+    EXPECT_EQ(rows[1].method, "lle");
+    EXPECT_EQ(rows[1].task_n, 50);
+    EXPECT_DOUBLE_EQ(rows[1].top1_agreement, 0.91);
+    EXPECT_EQ(rows[1].model, "/models/tinygpt2-f16");
+
+    // The saved method's request, complete: "" texts are the bundled sample text's path.
+    const std::string bundled = embedlab::app::default_sample_text();
+    const auto lle = panel->request();
+    EXPECT_EQ(lle.method, "lle");
+    EXPECT_EQ(lle.freq_text, "/data/freq.txt");
+    EXPECT_DOUBLE_EQ(lle.keep_ratio, 0.3);
+    EXPECT_EQ(lle.k, 6);
+    EXPECT_EQ(lle.lora_rank, 4);
+    EXPECT_EQ(lle.lora_steps, 25);
+    EXPECT_EQ(lle.train_text, bundled);
+    EXPECT_EQ(lle.eval_text, "/data/eval.txt");
+    EXPECT_EQ(lle.eval_tokens, 2048);
+    EXPECT_TRUE(lle.divergence);
+    EXPECT_EQ(lle.task, "mc");
+    EXPECT_EQ(lle.task_data, "/data/piqa.jsonl");
+    EXPECT_EQ(lle.task_limit, 50);
+    // Every other method's page took its fields too.
+    EXPECT_EQ(panel->request("pca").rank, 24);
+    EXPECT_DOUBLE_EQ(panel->request("tt").eps, 0.4);
+    EXPECT_EQ(panel->request("fourier").mlp, "geglu");
+    EXPECT_EQ(panel->request("fourier").steps, 40);
+    const auto flat = panel->request("flat");
+    EXPECT_DOUBLE_EQ(flat.remaining, 0.35);
+    EXPECT_EQ(flat.target_ratio, 0);
+    EXPECT_EQ(flat.allocation, "uniform");
+    EXPECT_EQ(flat.calib_text, bundled);
+    EXPECT_EQ(flat.samples, 16);
+    EXPECT_EQ(flat.seqlen, 64);
+    EXPECT_EQ(flat.lora_rank, 0) << "flat has no LoRA recovery";
+    // And every one is a request the engine runs.
+    for (const QString& m : embedlab::app::MethodPanel::methods())
+        EXPECT_NO_THROW(embedlab::check_request(panel->request(m), 128)) << m.toStdString();
+    EXPECT_TRUE(window.statusBar()->currentMessage().startsWith("Opened the session"));
+    restore(*panel, initial);
 }
 
 // Issue 23's screenshot check: every tab of the workbench on tinyllama, grabbed as
@@ -539,8 +719,7 @@ TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
         GTEST_SKIP() << "needs the shared tinyllama model (not found at " << model.toStdString() << ")";
     MainWindow window;
     window.setAskBeforeDiscarding(false);
-    const auto initial = window.methodPanel()->request(); // the model changes the panel's tt eps
-    const QString initial_eval = window.methodPanel()->evaluationText();
+    const PanelChoice initial = panel_choice(*window.methodPanel()); // the model changes the panel's tt eps
     window.resize(1280, 860);
     window.setAttribute(Qt::WA_DontShowOnScreen);
     window.show();
@@ -626,5 +805,5 @@ TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
                         100 * inked, colours, clock.elapsed() / 1000.0);
         }
     }
-    window.methodPanel()->setRequest(initial, initial_eval);
+    restore(*window.methodPanel(), initial);
 }
