@@ -16,6 +16,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -503,6 +504,8 @@ PanelChoice panel_choice(const embedlab::app::MethodPanel& panel)
 }
 void restore(embedlab::app::MethodPanel& panel, const PanelChoice& c)
 {
+    // Quietly: passing through tt must not make the window choose a tt eps for its model.
+    const QSignalBlocker quiet(&panel);
     for (const auto& r : c.requests)
         panel.setRequest(r);
     panel.setMethod(c.method);
