@@ -572,6 +572,87 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
     initial->restore(again); // leave the workbench's defaults for later tests
 }
 
+// Issue 37: the panel's settings as the version before requests wrote them (one
+// "method/..." key per box, "" texts meaning the bundled sample text) are read
+// once; the panel then saves each method's request.
+TEST(MethodPanel, ReadsTheSettingsOfTheVersionBeforeRequests)
+{
+    using embedlab::app::MethodPanel;
+    std::optional<PanelState> initial;
+    {
+        MethodPanel panel;
+        initial.emplace(panel);
+    }
+    {
+        QSettings s;
+        s.beginGroup("method");
+        s.remove(""); // the group as the old version left it
+        const std::vector<std::pair<QString, QVariant>> old{{"method", "flat"},
+                                                            {"rank", 20},
+                                                            {"eps", 0.5},
+                                                            {"keep_ratio", 0.4},
+                                                            {"k", 5},
+                                                            {"mlp", "geglu"},
+                                                            {"steps", 50},
+                                                            {"remaining", 0.45},
+                                                            {"allocation", "uniform"},
+                                                            {"samples", 24},
+                                                            {"seqlen", 96},
+                                                            {"lora", true},
+                                                            {"divergence", true},
+                                                            {"task", "none"},
+                                                            {"task_data", ""},
+                                                            {"task_limit", 200},
+                                                            {"lora_rank", 6},
+                                                            {"lora_steps", 30},
+                                                            {"frequency_text", "/data/freq.txt"},
+                                                            {"calibration_text", ""},
+                                                            {"train_text", ""},
+                                                            {"eval_text", ""},
+                                                            {"eval_tokens", 1024},
+                                                            {"ssh_config", "/home/me/.ssh/config"},
+                                                            {"remote_cli", ""},
+                                                            {"slurm_partition", ""},
+                                                            {"slurm_time", ""},
+                                                            {"slurm_array_limit", 0},
+                                                            {"hosts", QStringList{"pi@raspberrypi"}},
+                                                            {"host", "pi@raspberrypi"}};
+        for (const auto& [key, value] : old)
+            s.setValue(key, value);
+    }
+    const std::string bundled = embedlab::app::default_sample_text();
+    {
+        MethodPanel panel;
+        const auto flat = panel.request();
+        EXPECT_EQ(flat.method, "flat");
+        EXPECT_DOUBLE_EQ(flat.remaining, 0.45);
+        EXPECT_EQ(flat.allocation, "uniform");
+        EXPECT_EQ(flat.samples, 24);
+        EXPECT_EQ(flat.seqlen, 96);
+        EXPECT_EQ(flat.calib_text, bundled);
+        EXPECT_EQ(flat.eval_text, bundled);
+        EXPECT_EQ(flat.eval_tokens, 1024);
+        EXPECT_TRUE(flat.divergence);
+        const auto pca = panel.request("pca");
+        EXPECT_EQ(pca.rank, 20);
+        EXPECT_EQ(pca.lora_rank, 6);
+        EXPECT_EQ(pca.lora_steps, 30);
+        EXPECT_EQ(pca.train_text, bundled);
+        EXPECT_DOUBLE_EQ(panel.request("tt").eps, 0.5);
+        EXPECT_EQ(panel.request("lle").freq_text, "/data/freq.txt");
+        EXPECT_DOUBLE_EQ(panel.request("lle").keep_ratio, 0.4);
+        EXPECT_EQ(panel.request("lle").k, 5);
+        EXPECT_EQ(panel.request("fourier").mlp, "geglu");
+        EXPECT_EQ(panel.target().host, "pi@raspberrypi");
+        EXPECT_EQ(panel.target().ssh_config, "/home/me/.ssh/config");
+    } // saved as requests now
+    EXPECT_TRUE(QSettings().contains("method/requests"));
+    MethodPanel again;
+    EXPECT_EQ(again.request("pca").rank, 20);
+    EXPECT_EQ(again.request().method, "flat");
+    initial->restore(again); // leave the next window as it was
+}
+
 int main(int argc, char** argv)
 {
     qputenv("QT_QPA_PLATFORM", "offscreen");
