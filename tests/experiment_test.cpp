@@ -17,6 +17,7 @@
 #include "embedlab/format_parsers.hpp"
 #include "embedlab/job.hpp"
 #include "embedlab/resources.hpp"
+#include "embedlab/table_method.hpp"
 #include "embedlab/tasks.hpp"
 #include "test_support.hpp"
 
@@ -76,6 +77,46 @@ TEST(MethodRegistry, NamesAreUniqueAndLookedUp)
     } catch (const embedlab::InputError& e) {
         EXPECT_NE(std::string(e.what()).find("unknown method 'zip'"), std::string::npos) << e.what();
     }
+}
+
+// Every token-embedding method of the registry has its one TableMethod; flat (attention
+// values) has none; an unknown name is an error everywhere, never read as another method.
+TEST(MethodRegistry, EveryTableMethodHasOneImplementationAndUnknownNamesAreErrors)
+{
+    for (const auto& m : embedlab::method_registry()) {
+        int found = 0;
+        for (const auto* t : embedlab::table_methods())
+            found += t->id() == m.id;
+        EXPECT_EQ(found, m.part == embedlab::CompressedPart::TokenEmbedding ? 1 : 0) << m.name;
+        if (m.part == embedlab::CompressedPart::TokenEmbedding) {
+            EXPECT_EQ(embedlab::table_method(m.name).id(), m.id) << m.name;
+        }
+    }
+    EXPECT_EQ(embedlab::table_methods().size(), embedlab::compression_methods().size());
+    auto message = [](auto&& f) {
+        try {
+            f();
+        } catch (const embedlab::InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    EXPECT_NE(
+        message([] { embedlab::table_method("flat"); }).find("the attention values, not the token embedding"),
+        std::string::npos);
+    // Before, spec_json wrote an unknown method's "rank" as if it were pca, and
+    // accounting_json left its fields out as if it were fourier.
+    EXPECT_NE(message([] { embedlab::spec_json({.method = "zip", .rank = 3}); }).find("unknown method 'zip'"),
+              std::string::npos);
+    embedlab::EmbeddingAccounting a;
+    a.method = "zip";
+    EXPECT_NE(message([&] { embedlab::accounting_json(a); }).find("unknown method 'zip'"), std::string::npos);
+    EXPECT_EQ(embedlab::spec_json({.method = "lrf", .rank = 3})["rank"], 3); // finetune --from-scratch
+    const torch::Tensor table = torch::randn({64, 8});
+    EXPECT_NE(message([&] {
+                  embedlab::compress_table(table, {.method = "zip", .rank = 2});
+              }).find("unknown method"),
+              std::string::npos);
 }
 
 TEST(CompressionRequestJson, EveryMethodRoundTrips)

@@ -1,6 +1,7 @@
 // run_compression and export_run (experiment.hpp): the one implementation of
 // "fit, recover, evaluate, record, export" that every front end calls.
 #include "embedlab/experiment.hpp"
+#include "embedlab/table_method.hpp"
 #include "embedlab/text_format.hpp"
 
 #include <unistd.h>
@@ -303,25 +304,7 @@ CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescript
 
 std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescriptor& m)
 {
-    const auto& s = c.spec;
-    switch (m.id) {
-    case Method::TT:
-        return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + short_number(s.eps) : "") +
-               (s.eps > 0 && !s.uniform_ranks ? ", per-token ranks up to " : ", ranks ") +
-               joined(s.ranks, ",");
-    case Method::Tucker:
-        return "shape " + joined(s.shape, "x") + ", ranks " + joined(s.ranks, ",");
-    case Method::LLE:
-    case Method::LLEUnk:
-    case Method::LLEPCA:
-        return "keep " + short_number(s.split->keep_ratio) +
-               (m.id == Method::LLEUnk ? "" : ", k " + std::to_string(s.k)) + ", " +
-               std::to_string(s.split->rare.size()) + " rare";
-    case Method::Fourier:
-        return s.mlp + " MLP, " + std::to_string(s.steps) + " steps";
-    default:
-        return "rank " + std::to_string(s.rank);
-    }
+    return table_method(m.name).parameters(c.spec);
 }
 
 // LoRA recovery (METHODS 1): the ids to train on, never one the run is evaluated on.

@@ -17,65 +17,10 @@ namespace embedlab {
 
 using Json = nlohmann::ordered_json;
 
-const std::vector<MethodDescriptor>& method_registry()
-{
-    using P = CompressedPart;
-    static const std::vector<MethodDescriptor> methods{
-        {Method::PCA, "pca", P::TokenEmbedding, "centred low-rank factors E ~ mu + Z P (METHODS 1)", false,
-         false, true, true, true, true},
-        {Method::SVD, "svd", P::TokenEmbedding, "uncentred truncated SVD E ~ Z P (METHODS 1)", false, false,
-         true, true, true, true},
-        {Method::TT, "tt", P::TokenEmbedding, "per-token Tensor-Train cores (METHODS 5)", false, false, true,
-         true, true, true},
-        {Method::Tucker, "tucker", P::TokenEmbedding,
-         "Tucker (HOSVD) of the tensorised table: shared factors, a core per token (METHODS 5)", false, false,
-         true, true, true, true},
-        {Method::LLE, "lle", P::TokenEmbedding, "rare rows as LLE mixtures of common rows (METHODS 2)", true,
-         false, true, false, true, true},
-        {Method::LLEUnk, "lle-unk", P::TokenEmbedding, "rare rows replaced by one fallback row (METHODS 2)",
-         true, false, true, false, true, true},
-        {Method::LLEPCA, "lle-pca", P::TokenEmbedding, "rare rows in the common rows' PCA basis (METHODS 2)",
-         true, false, true, false, true, true},
-        {Method::Fourier, "fourier", P::TokenEmbedding, "an MLP of Fourier features of the id (METHODS 4)",
-         false, false, true, false, true, true},
-        {Method::Flat, "flat", P::AttentionValues, "head-wise PCA of the values, IPRS ranks (METHODS 3)",
-         false, true, false, false, false, true, /*target_compresses_mlp=*/true},
-    };
-    return methods;
-}
-
 bool request_compresses_mlp(const CompressionRequest& r)
 {
     const auto* m = find_method(r.method);
     return r.compress_mlp || (m && m->target_compresses_mlp && r.target_ratio > 0 && !r.no_mlp);
-}
-
-std::string method_names(const char* separator)
-{
-    std::string s;
-    for (const auto& m : method_registry())
-        s += (s.empty() ? "" : separator) + std::string(m.name);
-    return s;
-}
-
-const MethodDescriptor* find_method(const std::string& name)
-{
-    return row_with_name(method_registry(), name);
-}
-
-const MethodDescriptor& method_descriptor(const std::string& name)
-{
-    if (const auto* m = find_method(name))
-        return *m;
-    throw InputError("unknown method '" + name + "' (" + method_names() + ")");
-}
-
-const MethodDescriptor& method_descriptor(Method id)
-{
-    for (const auto& m : method_registry())
-        if (m.id == id)
-            return m;
-    throw std::logic_error("method_descriptor: a Method without a registry row");
 }
 
 namespace {

@@ -1,6 +1,6 @@
 #include "embedlab/compressed_model.hpp"
 
-#include "embedlab/experiment_request.hpp"
+#include "embedlab/method_registry.hpp"
 
 #include <chrono>
 #include <set>

@@ -1,6 +1,6 @@
 #include "model/manifest_layout.hpp"
 
-#include "embedlab/experiment_request.hpp"
+#include "embedlab/method_registry.hpp"
 
 #include <utility>
 

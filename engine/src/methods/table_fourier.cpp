@@ -1,0 +1,99 @@
+// fourier (METHODS 4, PETE): no table stored; an MLP of Fourier features of the
+// normalised token id, fitted to the table's rows.
+#include <chrono>
+
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+class FourierMethod final : public TableMethod {
+public:
+    Method id() const override { return Method::Fourier; }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto& spec = out.spec;
+        const int64_t V = table.size(0), d = table.size(1);
+        const FourierOptions options{.mlp = parse_fourier_mlp(spec.mlp),
+                                     .hidden_ratio = spec.hidden_ratio,
+                                     .norm = spec.norm,
+                                     .loss = spec.loss,
+                                     .steps = spec.steps,
+                                     .lr = spec.lr,
+                                     .batch = spec.batch,
+                                     .weight_decay = spec.weight_decay,
+                                     .seed = spec.seed};
+        auto fit = fit_fourier_embedding(table, options, progress);
+        out.fit_seconds = fit.seconds;
+        auto embedding = std::make_shared<FourierTokenEmbedding>(fit.params);
+        // The tied head rebuilds all V rows at every call: time one call for one row.
+        const auto r0 = std::chrono::steady_clock::now();
+        {
+            c10::InferenceMode guard;
+            embedding->project(torch::zeros({1, d}, torch::kFloat32));
+        }
+        const double head_call = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+        const bool folded = fit.params.mlp == FourierMlp::Linear && !fit.params.norm;
+        out.fit = {{"mlp", spec.mlp},
+                   {"hidden", fit.params.hidden},
+                   {"norm", spec.norm},
+                   {"loss", spec.loss},
+                   {"initial_loss", fit.initial_loss},
+                   {"final_loss", fit.final_loss},
+                   {"final_mse", fit.final_mse},
+                   {"parameters", embedding->parameter_count()},
+                   {"loss_curve", loss_curve_json(fit.loss_curve)},
+                   {"flops_per_row", embedding->flops_per_row()},
+                   {"tied_head",
+                    {{"rows_rebuilt_per_call", V},
+                     {"rebuild_flops_per_call", V * embedding->flops_per_row()},
+                     {"seconds_per_call", head_call},
+                     {"mlp_folded_into_hidden", folded},
+                     {"note", std::string("no table is stored: a tied head rebuilds all V rows in blocks of "
+                                          "4096 at every call, on top of the usual hidden E^T product") +
+                                  (folded ? "; linear without norm folds the MLP into the hidden states, "
+                                            "h E^T = (h + h W) T^T + h b, so only the features are rebuilt"
+                                          : "") +
+                                  "; accounting.flops_per_token charges a whole rebuild to each token (as "
+                                  "for tt), an upper bound when a call has many tokens"}}}};
+        // As for tt: the tied head of one token needs every row rebuilt (features,
+        // MLP, residual, norm) and one product with each; a batch shares the rebuild.
+        // Folded: features only, plus h W and h b for the token.
+        out.accounting = account_stored(
+            spec.method, V, d, embedding->parameter_count(), model_params, embedding->flops_per_row(),
+            folded ? V * (d + 2 * d) + 2 * d * d + 2 * d : V * (embedding->flops_per_row() + 2 * d));
+        out.embedding = std::move(embedding);
+    }
+
+    void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["mlp"] = spec.mlp;
+        if (spec.mlp == "geglu")
+            j["hidden_ratio"] = spec.hidden_ratio;
+        j["norm"] = spec.norm;
+        j["loss"] = spec.loss;
+        j["steps"] = spec.steps;
+        j["lr"] = spec.lr;
+        j["batch"] = spec.batch;
+        j["weight_decay"] = spec.weight_decay;
+        j["seed"] = spec.seed;
+    }
+
+    std::string parameters(const CompressionSpec& s) const override
+    {
+        return s.mlp + " MLP, " + std::to_string(s.steps) + " steps";
+    }
+};
+
+} // namespace
+
+const TableMethod& fourier_method()
+{
+    static const FourierMethod m;
+    return m;
+}
+
+} // namespace embedlab::table_support

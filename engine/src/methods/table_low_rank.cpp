@@ -1,0 +1,63 @@
+// pca and svd (METHODS 1): low-rank factors of the table, E ~ mu + Z P or E ~ Z P.
+#include "embedlab/low_rank.hpp"
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+class LowRankMethod final : public TableMethod {
+public:
+    LowRankMethod(Method id, LowRankKind kind) : id_(id), kind_(kind) {}
+    Method id() const override { return id_; }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto& spec = out.spec;
+        auto fit = fit_low_rank(table, kind_, spec.rank, progress);
+        out.fit_seconds = fit.seconds;
+        out.fit = {
+            {"eigenvalues", fit.eigenvalues},
+            {"explained_variance", fit.explained_variance},
+            {"explained_variance_at_rank", fit.explained_variance[static_cast<size_t>(spec.rank - 1)]}};
+        out.embedding = std::make_shared<LowRankTokenEmbedding>(fit);
+        out.accounting = account_low_rank(kind_, table.size(0), table.size(1), spec.rank, {}, model_params);
+    }
+
+    void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["rank"] = spec.rank;
+    }
+
+    void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
+    {
+        j["rank"] = a.rank;
+        j["energy"] = energy_json(a.energy);
+    }
+
+    std::string parameters(const CompressionSpec& spec) const override
+    {
+        return "rank " + std::to_string(spec.rank);
+    }
+
+private:
+    Method id_;
+    LowRankKind kind_;
+};
+
+} // namespace
+
+const TableMethod& pca_method()
+{
+    static const LowRankMethod m(Method::PCA, LowRankKind::PCA);
+    return m;
+}
+
+const TableMethod& svd_method()
+{
+    static const LowRankMethod m(Method::SVD, LowRankKind::SVD);
+    return m;
+}
+
+} // namespace embedlab::table_support

@@ -1,0 +1,108 @@
+// lle, lle-unk, lle-pca (METHODS 2): the common rows kept, each rare row rebuilt from
+// its k nearest common rows (lle), one fallback row (lle-unk) or the common rows' PCA
+// basis (lle-pca).
+#include "embedlab/text_format.hpp"
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+class PartialSparseMethod final : public TableMethod {
+public:
+    PartialSparseMethod(Method id, PartialSparseKind kind) : id_(id), kind_(kind) {}
+    Method id() const override { return id_; }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto& spec = out.spec;
+        const int64_t V = table.size(0), d = table.size(1);
+        if (!spec.split)
+            throw InputError("method '" + spec.method +
+                             "' needs a frequency split (--freq-text and --keep-ratio)");
+        auto fit = fit_partial_sparse(
+            table, *spec.split,
+            {.kind = kind_, .k = spec.k, .reg = spec.reg, .unk_id = spec.unk_id, .knn = spec.knn}, progress);
+        out.fit_seconds = fit.seconds;
+        const auto knn = knn_json(fit.knn);
+        auto embedding = std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
+        out.fit = {{"common", spec.split->common.size()},
+                   {"rare", spec.split->rare.size()},
+                   {"rare_cosine", rare_cosine_json(table, *embedding)},
+                   // METHODS 0: a tied head must not keep a dense copy.
+                   {"tied_head", "logits use the rebuilt table, rebuilt once per forward call from the "
+                                 "stored common rows and rare-token codes; no dense copy is kept, so a tied "
+                                 "model keeps the whole saving"}};
+        if (kind_ == PartialSparseKind::LLE)
+            out.fit["knn"] = knn;
+        // A rare row is a weighted sum of k common rows (lle), the shared unk row (lle-unk) or
+        // z P + mu of rank k (lle-pca); common rows are read. The tied head rebuilds the R
+        // rare rows once, then multiplies with all V.
+        const int64_t rare = static_cast<int64_t>(spec.split->rare.size());
+        // LLE as rebuild_rare runs it: each neighbour row normalised (2d for its norm,
+        // 2d to add it weighted), then the sum's norm (2d) and the rescale (d): 4 k d + 3 d.
+        const int64_t rare_lookup = kind_ == PartialSparseKind::LLE   ? 4 * spec.k * d + 3 * d
+                                    : kind_ == PartialSparseKind::Unk ? 0
+                                                                      : 2 * spec.k * d + d;
+        out.accounting = account_stored(spec.method, V, d, embedding->parameter_count(), model_params,
+                                        rare_lookup, rare * rare_lookup + 2 * V * d);
+        out.accounting.index_values = embedding->index_values();
+        out.accounting.index_bytes = out.accounting.index_values * index_bytes_for(V);
+        out.fit["flops_lookup_note"] = "flops_lookup is a rare token's; a common token's row is read (0)";
+        out.embedding = std::move(embedding);
+    }
+
+    void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["k"] = spec.k;
+        if (kind_ == PartialSparseKind::LLE)
+            j["reg"] = spec.reg;
+        if (kind_ == PartialSparseKind::LLE &&
+            spec.knn.kind == KnnKind::IVF) { // 0: automatic (fit.knn: as run)
+            j["knn"] = knn_kind_name(spec.knn.kind);
+            j["nlist"] = spec.knn.nlist;
+            j["nprobe"] = spec.knn.nprobe;
+        }
+        if (kind_ == PartialSparseKind::Unk)
+            j["unk_id"] = spec.unk_id;
+        if (spec.split) {
+            j["keep_ratio"] = spec.split->keep_ratio;
+            j["common"] = spec.split->common.size();
+            j["rare"] = spec.split->rare.size();
+        }
+    }
+
+    std::string parameters(const CompressionSpec& s) const override
+    {
+        return "keep " + short_number(s.split->keep_ratio) +
+               (kind_ == PartialSparseKind::Unk ? "" : ", k " + std::to_string(s.k)) + ", " +
+               std::to_string(s.split->rare.size()) + " rare";
+    }
+
+private:
+    Method id_;
+    PartialSparseKind kind_;
+};
+
+} // namespace
+
+const TableMethod& lle_method()
+{
+    static const PartialSparseMethod m(Method::LLE, PartialSparseKind::LLE);
+    return m;
+}
+
+const TableMethod& lle_unk_method()
+{
+    static const PartialSparseMethod m(Method::LLEUnk, PartialSparseKind::Unk);
+    return m;
+}
+
+const TableMethod& lle_pca_method()
+{
+    static const PartialSparseMethod m(Method::LLEPCA, PartialSparseKind::PCA);
+    return m;
+}
+
+} // namespace embedlab::table_support

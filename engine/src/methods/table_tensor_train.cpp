@@ -1,0 +1,89 @@
+// tt (METHODS 5, TensorSLM): each token's row as a Tensor-Train of cores, with given
+// inner ranks, or each token its own ranks from an accuracy eps (eq. 14).
+#include "embedlab/tensor_train.hpp"
+#include "embedlab/text_format.hpp"
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+class TensorTrainMethod final : public TableMethod {
+public:
+    Method id() const override { return Method::TT; }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto& spec = out.spec;
+        const int64_t V = table.size(0);
+        auto fit = fit_tensor_train(
+            table,
+            {.shape = spec.shape, .ranks = spec.ranks, .eps = spec.eps, .uniform_ranks = spec.uniform_ranks},
+            progress);
+        out.fit_seconds = fit.seconds;
+        out.spec.ranks = fit.ranks;
+        out.fit = {{"ranks", fit.ranks}, {"per_token_ranks", fit.token_ranks.defined()}};
+        if (fit.eps > 0)
+            out.fit["mean_needed_ranks"] = fit.mean_needed_ranks;
+        // The fit's cores move in (rearranged in place, not copied).
+        auto embedding = std::make_shared<TensorTrainTokenEmbedding>(std::move(fit));
+        if (embedding->per_token_ranks()) {
+            const auto r = fit.token_ranks.contiguous();
+            const std::vector<int32_t> own(r.data_ptr<int32_t>(), r.data_ptr<int32_t>() + r.numel());
+            out.accounting = account_tensor_train_per_token(V, fit.shape, own, {}, model_params);
+        } else {
+            out.accounting = account_tensor_train(V, fit.shape, fit.ranks, {}, model_params);
+        }
+        out.embedding = std::move(embedding);
+    }
+
+    void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["shape"] = spec.shape;
+        j["ranks"] = spec.ranks; // eps: each position's largest (the cores' sizes)
+        if (spec.eps > 0) {
+            j["eps"] = spec.eps;
+            // Per token: every token's own ranks are stored as tt.token_ranks.
+            j["rank_mode"] = spec.uniform_ranks ? "uniform" : "per_token";
+        }
+    }
+
+    void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
+    {
+        j["shape"] = a.shape;
+        j["ranks"] = a.ranks;
+        j["rank_mode"] = a.per_token_ranks ? "per_token" : "uniform";
+        if (a.per_token_ranks) {
+            j["mean_ranks"] = a.mean_ranks;
+            j["mean_params_per_token"] = a.mean_params_per_token;
+        }
+        j["params_per_token"] = a.params_per_token;
+        j["eta_ttd"] = a.eta_ttd;
+        j["energy_size"] = a.energy_size;
+        j["energy_size_definition"] = "r_max^2 sum I_k per token: TensorSLM eq. 3's complexity term, as the "
+                                      "paper computes omega (per-token ranks: the mean of each token's own)";
+        j["energy"] = energy_json(a.energy);
+        j["energy_size_stored"] = a.energy_size_stored;
+        j["energy_stored"] = energy_json(a.energy_stored);
+        j["svd_equal_size_rank"] = a.svd_equal_size_rank;
+        j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
+    }
+
+    std::string parameters(const CompressionSpec& s) const override
+    {
+        return "shape " + joined(s.shape, "x") + (s.eps > 0 ? ", eps " + short_number(s.eps) : "") +
+               (s.eps > 0 && !s.uniform_ranks ? ", per-token ranks up to " : ", ranks ") +
+               joined(s.ranks, ",");
+    }
+};
+
+} // namespace
+
+const TableMethod& tensor_train_method()
+{
+    static const TensorTrainMethod m;
+    return m;
+}
+
+} // namespace embedlab::table_support

@@ -1,0 +1,70 @@
+// tucker (METHODS 5's baseline): HOSVD of the tensorised table, factors shared by
+// every token and one core per token.
+#include "embedlab/text_format.hpp"
+#include "embedlab/tucker.hpp"
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+class TuckerMethod final : public TableMethod {
+public:
+    Method id() const override { return Method::Tucker; }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto& spec = out.spec;
+        auto fit = fit_tucker(table, {.shape = spec.shape, .ranks = spec.ranks}, progress);
+        out.fit_seconds = fit.seconds;
+        // How much of each mode's energy the kept eigenvectors hold (HOSVD's per-mode bound).
+        nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+        for (size_t k = 0; k < fit.eigenvalues.size(); ++k) {
+            double all = 0, top = 0;
+            for (size_t j = 0; j < fit.eigenvalues[k].size(); ++j) {
+                all += fit.eigenvalues[k][j];
+                top += j < static_cast<size_t>(fit.ranks[k]) ? fit.eigenvalues[k][j] : 0.0;
+            }
+            kept.push_back(all > 0 ? top / all : 1.0);
+        }
+        out.fit = {{"ranks", fit.ranks},
+                   {"mode_eigenvalues", fit.eigenvalues},
+                   {"mode_energy_kept", kept},
+                   {"tied_head", "logits in core space: the hidden state is projected onto the factors once "
+                                 "(h x_k U_k^T), then multiplied with every token's core; no dense copy"}};
+        out.embedding = std::make_shared<TuckerTokenEmbedding>(fit);
+        out.accounting = account_tucker(table.size(0), spec.shape, spec.ranks, model_params);
+    }
+
+    void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["shape"] = spec.shape;
+        j["ranks"] = spec.ranks; // r_1..r_N
+    }
+
+    void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
+    {
+        j["shape"] = a.tucker_shape;
+        j["ranks"] = a.tucker_ranks;
+        j["core_values_per_token"] = a.core_values_per_token;
+        j["factor_values"] = a.factor_values;
+        j["flops_note"] = "lookup: the core's product with U_1..U_N mode by mode; tied head: the hidden "
+                          "state projected onto the factors, then one product with every core";
+    }
+
+    std::string parameters(const CompressionSpec& s) const override
+    {
+        return "shape " + joined(s.shape, "x") + ", ranks " + joined(s.ranks, ",");
+    }
+};
+
+} // namespace
+
+const TableMethod& tucker_method()
+{
+    static const TuckerMethod m;
+    return m;
+}
+
+} // namespace embedlab::table_support
