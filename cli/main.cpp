@@ -10,149 +10,10 @@
 #include "common.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/text_format.hpp"
+#include "help.hpp"
 #include "progress_printer.hpp"
 
 namespace {
-
-const char* kUsage = R"(embedlab-cli — compress and evaluate token embeddings of small language models
-
-usage: embedlab-cli COMMAND [options]
-
-commands:
-  inspect  [MODEL] [--json]                    architecture, sizes, parameter breakdown, sha256
-  eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
-           [--reference ORIGINAL]               perplexity (METHODS.md section 0); with --reference
-                                               also KL divergence and top-1 agreement against it
-  task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl [--force]] [--json]
-                                               zero-shot accuracy by log-likelihood (sst2: GLUE SST-2
-                                               dev.tsv; mc: JSONL {context, choices, label}) or STS-B
-                                               Spearman of pooled hidden states; per example to --out
-  tokenize [MODEL] --text FILE [--json]        token ids of a text
-  export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
-                                               a GGUF file llama.cpp runs (compressed tables made
-                                               dense; default f16), or a dense Hugging Face directory
-  bench eval [MODEL...] [--text FILE] [--ctx N] [--compare-llamacpp [--llamacpp PATH]] [--json]
-                                               tokens per second, one window at a time vs batched
-    bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
-           pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
-           lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
-           lle: [--common C (10000)] [--k K (5)] [--reg R] [--knn exact|ivf [--nlist N] [--nprobe P]]
-                                               fit / lookup timings and peak RSS on a synthetic table
-  account  --method pca|svd|tt|tucker --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
-           tucker: --shape I1,I2,.. --ranks r1,..,rN[:r1,..,rN..]  (one rank per factor, no boundary 1s)
-           [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
-                                               params, ratio, eta, FLOPs, energy; no model needed
-  compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
-           --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
-           [--nu X --tau Y | --device raspberry-pi-5|a100-server] [--tokens L]   energy model (TensorSLM)
-           [--task sst2|mc --task-data FILE [--task-limit N]]  zero-shot accuracy after the evaluation,
-                                               beside the original's on the same examples
-  compress [MODEL] --method tucker --shape I1,I2,.. --ranks r1,..,rN --out DIR [...]
-                                               TensorSLM's Tucker baseline: HOSVD factors shared by all
-                                               tokens, a core of r1...rN values per token (METHODS.md 5)
-                                               write a compressed model directory (embedlab.json,
-                                               factor tensors; --dense adds DIR/dense, a plain HF model)
-  compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
-           [--coverage-task sst2|mc|stsb --coverage-data FILE]  (V_C's coverage per example)
-           lle: [--knn exact|ivf [--nlist N] [--nprobe P] [--seed S]]  IVF neighbour search, recall reported
-           --out DIR [...]                     rare rows rebuilt from common ones (METHODS.md 2)
-  compress [MODEL] --method fourier --mlp linear|geglu [--hidden-ratio R (0.25)] [--norm]
-           [--loss mse|cosine] --steps N [--lr X (1e-3)] [--fit-batch B (4096)] [--weight-decay W (0.01)]
-           [--seed S] --out DIR [...]          PETE Fourier features + MLP fitted to the rows (METHODS.md 4)
-  fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
-                                               features T, MLP(T), E, original rows and neighbour
-                                               cosines for ids A..B-1 (at most 4096)
-  neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
-                                               a rare token's common neighbours, LLE weights, rebuild cosine
-  sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--divergence] [--json]
-           [--task sst2|mc --task-data FILE [--task-limit N]]  every row's task accuracy too (not flat)
-  sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
-           --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
-                                               --eps: each token its own ranks, or one set with --uniform-ranks)
-  sweep    [MODEL] --method tucker (--shape S | --shapes S1:S2:..) --ranks r1,..,rN[:r1,..,rN..] --eval-text FILE
-                                               (a set of one value r: the uniform rank min(r, I_k))
-  sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
-           [--knn exact|ivf [--nlist N] [--nprobe P]]  (lle)
-           --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
-                                               delta ln PPL (lle: rare-row cosine, coverage)
-  sweep    ... --slurm [--sweep-dir DIR] [--partition P] [--time HH:MM:SS] [--cpus-per-task N] [--mem M]
-           [--array-limit K] [--sbatch-arg ARG]... [--slurm-cli PATH] [--no-wait]
-                                               the sweep's points as one Slurm job array (pca, svd, tt,
-                                               lle family); the same rows + slurm_job_id, task, node
-  sweep-status DIR [--json] [--cancel]         a Slurm sweep's tasks: pending/running/done/failed
-  sweep-collect DIR [--resubmit-failed] [--no-wait] [--json]
-                                               wait for a Slurm sweep and print its rows; failed tasks again
-  importance [MODEL] --calib-text FILE [--samples N (128)] [--seqlen T (256 or ctx)] [--seed S] [--json]
-                                               FLAT-LLM decoder importance scores, value spectra
-  allocate --scores FILE.json --ratios R1,R2,.. [--d-head D] [--allocation iprs|uniform] [--json]
-                                               IPRS remaining-rank ratios and ranks; no model needed
-  compress [MODEL] --method flat --remaining R [--allocation iprs|uniform] [--mlp [--mlp-lambda L]]
-           --calib-text FILE [--samples N --seqlen T --seed S] --out DIR [--eval-text FILE] [--json]
-                                               head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
-  compress [MODEL] --method flat --target-ratio T [--no-mlp] ...
-                                               keep T of the decoder's weights (compute_rank.py; MLPs too)
-           [--calibration sequential|parallel]  each layer's covariances from the model compressed up to
-                                               it (default, as the reference), or all from the original
-  sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
-           --calib-text FILE --eval-text FILE [--json]
-  sweep    [MODEL] --method flat --target-ratios T1,T2,.. [--no-mlp] ...
-                                               rows by decoder target (MLPs too, as compress)
-  finetune DIR --train-text FILE --steps N [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)] [--seed S]
-           [--rank R (32)] [--alpha A (64)] [--targets q,k,v,o,mlp,embedding] [--weight-decay W] [--warmup N]
-           --out DIR2 [--eval-text FILE [--ctx N]] [--merge] [--from-scratch] [--force] [--json]
-                                               LoRA recovery of a compressed model (METHODS.md 1); --merge
-                                               folds the adapters into the weights; --from-scratch: the lrf
-                                               baseline (random pca/svd factors of the same k, trained in full);
-                                               a fourier table trains its own MLP (no per-token parameters;
-                                               --targets embedding: the MLP alone), --fourier-row-lora instead
-                                               adds a V x r per-token row adapter
-  train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)
-           --out DIR [--eval-text FILE [--ctx N]] [--seed S] [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)]
-           [--warmup N (50)] [--hidden-ratio R (0.25)] [--no-norm] [--norm-scale S (0.02)] [--tokenizer DIR]
-           [--force] [--json]
-                                               a GPT-2-style model trained from scratch (tiny: d 128, 4 layers,
-                                               4 heads; small: d 256, 6 layers, 8 heads; 256 positions; tied
-                                               head) with a learned table or PETE's Fourier features + MLP
-                                               (METHODS.md 4, no per-token parameters); GPT-2's tokenizer
-  bench train [--model M] [--steps N (20)] [--k K (32)] [--rank R] [--batch B] [--seqlen T] [--text FILE]
-                                               LoRA training throughput (tokens per second)
-  bench scale --like NAME [--layers N] [--dtype f32|f16|bf16] [--keep DIR] [--json]
-                                               synth's model (or the one kept in DIR), then inspect, eval
-                                               (256 tokens), compress pca/lle/flat/tt, each in a child
-                                               process: seconds, peak RSS, eval tokens/s
-  worker   [--job FILE] [--identify] [--keep-on-eof]
-                                               run one JSON job (compress|eval|measure; stdin: one line)
-                                               and print JSON-line events and the result on stdout
-  remote doctor HOST [--ssh-config FILE] [--remote-cli PATH] [--remote-dir DIR] [--json]
-                                               reachability, remote version, CPU, memory, device, power sampling
-  remote run HOST[,HOST..] JOB.json [JOB2.json..] [--ssh-config FILE] [--remote-cli PATH]
-           [--remote-dir DIR] [--no-fetch] [--cleanup] [--quiet]
-                                               jobs on other hosts over ssh (one job per host at a time)
-  remote run --slurm JOB.json [JOB2.json..] [the sweep --slurm options]
-                                               job files as one Slurm job array
-  figure   spectrum|iprs|neighbours|fourier|tt|pareto [MODEL | RESULTS.json] --out FILE.png|.pdf|.svg [--force]
-           [--width single|double|slide] [--aspect A (0.62)] [--dpi N (300)]
-           spectrum: [--rank K] [--compare MODEL,..] [--value-heads [--text FILE]]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
-           neighbours: [--text FILE] [--keep-ratio R (0.5)] [--k K (5)] [--token STRING | --id N]
-           fourier: [--ids A:B (0:256)] [--dir FOURIER_DIR] [--dimension I]   tt: [--eps E1,E2,..] [--shapes N]
-                                               a workbench view rendered headless (pareto: the results
-                                               JSON or CSV of File > Export results or demo)
-  demo     [--out DIR (build/demo)] [--quick] [--force]
-                                               pca, svd and tt at a few settings on the bundled model:
-                                               results.csv/json, every figure (PNG, PDF), report.md/html
-                                               (figure and demo need the GUI build: embedlab-figure)
-  synth    --like NAME --out DIR [--dtype f32|f16|bf16] [--seed S] [--layers N] [--force] [--json]
-                                               random weights with a real model's config.json and tensor
-                                               names (gpt2-small, qwen2.5-0.5b, ...: scale fixtures)
-  version                                      print the version
-
-MODEL is a Hugging Face directory (config.json + safetensors; an EmbedLab compressed
-directory runs through its factorised embedding), a .gguf file, or a llama2.c .bin
-(tokenizer.bin beside it, or --tokenizer FILE). Without MODEL the bundled default model
-(tinygpt2-f16) is used. Progress goes to stderr; --quiet hides it. A compressed directory's
-tensors are checked against the sha256 in its embedlab.json (eval/inspect/importance:
---no-verify skips the check).
-)";
 
 // One line on stderr; control characters from files and arguments escaped, so a
 // crafted name cannot move the cursor or retitle the terminal.
@@ -161,15 +22,79 @@ void report(const std::string& message)
     std::fprintf(stderr, "embedlab-cli: %s\n", embedlab::printable(message, message.size()).c_str());
 }
 
+int print_version(const std::vector<std::string>&)
+{
+    std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
+    return 0;
+}
+
+// Every command and the function that runs it; help.cpp's command_groups() lists the
+// same names with their summaries (CliHelp.EveryCommandHasHelp checks both ways).
+struct CommandEntry {
+    const char* name;
+    int (*run)(const std::vector<std::string>&);
+};
+constexpr CommandEntry kCommands[] = {
+    {"inspect", embedlab::cli::command_inspect},
+    {"eval", embedlab::cli::command_eval},
+    {"tokenize", embedlab::cli::command_tokenize},
+    {"export", embedlab::cli::command_export},
+    {"account", embedlab::cli::command_account},
+    {"compress", embedlab::cli::command_compress},
+    {"sweep", embedlab::cli::command_sweep},
+    {"sweep-status", embedlab::cli::command_sweep_status},
+    {"sweep-collect", embedlab::cli::command_sweep_collect},
+    {"neighbours", embedlab::cli::command_neighbours},
+    {"fourier-map", embedlab::cli::command_fourier_map},
+    {"importance", embedlab::cli::command_importance},
+    {"allocate", embedlab::cli::command_allocate},
+    {"task", embedlab::cli::command_task},
+    {"bench", embedlab::cli::command_bench},
+    {"worker", embedlab::cli::command_worker},
+    {"remote", embedlab::cli::command_remote},
+    {"finetune", embedlab::cli::command_finetune},
+    {"train", embedlab::cli::command_train},
+    {"synth", embedlab::cli::command_synth},
+    {"figure", [](const std::vector<std::string>& a) { return embedlab::cli::command_figure("figure", a); }},
+    {"demo", [](const std::vector<std::string>& a) { return embedlab::cli::command_figure("demo", a); }},
+    {"version", print_version},
+};
+
+const CommandEntry* find_command(const std::string& name)
+{
+    for (const auto& c : kCommands)
+        if (name == c.name)
+            return &c;
+    return nullptr;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
     using namespace embedlab;
     std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-        std::fputs(kUsage, args.empty() ? stderr : stdout);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || (args[0] == "help" && args.size() == 1)) {
+        std::fputs(cli::command_list().c_str(), args.empty() ? stderr : stdout);
         return args.empty() ? 2 : 0;
+    }
+    // help COMMAND, or COMMAND [SUBCOMMAND] --help: that command's options.
+    const bool asks_help =
+        args[0] == "help" || (args.size() >= 2 && (args.back() == "--help" || args.back() == "-h"));
+    if (args.size() == 2 && args[0] == "help" && args[1] == "--commands") { // what this program runs
+        for (const auto& c : kCommands)
+            std::printf("%s\n", c.name);
+        return 0;
+    }
+    if (asks_help) {
+        try {
+            const std::string& name = args[0] == "help" ? args[1] : args[0];
+            std::fputs(cli::command_help(name == "--version" ? "version" : name).c_str(), stdout);
+            return 0;
+        } catch (const InputError& e) {
+            report(e.what());
+            return 2;
+        }
     }
     const std::string command = args[0];
     args.erase(args.begin());
@@ -183,52 +108,10 @@ int main(int argc, char** argv)
     }
     cli::install_interrupt_handler();
     try {
-        if (command == "inspect")
-            return cli::command_inspect(args);
-        if (command == "eval")
-            return cli::command_eval(args);
-        if (command == "tokenize")
-            return cli::command_tokenize(args);
-        if (command == "export")
-            return cli::command_export(args);
-        if (command == "account")
-            return cli::command_account(args);
-        if (command == "compress")
-            return cli::command_compress(args);
-        if (command == "sweep")
-            return cli::command_sweep(args);
-        if (command == "sweep-status")
-            return cli::command_sweep_status(args);
-        if (command == "sweep-collect")
-            return cli::command_sweep_collect(args);
-        if (command == "neighbours")
-            return cli::command_neighbours(args);
-        if (command == "fourier-map")
-            return cli::command_fourier_map(args);
-        if (command == "importance")
-            return cli::command_importance(args);
-        if (command == "allocate")
-            return cli::command_allocate(args);
-        if (command == "task")
-            return cli::command_task(args);
-        if (command == "bench")
-            return cli::command_bench(args);
-        if (command == "worker")
-            return cli::command_worker(args);
-        if (command == "remote")
-            return cli::command_remote(args);
-        if (command == "finetune")
-            return cli::command_finetune(args);
-        if (command == "train")
-            return cli::command_train(args);
-        if (command == "synth")
-            return cli::command_synth(args);
-        if (command == "figure" || command == "demo")
-            return cli::command_figure(command, args);
-        if (command == "version" || command == "--version") {
-            std::printf("embedlab-cli %s (libtorch %s)\n", EMBEDLAB_VERSION, TORCH_VERSION);
-            return 0;
-        }
+        if (const auto* run = find_command(command))
+            return run->run(args);
+        if (command == "--version")
+            return print_version(args);
         report("unknown command '" + command + "' (see embedlab-cli help)");
         return 2;
     } catch (const InputError& e) {
