@@ -20,22 +20,9 @@ for arg in "$@"; do
 done
 BUILD_DIR=${BUILD_DIR:-build}
 CLI="$BUILD_DIR/cli/embedlab-cli"
-# Qt wants a private runtime directory; a machine without a login session has none.
-if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
-  mkdir -p "$BUILD_DIR/xdg-runtime"
-  chmod 700 "$BUILD_DIR/xdg-runtime"
-  XDG_RUNTIME_DIR=$(cd "$BUILD_DIR/xdg-runtime" && pwd)
-  export XDG_RUNTIME_DIR
-fi
-PHASE_START=$SECONDS
-PHASE=""
-# phase NAME TEXT: closes the previous phase with its time and announces the next.
-phase() {
-  [ -z "$PHASE" ] || echo "run: $PHASE took $((SECONDS - PHASE_START)) s"
-  PHASE=$1
-  PHASE_START=$SECONDS
-  [ -z "$2" ] || echo "run: ---- $2"
-}
+PHASE_PREFIX=run
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh # XDG_RUNTIME_DIR, phase NAME TEXT
 
 phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 about 7 min; seconds when installed)"
 scripts/setup.sh

@@ -12,22 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-# Qt wants a private runtime directory; a machine without a login session has none.
-if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
-  mkdir -p "$BUILD_DIR/xdg-runtime"
-  chmod 700 "$BUILD_DIR/xdg-runtime"
-  XDG_RUNTIME_DIR=$(cd "$BUILD_DIR/xdg-runtime" && pwd)
-  export XDG_RUNTIME_DIR
-fi
-PHASE_START=$SECONDS
-PHASE=""
-# phase NAME TEXT: closes the previous phase with its time and announces the next.
-phase() {
-  [ -z "$PHASE" ] || echo "test: $PHASE took $((SECONDS - PHASE_START)) s"
-  PHASE=$1
-  PHASE_START=$SECONDS
-  [ -z "$2" ] || echo "test: ---- $2"
-}
+PHASE_PREFIX=test
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh # XDG_RUNTIME_DIR, phase NAME TEXT
 if [ "${EMBEDLAB_SKIP_SETUP:-0}" != 1 ]; then
   phase setup "setup: the tests' Debian packages too (on a fresh Debian 12 about 1 min more; seconds when installed)"
   scripts/setup.sh --with-tests
