@@ -275,13 +275,13 @@ MainWindow::MainWindow(QWidget* parent)
     auto* help = menuBar()->addMenu("&Help");
     help->addAction("&About EmbedLab", this,
                     [this] { QMessageBox::about(this, "About EmbedLab", aboutText()); });
-    help->addAction("&Methods (README)", this,
+    help->addAction("&Methods and documentation", this,
                     [] {
-                        const QString readme = QString::fromStdString(readme_path());
-                        if (!readme.isEmpty())
-                            QDesktopServices::openUrl(QUrl::fromLocalFile(readme));
+                        const QString page = QString::fromStdString(docs_page_path("index.md"));
+                        if (!page.isEmpty())
+                            QDesktopServices::openUrl(QUrl::fromLocalFile(page));
                     })
-        ->setEnabled(!readme_path().empty());
+        ->setEnabled(!docs_page_path("index.md").empty());
     help->addAction("&Keyboard shortcuts", this,
                     [this] { QMessageBox::information(this, "Keyboard shortcuts", shortcutsText()); });
 

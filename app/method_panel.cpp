@@ -153,8 +153,8 @@ MethodPanel::MethodPanel(QWidget* parent)
     slurm_array_limit_->setSuffix(" at once");
     target_->setToolTip(
         "Where the job runs: this computer, or an ssh host ([user@]host[:port] or a name from\n"
-        "the ssh config) with embedlab-cli installed (every method; see README, Remote), or a Slurm\n"
-        "cluster whose login node this is (a job array task; see README, Sweeps on a Slurm cluster)");
+        "the ssh config) with embedlab-cli installed (every method; see docs/remote.md), or a Slurm\n"
+        "cluster whose login node this is (a job array task; see docs/remote.md, Slurm)");
     target_->setMinimumContentsLength(14);
     ssh_config_->setPlaceholderText("ssh config (default: ~/.ssh/config)");
     remote_cli_->setPlaceholderText("embedlab-cli");

@@ -58,12 +58,12 @@ std::string library_versions()
     return std::string("EmbedLab ") + EMBEDLAB_VERSION + ", libtorch " + TORCH_VERSION;
 }
 
-std::string readme_path()
+std::string docs_page_path(const std::string& page)
 {
-    // resources/models/<model> -> the repository (or install prefix) holding README.md.
-    const auto readme = default_model_path().parent_path().parent_path().parent_path() / "README.md";
+    // resources/models/<model> -> the repository (or install prefix) holding docs/.
+    const auto file = default_model_path().parent_path().parent_path().parent_path() / "docs" / page;
     std::error_code ec;
-    return std::filesystem::is_regular_file(readme, ec) ? readme.string() : std::string();
+    return std::filesystem::is_regular_file(file, ec) ? file.string() : std::string();
 }
 
 } // namespace embedlab::app

@@ -25,7 +25,8 @@ ModelSummary summarize_model(const std::string& path);
 std::string default_model();
 // "EmbedLab 0.1.0, libtorch 2.x, ..." for Help > About.
 std::string library_versions();
-// The README beside the bundled resources ("" when not found: an install without it).
-std::string readme_path();
+// A page of docs/ beside the bundled resources, e.g. "index.md" ("" when not found: an
+// install without the documentation).
+std::string docs_page_path(const std::string& page);
 
 } // namespace embedlab::app

@@ -183,17 +183,16 @@ TEST_F(SlurmSweep, RefusalsAreOneLineAndWriteNothing)
 TEST_F(SlurmSweep, TheWorkbenchRunsARowAsASlurmTask)
 {
     ::setenv("EMBEDLAB_SWEEP_DIR", (dir_ / "workbench").c_str(), 1);
-    embedlab::app::CompressionRequest request;
-    request.method = "pca";
-    request.rank = 16;
-    request.eval_tokens = 512;
-    const auto model = embedlab::app::default_model();
-    const auto local = embedlab::app::compress_and_evaluate(model, request, text_, {});
-    request.slurm = true;
-    request.slurm_time = "00:10:00";
+    const embedlab::CompressionRequest request{.model = embedlab::app::default_model(),
+                                               .method = "pca",
+                                               .rank = 16,
+                                               .eval_text = text_,
+                                               .eval_tokens = 512};
+    const auto local = embedlab::app::compress_and_evaluate(request);
+    const embedlab::app::RunTarget slurm_target{.slurm = true, .slurm_time = "00:10:00"};
     std::vector<std::string> states;
     const auto slurm = embedlab::app::compress_and_evaluate(
-        model, request, text_, {}, [&](const std::string& s) { states.push_back(s); });
+        request, slurm_target, {}, [&](const std::string& s) { states.push_back(s); });
     ::unsetenv("EMBEDLAB_SWEEP_DIR");
     EXPECT_EQ(slurm.params_after, local.params_after);
     EXPECT_EQ(slurm.ppl, local.ppl);
