@@ -8,6 +8,7 @@
 
 #include "analyses.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/model.hpp"
@@ -121,10 +122,7 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
     const torch::Tensor table = *dense;
     lm.model.reset();
     const int64_t V = table.size(0);
-    std::vector<int64_t> specials;
-    for (int64_t id = 0; id < lm.tokenizer->vocab_size(); ++id)
-        if (lm.tokenizer->is_special(static_cast<int32_t>(id)))
-            specials.push_back(id);
+    const auto specials = special_token_ids(*lm.tokenizer); // as compress's frequency split
     const auto ids = lm.tokenizer->encode(read_text_file(text));
     FrequencySplit split;
     try {
