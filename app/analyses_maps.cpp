@@ -1,5 +1,5 @@
-// Fourier token map and LLE neighbour graph for the workbench (analyses.hpp);
-// the same computations as embedlab-cli fourier-map and neighbours.
+// Fourier token map and LLE neighbour graph for the workbench (analyses.hpp): the
+// token map is the engine's (fourier_map.hpp), as embedlab-cli fourier-map prints it.
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -9,7 +9,7 @@
 #include "analyses.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
-#include "embedlab/fourier_embedding.hpp"
+#include "embedlab/fourier_map.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/partial_sparse.hpp"
@@ -24,87 +24,36 @@ std::vector<double> values_of(const torch::Tensor& m)
     return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 
-// Cosine of rows i and i+1; a zero row against a zero row counts 1.
-std::vector<double> neighbour_cosines(const torch::Tensor& m)
-{
-    if (m.size(0) < 2)
-        return {};
-    const auto x = m.to(torch::kDouble);
-    const auto a = x.narrow(0, 0, x.size(0) - 1), b = x.narrow(0, 1, x.size(0) - 1);
-    const auto na = a.norm(2, 1), nb = b.norm(2, 1);
-    auto c = (a * b).sum(1) / (na * nb);
-    c = torch::where((na == 0) | (nb == 0), torch::where(na == nb, 1.0, 0.0).to(torch::kDouble), c);
-    return values_of(c);
-}
-
-std::shared_ptr<const FourierTokenEmbedding> fourier_of(const LanguageModel& model)
-{
-    return std::dynamic_pointer_cast<const FourierTokenEmbedding>(model.shared_token_embedding());
-}
-
-std::optional<torch::Tensor> dense_rows(const LanguageModel& model, int64_t a, int64_t b)
-{
-    const auto* dense = dense_table(&model.token_embedding());
-    if (!dense)
-        return std::nullopt;
-    return dense->narrow(0, a, b - a).clone();
-}
-
 } // namespace
 
 FourierMapResult fourier_map(const std::string& model, const std::string& fourier_dir, int64_t first,
                              int64_t end, const ProgressFn& progress)
 {
     auto lm = load_model(model, {.need_tokenizer = false});
-    const int64_t V = lm.model->config().vocab_size, d = lm.model->config().hidden_size;
-    if (first < 0 || end > V || first >= end)
-        throw InputError(model + ": token ids " + std::to_string(first) + ".." + std::to_string(end) +
-                         " must satisfy 0 <= first < end <= V = " + std::to_string(V));
-    report_progress(progress, 1, 4);
-    FourierMapResult r{.vocab = V, .dim = d, .first = first, .end = end};
-    auto fourier = fourier_of(*lm.model);
-    auto original = dense_rows(*lm.model, first, end);
-    if (fourier) { // a fourier directory: the original rows come from its recorded source
-        const auto manifest = nlohmann::json::parse(lm.files.embedlab_manifest, nullptr, false);
-        const nlohmann::json::json_pointer at("/source/path");
-        const std::string source = manifest.is_object() && manifest.contains(at) && manifest[at].is_string()
-                                       ? manifest[at].get<std::string>()
-                                       : std::string();
-        if (!source.empty() && std::filesystem::exists(source))
-            original = dense_rows(*load_model(source, {.need_tokenizer = false}).model, first, end);
-        else
-            r.note = "the source model of this fourier directory was not found";
-    } else if (!fourier_dir.empty()) {
-        auto f = load_model(fourier_dir, {.need_tokenizer = false});
-        fourier = fourier_of(*f.model);
-        if (!fourier || fourier->vocab_size() != V || fourier->dim() != d)
-            throw InputError(fourier_dir + ": not a fourier directory with V = " + std::to_string(V) +
-                             ", d = " + std::to_string(d));
-    } else {
-        r.note = "no fitted fourier model: T and the original rows only";
-    }
-    report_progress(progress, 2, 4);
-    c10::InferenceMode guard;
-    const auto features = fourier_features(torch::arange(first, end, torch::kLong), V, d);
-    auto add = [&r](const std::string& name, const torch::Tensor& m) {
-        r.matrices.push_back({name, values_of(m), neighbour_cosines(m)});
-    };
-    add("T", features);
-    if (fourier) {
-        add("MLP(T)", fourier->mlp(features));
-        add("E", fourier->rows_from_features(features));
-    }
-    if (original)
-        add("original", *original);
     try {
-        const auto tokenizer = load_model_tokenizer(lm.files, {});
-        for (int64_t p = first; p < end; ++p)
-            r.tokens.push_back(p < tokenizer->vocab_size() ? tokenizer->token_text(static_cast<int32_t>(p))
-                                                           : std::string());
+        lm.tokenizer = load_model_tokenizer(lm.files, {});
     } catch (const InputError&) {
         // no tokenizer: the map has no token texts
     }
-    report_progress(progress, 4, 4);
+    report_progress(progress, 1, 3);
+    const auto map = fourier_token_map(lm, model, fourier_dir, first, end);
+    report_progress(progress, 2, 3);
+    FourierMapResult r{.vocab = map.vocab, .dim = map.dim, .first = first, .end = end, .tokens = map.tokens};
+    auto add = [&r](const std::string& name, const torch::Tensor& m) {
+        r.matrices.push_back({name, values_of(m), neighbour_cosines(m)});
+    };
+    add("T", map.features);
+    if (map.fourier) {
+        add("MLP(T)", map.mlp);
+        add("E", map.embedding);
+    } else {
+        r.note = "no fitted fourier model: T and the original rows only";
+    }
+    if (map.original.defined())
+        add("original", map.original);
+    else
+        r.note = map.original_note;
+    report_progress(progress, 3, 3);
     return r;
 }
 

@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "common.hpp"
-#include "embedlab/fourier_embedding.hpp"
+#include "embedlab/fourier_map.hpp"
 
 namespace embedlab::cli {
 
@@ -64,19 +64,6 @@ Json matrix_json(const torch::Tensor& m)
     return rows;
 }
 
-// Cosine of rows i and i+1 ([n, d] -> n - 1 values); a zero row against a zero row counts 1.
-std::vector<double> neighbour_cosines(const torch::Tensor& m)
-{
-    const auto x = m.to(torch::kDouble);
-    std::vector<double> out;
-    for (int64_t i = 0; i + 1 < x.size(0); ++i) {
-        const double na = x[i].norm().item<double>(), nb = x[i + 1].norm().item<double>();
-        out.push_back(na == 0 || nb == 0 ? (na == nb ? 1.0 : 0.0)
-                                         : (x[i] * x[i + 1]).sum().item<double>() / (na * nb));
-    }
-    return out;
-}
-
 double mean(const std::vector<double>& v)
 {
     double s = 0;
@@ -85,25 +72,10 @@ double mean(const std::vector<double>& v)
     return v.empty() ? 0.0 : s / static_cast<double>(v.size());
 }
 
-// The original rows [a, b) of a dense model, or nothing when it is not dense.
-std::optional<torch::Tensor> dense_rows(const LanguageModel& model, int64_t a, int64_t b)
-{
-    const auto* dense = dense_table(&model.token_embedding());
-    if (!dense)
-        return std::nullopt;
-    return dense->narrow(0, a, b - a).clone();
-}
-
-std::shared_ptr<const FourierTokenEmbedding> fourier_of(const LanguageModel& model)
-{
-    return std::dynamic_pointer_cast<const FourierTokenEmbedding>(model.shared_token_embedding());
-}
-
 } // namespace
 
 int command_fourier_map(const std::vector<std::string>& argv)
 {
-    namespace fs = std::filesystem;
     Args args("fourier-map", argv, {"--ids", "--dir", "--tokenizer"}, {"--json"});
     const auto path = model_argument(args);
     LoadOptions options = load_options(args);
@@ -121,95 +93,33 @@ int command_fourier_map(const std::vector<std::string>& argv)
     const int64_t V = model.config().vocab_size, d = model.config().hidden_size;
     const auto [a, b] = id_range(args, V);
 
-    std::shared_ptr<const FourierTokenEmbedding> fourier = fourier_of(model);
-    std::optional<torch::Tensor> original;
-    std::string fourier_from, original_from, original_note;
+    const auto map = fourier_token_map(lm, path.string(), args.get("--dir").value_or(""), a, b);
+    const auto& fourier = map.fourier;
+    const bool original = map.original.defined();
+    Json j = {{"model", path.string()}, {"vocab", V}, {"dim", d}, {"first", a}, {"end", b}, {"x", map.x}};
+    if (lm.tokenizer)
+        j["tokens"] = map.tokens;
+    Json neighbours = {{"features", neighbour_cosines(map.features)}};
+    j["features"] = matrix_json(map.features);
     if (fourier) {
-        if (args.has("--dir"))
-            throw InputError("fourier-map: " + path.string() +
-                             " is already a fourier directory; --dir goes with the original MODEL");
-        fourier_from = path.string();
-        // The original rows come from the source model recorded at compression.
-        const auto manifest = nlohmann::json::parse(lm.files.embedlab_manifest, nullptr, false);
-        const auto* source = manifest.is_object() && manifest.contains("source") &&
-                                     manifest["source"].is_object() && manifest["source"].contains("path") &&
-                                     manifest["source"]["path"].is_string()
-                                 ? &manifest["source"]["path"]
-                                 : nullptr;
-        if (source && fs::exists(source->get<std::string>())) {
-            original_from = source->get<std::string>();
-            auto src = load_model(original_from, {.need_tokenizer = false});
-            if (src.model->config().vocab_size != V || src.model->config().hidden_size != d)
-                throw InputError("fourier-map: the source model " + original_from +
-                                 " does not match the fourier directory's vocabulary and dimension");
-            original = dense_rows(*src.model, a, b);
-        } else {
-            original_note = source ? "source model " + source->get<std::string>() + " not found"
-                                   : "embedlab.json records no source path";
-        }
-    } else {
-        original = dense_rows(model, a, b);
-        if (!original)
-            throw InputError("fourier-map: " + path.string() + " has a " + model.token_embedding().kind() +
-                             " embedding; give the original model or a --method fourier directory");
-        original_from = path.string();
-        if (const auto dir = args.get("--dir")) {
-            auto f = load_model(*dir, {.need_tokenizer = false});
-            fourier = fourier_of(*f.model);
-            if (!fourier)
-                throw InputError("fourier-map: --dir " + *dir + " is not a --method fourier directory (its " +
-                                 "embedding is " + f.model->token_embedding().kind() + ")");
-            if (fourier->vocab_size() != V || fourier->dim() != d)
-                throw InputError("fourier-map: --dir " + *dir +
-                                 " has V = " + std::to_string(fourier->vocab_size()) +
-                                 ", d = " + std::to_string(fourier->dim()) +
-                                 "; MODEL has V = " + std::to_string(V) + ", d = " + std::to_string(d));
-            fourier_from = *dir;
-        }
-    }
-
-    c10::InferenceMode guard;
-    const auto ids = torch::arange(a, b, torch::kLong);
-    const auto features = fourier_features(ids, V, d);
-    std::vector<double> x;
-    for (int64_t p = a; p < b; ++p)
-        x.push_back(2.0 * static_cast<double>(p) / static_cast<double>(V - 1) - 1.0);
-    Json j = {{"model", path.string()}, {"vocab", V}, {"dim", d}, {"first", a}, {"end", b}, {"x", x}};
-    if (lm.tokenizer) {
-        Json tokens = Json::array();
-        for (int64_t p = a; p < b; ++p)
-            tokens.push_back(p < lm.tokenizer->vocab_size()
-                                 ? lm.tokenizer->token_text(static_cast<int32_t>(p))
-                                 : std::string());
-        j["tokens"] = tokens;
-    }
-    Json neighbours = {{"features", neighbour_cosines(features)}};
-    j["features"] = matrix_json(features);
-    if (fourier) {
-        const auto mlp = fourier->mlp(features);
-        const auto e = fourier->rows_from_features(features);
-        j["fourier_model"] = fourier_from;
+        j["fourier_model"] = map.fourier_from;
         j["fourier"] = {{"mlp", fourier_mlp_name(fourier->params().mlp)},
                         {"hidden", fourier->params().hidden},
                         {"norm", fourier->params().norm},
                         {"parameters", fourier->parameter_count()}};
-        j["mlp"] = matrix_json(mlp);
-        j["embedding"] = matrix_json(e);
-        neighbours["mlp"] = neighbour_cosines(mlp);
-        neighbours["embedding"] = neighbour_cosines(e);
-        if (original) {
-            const auto c =
-                torch::cosine_similarity(e.to(torch::kDouble), original->to(torch::kDouble), 1, 1e-12);
-            j["cosine_to_original"] =
-                std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
-        }
+        j["mlp"] = matrix_json(map.mlp);
+        j["embedding"] = matrix_json(map.embedding);
+        neighbours["mlp"] = neighbour_cosines(map.mlp);
+        neighbours["embedding"] = neighbour_cosines(map.embedding);
+        if (original)
+            j["cosine_to_original"] = map.cosine_to_original;
     }
     if (original) {
-        j["original_model"] = original_from;
-        j["original"] = matrix_json(*original);
-        neighbours["original"] = neighbour_cosines(*original);
+        j["original_model"] = map.original_from;
+        j["original"] = matrix_json(map.original);
+        neighbours["original"] = neighbour_cosines(map.original);
     } else {
-        j["original_note"] = original_note;
+        j["original_note"] = map.original_note;
     }
     j["neighbour_cosine"] = neighbours;
     Json means = Json::object();
@@ -217,7 +127,7 @@ int command_fourier_map(const std::vector<std::string>& argv)
         means[name] = mean(values.get<std::vector<double>>());
     j["mean_neighbour_cosine"] = means;
     if (j.contains("cosine_to_original"))
-        j["mean_cosine_to_original"] = mean(j["cosine_to_original"].get<std::vector<double>>());
+        j["mean_cosine_to_original"] = mean(map.cosine_to_original);
 
     if (args.has("--json")) {
         // Token texts may hold partial UTF-8 sequences (byte-level BPE).
@@ -225,14 +135,14 @@ int command_fourier_map(const std::vector<std::string>& argv)
         return 0;
     }
     std::printf("ids %lld..%lld of V = %lld, d = %lld (x from %.6f to %.6f)\n", (long long)a,
-                (long long)b - 1, (long long)V, (long long)d, x.front(), x.back());
+                (long long)b - 1, (long long)V, (long long)d, map.x.front(), map.x.back());
     if (fourier)
-        std::printf("fourier model %s: %s MLP, %lld parameters\n", fourier_from.c_str(),
+        std::printf("fourier model %s: %s MLP, %lld parameters\n", map.fourier_from.c_str(),
                     fourier_mlp_name(fourier->params().mlp), (long long)fourier->parameter_count());
     if (original)
-        std::printf("original rows from %s\n", original_from.c_str());
+        std::printf("original rows from %s\n", map.original_from.c_str());
     else
-        std::printf("no original rows (%s)\n", original_note.c_str());
+        std::printf("no original rows (%s)\n", map.original_note.c_str());
     std::printf("mean cosine of neighbouring ids (p, p+1):\n");
     for (const auto& [name, value] : means.items())
         std::printf("  %-10s %.6f\n", name.c_str(), value.get<double>());
