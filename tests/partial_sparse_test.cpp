@@ -487,6 +487,17 @@ TEST(PartialSparse, PcaBaselineMatchesLowRankPcaAndIsExactAtFullRank)
 
 // --- accounting and the head ------------------------------------------------------------
 
+// Ids are stored at the width V needs: int16 up to V = 32768 (ids 0..32767), else int32.
+TEST(PartialSparse, IndicesTakeTheWidthTheVocabularyNeeds)
+{
+    EXPECT_EQ(index_dtype(50), torch::kInt16);
+    EXPECT_EQ(index_dtype(32000), torch::kInt16); // tinyllama
+    EXPECT_EQ(index_dtype(32768), torch::kInt16);
+    EXPECT_EQ(index_dtype(32769), torch::kInt32);
+    EXPECT_EQ(index_bytes_for(32000), 2);
+    EXPECT_EQ(index_bytes_for(50257), 4); // gpt2
+}
+
 TEST(PartialSparse, ParameterCounts)
 {
     const auto E = random_table(50, 8, 10);

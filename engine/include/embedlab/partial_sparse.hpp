@@ -92,9 +92,8 @@ struct PartialSparseOptions {
     KnnOptions knn;      // LLE: the neighbour search
 };
 
-// Token ids as stored on disk (issue 36): int32 (they were int64, counted as one
-// 4-byte value); each counts as one value (METHODS 0) of index_bytes_for(V) bytes.
-// int16 for V <= 32768 waits for the safetensors writer to take I16.
+// Token ids as stored on disk (issue 36): int16 while V <= 32768, else int32 (they
+// were int64); each counts as one value (METHODS 0) of index_bytes_for(V) bytes.
 torch::ScalarType index_dtype(int64_t vocab);
 int64_t index_bytes_for(int64_t vocab);
 

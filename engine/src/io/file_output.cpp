@@ -181,11 +181,9 @@ struct SafetensorsDtype {
     const char* name;
     uint64_t size;
 };
-constexpr SafetensorsDtype kSafetensorsDtypes[]{{torch::kFloat32, "F32", 4},
-                                                {torch::kFloat16, "F16", 2},
-                                                {torch::kBFloat16, "BF16", 2},
-                                                {torch::kInt64, "I64", 8},
-                                                {torch::kInt32, "I32", 4}};
+constexpr SafetensorsDtype kSafetensorsDtypes[]{{torch::kFloat32, "F32", 4},   {torch::kFloat16, "F16", 2},
+                                                {torch::kBFloat16, "BF16", 2}, {torch::kInt64, "I64", 8},
+                                                {torch::kInt32, "I32", 4},     {torch::kInt16, "I16", 2}};
 
 const char* safetensors_dtype(torch::ScalarType t)
 {

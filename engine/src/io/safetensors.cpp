@@ -22,17 +22,22 @@ SafetensorsFile load_safetensors_file(const std::filesystem::path& file, WeightV
     SafetensorsFile out;
     for (const SafetensorsEntry& e : header.entries) {
         const std::optional<StoredType> type = stored_type_from_name(e.dtype);
-        if (e.dtype == "I64" || e.dtype == "I32") {
-            // Index tensors (token ids of EmbedLab's compressed layouts) load as int64.
+        if (e.dtype == "I64" || e.dtype == "I32" || e.dtype == "I16") {
+            // Index tensors (token ids of EmbedLab's compressed layouts, stored at the
+            // width V needs) load as int64.
             auto t = torch::empty(e.shape, torch::kLong);
             const uint8_t* src = mapped->data() + header.data_start + e.begin;
             int64_t* dst = t.data_ptr<int64_t>();
             for (int64_t i = 0, n = t.numel(); i < n; ++i) {
                 if (e.dtype == "I64") {
                     std::memcpy(dst + i, src + 8 * i, 8);
-                } else {
+                } else if (e.dtype == "I32") {
                     int32_t v;
                     std::memcpy(&v, src + 4 * i, 4);
+                    dst[i] = v;
+                } else {
+                    int16_t v;
+                    std::memcpy(&v, src + 2 * i, 2);
                     dst[i] = v;
                 }
             }

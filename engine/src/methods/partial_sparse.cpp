@@ -425,9 +425,10 @@ PartialSparseTokenEmbedding::PartialSparseTokenEmbedding(PartialSparseFit fit) :
     }
 }
 
-torch::ScalarType index_dtype(int64_t /*vocab*/)
+torch::ScalarType index_dtype(int64_t vocab)
 {
-    return torch::kInt32;
+    // Ids 0..V-1: int16 holds them while V <= 32768 (tinyllama's 32,000), else int32.
+    return vocab <= 32768 ? torch::kInt16 : torch::kInt32;
 }
 
 int64_t index_bytes_for(int64_t vocab)
