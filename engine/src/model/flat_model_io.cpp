@@ -122,6 +122,20 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
     }
     manifest["tied_output_head"] = config.tied_embeddings;
     manifest["model_params"] = flat_params_json(flat);
+    // What the part compressed holds on disk (issue 36): its values at the width the
+    // changed tensors are written (the model's; all of them share it).
+    int64_t value_bytes = 0;
+    for (const auto& [name, shape] : changed.items()) {
+        const int64_t b = static_cast<int64_t>(model.weights().at(name).element_size());
+        if (value_bytes != 0 && b != value_bytes)
+            throw InputError(out.string() + ": the narrowed tensors are written at mixed widths");
+        value_bytes = b;
+    }
+    const int64_t part_after = flat_compressed_params(model, flat.options.mlp);
+    manifest["storage"] = {{"part", flat.options.mlp ? "attention_values_and_mlp" : "attention_values"},
+                           {"params_after", part_after},
+                           {"bytes_per_value", value_bytes},
+                           {"bytes_after", part_after * value_bytes}};
     manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
     manifest["source"] = detail::source_json(source);
     manifest["seed"] = calibration.options.seed;
