@@ -7,6 +7,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/fourier_mlp.hpp"
 #include "frequency_text.hpp"
+#include "method_flags.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
@@ -116,16 +117,13 @@ int command_compress(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
-    Args args("compress", argv,
-              {"--method",    "--rank",          "--shape",         "--ranks",      "--eps",
-               "--out",       "--eval-text",     "--ctx",           "--stride",     "--batch",
-               "--tokenizer", "--freq-text",     "--keep-ratio",    "--k",          "--reg",
-               "--mlp",       "--hidden-ratio",  "--loss",          "--steps",      "--lr",
-               "--fit-batch", "--weight-decay",  "--seed",          "--nu",         "--tau",
-               "--device",    "--coverage-task", "--coverage-data", "--knn",        "--nlist",
-               "--nprobe",    "--task",          "--task-data",     "--task-limit", "--tokens"},
-              {"--dense", "--force", "--positions", "--json", "--quiet", "--norm", "--uniform-ranks",
-               "--divergence"});
+    // compress's own flags, then every method's fields as flags (method_flags.hpp).
+    std::set<std::string> valued{"--method", "--out",       "--eval-text", "--ctx",
+                                 "--stride", "--batch",     "--tokenizer", "--seed",
+                                 "--task",   "--task-data", "--task-limit"},
+        switches{"--dense", "--force", "--positions", "--json", "--quiet", "--divergence"};
+    add_method_flags(valued, switches);
+    Args args("compress", argv, valued, switches);
     const auto* method = find_method(args.get("--method").value_or(""));
     const bool lle = method && method->needs_frequency_text;
     const auto path = model_argument(args);
@@ -145,17 +143,13 @@ int command_compress(const std::vector<std::string>& argv)
     request.model = path.string();
     request.tokenizer = args.get("--tokenizer").value_or("");
     request.method = spec.method;
-    request.rank = spec.rank;
-    request.shape = spec.shape;
-    request.ranks = spec.ranks;
-    request.eps = spec.eps;
-    request.uniform_ranks = spec.uniform_ranks;
     request.positions = args.has("--positions");
-    // TensorSLM's energy model (issue 20 item 5); check_request refuses them off pca/svd/tt.
-    request.nu = args.get_double("--nu", request.nu, 0, 1e12);
-    request.tau = args.get_double("--tau", request.tau, 0, 1e12);
-    request.device = args.get("--device").value_or("");
-    request.energy_tokens = args.get_int("--tokens", request.energy_tokens, 0, int64_t{1} << 40); // l
+    // The method's fields, by their flags (--rank is "rank"; TensorSLM's energy model's
+    // --nu, --tau, --device, --tokens too): check_request refuses one the method does not take.
+    args.get_double("--nu", request.nu, 0, 1e12);
+    args.get_double("--tau", request.tau, 0, 1e12);
+    args.get_int("--tokens", request.energy_tokens, 0, int64_t{1} << 40);
+    method_flags_into(args, request);
     for (const auto& o : kKnnOptions)
         if (!lle && args.has(o))
             throw InputError("compress: " + o + " applies to --method lle (its neighbour search)");
@@ -171,33 +165,16 @@ int command_compress(const std::vector<std::string>& argv)
         if (!freq_text)
             throw InputError(
                 "the lle methods need --freq-text FILE (token frequencies decide common vs rare)");
-        request.freq_text = *freq_text;
         warn_if_frequency_text_is_evaluated(args);
-        request.keep_ratio = args.get_double("--keep-ratio", 1.0, 0, 1);
-        request.coverage_task = args.get("--coverage-task").value_or("");
-        request.coverage_data = args.get("--coverage-data").value_or("");
-        request.k = args.has("--k") ? spec.k : 0;
-        request.reg = spec.reg;
+        args.get_double("--keep-ratio", 1.0, 0, 1); // its flag's message for a value outside [0, 1]
         // The neighbour search (lle only: check_request refuses it on lle-unk and lle-pca).
         const auto knn = knn_flags(args, "compress");
-        request.knn = knn.knn;
-        request.nlist = knn.nlist;
-        request.nprobe = knn.nprobe;
         if (knn.knn == "ivf")
             request.seed =
                 static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     }
-    if (id_of(spec) == Method::Fourier) {
-        request.mlp = spec.mlp;
-        request.hidden_ratio = spec.hidden_ratio;
-        request.norm = spec.norm;
-        request.loss = spec.loss;
-        request.steps = spec.steps;
-        request.lr = spec.lr;
-        request.fit_batch = spec.batch;
-        request.weight_decay = spec.weight_decay;
+    if (id_of(spec) == Method::Fourier)
         request.seed = spec.seed;
-    }
     eval_flags_into(args, model.max_context(), request);
     const bool quiet = args.has("--quiet");
     StagePrinter stages(quiet);

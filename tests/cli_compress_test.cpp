@@ -132,6 +132,10 @@ TEST(CliCompress, BadArgumentsFailBeforeAnyWorkAndWriteNothing)
         {{"compress", "--method", "pca", "--rank", "3", "--out", (dir / "taken").string()}, "already exists"},
         {{"sweep", "--method", "pca", "--ranks", "4"}, "--eval-text"},
         {{"compress", "--method", "pca", "--rank", "3", "--device", "pi", "--out", out}, "raspberry-pi-5"},
+        // Every method's fields are compress's flags (issue 37); one pca does not take is
+        // refused by the request's check, not ignored as before.
+        {{"compress", "--method", "pca", "--rank", "3", "--k", "2", "--out", out},
+         "k does not apply to method pca"},
     };
     for (const auto& c : cases) {
         const CliRun r = cli(c.args);

@@ -86,10 +86,10 @@ TEST(MethodRegistry, EveryTableMethodHasOneImplementationAndUnknownNamesAreError
     for (const auto& m : embedlab::method_registry()) {
         int found = 0;
         for (const auto* t : embedlab::table_methods())
-            found += t->id() == m.id;
+            found += t->name() == m.name;
         EXPECT_EQ(found, m.part == embedlab::CompressedPart::TokenEmbedding ? 1 : 0) << m.name;
         if (m.part == embedlab::CompressedPart::TokenEmbedding) {
-            EXPECT_EQ(embedlab::table_method(m.name).id(), m.id) << m.name;
+            EXPECT_EQ(embedlab::table_method(m.name).name(), m.name) << m.name;
         }
     }
     EXPECT_EQ(embedlab::table_methods().size(), embedlab::compression_methods().size());
@@ -117,6 +117,31 @@ TEST(MethodRegistry, EveryTableMethodHasOneImplementationAndUnknownNamesAreError
                   embedlab::compress_table(table, {.method = "zip", .rank = 2});
               }).find("unknown method"),
               std::string::npos);
+}
+
+// Each row's fields are the request's (a typo would never apply), each field is one
+// method family's or shared, and a field outside every row is refused for every method.
+TEST(MethodRegistry, EveryRowsFieldsAreRequestFieldsWithTheirChecks)
+{
+    const auto& all = embedlab::request_fields();
+    for (const auto& m : embedlab::method_registry()) {
+        EXPECT_TRUE(m.check && m.describe) << m.name;
+        for (const auto& f : m.fields)
+            EXPECT_NE(std::find(all.begin(), all.end(), f), all.end()) << m.name << ": " << f;
+        if (m.part == embedlab::CompressedPart::TokenEmbedding) {
+            EXPECT_NE(std::string(m.stored_as), "") << m.name;
+        }
+    }
+    // tt's eps given to lle: refused, naming the field and the method.
+    try {
+        embedlab::check_request({.model = "m", .method = "lle", .eps = 0.5, .freq_text = "t", .k = 2});
+        FAIL() << "lle took tt's eps";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("eps does not apply to method lle"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(embedlab::describe_request({.method = "tucker", .shape = {4, 4}, .ranks = {2, 3}}),
+              "tucker 4x4 ranks 2,3");
 }
 
 TEST(CompressionRequestJson, EveryMethodRoundTrips)
@@ -398,20 +423,30 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
         };
         int64_t elements = 0;
+        double stored = 0; // the part's bytes in the file: V's share of c_attn's byte range
         for (const auto& e : header.entries) {
             int64_t n = 1;
             for (const int64_t x : e.shape)
                 n *= x;
-            if (ends(e.name, "attn.c_attn.weight"))
+            const double range = static_cast<double>(e.end - e.begin);
+            if (ends(e.name, "attn.c_attn.weight")) {
                 elements += e.shape[0] * (e.shape[1] - 2 * d);
-            else if (ends(e.name, "attn.c_attn.bias"))
+                stored += range * double(e.shape[1] - 2 * d) / double(e.shape[1]);
+            } else if (ends(e.name, "attn.c_attn.bias")) {
                 elements += e.shape[0] - 2 * d;
-            else if (ends(e.name, "attn.c_proj.weight") ||
-                     (mlp && (ends(e.name, "mlp.c_fc.weight") || ends(e.name, "mlp.c_fc.bias") ||
-                              ends(e.name, "mlp.c_proj.weight"))))
+                stored += range * double(e.shape[0] - 2 * d) / double(e.shape[0]);
+            } else if (ends(e.name, "attn.c_proj.weight") ||
+                       (mlp && (ends(e.name, "mlp.c_fc.weight") || ends(e.name, "mlp.c_fc.bias") ||
+                                ends(e.name, "mlp.c_proj.weight")))) {
                 elements += n;
+                stored += range;
+            }
         }
         EXPECT_EQ(run.summary.params_after, elements);
+        const auto manifest = Json::parse(embedlab::test::read_text(out / "embedlab.json"));
+        EXPECT_EQ(manifest["storage"]["params_after"].get<int64_t>(), elements);
+        EXPECT_EQ(manifest["storage"]["part"], run.summary.part);
+        EXPECT_NEAR(manifest["storage"]["bytes_after"].get<double>(), stored, 0.01 * stored);
     }
 }
 

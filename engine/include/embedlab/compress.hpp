@@ -48,8 +48,8 @@ struct CompressionSpec {
     uint64_t seed = 0;
 };
 
-// Methods compress_table knows, for messages and the CLI.
-const std::vector<std::string>& compression_methods();
+// Methods compress_table knows (registered ones too), for messages and the CLI.
+std::vector<std::string> compression_methods();
 
 struct ReconstructionMetrics {
     double relative_frobenius = 0; // ||E - E_hat||_F / ||E||_F

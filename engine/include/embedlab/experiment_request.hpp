@@ -126,6 +126,14 @@ nlohmann::ordered_json request_json(const CompressionRequest& request);
 CompressionRequest request_from_json(const nlohmann::ordered_json& json);
 // The request's JSON field names, and those naming input files (uploaded to a host).
 const std::vector<std::string>& request_fields();
+// A field's JSON type: how a front end reads it (the CLI: a switch for Bool, "a,b,c"
+// for Integers) before set_request_field checks it. InputError for an unknown name.
+enum class RequestFieldType { String, Bool, Integer, Number, Integers, TokenIds };
+RequestFieldType request_field_type(const std::string& name);
+// Sets one field from its JSON value with request_from_json's type checks (InputError
+// "job: \"<name>\" must be ..."); the ranges are check_request's.
+void set_request_field(CompressionRequest& request, const std::string& name,
+                       const nlohmann::ordered_json& value);
 const std::vector<std::string>& request_input_fields();
 
 // Checks a request without the file system: method, every option's range and

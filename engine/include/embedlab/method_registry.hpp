@@ -6,17 +6,31 @@
 //   m.needs_frequency_text;                              // true
 //   embedlab::find_method("lrf");                        // nullptr: a stored kind, not a method
 //
-// Torch-free. Thread safety: the registry is built once and never changes.
+// A method declares the request fields it takes (experiment_request.hpp), checks them,
+// describes a request in a few words and names the stored layout of its factors
+// (manifest_layout.hpp); one file per method family, engine/src/methods/request_*.cpp,
+// holds its row. register_method adds a row at run time (a test's toy method).
+//
+// Torch-free. Thread safety: the built-in rows never change; register_method must
+// finish before any other thread reads the registry.
 #pragma once
 
+#include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace embedlab {
 
-// Every method EmbedLab runs, by what it compresses (METHODS.md 1-5).
-enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Flat };
+struct CompressionRequest; // experiment_request.hpp
+
+// Every method EmbedLab runs, by what it compresses (METHODS.md 1-5); External: one
+// added by register_method, known by its name alone.
+enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Flat, External };
 enum class CompressedPart { TokenEmbedding, AttentionValues };
+
+// A method's checks report the first bad field: fail(field, what) throws.
+using RequestFail = std::function<void(const std::string& field, const std::string& what)>;
 
 struct MethodDescriptor {
     Method id;
@@ -32,10 +46,24 @@ struct MethodDescriptor {
     // flat: a decoder target ratio (target_ratio) also compresses the MLP unless the
     // request says no_mlp; the CLI, the job API and the GUI share this default.
     bool target_compresses_mlp = false;
+    // The stored layout of its token table (manifest_layout.hpp): "pca", "svd", "lrf",
+    // "tt", "tucker", "lle", "lle-unk", "lle-pca" or "fourier"; empty for flat.
+    const char* stored_as = "";
+    // The request fields it takes beyond every method's (model, evaluation, task, seed;
+    // positions with `positions`, lora_* with `lora`).
+    std::vector<std::string> fields;
+    // Its fields' ranges and combinations, d > 0 the model's width (0: unknown yet).
+    std::function<void(const CompressionRequest&, int64_t d, const RequestFail&)> check;
+    // The request in a few words, e.g. "pca rank 32" (describe_request adds LoRA).
+    std::function<std::string(const CompressionRequest&)> describe;
 };
 
-// The registry: one row per method, in the order help texts list them.
-const std::vector<MethodDescriptor>& method_registry();
+// The registry: one row per method, in the order help texts list them (the built-in
+// rows first, then those registered; a deque, so rows never move).
+const std::deque<MethodDescriptor>& method_registry();
+// Adds a method (id Method::External). InputError if its name is taken or it has no
+// check or describe.
+const MethodDescriptor& register_method(MethodDescriptor method);
 // InputError "unknown method 'x' (pca, svd, ...)" for a name not in the registry.
 const MethodDescriptor& method_descriptor(const std::string& name);
 const MethodDescriptor& method_descriptor(Method id);

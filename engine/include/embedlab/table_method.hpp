@@ -2,13 +2,16 @@
 // its stored parameters and accounting look like in JSON, and how a results row names
 // its settings. compress_table, spec_json, accounting_json and the experiment API call
 // these; none of them dispatches on a method name. Each method is one file in
-// engine/src/methods/table_*.cpp, listed once in table_methods.cpp.
+// engine/src/methods/table_*.cpp, listed once in table_methods.cpp; its registry row
+// (fields, checks) is the torch-free request_*.cpp beside it. register_table_method adds
+// one at run time, after register_method added its row (tests/toy_method_test.cpp).
 //
 //   const auto& m = embedlab::table_method("pca");      // InputError: unknown, or not a table method
 //   m.fit(table, out, model_params, progress);          // out.embedding, accounting, fit record
 //   m.parameters(out.spec);                             // "rank 32"
 //
-// Thread safety: the methods are stateless singletons; fit is reentrant.
+// Thread safety: the methods are stateless singletons; fit is reentrant. Register
+// before any other thread reads the list.
 #pragma once
 
 #include <string>
@@ -17,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/compress.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/method_registry.hpp"
 
 namespace embedlab {
@@ -24,8 +28,8 @@ namespace embedlab {
 class TableMethod {
 public:
     virtual ~TableMethod() = default;
-    // The registry row this method implements (method_registry.hpp).
-    virtual Method id() const = 0;
+    // The name of the registry row this method implements (method_registry.hpp).
+    virtual std::string name() const = 0;
     // Fits `table` [V, d] as out.spec asks: sets out.embedding, out.accounting, out.fit,
     // out.fit_seconds, and the spec's values the fit chose (tt eps: the ranks). Progress
     // runs 0..100 over the fit.
@@ -37,10 +41,20 @@ public:
     virtual void accounting_fields(const EmbeddingAccounting&, nlohmann::ordered_json&) const {}
     // The settings as run in a few words, e.g. "rank 32", "shape 4x8x4, ranks 1,4,4,1".
     virtual std::string parameters(const CompressionSpec& spec) const = 0;
+    // The fit's floating-point work, roughly, for a table of v rows and width d: what a
+    // progress bar paces its stages by, never a reported number. By default pca's: the
+    // Gram matrix and its eigenvectors.
+    virtual double fit_work(const CompressionRequest& request, double v, double d) const
+    {
+        return 2 * v * d * d + 10 * d * d * d;
+    }
 };
 
-// Every table method, in the registry's order.
+// Every table method, in the registry's order, then those registered.
 const std::vector<const TableMethod*>& table_methods();
+// Adds a table method (which outlives every run) for a row register_method added:
+// InputError if the row is missing or compresses another part, or the name is taken.
+void register_table_method(const TableMethod& method);
 // The table method called `name`: InputError for an unknown name, or for a method that
 // compresses another part (flat: the attention values).
 const TableMethod& table_method(const std::string& name);

@@ -456,27 +456,10 @@ std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest
     const double body = 2 * layers * (4 * d * d + 3 * d * double(c.intermediate_size)); // per position
     const double per_token = body + 2 * v * d;                                          // + the head
     const double tokens = eval ? double(eval->ids.size()) : 0;
-    double compress = 2 * v * d * d + 10 * d * d * d; // pca, svd: the Gram matrix and its eigenvectors
-    switch (m.id) {
-    case Method::TT:
-        compress = 400 * v * d; // a small TT-SVD per token
-        break;
-    case Method::Tucker: { // the modes' Gram matrices, then each token's core
-        double s = 0;
-        for (int64_t i : r.shape)
-            s += double(i);
-        compress = 4 * v * d * (s + 1);
-        break;
-    }
-    case Method::LLE:
-    case Method::LLEUnk:
-    case Method::LLEPCA:
-        compress = 2 * (1 - r.keep_ratio) * r.keep_ratio * v * v * d; // the exact kNN products
-        break;
-    case Method::Fourier:
-        compress = double(r.steps) * double(r.fit_batch) * 12 * d * d; // forward + backward
-        break;
-    case Method::Flat:
+    double compress = 0;
+    if (m.part == CompressedPart::TokenEmbedding) {
+        compress = table_method(m.name).fit_work(r, v, d);
+    } else {                               // flat
         compress = 8 * layers * d * d * d; // per-head eigendecompositions, absorbed products
         if (calib.mlp) { // MLP covariances beyond the budget: a pass (to its group's last layer) per group
             const double f = double(c.intermediate_size), bytes = layers * f * f * 8;
@@ -484,9 +467,6 @@ std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest
                 compress += std::ceil(bytes / double(calib.mlp_covariance_budget)) * 0.5 *
                             double(calib.samples) * double(calib.seqlen) * body;
         }
-        break;
-    default:
-        break;
     }
     std::vector<std::pair<std::string, double>> stages{{"load", 0}};
     if (m.part == CompressedPart::AttentionValues)

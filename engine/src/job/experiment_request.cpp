@@ -3,10 +3,12 @@
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/text_format.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <set>
 #include <type_traits>
 
 #include "embedlab/accounting.hpp"
@@ -25,50 +27,20 @@ bool request_compresses_mlp(const CompressionRequest& r)
 
 namespace {
 
-using Pred = std::function<bool(Method)>;
-bool any_method(Method)
+// Fields every method takes; the others are a method's own (its registry row's
+// fields), positions (rows with `positions`) and LoRA recovery's (rows with `lora`).
+bool field_applies(const std::string& name, const MethodDescriptor& m)
 {
-    return true;
-}
-bool low_rank(Method m)
-{
-    return m == Method::PCA || m == Method::SVD;
-}
-bool tensor_train(Method m)
-{
-    return m == Method::TT;
-}
-bool tensorised(Method m) // a shape of d: tt and tucker
-{
-    return m == Method::TT || m == Method::Tucker;
-}
-bool energy_methods(Method m)
-{
-    return low_rank(m) || tensor_train(m);
-}
-bool table_methods(Method m)
-{
-    return method_descriptor(m).positions;
-}
-bool lle_family(Method m)
-{
-    return method_descriptor(m).needs_frequency_text;
-}
-bool lle_search(Method m) // the lle method proper: the only one with a neighbour search
-{
-    return m == Method::LLE;
-}
-bool fourier(Method m)
-{
-    return m == Method::Fourier;
-}
-bool flat(Method m)
-{
-    return m == Method::Flat;
-}
-bool recoverable(Method m)
-{
-    return method_descriptor(m).lora;
+    static const std::set<std::string> every_method{
+        "model",  "method", "tokenizer",  "eval_text", "eval_ids",  "eval_tokens", "ctx",
+        "stride", "batch",  "divergence", "task",      "task_data", "task_limit",  "seed"};
+    if (every_method.count(name))
+        return true;
+    if (name == "positions")
+        return m.positions;
+    if (name == "lora_rank" || name == "lora_steps" || name == "train_text")
+        return m.lora;
+    return std::find(m.fields.begin(), m.fields.end(), name) != m.fields.end();
 }
 
 [[noreturn]] void bad(const std::string& field, const std::string& what)
@@ -79,15 +51,29 @@ bool recoverable(Method m)
 // One JSON field of the request: how it is read and written, and which methods take it.
 struct Field {
     const char* name;
-    Pred applies;
+    RequestFieldType type;
     std::function<void(const Json&, CompressionRequest&)> read; // type checks only
     std::function<bool(const CompressionRequest&)> is_set;      // differs from the default
     std::function<Json(const CompressionRequest&)> value;
 };
 
-template <class T> Field member(const char* name, T CompressionRequest::*m, Pred applies)
+template <class T> constexpr RequestFieldType type_of()
 {
-    Field f{name, std::move(applies), {}, {}, {}};
+    if constexpr (std::is_same_v<T, std::string>)
+        return RequestFieldType::String;
+    else if constexpr (std::is_same_v<T, bool>)
+        return RequestFieldType::Bool;
+    else if constexpr (std::is_same_v<T, double>)
+        return RequestFieldType::Number;
+    else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+        return RequestFieldType::Integers;
+    else
+        return RequestFieldType::Integer;
+}
+
+template <class T> Field member(const char* name, T CompressionRequest::*m)
+{
+    Field f{name, type_of<T>(), {}, {}, {}};
     f.is_set = [m](const CompressionRequest& r) { return !(r.*m == CompressionRequest{}.*m); };
     f.value = [m](const CompressionRequest& r) { return Json(r.*m); };
     f.read = [m, name](const Json& j, CompressionRequest& r) {
@@ -140,62 +126,62 @@ const std::vector<Field>& fields()
     static const std::vector<Field> table = [] {
         using R = CompressionRequest;
         std::vector<Field> f{
-            member("model", &R::model, any_method),
-            member("method", &R::method, any_method),
-            member("tokenizer", &R::tokenizer, any_method),
-            member("rank", &R::rank, low_rank),
-            member("shape", &R::shape, tensorised),
-            member("ranks", &R::ranks, tensorised),
-            member("eps", &R::eps, tensor_train),
-            member("uniform_ranks", &R::uniform_ranks, tensor_train),
-            member("positions", &R::positions, table_methods),
-            member("nu", &R::nu, energy_methods),
-            member("tau", &R::tau, energy_methods),
-            member("device", &R::device, energy_methods),
-            member("energy_tokens", &R::energy_tokens, energy_methods),
-            member("freq_text", &R::freq_text, lle_family),
-            member("keep_ratio", &R::keep_ratio, lle_family),
-            member("k", &R::k, lle_family),
-            member("reg", &R::reg, lle_family),
-            member("knn", &R::knn, lle_search),
-            member("nlist", &R::nlist, lle_search),
-            member("nprobe", &R::nprobe, lle_search),
-            member("coverage_task", &R::coverage_task, lle_family),
-            member("coverage_data", &R::coverage_data, lle_family),
-            member("mlp", &R::mlp, fourier),
-            member("hidden_ratio", &R::hidden_ratio, fourier),
-            member("norm", &R::norm, fourier),
-            member("loss", &R::loss, fourier),
-            member("steps", &R::steps, fourier),
-            member("lr", &R::lr, fourier),
-            member("fit_batch", &R::fit_batch, fourier),
-            member("weight_decay", &R::weight_decay, fourier),
-            member("remaining", &R::remaining, flat),
-            member("target_ratio", &R::target_ratio, flat),
-            member("allocation", &R::allocation, flat),
-            member("compress_mlp", &R::compress_mlp, flat),
-            member("no_mlp", &R::no_mlp, flat),
-            member("mlp_lambda", &R::mlp_lambda, flat),
-            member("calibration", &R::calibration, flat),
-            member("calib_text", &R::calib_text, flat),
-            member("samples", &R::samples, flat),
-            member("seqlen", &R::seqlen, flat),
-            member("lora_rank", &R::lora_rank, recoverable),
-            member("lora_steps", &R::lora_steps, recoverable),
-            member("train_text", &R::train_text, recoverable),
-            member("eval_text", &R::eval_text, any_method),
-            member("eval_tokens", &R::eval_tokens, any_method),
-            member("ctx", &R::ctx, any_method),
-            member("stride", &R::stride, any_method),
-            member("batch", &R::batch, any_method),
-            member("divergence", &R::divergence, any_method),
-            member("task", &R::task, any_method),
-            member("task_data", &R::task_data, any_method),
-            member("task_limit", &R::task_limit, any_method),
-            member("seed", &R::seed, any_method),
+            member("model", &R::model),
+            member("method", &R::method),
+            member("tokenizer", &R::tokenizer),
+            member("rank", &R::rank),
+            member("shape", &R::shape),
+            member("ranks", &R::ranks),
+            member("eps", &R::eps),
+            member("uniform_ranks", &R::uniform_ranks),
+            member("positions", &R::positions),
+            member("nu", &R::nu),
+            member("tau", &R::tau),
+            member("device", &R::device),
+            member("energy_tokens", &R::energy_tokens),
+            member("freq_text", &R::freq_text),
+            member("keep_ratio", &R::keep_ratio),
+            member("k", &R::k),
+            member("reg", &R::reg),
+            member("knn", &R::knn),
+            member("nlist", &R::nlist),
+            member("nprobe", &R::nprobe),
+            member("coverage_task", &R::coverage_task),
+            member("coverage_data", &R::coverage_data),
+            member("mlp", &R::mlp),
+            member("hidden_ratio", &R::hidden_ratio),
+            member("norm", &R::norm),
+            member("loss", &R::loss),
+            member("steps", &R::steps),
+            member("lr", &R::lr),
+            member("fit_batch", &R::fit_batch),
+            member("weight_decay", &R::weight_decay),
+            member("remaining", &R::remaining),
+            member("target_ratio", &R::target_ratio),
+            member("allocation", &R::allocation),
+            member("compress_mlp", &R::compress_mlp),
+            member("no_mlp", &R::no_mlp),
+            member("mlp_lambda", &R::mlp_lambda),
+            member("calibration", &R::calibration),
+            member("calib_text", &R::calib_text),
+            member("samples", &R::samples),
+            member("seqlen", &R::seqlen),
+            member("lora_rank", &R::lora_rank),
+            member("lora_steps", &R::lora_steps),
+            member("train_text", &R::train_text),
+            member("eval_text", &R::eval_text),
+            member("eval_tokens", &R::eval_tokens),
+            member("ctx", &R::ctx),
+            member("stride", &R::stride),
+            member("batch", &R::batch),
+            member("divergence", &R::divergence),
+            member("task", &R::task),
+            member("task_data", &R::task_data),
+            member("task_limit", &R::task_limit),
+            member("seed", &R::seed),
         };
         // Token ids: an array of non-negative integers (the ids' upper bound is the model's V).
-        Field ids{"eval_ids", any_method, {}, {}, {}};
+        Field ids{"eval_ids", RequestFieldType::TokenIds, {}, {}, {}};
         ids.is_set = [](const R& r) { return r.has_eval_ids; };
         ids.value = [](const R& r) { return Json(r.eval_ids); };
         ids.read = [](const Json& j, R& r) {
@@ -236,6 +222,22 @@ const std::vector<std::string>& request_input_fields()
     return names;
 }
 
+RequestFieldType request_field_type(const std::string& name)
+{
+    for (const auto& f : fields())
+        if (name == f.name)
+            return f.type;
+    throw InputError("request: no field \"" + name + "\"");
+}
+
+void set_request_field(CompressionRequest& request, const std::string& name, const Json& value)
+{
+    for (const auto& f : fields())
+        if (name == f.name)
+            return f.read(value, request);
+    throw InputError("request: no field \"" + name + "\"");
+}
+
 Json request_json(const CompressionRequest& request)
 {
     Json j = Json::object();
@@ -273,7 +275,7 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         fail("method", "'" + r.method + "' is not one of " + method_names());
     const MethodDescriptor& m = *found;
     for (const auto& f : fields())
-        if (f.is_set(r) && !f.applies(m.id))
+        if (f.is_set(r) && !field_applies(f.name, m))
             fail(f.name, "does not apply to method " + r.method);
     if (!(r.nu >= 0 && r.nu <= 1e12))
         fail("nu", short_number(r.nu) + " must lie in [0, 1e12]");
@@ -287,138 +289,8 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         if (r.nu != CompressionRequest{}.nu || r.tau != CompressionRequest{}.tau)
             fail("device", "sets nu and tau; give either device or nu/tau");
     }
+    m.check(r, d, fail);
     const std::string dmax = d > 0 ? std::to_string(d) : "d";
-    auto within_d = [&](int64_t v) { return v >= 1 && (d <= 0 || v <= d); };
-
-    switch (m.id) {
-    case Method::PCA:
-    case Method::SVD:
-        if (!within_d(r.rank))
-            fail("rank", std::to_string(r.rank) + " is outside 1.." + dmax);
-        break;
-    case Method::TT: {
-        if (r.ranks.empty() == !(r.eps > 0))
-            fail("eps", "or ranks: tt needs exactly one of ranks 1,r1,..,1 or eps in (0, 1)");
-        if (r.ranks.empty() && !(r.eps > 0 && r.eps < 1))
-            fail("eps", short_number(r.eps) + " must lie strictly between 0 and 1");
-        if (r.uniform_ranks && !r.ranks.empty())
-            fail("uniform_ranks", "applies to eps only (given ranks are the same for every token)");
-        if (!r.ranks.empty() && r.shape.empty())
-            fail("ranks", "need a shape (ranks r_0..r_N belong to one factorisation of d)");
-        if (!r.shape.empty()) {
-            int64_t product = 1;
-            for (int64_t s : r.shape)
-                product = product > (int64_t(1) << 38) ? product : product * s; // no overflow: s <= 2^24
-            if (r.shape.size() < 2)
-                fail("shape", joined(r.shape, "x") + " needs at least two factors");
-            if (d > 0 && product != d)
-                fail("shape", joined(r.shape, "x") + " has product " + std::to_string(product) +
-                                  ", not d = " + std::to_string(d));
-            if (!r.ranks.empty() &&
-                (r.ranks.size() != r.shape.size() + 1 || r.ranks.front() != 1 || r.ranks.back() != 1))
-                fail("ranks", joined(r.ranks, ",") + " must be " + std::to_string(r.shape.size() + 1) +
-                                  " ranks 1,r1,..,1 for shape " + joined(r.shape, "x"));
-        }
-        break;
-    }
-    case Method::Tucker: {
-        if (r.shape.empty())
-            fail("shape", "is required: tucker tensorises each row as I_1 x .. x I_N with product d (as tt)");
-        if (r.ranks.size() != r.shape.size())
-            fail("ranks",
-                 (r.ranks.empty() ? std::string("are required") : joined(r.ranks, ",") + " are not") +
-                     ": tucker needs " + std::to_string(r.shape.size()) + " ranks r_1..r_N, one per " +
-                     "mode of shape " + joined(r.shape, "x") + " (no boundary 1s, unlike tt)");
-        int64_t product = 1;
-        for (size_t k = 0; k < r.shape.size(); ++k) {
-            product = product > (int64_t(1) << 38) ? product : product * r.shape[k]; // s <= 2^24
-            if (r.ranks[k] > r.shape[k])
-                fail("ranks", "r_" + std::to_string(k + 1) + " = " + std::to_string(r.ranks[k]) +
-                                  " exceeds I_" + std::to_string(k + 1) + " = " + std::to_string(r.shape[k]) +
-                                  " of shape " + joined(r.shape, "x"));
-        }
-        if (d > 0 && product != d)
-            fail("shape", joined(r.shape, "x") + " has product " + std::to_string(product) +
-                              ", not d = " + std::to_string(d));
-        break;
-    }
-    case Method::LLE:
-    case Method::LLEUnk:
-    case Method::LLEPCA:
-        if (r.freq_text.empty())
-            fail("freq_text", "is required: token frequencies decide common vs rare");
-        if (!(r.keep_ratio > 0 && r.keep_ratio <= 1))
-            fail("keep_ratio", short_number(r.keep_ratio) + " must lie in (0, 1]");
-        if (m.id != Method::LLEUnk && !within_d(r.k))
-            fail("k", std::to_string(r.k) + " (neighbours, or basis size) is outside 1.." + dmax);
-        if (m.id == Method::LLEUnk && r.k != 0 && !within_d(r.k))
-            fail("k", std::to_string(r.k) + " is outside 1.." + dmax);
-        if (!(r.reg >= 0 && r.reg <= 1e6))
-            fail("reg", short_number(r.reg) + " must lie in [0, 1e6]");
-        if (r.knn != "exact" && r.knn != "ivf")
-            fail("knn", "'" + r.knn + "' must be exact or ivf");
-        if (r.knn != "ivf" && (r.nlist != 0 || r.nprobe != 0))
-            fail(r.nlist != 0 ? "nlist" : "nprobe", "applies to knn ivf (the IVF lists)");
-        if (r.nlist < 0 || r.nlist > (int64_t{1} << 31))
-            fail("nlist", std::to_string(r.nlist) + " must be 0 (automatic) or 1..|V_C| IVF lists");
-        if (r.nprobe < 0 || (r.nlist > 0 && r.nprobe > r.nlist) || r.nprobe > (int64_t{1} << 31))
-            fail("nprobe", std::to_string(r.nprobe) + " must be 0 (automatic) or 1..nlist" +
-                               (r.nlist > 0 ? " = " + std::to_string(r.nlist) : std::string()) +
-                               " lists searched per rare row");
-        if (r.coverage_task.empty() != r.coverage_data.empty())
-            fail(r.coverage_task.empty() ? "coverage_data" : "coverage_task",
-                 "goes with coverage_task and coverage_data together (a task and its file)");
-        if (!r.coverage_task.empty() && r.coverage_task != "sst2" && r.coverage_task != "mc" &&
-            r.coverage_task != "stsb")
-            fail("coverage_task", "'" + r.coverage_task + "' must be sst2, mc or stsb");
-        break;
-    case Method::Fourier:
-        if (r.mlp != "linear" && r.mlp != "geglu")
-            fail("mlp", "'" + r.mlp + "' must be linear or geglu");
-        if (r.hidden_ratio != CompressionRequest{}.hidden_ratio && r.mlp != "geglu")
-            fail("hidden_ratio", "applies to mlp geglu only");
-        if (!(r.hidden_ratio > 0 && r.hidden_ratio <= 64))
-            fail("hidden_ratio", short_number(r.hidden_ratio) + " must lie in (0, 64]");
-        if (r.loss != "mse" && r.loss != "cosine")
-            fail("loss", "'" + r.loss + "' must be mse or cosine");
-        if (r.steps < 1 || r.steps > 100'000'000)
-            fail("steps", std::to_string(r.steps) + " must be 1..100000000 (AdamW steps, e.g. 2000)");
-        if (!(r.lr > 0 && r.lr <= 10))
-            fail("lr", short_number(r.lr) + " must lie in (0, 10]");
-        if (r.fit_batch < 1 || r.fit_batch > 1'000'000'000)
-            fail("fit_batch", std::to_string(r.fit_batch) + " must be at least 1");
-        if (!(r.weight_decay >= 0 && r.weight_decay <= 10))
-            fail("weight_decay", short_number(r.weight_decay) + " must lie in [0, 10]");
-        break;
-    case Method::Flat:
-        if (r.target_ratio != 0 && r.remaining != 0)
-            fail("target_ratio", "and remaining both given: give one (the decoder's share to keep, or the "
-                                 "value rank ratio)");
-        if (r.target_ratio != 0 && !(r.target_ratio > 0 && r.target_ratio <= 1))
-            fail("target_ratio", short_number(r.target_ratio) + " must lie in (0, 1] (1 keeps everything)");
-        if (r.target_ratio == 0 && !(r.remaining > 0 && r.remaining <= 1))
-            fail("remaining", short_number(r.remaining) + " must lie in (0, 1] (1 keeps everything)");
-        if (r.calibration != "sequential" && r.calibration != "parallel")
-            fail("calibration", "'" + r.calibration + "' must be sequential or parallel");
-        if (r.no_mlp && r.compress_mlp)
-            fail("no_mlp", "and compress_mlp both given: give one");
-        if (r.no_mlp && r.target_ratio == 0)
-            fail("no_mlp", "applies with target_ratio (which compresses the MLP by default); without it "
-                           "the MLP is compressed only with compress_mlp");
-        if (r.allocation != "iprs" && r.allocation != "uniform")
-            fail("allocation", "'" + r.allocation + "' must be iprs or uniform");
-        if (!(r.mlp_lambda > 0))
-            fail("mlp_lambda", short_number(r.mlp_lambda) + " must be positive");
-        if (r.calib_text.empty())
-            fail("calib_text", "is required: the value statistics come from a calibration text");
-        if (r.samples < 1 || r.samples > (1 << 20))
-            fail("samples", std::to_string(r.samples) + " must be 1..1048576 calibration windows");
-        if (r.seqlen < 0 || r.seqlen > (1 << 20))
-            fail("seqlen", std::to_string(r.seqlen) + " must be 0 (the default) or a window length");
-        break;
-    }
-    if (r.positions && m.id == Method::Flat)
-        fail("positions", "applies to pca, svd, tt and tucker");
     if (r.lora_rank < 0 || (d > 0 && r.lora_rank > d))
         fail("lora_rank", std::to_string(r.lora_rank) + " must be 0 (off) or 1.." + dmax);
     if (r.lora_rank > 0) {
@@ -457,40 +329,10 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
 
 std::string describe_request(const CompressionRequest& r)
 {
-    std::string what;
     const auto* m = find_method(r.method);
     if (!m)
         return r.method;
-    switch (m->id) {
-    case Method::TT:
-        what = "tt " + (r.ranks.empty() ? "eps " + short_number(r.eps) : "ranks " + joined(r.ranks, ","));
-        break;
-    case Method::Tucker:
-        what = "tucker " + joined(r.shape, "x") + " ranks " + joined(r.ranks, ",");
-        break;
-    case Method::LLE:
-    case Method::LLEUnk:
-    case Method::LLEPCA:
-        what =
-            r.method + " keep " + short_number(r.keep_ratio) + (r.k > 0 ? ", k " + std::to_string(r.k) : "");
-        if (r.knn == "ivf")
-            what += ", ivf" + (r.nlist > 0 ? " " + std::to_string(r.nlist) : std::string()) +
-                    (r.nprobe > 0 ? "/" + std::to_string(r.nprobe) : std::string());
-        break;
-    case Method::Fourier:
-        what = "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";
-        break;
-    case Method::Flat:
-        what = (r.target_ratio > 0 ? "flat target " + short_number(r.target_ratio)
-                                   : "flat remaining " + short_number(r.remaining)) +
-               ", " + r.allocation + (request_compresses_mlp(r) ? ", mlp" : "") +
-               (r.calibration == "parallel" ? ", parallel" : "");
-        break;
-    case Method::PCA:
-    case Method::SVD:
-        what = r.method + " rank " + std::to_string(r.rank);
-        break;
-    }
+    std::string what = m->describe(r);
     if (r.lora_rank > 0)
         what += " + LoRA r " + std::to_string(r.lora_rank) + ", " + std::to_string(r.lora_steps) + " steps";
     return what;

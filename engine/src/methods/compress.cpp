@@ -8,16 +8,13 @@
 
 namespace embedlab {
 
-const std::vector<std::string>& compression_methods()
+std::vector<std::string> compression_methods()
 {
-    static const std::vector<std::string> methods = [] {
-        std::vector<std::string> m;
-        for (const auto& d : method_registry())
-            if (d.part == CompressedPart::TokenEmbedding)
-                m.push_back(d.name);
-        return m;
-    }();
-    return methods;
+    std::vector<std::string> m;
+    for (const auto& d : method_registry())
+        if (d.part == CompressedPart::TokenEmbedding)
+            m.push_back(d.name);
+    return m;
 }
 
 ReconstructionMetrics measure_reconstruction(const torch::Tensor& original, const TokenEmbedding& compressed,

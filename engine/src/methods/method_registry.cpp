@@ -1,7 +1,9 @@
 // The method registry (method_registry.hpp). Torch-free: the job checker and its
-// fuzzer read it. One row per method; a field left out keeps its default.
+// fuzzer read it. Each built-in row is its family's (request_<family>.cpp).
 #include "embedlab/method_registry.hpp"
+#include "methods/request_support.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "embedlab/error.hpp"
@@ -9,73 +11,37 @@
 
 namespace embedlab {
 
-const std::vector<MethodDescriptor>& method_registry()
+namespace {
+
+// The built-in rows, one line per method (request_<family>.cpp), then those registered.
+std::deque<MethodDescriptor>& registry()
 {
-    using P = CompressedPart;
-    static const std::vector<MethodDescriptor> methods{
-        {.id = Method::PCA,
-         .name = "pca",
-         .part = P::TokenEmbedding,
-         .summary = "centred low-rank factors E ~ mu + Z P (METHODS 1)",
-         .tied_head_from_factors = true,
-         .positions = true,
-         .lora = true},
-        {.id = Method::SVD,
-         .name = "svd",
-         .part = P::TokenEmbedding,
-         .summary = "uncentred truncated SVD E ~ Z P (METHODS 1)",
-         .tied_head_from_factors = true,
-         .positions = true,
-         .lora = true},
-        {.id = Method::TT,
-         .name = "tt",
-         .part = P::TokenEmbedding,
-         .summary = "per-token Tensor-Train cores (METHODS 5)",
-         .tied_head_from_factors = true,
-         .positions = true,
-         .lora = true},
-        {.id = Method::Tucker,
-         .name = "tucker",
-         .part = P::TokenEmbedding,
-         .summary = "Tucker (HOSVD) of the tensorised table: shared factors, a core per token (METHODS 5)",
-         .tied_head_from_factors = true,
-         .positions = true,
-         .lora = true},
-        {.id = Method::LLE,
-         .name = "lle",
-         .part = P::TokenEmbedding,
-         .summary = "rare rows as LLE mixtures of common rows (METHODS 2)",
-         .needs_frequency_text = true,
-         .tied_head_from_factors = true,
-         .lora = true},
-        {.id = Method::LLEUnk,
-         .name = "lle-unk",
-         .part = P::TokenEmbedding,
-         .summary = "rare rows replaced by one fallback row (METHODS 2)",
-         .needs_frequency_text = true,
-         .tied_head_from_factors = true,
-         .lora = true},
-        {.id = Method::LLEPCA,
-         .name = "lle-pca",
-         .part = P::TokenEmbedding,
-         .summary = "rare rows in the common rows' PCA basis (METHODS 2)",
-         .needs_frequency_text = true,
-         .tied_head_from_factors = true,
-         .lora = true},
-        {.id = Method::Fourier,
-         .name = "fourier",
-         .part = P::TokenEmbedding,
-         .summary = "an MLP of Fourier features of the id (METHODS 4)",
-         .tied_head_from_factors = true,
-         .lora = true},
-        {.id = Method::Flat,
-         .name = "flat",
-         .part = P::AttentionValues,
-         .summary = "head-wise PCA of the values, IPRS ranks (METHODS 3)",
-         .needs_calibration_text = true,
-         .target_compresses_mlp = true},
-    };
+    using namespace method_rows;
+    static std::deque<MethodDescriptor> methods{pca(),     svd(),     tensor_train(), tucker(), lle(),
+                                                lle_unk(), lle_pca(), fourier(),      flat()};
     return methods;
+}
+
+} // namespace
+
+const std::deque<MethodDescriptor>& method_registry()
+{
+    return registry();
+}
+
+const MethodDescriptor& register_method(MethodDescriptor method)
+{
+    const std::string name = method.name ? method.name : "";
+    if (name.empty() || find_method(name))
+        throw InputError("register_method: the name '" + name + "' is " + (name.empty() ? "empty" : "taken"));
+    if (!method.check || !method.describe)
+        throw InputError("register_method: method '" + name + "' needs a check and a describe function");
+    for (const auto& field : method.fields)
+        if (std::find(request_fields().begin(), request_fields().end(), field) == request_fields().end())
+            throw InputError("register_method: method '" + name + "' takes \"" + field +
+                             "\", which is not a request field (" + joined(request_fields(), ", ") + ")");
+    method.id = Method::External;
+    return registry().emplace_back(std::move(method));
 }
 
 std::string method_names(const char* separator)
@@ -100,6 +66,8 @@ const MethodDescriptor& method_descriptor(const std::string& name)
 
 const MethodDescriptor& method_descriptor(Method id)
 {
+    if (id == Method::External)
+        throw std::logic_error("method_descriptor: a registered method is known by its name");
     for (const auto& m : method_registry())
         if (m.id == id)
             return m;

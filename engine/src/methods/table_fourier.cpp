@@ -10,7 +10,11 @@ namespace {
 
 class FourierMethod final : public TableMethod {
 public:
-    Method id() const override { return Method::Fourier; }
+    std::string name() const override { return "fourier"; }
+    double fit_work(const CompressionRequest& r, double, double d) const override
+    {
+        return double(r.steps) * double(r.fit_batch) * 12 * d * d; // forward + backward
+    }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override

@@ -9,7 +9,7 @@ namespace {
 class LowRankMethod final : public TableMethod {
 public:
     LowRankMethod(Method id, LowRankKind kind) : id_(id), kind_(kind) {}
-    Method id() const override { return id_; }
+    std::string name() const override { return method_descriptor(id_).name; }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override

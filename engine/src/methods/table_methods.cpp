@@ -3,21 +3,42 @@
 
 namespace embedlab {
 
-const std::vector<const TableMethod*>& table_methods()
+namespace {
+
+std::vector<const TableMethod*>& methods()
 {
     using namespace table_support;
-    static const std::vector<const TableMethod*> methods{
+    static std::vector<const TableMethod*> list{
         &pca_method(), &svd_method(),     &tensor_train_method(), &tucker_method(),
         &lle_method(), &lle_unk_method(), &lle_pca_method(),      &fourier_method(),
     };
-    return methods;
+    return list;
+}
+
+} // namespace
+
+const std::vector<const TableMethod*>& table_methods()
+{
+    return methods();
+}
+
+void register_table_method(const TableMethod& method)
+{
+    const std::string name = method.name();
+    const MethodDescriptor& m = method_descriptor(name); // InputError: register_method first
+    if (m.part != CompressedPart::TokenEmbedding)
+        throw InputError("register_table_method: method '" + name + "' does not compress the token table");
+    for (const TableMethod* t : methods())
+        if (t->name() == name)
+            throw InputError("register_table_method: method '" + name + "' is taken");
+    methods().push_back(&method);
 }
 
 const TableMethod& table_method(const std::string& name)
 {
     const MethodDescriptor& m = method_descriptor(name);
     for (const TableMethod* t : table_methods())
-        if (t->id() == m.id)
+        if (t->name() == m.name)
             return *t;
     throw InputError("method '" + name + "' compresses " +
                      (m.part == CompressedPart::AttentionValues ? "the attention values" : "another part") +

@@ -11,7 +11,11 @@ namespace {
 class PartialSparseMethod final : public TableMethod {
 public:
     PartialSparseMethod(Method id, PartialSparseKind kind) : id_(id), kind_(kind) {}
-    Method id() const override { return id_; }
+    std::string name() const override { return method_descriptor(id_).name; }
+    double fit_work(const CompressionRequest& r, double v, double d) const override
+    {
+        return 2 * (1 - r.keep_ratio) * r.keep_ratio * v * v * d; // the exact kNN products
+    }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override

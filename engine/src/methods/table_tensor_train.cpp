@@ -10,7 +10,11 @@ namespace {
 
 class TensorTrainMethod final : public TableMethod {
 public:
-    Method id() const override { return Method::TT; }
+    std::string name() const override { return "tt"; }
+    double fit_work(const CompressionRequest&, double v, double d) const override
+    {
+        return 400 * v * d; // a small TT-SVD per token
+    }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override

@@ -10,7 +10,14 @@ namespace {
 
 class TuckerMethod final : public TableMethod {
 public:
-    Method id() const override { return Method::Tucker; }
+    std::string name() const override { return "tucker"; }
+    double fit_work(const CompressionRequest& r, double v, double d) const override
+    {
+        double s = 0; // the modes' Gram matrices, then each token's core
+        for (int64_t i : r.shape)
+            s += double(i);
+        return 4 * v * d * (s + 1);
+    }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override

@@ -271,7 +271,7 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
     std::map<std::string, torch::Tensor> f;
     for (const auto& [full, shape] : t.tensors)
         f[full.substr(t.prefix.size())] = take(full.substr(t.prefix.size()), shape);
-    const std::string& method = t.method;
+    const std::string& method = t.stored;
     using K = detail::TableKind;
     if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
         LowRankFit fit;

@@ -1,6 +1,7 @@
 #include "model/manifest_layout.hpp"
 
 #include "embedlab/method_registry.hpp"
+#include "embedlab/name_table.hpp"
 
 #include <utility>
 
@@ -43,23 +44,27 @@ const Json& field(const Json& obj, const char* name, const std::string& where)
     return obj.at(name);
 }
 
-TableKind table_kind(const std::string& method, const std::string& where)
+// The stored layout a manifest's method names: its registry row's stored_as, or lrf
+// (finetune --from-scratch's factors, a stored kind of no method).
+std::string stored_kind(const std::string& method, const std::string& where)
 {
     if (method == "lrf")
-        return TableKind::LRF;
+        return method;
     const auto* m = find_method(method);
     if (!m || m->part != CompressedPart::TokenEmbedding)
         throw InputError(where + ": unknown method '" + method + "'");
-    // The registry's token-table methods and the layout each stores; fourier is the rest.
-    constexpr std::pair<Method, TableKind> kinds[]{
-        {Method::PCA, TableKind::PCA},      {Method::SVD, TableKind::SVD},
-        {Method::TT, TableKind::TT},        {Method::Tucker, TableKind::Tucker},
-        {Method::LLE, TableKind::LLE},      {Method::LLEUnk, TableKind::LLEUnk},
-        {Method::LLEPCA, TableKind::LLEPCA}};
-    for (const auto& [id, kind] : kinds)
-        if (id == m->id)
-            return kind;
-    return TableKind::Fourier;
+    return m->stored_as;
+}
+
+TableKind table_kind(const std::string& stored, const std::string& where)
+{
+    constexpr Named<TableKind> kinds[]{
+        {TableKind::PCA, "pca"},        {TableKind::SVD, "svd"},        {TableKind::LRF, "lrf"},
+        {TableKind::TT, "tt"},          {TableKind::Tucker, "tucker"},  {TableKind::LLE, "lle"},
+        {TableKind::LLEUnk, "lle-unk"}, {TableKind::LLEPCA, "lle-pca"}, {TableKind::Fourier, "fourier"}};
+    if (const auto* row = row_with_name(kinds, stored))
+        return row->value;
+    throw InputError(where + ": stored layout '" + stored + "' is not one EmbedLab reads");
 }
 
 // Whether the block's factor_tensors lists `name` (checked to be an object by the caller).
@@ -79,7 +84,8 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
 {
     TableLayout t;
     t.method = field(block, "method", where).get<std::string>();
-    t.kind = table_kind(t.method, where);
+    t.stored = stored_kind(t.method, where);
+    t.kind = table_kind(t.stored, where);
     using K = TableKind;
     t.prefix = prefix;
     t.rows = rows;
@@ -95,7 +101,7 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
     auto needs = [&](const std::string& name, TensorShape shape) {
         t.tensors.emplace_back(prefix + name, shape);
     };
-    const std::string& method = t.method;
+    const std::string& method = t.stored;
     if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
         t.rank = json_integer(field(params, "rank", where), "rank", where);
         if (t.rank < 1 || t.rank > d)

@@ -34,7 +34,9 @@ struct ManifestDims {
 enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier };
 
 struct TableLayout {
-    std::string method; // pca svd lrf tt tucker lle lle-unk lle-pca fourier
+    std::string method; // the manifest's: a registry method, or lrf
+    std::string
+        stored; // its stored_as (the tensors' prefix): pca svd lrf tt tucker lle lle-unk lle-pca fourier
     TableKind kind = TableKind::PCA;
     std::string prefix;
     int64_t rows = 0, dim = 0;

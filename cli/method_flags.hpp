@@ -1,0 +1,34 @@
+// The methods' request fields as command-line flags, generated from the registry
+// (method_registry.hpp) and the request's field table (experiment_request.hpp): the
+// flag --keep-ratio is the field "keep_ratio" by construction (energy_tokens alone is
+// --tokens, its name since issue 20). A method registered at run time gets its flags
+// with no CLI change.
+//
+//   std::set<std::string> valued{"--out"}, switches{"--force"};
+//   add_method_flags(valued, switches);            // --rank, --shape, ..., --uniform-ranks
+//   Args args("compress", argv, valued, switches);
+//   method_flags_into(args, request);              // request.rank = --rank's value, ...
+//
+// Thread safety: reads the registry; call after every register_method.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "args.hpp"
+#include "embedlab/experiment_request.hpp"
+
+namespace embedlab::cli {
+
+// "keep_ratio" -> "--keep-ratio"; "energy_tokens" -> "--tokens".
+std::string field_flag(const std::string& field);
+// Every registry method's own fields as flags: Bool fields are switches, the rest
+// take a value.
+void add_method_flags(std::set<std::string>& valued, std::set<std::string>& switches);
+// Sets each method field whose flag is given, the value read as the field's type
+// ("a,b,c" for a list). A field the request's method does not take is set too, so
+// check_request names it ("does not apply to method ..."). InputError for a value
+// of the wrong type, naming the flag.
+void method_flags_into(const Args& args, CompressionRequest& request);
+
+} // namespace embedlab::cli

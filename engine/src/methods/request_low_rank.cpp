@@ -1,0 +1,42 @@
+// pca and svd's registry rows (METHODS 1): a rank in 1..d and the energy model.
+#include "methods/request_support.hpp"
+
+namespace embedlab::method_rows {
+
+namespace {
+
+MethodDescriptor low_rank(Method id, const char* name, const char* summary)
+{
+    std::vector<std::string> fields{"rank"};
+    fields.insert(fields.end(), energy_fields().begin(), energy_fields().end());
+    return {
+        .id = id,
+        .name = name,
+        .part = CompressedPart::TokenEmbedding,
+        .summary = summary,
+        .tied_head_from_factors = true,
+        .positions = true,
+        .lora = true,
+        .stored_as = name,
+        .fields = std::move(fields),
+        .check =
+            [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
+                if (!within_d(r.rank, d))
+                    fail("rank", std::to_string(r.rank) + " is outside 1.." + width(d));
+            },
+        .describe = [](const CompressionRequest& r) { return r.method + " rank " + std::to_string(r.rank); }};
+}
+
+} // namespace
+
+MethodDescriptor pca()
+{
+    return low_rank(Method::PCA, "pca", "centred low-rank factors E ~ mu + Z P (METHODS 1)");
+}
+
+MethodDescriptor svd()
+{
+    return low_rank(Method::SVD, "svd", "uncentred truncated SVD E ~ Z P (METHODS 1)");
+}
+
+} // namespace embedlab::method_rows

@@ -1,0 +1,104 @@
+// The lle family's registry rows (METHODS 2): a frequency text splitting common from
+// rare tokens, the share kept, and how rare rows are rebuilt.
+#include "methods/request_support.hpp"
+
+namespace embedlab::method_rows {
+
+namespace {
+
+// The family's checks; lle-unk's k is optional (0: the mean of V_C as fallback).
+void check_partial_sparse(const CompressionRequest& r, int64_t d, const RequestFail& fail, bool k_required)
+{
+    if (r.freq_text.empty())
+        fail("freq_text", "is required: token frequencies decide common vs rare");
+    if (!(r.keep_ratio > 0 && r.keep_ratio <= 1))
+        fail("keep_ratio", short_number(r.keep_ratio) + " must lie in (0, 1]");
+    if (k_required && !within_d(r.k, d))
+        fail("k", std::to_string(r.k) + " (neighbours, or basis size) is outside 1.." + width(d));
+    if (!k_required && r.k != 0 && !within_d(r.k, d))
+        fail("k", std::to_string(r.k) + " is outside 1.." + width(d));
+    if (!(r.reg >= 0 && r.reg <= 1e6))
+        fail("reg", short_number(r.reg) + " must lie in [0, 1e6]");
+    if (r.knn != "exact" && r.knn != "ivf")
+        fail("knn", "'" + r.knn + "' must be exact or ivf");
+    if (r.knn != "ivf" && (r.nlist != 0 || r.nprobe != 0))
+        fail(r.nlist != 0 ? "nlist" : "nprobe", "applies to knn ivf (the IVF lists)");
+    if (r.nlist < 0 || r.nlist > (int64_t{1} << 31))
+        fail("nlist", std::to_string(r.nlist) + " must be 0 (automatic) or 1..|V_C| IVF lists");
+    if (r.nprobe < 0 || (r.nlist > 0 && r.nprobe > r.nlist) || r.nprobe > (int64_t{1} << 31))
+        fail("nprobe", std::to_string(r.nprobe) + " must be 0 (automatic) or 1..nlist" +
+                           (r.nlist > 0 ? " = " + std::to_string(r.nlist) : std::string()) +
+                           " lists searched per rare row");
+    if (r.coverage_task.empty() != r.coverage_data.empty())
+        fail(r.coverage_task.empty() ? "coverage_data" : "coverage_task",
+             "goes with coverage_task and coverage_data together (a task and its file)");
+    if (!r.coverage_task.empty() && r.coverage_task != "sst2" && r.coverage_task != "mc" &&
+        r.coverage_task != "stsb")
+        fail("coverage_task", "'" + r.coverage_task + "' must be sst2, mc or stsb");
+}
+
+std::string describe_partial_sparse(const CompressionRequest& r)
+{
+    // Appended piece by piece: GCC 12's -Wrestrict misfires on one long sum of strings.
+    std::string what = r.method;
+    what += " keep ";
+    what += short_number(r.keep_ratio);
+    if (r.k > 0) {
+        what += ", k ";
+        what += std::to_string(r.k);
+    }
+    if (r.knn == "ivf") {
+        what += ", ivf";
+        if (r.nlist > 0) {
+            what += ' ';
+            what += std::to_string(r.nlist);
+        }
+        if (r.nprobe > 0) {
+            what += '/';
+            what += std::to_string(r.nprobe);
+        }
+    }
+    return what;
+}
+
+MethodDescriptor partial_sparse(Method id, const char* name, const char* summary, bool neighbour_search,
+                                bool k_required)
+{
+    std::vector<std::string> fields{"freq_text", "keep_ratio", "k", "reg", "coverage_task", "coverage_data"};
+    if (neighbour_search) // lle proper is the one with a neighbour search
+        fields.insert(fields.end(), {"knn", "nlist", "nprobe"});
+    return {.id = id,
+            .name = name,
+            .part = CompressedPart::TokenEmbedding,
+            .summary = summary,
+            .needs_frequency_text = true,
+            .tied_head_from_factors = true,
+            .lora = true,
+            .stored_as = name,
+            .fields = std::move(fields),
+            .check = [k_required](const CompressionRequest& r, int64_t d,
+                                  const RequestFail& fail) { check_partial_sparse(r, d, fail, k_required); },
+            .describe = describe_partial_sparse};
+}
+
+} // namespace
+
+MethodDescriptor lle()
+{
+    return partial_sparse(Method::LLE, "lle", "rare rows as LLE mixtures of common rows (METHODS 2)", true,
+                          true);
+}
+
+MethodDescriptor lle_unk()
+{
+    return partial_sparse(Method::LLEUnk, "lle-unk", "rare rows replaced by one fallback row (METHODS 2)",
+                          false, false);
+}
+
+MethodDescriptor lle_pca()
+{
+    return partial_sparse(Method::LLEPCA, "lle-pca", "rare rows in the common rows' PCA basis (METHODS 2)",
+                          false, true);
+}
+
+} // namespace embedlab::method_rows

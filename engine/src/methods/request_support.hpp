@@ -1,0 +1,49 @@
+// The built-in methods' registry rows (method_registry.hpp), one function per method,
+// defined in the method family's torch-free file request_<family>.cpp, and what
+// those files share. Internal to the engine.
+#pragma once
+
+#include <string>
+
+#include "embedlab/experiment_request.hpp"
+#include "embedlab/method_registry.hpp"
+#include "embedlab/text_format.hpp"
+
+namespace embedlab::method_rows {
+
+MethodDescriptor pca();
+MethodDescriptor svd();
+MethodDescriptor tensor_train();
+MethodDescriptor tucker();
+MethodDescriptor lle();
+MethodDescriptor lle_unk();
+MethodDescriptor lle_pca();
+MethodDescriptor fourier();
+MethodDescriptor flat();
+
+// "d = 768" for messages ("d" while the width is unknown).
+inline std::string width(int64_t d)
+{
+    return d > 0 ? std::to_string(d) : "d";
+}
+// v in 1..d (any v >= 1 while d is unknown).
+inline bool within_d(int64_t v, int64_t d)
+{
+    return v >= 1 && (d <= 0 || v <= d);
+}
+// The shape's product, capped so it cannot overflow (each factor is at most 2^24).
+inline int64_t shape_product(const std::vector<int64_t>& shape)
+{
+    int64_t product = 1;
+    for (int64_t s : shape)
+        product = product > (int64_t(1) << 38) ? product : product * s;
+    return product;
+}
+// TensorSLM's energy model's fields (METHODS 5): pca, svd and tt take them.
+inline const std::vector<std::string>& energy_fields()
+{
+    static const std::vector<std::string> f{"nu", "tau", "device", "energy_tokens"};
+    return f;
+}
+
+} // namespace embedlab::method_rows

@@ -1,0 +1,46 @@
+// tucker's registry row (METHODS 5's baseline): tt's shape of d (required) and one
+// rank per mode, 1 <= r_k <= I_k.
+#include "methods/request_support.hpp"
+
+namespace embedlab::method_rows {
+
+MethodDescriptor tucker()
+{
+    return {
+        .id = Method::Tucker,
+        .name = "tucker",
+        .part = CompressedPart::TokenEmbedding,
+        .summary = "Tucker (HOSVD) of the tensorised table: shared factors, a core per token (METHODS 5)",
+        .tied_head_from_factors = true,
+        .positions = true,
+        .lora = true,
+        .stored_as = "tucker",
+        .fields = {"shape", "ranks"},
+        .check =
+            [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
+                if (r.shape.empty())
+                    fail("shape",
+                         "is required: tucker tensorises each row as I_1 x .. x I_N with product d (as tt)");
+                if (r.ranks.size() != r.shape.size())
+                    fail("ranks",
+                         (r.ranks.empty() ? std::string("are required") : joined(r.ranks, ",") + " are not") +
+                             ": tucker needs " + std::to_string(r.shape.size()) +
+                             " ranks r_1..r_N, one per " + "mode of shape " + joined(r.shape, "x") +
+                             " (no boundary 1s, unlike tt)");
+                for (size_t k = 0; k < r.shape.size(); ++k)
+                    if (r.ranks[k] > r.shape[k])
+                        fail("ranks", "r_" + std::to_string(k + 1) + " = " + std::to_string(r.ranks[k]) +
+                                          " exceeds I_" + std::to_string(k + 1) + " = " +
+                                          std::to_string(r.shape[k]) + " of shape " + joined(r.shape, "x"));
+                const int64_t product = shape_product(r.shape);
+                if (d > 0 && product != d)
+                    fail("shape", joined(r.shape, "x") + " has product " + std::to_string(product) +
+                                      ", not d = " + std::to_string(d));
+            },
+        .describe =
+            [](const CompressionRequest& r) {
+                return "tucker " + joined(r.shape, "x") + " ranks " + joined(r.ranks, ",");
+            }};
+}
+
+} // namespace embedlab::method_rows

@@ -1,0 +1,162 @@
+// Issue 37's proof that a method is one unit: a toy method (a Gaussian random
+// projection, E ~ (E R) pinv(R)) registered from this file alone runs through the
+// CLI's flag parser, the request's JSON form, run_compression, export_run, reload and
+// eval, with no other file knowing it. Its own executable: registering changes the
+// registry for the rest of the process.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
+#include "embedlab/low_rank.hpp"
+#include "embedlab/table_method.hpp"
+#include "method_flags.hpp"
+#include "test_support.hpp"
+#include "tiny_models.hpp"
+
+namespace {
+
+using embedlab::test::TempDir;
+
+// The toy's registry row: its one field, its check and its words; stored as the
+// low-rank layout "lrf" (Z [V, r], P [r, d]), which the loader already reads.
+embedlab::MethodDescriptor toy_row()
+{
+    return {
+        .name = "randproj",
+        .part = embedlab::CompressedPart::TokenEmbedding,
+        .summary = "a Gaussian random projection of the rows (a test's toy)",
+        .tied_head_from_factors = true,
+        .stored_as = "lrf",
+        .fields = {"rank"},
+        .check =
+            [](const embedlab::CompressionRequest& r, int64_t d, const embedlab::RequestFail& fail) {
+                if (r.rank < 1 || (d > 0 && r.rank > d))
+                    fail("rank", std::to_string(r.rank) + " is outside 1..d");
+            },
+        .describe =
+            [](const embedlab::CompressionRequest& r) { return "randproj rank " + std::to_string(r.rank); }};
+}
+
+class RandomProjection final : public embedlab::TableMethod {
+public:
+    std::string name() const override { return "randproj"; }
+    void fit(const torch::Tensor& table, embedlab::CompressedEmbedding& out, int64_t model_params,
+             const embedlab::ProgressFn&) const override
+    {
+        const int64_t V = table.size(0), d = table.size(1), r = out.spec.rank;
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(out.spec.seed);
+        const auto R = torch::randn({d, r}, gen, torch::kFloat32);
+        embedlab::LowRankFit fit{.kind = embedlab::LowRankKind::LRF, .rank = r};
+        fit.mu = torch::zeros({d}, torch::kFloat32);
+        fit.Z = torch::matmul(table, R).contiguous();
+        fit.P = torch::linalg_pinv(R).contiguous();
+        out.embedding = std::make_shared<embedlab::LowRankTokenEmbedding>(fit);
+        out.accounting = embedlab::account_low_rank(embedlab::LowRankKind::LRF, V, d, r, {}, model_params);
+        out.accounting.method = "randproj";
+        out.fit = {{"projection", "gaussian"}};
+    }
+    void spec_fields(const embedlab::CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["rank"] = spec.rank;
+    }
+    std::string parameters(const embedlab::CompressionSpec& spec) const override
+    {
+        return "rank " + std::to_string(spec.rank);
+    }
+};
+
+void register_toy_once()
+{
+    static const bool registered = [] {
+        embedlab::register_method(toy_row());
+        static const RandomProjection method;
+        embedlab::register_table_method(method);
+        return true;
+    }();
+    (void)registered;
+}
+
+} // namespace
+
+TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
+{
+    register_toy_once();
+    TempDir dir;
+    const auto model = embedlab::test::write_tiny_hf_model(dir / "tiny", embedlab::Architecture::Llama);
+
+    // The CLI's parser: compress's flags are generated from the fields, so --rank is "rank".
+    std::set<std::string> valued{"--method"}, switches;
+    embedlab::cli::add_method_flags(valued, switches);
+    const embedlab::cli::Args args("compress", {"--method", "randproj", "--rank", "6"}, valued, switches);
+    embedlab::CompressionRequest request;
+    request.model = model.string();
+    request.method = *args.get("--method");
+    embedlab::cli::method_flags_into(args, request);
+    EXPECT_EQ(request.rank, 6);
+    EXPECT_EQ(embedlab::describe_request(request), "randproj rank 6");
+
+    // The request's JSON form (the job schema) round-trips, and refuses another method's field.
+    request.eval_ids = {1, 5, 9, 2, 7, 3, 11, 4, 8, 6, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+    request.has_eval_ids = true;
+    const auto json = embedlab::request_json(request);
+    EXPECT_EQ(json["method"], "randproj");
+    EXPECT_EQ(json["rank"], 6);
+    const auto back = embedlab::request_from_json(json);
+    EXPECT_EQ(embedlab::request_json(back), json);
+    auto wrong = json;
+    wrong["k"] = 3;
+    try {
+        embedlab::request_from_json(wrong);
+        FAIL() << "a field of lle's was taken by randproj";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("does not apply to method randproj"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(embedlab::check_request({.model = "m", .method = "randproj", .rank = 17}, 16),
+                 embedlab::InputError);
+
+    // run_compression fits it, accounts for it and evaluates the compressed model.
+    const auto run = embedlab::run_compression(back);
+    ASSERT_TRUE(run.embedding);
+    const int64_t V = 50, d = 16, r = 6;
+    EXPECT_EQ(run.summary.method, "randproj");
+    EXPECT_EQ(run.summary.params_after, V * r + r * d);
+    EXPECT_GT(run.embedding->reconstruction.mean_cosine, 0.1);
+    EXPECT_LT(run.embedding->reconstruction.mean_cosine, 1.0);
+    EXPECT_TRUE(std::isfinite(run.summary.ppl));
+
+    // export_run writes it in the stored layout it names; reloading gives the same model.
+    const auto out = dir / "randproj";
+    const auto manifest = embedlab::export_run(run, out);
+    EXPECT_EQ(manifest["method"], "randproj");
+    EXPECT_EQ(manifest["parameters"]["rank"], 6);
+    EXPECT_TRUE(manifest["factor_tensors"].contains("model.embed_tokens.lrf.Z"))
+        << manifest["factor_tensors"];
+    auto reloaded = embedlab::load_model(out, {.need_tokenizer = false}); // the tiny model has none
+    const std::vector<int32_t> ids(request.eval_ids.begin(), request.eval_ids.end());
+    const auto again = embedlab::evaluate_perplexity(*reloaded.model, ids, {.ctx = 8});
+    const auto ran = embedlab::evaluate_perplexity(run.compressed_model(), ids, {.ctx = 8});
+    EXPECT_NEAR(again.ppl, ran.ppl, 1e-9 * ran.ppl);
+    EXPECT_EQ(reloaded.model->token_embedding().kind(), "lrf");
+}
+
+TEST(ToyMethod, RegistrationRefusesWhatItCannotRun)
+{
+    register_toy_once();
+    auto taken = toy_row();
+    EXPECT_THROW(embedlab::register_method(taken), embedlab::InputError); // the name is taken
+    auto typo = toy_row();
+    typo.name = "randproj2";
+    typo.fields = {"rnak"};
+    try {
+        embedlab::register_method(typo);
+        FAIL() << "a field that is not the request's was registered";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("\"rnak\", which is not a request field"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(embedlab::register_table_method(RandomProjection{}), embedlab::InputError); // taken too
+}
