@@ -1,7 +1,9 @@
 // FLAT-LLM on the command line (METHODS.md 3): importance, allocate, and the
 // flat branches of compress and sweep.
 #include <cmath>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "common.hpp"
 #include "embedlab/eval.hpp"
@@ -358,8 +360,8 @@ int sweep_flat(const std::vector<std::string>& argv)
     Args args("sweep", argv,
               {"--method", "--remainings", "--target-ratios", "--allocation", "--mlp-lambda", "--calib-text",
                "--samples", "--seqlen", "--seed", "--eval-text", "--ctx", "--stride", "--batch",
-               "--tokenizer", "--calibration"},
-              {"--mlp", "--no-mlp", "--json", "--quiet"});
+               "--tokenizer", "--calibration", "--task", "--task-data", "--task-limit"},
+              {"--mlp", "--no-mlp", "--json", "--quiet", "--divergence"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
         throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
@@ -379,41 +381,57 @@ int sweep_flat(const std::vector<std::string>& argv)
     const auto allocations = allocations_from(args, "iprs,uniform");
     const auto calibration_mode = parse_flat_calibration(args.get("--calibration").value_or("sequential"));
     auto lm = load_for_flat(args, path);
-    const auto& model = *lm.model;
-    // The registry's default, as compress and the job API: a target compresses the MLPs too.
-    const bool mlp = args.has("--mlp") || (targets && method_descriptor(Method::Flat).target_compresses_mlp &&
-                                           !args.has("--no-mlp"));
+    // Each row is an experiment request run by the engine, as compress runs one (issue 37):
+    // the same numbers, and --divergence and --task as every sweep; the original's
+    // perplexity is computed once (the engine caches it per model and ids).
+    CompressionRequest base;
+    base.model = path.string();
+    base.tokenizer = args.get("--tokenizer").value_or("");
+    base.method = method_descriptor(Method::Flat).name;
+    base.compress_mlp = args.has("--mlp");
+    base.no_mlp = targets && args.has("--no-mlp");
+    base.target_ratio = targets ? 1 : 0; // for request_compresses_mlp; each row sets its own
+    base.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
+    base.calibration = flat_calibration_name(calibration_mode);
+    const bool mlp = request_compresses_mlp(base);
+    const auto text =
+        CalibrationText::from_args(args, *lm.tokenizer, *lm.model, mlp); // messages name the flags
+    base.calib_text = text.path.string();
+    base.samples = text.options.samples;
+    base.seqlen = text.options.seqlen;
+    base.seed = text.options.seed;
+    eval_flags_into(args, lm.model->max_context(), base);
     const bool quiet = args.has("--quiet");
-    const auto text = CalibrationText::from_args(args, *lm.tokenizer, model, mlp);
-    const TextEval eval = TextEval::from_args(args, lm.tokenizer.get(), model.max_context());
-    const auto cal = text.run(model, quiet);
-    const auto baseline = eval.run(model, "eval original");
-    const int64_t before = model.parameter_breakdown().total();
+    const int64_t before = lm.model->parameter_breakdown().total();
     // METHODS 0: the ratio is of the part compressed (V and O, and the MLPs with --mlp).
-    const int64_t part_before = flat_compressed_params(model, mlp);
+    const int64_t part_before = flat_compressed_params(*lm.model, mlp);
     const std::string part = mlp ? "attention_values_and_mlp" : "attention_values";
+    std::optional<LoadedModel> loaded(std::move(lm)); // the first run takes it; later runs load again
 
-    Json rows = Json::array();
+    Json rows = Json::array(), evaluation, calibration, scores;
     if (!args.has("--json"))
         std::printf("%-10s %-10s %-8s %-20s %12s %8s %8s %8s %12s %12s\n", targets ? "target" : "-",
                     "remaining", "alloc", "ranks", "params", "ratio", "part", "attn", "ppl", "dlnPPL");
     for (double setting : settings)
         for (auto allocation : allocations) {
-            const double r = targets ? remaining_for_target(model.config(), setting, mlp) : setting;
-            ProgressPrinter mlp_passes("mlp covariances", "windows", quiet); // only beyond the budget
-            const auto flat =
-                flat_compress(model, cal,
-                              {.remaining = r,
-                               .allocation = allocation,
-                               .mlp = mlp,
-                               .mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300),
-                               .target_ratio = targets ? setting : 0.0,
-                               .calibration = calibration_mode},
-                              mlp_passes.callback());
-            const auto result = eval.run(*flat.model, "eval");
+            CompressionRequest request = base;
+            (targets ? request.target_ratio : request.remaining) = setting;
+            request.allocation = rank_allocation_name(allocation);
+            StagePrinter stages(quiet);
+            const auto run = loaded ? run_compression(request, std::exchange(loaded, std::nullopt).value(),
+                                                      stages.callback())
+                                    : run_compression(request, stages.callback());
+            const FlatResult& flat = *run.flat;
+            const Json& e = run.evaluation;
+            if (evaluation.is_null()) {
+                evaluation = e;
+                calibration = calibration_json(*run.calibration);
+                calibration["text"] = text.json();
+                scores = run.calibration->scores();
+            }
             const auto params = flat_params_json(flat);
-            const int64_t part_after = flat_compressed_params(*flat.model, mlp);
-            Json row = {{"remaining", r},
+            const int64_t part_after = run.summary.params_after;
+            Json row = {{"remaining", flat.options.remaining},
                         {"allocation", rank_allocation_name(allocation)},
                         {"ranks", flat.model->config().value_head_dims},
                         {"params", params["after"]},
@@ -424,9 +442,9 @@ int sweep_flat(const std::vector<std::string>& argv)
                         {"part_ratio", static_cast<double>(part_after) / static_cast<double>(part_before)},
                         {"attention_ratio", static_cast<double>(flat.after.attention) /
                                                 static_cast<double>(flat.before.attention)},
-                        {"ppl", result.ppl},
-                        {"nll_per_token", result.nll_per_token},
-                        {"delta_ln_ppl", std::log(result.ppl) - std::log(baseline.ppl)},
+                        {"ppl", e["compressed"]["ppl"]},
+                        {"nll_per_token", e["compressed"]["nll_per_token"]},
+                        {"delta_ln_ppl", e["delta_ln_ppl"]},
                         {"compress_seconds", flat.seconds}};
             if (targets) {
                 row["target_ratio"] = setting;
@@ -434,19 +452,29 @@ int sweep_flat(const std::vector<std::string>& argv)
             }
             if (mlp)
                 row["mlp_widths"] = flat.model->config().mlp_widths;
+            if (e.contains("divergence")) {
+                row["kl_mean"] = e["divergence"]["kl_mean"];
+                row["top1_agreement"] = e["divergence"]["top1_agreement"];
+            }
+            if (e.contains("task")) {
+                row["task"] = e["task"]["name"];
+                row["task_accuracy"] = e["task"]["accuracy"];
+                row["task_accuracy_original"] = e["task"]["original"]["accuracy"];
+                row["task_n"] = e["task"]["n"];
+            }
             if (!args.has("--json")) {
-                std::printf(
-                    "%-10s %-10.4f %-8s %-20s %12lld %8.4f %8.4f %8.4f %12.4f %+12.6f\n",
-                    targets ? short_number(setting).c_str() : "-", r, rank_allocation_name(allocation),
-                    joined(flat.model->config().value_head_dims).c_str(), (long long)flat.after.total(),
-                    row["ratio"].get<double>(), row["part_ratio"].get<double>(),
-                    row["attention_ratio"].get<double>(), result.ppl, row["delta_ln_ppl"].get<double>());
+                std::printf("%-10s %-10.4f %-8s %-20s %12lld %8.4f %8.4f %8.4f %12.4f %+12.6f\n",
+                            targets ? short_number(setting).c_str() : "-", flat.options.remaining,
+                            rank_allocation_name(allocation),
+                            joined(flat.model->config().value_head_dims).c_str(),
+                            (long long)flat.after.total(), row["ratio"].get<double>(),
+                            row["part_ratio"].get<double>(), row["attention_ratio"].get<double>(),
+                            row["ppl"].get<double>(), row["delta_ln_ppl"].get<double>());
                 std::fflush(stdout);
             }
             rows.push_back(row);
         }
-    Json calibration = calibration_json(cal);
-    calibration["text"] = text.json();
+    const double baseline_ppl = evaluation["baseline"]["ppl"].get<double>();
     if (args.has("--json")) {
         print_json({{"model", path.string()},
                     {"method", "flat"},
@@ -454,18 +482,18 @@ int sweep_flat(const std::vector<std::string>& argv)
                     {"part", part},
                     {"calibration_mode", flat_calibration_name(calibration_mode)},
                     {"calibration", calibration},
-                    {"scores", cal.scores()},
-                    {"text", eval.text.string()},
-                    {"text_sha256", eval.sha256},
-                    {"tokens", baseline.tokens},
-                    {"ctx", baseline.ctx},
-                    {"stride", baseline.stride},
-                    {"baseline_ppl", baseline.ppl},
+                    {"scores", scores},
+                    {"text", evaluation["text"]},
+                    {"text_sha256", evaluation["text_sha256"]},
+                    {"tokens", evaluation["tokens"]},
+                    {"ctx", evaluation["ctx"]},
+                    {"stride", evaluation["stride"]},
+                    {"baseline_ppl", baseline_ppl},
                     {"params_before", before},
                     {"rows", rows}});
     } else {
         std::printf("%-10s %-10s %-8s %-20s %12lld %8.4f %8.4f %8.4f %12.4f %12s\n", "original", "-", "-",
-                    "-", (long long)before, 1.0, 1.0, 1.0, baseline.ppl, "0");
+                    "-", (long long)before, 1.0, 1.0, 1.0, baseline_ppl, "0");
         std::printf("part: %s (%lld parameters); ratio: whole model, part: the part compressed\n",
                     part.c_str(), (long long)part_before);
     }

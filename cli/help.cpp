@@ -64,7 +64,7 @@ commands:
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--divergence] [--json]
-           [--task sst2|mc --task-data FILE [--task-limit N]]  every row's task accuracy too (not flat)
+           [--task sst2|mc --task-data FILE [--task-limit N]]  every row's task accuracy too
   sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
            --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
                                                --eps: each token its own ranks, or one set with --uniform-ranks)
@@ -93,7 +93,7 @@ commands:
            [--calibration sequential|parallel]  each layer's covariances from the model compressed up to
                                                it (default, as the reference), or all from the original
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
-           --calib-text FILE --eval-text FILE [--json]
+           --calib-text FILE --eval-text FILE [--divergence] [--task ...] [--json]
   sweep    [MODEL] --method flat --target-ratios T1,T2,.. [--no-mlp] ...
                                                rows by decoder target (MLPs too, as compress)
   finetune DIR --train-text FILE --steps N [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)] [--seed S]

@@ -233,12 +233,19 @@ TEST(CliFlat, AllocateOnGivenScores)
 TEST(CliFlat, SweepPrintsBothAllocations)
 {
     Texts t;
-    std::vector<std::string> args{"sweep",       "--method", "flat",  "--remainings", "1,0.5",
-                                  "--eval-text", t.eval,     "--ctx", "64",           "--json"};
+    // Each row is an experiment request (issue 37), so --divergence adds its columns as on
+    // every other sweep.
+    std::vector<std::string> args{"sweep", "--method", "flat", "--remainings", "1,0.5",       "--eval-text",
+                                  t.eval,  "--ctx",    "64",   "--json",       "--divergence"};
     for (const auto& a : calib_args(t))
         args.push_back(a);
     const auto j = json_of(cli(args));
     ASSERT_EQ(j["rows"].size(), 4u);
+    for (const auto& row : j["rows"]) {
+        ASSERT_TRUE(row.contains("kl_mean")) << row;
+        EXPECT_GE(row["kl_mean"].get<double>(), 0.0);
+    }
+    EXPECT_NEAR(j["rows"][0]["kl_mean"].get<double>(), 0.0, 1e-6); // remaining 1 keeps the model
     EXPECT_EQ(j["rows"][0]["allocation"], "iprs");
     EXPECT_EQ(j["rows"][1]["allocation"], "uniform");
     EXPECT_EQ(j["rows"][3]["ranks"], nlohmann::json({16, 16, 16, 16}));
