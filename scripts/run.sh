@@ -24,11 +24,11 @@ PHASE_PREFIX=run
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh # XDG_RUNTIME_DIR, phase NAME TEXT
 
-phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 about 7 min; seconds when installed)"
+phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 a 369 MB download: 1 to 8 min, by the mirror; seconds when installed)"
 scripts/setup.sh
-phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure (from scratch about 7 min on 2 cores)"
+phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure (from scratch about 13 min on 2 cores)"
 EMBEDLAB_TARGETS="embedlab-cli embedlab embedlab-figure" scripts/build.sh
-phase main "[3/4] the main job on the bundled models: inspect, evaluate, compress (PCA, k = 32), evaluate the result (about 1 min)"
+phase main "[3/4] the main job on the bundled models: inspect, evaluate, compress (PCA, k = 32), evaluate the result (about 30 s)"
 "$CLI" inspect
 "$CLI" eval --text resources/texts/tinystories-heldout.txt
 "$CLI" eval resources/models/stories260K.gguf --text resources/texts/tinystories-heldout.txt --ctx 256
@@ -46,7 +46,7 @@ if [ "$GUI" = 1 ] && [ -x "$BUILD_DIR/app/embedlab" ]; then
     echo "run: [4/4] the GUI ($BUILD_DIR/app/embedlab)"
     exec "$BUILD_DIR/app/embedlab"
   else
-    phase demo "[4/4] no display, so the demo instead of the GUI: every method, every figure and a report in $BUILD_DIR/demo (about 9 min on 2 cores)"
+    phase demo "[4/4] no display, so the demo instead of the GUI: every method, every figure and a report in $BUILD_DIR/demo (about 7 min on 2 cores)"
     "$CLI" demo --out "$BUILD_DIR/demo" --force # replaces the previous demo (only what EmbedLab wrote)
     phase "" ""
     echo "run: the demo report is $BUILD_DIR/demo/report.html (the GUI is $BUILD_DIR/app/embedlab)"

@@ -16,11 +16,11 @@ PHASE_PREFIX=test
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh # XDG_RUNTIME_DIR, phase NAME TEXT
 if [ "${EMBEDLAB_SKIP_SETUP:-0}" != 1 ]; then
-  phase setup "setup: the tests' Debian packages too (on a fresh Debian 12 about 1 min more; seconds when installed)"
+  phase setup "setup: the tests' Debian packages too (on a fresh Debian 12 a 64 MB download more: under a minute; seconds when installed)"
   scripts/setup.sh --with-tests
 fi
 if [ "${EMBEDLAB_SKIP_BUILD:-0}" != 1 ]; then
-  phase build "build: everything, the test programs too (from scratch about 11 min on 2 cores; after scripts/run.sh about 4 min)"
+  phase build "build: everything, the test programs too (from scratch about 20 min on 2 cores; after scripts/run.sh about 7 min)"
   scripts/build.sh
 fi
 CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
@@ -40,12 +40,12 @@ fi
 # Both runs happen even when the first fails (a failure there must not hide the
 # reference label's result); the exit status is non-zero if either failed.
 main_status=0
-phase tests "tests: every label but reference: unit, slow, gui, slurm (about 8 min on 2 cores)"
+phase tests "tests: every label but reference: unit, slow, gui, slurm (about 17 min on 2 cores)"
 run_ctest -LE reference || main_status=$?
 reference="left out (EMBEDLAB_REFERENCE=0; ctest --test-dir $BUILD_DIR -L reference runs it)"
 reference_status=0
 if [ "${EMBEDLAB_REFERENCE:-1}" = 1 ]; then
-  phase reference "reference: the full-text reference perplexities (about 5 min on 2 cores)"
+  phase reference "reference: the full-text reference perplexities (about 4 min on 2 cores)"
   run_ctest -L reference || reference_status=$?
   if [ "$reference_status" = 0 ]; then reference="passed"; else reference="FAILED (ctest exit $reference_status)"; fi
 fi
