@@ -10,6 +10,7 @@
 #include "embedlab/flat_llm.hpp"
 #include "embedlab/text_format.hpp"
 #include "progress_printer.hpp"
+#include "sweep_table.hpp"
 #include "text_eval.hpp"
 
 namespace embedlab::cli {
@@ -452,16 +453,7 @@ int sweep_flat(const std::vector<std::string>& argv)
             }
             if (mlp)
                 row["mlp_widths"] = flat.model->config().mlp_widths;
-            if (e.contains("divergence")) {
-                row["kl_mean"] = e["divergence"]["kl_mean"];
-                row["top1_agreement"] = e["divergence"]["top1_agreement"];
-            }
-            if (e.contains("task")) {
-                row["task"] = e["task"]["name"];
-                row["task_accuracy"] = e["task"]["accuracy"];
-                row["task_accuracy_original"] = e["task"]["original"]["accuracy"];
-                row["task_n"] = e["task"]["n"];
-            }
+            sweep_evaluation_columns(e, row);
             if (!args.has("--json")) {
                 std::printf("%-10s %-10.4f %-8s %-20s %12lld %8.4f %8.4f %8.4f %12.4f %+12.6f\n",
                             targets ? short_number(setting).c_str() : "-", flat.options.remaining,

@@ -148,6 +148,12 @@ Json sweep_row(const Json& record)
     row["nll_per_token"] = e["compressed"]["nll_per_token"];
     row["delta_ln_ppl"] = e["delta_ln_ppl"];
     row["fit_seconds"] = fit.value("seconds", 0.0);
+    sweep_evaluation_columns(e, row);
+    return row;
+}
+
+void sweep_evaluation_columns(const Json& e, Json& row)
+{
     if (e.contains("divergence")) {
         row["kl_mean"] = e["divergence"]["kl_mean"];
         row["top1_agreement"] = e["divergence"]["top1_agreement"];
@@ -158,7 +164,6 @@ Json sweep_row(const Json& record)
         row["task_accuracy_original"] = e["task"]["original"]["accuracy"];
         row["task_n"] = e["task"]["n"];
     }
-    return row;
 }
 
 std::string sweep_setting(const Json& row)

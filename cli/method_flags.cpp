@@ -2,6 +2,7 @@
 #include "method_flags.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "embedlab/error.hpp"
 
@@ -20,55 +21,26 @@ std::vector<std::string> method_fields()
     return fields;
 }
 
-// The flag's text as the field's JSON value; InputError naming the flag.
-nlohmann::ordered_json flag_value(const std::string& flag, const std::string& text, RequestFieldType type)
+// The flag as the field's JSON value, read by Args' own typed getters (their messages
+// name the flag); the ranges are check_request's.
+nlohmann::ordered_json flag_value(const Args& args, const std::string& flag, RequestFieldType type)
 {
-    auto fail = [&](const std::string& what) -> nlohmann::ordered_json {
-        throw InputError(flag + " " + what + ", got '" + text + "'");
-    };
-    auto integer = [&](const std::string& s) -> int64_t {
-        size_t used = 0;
-        int64_t v = 0;
-        try {
-            v = std::stoll(s, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (s.empty() || used != s.size())
-            fail(type == RequestFieldType::Integers ? "takes integers a,b,c" : "takes an integer");
-        return v;
-    };
+    constexpr int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
     switch (type) {
-    case RequestFieldType::String:
-        return text;
     case RequestFieldType::Bool:
         return true;
     case RequestFieldType::Integer:
-        return integer(text);
-    case RequestFieldType::Number: {
-        size_t used = 0;
-        double v = 0;
-        try {
-            v = std::stod(text, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (text.empty() || used != text.size())
-            return fail("takes a number");
-        return v;
-    }
+        return args.get_int(flag, 0, lo, hi);
+    case RequestFieldType::Number:
+        return args.get_double(flag, 0, -std::numeric_limits<double>::max(),
+                               std::numeric_limits<double>::max());
     case RequestFieldType::Integers:
-    case RequestFieldType::TokenIds: {
-        auto list = nlohmann::ordered_json::array();
-        for (size_t start = 0; start <= text.size();) {
-            const size_t end = std::min(text.find(',', start), text.size());
-            list.push_back(integer(text.substr(start, end - start)));
-            start = end + 1;
-        }
-        return list;
+    case RequestFieldType::TokenIds:
+        return args.get_int_list(flag, lo, hi);
+    case RequestFieldType::String:
+        break;
     }
-    }
-    return fail("has an unknown type");
+    return args.get(flag).value_or("");
 }
 
 } // namespace
@@ -94,8 +66,7 @@ void method_flags_into(const Args& args, CompressionRequest& request)
         const std::string flag = field_flag(f);
         if (!args.has(flag))
             continue;
-        const RequestFieldType type = request_field_type(f);
-        set_request_field(request, f, flag_value(flag, args.get(flag).value_or(""), type));
+        set_request_field(request, f, flag_value(args, flag, request_field_type(f)));
     }
 }
 

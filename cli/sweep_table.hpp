@@ -17,6 +17,9 @@ namespace embedlab::cli {
 // params, ratio, explained variance, cosines, ppl, delta ln PPL, fit seconds,
 // lle coverage, KL / top-1, from a run record.
 Json sweep_row(const Json& record);
+// A run's divergence (kl_mean, top1_agreement) and task columns, from its evaluation
+// block, into `row` (every sweep's rows, flat's too).
+void sweep_evaluation_columns(const Json& evaluation, Json& row);
 // "pca k=16", "tt 4x4x8 r1,4,4,1", "lle r=0.50 k=8".
 std::string sweep_setting(const Json& row);
 
