@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
-#include <set>
 #include <type_traits>
 
 #include "embedlab/accounting.hpp"
@@ -27,21 +26,9 @@ bool request_compresses_mlp(const CompressionRequest& r)
 
 namespace {
 
-// Fields every method takes; the others are a method's own (its registry row's
-// fields), positions (rows with `positions`) and LoRA recovery's (rows with `lora`).
-bool field_applies(const std::string& name, const MethodDescriptor& m)
-{
-    static const std::set<std::string> every_method{
-        "model",  "method", "tokenizer",  "eval_text", "eval_ids",  "eval_tokens", "ctx",
-        "stride", "batch",  "divergence", "task",      "task_data", "task_limit",  "seed"};
-    if (every_method.count(name))
-        return true;
-    if (name == "positions")
-        return m.positions;
-    if (name == "lora_rank" || name == "lora_steps" || name == "train_text")
-        return m.lora;
-    return std::find(m.fields.begin(), m.fields.end(), name) != m.fields.end();
-}
+// Who takes a field: every method, the rows with `positions`, the rows with `lora`,
+// or the methods whose registry row lists it (their own fields).
+enum class Scope { Every, Positions, Lora, Own };
 
 [[noreturn]] void bad(const std::string& field, const std::string& what)
 {
@@ -52,6 +39,7 @@ bool field_applies(const std::string& name, const MethodDescriptor& m)
 struct Field {
     const char* name;
     RequestFieldType type;
+    Scope scope;
     std::function<void(const Json&, CompressionRequest&)> read; // type checks only
     std::function<bool(const CompressionRequest&)> is_set;      // differs from the default
     std::function<Json(const CompressionRequest&)> value;
@@ -71,9 +59,9 @@ template <class T> constexpr RequestFieldType type_of()
         return RequestFieldType::Integer;
 }
 
-template <class T> Field member(const char* name, T CompressionRequest::*m)
+template <class T> Field member(const char* name, T CompressionRequest::*m, Scope scope = Scope::Own)
 {
-    Field f{name, type_of<T>(), {}, {}, {}};
+    Field f{name, type_of<T>(), scope, {}, {}, {}};
     f.is_set = [m](const CompressionRequest& r) { return !(r.*m == CompressionRequest{}.*m); };
     f.value = [m](const CompressionRequest& r) { return Json(r.*m); };
     f.read = [m, name](const Json& j, CompressionRequest& r) {
@@ -126,15 +114,15 @@ const std::vector<Field>& fields()
     static const std::vector<Field> table = [] {
         using R = CompressionRequest;
         std::vector<Field> f{
-            member("model", &R::model),
-            member("method", &R::method),
-            member("tokenizer", &R::tokenizer),
+            member("model", &R::model, Scope::Every),
+            member("method", &R::method, Scope::Every),
+            member("tokenizer", &R::tokenizer, Scope::Every),
             member("rank", &R::rank),
             member("shape", &R::shape),
             member("ranks", &R::ranks),
             member("eps", &R::eps),
             member("uniform_ranks", &R::uniform_ranks),
-            member("positions", &R::positions),
+            member("positions", &R::positions, Scope::Positions),
             member("nu", &R::nu),
             member("tau", &R::tau),
             member("device", &R::device),
@@ -166,22 +154,22 @@ const std::vector<Field>& fields()
             member("calib_text", &R::calib_text),
             member("samples", &R::samples),
             member("seqlen", &R::seqlen),
-            member("lora_rank", &R::lora_rank),
-            member("lora_steps", &R::lora_steps),
-            member("train_text", &R::train_text),
-            member("eval_text", &R::eval_text),
-            member("eval_tokens", &R::eval_tokens),
-            member("ctx", &R::ctx),
-            member("stride", &R::stride),
-            member("batch", &R::batch),
-            member("divergence", &R::divergence),
-            member("task", &R::task),
-            member("task_data", &R::task_data),
-            member("task_limit", &R::task_limit),
-            member("seed", &R::seed),
+            member("lora_rank", &R::lora_rank, Scope::Lora),
+            member("lora_steps", &R::lora_steps, Scope::Lora),
+            member("train_text", &R::train_text, Scope::Lora),
+            member("eval_text", &R::eval_text, Scope::Every),
+            member("eval_tokens", &R::eval_tokens, Scope::Every),
+            member("ctx", &R::ctx, Scope::Every),
+            member("stride", &R::stride, Scope::Every),
+            member("batch", &R::batch, Scope::Every),
+            member("divergence", &R::divergence, Scope::Every),
+            member("task", &R::task, Scope::Every),
+            member("task_data", &R::task_data, Scope::Every),
+            member("task_limit", &R::task_limit, Scope::Every),
+            member("seed", &R::seed, Scope::Every),
         };
         // Token ids: an array of non-negative integers (the ids' upper bound is the model's V).
-        Field ids{"eval_ids", RequestFieldType::TokenIds, {}, {}, {}};
+        Field ids{"eval_ids", RequestFieldType::TokenIds, Scope::Every, {}, {}, {}};
         ids.is_set = [](const R& r) { return r.has_eval_ids; };
         ids.value = [](const R& r) { return Json(r.eval_ids); };
         ids.read = [](const Json& j, R& r) {
@@ -200,6 +188,21 @@ const std::vector<Field>& fields()
         return f;
     }();
     return table;
+}
+
+bool applies(const Field& f, const MethodDescriptor& m)
+{
+    switch (f.scope) {
+    case Scope::Every:
+        return true;
+    case Scope::Positions:
+        return m.positions;
+    case Scope::Lora:
+        return m.lora;
+    case Scope::Own:
+        break;
+    }
+    return std::find(m.fields.begin(), m.fields.end(), f.name) != m.fields.end();
 }
 
 } // namespace
@@ -275,7 +278,7 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
         fail("method", "'" + r.method + "' is not one of " + method_names());
     const MethodDescriptor& m = *found;
     for (const auto& f : fields())
-        if (f.is_set(r) && !field_applies(f.name, m))
+        if (f.is_set(r) && !applies(f, m))
             fail(f.name, "does not apply to method " + r.method);
     if (!(r.nu >= 0 && r.nu <= 1e12))
         fail("nu", short_number(r.nu) + " must lie in [0, 1e12]");
