@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/version.h>
+
 #include "common.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/text_format.hpp"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "embedlab/error.hpp"
 #include "embedlab/file_output.hpp"

@@ -3,6 +3,8 @@
 // merge computes the same function, and the finetuned directory reloads exactly.
 #include <nlohmann/json.hpp>
 
+#include <torch/nn/functional/loss.h>
+
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"

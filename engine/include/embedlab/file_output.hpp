@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "embedlab/error.hpp"
 #include "embedlab/output_checks.hpp"

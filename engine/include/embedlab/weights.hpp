@@ -21,7 +21,7 @@
 #include <map>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace embedlab {
 

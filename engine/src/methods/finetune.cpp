@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <random>
 
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
+
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "methods/loss_check.hpp"

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <torch/optim/adamw.h>
 
 #include <chrono>
 #include <cmath>

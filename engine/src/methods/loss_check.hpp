@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "embedlab/error.hpp"
 

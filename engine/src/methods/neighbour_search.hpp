@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "embedlab/partial_sparse.hpp"
 

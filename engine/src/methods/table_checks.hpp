@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "embedlab/error.hpp"
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include <armadillo>
+#include <torch/version.h>
 
 #include "embedlab/error.hpp"
 #include "embedlab/file_output.hpp"
