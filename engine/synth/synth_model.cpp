@@ -648,15 +648,22 @@ SynthesizedTokenizer synthesize_tokenizer(const Gpt2Vocabulary& gpt2, const Toke
             ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}";
     added += "]";
     std::string vocab;
-    for (size_t id = 0; id < size; ++id)
-        vocab += (id ? "," : "") + json_string(tokens[id]) + ":" + std::to_string(id);
+    for (size_t id = 0; id < size; ++id) { // piecewise: GCC 12 misreads "lit" + string (-Wstringop-overflow)
+        if (id)
+            vocab += ',';
+        vocab += json_string(tokens[id]);
+        vocab += ':';
+        vocab += std::to_string(id);
+    }
     std::string merges;
     for (const std::string& m : gpt2.merges) {
         const size_t space = m.find(' ');
         const std::string left = m.substr(0, space), right = m.substr(space + 1);
         if (!present.count(left) || !present.count(right) || !present.count(left + right))
             continue;
-        merges += (out.merges++ ? "," : "") + json_string(m);
+        if (out.merges++)
+            merges += ',';
+        merges += json_string(m);
     }
     const std::string byte_level = R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,)"
                                    R"("use_regex":true})";
