@@ -30,7 +30,7 @@ std::vector<int64_t> shape_option(const Args& args, const std::string& method, i
 CompressionSpec spec_from_args(const Args& args, int64_t d)
 {
     CompressionSpec spec;
-    spec.method = args.required("--method", "pca|svd|tt|tucker|lle|lle-unk|lle-pca|fourier|flat");
+    spec.method = args.required("--method", method_names("|"));
     const auto* known = find_method(spec.method);
     const Method id = known ? known->id : Method::Flat; // flat is compress_flat's: here it is unknown
     if (id == Method::PCA || id == Method::SVD) {
@@ -91,10 +91,10 @@ CompressionSpec spec_from_args(const Args& args, int64_t d)
         spec.batch = args.get_int("--fit-batch", 4096, 1, 1'000'000'000);
         spec.weight_decay = args.get_double("--weight-decay", 0.01, 0, 10);
         spec.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
-    } else {
-        throw InputError("compress: unknown --method '" + spec.method +
-                         "' (pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, flat)");
-    }
+    } else if (!known) {
+        throw InputError("compress: unknown --method '" + spec.method + "' (" + method_names() + ")");
+    } // any other method's fields are its request's (method_flags_into), checked by check_request
+
     if (id != Method::Fourier)
         for (const char* o : {"--mlp", "--hidden-ratio", "--norm", "--loss", "--steps", "--lr", "--fit-batch",
                               "--weight-decay"})

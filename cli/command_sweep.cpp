@@ -39,6 +39,8 @@ std::vector<std::vector<int64_t>> shapes_from_args(const Args& args, int64_t d)
     return shapes;
 }
 
+std::vector<std::string> split_list(const std::string& s);
+
 std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
 {
     const std::string method = args.get("--method").value_or("");
@@ -80,8 +82,19 @@ std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
             }
         return specs;
     }
+    if (method == "quant") {
+        // The baseline series (issue 38): the table at each ggml type; check_request refuses a
+        // type that is unknown or whose blocks do not divide d, naming those that do.
+        for (const auto& type : split_list(args.get("--types").value_or("")))
+            specs.push_back({.method = "quant", .type = type});
+        if (specs.empty())
+            throw InputError(
+                "sweep: --method quant needs --types T1,T2,.. (f16, bf16, q8_0, q6_k, q5_k, q5_1, "
+                "q5_0, q4_k, q4_1, q4_0, q3_k, q2_k)");
+        return specs;
+    }
     if (method != "tt")
-        throw InputError("sweep: --method pca|svd|tt|tucker|lle|lle-unk|lle-pca|flat is required");
+        throw InputError("sweep: --method pca|svd|tt|tucker|lle|lle-unk|lle-pca|quant|flat is required");
     const auto ranks = args.get_int_list("--ranks", 1, d);
     std::vector<double> eps;
     if (auto e = args.get("--eps")) {
@@ -130,6 +143,11 @@ Json sweep_row(const Json& record)
     Json row = record["spec"];
     row["params"] = record["accounting"]["params_after"];
     row["ratio"] = record["accounting"]["ratio"];
+    // Bytes as stored (issue 38): what a quantised baseline is compared at.
+    if (record["accounting"].contains("storage")) {
+        row["bytes_after"] = record["accounting"]["storage"]["bytes_after"];
+        row["bytes_ratio"] = record["accounting"]["storage"]["bytes_ratio"];
+    }
     if (fit.contains("explained_variance_at_rank"))
         row["explained_variance"] = fit["explained_variance_at_rank"];
     row["relative_frobenius"] = record["reconstruction"]["relative_frobenius"];
@@ -172,6 +190,8 @@ std::string sweep_setting(const Json& row)
     if (method == "tt" || method == "tucker")
         return (method == "tucker" ? "tucker " : "") + joined(row["shape"].get<std::vector<int64_t>>(), "x") +
                " r" + joined(row["ranks"].get<std::vector<int64_t>>(), ",");
+    if (method == "quant")
+        return "quant " + row.value("type", std::string());
     if (row.contains("keep_ratio"))
         return method + " r=" + std::to_string(row["keep_ratio"].get<double>()).substr(0, 4) +
                " k=" + std::to_string(row.value("k", int64_t{0}));
@@ -193,6 +213,9 @@ void sweep_print_row(const Json& row, const std::string& suffix)
                     : "-",
                 row["mean_cosine"].get<double>(), row["ppl"].get<double>(), row["delta_ln_ppl"].get<double>(),
                 row["fit_seconds"].get<double>());
+    if (row.contains("bytes_after"))
+        std::printf("  bytes %.0f (ratio %.4f)", row["bytes_after"].get<double>(),
+                    row["bytes_ratio"].get<double>());
     if (row.contains("keep_ratio")) // the paper's Tables 5, 6 and 9
         std::printf("  rare cos %.4f  token cov %.4f  line cov %.4f", row["rare_mean_cosine"].get<double>(),
                     row["token_coverage"].get<double>(), row["line_coverage"].get<double>());
@@ -234,11 +257,11 @@ int command_sweep(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return sweep_flat(argv);
     Args args("sweep", argv,
-              {"--method",    "--ranks",  "--shape",         "--shapes",    "--eps",         "--eval-text",
-               "--ctx",       "--stride", "--batch",         "--tokenizer", "--freq-text",   "--keep-ratios",
-               "--ks",        "--reg",    "--knn",           "--nlist",     "--nprobe",      "--sweep-dir",
-               "--partition", "--time",   "--cpus-per-task", "--mem",       "--array-limit", "--sbatch-arg",
-               "--slurm-cli", "--task",   "--task-data",     "--task-limit"},
+              {"--method",    "--ranks",  "--shape",         "--shapes",     "--eps",         "--eval-text",
+               "--ctx",       "--stride", "--batch",         "--tokenizer",  "--freq-text",   "--keep-ratios",
+               "--ks",        "--reg",    "--knn",           "--nlist",      "--nprobe",      "--sweep-dir",
+               "--partition", "--time",   "--cpus-per-task", "--mem",        "--array-limit", "--sbatch-arg",
+               "--slurm-cli", "--task",   "--task-data",     "--task-limit", "--types"},
               {"--json", "--quiet", "--uniform-ranks", "--divergence", "--slurm", "--no-wait"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
@@ -293,6 +316,7 @@ int command_sweep(const std::vector<std::string>& argv)
         request.ranks = spec.ranks;
         request.eps = spec.ranks.empty() ? spec.eps : 0;
         request.uniform_ranks = spec.uniform_ranks;
+        request.type = spec.type;
         if (spec.split) {
             request.freq_text = *args.get("--freq-text");
             request.keep_ratio = spec.split->keep_ratio;
@@ -304,6 +328,10 @@ int command_sweep(const std::vector<std::string>& argv)
         }
         requests.push_back(request);
     }
+    // Every setting is checked against the model before any runs (a q4_k on d = 128 fails
+    // now, not after the others' evaluations).
+    for (const auto& r : requests)
+        check_request(r, model.config().embedding_dim(), path.string());
     // A repeated setting runs once; a sweep of more than kMaxSweepRuns settings is
     // refused before any work (each is a compression and an evaluation).
     {

@@ -58,6 +58,10 @@ commands:
   compress [MODEL] --method fourier --mlp linear|geglu [--hidden-ratio R (0.25)] [--norm]
            [--loss mse|cosine] --steps N [--lr X (1e-3)] [--fit-batch B (4096)] [--weight-decay W (0.01)]
            [--seed S] --out DIR [...]          PETE Fourier features + MLP fitted to the rows (METHODS.md 4)
+  compress [MODEL] --method quant --type f16|bf16|q8_0|q6_k|q5_k|q5_1|q5_0|q4_k|q4_1|q4_0|q3_k|q2_k --out DIR [...]
+                                               the table itself in a ggml block format, bit-identical to
+                                               llama-quantize --token-embedding-type: the baseline at equal
+                                               bytes (K-types need d a multiple of 256)
   fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
                                                features T, MLP(T), E, original rows and neighbour
                                                cosines for ids A..B-1 (at most 4096)
@@ -73,7 +77,9 @@ commands:
   sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
            [--knn exact|ivf [--nlist N] [--nprobe P]]  (lle)
            --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
-                                               delta ln PPL (lle: rare-row cosine, coverage)
+                                               delta ln PPL, bytes (lle: rare-row cosine, coverage)
+  sweep    [MODEL] --method quant --types T1,T2,.. --eval-text FILE [--json]
+                                               the quantised-table baselines (f16 .. q2_k), one row a type
   sweep    ... --slurm [--sweep-dir DIR] [--partition P] [--time HH:MM:SS] [--cpus-per-task N] [--mem M]
            [--array-limit K] [--sbatch-arg ARG]... [--slurm-cli PATH] [--no-wait]
                                                the sweep's points as one Slurm job array (pca, svd, tt,
@@ -199,7 +205,8 @@ const std::vector<CommandGroup>& command_groups()
           {"fourier-map", "Fourier features, MLP output and rows for a range of ids"},
           {"importance", "FLAT-LLM decoder importance scores, value spectra"}}},
         {"Compress",
-         {{"compress", "write a compressed model directory (pca, svd, tt, tucker, lle, fourier, flat)"},
+         {{"compress",
+           "write a compressed model directory (pca, svd, tt, tucker, lle, fourier, quant, flat)"},
           {"sweep", "one row per setting: params, ratio, ppl, delta ln PPL (also on Slurm)"},
           {"sweep-status", "a Slurm sweep's tasks"},
           {"sweep-collect", "wait for a Slurm sweep and print its rows"},

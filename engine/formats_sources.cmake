@@ -3,12 +3,13 @@
 # results files. engine/CMakeLists.txt builds it as a library; fuzz/CMakeLists.txt
 # builds the same list with libFuzzer's instrumentation.
 set(EMBEDLAB_FORMATS_SOURCES
-  io/safetensors_header.cpp io/gguf_parser.cpp io/gguf_output.cpp io/gguf_quants.cpp io/llama2c_header.cpp
+  io/safetensors_header.cpp io/gguf_parser.cpp io/gguf_output.cpp io/gguf_quants.cpp io/ggml_quantize.cpp io/llama2c_header.cpp
   io/hf_config.cpp io/model_config.cpp io/mapped_file.cpp io/file_input.cpp io/output_checks.cpp
   model/manifest_layout.cpp
   methods/accounting.cpp methods/fourier_mlp.cpp methods/method_registry.cpp
   methods/request_low_rank.cpp methods/request_tensor_train.cpp methods/request_tucker.cpp
-  methods/request_partial_sparse.cpp methods/request_fourier.cpp methods/request_flat.cpp
+  methods/request_partial_sparse.cpp methods/request_fourier.cpp methods/request_quant.cpp
+  methods/request_flat.cpp
   job/job_check.cpp job/experiment_request.cpp job/results.cpp
   remote/worker_events.cpp)
 list(TRANSFORM EMBEDLAB_FORMATS_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/src/)

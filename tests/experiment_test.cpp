@@ -52,6 +52,8 @@ CompressionRequest request_for(const std::string& method)
         r.freq_text = sample(), r.keep_ratio = 0.5, r.k = method == "lle-unk" ? 0 : 4;
     else if (method == "fourier")
         r.steps = 10;
+    else if (method == "quant")
+        r.type = "q8_0";
     else if (method == "flat")
         r.remaining = 0.5, r.calib_text = sample(), r.samples = 4, r.seqlen = 32;
     r.eval_text = sample();
@@ -69,8 +71,8 @@ TEST(MethodRegistry, NamesAreUniqueAndLookedUp)
         EXPECT_TRUE(names.insert(m.name).second) << m.name;
         EXPECT_EQ(&embedlab::method_descriptor(m.name), &embedlab::method_descriptor(m.id));
     }
-    EXPECT_EQ(names.size(), 9u);
-    EXPECT_EQ(embedlab::method_names(), "pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, flat");
+    EXPECT_EQ(names.size(), 10u);
+    EXPECT_EQ(embedlab::method_names(), "pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, quant, flat");
     try {
         embedlab::method_descriptor("zip");
         FAIL() << "an unknown method was found";
@@ -397,6 +399,10 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             }
             ASSERT_EQ(found, manifest["factor_tensors"].size());
             const auto& a = run.embedding->accounting;
+            // quant stores its V d values as ggml blocks: the file's elements are bytes.
+            const bool blocks = r.method == "quant";
+            if (blocks)
+                elements = static_cast<int64_t>(stored * 8 / a.bits_per_value_after);
             EXPECT_EQ(a.params_after, elements);
             ASSERT_GT(a.bytes_after, 0);
             EXPECT_NEAR(a.bytes_after, stored, 0.01 * stored) << "file " << stored << " bytes";

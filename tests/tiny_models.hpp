@@ -27,6 +27,9 @@ inline WeightMap random_weights(const ModelConfig& c, uint64_t seed = 7);
 // A Hugging Face style directory (config.json, model.safetensors and a support
 // file) holding the random tiny model.
 inline std::filesystem::path write_tiny_hf_model(const std::filesystem::path& dir, Architecture arch);
+// The same for any small config (gpt2 or llama) and its weights.
+inline std::filesystem::path write_tiny_hf_model(const std::filesystem::path& dir, const ModelConfig& c,
+                                                 const WeightMap& weights);
 
 } // namespace embedlab::test
 
@@ -52,10 +55,17 @@ inline embedlab::WeightMap embedlab::test::random_weights(const ModelConfig& c, 
 inline std::filesystem::path embedlab::test::write_tiny_hf_model(const std::filesystem::path& dir,
                                                                  Architecture arch)
 {
-    std::filesystem::create_directories(dir);
     const ModelConfig c = tiny_config(arch);
+    return write_tiny_hf_model(dir, c, random_weights(c));
+}
+
+inline std::filesystem::path embedlab::test::write_tiny_hf_model(const std::filesystem::path& dir,
+                                                                 const ModelConfig& c,
+                                                                 const WeightMap& weights)
+{
+    std::filesystem::create_directories(dir);
     nlohmann::json config;
-    if (arch == Architecture::GPT2)
+    if (c.arch == Architecture::GPT2)
         config = {{"model_type", "gpt2"},          {"vocab_size", c.vocab_size},
                   {"n_embd", c.hidden_size},       {"n_layer", c.num_layers},
                   {"n_head", c.num_heads},         {"n_positions", c.max_positions},
@@ -73,7 +83,7 @@ inline std::filesystem::path embedlab::test::write_tiny_hf_model(const std::file
     write_file_atomic(dir / "config.json", config.dump());
     write_file_atomic(dir / "tokenizer_config.json", "{}"); // a support file to be copied
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (auto& [name, t] : random_weights(c))
+    for (const auto& [name, t] : weights)
         tensors.emplace_back(name, t);
     write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
     return dir;

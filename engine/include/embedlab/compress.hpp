@@ -46,6 +46,7 @@ struct CompressionSpec {
     int64_t batch = 4096; // ids per step
     double weight_decay = 0.01;
     uint64_t seed = 0;
+    std::string type; // quant (issue 38): the ggml block type, "q4_k"
 };
 
 // Methods compress_table knows (registered ones too), for messages and the CLI.

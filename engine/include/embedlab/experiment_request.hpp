@@ -78,6 +78,9 @@ struct CompressionRequest {
     int64_t fit_batch = 4096;
     double weight_decay = 0.01;
 
+    // quant (issue 38): a ggml block type as llama-quantize names it ("q8_0", "q4_k", "f16").
+    std::string type;
+
     // flat (METHODS 3)
     double remaining = 0;            // average remaining value rank ratio, (0, 1]
     double target_ratio = 0;         // or: the decoder weights' share to keep (remaining_for_target)

@@ -26,7 +26,7 @@ struct CompressionRequest; // experiment_request.hpp
 
 // Every method EmbedLab runs, by what it compresses (METHODS.md 1-5); External: one
 // added by register_method, known by its name alone.
-enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Flat, External };
+enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant, Flat, External };
 enum class CompressedPart { TokenEmbedding, AttentionValues };
 
 // A method's checks report the first bad field: fail(field, what) throws.
@@ -47,7 +47,7 @@ struct MethodDescriptor {
     // request says no_mlp; the CLI, the job API and the GUI share this default.
     bool target_compresses_mlp = false;
     // The stored layout of its token table (manifest_layout.hpp): "pca", "svd", "lrf",
-    // "tt", "tucker", "lle", "lle-unk", "lle-pca" or "fourier"; empty for flat.
+    // "tt", "tucker", "lle", "lle-unk", "lle-pca", "fourier" or "quant"; empty for flat.
     const char* stored_as = "";
     // The request fields it takes beyond every method's (model, evaluation, task, seed;
     // positions with `positions`, lora_* with `lora`).

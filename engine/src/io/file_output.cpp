@@ -183,7 +183,8 @@ struct SafetensorsDtype {
 };
 constexpr SafetensorsDtype kSafetensorsDtypes[]{{torch::kFloat32, "F32", 4},   {torch::kFloat16, "F16", 2},
                                                 {torch::kBFloat16, "BF16", 2}, {torch::kInt64, "I64", 8},
-                                                {torch::kInt32, "I32", 4},     {torch::kInt16, "I16", 2}};
+                                                {torch::kInt32, "I32", 4},     {torch::kInt16, "I16", 2},
+                                                {torch::kUInt8, "U8", 1}};
 
 const char* safetensors_dtype(torch::ScalarType t)
 {

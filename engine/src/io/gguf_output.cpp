@@ -51,25 +51,13 @@ uint64_t padded(uint64_t n)
     return (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-// Appends elements [0, n) of `data` in the stored type to `out` (n a multiple of 32 for Q8_0).
+// Appends elements [0, n) of `data` in the stored type to `out` (n a multiple of 32 for
+// Q8_0): ggml's reference conversions (ggml_quantize.hpp), as llama-quantize writes them.
 void encode(GgufTensorType type, const float* data, int64_t n, std::string& out)
 {
-    if (type == GgufTensorType::F32) {
-        out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * 4);
-    } else if (type == GgufTensorType::F16) {
-        for (int64_t i = 0; i < n; ++i)
-            append<uint16_t>(out, float_to_half(data[i]));
-    } else { // Q8_0 as ggml's quantize_row_q8_0_ref: d = amax / 127, q = round(x / d)
-        for (int64_t b = 0; b < n; b += 32) {
-            float amax = 0;
-            for (int64_t i = 0; i < 32; ++i)
-                amax = std::max(amax, std::fabs(data[b + i]));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            append<uint16_t>(out, float_to_half(d));
-            for (int64_t i = 0; i < 32; ++i)
-                append<int8_t>(out, static_cast<int8_t>(std::roundf(data[b + i] * id)));
-        }
-    }
+    const size_t at = out.size();
+    out.resize(at + gguf_tensor_bytes(type, n));
+    quantize_row(static_cast<uint32_t>(type), data, n, reinterpret_cast<uint8_t*>(out.data() + at));
 }
 
 // Name and shape: what the header needs, checked before any value is read.
@@ -101,25 +89,6 @@ void check_values(const GgufTensorSource& t, const float* data, int64_t n, int64
 }
 
 } // namespace
-
-uint16_t float_to_half(float f)
-{
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    const uint32_t abs = x & 0x7FFFFFFFu;
-    if (abs > 0x7F800000u) // NaN stays a quiet NaN
-        return static_cast<uint16_t>(sign | 0x7E00u);
-    if (abs >= 0x477FF000u) // rounds to >= 65520: infinity
-        return static_cast<uint16_t>(sign | 0x7C00u);
-    if (abs < 0x38800000u) { // below the smallest normal half: subnormal, rounded to nearest even
-        const float magnitude = std::fabs(f) * 16777216.0f; // units of 2^-24
-        return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(magnitude)));
-    }
-    // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
-    const uint32_t rounded = abs + 0x0FFFu + ((abs >> 13) & 1u);
-    return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
 
 void GgufMetadata::add(const std::string& key, uint32_t type, const std::string& payload)
 {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "embedlab/error.hpp"
+#include "io/ggml_quantize.hpp" // float_to_half, for the writers of F16 tensors
 
 namespace embedlab::io {
 
@@ -81,10 +82,6 @@ std::string gguf_written_by_embedlab(const std::filesystem::path& path);
 
 // Bytes of `n` elements stored as `type` (n a multiple of 32 for Q8_0).
 uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n);
-
-// IEEE half, round to nearest even (ggml_fp32_to_fp16); values beyond the half
-// range are refused by write_gguf before they get here.
-uint16_t float_to_half(float f);
 
 // Writes the file; returns its size. InputError for duplicate tensor names, NaN
 // or infinite values, values beyond F16's range stored as F16, Q8_0 rows not a

@@ -10,8 +10,8 @@ namespace embedlab::io {
 
 namespace {
 
-constexpr uint32_t F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q4_K = 12,
-                   Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30;
+constexpr uint32_t F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q2_K = 10,
+                   Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30;
 constexpr int QK = 32, QK_K = 256;
 
 template <typename T> T load(const uint8_t* p)
@@ -67,6 +67,56 @@ template <int ScaleBytes> void q8_0(const uint8_t* b, float* y)
     const float d = half(b);
     for (int j = 0; j < QK; ++j)
         y[j] = static_cast<float>(static_cast<int8_t>(b[ScaleBytes + j])) * d;
+}
+
+// Q2_K: 256 weights in 16 groups of 16 (scales[16], qs[64], d, dmin); each scales
+// byte holds a 4-bit scale (low) and min (high). The 2-bit levels sit four to a
+// byte: byte l of each 32-byte half holds weights l, l+32, l+64, l+96 of its 128.
+void q2_k(const uint8_t* b, float* y)
+{
+    const uint8_t* scales = b;
+    const uint8_t* q = b + 16;
+    const float d = half(b + 80), min = half(b + 82);
+    int is = 0;
+    for (int n = 0; n < QK_K; n += 128) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int half_group = 0; half_group < 2; ++half_group) { // q[0..16), then q[16..32)
+                const uint8_t sc = scales[is++];
+                const float dl = d * static_cast<float>(sc & 0xF), ml = min * static_cast<float>(sc >> 4);
+                for (int l = 0; l < 16; ++l)
+                    *y++ = dl * static_cast<float>((q[l + 16 * half_group] >> shift) & 3) - ml;
+            }
+        }
+        q += 32;
+    }
+}
+
+// Q3_K: 256 weights in 16 groups of 16 (hmask[32], qs[64], scales[12], d). Signed
+// 6-bit scales (stored +32): low 4 bits in scales[0..8), two per byte, high 2 bits
+// in scales[8..12), four per byte. Levels -4..3: 2 low bits packed as Q2_K, the
+// third in hmask (bit j/32 of hmask[j%32]; clear means subtract 4).
+void q3_k(const uint8_t* b, float* y)
+{
+    const uint8_t* hm = b;
+    const uint8_t* q = b + 32;
+    const uint8_t* sc = b + 96;
+    const float d_all = half(b + 108);
+    int is = 0;
+    uint8_t m = 1;
+    for (int n = 0; n < QK_K; n += 128) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int half_group = 0; half_group < 2; ++half_group) {
+                const int low = is < 8 ? sc[is] & 0xF : sc[is - 8] >> 4;
+                const int scale = (low | (((sc[8 + is % 4] >> (2 * (is / 4))) & 3) << 4)) - 32;
+                ++is;
+                const float dl = d_all * static_cast<float>(scale);
+                for (int l = 16 * half_group; l < 16 * half_group + 16; ++l)
+                    *y++ = dl * static_cast<float>(((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+            }
+            m = static_cast<uint8_t>(m << 1);
+        }
+        q += 32;
+    }
 }
 
 // Q4_K, Q5_K: 256 weights in sub-blocks of 32, each with a 6-bit scale and min
@@ -162,6 +212,8 @@ constexpr Entry kTypes[] = {
     {Q5_1, {"Q5_1", QK, 24}, q4_q5<true, true>},
     {Q8_0, {"Q8_0", QK, 34}, q8_0<2>},
     {Q8_1, {"Q8_1", QK, 36}, q8_0<4>},
+    {Q2_K, {"Q2_K", QK_K, 84}, q2_k},
+    {Q3_K, {"Q3_K", QK_K, 110}, q3_k},
     {Q4_K, {"Q4_K", QK_K, 144}, q4_q5_k<false>},
     {Q5_K, {"Q5_K", QK_K, 176}, q4_q5_k<true>},
     {Q6_K, {"Q6_K", QK_K, 210}, q6_k},

@@ -19,7 +19,7 @@ struct GgmlTypeTraits {
 };
 
 // The types EmbedLab decodes: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
-// Q4_K, Q5_K, Q6_K, Q8_K; nullptr for any other.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K; nullptr for any other.
 const GgmlTypeTraits* ggml_type_traits(uint32_t ggml_type);
 // The same by ggml's name ("Q6_K"); nullptr for any other.
 const GgmlTypeTraits* ggml_type_traits(const std::string& name);

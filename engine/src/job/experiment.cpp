@@ -299,6 +299,7 @@ CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescript
     spec.batch = r.fit_batch;
     spec.weight_decay = r.weight_decay;
     spec.seed = r.seed;
+    spec.type = r.type;
     return spec;
 }
 
@@ -663,7 +664,9 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             request.device.empty()
                 ? EnergyOptions{.nu = request.nu, .tau = request.tau, .tokens = request.energy_tokens}
                 : energy_options_for_device(request.device, request.energy_tokens));
-        apply_storage(accounting, token_embedding_stored_type(run.model.files)); // factors: float32
+        // Factors are float32; quant's values take its type's bits (the fit records them).
+        apply_storage(accounting, token_embedding_stored_type(run.model.files),
+                      accounting.bits_per_value_after > 0 ? accounting.bits_per_value_after : 32);
         if (run.positions) {
             const auto& p = run.positions->accounting;
             accounting.eta_emb_with_positions =

@@ -144,6 +144,7 @@ const std::vector<Field>& fields()
             member("lr", &R::lr),
             member("fit_batch", &R::fit_batch),
             member("weight_decay", &R::weight_decay),
+            member("type", &R::type),
             member("remaining", &R::remaining),
             member("target_ratio", &R::target_ratio),
             member("allocation", &R::allocation),

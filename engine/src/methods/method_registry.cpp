@@ -18,7 +18,7 @@ std::deque<MethodDescriptor>& registry()
 {
     using namespace method_rows;
     static std::deque<MethodDescriptor> methods{pca(),     svd(),     tensor_train(), tucker(), lle(),
-                                                lle_unk(), lle_pca(), fourier(),      flat()};
+                                                lle_unk(), lle_pca(), fourier(),      quant(),  flat()};
     return methods;
 }
 

@@ -19,6 +19,7 @@ MethodDescriptor lle();
 MethodDescriptor lle_unk();
 MethodDescriptor lle_pca();
 MethodDescriptor fourier();
+MethodDescriptor quant();
 MethodDescriptor flat();
 
 // "d = 768" for messages ("d" while the width is unknown).

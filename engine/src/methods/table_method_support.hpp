@@ -38,5 +38,6 @@ const TableMethod& lle_method();
 const TableMethod& lle_unk_method();
 const TableMethod& lle_pca_method();
 const TableMethod& fourier_method();
+const TableMethod& quant_method();
 
 } // namespace embedlab::table_support

@@ -9,8 +9,8 @@ std::vector<const TableMethod*>& methods()
 {
     using namespace table_support;
     static std::vector<const TableMethod*> list{
-        &pca_method(), &svd_method(),     &tensor_train_method(), &tucker_method(),
-        &lle_method(), &lle_unk_method(), &lle_pca_method(),      &fourier_method(),
+        &pca_method(),     &svd_method(),     &tensor_train_method(), &tucker_method(), &lle_method(),
+        &lle_unk_method(), &lle_pca_method(), &fourier_method(),      &quant_method(),
     };
     return list;
 }

@@ -9,6 +9,7 @@
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
+#include "embedlab/quantised_table.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/tucker.hpp"
 #include "io/canonical_weights.hpp"
@@ -124,6 +125,8 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
             out.emplace_back(p + "basis", f.basis);
             out.emplace_back(p + "coords", f.coords);
         }
+    } else if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(&embedding)) {
+        out.emplace_back(prefix + "quant.blocks", q->blocks()); // uint8: the bytes llama.cpp's blocks are
     } else if (const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&embedding)) {
         const auto& f = fe->params();
         const std::string p = prefix + "fourier.";
@@ -293,6 +296,10 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);
         });
     }
+    if (t.kind == K::Quant)
+        return named_errors([&] {
+            return std::make_shared<QuantisedTokenEmbedding>(t.quant_type, t.dim, f["quant.blocks"]);
+        });
     if (t.kind == K::Tucker) {
         std::vector<torch::Tensor> factors;
         for (size_t k = 0; k < t.tt_shape.size(); ++k)

@@ -11,6 +11,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/fourier_mlp.hpp"
 #include "embedlab/json_input.hpp"
+#include "methods/quant_types.hpp"
 
 namespace embedlab::detail {
 
@@ -58,10 +59,11 @@ std::string stored_kind(const std::string& method, const std::string& where)
 
 TableKind table_kind(const std::string& stored, const std::string& where)
 {
-    constexpr Named<TableKind> kinds[]{
-        {TableKind::PCA, "pca"},        {TableKind::SVD, "svd"},        {TableKind::LRF, "lrf"},
-        {TableKind::TT, "tt"},          {TableKind::Tucker, "tucker"},  {TableKind::LLE, "lle"},
-        {TableKind::LLEUnk, "lle-unk"}, {TableKind::LLEPCA, "lle-pca"}, {TableKind::Fourier, "fourier"}};
+    constexpr Named<TableKind> kinds[]{{TableKind::PCA, "pca"},         {TableKind::SVD, "svd"},
+                                       {TableKind::LRF, "lrf"},         {TableKind::TT, "tt"},
+                                       {TableKind::Tucker, "tucker"},   {TableKind::LLE, "lle"},
+                                       {TableKind::LLEUnk, "lle-unk"},  {TableKind::LLEPCA, "lle-pca"},
+                                       {TableKind::Fourier, "fourier"}, {TableKind::Quant, "quant"}};
     if (const auto* row = row_with_name(kinds, stored))
         return row->value;
     throw InputError(where + ": stored layout '" + stored + "' is not one EmbedLab reads");
@@ -183,6 +185,18 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
             needs(m + "basis", {t.k, d});
             needs(m + "coords", {t.rare, t.k});
         }
+    } else if (t.kind == K::Quant) {
+        // The ggml blocks of every row, as bytes: the type fixes a row's length.
+        const Json& type = field(params, "type", where);
+        const auto* q = type.is_string() ? quant_types::find_quant_type(type.get<std::string>()) : nullptr;
+        if (!q)
+            throw InputError(where + ": quant type " + type.dump() + " is not one EmbedLab reads (" +
+                             quant_types::names() + ")");
+        if (d % quant_types::block_values(*q) != 0)
+            throw InputError(where + ": quant type " + q->name +
+                             " does not fit rows of d = " + std::to_string(d));
+        t.quant_type = q->name;
+        needs("quant.blocks", {rows, static_cast<int64_t>(io::ggml_row_bytes(q->ggml_type, d))});
     } else { // K::Fourier
         t.mlp = fourier_mlp_name(parse_fourier_mlp(field(params, "mlp", where).get<std::string>()));
         t.norm = field(params, "norm", where).get<bool>();

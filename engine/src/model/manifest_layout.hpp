@@ -31,12 +31,12 @@ struct ManifestDims {
 // One table's method, parameters and the factor tensors it consumes, in order.
 // What a stored table is: a registry method's factors (experiment_request.hpp),
 // or lrf, the low-rank factors finetune --from-scratch trains.
-enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier };
+enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant };
 
 struct TableLayout {
     std::string method; // the manifest's: a registry method, or lrf
-    std::string
-        stored; // its stored_as (the tensors' prefix): pca svd lrf tt tucker lle lle-unk lle-pca fourier
+    std::string stored; // its stored_as (the tensors' prefix): pca svd lrf tt tucker lle lle-unk lle-pca
+                        // fourier quant
     TableKind kind = TableKind::PCA;
     std::string prefix;
     int64_t rows = 0, dim = 0;
@@ -50,6 +50,7 @@ struct TableLayout {
     std::string mlp;                     // fourier: linear | geglu
     bool norm = false;                   // fourier
     int64_t hidden = 0;                  // fourier geglu
+    std::string quant_type;              // quant: "q4_k"
     std::vector<std::pair<std::string, TensorShape>> tensors; // full name -> shape
 };
 

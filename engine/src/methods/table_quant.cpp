@@ -1,0 +1,73 @@
+// quant (issue 38): the table in a ggml block format, the baseline at equal bytes.
+// Its values are all stored (params_after = V d); what falls is their bits, which
+// the accounting's storage block carries (bits_per_value_after, bytes_after).
+#include <chrono>
+
+#include "embedlab/quantised_table.hpp"
+#include "methods/quant_types.hpp"
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+// Types with a per-block minimum dequantise as d * q - m: two operations a value.
+bool has_minimum(const std::string& type)
+{
+    for (const char* t : {"q4_1", "q5_1", "q2_k", "q4_k", "q5_k"})
+        if (type == t)
+            return true;
+    return false;
+}
+
+class QuantMethod final : public TableMethod {
+public:
+    std::string name() const override { return "quant"; }
+    double fit_work(const CompressionRequest&, double v, double d) const override { return 20 * v * d; }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto e = quantise_table(table, out.spec.type, progress);
+        out.fit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        out.spec.type = e->type(); // the canonical (lower-case) name
+        const int64_t V = table.size(0), d = table.size(1);
+        const int64_t per_value = e->type() == "f16" || e->type() == "bf16" ? 0
+                                  : has_minimum(e->type())                  ? 2
+                                                                            : 1;
+        out.accounting =
+            account_stored("quant", V, d, V * d, model_params, per_value * d, 2 * V * d + per_value * V * d);
+        out.accounting.bits_per_value_after = e->bits_per_value();
+        out.fit = {{"type", e->type()},
+                   {"bits_per_value", e->bits_per_value()},
+                   {"row_bytes", e->blocks().size(1)},
+                   {"reference", "ggml's quantize_row_*_ref (llama-quantize --token-embedding-type, no "
+                                 "importance matrix)"},
+                   {"tied_head", "the dequantised rows, as llama.cpp multiplies them"}};
+        out.embedding = std::move(e);
+    }
+
+    void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const override
+    {
+        j["type"] = spec.type;
+    }
+
+    void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
+    {
+        j["flops_note"] = "lookup: a row dequantised (a multiply a value, and an add where the block has a "
+                          "minimum; f16/bf16 a conversion); tied head: every row dequantised, then 2 V d";
+    }
+
+    std::string parameters(const CompressionSpec& spec) const override { return "type " + spec.type; }
+};
+
+} // namespace
+
+const TableMethod& quant_method()
+{
+    static const QuantMethod m;
+    return m;
+}
+
+} // namespace embedlab::table_support
