@@ -3,6 +3,7 @@
 #include "checked_spin_box.hpp"
 
 #include "embedlab/experiment_request.hpp"
+#include "embedlab/quant_types.hpp"
 
 #include <optional>
 
@@ -55,12 +56,12 @@ QDoubleSpinBox* real(QWidget* parent, const QString& prefix, double lo, double h
 }
 
 // The panel's page of each method it offers (the options_ stack's order).
-enum Page { kRankPage, kEpsPage, kLlePage, kFourierPage, kFlatPage };
+enum Page { kRankPage, kEpsPage, kLlePage, kFourierPage, kFlatPage, kQuantPage };
 const QHash<QString, int>& pages()
 {
-    static const QHash<QString, int> page_of{{"pca", kRankPage},        {"svd", kRankPage},
-                                             {"tt", kEpsPage},          {"lle", kLlePage},
-                                             {"fourier", kFourierPage}, {"flat", kFlatPage}};
+    static const QHash<QString, int> page_of{
+        {"pca", kRankPage},        {"svd", kRankPage},  {"tt", kEpsPage},     {"lle", kLlePage},
+        {"fourier", kFourierPage}, {"flat", kFlatPage}, {"quant", kQuantPage}};
     return page_of;
 }
 
@@ -102,6 +103,7 @@ MethodPanel::MethodPanel(QWidget* parent)
                          "Instead of remaining: the share of the decoder's weights (Q, K, V, O, MLP) to "
                          "keep, as compute_rank.py; compresses the MLPs too unless 'dense MLP' (off: 0)")),
       no_mlp_(new QCheckBox("dense MLP", this)), allocation_(new QComboBox(this)),
+      quant_type_(new QComboBox(this)),
       samples_(spin(this, "", 1, 4096, 32, "Calibration windows drawn (seeded) from the calibration text")),
       seqlen_(spin(this, "", 2, 8192, 128, "Tokens per calibration window")),
       lora_(new QCheckBox("+ LoRA recovery", this)), divergence_(new QCheckBox("+ KL vs original", this)),
@@ -125,7 +127,8 @@ MethodPanel::MethodPanel(QWidget* parent)
     method_->addItems(methods());
     method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5);\n"
                         "lle: rare rows rebuilt from common neighbours (2); fourier: MLP of Fourier features "
-                        "(4);\nflat: head-wise PCA of the attention values with IPRS ranks (3)");
+                        "(4);\nquant: the table in a llama.cpp block format, the baseline at equal bytes;\n"
+                        "flat: head-wise PCA of the attention values with IPRS ranks (3)");
     mlp_->addItems({"linear", "geglu"});
     mlp_->setToolTip("linear: d -> d (reference code); geglu: hidden d / 4 (the paper's small variant)");
     steps_->setSuffix(" steps");
@@ -170,6 +173,15 @@ MethodPanel::MethodPanel(QWidget* parent)
     no_mlp_->setToolTip("With a target ratio: compress V and O only (--no-mlp)");
     options_->addWidget(
         page(this, {remaining_, target_ratio_, no_mlp_, allocation_, samples_, seqlen_})); // flat
+    quant_type_->setObjectName("quant_type");
+    for (const auto& t : quant_types())
+        quant_type_->addItem(QString::fromLatin1(t.name));
+    quant_type_->setCurrentText("q8_0");
+    quant_type_->setToolTip(
+        "The table itself in a ggml block format, as llama-quantize --token-embedding-type "
+        "writes it:\nthe baseline a method is compared with at equal bytes (K-types need d "
+        "a multiple of 256)");
+    options_->addWidget(page(this, {quant_type_})); // quant
 
     auto* top = new QHBoxLayout;
     top->addWidget(new QLabel("Compress with", this));
@@ -310,6 +322,19 @@ QWidget* MethodPanel::textRow(const QString& label, QLineEdit* edit, const QStri
 void MethodPanel::setDimension(int d)
 {
     rank_->setRange(1, std::max(d, 1));
+    // A type whose blocks do not divide d cannot be chosen (check_request would refuse it).
+    auto* model = qobject_cast<QStandardItemModel*>(quant_type_->model());
+    for (int i = 0; i < quant_type_->count(); ++i) {
+        const auto* t = find_quant_type(quant_type_->itemText(i).toStdString());
+        const bool fits = d <= 0 || (t && d % t->block_values == 0);
+        model->item(i)->setEnabled(fits);
+        model->item(i)->setToolTip(fits ? QString()
+                                        : QString("its blocks of %1 values do not divide d = %2")
+                                              .arg(t ? t->block_values : 0)
+                                              .arg(d));
+    }
+    if (!model->item(quant_type_->currentIndex())->isEnabled())
+        quant_type_->setCurrentText("q8_0");
 }
 
 CompressionRequest MethodPanel::request() const
@@ -358,6 +383,9 @@ CompressionRequest MethodPanel::request(const QString& name) const
         r.allocation = allocation_->currentText().toStdString();
         r.samples = samples_->value();
         r.seqlen = seqlen_->value();
+        break;
+    case kQuantPage:
+        r.type = quant_type_->currentText().toStdString();
         break;
     default: // not a method of the panel: check_request names it
         break;
@@ -450,6 +478,10 @@ void MethodPanel::setRequest(const CompressionRequest& r)
         samples_->setValue(static_cast<int>(r.samples));
         if (r.seqlen > 0)
             seqlen_->setValue(static_cast<int>(r.seqlen));
+        break;
+    case kQuantPage:
+        if (const auto* t = find_quant_type(r.type))
+            quant_type_->setCurrentText(QString::fromLatin1(t->name));
         break;
     default:
         break;

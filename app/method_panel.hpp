@@ -36,7 +36,7 @@ public:
     // (pca, svd, tt, lle, fourier, flat).
     static QStringList methods();
 
-    void setDimension(int d); // rank range 1..d
+    void setDimension(int d); // rank range 1..d; quant types whose blocks divide d
     // The chosen method's request: its page's fields, LoRA if ticked (and the method
     // takes it), the texts (an empty box: the bundled sample text's path, so the
     // request is complete), evaluation, divergence and task. No model ("": the
@@ -106,6 +106,7 @@ private:
     QDoubleSpinBox* target_ratio_; // flat: 0 (off) or the decoder's share to keep
     QCheckBox* no_mlp_;            // flat with a target: keep the MLPs dense
     QComboBox* allocation_;
+    QComboBox* quant_type_; // quant: a ggml block type; those whose blocks do not divide d disabled
     QSpinBox* samples_;
     QSpinBox* seqlen_;
     QCheckBox* lora_;

@@ -3,6 +3,7 @@
 // cancel; the event loop keeps running (stalls are measured, > 100 ms fails).
 #include <QAction>
 #include <QApplication>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -17,6 +18,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QThread>
@@ -486,7 +488,7 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
     QStringList offered = registry;
     offered.removeIf([](const QString& m) { return !MethodPanel::methods().contains(m); });
     EXPECT_EQ(MethodPanel::methods(), offered) << "registry methods, in the registry's order";
-    for (const char* m : {"pca", "svd", "tt", "lle", "fourier", "flat"})
+    for (const char* m : {"pca", "svd", "tt", "lle", "fourier", "quant", "flat"})
         EXPECT_TRUE(MethodPanel::methods().contains(m)) << m;
     const std::string train = "/data/train.txt", eval = "/data/eval.txt";
     const std::vector<CompressionRequest> want{
@@ -524,6 +526,7 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
          .lora_steps = 25,
          .train_text = train,
          .eval_text = eval},
+        {.method = "quant", .type = "q5_0", .eval_text = eval},
     };
     const embedlab::app::RunTarget pi{.host = "pi@raspberrypi",
                                       .ssh_config = "/home/me/.ssh/config",
@@ -545,6 +548,16 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
         // flat has no LoRA recovery: the request says so whatever the checkbox holds.
         panel.setMethod("flat");
         EXPECT_EQ(panel.request().lora_rank, 0);
+        // The quant types whose blocks do not divide d cannot be chosen: on d = 128 the K-types.
+        const auto* types = panel.findChild<QComboBox*>("quant_type");
+        ASSERT_NE(types, nullptr);
+        const auto* items = qobject_cast<QStandardItemModel*>(types->model());
+        for (int i = 0; i < types->count(); ++i)
+            EXPECT_EQ(items->item(i)->isEnabled(), !types->itemText(i).endsWith("_k"))
+                << types->itemText(i).toStdString();
+        panel.setDimension(256);
+        EXPECT_TRUE(items->item(types->findText("q4_k"))->isEnabled());
+        panel.setDimension(128);
         // The rank range follows the model.
         panel.setMethod("pca");
         panel.setRank(500);

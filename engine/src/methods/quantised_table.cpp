@@ -2,31 +2,30 @@
 
 #include <ATen/Parallel.h>
 
+#include "embedlab/quant_types.hpp"
 #include "io/ggml_quantize.hpp"
 #include "io/gguf_quants.hpp"
-#include "methods/quant_types.hpp"
 #include "methods/table_checks.hpp"
 
 namespace embedlab {
 
 namespace {
 
-const quant_types::QuantType& known_type(const std::string& type)
+const QuantType& known_type(const std::string& type)
 {
-    const auto* t = quant_types::find_quant_type(type);
+    const auto* t = find_quant_type(type);
     if (!t)
-        throw InputError("quant type '" + type + "' is not one EmbedLab writes (" + quant_types::names() +
-                         ")");
+        throw InputError("quant type '" + type + "' is not one EmbedLab writes (" + quant_type_names() + ")");
     return *t;
 }
 
-int64_t row_bytes(const quant_types::QuantType& t, int64_t dim)
+int64_t row_bytes(const QuantType& t, int64_t dim)
 {
-    const int64_t block = quant_types::block_values(t);
+    const int64_t block = t.block_values;
     if (dim < 1 || dim % block != 0)
         throw InputError(std::string(t.name) + " stores blocks of " + std::to_string(block) +
                          " values; a row of " + std::to_string(dim) + " is not a whole number of blocks (" +
-                         "the types that fit: " + quant_types::names(dim) + ")");
+                         "the types that fit: " + quant_type_names(dim) + ")");
     return static_cast<int64_t>(io::ggml_row_bytes(t.ggml_type, dim));
 }
 
@@ -47,7 +46,7 @@ QuantisedTokenEmbedding::QuantisedTokenEmbedding(const std::string& type, int64_
 
 double QuantisedTokenEmbedding::bits_per_value() const
 {
-    return quant_types::bits_per_value(known_type(type_));
+    return known_type(type_).bits_per_value;
 }
 
 torch::Tensor QuantisedTokenEmbedding::lookup(const torch::Tensor& ids) const

@@ -1,7 +1,7 @@
 // quant's registry row (issue 38): the table itself in one of ggml's block formats,
 // the baseline a method is read against at equal bytes. A type whose blocks do not
 // divide d is refused (llama.cpp asserts there), naming the types that fit.
-#include "methods/quant_types.hpp"
+#include "embedlab/quant_types.hpp"
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -20,18 +20,18 @@ MethodDescriptor quant()
             .fields = {"type"},
             .check =
                 [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
-                    const auto* t = quant_types::find_quant_type(r.type);
+                    const auto* t = find_quant_type(r.type);
                     if (!t)
                         fail("type",
                              (r.type.empty() ? std::string("is required") : "'" + r.type + "' is not one") +
-                                 ": quant takes " + quant_types::names());
-                    const int64_t block = quant_types::block_values(*t);
+                                 ": quant takes " + quant_type_names());
+                    const int64_t block = t->block_values;
                     if (d > 0 && d % block != 0)
                         fail("type", std::string(t->name) + " stores blocks of " + std::to_string(block) +
                                          " values, and the width d = " + std::to_string(d) +
                                          " is not a multiple of " + std::to_string(block) +
                                          " (llama.cpp refuses it too); the types that fit d = " +
-                                         std::to_string(d) + ": " + quant_types::names(d));
+                                         std::to_string(d) + ": " + quant_type_names(d));
                 },
             .describe = [](const CompressionRequest& r) { return "quant " + r.type; }};
 }

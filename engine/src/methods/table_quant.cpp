@@ -3,8 +3,8 @@
 // the accounting's storage block carries (bits_per_value_after, bytes_after).
 #include <chrono>
 
+#include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
-#include "methods/quant_types.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {

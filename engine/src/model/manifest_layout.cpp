@@ -11,7 +11,8 @@
 #include "embedlab/error.hpp"
 #include "embedlab/fourier_mlp.hpp"
 #include "embedlab/json_input.hpp"
-#include "methods/quant_types.hpp"
+#include "embedlab/quant_types.hpp"
+#include "io/gguf_quants.hpp"
 
 namespace embedlab::detail {
 
@@ -188,11 +189,11 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
     } else if (t.kind == K::Quant) {
         // The ggml blocks of every row, as bytes: the type fixes a row's length.
         const Json& type = field(params, "type", where);
-        const auto* q = type.is_string() ? quant_types::find_quant_type(type.get<std::string>()) : nullptr;
+        const auto* q = type.is_string() ? find_quant_type(type.get<std::string>()) : nullptr;
         if (!q)
             throw InputError(where + ": quant type " + type.dump() + " is not one EmbedLab reads (" +
-                             quant_types::names() + ")");
-        if (d % quant_types::block_values(*q) != 0)
+                             quant_type_names() + ")");
+        if (d % q->block_values != 0)
             throw InputError(where + ": quant type " + q->name +
                              " does not fit rows of d = " + std::to_string(d));
         t.quant_type = q->name;
