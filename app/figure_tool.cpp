@@ -53,6 +53,7 @@ const std::map<std::string, std::set<std::string>>& option_kinds()
         {"--dimension", {"fourier"}},
         {"--eps", {"tt"}},
         {"--shapes", {"tt"}},
+        {"--x", {"pareto"}},
     };
     return m;
 }
@@ -267,6 +268,7 @@ void tt_figure(const FigureRequest& r, const ProgressFn& progress)
 void pareto_figure(const FigureRequest& r)
 {
     views::ResultsView view;
+    view.setXAxis(r.x == "bytes" ? "bytes ratio" : "parameter ratio");
     for (const auto& row : load_results(r.input))
         view.addRow(row);
     export_view(view, view.plot(), r);
@@ -324,6 +326,9 @@ FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
         r.input = pos[1];
         require_exists(r.input, "the results file");
         load_results(r.input); // fail on a malformed file before rendering
+        r.x = args.get("--x").value_or("params");
+        if (r.x != "params" && r.x != "bytes")
+            throw InputError("figure pareto: --x must be params or bytes, got '" + r.x + "'");
         check_figure_output(*out, args.has("--force"), r);
         return r;
     }

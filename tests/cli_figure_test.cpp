@@ -99,6 +99,11 @@ TEST(CliFigure, ParetoFromAResultsJsonAsPngAndSvg)
         cli({"figure", "pareto", (dir / "results.json").string(), "--out", (dir / "p.svg").string()});
     ASSERT_EQ(svg.exit_code, 0) << svg.err;
     EXPECT_NE(embedlab::test::read_text(dir / "p.svg").find("<svg"), std::string::npos);
+    // The bytes axis (issue 38): its label is in the figure.
+    const auto bytes = cli({"figure", "pareto", (dir / "results.json").string(), "--out",
+                            (dir / "b.svg").string(), "--x", "bytes"});
+    ASSERT_EQ(bytes.exit_code, 0) << bytes.err;
+    EXPECT_NE(embedlab::test::read_text(dir / "b.svg").find("bytes ratio"), std::string::npos);
 }
 
 TEST(CliFigure, BadInputExitsTwoNamingTheProblemAndWritesNothing)
@@ -118,6 +123,7 @@ TEST(CliFigure, BadInputExitsTwoNamingTheProblemAndWritesNothing)
         {{"figure", "spectrum", missing, "--out", png}, missing},
         {{"figure", "pareto", (dir / "garbage.json").string(), "--out", png}, "garbage.json: not JSON"},
         {{"figure", "pareto", (dir / "other.json").string(), "--out", png}, "other.json: not a results JSON"},
+        {{"figure", "spectrum", "--out", png, "--x", "bytes"}, "--x does not apply"},
         {{"figure", "spectrum", "--out", png, "--width", "poster"}, "--width"},
         {{"figure", "spectrum", "--out", png, "--compare", missing}, missing},
         {{"figure", "iprs", "--out", png, "--value-heads"}, "--value-heads does not apply"},

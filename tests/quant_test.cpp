@@ -154,7 +154,9 @@ TEST(Quant, ACompressedDirectoryHoldsTheReportedBytesAndReloadsToTheSameModel)
     EXPECT_EQ(a.params_after, 96 * 64);
     EXPECT_DOUBLE_EQ(a.bits_per_value_before, 32);
     EXPECT_DOUBLE_EQ(a.bits_per_value_after, 4.5);
-    EXPECT_DOUBLE_EQ(a.bytes_after, 96 * 36.0); // two blocks of 18 bytes a row
+    EXPECT_DOUBLE_EQ(a.bytes_after, 96 * 36.0);         // two blocks of 18 bytes a row
+    EXPECT_EQ(run.summary.bytes_after, a.bytes_after);  // the results row's bytes
+    EXPECT_EQ(run.summary.bytes_before, 96 * 64 * 4.0); // the F32 table
     EXPECT_TRUE(std::isfinite(run.summary.ppl));
     EXPECT_GT(run.embedding->reconstruction.mean_cosine, 0.98);
 

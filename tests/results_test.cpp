@@ -129,7 +129,9 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
     r.task_accuracy_original = 0.53;
     r.task_n = 200;
     const auto csv = embedlab::results_csv({r});
-    EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n\n"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n,bytes_before,bytes_after\n"),
+              std::string::npos)
+        << csv;
     for (const auto& back :
          {embedlab::results_from_csv(csv), embedlab::results_from_json(embedlab::results_json({r}))}) {
         ASSERT_EQ(back.size(), 1u);
@@ -156,4 +158,37 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
     EXPECT_EQ(rows17[0].top1_agreement, 0.75);
     EXPECT_TRUE(rows17[0].task.empty());
     EXPECT_TRUE(std::isnan(rows17[0].task_accuracy));
+}
+
+// Issue 38 item 4: the bytes a row's compressed part takes, before and after, in both
+// files and the summary; files written before the bytes columns read without them.
+TEST(ResultsFiles, BytesColumnsRoundTrip)
+{
+    RunSummary r;
+    r.method = "quant";
+    r.parameters = "type q4_0";
+    r.part = "token_embedding";
+    r.bytes_before = 16384000;
+    r.bytes_after = 2304000;
+    for (const auto& back : {embedlab::results_from_csv(embedlab::results_csv({r})),
+                             embedlab::results_from_json(embedlab::results_json({r}))}) {
+        ASSERT_EQ(back.size(), 1u);
+        EXPECT_EQ(back[0].bytes_before, 16384000);
+        EXPECT_EQ(back[0].bytes_after, 2304000);
+    }
+    EXPECT_EQ(embedlab::summary_from_json(embedlab::summary_json(r)).bytes_after, 2304000);
+    RunSummary unknown; // a mixed-dtype model: null in JSON, empty in CSV, NaN back
+    unknown.method = "pca";
+    EXPECT_TRUE(embedlab::summary_json(unknown)["bytes_after"].is_null());
+    EXPECT_TRUE(std::isnan(embedlab::results_from_csv(embedlab::results_csv({unknown}))[0].bytes_after));
+    const std::string twenty_one =
+        "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,"
+        "params_before,ppl_original,eval_tokens,model,eval_text,kl_mean,top1_agreement,"
+        "task,task_accuracy,task_accuracy_original,task_n\n"
+        "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA,token_embedding,"
+        "6432896,40.5,4095,m,t.txt,0.25,0.75,sst2,0.5,0.52,20\n";
+    const auto rows21 = embedlab::results_from_csv(twenty_one);
+    ASSERT_EQ(rows21.size(), 1u);
+    EXPECT_EQ(rows21[0].task_n, 20);
+    EXPECT_TRUE(std::isnan(rows21[0].bytes_after));
 }

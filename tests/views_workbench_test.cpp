@@ -699,6 +699,39 @@ TEST(ResultsView, TheParetoYAxisTakesAnyMetricOnASymlogScale)
     render_to_png(view, "results_symlog.png");
 }
 
+// Issue 38 item 4: the x axis can be the bytes ratio, where a quantised table (values
+// ratio 1) sits at its bits over the input's and a factorisation is read against it at
+// equal bytes; the bytes column; rows without bytes (flat) are left off that axis.
+TEST(ResultsView, TheParetoXAxisTakesTheBytesAsStored)
+{
+    ResultsView view;
+    auto pca = row("pca", "rank 18", 578432, 0.1412, 133.08, 0.4619, 0.46, 0.1, "hostA");
+    pca.bytes_before = 16384000, pca.bytes_after = 2313728;
+    auto q4 = row("quant", "type q4_0", 4096000, 1.0, 84.44, 0.0070, 0.996, 0.1, "hostA");
+    q4.bytes_before = 16384000, q4.bytes_after = 2304000;
+    auto flat = row("flat", "remaining 0.5", 100000, 0.5, 90.0, 0.07, 0.9, 1.0, "hostA"); // no bytes
+    for (auto* r : {&pca, &q4, &flat})
+        r->params_before = 4096000, r->ppl_original = 83.86, r->model = "tinyllama", r->eval_text = "t.txt";
+    flat.part = "attention_values";
+    for (const auto& r : {pca, q4, flat})
+        view.addRow(r);
+    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(0)->key, 1.0) << "the values ratio by default";
+    view.setXAxis("bytes ratio");
+    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(0)->key, 2304000.0 / 16384000);
+    EXPECT_DOUBLE_EQ(view.series("pca")->data()->at(0)->key, 2313728.0 / 16384000);
+    EXPECT_TRUE(std::isnan(view.series("flat")->data()->at(0)->key)) << "flat has no bytes";
+    EXPECT_EQ(view.front(), (std::vector<int>{1})) << "q4_0 beats pca k 18 at fewer bytes";
+    EXPECT_TRUE(view.plot()->xAxis->label().startsWith("bytes ratio"));
+    auto* table = view.table()->model();
+    const int bytes = table->columnCount() - 1;
+    EXPECT_EQ(table->headerData(bytes, Qt::Horizontal).toString(), "bytes");
+    EXPECT_EQ(table->index(2, bytes).data(Qt::ToolTipRole).toString(),
+              "bytes ratio 0.1406 (before: 16384000)");
+    EXPECT_EQ(table->index(4, 0).data().toString(), "flat");
+    EXPECT_EQ(table->index(4, bytes).data().toString(), "") << "flat's bytes are not known";
+    render_to_png(view, "results_bytes_axis.png");
+}
+
 // Issue 19 item 5: the task accuracy column (and the original's beside it), the
 // Pareto plot's "1 − task accuracy" axis, and the selected row's KL per window.
 TEST(ResultsView, ShowsTaskAccuracyAndTheSelectedRowsKlPerWindow)

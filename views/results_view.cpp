@@ -32,7 +32,7 @@ constexpr int kSortRole = Qt::UserRole + 1;
 constexpr int kRowRole = Qt::UserRole + 2;
 constexpr int kModelRole = Qt::UserRole + 3;    // the row's model path, for the model filter
 constexpr int kBaselineRole = Qt::UserRole + 4; // an "original" row's model, part and text
-constexpr int kTaskColumn = 11, kModelColumn = 12;
+constexpr int kTaskColumn = 11, kModelColumn = 12, kBytesColumn = 14;
 
 const QVector<QColor> kPalette{{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
                                {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
@@ -77,16 +77,19 @@ QString modelName(const std::string& model)
 } // namespace
 
 ResultsView::ResultsView(QWidget* parent)
-    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 14, this)),
+    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 15, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this)),
       windows_(new WindowDivergenceView(this)), model_filter_(new QComboBox(this)),
-      y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this))
+      x_metric_(new QComboBox(this)), y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this))
 {
     model_->setHorizontalHeaderLabels({"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine",
                                        "time (s)", "host", "KL (nats)",
                                        "top-1",    // runs that measured their divergence from the original
                                        "task acc", // runs that measured a zero-shot task (sst2, mc)
-                                       "model", "part"});
+                                       "model", "part", "bytes"});
+    model_->horizontalHeaderItem(kBytesColumn)
+        ->setToolTip("The compressed part's bytes as stored (a quantised table: its blocks; factors: "
+                     "float32); the tooltip has the ratio to the input's bytes");
     model_->horizontalHeaderItem(kTaskColumn)
         ->setToolTip("Zero-shot task accuracy (the method panel's Task); the original's row shows the "
                      "uncompressed model's on the same examples");
@@ -172,6 +175,10 @@ ResultsView::ResultsView(QWidget* parent)
     split->addWidget(table_);
     split->addWidget(plots);
     split->setStretchFactor(1, 2);
+    x_metric_->addItems({"parameter ratio", "bytes ratio"});
+    x_metric_->setToolTip("What the plot's x axis shows: stored values after / before, or the part's bytes\n"
+                          "as stored after / before (compare a method with the quantised table at equal "
+                          "bytes;\nrows without bytes, flat's, are left off)");
     y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy"});
     y_metric_->setToolTip(
         "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"
@@ -180,11 +187,13 @@ ResultsView::ResultsView(QWidget* parent)
     y_scale_->addItems({"linear", "symlog"});
     y_scale_->setToolTip(
         "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest");
-    for (QComboBox* box : {y_metric_, y_scale_})
+    for (QComboBox* box : {x_metric_, y_metric_, y_scale_})
         connect(box, &QComboBox::currentIndexChanged, this, [this] { rebuildPlot(); });
     auto* filter_row = new QHBoxLayout;
     filter_row->addWidget(new QLabel("Model", this));
     filter_row->addWidget(model_filter_);
+    filter_row->addWidget(new QLabel("x axis", this));
+    filter_row->addWidget(x_metric_);
     filter_row->addWidget(new QLabel("y axis", this));
     filter_row->addWidget(y_metric_);
     filter_row->addWidget(y_scale_);
@@ -215,7 +224,14 @@ QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
                                 textItem(modelName(r.model)),
                                 textItem(r.part == "attention_values"           ? "attention values"
                                          : r.part == "attention_values_and_mlp" ? "attention values + MLP"
-                                                                                : "token embedding")};
+                                                                                : "token embedding"),
+                                numberItem(r.bytes_after, std::isfinite(r.bytes_after)
+                                                              ? QLocale().toString(r.bytes_after, 'f', 0)
+                                                              : QString())};
+    if (std::isfinite(r.bytes_after) && r.bytes_before > 0)
+        items[kBytesColumn]->setToolTip(QString("bytes ratio %1 (before: %2)")
+                                            .arg(r.bytes_after / r.bytes_before, 0, 'f', 4)
+                                            .arg(r.bytes_before, 0, 'f', 0));
     items[kModelColumn]->setToolTip(text(r.model));
     if (!r.task.empty())
         items[kTaskColumn]->setToolTip(QString("%1 on %2 examples (the original: %3)")
@@ -256,6 +272,7 @@ int ResultsView::addRow(const ResultRow& r)
             b.part = r.part;
             b.params_before = b.params_after = r.params_before;
             b.ratio = 1;
+            b.bytes_before = b.bytes_after = r.bytes_before; // NaN when the run's are unknown
             b.ppl_original = b.ppl = r.ppl_original;
             b.delta_ln_ppl = 0;
             b.mean_cosine = 1;
@@ -341,6 +358,21 @@ void ResultsView::setYAxis(const QString& metric, bool symlog)
     rebuildPlot();
 }
 
+void ResultsView::setXAxis(const QString& metric)
+{
+    const int i = x_metric_->findText(metric);
+    x_metric_->setCurrentIndex(i < 0 ? 0 : i);
+}
+
+double ResultsView::xOf(int row) const
+{
+    const auto& r = rows_[static_cast<size_t>(row)];
+    if (x_metric_->currentIndex() == 0)
+        return r.ratio;
+    return r.bytes_before > 0 && std::isfinite(r.bytes_after) ? r.bytes_after / r.bytes_before
+                                                              : std::numeric_limits<double>::quiet_NaN();
+}
+
 void ResultsView::removeRow(int row)
 {
     if (row < 0 || row >= static_cast<int>(rows_.size()))
@@ -420,7 +452,8 @@ void ResultsView::rebuildPlot()
     // Fronts by the metric on the y axis (lower is better for each).
     std::vector<ResultRow> by_metric = rows_;
     for (size_t i = 0; i < by_metric.size(); ++i)
-        by_metric[i].delta_ln_ppl = metric(static_cast<int>(i));
+        by_metric[i].delta_ln_ppl = metric(static_cast<int>(i)),
+        by_metric[i].ratio = xOf(static_cast<int>(i));
     for (auto& g : pareto_fronts(by_metric))
         if (!g.rows.empty() && shown_row(g.rows.front()))
             shown_groups_.push_back(std::move(g));
@@ -448,7 +481,7 @@ void ResultsView::rebuildPlot()
         graph->setName(name);
         QVector<double> fx, fy;
         for (int row : group.front) {
-            fx << rows_[row].ratio;
+            fx << xOf(row);
             fy << plotted(row);
         }
         graph->setData(fx, fy, true); // by ascending ratio already
@@ -473,9 +506,10 @@ void ResultsView::rebuildPlot()
         QVector<double> t, x, y;
         for (int row : method_rows_[m]) {
             t << t.size();
-            x << rows_[row].ratio;
+            x << xOf(row);
             y << plotted(row);
-            x1 = std::max(x1, rows_[row].ratio);
+            if (std::isfinite(xOf(row)))
+                x1 = std::max(x1, xOf(row));
             if (std::isfinite(plotted(row))) {
                 y0 = std::min(y0, plotted(row));
                 y1 = std::max(y1, plotted(row));
@@ -484,6 +518,9 @@ void ResultsView::rebuildPlot()
         curve->setData(t, x, y);
     }
     plot_->legend->setVisible(!methods_.empty()); // no empty frame before the first run
+    plot_->xAxis->setLabel(x_metric_->currentIndex() == 0
+                               ? "compression ratio (compressed / original parameters)"
+                               : "bytes ratio (the compressed part's bytes as stored / the input's)");
     plot_->yAxis->setLabel(y_metric_->currentText() + (symlog() ? " (symlog)" : ""));
     if (symlog()) { // ticks at 0, ±10^k in the transformed coordinates, labelled with the values
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
@@ -515,7 +552,7 @@ void ResultsView::selectRow(int row)
     selected_ = row;
     ring_->data()->clear();
     if (row >= 0) {
-        ring_->addData(rows_[row].ratio, plotted(row));
+        ring_->addData(xOf(row), plotted(row));
         for (int c = 0; c < proxy_->rowCount(); ++c)
             if (proxy_->index(c, 0).data(kRowRole).toInt() == row) {
                 if (table_->currentIndex().row() != c)
@@ -550,16 +587,17 @@ QString ResultsView::hoverText(const QPointF& pixel) const
     for (const auto& rows : method_rows_)
         for (int row : rows) {
             shown.push_back(row);
-            x.push_back(rows_[row].ratio);
+            x.push_back(xOf(row));
             y.push_back(plotted(row));
         }
     const int i = nearest_point(plot_, pixel, x.data(), y.data(), static_cast<int>(x.size()), 8.0);
     if (i < 0)
         return {};
     const auto& r = rows_[shown[i]];
-    return QString("%1 %2: ratio %3, PPL %4, Δ ln PPL %5 (%6)")
+    return QString("%1 %2: %3 %4, PPL %5, Δ ln PPL %6 (%7)")
         .arg(text(r.method), text(r.parameters))
-        .arg(r.ratio, 0, 'f', 4)
+        .arg(x_metric_->currentText())
+        .arg(xOf(shown[i]), 0, 'f', 4)
         .arg(r.ppl, 0, 'g', 6)
         .arg(r.delta_ln_ppl, 0, 'f', 4)
         .arg(modelName(r.model));

@@ -45,6 +45,11 @@ public:
     // "PPL" or "1 − task accuracy", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the
     // metric.
     void setYAxis(const QString& metric, bool symlog);
+    // The x axis: "parameter ratio" (stored values after / before, the default) or
+    // "bytes ratio" (the part's bytes as stored after / before: a quantised table's
+    // values ratio is 1, its bytes ratio its bits over the input's). Rows without
+    // bytes (flat, a mixed-dtype input) are left off the bytes axis.
+    void setXAxis(const QString& metric);
     static double symlogOf(double v);
     void clear();
     const std::vector<ResultRow>& rows() const { return rows_; }
@@ -83,6 +88,7 @@ private:
     void rebuildPlot();
     QList<QStandardItem*> rowItems(const ResultRow& r, int index) const;
     double metric(int row) const;  // the y metric of a run
+    double xOf(int row) const;     // its x (the x axis' ratio; NaN: not drawn)
     double plotted(int row) const; // and where it is drawn (symlog applied)
     bool symlog() const;
 
@@ -96,6 +102,7 @@ private:
     QVector<QCPGraph*> more_fronts_; // the other shown groups' fronts
     std::vector<embedlab::ParetoGroup> shown_groups_; // fronts_[0] = front_, then more_fronts_
     QComboBox* model_filter_;
+    QComboBox* x_metric_;
     QComboBox* y_metric_;
     QComboBox* y_scale_;
     std::vector<ResultRow> rows_;

@@ -45,6 +45,11 @@ struct RunSummary {
     double task_accuracy = std::numeric_limits<double>::quiet_NaN();
     double task_accuracy_original = std::numeric_limits<double>::quiet_NaN();
     int64_t task_n = 0;
+    // The compressed part's bytes as stored, before and after (accounting.storage; issue
+    // 38: what a quantised baseline is compared at); NaN when the input's storage is not
+    // known (a Hugging Face model of mixed dtypes) or the part is flat's.
+    double bytes_before = std::numeric_limits<double>::quiet_NaN();
+    double bytes_after = std::numeric_limits<double>::quiet_NaN();
 };
 nlohmann::ordered_json summary_json(const RunSummary& s);
 RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field

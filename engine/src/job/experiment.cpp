@@ -697,6 +697,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         s.parameters = embedding_parameters(*run.embedding, m) + (run.positions ? " + positions" : "");
         s.params_before = run.embedding->accounting.params_before;
         s.params_after = run.embedding->accounting.params_after;
+        if (const auto& a = run.embedding->accounting; a.bytes_after > 0)
+            s.bytes_before = a.bytes_before, s.bytes_after = a.bytes_after;
         s.mean_cosine = run.embedding->reconstruction.mean_cosine;
         if (training) {
             run.recovery = recover(run, *training, bar.stage("train"));
@@ -704,6 +706,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
                             std::to_string(request.lora_steps) + " steps";
             // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
             s.params_after += model.parameter_breakdown().adapters;
+            s.bytes_after += 4.0 * static_cast<double>(model.parameter_breakdown().adapters); // float32
             // Issue 20 item 3: the recorded reconstruction is the recovered table's (with dZ, dP);
             // the fit's spectrum describes the original table and the start of training.
             auto& c = *run.embedding;

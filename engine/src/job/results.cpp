@@ -104,10 +104,13 @@ const Column kColumns[]{{.name = "method", .text = &RunSummary::method},
                         {.name = "task", .text = &RunSummary::task},
                         {.name = "task_accuracy", .number = &RunSummary::task_accuracy},
                         {.name = "task_accuracy_original", .number = &RunSummary::task_accuracy_original},
-                        {.name = "task_n", .count = &RunSummary::task_n}};
+                        {.name = "task_n", .count = &RunSummary::task_n},
+                        {.name = "bytes_before", .number = &RunSummary::bytes_before},
+                        {.name = "bytes_after", .number = &RunSummary::bytes_after}};
 // How many columns the files of each version have, oldest first: before the part
-// column, before the divergence columns, before the task columns, now.
-constexpr size_t kColumnVersions[]{9, 15, 17, std::size(kColumns)};
+// column, before the divergence columns, before the task columns, before the bytes
+// columns, now.
+constexpr size_t kColumnVersions[]{9, 15, 17, 21, std::size(kColumns)};
 
 // A row's JSON object with the results files' keys.
 Json row_json(const RunSummary& r)
@@ -210,7 +213,9 @@ Json summary_json(const RunSummary& s)
               {"task", s.task},
               {"task_accuracy", number_or_null(s.task_accuracy)},
               {"task_accuracy_original", number_or_null(s.task_accuracy_original)},
-              {"task_n", s.task_n}};
+              {"task_n", s.task_n},
+              {"bytes_before", number_or_null(s.bytes_before)},
+              {"bytes_after", number_or_null(s.bytes_after)}};
     add_windows(j, s);
     return j;
 }
@@ -243,6 +248,8 @@ RunSummary summary_from_json(const Json& j)
         s.task_accuracy = json_number(j, "task_accuracy");
         s.task_accuracy_original = json_number(j, "task_accuracy_original");
         s.task_n = to_count(json_number(j, "task_n"));
+        s.bytes_before = json_number(j, "bytes_before"); // absent before issue 38
+        s.bytes_after = json_number(j, "bytes_after");
         return s;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
