@@ -596,7 +596,7 @@ QString ResultsView::hoverText(const QPointF& pixel) const
     const auto& r = rows_[shown[i]];
     return QString("%1 %2: %3 %4, PPL %5, Δ ln PPL %6 (%7)")
         .arg(text(r.method), text(r.parameters))
-        .arg(x_metric_->currentText())
+        .arg(x_metric_->currentIndex() == 0 ? "ratio" : "bytes ratio")
         .arg(xOf(shown[i]), 0, 'f', 4)
         .arg(r.ppl, 0, 'g', 6)
         .arg(r.delta_ln_ppl, 0, 'f', 4)
