@@ -66,11 +66,12 @@ int nearest_int(float f)
 
 // ---- the scale searches ------------------------------------------------------------
 
-// make_qx_quants with rmse_type 1 and no importance weights (Q6_K): symmetric levels
-// L in [0, 2 nmax), weights x^2, trying 18 scales around nmax / max.
-float search_symmetric(int n, int nmax, const float* x, int8_t* L)
+// The value of largest magnitude (the first of equals), its magnitude in amax: both
+// symmetric searches scale by it.
+float signed_max(int n, const float* x, float& amax)
 {
-    float max = 0, amax = 0;
+    float max = 0;
+    amax = 0;
     for (int i = 0; i < n; ++i) {
         const float ax = std::fabs(x[i]);
         if (ax > amax) {
@@ -78,6 +79,15 @@ float search_symmetric(int n, int nmax, const float* x, int8_t* L)
             max = x[i];
         }
     }
+    return max;
+}
+
+// make_qx_quants with rmse_type 1 and no importance weights (Q6_K): symmetric levels
+// L in [0, 2 nmax), weights x^2, trying 18 scales around nmax / max.
+float search_symmetric(int n, int nmax, const float* x, int8_t* L)
+{
+    float amax = 0;
+    const float max = signed_max(n, x, amax);
     if (amax < kGroupMaxEps) {
         for (int i = 0; i < n; ++i)
             L[i] = 0;
@@ -122,14 +132,8 @@ float search_symmetric(int n, int nmax, const float* x, int8_t* L)
 // single levels while the weighted (x^2) fit improves.
 float search_symmetric_refine(int n, int nmax, const float* x, int8_t* L)
 {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float amax = 0;
+    const float max = signed_max(n, x, amax);
     if (amax < kGroupMaxEps) {
         for (int i = 0; i < n; ++i)
             L[i] = 0; // not nmax: ggml leaves these groups at level 0
@@ -671,10 +675,7 @@ void quantize_row(uint32_t ggml_type, const float* x, int64_t n, uint8_t* out)
                          " cannot be quantised (supported: " + quantizable_types() + ")");
     }
     const GgmlTypeTraits* t = ggml_type_traits(ggml_type);
-    if (n < 0 || n % t->block_elems != 0)
-        throw InputError(std::string(t->name) + " stores blocks of " + std::to_string(t->block_elems) +
-                         " values; a row of " + std::to_string(n) + " is not a whole number of blocks");
-    const int64_t blocks = n / t->block_elems;
+    const int64_t blocks = whole_blocks(*t, n);
     for (int64_t k = 0; k < blocks; ++k)
         q->block(x + k * t->block_elems, out + k * t->block_bytes);
 }

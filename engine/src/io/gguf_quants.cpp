@@ -278,6 +278,14 @@ uint64_t ggml_row_bytes(uint32_t ggml_type, int64_t n)
     return static_cast<uint64_t>(n / t->block_elems) * t->block_bytes;
 }
 
+int64_t whole_blocks(const GgmlTypeTraits& t, int64_t n)
+{
+    if (n < 0 || n % t.block_elems != 0)
+        throw InputError(std::string(t.name) + " stores blocks of " + std::to_string(t.block_elems) +
+                         " values; a row of " + std::to_string(n) + " is not a whole number of blocks");
+    return n / t.block_elems;
+}
+
 void dequantize_row(uint32_t ggml_type, const uint8_t* data, int64_t n, float* out)
 {
     const Entry* e = find_type(ggml_type);
@@ -285,10 +293,7 @@ void dequantize_row(uint32_t ggml_type, const uint8_t* data, int64_t n, float* o
         throw InputError("ggml type " + std::to_string(ggml_type) +
                          " cannot be dequantised (supported: " + supported_ggml_types() + ")");
     const GgmlTypeTraits* t = &e->traits;
-    if (n % t->block_elems != 0)
-        throw InputError(std::string(t->name) + " stores blocks of " + std::to_string(t->block_elems) +
-                         " values; a row of " + std::to_string(n) + " is not a whole number of blocks");
-    const int64_t blocks = n / t->block_elems;
+    const int64_t blocks = whole_blocks(*t, n);
     for (int64_t k = 0; k < blocks; ++k)
         e->block(data + k * t->block_bytes, out + k * t->block_elems);
 }

@@ -29,6 +29,10 @@ std::string supported_ggml_types();
 // Bytes of a row of n values; 0 for an unsupported type or n not a whole number of blocks.
 uint64_t ggml_row_bytes(uint32_t ggml_type, int64_t n);
 
+// The blocks in a row of n values; InputError when n is not a whole number of them
+// (quantize_row and dequantize_row share the check and its message).
+int64_t whole_blocks(const GgmlTypeTraits& traits, int64_t n);
+
 // n values of `ggml_type` at `data` -> out[0..n). InputError for an unsupported
 // type or n not a multiple of the block size.
 void dequantize_row(uint32_t ggml_type, const uint8_t* data, int64_t n, float* out);
