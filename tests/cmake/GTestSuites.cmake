@@ -1,0 +1,37 @@
+# embedlab_gtest_suites(<target> GROUP <name> LABEL <label> TIMEOUT <seconds per case>
+#                       [FILTER <gtest filter>] [SERIAL] [LOCK <resource>])
+# Registers one ctest test per GoogleTest suite of <target> (not one per case): each
+# ctest test starts a process, and a test program's start (libtorch's static
+# initialisers) costs about 1 s of CPU, so 571 cases as 571 processes spent about
+# 5 minutes of CI on starting. A suite's test runs its cases by name
+# (--gtest_filter=Suite.a:Suite.b), with TIMEOUT times its case count; it is reported
+# skipped only when every case skipped (scripts/skip-reasons.sh prints each reason).
+# The cases are listed at ctest time, and again only when the program is rebuilt,
+# as gtest_discover_tests(... DISCOVERY_MODE PRE_TEST) does. GROUP names the list's
+# cache file (one per FILTER of a target); SERIAL tests run alone (RUN_SERIAL) and
+# are named "<suite> (alone)".
+set(EMBEDLAB_GTEST_SUITES_IMPL "${CMAKE_CURRENT_LIST_DIR}/GTestSuitesImpl.cmake")
+
+function(embedlab_gtest_suites target)
+  cmake_parse_arguments(S "SERIAL" "GROUP;LABEL;TIMEOUT;FILTER;LOCK" "" ${ARGN})
+  set(base "${CMAKE_CURRENT_BINARY_DIR}/${target}_${S_GROUP}")
+  set(serial 0)
+  if(S_SERIAL)
+    set(serial 1)
+  endif()
+  file(GENERATE OUTPUT "${base}_include.cmake" CONTENT
+"set(EMBEDLAB_SUITES_EXE [==[$<TARGET_FILE:${target}>]==])
+set(EMBEDLAB_SUITES_LIST [==[${base}_suites.cmake]==])
+set(EMBEDLAB_SUITES_FILTER [==[${S_FILTER}]==])
+set(EMBEDLAB_SUITES_LABEL [==[${S_LABEL}]==])
+set(EMBEDLAB_SUITES_TIMEOUT [==[${S_TIMEOUT}]==])
+set(EMBEDLAB_SUITES_SERIAL ${serial})
+set(EMBEDLAB_SUITES_LOCK [==[${S_LOCK}]==])
+set(EMBEDLAB_SUITES_WORKDIR [==[${CMAKE_CURRENT_BINARY_DIR}]==])
+if(NOT EXISTS \"\${EMBEDLAB_SUITES_LIST}\" OR \"\${EMBEDLAB_SUITES_EXE}\" IS_NEWER_THAN \"\${EMBEDLAB_SUITES_LIST}\")
+  include([==[${EMBEDLAB_GTEST_SUITES_IMPL}]==])
+endif()
+include(\"\${EMBEDLAB_SUITES_LIST}\")
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${base}_include.cmake")
+endfunction()
