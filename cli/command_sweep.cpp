@@ -19,109 +19,42 @@ namespace embedlab::cli {
 
 namespace {
 
-// --shapes 8,8,12:4,4,6,8 (or one --shape) -> shapes.
-std::vector<std::vector<int64_t>> shapes_from_args(const Args& args, int64_t d)
-{
-    std::vector<std::vector<int64_t>> shapes;
-    if (auto one = args.get_int_list("--shape", 1, d); !one.empty())
-        shapes.push_back(one);
-    if (auto many = args.get("--shapes")) {
-        std::stringstream in(*many);
-        std::string part;
-        while (std::getline(in, part, ':')) {
-            std::vector<std::string> argv{"--shape", part};
-            shapes.push_back(Args("sweep", argv, {"--shape"}, {}).get_int_list("--shape", 1, d));
-        }
-    }
-    if (shapes.empty())
-        throw InputError("sweep: --method " + args.get("--method").value_or("tt") +
-                         " needs --shape I1,I2,.. or --shapes A:B:..");
-    return shapes;
-}
-
 std::vector<std::string> split_list(const std::string& s);
 
-std::vector<CompressionSpec> specs_from_args(const Args& args, int64_t d)
-{
-    const std::string method = args.get("--method").value_or("");
-    std::vector<CompressionSpec> specs;
-    if (method == "pca" || method == "svd") {
-        for (int64_t k : args.get_int_list("--ranks", 1, d))
-            specs.push_back({.method = method, .rank = k});
-        if (specs.empty())
-            throw InputError("sweep: --method " + method + " needs --ranks K1,K2,.. (each 1.." +
-                             std::to_string(d) + ")");
-        return specs;
+// The sweep's flags as the registry's grammars read them (method_registry.hpp).
+class ArgsSweepValues : public SweepValues {
+public:
+    explicit ArgsSweepValues(const Args& args) : args_(args) {}
+    bool has(const std::string& option) const override { return args_.has(option); }
+    std::vector<int64_t> integers(const std::string& option, int64_t lo, int64_t hi) const override
+    {
+        return args_.get_int_list(option, lo, hi);
     }
-    if (method == "tucker") {
-        // --ranks A1,..,AN:B1,..,BN: one setting per colon-separated set, r_1..r_N each;
-        // a set of one value r is the uniform rank min(r, I_k).
-        const auto sets = args.get("--ranks");
-        if (!sets)
-            throw InputError(
-                "sweep: --method tucker needs --ranks r1,..,rN[:r1,..,rN..] (one rank per --shape "
-                "factor per setting, or one uniform rank r per setting)");
-        if (args.has("--eps") || args.has("--uniform-ranks"))
-            throw InputError("sweep: --eps and --uniform-ranks apply to --method tt only");
-        std::vector<std::vector<int64_t>> rank_sets;
-        std::stringstream in(*sets);
+    std::vector<double> numbers(const std::string& option, double lo, double hi) const override
+    {
+        std::vector<double> out;
+        for (const auto& part : split_list(args_.get(option).value_or("")))
+            out.push_back(Args("sweep", {option, part}, {option}, {}).get_double(option, 0, lo, hi));
+        return out;
+    }
+    std::vector<std::vector<int64_t>> integer_sets(const std::string& option, int64_t lo,
+                                                   int64_t hi) const override
+    {
+        std::vector<std::vector<int64_t>> out;
+        std::stringstream in(args_.get(option).value_or(""));
         std::string part;
         while (std::getline(in, part, ':'))
-            rank_sets.push_back(
-                Args("sweep", {"--ranks", part}, {"--ranks"}, {}).get_int_list("--ranks", 1, d));
-        for (const auto& shape : shapes_from_args(args, d))
-            for (const auto& set : rank_sets) {
-                std::vector<int64_t> rr = set;
-                if (set.size() == 1 && shape.size() > 1) {
-                    rr.clear();
-                    for (int64_t I : shape)
-                        rr.push_back(std::min(set[0], I));
-                }
-                check_tucker_shape_and_ranks(d, shape, rr);
-                specs.push_back({.method = "tucker", .shape = shape, .ranks = rr});
-            }
-        return specs;
+            out.push_back(Args("sweep", {option, part}, {option}, {}).get_int_list(option, lo, hi));
+        return out;
     }
-    if (method == "quant") {
-        // The baseline series (issue 38): the table at each ggml type; check_request refuses a
-        // type that is unknown or whose blocks do not divide d, naming those that do.
-        for (const auto& type : split_list(args.get("--types").value_or("")))
-            specs.push_back({.method = "quant", .type = type});
-        if (specs.empty())
-            throw InputError(
-                "sweep: --method quant needs --types T1,T2,.. (f16, bf16, q8_0, q6_k, q5_k, q5_1, "
-                "q5_0, q4_k, q4_1, q4_0, q3_k, q2_k)");
-        return specs;
+    std::vector<std::string> words(const std::string& option) const override
+    {
+        return split_list(args_.get(option).value_or(""));
     }
-    if (method != "tt")
-        throw InputError("sweep: --method pca|svd|tt|tucker|lle|lle-unk|lle-pca|quant|flat is required");
-    const auto ranks = args.get_int_list("--ranks", 1, d);
-    std::vector<double> eps;
-    if (auto e = args.get("--eps")) {
-        std::stringstream in(*e);
-        std::string part;
-        while (std::getline(in, part, ','))
-            eps.push_back(Args("sweep", {"--eps", part}, {"--eps"}, {}).get_double("--eps", 0, 0, 1));
-    }
-    if (ranks.empty() == eps.empty())
-        throw InputError("sweep: --method tt needs --ranks R1,R2,.. (uniform inner ranks) or --eps E1,E2,..");
-    if (args.has("--uniform-ranks") && eps.empty())
-        throw InputError("sweep: --uniform-ranks applies to --eps (given --ranks are every token's)");
-    for (const auto& shape : shapes_from_args(args, d)) {
-        const auto caps = tt_rank_caps(shape);
-        for (int64_t r : ranks) {
-            // A uniform inner rank r, clipped to each position's cap.
-            std::vector<int64_t> rr(caps.size());
-            for (size_t k = 0; k < caps.size(); ++k)
-                rr[k] = std::min(r, caps[k]);
-            specs.push_back({.method = "tt", .shape = shape, .ranks = rr});
-        }
-        for (double e : eps)
-            specs.push_back(
-                {.method = "tt", .shape = shape, .eps = e, .uniform_ranks = args.has("--uniform-ranks")});
-    }
-    return specs;
-}
+
+private:
+    const Args& args_;
+};
 
 std::vector<std::string> split_list(const std::string& s)
 {
@@ -141,6 +74,8 @@ Json sweep_row(const Json& record)
     const Json& e = record.contains("evaluation") ? record["evaluation"] : Json::object();
     const Json& fit = record.contains("fit") ? record["fit"] : Json::object();
     Json row = record["spec"];
+    if (record.contains("summary"))
+        row["setting"] = record["summary"].value("parameters", "");
     row["params"] = record["accounting"]["params_after"];
     row["ratio"] = record["accounting"]["ratio"];
     // Bytes as stored (issue 38): what a quantised baseline is compared at.
@@ -186,27 +121,19 @@ void sweep_evaluation_columns(const Json& e, Json& row)
 
 std::string sweep_setting(const Json& row)
 {
-    const std::string method = row.value("method", "");
-    if (method == "tt" || method == "tucker")
-        return (method == "tucker" ? "tucker " : "") + joined(row["shape"].get<std::vector<int64_t>>(), "x") +
-               " r" + joined(row["ranks"].get<std::vector<int64_t>>(), ",");
-    if (method == "quant")
-        return "quant " + row.value("type", std::string());
-    if (row.contains("keep_ratio"))
-        return method + " r=" + std::to_string(row["keep_ratio"].get<double>()).substr(0, 4) +
-               " k=" + std::to_string(row.value("k", int64_t{0}));
-    return method + " k=" + std::to_string(row.value("rank", int64_t{0}));
+    // The settings as run, in the method's own words (TableMethod::parameters).
+    return row.value("method", std::string()) + " " + row.value("setting", std::string());
 }
 
 void sweep_print_header()
 {
-    std::printf("%-22s %12s %8s %10s %10s %12s %12s %8s\n", "setting", "params", "ratio", "expl.var",
+    std::printf("%-36s %12s %8s %10s %10s %12s %12s %8s\n", "setting", "params", "ratio", "expl.var",
                 "mean cos", "ppl", "dlnPPL", "fit s");
 }
 
 void sweep_print_row(const Json& row, const std::string& suffix)
 {
-    std::printf("%-22s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f", sweep_setting(row).c_str(),
+    std::printf("%-36s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f", sweep_setting(row).c_str(),
                 (long long)row["params"].get<int64_t>(), row["ratio"].get<double>(),
                 row.contains("explained_variance")
                     ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
@@ -247,7 +174,7 @@ Json sweep_json(const std::string& model, const Json& first_record, const Json& 
 
 void sweep_print_original(const Json& sweep)
 {
-    std::printf("%-22s %12lld %8.4f %10s %10s %12.4f %12s\n", "original",
+    std::printf("%-36s %12lld %8.4f %10s %10s %12.4f %12s\n", "original",
                 (long long)sweep["params_before"].get<int64_t>(), 1.0, "1", "1",
                 sweep["baseline_ppl"].get<double>(), "0");
 }
@@ -256,49 +183,59 @@ int command_sweep(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
         return sweep_flat(argv);
-    Args args("sweep", argv,
-              {"--method",    "--ranks",  "--shape",         "--shapes",     "--eps",         "--eval-text",
-               "--ctx",       "--stride", "--batch",         "--tokenizer",  "--freq-text",   "--keep-ratios",
-               "--ks",        "--reg",    "--knn",           "--nlist",      "--nprobe",      "--sweep-dir",
-               "--partition", "--time",   "--cpus-per-task", "--mem",        "--array-limit", "--sbatch-arg",
-               "--slurm-cli", "--task",   "--task-data",     "--task-limit", "--types"},
-              {"--json", "--quiet", "--uniform-ranks", "--divergence", "--slurm", "--no-wait"});
+    // sweep's own flags, then every method's sweep options (its grammar in the registry).
+    std::set<std::string> valued{
+        "--method",    "--eval-text", "--ctx",           "--stride",    "--batch",       "--tokenizer",
+        "--freq-text", "--reg",       "--knn",           "--nlist",     "--nprobe",      "--sweep-dir",
+        "--partition", "--time",      "--cpus-per-task", "--mem",       "--array-limit", "--sbatch-arg",
+        "--slurm-cli", "--task",      "--task-data",     "--task-limit"},
+        switches{"--json", "--quiet", "--divergence", "--slurm", "--no-wait"};
+    std::vector<std::string> sweeping; // every method's sweep options, for "does not apply"
+    for (const auto& m : method_registry()) {
+        valued.insert(m.sweep.options.begin(), m.sweep.options.end());
+        switches.insert(m.sweep.switches.begin(), m.sweep.switches.end());
+        sweeping.insert(sweeping.end(), m.sweep.options.begin(), m.sweep.options.end());
+        sweeping.insert(sweeping.end(), m.sweep.switches.begin(), m.sweep.switches.end());
+    }
+    Args args("sweep", argv, valued, switches);
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
         throw InputError("sweep: --eval-text FILE is required (each row reports its perplexity)");
+    const auto* method = find_method(args.get("--method").value_or(""));
+    if (!method || !method->sweep.settings) {
+        std::string sweepable;
+        for (const auto& m : method_registry())
+            if (m.sweep.settings || m.id == Method::Flat)
+                sweepable += (sweepable.empty() ? "" : "|") + std::string(m.name);
+        throw InputError(
+            "sweep: --method " + sweepable + " is required" +
+            (method ? std::string(" (") + method->name + " has no sweep: run compress per setting)" : ""));
+    }
+    const auto takes = [&](const std::string& field) {
+        return std::find(method->fields.begin(), method->fields.end(), field) != method->fields.end();
+    };
+    for (const auto& o : sweeping)
+        if (args.has(o) &&
+            std::find(method->sweep.options.begin(), method->sweep.options.end(), o) ==
+                method->sweep.options.end() &&
+            std::find(method->sweep.switches.begin(), method->sweep.switches.end(), o) ==
+                method->sweep.switches.end())
+            throw InputError("sweep: " + o + " does not apply to --method " + method->name + " (it takes " +
+                             method->sweep.usage + ")");
+    for (const auto& [flag, field] : {std::pair{"--freq-text", "freq_text"}, std::pair{"--reg", "reg"}})
+        if (args.has(flag) && !takes(field))
+            throw InputError(std::string("sweep: ") + flag + " applies to the lle methods");
+    if (takes("freq_text") && !args.has("--freq-text"))
+        throw InputError("the lle methods need --freq-text FILE (token frequencies decide common vs rare)");
+    const KnnFlags knn = knn_flags(args, "sweep"); // lle's neighbour search
+    for (const auto& o : kKnnOptions)
+        if (!method->needs_frequency_text && args.has(o))
+            throw InputError("sweep: " + o + " applies to --method lle (its neighbour search)");
+    if (method->needs_frequency_text)
+        warn_if_frequency_text_is_evaluated(args);
     auto lm = load_model(path, load_options(args));
     print_warnings(lm.files.warnings);
     auto& model = *lm.model;
-    const std::string method = args.get("--method").value_or("");
-    const bool lle = method.rfind("lle", 0) == 0;
-    const KnnFlags knn = knn_flags(args, "sweep"); // lle's neighbour search
-    for (const auto& o : kKnnOptions)
-        if (!lle && args.has(o))
-            throw InputError("sweep: " + o + " applies to --method lle (its neighbour search)");
-    // lle: one split per keep ratio, every k on each (paper Tables 5-9).
-    std::vector<CompressionSpec> specs;
-    std::optional<FrequencyText> freq;
-    if (lle) {
-        const auto ks = args.get_int_list("--ks", 1, model.config().hidden_size);
-        std::vector<double> ratios;
-        for (const auto& r : split_list(args.get("--keep-ratios").value_or("")))
-            ratios.push_back(Args("sweep", {"--keep-ratios", r}, {"--keep-ratios"}, {})
-                                 .get_double("--keep-ratios", 1, 0, 1));
-        warn_if_frequency_text_is_evaluated(args);
-        if (ratios.empty() || (ks.empty() && method != "lle-unk"))
-            throw InputError("sweep: --method " + method + " needs --keep-ratios R1,R2,.. and --ks K1,K2,..");
-        for (double ratio : ratios) {
-            freq = FrequencyText::from_args(args, *lm.tokenizer, model.config().vocab_size, ratio);
-            for (int64_t k : ks.empty() ? std::vector<int64_t>{1} : ks)
-                specs.push_back({.method = method,
-                                 .split = freq->split,
-                                 .k = k,
-                                 .reg = args.get_double("--reg", 1e-3, 0, 1e6),
-                                 .unk_id = lm.tokenizer->unk_id().value_or(-1)});
-        }
-    } else {
-        specs = specs_from_args(args, model.config().hidden_size);
-    }
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() + ": sweep needs an uncompressed model");
     // Each setting is an experiment request (experiment.hpp), run by the engine; the
@@ -306,28 +243,17 @@ int command_sweep(const std::vector<std::string>& argv)
     CompressionRequest base;
     base.model = path.string();
     base.tokenizer = args.get("--tokenizer").value_or("");
+    base.method = method->name;
     eval_flags_into(args, model.max_context(), base);
-    std::vector<CompressionRequest> requests;
-    for (const auto& spec : specs) {
-        CompressionRequest request = base;
-        request.method = spec.method;
-        request.rank = spec.rank;
-        request.shape = spec.shape;
-        request.ranks = spec.ranks;
-        request.eps = spec.ranks.empty() ? spec.eps : 0;
-        request.uniform_ranks = spec.uniform_ranks;
-        request.type = spec.type;
-        if (spec.split) {
-            request.freq_text = *args.get("--freq-text");
-            request.keep_ratio = spec.split->keep_ratio;
-            request.k = spec.k;
-            request.reg = spec.reg;
-            request.knn = knn.knn; // check_request refuses ivf on lle-unk and lle-pca
-            request.nlist = knn.nlist;
-            request.nprobe = knn.nprobe;
-        }
-        requests.push_back(request);
+    if (takes("freq_text")) {
+        base.freq_text = *args.get("--freq-text");
+        base.reg = args.get_double("--reg", base.reg, 0, 1e6);
+        base.knn = knn.knn; // check_request refuses ivf on lle-unk and lle-pca
+        base.nlist = knn.nlist;
+        base.nprobe = knn.nprobe;
     }
+    std::vector<CompressionRequest> requests =
+        method->sweep.settings(ArgsSweepValues(args), base, model.config().hidden_size);
     // Every setting is checked against the model before any runs (a q4_k on d = 128 fails
     // now, not after the others' evaluations).
     for (const auto& r : requests)

@@ -20,7 +20,8 @@ Json sweep_row(const Json& record);
 // A run's divergence (kl_mean, top1_agreement) and task columns, from its evaluation
 // block, into `row` (every sweep's rows, flat's too).
 void sweep_evaluation_columns(const Json& evaluation, Json& row);
-// "pca k=16", "tt 4x4x8 r1,4,4,1", "lle r=0.50 k=8".
+// "pca rank 16", "tt shape 4x4x8, ranks 1,4,4,1", "lle keep 0.5, k 8, 1234 rare": the
+// method and its TableMethod::parameters, which sweep_row keeps as "setting".
 std::string sweep_setting(const Json& row);
 
 // Prints the table header, a row, and the closing "original" line; or, with

@@ -110,6 +110,35 @@ TEST(CliCompress, RankSweepApproachesTheOriginalPerplexity)
     EXPECT_EQ(rows[1]["params"], 50257 * 32 + 32 * 128 + 128);
 }
 
+// sweep takes each method's own lists, from its registry row (issue 37): quant's --types
+// gives one row per type, named as run; another method's list is refused, naming what
+// the method takes.
+TEST(CliCompress, SweepTakesEachMethodsOwnListsAndRefusesAnothersByName)
+{
+    embedlab::test::TempDir dir;
+    const auto text = short_text(dir).string();
+    const auto j = json_of(cli({"sweep", "--method", "quant", "--types", "q8_0,q4_0", "--eval-text", text,
+                                "--ctx", "64", "--json", "--quiet"}));
+    const auto& rows = j["rows"];
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0]["setting"], "type q8_0");
+    EXPECT_EQ(rows[1]["type"], "q4_0");
+    EXPECT_GT(rows[0]["bytes_after"].get<double>(), rows[1]["bytes_after"].get<double>());
+    for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--method", "pca", "--ranks", "4", "--types", "q8_0"},
+              "--types does not apply to --method pca"},
+             {{"--method", "tucker", "--shape", "8,16", "--ranks", "4", "--eps", "0.5"},
+              "--eps does not apply to --method tucker"},
+             {{"--method", "fourier"}, "fourier has no sweep"}}) {
+        std::vector<std::string> argv{"sweep"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), {"--eval-text", text});
+        const CliRun r = cli(argv);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err << "wanted: " << needle;
+    }
+}
+
 TEST(CliCompress, BadArgumentsFailBeforeAnyWorkAndWriteNothing)
 {
     embedlab::test::TempDir dir;

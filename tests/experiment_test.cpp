@@ -4,7 +4,9 @@
 // memory loading back with the run's perplexity.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include <chrono>
 #include <tuple>
@@ -144,6 +146,103 @@ TEST(MethodRegistry, EveryRowsFieldsAreRequestFieldsWithTheirChecks)
     }
     EXPECT_EQ(embedlab::describe_request({.method = "tucker", .shape = {4, 4}, .ranks = {2, 3}}),
               "tucker 4x4 ranks 2,3");
+}
+
+// A sweep's option values as a map (what embedlab-cli sweep's flags hold).
+class MapSweepValues : public embedlab::SweepValues {
+public:
+    explicit MapSweepValues(std::map<std::string, std::string> v) : v_(std::move(v)) {}
+    bool has(const std::string& o) const override { return v_.count(o) > 0; }
+    std::vector<int64_t> integers(const std::string& o, int64_t, int64_t) const override
+    {
+        std::vector<int64_t> out;
+        for (const auto& w : words(o))
+            out.push_back(std::stoll(w));
+        return out;
+    }
+    std::vector<double> numbers(const std::string& o, double, double) const override
+    {
+        std::vector<double> out;
+        for (const auto& w : words(o))
+            out.push_back(std::stod(w));
+        return out;
+    }
+    std::vector<std::vector<int64_t>> integer_sets(const std::string& o, int64_t lo,
+                                                   int64_t hi) const override
+    {
+        std::vector<std::vector<int64_t>> out;
+        std::stringstream in(has(o) ? v_.at(o) : "");
+        std::string part;
+        while (std::getline(in, part, ':'))
+            out.push_back(MapSweepValues(std::map<std::string, std::string>{{o, part}}).integers(o, lo, hi));
+        return out;
+    }
+    std::vector<std::string> words(const std::string& o) const override
+    {
+        std::vector<std::string> out;
+        std::stringstream in(has(o) ? v_.at(o) : "");
+        std::string part;
+        while (std::getline(in, part, ','))
+            out.push_back(part);
+        return out;
+    }
+
+private:
+    std::map<std::string, std::string> v_;
+};
+
+// Each method's sweep grammar (issue 37) lives in its registry row: the settings it
+// expands to are checkable requests, and a missing list is named.
+TEST(MethodRegistry, EachSweepGrammarExpandsToCheckedRequests)
+{
+    const int64_t d = 64;
+    auto settings = [&](const std::string& method, std::map<std::string, std::string> values) {
+        embedlab::CompressionRequest base{.model = "m", .method = method};
+        if (embedlab::method_descriptor(method).needs_frequency_text)
+            base.freq_text = "f.txt";
+        auto out =
+            embedlab::method_descriptor(method).sweep.settings(MapSweepValues(std::move(values)), base, d);
+        for (const auto& r : out)
+            EXPECT_NO_THROW(embedlab::check_request(r, d)) << embedlab::request_json(r).dump();
+        return out;
+    };
+    const auto pca = settings("pca", {{"--ranks", "4,16"}});
+    ASSERT_EQ(pca.size(), 2u);
+    EXPECT_EQ(pca[1].rank, 16);
+    // tt: a uniform inner rank is clipped to each position's cap (4x16: cap 4), and eps
+    // values are settings of their own.
+    const auto tt = settings("tt", {{"--shapes", "4,16:8,8"}, {"--ranks", "8"}});
+    ASSERT_EQ(tt.size(), 2u);
+    EXPECT_EQ(tt[0].ranks, (std::vector<int64_t>{1, 4, 1}));
+    EXPECT_EQ(tt[1].ranks, (std::vector<int64_t>{1, 8, 1}));
+    const auto eps = settings("tt", {{"--shape", "8,8"}, {"--eps", "0.3,0.5"}, {"--uniform-ranks", ""}});
+    ASSERT_EQ(eps.size(), 2u);
+    EXPECT_EQ(eps[1].eps, 0.5);
+    EXPECT_TRUE(eps[1].uniform_ranks);
+    // tucker: a set of one value is the uniform rank min(r, I_k).
+    const auto tucker = settings("tucker", {{"--shape", "4,16"}, {"--ranks", "8:2,3"}});
+    ASSERT_EQ(tucker.size(), 2u);
+    EXPECT_EQ(tucker[0].ranks, (std::vector<int64_t>{4, 8}));
+    EXPECT_EQ(tucker[1].ranks, (std::vector<int64_t>{2, 3}));
+    // lle: keep ratios x ks; lle-unk needs no k.
+    EXPECT_EQ(settings("lle", {{"--keep-ratios", "0.5,1"}, {"--ks", "1,3"}}).size(), 4u);
+    EXPECT_EQ(settings("lle-unk", {{"--keep-ratios", "0.5"}}).size(), 1u);
+    EXPECT_EQ(settings("quant", {{"--types", "q8_0,f16"}})[1].type, "f16");
+    // A missing list is named, per method.
+    for (const auto& [method, needs] :
+         std::vector<std::pair<std::string, std::string>>{{"pca", "--ranks"},
+                                                          {"tt", "--ranks"},
+                                                          {"tucker", "--ranks"},
+                                                          {"lle", "--keep-ratios"},
+                                                          {"quant", "--types"}}) {
+        try {
+            settings(method, {});
+            FAIL() << method << " swept nothing";
+        } catch (const embedlab::InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(needs), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_FALSE(embedlab::method_descriptor("fourier").sweep.settings); // no sweep: compress per setting
 }
 
 TEST(CompressionRequestJson, EveryMethodRoundTrips)

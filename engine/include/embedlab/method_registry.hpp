@@ -15,6 +15,7 @@
 // finish before any other thread reads the registry.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
@@ -31,6 +32,37 @@ enum class CompressedPart { TokenEmbedding, AttentionValues };
 
 // A method's checks report the first bad field: fail(field, what) throws.
 using RequestFail = std::function<void(const std::string& field, const std::string& what)>;
+
+// A sweep's option values as a front end read them (embedlab-cli sweep's flags): each
+// reader throws InputError naming the option for a bad value, and returns nothing for
+// an option not given.
+class SweepValues {
+public:
+    virtual ~SweepValues() = default;
+    virtual bool has(const std::string& option) const = 0;
+    // "a,b,c", each in lo..hi.
+    virtual std::vector<int64_t> integers(const std::string& option, int64_t lo, int64_t hi) const = 0;
+    virtual std::vector<double> numbers(const std::string& option, double lo, double hi) const = 0;
+    // "a,b:c,d": one list per colon-separated part, each value in lo..hi.
+    virtual std::vector<std::vector<int64_t>> integer_sets(const std::string& option, int64_t lo,
+                                                           int64_t hi) const = 0;
+    virtual std::vector<std::string> words(const std::string& option) const = 0;
+};
+
+// How a sweep lists a method's settings (embedlab-cli sweep; issue 37): its own
+// options, each a list, and the requests they expand to. A method without one does not
+// sweep.
+struct SweepGrammar {
+    std::vector<std::string> options;  // valued, e.g. "--ranks", "--shapes"
+    std::vector<std::string> switches; // e.g. "--uniform-ranks"
+    std::string usage;                 // for messages and help: "--ranks K1,K2,.."
+    // Each setting: `base` (model, evaluation, method, the method's other fields) with
+    // the swept fields set from `values`; d the model's width. InputError names the
+    // option and what it needs; check_request checks each request after.
+    std::function<std::vector<CompressionRequest>(const SweepValues& values, const CompressionRequest& base,
+                                                  int64_t d)>
+        settings;
+};
 
 struct MethodDescriptor {
     Method id;
@@ -56,6 +88,8 @@ struct MethodDescriptor {
     std::function<void(const CompressionRequest&, int64_t d, const RequestFail&)> check;
     // The request in a few words, e.g. "pca rank 32" (describe_request adds LoRA).
     std::function<std::string(const CompressionRequest&)> describe;
+    // How `sweep` lists its settings; none: it does not sweep.
+    SweepGrammar sweep;
 };
 
 // The registry: one row per method, in the order help texts list them (the built-in

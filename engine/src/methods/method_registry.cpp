@@ -74,4 +74,22 @@ const MethodDescriptor& method_descriptor(Method id)
     throw std::logic_error("method_descriptor: a Method without a registry row");
 }
 
+namespace method_rows {
+
+std::vector<std::vector<int64_t>> sweep_shapes(const SweepValues& values, const std::string& method,
+                                               int64_t d)
+{
+    std::vector<std::vector<int64_t>> shapes;
+    if (auto one = values.integers("--shape", 1, d); !one.empty())
+        shapes.push_back(std::move(one));
+    for (auto& shape : values.integer_sets("--shapes", 1, d))
+        shapes.push_back(std::move(shape));
+    if (shapes.empty())
+        throw InputError("sweep: --method " + method +
+                         " needs --shape I1,I2,.. or --shapes A:B:.. (product d = " + width(d) + ")");
+    return shapes;
+}
+
+} // namespace method_rows
+
 } // namespace embedlab

@@ -61,6 +61,28 @@ std::string describe_partial_sparse(const CompressionRequest& r)
     return what;
 }
 
+// Keep ratios x ks (paper Tables 5-9); lle-unk has no k (1 stands in).
+std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const CompressionRequest& base,
+                                               int64_t d, bool k_required)
+{
+    const auto ratios = values.numbers("--keep-ratios", 0, 1);
+    auto ks = values.integers("--ks", 1, d);
+    if (ratios.empty() || (ks.empty() && k_required))
+        throw InputError("sweep: --method " + base.method +
+                         " needs --keep-ratios R1,R2,.. and --ks K1,K2,..");
+    if (ks.empty())
+        ks = {1};
+    std::vector<CompressionRequest> out;
+    for (double ratio : ratios)
+        for (int64_t k : ks) {
+            CompressionRequest request = base;
+            request.keep_ratio = ratio;
+            request.k = k;
+            out.push_back(std::move(request));
+        }
+    return out;
+}
+
 MethodDescriptor partial_sparse(Method id, const char* name, const char* summary, bool neighbour_search,
                                 bool k_required)
 {
@@ -78,7 +100,12 @@ MethodDescriptor partial_sparse(Method id, const char* name, const char* summary
             .fields = std::move(fields),
             .check = [k_required](const CompressionRequest& r, int64_t d,
                                   const RequestFail& fail) { check_partial_sparse(r, d, fail, k_required); },
-            .describe = describe_partial_sparse};
+            .describe = describe_partial_sparse,
+            .sweep = {
+                .options = {"--keep-ratios", "--ks"},
+                .usage = std::string("--keep-ratios R1,R2,..") + (k_required ? " and --ks K1,K2,.." : ""),
+                .settings = [k_required](const SweepValues& values, const CompressionRequest& base,
+                                         int64_t d) { return sweep_settings(values, base, d, k_required); }}};
 }
 
 } // namespace

@@ -33,7 +33,19 @@ MethodDescriptor quant()
                                          " (llama.cpp refuses it too); the types that fit d = " +
                                          std::to_string(d) + ": " + quant_type_names(d));
                 },
-            .describe = [](const CompressionRequest& r) { return "quant " + r.type; }};
+            .describe = [](const CompressionRequest& r) { return "quant " + r.type; },
+            // The baseline series: the table at each ggml type (check_request refuses one
+            // that is unknown or whose blocks do not divide d, naming those that do).
+            .sweep = {.options = {"--types"},
+                      .usage = "--types T1,T2,.. (" + quant_type_names() + ")",
+                      .settings = [](const SweepValues& values, const CompressionRequest& base, int64_t) {
+                          const auto types = values.words("--types");
+                          if (types.empty())
+                              throw InputError("sweep: --method quant needs --types T1,T2,.. (" +
+                                               quant_type_names() + ")");
+                          return each_setting(
+                              types, base, [](CompressionRequest& r, const std::string& t) { r.type = t; });
+                      }}};
 }
 
 } // namespace embedlab::method_rows

@@ -3,8 +3,11 @@
 // those files share. Internal to the engine.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
+#include "embedlab/accounting.hpp"
+#include "embedlab/error.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/method_registry.hpp"
 #include "embedlab/text_format.hpp"
@@ -45,6 +48,24 @@ inline const std::vector<std::string>& energy_fields()
 {
     static const std::vector<std::string> f{"nu", "tau", "device", "energy_tokens"};
     return f;
+}
+
+// A sweep's shapes of a tensorised method: --shape I1,I2,.. and --shapes A:B:..
+// (each factor in 1..d); InputError "sweep: --method <m> needs ..." without either.
+std::vector<std::vector<int64_t>> sweep_shapes(const SweepValues& values, const std::string& method,
+                                               int64_t d);
+// One request per value: base with `set` applied.
+template <class T, class Set>
+std::vector<CompressionRequest> each_setting(const std::vector<T>& values, const CompressionRequest& base,
+                                             Set set)
+{
+    std::vector<CompressionRequest> out;
+    for (const auto& v : values) {
+        CompressionRequest r = base;
+        set(r, v);
+        out.push_back(std::move(r));
+    }
+    return out;
 }
 
 } // namespace embedlab::method_rows

@@ -4,6 +4,43 @@
 
 namespace embedlab::method_rows {
 
+namespace {
+
+// Shapes x (uniform inner ranks, each clipped to the position's cap, or eps values).
+std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const CompressionRequest& base,
+                                               int64_t d)
+{
+    const auto ranks = values.integers("--ranks", 1, d);
+    const auto eps = values.numbers("--eps", 0, 1);
+    if (ranks.empty() == eps.empty())
+        throw InputError("sweep: --method tt needs --ranks R1,R2,.. (uniform inner ranks) or --eps E1,E2,..");
+    const bool uniform = values.has("--uniform-ranks");
+    if (uniform && eps.empty())
+        throw InputError("sweep: --uniform-ranks applies to --eps (given --ranks are every token's)");
+    std::vector<CompressionRequest> out;
+    for (const auto& shape : sweep_shapes(values, "tt", d)) {
+        const auto caps = tt_rank_caps(shape);
+        for (int64_t r : ranks) {
+            CompressionRequest request = base;
+            request.shape = shape;
+            request.ranks.resize(caps.size());
+            for (size_t k = 0; k < caps.size(); ++k)
+                request.ranks[k] = std::min(r, caps[k]);
+            out.push_back(std::move(request));
+        }
+        for (double e : eps) {
+            CompressionRequest request = base;
+            request.shape = shape;
+            request.eps = e;
+            request.uniform_ranks = uniform;
+            out.push_back(std::move(request));
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 MethodDescriptor tensor_train()
 {
     std::vector<std::string> fields{"shape", "ranks", "eps", "uniform_ranks"};
@@ -45,7 +82,13 @@ MethodDescriptor tensor_train()
             [](const CompressionRequest& r) {
                 return "tt " +
                        (r.ranks.empty() ? "eps " + short_number(r.eps) : "ranks " + joined(r.ranks, ","));
-            }};
+            },
+        .sweep = {.options = {"--shape", "--shapes", "--ranks", "--eps"},
+                  .switches = {"--uniform-ranks"},
+                  .usage =
+                      "--shape I1,I2,.. or --shapes A:B:.., and --ranks R1,R2,.. (uniform inner ranks) or "
+                      "--eps E1,E2,.. [--uniform-ranks]",
+                  .settings = sweep_settings}};
 }
 
 } // namespace embedlab::method_rows

@@ -4,6 +4,36 @@
 
 namespace embedlab::method_rows {
 
+namespace {
+
+// --ranks A1,..,AN:B1,..,BN: one setting per colon-separated set and shape; a set of one
+// value r is the uniform rank min(r, I_k).
+std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const CompressionRequest& base,
+                                               int64_t d)
+{
+    const auto sets = values.integer_sets("--ranks", 1, d);
+    if (sets.empty())
+        throw InputError("sweep: --method tucker needs --ranks r1,..,rN[:r1,..,rN..] (one rank per --shape "
+                         "factor per setting, or one uniform rank r per setting)");
+    std::vector<CompressionRequest> out;
+    for (const auto& shape : sweep_shapes(values, "tucker", d))
+        for (const auto& set : sets) {
+            CompressionRequest request = base;
+            request.shape = shape;
+            request.ranks = set;
+            if (set.size() == 1 && shape.size() > 1) {
+                request.ranks.clear();
+                for (int64_t I : shape)
+                    request.ranks.push_back(std::min(set[0], I));
+            }
+            check_tucker_shape_and_ranks(d, request.shape, request.ranks);
+            out.push_back(std::move(request));
+        }
+    return out;
+}
+
+} // namespace
+
 MethodDescriptor tucker()
 {
     return {
@@ -40,7 +70,10 @@ MethodDescriptor tucker()
         .describe =
             [](const CompressionRequest& r) {
                 return "tucker " + joined(r.shape, "x") + " ranks " + joined(r.ranks, ",");
-            }};
+            },
+        .sweep = {.options = {"--shape", "--shapes", "--ranks"},
+                  .usage = "--shape I1,I2,.. or --shapes A:B:.., and --ranks r1,..,rN[:r1,..,rN..]",
+                  .settings = sweep_settings}};
 }
 
 } // namespace embedlab::method_rows
