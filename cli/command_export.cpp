@@ -1,4 +1,5 @@
-// embedlab-cli export MODEL --format gguf|hf [--type f32|f16|q8_0] --out PATH
+// embedlab-cli export MODEL --format gguf|hf [--type f32|f16|q8_0] [--embedding-type T]
+//                     [--output-type T] --out PATH
 #include "common.hpp"
 #include "embedlab/model_export.hpp"
 #include "progress_printer.hpp"
@@ -7,14 +8,16 @@ namespace embedlab::cli {
 
 int command_export(const std::vector<std::string>& argv)
 {
-    Args args("export", argv, {"--format", "--type", "--out", "--tokenizer"},
+    Args args("export", argv,
+              {"--format", "--type", "--embedding-type", "--output-type", "--out", "--tokenizer"},
               {"--force", "--json", "--quiet", "--no-verify"});
     const std::string out = args.required("--out", "PATH", "a .gguf file, or a directory for --format hf");
     const std::string format = args.get("--format").value_or("gguf");
     if (format != "gguf" && format != "hf")
         throw InputError("export: --format '" + format + "': use gguf or hf");
-    if (format == "hf" && args.get("--type"))
-        throw InputError("export: --type applies to --format gguf (hf writes float32)");
+    for (const char* o : {"--type", "--embedding-type", "--output-type"})
+        if (format == "hf" && args.get(o))
+            throw InputError(std::string("export: ") + o + " applies to --format gguf (hf writes float32)");
     const bool force = args.has("--force");
     const auto path = model_argument(args);
     // Before any work: the output is free or EmbedLab's own export, and never the input.
@@ -32,6 +35,8 @@ int command_export(const std::vector<std::string>& argv)
     if (format == "gguf") {
         GgufExportOptions o;
         o.type = gguf_export_type(args.get("--type").value_or("f16"));
+        o.embedding_type = args.get("--embedding-type").value_or("");
+        o.output_type = args.get("--output-type").value_or("");
         o.overwrite = force;
         report = export_gguf(lm, out, o, bar.callback());
     } else {
@@ -42,6 +47,8 @@ int command_export(const std::vector<std::string>& argv)
                     {"out", report.path.string()},
                     {"format", format},
                     {"type", format == "gguf" ? args.get("--type").value_or("f16") : "f32"},
+                    {"embedding_type", format == "gguf" ? report.embedding_type : "f32"},
+                    {"output_type", format == "gguf" ? report.output_type : ""},
                     {"architecture", report.architecture},
                     {"tensors", report.tensors},
                     {"bytes", report.bytes},
@@ -51,6 +58,10 @@ int command_export(const std::vector<std::string>& argv)
     std::printf("wrote %s (%s, %s, %lld tensors, %.1f MB)\n", report.path.c_str(), format.c_str(),
                 report.architecture.c_str(), (long long)report.tensors,
                 static_cast<double>(report.bytes) / 1e6);
+    if (format == "gguf")
+        std::printf("  token table %s%s\n", report.embedding_type.c_str(),
+                    report.output_type.empty() ? " (the head too: tied)"
+                                               : (", output head " + report.output_type).c_str());
     for (const auto& n : report.notes)
         std::printf("  note: %s\n", n.c_str());
     return 0;

@@ -28,8 +28,10 @@ commands:
                                                Spearman of pooled hidden states; per example to --out
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
-                                               a GGUF file llama.cpp runs (compressed tables made
-                                               dense; default f16), or a dense Hugging Face directory
+           [--embedding-type T] [--output-type T]  a GGUF file llama.cpp runs (compressed tables made
+                                               dense; default f16), or a dense Hugging Face directory;
+                                               the token table / untied head at a ggml type T
+                                               (f32, f16 .. q2_k), as llama-quantize writes it
   bench eval [MODEL...] [--text FILE] [--ctx N] [--compare-llamacpp [--llamacpp PATH]] [--json]
                                                tokens per second, one window at a time vs batched
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]

@@ -20,6 +20,7 @@
 #include "embedlab/model_files.hpp"
 #include "io/gguf_output.hpp"
 #include "io/gguf_parser.hpp"
+#include "io/gguf_quants.hpp"
 #include "io/mapped_file.hpp"
 #include "llama_cpp_tools.hpp"
 #include "test_support.hpp"
@@ -419,6 +420,69 @@ TEST(ExportGguf, CompressedModelKeepsItsPerplexity)
     EXPECT_NE(out.find("Final estimate"), std::string::npos) << out;
 }
 
+// A tensor's stored type and bytes in a GGUF file.
+std::pair<uint32_t, std::string> gguf_tensor(const fs::path& path, const std::string& name)
+{
+    const auto file = io::MappedFile::open(path);
+    const auto g = io::parse_gguf(*file);
+    for (const auto& t : g.tensors)
+        if (t.name == name) {
+            int64_t n = 1;
+            for (int64_t e : t.ne)
+                n *= e;
+            const auto* at = reinterpret_cast<const char*>(file->data() + g.data_start + t.offset);
+            return {t.type, std::string(at, io::ggml_row_bytes(t.type, n))};
+        }
+    ADD_FAILURE() << path << " has no " << name;
+    return {};
+}
+
+// --embedding-type (issue 38): the token table at a ggml type, as llama-quantize's
+// --token-embedding-type writes it, is the quant baseline: llama.cpp's perplexity of
+// the export is EmbedLab's of compress --method quant at that type; a quantised table
+// keeps its type and its blocks; an untied head takes --output-type, a tied one refuses
+// it; a type whose blocks do not divide d is refused, naming those that do.
+TEST(ExportGguf, EmbeddingTypeIsTheQuantBaselineInLlamaCpp)
+{
+    REQUIRE_LLAMA_CPP();
+    test::TempDir tmp;
+    const auto quant = exported_tinyllama({.method = "quant", .type = "q4_0"}, tmp.path() / "q4_0");
+    const auto original = load_model(shared_dir() / "models" / "tinyllama");
+    const auto asked =
+        export_gguf(original, tmp.path() / "asked.gguf",
+                    {.type = GgufExportType::F32, .embedding_type = "q4_0", .output_type = "q8_0"});
+    EXPECT_EQ(asked.embedding_type, "q4_0");
+    EXPECT_EQ(asked.output_type, "q8_0");
+    EXPECT_EQ(gguf_tensor(tmp.path() / "asked.gguf", "output.weight").first, 8u); // Q8_0
+    const auto own = export_gguf(quant, tmp.path() / "own.gguf", {.type = GgufExportType::F32});
+    EXPECT_EQ(own.embedding_type, "q4_0");
+    EXPECT_EQ(own.output_type, "f32");
+    const auto [own_type, own_bytes] = gguf_tensor(tmp.path() / "own.gguf", "token_embd.weight");
+    const auto [asked_type, asked_bytes] = gguf_tensor(tmp.path() / "asked.gguf", "token_embd.weight");
+    EXPECT_EQ(own_type, 2u); // Q4_0
+    EXPECT_EQ(asked_type, 2u);
+    EXPECT_TRUE(own_bytes == asked_bytes) << "the quantised table's blocks changed on the way out";
+    EXPECT_EQ(own_bytes.size(), 32000u * 128 / 32 * 18);
+    const IdsFile ids("tokens-tinyllama-tinystories-heldout.json", 2049);
+    const double ours = embedlab_ppl(*quant.model, ids.ids, 128);
+    const double theirs = llamacpp_ppl(tmp.path() / "own.gguf", ids.path, 128);
+    std::printf("quant q4_0 EmbedLab %.6g  llama.cpp %.6g  relative %.2e\n", ours, theirs, theirs / ours - 1);
+    EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
+
+    auto refused = [&](const LoadedModel& lm, GgufExportOptions o, const std::string& needle) {
+        try {
+            export_gguf(lm, tmp.path() / "refused.gguf", o);
+            ADD_FAILURE() << "exported; wanted: " << needle;
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+        EXPECT_FALSE(fs::exists(tmp.path() / "refused.gguf"));
+    };
+    refused(original, {.embedding_type = "q4_k"}, "the types that fit: f32, f16, bf16, q8_0");
+    refused(original, {.embedding_type = "q7"}, "--embedding-type 'q7'");
+    refused(load_model(shared_dir() / "models" / "tinygpt2"), {.output_type = "q8_0"}, "tied");
+}
+
 // FLAT-LLM's narrowed value heads are zero-padded, its narrowed MLPs become
 // per-layer widths: the same function in llama.cpp.
 TEST(ExportGguf, FlatModelRunsInLlamaCpp)
@@ -455,6 +519,37 @@ TEST(ExportGguf, Gpt2RunsInLlamaCpp)
     const double theirs = llamacpp_ppl(tmp.path() / "gpt2.gguf", ids.path, 128);
     std::printf("tinygpt2 EmbedLab %.6g  llama.cpp %.6g  relative %.2e\n", ours, theirs, theirs / ours - 1);
     EXPECT_NEAR(theirs / ours, 1.0, 1e-3);
+}
+
+// A gpt2 GGUF reads back (issue 38): EmbedLab's export with the table at Q8_0 (the tied
+// head too, as llama.cpp reads it) gives EmbedLab llama.cpp's perplexity, and the quant
+// baseline's at q8_0, whose table it holds.
+TEST(ExportGguf, Gpt2ReadsBackWithItsQuantisedTable)
+{
+    REQUIRE_LLAMA_CPP();
+    test::TempDir tmp;
+    const auto model = shared_dir() / "models" / "tinygpt2";
+    const auto report = export_gguf(load_model(model), tmp.path() / "q8.gguf",
+                                    {.type = GgufExportType::F32, .embedding_type = "q8_0"});
+    EXPECT_EQ(report.embedding_type, "q8_0");
+    EXPECT_EQ(report.output_type, ""); // tied: no output.weight
+    // Its BPE vocabulary is gpt2's, which EmbedLab reads from the Hugging Face directory.
+    const auto back = load_model(tmp.path() / "q8.gguf", {.tokenizer = model});
+    ASSERT_TRUE(back.tokenizer);
+    EXPECT_EQ(back.tokenizer->encode("Once upon a time"),
+              load_model(model).tokenizer->encode("Once upon a time"));
+    EXPECT_EQ(back.model->config().arch, Architecture::GPT2);
+    EXPECT_TRUE(back.model->config().tied_embeddings);
+    const IdsFile ids("tokens-tinygpt2-tinystories-heldout.json", 2049);
+    const double read_back = embedlab_ppl(*back.model, ids.ids, 128);
+    const double theirs = llamacpp_ppl(tmp.path() / "q8.gguf", ids.path, 128);
+    std::printf("tinygpt2 q8_0 table: EmbedLab %.8g  llama.cpp %.8g  relative %.2e\n", read_back, theirs,
+                theirs / read_back - 1);
+    EXPECT_NEAR(theirs / read_back, 1.0, 1e-3);
+    export_run(run_compression({.model = model.string(), .method = "quant", .type = "q8_0"}),
+               tmp.path() / "quant");
+    const auto quant = load_model(tmp.path() / "quant");
+    EXPECT_NEAR(read_back / embedlab_ppl(*quant.model, ids.ids, 128), 1.0, 1e-6);
 }
 
 TEST(ExportCli, BadTypeAndTakenOutputAreRefused)

@@ -3,6 +3,7 @@
 //
 //   auto lm = embedlab::load_model("runs/pca-64");             // any model EmbedLab loads
 //   auto report = embedlab::export_gguf(lm, "pca-64.gguf", {.type = embedlab::GgufExportType::Q8_0});
+//   export_gguf(lm, "q4.gguf", {.type = GgufExportType::F32, .embedding_type = "q4_0"}); // table at Q4_0
 //   // report.notes: what could not be kept as it was (padded value heads, F16 fallbacks)
 //
 // Compressed token tables are reconstructed densely (llama.cpp has no factor
@@ -30,6 +31,13 @@ GgufExportType gguf_export_type(const std::string& name);
 
 struct GgufExportOptions {
     GgufExportType type = GgufExportType::F16; // of 2-D weights; norms, biases stay F32
+    // The token table's type, as llama-quantize's --token-embedding-type: "f32" or a ggml
+    // block type (quant_types.hpp: f16, bf16, q8_0 .. q2_k) whose blocks divide d. Empty:
+    // a quantised table (compress --method quant) keeps its own type, any other `type`.
+    std::string embedding_type;
+    // An untied output head's type (--output-tensor-type); empty: `type`. A tied head is
+    // the token table in llama.cpp: refused, embedding_type sets both.
+    std::string output_type;
     bool overwrite = false;
 };
 
@@ -39,6 +47,8 @@ struct ModelExportReport {
     int64_t tensors = 0;
     uint64_t bytes = 0;
     std::vector<std::string> notes; // what changed on the way out, for people
+    // GGUF: the token table's and the untied head's stored types ("q4_0"; "" for none).
+    std::string embedding_type, output_type;
     // GGUF: the most tensors the writer held converted at once (1: each tensor is
     // converted, written and released before the next, issue 21's memory bound).
     int64_t most_tensors_held = 0;

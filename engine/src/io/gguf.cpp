@@ -1,7 +1,9 @@
-// GGUF llama models -> canonical Hugging Face names, config and embedded vocabulary.
+// GGUF models (llama.cpp's llama family and gpt2) -> canonical Hugging Face names, config and
+// embedded vocabulary.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -108,9 +110,64 @@ private:
     std::string label_;
 };
 
-// The GGUF architectures EmbedLab maps onto its rotary decoder family.
+// The GGUF architectures EmbedLab reads: gpt2 and its rotary decoder family.
 constexpr const char* supported_gguf_architectures =
-    "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gptneox";
+    "gpt2, llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gptneox";
+
+// llama.cpp's gpt2 (EmbedLab's export, or convert_hf_to_gguf.py's): LayerNorm, learned
+// positions, gelu (tanh), biases everywhere; the head tied unless output.weight is stored.
+ModelConfig read_gpt2_config(const Metadata& meta)
+{
+    ModelConfig c;
+    c.arch = Architecture::GPT2;
+    c.model_type = "gpt2";
+    c.hidden_size = meta.positive("gpt2.embedding_length");
+    c.num_layers = meta.positive("gpt2.block_count");
+    c.intermediate_size = meta.positive("gpt2.feed_forward_length", 4 * c.hidden_size);
+    c.num_heads = meta.positive("gpt2.attention.head_count");
+    c.num_kv_heads = meta.positive("gpt2.attention.head_count_kv", c.num_heads);
+    c.max_positions = meta.positive("gpt2.context_length");
+    c.norm_eps = meta.positive_real("gpt2.attention.layer_norm_epsilon", 1e-5);
+    c.activation = "gelu_new";
+    if (c.hidden_size % c.num_heads != 0 || c.num_kv_heads != c.num_heads)
+        meta.fail("inconsistent attention shape: embedding_length " + std::to_string(c.hidden_size) +
+                  ", head_count " + std::to_string(c.num_heads) + ", head_count_kv " +
+                  std::to_string(c.num_kv_heads));
+    return c;
+}
+
+// A gpt2 GGUF tensor's canonical name (Hugging Face's, without "transformer."), and
+// whether it is a Conv1D matrix: stored [in, out] there, as [out, in] rows in GGUF.
+std::optional<std::pair<std::string, bool>> gpt2_from_gguf(const std::string& name)
+{
+    static const std::map<std::string, std::string> global{
+        {"token_embd", "wte"}, {"position_embd", "wpe"}, {"output_norm", "ln_f"}, {"output", "lm_head"}};
+    static const std::map<std::string, std::pair<std::string, bool>> layer{
+        {"attn_norm", {"ln_1", false}},         {"attn_qkv", {"attn.c_attn", true}},
+        {"attn_output", {"attn.c_proj", true}}, {"ffn_norm", {"ln_2", false}},
+        {"ffn_up", {"mlp.c_fc", true}},         {"ffn_down", {"mlp.c_proj", true}}};
+    const size_t dot = name.rfind('.');
+    if (dot == std::string::npos)
+        return std::nullopt;
+    const std::string stem = name.substr(0, dot), kind = name.substr(dot);
+    if (kind != ".weight" && kind != ".bias")
+        return std::nullopt;
+    if (const auto g = global.find(stem); g != global.end())
+        return std::pair{g->second + kind, false};
+    if (stem.rfind("blk.", 0) != 0)
+        return std::nullopt;
+    const size_t end = stem.find('.', 4);
+    if (end == std::string::npos || end == 4 ||
+        !std::all_of(stem.begin() + 4, stem.begin() + static_cast<std::ptrdiff_t>(end),
+                     [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+        end - 4 > 6)
+        return std::nullopt;
+    const auto l = layer.find(stem.substr(end + 1));
+    if (l == layer.end())
+        return std::nullopt;
+    return std::pair{"h." + stem.substr(4, end - 4) + "." + l->second.first + kind,
+                     l->second.second && kind == ".weight"};
+}
 
 // Gemma's switches as llama.cpp's gemma, gemma2 and gemma3 graphs compute them
 // (norm weights stored with the 1 added: read back as w, computed as 1 + w).
@@ -146,6 +203,8 @@ ModelConfig read_decoder_config(const Metadata& meta)
     if (!arch)
         meta.fail("missing metadata 'general.architecture'");
     const std::string& a = *arch;
+    if (a == "gpt2")
+        return read_gpt2_config(meta);
     const bool gemma = a == "gemma" || a == "gemma2" || a == "gemma3";
     const bool neox = a == "gptneox";
     if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3" && !neox && !gemma)
@@ -336,13 +395,24 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
 
     // Index the tensors by canonical name before creating any of them.
     std::map<std::string, size_t> index_of;
+    std::set<std::string> transposed; // gpt2's Conv1D matrices
     std::optional<size_t> rope_freqs;
+    const bool gpt2 = mf.config.arch == Architecture::GPT2;
     for (size_t k = 0; k < gguf.tensors.size(); ++k) {
-        if (gguf.tensors[k].name == "rope_freqs.weight") { // llama3 rope_scaling, as divisors
+        if (gguf.tensors[k].name == "rope_freqs.weight" && !gpt2) { // llama3 rope_scaling, as divisors
             rope_freqs = k;
             continue;
         }
-        const auto name = canonical_from_gguf(arch, gguf.tensors[k].name);
+        std::optional<std::string> name;
+        if (gpt2) {
+            if (const auto mapped = gpt2_from_gguf(gguf.tensors[k].name)) {
+                name = mapped->first;
+                if (mapped->second)
+                    transposed.insert(mapped->first);
+            }
+        } else {
+            name = canonical_from_gguf(arch, gguf.tensors[k].name);
+        }
         if (!name)
             meta.fail("tensor '" + printable(gguf.tensors[k].name) +
                       "' has no meaning EmbedLab implements for " + arch + "; refusing to ignore it");
@@ -363,7 +433,8 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
     }
 
     // Converters from llama2.c store the shared classifier twice; it is one head.
-    const auto emb = index_of.find("model.embed_tokens.weight");
+    const std::string table = embedding_name(mf.config.arch);
+    const auto emb = index_of.find(table);
     const auto head = index_of.find("lm_head.weight");
     mf.config.tied_embeddings = head == index_of.end();
     if (emb != index_of.end() && head != index_of.end() &&
@@ -380,7 +451,8 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
     std::set<std::string> stored_types;
     for (const auto& [name, k] : index_of) {
         const GgufTensorInfo& t = gguf.tensors[k];
-        mf.weights[name] = load_tensor(gguf, file, t);
+        mf.weights[name] =
+            transposed.count(name) ? load_tensor(gguf, file, t).t().contiguous() : load_tensor(gguf, file, t);
         stored_types.insert(ggml_type_name(t.type));
     }
     mf.stored_dtype = summarize_stored_types(stored_types);
@@ -399,7 +471,7 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
             token_id(meta, "tokenizer.ggml.eos_token_id", tokens->count, mf.warnings, label);
     } else if (const auto n = meta.integer(arch + ".vocab_size")) {
         mf.config.vocab_size = *n;
-    } else if (const auto it = mf.weights.find("model.embed_tokens.weight"); it != mf.weights.end()) {
+    } else if (const auto it = mf.weights.find(table); it != mf.weights.end()) {
         mf.config.vocab_size = it->second.size(0);
     }
 

@@ -2,6 +2,7 @@
 
 #include "embedlab/output_checks.hpp"
 #include "io/gguf_parser.hpp"
+#include "io/gguf_quants.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,10 +68,15 @@ void check_tensor_shape(const GgufTensorSource& t)
         throw InputError("GGUF export: a tensor has no name");
     if (!t.data && !t.load && !t.load_rows)
         throw InputError("GGUF export: tensor '" + t.name + "' has no values");
-    if (t.type == GgufTensorType::Q8_0 && (t.shape.empty() || t.shape.back() % 32 != 0))
+    const auto type = static_cast<uint32_t>(t.type);
+    const auto* traits = ggml_type_traits(type);
+    if (!traits || !ggml_type_can_quantize(type))
+        throw InputError("GGUF export: tensor '" + t.name + "' has a type (ggml id " + std::to_string(type) +
+                         ") EmbedLab does not write");
+    if (t.shape.empty() ? traits->block_elems != 1 : t.shape.back() % traits->block_elems != 0)
         throw InputError("GGUF export: tensor '" + t.name + "' has rows of " +
-                         std::to_string(t.shape.empty() ? 0 : t.shape.back()) +
-                         " values; Q8_0 stores blocks of 32");
+                         std::to_string(t.shape.empty() ? 0 : t.shape.back()) + " values; " + traits->name +
+                         " stores blocks of " + std::to_string(traits->block_elems));
 }
 
 // data: elements [offset, offset + n) of the tensor.
@@ -148,16 +154,7 @@ void GgufMetadata::set_int32_array(const std::string& key, const std::vector<int
 
 uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n)
 {
-    const auto count = static_cast<uint64_t>(n);
-    switch (type) {
-    case GgufTensorType::F32:
-        return count * 4;
-    case GgufTensorType::F16:
-        return count * 2;
-    case GgufTensorType::Q8_0:
-        break;
-    }
-    return count / 32 * 34;
+    return ggml_row_bytes(static_cast<uint32_t>(type), n);
 }
 
 std::string gguf_written_by_embedlab(const fs::path& path)
@@ -231,8 +228,8 @@ uint64_t write_gguf(const fs::path& path, const GgufMetadata& metadata,
             throw InputError(label + ": cannot create the file (is the directory writable?)");
         out.write(head.data(), static_cast<std::streamsize>(head.size()));
         report_progress(progress, 0, static_cast<int64_t>(tensors.size()));
-        // Tensor by tensor, each in chunks of at most kChunk values (a multiple of Q8_0's
-        // 32): a loaded tensor is released before the next one is loaded.
+        // Tensor by tensor, each in chunks of at most kChunk values (a multiple of every block
+        // size, 256 at most): a loaded tensor is released before the next one is loaded.
         constexpr int64_t kChunk = int64_t{1} << 16;
         std::string bytes;
         for (size_t k = 0; k < tensors.size(); ++k) {

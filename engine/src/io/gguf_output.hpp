@@ -28,6 +28,9 @@
 
 namespace embedlab::io {
 
+// A tensor's stored type: ggml's type id. The named ones are the export's --type; any
+// other that ggml_type_can_quantize takes (a token table's --embedding-type) is written
+// too, as static_cast<GgufTensorType>(id).
 enum class GgufTensorType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8 };
 
 class GgufMetadata {
@@ -80,7 +83,7 @@ inline constexpr const char* kGgufWrittenByKey = "general.embedlab.written_by";
 // "" when `path` is a GGUF file EmbedLab wrote (kGgufWrittenByKey), else why not.
 std::string gguf_written_by_embedlab(const std::filesystem::path& path);
 
-// Bytes of `n` elements stored as `type` (n a multiple of 32 for Q8_0).
+// Bytes of `n` elements stored as `type` (n a whole number of its blocks).
 uint64_t gguf_tensor_bytes(GgufTensorType type, int64_t n);
 
 // Writes the file; returns its size. InputError for duplicate tensor names, NaN

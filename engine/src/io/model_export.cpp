@@ -2,10 +2,12 @@
 // of gguf.cpp and of llama.cpp's convert_hf_to_gguf.py), and dense HF export.
 #include "embedlab/model_export.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -13,8 +15,11 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/name_table.hpp"
+#include "embedlab/quant_types.hpp"
+#include "embedlab/quantised_table.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/gguf_output.hpp"
+#include "io/gguf_quants.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -495,6 +500,32 @@ io::GgufTensorType tensor_type(GgufExportType t)
     return row_with_value(kGgufExportTypes, t)->tensor;
 }
 
+// "q4_0": a stored type's name as llama-quantize takes it.
+std::string type_name(io::GgufTensorType t)
+{
+    std::string name = io::ggml_type_traits(static_cast<uint32_t>(t))->name;
+    for (char& ch : name)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return name;
+}
+
+// --embedding-type / --output-type: f32 or a ggml block type whose blocks divide a row of
+// d values (llama.cpp asserts otherwise), else InputError naming the types that fit.
+io::GgufTensorType named_tensor_type(const std::string& name, int64_t d, const std::string& option)
+{
+    if (name == "f32" || name == "F32")
+        return io::GgufTensorType::F32;
+    const auto* t = find_quant_type(name);
+    if (!t)
+        throw InputError("export: " + option + " '" + name + "': a GGUF table is f32, " + quant_type_names());
+    if (d % t->block_values != 0)
+        throw InputError("export: " + option + " " + t->name + " stores blocks of " +
+                         std::to_string(t->block_values) + " values, and the width d = " + std::to_string(d) +
+                         " is not a multiple of " + std::to_string(t->block_values) +
+                         " (llama.cpp refuses it too); the types that fit: f32, " + quant_type_names(d));
+    return static_cast<io::GgufTensorType>(t->ggml_type);
+}
+
 } // namespace
 
 GgufExportType gguf_export_type(const std::string& name)
@@ -511,7 +542,26 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
                               const ProgressFn& progress)
 {
     check_gguf_export_target(out, options.overwrite, {lm.files.path});
+    const auto& config = lm.model->config();
+    const int64_t d = config.embedding_dim(); // the table's rows; the head's are hidden_size wide
+    // The token table's type: as asked, a quantised table's own, or --type's.
+    std::optional<io::GgufTensorType> embedding_type, output_type;
+    if (!options.embedding_type.empty())
+        embedding_type = named_tensor_type(options.embedding_type, d, "--embedding-type");
+    if (!options.output_type.empty()) {
+        if (config.tied_embeddings)
+            throw InputError(lm.files.path.string() +
+                             ": --output-type: the output head is tied to the token table, which llama.cpp "
+                             "reads for both; --embedding-type sets the type of both");
+        output_type = named_tensor_type(options.output_type, config.hidden_size, "--output-type");
+    }
     GgufPlan plan = plan_gguf(lm);
+    if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(&lm.model->token_embedding());
+        q && !embedding_type) {
+        embedding_type = named_tensor_type(q->type(), d, "the table's type");
+        plan.notes.push_back("token table kept at its own type " + q->type() +
+                             " (its dequantised rows quantised again by ggml's reference quantizer)");
+    }
     const auto type = tensor_type(options.type);
     std::vector<io::GgufTensorSource> tensors;
     int64_t fallbacks = 0;
@@ -520,9 +570,15 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
         int64_t now = 0, most = 0;
     };
     const auto held_count = std::make_shared<Held>();
+    ModelExportReport report;
     for (const auto& t : plan.tensors) {
         auto stored = t.matrix ? type : io::GgufTensorType::F32;
-        if (stored == io::GgufTensorType::Q8_0 && (t.data.shape.empty() || t.data.shape.back() % 32 != 0)) {
+        if (t.name == "token_embd.weight" && embedding_type)
+            stored = *embedding_type;
+        else if (t.name == "output.weight" && output_type)
+            stored = *output_type;
+        else if (stored == io::GgufTensorType::Q8_0 &&
+                 (t.data.shape.empty() || t.data.shape.back() % 32 != 0)) {
             stored = io::GgufTensorType::F16; // Q8_0 blocks are 32 wide, as llama-quantize falls back
             ++fallbacks;
         }
@@ -545,6 +601,10 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
         };
         const LazyTensor& lazy = t.data;
         io::GgufTensorSource source{t.name, lazy.shape, nullptr, stored};
+        if (t.name == "token_embd.weight")
+            report.embedding_type = type_name(stored);
+        else if (t.name == "output.weight")
+            report.output_type = type_name(stored);
         if (lazy.rows) {
             source.block_rows = 4096;
             source.load_rows = [&lazy, hold, as_float](int64_t begin, int64_t count) {
@@ -560,7 +620,6 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
     if (fallbacks)
         plan.notes.push_back(std::to_string(fallbacks) +
                              " tensors with rows not a multiple of 32 stored as F16");
-    ModelExportReport report;
     report.path = out;
     report.architecture = plan.arch;
     report.tensors = static_cast<int64_t>(tensors.size());

@@ -43,8 +43,16 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
         tokenizer = load_tokenizer_from_directory(source);
         break;
     case ModelFormat::GGUF:
+        if (options.tokenizer) { // a vocabulary EmbedLab does not read from GGUF (gpt2's BPE)
+            source = *options.tokenizer;
+            tokenizer = load_tokenizer_from_directory(source);
+            break;
+        }
         if (!files.embedded_vocab)
-            throw InputError(label + ": the GGUF file has no embedded tokenizer vocabulary");
+            throw InputError(label +
+                             ": the GGUF file has no embedded tokenizer vocabulary EmbedLab reads (it reads "
+                             "SentencePiece's); pass --tokenizer DIR, the Hugging Face directory of its "
+                             "tokenizer");
         tokenizer = make_scored_vocab_tokenizer(*files.embedded_vocab, "gguf-llama", label);
         break;
     case ModelFormat::Llama2c:
