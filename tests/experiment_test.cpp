@@ -584,6 +584,11 @@ TEST(RunCompression, FlatRatioIsOfThePartCompressed)
     EXPECT_LT(mlp_values(*b.flat->model), mlp_values(*lm.model));
     EXPECT_DOUBLE_EQ(b.summary.ratio, double(b.summary.params_after) / double(b.summary.params_before));
     EXPECT_NE(a.summary.ratio, b.summary.ratio);
+    // In bytes too (issue 38): as the source holds the part (this one is float16), and as the
+    // export writes the narrowed tensors (float32, the model's width in memory).
+    ASSERT_EQ(lm.files.stored_dtype, "F16");
+    EXPECT_DOUBLE_EQ(b.summary.bytes_before, 2.0 * double(b.summary.params_before));
+    EXPECT_DOUBLE_EQ(b.summary.bytes_after, 4.0 * double(b.summary.params_after));
 
     Json job = embedlab::request_json(plain);
     job.erase("remaining");

@@ -176,9 +176,10 @@ ResultsView::ResultsView(QWidget* parent)
     split->addWidget(plots);
     split->setStretchFactor(1, 2);
     x_metric_->addItems({"parameter ratio", "bytes ratio"});
-    x_metric_->setToolTip("What the plot's x axis shows: stored values after / before, or the part's bytes\n"
-                          "as stored after / before (compare a method with the quantised table at equal "
-                          "bytes;\nrows without bytes, flat's, are left off)");
+    x_metric_->setToolTip(
+        "What the plot's x axis shows: stored values after / before, or the part's bytes\n"
+        "as stored after / before (compare a method with the quantised table at equal "
+        "bytes;\nrows without bytes, from results files written before they were recorded, are left off)");
     y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy"});
     y_metric_->setToolTip(
         "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"

@@ -642,6 +642,17 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         s.params_before = flat_compressed_params(model, options.mlp);
         s.params_after = flat_compressed_params(*run.flat->model, options.mlp);
         s.part = options.mlp ? "attention_values_and_mlp" : "attention_values";
+        // In bytes too (issue 38): the part as a Hugging Face source of one dtype stores it,
+        // and as the export writes the narrowed tensors (at the width the model holds them).
+        if (const double bits = run.model.files.format == ModelFormat::HuggingFace
+                                    ? stored_bits_per_value(run.model.files.stored_dtype)
+                                    : 0.0;
+            bits > 0) {
+            const auto value_bytes =
+                static_cast<double>(run.flat->model->weights().begin()->second.element_size());
+            s.bytes_before = static_cast<double>(s.params_before) * bits / 8;
+            s.bytes_after = static_cast<double>(s.params_after) * value_bytes;
+        }
         s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
     } else {
         const auto* dense = dense_table(&model.token_embedding());
