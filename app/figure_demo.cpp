@@ -109,8 +109,30 @@ std::vector<Figure> demo_figures(const DemoRequest& request, const std::string& 
              (request.quick ? " (quick: eps 0.2 and 0.4, two shapes)" : "") +
              ", and the energy model of the original table, the TT and the equal-size SVD."},
         {"pareto", "Pareto",
-         "Compression ratio against delta ln PPL for every run in the table, one series per method."},
+         "Bytes ratio (the compressed part's bytes as stored, after / before) against delta ln PPL for every "
+         "run in the table, one series per method: a method is read against the quantised table (quant) at "
+         "equal bytes."},
     };
+}
+
+// The practitioner's question in one sentence per budget (issue 38): at or below each
+// quantised table's bytes, the token-embedding row with the lowest delta ln PPL.
+std::string byte_budgets(const std::vector<RunSummary>& rows)
+{
+    std::string out;
+    for (const auto& budget : rows) {
+        if (budget.method != "quant" || !(budget.bytes_after > 0))
+            continue;
+        const RunSummary* best = nullptr;
+        for (const auto& r : rows)
+            if (r.part == budget.part && r.bytes_after <= budget.bytes_after &&
+                std::isfinite(r.delta_ln_ppl) && (!best || r.delta_ln_ppl < best->delta_ln_ppl))
+                best = &r;
+        out += std::string(out.empty() ? "" : " ") + "At or below " + fixed(budget.bytes_after, 0) +
+               " bytes of the table (" + budget.parameters + "), the lowest delta ln PPL is " + best->method +
+               " " + best->parameters + "'s (" + fixed(best->delta_ln_ppl, 4) + ").";
+    }
+    return out;
 }
 
 std::string markdown_report(const ModelSummary& model, const std::string& intro,
@@ -118,20 +140,22 @@ std::string markdown_report(const ModelSummary& model, const std::string& intro,
 {
     std::ostringstream md;
     md << "# EmbedLab demo: " << fs::path(model.path).filename().string() << "\n\n" << intro << "\n\n";
-    md << "| method | parameters | stored values | ratio | PPL | delta ln PPL | KL (nats/token) | top-1 "
+    md << "| method | parameters | stored values | bytes | ratio | PPL | delta ln PPL | KL (nats/token) | "
+          "top-1 "
           "agreement | SST-2 accuracy "
           "| mean cosine | time (s) |\n"
-       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+       << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     if (!rows.empty()) // the uncompressed model on the same tokens and sentences
-        md << "| original | uncompressed | " << fixed(double(rows.front().params_before), 0) << " | 1 | "
-           << fixed(rows.front().ppl_original, 3) << " | 0 | 0 | 1 | "
-           << fixed(rows.front().task_accuracy_original, 4) << " | 1 | \u2014 |\n";
+        md << "| original | uncompressed | " << fixed(double(rows.front().params_before), 0) << " | "
+           << fixed(rows.front().bytes_before, 0) << " | 1 | " << fixed(rows.front().ppl_original, 3)
+           << " | 0 | 0 | 1 | " << fixed(rows.front().task_accuracy_original, 4) << " | 1 | \u2014 |\n";
     for (const auto& r : rows)
         md << "| " << r.method << " | " << r.parameters << " | " << fixed(double(r.params_after), 0) << " | "
-           << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | " << fixed(r.delta_ln_ppl, 4) << " | "
-           << fixed(r.kl_mean, 4) << " | " << fixed(r.top1_agreement, 4) << " | " << fixed(r.task_accuracy, 4)
-           << " | " << fixed(r.mean_cosine, 4) << " | " << fixed(r.seconds, 1) << " |\n";
-    md << "\nThe table as [CSV](results.csv) and [JSON](results.json).\n";
+           << fixed(r.bytes_after, 0) << " | " << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | "
+           << fixed(r.delta_ln_ppl, 4) << " | " << fixed(r.kl_mean, 4) << " | " << fixed(r.top1_agreement, 4)
+           << " | " << fixed(r.task_accuracy, 4) << " | " << fixed(r.mean_cosine, 4) << " | "
+           << fixed(r.seconds, 1) << " |\n";
+    md << "\n" << byte_budgets(rows) << " The table as [CSV](results.csv) and [JSON](results.json).\n";
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
         md << "\n## " << f.title << "\n\n![" << f.title << "](" << f.kind << ".png)\n\n*Figure " << i + 1
@@ -155,12 +179,14 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
       << "figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }\n"
       << "figcaption { font-size: 90%; }\n</style>\n</head>\n<body>\n";
     h << "<h1>EmbedLab demo: " << name << "</h1>\n<p>" << html_escaped(intro) << "</p>\n";
-    h << "<table>\n<tr><th>method</th><th>parameters</th><th>stored values</th><th>ratio</th><th>PPL</th>"
+    h << "<table>\n<tr><th>method</th><th>parameters</th><th>stored values</th><th>bytes</th><th>ratio</th>"
+      << "<th>PPL</th>"
       << "<th>delta ln PPL</th><th>KL (nats/token)</th><th>top-1 agreement</th><th>SST-2 accuracy</th>"
       << "<th>mean cosine</th><th>time (s)</th></tr>\n";
     if (!rows.empty())
         h << "<tr><td>original</td><td>uncompressed</td><td class=\"n\">"
-          << fixed(double(rows.front().params_before), 0) << "</td><td class=\"n\">1</td><td class=\"n\">"
+          << fixed(double(rows.front().params_before), 0) << "</td><td class=\"n\">"
+          << fixed(rows.front().bytes_before, 0) << "</td><td class=\"n\">1</td><td class=\"n\">"
           << fixed(rows.front().ppl_original, 3)
           << "</td><td class=\"n\">0</td><td class=\"n\">0</td><td class=\"n\">1</td><td class=\"n\">"
           << fixed(rows.front().task_accuracy_original, 4)
@@ -168,12 +194,14 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
     for (const auto& r : rows)
         h << "<tr><td>" << html_escaped(r.method) << "</td><td>" << html_escaped(r.parameters)
           << "</td><td class=\"n\">" << fixed(double(r.params_after), 0) << "</td><td class=\"n\">"
-          << fixed(r.ratio, 4) << "</td><td class=\"n\">" << fixed(r.ppl, 3) << "</td><td class=\"n\">"
-          << fixed(r.delta_ln_ppl, 4) << "</td><td class=\"n\">" << fixed(r.kl_mean, 4)
-          << "</td><td class=\"n\">" << fixed(r.top1_agreement, 4) << "</td><td class=\"n\">"
-          << fixed(r.task_accuracy, 4) << "</td><td class=\"n\">" << fixed(r.mean_cosine, 4)
-          << "</td><td class=\"n\">" << fixed(r.seconds, 1) << "</td></tr>\n";
-    h << "</table>\n<p>The table as <a href=\"results.csv\">CSV</a> and <a "
+          << fixed(r.bytes_after, 0) << "</td><td class=\"n\">" << fixed(r.ratio, 4)
+          << "</td><td class=\"n\">" << fixed(r.ppl, 3) << "</td><td class=\"n\">" << fixed(r.delta_ln_ppl, 4)
+          << "</td><td class=\"n\">" << fixed(r.kl_mean, 4) << "</td><td class=\"n\">"
+          << fixed(r.top1_agreement, 4) << "</td><td class=\"n\">" << fixed(r.task_accuracy, 4)
+          << "</td><td class=\"n\">" << fixed(r.mean_cosine, 4) << "</td><td class=\"n\">"
+          << fixed(r.seconds, 1) << "</td></tr>\n";
+    h << "</table>\n<p>" << html_escaped(byte_budgets(rows))
+      << " The table as <a href=\"results.csv\">CSV</a> and <a "
          "href=\"results.json\">JSON</a>.</p>\n";
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
@@ -231,7 +259,9 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
                      {.method = "lle", .freq_text = text, .keep_ratio = 0.5, .k = 4},
                      {.method = "fourier", .mlp = "linear", .steps = 20},
                      {.method = "flat", .remaining = 0.5, .calib_text = text, .samples = 8, .seqlen = 64},
-                     {.method = "pca", .rank = 16, .lora_rank = 4, .lora_steps = 10, .train_text = text}}
+                     {.method = "pca", .rank = 16, .lora_rank = 4, .lora_steps = 10, .train_text = text},
+                     {.method = "quant", .type = "q8_0"},
+                     {.method = "quant", .type = "q4_0"}}
             : std::vector<R>{
                   {.method = "pca", .rank = 8},
                   {.method = "pca", .rank = 16},
@@ -257,7 +287,10 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
                    .calib_text = text,
                    .samples = 32,
                    .seqlen = 128},
-                  {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 50, .train_text = text}};
+                  {.method = "pca", .rank = 16, .lora_rank = 8, .lora_steps = 50, .train_text = text},
+                  {.method = "quant", .type = "q8_0"},
+                  {.method = "quant", .type = "q5_0"},
+                  {.method = "quant", .type = "q4_0"}};
     const int64_t eval_tokens = request.quick ? 512 : 4096;
     // SST-2 zero-shot on the first sentences of the GLUE dev set (../shared), when it is there.
     const std::string sst2 = sst2_dev_path();
@@ -303,6 +336,7 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         FigureRequest r;
         r.kind = f.kind;
         r.input = f.kind == "pareto" ? (out / "results.json").string() : model;
+        r.x = "bytes"; // pareto: each method against the quantised table at equal bytes
         r.text = text;
         r.outs = {(out / (f.kind + ".png")).string(), (out / (f.kind + ".pdf")).string()};
         r.options.width_in = figure_width_in(f.kind);
@@ -324,7 +358,8 @@ void run_demo(const DemoRequest& request, const std::function<bool()>& interrupt
         " parameters), compressed by every method of METHODS.md: the token embedding by PCA (with and "
         "without "
         "LoRA recovery), SVD, Tensor-Train, LLE partial sparse coding of rare tokens and the Fourier MLP, "
-        "the attention values by FLAT-LLM. "
+        "the attention values by FLAT-LLM; and the baseline a practitioner uses anyway, the table quantised "
+        "as llama.cpp stores it (quant). Bytes are the compressed part's as stored. "
         "Perplexity on the first " +
         std::to_string(eval_tokens) + " tokens of " + text + " (original: " + fixed(ppl_original, 3) +
         "); ratio = stored values after / before of the part compressed (the embedding; for flat the "

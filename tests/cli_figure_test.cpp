@@ -169,12 +169,17 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
         methods.insert(row.at("method").get<std::string>());
         lora_rows += row.at("parameters").get<std::string>().find("LoRA") != std::string::npos;
         EXPECT_GT(row.at("ratio").get<double>(), 0);
-        if (row.at("method") != "tt") { // per-token TT at d = 128 stores more than the table
+        if (row.at("method") == "quant") { // every value kept, in fewer bytes
+            EXPECT_EQ(row.at("ratio").get<double>(), 1);
+            EXPECT_LT(row.at("bytes_after").get<double>(), row.at("bytes_before").get<double>());
+        } else if (row.at("method") != "tt") { // per-token TT at d = 128 stores more than the table
             EXPECT_LT(row.at("ratio").get<double>(), 1);
         }
+        EXPECT_GT(row.at("bytes_after").get<double>(), 0)
+            << row.at("method"); // every row in bytes (issue 38)
         EXPECT_GT(row.at("ppl").get<double>(), 1);
     }
-    EXPECT_EQ(methods, (std::set<std::string>{"pca", "svd", "tt", "lle", "fourier", "flat"}));
+    EXPECT_EQ(methods, (std::set<std::string>{"pca", "svd", "tt", "lle", "fourier", "flat", "quant"}));
     EXPECT_EQ(lora_rows, 1) << "pca with LoRA recovery";
     EXPECT_EQ(embedlab::test::read_text(out / "results.csv").substr(0, 18), "method,parameters,");
 
@@ -201,6 +206,10 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     // Numbers for people: a flat row's cosine is a dash, never "nan".
     EXPECT_EQ(md.find("| nan |"), std::string::npos) << md;
     EXPECT_NE(md.find("\u2014"), std::string::npos) << md;
+    // The practitioner's question, answered per quantised table's bytes (issue 38).
+    EXPECT_NE(md.find("At or below "), std::string::npos) << md;
+    EXPECT_NE(md.find("bytes of the table (type q4_0), the lowest delta ln PPL is "), std::string::npos)
+        << md;
     // Every row names its model and evaluation text in the results files, and its
     // divergence from the original (issue 19: KL and top-1 agreement in the report).
     for (const auto& row : results.at("results")) {
