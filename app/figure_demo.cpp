@@ -4,6 +4,7 @@
 // file is written atomically, so an interrupted demo leaves complete files only.
 // libtorch (through file_output.hpp) before any Qt header: Qt's `slots` macro breaks it.
 #include "embedlab/file_output.hpp"
+#include "embedlab/method_registry.hpp"
 
 #include <QDateTime>
 #include <chrono>
@@ -116,12 +117,13 @@ std::vector<Figure> demo_figures(const DemoRequest& request, const std::string& 
 }
 
 // The practitioner's question in one sentence per budget (issue 38): at or below each
-// quantised table's bytes, the token-embedding row with the lowest delta ln PPL.
+// baseline's bytes (the quantised tables), the row of its part with the lowest delta ln PPL.
 std::string byte_budgets(const std::vector<RunSummary>& rows)
 {
     std::string out;
     for (const auto& budget : rows) {
-        if (budget.method != "quant" || !(budget.bytes_after > 0))
+        const auto* m = find_method(budget.method);
+        if (!m || !m->bytes_baseline || !(budget.bytes_after > 0))
             continue;
         const RunSummary* best = nullptr;
         for (const auto& r : rows)

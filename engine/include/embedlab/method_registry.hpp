@@ -78,6 +78,9 @@ struct MethodDescriptor {
     // flat: a decoder target ratio (target_ratio) also compresses the MLP unless the
     // request says no_mlp; the CLI, the job API and the GUI share this default.
     bool target_compresses_mlp = false;
+    // The baseline the others are read against at equal bytes (quant: the table in a
+    // llama.cpp block format); the demo's report names the best run within its bytes.
+    bool bytes_baseline = false;
     // The stored layout of its token table (manifest_layout.hpp): "pca", "svd", "lrf",
     // "tt", "tucker", "lle", "lle-unk", "lle-pca", "fourier" or "quant"; empty for flat.
     const char* stored_as = "";

@@ -16,6 +16,7 @@ MethodDescriptor quant()
                 "--token-embedding-type: the baseline at equal bytes (issue 38)",
             .tied_head_from_factors = true,
             .positions = true,
+            .bytes_baseline = true,
             .stored_as = "quant",
             .fields = {"type"},
             .check =
