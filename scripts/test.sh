@@ -45,7 +45,7 @@ fi
 # Both runs happen even when the first fails (a failure there must not hide the
 # reference label's result); the exit status is non-zero if either failed.
 main_status=0
-phase tests "tests: every label but reference: unit, slow, gui, slurm (about 17 min on 2 cores)"
+phase tests "tests: every label but reference: unit, slow, gui, slurm (about 11 min on 2 cores)"
 run_ctest -LE reference || main_status=$?
 reference="left out (EMBEDLAB_REFERENCE=0; ctest --test-dir $BUILD_DIR -L reference runs it)"
 reference_status=0
