@@ -478,7 +478,7 @@ TEST(ExportGguf, EmbeddingTypeIsTheQuantBaselineInLlamaCpp)
         }
         EXPECT_FALSE(fs::exists(tmp.path() / "refused.gguf"));
     };
-    refused(original, {.embedding_type = "q4_k"}, "the types that fit: f32, f16, bf16, q8_0");
+    refused(original, {.embedding_type = "q4_k"}, "the types that fit d = 128: f32, f16, bf16, q8_0");
     refused(original, {.embedding_type = "q7"}, "--embedding-type 'q7'");
     refused(load_model(shared_dir() / "models" / "tinygpt2"), {.output_type = "q8_0"}, "tied");
 }

@@ -29,5 +29,10 @@ const std::vector<QuantType>& quant_types();
 const QuantType* find_quant_type(const std::string& name);
 // "f16, bf16, q8_0, ..." (every type), or those whose blocks divide a row of d > 0 values.
 std::string quant_type_names(int64_t d = 0);
+// Why `t` cannot store rows of d values ("q4_k stores blocks of 256 values, and the
+// width d = 128 is not a multiple of 256 (llama.cpp refuses it too); the types that fit
+// d = 128: <prefix>f16, ..."), or "" when its blocks divide d. `fitting_prefix`
+// names types beyond the block formats that fit too (export's "f32, ").
+std::string quant_type_misfit(const QuantType& t, int64_t d, const std::string& fitting_prefix = "");
 
 } // namespace embedlab

@@ -518,11 +518,8 @@ io::GgufTensorType named_tensor_type(const std::string& name, int64_t d, const s
     const auto* t = find_quant_type(name);
     if (!t)
         throw InputError("export: " + option + " '" + name + "': a GGUF table is f32, " + quant_type_names());
-    if (d % t->block_values != 0)
-        throw InputError("export: " + option + " " + t->name + " stores blocks of " +
-                         std::to_string(t->block_values) + " values, and the width d = " + std::to_string(d) +
-                         " is not a multiple of " + std::to_string(t->block_values) +
-                         " (llama.cpp refuses it too); the types that fit: f32, " + quant_type_names(d));
+    if (const std::string misfit = quant_type_misfit(*t, d, "f32, "); !misfit.empty())
+        throw InputError("export: " + option + " " + misfit);
     return static_cast<io::GgufTensorType>(t->ggml_type);
 }
 

@@ -43,4 +43,14 @@ std::string quant_type_names(int64_t d)
     return s;
 }
 
+std::string quant_type_misfit(const QuantType& t, int64_t d, const std::string& fitting_prefix)
+{
+    if (d <= 0 || d % t.block_values == 0)
+        return "";
+    const std::string block = std::to_string(t.block_values), width = std::to_string(d);
+    return std::string(t.name) + " stores blocks of " + block + " values, and the width d = " + width +
+           " is not a multiple of " + block + " (llama.cpp refuses it too); the types that fit d = " + width +
+           ": " + fitting_prefix + quant_type_names(d);
+}
+
 } // namespace embedlab

@@ -26,13 +26,8 @@ MethodDescriptor quant()
                         fail("type",
                              (r.type.empty() ? std::string("is required") : "'" + r.type + "' is not one") +
                                  ": quant takes " + quant_type_names());
-                    const int64_t block = t->block_values;
-                    if (d > 0 && d % block != 0)
-                        fail("type", std::string(t->name) + " stores blocks of " + std::to_string(block) +
-                                         " values, and the width d = " + std::to_string(d) +
-                                         " is not a multiple of " + std::to_string(block) +
-                                         " (llama.cpp refuses it too); the types that fit d = " +
-                                         std::to_string(d) + ": " + quant_type_names(d));
+                    if (const std::string misfit = quant_type_misfit(*t, d); !misfit.empty())
+                        fail("type", misfit);
                 },
             .describe = [](const CompressionRequest& r) { return "quant " + r.type; },
             // The baseline series: the table at each ggml type (check_request refuses one
