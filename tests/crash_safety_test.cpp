@@ -227,6 +227,9 @@ TEST(CrashSafety, ChangedTensorsAreRefusedUnlessVerificationIsOff)
     };
     refused_with([](auto& j) { j["weights_files"] = nlohmann::json::array(); }, "lists no weights_files");
     refused_with([](auto& j) { j.erase("weights_files"); }, "lists no weights_files");
+    // Found by fuzz_manifest: a float byte count was cast to int64 (undefined behaviour).
+    refused_with([](auto& j) { j["weights_files"][0]["bytes"] = 1e58; },
+                 "weights_files' bytes must be an integer, got 1e+58");
     refused_with(
         [&](auto& j) {
             j["weights_files"] = {

@@ -286,7 +286,7 @@ std::vector<WeightsFileRecord> parse_weights_files(const std::string& manifest_t
         for (const auto& f : m["weights_files"]) {
             WeightsFileRecord r{f.at("file").get<std::string>(), f.at("sha256").get<std::string>()};
             if (f.contains("bytes"))
-                r.bytes = f.at("bytes").get<int64_t>();
+                r.bytes = json_integer(f.at("bytes"), "weights_files' bytes", where);
             if (r.file.empty() || r.file.find('/') != std::string::npos || r.file == "." || r.file == "..")
                 throw InputError(where + ": weights_files names '" + r.file +
                                  "', which is not a file in the directory");
