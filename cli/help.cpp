@@ -39,8 +39,10 @@ commands:
            lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
            lle: [--common C (10000)] [--k K (5)] [--reg R] [--knn exact|ivf [--nlist N] [--nprobe P]]
                                                fit / lookup timings and peak RSS on a synthetic table
-  account  --method pca|svd|tt|tucker --vocab V --dim d (--rank K[,K...] | --shape I1,I2,.. [--ranks 1,r,..,1])
-           tucker: --shape I1,I2,.. --ranks r1,..,rN[:r1,..,rN..]  (one rank per factor, no boundary 1s)
+  account  --method M --vocab V [--dim d] + the method's flags, as compress takes them: pca|svd --rank K,
+           tt --shape I1,I2,.. [--ranks 1,r,..,1], tucker --shape I1,I2,.. --ranks r1,..,rN, quant --type T
+           (d: --dim, or the product of --shape); a number flag takes K1,K2,.. and a list flag A:B, one
+           row per setting   [--stored-type f32|f16|bf16|q8_0|..]  bytes against the table so stored
            [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))

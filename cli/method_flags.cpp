@@ -70,4 +70,45 @@ void method_flags_into(const Args& args, CompressionRequest& request)
     }
 }
 
+std::vector<CompressionRequest> method_flag_settings(const Args& args, const std::string& command,
+                                                     const CompressionRequest& base)
+{
+    std::vector<CompressionRequest> settings{base};
+    for (const auto& f : method_fields()) {
+        const std::string flag = field_flag(f);
+        if (!args.has(flag))
+            continue;
+        const RequestFieldType type = request_field_type(f);
+        const bool scalar = type == RequestFieldType::Integer || type == RequestFieldType::Number;
+        const bool list = type == RequestFieldType::Integers || type == RequestFieldType::TokenIds;
+        std::vector<std::string> pieces{args.get(flag).value_or("")};
+        if (scalar || list) {
+            const std::string text = pieces[0];
+            const char sep = scalar ? ',' : ':';
+            pieces.clear();
+            size_t start = 0;
+            for (size_t at; (at = text.find(sep, start)) != std::string::npos; start = at + 1)
+                pieces.push_back(text.substr(start, at - start));
+            pieces.push_back(text.substr(start));
+        }
+        if (settings.size() * pieces.size() > 4096)
+            throw InputError(command + ": more than 4096 settings; list fewer values");
+        std::vector<CompressionRequest> next;
+        for (const auto& piece : pieces) {
+            const bool is_switch = type == RequestFieldType::Bool;
+            const Args one(command,
+                           is_switch ? std::vector<std::string>{flag} : std::vector<std::string>{flag, piece},
+                           is_switch ? std::set<std::string>{} : std::set<std::string>{flag},
+                           is_switch ? std::set<std::string>{flag} : std::set<std::string>{});
+            const auto value = flag_value(one, flag, type);
+            for (auto r : settings) {
+                set_request_field(r, f, value);
+                next.push_back(std::move(r));
+            }
+        }
+        settings = std::move(next);
+    }
+    return settings;
+}
+
 } // namespace embedlab::cli

@@ -8,6 +8,7 @@
 //   add_method_flags(valued, switches);            // --rank, --shape, ..., --uniform-ranks
 //   Args args("compress", argv, valued, switches);
 //   method_flags_into(args, request);              // request.rank = --rank's value, ...
+//   method_flag_settings(args, "account", base);   // --rank 64,128: two requests
 //
 // Thread safety: reads the registry; call after every register_method.
 #pragma once
@@ -30,5 +31,11 @@ void add_method_flags(std::set<std::string>& valued, std::set<std::string>& swit
 // check_request names it ("does not apply to method ..."). InputError for a value
 // of the wrong type, naming the flag.
 void method_flags_into(const Args& args, CompressionRequest& request);
+// One request per combination of the method field flags' listed values: a number
+// field's flag takes K1,K2,.. and a list field's A1,A2:B1,B2 (account's grammar),
+// set on `base` as method_flags_into does. At least one request (base's own fields
+// when no flag is given); InputError for more than 4096 combinations.
+std::vector<CompressionRequest> method_flag_settings(const Args& args, const std::string& command,
+                                                     const CompressionRequest& base);
 
 } // namespace embedlab::cli

@@ -203,6 +203,23 @@ TEST(Cli, AccountPrintsTableTwoWithoutAModel)
         cli({"account", "--method", "tt", "--vocab", "50257", "--dim", "768", "--shape", "8,8,10"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("product 640"), std::string::npos) << bad.err;
+
+    // Any method that can be counted without its table: quant in bytes against the stored
+    // type (q4_0: 18 bytes a block of 32 values); lle's size is what its fit finds.
+    const CliRun quant = cli({"account", "--method", "quant", "--type", "q4_0", "--vocab", "32000", "--dim",
+                              "128", "--stored-type", "f32", "--json"});
+    ASSERT_EQ(quant.exit_code, 0) << quant.err;
+    const auto q = nlohmann::json::parse(quant.out);
+    EXPECT_EQ(q["storage"]["bytes_after"], 32000 * 4 * 18);
+    EXPECT_EQ(q["storage"]["bytes_before"], 32000 * 128 * 4);
+    const CliRun lle = cli({"account", "--method", "lle", "--vocab", "32000", "--dim", "128", "--k", "5"});
+    EXPECT_EQ(lle.exit_code, 2);
+    EXPECT_NE(lle.err.find("counted only after a fit"), std::string::npos) << lle.err;
+    const CliRun not_its = cli({"account", "--method", "tucker", "--vocab", "100", "--shape", "8,16",
+                                "--ranks", "4,8", "--nu", "3"});
+    EXPECT_EQ(not_its.exit_code, 2);
+    EXPECT_NE(not_its.err.find("account: --nu does not apply to method tucker"), std::string::npos)
+        << not_its.err;
 }
 
 TEST(Cli, StoriesReferenceIdsThroughGguf)

@@ -66,6 +66,14 @@ public:
     {
         return "rank " + std::to_string(spec.rank);
     }
+    void fill_account_defaults(embedlab::CompressionRequest&) const override {}
+    embedlab::EmbeddingAccounting account(const embedlab::CompressionRequest& r, int64_t vocab, int64_t dim,
+                                          int64_t model_params) const override
+    {
+        auto a = embedlab::account_low_rank(embedlab::LowRankKind::LRF, vocab, dim, r.rank, {}, model_params);
+        a.method = "randproj";
+        return a;
+    }
 };
 
 void register_toy_once()
@@ -141,6 +149,23 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
     const auto ran = embedlab::evaluate_perplexity(run.compressed_model(), ids, {.ctx = 8});
     EXPECT_NEAR(again.ppl, ran.ppl, 1e-9 * ran.ppl);
     EXPECT_EQ(reloaded.model->token_embedding().kind(), "lrf");
+
+    // account counts it from sizes alone, by its own account(): --rank 4,6 is two settings,
+    // checked by its own row (a rank beyond d names the flag).
+    const embedlab::cli::Args account_args("account", {"--rank", "4,6"}, valued, switches);
+    const auto settings =
+        embedlab::cli::method_flag_settings(account_args, "account", {.method = "randproj"});
+    ASSERT_EQ(settings.size(), 2u);
+    const auto counted =
+        embedlab::account_without_table(settings[1], V, d, 0, "account", embedlab::cli::field_flag);
+    EXPECT_EQ(counted.params_after, run.summary.params_after);
+    try {
+        embedlab::account_without_table({.method = "randproj", .rank = 17}, V, d, 0, "account",
+                                        embedlab::cli::field_flag);
+        ADD_FAILURE() << "rank 17 of d = 16 was counted";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("account: --rank 17 is outside"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ToyMethod, RegistrationRefusesWhatItCannotRun)

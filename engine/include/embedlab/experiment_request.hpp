@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -141,8 +142,11 @@ const std::vector<std::string>& request_input_fields();
 
 // Checks a request without the file system: method, every option's range and
 // which options the method takes. d > 0 also checks ranks, k and shapes against
-// the model's hidden size. InputError "<label>: <field> ..." for the first problem.
-void check_request(const CompressionRequest& request, int64_t d = 0, const std::string& label = "request");
+// the model's hidden size. InputError "<label>: <field> ..." for the first problem;
+// a front end passes field_name to name its own spelling (the CLI: "rank" -> "--rank").
+using FieldName = std::function<std::string(const std::string& field)>;
+void check_request(const CompressionRequest& request, int64_t d = 0, const std::string& label = "request",
+                   const FieldName& field_name = {});
 
 // Whether each registry method applies to a model of `config`, and why not.
 struct MethodApplicability {

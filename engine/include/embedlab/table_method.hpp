@@ -9,6 +9,7 @@
 //   const auto& m = embedlab::table_method("pca");      // InputError: unknown, or not a table method
 //   m.fit(table, out, model_params, progress);          // out.embedding, accounting, fit record
 //   m.parameters(out.spec);                             // "rank 32"
+//   account_without_table(request, 50257, 768, 0, "account");  // pca rank 64: no table needed
 //
 // Thread safety: the methods are stateless singletons; fit is reentrant. Register
 // before any other thread reads the list.
@@ -48,7 +49,25 @@ public:
     {
         return 2 * v * d * d + 10 * d * d * d;
     }
+    // A setting's accounting without its table (embedlab-cli account): what a fit of a
+    // [vocab, dim] table would count. fill_account_defaults completes the request before
+    // check_request sees it (tt: the rank caps when no ranks are given). A method that
+    // overrides neither cannot be counted without a fit: both are then an InputError
+    // saying so (its stored size depends on what the fit finds in the table).
+    virtual void fill_account_defaults(CompressionRequest& request) const;
+    virtual EmbeddingAccounting account(const CompressionRequest& request, int64_t vocab, int64_t dim,
+                                        int64_t model_params) const;
+    // What a reader of the accounting should know of this method's numbers, in a sentence
+    // or two (the CLI prints it under account's table); none by default.
+    virtual std::string accounting_note(const EmbeddingAccounting&) const { return {}; }
 };
+
+// One setting's accounting without a table, checked: the method's defaults, then
+// check_request(request, dim, label, field_name), then its account. InputError for a
+// method that is not a table method or cannot be counted without one.
+EmbeddingAccounting account_without_table(CompressionRequest request, int64_t vocab, int64_t dim,
+                                          int64_t model_params, const std::string& label,
+                                          const FieldName& field_name = {});
 
 // Every table method, in the registry's order, then those registered.
 const std::vector<const TableMethod*>& table_methods();

@@ -267,10 +267,11 @@ CompressionRequest request_from_json(const Json& json)
     return r;
 }
 
-void check_request(const CompressionRequest& r, int64_t d, const std::string& label)
+void check_request(const CompressionRequest& r, int64_t d, const std::string& label,
+                   const FieldName& field_name)
 {
     auto fail = [&](const std::string& field, const std::string& what) {
-        throw InputError(label + ": " + field + " " + what);
+        throw InputError(label + ": " + (field_name ? field_name(field) : field) + " " + what);
     };
     if (r.method.empty())
         fail("method", "is required (" + method_names() + ")");

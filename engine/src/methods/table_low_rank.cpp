@@ -41,6 +41,14 @@ public:
         return "rank " + std::to_string(spec.rank);
     }
 
+    void fill_account_defaults(CompressionRequest&) const override {} // counted as given
+
+    EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t dim,
+                                int64_t model_params) const override
+    {
+        return account_low_rank(kind_, vocab, dim, r.rank, {}, model_params);
+    }
+
 private:
     Method id_;
     LowRankKind kind_;

@@ -46,3 +46,47 @@ const TableMethod& table_method(const std::string& name)
 }
 
 } // namespace embedlab
+
+namespace embedlab {
+
+namespace {
+
+[[noreturn]] void counted_after_a_fit(const std::string& method)
+{
+    throw InputError("method '" + method +
+                     "' stores what its fit finds in the table, so it is counted only after a fit: compress "
+                     "--method " +
+                     method + " prints its accounting");
+}
+
+} // namespace
+
+void TableMethod::fill_account_defaults(CompressionRequest& request) const
+{
+    counted_after_a_fit(request.method);
+}
+
+EmbeddingAccounting TableMethod::account(const CompressionRequest& request, int64_t, int64_t, int64_t) const
+{
+    counted_after_a_fit(request.method);
+}
+
+EmbeddingAccounting account_without_table(CompressionRequest request, int64_t vocab, int64_t dim,
+                                          int64_t model_params, const std::string& label,
+                                          const FieldName& field_name)
+{
+    const TableMethod& m = table_method(request.method);
+    try {
+        m.fill_account_defaults(request);
+    } catch (const InputError& e) {
+        throw InputError(label + ": " + e.what());
+    }
+    check_request(request, dim, label, field_name);
+    try {
+        return m.account(request, vocab, dim, model_params);
+    } catch (const InputError& e) {
+        throw InputError(label + ": " + e.what());
+    }
+}
+
+} // namespace embedlab

@@ -20,6 +20,16 @@ bool has_minimum(const std::string& type)
     return false;
 }
 
+// Every value stored at the type's bits; a lookup dequantises a row, the tied head every row.
+EmbeddingAccounting quant_accounting(const QuantType& t, int64_t V, int64_t d, int64_t model_params)
+{
+    const std::string type = t.name;
+    const int64_t per_value = type == "f16" || type == "bf16" ? 0 : has_minimum(type) ? 2 : 1;
+    auto a = account_stored("quant", V, d, V * d, model_params, per_value * d, 2 * V * d + per_value * V * d);
+    a.bits_per_value_after = t.bits_per_value;
+    return a;
+}
+
 class QuantMethod final : public TableMethod {
 public:
     std::string name() const override { return "quant"; }
@@ -32,13 +42,8 @@ public:
         auto e = quantise_table(table, out.spec.type, progress);
         out.fit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         out.spec.type = e->type(); // the canonical (lower-case) name
-        const int64_t V = table.size(0), d = table.size(1);
-        const int64_t per_value = e->type() == "f16" || e->type() == "bf16" ? 0
-                                  : has_minimum(e->type())                  ? 2
-                                                                            : 1;
         out.accounting =
-            account_stored("quant", V, d, V * d, model_params, per_value * d, 2 * V * d + per_value * V * d);
-        out.accounting.bits_per_value_after = e->bits_per_value();
+            quant_accounting(*find_quant_type(e->type()), table.size(0), table.size(1), model_params);
         out.fit = {{"type", e->type()},
                    {"bits_per_value", e->bits_per_value()},
                    {"row_bytes", e->blocks().size(1)},
@@ -60,6 +65,14 @@ public:
     }
 
     std::string parameters(const CompressionSpec& spec) const override { return "type " + spec.type; }
+
+    void fill_account_defaults(CompressionRequest&) const override {} // counted as given
+
+    EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t dim,
+                                int64_t model_params) const override
+    {
+        return quant_accounting(*find_quant_type(r.type), vocab, dim, model_params); // checked: known, fits d
+    }
 };
 
 } // namespace

@@ -1,5 +1,7 @@
 // tt (METHODS 5, TensorSLM): each token's row as a Tensor-Train of cores, with given
 // inner ranks, or each token its own ranks from an accuracy eps (eq. 14).
+#include <cstdio>
+
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/text_format.hpp"
 #include "methods/table_method_support.hpp"
@@ -72,6 +74,40 @@ public:
         j["energy_stored"] = energy_json(a.energy_stored);
         j["svd_equal_size_rank"] = a.svd_equal_size_rank;
         j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
+    }
+
+    // Without ranks or eps: each position's cap, the full-rank train (as account always did).
+    void fill_account_defaults(CompressionRequest& r) const override
+    {
+        if (r.shape.empty())
+            throw InputError("tt needs a shape I1,I2,.. (product = d)");
+        if (r.ranks.empty() && r.eps == 0)
+            r.ranks = tt_rank_caps(r.shape);
+    }
+
+    EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t,
+                                int64_t model_params) const override
+    {
+        if (r.eps > 0)
+            throw InputError(
+                "tt's eps chooses each token's ranks from the table, so it is counted only after "
+                "a fit; give ranks 1,r1,..,1 (compress --method tt --eps prints its accounting)");
+        return account_tensor_train(vocab, r.shape, r.ranks, {}, model_params);
+    }
+
+    std::string accounting_note(const EmbeddingAccounting& a) const override
+    {
+        char text[600];
+        std::snprintf(
+            text, sizeof text,
+            "params per token %lld, eta_TTD %.3f; SVD of equal size: rank %lld, omega %.4f\n"
+            "(TensorSLM's Table 6 totals cannot be reproduced from its own formula; counted as "
+            "METHODS.md 5)\n"
+            "omega above: eq. 3's r_max^2 sum I_k = %.0f per token (the paper's complexity); from the "
+            "%.0f values stored per token: omega %.4f",
+            (long long)a.params_per_token, a.eta_ttd, (long long)a.svd_equal_size_rank,
+            a.svd_equal_size_energy.omega, a.energy_size, a.energy_size_stored, a.energy_stored.omega);
+        return text;
     }
 
     std::string parameters(const CompressionSpec& s) const override

@@ -64,6 +64,24 @@ public:
     {
         return "shape " + joined(s.shape, "x") + ", ranks " + joined(s.ranks, ",");
     }
+
+    void fill_account_defaults(CompressionRequest&) const override {} // counted as given
+
+    EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t,
+                                int64_t model_params) const override
+    {
+        return account_tucker(vocab, r.shape, r.ranks, model_params);
+    }
+
+    std::string accounting_note(const EmbeddingAccounting& a) const override
+    {
+        return "core values per token " + std::to_string(a.core_values_per_token) +
+               " (prod r_k), shared factor values " + std::to_string(a.factor_values) +
+               " (sum I_k r_k); FLOPs: lookup " + std::to_string(a.flops_lookup) +
+               " (multi-mode product), tied head " + std::to_string(a.flops_head) +
+               " (projection onto the factors + one product with every core); no energy model (TensorSLM "
+               "eqs. 2-5 model tt and svd)";
+    }
 };
 
 } // namespace
