@@ -20,8 +20,9 @@
 //   bench tt      wall time of fit_tensor_train over every row: best and median,
 //                 microseconds per token, rows per second, relative Frobenius error.
 //   bench lookup  wall time of embedding.lookup(ids) on --repeat batches of
-//                 --batch seeded random ids, after one untimed fit (tt, pca/svd,
-//                 or the dense table itself): microseconds per row, rows per second.
+//                 --batch seeded random ids, after one untimed fit of any table
+//                 method that needs only the table (its flags, else its example
+//                 setting), or of the dense table itself: microseconds per row.
 //   bench lle     wall time of the LLE fit with the first --common ids common and
 //                 --k neighbours: the exact k-NN search plus the per-row solves.
 // Every synthetic mode reports peak RSS (VmHWM), the RSS right after the table was
@@ -48,10 +49,13 @@
 #include "embedlab/compress.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/low_rank.hpp"
+#include "embedlab/name_table.hpp"
 #include "embedlab/partial_sparse.hpp"
+#include "embedlab/table_method.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "frequency_text.hpp"
 #include "llamacpp_compare.hpp"
+#include "method_flags.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
@@ -266,9 +270,13 @@ struct LowRankChoice {
     int64_t rank = 0;
 };
 
-LowRankChoice low_rank_choice(const Args& args, const std::string& method, int64_t dim)
+// bench pca times fit_low_rank itself; --method picks its centring.
+constexpr Named<LowRankKind> kLowRankKinds[]{{LowRankKind::PCA, "pca"}, {LowRankKind::SVD, "svd"}};
+
+LowRankChoice low_rank_choice(const Args& args, int64_t dim)
 {
-    return {method == "svd" ? LowRankKind::SVD : LowRankKind::PCA,
+    const std::string name = args.get("--method").value_or("pca");
+    return {value_named(kLowRankKinds, name, "bench pca: --method must be pca or svd, got '" + name + "'"),
             args.get_int("--rank", std::min<int64_t>(128, dim), 1, dim)};
 }
 
@@ -399,10 +407,7 @@ int bench_pca(const std::vector<std::string>& argv)
 {
     Args args("bench pca", argv, with_table_options({"--rank", "--method"}), kSwitches);
     Table t = table_spec(args, "bench pca");
-    const std::string method = args.get("--method").value_or("pca");
-    if (method != "pca" && method != "svd")
-        throw InputError("bench pca: --method must be pca or svd, got '" + method + "'");
-    const LowRankChoice choice = low_rank_choice(args, method, t.dim);
+    const LowRankChoice choice = low_rank_choice(args, t.dim);
     const int64_t repeat = args.get_int("--repeat", 3, 1, 10000);
     build_table(t);
     LowRankFit fit;
@@ -497,56 +502,62 @@ int bench_lle(const std::vector<std::string>& argv)
     return report(args, "lle", t, peak, figures);
 }
 
-void reject_options(const Args& args, const std::string& method, const std::vector<std::string>& options)
-{
-    for (const auto& o : options)
-        if (args.has(o))
-            throw InputError("bench lookup: " + o + " does not apply to --method " + method);
-}
+// The dense table itself: the baseline bench lookup compares a method's lookup with.
+constexpr const char* kDenseBaseline = "dense";
 
 int bench_lookup(const std::vector<std::string>& argv)
 {
-    Args args("bench lookup", argv,
-              with_table_options({"--method", "--batch", "--rank", "--shape", "--ranks", "--eps"}),
-              kSwitches);
+    std::set<std::string> valued = with_table_options({"--method", "--batch"}), switches = kSwitches;
+    add_method_flags(valued, switches);
+    Args args("bench lookup", argv, valued, switches);
     Table t = table_spec(args, "bench lookup");
     const std::string method = args.get("--method").value_or("tt");
     const int64_t batch = args.get_int("--batch", 4096, 1, 1 << 24);
     const int64_t repeat = args.get_int("--repeat", 20, 1, 100000);
-    std::optional<TensorTrainOptions> tt;
-    std::optional<LowRankChoice> low_rank;
-    if (method == "tt") {
-        reject_options(args, method, {"--rank"});
-        tt = tt_options(args, "bench lookup", t.dim);
-    } else if (method == "pca" || method == "svd") {
-        reject_options(args, method, {"--shape", "--ranks", "--eps"});
-        low_rank = low_rank_choice(args, method, t.dim);
-    } else if (method == "dense") {
-        reject_options(args, method, {"--rank", "--shape", "--ranks", "--eps"});
+    const bool dense = method == kDenseBaseline;
+    // A method's setting: its flags, else its example (TableMethod::fill_example), checked.
+    CompressionRequest request;
+    request.method = method;
+    method_flags_into(args, request);
+    if (dense) {
+        CompressionRequest bare;
+        bare.method = method;
+        if (request_json(request) != request_json(bare))
+            throw InputError(
+                "bench lookup: --method dense takes no method flags (it times the table itself)");
     } else {
-        throw InputError("bench lookup: --method must be tt, pca, svd or dense, got '" + method + "'");
+        const TableMethod* m = nullptr;
+        try {
+            m = &table_method(method);
+        } catch (const InputError& e) {
+            throw InputError("bench lookup: " + std::string(e.what()) + " (or --method dense)");
+        }
+        if (method_descriptor(method).needs_frequency_text)
+            throw InputError("bench lookup: --method " + method +
+                             " needs token frequencies (its common/rare split); bench lle times its fit");
+        m->fill_example(request, t.dim);
+        check_request(request, t.dim, "bench lookup", field_flag);
     }
     build_table(t);
     const auto ids = torch::randint(t.vocab, {repeat, batch}, torch::kLong); // seeded by build_table
 
     // The untimed fit; then the table is released unless it is the embedding.
-    std::shared_ptr<TokenEmbedding> emb;
+    std::shared_ptr<const TokenEmbedding> emb;
     Json figures;
     const bool quiet = args.has("--quiet");
-    if (tt) {
-        const auto fit = run_tensor_train(t, *tt, "bench lookup: fit", quiet);
-        figures = tt_json(fit);
-        emb = std::make_shared<TensorTrainTokenEmbedding>(fit);
-    } else if (low_rank) {
-        const auto fit = run_low_rank(t, *low_rank, "bench lookup: fit", quiet);
-        figures = low_rank_json(fit);
-        emb = std::make_shared<LowRankTokenEmbedding>(fit);
-    } else {
-        figures = {{"method", "dense"}};
+    if (dense) {
+        figures = {{"method", kDenseBaseline}};
         emb = std::make_shared<DenseTokenEmbedding>(t.E);
-    }
-    if (method != "dense")
+    } else {
+        ProgressPrinter p("bench lookup: fit", "steps", quiet);
+        const auto c = compress_table(t.E, embedlab::table_spec(request, t.dim), 0, p.callback());
+        figures = {{"method", method},
+                   {"setting", table_method(method).parameters(c.spec)},
+                   {"spec", spec_json(c.spec)},
+                   {"relative_frobenius", c.reconstruction.relative_frobenius}};
+        emb = c.embedding;
         t.E = torch::Tensor();
+    }
     figures["parameters"] = emb->parameter_count();
 
     c10::InferenceMode guard;

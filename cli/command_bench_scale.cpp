@@ -74,17 +74,6 @@ Outcome run_child(const fs::path& exe, const std::vector<std::string>& args)
     return o;
 }
 
-// The 3-factor shape of d with the smallest largest factor (768 -> 8x8x12).
-std::vector<int64_t> balanced_tt_shape(int64_t dim)
-{
-    std::vector<int64_t> best;
-    for (const auto& s : tt_shapes(dim, 3))
-        if (best.empty() ||
-            *std::max_element(s.begin(), s.end()) < *std::max_element(best.begin(), best.end()))
-            best = s;
-    return best;
-}
-
 std::string joined_ints(const std::vector<int64_t>& v)
 {
     std::string s;
@@ -160,7 +149,7 @@ int bench_scale(const std::vector<std::string>& argv)
         io::read_regular_file(config_path, io::metadata_file_cap, "config file"), config_path.string());
     const int64_t ctx = config.max_positions > 0 ? std::min<int64_t>(128, config.max_positions) : 128;
     const int64_t d = config.hidden_size;
-    const std::vector<int64_t> tt_shape = balanced_tt_shape(d);
+    const std::vector<int64_t> tt_shape = balanced_tt_shape(d, "bench scale");
     if (tt_shape.empty())
         not_applicable["tt"] = "d = " + std::to_string(d) + " has no 3-factor shape";
 

@@ -36,7 +36,7 @@ commands:
                                                tokens per second, one window at a time vs batched
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
            pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
-           lookup: [--method tt|pca|svd|dense] [--batch B] + the pca/tt options
+           lookup: [--method M|dense (tt)] [--batch B] + the method's flags (else a typical setting)
            lle: [--common C (10000)] [--k K (5)] [--reg R] [--knn exact|ivf [--nlist N] [--nprobe P]]
                                                fit / lookup timings and peak RSS on a synthetic table
   account  --method M --vocab V [--dim d] + the method's flags, as compress takes them: pca|svd --rank K,

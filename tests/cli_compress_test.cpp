@@ -243,6 +243,41 @@ TEST(CliBench, TensorTrainPerTokenRanksStoreLessThanUniform)
     EXPECT_NE(refused.err.find("--uniform-ranks goes with --eps"), std::string::npos) << refused.err;
 }
 
+// bench lookup times any table method's lookup through its own fit: the method's flags,
+// else its example setting; the setting and parameter count are the method's own.
+TEST(CliBench, LookupTakesAnyTableMethodByItsFlags)
+{
+    const std::vector<std::string> base{"bench",    "lookup", "--vocab", "300", "--dim",  "64",
+                                        "--repeat", "2",      "--batch", "64",  "--json", "--quiet"};
+    auto with = [&](std::vector<std::string> more) {
+        auto args = base;
+        args.insert(args.end(), more.begin(), more.end());
+        return cli(args);
+    };
+    const auto quant = json_of(with({"--method", "quant", "--type", "q4_0"}));
+    EXPECT_EQ(quant["setting"], "type q4_0");
+    EXPECT_EQ(quant["parameters"], 300 * 64);
+    EXPECT_GT(quant["relative_frobenius"].get<double>(), 0);
+    const auto pca = json_of(with({"--method", "pca", "--rank", "8"}));
+    EXPECT_EQ(pca["parameters"], 300 * 8 + 8 * 64 + 64);
+    const auto tt = json_of(with({})); // tt's example: the balanced shape, ranks 1,4,..,4,1
+    EXPECT_EQ(tt["spec"]["shape"], nlohmann::json({4, 4, 4}));
+    EXPECT_EQ(tt["spec"]["ranks"], nlohmann::json({1, 4, 4, 1}));
+    struct Refusal {
+        std::vector<std::string> args;
+        std::string message;
+    };
+    for (const auto& r : std::vector<Refusal>{
+             {{"--method", "lle", "--k", "3"}, "needs token frequencies"},
+             {{"--method", "dense", "--rank", "3"}, "--method dense takes no method flags"},
+             {{"--method", "tt", "--rank", "3"}, "bench lookup: --rank does not apply to method tt"},
+             {{"--method", "quant", "--type", "q4_k"}, "the width d = 64 is not a multiple of 256"}}) {
+        const auto refused = with(r.args);
+        EXPECT_EQ(refused.exit_code, 2) << r.message;
+        EXPECT_NE(refused.err.find(r.message), std::string::npos) << refused.err;
+    }
+}
+
 // --divergence: KL and top-1 against the original, in the record and on the sweep's rows.
 TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
 {

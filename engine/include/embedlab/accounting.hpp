@@ -161,6 +161,10 @@ void check_tt_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape,
 std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape);
 // Every ordered factorisation of d into n factors >= 2 (768 -> 8x8x12, 4x4x6x8, ...).
 std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n);
+// The most balanced 3-factor shape of d (tt's shape when the request gives none):
+// smallest largest factor, then largest smallest (8x8x12 for 768, 4x4x8 for 128).
+// InputError "<label>: d = .. has no 3-factor shape" for a d with none.
+std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label);
 
 // Tucker (METHODS 5's optional baseline): shape I_1..I_N with product d and one rank
 // per mode, 1 <= r_k <= I_k (no boundary ranks, unlike tt). InputError naming the problem.

@@ -111,8 +111,4 @@ std::vector<int64_t> special_token_ids(const Tokenizer& tokenizer);
 FrequencyText read_frequency_text(const std::filesystem::path& file, const Tokenizer& tokenizer,
                                   int64_t vocab_size, double keep_ratio);
 
-// The most balanced 3-factor shape of d (tt's shape when the request gives none):
-// smallest largest factor, then largest smallest (8x8x12 for 768, 4x4x8 for 128).
-std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label);
-
 } // namespace embedlab

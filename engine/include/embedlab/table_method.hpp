@@ -57,6 +57,14 @@ public:
     virtual void fill_account_defaults(CompressionRequest& request) const;
     virtual EmbeddingAccounting account(const CompressionRequest& request, int64_t vocab, int64_t dim,
                                         int64_t model_params) const;
+    // The spec's values beyond the request's own fields (table_spec): tt's default shape,
+    // lle's neighbour search. Nothing by default.
+    virtual void complete_spec(CompressionSpec&, const CompressionRequest&, int64_t /*d*/) const {}
+    // A typical setting for a table of width d, in the fields the request leaves at their
+    // defaults: what `embedlab-cli bench lookup --method M` runs without the method's
+    // flags (pca: rank min(128, d); tt: 8x8x12 or the balanced shape, ranks 1,4,..,4,1).
+    // Nothing by default: the method's flags are then required, as compress requires them.
+    virtual void fill_example(CompressionRequest&, int64_t /*d*/) const {}
     // What a reader of the accounting should know of this method's numbers, in a sentence
     // or two (the CLI prints it under account's table); none by default.
     virtual std::string accounting_note(const EmbeddingAccounting&) const { return {}; }
@@ -68,6 +76,11 @@ public:
 EmbeddingAccounting account_without_table(CompressionRequest request, int64_t vocab, int64_t dim,
                                           int64_t model_params, const std::string& label,
                                           const FieldName& field_name = {});
+
+// The spec a table method fits from a request, for a table of width d: the request's
+// fields, then the method's complete_spec. The lle methods' frequency split and unk id
+// come from the model and text (the experiment API sets them).
+CompressionSpec table_spec(const CompressionRequest& request, int64_t d);
 
 // Every table method, in the registry's order, then those registered.
 const std::vector<const TableMethod*>& table_methods();

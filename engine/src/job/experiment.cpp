@@ -276,30 +276,9 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
 CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescriptor& m, const LoadedModel& lm,
                                std::shared_ptr<const FrequencySplit> split)
 {
-    const int64_t d = lm.model->config().embedding_dim();
-    CompressionSpec spec;
-    spec.method = m.name;
-    spec.rank = r.rank;
-    spec.shape = m.id == Method::TT && r.shape.empty() ? balanced_tt_shape(d, r.model) : r.shape;
-    spec.ranks = r.ranks;
-    spec.eps = r.ranks.empty() ? r.eps : 0;
-    spec.uniform_ranks = r.uniform_ranks;
+    CompressionSpec spec = table_spec(r, lm.model->config().embedding_dim());
     spec.split = std::move(split);
-    spec.k = m.needs_frequency_text ? std::max<int64_t>(r.k, 1) : 0;
-    spec.reg = r.reg;
-    if (m.id == Method::LLE)
-        spec.knn = {.kind = parse_knn_kind(r.knn), .nlist = r.nlist, .nprobe = r.nprobe, .seed = r.seed};
     spec.unk_id = m.needs_frequency_text && lm.tokenizer ? lm.tokenizer->unk_id().value_or(-1) : -1;
-    spec.mlp = r.mlp;
-    spec.hidden_ratio = r.hidden_ratio;
-    spec.norm = r.norm;
-    spec.loss = r.loss;
-    spec.steps = r.steps;
-    spec.lr = r.lr;
-    spec.batch = r.fit_batch;
-    spec.weight_decay = r.weight_decay;
-    spec.seed = r.seed;
-    spec.type = r.type;
     return spec;
 }
 
@@ -413,19 +392,6 @@ Json FrequencyText::json() const
             {"keep_ratio", split->keep_ratio},
             {"common", split->common.size()},
             {"rare", split->rare.size()}};
-}
-
-std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label)
-{
-    auto shapes = tt_shapes(d, 3);
-    if (shapes.empty())
-        throw InputError(label + ": d = " + std::to_string(d) + " has no 3-factor shape for tt");
-    auto spread = [](const std::vector<int64_t>& s) {
-        const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
-        return std::pair(*hi, -*lo);
-    };
-    return *std::min_element(shapes.begin(), shapes.end(),
-                             [&](const auto& a, const auto& b) { return spread(a) < spread(b); });
 }
 
 const LanguageModel& CompressionRun::compressed_model() const

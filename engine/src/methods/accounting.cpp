@@ -484,4 +484,17 @@ std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n)
     return out;
 }
 
+std::vector<int64_t> balanced_tt_shape(int64_t d, const std::string& label)
+{
+    auto shapes = tt_shapes(d, 3);
+    if (shapes.empty())
+        throw InputError(label + ": d = " + std::to_string(d) + " has no 3-factor shape for tt");
+    auto spread = [](const std::vector<int64_t>& s) {
+        const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
+        return std::pair(*hi, -*lo);
+    };
+    return *std::min_element(shapes.begin(), shapes.end(),
+                             [&](const auto& a, const auto& b) { return spread(a) < spread(b); });
+}
+
 } // namespace embedlab

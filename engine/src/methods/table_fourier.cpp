@@ -16,6 +16,12 @@ public:
         return double(r.steps) * double(r.fit_batch) * 12 * d * d; // forward + backward
     }
 
+    void fill_example(CompressionRequest& r, int64_t) const override
+    {
+        if (r.steps == 0)
+            r.steps = 200;
+    }
+
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override
     {

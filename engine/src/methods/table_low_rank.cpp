@@ -1,4 +1,6 @@
 // pca and svd (METHODS 1): low-rank factors of the table, E ~ mu + Z P or E ~ Z P.
+#include <algorithm>
+
 #include "embedlab/low_rank.hpp"
 #include "methods/table_method_support.hpp"
 
@@ -42,6 +44,12 @@ public:
     }
 
     void fill_account_defaults(CompressionRequest&) const override {} // counted as given
+
+    void fill_example(CompressionRequest& r, int64_t d) const override
+    {
+        if (r.rank == 0)
+            r.rank = std::min<int64_t>(128, d);
+    }
 
     EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t dim,
                                 int64_t model_params) const override

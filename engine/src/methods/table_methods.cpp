@@ -1,4 +1,6 @@
 // The table methods (table_method.hpp): one line per method, in the registry's order.
+#include <algorithm>
+
 #include "methods/table_method_support.hpp"
 
 namespace embedlab {
@@ -69,6 +71,32 @@ void TableMethod::fill_account_defaults(CompressionRequest& request) const
 EmbeddingAccounting TableMethod::account(const CompressionRequest& request, int64_t, int64_t, int64_t) const
 {
     counted_after_a_fit(request.method);
+}
+
+CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
+{
+    const TableMethod& method = table_method(r.method);
+    CompressionSpec spec;
+    spec.method = method.name();
+    spec.rank = r.rank;
+    spec.shape = r.shape;
+    spec.ranks = r.ranks;
+    spec.eps = r.ranks.empty() ? r.eps : 0;
+    spec.uniform_ranks = r.uniform_ranks;
+    spec.k = method_descriptor(r.method).needs_frequency_text ? std::max<int64_t>(r.k, 1) : 0;
+    spec.reg = r.reg;
+    spec.mlp = r.mlp;
+    spec.hidden_ratio = r.hidden_ratio;
+    spec.norm = r.norm;
+    spec.loss = r.loss;
+    spec.steps = r.steps;
+    spec.lr = r.lr;
+    spec.batch = r.fit_batch;
+    spec.weight_decay = r.weight_decay;
+    spec.seed = r.seed;
+    spec.type = r.type;
+    method.complete_spec(spec, r, d);
+    return spec;
 }
 
 EmbeddingAccounting account_without_table(CompressionRequest request, int64_t vocab, int64_t dim,

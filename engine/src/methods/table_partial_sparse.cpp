@@ -1,6 +1,7 @@
 // lle, lle-unk, lle-pca (METHODS 2): the common rows kept, each rare row rebuilt from
 // its k nearest common rows (lle), one fallback row (lle-unk) or the common rows' PCA
 // basis (lle-pca).
+#include "embedlab/partial_sparse.hpp"
 #include "embedlab/text_format.hpp"
 #include "methods/table_method_support.hpp"
 
@@ -15,6 +16,12 @@ public:
     double fit_work(const CompressionRequest& r, double v, double d) const override
     {
         return 2 * (1 - r.keep_ratio) * r.keep_ratio * v * v * d; // the exact kNN products
+    }
+
+    void complete_spec(CompressionSpec& spec, const CompressionRequest& r, int64_t) const override
+    {
+        if (kind_ == PartialSparseKind::LLE) // its neighbour search (lle-unk, lle-pca have none)
+            spec.knn = {.kind = parse_knn_kind(r.knn), .nlist = r.nlist, .nprobe = r.nprobe, .seed = r.seed};
     }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,

@@ -68,6 +68,12 @@ public:
 
     void fill_account_defaults(CompressionRequest&) const override {} // counted as given
 
+    void fill_example(CompressionRequest& r, int64_t) const override
+    {
+        if (r.type.empty())
+            r.type = "q8_0";
+    }
+
     EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t dim,
                                 int64_t model_params) const override
     {

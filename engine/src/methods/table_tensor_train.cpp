@@ -76,6 +76,23 @@ public:
         j["svd_equal_size_energy"] = energy_json(a.svd_equal_size_energy);
     }
 
+    void complete_spec(CompressionSpec& spec, const CompressionRequest& r, int64_t d) const override
+    {
+        if (spec.shape.empty())
+            spec.shape = balanced_tt_shape(d, r.model.empty() ? "tt" : r.model);
+    }
+
+    void fill_example(CompressionRequest& r, int64_t d) const override
+    {
+        if (r.shape.empty())
+            r.shape = balanced_tt_shape(d, "tt");
+        if (r.ranks.empty() && r.eps == 0) { // 1,4,..,4,1 within the caps
+            r.ranks = tt_rank_caps(r.shape);
+            for (size_t k = 1; k + 1 < r.ranks.size(); ++k)
+                r.ranks[k] = std::min<int64_t>(4, r.ranks[k]);
+        }
+    }
+
     // Without ranks or eps: each position's cap, the full-rank train (as account always did).
     void fill_account_defaults(CompressionRequest& r) const override
     {

@@ -1,5 +1,7 @@
 // tucker (METHODS 5's baseline): HOSVD of the tensorised table, factors shared by
 // every token and one core per token.
+#include <algorithm>
+
 #include "embedlab/text_format.hpp"
 #include "embedlab/tucker.hpp"
 #include "methods/table_method_support.hpp"
@@ -66,6 +68,15 @@ public:
     }
 
     void fill_account_defaults(CompressionRequest&) const override {} // counted as given
+
+    void fill_example(CompressionRequest& r, int64_t d) const override
+    {
+        if (r.shape.empty())
+            r.shape = balanced_tt_shape(d, "tucker");
+        if (r.ranks.empty())
+            for (int64_t I : r.shape)
+                r.ranks.push_back(std::min<int64_t>(4, I));
+    }
 
     EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t,
                                 int64_t model_params) const override
