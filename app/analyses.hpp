@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -138,18 +139,11 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
                                           int max_shapes, const ProgressFn& progress,
                                           int64_t max_rows = kTensorTrainCandidateRows);
 
-// A default eps for the method panel's tt that compresses this model's table: the
-// smallest of 0.3, 0.4, .., 0.9 whose per-token TT (the balanced 3-factor shape,
-// as a request without a shape gets) stores at most 0.9 of the values on an evenly
-// spaced sample of at most 4096 rows (a margin for the full table); 0.9 when none
-// does. eps 0.3, the old default, stored 1.4-1.6x tinygpt2's table.
-struct TensorTrainDefault {
-    bool applies = false; // false for a model whose table is already compressed
-    double eps = 0.9;
-    double sample_ratio = 0; // the ratio measured on the sample at that eps
-    int64_t sample_rows = 0;
-};
-TensorTrainDefault compressing_tt_eps(const std::string& model, const ProgressFn& progress);
+// The default base.method picks from this model's table (picks_default_from_table,
+// default_from_table in table_method.hpp: tt's eps), or nullopt when the method picks
+// none or the model's table is already compressed.
+std::optional<TableDefault> table_default(const std::string& model, const CompressionRequest& base,
+                                          const ProgressFn& progress);
 
 // The Fourier token map (METHODS 4) for ids [first, end): the features T, the
 // original rows of a dense model and, when `model` is a fourier directory or

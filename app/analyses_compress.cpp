@@ -18,6 +18,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/table_method.hpp"
 #include "embedlab/tensor_train.hpp"
 
 namespace embedlab::app {
@@ -145,12 +146,6 @@ void write_file(const std::string& path, const std::string& bytes)
 }
 
 namespace {
-// round(linspace(0, V - 1, n)): n evenly spaced row ids, first and last included.
-torch::Tensor evenly_spaced_rows(int64_t v, int64_t n)
-{
-    return torch::linspace(0, static_cast<double>(v - 1), n, torch::kDouble).round().to(torch::kLong);
-}
-
 // The accounting of a TT fitted on n evenly spaced rows, for all V tokens: token t
 // takes the ranks of its nearest sampled row, round(t (n - 1) / (V - 1)).
 EmbeddingAccounting spread_sample_accounting(const CompressedEmbedding& c, int64_t v, int64_t n)
@@ -238,31 +233,16 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
 
 namespace embedlab::app {
 
-TensorTrainDefault compressing_tt_eps(const std::string& model, const ProgressFn& progress)
+std::optional<TableDefault> table_default(const std::string& model, const CompressionRequest& base,
+                                          const ProgressFn& progress)
 {
+    if (!picks_default_from_table(base.method))
+        return std::nullopt;
     auto lm = load_model(model, {.need_tokenizer = false});
     const auto* dense = dense_table(&lm.model->token_embedding());
-    TensorTrainDefault best;
     if (!dense)
-        return best; // a compressed table is not compressed again; nothing to choose
-    best.applies = true;
-    const int64_t v = dense->size(0), d = dense->size(1);
-    const int64_t n = std::min<int64_t>(v, 4096);
-    const torch::Tensor sample =
-        dense->index_select(0, evenly_spaced_rows(v, n)).to(torch::kFloat).contiguous();
-    const auto shape = balanced_tt_shape(d, model);
-    best.sample_rows = n;
-    const std::vector<double> grid = {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
-    for (size_t i = 0; i < grid.size(); ++i) {
-        const auto c = compress_table(
-            sample, {.method = "tt", .shape = shape, .eps = grid[i]}, 0,
-            detail::stage(progress, static_cast<int64_t>(i), 1, static_cast<int64_t>(grid.size())));
-        best.eps = grid[i];
-        best.sample_ratio = c.accounting.ratio;
-        if (c.accounting.ratio <= 0.9)
-            break;
-    }
-    return best;
+        return std::nullopt; // a compressed table is not compressed again; nothing to choose
+    return table_method(base.method).default_from_table(*dense, base, progress);
 }
 
 } // namespace embedlab::app

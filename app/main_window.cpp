@@ -127,9 +127,9 @@ MainWindow::MainWindow(QWidget* parent)
     export_button_->setToolTip("Write the selected row's compressed model (factorised, optionally dense)");
     connect(export_button_, &QPushButton::clicked, this, &MainWindow::chooseExport);
     tabs_->addTab(withControls(results_, results_controls), "Results");
-    connect(method_panel_, &MethodPanel::methodChanged, this, [this](const QString& method) {
-        if (method == "tt" && !model_path_.isEmpty())
-            chooseTensorTrainEps(model_path_);
+    connect(method_panel_, &MethodPanel::methodChanged, this, [this] {
+        if (!model_path_.isEmpty())
+            chooseTableDefault(model_path_);
     });
     connect(method_panel_, &MethodPanel::runRequested, this,
             [this] { runCompression(method_panel_->request(), method_panel_->target()); });
@@ -745,10 +745,9 @@ void MainWindow::openModel(const QString& path)
             rememberModel(path);
             analyse(path);
             computeShownView();
-            // tt's default eps is chosen when tt is the panel's method (seconds of
-            // TT fits: not on every load, where they would compete with the views).
-            if (method_panel_->method() == "tt")
-                chooseTensorTrainEps(path);
+            // A method's default from the table (tt's eps) is chosen when it is the
+            // panel's method (seconds of fits: not for every method on every load).
+            chooseTableDefault(path);
         };
     });
     load_jobs_[id] = path;

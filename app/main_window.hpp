@@ -108,9 +108,9 @@ private:
     void showSummary(const ModelSummary& s);
     void resetViews(); // every tab empty, for a newly loaded model
     void showJobStatus(int id, const QString& status);
-    void analyse(const QString& path);              // spectrum + importance jobs for the shown model
-    void computeShownView();                        // the lazy view on the current tab, if not done yet
-    void chooseTensorTrainEps(const QString& path); // the panel's tt eps: one that compresses
+    void analyse(const QString& path);            // spectrum + importance jobs for the shown model
+    void computeShownView();                      // the lazy view on the current tab, if not done yet
+    void chooseTableDefault(const QString& path); // the panel method's default from the table (tt's eps)
     void chooseModelDirectory();
     void chooseModelFile();
     void chooseFourierDirectory();
@@ -160,7 +160,7 @@ private:
     QHash<int, QString> job_status_; // a running job's own state, e.g. "Slurm 12: running on node3"
     QHash<int, QString> load_jobs_;  // load job id -> the path it loads
     QString facts_html_;             // the loaded model's facts
-    QString tt_eps_chosen_for_;      // the model whose tt default eps was chosen
+    QSet<QString> defaults_chosen_;  // "method\nmodel" whose table default was chosen
     QString model_path_;             // the shown model ("" until one loaded)
     int64_t model_dim_ = 0;          // its hidden size
     int64_t model_vocab_ = 0;        // and vocabulary

@@ -124,23 +124,27 @@ void MainWindow::analyse(const QString& path)
                  });
 }
 
-void MainWindow::chooseTensorTrainEps(const QString& path)
+void MainWindow::chooseTableDefault(const QString& path)
 {
-    if (tt_eps_chosen_for_ == path)
-        return; // once per model
-    tt_eps_chosen_for_ = path;
-    jobs_.submit("Tensor-Train: a compressing default eps",
-                 [this, path](const ProgressFn& progress) -> std::function<void()> {
-                     const auto t = compressing_tt_eps(path.toStdString(), progress);
-                     return [this, t, path] {
-                         if (!t.applies || path != model_path_)
+    const CompressionRequest base = method_panel_->request();
+    const QString key = QString::fromStdString(base.method) + "\n" + path;
+    if (!picks_default_from_table(base.method) || defaults_chosen_.contains(key))
+        return; // once per method and model
+    defaults_chosen_.insert(key);
+    jobs_.submit(QString::fromStdString(base.method) + ": a default from the table",
+                 [this, path, base](const ProgressFn& progress) -> std::function<void()> {
+                     const auto picked = table_default(path.toStdString(), base, progress);
+                     return [this, picked, path, base] {
+                         if (!picked || path != model_path_ || method_panel_->request().method != base.method)
                              return;
-                         method_panel_->setEps(t.eps);
-                         statusBar()->showMessage(
-                             QString("tt default eps %1: stores %2 of the table on a %3-row sample")
-                                 .arg(t.eps, 0, 'g', 2)
-                                 .arg(t.sample_ratio, 0, 'f', 2)
-                                 .arg(t.sample_rows));
+                         // Only the fields the method picked: the user's other edits stay.
+                         auto now = method_panel_->request();
+                         const auto before = request_json(base), after = request_json(picked->request);
+                         for (const auto& [field, value] : after.items())
+                             if (!before.contains(field) || before[field] != value)
+                                 set_request_field(now, field, value);
+                         method_panel_->setRequest(now);
+                         statusBar()->showMessage(QString::fromStdString(picked->how));
                      };
                  });
 }

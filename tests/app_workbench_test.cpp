@@ -439,10 +439,16 @@ TEST(Workbench, SpectrumOverlaysAnotherModelAndTheValueHeads)
 // Tensor-Train view and the results table.
 TEST(Workbench, TheDefaultTensorTrainEpsCompressesAndRatiosAboveOneAreFlagged)
 {
-    const auto chosen = embedlab::app::compressing_tt_eps(embedlab::app::default_model(), {});
-    ASSERT_TRUE(chosen.applies);
+    const auto picked = embedlab::app::table_default(embedlab::app::default_model(), {.method = "tt"}, {});
+    ASSERT_TRUE(picked);
+    struct {
+        double eps, sample_ratio;
+    } chosen{picked->request.eps, picked->measured["sample_ratio"].get<double>()};
     EXPECT_LE(chosen.sample_ratio, 0.9);
-    EXPECT_EQ(chosen.sample_rows, 4096);
+    EXPECT_EQ(picked->measured["sample_rows"], 4096);
+    EXPECT_NE(picked->how.find("on a 4096-row sample"), std::string::npos) << picked->how;
+    EXPECT_FALSE(embedlab::app::table_default(embedlab::app::default_model(), {.method = "pca"}, {}))
+        << "pca picks no default from the table";
     auto lm = embedlab::load_model(embedlab::app::default_model(), {.need_tokenizer = false});
     const auto table = embedlab::dense_table(&lm.model->token_embedding())->to(torch::kFloat);
     const auto at = [&](double eps) {

@@ -156,6 +156,17 @@ struct MethodApplicability {
 };
 std::vector<MethodApplicability> method_applicability(const ModelConfig& config);
 
+// A setting a method picks from a model's own table, for a front end to offer as the
+// method's default (table_method.hpp's default_from_table: the workbench's tt eps).
+struct TableDefault {
+    CompressionRequest request;      // the base request with the picked fields set
+    std::string how;                 // a sentence saying what was picked, and from what
+    nlohmann::ordered_json measured; // the figures the pick rests on (tt: eps, sample_ratio, sample_rows)
+};
+// Whether `method` is a table method that picks a default from the table (false for
+// any other name), so a front end knows whether to load a table for it.
+bool picks_default_from_table(const std::string& method);
+
 // The request in a few words, e.g. "lle keep 0.5, k 8 + LoRA r 8, 100 steps".
 std::string describe_request(const CompressionRequest& request);
 

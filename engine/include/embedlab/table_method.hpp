@@ -15,6 +15,7 @@
 // before any other thread reads the list.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,16 @@ public:
     // flags (pca: rank min(128, d); tt: 8x8x12 or the balanced shape, ranks 1,4,..,4,1).
     // Nothing by default: the method's flags are then required, as compress requires them.
     virtual void fill_example(CompressionRequest&, int64_t /*d*/) const {}
+    // A default picked from the table itself (TableDefault, experiment_request.hpp), for
+    // a front end to offer once a model is loaded; seconds of work, so a front end asks
+    // only a method that picks_default_from_table. None by default.
+    virtual bool picks_default_from_table() const { return false; }
+    virtual std::optional<TableDefault> default_from_table(const torch::Tensor& /*table*/,
+                                                           const CompressionRequest& /*base*/,
+                                                           const ProgressFn& /*progress*/) const
+    {
+        return std::nullopt;
+    }
     // What a reader of the accounting should know of this method's numbers, in a sentence
     // or two (the CLI prints it under account's table); none by default.
     virtual std::string accounting_note(const EmbeddingAccounting&) const { return {}; }
@@ -81,6 +92,9 @@ EmbeddingAccounting account_without_table(CompressionRequest request, int64_t vo
 // fields, then the method's complete_spec. The lle methods' frequency split and unk id
 // come from the model and text (the experiment API sets them).
 CompressionSpec table_spec(const CompressionRequest& request, int64_t d);
+
+// round(linspace(0, v - 1, n)): n evenly spaced row ids [n] (int64), first and last included.
+torch::Tensor evenly_spaced_rows(int64_t v, int64_t n);
 
 // Every table method, in the registry's order, then those registered.
 const std::vector<const TableMethod*>& table_methods();

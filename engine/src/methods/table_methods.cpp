@@ -73,6 +73,22 @@ EmbeddingAccounting TableMethod::account(const CompressionRequest& request, int6
     counted_after_a_fit(request.method);
 }
 
+bool picks_default_from_table(const std::string& method)
+{
+    const auto* m = find_method(method);
+    if (!m || m->part != CompressedPart::TokenEmbedding)
+        return false;
+    for (const TableMethod* t : table_methods())
+        if (t->name() == m->name)
+            return t->picks_default_from_table();
+    return false;
+}
+
+torch::Tensor evenly_spaced_rows(int64_t v, int64_t n)
+{
+    return torch::linspace(0, static_cast<double>(v - 1), n, torch::kDouble).round().to(torch::kLong);
+}
+
 CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
 {
     const TableMethod& method = table_method(r.method);

@@ -1,5 +1,6 @@
 // tt (METHODS 5, TensorSLM): each token's row as a Tensor-Train of cores, with given
 // inner ranks, or each token its own ranks from an accuracy eps (eq. 14).
+#include <algorithm>
 #include <cstdio>
 
 #include "embedlab/tensor_train.hpp"
@@ -80,6 +81,43 @@ public:
     {
         if (spec.shape.empty())
             spec.shape = balanced_tt_shape(d, r.model.empty() ? "tt" : r.model);
+    }
+
+    // The smallest eps of 0.3, 0.4, .., 0.9 whose per-token TT stores at most 0.9 of the
+    // values on an evenly spaced sample of at most 4096 rows (a margin for the whole
+    // table); 0.9 when none does. eps 0.3, the old default, stored 1.4-1.6x tinygpt2's.
+    bool picks_default_from_table() const override { return true; }
+    std::optional<TableDefault> default_from_table(const torch::Tensor& table, const CompressionRequest& base,
+                                                   const ProgressFn& progress) const override
+    {
+        const int64_t v = table.size(0), d = table.size(1);
+        const int64_t n = std::min<int64_t>(v, 4096);
+        const torch::Tensor sample =
+            table.index_select(0, evenly_spaced_rows(v, n)).to(torch::kFloat).contiguous();
+        const auto shape = base.shape.empty() ? balanced_tt_shape(d, "tt") : base.shape;
+        const std::vector<double> grid = {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+        TableDefault picked{.request = base};
+        picked.request.ranks.clear();
+        double ratio = 0;
+        for (size_t i = 0; i < grid.size(); ++i) {
+            const auto c = compress_table(
+                sample, {.method = "tt", .shape = shape, .eps = grid[i], .uniform_ranks = base.uniform_ranks},
+                0,
+                progress ? ProgressFn([&progress, i, steps = static_cast<int64_t>(grid.size())](int64_t done,
+                                                                                                int64_t of) {
+                    return of <= 0 || progress(static_cast<int64_t>(i) * of + done, steps * of);
+                })
+                         : ProgressFn{});
+            picked.request.eps = grid[i];
+            ratio = c.accounting.ratio;
+            if (ratio <= 0.9)
+                break;
+        }
+        picked.measured = {{"eps", picked.request.eps}, {"sample_ratio", ratio}, {"sample_rows", n}};
+        picked.how = "tt default eps " + short_number(picked.request.eps) + ": stores " +
+                     std::to_string(ratio).substr(0, 4) + " of the table on a " + std::to_string(n) +
+                     "-row sample";
+        return picked;
     }
 
     void fill_example(CompressionRequest& r, int64_t d) const override
