@@ -13,106 +13,6 @@
 
 namespace embedlab::cli {
 
-namespace {
-
-// --shape I1,I2,.. of a tensorised method (tt, tucker), each factor in 1..d; without
-// it, InputError "compress: --method <method> needs --shape ... with product d = <d><more>".
-std::vector<int64_t> shape_option(const Args& args, const std::string& method, int64_t d,
-                                  const std::string& more)
-{
-    auto shape = args.get_int_list("--shape", 1, d);
-    if (shape.empty())
-        throw InputError("compress: --method " + method +
-                         " needs --shape I1,I2,.. with product d = " + std::to_string(d) + more);
-    return shape;
-}
-
-CompressionSpec spec_from_args(const Args& args, int64_t d)
-{
-    CompressionSpec spec;
-    spec.method = args.required("--method", method_names("|"));
-    const auto* known = find_method(spec.method);
-    const Method id = known ? known->id : Method::Flat; // flat is compress_flat's: here it is unknown
-    if (id == Method::PCA || id == Method::SVD) {
-        if (!args.has("--rank"))
-            throw InputError("compress: --method " + spec.method + " needs --rank K (1.." +
-                             std::to_string(d) + ")");
-        spec.rank = args.get_int("--rank", 0, 1, d);
-    } else if (id == Method::TT) {
-        spec.shape = shape_option(args, "tt", d, " (embedlab-cli account lists the factorisations)");
-        spec.ranks = args.get_int_list("--ranks", 1, d);
-        if (args.has("--eps") == !spec.ranks.empty())
-            throw InputError("compress: --method tt needs exactly one of --ranks 1,r1,..,1 or --eps E");
-        spec.eps = args.get_double("--eps", 0, 0, 1);
-        spec.uniform_ranks = args.has("--uniform-ranks");
-        if (spec.uniform_ranks && !args.has("--eps"))
-            throw InputError("compress: --uniform-ranks applies to --eps (given --ranks are every token's)");
-    } else if (id == Method::Tucker) {
-        // Tucker's own ranks: one per mode, r_1..r_N (tt's have N + 1 with boundary 1s).
-        spec.shape = shape_option(args, "tucker", d, " (as tt's) and --ranks r1,r2,.. (one per factor)");
-        spec.ranks = args.get_int_list("--ranks", 1, d);
-        if (spec.ranks.empty())
-            throw InputError("compress: --method tucker needs --ranks r1,..,rN, one per --shape factor "
-                             "(1 <= r_k <= I_k)");
-        for (const char* o : {"--eps", "--uniform-ranks"})
-            if (args.has(o))
-                throw InputError(std::string("compress: ") + o +
-                                 " applies to --method tt only (tucker takes "
-                                 "--ranks r1,..,rN)");
-        check_tucker_shape_and_ranks(d, spec.shape, spec.ranks);
-    } else if (known && known->needs_frequency_text) {
-        if (id != Method::LLEUnk && !args.has("--k"))
-            throw InputError("compress: --method " + spec.method +
-                             " needs --k K (neighbours, or basis size)");
-        spec.k = args.get_int("--k", 1, 1, d);
-        spec.reg = args.get_double("--reg", 1e-3, 0, 1e6);
-    } else if (id == Method::Fourier) {
-        const auto mlp = args.get("--mlp");
-        if (!mlp)
-            throw InputError("compress: --method fourier needs --mlp linear|geglu");
-        if (*mlp != "linear" && *mlp != "geglu")
-            throw InputError("compress: --mlp must be linear or geglu, got '" + *mlp + "'");
-        spec.mlp = *mlp;
-        if (args.has("--hidden-ratio") && spec.mlp != "geglu")
-            throw InputError("compress: --hidden-ratio applies to --mlp geglu only");
-        spec.hidden_ratio = args.get_double("--hidden-ratio", 0.25, 0, kMaxFourierHiddenRatio);
-        if (!(spec.hidden_ratio > 0))
-            throw InputError("compress: --hidden-ratio must be positive, got " + *args.get("--hidden-ratio"));
-        spec.norm = args.has("--norm");
-        spec.loss = args.get("--loss").value_or("mse");
-        if (spec.loss != "mse" && spec.loss != "cosine")
-            throw InputError("compress: --loss must be mse or cosine, got '" + spec.loss + "'");
-        if (!args.has("--steps"))
-            throw InputError("compress: --method fourier needs --steps N (AdamW steps, e.g. 2000)");
-        spec.steps = args.get_int("--steps", 0, 1, 100'000'000);
-        spec.lr = args.get_double("--lr", 1e-3, 0, 10);
-        if (!(spec.lr > 0))
-            throw InputError("compress: --lr must be positive, got " + *args.get("--lr"));
-        spec.batch = args.get_int("--fit-batch", 4096, 1, 1'000'000'000);
-        spec.weight_decay = args.get_double("--weight-decay", 0.01, 0, 10);
-        spec.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
-    } else if (!known) {
-        throw InputError("compress: unknown --method '" + spec.method + "' (" + method_names() + ")");
-    } // any other method's fields are its request's (method_flags_into), checked by check_request
-
-    if (id != Method::Fourier)
-        for (const char* o : {"--mlp", "--hidden-ratio", "--norm", "--loss", "--steps", "--lr", "--fit-batch",
-                              "--weight-decay"})
-            if (args.has(o))
-                throw InputError(std::string("compress: ") + o + " applies to --method fourier only");
-    // The seed of fourier's fit, or of lle's IVF k-means and recall sample.
-    if (args.has("--seed") && id != Method::Fourier && !(id == Method::LLE && args.get("--knn") == "ivf"))
-        throw InputError("compress: --seed applies to --method fourier and to --method lle --knn ivf");
-    return spec;
-}
-
-Method id_of(const CompressionSpec& spec)
-{
-    return method_descriptor(spec.method).id;
-}
-
-} // namespace
-
 int command_compress(const std::vector<std::string>& argv)
 {
     if (peek_option(argv, "--method") == "flat")
@@ -124,8 +24,11 @@ int command_compress(const std::vector<std::string>& argv)
         switches{"--dense", "--force", "--positions", "--json", "--quiet", "--divergence"};
     add_method_flags(valued, switches);
     Args args("compress", argv, valued, switches);
-    const auto* method = find_method(args.get("--method").value_or(""));
-    const bool lle = method && method->needs_frequency_text;
+    const std::string method_name = args.required("--method", method_names("|"));
+    const auto* method = find_method(method_name);
+    if (!method)
+        throw InputError("compress: unknown --method '" + method_name + "' (" + method_names() + ")");
+    const bool lle = method->needs_frequency_text;
     const auto path = model_argument(args);
     const std::string out = args.required("--out", "DIR");
     prepare_output_directory(out, args.has("--force"), input_paths(args, {path})); // now, not after the fit
@@ -137,12 +40,11 @@ int command_compress(const std::vector<std::string>& argv)
         throw InputError(path.string() +
                          ": is already an EmbedLab compressed model; compress the original model");
     auto& model = *lm.model;
-    const auto spec = spec_from_args(args, model.config().hidden_size);
-    // The flags as an experiment request (experiment.hpp): the engine runs it.
+    // The flags as an experiment request (experiment.hpp): the engine checks and runs it.
     CompressionRequest request;
     request.model = path.string();
     request.tokenizer = args.get("--tokenizer").value_or("");
-    request.method = spec.method;
+    request.method = method_name;
     request.positions = args.has("--positions");
     // The method's fields, by their flags (--rank is "rank"; TensorSLM's energy model's
     // --nu, --tau, --device, --tokens too): check_request refuses one the method does not take.
@@ -172,10 +74,13 @@ int command_compress(const std::vector<std::string>& argv)
         if (knn.knn == "ivf")
             request.seed =
                 static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
-    }
-    if (id_of(spec) == Method::Fourier)
-        request.seed = spec.seed;
+    } else if (args.has("--seed")) // fourier's fit (and LoRA's adapters) start from it
+        request.seed =
+            static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
+    check_method_flags(args, method_name, "compress");
     eval_flags_into(args, model.max_context(), request);
+    // One checker, the engine's, naming the flags (--rank for "rank").
+    check_request(request, model.config().hidden_size, "compress", method_field_flag);
     const bool quiet = args.has("--quiet");
     StagePrinter stages(quiet);
     const auto run = run_compression(request, std::move(lm), stages.callback());
@@ -192,7 +97,7 @@ int command_compress(const std::vector<std::string>& argv)
         return 0;
     }
     const auto& a = c.accounting;
-    std::printf("%s: %s %s\n", out.c_str(), spec.method.c_str(), spec_json(c.spec).dump().c_str());
+    std::printf("%s: %s %s\n", out.c_str(), c.spec.method.c_str(), spec_json(c.spec).dump().c_str());
     std::printf("  embedding params %lld -> %lld (ratio %.4f, eta_emb %.4f); model %lld -> %lld\n",
                 (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
                 (long long)manifest["model_params"]["before"].get<int64_t>(),
@@ -248,7 +153,8 @@ int command_compress(const std::vector<std::string>& argv)
                     (long long)e["examples"].get<int64_t>(), e["token_coverage"].get<double>(),
                     e["example_coverage"].get<double>());
     }
-    if (id_of(spec) == Method::Fourier) {
+    if (c.fit.contains("final_loss")) { // a fitted MLP (fourier)
+        const auto& spec = c.spec;
         const auto& f = c.fit;
         const std::string shape =
             (spec.mlp == "geglu" ? " (hidden " + std::to_string(f["hidden"].get<int64_t>()) + ")"
@@ -264,7 +170,7 @@ int command_compress(const std::vector<std::string>& argv)
                     f["tied_head"]["seconds_per_call"].get<double>());
     }
     if (c.fit.contains("explained_variance_at_rank"))
-        std::printf("  explained variance at rank %lld: %.6f\n", (long long)spec.rank,
+        std::printf("  explained variance at rank %lld: %.6f\n", (long long)c.spec.rank,
                     c.fit["explained_variance_at_rank"].get<double>());
     std::printf("  fit %.3f s, total %.3f s\n", c.fit_seconds, manifest["wall_seconds"].get<double>());
     if (!run.evaluation.is_null())

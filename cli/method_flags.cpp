@@ -70,6 +70,28 @@ void method_flags_into(const Args& args, CompressionRequest& request)
     }
 }
 
+void check_method_flags(const Args& args, const std::string& method, const std::string& command)
+{
+    // Fields with a JSON default that the command line still asks for.
+    static const std::vector<std::string> asked{"mlp"};
+    const auto& takes = method_descriptor(method).fields;
+    auto taken = [&](const std::string& f) {
+        return std::find(takes.begin(), takes.end(), f) != takes.end();
+    };
+    for (const auto& f : method_fields())
+        if (args.has(field_flag(f)) && !taken(f))
+            throw InputError(command + ": " + field_flag(f) + " does not apply to method " + method);
+    for (const auto& f : asked)
+        if (taken(f) && !args.has(field_flag(f)))
+            throw InputError(command + ": --method " + method + " needs " + field_flag(f));
+}
+
+std::string method_field_flag(const std::string& field)
+{
+    const auto fields = method_fields();
+    return std::find(fields.begin(), fields.end(), field) != fields.end() ? field_flag(field) : field;
+}
+
 std::vector<CompressionRequest> method_flag_settings(const Args& args, const std::string& command,
                                                      const CompressionRequest& base)
 {

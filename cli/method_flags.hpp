@@ -31,6 +31,15 @@ void add_method_flags(std::set<std::string>& valued, std::set<std::string>& swit
 // check_request names it ("does not apply to method ..."). InputError for a value
 // of the wrong type, naming the flag.
 void method_flags_into(const Args& args, CompressionRequest& request);
+// Refuses a method field flag the method does not take (even at its default value:
+// "compress: --mlp does not apply to method pca") and asks for the fields the CLI
+// always asks for when the method takes them (fourier's --mlp: its JSON default is
+// linear, but the MLP is the fit's main choice).
+void check_method_flags(const Args& args, const std::string& method, const std::string& command);
+// check_request's name for a field on the command line: a method field's flag
+// ("rank" -> "--rank"), any other field as the request names it ("task_data").
+std::string method_field_flag(const std::string& field);
+
 // One request per combination of the method field flags' listed values: a number
 // field's flag takes K1,K2,.. and a list field's A1,A2:B1,B2 (account's grammar),
 // set on `base` as method_flags_into does. At least one request (base's own fields

@@ -21,6 +21,8 @@ MethodDescriptor low_rank(Method id, const char* name, const char* summary)
         .fields = std::move(fields),
         .check =
             [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
+                if (r.rank == 0)
+                    fail("rank", "is required (1.." + width(d) + ")");
                 if (!within_d(r.rank, d))
                     fail("rank", std::to_string(r.rank) + " is outside 1.." + width(d));
             },

@@ -13,6 +13,8 @@ void check_partial_sparse(const CompressionRequest& r, int64_t d, const RequestF
         fail("freq_text", "is required: token frequencies decide common vs rare");
     if (!(r.keep_ratio > 0 && r.keep_ratio <= 1))
         fail("keep_ratio", short_number(r.keep_ratio) + " must lie in (0, 1]");
+    if (k_required && r.k == 0)
+        fail("k", "is required: neighbours (lle) or basis size (lle-pca), 1.." + width(d));
     if (k_required && !within_d(r.k, d))
         fail("k", std::to_string(r.k) + " (neighbours, or basis size) is outside 1.." + width(d));
     if (!k_required && r.k != 0 && !within_d(r.k, d))

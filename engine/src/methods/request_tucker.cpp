@@ -54,9 +54,9 @@ MethodDescriptor tucker()
                 if (r.ranks.size() != r.shape.size())
                     fail("ranks",
                          (r.ranks.empty() ? std::string("are required") : joined(r.ranks, ",") + " are not") +
-                             ": tucker needs " + std::to_string(r.shape.size()) +
-                             " ranks r_1..r_N, one per " + "mode of shape " + joined(r.shape, "x") +
-                             " (no boundary 1s, unlike tt)");
+                             ": tucker needs " + std::to_string(r.shape.size()) + " ranks r_1..r_N, got " +
+                             std::to_string(r.ranks.size()) + ": one per mode of shape " +
+                             joined(r.shape, "x") + " (no boundary 1s, unlike tt)");
                 for (size_t k = 0; k < r.shape.size(); ++k)
                     if (r.ranks[k] > r.shape[k])
                         fail("ranks", "r_" + std::to_string(k + 1) + " = " + std::to_string(r.ranks[k]) +
