@@ -36,12 +36,6 @@ int64_t table_width(const Args& args, const CompressionRequest& first, int64_t l
     return dim;
 }
 
-EnergyOptions energy_of(const CompressionRequest& r)
-{
-    return r.device.empty() ? EnergyOptions{.nu = r.nu, .tau = r.tau, .tokens = r.energy_tokens}
-                            : energy_options_for_device(r.device, r.energy_tokens);
-}
-
 } // namespace
 
 int command_account(const std::vector<std::string>& argv)
@@ -83,7 +77,7 @@ int command_account(const std::vector<std::string>& argv)
     std::vector<EmbeddingAccounting> rows;
     for (const auto& request : settings) {
         auto a = account_without_table(request, vocab, dim, model_params, "account", field_flag);
-        apply_energy(a, energy_of(request));
+        apply_energy(a, request_energy(request));
         apply_model_context(a, tied, positions);
         if (stored_type)
             apply_storage(a, *stored_type, a.bits_per_value_after > 0 ? a.bits_per_value_after : 32);

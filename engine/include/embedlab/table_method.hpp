@@ -96,6 +96,9 @@ CompressionSpec table_spec(const CompressionRequest& request, int64_t d);
 // round(linspace(0, v - 1, n)): n evenly spaced row ids [n] (int64), first and last included.
 torch::Tensor evenly_spaced_rows(int64_t v, int64_t n);
 
+// TensorSLM's energy model as the request sets it: its device's preset, else nu and tau.
+EnergyOptions request_energy(const CompressionRequest& request);
+
 // Every table method, in the registry's order, then those registered.
 const std::vector<const TableMethod*>& table_methods();
 // Adds a table method (which outlives every run) for a row register_method added:

@@ -636,11 +636,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         const auto breakdown = model.parameter_breakdown();
         auto& accounting = run.embedding->accounting;
         apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
-        apply_energy(
-            accounting,
-            request.device.empty()
-                ? EnergyOptions{.nu = request.nu, .tau = request.tau, .tokens = request.energy_tokens}
-                : energy_options_for_device(request.device, request.energy_tokens));
+        apply_energy(accounting, request_energy(request));
         // Factors are float32; quant's values take its type's bits (the fit records them).
         apply_storage(accounting, token_embedding_stored_type(run.model.files),
                       accounting.bits_per_value_after > 0 ? accounting.bits_per_value_after : 32);

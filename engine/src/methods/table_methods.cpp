@@ -89,6 +89,12 @@ torch::Tensor evenly_spaced_rows(int64_t v, int64_t n)
     return torch::linspace(0, static_cast<double>(v - 1), n, torch::kDouble).round().to(torch::kLong);
 }
 
+EnergyOptions request_energy(const CompressionRequest& r)
+{
+    return r.device.empty() ? EnergyOptions{.nu = r.nu, .tau = r.tau, .tokens = r.energy_tokens}
+                            : energy_options_for_device(r.device, r.energy_tokens);
+}
+
 CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
 {
     const TableMethod& method = table_method(r.method);
