@@ -24,6 +24,16 @@ fs::path short_text(const embedlab::test::TempDir& dir)
     return dir / "short.txt";
 }
 
+// The rows of `sweep METHOD_ARGS` on the short text (--ctx 64, JSON).
+nlohmann::json short_sweep_rows(const std::vector<std::string>& method_args)
+{
+    embedlab::test::TempDir dir;
+    std::vector<std::string> args{"sweep"};
+    args.insert(args.end(), method_args.begin(), method_args.end());
+    args.insert(args.end(), {"--eval-text", short_text(dir).string(), "--ctx", "64", "--json", "--quiet"});
+    return json_of(cli(args))["rows"];
+}
+
 void round_trip(const std::string& model, const std::vector<std::string>& method_args,
                 const std::string& method)
 {
@@ -95,11 +105,7 @@ TEST(CliCompress, UntiedLlamaRoundTripsForPcaSvdAndTt)
 
 TEST(CliCompress, RankSweepApproachesTheOriginalPerplexity)
 {
-    embedlab::test::TempDir dir;
-    const auto text = short_text(dir).string();
-    const auto j = json_of(cli({"sweep", "--method", "pca", "--ranks", "4,32,128", "--eval-text", text,
-                                "--ctx", "64", "--json", "--quiet"}));
-    const auto& rows = j["rows"];
+    const auto rows = short_sweep_rows({"--method", "pca", "--ranks", "4,32,128"});
     ASSERT_EQ(rows.size(), 3u);
     EXPECT_GT(rows[0]["ppl"].get<double>(), rows[1]["ppl"].get<double>());
     EXPECT_GT(rows[1]["ppl"].get<double>(), rows[2]["ppl"].get<double>());
@@ -115,11 +121,9 @@ TEST(CliCompress, RankSweepApproachesTheOriginalPerplexity)
 // the method takes.
 TEST(CliCompress, SweepTakesEachMethodsOwnListsAndRefusesAnothersByName)
 {
+    const auto rows = short_sweep_rows({"--method", "quant", "--types", "q8_0,q4_0"});
     embedlab::test::TempDir dir;
     const auto text = short_text(dir).string();
-    const auto j = json_of(cli({"sweep", "--method", "quant", "--types", "q8_0,q4_0", "--eval-text", text,
-                                "--ctx", "64", "--json", "--quiet"}));
-    const auto& rows = j["rows"];
     ASSERT_EQ(rows.size(), 2u);
     EXPECT_EQ(rows[0]["setting"], "type q8_0");
     EXPECT_EQ(rows[1]["type"], "q4_0");

@@ -22,6 +22,30 @@ RunSummary run(double ratio, double delta, double ppl = 50)
     return r;
 }
 
+// A results file's first seventeen columns (before the task columns), and one row of them.
+constexpr const char* kSeventeenColumns =
+    "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,"
+    "params_before,ppl_original,eval_tokens,model,eval_text,kl_mean,"
+    "top1_agreement";
+constexpr const char* kSeventeenValues =
+    "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA,token_embedding,6432896,40.5,4095,m,t.txt,0.25,0.75";
+
+// One row's token-embedding run, as the CSV and the JSON file each give it back.
+RunSummary embedding_row(const char* method, const char* parameters)
+{
+    RunSummary r;
+    r.method = method;
+    r.parameters = parameters;
+    r.part = "token_embedding";
+    return r;
+}
+
+std::vector<std::vector<RunSummary>> read_back_both(const RunSummary& r)
+{
+    return {embedlab::results_from_csv(embedlab::results_csv({r})),
+            embedlab::results_from_json(embedlab::results_json({r}))};
+}
+
 } // namespace
 
 TEST(ParetoFront, KeepsTheRowsNoOtherRowBeatsOnBothByAscendingRatio)
@@ -117,10 +141,7 @@ TEST(ResultsFiles, OlderNineColumnExportsReadAndGarbageIsRefused)
 // per-window divergence in the JSON forms (arrays), not in the CSV file.
 TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
 {
-    RunSummary r;
-    r.method = "pca";
-    r.parameters = "rank 16";
-    r.part = "token_embedding";
+    RunSummary r = embedding_row("pca", "rank 16");
     r.kl_mean = 0.5;
     r.window_kl = {0.25, 0.75};
     r.window_top1 = {0.5, 0.625};
@@ -132,8 +153,7 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
     EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n,bytes_before,bytes_after\n"),
               std::string::npos)
         << csv;
-    for (const auto& back :
-         {embedlab::results_from_csv(csv), embedlab::results_from_json(embedlab::results_json({r}))}) {
+    for (const auto& back : read_back_both(r)) {
         ASSERT_EQ(back.size(), 1u);
         EXPECT_EQ(back[0].task, "sst2");
         EXPECT_EQ(back[0].task_accuracy, 0.515);
@@ -148,12 +168,8 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
     EXPECT_EQ(back.task, "sst2");
     EXPECT_EQ(back.task_accuracy_original, 0.53);
     // Seventeen columns (before the task columns) still read, without a task.
-    const std::string seventeen =
-        "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,"
-        "params_before,ppl_original,eval_tokens,model,eval_text,kl_mean,top1_agreement\n"
-        "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA,token_embedding,"
-        "6432896,40.5,4095,m,t.txt,0.25,0.75\n";
-    const auto rows17 = embedlab::results_from_csv(seventeen);
+    const auto rows17 =
+        embedlab::results_from_csv(std::string(kSeventeenColumns) + "\n" + kSeventeenValues + "\n");
     ASSERT_EQ(rows17.size(), 1u);
     EXPECT_EQ(rows17[0].top1_agreement, 0.75);
     EXPECT_TRUE(rows17[0].task.empty());
@@ -164,14 +180,10 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
 // files and the summary; files written before the bytes columns read without them.
 TEST(ResultsFiles, BytesColumnsRoundTrip)
 {
-    RunSummary r;
-    r.method = "quant";
-    r.parameters = "type q4_0";
-    r.part = "token_embedding";
+    RunSummary r = embedding_row("quant", "type q4_0");
     r.bytes_before = 16384000;
     r.bytes_after = 2304000;
-    for (const auto& back : {embedlab::results_from_csv(embedlab::results_csv({r})),
-                             embedlab::results_from_json(embedlab::results_json({r}))}) {
+    for (const auto& back : read_back_both(r)) {
         ASSERT_EQ(back.size(), 1u);
         EXPECT_EQ(back[0].bytes_before, 16384000);
         EXPECT_EQ(back[0].bytes_after, 2304000);
@@ -181,13 +193,10 @@ TEST(ResultsFiles, BytesColumnsRoundTrip)
     unknown.method = "pca";
     EXPECT_TRUE(embedlab::summary_json(unknown)["bytes_after"].is_null());
     EXPECT_TRUE(std::isnan(embedlab::results_from_csv(embedlab::results_csv({unknown}))[0].bytes_after));
-    const std::string twenty_one =
-        "method,parameters,params,ratio,ppl,delta_ln_ppl,cosine,seconds,host,part,"
-        "params_before,ppl_original,eval_tokens,model,eval_text,kl_mean,top1_agreement,"
-        "task,task_accuracy,task_accuracy_original,task_n\n"
-        "pca,rank 16,806272,0.1254,61.2,0.412,0.83,3.5,hostA,token_embedding,"
-        "6432896,40.5,4095,m,t.txt,0.25,0.75,sst2,0.5,0.52,20\n";
-    const auto rows21 = embedlab::results_from_csv(twenty_one);
+    // Twenty-one columns (before the bytes columns).
+    const auto rows21 = embedlab::results_from_csv(std::string(kSeventeenColumns) +
+                                                   ",task,task_accuracy,task_accuracy_original,task_n\n" +
+                                                   kSeventeenValues + ",sst2,0.5,0.52,20\n");
     ASSERT_EQ(rows21.size(), 1u);
     EXPECT_EQ(rows21[0].task_n, 20);
     EXPECT_TRUE(std::isnan(rows21[0].bytes_after));

@@ -254,6 +254,32 @@ long status_kb(const std::string& field)
     return -1;
 }
 
+// Encodes text and measures the peak RSS it added (measured false when the peak
+// cannot be reset).
+struct EncodeCost {
+    bool measured = false;
+    std::vector<int32_t> ids;
+    long peak_mb = 0;
+    double bytes_per_byte = 0;
+};
+EncodeCost encode_measured(const Tokenizer& tok, const std::string& text)
+{
+    EncodeCost cost;
+    // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
+    std::ofstream reset("/proc/self/clear_refs");
+    if (!(reset << "5" << std::flush))
+        return cost;
+    const long before = status_kb("VmRSS");
+    cost.ids = tok.encode(text);
+    const long peak = status_kb("VmHWM");
+    if (before <= 0)
+        ADD_FAILURE() << "no VmRSS in /proc/self/status";
+    cost.measured = true;
+    cost.peak_mb = (peak - before) / 1024;
+    cost.bytes_per_byte = static_cast<double>(peak - before) * 1024.0 / static_cast<double>(text.size());
+    return cost;
+}
+
 // Issue 24 item 16: a text that is one long line (here 4 MB) used to be merged as
 // one piece, about 75 bytes of symbols and queue per character (a 52 MB line
 // peaked at 3.9 GB). Cut before spaces where no merge crosses them, the peak is a
@@ -277,21 +303,15 @@ TEST(Tokenizers, OneLongLineCostsMemoryPerPieceNotPerLine)
                             embedlab::load_sentencepiece(shared_dir() / "models/tinyllama/tokenizer.model"));
     tokenizers.emplace_back("llama2c", load_tok512());
     for (const auto& [name, tok] : tokenizers) {
-        // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
-        std::ofstream reset("/proc/self/clear_refs");
-        if (!(reset << "5" << std::flush))
+        const auto cost = encode_measured(*tok, line);
+        if (!cost.measured)
             GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs): nothing to measure with";
-        const long before = status_kb("VmRSS");
-        const auto ids = tok->encode(line);
-        const long peak = status_kb("VmHWM");
-        ASSERT_GT(before, 0);
-        const double per_byte =
-            static_cast<double>(peak - before) * 1024.0 / static_cast<double>(line.size());
-        EXPECT_LT(per_byte, 12.0) << name << ": " << (peak - before) / 1024
-                                  << " MB above the RSS before, for a " << line.size() / 1024 << " kB line";
-        EXPECT_GT(ids.size(), line.size() / 16) << name;
+        EXPECT_LT(cost.bytes_per_byte, 12.0)
+            << name << ": " << cost.peak_mb << " MB above the RSS before, for a " << line.size() / 1024
+            << " kB line";
+        EXPECT_GT(cost.ids.size(), line.size() / 16) << name;
         if (name == "sentencepiece") { // byte fallback: every character comes back
-            EXPECT_EQ(tok->decode(ids), line);
+            EXPECT_EQ(tok->decode(cost.ids), line);
         }
     }
 }
@@ -331,18 +351,12 @@ TEST(Tokenizers, TokenizingCostsAFewBytesPerByte)
     };
     for (const auto& [name, tok] : all_kinds())
         for (const auto& [what, text] : texts) {
-            // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
-            std::ofstream reset("/proc/self/clear_refs");
-            if (!(reset << "5" << std::flush))
+            const auto cost = encode_measured(*tok, text);
+            if (!cost.measured)
                 GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs): nothing to measure with";
-            const long before = status_kb("VmRSS");
-            const auto ids = tok->encode(text);
-            const long peak = status_kb("VmHWM");
-            const double per_byte =
-                static_cast<double>(peak - before) * 1024.0 / static_cast<double>(text.size());
-            EXPECT_LT(per_byte, 12.0)
-                << name << ", " << what << ": " << (peak - before) / 1024 << " MB above the RSS before";
-            EXPECT_FALSE(ids.empty());
+            EXPECT_LT(cost.bytes_per_byte, 12.0)
+                << name << ", " << what << ": " << cost.peak_mb << " MB above the RSS before";
+            EXPECT_FALSE(cost.ids.empty());
         }
 }
 

@@ -116,13 +116,9 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
     EXPECT_EQ(embedlab::request_json(back), json);
     auto wrong = json;
     wrong["k"] = 3;
-    try {
-        embedlab::request_from_json(wrong);
-        FAIL() << "a field of lle's was taken by randproj";
-    } catch (const embedlab::InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("does not apply to method randproj"), std::string::npos)
-            << e.what();
-    }
+    const auto taken_field = embedlab::test::input_error_of([&] { embedlab::request_from_json(wrong); },
+                                                            "a field of lle's was taken by randproj");
+    EXPECT_NE(taken_field.find("does not apply to method randproj"), std::string::npos) << taken_field;
     EXPECT_THROW(embedlab::check_request({.model = "m", .method = "randproj", .rank = 17}, 16),
                  embedlab::InputError);
 
@@ -176,12 +172,9 @@ TEST(ToyMethod, RegistrationRefusesWhatItCannotRun)
     auto typo = toy_row();
     typo.name = "randproj2";
     typo.fields = {"rnak"};
-    try {
-        embedlab::register_method(typo);
-        FAIL() << "a field that is not the request's was registered";
-    } catch (const embedlab::InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("\"rnak\", which is not a request field"), std::string::npos)
-            << e.what();
-    }
+    const auto unknown_field = embedlab::test::input_error_of(
+        [&] { embedlab::register_method(typo); }, "a field that is not the request's was registered");
+    EXPECT_NE(unknown_field.find("\"rnak\", which is not a request field"), std::string::npos)
+        << unknown_field;
     EXPECT_THROW(embedlab::register_table_method(RandomProjection{}), embedlab::InputError); // taken too
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "embedlab/eval.hpp"
+#include "io/json_members.hpp"
 
 namespace embedlab {
 
@@ -91,13 +92,10 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
 
 nlohmann::ordered_json divergence_json(const DivergenceResult& d)
 {
-    return {{"kl_mean", d.kl_mean},
-            {"kl_median", d.kl_median},
-            {"kl_p99", d.kl_p99},
-            {"kl_max", d.kl_max},
-            {"top1_agreement", d.top1_agreement},
-            {"window_kl_mean", d.window_kl_mean},
-            {"window_top1", d.window_top1}};
+    nlohmann::ordered_json j;
+    EMBEDLAB_JSON_MEMBERS(j, d, kl_mean, kl_median, kl_p99, kl_max, top1_agreement, window_kl_mean,
+                          window_top1);
+    return j;
 }
 
 } // namespace embedlab

@@ -169,18 +169,19 @@ void canonicalize_neox(const ModelConfig& c, WeightMap& weights, const std::stri
 // OPT: "model.decoder." names and its own layer part names.
 const std::map<std::string, std::string>& opt_layer_names()
 {
-    static const std::map<std::string, std::string> m = {
-        {"self_attn.out_proj.weight", "self_attn.o_proj.weight"},
-        {"self_attn.out_proj.bias", "self_attn.o_proj.bias"},
-        {"self_attn_layer_norm.weight", "input_layernorm.weight"},
-        {"self_attn_layer_norm.bias", "input_layernorm.bias"},
-        {"final_layer_norm.weight", "post_attention_layernorm.weight"},
-        {"final_layer_norm.bias", "post_attention_layernorm.bias"},
-        {"fc1.weight", "mlp.up_proj.weight"},
-        {"fc1.bias", "mlp.up_proj.bias"},
-        {"fc2.weight", "mlp.down_proj.weight"},
-        {"fc2.bias", "mlp.down_proj.bias"},
-    };
+    static const std::map<std::string, std::string> m = [] {
+        std::map<std::string, std::string> names;
+        using Rename = std::pair<const char*, const char*>;
+        for (const auto& [from, to] :
+             std::initializer_list<Rename>{{"self_attn.out_proj", "self_attn.o_proj"},
+                                           {"self_attn_layer_norm", "input_layernorm"},
+                                           {"final_layer_norm", "post_attention_layernorm"},
+                                           {"fc1", "mlp.up_proj"},
+                                           {"fc2", "mlp.down_proj"}})
+            for (const char* part : {".weight", ".bias"})
+                names[from + std::string(part)] = to + std::string(part);
+        return names;
+    }();
     return m;
 }
 

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "embedlab/error.hpp"
@@ -82,45 +83,61 @@ float signed_max(int n, const float* x, float& amax)
     return max;
 }
 
-// make_qx_quants with rmse_type 1 and no importance weights (Q6_K): symmetric levels
-// L in [0, 2 nmax), weights x^2, trying 18 scales around nmax / max.
-float search_symmetric(int n, int nmax, const float* x, int8_t* L)
+// The symmetric level of x at inverse scale iscale, in [-nmax, nmax).
+int symmetric_level(int nmax, float iscale, float x)
 {
-    float amax = 0;
-    const float max = signed_max(n, x, amax);
-    if (amax < kGroupMaxEps) {
-        for (int i = 0; i < n; ++i)
-            L[i] = 0;
-        return 0.f;
-    }
-    auto level = [&](float iscale, int i) {
-        return max_of(-nmax, min_of(nmax - 1, nearest_int(iscale * x[i])));
-    };
-    float iscale = static_cast<float>(-nmax) / max;
-    float sumlx = 0, suml2 = 0;
+    return max_of(-nmax, min_of(nmax - 1, nearest_int(iscale * x)));
+}
+
+// The weighted (w = x^2) sums of w x l and w l^2 over the symmetric levels l at iscale;
+// stores l + offset in L when L is given. Order of operations as in ggml.
+void symmetric_level_sums(int n, int nmax, const float* x, float iscale, int8_t* L, int offset, float& sumlx,
+                          float& suml2)
+{
+    sumlx = suml2 = 0;
     for (int i = 0; i < n; ++i) {
-        const int l = level(iscale, i);
-        L[i] = static_cast<int8_t>(l + nmax);
+        const int l = symmetric_level(nmax, iscale, x[i]);
+        if (L)
+            L[i] = static_cast<int8_t>(l + offset);
         const float w = x[i] * x[i];
         sumlx += w * x[i] * static_cast<float>(l);
         suml2 += w * static_cast<float>(l) * static_cast<float>(l);
     }
+}
+
+// The signed maximum of a group, or nullopt after zeroing L when the group is all
+// (near) zero: ggml stores such groups at level 0 with scale 0.
+std::optional<float> group_max_or_zero(int n, const float* x, int8_t* L)
+{
+    float amax = 0;
+    const float max = signed_max(n, x, amax);
+    if (amax >= kGroupMaxEps)
+        return max;
+    for (int i = 0; i < n; ++i)
+        L[i] = 0;
+    return std::nullopt;
+}
+
+// make_qx_quants with rmse_type 1 and no importance weights (Q6_K): symmetric levels
+// L in [0, 2 nmax), weights x^2, trying 18 scales around nmax / max.
+float search_symmetric(int n, int nmax, const float* x, int8_t* L)
+{
+    const auto group_max = group_max_or_zero(n, x, L);
+    if (!group_max)
+        return 0.f;
+    const float max = *group_max;
+    float sumlx = 0, suml2 = 0;
+    symmetric_level_sums(n, nmax, x, static_cast<float>(-nmax) / max, L, nmax, sumlx, suml2);
     float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
         if (is == 0)
             continue;
-        iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            const float l = static_cast<float>(level(iscale, i));
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+        symmetric_level_sums(n, nmax, x, iscale, nullptr, 0, sumlx, suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; ++i)
-                L[i] = static_cast<int8_t>(nmax + level(iscale, i));
+                L[i] = static_cast<int8_t>(nmax + symmetric_level(nmax, iscale, x[i]));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -132,22 +149,11 @@ float search_symmetric(int n, int nmax, const float* x, int8_t* L)
 // single levels while the weighted (x^2) fit improves.
 float search_symmetric_refine(int n, int nmax, const float* x, int8_t* L)
 {
-    float amax = 0;
-    const float max = signed_max(n, x, amax);
-    if (amax < kGroupMaxEps) {
-        for (int i = 0; i < n; ++i)
-            L[i] = 0; // not nmax: ggml leaves these groups at level 0
+    const auto group_max = group_max_or_zero(n, x, L); // not nmax: ggml leaves these at 0
+    if (!group_max)
         return 0.f;
-    }
-    const float iscale = static_cast<float>(-nmax) / max;
     float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = max_of(-nmax, min_of(nmax - 1, nearest_int(iscale * x[i])));
-        L[i] = static_cast<int8_t>(l);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * static_cast<float>(l);
-        suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-    }
+    symmetric_level_sums(n, nmax, x, static_cast<float>(-nmax) / *group_max, L, 0, sumlx, suml2);
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
         for (int i = 0; i < n; ++i) {
@@ -389,15 +395,10 @@ void q3_k(const float* x, uint8_t* b)
     float scales[QK_K / 16];
     uint8_t* hmask = b;
     uint8_t* sc = b + 96;
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < QK_K / 16; ++j) {
+    for (int j = 0; j < QK_K / 16; ++j)
         scales[j] = search_symmetric_refine(16, 4, x + 16 * j, L + 16 * j);
-        const float s = std::fabs(scales[j]);
-        if (s > amax) {
-            amax = s;
-            max_scale = scales[j];
-        }
-    }
+    float amax = 0;
+    const float max_scale = signed_max(QK_K / 16, scales, amax);
     std::memset(sc, 0, 12);
     if (max_scale != 0) {
         const float iscale = -32.f / max_scale;
@@ -521,15 +522,10 @@ void q6_k(const float* x, uint8_t* b)
 {
     int8_t L[QK_K];
     float scales[QK_K / 16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < QK_K / 16; ++ib) {
+    for (int ib = 0; ib < QK_K / 16; ++ib)
         scales[ib] = search_symmetric(16, 32, x + 16 * ib, L + 16 * ib);
-        const float abs_scale = std::fabs(scales[ib]);
-        if (abs_scale > max_abs_scale) {
-            max_abs_scale = abs_scale;
-            max_scale = scales[ib];
-        }
-    }
+    float max_abs_scale = 0;
+    const float max_scale = signed_max(QK_K / 16, scales, max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) { // whole block zero, d included
         std::memset(b, 0, 210);
         store_half(b + 208, 0.f);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "embedlab/error.hpp"
+#include "io/json_members.hpp"
 
 namespace embedlab {
 
@@ -193,29 +194,14 @@ std::vector<std::vector<std::string>> csv_records(const std::string& csv)
 
 Json summary_json(const RunSummary& s)
 {
-    Json j = {{"method", s.method},
-              {"parameters", s.parameters},
-              {"part", s.part},
-              {"params_before", s.params_before},
-              {"params_after", s.params_after},
-              {"ratio", number_or_null(s.ratio)},
-              {"ppl_original", number_or_null(s.ppl_original)},
-              {"ppl", number_or_null(s.ppl)},
-              {"delta_ln_ppl", number_or_null(s.delta_ln_ppl)},
-              {"mean_cosine", number_or_null(s.mean_cosine)},
-              {"eval_tokens", s.eval_tokens},
-              {"seconds", s.seconds},
-              {"host", s.host},
-              {"model", s.model},
-              {"eval_text", s.eval_text},
-              {"kl_mean", number_or_null(s.kl_mean)},
-              {"top1_agreement", number_or_null(s.top1_agreement)},
-              {"task", s.task},
-              {"task_accuracy", number_or_null(s.task_accuracy)},
-              {"task_accuracy_original", number_or_null(s.task_accuracy_original)},
-              {"task_n", s.task_n},
-              {"bytes_before", number_or_null(s.bytes_before)},
-              {"bytes_after", number_or_null(s.bytes_after)}};
+    Json j;
+    EMBEDLAB_JSON_MEMBERS(j, s, method, parameters, part, params_before, params_after, ratio, ppl_original,
+                          ppl, delta_ln_ppl, mean_cosine, eval_tokens, seconds, host, model, eval_text,
+                          kl_mean, top1_agreement, task, task_accuracy, task_accuracy_original, task_n,
+                          bytes_before, bytes_after);
+    for (auto& [key, value] : j.items()) // not measured (NaN) or not finite: null
+        if (value.is_number_float() && !std::isfinite(value.get<double>()))
+            value = nullptr;
     add_windows(j, s);
     return j;
 }

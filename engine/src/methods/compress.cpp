@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "embedlab/table_method.hpp"
+#include "io/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab {
@@ -111,39 +112,20 @@ const char* const kFlopsConvention =
 nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
 {
     const EnergyOptions& o = a.energy_options;
-    nlohmann::ordered_json j = {{"method", a.method},
-                                {"vocab", a.vocab},
-                                {"dim", a.dim},
-                                {"params_before", a.params_before},
-                                {"params_after", a.params_after},
-                                {"ratio", a.ratio},
-                                {"eta_emb", a.eta_emb},
-                                {"position_params", a.position_params},
-                                {"eta_emb_with_positions", a.eta_emb_with_positions},
-                                {"model_params_before", a.model_params_before},
-                                {"model_params_after", a.model_params_after},
-                                {"eta", a.eta},
-                                {"flops_lookup", a.flops_lookup},
-                                {"flops_head", a.flops_head},
-                                {"tied_head", a.tied_head},
-                                {"flops_per_token", a.flops_per_token},
-                                {"flops_per_token_dense", a.flops_per_token_dense},
-                                {"flops_dense_lookup", a.flops_dense_lookup},
-                                {"flops_dense_with_head", a.flops_dense_with_head},
-                                {"flops_convention", kFlopsConvention}};
+    nlohmann::ordered_json j;
+    EMBEDLAB_JSON_MEMBERS(j, a, method, vocab, dim, params_before, params_after, ratio, eta_emb,
+                          position_params, eta_emb_with_positions, model_params_before, model_params_after,
+                          eta, flops_lookup, flops_head, tied_head, flops_per_token, flops_per_token_dense,
+                          flops_dense_lookup, flops_dense_with_head);
+    j["flops_convention"] = kFlopsConvention;
     // lrf (finetune --from-scratch) has no fields of its own; any other name that is not a
     // table method is an error.
     if (a.method != "lrf")
         table_method(a.method).accounting_fields(a, j);
     if (a.bits_per_value_before > 0)
-        j["storage"] = {{"stored_type_before", a.stored_type_before},
-                        {"bits_per_value_before", a.bits_per_value_before},
-                        {"bits_per_value_after", a.bits_per_value_after},
-                        {"bytes_before", a.bytes_before},
-                        {"bytes_after", a.bytes_after},
-                        {"bytes_ratio", a.bytes_ratio},
-                        {"index_values", a.index_values},
-                        {"index_bytes", a.index_bytes}};
+        EMBEDLAB_JSON_MEMBERS(j["storage"], a, stored_type_before, bits_per_value_before,
+                              bits_per_value_after, bytes_before, bytes_after, bytes_ratio, index_values,
+                              index_bytes);
     j["energy_model"] = {{"nu", o.nu},
                          {"tau", o.tau},
                          {"nu_over_tau", o.tau > 0 ? o.nu / o.tau : 0.0},

@@ -10,6 +10,7 @@
 
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
+#include "io/json_members.hpp"
 #include "methods/loss_check.hpp"
 
 namespace embedlab {
@@ -222,25 +223,16 @@ Trainable prepare_fourier_mlp_recovery(LanguageModel& model, const LoraOptions& 
 nlohmann::ordered_json training_json(const TrainResult& r, const std::string& text,
                                      const std::string& text_sha256, size_t text_tokens)
 {
-    const auto& o = r.options;
-    return {{"steps", o.steps},
-            {"lr", o.lr},
-            {"batch", o.batch},
-            {"seqlen", o.seqlen},
-            {"seed", o.seed},
-            {"weight_decay", o.weight_decay},
-            {"warmup", o.warmup},
-            {"optimizer", "AdamW (0.9, 0.999, eps 1e-8)"},
-            {"text", std::filesystem::absolute(text).lexically_normal().string()},
-            {"text_sha256", text_sha256},
-            {"text_tokens", text_tokens},
-            {"tokens", r.tokens},
-            {"seconds", r.seconds},
-            {"tokens_per_second", r.tokens_per_second},
-            {"trainable_parameters", r.trainable_parameters},
-            {"initial_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.front()},
-            {"final_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.back()},
-            {"loss_curve", r.loss_curve}};
+    nlohmann::ordered_json j;
+    EMBEDLAB_JSON_MEMBERS(j, r.options, steps, lr, batch, seqlen, seed, weight_decay, warmup);
+    j["optimizer"] = "AdamW (0.9, 0.999, eps 1e-8)";
+    j["text"] = std::filesystem::absolute(text).lexically_normal().string();
+    j["text_sha256"] = text_sha256;
+    j["text_tokens"] = text_tokens;
+    EMBEDLAB_JSON_MEMBERS(j, r, tokens, seconds, tokens_per_second, trainable_parameters);
+    methods::put_loss_summary(j, r.loss_curve);
+    j["loss_curve"] = r.loss_curve;
+    return j;
 }
 
 } // namespace embedlab

@@ -385,6 +385,16 @@ bool permute_core_in_place(torch::Tensor& c)
     });
 }
 
+// One token's core from the kernel's (r_out, I, r_in) order to (r_in, I, r_out) with
+// rows of stride row >= r_out (zero-padded cores use the largest rank).
+void core_in_rank_order(const float* p, float* q, int64_t r_in, int64_t I, int64_t r_out, int64_t row)
+{
+    for (int64_t a = 0; a < r_in; ++a)
+        for (int64_t i = 0; i < I; ++i)
+            for (int64_t b = 0; b < r_out; ++b)
+                q[(a * I + i) * row + b] = p[(b * I + i) * r_in + a];
+}
+
 } // namespace
 
 TensorTrainTokenEmbedding::TensorTrainTokenEmbedding(std::vector<int64_t> shape,
@@ -583,10 +593,7 @@ std::vector<torch::Tensor> TensorTrainTokenEmbedding::cores() const
             const int64_t r_in = token_rank(t, k), r_out = token_rank(t, k + 1);
             const float* p = from + offsets_[static_cast<size_t>(k)][static_cast<size_t>(t)];
             float* q = to + t * R_in * I * R_out;
-            for (int64_t a = 0; a < r_in; ++a)
-                for (int64_t i = 0; i < I; ++i)
-                    for (int64_t b = 0; b < r_out; ++b)
-                        q[(a * I + i) * R_out + b] = p[(b * I + i) * r_in + a];
+            core_in_rank_order(p, q, r_in, I, r_out, R_out);
         }
         out.push_back(core);
     }
@@ -610,10 +617,7 @@ std::vector<torch::Tensor> TensorTrainTokenEmbedding::packed_cores() const
                 const int64_t r_in = token_rank(t, k), r_out = token_rank(t, k + 1);
                 const float* p = from + off[static_cast<size_t>(t)];
                 float* q = to + off[static_cast<size_t>(t)];
-                for (int64_t a = 0; a < r_in; ++a)
-                    for (int64_t i = 0; i < I; ++i)
-                        for (int64_t b = 0; b < r_out; ++b)
-                            q[(a * I + i) * r_out + b] = p[(b * I + i) * r_in + a];
+                core_in_rank_order(p, q, r_in, I, r_out, r_out);
             }
         });
         out.push_back(core);

@@ -15,6 +15,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "io/canonical_weights.hpp"
+#include "io/json_members.hpp"
 #include "methods/loss_check.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
@@ -349,41 +350,27 @@ Json scratch_training_json(const ScratchResult& r)
     } else {
         embedding["output_head"] = "tied to the table";
     }
-    return {{"config",
-             {{"name", c.name},
-              {"vocab", c.vocab},
-              {"d", c.dim},
-              {"layers", c.layers},
-              {"heads", c.heads},
-              {"positions", c.positions},
-              {"mlp_width", 4 * c.dim}}},
-            {"embedding", embedding},
-            {"options",
-             {{"minutes", o.minutes},
-              {"steps", o.steps},
-              {"lr", o.lr},
-              {"min_lr_ratio", o.min_lr_ratio},
-              {"warmup", o.warmup},
-              {"schedule", "linear warmup, constant to step max(warmup, 10), cosine to min_lr_ratio lr at "
-                           "planned_steps"},
-              {"batch", o.batch},
-              {"seqlen", o.seqlen},
-              {"weight_decay", o.weight_decay},
-              {"grad_clip", o.grad_clip},
-              {"optimizer", "AdamW (0.9, 0.95, eps 1e-8), weight decay on matrices only"},
-              {"seed", o.seed}}},
-            {"steps", r.steps},
-            {"planned_steps", r.planned_steps},
-            {"stopped_by", r.stopped_by},
-            {"tokens", r.tokens},
-            {"seconds", r.seconds},
-            {"tokens_per_second", r.tokens_per_second},
-            {"threads", r.threads},
-            {"embedding_parameters", r.embedding_parameters},
-            {"total_parameters", r.total_parameters},
-            {"initial_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.front()},
-            {"final_loss", r.loss_curve.empty() ? 0.0 : r.loss_curve.back()},
-            {"loss_curve", curve}};
+    Json j = {{"config",
+               {{"name", c.name},
+                {"vocab", c.vocab},
+                {"d", c.dim},
+                {"layers", c.layers},
+                {"heads", c.heads},
+                {"positions", c.positions},
+                {"mlp_width", 4 * c.dim}}}};
+    Json options;
+    EMBEDLAB_JSON_MEMBERS(options, o, minutes, steps, lr, min_lr_ratio, warmup, batch, seqlen, weight_decay,
+                          grad_clip, seed);
+    options["schedule"] = "linear warmup, constant to step max(warmup, 10), cosine to min_lr_ratio lr at "
+                          "planned_steps";
+    options["optimizer"] = "AdamW (0.9, 0.95, eps 1e-8), weight decay on matrices only";
+    j["embedding"] = embedding;
+    j["options"] = options;
+    EMBEDLAB_JSON_MEMBERS(j, r, steps, planned_steps, stopped_by, tokens, seconds, tokens_per_second, threads,
+                          embedding_parameters, total_parameters);
+    methods::put_loss_summary(j, r.loss_curve);
+    j["loss_curve"] = curve;
+    return j;
 }
 
 Json save_trained_model(const ScratchResult& r, const fs::path& out, const SaveTrainedOptions& options,

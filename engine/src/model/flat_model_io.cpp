@@ -5,6 +5,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/flat_llm.hpp"
 #include "io/canonical_weights.hpp"
+#include "io/json_members.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -34,14 +35,9 @@ Json flat_layers_json(const FlatResult& r, bool with_spectra)
     Json layers = Json::array();
     for (size_t l = 0; l < r.layers.size(); ++l) {
         const auto& x = r.layers[l];
-        Json j = {{"layer", l},
-                  {"importance", x.importance},
-                  {"normalised", x.normalised},
-                  {"w", x.w},
-                  {"rank", x.rank},
-                  {"dropped_share", x.dropped_share},
-                  {"mlp_width", x.mlp_width},
-                  {"mlp_leverage_kept", x.mlp_leverage_kept}};
+        Json j = {{"layer", l}};
+        EMBEDLAB_JSON_MEMBERS(j, x, importance, normalised, w, rank, dropped_share, mlp_width,
+                              mlp_leverage_kept);
         if (with_spectra)
             j["head_spectra"] = x.head_spectra;
         layers.push_back(j);

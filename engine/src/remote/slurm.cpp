@@ -16,6 +16,7 @@
 #include "embedlab/name_table.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
+#include "io/json_members.hpp"
 #include "remote/worker_events.hpp"
 
 namespace embedlab {
@@ -115,14 +116,11 @@ std::map<std::string, QueuedTask> queued_tasks(const std::vector<std::string>& j
 
 Json slurm_options_json(const SlurmOptions& o)
 {
-    return {{"partition", o.partition},
-            {"time", o.time},
-            {"mem", o.mem},
-            {"cpus_per_task", o.cpus_per_task},
-            {"array_limit", o.array_limit},
-            {"sbatch_args", o.sbatch_args},
-            {"cli", o.cli.string()},
-            {"job_name", o.job_name}};
+    Json j;
+    EMBEDLAB_JSON_MEMBERS(j, o, partition, time, mem, cpus_per_task, array_limit, sbatch_args);
+    j["cli"] = o.cli.string();
+    j["job_name"] = o.job_name;
+    return j;
 }
 
 SlurmOptions slurm_options_from_json(const Json& j)
