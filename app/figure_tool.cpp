@@ -268,7 +268,9 @@ void tt_figure(const FigureRequest& r, const ProgressFn& progress)
 void pareto_figure(const FigureRequest& r)
 {
     views::ResultsView view;
-    view.setXAxis(r.x == "bytes" ? "bytes ratio" : "parameter ratio");
+    view.setBaselineMethods(baseline_methods());
+    if (!r.x.empty())
+        view.setXAxis(r.x == "bytes" ? "bytes ratio" : "parameter ratio");
     for (const auto& row : load_results(r.input))
         view.addRow(row);
     export_view(view, view.plot(), r);
@@ -326,8 +328,8 @@ FigureRequest parse_figure_arguments(const std::vector<std::string>& argv)
         r.input = pos[1];
         require_exists(r.input, "the results file");
         load_results(r.input); // fail on a malformed file before rendering
-        r.x = args.get("--x").value_or("params");
-        if (r.x != "params" && r.x != "bytes")
+        r.x = args.get("--x").value_or("");
+        if (!r.x.empty() && r.x != "params" && r.x != "bytes")
             throw InputError("figure pareto: --x must be params or bytes, got '" + r.x + "'");
         check_figure_output(*out, args.has("--force"), r);
         return r;

@@ -39,7 +39,9 @@ struct FigureRequest {
     int64_t dimension = 0;            // fourier: the dimension of the line plot
     std::vector<double> eps{0.1, 0.2, 0.3, 0.4, 0.5}; // tt candidates
     int max_shapes = 6;
-    std::string x = "params"; // pareto: the x axis, "params" (values ratio) or "bytes" (as stored)
+    // pareto: the x axis, "params" (values ratio) or "bytes" (as stored); empty: bytes
+    // when the rows have them (ResultsView's default)
+    std::string x;
 };
 
 // `figure KIND [MODEL | RESULTS] --out FILE [...]` (argv after the program name,

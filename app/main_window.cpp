@@ -50,6 +50,7 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "view_data.hpp"
 
 namespace embedlab::app {
 
@@ -126,6 +127,7 @@ MainWindow::MainWindow(QWidget* parent)
     rc->addWidget(export_button_);
     export_button_->setToolTip("Write the selected row's compressed model (factorised, optionally dense)");
     connect(export_button_, &QPushButton::clicked, this, &MainWindow::chooseExport);
+    results_->setBaselineMethods(baseline_methods()); // quant: a method read against it at equal bytes
     tabs_->addTab(withControls(results_, results_controls), "Results");
     connect(method_panel_, &MethodPanel::methodChanged, this, [this] {
         if (!model_path_.isEmpty())

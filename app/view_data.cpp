@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "embedlab/method_registry.hpp"
+
 namespace embedlab::app {
 
 namespace {
@@ -137,6 +139,15 @@ views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QSt
     d.hist_lo = r.hist_lo;
     d.tokens = texts(r.tokens);
     return d;
+}
+
+QStringList baseline_methods()
+{
+    QStringList out;
+    for (const auto& m : method_registry())
+        if (m.bytes_baseline)
+            out << QString::fromStdString(m.name);
+    return out;
 }
 
 } // namespace embedlab::app

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QString>
+#include <QStringList>
 
 #include "analyses.hpp"
 #include "fourier_map_view.hpp"
@@ -24,5 +25,7 @@ views::RankAllocationData allocation_view_data(const AllocationResult& r, const 
 views::FourierMapData fourier_view_data(const FourierMapResult& r, const QString& label);
 views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& label);
 views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QString& label);
+// The registry's bytes baselines (the quantised table), for ResultsView::setBaselineMethods.
+QStringList baseline_methods();
 
 } // namespace embedlab::app

@@ -144,7 +144,8 @@ commands:
            spectrum: [--rank K] [--compare MODEL,..] [--value-heads [--text FILE]]   iprs: [--text FILE] [--ratio R (0.5)] [--overlay] [--samples N] [--seqlen T]
            neighbours: [--text FILE] [--keep-ratio R (0.5)] [--k K (5)] [--token STRING | --id N]
            fourier: [--ids A:B (0:256)] [--dir FOURIER_DIR] [--dimension I]   tt: [--eps E1,E2,..] [--shapes N]
-           pareto: [--x params|bytes]  the x axis: the values ratio, or the bytes as stored
+           pareto: [--x params|bytes]  the x axis: the values ratio, or the bytes as stored (default
+                                               where the rows have bytes; quant drawn as the baseline)
                                                a workbench view rendered headless (pareto: the results
                                                JSON or CSV of File > Export results or demo)
   demo     [--out DIR (build/demo)] [--quick] [--force]

@@ -699,36 +699,61 @@ TEST(ResultsView, TheParetoYAxisTakesAnyMetricOnASymlogScale)
     render_to_png(view, "results_symlog.png");
 }
 
-// Issue 38 item 4: the x axis can be the bytes ratio, where a quantised table (values
-// ratio 1) sits at its bits over the input's and a factorisation is read against it at
-// equal bytes; the bytes column; rows without bytes (flat) are left off that axis.
+// Issue 38 item 4: the x axis is the bytes ratio by default, where a quantised table
+// (values ratio 1) sits at its bits over the input's and a factorisation is read against
+// it at equal bytes: the quantised tables are a baseline, joined by a dashed line in
+// order of bytes. The bytes column; rows without bytes (here flat) are left off that
+// axis, and its label says so; the values ratio is one choice away.
 TEST(ResultsView, TheParetoXAxisTakesTheBytesAsStored)
 {
     ResultsView view;
+    view.setBaselineMethods({"quant"});
     auto pca = row("pca", "rank 18", 578432, 0.1412, 133.08, 0.4619, 0.46, 0.1, "hostA");
     pca.bytes_before = 16384000, pca.bytes_after = 2313728;
+    auto q8 = row("quant", "type q8_0", 4096000, 1.0, 83.87, 0.0001, 0.9999, 0.1, "hostA");
+    q8.bytes_before = 16384000, q8.bytes_after = 4352000;
     auto q4 = row("quant", "type q4_0", 4096000, 1.0, 84.44, 0.0070, 0.996, 0.1, "hostA");
     q4.bytes_before = 16384000, q4.bytes_after = 2304000;
     auto flat = row("flat", "remaining 0.5", 100000, 0.5, 90.0, 0.07, 0.9, 1.0, "hostA"); // no bytes
-    for (auto* r : {&pca, &q4, &flat})
+    for (auto* r : {&pca, &q8, &q4, &flat})
         r->params_before = 4096000, r->ppl_original = 83.86, r->model = "tinyllama", r->eval_text = "t.txt";
     flat.part = "attention_values";
-    for (const auto& r : {pca, q4, flat})
+    for (const auto& r : {pca, q8, q4, flat})
         view.addRow(r);
-    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(0)->key, 1.0) << "the values ratio by default";
+    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(1)->key, 2304000.0 / 16384000) << "bytes by default";
+    EXPECT_EQ(view.series("quant")->name(), "quant (baseline)");
+    EXPECT_EQ(view.baselineLine("pca"), nullptr);
+    QCPGraph* line = view.baselineLine("quant");
+    ASSERT_NE(line, nullptr);
+    ASSERT_EQ(line->data()->size(), 2);
+    EXPECT_DOUBLE_EQ(line->data()->at(0)->key, 2304000.0 / 16384000) << "in order of bytes: q4_0 first";
+    EXPECT_DOUBLE_EQ(line->data()->at(1)->value, 0.0001);
+    EXPECT_TRUE(view.plot()->xAxis->label().endsWith("1 run without bytes not drawn"))
+        << view.plot()->xAxis->label().toStdString();
+    view.setXAxis("parameter ratio");
+    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(1)->key, 1.0) << "the values ratio when chosen";
+    EXPECT_TRUE(view.plot()->xAxis->label().startsWith("compression ratio"));
+    view.addRow(q4);
+    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(2)->key, 1.0) << "a chosen axis stays";
+    view.removeRow(4);
     view.setXAxis("bytes ratio");
-    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(0)->key, 2304000.0 / 16384000);
+    EXPECT_DOUBLE_EQ(view.series("quant")->data()->at(1)->key, 2304000.0 / 16384000);
     EXPECT_DOUBLE_EQ(view.series("pca")->data()->at(0)->key, 2313728.0 / 16384000);
     EXPECT_TRUE(std::isnan(view.series("flat")->data()->at(0)->key)) << "flat has no bytes";
-    EXPECT_EQ(view.front(), (std::vector<int>{1})) << "q4_0 beats pca k 18 at fewer bytes";
+    EXPECT_EQ(view.front(), (std::vector<int>{2, 1})) << "q4_0 beats pca k 18 at fewer bytes";
     EXPECT_TRUE(view.plot()->xAxis->label().startsWith("bytes ratio"));
     auto* table = view.table()->model();
     const int bytes = table->columnCount() - 1;
     EXPECT_EQ(table->headerData(bytes, Qt::Horizontal).toString(), "bytes");
-    EXPECT_EQ(table->index(2, bytes).data(Qt::ToolTipRole).toString(),
+    EXPECT_EQ(table->index(3, bytes).data(Qt::ToolTipRole).toString(),
               "bytes ratio 0.1406 (before: 16384000)");
-    EXPECT_EQ(table->index(4, 0).data().toString(), "flat");
-    EXPECT_EQ(table->index(4, bytes).data().toString(), "") << "flat's bytes are not known";
+    EXPECT_EQ(table->index(5, 0).data().toString(), "flat");
+    EXPECT_EQ(table->index(5, bytes).data().toString(), "") << "flat's bytes are not known";
+
+    ResultsView values_only; // rows without bytes (files from before issue 38): the values ratio
+    values_only.addRow(flat);
+    EXPECT_DOUBLE_EQ(values_only.series("flat")->data()->at(0)->key, 0.5);
+    EXPECT_TRUE(values_only.plot()->xAxis->label().startsWith("compression ratio"));
     render_to_png(view, "results_bytes_axis.png");
 }
 

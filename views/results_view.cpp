@@ -9,6 +9,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QRegularExpression>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
@@ -157,10 +158,12 @@ ResultsView::ResultsView(QWidget* parent)
 
     auto* about = new QLabel(
         "<b>What am I seeing.</b> One row per finished compression job. The plot puts each run's "
-        "compression ratio (stored values after / before, lower is smaller) against Δ ln PPL = "
-        "ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the sample text (0: no loss). "
-        "Points towards the lower left are better; the dashed staircase joins the runs no other run "
-        "beats on both (the Pareto front). Click a point to select its row; beside the plot, the selected "
+        "bytes ratio (the compressed part's bytes as stored, after / before; the x axis box switches to "
+        "stored values) against Δ ln PPL = ln PPL<sub>compressed</sub> − ln PPL<sub>original</sub> on the "
+        "sample text (0: no loss). Points towards the lower left are better; the dashed staircase joins the "
+        "runs no other run beats on both (the Pareto front); the quantised tables (quant, diamonds on a "
+        "dashed line) are the baseline to beat at equal bytes. Click a point to select its row; beside the "
+        "plot, the selected "
         "row's KL from the original in each evaluation window (runs with + KL vs original).",
         this);
     about->setWordWrap(true);
@@ -176,6 +179,7 @@ ResultsView::ResultsView(QWidget* parent)
     split->addWidget(plots);
     split->setStretchFactor(1, 2);
     x_metric_->addItems({"parameter ratio", "bytes ratio"});
+    connect(x_metric_, &QComboBox::activated, this, [this] { x_chosen_ = true; }); // the user's pick
     x_metric_->setToolTip(
         "What the plot's x axis shows: stored values after / before, or the part's bytes\n"
         "as stored after / before (compare a method with the quantised table at equal "
@@ -362,7 +366,20 @@ void ResultsView::setYAxis(const QString& metric, bool symlog)
 void ResultsView::setXAxis(const QString& metric)
 {
     const int i = x_metric_->findText(metric);
+    x_chosen_ = true;
     x_metric_->setCurrentIndex(i < 0 ? 0 : i);
+    rebuildPlot();
+}
+
+void ResultsView::setBaselineMethods(const QStringList& methods)
+{
+    baseline_methods_ = methods;
+    rebuildPlot();
+}
+
+QCPGraph* ResultsView::baselineLine(const QString& method) const
+{
+    return baseline_lines_.value(method, nullptr);
 }
 
 double ResultsView::xOf(int row) const
@@ -421,10 +438,8 @@ void ResultsView::clear()
 
 QCPCurve* ResultsView::series(const QString& method) const
 {
-    for (int i = 0; i < plot_->plottableCount(); ++i)
-        if (auto* c = qobject_cast<QCPCurve*>(plot_->plottable(i)); c && c != ring_ && c->name() == method)
-            return c;
-    return nullptr;
+    const auto m = methods_.indexOf(method);
+    return m >= 0 && m < method_curves_.size() ? method_curves_[m] : nullptr;
 }
 
 void ResultsView::rebuildPlot()
@@ -446,8 +461,17 @@ void ResultsView::rebuildPlot()
     }
     for (int i = plot_->plottableCount() - 1; i >= 0; --i)
         if (plot_->plottable(i) != ring_ && plot_->plottable(i) != front_)
-            plot_->removePlottable(i); // also the extra fronts
+            plot_->removePlottable(i); // also the extra fronts and baseline lines
     more_fronts_.clear();
+    baseline_lines_.clear();
+    method_curves_.clear();
+    if (!x_chosen_) { // bytes by default (issue 38), parameters while no row has bytes
+        const bool any_bytes = std::any_of(rows_.begin(), rows_.end(), [](const ResultRow& r) {
+            return r.bytes_before > 0 && std::isfinite(r.bytes_after);
+        });
+        const QSignalBlocker quiet(x_metric_);
+        x_metric_->setCurrentIndex(any_bytes ? 1 : 0);
+    }
     // One staircase per group that may be compared (model, part, evaluation text).
     shown_groups_.clear();
     // Fronts by the metric on the y axis (lower is better for each).
@@ -499,6 +523,7 @@ void ResultsView::rebuildPlot()
     double x0 = 0, x1 = 1, y0 = 0, y1 = 0;
     for (int m = 0; m < methods_.size(); ++m) {
         auto* curve = new QCPCurve(plot_->xAxis, plot_->yAxis);
+        method_curves_.push_back(curve);
         curve->setName(methods_[m]);
         curve->setLineStyle(QCPCurve::lsNone);
         const QColor colour = kPalette[m % kPalette.size()];
@@ -517,11 +542,36 @@ void ResultsView::rebuildPlot()
             }
         }
         curve->setData(t, x, y);
+        if (baseline_methods_.contains(methods_[m])) { // joined in order of x, behind the points
+            curve->setName(methods_[m] + " (baseline)");
+            curve->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, colour, colour, 10));
+            std::vector<std::pair<double, double>> points;
+            for (int i = 0; i < x.size(); ++i)
+                if (std::isfinite(x[i]) && std::isfinite(y[i]))
+                    points.emplace_back(x[i], y[i]);
+            std::sort(points.begin(), points.end());
+            auto* line = plot_->addGraph(plot_->xAxis, plot_->yAxis);
+            line->setPen(QPen(colour, 1.2, Qt::DashLine));
+            line->removeFromLegend();
+            line->setLayer(front_->layer());
+            QVector<double> lx, ly;
+            for (const auto& [px, py] : points)
+                lx << px, ly << py;
+            line->setData(lx, ly, true);
+            baseline_lines_.insert(methods_[m], line);
+        }
     }
     plot_->legend->setVisible(!methods_.empty()); // no empty frame before the first run
-    plot_->xAxis->setLabel(x_metric_->currentIndex() == 0
-                               ? "compression ratio (compressed / original parameters)"
-                               : "bytes ratio (the compressed part's bytes as stored / the input's)");
+    QString x_label = x_metric_->currentIndex() == 0
+                          ? "compression ratio (compressed / original parameters)"
+                          : "bytes ratio (the compressed part's bytes as stored / the input's)";
+    int without_x = 0;
+    for (int i = 0; i < static_cast<int>(rows_.size()); ++i)
+        without_x += shown_row(i) && !std::isfinite(xOf(i));
+    if (without_x > 0)
+        x_label +=
+            QString(" — %1 run%2 without bytes not drawn").arg(without_x).arg(without_x == 1 ? "" : "s");
+    plot_->xAxis->setLabel(x_label);
     plot_->yAxis->setLabel(y_metric_->currentText() + (symlog() ? " (symlog)" : ""));
     if (symlog()) { // ticks at 0, ±10^k in the transformed coordinates, labelled with the values
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
@@ -574,7 +624,7 @@ void ResultsView::pointClicked(QCPCurve* curve, int index)
 {
     if (!curve || curve == ring_)
         return;
-    const int m = static_cast<int>(methods_.indexOf(curve->name()));
+    const int m = static_cast<int>(method_curves_.indexOf(curve));
     if (m >= 0 && index >= 0 && index < method_rows_[m].size())
         selectRow(method_rows_[m][index]);
 }

@@ -5,9 +5,11 @@
 // given by the app; the view only lays them out.
 #pragma once
 
+#include <QHash>
 #include <QPointF>
 #include <QSet>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 #include <QWidget>
 
@@ -45,11 +47,19 @@ public:
     // "PPL" or "1 − task accuracy", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the
     // metric.
     void setYAxis(const QString& metric, bool symlog);
-    // The x axis: "parameter ratio" (stored values after / before, the default) or
-    // "bytes ratio" (the part's bytes as stored after / before: a quantised table's
-    // values ratio is 1, its bytes ratio its bits over the input's). Rows without
-    // bytes (flat, a mixed-dtype input) are left off the bytes axis.
+    // The x axis: "bytes ratio" (the part's bytes as stored after / before: a quantised
+    // table's values ratio is 1, its bytes ratio its bits over the input's) or
+    // "parameter ratio" (stored values after / before). Until one is chosen (here or
+    // in the box) the axis is bytes whenever a row has bytes, else parameters. Rows
+    // without bytes (a mixed-dtype input, files written before bytes were recorded)
+    // are left off the bytes axis, and its label says how many.
     void setXAxis(const QString& metric);
+    // Methods drawn as baselines (the registry's bytes_baseline: the quantised table):
+    // their points joined by a dashed line in order of x, so another method's front
+    // is read against them at equal bytes.
+    void setBaselineMethods(const QStringList& methods);
+    // The line joining `method`'s points when it is a baseline (null otherwise).
+    QCPGraph* baselineLine(const QString& method) const;
     static double symlogOf(double v);
     void clear();
     const std::vector<ResultRow>& rows() const { return rows_; }
@@ -106,7 +116,11 @@ private:
     QComboBox* y_metric_;
     QComboBox* y_scale_;
     std::vector<ResultRow> rows_;
+    bool x_chosen_ = false; // the x axis was picked; else bytes when rows have them
+    QStringList baseline_methods_;
+    QHash<QString, QCPGraph*> baseline_lines_;
     QVector<QString> methods_;          // one series each, in order of first appearance
+    QVector<QCPCurve*> method_curves_;  // methods_[m]'s series
     QVector<QVector<int>> method_rows_; // rows per series
     std::vector<int> front_rows_;
     QSet<QString> baselines_; // model, part, text of the "original" rows shown
