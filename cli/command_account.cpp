@@ -72,6 +72,9 @@ int command_account(const std::vector<std::string>& argv)
         throw InputError("account: --stored-type '" + *stored_type +
                          "' is not a type EmbedLab counts (f32, " + quant_type_names() + ")");
 
+    if (args.has("--store"))
+        throw InputError("account: --store is counted after a fit: which factors its blocks fit follows from "
+                         "their shapes (compress --store T reports the stored bytes)");
     const auto settings = method_flag_settings(args, "account", base);
     const int64_t dim = table_width(args, settings.front(), limit);
     std::vector<EmbeddingAccounting> rows;

@@ -50,6 +50,9 @@ commands:
            [--nu X --tau Y | --device raspberry-pi-5|a100-server] [--tokens L]   energy model (TensorSLM)
            [--task sst2|mc --task-data FILE [--task-limit N]]  zero-shot accuracy after the evaluation,
                                                beside the original's on the same examples
+           [--store f32|f16|bf16|q8_0|q4_0|..]  every method but quant and flat: the factors' stored type
+                                               (a factor whose rows its blocks do not divide stays f32);
+                                               evaluated as stored, bytes as written
   compress [MODEL] --method tucker --shape I1,I2,.. --ranks r1,..,rN --out DIR [...]
                                                TensorSLM's Tucker baseline: HOSVD factors shared by all
                                                tokens, a core of r1...rN values per token (METHODS.md 5)

@@ -235,6 +235,56 @@ TEST(CompressedModel, ManifestThatDisagreesWithTheTensorsIsRefused)
     EXPECT_NE(load_error(tmp / "good").find("not valid JSON"), std::string::npos);
 }
 
+// Issue 38 part 2: factors stored at a ggml type (--store) are written as the bytes the
+// embedding was read back from, so a reload gives the same rows bit for bit; a manifest
+// whose stored_types lie is refused naming the tensor; an unstored run cannot be saved
+// as stored.
+TEST(CompressedModel, StoredFactorsReloadToTheSameRowsAndLyingTypesAreRefused)
+{
+    test::TempDir tmp;
+    auto src = load_weights_only(test::write_tiny_hf_model(tmp / "src", Architecture::Llama));
+    auto c = compress_table(table_of(*src.model), {.method = "pca", .rank = 4, .store = "f16"});
+    EXPECT_THROW(save_compressed_model(src, c, tmp / "unstored"), std::logic_error);
+    const int64_t V = src.model->config().vocab_size, d = src.model->config().hidden_size;
+    const auto all = torch::arange(V, torch::kLong);
+    const auto before = c.embedding->lookup(all).clone();
+    const auto bytes = store_factors(c, src.model->config());
+    EXPECT_EQ(c.stored_types.size(), 3u) << c.stored_types.dump(); // mu, Z, P: every float factor
+    EXPECT_EQ(bytes.values, 2 * (d + V * 4 + 4 * d));
+    EXPECT_EQ(bytes.ids, 0);
+    const auto stored_rows = c.embedding->lookup(all);
+    EXPECT_FALSE(torch::equal(stored_rows, before)) << "f16 rounds the factors";
+    EXPECT_LT((stored_rows - before).abs().max().item<double>(), 1e-2);
+    save_compressed_model(src, c, tmp / "good");
+    auto back = load_weights_only(tmp / "good");
+    EXPECT_TRUE(torch::equal(back.model->token_embedding().lookup(all), stored_rows));
+    const auto manifest = nlohmann::json::parse(test::read_text(tmp / "good" / "embedlab.json"));
+    EXPECT_EQ(manifest["stored_types"]["model.embed_tokens.pca.Z"], "f16");
+    EXPECT_EQ(manifest["parameters"]["store"], "f16");
+
+    auto tamper = [&](const std::string& name, auto&& edit) {
+        return tampered_load_error(tmp / "good", name, edit);
+    };
+    const auto unknown =
+        tamper("unknown", [](auto& m) { m["stored_types"]["model.embed_tokens.pca.Q"] = "f16"; });
+    EXPECT_NE(unknown.find("stored_types names 'model.embed_tokens.pca.Q', which is not a tensor of method "
+                           "'pca'"),
+              std::string::npos)
+        << unknown;
+    const auto type = tamper("type", [](auto& m) { m["stored_types"]["model.embed_tokens.pca.Z"] = "q9_9"; });
+    EXPECT_NE(type.find("stored type \"q9_9\" of 'model.embed_tokens.pca.Z' is not one EmbedLab reads"),
+              std::string::npos)
+        << type;
+    const auto misfit =
+        tamper("misfit", [](auto& m) { m["stored_types"]["model.embed_tokens.pca.Z"] = "q8_0"; });
+    EXPECT_NE(misfit.find("is stored as q8_0, whose blocks of 32 values do not divide its rows"),
+              std::string::npos)
+        << misfit;
+    const auto dropped =
+        tamper("dropped", [](auto& m) { m["stored_types"].erase("model.embed_tokens.pca.Z"); });
+    EXPECT_NE(dropped.find("'model.embed_tokens.pca.Z' has shape"), std::string::npos) << dropped;
+}
+
 // Per-token TT ranks are a tensor the manifest announces; a file that says otherwise is refused.
 TEST(CompressedModel, PerTokenTensorTrainRanksMustBeAnnounced)
 {

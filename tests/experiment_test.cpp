@@ -470,11 +470,17 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
     requests.push_back(tt_uniform);
     requests.push_back(tt_ranks);
     int index = 0;
-    // Stored types: float32 factors today; quantised --store types join this loop.
-    for (const std::string store : {"f32"}) {
+    // Stored types (issue 38 part 2): float32 factors, and every method's factors at
+    // --store f16 (every float factor) and q8_0 (those whose rows blocks of 32 divide).
+    for (const std::string store : {"f32", "f16", "q8_0"}) {
         for (auto r : requests) {
             SCOPED_TRACE(r.method + " " + store + (r.uniform_ranks ? " uniform" : "") +
                          (r.ranks.empty() ? "" : " ranks"));
+            const auto& fields = embedlab::method_descriptor(r.method).fields;
+            if (store != "f32" && std::find(fields.begin(), fields.end(), "store") == fields.end())
+                continue; // quant: the table itself is stored at its type
+            if (store != "f32")
+                r.store = store;
             r.eval_text.clear();
             const auto run = embedlab::run_compression(r);
             const auto out = dir / std::to_string(index++);
@@ -486,17 +492,33 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             int64_t elements = 0;
             double stored = 0;
             size_t found = 0;
+            const Json stored_types = manifest.value("stored_types", Json::object());
             for (const auto& e : header.entries) {
                 if (!manifest["factor_tensors"].contains(e.name))
                     continue;
                 ++found;
-                int64_t n = 1;
-                for (const int64_t s : e.shape)
+                int64_t n = 1; // the values the tensor holds (a stored one's file tensor is bytes)
+                for (const int64_t s : manifest["factor_tensors"][e.name].get<std::vector<int64_t>>())
                     n *= s;
                 elements += n;
                 stored += static_cast<double>(e.end - e.begin);
+                if (stored_types.contains(e.name))
+                    EXPECT_EQ(e.dtype, "U8") << e.name;
+                else if (store == "f16" && e.dtype == "F32")
+                    ADD_FAILURE() << e.name << " is a float factor f16 stores, left F32";
             }
             ASSERT_EQ(found, manifest["factor_tensors"].size());
+            if (store == "f16")
+                EXPECT_FALSE(stored_types.empty());
+            if (store != "f32") { // reloaded, every row is the one the run was evaluated with
+                auto back = embedlab::load_model(out);
+                const auto ids = torch::arange(0, back.model->config().vocab_size, 97, torch::kLong);
+                EXPECT_TRUE(torch::equal(back.model->token_embedding().lookup(ids),
+                                         run.embedding->embedding->lookup(ids)));
+                EXPECT_EQ(run.summary.bytes_after, stored) << "the results row's bytes are the file's";
+                EXPECT_NE(run.summary.parameters.find(", stored " + store), std::string::npos)
+                    << run.summary.parameters;
+            }
             const auto& a = run.embedding->accounting;
             // quant stores its V d values as ggml blocks: the file's elements are bytes.
             const bool blocks = r.method == "quant";
@@ -504,7 +526,8 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
                 elements = static_cast<int64_t>(stored * 8 / a.bits_per_value_after);
             EXPECT_EQ(a.params_after, elements);
             ASSERT_GT(a.bytes_after, 0);
-            EXPECT_NEAR(a.bytes_after, stored, 0.01 * stored) << "file " << stored << " bytes";
+            EXPECT_NEAR(a.bytes_after, stored, (store == "f32" ? 0.01 : 0.0) * stored)
+                << "file " << stored << " bytes";
             EXPECT_EQ(manifest["accounting"]["storage"]["bytes_after"].get<double>(), a.bytes_after);
             EXPECT_EQ(manifest["accounting"]["params_after"].get<int64_t>(), elements);
         }

@@ -46,7 +46,8 @@ struct CompressionSpec {
     int64_t batch = 4096; // ids per step
     double weight_decay = 0.01;
     uint64_t seed = 0;
-    std::string type; // quant (issue 38): the ggml block type, "q4_k"
+    std::string type;  // quant (issue 38): the ggml block type, "q4_k"
+    std::string store; // the factors' stored type (CompressionRequest::store); "": f32
 };
 
 // Methods compress_table knows (registered ones too), for messages and the CLI.
@@ -70,6 +71,12 @@ struct CompressedEmbedding {
     ReconstructionMetrics reconstruction;
     nlohmann::ordered_json fit; // method details: spectrum, explained variance, TT ranks
     double fit_seconds = 0, total_seconds = 0;
+    // spec.store set (store_factors, compressed_model.hpp): the factors stored at a ggml
+    // type, as the directory holds them (uint8 [rows, row bytes]) under their full names,
+    // and each one's type; `embedding` is built from them read back.
+    bool factors_stored = false;
+    std::vector<std::pair<std::string, torch::Tensor>> stored_tensors;
+    nlohmann::ordered_json stored_types = nlohmann::ordered_json::object();
 };
 
 // model_params: whole-model parameter count for eta (0: the table alone).

@@ -74,6 +74,16 @@ struct ManifestEmbeddings {
 ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, WeightMap& factors,
                                             const ModelConfig& config, const std::string& label);
 
+// Stores c's float factors at c.spec.store (a factor whose rows the type's blocks do not
+// divide stays float32, ids stay integers) and rebuilds c.embedding from them read back,
+// so what is evaluated is what the directory holds; fills c.stored_tensors and
+// c.stored_types. The bytes of the stored factors: values (at their types) and ids.
+// `positions`: gpt2's wpe table rather than the token table.
+struct StoredFactorBytes {
+    int64_t values = 0, ids = 0;
+};
+StoredFactorBytes store_factors(CompressedEmbedding& c, const ModelConfig& config, bool positions = false);
+
 // The factor tensors of a compressed embedding under `prefix` (see above).
 std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(const TokenEmbedding& embedding,
                                                                             const std::string& prefix);

@@ -44,8 +44,10 @@ SafetensorsFile load_safetensors_file(const std::filesystem::path& file, WeightV
             out.weights[e.name] = std::move(t);
             continue;
         }
-        if (e.dtype == "U8" && e.name.ends_with("quant.blocks")) {
-            // quant's ggml blocks (issue 38), bytes as written; any other U8 tensor (a
+        if (e.dtype == "U8" &&
+            (e.name.ends_with("quant.blocks") || header.metadata.count("embedlab_method"))) {
+            // quant's ggml blocks and factors stored at a ggml type (issue 38), bytes as
+            // written (the manifest says what they are); any other U8 tensor (a
             // bitsandbytes model's) is not EmbedLab's and stays skipped below.
             auto t = torch::empty(e.shape, torch::kUInt8);
             std::memcpy(t.data_ptr<uint8_t>(), mapped->data() + header.data_start + e.begin, e.end - e.begin);

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
@@ -284,7 +285,7 @@ CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescript
 
 std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescriptor& m)
 {
-    return table_method(m.name).parameters(c.spec);
+    return table_method(m.name).parameters(c.spec) + (c.spec.store.empty() ? "" : ", stored " + c.spec.store);
 }
 
 // LoRA recovery (METHODS 1): the ids to train on, never one the run is evaluated on.
@@ -632,6 +633,20 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         if (request.positions)
             run.positions =
                 compress_table(model.weights().at("wpe.weight"), spec, 0, bar.stage("compress positions"));
+        // --store (issue 38): evaluate the factors as the directory will hold them.
+        std::optional<StoredFactorBytes> stored;
+        if (!spec.store.empty()) {
+            stored = store_factors(*run.embedding, model.config());
+            auto& c = *run.embedding;
+            c.reconstruction = measure_reconstruction(table, *c.embedding);
+            c.fit["stored"] = {{"type", spec.store},
+                               {"tensors", c.stored_types},
+                               {"note",
+                                "the fit's own figures are of the float32 factors; reconstruction is of "
+                                "the stored ones, read back"}};
+            if (run.positions)
+                store_factors(*run.positions, model.config(), /*positions=*/true);
+        }
         // Issue 20: an untied head is not compressed; TensorSLM's eta_emb counts positions.
         const auto breakdown = model.parameter_breakdown();
         auto& accounting = run.embedding->accounting;
@@ -640,6 +655,14 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         // Factors are float32; quant's values take its type's bits (the fit records them).
         apply_storage(accounting, token_embedding_stored_type(run.model.files),
                       accounting.bits_per_value_after > 0 ? accounting.bits_per_value_after : 32);
+        if (stored && accounting.bits_per_value_before > 0) { // the stored tensors' own bytes
+            const int64_t values = accounting.params_after - accounting.index_values;
+            accounting.bits_per_value_after =
+                values > 0 ? 8.0 * static_cast<double>(stored->values) / values : 0;
+            accounting.index_bytes = stored->ids;
+            accounting.bytes_after = static_cast<double>(stored->values + stored->ids);
+            accounting.bytes_ratio = accounting.bytes_after / accounting.bytes_before;
+        }
         if (run.positions) {
             const auto& p = run.positions->accounting;
             accounting.eta_emb_with_positions =

@@ -13,6 +13,7 @@
 #include "embedlab/accounting.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/name_table.hpp"
+#include "embedlab/quant_types.hpp"
 
 namespace embedlab {
 
@@ -145,6 +146,7 @@ const std::vector<Field>& fields()
             member("fit_batch", &R::fit_batch),
             member("weight_decay", &R::weight_decay),
             member("type", &R::type),
+            member("store", &R::store),
             member("remaining", &R::remaining),
             member("target_ratio", &R::target_ratio),
             member("allocation", &R::allocation),
@@ -295,6 +297,11 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("device", "sets nu and tau; give either device or nu/tau");
     }
     m.check(r, d, fail);
+    if (!r.store.empty() && r.store != "f32" && !find_quant_type(r.store))
+        fail("store", "'" + r.store + "' is not a stored type: f32, " + quant_type_names());
+    if (!r.store.empty() && r.store != "f32" && r.lora_rank > 0)
+        fail("store", "cannot be combined with LoRA recovery yet (the recovered factors would be stored "
+                      "again); store f32, or recover without LoRA");
     const std::string dmax = d > 0 ? std::to_string(d) : "d";
     if (r.lora_rank < 0 || (d > 0 && r.lora_rank > d))
         fail("lora_rank", std::to_string(r.lora_rank) + " must be 0 (off) or 1.." + dmax);
@@ -338,6 +345,8 @@ std::string describe_request(const CompressionRequest& r)
     if (!m)
         return r.method;
     std::string what = m->describe(r);
+    if (!r.store.empty() && r.store != "f32")
+        what += ", stored " + r.store;
     if (r.lora_rank > 0)
         what += " + LoRA r " + std::to_string(r.lora_rank) + ", " + std::to_string(r.lora_steps) + " steps";
     return what;

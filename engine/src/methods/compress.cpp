@@ -99,6 +99,8 @@ nlohmann::ordered_json spec_json(const CompressionSpec& spec)
         j["rank"] = spec.rank;
     else
         table_method(spec.method).spec_fields(spec, j);
+    if (!spec.store.empty()) // which tensors it applied to: the manifest's stored_types
+        j["store"] = spec.store;
     return j;
 }
 

@@ -13,7 +13,8 @@ MethodDescriptor fourier()
             .tied_head_from_factors = true,
             .lora = true,
             .stored_as = "fourier",
-            .fields = {"mlp", "hidden_ratio", "norm", "loss", "steps", "lr", "fit_batch", "weight_decay"},
+            .fields = {"mlp", "hidden_ratio", "norm", "loss", "steps", "lr", "fit_batch", "weight_decay",
+                       "store"},
             .check =
                 [](const CompressionRequest& r, int64_t, const RequestFail& fail) {
                     if (r.mlp != "linear" && r.mlp != "geglu")

@@ -7,7 +7,7 @@ namespace {
 
 MethodDescriptor low_rank(Method id, const char* name, const char* summary)
 {
-    std::vector<std::string> fields{"rank"};
+    std::vector<std::string> fields{"rank", "store"};
     fields.insert(fields.end(), energy_fields().begin(), energy_fields().end());
     return {
         .id = id,

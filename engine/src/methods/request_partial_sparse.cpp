@@ -88,7 +88,8 @@ std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const 
 MethodDescriptor partial_sparse(Method id, const char* name, const char* summary, bool neighbour_search,
                                 bool k_required)
 {
-    std::vector<std::string> fields{"freq_text", "keep_ratio", "k", "reg", "coverage_task", "coverage_data"};
+    std::vector<std::string> fields{"freq_text",     "keep_ratio",    "k",    "reg",
+                                    "coverage_task", "coverage_data", "store"};
     if (neighbour_search) // lle proper is the one with a neighbour search
         fields.insert(fields.end(), {"knn", "nlist", "nprobe"});
     return {.id = id,

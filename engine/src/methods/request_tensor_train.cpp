@@ -43,7 +43,7 @@ std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const 
 
 MethodDescriptor tensor_train()
 {
-    std::vector<std::string> fields{"shape", "ranks", "eps", "uniform_ranks"};
+    std::vector<std::string> fields{"shape", "ranks", "eps", "uniform_ranks", "store"};
     fields.insert(fields.end(), energy_fields().begin(), energy_fields().end());
     return {
         .id = Method::TT,

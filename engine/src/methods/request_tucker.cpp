@@ -45,7 +45,7 @@ MethodDescriptor tucker()
         .positions = true,
         .lora = true,
         .stored_as = "tucker",
-        .fields = {"shape", "ranks"},
+        .fields = {"shape", "ranks", "store"},
         .check =
             [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
                 if (r.shape.empty())

@@ -117,6 +117,7 @@ CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
     spec.weight_decay = r.weight_decay;
     spec.seed = r.seed;
     spec.type = r.type;
+    spec.store = r.store == "f32" ? "" : r.store;
     method.complete_spec(spec, r, d);
     return spec;
 }

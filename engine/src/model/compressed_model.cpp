@@ -2,6 +2,9 @@
 
 #include "embedlab/method_registry.hpp"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -9,10 +12,13 @@
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/partial_sparse.hpp"
+#include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/tucker.hpp"
 #include "io/canonical_weights.hpp"
+#include "io/ggml_quantize.hpp"
+#include "io/gguf_quants.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 
@@ -69,6 +75,59 @@ Tensors weights_except(const LanguageModel& m, const std::set<std::string>& skip
     return io::native_hf_tensors(m.config(), extra);
 }
 
+// The stored type of one factor at `store` ("": float32): a float32 tensor whose rows
+// (last dimension) the type's blocks divide; null for the rest (and ids).
+const QuantType* factor_stored_type(const torch::Tensor& t, const std::string& store)
+{
+    if (store.empty() || store == "f32" || t.scalar_type() != torch::kFloat32 || t.dim() < 1 ||
+        t.numel() == 0)
+        return nullptr;
+    const auto* q = find_quant_type(store);
+    return q && t.size(-1) % q->block_values == 0 ? q : nullptr;
+}
+
+// t's rows at type q, as ggml stores them: uint8 [numel / last, row bytes].
+torch::Tensor quantise_factor(const torch::Tensor& t, const QuantType& q)
+{
+    const auto x = t.contiguous();
+    const int64_t n = x.size(-1), rows = x.numel() / n;
+    const auto row_bytes = static_cast<int64_t>(io::ggml_row_bytes(q.ggml_type, n));
+    auto out = torch::empty({rows, row_bytes}, torch::kUInt8);
+    const float* from = x.data_ptr<float>();
+    uint8_t* to = out.data_ptr<uint8_t>();
+    at::parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r)
+            io::quantize_row(q.ggml_type, from + r * n, n, to + r * row_bytes);
+    });
+    return out;
+}
+
+// The float32 tensor of `shape` that quantise_factor's bytes hold.
+torch::Tensor dequantise_factor(const torch::Tensor& bytes, const QuantType& q,
+                                const std::vector<int64_t>& shape, const std::string& name,
+                                const std::string& label)
+{
+    const int64_t n = shape.back();
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i)
+        rows *= shape[i];
+    const auto row_bytes = static_cast<int64_t>(io::ggml_row_bytes(q.ggml_type, n));
+    if (bytes.scalar_type() != torch::kUInt8 || bytes.sizes().vec() != std::vector<int64_t>{rows, row_bytes})
+        throw InputError(label + "/model.safetensors: tensor '" + name + "' is stored as " + q.name +
+                         " and must be uint8 " + shape_text(std::vector<int64_t>{rows, row_bytes}) +
+                         ", but is " + std::string(c10::toString(bytes.scalar_type())) + " " +
+                         shape_text(bytes.sizes()));
+    auto out = torch::empty(shape, torch::kFloat32);
+    const auto from = bytes.contiguous();
+    const uint8_t* p = from.data_ptr<uint8_t>();
+    float* to = out.data_ptr<float>();
+    at::parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r)
+            io::dequantize_row(q.ggml_type, p + r * row_bytes, n, to + r * n);
+    });
+    return out;
+}
+
 // The manifest entries describing one compressed table.
 Json table_json(const CompressedEmbedding& c, const std::string& table, const Json& factor_shapes)
 {
@@ -80,6 +139,8 @@ Json table_json(const CompressedEmbedding& c, const std::string& table, const Js
               {"reconstruction", reconstruction_json(c.reconstruction)},
               {"fit", c.fit}};
     j["fit"]["seconds"] = c.fit_seconds;
+    if (!c.stored_types.empty())
+        j["stored_types"] = c.stored_types;
     return j;
 }
 
@@ -166,16 +227,22 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     copy_support_files(source.files.path, dir.path());
 
     Tensors tensors = weights_except(model, replaced);
-    auto add_factors = [&](const TokenEmbedding& e, const std::string& prefix) {
+    // Stored factors (spec.store) are written as the bytes the embedding was built from.
+    auto add_factors = [&](const CompressedEmbedding& c, const std::string& prefix) {
+        if (!c.spec.store.empty() && !c.factors_stored)
+            throw std::logic_error("save_compressed_model: the factors were never stored as " + c.spec.store +
+                                   " (store_factors)");
+        std::map<std::string, torch::Tensor> stored(c.stored_tensors.begin(), c.stored_tensors.end());
         Json shapes = Json::object();
-        for (const auto& [name, t] : embedding_factor_tensors(e, prefix)) {
+        for (const auto& [name, t] : embedding_factor_tensors(*c.embedding, prefix)) {
             shapes[name] = t.sizes().vec();
-            tensors.emplace_back(name, t);
+            const auto it = stored.find(name);
+            tensors.emplace_back(name, it == stored.end() ? t : it->second);
         }
         return shapes;
     };
-    const Json token_factors = add_factors(*compressed.embedding, factor_prefix(config.arch));
-    const Json position_factors = positions ? add_factors(*positions->embedding, "wpe.") : Json();
+    const Json token_factors = add_factors(compressed, factor_prefix(config.arch));
+    const Json position_factors = positions ? add_factors(*positions, "wpe.") : Json();
     const std::map<std::string, std::string> metadata{{"format", "pt"},
                                                       {"embedlab_method", compressed.spec.method}};
     write_safetensors(dir.path() / "model.safetensors", tensors, metadata, progress);
@@ -344,6 +411,37 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
 
 } // namespace
 
+StoredFactorBytes store_factors(CompressedEmbedding& c, const ModelConfig& config, bool positions)
+{
+    const std::string prefix = positions ? "wpe." : factor_prefix(config.arch);
+    StoredFactorBytes bytes;
+    WeightMap factors;
+    Json shapes = Json::object();
+    c.stored_tensors.clear();
+    c.stored_types = Json::object();
+    for (auto& [name, t] : embedding_factor_tensors(*c.embedding, prefix)) {
+        shapes[name] = t.sizes().vec();
+        if (const auto* q = factor_stored_type(t, c.spec.store)) {
+            auto stored = quantise_factor(t, *q);
+            bytes.values += stored.numel();
+            factors[name] = dequantise_factor(stored, *q, t.sizes().vec(), name, "store");
+            c.stored_types[name] = q->name;
+            c.stored_tensors.emplace_back(name, std::move(stored));
+        } else {
+            (t.is_floating_point() ? bytes.values : bytes.ids) +=
+                t.numel() * static_cast<int64_t>(t.element_size());
+            factors[name] = t;
+        }
+    }
+    // Read back through the layout a reload uses: the same tensors, the same checks.
+    const std::string where = "the " + c.spec.method + " factors stored as " + c.spec.store;
+    const auto layout = detail::parse_table_layout(table_json(c, prefix + "weight", shapes), prefix,
+                                                   c.embedding->vocab_size(), c.embedding->dim(), where);
+    c.embedding = build_table(layout, factors, where, where);
+    c.factors_stored = true;
+    return bytes;
+}
+
 ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, WeightMap& factors,
                                             const ModelConfig& config, const std::string& label)
 {
@@ -362,6 +460,17 @@ ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, We
                              factors.begin()->first + "'");
         return {};
     }
+    // Factors stored at a ggml type (--store) become the float32 tensors they hold.
+    for (const auto* table :
+         {layout.tokens ? &*layout.tokens : nullptr, layout.positions ? &*layout.positions : nullptr})
+        for (const auto& [name, type] : table ? table->stored_types : std::map<std::string, std::string>{}) {
+            const auto it = factors.find(name);
+            if (it == factors.end())
+                continue; // the check below names it
+            const auto expected = std::find_if(table->tensors.begin(), table->tensors.end(),
+                                               [&](const auto& t) { return t.first == name; });
+            it->second = dequantise_factor(it->second, *find_quant_type(type), expected->second, name, label);
+        }
     // The manifest's lists of factor tensors must match the file exactly.
     for (const auto& [name, shape] : layout.listed) {
         const auto it = factors.find(name);

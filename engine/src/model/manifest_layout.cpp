@@ -82,6 +82,36 @@ TensorShape listed_shape(const Json& block, const std::string& name, const std::
     return json_integers(block["factor_tensors"][name], "the shape of '" + name + "'", where);
 }
 
+// A table's "stored_types" (name -> ggml type): each a float tensor of the method whose
+// rows (last dimension) the type's blocks divide.
+std::map<std::string, std::string> stored_types(const Json& types, const TableLayout& t,
+                                                const std::string& where)
+{
+    if (!types.is_object())
+        throw InputError(where + ": stored_types must be an object (tensor name -> stored type)");
+    std::map<std::string, std::string> out;
+    for (const auto& [name, type] : types.items()) {
+        const auto it = std::find_if(t.tensors.begin(), t.tensors.end(),
+                                     [&](const auto& tensor) { return tensor.first == name; });
+        if (it == t.tensors.end())
+            throw InputError(where + ": stored_types names '" + name +
+                             "', which is not a tensor of method '" + t.method + "'");
+        if (std::find(t.index_tensors.begin(), t.index_tensors.end(), name) != t.index_tensors.end())
+            throw InputError(where + ": stored_types names '" + name +
+                             "', which holds ids (stored as integers)");
+        const auto* q = type.is_string() ? find_quant_type(type.get<std::string>()) : nullptr;
+        if (!q)
+            throw InputError(where + ": stored type " + type.dump() + " of '" + name +
+                             "' is not one EmbedLab reads (" + quant_type_names() + ")");
+        const TensorShape& shape = it->second;
+        if (shape.empty() || shape.back() < 1 || shape.back() % q->block_values != 0)
+            throw InputError(where + ": '" + name + "' is stored as " + q->name + ", whose blocks of " +
+                             std::to_string(q->block_values) + " values do not divide its rows");
+        out[name] = q->name;
+    }
+    return out;
+}
+
 TableLayout table_layout(const Json& block, const std::string& prefix, int64_t rows, int64_t d,
                          const std::string& where)
 {
@@ -103,6 +133,8 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
                          " is not this model's table '" + prefix + "weight'");
     auto needs = [&](const std::string& name, TensorShape shape) {
         t.tensors.emplace_back(prefix + name, shape);
+        if (name.ends_with("_ids") || name == "tt.token_ranks")
+            t.index_tensors.push_back(prefix + name);
     };
     const std::string& method = t.stored;
     if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
@@ -221,10 +253,18 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
         if (t.norm)
             needs("fourier.norm", {d});
     }
+    if (block.contains("stored_types"))
+        t.stored_types = stored_types(block["stored_types"], t, where);
     return t;
 }
 
 } // namespace
+
+TableLayout parse_table_layout(const Json& block, const std::string& prefix, int64_t rows, int64_t d,
+                               const std::string& where)
+{
+    return table_layout(block, prefix, rows, d, where);
+}
 
 ManifestLayout parse_manifest_layout(const std::string& manifest_text, const ManifestDims& dims,
                                      const std::string& label)

@@ -52,6 +52,11 @@ struct TableLayout {
     int64_t hidden = 0;                  // fourier geglu
     std::string quant_type;              // quant: "q4_k"
     std::vector<std::pair<std::string, TensorShape>> tensors; // full name -> shape
+    std::vector<std::string> index_tensors; // those holding ids or ranks (integers, never quantised)
+    // Tensors stored at a ggml type (compress --store, issue 38): full name -> type
+    // ("q8_0"). Their file tensor is uint8 [numel / last, row bytes of last]; the shape
+    // above is the float32 tensor they dequantise to. Absent: float32 as listed.
+    std::map<std::string, std::string> stored_types;
 };
 
 struct ManifestLayout {
@@ -66,6 +71,11 @@ struct ManifestLayout {
 int64_t json_integer(const nlohmann::json& v, const std::string& what, const std::string& where);
 std::vector<int64_t> json_integers(const nlohmann::json& v, const std::string& what,
                                    const std::string& where);
+
+// One table block (the manifest's top level or its "positions"): its method, checked
+// parameters and tensors. InputError naming `where`.
+TableLayout parse_table_layout(const nlohmann::json& block, const std::string& prefix, int64_t rows,
+                               int64_t d, const std::string& where);
 
 // Throws InputError("<label>/embedlab.json: <problem>").
 ManifestLayout parse_manifest_layout(const std::string& manifest_text, const ManifestDims& dims,
