@@ -69,6 +69,10 @@ commands:
                                                the table itself in a ggml block format, bit-identical to
                                                llama-quantize --token-embedding-type: the baseline at equal
                                                bytes (K-types need d a multiple of 256)
+  compress [MODEL] --method aq [--codebooks M (32)] [--codewords K (16)] --steps N [--lr X (1e-3)]
+           [--fit-batch B (4096)] [--seed S] --out DIR [...]
+                                               additive quantisation: each row a sum of M codewords of K,
+                                               codes learned as Shu and Nakayama 2017 (M log2 K bits a row)
   fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
                                                features T, MLP(T), E, original rows and neighbour
                                                cosines for ids A..B-1 (at most 4096)
@@ -215,7 +219,7 @@ const std::vector<CommandGroup>& command_groups()
           {"importance", "FLAT-LLM decoder importance scores, value spectra"}}},
         {"Compress",
          {{"compress",
-           "write a compressed model directory (pca, svd, tt, tucker, lle, fourier, quant, flat)"},
+           "write a compressed model directory (pca, svd, tt, tucker, lle, fourier, quant, aq, flat)"},
           {"sweep", "one row per setting: params, ratio, ppl, delta ln PPL (also on Slurm)"},
           {"sweep-status", "a Slurm sweep's tasks"},
           {"sweep-collect", "wait for a Slurm sweep and print its rows"},

@@ -56,6 +56,8 @@ CompressionRequest request_for(const std::string& method)
         r.steps = 10;
     else if (method == "quant")
         r.type = "q8_0";
+    else if (method == "aq")
+        r.codebooks = 8, r.codewords = 16, r.steps = 20;
     else if (method == "flat")
         r.remaining = 0.5, r.calib_text = sample(), r.samples = 4, r.seqlen = 32;
     r.eval_text = sample();
@@ -73,8 +75,9 @@ TEST(MethodRegistry, NamesAreUniqueAndLookedUp)
         EXPECT_TRUE(names.insert(m.name).second) << m.name;
         EXPECT_EQ(&embedlab::method_descriptor(m.name), &embedlab::method_descriptor(m.id));
     }
-    EXPECT_EQ(names.size(), 10u);
-    EXPECT_EQ(embedlab::method_names(), "pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, quant, flat");
+    EXPECT_EQ(names.size(), 11u);
+    EXPECT_EQ(embedlab::method_names(),
+              "pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, quant, aq, flat");
     try {
         embedlab::method_descriptor("zip");
         FAIL() << "an unknown method was found";
@@ -500,6 +503,8 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
                 int64_t n = 1; // the values the tensor holds (a stored one's file tensor is bytes)
                 for (const int64_t s : manifest["factor_tensors"][e.name].get<std::vector<int64_t>>())
                     n *= s;
+                if (e.name.ends_with("aq.codes")) // M codes a row, packed at log2 K bits
+                    n = e.shape[0] * manifest["parameters"]["codebooks"].get<int64_t>();
                 elements += n;
                 stored += static_cast<double>(e.end - e.begin);
                 if (stored_types.contains(e.name))

@@ -115,6 +115,8 @@ struct EmbeddingAccounting {
     std::vector<int64_t> tucker_shape, tucker_ranks;
     int64_t core_values_per_token = 0; // prod r_k
     int64_t factor_values = 0;         // sum I_k r_k
+    // aq (additive quantisation, issue 38): M codebooks of K codewords, log2 K bits a code.
+    int64_t aq_codebooks = 0, aq_codewords = 0, aq_code_bits_per_token = 0;
 };
 
 // LRF: a low-rank factorised table trained from random initialisation (lora.hpp),
@@ -177,6 +179,11 @@ void check_tucker_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape
 // tt and svd only).
 EmbeddingAccounting account_tucker(int64_t vocab, const std::vector<int64_t>& shape,
                                    const std::vector<int64_t>& ranks, int64_t model_params = 0);
+// aq: M K d codebook values and V M codes (index values, stored packed at log2 K bits:
+// V ceil(M log2 K / 8) bytes). Lookup: M d additions (counted as flops, M d); tied head:
+// every row rebuilt, then 2 V d.
+EmbeddingAccounting account_aq(int64_t vocab, int64_t dim, int64_t codebooks, int64_t codewords,
+                               int64_t model_params = 0);
 
 // Energy of the dense table and of a rank-k SVD (eqs. 2 and 5), and of a TT with
 // cores counted as r x I_k x r, r the largest rank, as eqs. 3-4 assume.

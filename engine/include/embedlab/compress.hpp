@@ -46,8 +46,9 @@ struct CompressionSpec {
     int64_t batch = 4096; // ids per step
     double weight_decay = 0.01;
     uint64_t seed = 0;
-    std::string type;  // quant (issue 38): the ggml block type, "q4_k"
-    std::string store; // the factors' stored type (CompressionRequest::store); "": f32
+    std::string type;                       // quant (issue 38): the ggml block type, "q4_k"
+    std::string store;                      // the factors' stored type (CompressionRequest::store); "": f32
+    int64_t codebooks = 32, codewords = 16; // aq: M, K
 };
 
 // Methods compress_table knows (registered ones too), for messages and the CLI.

@@ -81,6 +81,10 @@ struct CompressionRequest {
 
     // quant (issue 38): a ggml block type as llama-quantize names it ("q8_0", "q4_k", "f16").
     std::string type;
+    // aq (issue 38): M codebooks of K codewords (the LLE paper's Shu and Nakayama setting);
+    // steps, lr, fit_batch and seed as fourier's.
+    int64_t codebooks = 32;
+    int64_t codewords = 16;
     // Every other token-table method (issue 38 part 2): the type its float factors are
     // stored at, "f32" ("": f32), "f16", "bf16" or a ggml block type; a factor whose rows
     // the type's blocks do not divide stays f32. Evaluated as stored.

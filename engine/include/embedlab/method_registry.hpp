@@ -27,7 +27,7 @@ struct CompressionRequest; // experiment_request.hpp
 
 // Every method EmbedLab runs, by what it compresses (METHODS.md 1-5); External: one
 // added by register_method, known by its name alone.
-enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant, Flat, External };
+enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant, AQ, Flat, External };
 enum class CompressedPart { TokenEmbedding, AttentionValues };
 
 // A method's checks report the first bad field: fail(field, what) throws.

@@ -147,6 +147,8 @@ const std::vector<Field>& fields()
             member("weight_decay", &R::weight_decay),
             member("type", &R::type),
             member("store", &R::store),
+            member("codebooks", &R::codebooks),
+            member("codewords", &R::codewords),
             member("remaining", &R::remaining),
             member("target_ratio", &R::target_ratio),
             member("allocation", &R::allocation),

@@ -459,6 +459,31 @@ EmbeddingAccounting account_tucker(int64_t vocab, const std::vector<int64_t>& sh
     return a;
 }
 
+EmbeddingAccounting account_aq(int64_t vocab, int64_t dim, int64_t codebooks, int64_t codewords,
+                               int64_t model_params)
+{
+    check_sizes(vocab, dim);
+    if (codebooks < 1 || codebooks > 1024 || codewords < 2 || codewords > 256 ||
+        (codewords & (codewords - 1)) != 0)
+        throw InputError("aq needs 1..1024 codebooks of a power of two in 2..256 codewords, got M = " +
+                         std::to_string(codebooks) + ", K = " + std::to_string(codewords));
+    EmbeddingAccounting a = accounting_of("aq", vocab, dim);
+    a.aq_codebooks = codebooks;
+    a.aq_codewords = codewords;
+    int64_t bits = 0;
+    while ((int64_t{1} << bits) < codewords)
+        ++bits;
+    a.aq_code_bits_per_token = codebooks * bits;
+    a.index_values = vocab * codebooks;
+    a.index_bytes = vocab * ((a.aq_code_bits_per_token + 7) / 8);
+    a.params_after = codebooks * codewords * dim + a.index_values;
+    fill_common(a, model_params);
+    a.flops_lookup = codebooks * dim;
+    a.flops_head = vocab * codebooks * dim + 2 * vocab * dim;
+    a.flops_per_token = a.flops_head;
+    return a;
+}
+
 std::vector<std::vector<int64_t>> tt_shapes(int64_t dim, int n)
 {
     std::vector<std::vector<int64_t>> out;

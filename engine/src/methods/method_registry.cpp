@@ -17,8 +17,9 @@ namespace {
 std::deque<MethodDescriptor>& registry()
 {
     using namespace method_rows;
-    static std::deque<MethodDescriptor> methods{pca(),     svd(),     tensor_train(), tucker(), lle(),
-                                                lle_unk(), lle_pca(), fourier(),      quant(),  flat()};
+    static std::deque<MethodDescriptor> methods{pca(),   svd(),     tensor_train(), tucker(),
+                                                lle(),   lle_unk(), lle_pca(),      fourier(),
+                                                quant(), aq(),      flat()};
     return methods;
 }
 

@@ -23,6 +23,7 @@ MethodDescriptor lle_unk();
 MethodDescriptor lle_pca();
 MethodDescriptor fourier();
 MethodDescriptor quant();
+MethodDescriptor aq();
 MethodDescriptor flat();
 
 // "d = 768" for messages ("d" while the width is unknown).

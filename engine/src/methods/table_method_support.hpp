@@ -34,6 +34,7 @@ const TableMethod& pca_method();
 const TableMethod& svd_method();
 const TableMethod& tensor_train_method();
 const TableMethod& tucker_method();
+const TableMethod& aq_method();
 const TableMethod& lle_method();
 const TableMethod& lle_unk_method();
 const TableMethod& lle_pca_method();

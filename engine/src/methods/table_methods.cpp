@@ -12,7 +12,7 @@ std::vector<const TableMethod*>& methods()
     using namespace table_support;
     static std::vector<const TableMethod*> list{
         &pca_method(),     &svd_method(),     &tensor_train_method(), &tucker_method(), &lle_method(),
-        &lle_unk_method(), &lle_pca_method(), &fourier_method(),      &quant_method(),
+        &lle_unk_method(), &lle_pca_method(), &fourier_method(),      &quant_method(),  &aq_method(),
     };
     return list;
 }
@@ -118,6 +118,8 @@ CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
     spec.seed = r.seed;
     spec.type = r.type;
     spec.store = r.store == "f32" ? "" : r.store;
+    spec.codebooks = r.codebooks;
+    spec.codewords = r.codewords;
     method.complete_spec(spec, r, d);
     return spec;
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <set>
 
+#include "embedlab/additive_quantisation.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
@@ -186,6 +187,9 @@ std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(cons
             out.emplace_back(p + "basis", f.basis);
             out.emplace_back(p + "coords", f.coords);
         }
+    } else if (const auto* aq = dynamic_cast<const AdditiveQuantisedTokenEmbedding*>(&embedding)) {
+        out.emplace_back(prefix + "aq.codes", pack_aq_codes(aq->codes(), aq->codebooks().size(1)));
+        out.emplace_back(prefix + "aq.codebooks", aq->codebooks());
     } else if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(&embedding)) {
         out.emplace_back(prefix + "quant.blocks", q->blocks()); // uint8: the bytes llama.cpp's blocks are
     } else if (const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&embedding)) {
@@ -363,6 +367,11 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);
         });
     }
+    if (t.kind == K::AQ)
+        return named_errors([&] {
+            return std::make_shared<AdditiveQuantisedTokenEmbedding>(
+                unpack_aq_codes(f["aq.codes"], t.codebooks, t.codewords), f["aq.codebooks"]);
+        });
     if (t.kind == K::Quant)
         return named_errors([&] {
             return std::make_shared<QuantisedTokenEmbedding>(t.quant_type, t.dim, f["quant.blocks"]);

@@ -60,11 +60,11 @@ std::string stored_kind(const std::string& method, const std::string& where)
 
 TableKind table_kind(const std::string& stored, const std::string& where)
 {
-    constexpr Named<TableKind> kinds[]{{TableKind::PCA, "pca"},         {TableKind::SVD, "svd"},
-                                       {TableKind::LRF, "lrf"},         {TableKind::TT, "tt"},
-                                       {TableKind::Tucker, "tucker"},   {TableKind::LLE, "lle"},
-                                       {TableKind::LLEUnk, "lle-unk"},  {TableKind::LLEPCA, "lle-pca"},
-                                       {TableKind::Fourier, "fourier"}, {TableKind::Quant, "quant"}};
+    constexpr Named<TableKind> kinds[]{
+        {TableKind::PCA, "pca"},        {TableKind::SVD, "svd"},        {TableKind::LRF, "lrf"},
+        {TableKind::TT, "tt"},          {TableKind::Tucker, "tucker"},  {TableKind::LLE, "lle"},
+        {TableKind::LLEUnk, "lle-unk"}, {TableKind::LLEPCA, "lle-pca"}, {TableKind::Fourier, "fourier"},
+        {TableKind::Quant, "quant"},    {TableKind::AQ, "aq"}};
     if (const auto* row = row_with_name(kinds, stored))
         return row->value;
     throw InputError(where + ": stored layout '" + stored + "' is not one EmbedLab reads");
@@ -133,7 +133,7 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
                          " is not this model's table '" + prefix + "weight'");
     auto needs = [&](const std::string& name, TensorShape shape) {
         t.tensors.emplace_back(prefix + name, shape);
-        if (name.ends_with("_ids") || name == "tt.token_ranks")
+        if (name.ends_with("_ids") || name == "tt.token_ranks" || name == "aq.codes")
             t.index_tensors.push_back(prefix + name);
     };
     const std::string& method = t.stored;
@@ -230,6 +230,20 @@ TableLayout table_layout(const Json& block, const std::string& prefix, int64_t r
                              " does not fit rows of d = " + std::to_string(d));
         t.quant_type = q->name;
         needs("quant.blocks", {rows, static_cast<int64_t>(io::ggml_row_bytes(q->ggml_type, d))});
+    } else if (t.kind == K::AQ) {
+        // Codes of log2 K bits, packed a row at a time; M codebooks of K codewords.
+        t.codebooks = json_integer(field(params, "codebooks", where), "codebooks", where);
+        t.codewords = json_integer(field(params, "codewords", where), "codewords", where);
+        if (t.codebooks < 1 || t.codebooks > 1024 || t.codewords < 2 || t.codewords > 256 ||
+            (t.codewords & (t.codewords - 1)) != 0)
+            throw InputError(where +
+                             ": aq needs 1..1024 codebooks of a power of two in 2..256 codewords, got " +
+                             std::to_string(t.codebooks) + " of " + std::to_string(t.codewords));
+        int64_t bits = 0;
+        while ((int64_t{1} << bits) < t.codewords)
+            ++bits;
+        needs("aq.codes", {rows, (t.codebooks * bits + 7) / 8});
+        needs("aq.codebooks", {t.codebooks, t.codewords, d});
     } else { // K::Fourier
         t.mlp = fourier_mlp_name(parse_fourier_mlp(field(params, "mlp", where).get<std::string>()));
         t.norm = field(params, "norm", where).get<bool>();

@@ -31,7 +31,7 @@ struct ManifestDims {
 // One table's method, parameters and the factor tensors it consumes, in order.
 // What a stored table is: a registry method's factors (experiment_request.hpp),
 // or lrf, the low-rank factors finetune --from-scratch trains.
-enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant };
+enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant, AQ };
 
 struct TableLayout {
     std::string method; // the manifest's: a registry method, or lrf
@@ -43,14 +43,15 @@ struct TableLayout {
     int64_t rank = 0;                        // pca, svd, lrf
     std::vector<int64_t> tt_shape, tt_ranks; // tt (per token: the largest); tucker
     bool tt_per_token = false;               // tt: tt.token_ranks stored
-    bool tt_packed = false;              // tt per token: tt.packed_core<k> (issue 36), not padded tt.core<k>
-    bool rare_ids_stored = false;        // lle*: <m>.rare_ids stored (before issue 36; now derived)
-    int64_t common = 0, rare = 0, k = 0; // lle*
-    double reg = 0;                      // lle
-    std::string mlp;                     // fourier: linear | geglu
-    bool norm = false;                   // fourier
-    int64_t hidden = 0;                  // fourier geglu
-    std::string quant_type;              // quant: "q4_k"
+    bool tt_packed = false;               // tt per token: tt.packed_core<k> (issue 36), not padded tt.core<k>
+    bool rare_ids_stored = false;         // lle*: <m>.rare_ids stored (before issue 36; now derived)
+    int64_t common = 0, rare = 0, k = 0;  // lle*
+    double reg = 0;                       // lle
+    std::string mlp;                      // fourier: linear | geglu
+    bool norm = false;                    // fourier
+    int64_t hidden = 0;                   // fourier geglu
+    std::string quant_type;               // quant: "q4_k"
+    int64_t codebooks = 0, codewords = 0; // aq: M, K
     std::vector<std::pair<std::string, TensorShape>> tensors; // full name -> shape
     std::vector<std::string> index_tensors; // those holding ids or ranks (integers, never quantised)
     // Tensors stored at a ggml type (compress --store, issue 38): full name -> type

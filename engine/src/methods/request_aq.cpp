@@ -1,0 +1,42 @@
+// aq's registry row (issue 38 part 3, the LLE paper's third baseline): additive
+// quantisation after Shu and Nakayama (2017), every row a sum of M codewords, one from
+// each of M codebooks of K, codes learned by a Gumbel-softmax autoencoder.
+#include "methods/request_support.hpp"
+
+namespace embedlab::method_rows {
+
+MethodDescriptor aq()
+{
+    return {
+        .id = Method::AQ,
+        .name = "aq",
+        .part = CompressedPart::TokenEmbedding,
+        .summary = "additive quantisation: each row a sum of M codewords of K (Shu and Nakayama 2017, the "
+                   "LLE paper's third baseline)",
+        .tied_head_from_factors = true,
+        .stored_as = "aq",
+        .fields = {"codebooks", "codewords", "steps", "lr", "fit_batch", "store"},
+        .check =
+            [](const CompressionRequest& r, int64_t, const RequestFail& fail) {
+                if (r.codebooks < 1 || r.codebooks > 1024)
+                    fail("codebooks",
+                         std::to_string(r.codebooks) + " must lie in 1..1024 (M; the paper: 32)");
+                if (r.codewords < 2 || r.codewords > 256 || (r.codewords & (r.codewords - 1)) != 0)
+                    fail("codewords", std::to_string(r.codewords) +
+                                          " must be a power of two in 2..256 (K; the paper: 16)");
+                if (r.steps < 1 || r.steps > 100'000'000)
+                    fail("steps", std::to_string(r.steps) +
+                                      " must be 1..100000000 (Adam steps of the code learner, e.g. 2000)");
+                if (!(r.lr > 0 && r.lr <= 10))
+                    fail("lr", short_number(r.lr) + " must lie in (0, 10]");
+                if (r.fit_batch < 1 || r.fit_batch > 1'000'000'000)
+                    fail("fit_batch", std::to_string(r.fit_batch) + " must be at least 1");
+            },
+        .describe =
+            [](const CompressionRequest& r) {
+                return "aq M " + std::to_string(r.codebooks) + ", K " + std::to_string(r.codewords) + ", " +
+                       std::to_string(r.steps) + " steps";
+            }};
+}
+
+} // namespace embedlab::method_rows

@@ -1,0 +1,108 @@
+// aq (issue 38 part 3): additive quantisation of the table, codes learned as Shu and
+// Nakayama (2017); the rows' reconstruction is measured like every method's.
+#include <bit>
+
+#include "embedlab/additive_quantisation.hpp"
+#include "methods/table_method_support.hpp"
+
+namespace embedlab::table_support {
+
+namespace {
+
+class AqMethod final : public TableMethod {
+public:
+    std::string name() const override { return "aq"; }
+    double fit_work(const CompressionRequest& r, double, double d) const override
+    {
+        // Each step: the encoder (d H + H M K) and the decoder (M K d), forward and back.
+        const double mk = double(r.codebooks) * double(r.codewords);
+        return 6 * double(r.steps) * double(std::min<int64_t>(r.fit_batch, 1 << 20)) *
+               (d * mk / 2 + mk * mk / 2 + mk * d);
+    }
+
+    void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
+             const ProgressFn& progress) const override
+    {
+        const auto& s = out.spec;
+        auto fit = fit_additive_quantisation(table,
+                                             {.codebooks = s.codebooks,
+                                              .codewords = s.codewords,
+                                              .steps = s.steps,
+                                              .lr = s.lr,
+                                              .batch = s.batch,
+                                              .seed = s.seed},
+                                             progress);
+        out.fit_seconds = fit.seconds;
+        const auto& curve = fit.loss_curve;
+        out.fit = {
+            {"code_bits_per_token", s.codebooks * std::bit_width(static_cast<uint64_t>(s.codewords) - 1)},
+            {"initial_loss", curve.front()},
+            {"final_loss", curve.back()},
+            {"loss", "0.5 ||sum_m y_m A_m - e||^2, y_m Gumbel-softmax (tau 1) of the encoder's log a_m, "
+                     "a batch mean; codes: argmax of log a_m"},
+            {"optimizer", "Adam (0.9, 0.999, eps 1e-8)"}};
+        out.embedding = std::make_shared<AdditiveQuantisedTokenEmbedding>(fit.codes, fit.codebooks);
+        out.accounting = account_aq(table.size(0), table.size(1), s.codebooks, s.codewords, model_params);
+    }
+
+    void spec_fields(const CompressionSpec& s, nlohmann::ordered_json& j) const override
+    {
+        j["codebooks"] = s.codebooks;
+        j["codewords"] = s.codewords;
+        j["steps"] = s.steps;
+        j["lr"] = s.lr;
+        j["batch"] = s.batch;
+        j["seed"] = s.seed;
+    }
+
+    void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
+    {
+        j["codebooks"] = a.aq_codebooks;
+        j["codewords"] = a.aq_codewords;
+        j["code_bits_per_token"] = a.aq_code_bits_per_token;
+        j["flops_note"] =
+            "lookup: the sum of M codewords (M d additions); tied head: every row rebuilt, then "
+            "one product (2 V d)";
+    }
+
+    std::string parameters(const CompressionSpec& s) const override
+    {
+        return "M " + std::to_string(s.codebooks) + ", K " + std::to_string(s.codewords) + ", " +
+               std::to_string(s.steps) + " steps";
+    }
+
+    void fill_account_defaults(CompressionRequest& r) const override
+    {
+        if (r.steps == 0) // counted from M, K and the table: the fit's length changes no count
+            r.steps = 1;
+    }
+
+    void fill_example(CompressionRequest& r, int64_t) const override
+    {
+        if (r.steps == 0)
+            r.steps = 200;
+    }
+
+    EmbeddingAccounting account(const CompressionRequest& r, int64_t vocab, int64_t dim,
+                                int64_t model_params) const override
+    {
+        return account_aq(vocab, dim, r.codebooks, r.codewords, model_params);
+    }
+
+    std::string accounting_note(const EmbeddingAccounting& a) const override
+    {
+        return std::to_string(a.aq_code_bits_per_token) + " bits of codes per token (M log2 K, packed), " +
+               std::to_string(a.aq_codebooks * a.aq_codewords * a.dim) +
+               " codebook values (M K d); no energy model (TensorSLM eqs. 2-5 model tt and svd)";
+    }
+};
+
+} // namespace
+
+const TableMethod& aq_method()
+{
+    static const AqMethod m;
+    return m;
+}
+
+} // namespace embedlab::table_support
