@@ -66,6 +66,18 @@ CompressionRequest request_for(const std::string& method)
     return r;
 }
 
+// Every tensor's bytes in a safetensors file (its header excluded).
+double data_bytes(const fs::path& file)
+{
+    const auto bytes = embedlab::test::read_text(file);
+    const auto header = embedlab::parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                           bytes.size(), file.string());
+    double total = 0;
+    for (const auto& e : header.entries)
+        total += static_cast<double>(e.end - e.begin);
+    return total;
+}
+
 } // namespace
 
 TEST(MethodRegistry, NamesAreUniqueAndLookedUp)
@@ -513,6 +525,10 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
                     ADD_FAILURE() << e.name << " is a float factor f16 stores, left F32";
             }
             ASSERT_EQ(found, manifest["factor_tensors"].size());
+            // The whole model as stored: the input's weights (f16 here, kept at f16 by the
+            // export) with the table's bytes replaced, every byte of the written file.
+            EXPECT_EQ(run.summary.model_bytes_before, data_bytes(fs::path(model()) / "model.safetensors"));
+            EXPECT_EQ(run.summary.model_bytes_after, data_bytes(out / "model.safetensors"));
             if (store == "f16")
                 EXPECT_FALSE(stored_types.empty());
             if (store != "f32") { // reloaded, every row is the one the run was evaluated with
@@ -576,6 +592,7 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             }
         }
         EXPECT_EQ(run.summary.params_after, elements);
+        EXPECT_EQ(run.summary.model_bytes_after, data_bytes(out / "model.safetensors"));
         const auto manifest = Json::parse(embedlab::test::read_text(out / "embedlab.json"));
         EXPECT_EQ(manifest["storage"]["params_after"].get<int64_t>(), elements);
         EXPECT_EQ(manifest["storage"]["part"], run.summary.part);

@@ -150,7 +150,8 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
     r.task_accuracy_original = 0.53;
     r.task_n = 200;
     const auto csv = embedlab::results_csv({r});
-    EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n,bytes_before,bytes_after\n"),
+    EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n,bytes_before,bytes_after,model_"
+                       "bytes_before,model_bytes_after\n"),
               std::string::npos)
         << csv;
     for (const auto& back : read_back_both(r)) {
@@ -183,10 +184,14 @@ TEST(ResultsFiles, BytesColumnsRoundTrip)
     RunSummary r = embedding_row("quant", "type q4_0");
     r.bytes_before = 16384000;
     r.bytes_after = 2304000;
+    r.model_bytes_before = 29000000;
+    r.model_bytes_after = 14920000;
     for (const auto& back : read_back_both(r)) {
         ASSERT_EQ(back.size(), 1u);
         EXPECT_EQ(back[0].bytes_before, 16384000);
         EXPECT_EQ(back[0].bytes_after, 2304000);
+        EXPECT_EQ(back[0].model_bytes_before, 29000000);
+        EXPECT_EQ(back[0].model_bytes_after, 14920000);
     }
     EXPECT_EQ(embedlab::summary_from_json(embedlab::summary_json(r)).bytes_after, 2304000);
     RunSummary unknown; // a mixed-dtype model: null in JSON, empty in CSV, NaN back
@@ -200,4 +205,12 @@ TEST(ResultsFiles, BytesColumnsRoundTrip)
     ASSERT_EQ(rows21.size(), 1u);
     EXPECT_EQ(rows21[0].task_n, 20);
     EXPECT_TRUE(std::isnan(rows21[0].bytes_after));
+    // Twenty-three (before the model bytes columns).
+    const auto rows23 = embedlab::results_from_csv(
+        std::string(kSeventeenColumns) +
+        ",task,task_accuracy,task_accuracy_original,task_n,bytes_before,bytes_after\n" + kSeventeenValues +
+        ",sst2,0.5,0.52,20,16384000,2304000\n");
+    ASSERT_EQ(rows23.size(), 1u);
+    EXPECT_EQ(rows23[0].bytes_after, 2304000);
+    EXPECT_TRUE(std::isnan(rows23[0].model_bytes_after));
 }

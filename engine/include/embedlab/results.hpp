@@ -50,6 +50,10 @@ struct RunSummary {
     // known (a Hugging Face model of mixed dtypes) or the part is flat's.
     double bytes_before = std::numeric_limits<double>::quiet_NaN();
     double bytes_after = std::numeric_limits<double>::quiet_NaN();
+    // The whole model's weights as stored, before and after: the input's bytes with the
+    // compressed part's replaced (NaN as above).
+    double model_bytes_before = std::numeric_limits<double>::quiet_NaN();
+    double model_bytes_after = std::numeric_limits<double>::quiet_NaN();
 };
 nlohmann::ordered_json summary_json(const RunSummary& s);
 RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field

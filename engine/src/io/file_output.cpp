@@ -1,4 +1,5 @@
 #include "embedlab/file_output.hpp"
+#include "io/safetensors_output.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -264,12 +265,24 @@ void write_safetensors(const fs::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata, const ProgressFn& progress)
 {
+    io::write_safetensors_as(path, tensors, {}, metadata, progress);
+}
+
+void io::write_safetensors_as(const fs::path& path,
+                              const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                              const std::map<std::string, torch::ScalarType>& stored_dtypes,
+                              const std::map<std::string, std::string>& metadata, const ProgressFn& progress)
+{
+    auto stored_type = [&](const std::string& name, const torch::Tensor& t) {
+        const auto it = stored_dtypes.find(name);
+        return it == stored_dtypes.end() ? t.scalar_type() : it->second;
+    };
     std::vector<StreamedTensor> specs;
     for (const auto& [name, t] : tensors) {
         const std::string where = path.string() + ": tensor '" + name + "': ";
         if (!t.defined() || t.layout() != torch::kStrided)
             throw InputError(where + "not a dense tensor");
-        const char* dtype = safetensors_dtype(t.scalar_type());
+        const char* dtype = safetensors_dtype(stored_type(name, t));
         if (!dtype)
             throw InputError(where + "dtype " + std::string(c10::toString(t.scalar_type())) +
                              " cannot be written (supported: float32, float16, bfloat16, int64, int32)");
@@ -283,7 +296,8 @@ void write_safetensors(const fs::path& path,
         path, specs,
         [&](size_t i, uint64_t offset, std::span<char> out) {
             if (i != current) {
-                contiguous = tensors[i].second.cpu().contiguous();
+                const auto& [name, t] = tensors[i];
+                contiguous = t.cpu().to(stored_type(name, t)).contiguous();
                 current = i;
             }
             std::memcpy(out.data(), static_cast<const char*>(contiguous.data_ptr()) + offset, out.size());

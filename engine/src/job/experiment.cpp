@@ -584,6 +584,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
 
     // The original, kept for the divergence measurement (its weights are shared handles).
     std::unique_ptr<LanguageModel> original;
+    const int64_t model_params_before = model.parameter_breakdown().total();
     if (is_flat) {
         FlatOptions options;
         options.remaining = flat_remaining;
@@ -715,6 +716,20 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         }
     }
     s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
+    // The whole model as stored (issue 38): a Hugging Face input of one dtype, its
+    // compressed part's bytes replaced.
+    if (const double bits = run.model.files.format == ModelFormat::HuggingFace
+                                ? stored_bits_per_value(run.model.files.stored_dtype)
+                                : 0.0;
+        bits > 0 && std::isfinite(s.bytes_before) && std::isfinite(s.bytes_after)) {
+        s.model_bytes_before = static_cast<double>(model_params_before) * bits / 8;
+        // A table method's export keeps the other weights at the input's dtype; flat's
+        // writes every weight at the width the narrowed model holds them.
+        s.model_bytes_after =
+            run.flat ? static_cast<double>(run.flat->model->parameter_breakdown().total() *
+                                           run.flat->model->weights().begin()->second.element_size())
+                     : s.model_bytes_before - s.bytes_before + s.bytes_after;
+    }
 
     if (eval) {
         const auto compressed = evaluate_perplexity(run.compressed_model(), eval->ids, eval->options,

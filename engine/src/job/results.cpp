@@ -107,11 +107,13 @@ const Column kColumns[]{{.name = "method", .text = &RunSummary::method},
                         {.name = "task_accuracy_original", .number = &RunSummary::task_accuracy_original},
                         {.name = "task_n", .count = &RunSummary::task_n},
                         {.name = "bytes_before", .number = &RunSummary::bytes_before},
-                        {.name = "bytes_after", .number = &RunSummary::bytes_after}};
+                        {.name = "bytes_after", .number = &RunSummary::bytes_after},
+                        {.name = "model_bytes_before", .number = &RunSummary::model_bytes_before},
+                        {.name = "model_bytes_after", .number = &RunSummary::model_bytes_after}};
 // How many columns the files of each version have, oldest first: before the part
 // column, before the divergence columns, before the task columns, before the bytes
-// columns, now.
-constexpr size_t kColumnVersions[]{9, 15, 17, 21, std::size(kColumns)};
+// columns, before the model bytes columns, now.
+constexpr size_t kColumnVersions[]{9, 15, 17, 21, 23, std::size(kColumns)};
 
 // A row's JSON object with the results files' keys.
 Json row_json(const RunSummary& r)
@@ -198,7 +200,7 @@ Json summary_json(const RunSummary& s)
     EMBEDLAB_JSON_MEMBERS(j, s, method, parameters, part, params_before, params_after, ratio, ppl_original,
                           ppl, delta_ln_ppl, mean_cosine, eval_tokens, seconds, host, model, eval_text,
                           kl_mean, top1_agreement, task, task_accuracy, task_accuracy_original, task_n,
-                          bytes_before, bytes_after);
+                          bytes_before, bytes_after, model_bytes_before, model_bytes_after);
     for (auto& [key, value] : j.items()) // not measured (NaN) or not finite: null
         if (value.is_number_float() && !std::isfinite(value.get<double>()))
             value = nullptr;
@@ -236,6 +238,8 @@ RunSummary summary_from_json(const Json& j)
         s.task_n = to_count(json_number(j, "task_n"));
         s.bytes_before = json_number(j, "bytes_before"); // absent before issue 38
         s.bytes_after = json_number(j, "bytes_after");
+        s.model_bytes_before = json_number(j, "model_bytes_before"); // absent before them
+        s.model_bytes_after = json_number(j, "model_bytes_after");
         return s;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");

@@ -20,6 +20,7 @@
 #include "io/canonical_weights.hpp"
 #include "io/ggml_quantize.hpp"
 #include "io/gguf_quants.hpp"
+#include "io/safetensors_output.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 
@@ -231,6 +232,13 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     copy_support_files(source.files.path, dir.path());
 
     Tensors tensors = weights_except(model, replaced);
+    // The weights left as they were keep the input's dtype (f16 -> f32 -> f16 is exact), so
+    // the directory is not twice an f16 model's bytes; converted one at a time as written.
+    std::map<std::string, torch::ScalarType> input_dtypes;
+    if (const auto& dtype = source.files.stored_dtype; dtype == "F16" || dtype == "BF16")
+        for (const auto& [name, t] : tensors)
+            if (t.scalar_type() == torch::kFloat32)
+                input_dtypes[name] = dtype == "F16" ? torch::kHalf : torch::kBFloat16;
     // Stored factors (spec.store) are written as the bytes the embedding was built from.
     auto add_factors = [&](const CompressedEmbedding& c, const std::string& prefix) {
         if (!c.spec.store.empty() && !c.factors_stored)
@@ -249,7 +257,7 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     const Json position_factors = positions ? add_factors(*positions, "wpe.") : Json();
     const std::map<std::string, std::string> metadata{{"format", "pt"},
                                                       {"embedlab_method", compressed.spec.method}};
-    write_safetensors(dir.path() / "model.safetensors", tensors, metadata, progress);
+    io::write_safetensors_as(dir.path() / "model.safetensors", tensors, input_dtypes, metadata, progress);
 
     // Token-table fields sit at the top level; a compressed wpe gets its own block.
     Json manifest = {{"format", "embedlab-compressed-model"}, {"format_version", kFormatVersion}};
