@@ -480,14 +480,17 @@ ManifestEmbeddings embeddings_from_manifest(const std::string& manifest_text, We
     // Factors stored at a ggml type (--store) become the float32 tensors they hold.
     for (const auto* table :
          {layout.tokens ? &*layout.tokens : nullptr, layout.positions ? &*layout.positions : nullptr})
-        for (const auto& [name, type] : table ? table->stored_types : std::map<std::string, std::string>{}) {
-            const auto it = factors.find(name);
-            if (it == factors.end())
-                continue; // the check below names it
-            const auto expected = std::find_if(table->tensors.begin(), table->tensors.end(),
-                                               [&](const auto& t) { return t.first == name; });
-            it->second = dequantise_factor(it->second, *find_quant_type(type), expected->second, name, label);
-        }
+        if (table)
+            for (const auto& stored : table->stored_types) {
+                const std::string& name = stored.first;
+                const auto it = factors.find(name);
+                if (it == factors.end())
+                    continue; // the check below names it
+                const auto expected = std::find_if(table->tensors.begin(), table->tensors.end(),
+                                                   [&](const auto& t) { return t.first == name; });
+                it->second = dequantise_factor(it->second, *find_quant_type(stored.second), expected->second,
+                                               name, label);
+            }
     // The manifest's lists of factor tensors must match the file exactly.
     for (const auto& [name, shape] : layout.listed) {
         const auto it = factors.find(name);

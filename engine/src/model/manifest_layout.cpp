@@ -90,7 +90,9 @@ std::map<std::string, std::string> stored_types(const Json& types, const TableLa
     if (!types.is_object())
         throw InputError(where + ": stored_types must be an object (tensor name -> stored type)");
     std::map<std::string, std::string> out;
-    for (const auto& [name, type] : types.items()) {
+    for (const auto& item : types.items()) {
+        const std::string name = item.key();
+        const Json& type = item.value();
         const auto it = std::find_if(t.tensors.begin(), t.tensors.end(),
                                      [&](const auto& tensor) { return tensor.first == name; });
         if (it == t.tensors.end())
