@@ -2,8 +2,6 @@
 
 #include "embedlab/method_registry.hpp"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -18,7 +16,6 @@
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/tucker.hpp"
 #include "io/canonical_weights.hpp"
-#include "io/ggml_quantize.hpp"
 #include "io/gguf_quants.hpp"
 #include "io/safetensors_output.hpp"
 #include "model/manifest_layout.hpp"
@@ -88,23 +85,14 @@ const QuantType* factor_stored_type(const torch::Tensor& t, const std::string& s
     return q && t.size(-1) % q->block_values == 0 ? q : nullptr;
 }
 
-// t's rows at type q, as ggml stores them: uint8 [numel / last, row bytes].
+// t's rows at type q, as ggml stores them: uint8 [numel / last, row bytes] (quant's
+// quantiser, each row of the last dimension a row of its table).
 torch::Tensor quantise_factor(const torch::Tensor& t, const QuantType& q)
 {
-    const auto x = t.contiguous();
-    const int64_t n = x.size(-1), rows = x.numel() / n;
-    const auto row_bytes = static_cast<int64_t>(io::ggml_row_bytes(q.ggml_type, n));
-    auto out = torch::empty({rows, row_bytes}, torch::kUInt8);
-    const float* from = x.data_ptr<float>();
-    uint8_t* to = out.data_ptr<uint8_t>();
-    at::parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r)
-            io::quantize_row(q.ggml_type, from + r * n, n, to + r * row_bytes);
-    });
-    return out;
+    return quantise_table(t.reshape({-1, t.size(-1)}), q.name)->blocks();
 }
 
-// The float32 tensor of `shape` that quantise_factor's bytes hold.
+// The float32 tensor of `shape` that quantise_factor's bytes hold (quant's dequantiser).
 torch::Tensor dequantise_factor(const torch::Tensor& bytes, const QuantType& q,
                                 const std::vector<int64_t>& shape, const std::string& name,
                                 const std::string& label)
@@ -119,15 +107,7 @@ torch::Tensor dequantise_factor(const torch::Tensor& bytes, const QuantType& q,
                          " and must be uint8 " + shape_text(std::vector<int64_t>{rows, row_bytes}) +
                          ", but is " + std::string(c10::toString(bytes.scalar_type())) + " " +
                          shape_text(bytes.sizes()));
-    auto out = torch::empty(shape, torch::kFloat32);
-    const auto from = bytes.contiguous();
-    const uint8_t* p = from.data_ptr<uint8_t>();
-    float* to = out.data_ptr<float>();
-    at::parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r)
-            io::dequantize_row(q.ggml_type, p + r * row_bytes, n, to + r * n);
-    });
-    return out;
+    return QuantisedTokenEmbedding(q.name, n, bytes).rebuilt_rows().reshape(shape);
 }
 
 // The manifest entries describing one compressed table.
