@@ -12,6 +12,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/finetune.hpp"
+#include "embedlab/json_members.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
@@ -269,13 +270,10 @@ int bench_train(const std::vector<std::string>& argv)
               {"lora_rank", lora.rank},
               {"steps", train.steps},
               {"batch", train.batch},
-              {"seqlen", train.seqlen},
-              {"tokens", r.tokens},
-              {"seconds", r.seconds},
-              {"tokens_per_second", r.tokens_per_second},
-              {"trainable_parameters", r.trainable_parameters},
-              {"final_loss", r.loss_curve.back()},
-              {"threads", at::get_num_threads()}};
+              {"seqlen", train.seqlen}};
+    EMBEDLAB_JSON_MEMBERS(j, r, tokens, seconds, tokens_per_second, trainable_parameters);
+    j["final_loss"] = r.loss_curve.back();
+    j["threads"] = at::get_num_threads();
     if (args.has("--json")) {
         print_json(j);
         return 0;

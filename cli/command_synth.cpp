@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "common.hpp"
+#include "embedlab/json_members.hpp"
 #include "embedlab/synth_model.hpp"
 #include "progress_printer.hpp"
 
@@ -37,19 +38,14 @@ int command_synth(const std::vector<std::string>& argv)
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (args.has("--json")) {
-        print_json({{"out", r.path.string()},
-                    {"like", r.like},
-                    {"model_type", r.model_type},
-                    {"dtype", r.dtype},
-                    {"seed", o.seed},
-                    {"layers", r.layers},
-                    {"tensors", r.tensors},
-                    {"parameters", r.parameters},
-                    {"bytes", r.bytes},
-                    {"seconds", seconds},
-                    {"tokenizer_vocab_size", r.tokenizer_vocab},
-                    {"tokenizer", r.tokenizer},
-                    {"notes", r.notes}});
+        Json j{{"out", r.path.string()}};
+        EMBEDLAB_JSON_MEMBERS(j, r, like, model_type, dtype);
+        j["seed"] = o.seed;
+        EMBEDLAB_JSON_MEMBERS(j, r, layers, tensors, parameters, bytes);
+        j["seconds"] = seconds;
+        j["tokenizer_vocab_size"] = r.tokenizer_vocab;
+        EMBEDLAB_JSON_MEMBERS(j, r, tokenizer, notes);
+        print_json(j);
         return 0;
     }
     std::printf("wrote %s: %s (%s, %lld layers, %s), %lld parameters, %.1f MB, %.1f s\n", r.path.c_str(),

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "embedlab/eval.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 
 namespace embedlab {
 

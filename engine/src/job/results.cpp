@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "embedlab/error.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 
 namespace embedlab {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "embedlab/table_method.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab {

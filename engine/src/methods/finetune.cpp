@@ -10,7 +10,7 @@
 
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/low_rank.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 #include "methods/loss_check.hpp"
 
 namespace embedlab {

@@ -3,6 +3,7 @@
 #include <bit>
 
 #include "embedlab/additive_quantisation.hpp"
+#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {
@@ -47,12 +48,7 @@ public:
 
     void spec_fields(const CompressionSpec& s, nlohmann::ordered_json& j) const override
     {
-        j["codebooks"] = s.codebooks;
-        j["codewords"] = s.codewords;
-        j["steps"] = s.steps;
-        j["lr"] = s.lr;
-        j["batch"] = s.batch;
-        j["seed"] = s.seed;
+        EMBEDLAB_JSON_MEMBERS(j, s, codebooks, codewords, steps, lr, batch, seed);
     }
 
     void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
@@ -99,10 +95,6 @@ public:
 
 } // namespace
 
-const TableMethod& aq_method()
-{
-    static const AqMethod m;
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(aq_method, AqMethod)
 
 } // namespace embedlab::table_support

@@ -2,6 +2,7 @@
 // normalised token id, fitted to the table's rows.
 #include <chrono>
 
+#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {
@@ -83,13 +84,7 @@ public:
         j["mlp"] = spec.mlp;
         if (spec.mlp == "geglu")
             j["hidden_ratio"] = spec.hidden_ratio;
-        j["norm"] = spec.norm;
-        j["loss"] = spec.loss;
-        j["steps"] = spec.steps;
-        j["lr"] = spec.lr;
-        j["batch"] = spec.batch;
-        j["weight_decay"] = spec.weight_decay;
-        j["seed"] = spec.seed;
+        EMBEDLAB_JSON_MEMBERS(j, spec, norm, loss, steps, lr, batch, weight_decay, seed);
     }
 
     std::string parameters(const CompressionSpec& s) const override
@@ -100,10 +95,6 @@ public:
 
 } // namespace
 
-const TableMethod& fourier_method()
-{
-    static const FourierMethod m;
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(fourier_method, FourierMethod)
 
 } // namespace embedlab::table_support

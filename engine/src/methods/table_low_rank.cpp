@@ -10,8 +10,8 @@ namespace {
 
 class LowRankMethod final : public TableMethod {
 public:
-    LowRankMethod(Method id, LowRankKind kind) : id_(id), kind_(kind) {}
-    std::string name() const override { return method_descriptor(id_).name; }
+    explicit LowRankMethod(LowRankKind kind) : kind_(kind) {}
+    std::string name() const override { return kind_ == LowRankKind::PCA ? "pca" : "svd"; }
 
     void fit(const torch::Tensor& table, CompressedEmbedding& out, int64_t model_params,
              const ProgressFn& progress) const override
@@ -58,22 +58,13 @@ public:
     }
 
 private:
-    Method id_;
     LowRankKind kind_;
 };
 
 } // namespace
 
-const TableMethod& pca_method()
-{
-    static const LowRankMethod m(Method::PCA, LowRankKind::PCA);
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(pca_method, LowRankMethod, LowRankKind::PCA)
 
-const TableMethod& svd_method()
-{
-    static const LowRankMethod m(Method::SVD, LowRankKind::SVD);
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(svd_method, LowRankMethod, LowRankKind::SVD)
 
 } // namespace embedlab::table_support

@@ -29,6 +29,15 @@ nlohmann::ordered_json loss_curve_json(const std::vector<FourierLossPoint>& curv
 // An EnergyEstimate's fields (TensorSLM eqs. 2-5) for accounting_json.
 nlohmann::ordered_json energy_json(const EnergyEstimate& e);
 
+// Defines a method's accessor (the list below): its one instance, built on first use
+// from the constructor's arguments, if any.
+#define EMBEDLAB_TABLE_METHOD_INSTANCE(accessor, Class, ...)                                                 \
+    const TableMethod& accessor()                                                                            \
+    {                                                                                                        \
+        static const Class instance{__VA_ARGS__};                                                            \
+        return instance;                                                                                     \
+    }
+
 // The methods, one function per file (table_methods.cpp lists them).
 const TableMethod& pca_method();
 const TableMethod& svd_method();

@@ -98,22 +98,10 @@ private:
 
 } // namespace
 
-const TableMethod& lle_method()
-{
-    static const PartialSparseMethod m(Method::LLE, PartialSparseKind::LLE);
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(lle_method, PartialSparseMethod, Method::LLE, PartialSparseKind::LLE)
 
-const TableMethod& lle_unk_method()
-{
-    static const PartialSparseMethod m(Method::LLEUnk, PartialSparseKind::Unk);
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(lle_unk_method, PartialSparseMethod, Method::LLEUnk, PartialSparseKind::Unk)
 
-const TableMethod& lle_pca_method()
-{
-    static const PartialSparseMethod m(Method::LLEPCA, PartialSparseKind::PCA);
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(lle_pca_method, PartialSparseMethod, Method::LLEPCA, PartialSparseKind::PCA)
 
 } // namespace embedlab::table_support

@@ -83,10 +83,6 @@ public:
 
 } // namespace
 
-const TableMethod& quant_method()
-{
-    static const QuantMethod m;
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(quant_method, QuantMethod)
 
 } // namespace embedlab::table_support

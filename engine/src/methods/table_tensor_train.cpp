@@ -5,6 +5,7 @@
 
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/text_format.hpp"
+#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {
@@ -65,9 +66,7 @@ public:
             j["mean_ranks"] = a.mean_ranks;
             j["mean_params_per_token"] = a.mean_params_per_token;
         }
-        j["params_per_token"] = a.params_per_token;
-        j["eta_ttd"] = a.eta_ttd;
-        j["energy_size"] = a.energy_size;
+        EMBEDLAB_JSON_MEMBERS(j, a, params_per_token, eta_ttd, energy_size);
         j["energy_size_definition"] = "r_max^2 sum I_k per token: TensorSLM eq. 3's complexity term, as the "
                                       "paper computes omega (per-token ranks: the mean of each token's own)";
         j["energy"] = energy_json(a.energy);
@@ -175,10 +174,6 @@ public:
 
 } // namespace
 
-const TableMethod& tensor_train_method()
-{
-    static const TensorTrainMethod m;
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(tensor_train_method, TensorTrainMethod)
 
 } // namespace embedlab::table_support

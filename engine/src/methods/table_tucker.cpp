@@ -4,6 +4,7 @@
 
 #include "embedlab/text_format.hpp"
 #include "embedlab/tucker.hpp"
+#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {
@@ -56,8 +57,7 @@ public:
     {
         j["shape"] = a.tucker_shape;
         j["ranks"] = a.tucker_ranks;
-        j["core_values_per_token"] = a.core_values_per_token;
-        j["factor_values"] = a.factor_values;
+        EMBEDLAB_JSON_MEMBERS(j, a, core_values_per_token, factor_values);
         j["flops_note"] = "lookup: the core's product with U_1..U_N mode by mode; tied head: the hidden "
                           "state projected onto the factors, then one product with every core";
     }
@@ -97,10 +97,6 @@ public:
 
 } // namespace
 
-const TableMethod& tucker_method()
-{
-    static const TuckerMethod m;
-    return m;
-}
+EMBEDLAB_TABLE_METHOD_INSTANCE(tucker_method, TuckerMethod)
 
 } // namespace embedlab::table_support

@@ -163,26 +163,20 @@ EMBEDLAB_INLINE_INTO_CLONE inline void small_gemm_fixed(const float* B, int64_t 
     }
 }
 
+// small_gemm_fixed<W> for the first W equal to width; false if none is.
+template <int64_t... W>
+EMBEDLAB_INLINE_INTO_CLONE inline bool small_gemm_any_fixed(const float* B, int64_t q, int64_t r, int64_t ldb,
+                                                            const float* K, int64_t width, float* out)
+{
+    return ((width == W && (small_gemm_fixed<W>(B, q, r, ldb, K, out), true)) || ...);
+}
+
 // out [q, width] = B [q, :r] K [:r, width], all row-major, B's rows ldb apart.
 EMBEDLAB_SIMD_CLONES
 void small_gemm(const float* B, int64_t q, int64_t r, int64_t ldb, const float* K, int64_t width, float* out)
 {
-    switch (width) {
-    case 8:
-        return small_gemm_fixed<8>(B, q, r, ldb, K, out);
-    case 16:
-        return small_gemm_fixed<16>(B, q, r, ldb, K, out);
-    case 24:
-        return small_gemm_fixed<24>(B, q, r, ldb, K, out);
-    case 32:
-        return small_gemm_fixed<32>(B, q, r, ldb, K, out);
-    case 48:
-        return small_gemm_fixed<48>(B, q, r, ldb, K, out);
-    case 64:
-        return small_gemm_fixed<64>(B, q, r, ldb, K, out);
-    default:
-        break;
-    }
+    if (small_gemm_any_fixed<8, 16, 24, 32, 48, 64>(B, q, r, ldb, K, width, out))
+        return;
     for (int64_t row = 0; row < q; ++row) {
         float* o = out + row * width;
         std::fill(o, o + width, 0.0f);

@@ -15,7 +15,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "io/canonical_weights.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 #include "methods/loss_check.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"

@@ -5,7 +5,7 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/flat_llm.hpp"
 #include "io/canonical_weights.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {

@@ -16,7 +16,7 @@
 #include "embedlab/name_table.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
-#include "io/json_members.hpp"
+#include "embedlab/json_members.hpp"
 #include "remote/worker_events.hpp"
 
 namespace embedlab {
