@@ -79,12 +79,12 @@ int command_account(const std::vector<std::string>& argv)
     const int64_t dim = table_width(args, settings.front(), limit);
     std::vector<EmbeddingAccounting> rows;
     for (const auto& request : settings) {
-        auto a = account_without_table(request, vocab, dim, model_params, "account", field_flag);
-        apply_energy(a, request_energy(request));
-        apply_model_context(a, tied, positions);
-        if (stored_type)
-            apply_storage(a, *stored_type, a.bits_per_value_after > 0 ? a.bits_per_value_after : 32);
-        rows.push_back(std::move(a));
+        rows.push_back(account_setting(request, vocab, dim,
+                                       {.model_params = model_params,
+                                        .tied = tied,
+                                        .positions = positions,
+                                        .stored_type = stored_type.value_or("")},
+                                       "account", field_flag));
     }
 
     if (args.has("--json")) {

@@ -81,24 +81,12 @@ int command_eval(const std::vector<std::string>& argv)
         r = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = stride, .batch_windows = batch},
                                 progress.callback());
     }
-    Json j = {{"model", path.string()},
-              {"input", input},
-              {"input_kind", args.has("--text") ? "text" : "ids"},
-              {"tokens", r.tokens},
-              {"nll_per_token", r.nll_per_token},
-              {"ppl", r.ppl},
-              {"ctx", r.ctx},
-              {"stride", r.stride},
-              {"seconds", r.seconds},
-              {"tokens_per_second", r.tokens_per_second},
-              {"ids", r.ids},
-              {"windows", r.windows},
-              {"batch_windows", r.batch_windows},
-              {"load_seconds", load_seconds},
-              {"tokenize_seconds", tokenize_seconds},
-              {"threads", at::get_num_threads()},
-              {"protocol", "METHODS.md section 0: whole text tokenized once, no BOS, windows of "
-                           "ctx+1 ids overlapping by one (stride < ctx: sliding windows)"}};
+    Json j = {
+        {"model", path.string()}, {"input", input}, {"input_kind", args.has("--text") ? "text" : "ids"}};
+    j.update(perplexity_json(r));
+    j["load_seconds"] = load_seconds;
+    j["tokenize_seconds"] = tokenize_seconds;
+    j["threads"] = at::get_num_threads();
     j["embedding"] = lm.model->token_embedding().kind();
     const auto& config = lm.model->config();
     if (!config.value_head_dims.empty()) { // FLAT-LLM: narrowed value heads (and MLPs)

@@ -60,15 +60,8 @@ int run_similarity(const Args& args, const std::string& data, const Loaded& lm, 
         create_parent_directories(*out);
         write_file_atomic(*out, lines);
     }
-    Json j = {{"task", "stsb"},
-              {"model", lm.path},
-              {"data", data},
-              {"n", r.n},
-              {"spearman", r.spearman},
-              {"pearson", r.pearson},
-              {"seconds", r.seconds},
-              {"protocol", "cosine of token-mean final hidden states (after the final norm), each sentence "
-                           "encoded alone without BOS; Spearman with average ranks for ties"}};
+    Json j = {{"task", "stsb"}, {"model", lm.path}, {"data", data}};
+    j.update(similarity_json(r));
     if (ref) {
         j["reference"] = ref->path;
         j["reference_spearman"] = rr.spearman;
@@ -132,18 +125,14 @@ int command_task(const std::vector<std::string>& argv)
         create_parent_directories(*out);
         write_file_atomic(*out, examples_jsonl(r, ref ? &rr : nullptr));
     }
-    Json j = {{"task", task},           {"model", model},
-              {"data", data},           {"n", r.n},
-              {"accuracy", r.accuracy}, {"accuracy_norm", r.accuracy_norm},
-              {"seconds", r.seconds}};
+    Json j = {{"task", task}, {"model", model}, {"data", data}};
+    j.update(task_json(r));
     if (ref) {
         j["reference"] = ref->path;
         j["reference_accuracy"] = rr.accuracy;
         j["reference_accuracy_norm"] = rr.accuracy_norm;
         j["agreement"] = choice_agreement(r, rr);
     }
-    j["protocol"] = "lm-evaluation-harness loglikelihood: summed log-probability of the continuation tokens "
-                    "after the context, no BOS; accuracy_norm divides by the continuation's characters";
     if (args.has("--json")) {
         print_json(j);
         return 0;

@@ -58,6 +58,9 @@ std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t strid
 
 PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const int32_t> ids,
                                      const PerplexityOptions& options, const ProgressFn& progress = {});
+// {tokens, nll_per_token, ppl, ctx, stride, seconds, tokens_per_second, ids, windows,
+// batch_windows, protocol}: what `eval --json` and the Python module's perplexity() say.
+nlohmann::ordered_json perplexity_json(const PerplexityResult& r);
 
 // How far a (compressed) model's next-token distributions are from a reference
 // model's (the original), over the same scored tokens as evaluate_perplexity:

@@ -146,6 +146,8 @@ RequestFieldType request_field_type(const std::string& name);
 // "job: \"<name>\" must be ..."); the ranges are check_request's.
 void set_request_field(CompressionRequest& request, const std::string& name,
                        const nlohmann::ordered_json& value);
+// A field's value as JSON (of a default request: its default). InputError for an unknown name.
+nlohmann::ordered_json request_field_value(const CompressionRequest& request, const std::string& name);
 const std::vector<std::string>& request_input_fields();
 
 // Checks a request without the file system: method, every option's range and

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace embedlab {
 
 // The graph family, which fixes the canonical tensor names (weights.hpp):
@@ -105,5 +107,9 @@ struct ModelConfig {
 // What sets the model apart, one short phrase each ("q/k/v biases", "RoPE
 // theta 1e+06, llama3 scaling", ...), for inspect and the workbench.
 std::vector<std::string> architecture_facts(const ModelConfig& config);
+
+// The config's fields under their own names ("arch": "gpt2" or "llama", "norm":
+// "rms", "rms_one_plus" or "layer_norm"), for the Python module's Model.config.
+nlohmann::ordered_json model_config_json(const ModelConfig& config);
 
 } // namespace embedlab

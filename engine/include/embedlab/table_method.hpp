@@ -88,6 +88,22 @@ EmbeddingAccounting account_without_table(CompressionRequest request, int64_t vo
                                           int64_t model_params, const std::string& label,
                                           const FieldName& field_name = {});
 
+// What `account` (and the Python module's account()) reports for one setting:
+// account_without_table, TensorSLM's energy model as the request sets it, the model's
+// context (an untied head is not compressed; a learned position table of `positions`
+// values joins eta_emb, TensorSLM F.3) and, with `stored_type` (ggml's name in any case,
+// "q4_0"), the bytes against the table stored as that type. InputError for a type
+// EmbedLab does not count.
+struct AccountContext {
+    int64_t model_params = 0;
+    bool tied = true;
+    int64_t positions = 0;
+    std::string stored_type; // "": no bytes
+};
+EmbeddingAccounting account_setting(const CompressionRequest& request, int64_t vocab, int64_t dim,
+                                    const AccountContext& context, const std::string& label,
+                                    const FieldName& field_name = {});
+
 // The spec a table method fits from a request, for a table of width d: the request's
 // fields, then the method's complete_spec. The lle methods' frequency split and unk id
 // come from the model and text (the experiment API sets them).

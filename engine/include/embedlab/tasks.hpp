@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/tokenizer.hpp"
@@ -94,6 +96,9 @@ struct TaskResult {
 TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer, const TaskData& data,
                          const ProgressFn& progress = {});
 
+// {task, n, accuracy, accuracy_norm, seconds, protocol}: what `task --json` says.
+nlohmann::ordered_json task_json(const TaskResult& r);
+
 // Share of examples on which two runs of the same data chose the same continuation.
 double choice_agreement(const TaskResult& a, const TaskResult& b);
 
@@ -116,6 +121,9 @@ struct SimilarityResult {
 
 SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer& tokenizer,
                                      const std::vector<SentencePair>& pairs, const ProgressFn& progress = {});
+
+// {task: "stsb", n, spearman, pearson, seconds, protocol}: what `task stsb --json` says.
+nlohmann::ordered_json similarity_json(const SimilarityResult& r);
 
 // Spearman's rank correlation (average ranks for ties); 0 when either side is constant.
 double spearman_correlation(const std::vector<double>& x, const std::vector<double>& y);

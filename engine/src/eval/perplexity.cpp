@@ -3,6 +3,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/json_members.hpp"
 
 namespace embedlab {
 
@@ -145,6 +146,17 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.tokens_per_second = r.seconds > 0 ? static_cast<double>(scored) / r.seconds : 0;
     return r;
+}
+
+nlohmann::ordered_json perplexity_json(const PerplexityResult& r)
+{
+    nlohmann::ordered_json j;
+    EMBEDLAB_JSON_MEMBERS(j, r, tokens, nll_per_token, ppl, ctx, stride, seconds, tokens_per_second, ids,
+                          windows, batch_windows);
+    j["protocol"] =
+        "METHODS.md section 0: whole text tokenized once, no BOS, windows of ctx+1 ids overlapping "
+        "by one (stride < ctx: sliding windows)";
+    return j;
 }
 
 } // namespace embedlab

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "embedlab/tasks.hpp"
+#include "embedlab/json_members.hpp"
 
 namespace embedlab {
 
@@ -175,6 +176,24 @@ double pearson_correlation(const std::vector<double>& x, const std::vector<doubl
 double spearman_correlation(const std::vector<double>& x, const std::vector<double>& y)
 {
     return pearson_correlation(average_ranks(x), average_ranks(y));
+}
+
+nlohmann::ordered_json task_json(const TaskResult& r)
+{
+    nlohmann::ordered_json j;
+    EMBEDLAB_JSON_MEMBERS(j, r, task, n, accuracy, accuracy_norm, seconds);
+    j["protocol"] = "lm-evaluation-harness loglikelihood: summed log-probability of the continuation tokens "
+                    "after the context, no BOS; accuracy_norm divides by the continuation's characters";
+    return j;
+}
+
+nlohmann::ordered_json similarity_json(const SimilarityResult& r)
+{
+    nlohmann::ordered_json j{{"task", "stsb"}};
+    EMBEDLAB_JSON_MEMBERS(j, r, n, spearman, pearson, seconds);
+    j["protocol"] = "cosine of token-mean final hidden states (after the final norm), each sentence encoded "
+                    "alone without BOS; Spearman with average ranks for ties";
+    return j;
 }
 
 } // namespace embedlab

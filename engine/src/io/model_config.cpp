@@ -1,6 +1,7 @@
 // Architecture facts of a ModelConfig, in words.
 #include "embedlab/model_config.hpp"
 #include "embedlab/text_format.hpp"
+#include "embedlab/json_members.hpp"
 
 namespace embedlab {
 
@@ -63,6 +64,24 @@ std::vector<std::string> architecture_facts(const ModelConfig& c)
         f.push_back("sliding window " + std::to_string(c.sliding_window) + " on layers " + layers);
     }
     return f;
+}
+
+nlohmann::ordered_json model_config_json(const ModelConfig& c)
+{
+    nlohmann::ordered_json j{{"arch", architecture_name(c.arch)}, {"model_type", c.type_name()}};
+    EMBEDLAB_JSON_MEMBERS(j, c, vocab_size, hidden_size, num_layers, num_heads, num_kv_heads,
+                          intermediate_size, max_positions, norm_eps, rope_theta, tied_embeddings, activation,
+                          bos_token_id, eos_token_id, head_size, rotary_dim, rope_freq_divisors);
+    j["norm"] = c.norm == NormKind::RMS          ? "rms"
+                : c.norm == NormKind::RMSOnePlus ? "rms_one_plus"
+                                                 : "layer_norm";
+    EMBEDLAB_JSON_MEMBERS(j, c, qkv_bias, o_bias, mlp_bias, gated_mlp, qk_norm, parallel_residual,
+                          sandwich_norms, embedding_scale, query_scale, attn_softcap, final_softcap,
+                          learned_positions, position_offset, word_embed_proj_dim, post_norm, final_norm,
+                          sliding_window, sliding_layers, rope_local_theta, value_head_dims, mlp_widths);
+    j["head_dim"] = c.head_dim();
+    j["embedding_dim"] = c.embedding_dim();
+    return j;
 }
 
 } // namespace embedlab

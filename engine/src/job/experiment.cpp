@@ -243,7 +243,8 @@ EvalInput eval_input(const CompressionRequest& r, const LoadedModel& lm)
     return e;
 }
 
-Json perplexity_json(const PerplexityResult& r)
+// The manifest's per-model figures (a subset of perplexity_json, as always written).
+Json evaluated_json(const PerplexityResult& r)
 {
     return {{"ppl", r.ppl},
             {"nll_per_token", r.nll_per_token},
@@ -267,8 +268,8 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
     j["tokens"] = compressed.tokens;
     j["ctx"] = compressed.ctx;
     j["stride"] = compressed.stride;
-    j["baseline"] = perplexity_json(baseline);
-    j["compressed"] = perplexity_json(compressed);
+    j["baseline"] = evaluated_json(baseline);
+    j["compressed"] = evaluated_json(compressed);
     j["delta_ln_ppl"] = std::log(compressed.ppl) - std::log(baseline.ppl); // TensorSLM eq. 12
     j["protocol"] = "METHODS.md section 0";
     return j;

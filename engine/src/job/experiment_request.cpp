@@ -246,6 +246,14 @@ void set_request_field(CompressionRequest& request, const std::string& name, con
     throw InputError("request: no field \"" + name + "\"");
 }
 
+Json request_field_value(const CompressionRequest& request, const std::string& name)
+{
+    for (const auto& f : fields())
+        if (name == f.name)
+            return f.value(request);
+    throw InputError("request: no field \"" + name + "\"");
+}
+
 Json request_json(const CompressionRequest& request)
 {
     Json j = Json::object();

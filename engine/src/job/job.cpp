@@ -38,14 +38,6 @@ ProgressFn progress_events(const std::string& stage, const JobEventFn& events, c
     };
 }
 
-Json perplexity_json(const PerplexityResult& r)
-{
-    return {{"ppl", r.ppl},         {"nll_per_token", r.nll_per_token},
-            {"tokens", r.tokens},   {"ctx", r.ctx},
-            {"stride", r.stride},   {"windows", r.windows},
-            {"seconds", r.seconds}, {"tokens_per_second", r.tokens_per_second}};
-}
-
 // A compress job is an experiment request (experiment.hpp) plus, optionally, an
 // output directory and a measurement of the written model.
 Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& cancelled)

@@ -1,6 +1,8 @@
 // The table methods (table_method.hpp): one line per method, in the registry's order.
 #include <algorithm>
+#include <cctype>
 
+#include "embedlab/quant_types.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab {
@@ -45,6 +47,24 @@ const TableMethod& table_method(const std::string& name)
     throw InputError("method '" + name + "' compresses " +
                      (m.part == CompressedPart::AttentionValues ? "the attention values" : "another part") +
                      ", not the token embedding");
+}
+
+EmbeddingAccounting account_setting(const CompressionRequest& request, int64_t vocab, int64_t dim,
+                                    const AccountContext& context, const std::string& label,
+                                    const FieldName& field_name)
+{
+    std::string stored_type = context.stored_type;
+    std::transform(stored_type.begin(), stored_type.end(), stored_type.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    if (!stored_type.empty() && !(stored_bits_per_value(stored_type) > 0))
+        throw InputError(label + ": stored type '" + context.stored_type +
+                         "' is not a type EmbedLab counts (f32, " + quant_type_names() + ")");
+    auto a = account_without_table(request, vocab, dim, context.model_params, label, field_name);
+    apply_energy(a, request_energy(request));
+    apply_model_context(a, context.tied, context.positions);
+    if (!stored_type.empty())
+        apply_storage(a, stored_type, a.bits_per_value_after > 0 ? a.bits_per_value_after : 32);
+    return a;
 }
 
 } // namespace embedlab
