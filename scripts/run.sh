@@ -26,8 +26,8 @@ source scripts/lib.sh # XDG_RUNTIME_DIR, phase NAME TEXT
 
 phase setup "[1/4] setup: the Debian packages the build and the main job need (on a fresh Debian 12 a 369 MB download: 1 to 8 min, by the mirror; seconds when installed)"
 scripts/setup.sh
-phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure (from scratch about 13 min on 2 cores)"
-EMBEDLAB_TARGETS="embedlab-cli embedlab embedlab-figure" scripts/build.sh
+phase build "[2/4] build: the programs embedlab-cli, embedlab and embedlab-figure, and the Python module (from scratch about 13 min on 2 cores)"
+EMBEDLAB_TARGETS="embedlab-cli embedlab embedlab-figure embedlab_python" scripts/build.sh
 phase main "[3/4] the main job on the bundled models: inspect, evaluate, compress (PCA, k = 32), evaluate the result (about 30 s)"
 "$CLI" inspect
 "$CLI" eval --text resources/texts/tinystories-heldout.txt

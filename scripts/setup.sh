@@ -44,6 +44,8 @@ PACKAGES=(
   libopenblas0-pthread libopenblas-pthread-dev
   # Remote execution: the system OpenSSH client.
   openssh-client
+  # The Python module (issue 43): pybind11 against Debian's Python 3 and NumPy.
+  pybind11-dev python3-dev python3-numpy
 )
 # Only the tests need these (issue 24): nothing that builds or runs EmbedLab does.
 TEST_PACKAGES=(
@@ -59,6 +61,8 @@ TEST_PACKAGES=(
   # llama.cpp's gguf-py (../shared/tools/gguf-py) decodes GGUF blocks in the
   # dequantisation tests (tests/data/gguf_dequant_reference.py); gguf-py imports yaml.
   python3-numpy python3-yaml
+  # The Python module's tests (pytest) and its example's figure (matplotlib, Agg).
+  python3-pytest python3-matplotlib
   # sweep --slurm (issue 22): Slurm's client tools, and the daemons that
   # scripts/slurm-local.sh starts as a single-node cluster for the `slurm` tests.
   # Their system services are stopped and disabled after the install (below).

@@ -1,0 +1,214 @@
+// embedlab.Model's methods: the engine's tokenizer, forward pass and evaluations, with
+// the same fields as the CLI's eval, task and eval --reference JSON.
+#include <torch/types.h>
+
+#include "model.hpp"
+
+#include <pybind11/stl.h>
+
+#include "convert.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/tasks.hpp"
+#include "progress.hpp"
+
+namespace embedlab::python {
+
+namespace {
+
+const Tokenizer& tokenizer_of(const Model& m, const std::string& what)
+{
+    if (!m.tokenizer)
+        throw InputError(what + ": " + m.path + " was loaded without a tokenizer");
+    return *m.tokenizer;
+}
+
+// text= or ids=, exactly one, as the ids the model reads.
+std::vector<int32_t> input_ids(const Model& m, const py::object& text, const py::object& ids,
+                               const std::string& what)
+{
+    if (text.is_none() == ids.is_none())
+        throw InputError(what + ": give exactly one of text= or ids=");
+    if (!text.is_none())
+        return tokenizer_of(m, what).encode(text.cast<std::string>());
+    return token_ids(ids, m.lm->config().vocab_size, what);
+}
+
+PerplexityOptions window_options(const std::vector<int32_t>& ids, int64_t ctx, const py::object& stride,
+                                 int64_t batch, const std::string& what)
+{
+    if (ids.size() < 2)
+        throw InputError(what + ": the input has " + std::to_string(ids.size()) +
+                         " token(s); perplexity needs at least 2");
+    // Checked here to name the keywords (the engine's messages name eval's flags).
+    if (ctx < 1)
+        throw InputError(what + ": ctx must be at least 1, got " + std::to_string(ctx));
+    const int64_t s = stride.is_none() ? ctx : stride.cast<int64_t>();
+    if (s < 1 || s > ctx)
+        throw InputError(what + ": stride must be between 1 and ctx (" + std::to_string(ctx) + "), got " +
+                         std::to_string(s));
+    if (batch < 0)
+        throw InputError(what + ": batch must be 0 (automatic) or more, got " + std::to_string(batch));
+    return {.ctx = ctx, .stride = s, .batch_windows = batch};
+}
+
+py::object perplexity(const Model& m, const py::object& text, const py::object& ids, int64_t ctx,
+                      const py::object& stride, int64_t batch, const py::object& callback)
+{
+    const auto input = input_ids(m, text, ids, "perplexity");
+    const auto options = window_options(input, ctx, stride, batch, "perplexity");
+    PythonProgress progress(callback);
+    const auto r = without_gil(
+        progress, [&] { return evaluate_perplexity(*m.lm, input, options, progress.plain("eval")); });
+    nlohmann::ordered_json j{{"model", m.path}, {"input_kind", text.is_none() ? "ids" : "text"}};
+    j.update(perplexity_json(r));
+    j["embedding"] = m.lm->token_embedding().kind();
+    return to_python(j);
+}
+
+py::object divergence(const Model& m, const Model& reference, const py::object& text, const py::object& ids,
+                      int64_t ctx, const py::object& stride, const py::object& callback)
+{
+    const auto input = input_ids(m, text, ids, "divergence");
+    if (!text.is_none() && tokenizer_of(reference, "divergence").encode(text.cast<std::string>()) != input)
+        throw InputError("divergence: " + m.path + " and the reference " + reference.path +
+                         " tokenize the text differently; divergence needs one tokenizer");
+    const auto options = window_options(input, ctx, stride, 0, "divergence");
+    PythonProgress progress(callback);
+    const auto d = without_gil(progress, [&] {
+        return evaluate_divergence(*m.lm, *reference.lm, input, options, progress.plain("divergence"));
+    });
+    nlohmann::ordered_json j{{"model", m.path},    {"reference", reference.path},
+                             {"tokens", d.tokens}, {"windows", d.windows},
+                             {"ctx", d.ctx},       {"stride", d.stride},
+                             {"ppl", d.ppl},       {"reference_ppl", d.reference_ppl}};
+    j.update(divergence_json(d));
+    j["delta_ln_ppl"] = d.delta_ln_ppl;
+    j["seconds"] = d.seconds;
+    return to_python(j);
+}
+
+py::object task(const Model& m, const std::string& name, const std::string& data, const py::object& limit,
+                const py::object& callback)
+{
+    const TaskReadOptions read{.limit = limit.is_none() ? 0 : limit.cast<int64_t>()};
+    const Tokenizer& tokenizer = tokenizer_of(m, "task");
+    PythonProgress progress(callback);
+    nlohmann::ordered_json j{{"task", name}, {"model", m.path}, {"data", data}};
+    if (name == "stsb") {
+        const auto pairs = read_sentence_pairs(data, read);
+        j.update(similarity_json(without_gil(
+            progress, [&] { return evaluate_similarity(*m.lm, tokenizer, pairs, progress.plain(name)); })));
+    } else {
+        const auto examples = read_task_data(name, data, read);
+        j.update(task_json(without_gil(
+            progress, [&] { return evaluate_task(*m.lm, tokenizer, examples, progress.plain(name)); })));
+    }
+    return to_python(j);
+}
+
+py::array logits(const Model& m, const py::handle& ids)
+{
+    const auto input = token_ids(ids, m.lm->config().vocab_size, "logits");
+    if (input.empty())
+        throw InputError("logits: no token ids");
+    if (static_cast<int64_t>(input.size()) > m.lm->max_context())
+        throw InputError("logits: " + std::to_string(input.size()) +
+                         " ids are more than the model's context of " + std::to_string(m.lm->max_context()));
+    torch::Tensor out;
+    {
+        py::gil_scoped_release release;
+        c10::InferenceMode guard;
+        const auto t =
+            torch::tensor(std::vector<int64_t>(input.begin(), input.end()), torch::kLong).view({1, -1});
+        out = m.lm->logits(t)[0].contiguous();
+    }
+    return to_numpy(out);
+}
+
+py::array embedding_table(const Model& m)
+{
+    const TokenEmbedding& e = m.lm->token_embedding();
+    torch::Tensor rows;
+    if (const torch::Tensor* table = dense_table(&e)) {
+        rows = *table;
+    } else {
+        py::gil_scoped_release release;
+        c10::InferenceMode guard;
+        rows = e.lookup(torch::arange(e.vocab_size(), torch::kLong));
+    }
+    auto a = to_numpy(rows);
+    a.attr("setflags")(py::arg("write") = false); // a view of the model's own table
+    return a;
+}
+
+} // namespace
+
+Model load(const std::string& path, const py::object& tokenizer, bool verify)
+{
+    LoadOptions options;
+    options.verify = verify;
+    if (!tokenizer.is_none())
+        options.tokenizer = py::str(tokenizer).cast<std::string>();
+    auto loaded = [&] {
+        py::gil_scoped_release release;
+        return std::make_shared<LoadedModel>(load_model(path, options));
+    }();
+    Model m;
+    m.lm = loaded->model.get();
+    m.tokenizer = loaded->tokenizer.get();
+    m.files = &loaded->files;
+    m.path = path;
+    m.tokenizer_option = tokenizer.is_none() ? "" : py::str(tokenizer).cast<std::string>();
+    m.owner = std::move(loaded);
+    return m;
+}
+
+void bind_model(py::module_& m)
+{
+    py::class_<Model>(m, "Model", "A loaded model (embedlab.load) or a run's compressed model (Run.model).")
+        .def_readonly("path", &Model::path)
+        .def_property_readonly("config",
+                               [](const Model& x) { return to_python(model_config_json(x.lm->config())); })
+        .def_property_readonly("architecture", [](const Model& x) { return x.lm->config().type_name(); })
+        .def_property_readonly("vocab_size", [](const Model& x) { return x.lm->config().vocab_size; })
+        .def_property_readonly("dim", [](const Model& x) { return x.lm->config().embedding_dim(); })
+        .def_property_readonly("embedding_kind",
+                               [](const Model& x) { return x.lm->token_embedding().kind(); })
+        .def_property_readonly("warnings", [](const Model& x) { return x.files->warnings; })
+        .def(
+            "tokenize",
+            [](const Model& x, const std::string& text) {
+                const auto ids = tokenizer_of(x, "tokenize").encode(text);
+                return to_numpy(torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong));
+            },
+            py::arg("text"), "The text's token ids (int64), as eval --text tokenizes it: no BOS.")
+        .def(
+            "detokenize",
+            [](const Model& x, const py::handle& ids) {
+                return tokenizer_of(x, "detokenize")
+                    .decode(token_ids(ids, x.lm->config().vocab_size, "detokenize"));
+            },
+            py::arg("ids"))
+        .def("embedding_table", &embedding_table,
+             "The token table [V, d] float32: the dense table as a read-only view, or a compressed "
+             "model's rows as its lookup rebuilds them.")
+        .def("perplexity", &perplexity, py::kw_only(), py::arg("text") = py::none(),
+             py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
+             py::arg("batch") = 0, py::arg("progress") = py::none(),
+             "Perplexity by METHODS.md section 0: eval --json's fields.")
+        .def("logits", &logits, py::arg("ids"), "Logits [n, V] float32 of one sequence of ids.")
+        .def("divergence", &divergence, py::arg("reference"), py::kw_only(), py::arg("text") = py::none(),
+             py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
+             py::arg("progress") = py::none(),
+             "KL(P_reference || P_model) per scored token and top-1 agreement: eval --reference's fields.")
+        .def("task", &task, py::arg("name"), py::arg("data"), py::kw_only(), py::arg("limit") = py::none(),
+             py::arg("progress") = py::none(),
+             "sst2, mc (accuracy) or stsb (correlation): task --json's fields.")
+        .def("__repr__", [](const Model& x) {
+            return "<embedlab.Model " + x.path + ": " + x.lm->config().type_name() + ", V " +
+                   std::to_string(x.lm->config().vocab_size) + ", embedding " +
+                   x.lm->token_embedding().kind() + ">";
+        });
+}
+
+} // namespace embedlab::python

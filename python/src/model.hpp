@@ -1,0 +1,28 @@
+// embedlab.Model: a loaded model (embedlab.load) or a run's compressed one (Run.model),
+// kept alive by whatever owns it. Every method wraps an engine call; none computes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <pybind11/pybind11.h>
+
+#include "embedlab/model.hpp"
+
+namespace embedlab::python {
+
+namespace py = pybind11;
+
+struct Model {
+    std::shared_ptr<const void> owner; // a LoadedModel or a CompressionRun
+    const LanguageModel* lm = nullptr;
+    const Tokenizer* tokenizer = nullptr; // null: loaded without one (tokenize refuses)
+    const ModelFiles* files = nullptr;
+    std::string path;
+    std::string tokenizer_option; // load's tokenizer=, for a compress() of this model
+};
+
+Model load(const std::string& path, const py::object& tokenizer, bool verify);
+void bind_model(py::module_& m);
+
+} // namespace embedlab::python

@@ -1,0 +1,220 @@
+// The `embedlab` Python module (issue 43): the engine's experiment API from Python.
+// Like the CLI it is a front end: it wraps engine calls and adds no maths. Functions:
+// version, methods, load (model.cpp), compress and Run, account; embedlab/__init__.py
+// adds sweep. Engine InputError -> embedlab.InputError (a ValueError), Cancelled ->
+// embedlab.Cancelled.
+#include <torch/types.h>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "convert.hpp"
+#include "embedlab/compressed_model.hpp"
+#include "embedlab/experiment.hpp"
+#include "embedlab/table_method.hpp"
+#include "model.hpp"
+#include "progress.hpp"
+
+namespace embedlab::python {
+
+namespace {
+
+// A finished run, shared with the Models it hands out.
+struct Run {
+    std::shared_ptr<CompressionRun> run;
+};
+
+std::string without_job_prefix(const std::string& message, const std::string& label)
+{
+    return message.rfind("job: ", 0) == 0 ? label + ": " + message.substr(5) : message;
+}
+
+// The request: method and model, then each keyword as the request's JSON field of that
+// name, checked as the CLI checks its flags.
+CompressionRequest request_from(const std::string& model, const std::string& tokenizer,
+                                const std::string& method, const py::kwargs& fields, const std::string& label)
+{
+    CompressionRequest r;
+    r.model = model;
+    r.tokenizer = tokenizer;
+    r.method = method;
+    const auto& known = request_fields();
+    for (const auto& [key, value] : fields) {
+        const auto name = key.cast<std::string>();
+        if (name == "model" || name == "method" || std::find(known.begin(), known.end(), name) == known.end())
+            throw InputError(label + ": no request field '" + name + "'");
+        try {
+            set_request_field(r, name, to_json(value));
+        } catch (const InputError& e) {
+            throw InputError(without_job_prefix(e.what(), label));
+        }
+    }
+    check_request(r, 0, label);
+    return r;
+}
+
+Run compress(const py::object& model, const std::string& method, const py::object& callback,
+             const py::kwargs& fields)
+{
+    std::string path, tokenizer;
+    if (py::isinstance<Model>(model)) {
+        const auto& m = model.cast<const Model&>();
+        path = m.path;
+        tokenizer = m.tokenizer_option;
+    } else {
+        path = py::str(model).cast<std::string>();
+    }
+    const auto request = request_from(path, tokenizer, method, fields, "compress");
+    PythonProgress progress(callback);
+    auto run = without_gil(progress, [&] {
+        auto r = std::make_shared<CompressionRun>(run_compression(request, progress.experiment()));
+        if (!r->model.tokenizer) { // a run that read no text loads none; Run.model tokenizes
+            try {
+                r->model.tokenizer = load_model_tokenizer(r->model.files, request_load_options(request),
+                                                          &r->model.tokenizer_path);
+            } catch (const InputError&) {
+                // A model without a tokenizer of its own: Run.model.tokenize says so.
+            }
+        }
+        return r;
+    });
+    return Run{std::move(run)};
+}
+
+// The factors as stored under the table's prefix, named without it ("Z", "P", "mu").
+py::dict factors(const Run& r)
+{
+    py::dict out;
+    if (!r.run->embedding)
+        return out; // flat: the narrowed projections are the model's own weights
+    for (const auto& [name, t] : embedding_factor_tensors(*r.run->embedding->embedding, "")) {
+        const auto dot = name.find('.');
+        out[py::str(dot == std::string::npos ? name : name.substr(dot + 1))] = to_numpy(t);
+    }
+    return out;
+}
+
+Model run_model(const Run& r)
+{
+    Model m;
+    m.lm = &r.run->compressed_model();
+    m.tokenizer = r.run->model.tokenizer.get();
+    m.files = &r.run->model.files;
+    m.path = r.run->request.model + " (" + describe_request(r.run->request) + ")";
+    m.tokenizer_option = r.run->request.tokenizer;
+    m.owner = r.run;
+    return m;
+}
+
+py::object export_run_to(const Run& r, const std::string& dir, bool dense, bool overwrite,
+                         const py::object& callback)
+{
+    PythonProgress progress(callback);
+    return to_python(without_gil(progress, [&] {
+        return export_run(*r.run, dir, {.dense = dense, .overwrite = overwrite}, progress.plain("write"));
+    }));
+}
+
+py::object account(const std::string& method, int64_t vocab, int64_t dim, int64_t model_params, bool tied,
+                   int64_t positions, const py::object& stored_type, const py::kwargs& fields)
+{
+    try {
+        table_method(method); // flat and unknown names: said as the CLI says them
+    } catch (const InputError& e) {
+        throw InputError(std::string("account: ") + e.what());
+    }
+    const auto request = request_from("", "", method, fields, "account");
+    const AccountContext context{.model_params = model_params,
+                                 .tied = tied,
+                                 .positions = positions,
+                                 .stored_type = stored_type.is_none() ? "" : stored_type.cast<std::string>()};
+    return to_python(accounting_json(account_setting(request, vocab, dim, context, "account")));
+}
+
+// RequestFieldType's values in order, as Python names the types.
+const char* field_type_name(RequestFieldType t)
+{
+    static const char* const names[] = {"str", "bool", "int", "float", "list[int]", "list[int] (token ids)"};
+    return names[static_cast<size_t>(t)];
+}
+
+py::list methods()
+{
+    py::list out;
+    const CompressionRequest defaults;
+    for (const MethodDescriptor& d : method_registry()) {
+        nlohmann::ordered_json fields = nlohmann::ordered_json::array();
+        for (const auto& name : d.fields)
+            fields.push_back({{"name", name},
+                              {"type", field_type_name(request_field_type(name))},
+                              {"default", request_field_value(defaults, name)}});
+        nlohmann::ordered_json j{
+            {"name", d.name},
+            {"part", d.part == CompressedPart::TokenEmbedding ? "token_embedding" : "attention_values"},
+            {"summary", d.summary},
+            {"fields", fields},
+            {"needs_frequency_text", d.needs_frequency_text},
+            {"needs_calibration_text", d.needs_calibration_text},
+            {"positions", d.positions},
+            {"lora", d.lora},
+            {"bytes_baseline", d.bytes_baseline}};
+        out.append(to_python(j));
+    }
+    return out;
+}
+
+} // namespace
+
+} // namespace embedlab::python
+
+PYBIND11_MODULE(_embedlab, m)
+{
+    using namespace embedlab;
+    using namespace embedlab::python;
+    namespace py = pybind11;
+    m.doc() = "EmbedLab's engine: load a model, compress its token table, evaluate, export.";
+    init_runtime();
+    // Never destroyed: a destructor would run after the interpreter has finalised.
+    static auto& input_error = *new py::exception<InputError>(m, "InputError", PyExc_ValueError);
+    static auto& cancelled = *new py::exception<Cancelled>(m, "Cancelled", PyExc_RuntimeError);
+    input_error.attr("__module__") = "embedlab";
+    cancelled.attr("__module__") = "embedlab";
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p)
+                std::rethrow_exception(p);
+        } catch (const InputError& e) {
+            input_error(e.what());
+        } catch (const Cancelled& e) {
+            cancelled(e.what());
+        }
+    });
+
+    bind_model(m);
+    py::class_<Run>(m, "Run", "A finished compression run (embedlab.compress), kept in memory.")
+        .def_property_readonly("summary",
+                               [](const Run& r) { return to_python(summary_json(r.run->summary)); })
+        .def_property_readonly("record", [](const Run& r) { return to_python(run_json(*r.run)); })
+        .def_property_readonly("request",
+                               [](const Run& r) { return to_python(request_json(r.run->request)); })
+        .def_property_readonly("factors", &factors)
+        .def_property_readonly("model", &run_model)
+        .def("export", &export_run_to, py::arg("dir"), py::kw_only(), py::arg("dense") = false,
+             py::arg("overwrite") = false, py::arg("progress") = py::none(),
+             "Writes the run as compress --out does (nothing refitted); returns embedlab.json as written.")
+        .def("__repr__",
+             [](const Run& r) { return "<embedlab.Run " + describe_request(r.run->request) + ">"; });
+
+    m.def("version", [] { return std::string(EMBEDLAB_VERSION); });
+    m.def("load", &load, py::arg("path"), py::kw_only(), py::arg("tokenizer") = py::none(),
+          py::arg("verify") = true,
+          "Loads a Hugging Face directory, a .gguf, a llama2.c .bin or a compressed directory.");
+    m.def("compress", &compress, py::arg("model"), py::arg("method"), py::kw_only(),
+          py::arg("progress") = py::none(),
+          "One compression run: the keywords are the request's JSON fields (rank=32, eval_text=...).");
+    m.def("account", &account, py::arg("method"), py::arg("vocab"), py::arg("dim"), py::kw_only(),
+          py::arg("model_params") = 0, py::arg("tied") = true, py::arg("positions") = 0,
+          py::arg("stored_type") = py::none(),
+          "What account --json reports for one setting, without a model.");
+    m.def("methods", &methods, "The registry: each method's part, summary and fields (type, default).");
+}

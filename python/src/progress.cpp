@@ -1,0 +1,46 @@
+#include "progress.hpp"
+
+namespace embedlab::python {
+
+bool PythonProgress::report(const std::string& stage, int64_t done, int64_t total, double overall)
+{
+    py::gil_scoped_acquire acquire;
+    if (error_)
+        return false;
+    try {
+        if (PyErr_CheckSignals() != 0)
+            throw py::error_already_set();
+        if (!callback_.is_none()) {
+            const py::object r = callback_(stage, done, total, overall);
+            if (!r.is_none() && !r.cast<bool>())
+                return false;
+        }
+    } catch (py::error_already_set& e) {
+        error_.emplace(std::move(e));
+        return false;
+    }
+    return true;
+}
+
+ExperimentProgressFn PythonProgress::experiment()
+{
+    return [this](const ExperimentProgress& p) { return report(p.stage, p.done, p.total, p.overall); };
+}
+
+ProgressFn PythonProgress::plain(const std::string& stage)
+{
+    return [this, stage](int64_t done, int64_t total) {
+        return report(stage, done, total, total > 0 ? double(done) / double(total) : 0.0);
+    };
+}
+
+void PythonProgress::rethrow_pending()
+{
+    if (error_) {
+        auto e = std::move(*error_);
+        error_.reset();
+        throw e;
+    }
+}
+
+} // namespace embedlab::python

@@ -1,0 +1,48 @@
+// A Python progress callable as the engine's progress callbacks. The engine runs with the
+// GIL released; each report takes it back to call `callback(stage, done, total, overall)`
+// and to run Python's signal handlers, so that Ctrl-C (KeyboardInterrupt) cancels. A
+// False return, an exception in the callable or a pending Ctrl-C returns false to the
+// engine, which stops with Cancelled; rethrow_pending() then raises the callable's
+// exception or the KeyboardInterrupt in place of embedlab.Cancelled.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <pybind11/pybind11.h>
+
+#include "embedlab/error.hpp"
+#include "embedlab/experiment.hpp"
+
+namespace embedlab::python {
+
+namespace py = pybind11;
+
+class PythonProgress {
+public:
+    explicit PythonProgress(py::object callback) : callback_(std::move(callback)) {}
+    // Called without the GIL.
+    bool report(const std::string& stage, int64_t done, int64_t total, double overall);
+    ExperimentProgressFn experiment();
+    ProgressFn plain(const std::string& stage);
+    // With the GIL: raise what stopped the work, if Python stopped it.
+    void rethrow_pending();
+
+private:
+    py::object callback_;
+    std::optional<py::error_already_set> error_;
+};
+
+// Runs `work` without the GIL; a cancel Python asked for raises Python's own exception.
+template <class Work> auto without_gil(PythonProgress& progress, Work&& work)
+{
+    try {
+        py::gil_scoped_release release;
+        return work();
+    } catch (const Cancelled&) {
+        progress.rethrow_pending();
+        throw;
+    }
+}
+
+} // namespace embedlab::python
