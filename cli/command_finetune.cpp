@@ -263,14 +263,10 @@ int bench_train(const std::vector<std::string>& argv)
         r = train_next_token(model, trainable.params, ids, train,
                              train_printer(interrupt, args.has("--quiet"), "bench train"), text.string());
     }
-    Json j = {{"bench", "train"},
-              {"model", model_path.string()},
-              {"embedding", model.token_embedding().kind()},
-              {"pca_rank", k},
-              {"lora_rank", lora.rank},
-              {"steps", train.steps},
-              {"batch", train.batch},
-              {"seqlen", train.seqlen}};
+    Json j = {
+        {"bench", "train"},     {"model", model_path.string()}, {"embedding", model.token_embedding().kind()},
+        {"pca_rank", k},        {"lora_rank", lora.rank},       {"steps", train.steps},
+        {"batch", train.batch}, {"seqlen", train.seqlen}};
     EMBEDLAB_JSON_MEMBERS(j, r, tokens, seconds, tokens_per_second, trainable_parameters);
     j["final_loss"] = r.loss_curve.back();
     j["threads"] = at::get_num_threads();

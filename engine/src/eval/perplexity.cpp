@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "embedlab/eval.hpp"
-#include "embedlab/model.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/model.hpp"
 
 namespace embedlab {
 

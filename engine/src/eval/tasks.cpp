@@ -5,8 +5,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "embedlab/tasks.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/tasks.hpp"
 
 namespace embedlab {
 

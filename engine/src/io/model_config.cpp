@@ -1,7 +1,7 @@
 // Architecture facts of a ModelConfig, in words.
 #include "embedlab/model_config.hpp"
-#include "embedlab/text_format.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/text_format.hpp"
 
 namespace embedlab {
 

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "embedlab/table_method.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/table_method.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab {

@@ -9,8 +9,8 @@
 #include <torch/optim/adamw.h>
 
 #include "embedlab/fourier_embedding.hpp"
-#include "embedlab/low_rank.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/low_rank.hpp"
 #include "methods/loss_check.hpp"
 
 namespace embedlab {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "embedlab/json_members.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/text_format.hpp"
-#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {

@@ -2,9 +2,9 @@
 // every token and one core per token.
 #include <algorithm>
 
+#include "embedlab/json_members.hpp"
 #include "embedlab/text_format.hpp"
 #include "embedlab/tucker.hpp"
-#include "embedlab/json_members.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {

@@ -4,8 +4,8 @@
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/flat_llm.hpp"
-#include "io/canonical_weights.hpp"
 #include "embedlab/json_members.hpp"
+#include "io/canonical_weights.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {

@@ -13,10 +13,10 @@
 #include "embedlab/file_input.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/job.hpp"
+#include "embedlab/json_members.hpp"
 #include "embedlab/name_table.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
-#include "embedlab/json_members.hpp"
 #include "remote/worker_events.hpp"
 
 namespace embedlab {
