@@ -583,13 +583,13 @@ int command_bench(const std::vector<std::string>& argv)
 {
     using Mode = int (*)(const std::vector<std::string>&);
     static const std::map<std::string, Mode> modes = {
-        {"eval", bench_eval}, {"pca", bench_pca},     {"tt", bench_tt},      {"lookup", bench_lookup},
-        {"lle", bench_lle},   {"train", bench_train}, {"scale", bench_scale}};
+        {"eval", bench_eval}, {"pca", bench_pca},     {"tt", bench_tt},       {"lookup", bench_lookup},
+        {"lle", bench_lle},   {"train", bench_train}, {"scale", bench_scale}, {"generate", bench_generate}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(
             "bench: " + (argv.empty() ? std::string("no mode given") : "unknown mode '" + argv[0] + "'") +
-            "; expected bench eval|pca|tt|lookup|lle|train|scale (see embedlab-cli help)");
+            "; expected bench eval|generate|pca|tt|lookup|lle|train|scale (see embedlab-cli help)");
     return mode->second(std::vector<std::string>(argv.begin() + 1, argv.end()));
 }
 

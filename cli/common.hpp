@@ -94,6 +94,7 @@ int command_inspect(const std::vector<std::string>& argv);
 int command_eval(const std::vector<std::string>& argv);
 int command_task(const std::vector<std::string>& argv); // command_task.cpp
 int command_tokenize(const std::vector<std::string>& argv);
+int command_generate(const std::vector<std::string>& argv); // command_generate.cpp
 int command_export(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);
 int command_account(const std::vector<std::string>& argv);
@@ -109,12 +110,13 @@ int command_remote(const std::vector<std::string>& argv); // command_remote.cpp
 int command_sweep_status(const std::vector<std::string>& argv);
 int command_sweep_collect(const std::vector<std::string>& argv);
 int command_finetune(const std::vector<std::string>& argv);
-int command_synth(const std::vector<std::string>& argv); // command_synth.cpp
-int command_train(const std::vector<std::string>& argv); // command_train.cpp
-int bench_train(const std::vector<std::string>& argv);   // bench train (command_finetune.cpp)
-int bench_scale(const std::vector<std::string>& argv);   // bench scale (command_bench_scale.cpp)
-int compress_flat(const std::vector<std::string>& argv); // compress --method flat
-int sweep_flat(const std::vector<std::string>& argv);    // sweep --method flat
+int command_synth(const std::vector<std::string>& argv);  // command_synth.cpp
+int command_train(const std::vector<std::string>& argv);  // command_train.cpp
+int bench_train(const std::vector<std::string>& argv);    // bench train (command_finetune.cpp)
+int bench_scale(const std::vector<std::string>& argv);    // bench scale (command_bench_scale.cpp)
+int bench_generate(const std::vector<std::string>& argv); // bench generate (command_bench_generate.cpp)
+int compress_flat(const std::vector<std::string>& argv);  // compress --method flat
+int sweep_flat(const std::vector<std::string>& argv);     // sweep --method flat
 // figure, demo: run embedlab-figure (the GUI build) with the same arguments.
 int command_figure(const std::string& command, const std::vector<std::string>& argv);
 

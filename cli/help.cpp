@@ -27,6 +27,14 @@ commands:
                                                dev.tsv; mc: JSONL {context, choices, label}) or STS-B
                                                Spearman of pooled hidden states; per example to --out
   tokenize [MODEL] --text FILE [--json]        token ids of a text
+  generate [MODEL] (--prompt TEXT | --prompt-file FILE) [--max-tokens N (64)] [--temperature T (0: greedy)]
+           [--top-k K] [--top-p P] [--seed S] [--stop STRING ..] [--no-bos] [--top-n N (5)] [--json]
+           [--compare ORIGINAL]                the continuation, streamed (KV cache); BOS first when the
+                                               tokenizer has its own; sampling: temperature, top-k, top-p,
+                                               reproducible by seed; --compare: the original's continuation
+                                               from the same prompt and seed, and per generated token
+                                               KL(P_original || P_model) and the token's rank under the
+                                               original; --json: ids, text, log-probabilities, top-N, timings
   export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
            [--embedding-type T] [--output-type T]  a GGUF file llama.cpp runs (compressed tables made
                                                dense; default f16), or a dense Hugging Face directory;
@@ -34,6 +42,10 @@ commands:
                                                (f32, f16 .. q2_k), as llama-quantize writes it
   bench eval [MODEL...] [--text FILE] [--ctx N] [--compare-llamacpp [--llamacpp PATH]] [--json]
                                                tokens per second, one window at a time vs batched
+  bench generate [MODEL...] [--prompt-tokens P (128)] [--tokens N (128)] [--repeat R (3)]
+           [--compare-llamacpp [--llamacpp PATH]] [--json]
+                                               prompt processing (pp) and generation (tg) tokens/s over
+                                               the KV cache; with llama-bench on the f32 GGUF export
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
            pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
            lookup: [--method M|dense (tt)] [--batch B] + the method's flags (else a typical setting)
@@ -212,6 +224,7 @@ const std::vector<CommandGroup>& command_groups()
         {"Look at a model",
          {{"inspect", "architecture, sizes, parameter breakdown, sha256"},
           {"tokenize", "token ids of a text"},
+          {"generate", "a continuation of a prompt (KV cache); --compare against the original"},
           {"eval", "perplexity; with --reference, KL divergence and top-1 agreement"},
           {"task", "zero-shot SST-2 / multiple-choice accuracy, STS-B Spearman"},
           {"neighbours", "a rare token's common neighbours and LLE weights"},
@@ -235,7 +248,7 @@ const std::vector<CommandGroup>& command_groups()
          {{"remote", "doctor / run jobs on other hosts over ssh, or on Slurm"},
           {"worker", "run one JSON job and print events (what remote starts)"}}},
         {"Measure and make fixtures",
-         {{"bench", "speed and memory: eval, pca, tt, lookup, lle, train, scale"},
+         {{"bench", "speed and memory: eval, generate, pca, tt, lookup, lle, train, scale"},
           {"synth", "random weights with a real model's config and tensor names"},
           {"version", "print the version"}}},
     };

@@ -64,17 +64,41 @@ std::optional<fs::path> find_llamacpp_ppl(const std::optional<std::string>& flag
     return find_executable("llamacpp-ppl");
 }
 
+namespace {
+
+// The model as an f32 GGUF in `work`, and the tool folder's libraries linked into it;
+// the reason llama.cpp cannot run it when it cannot.
+std::string prepare_llamacpp_run(const fs::path& tool, const LoadedModel& model, const WorkDir& work)
+{
+    if (const auto refusal = gguf_export_refusal(model); !refusal.empty())
+        return "no GGUF export: " + refusal;
+    export_gguf(model, work.path() / "model-f32.gguf", {.type = GgufExportType::F32});
+    recreate_soname_links(tool.parent_path(), work.path() / "lib");
+    return {};
+}
+
+CommandResult run_tool(const fs::path& tool, const WorkDir& work, std::vector<std::string> arguments)
+{
+    arguments.insert(arguments.begin(),
+                     {"env", "LD_LIBRARY_PATH=" + (work.path() / "lib").string(), tool.string()});
+    auto result = run_command(arguments, "", std::chrono::hours(2));
+    if (result.status != 0)
+        throw InputError(tool.string() + " failed (exit " + std::to_string(result.status) +
+                         "): " + result.err.substr(result.err.size() > 400 ? result.err.size() - 400 : 0));
+    return result;
+}
+
+} // namespace
+
 LlamaCppRun run_llamacpp_ppl(const fs::path& tool, const LoadedModel& model, std::span<const int32_t> ids,
                              int64_t ctx, int threads)
 {
     LlamaCppRun run;
-    if (const auto refusal = gguf_export_refusal(model); !refusal.empty()) {
-        run.skipped = "no GGUF export: " + refusal;
-        return run;
-    }
     WorkDir work("embedlab-bench-llamacpp");
+    run.skipped = prepare_llamacpp_run(tool, model, work);
+    if (!run.skipped.empty())
+        return run;
     const fs::path gguf = work.path() / "model-f32.gguf";
-    export_gguf(model, gguf, {.type = GgufExportType::F32});
     const fs::path ids_file = work.path() / "ids.txt";
     {
         std::ofstream out(ids_file);
@@ -83,14 +107,8 @@ LlamaCppRun run_llamacpp_ppl(const fs::path& tool, const LoadedModel& model, std
         if (!out.flush())
             throw InputError(ids_file.string() + ": cannot write the ids");
     }
-    const fs::path links = work.path() / "lib";
-    recreate_soname_links(tool.parent_path(), links);
-    const auto result = run_command({"env", "LD_LIBRARY_PATH=" + links.string(), tool.string(), gguf.string(),
-                                     ids_file.string(), std::to_string(ctx), std::to_string(threads)},
-                                    "", std::chrono::hours(2));
-    if (result.status != 0)
-        throw InputError(tool.string() + " failed (exit " + std::to_string(result.status) +
-                         "): " + result.err.substr(result.err.size() > 400 ? result.err.size() - 400 : 0));
+    const auto result = run_tool(
+        tool, work, {gguf.string(), ids_file.string(), std::to_string(ctx), std::to_string(threads)});
     const auto line =
         result.out.substr(result.out.rfind('{') == std::string::npos ? 0 : result.out.rfind('{'));
     try {
@@ -102,6 +120,33 @@ LlamaCppRun run_llamacpp_ppl(const fs::path& tool, const LoadedModel& model, std
         run.tokens = j.at("tokens").get<int64_t>();
     } catch (const nlohmann::json::exception& e) {
         throw InputError(tool.string() + ": unexpected output '" + line + "' (" + e.what() + ")");
+    }
+    return run;
+}
+
+LlamaBenchRun run_llama_bench(const fs::path& tool, const LoadedModel& model, int64_t prompt_tokens,
+                              int64_t generated_tokens, int repetitions, int threads)
+{
+    LlamaBenchRun run;
+    const fs::path bench = tool.parent_path() / "llama-bench";
+    if (!fs::is_regular_file(bench)) {
+        run.skipped = "no llama-bench beside " + tool.string();
+        return run;
+    }
+    WorkDir work("embedlab-bench-llamacpp");
+    run.skipped = prepare_llamacpp_run(tool, model, work);
+    if (!run.skipped.empty())
+        return run;
+    const auto result = run_tool(bench, work,
+                                 {"-m", (work.path() / "model-f32.gguf").string(), "-p",
+                                  std::to_string(prompt_tokens), "-n", std::to_string(generated_tokens), "-r",
+                                  std::to_string(repetitions), "-t", std::to_string(threads), "-o", "json"});
+    try {
+        for (const auto& test : nlohmann::json::parse(result.out.substr(result.out.find('['))))
+            (test.at("n_gen").get<int64_t>() > 0 ? run.tg : run.pp) = {test.at("avg_ts").get<double>(),
+                                                                       test.at("stddev_ts").get<double>()};
+    } catch (const std::exception& e) { // no '[' (npos) or not llama-bench's JSON
+        throw InputError(bench.string() + ": unexpected output (" + e.what() + ")");
     }
     return run;
 }

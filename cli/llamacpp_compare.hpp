@@ -29,4 +29,16 @@ std::optional<std::filesystem::path> find_llamacpp_ppl(const std::optional<std::
 LlamaCppRun run_llamacpp_ppl(const std::filesystem::path& tool, const LoadedModel& model,
                              std::span<const int32_t> ids, int64_t ctx, int threads);
 
+// bench generate --compare-llamacpp: llama.cpp's own llama-bench (beside `tool`) on
+// the f32 GGUF export: prompt processing of `prompt_tokens` (pp) and generation of
+// `generated_tokens` from an empty cache (tg), tokens/s mean and deviation.
+struct LlamaBenchRun {
+    std::string skipped;
+    struct Speed {
+        double tokens_per_second = 0, stddev = 0;
+    } pp, tg;
+};
+LlamaBenchRun run_llama_bench(const std::filesystem::path& tool, const LoadedModel& model,
+                              int64_t prompt_tokens, int64_t generated_tokens, int repetitions, int threads);
+
 } // namespace embedlab::cli

@@ -40,6 +40,7 @@ constexpr CommandEntry kCommands[] = {
     {"inspect", embedlab::cli::command_inspect},
     {"eval", embedlab::cli::command_eval},
     {"tokenize", embedlab::cli::command_tokenize},
+    {"generate", embedlab::cli::command_generate},
     {"export", embedlab::cli::command_export},
     {"account", embedlab::cli::command_account},
     {"compress", embedlab::cli::command_compress},

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embedlab/model_config.hpp"
@@ -85,6 +86,32 @@ public:
     virtual void mlp_activations(int64_t /*layer*/, const torch::Tensor& /*a*/) {}
 };
 
+// Keys and values of the positions a model has already read, per decoder layer, so
+// that the next tokens are decoded without re-reading the prefix (generate.hpp):
+//
+//   embedlab::KvCache cache;
+//   auto h = lm.hidden_states(prompt, cache);   // positions 0..P-1
+//   auto g = lm.hidden_states(next, cache);     // positions P.. (next: [1, 1])
+//
+// Keys are held after the rotary embedding and before grouped-query repetition;
+// a layer's sliding window masks old positions (they stay in the cache). One cache
+// serves one model and one batch; it is not thread-safe.
+class KvCache {
+public:
+    int64_t length() const { return length_; }
+    void clear();
+    // For the forward pass: layer `layer`'s keys and values [B, heads, length + T, dim]
+    // after appending k [B, heads, T, hd] and v [B, heads, T, vd] at length().
+    std::pair<torch::Tensor, torch::Tensor> append(int64_t layer, const torch::Tensor& k,
+                                                   const torch::Tensor& v);
+    // Called once all layers appended T positions.
+    void advance(int64_t T) { length_ += T; }
+
+private:
+    std::vector<torch::Tensor> keys_, values_; // [B, heads, capacity, dim], filled to length_
+    int64_t length_ = 0;
+};
+
 // Parameter counts by part; a tied head is counted once (in token_embedding).
 struct ParameterBreakdown {
     int64_t token_embedding = 0;
@@ -125,6 +152,9 @@ public:
 
     // ids [B, T] int64 -> final hidden states [B, T, d] (after the last norm).
     torch::Tensor hidden_states(const torch::Tensor& ids, ForwardObserver* observer = nullptr) const;
+    // ids [B, T] at positions cache.length() .. + T - 1, attending to the cached
+    // positions too; appends their keys and values to `cache`.
+    torch::Tensor hidden_states(const torch::Tensor& ids, KvCache& cache) const;
     // hidden [N, d] -> logits [N, V] through the output head (tied or not).
     torch::Tensor head(const torch::Tensor& hidden) const;
     // Issue 20 item 8: for many head calls on frozen weights (perplexity's row chunks),
@@ -156,11 +186,12 @@ public:
     int64_t max_context() const;
 
 private:
-    torch::Tensor gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
-    torch::Tensor llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
+    torch::Tensor gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer, KvCache* cache) const;
+    torch::Tensor llama_hidden(const torch::Tensor& ids, ForwardObserver* observer, KvCache* cache) const;
     // The config's norm of x with the weights `name`.weight (and .bias).
     torch::Tensor norm(const torch::Tensor& x, const std::string& name) const;
-    torch::Tensor checked_hidden(const torch::Tensor& ids, ForwardObserver* observer) const;
+    torch::Tensor checked_hidden(const torch::Tensor& ids, ForwardObserver* observer,
+                                 KvCache* cache = nullptr) const;
     // rows: head_rows() (defined only for a tied head that rebuilds its rows).
     torch::Tensor unguarded_head(const torch::Tensor& hidden, const torch::Tensor& rows = {}) const;
     // y + scale (x A^T) B^T when an adapter for `target` is attached, else y.

@@ -6,6 +6,7 @@
 #include <armadillo>
 
 #include "methods/table_checks.hpp"
+#include "model/row_products.hpp"
 
 namespace embedlab {
 
@@ -108,7 +109,7 @@ torch::Tensor LowRankTokenEmbedding::lookup(const torch::Tensor& ids) const
 torch::Tensor LowRankTokenEmbedding::project(const torch::Tensor& hidden) const
 {
     // logits = h (1 mu^T + Z P)^T = (h . mu) 1^T + (h P^T) Z^T, never forming Z P.
-    auto logits = torch::matmul(torch::matmul(hidden, P_.t()), Z_.t());
+    auto logits = detail::times_transposed(torch::matmul(hidden, P_.t()), Z_);
     if (kind_ == LowRankKind::PCA)
         logits += torch::matmul(hidden, mu_).unsqueeze(-1);
     return logits;

@@ -1,35 +1,47 @@
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <unistd.h>
 
 #include "embedlab/error.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
+#include "model/row_products.hpp"
 #include "model/shape_check.hpp"
 
 namespace embedlab {
 
 namespace {
 
-// [T, T] boolean mask, true where a query may not look: future positions, and
-// with a sliding window of w, positions w or more behind.
-torch::Tensor attention_mask(int64_t T, int64_t window)
+// [Tq, Tk] boolean mask, true where a query may not look: the Tq queries sit at
+// the last positions Tk - Tq .. Tk - 1 (earlier ones come from a KV cache); future
+// positions are masked, and with a sliding window of w, positions w or more behind.
+// Undefined when nothing is masked (one query, no window reaching back).
+torch::Tensor attention_mask(int64_t Tq, int64_t Tk, int64_t window)
 {
-    auto mask = torch::ones({T, T}, torch::kBool).triu(1);
-    if (window > 0 && window < T)
-        mask = mask.logical_or(torch::ones({T, T}, torch::kBool).tril(-window));
+    const bool window_bites = window > 0 && window < Tk;
+    if (Tq == 1 && !window_bites)
+        return {};
+    const auto query = torch::arange(Tk - Tq, Tk, torch::kLong).unsqueeze(1);
+    const auto key = torch::arange(Tk, torch::kLong).unsqueeze(0);
+    auto mask = key.gt(query);
+    if (window_bites)
+        mask = mask.logical_or(key.le(query - window));
     return mask;
 }
 
-// softmax(q k^T * scale + mask) v for q/k/v [B, H, T, hd]: scores soft-capped
-// when `softcap` > 0 (Gemma 2), masked causally and to the window when it slides.
+// softmax(q k^T * scale + mask) v for q [B, H, Tq, hd], k/v [B, H, Tk, hd]: scores
+// soft-capped when `softcap` > 0 (Gemma 2), masked causally and to the window when
+// it slides.
 torch::Tensor decoder_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 double scale, double softcap, int64_t window)
 {
     auto scores = torch::matmul(q, k.transpose(-2, -1)).mul_(scale);
     if (softcap > 0)
         scores = torch::tanh(scores / softcap) * softcap;
-    scores.masked_fill_(attention_mask(q.size(2), window), -std::numeric_limits<float>::infinity());
+    if (const auto mask = attention_mask(q.size(2), k.size(2), window); mask.defined())
+        scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
     return torch::matmul(torch::softmax(scores, -1), v);
 }
 
@@ -57,6 +69,39 @@ torch::Tensor activation(const torch::Tensor& x, const std::string& name)
 }
 
 } // namespace
+
+void KvCache::clear()
+{
+    keys_.clear();
+    values_.clear();
+    length_ = 0;
+}
+
+std::pair<torch::Tensor, torch::Tensor> KvCache::append(int64_t layer, const torch::Tensor& k,
+                                                        const torch::Tensor& v)
+{
+    if (static_cast<int64_t>(keys_.size()) <= layer) {
+        keys_.resize(static_cast<size_t>(layer) + 1);
+        values_.resize(static_cast<size_t>(layer) + 1);
+    }
+    auto& keys = keys_[static_cast<size_t>(layer)];
+    auto& values = values_[static_cast<size_t>(layer)];
+    const int64_t T = k.size(2), needed = length_ + T;
+    if (!keys.defined() || keys.size(2) < needed) { // grow by doubling: amortised copies
+        const int64_t capacity = std::max<int64_t>({64, needed, keys.defined() ? 2 * keys.size(2) : 0});
+        auto grown_keys = torch::empty({k.size(0), k.size(1), capacity, k.size(3)}, k.options());
+        auto grown_values = torch::empty({v.size(0), v.size(1), capacity, v.size(3)}, v.options());
+        if (keys.defined()) {
+            grown_keys.narrow(2, 0, length_).copy_(keys.narrow(2, 0, length_));
+            grown_values.narrow(2, 0, length_).copy_(values.narrow(2, 0, length_));
+        }
+        keys = std::move(grown_keys);
+        values = std::move(grown_values);
+    }
+    keys.narrow(2, length_, T).copy_(k);
+    values.narrow(2, length_, T).copy_(v);
+    return {keys.narrow(2, 0, needed), values.narrow(2, 0, needed)};
+}
 
 LanguageModel::LanguageModel(ModelConfig config, WeightMap weights, const std::string& label)
     : config_(std::move(config)), weights_(std::move(weights))
@@ -152,12 +197,14 @@ int64_t LanguageModel::max_context() const
     return config_.max_positions > 0 ? config_.max_positions : INT64_MAX;
 }
 
-torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
+torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer,
+                                         KvCache* cache) const
 {
     const int64_t B = ids.size(0), T = ids.size(1), d = config_.hidden_size;
     const int64_t H = config_.num_heads, hd = config_.head_dim();
+    const int64_t start = cache ? cache->length() : 0;
     const double eps = config_.norm_eps;
-    auto x = embedding_->lookup(ids) + positions_->lookup(torch::arange(T, torch::kLong));
+    auto x = embedding_->lookup(ids) + positions_->lookup(torch::arange(start, start + T, torch::kLong));
     for (int64_t l = 0; l < config_.num_layers; ++l) {
         const std::string p = "h." + std::to_string(l) + ".";
         const int64_t vd = config_.value_dim(l);
@@ -166,7 +213,7 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
         auto a = torch::layer_norm(x, {d}, w(p + "ln_1.weight"), w(p + "ln_1.bias"), eps);
         // Conv1D weights are [in, out]: y = x W + b. Columns: q, k, then v (H x vd).
         const auto a2 = a.reshape({B * T, d});
-        auto qkv = torch::addmm(w(p + "attn.c_attn.bias"), a2, w(p + "attn.c_attn.weight"));
+        auto qkv = detail::add_times(w(p + "attn.c_attn.bias"), a2, w(p + "attn.c_attn.weight"));
         auto q2 = qkv.narrow(1, 0, d), k2 = qkv.narrow(1, d, d), v2 = qkv.narrow(1, 2 * d, H * vd);
         if (lora_) {
             q2 = adapted(q2, a2, p + "attn.q");
@@ -178,26 +225,29 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
         auto v = v2.view({B, T, H, vd});
         if (observer)
             observer->values(l, v);
+        auto vt = v.transpose(1, 2);
+        if (cache)
+            std::tie(k, vt) = cache->append(l, k, vt);
         const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-        auto y = decoder_attention(q, k, v.transpose(1, 2), scale, 0.0, 0)
-                     .transpose(1, 2)
-                     .reshape({B * T, H * vd});
-        x = x + adapted(torch::addmm(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")), y,
+        auto y = decoder_attention(q, k, vt, scale, 0.0, 0).transpose(1, 2).reshape({B * T, H * vd});
+        x = x + adapted(detail::add_times(w(p + "attn.c_proj.bias"), y, w(p + "attn.c_proj.weight")), y,
                         p + "attn.c_proj")
                     .view({B, T, d});
         auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
         const auto m2 = m.reshape({B * T, d});
         auto h = activation(
-            adapted(torch::addmm(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")), m2, p + "mlp.c_fc"),
+            adapted(detail::add_times(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")), m2, p + "mlp.c_fc"),
             config_.activation);
         if (observer)
             observer->mlp_activations(l, h);
-        x = x + adapted(torch::addmm(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")), h,
+        x = x + adapted(detail::add_times(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")), h,
                         p + "mlp.c_proj")
                     .view({B, T, d});
         if (observer)
             observer->decoder_output(l, x);
     }
+    if (cache)
+        cache->advance(T);
     return torch::layer_norm(x, {d}, w("ln_f.weight"), w("ln_f.bias"), eps);
 }
 
@@ -216,10 +266,12 @@ torch::Tensor LanguageModel::norm(const torch::Tensor& x, const std::string& nam
     return rms_norm(x, weight, eps);
 }
 
-torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
+torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObserver* observer,
+                                          KvCache* cache) const
 {
     const auto& c = config_;
     const int64_t B = ids.size(0), T = ids.size(1);
+    const int64_t start = cache ? cache->length() : 0;
     const int64_t H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim(), rd = c.rotary_dims();
     const double scale = c.query_scale > 0 ? c.query_scale : 1.0 / std::sqrt(static_cast<double>(hd));
 
@@ -233,7 +285,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         inv_freq = inv_freq.to(torch::kFloat32);
         if (scaled && !c.rope_freq_divisors.empty())
             inv_freq = inv_freq / torch::tensor(c.rope_freq_divisors, torch::kFloat64).to(torch::kFloat32);
-        auto freqs = torch::outer(torch::arange(T, torch::kFloat32), inv_freq);
+        auto freqs =
+            torch::outer(torch::arange(start, start + T, torch::kLong).to(torch::kFloat32), inv_freq);
         auto angles = torch::cat({freqs, freqs}, -1); // [T, rd]
         return std::pair{angles.cos(), angles.sin()};
     };
@@ -255,7 +308,7 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
     if (c.projects_embedding()) // OPT-350m: the table's width to d
         x = torch::matmul(x, w("model.project_in.weight").t());
     if (c.learned_positions)
-        x = x + w("model.embed_positions.weight").narrow(0, c.position_offset, T);
+        x = x + w("model.embed_positions.weight").narrow(0, c.position_offset + start, T);
     for (int64_t l = 0; l < c.num_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         const int64_t vd = c.value_dim(l);
@@ -266,8 +319,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         // proj(x, name): x W^T (+ b), plus the adapter of that weight when one is attached.
         auto proj = [&](const torch::Tensor& in, const std::string& name) {
             const auto bias = weights_.find(p + name + ".bias");
-            auto y = bias == weights_.end() ? torch::matmul(in, w(p + name + ".weight").t())
-                                            : torch::linear(in, w(p + name + ".weight"), bias->second);
+            auto y = detail::times_transposed(in, w(p + name + ".weight"),
+                                              bias == weights_.end() ? torch::Tensor() : bias->second);
             return adapted(y, in, p + name);
         };
         auto q = proj(a, "self_attn.q_proj").view({B, T, H, hd});
@@ -285,6 +338,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         const auto& table = c.layer_slides(l) ? local_rope : global_rope;
         q = rope(q, table);
         k = rope(k, table);
+        if (cache)
+            std::tie(k, v) = cache->append(l, k, v);
         if (Hkv != H) { // grouped-query attention: KV head j serves query heads j*rep..
             k = k.repeat_interleave(H / Hkv, 1);
             v = v.repeat_interleave(H / Hkv, 1);
@@ -317,6 +372,8 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         if (observer)
             observer->decoder_output(l, x);
     }
+    if (cache)
+        cache->advance(T);
     if (c.final_norm)
         x = norm(x, "model.norm");
     if (c.projects_embedding()) // back to the table's width for the head
@@ -330,12 +387,20 @@ torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, ForwardObse
     return checked_hidden(ids, observer);
 }
 
-torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObserver* observer) const
+torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, KvCache& cache) const
+{
+    c10::InferenceMode guard;
+    return checked_hidden(ids, nullptr, &cache);
+}
+
+torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObserver* observer,
+                                            KvCache* cache) const
 {
     if (ids.dim() != 2)
         throw InputError("token ids must be a [batch, length] tensor");
-    if (ids.size(1) > max_context())
-        throw InputError("window of " + std::to_string(ids.size(1)) +
+    const int64_t cached = cache ? cache->length() : 0;
+    if (cached + ids.size(1) > max_context())
+        throw InputError("window of " + std::to_string(cached + ids.size(1)) +
                          " tokens exceeds the model's context of " + std::to_string(max_context()) +
                          " positions (" +
                          (config_.arch == Architecture::GPT2 || config_.learned_positions
@@ -346,7 +411,7 @@ torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObs
     // allocating what the machine does not have.
     const double score_bytes = 2.0 * 4.0 * static_cast<double>(ids.size(0)) *
                                static_cast<double>(config_.num_heads) * static_cast<double>(ids.size(1)) *
-                               static_cast<double>(ids.size(1));
+                               static_cast<double>(cached + ids.size(1));
     const double physical =
         static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
     if (physical > 0 && score_bytes > 0.8 * physical)
@@ -360,7 +425,8 @@ torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObs
     if (min_id < 0 || max_id >= config_.vocab_size)
         throw InputError("token id " + std::to_string(min_id < 0 ? min_id : max_id) +
                          " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
-    return config_.arch == Architecture::GPT2 ? gpt2_hidden(ids, observer) : llama_hidden(ids, observer);
+    return config_.arch == Architecture::GPT2 ? gpt2_hidden(ids, observer, cache)
+                                              : llama_hidden(ids, observer, cache);
 }
 
 torch::Tensor LanguageModel::head(const torch::Tensor& hidden) const
@@ -383,9 +449,9 @@ torch::Tensor LanguageModel::head(const torch::Tensor& hidden, const torch::Tens
 
 torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden, const torch::Tensor& rows) const
 {
-    auto logits = rows.defined()            ? torch::matmul(hidden.to(torch::kFloat32), rows.t())
+    auto logits = rows.defined()            ? detail::times_transposed(hidden.to(torch::kFloat32), rows)
                   : config_.tied_embeddings ? embedding_->project(hidden)
-                                            : torch::matmul(hidden, w("lm_head.weight").t());
+                                            : detail::times_transposed(hidden, w("lm_head.weight"));
     if (config_.final_softcap > 0) // Gemma 2: cap tanh(logits / cap)
         logits = torch::tanh(logits / config_.final_softcap) * config_.final_softcap;
     return logits;

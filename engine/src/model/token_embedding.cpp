@@ -1,4 +1,5 @@
 #include "embedlab/model.hpp"
+#include "model/row_products.hpp"
 
 namespace embedlab {
 
@@ -11,7 +12,7 @@ torch::Tensor DenseTokenEmbedding::lookup(const torch::Tensor& ids) const
 
 torch::Tensor DenseTokenEmbedding::project(const torch::Tensor& hidden) const
 {
-    return torch::matmul(hidden, table_.t());
+    return detail::times_transposed(hidden, table_);
 }
 
 } // namespace embedlab

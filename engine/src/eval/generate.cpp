@@ -1,0 +1,289 @@
+// Incremental decoding over a KV cache (generate.hpp).
+#include "embedlab/generate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void check_options(const GenerationOptions& o)
+{
+    const auto& s = o.sampling;
+    if (o.max_tokens < 1 || o.max_tokens > 1'000'000)
+        throw InputError("max_tokens must be from 1 to 1000000, not " + std::to_string(o.max_tokens));
+    if (!std::isfinite(s.temperature) || s.temperature < 0 || s.temperature > 100)
+        throw InputError("temperature must be from 0 (greedy) to 100, not " + std::to_string(s.temperature));
+    if (s.top_k < 0)
+        throw InputError("top_k must be 0 (no limit) or more, not " + std::to_string(s.top_k));
+    if (!(s.top_p > 0 && s.top_p <= 1))
+        throw InputError("top_p must be in (0, 1], not " + std::to_string(s.top_p));
+    if (o.top_n < 0 || o.top_n > 100)
+        throw InputError("top_n must be from 0 to 100, not " + std::to_string(o.top_n));
+    for (const auto& stop : o.stop)
+        if (stop.empty())
+            throw InputError("a stop string is empty");
+}
+
+// A uniform double in [0, 1) from the top 53 bits: std::uniform_real_distribution
+// differs between standard libraries, and a seed must give the same text everywhere.
+double uniform(std::mt19937_64& rng)
+{
+    return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+// The next token from logits [V] (SamplingOptions' order: temperature, top_k, top_p).
+int32_t choose(const torch::Tensor& logits, const SamplingOptions& s, std::mt19937_64& rng)
+{
+    if (s.temperature == 0)
+        return static_cast<int32_t>(logits.argmax().item<int64_t>());
+    auto scaled = logits.to(torch::kDouble) / s.temperature;
+    const int64_t V = scaled.size(0);
+    const int64_t k = s.top_k > 0 ? std::min(s.top_k, V) : V;
+    auto [values, order] = scaled.topk(k); // sorted, largest first
+    auto probs = torch::softmax(values, 0).contiguous();
+    const auto* p = probs.data_ptr<double>();
+    int64_t keep = 0;
+    double mass = 0;
+    while (keep < k && (keep == 0 || mass < s.top_p))
+        mass += p[keep++];
+    double u = uniform(rng) * mass, sum = 0;
+    const auto* ids = order.data_ptr<int64_t>();
+    for (int64_t i = 0; i < keep; ++i) {
+        sum += p[i];
+        if (u < sum)
+            return static_cast<int32_t>(ids[i]);
+    }
+    return static_cast<int32_t>(ids[keep - 1]);
+}
+
+std::vector<TokenProbability> top_of(const torch::Tensor& logp, int64_t n)
+{
+    std::vector<TokenProbability> top;
+    if (n == 0)
+        return top;
+    auto [values, ids] = logp.topk(std::min(n, logp.size(0)));
+    for (int64_t i = 0; i < values.size(0); ++i)
+        top.push_back({static_cast<int32_t>(ids[i].item<int64_t>()), std::exp(values[i].item<double>())});
+    return top;
+}
+
+// Bytes of `s` that end on a whole UTF-8 character.
+size_t complete_utf8(const std::string& s)
+{
+    size_t end = s.size(), back = 0;
+    while (back < 4 && back < end && (static_cast<unsigned char>(s[end - 1 - back]) & 0xC0) == 0x80)
+        ++back;
+    if (back == end)
+        return end;
+    const auto lead = static_cast<unsigned char>(s[end - 1 - back]);
+    const size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return want > back + 1 ? end - 1 - back : end;
+}
+
+// The continuation's text so far, and how much of it is safe to show: whole UTF-8
+// characters, not ending in what may be the start of a stop string.
+class ContinuationText {
+public:
+    ContinuationText(const Tokenizer* tokenizer, std::span<const int32_t> prompt,
+                     const std::vector<std::string>& stop)
+        : tokenizer_(tokenizer), ids_(prompt.begin(), prompt.end()), prompt_size_(prompt.size()), stop_(stop)
+    {
+        if (tokenizer_)
+            prompt_text_ = tokenizer_->decode(ids_);
+    }
+
+    // Adds a token; true when a stop string now appears (the text is cut before it).
+    bool add(int32_t id)
+    {
+        if (!tokenizer_)
+            return false;
+        ids_.push_back(id);
+        auto all = tokenizer_->decode(ids_);
+        // Decoding the continuation with its prompt keeps the first token's leading space.
+        text_ = all.rfind(prompt_text_, 0) == 0 ? all.substr(prompt_text_.size())
+                                                : tokenizer_->decode(std::span(ids_).subspan(prompt_size_));
+        for (const auto& stop : stop_)
+            if (const auto at = text_.find(stop); at != std::string::npos) {
+                text_.resize(at);
+                return true;
+            }
+        return false;
+    }
+
+    // The new text that can be shown (all of it when `final`).
+    std::string take(bool final)
+    {
+        size_t end = final ? text_.size() : complete_utf8(text_);
+        if (!final)
+            for (const auto& stop : stop_)
+                for (size_t n = std::min(stop.size() - 1, end); n > 0; --n)
+                    if (text_.compare(end - n, n, stop, 0, n) == 0) {
+                        end -= n;
+                        break;
+                    }
+        if (end <= shown_)
+            return {};
+        auto fresh = text_.substr(shown_, end - shown_);
+        shown_ = end;
+        return fresh;
+    }
+
+    const std::string& text() const { return text_; }
+
+private:
+    const Tokenizer* tokenizer_;
+    std::vector<int32_t> ids_;
+    size_t prompt_size_;
+    const std::vector<std::string>& stop_;
+    std::string prompt_text_, text_;
+    size_t shown_ = 0;
+};
+
+// One model reading a sequence token by token; logits() is the next-token row [V].
+class Reader {
+public:
+    explicit Reader(const LanguageModel& model) : model_(model), rows_(model.head_rows()) {}
+
+    void read(const torch::Tensor& ids) // [1, T]
+    {
+        const auto h = model_.hidden_states(ids, cache_);
+        logits_ = model_.head(h[0].narrow(0, h.size(1) - 1, 1), rows_)[0];
+    }
+    const torch::Tensor& logits() const { return logits_; }
+
+private:
+    const LanguageModel& model_;
+    torch::Tensor rows_;
+    KvCache cache_;
+    torch::Tensor logits_;
+};
+
+} // namespace
+
+Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std::span<const int32_t> prompt,
+                    const GenerationOptions& options, const TokenFn& on_token, const LanguageModel* reference)
+{
+    c10::InferenceMode guard;
+    check_options(options);
+    const int64_t V = model.config().vocab_size, P = static_cast<int64_t>(prompt.size());
+    if (P == 0)
+        throw InputError("the prompt has no tokens");
+    for (int32_t id : prompt)
+        if (id < 0 || id >= V)
+            throw InputError("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(V) + ")");
+    if (P > model.max_context())
+        throw InputError("the prompt has " + std::to_string(P) +
+                         " tokens, more than the model's context of " + std::to_string(model.max_context()) +
+                         " positions");
+    if (reference && reference->config().vocab_size != V)
+        throw InputError("the reference model has a vocabulary of " +
+                         std::to_string(reference->config().vocab_size) + " tokens and the model " +
+                         std::to_string(V) + "; a comparison needs the same vocabulary");
+    const int64_t context =
+        reference ? std::min(model.max_context(), reference->max_context()) : model.max_context();
+
+    Generation g;
+    g.prompt.assign(prompt.begin(), prompt.end());
+    std::mt19937_64 rng(options.sampling.seed);
+    ContinuationText text(tokenizer, prompt, options.stop);
+    const auto eos = tokenizer ? tokenizer->eos_id() : std::nullopt;
+
+    auto t0 = std::chrono::steady_clock::now();
+    Reader reader(model);
+    std::optional<Reader> reference_reader;
+    const auto prompt_ids =
+        torch::from_blob(const_cast<int32_t*>(prompt.data()), {1, P}, torch::kInt32).to(torch::kLong);
+    reader.read(prompt_ids);
+    if (reference) {
+        reference_reader.emplace(*reference);
+        reference_reader->read(prompt_ids);
+    }
+    g.prompt_seconds = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0;; ++i) {
+        GeneratedToken t;
+        t.id = choose(reader.logits(), options.sampling, rng);
+        const auto logp = torch::log_softmax(reader.logits().to(torch::kDouble), 0);
+        t.logprob = logp[t.id].item<double>();
+        t.top = top_of(logp, options.top_n);
+        if (tokenizer)
+            t.piece = tokenizer->token_text(t.id);
+        if (reference_reader) {
+            const auto logq = torch::log_softmax(reference_reader->logits().to(torch::kDouble), 0);
+            t.kl = std::max(0.0, (logq.exp() * (logq - logp)).sum().item<double>());
+            t.reference_rank = logq.gt(logq[t.id]).sum().item<int64_t>();
+            t.reference_top = top_of(logq, options.top_n);
+        }
+        if (options.stop_at_eos && eos && t.id == *eos)
+            g.stop_reason = "eos";
+        else if (text.add(t.id))
+            g.stop_reason = "stop";
+        else if (i + 1 == options.max_tokens)
+            g.stop_reason = "max_tokens";
+        else if (P + i >= context) // no position left to read this token at
+            g.stop_reason = "context";
+        t.text = text.take(!g.stop_reason.empty());
+        g.tokens.push_back(t);
+        if (on_token && !on_token(g.tokens.back()))
+            throw Cancelled();
+        if (!g.stop_reason.empty())
+            break;
+        const auto next = torch::tensor({{static_cast<int64_t>(t.id)}}, torch::kLong);
+        reader.read(next);
+        if (reference_reader)
+            reference_reader->read(next);
+    }
+    g.generate_seconds = seconds_since(t0);
+    g.text = text.text();
+    g.prompt_tokens_per_second = g.prompt_seconds > 0 ? static_cast<double>(P) / g.prompt_seconds : 0;
+    g.tokens_per_second =
+        g.generate_seconds > 0 ? static_cast<double>(g.tokens.size()) / g.generate_seconds : 0;
+    return g;
+}
+
+nlohmann::ordered_json generation_json(const Generation& g)
+{
+    using Json = nlohmann::ordered_json;
+    auto probabilities = [](const std::vector<TokenProbability>& top) {
+        Json a = Json::array();
+        for (const auto& p : top)
+            a.push_back({{"id", p.id}, {"p", p.probability}});
+        return a;
+    };
+    Json tokens = Json::array(), ids = Json::array();
+    for (const auto& t : g.tokens) {
+        Json j = {{"id", t.id}, {"piece", t.piece}, {"text", t.text}, {"logprob", t.logprob}};
+        j["top"] = probabilities(t.top);
+        if (!std::isnan(t.kl)) {
+            j["kl"] = t.kl;
+            j["reference_rank"] = t.reference_rank;
+            j["reference_top"] = probabilities(t.reference_top);
+        }
+        tokens.push_back(std::move(j));
+        ids.push_back(t.id);
+    }
+    return {{"prompt_ids", g.prompt},
+            {"prompt_tokens", g.prompt.size()},
+            {"ids", ids},
+            {"text", g.text},
+            {"stop_reason", g.stop_reason},
+            {"tokens", tokens},
+            {"prompt_seconds", g.prompt_seconds},
+            {"prompt_tokens_per_second", g.prompt_tokens_per_second},
+            {"generate_seconds", g.generate_seconds},
+            {"tokens_per_second", g.tokens_per_second}};
+}
+
+} // namespace embedlab

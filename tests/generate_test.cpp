@@ -1,0 +1,373 @@
+// Generation (generate.hpp): the KV cache reproduces the full forward pass on every
+// architecture, greedy decoding equals llama.cpp's argmax step by step, sampling is
+// reproducible by seed, and the CLI's generate / --compare.
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "cli_support.hpp"
+#include "embedlab/error.hpp"
+#include "embedlab/eval.hpp"
+#include "embedlab/generate.hpp"
+#include "embedlab/model.hpp"
+#include "llama_cpp_tools.hpp"
+#include "test_support.hpp"
+#include "tiny_models.hpp"
+
+namespace embedlab {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::shared_dir;
+
+torch::Tensor as_ids(const std::vector<int32_t>& ids)
+{
+    return torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong).unsqueeze(0);
+}
+
+// Logits [T, V] read through a KV cache in chunks of the given sizes (the rest one by one).
+torch::Tensor cached_logits(const LanguageModel& m, const torch::Tensor& ids, std::vector<int64_t> chunks)
+{
+    KvCache cache;
+    std::vector<torch::Tensor> rows;
+    int64_t at = 0;
+    const int64_t T = ids.size(1);
+    for (size_t c = 0; at < T; ++c) {
+        const int64_t n = std::min(T - at, c < chunks.size() ? chunks[c] : 1);
+        const auto h = m.hidden_states(ids.narrow(1, at, n), cache);
+        rows.push_back(m.head(h[0]));
+        at += n;
+        EXPECT_EQ(cache.length(), at);
+    }
+    return torch::cat(rows, 0);
+}
+
+// The cached logits equal the full forward's within `tolerance` of the largest logit.
+void expect_cache_matches(const LanguageModel& m, const torch::Tensor& ids, const std::string& what,
+                          double tolerance = 1e-4)
+{
+    const auto full = m.logits(ids)[0];
+    const double scale = full.abs().max().item<double>();
+    for (const auto& chunks : {std::vector<int64_t>{}, std::vector<int64_t>{5, 3, 7}}) {
+        const auto cached = cached_logits(m, ids, chunks);
+        const double diff = (cached - full).abs().max().item<double>();
+        EXPECT_LT(diff, tolerance * std::max(1.0, scale))
+            << what << ": chunks " << chunks.size() << ", max |diff| " << diff << " of " << scale;
+    }
+}
+
+std::unique_ptr<LanguageModel> tiny_model(const ModelConfig& c)
+{
+    return std::make_unique<LanguageModel>(c, test::random_weights(c), "tiny");
+}
+
+std::vector<int32_t> tiny_prompt(int64_t n, int64_t V)
+{
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < n; ++i)
+        ids.push_back(static_cast<int32_t>((i * 7 + 3) % V));
+    return ids;
+}
+
+TEST(KvCache, IncrementalDecodingEqualsTheFullForwardOnTinyModels)
+{
+    auto llama = test::tiny_config(Architecture::Llama);
+    auto sliding = llama; // a window that bites, soft-capping, partial rotary
+    sliding.sliding_window = 4;
+    sliding.sliding_layers = {true, false};
+    sliding.attn_softcap = 2.0;
+    sliding.final_softcap = 3.0;
+    sliding.rotary_dim = 2;
+    for (const auto& [name, c] : {std::pair{"gpt2", test::tiny_config(Architecture::GPT2)},
+                                  std::pair{"llama", llama}, std::pair{"llama sliding", sliding}}) {
+        const auto m = tiny_model(c);
+        expect_cache_matches(*m, as_ids(tiny_prompt(20, c.vocab_size)), name);
+    }
+}
+
+TEST(Generate, GreedyTokensAreTheFullForwardsArgmax)
+{
+    const auto c = test::tiny_config(Architecture::Llama);
+    const auto m = tiny_model(c);
+    const auto prompt = tiny_prompt(4, c.vocab_size);
+    std::string streamed;
+    const auto g = generate(*m, nullptr, prompt, {.max_tokens = 12}, [&](const GeneratedToken& t) {
+        streamed += t.text;
+        return true;
+    });
+    ASSERT_EQ(g.tokens.size(), 12u);
+    EXPECT_EQ(g.stop_reason, "max_tokens");
+    std::vector<int32_t> all = prompt;
+    for (const auto& t : g.tokens)
+        all.push_back(t.id);
+    const auto logp = torch::log_softmax(m->logits(as_ids(all))[0].to(torch::kDouble), -1);
+    for (size_t i = 0; i < g.tokens.size(); ++i) {
+        const auto row = logp[static_cast<int64_t>(prompt.size() + i - 1)];
+        EXPECT_EQ(row.argmax().item<int64_t>(), g.tokens[i].id) << "token " << i;
+        EXPECT_NEAR(row[g.tokens[i].id].item<double>(), g.tokens[i].logprob, 1e-4) << "token " << i;
+        ASSERT_EQ(g.tokens[i].top.size(), 5u);
+        EXPECT_EQ(g.tokens[i].top[0].id, g.tokens[i].id);
+    }
+}
+
+TEST(Generate, SamplingIsReproducibleBySeed)
+{
+    const auto c = test::tiny_config(Architecture::GPT2);
+    const auto m = tiny_model(c);
+    const auto prompt = tiny_prompt(3, c.vocab_size);
+    auto ids_of = [&](SamplingOptions s) {
+        std::vector<int32_t> ids;
+        for (const auto& t : generate(*m, nullptr, prompt, {.max_tokens = 16, .sampling = s}).tokens)
+            ids.push_back(t.id);
+        return ids;
+    };
+    const SamplingOptions hot{.temperature = 2.0, .seed = 11};
+    EXPECT_EQ(ids_of(hot), ids_of(hot));
+    int differing = 0;
+    for (uint64_t seed = 1; seed <= 4; ++seed)
+        differing += ids_of({.temperature = 2.0, .seed = seed}) != ids_of(hot);
+    EXPECT_GE(differing, 3) << "other seeds should draw other tokens at temperature 2";
+    const auto greedy = ids_of({});
+    EXPECT_EQ(ids_of({.temperature = 5.0, .top_k = 1, .seed = 3}), greedy);
+    EXPECT_EQ(ids_of({.temperature = 5.0, .top_p = 1e-9, .seed = 3}), greedy);
+}
+
+TEST(Generate, AReferenceThatIsTheModelHasNoDivergence)
+{
+    const auto c = test::tiny_config(Architecture::Llama);
+    const auto m = tiny_model(c);
+    const auto g = generate(*m, nullptr, tiny_prompt(5, c.vocab_size), {.max_tokens = 6}, {}, m.get());
+    for (const auto& t : g.tokens) {
+        EXPECT_NEAR(t.kl, 0.0, 1e-9);
+        EXPECT_EQ(t.reference_rank, 0);
+        EXPECT_EQ(t.reference_top[0].id, t.id);
+    }
+    const auto j = generation_json(g);
+    EXPECT_EQ(j["tokens"].size(), 6u);
+    EXPECT_TRUE(j["tokens"][0].contains("kl"));
+}
+
+TEST(Generate, StopsAtTheContextAndRefusesWhatItCannotDo)
+{
+    const auto c = test::tiny_config(Architecture::Llama); // 32 positions
+    const auto m = tiny_model(c);
+    const auto g = generate(*m, nullptr, tiny_prompt(30, c.vocab_size), {.max_tokens = 10});
+    EXPECT_EQ(g.stop_reason, "context");
+    EXPECT_EQ(g.tokens.size(), 3u); // fed at positions 30 and 31, the third predicted from 31
+
+    auto error_of = [&](const std::vector<int32_t>& prompt, const GenerationOptions& o) -> std::string {
+        try {
+            generate(*m, nullptr, prompt, o);
+        } catch (const InputError& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    EXPECT_NE(error_of({}, {}).find("no tokens"), std::string::npos);
+    EXPECT_NE(error_of({1, 50}, {}).find("outside the vocabulary [0, 50)"), std::string::npos);
+    EXPECT_NE(error_of(tiny_prompt(33, 50), {}).find("more than the model's context of 32"),
+              std::string::npos);
+    EXPECT_NE(error_of({1}, {.max_tokens = 0}).find("max_tokens"), std::string::npos);
+    EXPECT_NE(error_of({1}, {.sampling = {.temperature = -1}}).find("temperature"), std::string::npos);
+    EXPECT_NE(error_of({1}, {.sampling = {.top_p = 0}}).find("top_p"), std::string::npos);
+    EXPECT_NE(error_of({1}, {.stop = {""}}).find("stop string is empty"), std::string::npos);
+    const std::vector<int32_t> two{1, 2};
+    EXPECT_THROW(generate(*m, nullptr, two, {.max_tokens = 5}, [](const GeneratedToken&) { return false; }),
+                 Cancelled);
+}
+
+// ---- ../shared: every zoo architecture, tinyllama, tinygpt2 ----
+
+struct SharedModel {
+    std::string name;
+    fs::path dir;
+};
+void PrintTo(const SharedModel& m, std::ostream* os)
+{
+    *os << m.name;
+}
+
+std::vector<SharedModel> shared_models()
+{
+    std::vector<SharedModel> models{{"tinyllama", "models/tinyllama"}, {"tinygpt2", "models/tinygpt2"}};
+    for (const char* z :
+         {"smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"})
+        models.push_back({z, fs::path("models/zoo") / z});
+    return models;
+}
+
+// The first n ids of the held-out token file (tinyllama's vocabulary, which every
+// zoo fixture shares; tinygpt2 reads its own tokenisation of the same text).
+std::vector<int32_t> heldout_ids(const LoadedModel& lm, size_t n)
+{
+    std::vector<int32_t> ids;
+    if (lm.model->config().arch == Architecture::GPT2)
+        ids = lm.tokenizer->encode(
+            read_text_file(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt"));
+    else
+        ids = read_ids_file(shared_dir() / "reference" / "tokens-tinyllama-tinystories-heldout.json");
+    ids.resize(n);
+    return ids;
+}
+
+class SharedGenerate : public ::testing::TestWithParam<SharedModel> {};
+
+// Every architecture switch the zoo exercises (rope scaling, biases, qk-norm, Gemma 2's
+// soft-caps and a 32-token window over 48 positions, partial NeoX rotary, fused
+// projections, learned positions) read through the cache gives the full forward's logits.
+TEST_P(SharedGenerate, KvCacheEqualsTheFullForward)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto lm = load_model(shared_dir() / GetParam().dir);
+    expect_cache_matches(*lm.model, as_ids(heldout_ids(lm, 48)), GetParam().name);
+}
+
+std::string stdout_of(const std::string& command)
+{
+    std::string out;
+    FILE* p = ::popen((command + " 2>/dev/null").c_str(), "r");
+    char buf[4096];
+    while (p && std::fgets(buf, sizeof buf, p))
+        out += buf;
+    if (p)
+        ::pclose(p);
+    return out;
+}
+
+// 32 greedy tokens from 8 prompt ids equal llama.cpp's argmax at every step, read by
+// llamacpp-logits on the whole sequence from EmbedLab's f32 GGUF export of the model.
+TEST_P(SharedGenerate, GreedyMatchesLlamaCppTokenForToken)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    if (!test::have_llama_cpp())
+        GTEST_SKIP() << "needs ../shared/tools/llama.cpp";
+    const auto dir = shared_dir() / GetParam().dir;
+    const auto lm = load_model(dir);
+    const auto prompt = heldout_ids(lm, 8);
+    const auto g = generate(*lm.model, lm.tokenizer.get(), prompt, {.max_tokens = 32, .stop_at_eos = false});
+    ASSERT_EQ(g.tokens.size(), 32u);
+
+    test::TempDir tmp;
+    const auto gguf = tmp.path() / "model.gguf";
+    const auto exported = test::cli(
+        {"export", dir.string(), "--format", "gguf", "--type", "f32", "--out", gguf.string(), "--quiet"});
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+    std::vector<int32_t> all = prompt;
+    std::string positions;
+    for (size_t i = 0; i < g.tokens.size(); ++i) {
+        all.push_back(g.tokens[i].id);
+        positions += " " + std::to_string(prompt.size() + i - 1);
+    }
+    {
+        std::ofstream ids(tmp.path() / "ids.txt");
+        for (int32_t id : all)
+            ids << id << ' ';
+    }
+    const auto out = stdout_of(test::llama_cpp_command("llamacpp-logits") + " " + test::quote(gguf.string()) +
+                               " " + test::quote((tmp.path() / "ids.txt").string()) + " " +
+                               std::to_string(all.size() - 1) + " 2 1" + positions); // it wants CTX + 1 ids
+    const auto j = json::parse(out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << out;
+    const auto& rows = j.at("positions");
+    ASSERT_EQ(rows.size(), g.tokens.size());
+    // llama.cpp keeps its KV cache in F16 (its README: logits differ by up to ~1e-3); where
+    // two tokens' logits are closer than that, its argmax may be the other one. Such a tie
+    // is accepted only when it is one: both logits within 1e-2 in both implementations.
+    const auto logits = lm.model->logits(as_ids(all))[0];
+    int ties = 0;
+    for (size_t i = 0; i < g.tokens.size(); ++i) {
+        const auto theirs = rows[i].at("argmax").get<int32_t>();
+        if (theirs == g.tokens[i].id)
+            continue;
+        const auto row = logits[static_cast<int64_t>(prompt.size() + i - 1)];
+        const double margin = (row[g.tokens[i].id] - row[theirs]).item<double>();
+        const double their_max_here = std::abs(rows[i].at("max").get<double>() - row[theirs].item<double>());
+        EXPECT_LT(margin, 1e-2) << GetParam().name << ": generated token " << i << " is " << g.tokens[i].id
+                                << ", llama.cpp's argmax " << theirs << " (position " << rows[i].at("pos")
+                                << ")";
+        EXPECT_LT(their_max_here, 1e-2) << GetParam().name << ": token " << i;
+        std::printf("%s: token %zu a near tie (EmbedLab %d, llama.cpp %d, logits %.2e apart)\n",
+                    GetParam().name.c_str(), i, g.tokens[i].id, theirs, margin);
+        ++ties;
+    }
+    EXPECT_LE(ties, 1) << GetParam().name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, SharedGenerate, ::testing::ValuesIn(shared_models()), [](const auto& info) {
+    std::string n = info.param.name;
+    std::replace(n.begin(), n.end(), '-', '_');
+    return n;
+});
+
+// generate --compare on a pca model: the original's continuation beside it, per-token
+// KL and ranks; the streamed text is the JSON's text.
+TEST(GenerateCli, CompareAPcaModelWithTheOriginal)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir tmp;
+    const auto original = (shared_dir() / "models/tinyllama").string();
+    const auto pca = (tmp.path() / "pca").string();
+    ASSERT_EQ(test::cli({"compress", original, "--method", "pca", "--rank", "16", "--out", pca, "--quiet"})
+                  .exit_code,
+              0);
+    const auto j = test::json_of(test::cli({"generate", pca, "--prompt", "Once upon a time", "--max-tokens",
+                                            "12", "--compare", original, "--json"}));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["embedding"], "pca");
+    ASSERT_EQ(j["tokens"].size(), 12u);
+    EXPECT_EQ(j["original"]["tokens"].size(), 12u);
+    EXPECT_TRUE(j["bos"].get<bool>()); // llama's <s>
+    EXPECT_EQ(j["prompt_ids"][0], 1);
+    double kl = 0;
+    for (const auto& t : j["tokens"]) {
+        EXPECT_GE(t["kl"].get<double>(), 0.0);
+        EXPECT_GE(t["reference_rank"].get<int64_t>(), 0);
+        kl += t["kl"].get<double>();
+    }
+    EXPECT_GT(kl, 0.0) << "rank 16 of 128 changes the distributions";
+    const auto compressed = load_model(pca);
+    expect_cache_matches(*compressed.model, as_ids(heldout_ids(compressed, 40)), "tinyllama pca 16");
+    EXPECT_NEAR(j["kl_mean"].get<double>(), kl / 12, 1e-9);
+
+    const auto streamed = test::cli({"generate", pca, "--prompt", "Once upon a time", "--max-tokens", "12"});
+    ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+    EXPECT_EQ(streamed.out, "Once upon a time" + j["text"].get<std::string>() + "\n");
+    EXPECT_NE(streamed.err.find("tokens/s"), std::string::npos);
+}
+
+TEST(GenerateCli, StopStringsSeedsAndBadInput)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto model = (shared_dir() / "models/tinyllama").string();
+    const auto sampled = [&](const std::string& seed) {
+        return test::json_of(
+            test::cli({"generate", model, "--prompt", "Once upon a time", "--max-tokens", "16",
+                       "--temperature", "1", "--top-p", "0.95", "--seed", seed, "--json"}))["ids"];
+    };
+    EXPECT_EQ(sampled("7"), sampled("7"));
+    EXPECT_NE(sampled("7"), sampled("8"));
+
+    const auto greedy = test::json_of(
+        test::cli({"generate", model, "--prompt", "Once upon a time", "--max-tokens", "40", "--json"}));
+    const auto text = greedy["text"].get<std::string>();
+    ASSERT_GT(text.size(), 12u);
+    const auto stop = text.substr(6, 4);
+    const auto cut = test::json_of(test::cli(
+        {"generate", model, "--prompt", "Once upon a time", "--max-tokens", "40", "--stop", stop, "--json"}));
+    EXPECT_EQ(cut["stop_reason"], "stop");
+    EXPECT_EQ(cut["text"], text.substr(0, text.find(stop)));
+
+    const auto both = test::cli({"generate", model, "--prompt", "a", "--prompt-file", "x"});
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_NE(both.err.find("exactly one of --prompt"), std::string::npos) << both.err;
+    const auto top_p = test::cli({"generate", model, "--prompt", "a", "--top-p", "0"});
+    EXPECT_EQ(top_p.exit_code, 2);
+    EXPECT_NE(top_p.err.find("--top-p"), std::string::npos) << top_p.err;
+}
+
+} // namespace
+} // namespace embedlab
