@@ -5,6 +5,7 @@
 set(EMBEDLAB_FORMATS_SOURCES
   io/safetensors_header.cpp io/gguf_parser.cpp io/gguf_output.cpp io/gguf_quants.cpp io/ggml_quantize.cpp io/llama2c_header.cpp
   io/hf_config.cpp io/model_config.cpp io/mapped_file.cpp io/file_input.cpp io/output_checks.cpp
+  io/llamacpp_logits.cpp
   model/manifest_layout.cpp
   methods/accounting.cpp methods/fourier_mlp.cpp methods/method_registry.cpp
   methods/request_low_rank.cpp methods/request_tensor_train.cpp methods/request_tucker.cpp
