@@ -1,8 +1,10 @@
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "common.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/token_damage.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
@@ -35,12 +37,88 @@ void add_recorded_baseline(Json& j, const std::string& manifest_text, const std:
         // A manifest without a usable record simply has no baseline to show.
     }
 }
+
+// llama.cpp's statistics block (llama-perplexity --kl-divergence), one line per group.
+void print_divergence(const DivergenceResult& d, const std::string& against)
+{
+    const auto pc = [](double v) { return 100 * v; };
+    std::printf("against %s (%lld positions, %s protocol; llama.cpp's statistics):\n", against.c_str(),
+                (long long)d.tokens, d.protocol.c_str());
+    std::printf("  PPL(Q) %.6f ± %.6f  PPL(base) %.6f ± %.6f  Cor(ln(PPL(Q)), ln(PPL(base))) %.2f%%\n", d.ppl,
+                d.ppl_uncertainty, d.reference_ppl, d.reference_ppl_uncertainty, pc(d.ln_ppl_correlation));
+    std::printf(
+        "  ln(PPL(Q)/PPL(base)) %.6f ± %.6f  PPL(Q)/PPL(base) %.6f ± %.6f  PPL(Q)-PPL(base) %.6f ± %.6f\n",
+        d.delta_ln_ppl, d.delta_ln_ppl_uncertainty, d.ppl_ratio, d.ppl_ratio_uncertainty, d.ppl_difference,
+        d.ppl_difference_uncertainty);
+    std::printf("  KLD mean %.6f ± %.6f  max %.6f  99.9%% %.6f  99%% %.6f  95%% %.6f  90%% %.6f\n", d.kl_mean,
+                d.kl_mean_uncertainty, d.kl_max, d.kl_p999, d.kl_p99, d.kl_p95, d.kl_p90);
+    std::printf("      median %.6f  10%% %.6f  5%% %.6f  1%% %.6f  0.1%% %.6f  min %.6f\n", d.kl_median,
+                d.kl_p10, d.kl_p5, d.kl_p1, d.kl_p01, d.kl_min);
+    std::printf(
+        "  Δp mean %.3f ± %.3f %%  RMS %.3f ± %.3f %%  max %.3f%%  99.9%% %.3f%%  99%% %.3f%%  95%% %.3f%%\n",
+        pc(d.delta_p_mean), pc(d.delta_p_mean_uncertainty), pc(d.delta_p_rms), pc(d.delta_p_rms_uncertainty),
+        pc(d.delta_p_max), pc(d.delta_p_p999), pc(d.delta_p_p99), pc(d.delta_p_p95));
+    std::printf(
+        "      90%% %.3f%%  75%% %.3f%%  median %.3f%%  25%% %.3f%%  10%% %.3f%%  5%% %.3f%%  1%% %.3f%%  "
+        "0.1%% %.3f%%  min %.3f%%\n",
+        pc(d.delta_p_p90), pc(d.delta_p_p75), pc(d.delta_p_median), pc(d.delta_p_p25), pc(d.delta_p_p10),
+        pc(d.delta_p_p5), pc(d.delta_p_p1), pc(d.delta_p_p01), pc(d.delta_p_min));
+    std::printf("  same top p %.3f ± %.3f %%\n", pc(d.top1_agreement), pc(d.top1_agreement_uncertainty));
+}
+
+// The damage-by-frequency table of eval --reference.
+void print_damage(const TokenDamage& damage)
+{
+    std::printf("damage by frequency (bucket: times a token is a scored target; KL as target / as input):\n");
+    for (const auto& b : damage.buckets)
+        std::printf("  %-11s %6lld tokens %7lld positions  row cosine %.4f  KL %.6f / %.6f  top-1 %.4f\n",
+                    b.label().c_str(), (long long)b.tokens, (long long)b.positions, b.mean_cosine,
+                    b.kl_as_target, b.kl_as_input, b.top1_as_target);
+}
+
+// eval --reference-logits FILE: the file holds the tokens, chunks and context.
+int eval_reference_logits(const Args& args, const std::filesystem::path& path, const std::string& file)
+{
+    for (const char* flag : {"--text", "--ids", "--reference", "--ctx", "--stride", "--batch", "--per-token"})
+        if (args.has(flag))
+            throw InputError(
+                std::string("eval: --reference-logits takes its tokens, chunks and context from ") + file +
+                "; drop " + flag);
+    LoadOptions options = load_options(args);
+    options.need_tokenizer = false;
+    const auto lm = load_model(path, options);
+    print_warnings(lm.files.warnings);
+    DivergenceResult d;
+    {
+        ProgressPrinter progress("divergence", "chunks", args.has("--quiet"));
+        d = evaluate_divergence_llamacpp(*lm.model, file, progress.callback());
+    }
+    Json j = {{"model", path.string()}, {"reference_logits", file},
+              {"tokens", d.tokens},     {"windows", d.windows},
+              {"ctx", d.ctx},           {"bos", d.bos},
+              {"ppl", d.ppl},           {"reference_ppl", d.reference_ppl}};
+    j.update(divergence_json(d));
+    j["seconds"] = d.seconds;
+    j["divergence_note"] = "llama-perplexity --kl-divergence against the base's saved log-probabilities: its "
+                           "chunks, the second half of each scored, KL over the base's terms above e^-16";
+    if (args.has("--json"))
+        print_json(j);
+    else
+        print_divergence(d, file);
+    return 0;
+}
 } // namespace
 
 int command_eval(const std::vector<std::string>& argv)
 {
-    Args args("eval", argv, {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer", "--reference"},
-              {"--json", "--quiet", "--no-verify"});
+    Args args("eval", argv,
+              {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer", "--reference",
+               "--reference-logits", "--per-token"},
+              {"--json", "--quiet", "--no-verify", "--force"});
+    if (const auto file = args.get("--reference-logits"))
+        return eval_reference_logits(args, model_argument(args), *file);
+    if (args.has("--per-token") && !args.has("--reference"))
+        throw InputError("eval: --per-token needs --reference ORIGINAL: it compares the two tables");
     if (args.has("--text") == args.has("--ids"))
         throw InputError("eval: give exactly one of --text FILE or --ids FILE");
     const auto path = model_argument(args);
@@ -48,6 +126,9 @@ int command_eval(const std::vector<std::string>& argv)
     const int64_t stride = args.get_int("--stride", ctx, 1, ctx);
     const int64_t batch = args.get_int("--batch", 0, 0, 1 << 16);
 
+    // Before any work: the per-token file is new (or --force) and none of the inputs.
+    if (const auto out = args.get("--per-token"))
+        check_output_file(*out, args.has("--force"), input_paths(args, {path}));
     auto t0 = std::chrono::steady_clock::now();
     LoadOptions options = load_options(args);
     options.need_tokenizer = args.has("--text");
@@ -95,6 +176,8 @@ int command_eval(const std::vector<std::string>& argv)
             j["mlp_widths"] = config.mlp_widths;
     }
     add_recorded_baseline(j, lm.files.embedlab_manifest, args.has("--text") ? input : std::string());
+    std::optional<DivergenceResult> divergence;
+    std::optional<TokenDamage> damage;
     if (const auto reference_path = args.get("--reference")) {
         const auto ref = load_model(*reference_path, options);
         print_warnings(ref.files.warnings);
@@ -113,6 +196,18 @@ int command_eval(const std::vector<std::string>& argv)
         j["baseline_source"] = "--reference, evaluated on the same ids";
         j["divergence_note"] =
             "KL(P_reference || P_model) in nats per scored token, float64; top-1: argmax agreement";
+        damage = token_damage(*lm.model, *ref.model, d.positions);
+        j["damage_by_frequency"] = token_damage_buckets_json(*damage);
+        j["damage_note"] =
+            "buckets of how often a token is a scored target: 0 | 1 | 2-3 | 4-7 | ...; mean_cosine: "
+            "compressed row against original; kl_as_target / kl_as_input: mean KL where a "
+            "bucket's token is predicted / was read last";
+        if (const auto out = args.get("--per-token")) {
+            create_parent_directories(*out);
+            write_file_atomic(*out, token_damage_csv(*damage, ref.tokenizer.get()));
+            j["per_token"] = *out;
+        }
+        divergence = d;
     }
     if (args.has("--json")) {
         print_json(j);
@@ -125,12 +220,10 @@ int command_eval(const std::vector<std::string>& argv)
     if (j.contains("delta_ln_ppl"))
         std::printf("%s: delta ln PPL %+.6f against the recorded baseline %.6f\n", what.c_str(),
                     j["delta_ln_ppl"].get<double>(), j["baseline_ppl"].get<double>());
-    if (j.contains("kl_mean"))
-        std::printf("against %s: KL mean %.6f nats/token (median %.6f, p99 %.6f), top-1 agreement %.4f, "
-                    "delta ln PPL %+.6f\n",
-                    j["reference"].get<std::string>().c_str(), j["kl_mean"].get<double>(),
-                    j["kl_median"].get<double>(), j["kl_p99"].get<double>(),
-                    j["top1_agreement"].get<double>(), j["delta_ln_ppl"].get<double>());
+    if (divergence) {
+        print_divergence(*divergence, j["reference"].get<std::string>());
+        print_damage(*damage);
+    }
     std::printf("perplexity %.6f  (NLL/token %.8f over %lld tokens, ctx %lld, stride %lld)\n", r.ppl,
                 r.nll_per_token, (long long)r.tokens, (long long)r.ctx, (long long)r.stride);
     std::printf("%.0f tokens/s  (%.2f s forward, %lld windows, batches of %lld, %d threads; "

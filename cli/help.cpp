@@ -20,8 +20,15 @@ usage: embedlab-cli COMMAND [options]
 commands:
   inspect  [MODEL] [--json]                    architecture, sizes, parameter breakdown, sha256
   eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
-           [--reference ORIGINAL]               perplexity (METHODS.md section 0); with --reference
-                                               also KL divergence and top-1 agreement against it
+           [--reference ORIGINAL [--per-token FILE.csv [--force]]]
+                                               perplexity (METHODS.md section 0); with --reference
+                                               also llama-perplexity's KL divergence statistics
+                                               against it and damage by token frequency; per
+                                               vocabulary token (row cosine, KL) to --per-token
+  eval     [MODEL] --reference-logits FILE [--json]
+                                               the same statistics against the base model's
+                                               log-probabilities llama-perplexity
+                                               --kl-divergence-base saved, on its tokens and chunks
   task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl [--force]] [--json]
                                                zero-shot accuracy by log-likelihood (sst2: GLUE SST-2
                                                dev.tsv; mc: JSONL {context, choices, label}) or STS-B
@@ -225,7 +232,7 @@ const std::vector<CommandGroup>& command_groups()
          {{"inspect", "architecture, sizes, parameter breakdown, sha256"},
           {"tokenize", "token ids of a text"},
           {"generate", "a continuation of a prompt (KV cache); --compare against the original"},
-          {"eval", "perplexity; with --reference, KL divergence and top-1 agreement"},
+          {"eval", "perplexity; with --reference, llama.cpp's KL divergence statistics"},
           {"task", "zero-shot SST-2 / multiple-choice accuracy, STS-B Spearman"},
           {"neighbours", "a rare token's common neighbours and LLE weights"},
           {"fourier-map", "Fourier features, MLP output and rows for a range of ids"},

@@ -67,26 +67,75 @@ nlohmann::ordered_json perplexity_json(const PerplexityResult& r);
 // KL(P_reference || P_model) per token in nats (float64 accumulation), and
 // whether the two argmaxes agree. Logits are computed window by window and
 // never held for the whole text.
+//
+// The statistics are llama.cpp's (`llama-perplexity --kl-divergence`,
+// tools/perplexity/perplexity.cpp kl_divergence()), with its definitions: an
+// uncertainty is the standard error of a mean, sqrt((E[x^2] - E[x]^2) / (n - 1)),
+// 0 for n <= 10; percentiles interpolate linearly between sorted values at
+// fraction * (n - 1); the median averages the two middle values; Delta-p is
+// p_model(target) - p_reference(target); docs/evaluation.md lists them all.
+
+// Per scored position, in scoring order: what the statistics and the per-token
+// damage (token_damage.hpp) are computed from.
+struct ScoredPositions {
+    std::vector<int32_t> input, target; // the last id read, and the id predicted
+    std::vector<double> kl, nll, reference_nll;
+    std::vector<uint8_t> same_top; // 1 when the two argmaxes agree
+    size_t size() const { return target.size(); }
+};
+
 struct DivergenceResult {
     int64_t tokens = 0;
     int64_t windows = 0;
     double kl_mean = 0, kl_median = 0, kl_p99 = 0, kl_max = 0;
-    double top1_agreement = 0; // share of scored positions whose argmax agrees
+    double top1_agreement = 0; // share of scored positions whose argmax agrees ("same top p")
     double ppl = 0, reference_ppl = 0;
-    double delta_ln_ppl = 0;                         // ln ppl - ln reference_ppl
+    double delta_ln_ppl = 0;                         // ln ppl - ln reference_ppl: mean ln(PPL(Q)/PPL(base))
     std::vector<double> window_kl_mean, window_top1; // per window, for plots
     int64_t ctx = 0, stride = 0;
     double seconds = 0;
+
+    // llama.cpp's KL divergence statistics (kl_median, kl_p99 above are its median and 99.0%).
+    double kl_mean_uncertainty = 0, kl_p999 = 0, kl_p95 = 0, kl_p90 = 0, kl_p10 = 0, kl_p5 = 0, kl_p1 = 0,
+           kl_p01 = 0, kl_min = 0;
+    // Token probability statistics: Delta-p = p_model(target) - p_reference(target), as a fraction.
+    double delta_p_mean = 0, delta_p_mean_uncertainty = 0, delta_p_rms = 0, delta_p_rms_uncertainty = 0;
+    double delta_p_max = 0, delta_p_p999 = 0, delta_p_p99 = 0, delta_p_p95 = 0, delta_p_p90 = 0,
+           delta_p_p75 = 0, delta_p_median = 0, delta_p_p25 = 0, delta_p_p10 = 0, delta_p_p5 = 0,
+           delta_p_p1 = 0, delta_p_p01 = 0, delta_p_min = 0;
+    double top1_agreement_uncertainty = 0;
+    // Perplexity statistics: PPL(Q) is `ppl`, PPL(base) `reference_ppl`.
+    double ppl_uncertainty = 0, reference_ppl_uncertainty = 0;
+    double ln_ppl_correlation = 0; // Cor(ln PPL(Q), ln PPL(base)); NaN below 11 positions
+    double delta_ln_ppl_uncertainty = 0;
+    double ppl_ratio = 0, ppl_ratio_uncertainty = 0;           // PPL(Q) / PPL(base)
+    double ppl_difference = 0, ppl_difference_uncertainty = 0; // PPL(Q) - PPL(base)
+    std::string protocol = "embedlab"; // or "llama.cpp" (evaluate_divergence_llamacpp)
+    bool bos = false;                  // llama.cpp protocol: each chunk starts with BOS
+
+    ScoredPositions positions;
 };
 
-// {kl_mean, kl_median, kl_p99, kl_max, top1_agreement, window_kl_mean, window_top1}:
-// what eval --reference and an experiment's record say about a divergence.
+// {kl_mean, kl_median, kl_p99, kl_max, top1_agreement, ..., window_kl_mean, window_top1}:
+// what eval --reference and an experiment's record say about a divergence; every
+// statistic above under its member's name, plus divergence_protocol.
 nlohmann::ordered_json divergence_json(const DivergenceResult& d);
 
 // InputError when the two models' vocabularies differ (naming both sizes).
 DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageModel& reference,
                                      std::span<const int32_t> ids, const PerplexityOptions& options,
                                      const ProgressFn& progress = {});
+
+// `model` against a base model's log-probabilities that `llama-perplexity
+// --kl-divergence-base FILE` saved, with llama.cpp's protocol: the file's tokens
+// in its chunks of n_ctx, the first token of each chunk replaced by BOS when the
+// file's first token is the model's BOS (llama.cpp added one), positions n_ctx/2
+// .. n_ctx-2 scored, KL over the base's log-probabilities above -16 as llama.cpp
+// sums it. InputError naming the file when it is not such a file (truncated, bad
+// magic, ids outside its vocabulary, not a regular file), its vocabulary differs
+// from the model's or n_ctx exceeds the model's context.
+DivergenceResult evaluate_divergence_llamacpp(const LanguageModel& model, const std::filesystem::path& file,
+                                              const ProgressFn& progress = {});
 
 // A text file's bytes; InputError if it cannot be read or is empty.
 std::string read_text_file(const std::filesystem::path& file);

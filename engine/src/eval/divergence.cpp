@@ -1,25 +1,21 @@
 // KL divergence and top-1 agreement of a model against a reference model, over
 // the perplexity protocol's windows (METHODS.md 0).
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "embedlab/eval.hpp"
 #include "embedlab/json_members.hpp"
+#include "eval/divergence_statistics.hpp"
 
 namespace embedlab {
 
 namespace {
 
-// The q-quantile of `v` by nearest rank: the ceil(q n)-th smallest value.
-double quantile(std::vector<double> v, double q)
+// A contiguous 1-d tensor's values at the end of `to`.
+template <class T> void append(std::vector<T>& to, const torch::Tensor& t)
 {
-    if (v.empty())
-        return 0;
-    const double rank = std::ceil(q * static_cast<double>(v.size())); // 1-based
-    const size_t k = rank < 1 ? 0 : std::min(v.size(), static_cast<size_t>(rank)) - 1;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-    return v[k];
+    const T* p = t.data_ptr<T>();
+    to.insert(to.end(), p, p + t.numel());
 }
 
 } // namespace
@@ -46,9 +42,7 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
             .to(torch::kLong);
 
     DivergenceResult r;
-    std::vector<double> kl_all;
-    double nll = 0, reference_nll = 0;
-    int64_t agree = 0;
+    auto& s = r.positions;
     report_progress(progress, 0, static_cast<int64_t>(windows.size()));
     for (size_t i = 0; i < windows.size(); ++i) {
         const auto& w = windows[i];
@@ -60,30 +54,22 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
         auto logp = torch::log_softmax(model.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
         auto logq = torch::log_softmax(reference.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
         const auto kl = (logq.exp() * (logq - logp)).sum(-1).clamp_min(0.0); // [n]
-        const auto same = logp.argmax(-1).eq(logq.argmax(-1));
-        nll -= logp.gather(1, targets).sum().item<double>();
-        reference_nll -= logq.gather(1, targets).sum().item<double>();
-        const auto* k = kl.data_ptr<double>();
-        kl_all.insert(kl_all.end(), k, k + n);
-        const int64_t window_agree = same.sum().item<int64_t>();
-        agree += window_agree;
+        const auto same = logp.argmax(-1).eq(logq.argmax(-1)).to(torch::kUInt8).contiguous();
+        const auto nll = -logp.gather(1, targets).squeeze(1).contiguous();
+        const auto reference_nll = -logq.gather(1, targets).squeeze(1).contiguous();
+        append(s.kl, kl);
+        append(s.nll, nll);
+        append(s.reference_nll, reference_nll);
+        append(s.same_top, same);
+        const auto* t = ids.data() + w.start + first;
+        s.input.insert(s.input.end(), t, t + n);
+        s.target.insert(s.target.end(), t + 1, t + 1 + n);
         r.window_kl_mean.push_back(kl.mean().item<double>());
-        r.window_top1.push_back(static_cast<double>(window_agree) / static_cast<double>(n));
+        r.window_top1.push_back(same.to(torch::kDouble).mean().item<double>());
         report_progress(progress, static_cast<int64_t>(i + 1), static_cast<int64_t>(windows.size()));
     }
-    r.tokens = static_cast<int64_t>(kl_all.size());
     r.windows = static_cast<int64_t>(windows.size());
-    double sum = 0;
-    for (double v : kl_all)
-        sum += v;
-    r.kl_mean = sum / static_cast<double>(r.tokens);
-    r.kl_max = *std::max_element(kl_all.begin(), kl_all.end());
-    r.kl_median = quantile(kl_all, 0.5);
-    r.kl_p99 = quantile(std::move(kl_all), 0.99);
-    r.top1_agreement = static_cast<double>(agree) / static_cast<double>(r.tokens);
-    r.ppl = std::exp(nll / static_cast<double>(r.tokens));
-    r.reference_ppl = std::exp(reference_nll / static_cast<double>(r.tokens));
-    r.delta_ln_ppl = (nll - reference_nll) / static_cast<double>(r.tokens);
+    detail::fill_divergence_statistics(r);
     r.ctx = ctx;
     r.stride = stride;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -93,8 +79,15 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
 nlohmann::ordered_json divergence_json(const DivergenceResult& d)
 {
     nlohmann::ordered_json j;
-    EMBEDLAB_JSON_MEMBERS(j, d, kl_mean, kl_median, kl_p99, kl_max, top1_agreement, window_kl_mean,
-                          window_top1);
+    EMBEDLAB_JSON_MEMBERS(
+        j, d, kl_mean, kl_mean_uncertainty, kl_max, kl_p999, kl_p99, kl_p95, kl_p90, kl_median, kl_p10, kl_p5,
+        kl_p1, kl_p01, kl_min, top1_agreement, top1_agreement_uncertainty, delta_p_mean,
+        delta_p_mean_uncertainty, delta_p_rms, delta_p_rms_uncertainty, delta_p_max, delta_p_p999,
+        delta_p_p99, delta_p_p95, delta_p_p90, delta_p_p75, delta_p_median, delta_p_p25, delta_p_p10,
+        delta_p_p5, delta_p_p1, delta_p_p01, delta_p_min, ppl_uncertainty, reference_ppl_uncertainty,
+        ln_ppl_correlation, delta_ln_ppl, delta_ln_ppl_uncertainty, ppl_ratio, ppl_ratio_uncertainty,
+        ppl_difference, ppl_difference_uncertainty, window_kl_mean, window_top1);
+    j["divergence_protocol"] = d.protocol;
     return j;
 }
 
