@@ -13,19 +13,6 @@ namespace embedlab::cli {
 
 namespace {
 
-// The prompt's ids: BOS first when the tokenizer has one of its own (llama's <s>;
-// not GPT-2's, whose <|endoftext|> is also its end), as Hugging Face tokenizers add it.
-std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& prompt, bool bos)
-{
-    std::vector<int32_t> ids;
-    const auto b = tokenizer.bos_id();
-    if (bos && b && b != tokenizer.eos_id())
-        ids.push_back(*b);
-    const auto text = tokenizer.encode(prompt);
-    ids.insert(ids.end(), text.begin(), text.end());
-    return ids;
-}
-
 void print_stats(const char* who, const Generation& g)
 {
     std::fprintf(stderr,

@@ -8,6 +8,7 @@
 
 #include "convert.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/generate.hpp"
 #include "embedlab/tasks.hpp"
 #include "progress.hpp"
 
@@ -106,6 +107,51 @@ py::object task(const Model& m, const std::string& name, const std::string& data
     return to_python(j);
 }
 
+py::object generate_text(const Model& m, const py::object& prompt, const py::object& ids, int64_t max_tokens,
+                         double temperature, int64_t top_k, double top_p, uint64_t seed,
+                         const py::object& stop, bool bos, int64_t top_n, const py::object& compare,
+                         const py::object& on_token)
+{
+    if (prompt.is_none() == ids.is_none())
+        throw InputError("generate: give exactly one of prompt= or ids=");
+    const auto input = prompt.is_none()
+                           ? token_ids(ids, m.lm->config().vocab_size, "generate")
+                           : prompt_ids(tokenizer_of(m, "generate"), prompt.cast<std::string>(), bos);
+    const Model* original = compare.is_none() ? nullptr : &compare.cast<const Model&>();
+    if (original && !prompt.is_none() &&
+        prompt_ids(tokenizer_of(*original, "generate"), prompt.cast<std::string>(), bos) != input)
+        throw InputError("generate: " + m.path + " and " + original->path +
+                         " tokenize the prompt differently; a comparison needs one tokenizer");
+    GenerationOptions options{
+        .max_tokens = max_tokens,
+        .sampling = {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = seed},
+        .top_n = top_n};
+    if (!stop.is_none())
+        options.stop = py::isinstance<py::str>(stop) ? std::vector<std::string>{stop.cast<std::string>()}
+                                                     : stop.cast<std::vector<std::string>>();
+    PythonProgress progress(on_token);
+    const TokenFn each = [&](const GeneratedToken& t) {
+        return progress.call(
+            [&] { return on_token.is_none() ? py::none() : on_token(to_python(generated_token_json(t))); });
+    };
+    nlohmann::ordered_json j{{"model", m.path}};
+    const auto g = without_gil(progress, [&] {
+        return generate(*m.lm, m.tokenizer, input, options, each, original ? original->lm : nullptr);
+    });
+    j.update(generation_json(g));
+    j["embedding"] = m.lm->token_embedding().kind();
+    if (original) {
+        const auto og = without_gil(progress, [&] {
+            return generate(*original->lm, original->tokenizer, input, options,
+                            [&](const GeneratedToken&) { return progress.call([] { return py::none(); }); });
+        });
+        nlohmann::ordered_json o{{"model", original->path}};
+        o.update(generation_json(og));
+        j["original"] = o;
+    }
+    return to_python(j);
+}
+
 py::array logits(const Model& m, const py::handle& ids)
 {
     const auto input = token_ids(ids, m.lm->config().vocab_size, "logits");
@@ -143,8 +189,10 @@ py::array embedding_table(const Model& m)
 
 } // namespace
 
-Model load(const std::string& path, const py::object& tokenizer, bool verify)
+Model load(const py::object& path_like, const py::object& tokenizer, bool verify)
 {
+    // str or os.PathLike (pathlib.Path), as open() takes.
+    const auto path = py::module_::import("os").attr("fspath")(path_like).cast<std::string>();
     LoadOptions options;
     options.verify = verify;
     if (!tokenizer.is_none())
@@ -197,6 +245,14 @@ void bind_model(py::module_& m)
              py::arg("batch") = 0, py::arg("progress") = py::none(),
              "Perplexity by METHODS.md section 0: eval --json's fields.")
         .def("logits", &logits, py::arg("ids"), "Logits [n, V] float32 of one sequence of ids.")
+        .def("generate", &generate_text, py::arg("prompt") = py::none(), py::kw_only(),
+             py::arg("ids") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0,
+             py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("stop") = py::none(),
+             py::arg("bos") = true, py::arg("top_n") = 5, py::arg("compare") = py::none(),
+             py::arg("on_token") = py::none(),
+             "A continuation of the prompt over a KV cache: generate --json's fields. compare=Model adds "
+             "per-token KL(P_compare || P_model) and ranks, and the compared model's own continuation "
+             "under 'original'; on_token(dict) is called per token (False stops).")
         .def("divergence", &divergence, py::arg("reference"), py::kw_only(), py::arg("text") = py::none(),
              py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
              py::arg("progress") = py::none(),

@@ -22,7 +22,7 @@ struct Model {
     std::string tokenizer_option; // load's tokenizer=, for a compress() of this model
 };
 
-Model load(const std::string& path, const py::object& tokenizer, bool verify);
+Model load(const py::object& path_like, const py::object& tokenizer, bool verify);
 void bind_model(py::module_& m);
 
 } // namespace embedlab::python

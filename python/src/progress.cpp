@@ -4,17 +4,20 @@ namespace embedlab::python {
 
 bool PythonProgress::report(const std::string& stage, int64_t done, int64_t total, double overall)
 {
+    return call([&] { return callback_.is_none() ? py::none() : callback_(stage, done, total, overall); });
+}
+
+bool PythonProgress::call(const std::function<py::object()>& python_call)
+{
     py::gil_scoped_acquire acquire;
     if (error_)
         return false;
     try {
         if (PyErr_CheckSignals() != 0)
             throw py::error_already_set();
-        if (!callback_.is_none()) {
-            const py::object r = callback_(stage, done, total, overall);
-            if (!r.is_none() && !r.cast<bool>())
-                return false;
-        }
+        const py::object r = python_call();
+        if (!r.is_none() && !r.cast<bool>())
+            return false;
     } catch (py::error_already_set& e) {
         error_.emplace(std::move(e));
         return false;

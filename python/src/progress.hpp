@@ -6,6 +6,7 @@
 // exception or the KeyboardInterrupt in place of embedlab.Cancelled.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,9 @@ public:
     explicit PythonProgress(py::object callback) : callback_(std::move(callback)) {}
     // Called without the GIL.
     bool report(const std::string& stage, int64_t done, int64_t total, double overall);
+    // Called without the GIL: runs `python_call` with it (after Python's signal handlers);
+    // false when it returned False, raised, or Ctrl-C arrived.
+    bool call(const std::function<py::object()>& python_call);
     ExperimentProgressFn experiment();
     ProgressFn plain(const std::string& stage);
     // With the GIL: raise what stopped the work, if Python stopped it.

@@ -24,6 +24,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -83,6 +84,14 @@ using TokenFn = std::function<bool(const GeneratedToken&)>;
 Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std::span<const int32_t> prompt,
                     const GenerationOptions& options, const TokenFn& on_token = {},
                     const LanguageModel* reference = nullptr);
+
+// A prompt's ids as generation reads them: BOS first when `bos` is asked and the
+// tokenizer has a BOS of its own (llama's <s>; not GPT-2's <|endoftext|>, which is also
+// its end of text), as Hugging Face tokenizers add it; then the text, tokenized.
+std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, std::string_view text, bool bos = true);
+
+// {id, piece, text, logprob, top: [{id, p}], and with a reference kl, reference_rank, reference_top}.
+nlohmann::ordered_json generated_token_json(const GeneratedToken& t);
 
 // {prompt_ids, ids, text, stop_reason, tokens: [{id, text, logprob, top, kl, reference_rank, ...}],
 // timings}: what `generate --json` and the Python module say.

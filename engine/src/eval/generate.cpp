@@ -253,7 +253,18 @@ Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std:
     return g;
 }
 
-nlohmann::ordered_json generation_json(const Generation& g)
+std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, std::string_view text, bool bos)
+{
+    std::vector<int32_t> ids;
+    const auto b = tokenizer.bos_id();
+    if (bos && b && b != tokenizer.eos_id())
+        ids.push_back(*b);
+    const auto encoded = tokenizer.encode(text);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+    return ids;
+}
+
+nlohmann::ordered_json generated_token_json(const GeneratedToken& t)
 {
     using Json = nlohmann::ordered_json;
     auto probabilities = [](const std::vector<TokenProbability>& top) {
@@ -262,16 +273,22 @@ nlohmann::ordered_json generation_json(const Generation& g)
             a.push_back({{"id", p.id}, {"p", p.probability}});
         return a;
     };
+    Json j = {{"id", t.id}, {"piece", t.piece}, {"text", t.text}, {"logprob", t.logprob}};
+    j["top"] = probabilities(t.top);
+    if (!std::isnan(t.kl)) {
+        j["kl"] = t.kl;
+        j["reference_rank"] = t.reference_rank;
+        j["reference_top"] = probabilities(t.reference_top);
+    }
+    return j;
+}
+
+nlohmann::ordered_json generation_json(const Generation& g)
+{
+    using Json = nlohmann::ordered_json;
     Json tokens = Json::array(), ids = Json::array();
     for (const auto& t : g.tokens) {
-        Json j = {{"id", t.id}, {"piece", t.piece}, {"text", t.text}, {"logprob", t.logprob}};
-        j["top"] = probabilities(t.top);
-        if (!std::isnan(t.kl)) {
-            j["kl"] = t.kl;
-            j["reference_rank"] = t.reference_rank;
-            j["reference_top"] = probabilities(t.reference_top);
-        }
-        tokens.push_back(std::move(j));
+        tokens.push_back(generated_token_json(t));
         ids.push_back(t.id);
     }
     return {{"prompt_ids", g.prompt},
