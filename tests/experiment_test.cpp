@@ -402,6 +402,11 @@ TEST(RunCompression, DivergenceFromTheOriginal)
         EXPECT_GT(run.summary.kl_mean, 1e-5) << method; // flat at 0.5 on tinygpt2: 6e-5
         EXPECT_LT(run.summary.top1_agreement, 1.0) << method;
         EXPECT_EQ(d["kl_mean"].get<double>(), run.summary.kl_mean) << method;
+        // llama.cpp's statistics go into the record too (issue 39).
+        for (const char* key :
+             {"kl_mean_uncertainty", "kl_p999", "kl_min", "delta_p_rms", "delta_p_p01",
+              "top1_agreement_uncertainty", "ln_ppl_correlation", "delta_ln_ppl_uncertainty"})
+            EXPECT_TRUE(d.contains(key) && d[key].is_number()) << method << ": " << key;
         // Independently: the original loaded afresh against the run's compressed model.
         auto lm = embedlab::load_model(model());
         auto ids = lm.tokenizer->encode(embedlab::read_text_file(sample()));
