@@ -75,14 +75,8 @@ int bench_eval(const std::vector<std::string>& argv)
     const int64_t ctx = args.get_int("--ctx", 128, 1, 1 << 20);
     const int64_t batch = args.get_int("--batch", 0, 0, 1 << 16);
     const std::string content = read_text_file(text);
-    std::optional<std::filesystem::path> llamacpp;
-    if (args.has("--compare-llamacpp") || args.get("--llamacpp")) {
-        llamacpp = find_llamacpp_ppl(args.get("--llamacpp"));
-        if (!llamacpp)
-            std::fprintf(stderr,
-                         "bench eval: no llama.cpp comparison: llamacpp-ppl not found (looked in "
-                         "$EMBEDLAB_LLAMACPP, ../shared/tools/llama.cpp and PATH; pass --llamacpp PATH)\n");
-    }
+    const auto llamacpp =
+        requested_llamacpp(args.get("--llamacpp"), args.has("--compare-llamacpp"), "bench eval");
 
     Json results = Json::array();
     for (const auto& path : models) {

@@ -43,14 +43,8 @@ int bench_generate(const std::vector<std::string>& argv)
     const int64_t prompt_tokens = args.get_int("--prompt-tokens", 128, 1, 1 << 16);
     const int64_t tokens = args.get_int("--tokens", 128, 1, 1 << 16);
     const int repeat = static_cast<int>(args.get_int("--repeat", 3, 1, 100));
-    std::optional<std::filesystem::path> llamacpp;
-    if (args.has("--compare-llamacpp") || args.get("--llamacpp")) {
-        llamacpp = find_llamacpp_ppl(args.get("--llamacpp"));
-        if (!llamacpp)
-            std::fprintf(stderr,
-                         "bench generate: no llama.cpp comparison: llama.cpp's tools not found (looked in "
-                         "$EMBEDLAB_LLAMACPP, ../shared/tools/llama.cpp and PATH; pass --llamacpp PATH)\n");
-    }
+    const auto llamacpp =
+        requested_llamacpp(args.get("--llamacpp"), args.has("--compare-llamacpp"), "bench generate");
 
     Json results = Json::array();
     for (const auto& path : models) {

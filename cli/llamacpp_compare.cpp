@@ -1,6 +1,7 @@
 #include "llamacpp_compare.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -62,6 +63,20 @@ std::optional<fs::path> find_llamacpp_ppl(const std::optional<std::string>& flag
     if (auto t = tool_in(resource_dir() / ".." / ".." / "shared" / "tools" / "llama.cpp"))
         return t;
     return find_executable("llamacpp-ppl");
+}
+
+std::optional<fs::path> requested_llamacpp(const std::optional<std::string>& flag, bool compare,
+                                           const std::string& command)
+{
+    if (!compare && !flag)
+        return std::nullopt;
+    auto tool = find_llamacpp_ppl(flag);
+    if (!tool)
+        std::fprintf(stderr,
+                     "%s: no llama.cpp comparison: llamacpp-ppl not found (looked in $EMBEDLAB_LLAMACPP, "
+                     "../shared/tools/llama.cpp and PATH; pass --llamacpp PATH)\n",
+                     command.c_str());
+    return tool;
 }
 
 namespace {

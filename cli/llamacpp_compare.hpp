@@ -24,6 +24,11 @@ struct LlamaCppRun {
 // ../shared/tools/llama.cpp, then PATH; nullopt when none has llamacpp-ppl.
 std::optional<std::filesystem::path> find_llamacpp_ppl(const std::optional<std::string>& flag);
 
+// A bench mode's --compare-llamacpp / --llamacpp PATH: the tool, or nullopt (with a note
+// on stderr naming where it looked) when asked for and absent, or not asked for.
+std::optional<std::filesystem::path> requested_llamacpp(const std::optional<std::string>& flag, bool compare,
+                                                        const std::string& command);
+
 // Exports `model` to an f32 GGUF in a temporary directory, writes `ids`, runs
 // the tool with ctx and `threads`; the export is removed afterwards.
 LlamaCppRun run_llamacpp_ppl(const std::filesystem::path& tool, const LoadedModel& model,

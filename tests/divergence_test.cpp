@@ -8,6 +8,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/model.hpp"
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 
 namespace embedlab {
 namespace {
@@ -20,10 +21,7 @@ LoadedModel bundled()
 
 std::vector<int32_t> some_ids(int64_t n, int64_t vocab)
 {
-    std::vector<int32_t> ids;
-    for (int64_t i = 0; i < n; ++i)
-        ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
-    return ids;
+    return test::spread_ids(n, vocab);
 }
 
 TEST(Divergence, AModelAgainstItselfIsZeroAndAgreesEverywhere)

@@ -67,10 +67,7 @@ std::unique_ptr<LanguageModel> tiny_model(const ModelConfig& c)
 
 std::vector<int32_t> tiny_prompt(int64_t n, int64_t V)
 {
-    std::vector<int32_t> ids;
-    for (int64_t i = 0; i < n; ++i)
-        ids.push_back(static_cast<int32_t>((i * 7 + 3) % V));
-    return ids;
+    return test::spread_ids(n, V, 7, 3);
 }
 
 TEST(KvCache, IncrementalDecodingEqualsTheFullForwardOnTinyModels)

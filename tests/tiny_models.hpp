@@ -24,6 +24,15 @@ inline ModelConfig tiny_config(Architecture arch)
 
 inline WeightMap random_weights(const ModelConfig& c, uint64_t seed = 7);
 
+// n ids spread over [0, vocab) by a fixed stride: a deterministic stand-in for text.
+inline std::vector<int32_t> spread_ids(int64_t n, int64_t vocab, int64_t stride = 7919, int64_t offset = 13)
+{
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < n; ++i)
+        ids.push_back(static_cast<int32_t>((i * stride + offset) % vocab));
+    return ids;
+}
+
 // A Hugging Face style directory (config.json, model.safetensors and a support
 // file) holding the random tiny model.
 inline std::filesystem::path write_tiny_hf_model(const std::filesystem::path& dir, Architecture arch);
