@@ -70,10 +70,13 @@ void print_divergence(const DivergenceResult& d, const std::string& against)
 void print_damage(const TokenDamage& damage)
 {
     std::printf("damage by frequency (bucket: times a token is a scored target; KL as target / as input):\n");
-    for (const auto& b : damage.buckets)
-        std::printf("  %-11s %6lld tokens %7lld positions  row cosine %.4f  KL %.6f / %.6f  top-1 %.4f\n",
-                    b.label().c_str(), (long long)b.tokens, (long long)b.positions, b.mean_cosine,
-                    b.kl_as_target, b.kl_as_input, b.top1_as_target);
+    for (const auto& b : damage.buckets) {
+        std::printf("  %-11s %6lld tokens %7lld positions  row cosine %.4f", b.label().c_str(),
+                    (long long)b.tokens, (long long)b.positions, b.mean_cosine);
+        if (b.positions > 0) // never predicted: only its rows are known
+            std::printf("  KL %.6f / %.6f  top-1 %.4f", b.kl_as_target, b.kl_as_input, b.top1_as_target);
+        std::printf("\n");
+    }
 }
 
 // eval --reference-logits FILE: the file holds the tokens, chunks and context.
