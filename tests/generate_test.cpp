@@ -300,9 +300,9 @@ INSTANTIATE_TEST_SUITE_P(Shared, SharedGenerate, ::testing::ValuesIn(shared_mode
     return n;
 });
 
-// generate --compare on a pca model: the original's continuation beside it, per-token
-// KL and ranks; the streamed text is the JSON's text.
-TEST(GenerateCli, CompareAPcaModelWithTheOriginal)
+// generate --compare on a pca and an lle model: the original's continuation beside it,
+// per-token KL and ranks; the streamed text is the JSON's text.
+TEST(GenerateCli, CompareAPcaAndAnLleModelWithTheOriginal)
 {
     EMBEDLAB_REQUIRE_SHARED();
     test::TempDir tmp;
@@ -328,6 +328,19 @@ TEST(GenerateCli, CompareAPcaModelWithTheOriginal)
     EXPECT_GT(kl, 0.0) << "rank 16 of 128 changes the distributions";
     const auto compressed = load_model(pca);
     expect_cache_matches(*compressed.model, as_ids(heldout_ids(compressed, 40)), "tinyllama pca 16");
+
+    // lle keeps the common half of the table exact: its continuation stays far closer.
+    const auto lle = (tmp.path() / "lle").string();
+    ASSERT_EQ(test::cli({"compress", original, "--method", "lle", "--freq-text",
+                         (fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").string(),
+                         "--keep-ratio", "0.5", "--k", "5", "--out", lle, "--quiet"})
+                  .exit_code,
+              0);
+    const auto l = test::json_of(test::cli({"generate", lle, "--prompt", "Once upon a time", "--max-tokens",
+                                            "12", "--compare", original, "--json"}));
+    ASSERT_TRUE(l.is_object());
+    EXPECT_EQ(l["embedding"], "lle");
+    EXPECT_LT(l["kl_mean"].get<double>(), j["kl_mean"].get<double>() / 4) << "lle keep 0.5 against pca 16";
     EXPECT_NEAR(j["kl_mean"].get<double>(), kl / 12, 1e-9);
 
     const auto streamed = test::cli({"generate", pca, "--prompt", "Once upon a time", "--max-tokens", "12"});
