@@ -11,6 +11,7 @@
 #include "cli_support.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/generate.hpp"
 #include "embedlab/model.hpp"
 #include "llama_cpp_tools.hpp"
@@ -221,6 +222,25 @@ TEST_P(SharedGenerate, KvCacheEqualsTheFullForward)
     EMBEDLAB_REQUIRE_SHARED();
     const auto lm = load_model(shared_dir() / GetParam().dir);
     expect_cache_matches(*lm.model, as_ids(heldout_ids(lm, 48)), GetParam().name);
+}
+
+// flat narrows each layer's value heads (and MLPs): the cache holds the narrowed values.
+TEST(SharedGenerateFlat, KvCacheEqualsTheFullForwardWithNarrowedValueHeads)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    CompressionRequest flat;
+    flat.model = (shared_dir() / "models/tinyllama").string();
+    flat.method = "flat";
+    flat.remaining = 0.5;
+    flat.calib_text = (fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt").string();
+    flat.samples = 8;
+    flat.seqlen = 32;
+    const auto run = run_compression(flat);
+    const auto& m = run.compressed_model();
+    ASSERT_FALSE(m.config().value_head_dims.empty());
+    const auto ids = read_ids_file(shared_dir() / "reference" / "tokens-tinyllama-tinystories-heldout.json");
+    expect_cache_matches(m, as_ids(std::vector<int32_t>(ids.begin(), ids.begin() + 40)),
+                         "tinyllama flat 0.5");
 }
 
 std::string stdout_of(const std::string& command)
