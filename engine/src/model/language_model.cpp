@@ -235,9 +235,9 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
                     .view({B, T, d});
         auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
         const auto m2 = m.reshape({B * T, d});
-        auto h = activation(
-            adapted(detail::add_times(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")), m2, p + "mlp.c_fc"),
-            config_.activation);
+        auto h = activation(adapted(detail::add_times(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")),
+                                    m2, p + "mlp.c_fc"),
+                            config_.activation);
         if (observer)
             observer->mlp_activations(l, h);
         x = x + adapted(detail::add_times(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")), h,
