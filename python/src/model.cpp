@@ -88,6 +88,21 @@ py::object divergence(const Model& m, const Model& reference, const py::object& 
     return to_python(j);
 }
 
+py::object llamacpp_divergence(const Model& m, const py::object& file_like, const py::object& callback)
+{
+    const auto file = py::module_::import("os").attr("fspath")(file_like).cast<std::string>();
+    PythonProgress progress(callback);
+    const auto d = without_gil(
+        progress, [&] { return evaluate_divergence_llamacpp(*m.lm, file, progress.plain("divergence")); });
+    nlohmann::ordered_json j{{"model", m.path},    {"reference_logits", file},
+                             {"tokens", d.tokens}, {"windows", d.windows},
+                             {"ctx", d.ctx},       {"bos", d.bos},
+                             {"ppl", d.ppl},       {"reference_ppl", d.reference_ppl}};
+    j.update(divergence_json(d));
+    j["seconds"] = d.seconds;
+    return to_python(j);
+}
+
 py::object task(const Model& m, const std::string& name, const std::string& data, const py::object& limit,
                 const py::object& callback)
 {
@@ -257,6 +272,10 @@ void bind_model(py::module_& m)
              py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
              py::arg("progress") = py::none(),
              "KL(P_reference || P_model) per scored token and top-1 agreement: eval --reference's fields.")
+        .def("llamacpp_divergence", &llamacpp_divergence, py::arg("file"), py::kw_only(),
+             py::arg("progress") = py::none(),
+             "llama-perplexity --kl-divergence against the base log-probabilities its "
+             "--kl-divergence-base FILE saved, on its tokens and chunks: eval --reference-logits' fields.")
         .def("task", &task, py::arg("name"), py::arg("data"), py::kw_only(), py::arg("limit") = py::none(),
              py::arg("progress") = py::none(),
              "sst2, mc (accuracy) or stsb (correlation): task --json's fields.")

@@ -56,3 +56,43 @@ def test_bad_arguments_are_named(llama):
     with pytest.raises(embedlab.InputError, match="outside the model.s vocabulary of 32000"):
         llama.generate(ids=[1, 10**6])
     assert llama.generate(ids=[1, 9038], max_tokens=3, stop=["zzz"])["stop_reason"] == "max_tokens"
+
+
+def write_kld_base(path, model, tokens, n_ctx):
+    """A llama-perplexity --kl-divergence-base file of `model`'s own log-probabilities
+    (engine/src/io/llamacpp_logits.hpp has the layout), quantised as llama.cpp does: 16 bits
+    over [max - 16, max]."""
+    import numpy as np
+
+    n_vocab = model.vocab_size
+    n_chunk = len(tokens) // n_ctx
+    tokens = np.asarray(tokens[: n_chunk * n_ctx], dtype=np.int32)
+    nv = 2 * ((n_vocab + 1) // 2) + 4
+    with open(path, "wb") as f:
+        f.write(b"_logits_" + np.array([n_ctx, n_vocab, n_chunk], dtype=np.int32).tobytes() + tokens.tobytes())
+        for c in range(n_chunk):
+            logits = model.logits(tokens[c * n_ctx : (c + 1) * n_ctx]).astype(np.float64)
+            for pos in range(n_ctx // 2, n_ctx - 1):
+                logp = logits[pos] - logits[pos].max()
+                logp -= np.log(np.exp(logp).sum())
+                low = max(logp.min(), logp.max() - 16)
+                scale = (logp.max() - low) / 65535
+                row = np.zeros(nv, dtype=np.uint16)
+                row[:4] = np.frombuffer(np.array([scale, low], dtype=np.float32).tobytes(), dtype=np.uint16)
+                row[4 : 4 + n_vocab] = np.round((np.clip(logp, low, None) - low) / scale).astype(np.uint16)
+                f.write(row.tobytes())
+
+
+def test_llamacpp_divergence_of_a_model_against_its_own_base_file(stories, heldout, tmp_path):
+    model = embedlab.load(stories)
+    ids = model.tokenize(heldout.read_text(encoding="utf-8")[:3000])
+    write_kld_base(tmp_path / "base.kld", model, list(ids), 32)
+    d = model.llamacpp_divergence(tmp_path / "base.kld")
+    assert d["ctx"] == 32 and d["windows"] == len(ids) // 32
+    assert d["tokens"] == d["windows"] * (32 - 1 - 16)
+    assert d["kl_mean"] == pytest.approx(0, abs=1e-4)
+    assert d["top1_agreement"] > 0.99
+    assert d["ppl"] == pytest.approx(d["reference_ppl"], rel=1e-3)
+    (tmp_path / "short.kld").write_bytes((tmp_path / "base.kld").read_bytes()[:-3])
+    with pytest.raises(embedlab.InputError, match="short.kld"):
+        model.llamacpp_divergence(tmp_path / "short.kld")
