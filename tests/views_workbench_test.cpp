@@ -5,8 +5,10 @@
 #include <QDir>
 #include <QFile>
 #include <QFontMetrics>
+#include <QHash>
 #include <QLabel>
 #include <QMouseEvent>
+#include <QSet>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -15,6 +17,7 @@
 #include <limits>
 #include <qcustomplot.h>
 
+#include "embedlab/method_registry.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
 #include "gui_test_support.hpp"
@@ -813,4 +816,63 @@ TEST(ResultsView, ShowsTaskAccuracyAndTheSelectedRowsKlPerWindow)
     EXPECT_FALSE(windows->isVisibleTo(&view));
     view.selectRow(-1);
     EXPECT_EQ(windows->klGraph()->dataCount(), 0);
+}
+
+// Issue 41 item 4: a method has one colour whatever ran first (the shared map every
+// view and export uses); with every model shown, each model has a marker shape of its
+// own, and its Pareto front is labelled with its name and carries that shape.
+TEST(ResultsView, OneColourPerMethodAndAMarkerAndLabelledFrontPerModel)
+{
+    auto colour = [](QCPCurve* c) { return c ? c->scatterStyle().brush().color() : QColor(); };
+    ResultsView tt_first, pca_first;
+    const auto runs = three_runs(); // pca, tt, pca
+    tt_first.addRow(runs[1]);
+    tt_first.addRow(runs[0]);
+    pca_first.addRow(runs[0]);
+    pca_first.addRow(runs[1]);
+    EXPECT_EQ(colour(tt_first.series("tt")), colour(pca_first.series("tt")));
+    EXPECT_EQ(colour(tt_first.series("pca")), colour(pca_first.series("pca")));
+    EXPECT_NE(colour(tt_first.series("pca")), colour(tt_first.series("tt")));
+    ResultsView every; // a row of each method of the registry: each its own colour
+    for (const auto& m : embedlab::method_registry())
+        every.addRow(row(m.name, "", 1000, 0.5, 50.0, 0.2, 0.9, 1.0, "hostA"));
+    QSet<QRgb> colours;
+    for (const auto& m : embedlab::method_registry())
+        if (QCPCurve* c = every.series(QString::fromLatin1(m.name)))
+            colours.insert(colour(c).rgb());
+    EXPECT_EQ(colours.size(), static_cast<qsizetype>(embedlab::method_registry().size()));
+
+    ResultsView view;
+    for (const char* model : {"/models/tinygpt2-f16", "/models/stories260K.gguf"})
+        for (const auto& r : runs) {
+            auto x = r;
+            x.model = model;
+            view.addRow(x);
+        }
+    view.setModelFilter("");
+    settle(view);
+    QHash<QString, QCPCurve*> curves;
+    for (int i = 0; i < view.plot()->plottableCount(); ++i)
+        if (auto* c = qobject_cast<QCPCurve*>(view.plot()->plottable(i)); c && !c->name().isEmpty())
+            curves.insert(c->name(), c);
+    QCPCurve* pca_a = curves.value("pca — tinygpt2-f16");
+    QCPCurve* pca_b = curves.value("pca — stories260K.gguf");
+    QCPCurve* tt_b = curves.value("tt — stories260K.gguf");
+    ASSERT_TRUE(pca_a && pca_b && tt_b) << QStringList(curves.keys()).join(", ").toStdString();
+    EXPECT_EQ(colour(pca_a), colour(pca_b)) << "the method's colour";
+    EXPECT_NE(pca_a->scatterStyle().shape(), pca_b->scatterStyle().shape()) << "each model its marker";
+    EXPECT_EQ(pca_b->scatterStyle().shape(), tt_b->scatterStyle().shape());
+    EXPECT_EQ(pca_a->data()->size(), 2);
+    ASSERT_EQ(view.shownGroups().size(), 2u);
+    QStringList fronts;
+    QSet<int> front_shapes;
+    for (int i = 0; i < view.plot()->graphCount(); ++i)
+        if (view.plot()->graph(i)->name().startsWith("Pareto front")) {
+            fronts << view.plot()->graph(i)->name();
+            front_shapes.insert(view.plot()->graph(i)->scatterStyle().shape());
+        }
+    fronts.sort();
+    EXPECT_EQ(fronts, (QStringList{"Pareto front — stories260K.gguf", "Pareto front — tinygpt2-f16"}));
+    EXPECT_EQ(front_shapes.size(), 2) << "the fronts are told apart by their model's marker";
+    render_to_png(view, "results_every_model.png");
 }

@@ -202,6 +202,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
         split);
     controls->addWidget(search_);
     controls->addWidget(go);
+    split->setChildrenCollapsible(false); // never crushes the map's axes
     controls->addWidget(stats_, 1);
     controls->addWidget(csv);
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });

@@ -3,11 +3,22 @@
 // view draw it; data() and plot() are what the figure export and tests read.
 #pragma once
 
+#include <QColor>
+#include <QString>
 #include <QWidget>
 
 class QCustomPlot;
 
 namespace embedlab::views {
+
+// Below this a plot's axes cannot be read (tick labels run together, the axis
+// label is clipped): layouts, docks and splitters leave every plot at least this.
+inline constexpr int kMinPlotWidth = 320, kMinPlotHeight = 240;
+void keep_readable_size(QCustomPlot* plot);
+
+// One colour per method in every view and export: the method's place in the
+// registry (method_registry.hpp) picks it, so pca is the same blue whatever ran first.
+QColor method_colour(const QString& method);
 
 class PlotView : public QWidget {
 public:

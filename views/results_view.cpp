@@ -23,6 +23,7 @@
 #include "figure_export.hpp"
 #include "hover.hpp"
 #include "plot_interaction.hpp"
+#include "plot_view.hpp"
 #include "window_divergence_view.hpp"
 
 namespace embedlab::views {
@@ -35,8 +36,16 @@ constexpr int kModelRole = Qt::UserRole + 3;    // the row's model path, for the
 constexpr int kBaselineRole = Qt::UserRole + 4; // an "original" row's model, part and text
 constexpr int kTaskColumn = 11, kModelColumn = 12, kBytesColumn = 14;
 
-const QVector<QColor> kPalette{{31, 119, 180}, {214, 39, 40}, {44, 160, 44},   {148, 103, 189},
-                               {255, 127, 14}, {140, 86, 75}, {227, 119, 194}, {23, 190, 207}};
+// A model's marker shape when several models are shown (diamonds are the baselines').
+QCPScatterStyle::ScatterShape model_shape(qsizetype model)
+{
+    static const QVector<QCPScatterStyle::ScatterShape> shapes{
+        QCPScatterStyle::ssDisc,     QCPScatterStyle::ssSquare,
+        QCPScatterStyle::ssTriangle, QCPScatterStyle::ssTriangleInverted,
+        QCPScatterStyle::ssCross,    QCPScatterStyle::ssStar,
+        QCPScatterStyle::ssPlus,     QCPScatterStyle::ssCrossCircle};
+    return shapes[static_cast<int>(std::max<qsizetype>(model, 0) % shapes.size())];
+}
 
 QStandardItem* textItem(const QString& s)
 {
@@ -174,9 +183,13 @@ ResultsView::ResultsView(QWidget* parent)
     plots->setStretchFactor(0, 3);
     plots->setStretchFactor(1, 2);
     windows_->hide();
+    keep_readable_size(plot_);
+    plots->setChildrenCollapsible(false); // a dragged splitter never crushes an axis
     auto* split = new QSplitter(Qt::Vertical, this);
+    split->setObjectName("results_split");
     split->addWidget(table_);
     split->addWidget(plots);
+    split->setChildrenCollapsible(false);
     split->setStretchFactor(1, 2);
     x_metric_->addItems({"parameter ratio", "bytes ratio"});
     connect(x_metric_, &QComboBox::activated, this, [this] { x_chosen_ = true; }); // the user's pick
@@ -363,6 +376,11 @@ void ResultsView::setYAxis(const QString& metric, bool symlog)
     rebuildPlot();
 }
 
+QString ResultsView::yMetric() const
+{
+    return y_metric_->currentText();
+}
+
 void ResultsView::setXAxis(const QString& metric)
 {
     const int i = x_metric_->findText(metric);
@@ -446,15 +464,26 @@ void ResultsView::rebuildPlot()
 {
     const QString filter = modelFilter();
     auto shown_row = [&](int i) { return filter.isEmpty() || text(rows_[i].model) == filter; };
+    // With several models shown, a series per method and model: the method's colour,
+    // the model's marker shape (models in order of first appearance).
+    QStringList models;
+    for (int i = 0; i < static_cast<int>(rows_.size()); ++i)
+        if (shown_row(i) && !models.contains(text(rows_[i].model)))
+            models << text(rows_[i].model);
+    const bool per_model = models.size() > 1;
     methods_.clear();
+    series_models_.clear();
     method_rows_.clear();
     for (int i = 0; i < static_cast<int>(rows_.size()); ++i) {
         if (!shown_row(i))
             continue;
-        int m = static_cast<int>(methods_.indexOf(text(rows_[i].method)));
-        if (m < 0) {
-            m = static_cast<int>(methods_.size());
-            methods_.push_back(text(rows_[i].method));
+        const QString method = text(rows_[i].method), model = per_model ? text(rows_[i].model) : QString();
+        int m = 0;
+        while (m < methods_.size() && (methods_[m] != method || series_models_[m] != model))
+            ++m;
+        if (m == methods_.size()) {
+            methods_.push_back(method);
+            series_models_.push_back(model);
             method_rows_.push_back({});
         }
         method_rows_[m].push_back(i);
@@ -497,6 +526,10 @@ void ResultsView::rebuildPlot()
         }
         const bool values = group.part.rfind("attention_values", 0) == 0;
         graph->setPen(QPen(QColor(90, 90, 90), 1.5, values ? Qt::DotLine : Qt::DashLine));
+        // Each model's front carries its marker shape (hollow), so fronts are told apart.
+        graph->setScatterStyle(per_model ? QCPScatterStyle(model_shape(models.indexOf(text(group.model))),
+                                                           QPen(QColor(90, 90, 90), 1.2), Qt::NoBrush, 7)
+                                         : QCPScatterStyle());
         QString name = "Pareto front";
         if (values) // the ratio is of the part compressed: V and O, or V, O and the MLP
             name += group.part == "attention_values_and_mlp" ? " (attention values + MLP)"
@@ -524,11 +557,13 @@ void ResultsView::rebuildPlot()
     for (int m = 0; m < methods_.size(); ++m) {
         auto* curve = new QCPCurve(plot_->xAxis, plot_->yAxis);
         method_curves_.push_back(curve);
-        curve->setName(methods_[m]);
+        curve->setName(per_model ? methods_[m] + " — " + modelName(series_models_[m].toStdString())
+                                 : methods_[m]);
         curve->setLineStyle(QCPCurve::lsNone);
-        const QColor colour = kPalette[m % kPalette.size()];
+        const QColor colour = method_colour(methods_[m]);
         curve->setPen(QPen(colour));
-        curve->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, colour, colour, 9));
+        curve->setScatterStyle(QCPScatterStyle(model_shape(per_model ? models.indexOf(series_models_[m]) : 0),
+                                               colour, colour, 9));
         QVector<double> t, x, y;
         for (int row : method_rows_[m]) {
             t << t.size();
@@ -543,7 +578,7 @@ void ResultsView::rebuildPlot()
         }
         curve->setData(t, x, y);
         if (baseline_methods_.contains(methods_[m])) { // joined in order of x, behind the points
-            curve->setName(methods_[m] + " (baseline)");
+            curve->setName(curve->name() + " (baseline)");
             curve->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, colour, colour, 10));
             std::vector<std::pair<double, double>> points;
             for (int i = 0; i < x.size(); ++i)

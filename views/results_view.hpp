@@ -47,6 +47,8 @@ public:
     // "PPL" or "1 − task accuracy", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the
     // metric.
     void setYAxis(const QString& metric, bool symlog);
+    QString yMetric() const;
+    bool ySymlog() const { return symlog(); }
     // The x axis: "bytes ratio" (the part's bytes as stored after / before: a quantised
     // table's values ratio is 1, its bytes ratio its bits over the input's) or
     // "parameter ratio" (stored values after / before). Until one is chosen (here or
@@ -72,6 +74,8 @@ public:
     // The value under a pixel of the plot, shown as a tooltip on hover ("" if nothing).
     QString hoverText(const QPointF& pixel) const;
     // The series of `method` in the plot (null if none); point i is the method's i-th row.
+    // With several models shown, each method has a series per model (in the method's
+    // colour, the model's marker shape): this is its first model's.
     QCPCurve* series(const QString& method) const;
     // The "Pareto front" staircase of the first shown group (empty without rows);
     // point i is row front()[i]. Every shown group (model, compressed part,
@@ -120,6 +124,7 @@ private:
     QStringList baseline_methods_;
     QHash<QString, QCPGraph*> baseline_lines_;
     QVector<QString> methods_;          // one series each, in order of first appearance
+    QVector<QString> series_models_;    // and its model, with several models shown ("" otherwise)
     QVector<QCPCurve*> method_curves_;  // methods_[m]'s series
     QVector<QVector<int>> method_rows_; // rows per series
     std::vector<int> front_rows_;

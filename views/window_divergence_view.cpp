@@ -6,6 +6,8 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "plot_view.hpp"
+
 namespace embedlab::views {
 
 WindowDivergenceView::WindowDivergenceView(QWidget* parent)
@@ -26,7 +28,7 @@ WindowDivergenceView::WindowDivergenceView(QWidget* parent)
     plot_->yAxis2->setRange(0, 1.05);
     plot_->legend->setVisible(true);
     plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-    plot_->setMinimumHeight(140);
+    keep_readable_size(plot_);
     note_->setWordWrap(true);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
