@@ -133,11 +133,15 @@ struct TensorTrainResult {
     int64_t vocab = 0, dim = 0;
     int64_t fitted_rows = 0; // == vocab unless the candidates are estimates from a sample
     std::vector<TensorTrainCandidate> candidates;
+    int64_t chosen = -1; // the candidate of `chosen_eps` at the balanced shape (-1: none asked)
 };
 inline constexpr int64_t kTensorTrainCandidateRows = 16384;
+// chosen_eps > 0 (the method panel's tt eps): that eps joins the grid, the balanced
+// shape (tt's when a request gives none) the shapes, and `chosen` names their candidate.
 TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& eps,
                                           int max_shapes, const ProgressFn& progress,
-                                          int64_t max_rows = kTensorTrainCandidateRows);
+                                          int64_t max_rows = kTensorTrainCandidateRows,
+                                          double chosen_eps = 0);
 
 // The default base.method picks from this model's table (picks_default_from_table,
 // default_from_table in table_method.hpp: tt's eps), or nullopt when the method picks

@@ -109,6 +109,11 @@ std::shared_ptr<const embedlab::CompressionRun> kept_run(const embedlab::Compres
 
 } // namespace
 
+std::shared_ptr<const embedlab::CompressionRun> detail::kept_compression(const CompressionRequest& request)
+{
+    return kept_run(request);
+}
+
 RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
                                  const ProgressFn& progress, const StatusFn& status)
 {
@@ -168,9 +173,15 @@ EmbeddingAccounting spread_sample_accounting(const CompressedEmbedding& c, int64
 }
 } // namespace
 
-TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& eps,
-                                          int max_shapes, const ProgressFn& progress, int64_t max_rows)
+TensorTrainResult tensor_train_candidates(const std::string& model, const std::vector<double>& grid,
+                                          int max_shapes, const ProgressFn& progress, int64_t max_rows,
+                                          double chosen_eps)
 {
+    std::vector<double> eps = grid;
+    if (chosen_eps > 0 && std::find(eps.begin(), eps.end(), chosen_eps) == eps.end()) {
+        eps.push_back(chosen_eps);
+        std::sort(eps.begin(), eps.end()); // each shape's curve runs in eps order
+    }
     auto lm = load_model(model, {.need_tokenizer = false});
     const auto* dense = dense_table(&lm.model->token_embedding());
     if (!dense)
@@ -193,6 +204,19 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
                 shapes.push_back(s);
     if (static_cast<int>(shapes.size()) > max_shapes)
         shapes.resize(static_cast<size_t>(max_shapes));
+    std::vector<int64_t> balanced;
+    if (chosen_eps > 0) { // the shape the panel's run uses is always a candidate
+        try {
+            balanced = balanced_tt_shape(r.dim, "tt");
+        } catch (const InputError&) {
+            // a width with no 3-factor shape: tt refuses it, no candidate is the panel's
+        }
+        if (!balanced.empty() && std::find(shapes.begin(), shapes.end(), balanced) == shapes.end()) {
+            if (!shapes.empty() && static_cast<int>(shapes.size()) >= max_shapes)
+                shapes.pop_back();
+            shapes.push_back(balanced);
+        }
+    }
     const int64_t total = static_cast<int64_t>(shapes.size() * eps.size());
     int64_t done = 0;
     for (const auto& shape : shapes)
@@ -224,6 +248,8 @@ TensorTrainResult tensor_train_candidates(const std::string& model, const std::v
             t.operations_tt = en.compressed_tau / weights.tau;
             t.accesses_svd = sv.compressed_nu / weights.nu;
             t.operations_svd = sv.compressed_tau / weights.tau;
+            if (chosen_eps > 0 && e == chosen_eps && shape == balanced)
+                r.chosen = static_cast<int64_t>(r.candidates.size());
             r.candidates.push_back(t);
         }
     return r;

@@ -60,6 +60,29 @@ fs::path new_sweep_dir()
                            std::to_string(counter++));
 }
 
+// Whether a Slurm controller answers; if not, what is missing and how to get one,
+// instead of sbatch's own words ("fetch_config: DNS SRV lookup failed").
+void require_slurm_controller()
+{
+    require_slurm_tool("scontrol", "Slurm");
+    const char* conf = std::getenv("SLURM_CONF");
+    const bool conf_set = conf && *conf;
+    const fs::path file = conf_set ? fs::path(conf) : fs::path("/etc/slurm/slurm.conf");
+    std::error_code ec;
+    std::string missing;
+    if (conf_set && !fs::exists(file, ec)) // Slurm's tools retry a missing file for a minute
+        missing = "SLURM_CONF names " + file.string() + ", which does not exist";
+    else if (run_command({"scontrol", "ping"}, "", std::chrono::seconds(20)).status == 0)
+        return;
+    else if (!fs::exists(file, ec)) // nor a configless cluster's controller (DNS SRV)
+        missing = "SLURM_CONF is not set, /etc/slurm/slurm.conf does not exist and no controller was found";
+    else
+        missing = "no Slurm controller answers (scontrol ping, configuration " + file.string() + ")";
+    throw InputError("Slurm: no cluster: " + missing +
+                     ". Run the workbench on a cluster's login node, or start a single-node Slurm on this "
+                     "machine with scripts/slurm-local.sh start (see docs/remote.md)");
+}
+
 } // namespace
 
 RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
@@ -76,6 +99,7 @@ RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const 
     options.job_name = "embedlab-workbench";
     require_slurm_tool("sbatch", "Slurm");
     require_slurm_tool("squeue", "Slurm");
+    require_slurm_controller();
     const fs::path dir = new_sweep_dir();
     write_slurm_sweep(dir, {job}, {{"model", request.model}, {"from", "workbench"}});
     const std::string job_id = submit_slurm_sweep(dir, &options);

@@ -1,5 +1,8 @@
 #include "checked_spin_box.hpp"
 
+#include <QFocusEvent>
+#include <QKeyEvent>
+#include <QLineEdit>
 #include <type_traits>
 
 namespace embedlab::app {
@@ -67,6 +70,25 @@ QValidator::State CheckedBox<Base, Derived>::validate(QString& text, int& pos) c
     return state;
 }
 
+template <class Base, class Derived> void CheckedBox<Base, Derived>::keyPressEvent(QKeyEvent* event)
+{
+    // Qt would put back the last valid value: the typed text and its problem stay.
+    if ((event->key() == Qt::Key_Return || event->key() == Qt::Key_Enter) && !problem_.isEmpty()) {
+        event->accept();
+        return;
+    }
+    Base::keyPressEvent(event);
+}
+
+template <class Base, class Derived> void CheckedBox<Base, Derived>::focusOutEvent(QFocusEvent* event)
+{
+    const QString typed = this->lineEdit()->text();
+    const bool keep = !problem_.isEmpty();
+    Base::focusOutEvent(event); // writes the last valid value back into the text
+    if (keep && this->lineEdit()->text() != typed)
+        this->lineEdit()->setText(typed); // validate() sets the problem again
+}
+
 template <class Base, class Derived> void CheckedBox<Base, Derived>::setProblem(const QString& problem) const
 {
     if (problem == problem_)
@@ -93,6 +115,28 @@ QString first_problem(const QList<QWidget*>& boxes)
             return d->problem();
     }
     return {};
+}
+
+ProblemLabel::ProblemLabel(const QList<QWidget*>& boxes, const QString& prefix, QWidget* parent)
+    : QLabel(parent), boxes_(boxes), prefix_(prefix)
+{
+    setObjectName("problem");
+    setStyleSheet("color: #b00000;");
+    setWordWrap(true);
+    hide();
+    for (QWidget* box : boxes) {
+        if (auto* s = qobject_cast<CheckedSpinBox*>(box))
+            connect(s, &CheckedSpinBox::problemChanged, this, &ProblemLabel::refresh);
+        if (auto* d = qobject_cast<CheckedDoubleSpinBox*>(box))
+            connect(d, &CheckedDoubleSpinBox::problemChanged, this, &ProblemLabel::refresh);
+    }
+}
+
+void ProblemLabel::refresh()
+{
+    const QString p = first_problem(boxes_);
+    setText(p.isEmpty() ? QString() : prefix_ + p + ".");
+    setVisible(!p.isEmpty());
 }
 
 } // namespace embedlab::app

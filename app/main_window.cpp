@@ -1,5 +1,6 @@
 #include "main_window.hpp"
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QCloseEvent>
 #include <QDesktopServices>
@@ -18,6 +19,7 @@
 #include <QHeaderView>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QKeyEvent>
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
@@ -173,8 +175,10 @@ MainWindow::MainWindow(QWidget* parent)
         lazy_started_.remove("fourier");
         computeFourierMap();
     });
-    for (QWidget* w :
-         std::initializer_list<QWidget*>{fourier_first_, fourier_count_, fourier_dir, fourier_update})
+    for (QWidget* w : std::initializer_list<QWidget*>{
+             fourier_first_, fourier_count_,
+             new ProblemLabel({fourier_first_, fourier_count_}, "Not updated while ", this), fourier_dir,
+             fourier_update})
         fc->addWidget(w);
     fc->addStretch(1);
     tabs_->addTab(withControls(fourier_, fourier_controls), "Fourier map");
@@ -199,7 +203,9 @@ MainWindow::MainWindow(QWidget* parent)
         lazy_started_.remove("lle");
         computeNeighbourGraph();
     });
-    for (QWidget* w : std::initializer_list<QWidget*>{lle_keep_, lle_k_, lle_update})
+    for (QWidget* w : std::initializer_list<QWidget*>{
+             lle_keep_, lle_k_, new ProblemLabel({lle_keep_, lle_k_}, "Not updated while ", this),
+             lle_update})
         lc->addWidget(w);
     lc->addStretch(1);
     tabs_->addTab(withControls(lle_, lle_controls), "LLE neighbours");
@@ -234,6 +240,10 @@ MainWindow::MainWindow(QWidget* parent)
             if (it.key() != row)
                 moved.insert(it.key() > row ? it.key() - 1 : it.key(), it.value());
         row_sources_ = moved;
+        if (row < saved_rows_) { // rows are added at the end: the first saved_rows_ were saved
+            --saved_rows_;
+            deleted_since_save_ = true;
+        }
         updateExportEnabled();
     });
     updateExportEnabled();
@@ -287,6 +297,7 @@ MainWindow::MainWindow(QWidget* parent)
     help->addAction("&Keyboard shortcuts", this,
                     [this] { QMessageBox::information(this, "Keyboard shortcuts", shortcutsText()); });
 
+    qApp->installEventFilter(this); // see eventFilter: shortcuts from any widget
     resize(1100, 780);
     QSettings settings;
     restoreGeometry(settings.value("window/geometry").toByteArray());
@@ -379,6 +390,8 @@ bool MainWindow::saveSession(const QString& file)
                                   {"model", model_path_},
                                   {"request", qt_object(request_json(request))},
                                   {"target", qt_object(target_json(method_panel_->target()))},
+                                  {"pareto_y", results_->yMetric()},
+                                  {"pareto_y_scale", results_->ySymlog() ? "symlog" : "linear"},
                                   {"results", results.object()}};
         write_file(file.toStdString(), QJsonDocument(session).toJson().toStdString());
     } catch (const std::exception& e) {
@@ -386,6 +399,7 @@ bool MainWindow::saveSession(const QString& file)
         return false;
     }
     saved_rows_ = static_cast<int>(results_->rows().size());
+    deleted_since_save_ = false;
     statusBar()->showMessage("Saved the session to " + file);
     return true;
 }
@@ -427,19 +441,32 @@ bool MainWindow::openSession(const QString& file)
         method_panel_->setRequest(*request);
         method_panel_->setTarget(target);
     }
+    // Sessions before issue 41 have no y axis: the plot keeps its own.
+    if (session.contains("pareto_y"))
+        results_->setYAxis(session.value("pareto_y").toString(),
+                           session.value("pareto_y_scale").toString() == "symlog");
     saved_rows_ = static_cast<int>(results_->rows().size());
+    deleted_since_save_ = false;
     if (const QString model = session.value("model").toString(); !model.isEmpty() && model != model_path_)
         openModel(model);
     statusBar()->showMessage("Opened the session " + file);
     return true;
 }
 
+QString MainWindow::unsavedText() const
+{
+    const int added = static_cast<int>(results_->rows().size()) - saved_rows_;
+    if (added > 0)
+        return added == 1 ? QString("1 results row is not saved.")
+                          : QString("%1 results rows are not saved.").arg(added);
+    return deleted_since_save_ ? QString("Results rows were deleted since the last save.") : QString();
+}
+
 void MainWindow::closeEvent(QCloseEvent* event)
 {
-    if (ask_before_discarding_ && static_cast<int>(results_->rows().size()) != saved_rows_) {
+    if (const QString unsaved = unsavedText(); ask_before_discarding_ && !unsaved.isEmpty()) {
         const auto answer = QMessageBox::question(
-            this, "Unsaved results",
-            QString("%1 results rows are not saved. Save the session first?").arg(results_->rows().size()),
+            this, "Unsaved results", unsaved + " Save the session first?",
             QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
         if (answer == QMessageBox::Cancel) {
             event->ignore();
@@ -458,6 +485,27 @@ void MainWindow::closeEvent(QCloseEvent* event)
     settings.setValue("window/geometry", saveGeometry());
     settings.setValue("window/state", saveState());
     QMainWindow::closeEvent(event);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event)
+{
+    // A focused field claims keys such as Ctrl+E (end of line under X11's key
+    // bindings) before the shortcut map sees them: refuse the claim for the keys
+    // of this window's actions, so they work from any widget.
+    if (event->type() == QEvent::ShortcutOverride) {
+        auto* widget = qobject_cast<QWidget*>(watched);
+        const auto* key = static_cast<QKeyEvent*>(event);
+        if (widget && widget->window() == this && (key->modifiers() & Qt::ControlModifier)) {
+            const QKeySequence pressed(key->keyCombination());
+            for (QAction* menu : menuBar()->actions())
+                for (QAction* a : menu->menu()->actions())
+                    if (a->isEnabled() && a->shortcuts().contains(pressed)) {
+                        event->ignore();
+                        return true;
+                    }
+        }
+    }
+    return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::rememberModel(const QString& path)
@@ -492,6 +540,7 @@ void MainWindow::exportResults()
     try {
         write_file(file.toStdString(), json ? results_json(results_->rows()) : results_csv(results_->rows()));
         saved_rows_ = static_cast<int>(results_->rows().size());
+        deleted_since_save_ = false;
         statusBar()->showMessage("Wrote " + file);
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
@@ -742,6 +791,9 @@ void MainWindow::openModel(const QString& path)
             const int vocab = static_cast<int>(std::max<int64_t>(summary.vocab_size, 2));
             fourier_first_->setMaximum(vocab - 2);
             fourier_count_->setMaximum(std::min(4096, vocab));
+            // The first ids that fit, not the old model's start clamped to the last two.
+            fourier_first_->setValue(0);
+            fourier_count_->setValue(std::min(256, vocab));
             lle_k_->setMaximum(static_cast<int>(std::clamp<int64_t>(summary.hidden_size, 1, 64)));
             setWindowTitle(QFileInfo(path).fileName() + " - EmbedLab");
             rememberModel(path);

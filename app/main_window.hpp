@@ -96,11 +96,17 @@ public:
     // URLs ("" if none); dropping it opens it.
     static QString droppedModel(const QMimeData* data);
 
+    // The closing question ("" when nothing is unsaved): rows added since the last
+    // save or export, or rows deleted from what was saved.
+    QString unsavedText() const;
+
 signals:
     void modelShown(bool ok);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    // The window's shortcuts (Ctrl+E, ...) win over a focused text or spin field.
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
@@ -111,6 +117,8 @@ private:
     void analyse(const QString& path);            // spectrum + importance jobs for the shown model
     void computeShownView();                      // the lazy view on the current tab, if not done yet
     void chooseTableDefault(const QString& path); // the panel method's default from the table (tt's eps)
+    bool takeTableDefault(const CompressionRequest& base, const QString& path); // false: chosen already
+    void applyTableDefault(const TableDefault& picked, const CompressionRequest& base, const QString& path);
     void chooseModelDirectory();
     void chooseModelFile();
     void chooseFourierDirectory();
@@ -154,7 +162,8 @@ private:
     QTreeWidget* job_list_;
     QHash<int, QTreeWidgetItem*> job_items_;
     QHash<int, QElapsedTimer> job_clocks_;
-    int saved_rows_ = 0; // results rows when last saved or exported
+    int saved_rows_ = 0;              // results rows when last saved or exported (the first ones)
+    bool deleted_since_save_ = false; // a saved row was deleted since
     bool ask_before_discarding_ = true;
     QSet<int> cancelling_;           // asked to stop, not stopped yet
     QHash<int, QString> job_status_; // a running job's own state, e.g. "Slurm 12: running on node3"

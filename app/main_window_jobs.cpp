@@ -8,6 +8,7 @@
 #include <QCheckBox>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -124,27 +125,47 @@ void MainWindow::analyse(const QString& path)
                  });
 }
 
+bool MainWindow::takeTableDefault(const CompressionRequest& base, const QString& path)
+{
+    const QString key = QString::fromStdString(base.method) + "\n" + path;
+    if (!picks_default_from_table(base.method) || defaults_chosen_.contains(key))
+        return false; // once per method and model
+    defaults_chosen_.insert(key);
+    return true;
+}
+
+void MainWindow::applyTableDefault(const TableDefault& picked, const CompressionRequest& base,
+                                   const QString& path)
+{
+    if (path != model_path_)
+        return;
+    // Only the fields the method picked: the user's other edits stay, and so does
+    // the panel's method (the Tensor-Train tab picks tt's eps whatever is shown).
+    const QString shown = method_panel_->method();
+    auto now = method_panel_->request(QString::fromStdString(base.method));
+    const auto before = request_json(base), after = request_json(picked.request);
+    for (const auto& [field, value] : after.items())
+        if (!before.contains(field) || before[field] != value)
+            set_request_field(now, field, value);
+    {
+        const QSignalBlocker quiet(method_panel_); // passing through: no methodChanged
+        method_panel_->setRequest(now);
+        method_panel_->setMethod(shown);
+    }
+    statusBar()->showMessage(QString::fromStdString(picked.how));
+}
+
 void MainWindow::chooseTableDefault(const QString& path)
 {
     const CompressionRequest base = method_panel_->request();
-    const QString key = QString::fromStdString(base.method) + "\n" + path;
-    if (!picks_default_from_table(base.method) || defaults_chosen_.contains(key))
-        return; // once per method and model
-    defaults_chosen_.insert(key);
+    if (!takeTableDefault(base, path))
+        return;
     jobs_.submit(QString::fromStdString(base.method) + ": a default from the table",
                  [this, path, base](const ProgressFn& progress) -> std::function<void()> {
                      const auto picked = table_default(path.toStdString(), base, progress);
                      return [this, picked, path, base] {
-                         if (!picked || path != model_path_ || method_panel_->request().method != base.method)
-                             return;
-                         // Only the fields the method picked: the user's other edits stay.
-                         auto now = method_panel_->request();
-                         const auto before = request_json(base), after = request_json(picked->request);
-                         for (const auto& [field, value] : after.items())
-                             if (!before.contains(field) || before[field] != value)
-                                 set_request_field(now, field, value);
-                         method_panel_->setRequest(now);
-                         statusBar()->showMessage(QString::fromStdString(picked->how));
+                         if (picked && method_panel_->request().method == base.method)
+                             applyTableDefault(*picked, base, path);
                      };
                  });
 }
@@ -218,12 +239,23 @@ int MainWindow::computeTensorTrain()
     if (model_path_.isEmpty() || lazy_started_.contains("tt"))
         return -1;
     lazy_started_.insert("tt");
-    return jobs_.submit("Tensor-Train candidates",
-                        [this, path = model_path_](const ProgressFn& progress) -> std::function<void()> {
-                            const auto r = tensor_train_candidates(path.toStdString(),
-                                                                   {0.1, 0.2, 0.3, 0.4, 0.5}, 6, progress);
-                            return [this, data = tt_view_data(r, path)] { tt_->setData(data); };
-                        });
+    // The tab opens on the candidate the panel's tt runs: its eps (picked from this
+    // model's table first, if not yet) at the balanced shape.
+    const CompressionRequest base = method_panel_->request("tt");
+    const bool pick = takeTableDefault(base, model_path_);
+    return jobs_.submit(
+        "Tensor-Train candidates",
+        [this, path = model_path_, base, pick](const ProgressFn& progress) -> std::function<void()> {
+            const auto picked = pick ? table_default(path.toStdString(), base, progress) : std::nullopt;
+            const double eps = picked ? picked->request.eps : base.eps;
+            const auto r = tensor_train_candidates(path.toStdString(), {0.1, 0.2, 0.3, 0.4, 0.5}, 6, progress,
+                                                   kTensorTrainCandidateRows, eps);
+            return [this, data = tt_view_data(r, path), picked, base, path] {
+                if (picked)
+                    applyTableDefault(*picked, base, path);
+                tt_->setData(data);
+            };
+        });
 }
 
 int MainWindow::computeNeighbourGraph()

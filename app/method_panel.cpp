@@ -16,10 +16,13 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStackedWidget>
 #include <QStandardItemModel>
@@ -31,6 +34,13 @@ namespace {
 
 const QString kThisComputer = "This computer";
 const QString kSlurm = "Slurm cluster"; // this machine is a login node (sbatch on PATH)
+const QString kAddHost = "Add ssh host...";
+
+// A line edit wide enough for its whole placeholder.
+void fit_placeholder(QLineEdit* edit)
+{
+    edit->setMinimumWidth(edit->fontMetrics().horizontalAdvance(edit->placeholderText()) + 16);
+}
 
 QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value, const QString& tip)
 {
@@ -122,8 +132,11 @@ MethodPanel::MethodPanel(QWidget* parent)
                        "per choice, on the original once and on every compressed model")),
       run_(new QPushButton("Run", this)), problem_(new QLabel(this)), note_(new QLabel(this))
 {
-    rank_->setObjectName("rank");
-    eps_->setObjectName("eps");
+    for (const auto& [field, box] : fieldBoxes()) {
+        Q_ASSERT(request_field_type(field) == RequestFieldType::Integer ||
+                 request_field_type(field) == RequestFieldType::Number);
+        box->setObjectName(QString::fromStdString(field)); // tests and QSettings-free lookups
+    }
     method_->addItems(methods());
     method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5);\n"
                         "lle: rare rows rebuilt from common neighbours (2); fourier: MLP of Fourier features "
@@ -147,10 +160,21 @@ MethodPanel::MethodPanel(QWidget* parent)
     target_->setEditable(true);
     target_->addItem(kThisComputer);
     target_->addItem(kSlurm);
-    slurm_partition_->setPlaceholderText("partition (default)");
-    slurm_partition_->setToolTip("sbatch --partition");
-    slurm_time_->setPlaceholderText("time limit, e.g. 00:30:00");
-    slurm_time_->setToolTip("sbatch --time");
+    target_->addItem(kAddHost); // ssh hosts go above it
+    target_->setItemData(target_->count() - 1,
+                         "Run on an ssh host: [user@]host[:port] or a name from the ssh config",
+                         Qt::ToolTipRole);
+    slurm_partition_->setObjectName("slurm_partition");
+    slurm_partition_->setPlaceholderText("partition: the cluster's default");
+    slurm_partition_->setToolTip("sbatch --partition (empty: the cluster's default partition)");
+    slurm_time_->setObjectName("slurm_time");
+    slurm_time_->setPlaceholderText("time: the partition's limit");
+    slurm_time_->setToolTip("sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's limit)");
+    for (QLineEdit* e : {slurm_partition_, slurm_time_}) {
+        fit_placeholder(e);
+        connect(e, &QLineEdit::textChanged, this, &MethodPanel::showProblem);
+    }
+    slurm_array_limit_->setObjectName("slurm_array_limit");
     slurm_array_limit_->setSpecialValueText("no task limit");
     slurm_array_limit_->setPrefix("at most ");
     slurm_array_limit_->setSuffix(" at once");
@@ -168,7 +192,6 @@ MethodPanel::MethodPanel(QWidget* parent)
     options_->addWidget(page(this, {eps_}));                     // tt
     options_->addWidget(page(this, {keep_ratio_, neighbours_})); // lle
     options_->addWidget(page(this, {mlp_, steps_}));             // fourier
-    target_ratio_->setObjectName("target_ratio");
     target_ratio_->setSpecialValueText("no target");
     no_mlp_->setToolTip("With a target ratio: compress V and O only (--no-mlp)");
     options_->addWidget(
@@ -286,7 +309,15 @@ MethodPanel::MethodPanel(QWidget* parent)
     connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::showOptionsFor);
     connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::methodChanged);
     connect(lora_, &QCheckBox::toggled, this, [this] { showOptionsFor(method()); });
-    connect(target_, &QComboBox::currentTextChanged, this, [this] { showOptionsFor(method()); });
+    connect(target_, &QComboBox::currentTextChanged, this, [this](const QString& text) {
+        if (text != kAddHost)
+            last_target_ = text;
+        showOptionsFor(method());
+    });
+    connect(target_, &QComboBox::currentIndexChanged, this, [this](int index) {
+        if (target_->itemText(index) == kAddHost)
+            addHost();
+    });
     connect(run_, &QPushButton::clicked, this, &MethodPanel::run);
     restoreSettings();
     showOptionsFor(method_->currentText());
@@ -424,7 +455,7 @@ RunTarget MethodPanel::target() const
         t.slurm_partition = slurm_partition_->text().trimmed().toStdString();
         t.slurm_time = slurm_time_->text().trimmed().toStdString();
         t.slurm_array_limit = slurm_array_limit_->value();
-    } else if (host != kThisComputer && !host.isEmpty()) {
+    } else if (host != kThisComputer && host != kAddHost && !host.isEmpty()) {
         t.host = host.toStdString();
         t.ssh_config = ssh_config_->text().trimmed().toStdString();
         t.remote_cli = remote_cli_->text().trimmed().toStdString();
@@ -618,22 +649,90 @@ void MethodPanel::setEps(double eps)
 
 void MethodPanel::setHost(const QString& host)
 {
-    target_->setCurrentText(host.isEmpty() ? kThisComputer : host);
+    const QString chosen = host.isEmpty() || host == kAddHost ? kThisComputer : host;
+    if (const int i = target_->findText(chosen); i >= 0)
+        target_->setCurrentIndex(i); // the item itself: the list's index leaves "Add ssh host..."
+    else
+        target_->setCurrentText(chosen); // a host not listed yet, in the editable box
+}
+
+void MethodPanel::addHost()
+{
+    // Back to the choice before first: the entry is not a target, and an item inserted
+    // above it would move it (and choose it again).
+    const QString before = last_target_;
+    setHost(before == kThisComputer ? QString() : before);
+    bool ok = false;
+    const QString host =
+        QInputDialog::getText(this, "Add ssh host",
+                              "[user@]host[:port] or a name from the ssh config; the host runs the job with "
+                              "its embedlab-cli (docs/remote.md)",
+                              QLineEdit::Normal, {}, &ok)
+            .trimmed();
+    if (!ok || host.isEmpty() || host == kThisComputer || host == kSlurm || host == kAddHost)
+        return;
+    if (target_->findText(host) < 0) {
+        const QSignalBlocker quiet(target_); // the entry moves down: not a new choice
+        target_->insertItem(target_->count() - 1, host);
+    }
+    setHost(host);
+}
+
+QString MethodPanel::slurmProblem() const
+{
+    if (!slurm_time_->isVisibleTo(this))
+        return {};
+    // What sbatch --time and --partition take; empty: the cluster's defaults.
+    static const QRegularExpression time(
+        "^(\\d+-\\d{1,2}(:\\d{1,2}){0,2}|\\d+(:\\d{1,2}){0,2}|UNLIMITED|INFINITE)$");
+    static const QRegularExpression partition("^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$");
+    const QString t = slurm_time_->text().trimmed(), p = slurm_partition_->text().trimmed();
+    if (!t.isEmpty() && !time.match(t).hasMatch())
+        return QString("the Slurm time limit '%1' is not minutes, HH:MM:SS or D-HH:MM:SS").arg(t);
+    if (!p.isEmpty() && !partition.match(p).hasMatch())
+        return QString("the Slurm partition '%1' is not a partition name (or a comma list of them)").arg(p);
+    return {};
 }
 
 QList<QWidget*> MethodPanel::numberBoxes() const
 {
-    return {rank_,    eps_,    keep_ratio_, neighbours_, steps_,       remaining_, target_ratio_,
-            samples_, seqlen_, lora_rank_,  lora_steps_, eval_tokens_, task_limit_};
+    QList<QWidget*> boxes;
+    for (const auto& [field, box] : fieldBoxes())
+        boxes << box;
+    return boxes;
+}
+
+std::vector<std::pair<std::string, QAbstractSpinBox*>> MethodPanel::fieldBoxes() const
+{
+    // Each number box is the request field of its name (experiment_request.hpp).
+    return {{"rank", rank_},
+            {"eps", eps_},
+            {"keep_ratio", keep_ratio_},
+            {"k", neighbours_},
+            {"steps", steps_},
+            {"remaining", remaining_},
+            {"target_ratio", target_ratio_},
+            {"samples", samples_},
+            {"seqlen", seqlen_},
+            {"lora_rank", lora_rank_},
+            {"lora_steps", lora_steps_},
+            {"eval_tokens", eval_tokens_},
+            {"task_limit", task_limit_}};
 }
 
 QString MethodPanel::problem() const
 {
-    return first_problem(numberBoxes());
+    const QString numbers = first_problem(numberBoxes());
+    return numbers.isEmpty() ? slurmProblem() : numbers;
 }
 
 void MethodPanel::showProblem()
 {
+    const QString slurm = slurmProblem();
+    slurm_time_->setStyleSheet(slurm.contains("time limit") ? "QLineEdit { border: 2px solid #b00000; }"
+                                                            : "");
+    slurm_partition_->setStyleSheet(slurm.contains("partition '") ? "QLineEdit { border: 2px solid #b00000; }"
+                                                                  : "");
     const QString p = problem();
     problem_->setText(p.isEmpty() ? QString() : "Not run while " + p + ".");
     problem_->setVisible(!p.isEmpty());
@@ -656,7 +755,7 @@ void MethodPanel::showOptionsFor(const QString& method)
     lora_rank_->setVisible(embedding && lora_->isChecked());
     lora_steps_->setVisible(embedding && lora_->isChecked());
     const QString host = target_->currentText().trimmed();
-    ssh_config_->setVisible(host != kThisComputer && host != kSlurm && !host.isEmpty());
+    ssh_config_->setVisible(host != kThisComputer && host != kSlurm && host != kAddHost && !host.isEmpty());
     remote_cli_->setVisible(ssh_config_->isVisibleTo(this));
     for (QWidget* w : std::initializer_list<QWidget*>{slurm_partition_, slurm_time_, slurm_array_limit_})
         w->setVisible(host == kSlurm);
@@ -709,10 +808,12 @@ void MethodPanel::saveSettings() const
     s.setValue("target", QString::fromStdString(target_json(target()).dump()));
     QStringList hosts;
     for (int i = 0; i < target_->count(); ++i)
-        if (target_->itemText(i) != kThisComputer && target_->itemText(i) != kSlurm)
+        if (target_->itemText(i) != kThisComputer && target_->itemText(i) != kSlurm &&
+            target_->itemText(i) != kAddHost)
             hosts << target_->itemText(i);
     const QString host = target_->currentText().trimmed();
-    if (host != kThisComputer && host != kSlurm && !host.isEmpty() && !hosts.contains(host))
+    if (host != kThisComputer && host != kSlurm && host != kAddHost && !host.isEmpty() &&
+        !hosts.contains(host))
         hosts.prepend(host);
     s.setValue("hosts", hosts.mid(0, 8));
 }
@@ -744,7 +845,7 @@ void MethodPanel::restoreSettings()
     s.beginGroup("method");
     for (const QString& host : s.value("hosts").toStringList())
         if (target_->findText(host) < 0)
-            target_->addItem(host);
+            target_->insertItem(target_->count() - 1, host); // above "Add ssh host..."
     if (!s.contains("requests")) { // none yet, or the keys of the version before requests
         QVariantMap legacy;
         for (const QString& key : s.childKeys())

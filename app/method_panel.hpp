@@ -12,9 +12,13 @@
 
 #include <QVariantMap>
 #include <QWidget>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "analyses.hpp"
 
+class QAbstractSpinBox;
 class QCheckBox;
 class QComboBox;
 class QLabel;
@@ -65,8 +69,9 @@ public:
     void setEps(double eps);
     void setHost(const QString& host); // "" = this computer, "Slurm cluster", or an ssh host
 
-    // The first visible number box holding an out-of-range value ("" if none):
-    // run() refuses while there is one, and the panel shows it in red.
+    // The first visible number box holding an out-of-range value, else a Slurm time
+    // or partition sbatch would refuse ("" if none): run() refuses while there is
+    // one, and the panel shows it in red.
     QString problem() const;
     // A warning that does not stop a run ("" if none): lle with the frequency text
     // also the evaluation text.
@@ -88,9 +93,12 @@ signals:
 private:
     void showOptionsFor(const QString& method);
     QList<QWidget*> numberBoxes() const;
+    std::vector<std::pair<std::string, QAbstractSpinBox*>> fieldBoxes() const; // request field -> box
     QString textOf(const QLineEdit* edit) const; // the box's path, or the bundled sample text's
     void showText(QLineEdit* edit, const std::string& path);
     void showProblem();
+    QString slurmProblem() const; // the Slurm time or partition as typed is not one sbatch takes
+    void addHost();               // "Add ssh host...": asks for the host and chooses it
     void showNotes();
     QWidget* textRow(const QString& label, QLineEdit* edit, const QString& tooltip);
 
@@ -113,7 +121,8 @@ private:
     QCheckBox* divergence_; // also measure KL and top-1 against the original
     QSpinBox* lora_rank_;
     QSpinBox* lora_steps_;
-    QComboBox* target_; // editable: "This computer" or an ssh host
+    QComboBox* target_;   // editable: "This computer", "Slurm cluster", ssh hosts, "Add ssh host..."
+    QString last_target_; // chosen before "Add ssh host..." (back to it when cancelled)
     QLineEdit* ssh_config_;
     QLineEdit* remote_cli_;
     QLineEdit* slurm_partition_;

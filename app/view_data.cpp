@@ -119,6 +119,7 @@ views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& l
                                 c.accesses_original, c.accesses_tt, c.accesses_svd, c.operations_original,
                                 c.operations_tt, c.operations_svd});
     }
+    d.chosen = static_cast<int>(r.chosen);
     return d;
 }
 

@@ -4,15 +4,19 @@
 #include <QAction>
 #include <QApplication>
 #include <QComboBox>
+#include <QDialog>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QFile>
 #include <QFileInfo>
+#include <QInputDialog>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMimeData>
 #include <QPushButton>
@@ -38,7 +42,10 @@
 #include <fstream>
 
 #include "analyses_internal.hpp"
+#include "checked_spin_box.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "fourier_map_view.hpp"
+#include "gui_test_support.hpp"
 #include "job_controller.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
@@ -415,6 +422,31 @@ TEST(MainWindow, ANewModelResetsEveryTabAndClampsItsControls)
     run_until([&] { return window.jobs().idle(); }, 120000);
     ASSERT_EQ(window.fourierView()->data().first, 40000);
 
+    // Issue 41 item 1: an id beyond the vocabulary typed and Returned stays as typed,
+    // is said beside the box and is not plotted (not as 6000 nor anything else).
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.show();
+    window.activateWindow();
+    embedlab::test::type_number(first, "60000");
+    embedlab::test::press_key(first, Qt::Key_Return);
+    EXPECT_EQ(first->text(), "ids from 60000");
+    QLabel* why = nullptr;
+    for (auto* label : first->parentWidget()->findChildren<QLabel*>())
+        if (label->isVisible() && label->text().contains("60000"))
+            why = label;
+    ASSERT_NE(why, nullptr) << "the reason is beside the box";
+    EXPECT_EQ(why->text(), "Not updated while ids from 60000 is outside 0..50255.");
+    QPushButton* update = nullptr;
+    for (auto* b : first->parentWidget()->findChildren<QPushButton*>())
+        if (b->text() == "Update")
+            update = b;
+    ASSERT_NE(update, nullptr);
+    update->click();
+    EXPECT_TRUE(window.jobs().idle()) << "nothing is queued";
+    EXPECT_EQ(window.fourierView()->data().first, 40000);
+    first->setValue(40000); // a valid value set again clears it
+    EXPECT_FALSE(why->isVisible());
+
     // At the moment the new model is shown, nothing of the old one is left.
     int64_t fourier_left = -1, spectrum_left = -1;
     QObject::connect(&window, &MainWindow::modelShown, [&](bool) {
@@ -427,13 +459,19 @@ TEST(MainWindow, ANewModelResetsEveryTabAndClampsItsControls)
     EXPECT_EQ(fourier_left, 0);
     EXPECT_EQ(spectrum_left, 0);
     EXPECT_EQ(first->maximum(), 510) << "stories260K: 512 tokens";
-    EXPECT_EQ(first->value(), 510);
+    // Issue 41 item 3: the range starts again at the first ids that fit, 0..min(256, V),
+    // not at the old start clamped to the last two ids.
+    auto* count = window.findChild<QSpinBox*>("fourier_count");
+    ASSERT_NE(count, nullptr);
+    EXPECT_EQ(first->value(), 0);
+    EXPECT_EQ(count->value(), 256);
     // The Fourier tab (shown) is recomputed for the new model, within its vocabulary.
     const auto& f = window.fourierView()->data();
-    EXPECT_EQ(f.first, 510);
-    EXPECT_EQ(f.count, 2);
+    EXPECT_EQ(f.first, 0);
+    EXPECT_EQ(f.count, 256);
     ASSERT_FALSE(f.matrices.empty());
-    EXPECT_EQ(f.matrices[0].values.size(), 2 * 64);
+    EXPECT_EQ(f.matrices[0].values.size(), 256 * 64);
+    EXPECT_EQ(f.matrices[0].neighbour.size(), 255) << "a cosine for every neighbouring pair";
     EXPECT_EQ(window.spectrumView()->data().eigenvalues.size(), 64);
 }
 
@@ -689,15 +727,7 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
     panel.setMethod("pca");
     panel.show();
     panel.activateWindow();
-    auto type = [](QAbstractSpinBox* box, const QString& text) {
-        box->setFocus();
-        box->selectAll();
-        for (QChar c : text) {
-            QKeyEvent press(QEvent::KeyPress, c == '.' ? Qt::Key_Period : Qt::Key_0 + (c.unicode() - '0'),
-                            Qt::NoModifier, QString(c));
-            QApplication::sendEvent(box, &press);
-        }
-    };
+    const auto type = embedlab::test::type_number;
     bool ran = false;
     QObject::connect(&panel, &embedlab::app::MethodPanel::runRequested, [&] { ran = true; });
     auto* rank = panel.findChild<QSpinBox*>("rank");
@@ -731,6 +761,140 @@ TEST(MethodPanel, OutOfRangeNumbersAreRefusedInPlace)
     panel.setMethod("pca");
     EXPECT_EQ(panel.problem(), "") << "a hidden box does not stop another method";
     initial.restore(panel); // saved on destruction: as it was
+}
+
+// Issue 41 item 1: Return and Tab keep an out-of-range number as typed (Qt would
+// put back the last valid value, 50 of the typed 500, and run it): the box stays
+// red, the reason is in the panel, Run refuses. Every number box of the panel is
+// one of these boxes, named by the request field it fills.
+TEST(MethodPanel, ReturnAndTabKeepAnOutOfRangeNumberAndRefuseTheRun)
+{
+    embedlab::app::MethodPanel panel;
+    const PanelState initial(panel);
+    panel.setDimension(128);
+    panel.setMethod("pca");
+    panel.setAttribute(Qt::WA_DontShowOnScreen);
+    panel.show();
+    panel.activateWindow();
+    bool ran = false;
+    QObject::connect(&panel, &embedlab::app::MethodPanel::runRequested, [&] { ran = true; });
+    auto* rank = panel.findChild<QSpinBox*>("rank");
+    ASSERT_NE(rank, nullptr);
+    QPushButton* run = nullptr;
+    for (auto* b : panel.findChildren<QPushButton*>())
+        if (b->text() == "Run")
+            run = b;
+    ASSERT_NE(run, nullptr);
+    for (const int key : {Qt::Key_Return, Qt::Key_Tab}) {
+        const char* name = key == Qt::Key_Return ? "Return" : "Tab";
+        embedlab::test::type_number(rank, "500");
+        embedlab::test::press_key(rank, key);
+        EXPECT_EQ(rank->text(), "rank k = 500") << name << " keeps what was typed";
+        EXPECT_EQ(panel.problem(), "rank k = 500 is outside 1..128") << name;
+        EXPECT_TRUE(rank->styleSheet().contains("#b00000")) << name;
+        bool said = false;
+        for (auto* label : panel.findChildren<QLabel*>())
+            said = said ||
+                   (label->isVisible() && label->text() == "Not run while rank k = 500 is outside 1..128.");
+        EXPECT_TRUE(said) << name << ": the reason is shown in the panel";
+        run->click();
+        EXPECT_FALSE(ran) << name << ": rank 500 of d = 128 must not run";
+        embedlab::test::type_number(rank, "64");
+        embedlab::test::press_key(rank, key);
+        EXPECT_EQ(rank->text(), "rank k = 64") << name;
+        EXPECT_EQ(panel.problem(), "") << name;
+        EXPECT_FALSE(rank->styleSheet().contains("#b00000")) << name;
+        run->click();
+        EXPECT_TRUE(ran) << name;
+        EXPECT_EQ(panel.request().rank, 64);
+        ran = false;
+    }
+    // A real-valued box the same way.
+    panel.setMethod("tt");
+    auto* eps = panel.findChild<QDoubleSpinBox*>("eps");
+    ASSERT_NE(eps, nullptr);
+    embedlab::test::type_number(eps, "1.5");
+    embedlab::test::press_key(eps, Qt::Key_Tab);
+    EXPECT_EQ(eps->text(), "eps = 1.5");
+    EXPECT_TRUE(panel.problem().startsWith("eps = 1.5 is outside")) << panel.problem().toStdString();
+    run->click();
+    EXPECT_FALSE(ran);
+    eps->setValue(0.5);
+    EXPECT_EQ(panel.problem(), "");
+    // One validator: every number box is a checked box named by its request field.
+    int boxes = 0;
+    for (auto* box : panel.findChildren<QAbstractSpinBox*>()) {
+        if (box->objectName() == "slurm_array_limit")
+            continue; // the run target's, not the request's
+        ++boxes;
+        EXPECT_TRUE(qobject_cast<embedlab::app::CheckedSpinBox*>(box) ||
+                    qobject_cast<embedlab::app::CheckedDoubleSpinBox*>(box))
+            << box->objectName().toStdString();
+        const auto type = embedlab::request_field_type(box->objectName().toStdString()); // throws if unknown
+        EXPECT_TRUE(type == embedlab::RequestFieldType::Integer ||
+                    type == embedlab::RequestFieldType::Number);
+    }
+    EXPECT_GE(boxes, 13);
+    initial.restore(panel);
+}
+
+// Issue 41 item 7: the window's shortcuts work while a text or spin field has focus.
+// Under X11's key bindings a line edit claims Ctrl+E (end of line) before the
+// shortcut map; the offscreen platform's bindings do not, so the field here claims
+// it as it does there.
+TEST(MainWindow, ShortcutsWorkWhileATextOrSpinFieldHasFocus)
+{
+    struct ClaimsCtrlE : QObject {
+        bool eventFilter(QObject*, QEvent* e) override
+        {
+            if (e->type() == QEvent::ShortcutOverride) {
+                auto* key = static_cast<QKeyEvent*>(e);
+                if (key->key() == Qt::Key_E && key->modifiers() == Qt::ControlModifier) {
+                    key->accept();
+                    return true;
+                }
+            }
+            return false;
+        }
+    };
+    embedlab::app::MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    window.show();
+    window.activateWindow();
+    window.showView("results"); // the shortcut map needs the window active (below)
+    QLineEdit* text = nullptr;
+    for (auto* e : window.methodPanel()->findChildren<QLineEdit*>())
+        if (e->isVisible() && e->placeholderText() == "the bundled sample text")
+            text = e;
+    ASSERT_NE(text, nullptr);
+    QSpinBox* spin = nullptr; // the evaluated tokens
+    for (auto* box : window.methodPanel()->findChildren<QSpinBox*>())
+        if (box->specialValueText() == "all tokens")
+            spin = box;
+    ASSERT_NE(spin, nullptr);
+    for (QWidget* field : std::initializer_list<QWidget*>{text, spin}) {
+        window.activateWindow(); // again after the dialog closed
+        run_until([&] { return window.isActiveWindow(); }, 2000);
+        field->setFocus();
+        QWidget* focused = QApplication::focusWidget();
+        ASSERT_NE(focused, nullptr);
+        ClaimsCtrlE claims;
+        focused->installEventFilter(&claims);
+        const QString before = field == text ? text->text() : spin->text();
+        bool opened = false;
+        QTimer::singleShot(0, [&] {
+            if (auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget())) {
+                opened = true;
+                dialog->reject();
+            }
+        });
+        embedlab::test::press_key(focused, Qt::Key_E, Qt::ControlModifier, QString(QChar(5)));
+        QApplication::processEvents();
+        focused->removeEventFilter(&claims);
+        EXPECT_TRUE(opened) << "Ctrl+E opens the figure export from a focused "
+                            << focused->metaObject()->className();
+        EXPECT_EQ(field == text ? text->text() : spin->text(), before) << "the key did not go into the field";
+    }
 }
 
 // Issue 23 item 7: lle with the frequency text as the evaluation text is said
@@ -819,6 +983,122 @@ TEST(MethodPanel, OffersASlurmClusterAndRemembersItsOptions)
         EXPECT_EQ(back.slurm_array_limit, 4);
         initial->restore(again); // leave the next window as it was
     }
+}
+
+// Issue 41 item 6: the Slurm fields show their whole placeholders and are checked
+// before a run (a time sbatch would refuse is said in the panel, Run refuses), and
+// an ssh host is added from the "on" list's "Add ssh host..." entry.
+TEST(MethodPanel, SlurmFieldsAreCheckedAndAnSshHostIsAddedFromTheList)
+{
+    embedlab::app::MethodPanel panel;
+    const PanelState initial(panel);
+    panel.setMethod("pca");
+    panel.setTarget({.slurm = true});
+    panel.setAttribute(Qt::WA_DontShowOnScreen);
+    panel.resize(1400, 200);
+    panel.show();
+    panel.activateWindow();
+    QApplication::processEvents();
+    auto* partition = panel.findChild<QLineEdit*>("slurm_partition");
+    auto* time = panel.findChild<QLineEdit*>("slurm_time");
+    ASSERT_TRUE(partition && time);
+    for (QLineEdit* e : {partition, time}) {
+        ASSERT_TRUE(e->isVisible());
+        EXPECT_GE(e->width(), e->fontMetrics().horizontalAdvance(e->placeholderText()) + 8)
+            << "'" << e->placeholderText().toStdString() << "' is not cut off";
+    }
+    bool ran = false;
+    QObject::connect(&panel, &embedlab::app::MethodPanel::runRequested, [&] { ran = true; });
+    QPushButton* run = nullptr;
+    for (auto* b : panel.findChildren<QPushButton*>())
+        if (b->text() == "Run")
+            run = b;
+    ASSERT_NE(run, nullptr);
+    auto type = [](QLineEdit* e, const QString& text) {
+        e->setFocus();
+        e->selectAll();
+        for (QChar c : text) {
+            const int key = c.isLetter()  ? Qt::Key_A + (c.toUpper().unicode() - 'A')
+                            : c.isDigit() ? Qt::Key_0 + (c.unicode() - '0')
+                            : c == ':'    ? Qt::Key_Colon
+                                          : Qt::Key_Space;
+            embedlab::test::press_key(e, key, Qt::NoModifier, QString(c));
+        }
+    };
+    type(time, "half an hour");
+    EXPECT_EQ(time->text(), "half an hour");
+    run->click();
+    EXPECT_FALSE(ran) << "a time sbatch refuses is not submitted";
+    bool said = false;
+    for (auto* label : panel.findChildren<QLabel*>())
+        said =
+            said || (label->isVisible() && label->text() == "Not run while the Slurm time limit 'half an "
+                                                            "hour' is not minutes, HH:MM:SS or D-HH:MM:SS.");
+    EXPECT_TRUE(said);
+    type(time, "00:30:00");
+    EXPECT_EQ(panel.problem(), "");
+    run->click();
+    EXPECT_TRUE(ran);
+    EXPECT_EQ(panel.target().slurm_time, "00:30:00");
+
+    QComboBox* on = nullptr;
+    for (auto* c : panel.findChildren<QComboBox*>())
+        if (c->findText("This computer") >= 0)
+            on = c;
+    ASSERT_NE(on, nullptr);
+    const int add = on->findText("Add ssh host...");
+    ASSERT_GE(add, 0) << "a visible entry to add a host";
+    QTimer::singleShot(0, [] {
+        if (auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget())) {
+            dialog->setTextValue("pi@raspberrypi");
+            dialog->accept();
+        }
+    });
+    on->setCurrentIndex(add); // as choosing the entry does
+    EXPECT_EQ(on->currentText(), "pi@raspberrypi");
+    EXPECT_EQ(panel.target().host, "pi@raspberrypi");
+    EXPECT_FALSE(panel.target().slurm);
+    EXPECT_GE(on->findText("pi@raspberrypi"), 0);
+    EXPECT_GT(on->findText("Add ssh host..."), on->findText("pi@raspberrypi")) << "the entry stays last";
+    // Cancelled: the choice before stays.
+    QTimer::singleShot(0, [] {
+        if (auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget()))
+            dialog->reject();
+    });
+    on->setCurrentIndex(on->findText("Add ssh host..."));
+    EXPECT_EQ(panel.target().host, "pi@raspberrypi");
+    initial.restore(panel);
+}
+
+// Issue 41 item 6: Slurm with no cluster says what is missing and how to start one,
+// not sbatch's raw output.
+TEST(MainWindow, SlurmWithoutAClusterSaysWhatIsMissing)
+{
+    QTemporaryDir dir;
+    const QByteArray before = qgetenv("SLURM_CONF");
+    qputenv("SLURM_CONF", (dir.path() + "/slurm.conf").toUtf8()); // no such file: no cluster
+    embedlab::app::MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    bool shown = false;
+    QObject::connect(&window, &embedlab::app::MainWindow::modelShown, [&](bool) { shown = true; });
+    window.openModel(QString(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf");
+    run_until([&] { return shown && window.jobs().idle(); }, 120000);
+    const int id =
+        window.runCompression(embedlab::CompressionRequest{.method = "pca",
+                                                           .rank = 8,
+                                                           .eval_text = embedlab::app::default_sample_text(),
+                                                           .eval_tokens = 256},
+                              {.slurm = true});
+    ASSERT_GT(id, 0);
+    run_until([&] { return window.jobs().idle(); }, 120000);
+    const QString said = window.statusBar()->currentMessage();
+    EXPECT_TRUE(said.contains("Slurm: no cluster: SLURM_CONF names")) << said.toStdString();
+    EXPECT_TRUE(said.contains("scripts/slurm-local.sh start")) << said.toStdString();
+    EXPECT_FALSE(said.contains("fetch_config")) << said.toStdString();
+    if (before.isNull())
+        qunsetenv("SLURM_CONF");
+    else
+        qputenv("SLURM_CONF", before);
 }
 
 // Issue 23 item 13: File, Run, View and Help menus; the Jobs dock always reopens;

@@ -9,14 +9,19 @@
 #include "embedlab/model.hpp"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QDir>
+#include <QDockWidget>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMessageBox>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalBlocker>
+#include <QSplitter>
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -31,6 +36,7 @@
 
 #include "analyses.hpp"
 #include "fourier_map_view.hpp"
+#include "gui_test_support.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
 #include "neighbour_graph_view.hpp"
@@ -753,6 +759,8 @@ TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
         ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); })); // the lazy tabs compute
         QApplication::processEvents();
         QWidget* tab = tabs->currentWidget();
+        if (name == "compare")
+            continue; // text, no plot: test_compare checks what it draws
         const auto plots = tab->findChildren<QCustomPlot*>();
         ASSERT_FALSE(plots.isEmpty());
         for (auto* plot : plots)
@@ -814,5 +822,150 @@ TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
                         100 * inked, colours, clock.elapsed() / 1000.0);
         }
     }
+    restore(*window.methodPanel(), initial);
+}
+
+// Issue 41 item 2: the Tensor-Train tab opens on the candidate the method panel's tt
+// runs (its eps picked from the table so that it compresses, at the balanced shape),
+// not on eps 0.1, which does not compress, and says so. The panel keeps its method.
+TEST(Workbench, TheTensorTrainTabOpensOnThePanelsCompressingChoice)
+{
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    const PanelChoice initial = panel_choice(*window.methodPanel());
+    {
+        const QSignalBlocker quiet(window.methodPanel());
+        window.methodPanel()->setMethod("pca"); // tt's default is not picked on load
+    }
+    open_bundled(window);
+    window.showView("tt");
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    const auto* tt = window.tensorTrainView();
+    const int i = tt->selected();
+    ASSERT_GE(i, 0);
+    const auto& c = tt->data().candidates[i];
+    const double eps = window.methodPanel()->request("tt").eps;
+    EXPECT_DOUBLE_EQ(c.eps, eps) << "the tab shows the panel's eps";
+    EXPECT_LT(c.ratio, 1.0) << "eps " << c.eps << " at " << c.shape.toStdString();
+    const auto balanced = embedlab::balanced_tt_shape(128, "tt");
+    EXPECT_EQ(c.shape, QString("%1x%2x%3").arg(balanced[0]).arg(balanced[1]).arg(balanced[2]));
+    EXPECT_FALSE(tt->summary().contains("NOT COMPRESSING")) << tt->summary().toStdString();
+    EXPECT_TRUE(tt->summary().contains("The method panel's tt runs this candidate"))
+        << tt->summary().toStdString();
+    EXPECT_EQ(window.methodPanel()->method(), "pca");
+    restore(*window.methodPanel(), initial);
+}
+
+// Issue 41 item 5: plots keep a readable size: the empty Results tab (the method
+// panel above it) does not squeeze the Pareto plot, nor does a tall Jobs dock or
+// its splitter dragged to the table; every tab's plots likewise.
+TEST(Workbench, PlotsKeepAReadableSizeBesideThePanelDocksAndSplitters)
+{
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    window.resize(1100, 780);
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.show();
+    window.showView("results");
+    QApplication::processEvents();
+    auto* plot = window.resultsView()->plot();
+    auto readable = [](QCustomPlot* p) { return p->height() >= 240 && p->width() >= 320; };
+    EXPECT_TRUE(readable(plot)) << "Pareto plot " << plot->width() << " x " << plot->height();
+    auto* dock = window.findChild<QDockWidget*>("jobs");
+    ASSERT_NE(dock, nullptr);
+    window.resizeDocks({dock}, {600}, Qt::Vertical);
+    QApplication::processEvents();
+    EXPECT_TRUE(readable(plot)) << "beside a tall dock: " << plot->width() << " x " << plot->height();
+    QSplitter* split = nullptr;
+    for (auto* s : window.resultsView()->findChildren<QSplitter*>())
+        if (s->orientation() == Qt::Vertical)
+            split = s;
+    ASSERT_NE(split, nullptr);
+    split->setSizes({10000, 0}); // the table dragged over the plot
+    QApplication::processEvents();
+    EXPECT_TRUE(readable(plot)) << "splitter dragged: " << plot->width() << " x " << plot->height();
+    for (const QString& name : MainWindow::viewNames()) {
+        window.showView(name);
+        QApplication::processEvents();
+        for (auto* p : window.findChildren<QCustomPlot*>()) {
+            if (p->isVisible()) {
+                EXPECT_TRUE(readable(p)) << name.toStdString() << ": " << p->width() << " x " << p->height();
+            }
+        }
+    }
+}
+
+// Issue 41 item 8: after saving a session, the quit prompt counts only the rows
+// added since (not every row); the Pareto y axis is saved in the session, and a
+// session without it (before issue 41) still opens, keeping the plot's axis.
+TEST(Workbench, TheQuitPromptCountsUnsavedRowsAndTheSessionKeepsTheParetoAxis)
+{
+    QTemporaryDir tmp;
+    const QString file = tmp.filePath("session.embedlab.json");
+    MainWindow window;
+    const PanelChoice initial = panel_choice(*window.methodPanel());
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.show();
+    for (int k : {8, 16, 32, 64}) {
+        embedlab::RunSummary r;
+        r.method = "pca";
+        r.parameters = "rank " + std::to_string(k);
+        r.part = "token_embedding";
+        r.ratio = k / 128.0;
+        r.ppl = 40.0 + 64.0 / k;
+        r.ppl_original = 40.0;
+        r.delta_ln_ppl = std::log(r.ppl / 40.0);
+        window.resultsView()->addRow(r);
+        if (k == 32) {
+            // The user's y axis, as chosen in its boxes.
+            for (auto* box : window.resultsView()->findChildren<QComboBox*>()) {
+                if (box->findText("KL (nats)") >= 0)
+                    box->setCurrentIndex(box->findText("KL (nats)"));
+                if (box->findText("symlog") >= 0)
+                    box->setCurrentIndex(box->findText("symlog"));
+            }
+            ASSERT_TRUE(window.saveSession(file)); // 3 rows saved, then 1 added
+        }
+    }
+    QString asked;
+    QTimer::singleShot(0, [&] {
+        if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+            asked = box->text();
+            box->button(QMessageBox::Cancel)->click();
+        }
+    });
+    window.close();
+    EXPECT_EQ(asked, "1 results row is not saved. Save the session first?");
+    EXPECT_TRUE(window.isVisible()) << "Cancel keeps the window";
+    window.setAskBeforeDiscarding(false);
+
+    auto y_axis = [](const MainWindow& w) {
+        QStringList chosen;
+        for (auto* box : w.resultsView()->findChildren<QComboBox*>())
+            if (box->findText("KL (nats)") >= 0 || box->findText("symlog") >= 0)
+                chosen << box->currentText();
+        return chosen;
+    };
+    MainWindow other;
+    other.setAskBeforeDiscarding(false);
+    ASSERT_TRUE(other.openSession(file));
+    EXPECT_EQ(other.resultsView()->rows().size(), 3u);
+    EXPECT_EQ(y_axis(other), (QStringList{"KL (nats)", "symlog"}));
+
+    // A session written before issue 41: no y axis; it opens and the plot keeps its own.
+    QFile f(file);
+    ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+    QJsonObject old = QJsonDocument::fromJson(f.readAll()).object();
+    f.close();
+    for (const auto& key : old.keys())
+        if (key.startsWith("pareto"))
+            old.remove(key);
+    const QString old_file = tmp.filePath("old.embedlab.json");
+    embedlab::app::write_file(old_file.toStdString(), QJsonDocument(old).toJson().toStdString());
+    MainWindow third;
+    third.setAskBeforeDiscarding(false);
+    ASSERT_TRUE(third.openSession(old_file));
+    EXPECT_EQ(third.resultsView()->rows().size(), 3u);
+    EXPECT_EQ(y_axis(third), (QStringList{"Δ ln PPL", "linear"}));
     restore(*window.methodPanel(), initial);
 }

@@ -1,7 +1,9 @@
 // Helpers for tests of Qt widgets (run with QT_QPA_PLATFORM=offscreen).
 #pragma once
 
+#include <QAbstractSpinBox>
 #include <QApplication>
+#include <QKeyEvent>
 #include <QWidget>
 #include <cmath>
 #include <qcustomplot.h>
@@ -10,7 +12,34 @@
 #include "neighbour_graph_view.hpp"
 #include "tensor_train_view.hpp"
 
+// QtGui's own (what QTest::keyClick calls): the shortcut map's part of a key press.
+bool qt_sendShortcutOverrideEvent(QObject* o, ulong timestamp, int k, Qt::KeyboardModifiers mods,
+                                  const QString& text, bool autorep, ushort count);
+
 namespace embedlab::test {
+
+// A key pressed as a user presses it: the shortcut map first (the focused widget
+// may claim the key with a ShortcutOverride), then the key to the widget.
+inline void press_key(QWidget* widget, int key, Qt::KeyboardModifiers modifiers = Qt::NoModifier,
+                      const QString& text = {})
+{
+    if (::qt_sendShortcutOverrideEvent(widget, 0, key, modifiers, text, false, 1))
+        return; // a shortcut took it
+    QKeyEvent press(QEvent::KeyPress, key, modifiers, text);
+    QApplication::sendEvent(widget, &press);
+    QKeyEvent release(QEvent::KeyRelease, key, modifiers, text);
+    QApplication::sendEvent(widget, &release);
+}
+
+// Types `text` over the number in a spin box (focused, its number selected).
+inline void type_number(QAbstractSpinBox* box, const QString& text)
+{
+    box->setFocus();
+    box->selectAll();
+    for (QChar c : text)
+        press_key(box, c == '.' ? Qt::Key_Period : Qt::Key_0 + (c.unicode() - '0'), Qt::NoModifier,
+                  QString(c));
+}
 
 // Lays the widget out at a window's size, so pixels map to data as on screen.
 inline void settle(QWidget& w)

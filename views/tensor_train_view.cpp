@@ -153,7 +153,9 @@ void TensorTrainView::draw()
     plot_->xAxis->setRange(0, x1 * 1.08);
     plot_->yAxis->setRange(0, y1 * 1.08);
     selected_ = -2; // force the update
-    setSelected(data_.candidates.isEmpty() ? -1 : 0);
+    setSelected(data_.candidates.isEmpty()                                    ? -1
+                : data_.chosen >= 0 && data_.chosen < data_.candidates.size() ? data_.chosen
+                                                                              : 0);
 }
 
 void TensorTrainView::setSelected(int candidate)
@@ -211,6 +213,14 @@ QString TensorTrainView::summary() const
         data_.fittedRows > 0 && data_.fittedRows < data_.vocab
             ? QString(" (estimated from %1 evenly spaced of %2 rows)").arg(data_.fittedRows).arg(data_.vocab)
             : QString();
+    QString panel;
+    if (data_.chosen >= 0 && data_.chosen < data_.candidates.size()) {
+        const auto& p = data_.candidates[data_.chosen];
+        panel =
+            data_.chosen == selected_
+                ? QString(". The method panel's tt runs this candidate")
+                : QString(". The method panel's tt runs shape %1, eps %2").arg(p.shape).arg(p.eps, 0, 'g', 3);
+    }
     return warning +
            QString("shape %1, eps %2, ranks %3: ratio %4, relative error %5, mean cosine %6; "
                    "energy at %7: ω = E_TT / E_original = %8, SVD rank %9 %10 of the original")
@@ -224,7 +234,7 @@ QString TensorTrainView::summary() const
                .arg(e.original > 0 ? e.tt / e.original : 0.0, 0, 'f', 4)
                .arg(c.svd_rank)
                .arg(e.original > 0 ? e.svd / e.original : 0.0, 0, 'f', 4) +
-           estimate;
+           estimate + panel;
 }
 
 QString TensorTrainView::hoverText(const QPointF& pixel) const

@@ -44,6 +44,7 @@ struct TensorTrainData {
     int vocab = 0, dim = 0;
     int fittedRows = 0; // < vocab: the candidates are estimates from this many evenly spaced rows
     QVector<TensorTrainCandidate> candidates; // grouped by shape, eps ascending within a shape
+    int chosen = -1;                          // the candidate the method panel runs (shown first; -1: none)
 };
 
 class TensorTrainView : public DataPlotView<TensorTrainData> {
