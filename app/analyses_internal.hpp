@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ class Tokenizer;
 struct LoadedModel;
 struct CompressionSpec;
 struct CompressedEmbedding;
+struct CompressionRun;
 } // namespace embedlab
 
 namespace embedlab::app::detail {
@@ -31,6 +33,9 @@ std::string host_name();
 // The original model's perplexity, computed once per key (model, text, length,
 // host: callers build it) and remembered for the process; safe from any thread.
 double original_perplexity(const std::string& key, const std::function<double()>& compute);
+
+// A local run the workbench still keeps in memory (the last few), or null.
+std::shared_ptr<const CompressionRun> kept_compression(const CompressionRequest& request);
 
 // analyses_remote.cpp: a request run on target.host by `embedlab-cli worker` there.
 RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
