@@ -41,6 +41,8 @@
 
 #include "analyses.hpp"
 #include "checked_spin_box.hpp"
+#include "compare_tab.hpp"
+#include "compare_view.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
@@ -209,6 +211,32 @@ MainWindow::MainWindow(QWidget* parent)
         lc->addWidget(w);
     lc->addStretch(1);
     tabs_->addTab(withControls(lle_, lle_controls), "LLE neighbours");
+    // Compare: the results rows that ran here, beside their original; a worst token opens the graph.
+    auto* compare_view = new views::CompareView(this);
+    tabs_->addTab(compare_view, "Compare");
+    auto* compare_tab = new CompareTab(
+        compare_view, jobs_,
+        [this] {
+            QVector<CompareTab::Run> runs;
+            for (int row = 0; row < static_cast<int>(results_->rows().size()); ++row) {
+                if (!row_sources_.contains(row))
+                    continue;
+                const auto& r = results_->rows()[row];
+                const QString name = QString::fromStdString(r.method + " " + r.parameters) + " (" +
+                                     QFileInfo(row_sources_[row].model).fileName() + ")";
+                runs.push_back({row, name, row_sources_[row].request});
+            }
+            return runs;
+        },
+        [this](int id) { cancelJob(id); }, this);
+    connect(compare_view, &views::CompareView::tokenChosen, this, [this](int id) {
+        showView("lle");
+        lle_->showToken(id);
+    });
+    connect(tabs_, &QTabWidget::currentChanged, compare_tab, [this, compare_view, compare_tab] {
+        if (tabs_->currentWidget() == compare_view)
+            compare_tab->refreshRuns(results_->selectedRow());
+    });
     connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::computeShownView);
     setCentralWidget(tabs_);
 
@@ -321,7 +349,7 @@ bool MainWindow::showView(const QString& name)
         {"model", tabs_->widget(0)},           {"spectrum", spectrum_->parentWidget()},
         {"allocation", allocation_},           {"results", results_->parentWidget()},
         {"fourier", fourier_->parentWidget()}, {"tt", tt_},
-        {"lle", lle_->parentWidget()}};
+        {"lle", lle_->parentWidget()},         {"compare", findChild<views::CompareView*>()}};
     if (!views.contains(name))
         return false;
     tabs_->setCurrentWidget(views[name]);
@@ -330,7 +358,7 @@ bool MainWindow::showView(const QString& name)
 
 QStringList MainWindow::viewNames()
 {
-    return {"model", "spectrum", "allocation", "results", "fourier", "tt", "lle"};
+    return {"model", "spectrum", "allocation", "results", "fourier", "tt", "lle", "compare"};
 }
 
 QCustomPlot* MainWindow::currentPlot() const

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <QFileDialog>
 #include <QFontMetrics>
@@ -257,6 +258,8 @@ void NeighbourGraphView::draw()
     hist_rect_->axis(QCPAxis::atLeft)->setRange(0, top * 1.08);
     selected_ = -1;
     drawSelection();
+    if (pending_ >= 0 && V > 0)
+        showToken(std::exchange(pending_, -1));
 }
 
 int NeighbourGraphView::rareTokenAt(const QPointF& pixel, double radius) const
@@ -294,6 +297,20 @@ bool NeighbourGraphView::selectToken(int id)
     drawSelection();
     emit tokenSelected(id);
     return true;
+}
+
+bool NeighbourGraphView::showToken(int id)
+{
+    if (data_.x.isEmpty()) {
+        pending_ = id;
+        return false;
+    }
+    if (selectToken(id))
+        return true;
+    stats_->setText(QString("'%1' (token %2) is not a rare token: common tokens are kept as they are")
+                        .arg(escaped_token(data_.tokens.value(id)))
+                        .arg(id));
+    return false;
 }
 
 bool NeighbourGraphView::search(const QString& typed)

@@ -66,6 +66,9 @@ public:
 public slots:
     bool selectToken(int id);         // false (and no change) unless id is rare
     bool search(const QString& text); // a token id or a rare token's exact text
+    // Another view's token (the Compare tab's): selected when rare, else said to be
+    // common; with no graph yet, selected once one is drawn. True when selected now.
+    bool showToken(int id);
 
 signals:
     void tokenSelected(int id);
@@ -90,6 +93,7 @@ private:
     QVector<QPointF> label_at_;    // the labelled points, plot coordinates
     QPointF press_;                // where the mouse went down: a click is a release near it
     int selected_ = -1;
+    int pending_ = -1; // showToken's id while no graph is drawn
 };
 
 } // namespace embedlab::views

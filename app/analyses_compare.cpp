@@ -1,0 +1,168 @@
+// The Compare tab's engine work (compare_analyses.hpp).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+
+#include "analyses_internal.hpp"
+#include "compare_analyses.hpp"
+#include "embedlab/experiment.hpp"
+#include "embedlab/generate.hpp"
+#include "embedlab/model.hpp"
+#include "embedlab/text_divergence.hpp"
+
+namespace embedlab::app {
+
+namespace {
+
+struct Pair {
+    std::shared_ptr<const LoadedModel> original;
+    std::shared_ptr<const CompressionRun> run;
+};
+
+// The last pair compared: Generate pressed again reloads and refits nothing.
+std::mutex pair_mutex;
+std::string pair_key;
+Pair last_pair;
+
+Pair models_of(const CompressionRequest& request, const ProgressFn& progress)
+{
+    const std::string key = request_json(request).dump();
+    {
+        std::lock_guard lock(pair_mutex);
+        if (key == pair_key)
+            return last_pair;
+    }
+    Pair p;
+    p.run = detail::kept_compression(request);
+    if (!p.run)
+        p.run =
+            std::make_shared<const CompressionRun>(run_compression(request, [&](const ExperimentProgress& e) {
+                return !progress || progress(static_cast<int64_t>(900 * e.overall), 1000);
+            }));
+    p.original =
+        std::make_shared<const LoadedModel>(load_model(request.model, request_load_options(request)));
+    if (!p.original->tokenizer || !p.run->model.tokenizer)
+        throw InputError(request.model + " has no tokenizer: comparing text needs one");
+    std::lock_guard lock(pair_mutex);
+    pair_key = key;
+    last_pair = p;
+    return p;
+}
+
+std::vector<ComparedToken::Alternative> alternatives(const Tokenizer& tokenizer,
+                                                     const std::vector<TokenProbability>& top)
+{
+    std::vector<ComparedToken::Alternative> a;
+    for (const auto& t : top)
+        a.push_back({tokenizer.token_text(t.id), t.probability});
+    return a;
+}
+
+ComparedToken compared(const Tokenizer& tokenizer, const GeneratedToken& t)
+{
+    return {t.id,
+            t.text,
+            t.piece,
+            t.kl,
+            alternatives(tokenizer, t.top),
+            alternatives(tokenizer, t.reference_top)};
+}
+
+} // namespace
+
+CompareGenerationSummary compare_generate(const CompressionRequest& request,
+                                          const CompareGenerationOptions& options,
+                                          const ComparedTokenFn& on_token, const ProgressFn& progress)
+{
+    const Pair p = models_of(request, progress);
+    const Tokenizer& tokenizer = *p.original->tokenizer;
+    const auto ids = prompt_ids(tokenizer, options.prompt);
+    if (ids.empty())
+        throw InputError("the prompt has no tokens");
+    GenerationOptions g;
+    g.max_tokens = options.max_tokens;
+    g.sampling.temperature = options.temperature;
+    g.sampling.seed = options.seed;
+    g.top_n = 5;
+
+    // The original on a second thread, so both columns grow together; only this
+    // thread reports progress (the job's callback is not thread-safe), and a stop
+    // reaches the original through the flag.
+    std::atomic<bool> stop = false;
+    std::atomic<int64_t> original_done = 0;
+    auto original = std::async(std::launch::async, [&] {
+        return generate(*p.original->model, &tokenizer, ids, g, [&](const GeneratedToken& t) {
+            on_token(CompareColumn::Original, compared(tokenizer, t));
+            ++original_done;
+            return !stop.load();
+        });
+    });
+    const int64_t total = 2 * options.max_tokens;
+    int64_t done = 0;
+    auto report = [&] {
+        if (progress && !progress(done + original_done.load(), total))
+            stop = true;
+        return !stop.load();
+    };
+    Generation compressed;
+    try {
+        compressed = generate(
+            p.run->compressed_model(), p.run->model.tokenizer.get(), ids, g,
+            [&](const GeneratedToken& t) {
+                on_token(CompareColumn::Compressed, compared(tokenizer, t));
+                ++done;
+                return report();
+            },
+            p.original->model.get());
+        while (original.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+            report();
+    } catch (...) {
+        stop = true;
+        original.wait();
+        throw;
+    }
+    const Generation own = original.get(); // or its Cancelled, its error
+    if (stop)
+        throw Cancelled();
+    CompareGenerationSummary s;
+    s.original_tokens = static_cast<int64_t>(own.tokens.size());
+    s.compressed_tokens = static_cast<int64_t>(compressed.tokens.size());
+    for (const auto& t : compressed.tokens)
+        s.mean_kl += t.kl / static_cast<double>(compressed.tokens.size());
+    const auto n = std::min(own.tokens.size(), compressed.tokens.size());
+    for (size_t i = 0; i < n && s.first_difference < 0; ++i)
+        if (own.tokens[i].id != compressed.tokens[i].id)
+            s.first_difference = static_cast<int64_t>(i);
+    if (s.first_difference < 0 && own.tokens.size() != compressed.tokens.size())
+        s.first_difference = static_cast<int64_t>(n);
+    return s;
+}
+
+ComparedText compare_text(const CompressionRequest& request, const std::string& text,
+                          const ProgressFn& progress, int64_t max_tokens, int64_t worst)
+{
+    const Pair p = models_of(request, progress);
+    const Tokenizer& tokenizer = *p.original->tokenizer;
+    auto ids = tokenizer.encode(text);
+    ComparedText r;
+    r.total_tokens = static_cast<int64_t>(ids.size());
+    if (static_cast<int64_t>(ids.size()) > max_tokens)
+        ids.resize(static_cast<size_t>(max_tokens));
+    if (ids.size() < 2)
+        throw InputError("the text has fewer than 2 tokens: nothing to predict");
+    const auto d = text_divergence(p.run->compressed_model(), *p.original->model, &tokenizer, ids,
+                                   {.ctx = request.ctx > 0 ? request.ctx : 128, .top_n = 5, .worst = worst},
+                                   detail::stage(progress, 900, 100, 1000));
+    for (size_t i = 0; i < ids.size(); ++i)
+        r.tokens.push_back({ids[i], d.text[i], tokenizer.token_text(ids[i]), d.kl[i],
+                            alternatives(tokenizer, d.top[i]), alternatives(tokenizer, d.reference_top[i])});
+    r.worst = d.worst;
+    for (size_t i = 1; i < ids.size(); ++i)
+        r.mean_kl += d.kl[i] / static_cast<double>(ids.size() - 1);
+    return r;
+}
+
+} // namespace embedlab::app

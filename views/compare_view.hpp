@@ -1,0 +1,137 @@
+// The Compare tab: a compressed model's text beside its original's. Two modes:
+// Generate (a prompt continued by both models side by side, each compressed token
+// on a background coloured by the KL between the two models at that step) and
+// Text (every token of a pasted or opened text coloured by KL(P_original ||
+// P_compressed) of its prediction, the worst listed; clicking one asks for it in
+// the neighbour graph). Hovering a token shows both models' top-5. Fed plain
+// structs token by token; the view only lays them out and maps KL to colour.
+#pragma once
+
+#include <QColor>
+#include <QPoint>
+#include <QRect>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <QWidget>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTabWidget;
+class QTextEdit;
+
+namespace embedlab::views {
+
+struct CompareToken {
+    int id = -1;
+    QString text; // what it adds to the text ("" mid-character: drawn with the next)
+    QString piece;
+    double kl = qQNaN(); // nats; NaN: not compared (the original's column, a text's first token)
+    struct Alternative {
+        QString piece;
+        double probability = 0;
+    };
+    QVector<Alternative> top, original_top; // the model's own; the original's at the same prefix
+};
+
+struct CompareTextData {
+    QVector<CompareToken> tokens;
+    QVector<int> worst; // token positions, largest KL first
+    int total_tokens = 0;
+};
+
+struct CompareOptions {
+    QString prompt;
+    int max_tokens = 48;
+    double temperature = 0;
+    int seed = 0;
+};
+
+class CompareView : public QWidget {
+    Q_OBJECT
+public:
+    enum Pane { Original = 0, Compressed = 1, Text = 2 }; // the three token panes
+    explicit CompareView(QWidget* parent = nullptr);
+
+    // The background of a token whose prediction diverged by `kl` nats: pale
+    // below 0.001, yellow at 0.03, red from 1 up (log scale); none for NaN.
+    static QColor klColour(double kl);
+
+    // The results rows that can be compared ("" entries are not offered).
+    void setRuns(const QStringList& names, int current);
+    int currentRun() const; // index into the names, -1: none
+    CompareOptions options() const;
+
+    // Generate mode: cleared and Stop enabled, then tokens as they come, then done.
+    void startGeneration(const QString& original_name, const QString& compressed_name);
+    void appendToken(Pane pane, const CompareToken& token);
+    void finishGeneration(const QString& status);
+    bool generating() const { return generating_; }
+
+    // Text mode.
+    QString inputText() const;
+    void setInputText(const QString& text);
+    void setTextData(const CompareTextData& data, const QString& status);
+    void setStatus(const QString& status); // the shown mode's status line
+
+    void showMode(int mode); // 0: generate, 1: text
+    int tokenCount(Pane pane) const { return static_cast<int>(tokens_[pane].size()); }
+    const CompareToken& token(Pane pane, int index) const { return tokens_[pane][index]; }
+    int tokenPosition(Pane pane, int index) const;              // its first character in the pane's document
+    QRect tokenRect(Pane pane, int index) const;                // its first character, viewport pixels
+    int tokenAt(Pane pane, const QPoint& viewport_pixel) const; // -1: none
+    QString hoverText(Pane pane, int index) const;              // both top-5 (HTML)
+
+    QTextEdit* pane(Pane p) const { return panes_[p]; }
+    QLineEdit* prompt() const { return prompt_; }
+    QSpinBox* maxTokens() const { return max_tokens_; }
+    QDoubleSpinBox* temperature() const { return temperature_; }
+    QSpinBox* seed() const { return seed_; }
+    QPushButton* generateButton() const { return generate_; }
+    QPushButton* stopButton() const { return stop_; }
+    QPushButton* measureButton() const { return measure_; }
+    QComboBox* runBox() const { return runs_; }
+    QListWidget* worstList() const { return worst_; }
+    QLabel* status() const;
+
+signals:
+    void generateRequested();
+    void stopRequested();
+    void measureRequested();
+    void openTextRequested();
+    void tokenChosen(int id); // a worst-list entry clicked: its token id
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
+private:
+    void clearPane(Pane pane);
+    void chooseWorst(int row);
+
+    QTabWidget* modes_;
+    QComboBox* runs_;
+    QLineEdit* prompt_;
+    QSpinBox* max_tokens_;
+    QDoubleSpinBox* temperature_;
+    QSpinBox* seed_;
+    QPushButton* generate_;
+    QPushButton* stop_;
+    QLabel* titles_[2];
+    QLabel* generate_status_;
+    QPlainTextEdit* input_;
+    QPushButton* measure_;
+    QListWidget* worst_;
+    QLabel* text_status_;
+    QTextEdit* panes_[3];
+    QVector<CompareToken> tokens_[3];
+    QVector<int> positions_[3]; // each token's first character; -1 when it added none
+    bool generating_ = false;
+};
+
+} // namespace embedlab::views
