@@ -31,18 +31,21 @@ torch::Tensor attention_mask(int64_t Tq, int64_t Tk, int64_t window)
     return mask;
 }
 
-// softmax(q k^T * scale + mask) v for q [B, H, Tq, hd], k/v [B, H, Tk, hd]: scores
+// softmax(q k^T * scale + mask) v for q [B, H, Tq, hd], k/v [B, Hkv, Tk, hd]: scores
 // soft-capped when `softcap` > 0 (Gemma 2), masked causally and to the window when
-// it slides.
+// it slides. Grouped-query attention (Hkv < H): KV head j serves query heads
+// j*rep .. j*rep + rep - 1, read as one [rep * Tq] block of queries, so k and v are
+// never copied per query head.
 torch::Tensor decoder_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 double scale, double softcap, int64_t window)
 {
-    auto scores = torch::matmul(q, k.transpose(-2, -1)).mul_(scale);
+    const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Hkv = k.size(1), rep = H / Hkv;
+    auto scores = torch::matmul(q.reshape({B, Hkv, rep * Tq, q.size(3)}), k.transpose(-2, -1)).mul_(scale);
     if (softcap > 0)
         scores = torch::tanh(scores / softcap) * softcap;
-    if (const auto mask = attention_mask(q.size(2), k.size(2), window); mask.defined())
-        scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-    return torch::matmul(torch::softmax(scores, -1), v);
+    if (auto mask = attention_mask(Tq, k.size(2), window); mask.defined())
+        scores.masked_fill_(rep > 1 ? mask.repeat({rep, 1}) : mask, -std::numeric_limits<float>::infinity());
+    return torch::matmul(torch::softmax(scores, -1), v).view({B, H, Tq, v.size(3)});
 }
 
 // HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * w, in float32.
@@ -340,10 +343,6 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         k = rope(k, table);
         if (cache)
             std::tie(k, v) = cache->append(l, k, v);
-        if (Hkv != H) { // grouped-query attention: KV head j serves query heads j*rep..
-            k = k.repeat_interleave(H / Hkv, 1);
-            v = v.repeat_interleave(H / Hkv, 1);
-        }
         const int64_t window = c.layer_slides(l) ? c.sliding_window : 0;
         auto y =
             decoder_attention(q, k, v, scale, c.attn_softcap, window).transpose(1, 2).reshape({B, T, H * vd});
