@@ -43,6 +43,29 @@ constexpr int kFirstBand = 1;              // graph 0: common tokens
 constexpr int kSelection = 1 + kBandCount; // graph: the selected token and its neighbours
 constexpr double kScaleLow = 0.4;          // the colour bar's bottom: the first band is "below 0.5"
 
+QCPColorGradient cosine_gradient()
+{
+    QCPColorGradient bands;
+    bands.clearColorStops();
+    bands.setColorInterpolation(QCPColorGradient::ciRGB);
+    bands.setLevelCount(600); // sharp steps between the bands
+    double lower = kScaleLow;
+    for (const auto& band : kBands) {
+        const double upper = std::min(band.below, 1.0);
+        bands.setColorStopAt((lower - kScaleLow) / (1.0 - kScaleLow), band.colour);
+        bands.setColorStopAt((upper - kScaleLow) / (1.0 - kScaleLow) - 1e-6, band.colour);
+        lower = upper;
+    }
+    return bands;
+}
+
+QSharedPointer<QCPAxisTickerText> cosine_ticks()
+{
+    auto ticks = QSharedPointer<QCPAxisTickerText>::create();
+    ticks->addTicks({kScaleLow, 0.5, 0.7, 0.8, 0.9, 1.0}, {"", "0.5", "0.7", "0.8", "0.9", "1"});
+    return ticks;
+}
+
 QString csvQuoted(const QString& text)
 {
     return '"' + QString(text).replace('"', "\"\"") + '"';
@@ -94,21 +117,8 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     scale_->setRangeDrag(false);
     scale_->setRangeZoom(false);
     scale_->setDataRange(QCPRange(kScaleLow, 1.0));
-    QCPColorGradient bands;
-    bands.clearColorStops();
-    bands.setColorInterpolation(QCPColorGradient::ciRGB);
-    bands.setLevelCount(600); // sharp steps between the bands
-    double lower = kScaleLow;
-    for (const auto& band : kBands) {
-        const double upper = std::min(band.below, 1.0);
-        bands.setColorStopAt((lower - kScaleLow) / (1.0 - kScaleLow), band.colour);
-        bands.setColorStopAt((upper - kScaleLow) / (1.0 - kScaleLow) - 1e-6, band.colour);
-        lower = upper;
-    }
-    scale_->setGradient(bands);
-    auto ticks = QSharedPointer<QCPAxisTickerText>::create();
-    ticks->addTicks({kScaleLow, 0.5, 0.7, 0.8, 0.9, 1.0}, {"", "0.5", "0.7", "0.8", "0.9", "1"});
-    scale_->axis()->setTicker(ticks);
+    scale_->setGradient(cosine_gradient());
+    scale_->axis()->setTicker(cosine_ticks());
     scale_->axis()->setSubTicks(false);
     scale_->setAutoMargins(QCP::msTop | QCP::msBottom); // clear of the figure's right edge
     scale_->setMargins(QMargins(2, 0, 12, 0));
@@ -116,10 +126,10 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     auto* key = new QCPLayoutGrid;
     plot_->plotLayout()->addElement(1, 0, key);
     key->addElement(0, 0, plot_->legend);
-    auto* scale_label = new QCPTextElement(plot_, "rare, by cosine:", QFont(font().family(), 8));
-    scale_label->setTextFlags(Qt::AlignRight | Qt::AlignVCenter);
-    scale_label->setMargins(QMargins(4, 0, 2, 6)); // level with the bar, above its tick labels
-    key->addElement(0, 1, scale_label);
+    scale_label_ = new QCPTextElement(plot_, "rare, by cosine:", QFont(font().family(), 8));
+    scale_label_->setTextFlags(Qt::AlignRight | Qt::AlignVCenter);
+    scale_label_->setMargins(QMargins(4, 0, 2, 6)); // level with the bar, above its tick labels
+    key->addElement(0, 1, scale_label_);
     key->addElement(0, 2, scale_);
     key->setColumnStretchFactor(0, 1);
     key->setColumnStretchFactor(1, 0.8);
@@ -192,6 +202,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     split->addWidget(side);
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
+    split->setChildrenCollapsible(false); // never crushes the map's axes
     auto* controls = lay_out_view(
         this,
         "<b>What am I seeing.</b> Tokens seen often in a frequency text are common and kept exactly; "
@@ -203,7 +214,6 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
         split);
     controls->addWidget(search_);
     controls->addWidget(go);
-    split->setChildrenCollapsible(false); // never crushes the map's axes
     controls->addWidget(stats_, 1);
     controls->addWidget(csv);
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
@@ -239,6 +249,7 @@ void NeighbourGraphView::draw()
     }
     for (int b = 0; b < kBandCount; ++b)
         plot_->graph(kFirstBand + b)->setData(bx[b], by[b]);
+    drawValues();
     plot_->rescaleAxes();
     plot_->xAxis->scaleRange(1.05);
     plot_->yAxis->scaleRange(1.05);
@@ -564,6 +575,106 @@ void NeighbourGraphView::exportCsvInteractively()
         stats_->setText(summary() + ". Coordinates written to " + file);
 }
 
+void NeighbourGraphView::addBeside(QWidget* pane)
+{
+    if (auto* split = qobject_cast<QSplitter*>(plot_->parentWidget()))
+        split->addWidget(pane);
+}
+
+void NeighbourGraphView::setTokenValues(const QVector<double>& values, const QString& label)
+{
+    values_ = values;
+    values_label_ = values.isEmpty() ? QString() : label;
+    drawValues();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void NeighbourGraphView::drawValues()
+{
+    static const struct {
+        double rank;
+        const char* name;
+    } kValueBands[] = {{0.5, "below the median"},
+                       {0.8, "median–80 %"},
+                       {0.95, "80–95 %"},
+                       {0.99, "95–99 %"},
+                       {1.0, "worst 1 %"}};
+    constexpr int kValueBandCount = 5;
+    for (auto* curve : value_curves_)
+        plot_->removePlottable(curve);
+    value_curves_.clear();
+    const int V = static_cast<int>(std::min(data_.x.size(), data_.y.size()));
+    const bool shown = !values_label_.isEmpty() && values_.size() == V && V > 0;
+    for (int g = 0; g < kSelection; ++g)
+        plot_->graph(g)->setVisible(!shown);
+    if (shown)
+        plot_->graph(0)->removeFromLegend();
+    else if (!plot_->legend->hasItemWithPlottable(plot_->graph(0)))
+        plot_->graph(0)->addToLegend();
+    if (!shown) {
+        scale_label_->setText("rare, by cosine:");
+        scale_->setGradient(cosine_gradient());
+        scale_->axis()->setTicker(cosine_ticks());
+        scale_->setDataRange(QCPRange(kScaleLow, 1.0));
+        return;
+    }
+    // Ascending value: each band's points in that order, the bands best first, so
+    // the worst token is the last point drawn.
+    QVector<int> order, missing;
+    for (int id = 0; id < V; ++id)
+        (std::isfinite(values_[id]) ? order : missing) << id;
+    std::stable_sort(order.begin(), order.end(), [this](int a, int b) { return values_[a] < values_[b]; });
+    auto curve = [this](const QString& name, const QColor& colour, double size) {
+        auto* c = new QCPCurve(plot_->xAxis, plot_->yAxis);
+        c->setName(name);
+        c->setLayer("rare");
+        c->setLineStyle(QCPCurve::lsNone);
+        c->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, colour, size));
+        return c;
+    };
+    QVector<double> t, x, y;
+    auto add = [&](int id) {
+        t << t.size();
+        x << data_.x[id];
+        y << data_.y[id];
+    };
+    for (int id : missing)
+        add(id);
+    auto* none = curve("no value (never a target)", QColor(170, 170, 170, 140), 3);
+    none->setData(t, x, y, true);
+    value_curves_ << none;
+    QCPColorGradient bands;
+    bands.clearColorStops();
+    bands.setLevelCount(600);
+    auto ticks = QSharedPointer<QCPAxisTickerText>::create();
+    int from = 0;
+    for (int b = 0; b < kValueBandCount; ++b) {
+        const QColor colour = kBands[kBandCount - 1 - b].colour; // blue (best) .. red (worst)
+        const int to = b + 1 == kValueBandCount ? static_cast<int>(order.size())
+                                                : static_cast<int>(kValueBands[b].rank * order.size());
+        t.clear();
+        x.clear();
+        y.clear();
+        for (int i = from; i < to; ++i)
+            add(order[i]);
+        auto* c = curve(kValueBands[b].name, colour, b + 1 == kValueBandCount ? 5 : 4);
+        c->setData(t, x, y, true);
+        c->removeFromLegend(); // the colour bar says which values a colour is
+        value_curves_ << c;
+        bands.setColorStopAt(b / double(kValueBandCount), colour);
+        bands.setColorStopAt((b + 1) / double(kValueBandCount) - 1e-6, colour);
+        if (!order.isEmpty())
+            ticks->addTick(b, QString::number(values_[order[std::min<int>(from, order.size() - 1)]], 'g', 2));
+        from = to;
+    }
+    if (!order.isEmpty())
+        ticks->addTick(kValueBandCount, QString::number(values_[order.back()], 'g', 2));
+    scale_label_->setText(values_label_ + ", by rank:");
+    scale_->setGradient(bands);
+    scale_->axis()->setTicker(ticks);
+    scale_->setDataRange(QCPRange(0, kValueBandCount));
+}
+
 QString NeighbourGraphView::summary() const
 {
     if (data_.x.isEmpty())
@@ -597,6 +708,8 @@ QString NeighbourGraphView::hoverText(const QPointF& pixel) const
     QString text = QString("id %1").arg(id);
     if (id < data_.tokens.size())
         text = "'" + escaped_token(data_.tokens[id]) + "' " + text;
+    if (!values_label_.isEmpty() && id < values_.size())
+        text += QString(", %1 %2").arg(values_label_).arg(values_[id], 0, 'g', 4);
     const int slot = id < rare_slot_.size() ? rare_slot_[id] : -1;
     if (slot >= 0)
         return text + QString(": rare, rebuilt with cosine %1 (click for its neighbours)")

@@ -19,7 +19,9 @@
 
 class QCPAxisRect;
 class QCPBars;
+class QCPCurve;
 class QCPItemText;
+class QCPTextElement;
 class QCPColorScale;
 class QLabel;
 class QLineEdit;
@@ -62,6 +64,14 @@ public:
     // the chosen token's neighbours, else empty). Tokens escaped as in the labels and
     // quoted. Written to a temporary and renamed (QSaveFile). "" or the problem.
     QString exportCoordinatesCsv(const QString& file) const;
+    // Every token coloured by a value per token id instead (a compressed run's damage:
+    // KL as target, 1 - cosine), larger worse, in bands by rank (median, 80, 95, 99 %),
+    // worst drawn last; NaN (never a target) grey. Empty values: the cosine bands again.
+    void setTokenValues(const QVector<double>& values, const QString& label);
+    // The value bands' curves in drawing order (the worst last), each in ascending value.
+    const QVector<QCPCurve*>& valueCurves() const { return value_curves_; }
+    // A pane beside the graph and its neighbour list (the damage panel), in the same splitter.
+    void addBeside(QWidget* pane);
 
 public slots:
     bool selectToken(int id);         // false (and no change) unless id is rare
@@ -80,6 +90,7 @@ private:
     void fillNeighbourList();
     void placeLabels(); // after every layout: where the labels go at this size
     void exportCsvInteractively();
+    void drawValues(); // setTokenValues' colouring, after every draw
 
     QCPAxisRect* hist_rect_;
     QCPBars* hist_;
@@ -93,7 +104,11 @@ private:
     QVector<QPointF> label_at_;    // the labelled points, plot coordinates
     QPointF press_;                // where the mouse went down: a click is a release near it
     int selected_ = -1;
-    int pending_ = -1; // showToken's id while no graph is drawn
+    int pending_ = -1;                // showToken's id while no graph is drawn
+    QVector<double> values_;          // setTokenValues'
+    QString values_label_;            // what they are ("" : the cosine bands)
+    QVector<QCPCurve*> value_curves_; // curves keep their points' order: the worst on top
+    QCPTextElement* scale_label_ = nullptr;
 };
 
 } // namespace embedlab::views
