@@ -43,6 +43,7 @@
 #include "checked_spin_box.hpp"
 #include "compare_tab.hpp"
 #include "compare_view.hpp"
+#include "damage_tab.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
@@ -211,6 +212,25 @@ MainWindow::MainWindow(QWidget* parent)
         lc->addWidget(w);
     lc->addStretch(1);
     tabs_->addTab(withControls(lle_, lle_controls), "LLE neighbours");
+    // Which tokens a results row damages: beside the graph, which it colours.
+    auto* damage = new DamagePanel(
+        lle_, jobs_,
+        [this] {
+            QVector<DamagePanel::Run> runs;
+            const auto& rows = results_->rows();
+            for (int row = 0; row < static_cast<int>(rows.size()); ++row)
+                if (const auto source = row_sources_.constFind(row); source != row_sources_.cend())
+                    runs.push_back({QString::fromStdString(rows[row].method + " " + rows[row].parameters) +
+                                        " (" + QFileInfo(source->model).fileName() + ")",
+                                    source->request});
+            return runs;
+        },
+        this);
+    lle_->addBeside(damage);
+    connect(tabs_, &QTabWidget::currentChanged, damage, [this, damage] {
+        if (tabs_->currentWidget() == lle_->parentWidget())
+            damage->refreshRuns();
+    });
     // Compare: the results rows that ran here, beside their original; a worst token opens the graph.
     auto* compare_view = new views::CompareView(this);
     tabs_->addTab(compare_view, "Compare");

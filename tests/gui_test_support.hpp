@@ -3,10 +3,17 @@
 
 #include <QAbstractSpinBox>
 #include <QApplication>
+#include <QElapsedTimer>
+#include <QEventLoop>
 #include <QKeyEvent>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QTimer>
 #include <QWidget>
 #include <cmath>
 #include <qcustomplot.h>
+
+#include <gtest/gtest.h>
 
 #include "fourier_map_view.hpp"
 #include "neighbour_graph_view.hpp"
@@ -39,6 +46,32 @@ inline void type_number(QAbstractSpinBox* box, const QString& text)
     for (QChar c : text)
         press_key(box, c == '.' ? Qt::Key_Period : Qt::Key_0 + (c.unicode() - '0'), Qt::NoModifier,
                   QString(c));
+}
+
+// Runs the event loop (where jobs deliver) until `done()`, at most timeout_ms; its last answer.
+template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
+{
+    QElapsedTimer clock;
+    clock.start();
+    QTimer tick; // bounds each sleep of the loop: `done` is looked at every 10 ms
+    tick.start(10);
+    while (!done() && clock.elapsed() < timeout_ms)
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents);
+    return done();
+}
+
+// A GUI test program's main: offscreen, its settings (recent models, geometry) in a
+// temporary directory, never the user's.
+inline int run_gui_tests(int argc, char** argv, const char* name)
+{
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    QTemporaryDir settings;
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
+    QApplication::setOrganizationName("EmbedLabTest");
+    QApplication::setApplicationName(name);
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
 }
 
 // Lays the widget out at a window's size, so pixels map to data as on screen.
