@@ -207,7 +207,7 @@ TEST(CompareView, WorstListKeepsItsOrderAndAClickAsksForTheToken)
     EXPECT_EQ(view.pane(CompareView::Text)->textCursor().selectedText(), "t5 ");
 }
 
-TEST(NeighbourGraphView, ShowTokenSelectsARareTokenAlsoWhenTheGraphComesLater)
+TEST(CompareJump, ShowTokenSelectsARareTokenAlsoWhenTheGraphComesLater)
 {
     embedlab::views::NeighbourGraphView view;
     EXPECT_FALSE(view.showToken(45)); // no graph yet: remembered
