@@ -40,12 +40,12 @@ TokenDamageView::TokenDamageView(QWidget* parent) : DataPlotView(parent), stats_
 {
     plot_->xAxis->setLabel("times a target in the evaluation text (frequency bucket)");
     plot_->yAxis->setLabel("mean KL as target (nats)");
-    plot_->yAxis2->setLabel("mean rebuild cosine");
+    plot_->yAxis2->setLabel("mean rebuild cosine (◇)");
     plot_->yAxis2->setVisible(true);
     plot_->yAxis2->setRange(0, 1.05);
     plot_->xAxis->grid()->setVisible(false);
     install_navigation(plot_);
-    place_legend_below(plot_, plot_->legend, 2);
+    place_legend_below(plot_, plot_->legend, 1); // run names are long: one a row
     plot_->legend->setVisible(true);
     auto* csv = new QPushButton("Export CSV…", this);
     csv->setToolTip("Per bucket and run: tokens, positions, mean cosine, KL as target and as input");
@@ -99,12 +99,13 @@ void TokenDamageView::draw()
         const auto& run = data_.runs[r];
         const QColor colour = kRunColours[r % 2];
         auto* bars = new QCPBars(plot_->xAxis, plot_->yAxis);
-        bars->setName(run.name + ": KL as target");
+        bars->setName(run.name); // its cosine points share the colour: one legend entry a run
         bars->setWidth(kGroupWidth / std::max(R, 1));
         bars->setPen(QPen(colour.darker(120)));
         bars->setBrush(QColor(colour.red(), colour.green(), colour.blue(), 170));
         auto* cos = plot_->addGraph(plot_->xAxis, plot_->yAxis2);
         cos->setName(run.name + ": cosine");
+        cos->removeFromLegend();
         cos->setPen(QPen(colour, 1.2, Qt::DashLine));
         cos->setScatterStyle(
             QCPScatterStyle(QCPScatterStyle::ssDiamond, QPen(colour.darker(130), 1.2), QBrush(Qt::white), 7));
@@ -131,6 +132,7 @@ void TokenDamageView::draw()
         ticks->addTick(b, data_.buckets[b]);
     plot_->xAxis->setTicker(ticks);
     plot_->xAxis->setSubTicks(false);
+    plot_->xAxis->setTickLabelRotation(B > 6 ? -40 : 0); // "64-127" and its neighbours stay apart
     plot_->xAxis->setRange(-0.6, std::max(B, 1) - 0.4);
     plot_->yAxis->setRange(0, top > 0 ? top * 1.12 : 1);
     plot_->yAxis2->setRange(0, 1.05);
