@@ -51,19 +51,7 @@ using embedlab::app::MainWindow;
 
 namespace {
 
-template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
-{
-    QElapsedTimer clock;
-    clock.start();
-    // The loop sleeps until an event; the tick bounds the sleep, so `done` and the
-    // timeout are looked at every 10 ms. (processEvents(flags, 20) never sleeps: it
-    // spun a core the engine's jobs needed.)
-    QTimer tick;
-    tick.start(10);
-    while (!done() && clock.elapsed() < timeout_ms)
-        QApplication::processEvents(QEventLoop::WaitForMoreEvents);
-    return done();
-}
+using embedlab::test::wait_for;
 
 // The window with the bundled model shown and analysed.
 void open_bundled(MainWindow& window)

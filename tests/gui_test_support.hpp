@@ -53,7 +53,10 @@ template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
 {
     QElapsedTimer clock;
     clock.start();
-    QTimer tick; // bounds each sleep of the loop: `done` is looked at every 10 ms
+    // The loop sleeps until an event; the tick bounds the sleep, so `done` and the
+    // timeout are looked at every 10 ms. (processEvents(flags, 20) never sleeps: it
+    // spun a core the engine's jobs needed.)
+    QTimer tick;
     tick.start(10);
     while (!done() && clock.elapsed() < timeout_ms)
         QApplication::processEvents(QEventLoop::WaitForMoreEvents);

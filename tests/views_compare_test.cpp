@@ -49,16 +49,7 @@ using embedlab::views::CompareView;
 
 namespace {
 
-template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
-{
-    QElapsedTimer clock;
-    clock.start();
-    QTimer tick; // bounds each sleep of the loop: `done` is looked at every 10 ms
-    tick.start(10);
-    while (!done() && clock.elapsed() < timeout_ms)
-        QApplication::processEvents(QEventLoop::WaitForMoreEvents);
-    return done();
-}
+using embedlab::test::wait_for;
 
 // The background drawn under character `position` of a pane.
 QColor background_at(QTextEdit* pane, int position)
@@ -410,12 +401,5 @@ TEST(CompareTab, Screenshot)
 
 int main(int argc, char** argv)
 {
-    qputenv("QT_QPA_PLATFORM", "offscreen");
-    QApplication app(argc, argv);
-    QTemporaryDir settings; // recent models and geometry stay out of the user's settings
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings.path());
-    QApplication::setOrganizationName("EmbedLabTest");
-    QApplication::setApplicationName("test_compare");
-    ::testing::InitGoogleTest(&argc, argv);
-    return RUN_ALL_TESTS();
+    return embedlab::test::run_gui_tests(argc, argv, "test_compare");
 }
