@@ -347,6 +347,7 @@ TEST(DamagePanel, Screenshot)
     w.window.resize(1600, 900);
     QApplication::processEvents();
     EXPECT_TRUE(w.window.grab().save(file)) << w.panel->status().toStdString();
+    EXPECT_EQ(w.panel->view()->exportCsv(QString(file).replace(".png", ".csv")), ""); // the numbers drawn
 }
 
 int main(int argc, char** argv)
