@@ -150,7 +150,7 @@ TEST(TokenDamageView, ExportsEveryBucketAndRunAsCsv)
     EXPECT_NE(view.exportCsv(dir.filePath("missing/damage.csv")), "");
 }
 
-TEST(NeighbourGraphView, DamageColoursFollowTheValuesAndTheWorstTokenIsDrawnLast)
+TEST(NeighbourGraphDamage, ColoursFollowTheValuesAndTheWorstTokenIsDrawnLast)
 {
     // 400 tokens on a grid; token 7 (the worst) sits exactly on token 3 (nearly undamaged).
     NeighbourGraphData d;
