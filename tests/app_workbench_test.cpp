@@ -45,6 +45,7 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "token_damage_view.hpp"
 #include "view_data.hpp"
 
 using embedlab::app::MainWindow;
@@ -715,6 +716,18 @@ TEST(Workbench, ASessionOfTheFirstVersionStillOpens)
 // a user sees it and compared with a golden rendering only loosely: the tab is laid
 // out, and every plot on it has data and draws more than its background. The
 // PNGs land next to the test binary (workbench_<tab>.png) to look at.
+// The LLE tab's damage-by-frequency plot stays empty until a run is measured (Compute
+// damage); test_damage checks it drawn.
+namespace {
+bool in_damage_view(QWidget* plot)
+{
+    for (QWidget* w = plot; w; w = w->parentWidget())
+        if (qobject_cast<embedlab::views::TokenDamageView*>(w))
+            return true;
+    return false;
+}
+} // namespace
+
 TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
 {
     const QString model = QString(EMBEDLAB_SOURCE_DIR) + "/../shared/models/tinyllama";
@@ -759,7 +772,7 @@ TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
         tab->grab().save("workbench_" + name + ".png");
         EXPECT_GT(tab_stats.colours, 50) << "text, controls and plots";
         for (auto* plot : plots) {
-            if (!plot->isVisible())
+            if (!plot->isVisible() || in_damage_view(plot))
                 continue;
             EXPECT_GE(plot->width(), 200);
             EXPECT_GE(plot->height(), 150);
