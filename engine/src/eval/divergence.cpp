@@ -20,6 +20,29 @@ template <class T> void append(std::vector<T>& to, const torch::Tensor& t)
 
 } // namespace
 
+void detail::for_each_scored_window(const LanguageModel& model, const LanguageModel& reference,
+                                    std::span<const int32_t> ids, int64_t ctx, int64_t stride,
+                                    const ProgressFn& progress, const ScoredWindowFn& each)
+{
+    const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
+    const auto all_ids =
+        torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)
+            .to(torch::kLong);
+    report_progress(progress, 0, static_cast<int64_t>(windows.size()));
+    for (size_t i = 0; i < windows.size(); ++i) {
+        const auto& w = windows[i];
+        const int64_t T = w.length - 1, first = w.first_scored, n = T - first;
+        const auto input = all_ids.narrow(0, w.start, T).unsqueeze(0);
+        // Scored positions only, in float64: KL sums V terms per token.
+        const auto logp =
+            torch::log_softmax(model.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
+        const auto logq =
+            torch::log_softmax(reference.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
+        each(w, logp, logq, kl_rows(logq, logp).contiguous(), all_ids.narrow(0, w.start + 1 + first, n));
+        report_progress(progress, static_cast<int64_t>(i + 1), static_cast<int64_t>(windows.size()));
+    }
+}
+
 DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageModel& reference,
                                      std::span<const int32_t> ids, const PerplexityOptions& options,
                                      const ProgressFn& progress)
@@ -36,39 +59,25 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
         if (ctx > m->max_context())
             throw InputError("--ctx " + std::to_string(ctx) + " exceeds the " +
                              std::to_string(m->max_context()) + "-token context it was trained for");
-    const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
-    auto all_ids =
-        torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)
-            .to(torch::kLong);
-
     DivergenceResult r;
     auto& s = r.positions;
-    report_progress(progress, 0, static_cast<int64_t>(windows.size()));
-    for (size_t i = 0; i < windows.size(); ++i) {
-        const auto& w = windows[i];
-        const int64_t T = w.length - 1, first = w.first_scored, n = T - first;
-        const auto window = all_ids.narrow(0, w.start, w.length);
-        const auto input = window.narrow(0, 0, T).unsqueeze(0);
-        const auto targets = window.narrow(0, 1 + first, n).unsqueeze(1);
-        // Scored positions only, in float64: KL sums V terms per token.
-        auto logp = torch::log_softmax(model.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
-        auto logq = torch::log_softmax(reference.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
-        const auto kl = (logq.exp() * (logq - logp)).sum(-1).clamp_min(0.0); // [n]
-        const auto same = logp.argmax(-1).eq(logq.argmax(-1)).to(torch::kUInt8).contiguous();
-        const auto nll = -logp.gather(1, targets).squeeze(1).contiguous();
-        const auto reference_nll = -logq.gather(1, targets).squeeze(1).contiguous();
-        append(s.kl, kl);
-        append(s.nll, nll);
-        append(s.reference_nll, reference_nll);
-        append(s.same_top, same);
-        const auto* t = ids.data() + w.start + first;
-        s.input.insert(s.input.end(), t, t + n);
-        s.target.insert(s.target.end(), t + 1, t + 1 + n);
-        r.window_kl_mean.push_back(kl.mean().item<double>());
-        r.window_top1.push_back(same.to(torch::kDouble).mean().item<double>());
-        report_progress(progress, static_cast<int64_t>(i + 1), static_cast<int64_t>(windows.size()));
-    }
-    r.windows = static_cast<int64_t>(windows.size());
+    detail::for_each_scored_window(
+        model, reference, ids, ctx, stride, progress,
+        [&](const EvalWindow& w, const torch::Tensor& logp, const torch::Tensor& logq,
+            const torch::Tensor& kl, const torch::Tensor& targets) {
+            const int64_t n = targets.size(0);
+            const auto same = logp.argmax(-1).eq(logq.argmax(-1)).to(torch::kUInt8).contiguous();
+            append(s.kl, kl);
+            append(s.nll, -logp.gather(1, targets.unsqueeze(1)).squeeze(1).contiguous());
+            append(s.reference_nll, -logq.gather(1, targets.unsqueeze(1)).squeeze(1).contiguous());
+            append(s.same_top, same);
+            const auto* t = ids.data() + w.start + w.first_scored;
+            s.input.insert(s.input.end(), t, t + n);
+            s.target.insert(s.target.end(), t + 1, t + 1 + n);
+            r.window_kl_mean.push_back(kl.mean().item<double>());
+            r.window_top1.push_back(same.to(torch::kDouble).mean().item<double>());
+            ++r.windows;
+        });
     detail::fill_divergence_statistics(r);
     r.ctx = ctx;
     r.stride = stride;

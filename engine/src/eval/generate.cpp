@@ -7,6 +7,7 @@
 #include <random>
 
 #include "embedlab/error.hpp"
+#include "eval/divergence_statistics.hpp"
 
 namespace embedlab {
 
@@ -222,7 +223,7 @@ Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std:
             t.piece = tokenizer->token_text(t.id);
         if (reference_reader) {
             const auto logq = torch::log_softmax(reference_reader->logits().to(torch::kDouble), 0);
-            t.kl = std::max(0.0, (logq.exp() * (logq - logp)).sum().item<double>());
+            t.kl = detail::kl_rows(logq, logp).item<double>();
             t.reference_rank = logq.gt(logq[t.id]).sum().item<int64_t>();
             t.reference_top = top_of(logq, options.top_n);
         }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "embedlab/eval.hpp"
+#include "eval/divergence_statistics.hpp"
 
 namespace embedlab {
 
@@ -47,7 +48,6 @@ TextDivergence text_divergence(const LanguageModel& model, const LanguageModel& 
                          " tokens and the compressed model " + std::to_string(V) +
                          "; a comparison needs one vocabulary");
     const int64_t ctx = std::min({options.ctx, model.max_context(), reference.max_context()});
-    const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, ctx);
     const int64_t n = static_cast<int64_t>(ids.size());
     for (int32_t id : ids)
         if (id < 0 || id >= V)
@@ -61,30 +61,22 @@ TextDivergence text_divergence(const LanguageModel& model, const LanguageModel& 
     if (tokenizer)
         for (size_t i = 0; i < ids.size(); ++i)
             d.text.push_back(added_text(*tokenizer, ids, i));
-    auto all_ids = torch::from_blob(const_cast<int32_t*>(ids.data()), {n}, torch::kInt32).to(torch::kLong);
-    report_progress(progress, 0, static_cast<int64_t>(windows.size()));
-    for (size_t w = 0; w < windows.size(); ++w) {
-        const auto& win = windows[w];
-        const int64_t T = win.length - 1, first = win.first_scored, scored = T - first;
-        const auto input = all_ids.narrow(0, win.start, T).unsqueeze(0);
-        // Float64: KL sums V terms per token.
-        auto logp =
-            torch::log_softmax(model.logits(input)[0].narrow(0, first, scored).to(torch::kDouble), -1);
-        auto logq =
-            torch::log_softmax(reference.logits(input)[0].narrow(0, first, scored).to(torch::kDouble), -1);
-        const auto kl = (logq.exp() * (logq - logp)).sum(-1).clamp_min(0.0).contiguous();
-        const auto kl_at = kl.accessor<double, 1>();
-        const int64_t n_top = std::min(options.top_n, V);
-        const auto [p_top, p_ids] = logp.topk(n_top, -1);
-        const auto [q_top, q_ids] = logq.topk(n_top, -1);
-        for (int64_t j = 0; j < scored; ++j) {
-            const auto at = static_cast<size_t>(win.start + 1 + first + j); // the id this row predicts
-            d.kl[at] = kl_at[j];
-            d.top[at] = top_row(p_ids, p_top, j);
-            d.reference_top[at] = top_row(q_ids, q_top, j);
-        }
-        report_progress(progress, static_cast<int64_t>(w + 1), static_cast<int64_t>(windows.size()));
-    }
+    const int64_t n_top = std::min(options.top_n, V);
+    detail::for_each_scored_window(
+        model, reference, ids, ctx, ctx, progress,
+        [&](const EvalWindow& win, const torch::Tensor& logp, const torch::Tensor& logq,
+            const torch::Tensor& kl, const torch::Tensor& targets) {
+            const auto kl_at = kl.accessor<double, 1>();
+            const auto [p_top, p_ids] = logp.topk(n_top, -1);
+            const auto [q_top, q_ids] = logq.topk(n_top, -1);
+            for (int64_t j = 0; j < targets.size(0); ++j) {
+                const auto at =
+                    static_cast<size_t>(win.start + 1 + win.first_scored + j); // the id it predicts
+                d.kl[at] = kl_at[j];
+                d.top[at] = top_row(p_ids, p_top, j);
+                d.reference_top[at] = top_row(q_ids, q_top, j);
+            }
+        });
     std::vector<int64_t> order(static_cast<size_t>(n - 1));
     std::iota(order.begin(), order.end(), 1);
     const auto keep =
