@@ -3,7 +3,8 @@
 #   scripts/setup.sh               what the build and scripts/run.sh need
 #   scripts/setup.sh --with-tests  also what only the tests need (or EMBEDLAB_SETUP=tests):
 #                                  an sshd, clang's fuzzing runtimes, xvfb, clang-format,
-#                                  Slurm and munge (scripts/slurm-local.sh)
+#                                  Slurm and munge (scripts/slurm-local.sh), node, and
+#                                  ONNX Runtime (npm's onnxruntime-node, see below)
 # scripts/test.sh, sanitize.sh, fuzz.sh and .ci/run use --with-tests.
 # As a user, sudo is used when it can be; without it the apt-get command to run as
 # root is printed and the script exits with status 2.
@@ -38,6 +39,8 @@ PACKAGES=(
   qt6-svg-dev  # figure export as SVG (QSvgGenerator)
   libtorch-dev libarmadillo-dev libeigen3-dev nlohmann-json3-dev
   libicu-dev libssl-dev
+  # ONNX export: the ONNX project's protobuf classes and model checker.
+  libonnx-dev
   libgtest-dev libgmock-dev
   # Without an optimised BLAS, libtorch and Armadillo fall back to the
   # reference BLAS and matrix products run about 20x slower.
@@ -67,10 +70,65 @@ TEST_PACKAGES=(
   # scripts/slurm-local.sh starts as a single-node cluster for the `slurm` tests.
   # Their system services are stopped and disabled after the install (below).
   slurm-client slurmctld slurmd munge
+  # The ONNX export tests run the exported files in ONNX Runtime, the npm package
+  # onnxruntime-node (install_onnxruntime, below), under node.
+  nodejs
 )
+# Debian's nodejs comes without npm, which is its own package; a nodejs from elsewhere
+# (NodeSource's) has npm and conflicts with Debian's npm, so npm is added only when
+# there is none and the nodejs installed, if any, does not conflict with it.
+if ! command -v npm >/dev/null 2>&1 &&
+  ! dpkg-query -W -f='${Conflicts}' nodejs 2>/dev/null | grep -qw npm; then
+  TEST_PACKAGES+=(npm)
+fi
 if [ "$MODE" = tests ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
+
+# ONNX Runtime for the tests (--with-tests only): npm's onnxruntime-node, at an exact
+# version, in $BUILD_DIR/test-tools/onnxruntime (tests/onnx_runtime.hpp finds it there;
+# nothing under git). The only download that is not a Debian package: Debian has no ONNX
+# Runtime. Its install scripts are not run (--ignore-scripts: they fetch CUDA libraries);
+# the package brings its CPU libraries (Linux x64 and arm64 are kept; macOS's and Windows'
+# are removed). npm's cache and logs are in the directory while it runs (its output in
+# $BUILD_DIR/logs/setup-onnxruntime.log). Without npm or the registry, a warning says that
+# the ONNX Runtime tests will skip, and the set-up goes on.
+ONNXRUNTIME_VERSION=1.30.0
+install_onnxruntime() {
+  [ "$MODE" = tests ] || return 0
+  local dir=${BUILD_DIR:-build}/test-tools/onnxruntime
+  local package=$dir/node_modules/onnxruntime-node/package.json
+  if [ -f "$package" ] &&
+    [ "$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$package" | head -n 1)" = "$ONNXRUNTIME_VERSION" ]; then
+    echo "setup: ONNX Runtime for the tests (npm onnxruntime-node $ONNXRUNTIME_VERSION) already installed in $dir"
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    echo "setup: warning: no npm (or no node): ONNX Runtime (npm onnxruntime-node) is not installed, and the ONNX Runtime tests will skip" >&2
+    return 0
+  fi
+  local log_dir=${BUILD_DIR:-build}/logs
+  local log=$log_dir/setup-onnxruntime.log
+  mkdir -p "$log_dir" "$dir"
+  echo "setup: installing ONNX Runtime for the tests with npm (onnxruntime-node $ONNXRUNTIME_VERSION, a 115 MB download, usually 10-30 s) into $dir; npm's output goes to $log"
+  printf '{\n  "description": "ONNX Runtime for EmbedLab'"'"'s tests: written by scripts/setup.sh --with-tests",\n  "private": true\n}\n' >"$dir/package.json"
+  local start=$SECONDS status=0
+  # A bound on the time: npm retries an unreachable registry for minutes.
+  (cd "$dir" && timeout 900 npm install --ignore-scripts --no-audit --no-fund --save-exact \
+    --cache "$PWD/.npm-cache" --fetch-retries 1 --fetch-timeout 60000 \
+    "onnxruntime-node@$ONNXRUNTIME_VERSION") >"$log" 2>&1 || status=$?
+  if [ "$VERBOSE" = 1 ]; then
+    cat "$log"
+  fi
+  if [ "$status" != 0 ] || [ ! -f "$package" ]; then
+    echo "setup: warning: npm install onnxruntime-node@$ONNXRUNTIME_VERSION failed (exit $status; registry unreachable?) after $((SECONDS - start)) s: the ONNX Runtime tests will skip. npm said (all of it is in $log):" >&2
+    grep -m 4 '^npm error' "$log" >&2 || tail -n 5 "$log" >&2
+    return 0
+  fi
+  # npm's cache, and the package's macOS and Windows libraries (220 MB).
+  rm -rf "$dir/.npm-cache" "$dir/node_modules/onnxruntime-node/bin/napi-v6/"{darwin,win32}
+  echo "setup: installed ONNX Runtime $ONNXRUNTIME_VERSION for the tests in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1) in $dir)"
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -78,6 +136,7 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} Debian packages ($MODE) already installed"
+  install_onnxruntime
   exit 0
 fi
 
@@ -181,3 +240,5 @@ if [ ${#services[@]} -gt 0 ]; then
   disable "${services[@]}"
   echo "setup: the system ${services[*]} services are stopped and disabled (scripts/slurm-local.sh starts its own)"
 fi
+
+install_onnxruntime

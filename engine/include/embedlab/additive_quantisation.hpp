@@ -64,6 +64,9 @@ public:
     // Tied head: every row rebuilt (V M d additions), then one product.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     torch::Tensor rebuilt_rows() const override;
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
+    // The head from hidden x codewords ([m, M K]), summed per token: no rows rebuilt.
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     int64_t parameter_count() const override; // M K d codebook values + V M codes
     std::string kind() const override { return "aq"; }
     const torch::Tensor& codes() const { return codes_; }

@@ -112,6 +112,9 @@ public:
     // Every row through the MLP; undefined for linear without norm, whose head folds the
     // MLP into the hidden states and needs only the features.
     torch::Tensor rebuilt_rows() const override;
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
+    // The head as project(): linear without norm folds the MLP into the hidden states.
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     // MLP (+ norm) values only: the features are computed, not stored.
     int64_t parameter_count() const override;
     std::string kind() const override { return "fourier"; }

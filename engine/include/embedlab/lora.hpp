@@ -96,6 +96,8 @@ public:
     int64_t dim() const override { return base_->dim(); }
     torch::Tensor lookup(const torch::Tensor& ids) const override;
     torch::Tensor project(const torch::Tensor& hidden) const override;
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     // The base table's values; the adapters are counted in ParameterBreakdown::adapters.
     int64_t parameter_count() const override { return base_->parameter_count(); }
     std::string kind() const override { return base_->kind(); }
@@ -107,6 +109,7 @@ private:
     std::shared_ptr<const TokenEmbedding> effective_low_rank() const;
     std::shared_ptr<const TokenEmbedding> base_;
     std::shared_ptr<const LoraAdapters> adapters_;
+    mutable std::shared_ptr<const TokenEmbedding> onnx_merged_; // merged() for an ONNX export
 };
 
 // A low-rank factorised embedding from random initialisation (the paper's LRF):

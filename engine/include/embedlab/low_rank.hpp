@@ -42,6 +42,8 @@ public:
     int64_t dim() const override { return P_.size(1); }
     torch::Tensor lookup(const torch::Tensor& ids) const override;     // mu + Z[ids] P
     torch::Tensor project(const torch::Tensor& hidden) const override; // h mu^T + (h P^T) Z^T
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     int64_t parameter_count() const override;
     std::string kind() const override
     {

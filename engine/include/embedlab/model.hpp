@@ -29,6 +29,9 @@
 namespace embedlab {
 
 struct LoraAdapters;
+namespace onnx {
+class Graph; // the ONNX export's graph (engine/src/io/onnx_graph.hpp, onnx_export.hpp)
+}
 
 // Token embedding table, dense or compressed.
 class TokenEmbedding {
@@ -48,6 +51,15 @@ public:
     // Stored values (an int32 index counts as one value; METHODS 0).
     virtual int64_t parameter_count() const = 0;
     virtual std::string kind() const = 0; // "dense", "pca", ...
+    // ONNX export (onnx_export.hpp): adds to `graph` the nodes that compute lookup(ids)
+    // for int64 `ids` of any shape from the stored values, and returns the output's
+    // name. Empty (the default): this embedding cannot be written as ONNX, and the
+    // export refuses the model, naming kind().
+    virtual std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const;
+    // The tied head: hidden [N, d] -> logits [N, V] = hidden E^T. By default every row
+    // is looked up in the graph (onnx_lookup of 0..V-1) when it runs, then one product:
+    // the rows are rebuilt, never stored. Empty when onnx_lookup is.
+    virtual std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const;
 };
 
 class DenseTokenEmbedding final : public TokenEmbedding {
@@ -59,6 +71,8 @@ public:
     torch::Tensor project(const torch::Tensor& hidden) const override;
     int64_t parameter_count() const override { return table_.numel(); }
     std::string kind() const override { return "dense"; }
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override;
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     const torch::Tensor& table() const { return table_; }
 
 private:

@@ -136,6 +136,9 @@ public:
     // Tied head: the rare rows are rebuilt once per call, then one product.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     torch::Tensor rebuilt_rows() const override; // common rows and rebuilt rare rows
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
+    // The head as project(): every rare row rebuilt once, one product.
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     // |V_C| d + |V_C| common ids + per rare token: LLE 2k + 1, unk 0 (+ d for the
     // fallback), pca k (+ k d + d). Every stored value, ids included (issue 36).
     int64_t parameter_count() const override;
@@ -147,6 +150,8 @@ public:
     torch::Tensor rare_rows(int64_t first, int64_t count) const;
 
 private:
+    torch::Tensor neighbour_slots() const; // LLE: the neighbours' common slots [R, k]
+
     PartialSparseFit fit_;
     torch::Tensor slot_; // [V] int64: >= 0 common slot, < 0: -(rare slot) - 1
 };

@@ -32,6 +32,7 @@ public:
     torch::Tensor project(const torch::Tensor& hidden) const override;
     // Every row dequantised, [V, d] float32 (a head over frozen weights builds it once).
     torch::Tensor rebuilt_rows() const override;
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
     // V d: every value is stored (at bits_per_value bits each).
     int64_t parameter_count() const override { return vocab_size() * dim_; }
     std::string kind() const override { return "quant"; }

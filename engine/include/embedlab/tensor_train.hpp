@@ -79,6 +79,7 @@ public:
     // logits, so no V x d table is ever held.
     torch::Tensor project(const torch::Tensor& hidden) const override;
     torch::Tensor rebuilt_rows() const override; // every row contracted
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
     // Per-token ranks: each token's own core values plus its N - 1 stored ranks,
     // exactly the elements packed_cores() and token_ranks() hold.
     int64_t parameter_count() const override;

@@ -58,6 +58,9 @@ public:
     // Tied head in core space: hidden x_k U_k^T, then its product with every core
     // (exactly hidden E^T of the reconstructed rows; no V x d table is built).
     torch::Tensor project(const torch::Tensor& hidden) const override;
+    std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override; // onnx_export.hpp
+    // The head as project() computes it, in core space (no rows rebuilt).
+    std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     int64_t parameter_count() const override;
     std::string kind() const override { return "tucker"; }
 

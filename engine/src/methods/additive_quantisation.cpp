@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "embedlab/error.hpp"
+#include "io/onnx_graph.hpp"
 #include "methods/loss_check.hpp"
 #include "methods/table_checks.hpp"
 
@@ -195,6 +196,80 @@ torch::Tensor AdditiveQuantisedTokenEmbedding::project(const torch::Tensor& hidd
 int64_t AdditiveQuantisedTokenEmbedding::parameter_count() const
 {
     return codebooks_.numel() + codes_.numel();
+}
+
+// --- ONNX export (onnx_export.hpp) ------------------------------------------------
+
+namespace {
+
+// Every codebook's word index (m K + code) of flat ids [n] -> int64 [n, M], from the
+// codes as a directory stores them: packed to log2 K bits each (pack_aq_codes, uint8
+// [V, ceil(M log2 K / 8)]), unpacked with integer Div and Mod (a code may straddle two
+// bytes).
+std::string onnx_word_index(onnx::Graph& g, const torch::Tensor& codes, int64_t K, const std::string& flat)
+{
+    const int64_t M = codes.size(1), bits = code_bits(K), row_bytes = (M * bits + 7) / 8;
+    const auto packed = g.initializer_once("embed.aq_codes", [&] { return pack_aq_codes(codes, K); });
+    const auto rows = g.gather(packed, flat); // [n, row_bytes]
+    std::string index;                        // [n, M]
+    if (bits == 8) {
+        index = g.cast(rows, onnx::kInt64);
+    } else {
+        // Code m holds bits m b .. m b + b - 1 of the row, little-endian.
+        std::vector<int64_t> low(static_cast<size_t>(M)), high(low.size()), shift(low.size());
+        bool straddles = false;
+        for (int64_t m = 0; m < M; ++m) {
+            const int64_t at = m * bits;
+            low[static_cast<size_t>(m)] = at / 8;
+            high[static_cast<size_t>(m)] = std::min(at / 8 + 1, row_bytes - 1);
+            shift[static_cast<size_t>(m)] = int64_t{1} << (at % 8);
+            straddles = straddles || at % 8 + bits > 8;
+        }
+        auto value = g.cast(g.gather(rows, g.ints(low), 1), onnx::kInt64);
+        if (straddles) // the next byte above: bits past the code's are dropped by the Mod
+            value =
+                g.add(value, g.mul(g.cast(g.gather(rows, g.ints(high), 1), onnx::kInt64), g.int_scalar(256)));
+        index = g.op("Mod", {g.div(value, g.ints(shift)), g.int_scalar(K)});
+    }
+    std::vector<int64_t> offsets(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m)
+        offsets[static_cast<size_t>(m)] = m * K;
+    return g.add(index, g.ints(offsets));
+}
+
+} // namespace
+
+// The codes as stored (packed, onnx_word_index) and the codebooks [M K, d]; the
+// looked-up rows' codewords gathered and summed as lookup() does.
+std::string AdditiveQuantisedTokenEmbedding::onnx_lookup(onnx::Graph& g, const std::string& ids) const
+{
+    const int64_t M = codebooks_.size(0), K = codebooks_.size(1), d = dim();
+    const auto index = onnx_word_index(g, codes_, K, g.reshape(ids, {-1}));
+    const auto words = g.initializer("embed.aq_codebooks", codebooks_.view({M * K, d}));
+    const auto rows = g.reduce_sum(g.gather(words, index), {1}, false); // [n, M, d] -> [n, d]
+    return g.reshape_to(rows, g.concat({g.op("Shape", {ids}), g.ints({d})}, 0));
+}
+
+// The head without rebuilding the V rows: hidden times every codeword once ([m, M K]),
+// then each token's logit is the sum of its M codewords' products, codebook by codebook
+// (the same sums as project()'s, h . sum_m A_m[c] = sum_m h . A_m[c], rounded in another
+// order). Rebuilt rows would cost V M d additions, and ONNX Runtime folds them into a
+// constant when the session loads, holding the [V, M, d] codewords meanwhile.
+std::string AdditiveQuantisedTokenEmbedding::onnx_project(onnx::Graph& g, const std::string& hidden) const
+{
+    const int64_t M = codebooks_.size(0), K = codebooks_.size(1), d = dim();
+    const auto words = g.initializer("embed.aq_codebooks", codebooks_.view({M * K, d}));
+    const auto products = g.op("Gemm", {hidden, words}, {{"transB", int64_t{1}}}); // [m, M K]
+    const auto all =
+        g.op("Range", {g.int_scalar(0), g.int_scalar(vocab_size()), g.int_scalar(1)}, {}, "all_ids");
+    const auto index = onnx_word_index(g, codes_, K, all); // [V, M]
+    std::string logits;
+    for (int64_t m = 0; m < M; ++m) {
+        const auto column = g.squeeze(g.gather(index, g.ints({m}), 1), {1}); // [V]
+        const auto term = g.gather(products, column, 1);                     // [m, V]
+        logits = logits.empty() ? term : g.add(logits, term);
+    }
+    return logits;
 }
 
 } // namespace embedlab

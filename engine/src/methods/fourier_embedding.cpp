@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <random>
 
+#include "io/onnx_graph.hpp"
 #include "methods/loss_check.hpp"
 #include "methods/table_checks.hpp"
 
@@ -353,6 +355,97 @@ FourierFit fit_fourier_embedding(const torch::Tensor& table, const FourierOption
     fit.final_loss = o.loss == "mse" ? mse : cosine;
     fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return fit;
+}
+
+// --- ONNX export (onnx_export.hpp) ------------------------------------------------
+
+namespace {
+
+constexpr int64_t kOnnxDouble = 11; // TensorProto.DOUBLE, for Cast
+
+// fourier_features() of flat ids [n] in the graph -> [n, d] float32: x and the angles
+// in float64 as there (sin and cos taken directly rather than by its recurrence, which
+// agrees within 1e-15). pi is the sum of three float32 constants, exactly the double.
+std::string onnx_features(onnx::Graph& g, const std::string& flat, int64_t vocab, int64_t dim)
+{
+    const int64_t half = (dim + 1) / 2;
+    auto as_double = [&](const std::string& x) { return g.cast(x, kOnnxDouble); };
+    const double pi = std::numbers::pi;
+    const float pi_hi = static_cast<float>(pi), pi_mid = static_cast<float>(pi - pi_hi),
+                pi_lo = static_cast<float>(pi - pi_hi - pi_mid);
+    if ((static_cast<double>(pi_hi) + pi_mid) + pi_lo != pi)
+        throw InputError("ONNX export: pi is not the sum of three float32 values here");
+    const auto pi_d =
+        g.add(g.add(as_double(g.scalar(pi_hi)), as_double(g.scalar(pi_mid))), as_double(g.scalar(pi_lo)));
+    // x = 2p / (V - 1) - 1, theta = pi x
+    const auto x = g.sub(g.div(as_double(g.mul(flat, g.int_scalar(2))), as_double(g.int_scalar(vocab - 1))),
+                         as_double(g.scalar(1)));
+    const auto theta = g.unsqueeze(g.mul(pi_d, x), {1}); // [n, 1]
+    std::vector<int64_t> frequencies(static_cast<size_t>(half));
+    std::iota(frequencies.begin(), frequencies.end(), int64_t{1});
+    const auto angle = g.mul(theta, as_double(g.ints(frequencies))); // [n, half]: frequency j + 1
+    // Columns 2j (sin) and 2j + 1 (cos), each rounded to float32 as soon as it is taken.
+    auto column = [&](const char* op) { return g.unsqueeze(g.cast(g.op(op, {angle}), onnx::kFloat), {2}); };
+    auto t = g.reshape(g.concat({column("Sin"), column("Cos")}, 2), {-1, 2 * half});
+    return 2 * half == dim ? t : g.slice(t, {0}, {dim}, {1});
+}
+
+std::string onnx_linear(onnx::Graph& g, const std::string& x, const torch::Tensor& w, const torch::Tensor& b,
+                        const std::string& name)
+{
+    return g.op(
+        "Gemm",
+        {x, g.initializer("embed." + name + ".weight", w), g.initializer("embed." + name + ".bias", b)},
+        {{"transB", int64_t{1}}});
+}
+
+// apply_all(): T + MLP(T), then the RMSNorm when enabled; features [n, d].
+std::string onnx_rows(onnx::Graph& g, const std::string& t, const FourierParams& p)
+{
+    std::string mlp;
+    if (p.mlp == FourierMlp::Linear) {
+        mlp = onnx_linear(g, t, p.w_in, p.b_in, "fourier_in");
+    } else {
+        const auto gv = onnx_linear(g, t, p.w_in, p.b_in, "fourier_in");
+        const auto gate = g.slice(gv, {0}, {p.hidden}, {1}),
+                   value = g.slice(gv, {p.hidden}, {2 * p.hidden}, {1});
+        // gelu, the exact form: (x / 2) (1 + erf(x / sqrt 2)), as torch computes it.
+        const auto erf = g.op("Erf", {g.mul(gate, g.scalar(static_cast<float>(M_SQRT1_2)))});
+        const auto gelu = g.mul(g.mul(gate, g.scalar(0.5f)), g.add(g.scalar(1), erf));
+        mlp = onnx_linear(g, g.mul(gelu, value), p.w_out, p.b_out, "fourier_out");
+    }
+    auto e = g.add(t, mlp);
+    if (p.norm) {
+        const auto mean =
+            g.op("ReduceMean", {g.mul(e, e)}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}});
+        const auto inverse =
+            g.op("Reciprocal", {g.op("Sqrt", {g.add(mean, g.scalar(static_cast<float>(kNormEps)))})});
+        e = g.mul(g.mul(e, inverse), g.initializer("embed.fourier_norm", p.norm_weight));
+    }
+    return e;
+}
+
+} // namespace
+
+// Nothing but the MLP (and norm) is stored: the features are computed from the ids.
+std::string FourierTokenEmbedding::onnx_lookup(onnx::Graph& g, const std::string& ids) const
+{
+    const auto rows = onnx_rows(g, onnx_features(g, g.reshape(ids, {-1}), p_.vocab, p_.dim), p_);
+    return g.reshape_to(rows, g.concat({g.op("Shape", {ids}), g.ints({p_.dim})}, 0));
+}
+
+// As project(): linear without norm folds the MLP into the hidden states,
+// (h + h W) T^T + h b, needing only the V rows' features; otherwise every row is built.
+std::string FourierTokenEmbedding::onnx_project(onnx::Graph& g, const std::string& hidden) const
+{
+    if (p_.mlp != FourierMlp::Linear || p_.norm)
+        return TokenEmbedding::onnx_project(g, hidden);
+    const auto all = g.op("Range", {g.int_scalar(0), g.int_scalar(p_.vocab), g.int_scalar(1)}, {}, "all_ids");
+    const auto features = onnx_features(g, all, p_.vocab, p_.dim); // [V, d]
+    const auto hw = g.add(hidden, g.matmul(hidden, g.initializer("embed.fourier_in.weight", p_.w_in)));
+    const auto hb =
+        g.matmul(hidden, g.unsqueeze(g.initializer("embed.fourier_in.bias", p_.b_in), {1})); // [m, 1]
+    return g.op("Gemm", {hw, features, hb}, {{"transB", int64_t{1}}});
 }
 
 } // namespace embedlab

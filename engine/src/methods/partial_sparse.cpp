@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <Eigen/Dense>
 
 #include "embedlab/low_rank.hpp"
 #include "embedlab/name_table.hpp"
+#include "io/onnx_graph.hpp"
 #include "methods/neighbour_search.hpp"
 #include "methods/table_checks.hpp"
 
@@ -513,6 +515,157 @@ int64_t PartialSparseTokenEmbedding::parameter_count() const
         return C * d + C + R * k + k * d + d;
     }
     return C * d + C;
+}
+
+// --- ONNX export (onnx_export.hpp) ------------------------------------------------
+
+namespace {
+
+constexpr int64_t kOnnxBool = 9, kOnnxDouble = 11; // TensorProto's codes, for Cast
+
+// Ids (token ids or common slots, all < V) as a directory stores them (issue 36):
+// int16 while V <= 32768, else int32. An ONNX initializer here holds no int16, so
+// int16 ids are stored as their two little-endian bytes (uint8 [.., 2], the same
+// bytes) and put back together in the graph. `ids()` is called once per graph (the
+// head's lookup reuses the tensor). Returns the int64 value.
+std::string onnx_stored_ids(onnx::Graph& g, const std::string& name,
+                            const std::function<torch::Tensor()>& ids, int64_t vocab)
+{
+    if (index_dtype(vocab) == torch::kInt16) {
+        const auto bytes = g.initializer_once(name, [&] {
+            const auto t = ids();
+            auto sizes = t.sizes().vec();
+            sizes.push_back(2);
+            return t.to(torch::kInt16).contiguous().view(torch::kUInt8).view(sizes);
+        });
+        // lo + 256 hi: ids below 32768 have no sign bit.
+        return g.reduce_sum(g.mul(g.cast(bytes, onnx::kInt64), g.ints({1, 256})), {-1}, false);
+    }
+    return g.cast(g.initializer_once(name, [&] { return ids().to(torch::kInt32); }), onnx::kInt64);
+}
+
+// Where each of 0..V-1 lives, derived in the graph from the stored common ids alone:
+// in_common (1 for V_C), its common slot, and the rare ids below it (a rare id's slot:
+// the rare ids are ascending). All int64 [V].
+struct OnnxSlots {
+    std::string in_common, common_slot, rare_before;
+};
+
+OnnxSlots onnx_slots(onnx::Graph& g, const PartialSparseFit& f)
+{
+    const int64_t V = f.vocab, C = f.common_ids.size(0);
+    const auto common_ids = onnx_stored_ids(
+        g, "embed.common_ids", [&] { return f.common_ids; }, V);
+    const auto zeros = g.op("Expand", {g.int_scalar(0), g.ints({V})});
+    OnnxSlots s;
+    s.in_common =
+        g.op("ScatterElements", {zeros, common_ids, g.op("Expand", {g.int_scalar(1), g.ints({C})})});
+    s.common_slot =
+        g.op("ScatterElements",
+             {zeros, common_ids, g.op("Range", {g.int_scalar(0), g.int_scalar(C), g.int_scalar(1)})});
+    s.rare_before =
+        g.op("CumSum", {g.sub(g.int_scalar(1), s.in_common), g.int_scalar(0)}, {{"exclusive", int64_t{1}}});
+    return s;
+}
+
+// rebuild_rare() of rare slots `rare` [n] -> [n, d] float32; `neighbour_slots` gives the
+// LLE neighbours as common slots [R, k]. Unk: the fallback [d] (to broadcast).
+std::string onnx_rare_rows(onnx::Graph& g, const PartialSparseFit& f, const std::string& rare,
+                           const std::function<torch::Tensor()>& neighbour_slots, bool all)
+{
+    switch (f.kind) {
+    case PartialSparseKind::Unk:
+        return g.initializer("embed.fallback", f.fallback);
+    case PartialSparseKind::PCA: // addmm(mean, coords, basis)
+        return g.op("Gemm", {g.gather(g.initializer("embed.coords", f.coords), rare),
+                             g.initializer("embed.basis", f.basis), g.initializer("embed.mean", f.mean)});
+    case PartialSparseKind::LLE:
+        break;
+    }
+    // y = ||y|| u / ||u||, u = sum_j (w_j / ||x_j||) x_j over the neighbours (zero-norm
+    // ones skipped; a zero u gives a zero row), in float64 as rebuild_rare(); the sum is
+    // one batched MatMul [n, 1, k] x [n, k, d]. `all` (the head's every rare slot, which
+    // ONNX Runtime computes once, folding it into a constant when the session loads):
+    // the common rows are widened and their norms taken once, not once per neighbour.
+    const auto nb =
+        g.gather(onnx_stored_ids(g, "embed.neighbours", neighbour_slots, f.vocab), rare);          // [n, k]
+    const auto w = g.cast(g.gather(g.initializer("embed.weights", f.weights), rare), kOnnxDouble); // [n, k]
+    const auto rows = g.initializer("embed.common_rows", f.common_rows);
+    const auto zero = g.cast(g.scalar(0), kOnnxDouble);
+    auto norms = [&](const std::string& x, int64_t axis, bool keep) {
+        return g.op("Sqrt",
+                    {g.op("ReduceSumSquare", {x},
+                          {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{keep ? 1 : 0}}})});
+    };
+    std::string x, nx; // [n, k, d], [n, k]
+    if (all) {
+        const auto wide = g.cast(rows, kOnnxDouble); // [C, d]
+        x = g.gather(wide, nb);
+        nx = g.gather(norms(wide, 1, false), nb);
+    } else {
+        x = g.cast(g.gather(rows, nb), kOnnxDouble);
+        nx = norms(x, 2, false);
+    }
+    const auto a = g.op("Where", {g.op("Equal", {nx, zero}), zero, g.div(w, nx)});
+    const auto u = g.squeeze(g.matmul(g.unsqueeze(a, {1}), x), {1}); // [n, d]
+    const auto nu = norms(u, 1, true);                               // [n, 1]
+    const auto norm =
+        g.unsqueeze(g.cast(g.gather(g.initializer("embed.norms", f.norms), rare), kOnnxDouble), {1});
+    const auto scale = g.op("Where", {g.op("Greater", {nu, zero}), g.div(norm, nu), zero});
+    return g.cast(g.mul(u, scale), onnx::kFloat);
+}
+
+} // namespace
+
+// Common rows by Gather; rare rows rebuilt as rebuild_rare() does them. Only the fit's
+// values are stored: each id's slot is derived in the graph (onnx_slots), and LLE's
+// neighbours are stored as their common slots, at the width of the ids they replace.
+std::string PartialSparseTokenEmbedding::onnx_lookup(onnx::Graph& g, const std::string& ids) const
+{
+    const auto& f = fit_;
+    const int64_t d = f.dim, R = f.rare_ids.size(0);
+    const auto flat = g.reshape(ids, {-1}); // [n]
+    const auto s = onnx_slots(g, f);
+    auto rows = g.gather(g.initializer("embed.common_rows", f.common_rows), g.gather(s.common_slot, flat));
+    if (R > 0) {
+        // Every looked-up id is rebuilt as if rare (a common id reads rare slot
+        // min(rare ids below it, R - 1)), then the common ones keep their exact rows.
+        const auto rare = g.op("Min", {g.gather(s.rare_before, flat), g.int_scalar(R - 1)});
+        const auto is_common = g.unsqueeze(g.cast(g.gather(s.in_common, flat), kOnnxBool), {1}); // [n, 1]
+        rows = g.op("Where", {is_common, rows,
+                              onnx_rare_rows(
+                                  g, f, rare, [&] { return neighbour_slots(); }, false)});
+    }
+    return g.reshape_to(rows, g.concat({g.op("Shape", {ids}), g.ints({d})}, 0));
+}
+
+// As project(): the rare rows rebuilt once each (not every id as if rare, as the default
+// head's lookup of 0..V-1 would), one product with the common and the rare rows, its
+// columns then put in id order.
+std::string PartialSparseTokenEmbedding::onnx_project(onnx::Graph& g, const std::string& hidden) const
+{
+    const auto& f = fit_;
+    const int64_t C = f.common_ids.size(0), R = f.rare_ids.size(0), d = f.dim;
+    const auto s = onnx_slots(g, f);
+    auto rows = g.initializer("embed.common_rows", f.common_rows); // [C, d]
+    if (R > 0) {
+        auto rare = onnx_rare_rows(
+            g, f, g.op("Range", {g.int_scalar(0), g.int_scalar(R), g.int_scalar(1)}),
+            [&] { return neighbour_slots(); }, true);
+        if (f.kind == PartialSparseKind::Unk)
+            rare = g.op("Expand", {rare, g.ints({R, d})});
+        rows = g.concat({rows, rare}, 0); // [C + R, d]
+    }
+    const auto logits = g.op("Gemm", {hidden, rows}, {{"transB", int64_t{1}}}); // [m, C + R]
+    const auto column = g.op("Where", {g.cast(s.in_common, kOnnxBool), s.common_slot,
+                                       g.add(s.rare_before, g.int_scalar(C))}); // [V]
+    return g.gather(logits, column, 1);
+}
+
+torch::Tensor PartialSparseTokenEmbedding::neighbour_slots() const
+{
+    const int64_t R = fit_.rare_ids.size(0);
+    return slot_.index_select(0, fit_.neighbour_ids.reshape({-1})).view({R, fit_.k});
 }
 
 // --- coverage --------------------------------------------------------------------

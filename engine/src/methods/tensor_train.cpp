@@ -11,6 +11,7 @@
 #include <Eigen/Dense>
 
 #include "embedlab/accounting.hpp"
+#include "io/onnx_graph.hpp"
 #include "methods/table_checks.hpp"
 
 namespace embedlab {
@@ -712,6 +713,84 @@ torch::Tensor TensorTrainTokenEmbedding::project(const torch::Tensor& hidden) co
         logits.narrow(1, v0, n).copy_(torch::mm(h, rows.narrow(0, 0, n).t()));
     }
     return logits;
+}
+
+// --- ONNX export (onnx_export.hpp) ------------------------------------------------
+
+// Each looked-up token's core k in the kernel layout [r_{k+1}, I_{k+1}, r_k] (what kernel_
+// holds), then contract_rows()'s right-to-left products as batched MatMuls. Uniform
+// ranks: the cores are stored [V, r_{k+1}, I_{k+1}, r_k] and gathered. Per-token ranks:
+// the packed cores are stored as they are (1-D, token after token) with the token ranks
+// (int32 [V, N - 1]), exactly what the method stores; the offsets are derived in the
+// graph (a running sum of the tokens' own sizes), and each looked-up token's values are
+// gathered into a block padded with zeros to the position's largest ranks,
+// [n, R_{k+1}, I_{k+1}, R_k], whose zeros add nothing to the products.
+std::string TensorTrainTokenEmbedding::onnx_lookup(onnx::Graph& g, const std::string& ids) const
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    const auto flat = g.reshape(ids, {-1}); // [n]
+    const bool per_token = !token_ranks_.empty();
+    std::string ranks; // [V, N - 1] int64
+    if (per_token) {
+        ranks = g.cast(g.initializer_once("embed.tt_ranks", [&] { return token_ranks(); }), onnx::kInt64);
+    }
+    // r_k of every token ([V]) and of the looked-up ones ([n, 1, 1, 1]).
+    auto all_ranks = [&](int64_t k) { return g.squeeze(g.slice(ranks, {k - 1}, {k}, {1}), {1}); };
+    auto own = [&](const std::string& all) { return g.reshape(g.gather(all, flat), {-1, 1, 1, 1}); };
+
+    // core(k): the looked-up tokens' core k, [n, R_out, I, R_in] float32.
+    auto core = [&](int64_t k) {
+        const auto& kernel = kernel_[static_cast<size_t>(k)];
+        const std::string name = "embed.tt_core" + std::to_string(k);
+        if (!per_token)
+            return g.gather(g.initializer(name, kernel), flat);
+        const int64_t I = shape_[k], R_in = largest_[k], R_out = largest_[k + 1];
+        const bool first = k == 0, last = k + 1 == N;
+        // Every token's own size r_in I r_out, and where its values start.
+        std::string size;
+        if (first)
+            size = all_ranks(k + 1);
+        else if (last)
+            size = all_ranks(k);
+        else
+            size = g.mul(all_ranks(k), all_ranks(k + 1));
+        size = g.mul(size, g.int_scalar(I));
+        const auto offset = own(g.op("CumSum", {size, g.int_scalar(0)}, {{"exclusive", int64_t{1}}}));
+        // Value [b, i, a] of a token's kernel sits at offset + (b I + i) r_in + a.
+        std::vector<int64_t> bi(static_cast<size_t>(R_out * I)), a(static_cast<size_t>(R_in)),
+            b(static_cast<size_t>(R_out));
+        std::iota(bi.begin(), bi.end(), int64_t{0});
+        std::iota(a.begin(), a.end(), int64_t{0});
+        std::iota(b.begin(), b.end(), int64_t{0});
+        const auto r_in = first ? g.int_scalar(1) : own(all_ranks(k));
+        const auto a_at = g.reshape(g.ints(a), {1, 1, 1, R_in});
+        auto index = g.add(g.add(offset, g.mul(g.reshape(g.ints(bi), {1, R_out, I, 1}), r_in)), a_at);
+        // Inside the token's own ranks: a < r_in, b < r_out (not tested where the largest is 1).
+        std::string inside;
+        if (R_in > 1)
+            inside = g.op("Less", {a_at, r_in});
+        if (R_out > 1) {
+            const auto b_inside =
+                g.op("Less", {g.reshape(g.ints(b), {1, R_out, 1, 1}), own(all_ranks(k + 1))});
+            inside = inside.empty() ? b_inside : g.op("And", {inside, b_inside});
+        }
+        if (inside.empty())
+            return g.gather(g.initializer(name, kernel), index);
+        index = g.op("Where", {inside, index, g.int_scalar(0)});
+        return g.op("Where", {inside, g.gather(g.initializer(name, kernel), index), g.scalar(0)});
+    };
+
+    // Right to left: B [n, q, r] (q over the trailing indices, i_N slowest) times core k
+    // as [n, r, I r_in] gives [n, q I, r_in]; the last B is the little-endian row.
+    int64_t q = shape_[N - 1];
+    auto B = g.reshape(core(N - 1), {-1, q, largest_[N - 1]});
+    for (int64_t k = N - 2; k >= 0; --k) {
+        const int64_t I = shape_[k], R_in = largest_[k], R_out = largest_[k + 1];
+        B = g.matmul(B, g.reshape(core(k), {-1, R_out, I * R_in}));
+        q *= I;
+        B = g.reshape(B, {-1, q, R_in});
+    }
+    return g.reshape_to(B, g.concat({g.op("Shape", {ids}), g.ints({dim_})}, 0));
 }
 
 } // namespace embedlab

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "embedlab/accounting.hpp"
+#include "io/onnx_graph.hpp"
 #include "methods/table_checks.hpp"
 
 namespace embedlab {
@@ -207,6 +208,59 @@ std::vector<torch::Tensor> TuckerTokenEmbedding::factors() const
     for (const auto& u : factors_)
         out.push_back(u.clone());
     return out;
+}
+
+// --- ONNX export (onnx_export.hpp) ------------------------------------------------
+
+namespace {
+
+// y [n, a_N.., a_1] (mode 1 last) -> its modes x_k M_k in order, each a MatMul on the
+// last axis followed by moving the new axis to the front: after all N modes y is
+// [n, b_N.., b_1], the row-major view the lookup and the head read. `mats` are the
+// [a_k, b_k] matrices.
+std::string onnx_modes(onnx::Graph& g, std::string y, const std::vector<std::string>& mats)
+{
+    const int64_t N = static_cast<int64_t>(mats.size());
+    std::vector<int64_t> last_to_front{0, N};
+    for (int64_t k = 1; k < N; ++k)
+        last_to_front.push_back(k);
+    for (const auto& m : mats) {
+        y = g.matmul(y, m);
+        if (N > 1)
+            y = g.transpose(y, last_to_front);
+    }
+    return y;
+}
+
+} // namespace
+
+// The core [V, r_N..r_1] as held (flattened to [V, prod r_k]) and the factors U_k
+// [I_k, r_k]; a lookup is the looked-up cores times U_k^T mode by mode (as lookup()).
+std::string TuckerTokenEmbedding::onnx_lookup(onnx::Graph& g, const std::string& ids) const
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    auto y = g.gather(g.initializer("embed.tucker_core", core_), g.reshape(ids, {-1})); // [n, prod r]
+    y = g.reshape(y, reversed_sizes(-1, ranks_));
+    std::vector<std::string> mats;
+    for (int64_t k = 0; k < N; ++k)
+        mats.push_back(g.transpose(
+            g.initializer("embed.tucker_U" + std::to_string(k + 1), factors_[static_cast<size_t>(k)]),
+            {1, 0}));
+    y = onnx_modes(g, y, mats); // [n, I_N..I_1]
+    return g.reshape_to(y, g.concat({g.op("Shape", {ids}), g.ints({dim_})}, 0));
+}
+
+// As project(): z = hidden x_k U_k^T in core space, then one product with every core.
+std::string TuckerTokenEmbedding::onnx_project(onnx::Graph& g, const std::string& hidden) const
+{
+    const int64_t N = static_cast<int64_t>(shape_.size());
+    std::vector<std::string> mats;
+    for (int64_t k = 0; k < N; ++k)
+        mats.push_back(
+            g.initializer("embed.tucker_U" + std::to_string(k + 1), factors_[static_cast<size_t>(k)]));
+    auto z = onnx_modes(g, g.reshape(hidden, reversed_sizes(-1, shape_)), mats); // [m, r_N..r_1]
+    z = g.reshape(z, {-1, core_.size(1)});
+    return g.op("Gemm", {z, g.initializer("embed.tucker_core", core_)}, {{"transB", int64_t{1}}});
 }
 
 } // namespace embedlab

@@ -1,0 +1,351 @@
+// ONNX export: the graph from onnx_decoder.cpp (or one embedding's), written with the
+// ONNX project's protobuf classes, checked by its checker and strict shape inference,
+// then written atomically (with external data: the data file first, then the graph).
+#include "embedlab/onnx_export.hpp"
+
+#include <fstream>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "embedlab/file_output.hpp"
+#include "embedlab/output_checks.hpp"
+#include "io/onnx_decoder.hpp"
+#include "io/onnx_graph.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kProducer = "EmbedLab";
+// Past this many bytes of tensors a single protobuf message cannot hold them (2 GiB).
+constexpr uint64_t kInlineLimit = uint64_t{1} << 31;
+// Tensors of this size or more start at a page in the data file, so a runtime can map them.
+constexpr uint64_t kAlignFrom = 64 * 1024, kAlignment = 4096;
+// With external data, smaller tensors (shapes, axes, scalars) stay in the graph, where
+// shape inference and a runtime's constant folding read them (as Optimum's exports do).
+constexpr uint64_t kExternalFrom = 1024;
+
+int32_t element_type(torch::ScalarType t)
+{
+    switch (t) {
+    case torch::kFloat32:
+        return ::onnx::TensorProto::FLOAT;
+    case torch::kFloat16:
+        return ::onnx::TensorProto::FLOAT16;
+    case torch::kBFloat16:
+        return ::onnx::TensorProto::BFLOAT16;
+    case torch::kInt64:
+        return ::onnx::TensorProto::INT64;
+    case torch::kInt32:
+        return ::onnx::TensorProto::INT32;
+    case torch::kInt8:
+        return ::onnx::TensorProto::INT8;
+    case torch::kUInt8:
+        return ::onnx::TensorProto::UINT8;
+    default:
+        throw InputError("ONNX export: no ONNX element type for " + std::string(c10::toString(t)));
+    }
+}
+
+void set_value_info(::onnx::ValueInfoProto* info, const onnx::GraphValue& v)
+{
+    info->set_name(v.name);
+    auto* tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(static_cast<int32_t>(v.type));
+    auto* shape = tensor->mutable_shape();
+    for (const auto& d : v.dims) {
+        auto* dim = shape->add_dim();
+        if (std::holds_alternative<int64_t>(d))
+            dim->set_dim_value(std::get<int64_t>(d));
+        else
+            dim->set_dim_param(std::get<std::string>(d));
+    }
+}
+
+void set_attribute(::onnx::AttributeProto* a, const onnx::Attribute& attribute)
+{
+    a->set_name(attribute.name);
+    std::visit(
+        [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, int64_t>) {
+                a->set_type(::onnx::AttributeProto::INT);
+                a->set_i(v);
+            } else if constexpr (std::is_same_v<T, float>) {
+                a->set_type(::onnx::AttributeProto::FLOAT);
+                a->set_f(v);
+            } else if constexpr (std::is_same_v<T, std::string>) {
+                a->set_type(::onnx::AttributeProto::STRING);
+                a->set_s(v);
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                a->set_type(::onnx::AttributeProto::INTS);
+                for (auto x : v)
+                    a->add_ints(x);
+            } else {
+                a->set_type(::onnx::AttributeProto::FLOATS);
+                for (auto x : v)
+                    a->add_floats(x);
+            }
+        },
+        attribute.value);
+}
+
+uint64_t tensor_bytes(const torch::Tensor& t)
+{
+    return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
+}
+
+struct Written {
+    ::onnx::ModelProto model;
+    std::string data; // the external data file's bytes; empty when inline
+};
+
+// The model proto of `graph`; with external data the tensors' bytes go to `data`
+// (named `data_name` in the graph) instead of the proto.
+Written to_proto(const onnx::Graph& graph, const std::vector<onnx::GraphValue>& inputs,
+                 const std::vector<onnx::GraphValue>& outputs, const OnnxExportOptions& options,
+                 bool external, const std::string& data_name, const std::string& graph_name,
+                 const std::map<std::string, std::string>& metadata)
+{
+    Written w;
+    auto& m = w.model;
+    m.set_ir_version(8); // opset 17's IR version
+    m.set_producer_name(kProducer);
+    m.set_producer_version(EMBEDLAB_VERSION);
+    auto* opset = m.add_opset_import();
+    opset->set_domain("");
+    opset->set_version(options.opset);
+    for (const auto& [k, v] : metadata) {
+        auto* p = m.add_metadata_props();
+        p->set_key(k);
+        p->set_value(v);
+    }
+    auto* g = m.mutable_graph();
+    g->set_name(graph_name);
+    for (const auto& v : inputs)
+        set_value_info(g->add_input(), v);
+    for (const auto& v : outputs)
+        set_value_info(g->add_output(), v);
+    for (const auto& [name, t] : graph.initializers()) {
+        auto* p = g->add_initializer();
+        p->set_name(name);
+        for (auto s : t.sizes())
+            p->add_dims(s);
+        p->set_data_type(element_type(t.scalar_type()));
+        const auto bytes = tensor_bytes(t);
+        const char* data = static_cast<const char*>(t.data_ptr());
+        if (!external || bytes < kExternalFrom) {
+            p->set_raw_data(data, bytes);
+            continue;
+        }
+        if (bytes >= kAlignFrom && w.data.size() % kAlignment)
+            w.data.resize((w.data.size() / kAlignment + 1) * kAlignment, '\0');
+        const uint64_t offset = w.data.size();
+        w.data.append(data, bytes);
+        p->set_data_location(::onnx::TensorProto::EXTERNAL);
+        for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", data_name},
+                                   {"offset", std::to_string(offset)},
+                                   {"length", std::to_string(bytes)}}) {
+            auto* e = p->add_external_data();
+            e->set_key(k);
+            e->set_value(v);
+        }
+    }
+    int64_t index = 0;
+    for (const auto& node : graph.nodes()) {
+        auto* n = g->add_node();
+        n->set_op_type(node.op);
+        n->set_name(node.op + "_" + std::to_string(index++));
+        for (const auto& i : node.inputs)
+            n->add_input(i);
+        for (const auto& o : node.outputs)
+            n->add_output(o);
+        for (const auto& a : node.attributes)
+            set_attribute(n->add_attribute(), a);
+    }
+    return w;
+}
+
+// The ONNX checker and strict shape inference (types too), on the graph in memory or,
+// with external data, on the file written at `path`.
+void check(::onnx::ModelProto& model, const fs::path& path, bool external, const std::string& label)
+{
+    try {
+        if (external)
+            ::onnx::checker::check_model(path.string());
+        else
+            ::onnx::checker::check_model(model);
+        ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(),
+                                             ::onnx::ShapeInferenceOptions(true, 1, false));
+        model.mutable_graph()->clear_value_info();
+    } catch (const std::exception& e) {
+        throw InputError(label +
+                         ": the ONNX checker refused the exported graph (an EmbedLab bug; please "
+                         "report it): " +
+                         e.what());
+    }
+}
+
+std::string data_file_name(const fs::path& out)
+{
+    return out.filename().string() + ".data";
+}
+
+// "" when `path` is an ONNX file EmbedLab exported, else why not.
+std::string onnx_written_by_embedlab(const fs::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    ::onnx::ModelProto m;
+    if (!in || !m.ParseFromIstream(&in))
+        return "is not an ONNX file EmbedLab wrote";
+    if (m.producer_name() != kProducer)
+        return "is an ONNX file EmbedLab did not write (producer '" + m.producer_name() + "')";
+    return "";
+}
+
+uint64_t write_model(Written& w, const fs::path& out, bool external, const std::string& label)
+{
+    const auto data_path = out.parent_path() / data_file_name(out);
+    if (!external) {
+        check(w.model, out, false, label);
+        std::string bytes;
+        if (!w.model.SerializeToString(&bytes))
+            throw InputError(label + ": could not serialise the ONNX graph");
+        write_file_atomic(out, bytes);
+        return bytes.size();
+    }
+    write_file_atomic(data_path, w.data);
+    std::string bytes;
+    try {
+        if (!w.model.SerializeToString(&bytes))
+            throw InputError(label + ": could not serialise the ONNX graph");
+        // Checked as a file (the checker reads the data file beside it), then renamed.
+        const auto temp = out.parent_path() / (out.filename().string() + ".tmp-check");
+        write_file_atomic(temp, bytes);
+        try {
+            check(w.model, temp, true, label);
+        } catch (...) {
+            fs::remove(temp);
+            throw;
+        }
+        fs::rename(temp, out);
+    } catch (...) {
+        std::error_code ec;
+        fs::remove(data_path, ec);
+        throw;
+    }
+    return bytes.size() + w.data.size();
+}
+
+uint64_t initializer_bytes(const onnx::Graph& g)
+{
+    uint64_t total = 0;
+    for (const auto& [name, t] : g.initializers())
+        total += tensor_bytes(t);
+    return total;
+}
+
+} // namespace
+
+std::string onnx_export_refusal(const LanguageModel& model)
+{
+    try {
+        onnx::Graph g;
+        onnx::write_decoder(model, g, false, {});
+        return "";
+    } catch (const InputError& e) {
+        return e.what();
+    }
+}
+
+void check_onnx_export_target(const fs::path& out, bool overwrite, const std::vector<fs::path>& inputs)
+{
+    check_output_file(out, overwrite, inputs, onnx_written_by_embedlab);
+    // Its data file is EmbedLab's when the graph beside it is.
+    const auto data = out.parent_path() / data_file_name(out);
+    check_output_file(data, overwrite, inputs, [&](const fs::path&) {
+        return fs::exists(out) && onnx_written_by_embedlab(out).empty()
+                   ? std::string()
+                   : "is not the data file of an ONNX export of EmbedLab's";
+    });
+}
+
+ModelExportReport export_onnx(const LoadedModel& lm, const fs::path& out, const OnnxExportOptions& options,
+                              const ProgressFn& progress)
+{
+    return export_onnx(*lm.model, out, options, progress, lm.files.path);
+}
+
+ModelExportReport export_onnx(const LanguageModel& model, const fs::path& out,
+                              const OnnxExportOptions& options, const ProgressFn& progress,
+                              const fs::path& source)
+{
+    if (options.opset != 17)
+        throw InputError("--opset " + std::to_string(options.opset) +
+                         ": EmbedLab writes ONNX opset 17 (LayerNormalization's first; the newest "
+                         "Debian's ONNX checker knows)");
+    const std::string label = out.string();
+    check_onnx_export_target(out, options.overwrite,
+                             source.empty() ? std::vector<fs::path>{} : std::vector<fs::path>{source});
+    create_parent_directories(out);
+    onnx::Graph graph;
+    const auto io = onnx::write_decoder(model, graph, options.with_past, progress);
+    ModelExportReport report;
+    const bool external =
+        options.external_data || initializer_bytes(graph) >= kInlineLimit - (uint64_t{64} << 20);
+    if (external && !options.external_data)
+        report.notes.push_back("tensors written to " + data_file_name(out) +
+                               " beside the graph: past 2 GiB a single ONNX file cannot hold them");
+    const auto& c = model.config();
+    const auto& e = model.token_embedding();
+    auto w = to_proto(graph, io.inputs, io.outputs, options, external, data_file_name(out), c.type_name(),
+                      {{"embedlab.architecture", c.type_name()},
+                       {"embedlab.token_embedding", e.kind()},
+                       {"embedlab.source", source.string()}});
+    report.bytes = write_model(w, out, external, label);
+    report.path = out;
+    report.architecture = c.type_name();
+    report.tensors = static_cast<int64_t>(graph.initializers().size());
+    report.embedding_type = e.kind();
+    if (!dense_table(&e))
+        report.notes.push_back("token embedding written as its " + e.kind() + " factors" +
+                               (c.tied_embeddings ? "; the tied head multiplies by them" : ""));
+    for (const auto& n : graph.notes())
+        report.notes.push_back(n);
+    return report;
+}
+
+ModelExportReport export_onnx_embedding(const TokenEmbedding& embedding, const fs::path& out,
+                                        const OnnxExportOptions& options)
+{
+    const std::string label = out.string();
+    check_onnx_export_target(out, options.overwrite);
+    create_parent_directories(out);
+    onnx::Graph graph;
+    using Dims = std::vector<std::variant<int64_t, std::string>>;
+    const auto rows = embedding.onnx_lookup(graph, "ids");
+    const auto logits = rows.empty() ? rows : embedding.onnx_project(graph, "hidden");
+    if (rows.empty() || logits.empty())
+        throw InputError(label + ": the " + embedding.kind() + " token embedding has no ONNX lookup yet");
+    graph.op("Identity", {rows}, {}, "rows");
+    graph.op("Identity", {logits}, {}, "logits");
+    const std::vector<onnx::GraphValue> inputs{{"ids", onnx::kInt64, Dims{"n"}},
+                                               {"hidden", onnx::kFloat, Dims{"m", embedding.dim()}}};
+    const std::vector<onnx::GraphValue> outputs{{"rows", onnx::kFloat, Dims{"n", embedding.dim()}},
+                                                {"logits", onnx::kFloat, Dims{"m", embedding.vocab_size()}}};
+    auto w = to_proto(graph, inputs, outputs, options, options.external_data, data_file_name(out),
+                      "embedding", {{"embedlab.token_embedding", embedding.kind()}});
+    ModelExportReport report;
+    report.bytes = write_model(w, out, options.external_data, label);
+    report.path = out;
+    report.tensors = static_cast<int64_t>(graph.initializers().size());
+    report.embedding_type = embedding.kind();
+    report.notes = graph.notes();
+    return report;
+}
+
+} // namespace embedlab

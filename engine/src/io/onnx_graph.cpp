@@ -1,0 +1,145 @@
+#include "io/onnx_graph.hpp"
+
+#include <cstring>
+
+#include "embedlab/error.hpp"
+
+namespace embedlab::onnx {
+
+std::string Graph::fresh(const std::string& hint)
+{
+    const int n = hint_counts_[hint]++;
+    return n == 0 ? hint : hint + "." + std::to_string(n);
+}
+
+void Graph::note(std::string text)
+{
+    for (const auto& n : notes_)
+        if (n == text)
+            return; // a lookup and its head may both say it
+    notes_.push_back(std::move(text));
+}
+
+std::string Graph::initializer(const std::string& hint, const torch::Tensor& value)
+{
+    const auto t = value.scalar_type();
+    if (t != torch::kFloat32 && t != torch::kFloat16 && t != torch::kBFloat16 && t != torch::kInt64 &&
+        t != torch::kInt32 && t != torch::kInt8 && t != torch::kUInt8)
+        throw InputError("ONNX export: tensor '" + hint + "' has a type ONNX export does not store (" +
+                         std::string(c10::toString(t)) + ")");
+    // The same tensor given twice (a tied head's table) is stored once.
+    for (const auto& [name, t] : initializers_)
+        if (t.data_ptr() == value.data_ptr() && t.sizes() == value.sizes() &&
+            t.scalar_type() == value.scalar_type() && value.is_contiguous())
+            return name;
+    auto name = fresh(hint);
+    initializers_.emplace_back(name, value.contiguous());
+    return name;
+}
+
+std::string Graph::initializer_once(const std::string& name, const std::function<torch::Tensor()>& make)
+{
+    for (const auto& [n, t] : initializers_)
+        if (n == name)
+            return n;
+    if (hint_counts_.count(name))
+        throw InputError("ONNX export: the name '" + name + "' is taken by another value");
+    return initializer(name, make());
+}
+
+std::string Graph::ints(const std::vector<int64_t>& values)
+{
+    for (const auto& [v, name] : int_constants_)
+        if (v == values)
+            return name;
+    auto name = initializer("const.ints", torch::tensor(values, torch::kLong));
+    int_constants_.emplace_back(values, name);
+    return name;
+}
+
+std::string Graph::scalar(float value)
+{
+    for (const auto& [v, name] : float_constants_)
+        if (std::memcmp(&v, &value, sizeof v) == 0)
+            return name;
+    auto name = initializer("const.float", torch::full({}, value, torch::kFloat32));
+    float_constants_.emplace_back(value, name);
+    return name;
+}
+
+std::string Graph::int_scalar(int64_t value)
+{
+    return initializer("const.int", torch::full({}, value, torch::kLong));
+}
+
+std::string Graph::op(const std::string& type, std::vector<std::string> inputs,
+                      std::vector<Attribute> attributes, const std::string& hint)
+{
+    auto out = fresh(hint.empty() ? type : hint);
+    nodes_.push_back({type, std::move(inputs), {out}, std::move(attributes)});
+    return out;
+}
+
+std::vector<std::string> Graph::op_outputs(const std::string& type, std::vector<std::string> inputs,
+                                           int outputs, std::vector<Attribute> attributes)
+{
+    std::vector<std::string> out;
+    for (int i = 0; i < outputs; ++i)
+        out.push_back(fresh(type));
+    nodes_.push_back({type, std::move(inputs), out, std::move(attributes)});
+    return out;
+}
+
+std::string Graph::gather(const std::string& data, const std::string& indices, int64_t axis)
+{
+    return op("Gather", {data, indices}, {{"axis", axis}});
+}
+
+std::string Graph::reshape(const std::string& x, const std::vector<int64_t>& shape)
+{
+    return op("Reshape", {x, ints(shape)});
+}
+
+std::string Graph::transpose(const std::string& x, const std::vector<int64_t>& perm)
+{
+    return op("Transpose", {x}, {{"perm", perm}});
+}
+
+std::string Graph::unsqueeze(const std::string& x, const std::vector<int64_t>& axes)
+{
+    return op("Unsqueeze", {x, ints(axes)});
+}
+
+std::string Graph::squeeze(const std::string& x, const std::vector<int64_t>& axes)
+{
+    return op("Squeeze", {x, ints(axes)});
+}
+
+std::string Graph::concat(const std::vector<std::string>& xs, int64_t axis)
+{
+    return op("Concat", xs, {{"axis", axis}});
+}
+
+std::string Graph::slice(const std::string& x, const std::vector<int64_t>& starts,
+                         const std::vector<int64_t>& ends, const std::vector<int64_t>& axes)
+{
+    return op("Slice", {x, ints(starts), ints(ends), ints(axes)});
+}
+
+std::string Graph::reduce_sum(const std::string& x, const std::vector<int64_t>& axes, bool keep_dims)
+{
+    return op("ReduceSum", {x, ints(axes)}, {{"keepdims", int64_t{keep_dims ? 1 : 0}}});
+}
+
+std::string Graph::cast(const std::string& x, int64_t onnx_type)
+{
+    return op("Cast", {x}, {{"to", onnx_type}});
+}
+
+std::string Graph::shape_with_tail(const std::string& x, int64_t leading, const std::vector<int64_t>& tail)
+{
+    auto head = op("Shape", {x}, {{"end", leading}});
+    return concat({head, ints(tail)}, 0);
+}
+
+} // namespace embedlab::onnx
