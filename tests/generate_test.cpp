@@ -15,6 +15,7 @@
 #include "embedlab/generate.hpp"
 #include "embedlab/model.hpp"
 #include "llama_cpp_tools.hpp"
+#include "shared_models.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 
@@ -180,37 +181,9 @@ TEST(Generate, StopsAtTheContextAndRefusesWhatItCannotDo)
 
 // ---- ../shared: every zoo architecture, tinyllama, tinygpt2 ----
 
-struct SharedModel {
-    std::string name;
-    fs::path dir;
-};
-void PrintTo(const SharedModel& m, std::ostream* os)
-{
-    *os << m.name;
-}
-
-std::vector<SharedModel> shared_models()
-{
-    std::vector<SharedModel> models{{"tinyllama", "models/tinyllama"}, {"tinygpt2", "models/tinygpt2"}};
-    for (const char* z :
-         {"smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"})
-        models.push_back({z, fs::path("models/zoo") / z});
-    return models;
-}
-
-// The first n ids of the held-out token file (tinyllama's vocabulary, which every
-// zoo fixture shares; tinygpt2 reads its own tokenisation of the same text).
-std::vector<int32_t> heldout_ids(const LoadedModel& lm, size_t n)
-{
-    std::vector<int32_t> ids;
-    if (lm.model->config().arch == Architecture::GPT2)
-        ids = lm.tokenizer->encode(
-            read_text_file(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt"));
-    else
-        ids = read_ids_file(shared_dir() / "reference" / "tokens-tinyllama-tinystories-heldout.json");
-    ids.resize(n);
-    return ids;
-}
+using test::heldout_ids;
+using test::shared_models;
+using test::SharedModel;
 
 class SharedGenerate : public ::testing::TestWithParam<SharedModel> {};
 
@@ -314,11 +287,8 @@ TEST_P(SharedGenerate, GreedyMatchesLlamaCppTokenForToken)
     EXPECT_LE(ties, 1) << GetParam().name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, SharedGenerate, ::testing::ValuesIn(shared_models()), [](const auto& info) {
-    std::string n = info.param.name;
-    std::replace(n.begin(), n.end(), '-', '_');
-    return n;
-});
+INSTANTIATE_TEST_SUITE_P(Shared, SharedGenerate, ::testing::ValuesIn(shared_models()),
+                         [](const auto& info) { return test::shared_model_name(info.param); });
 
 // generate --compare on a pca and an lle model: the original's continuation beside it,
 // per-token KL and ranks; the streamed text is the JSON's text.

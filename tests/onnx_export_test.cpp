@@ -15,6 +15,7 @@
 #include "embedlab/onnx_export.hpp"
 #include "embedlab/table_method.hpp"
 #include "onnx_runtime.hpp"
+#include "shared_models.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 
@@ -209,20 +210,6 @@ TEST(OnnxExportCli, FormatOnnxAndItsFlags)
 
 // ---- in ONNX Runtime ----
 
-TEST(OnnxRuntime, TinyModelsGiveEmbedLabsLogits)
-{
-    EMBEDLAB_REQUIRE_ONNXRUNTIME();
-    test::TempDir tmp;
-    for (const auto& [name, c] : tiny_configs()) {
-        const auto m = tiny_model(c);
-        const auto out = tmp.path() / "m.onnx";
-        OnnxExportOptions o;
-        o.overwrite = true;
-        export_to(*m, out, o);
-        expect_runtime_matches(*m, out, as_ids(test::spread_ids(20, c.vocab_size, 7, 3)), name);
-    }
-}
-
 // Greedy decoding through the graph's present -> past outputs, one token at a time after
 // the prompt, gives generate()'s tokens.
 std::vector<int32_t> ort_greedy(const LanguageModel& m, const fs::path& onnx,
@@ -259,57 +246,34 @@ std::vector<int32_t> ort_greedy(const LanguageModel& m, const fs::path& onnx,
     return tokens;
 }
 
-TEST(OnnxRuntime, WithPastDecodesGeneratesGreedyTokens)
+// Each tiny configuration's export, without and with the KV-cache interface: the logits
+// and perplexity of one pass, and greedy decoding through present -> past.
+TEST(OnnxRuntime, TinyModelsGiveEmbedLabsLogitsAndGreedyTokens)
 {
     EMBEDLAB_REQUIRE_ONNXRUNTIME();
     test::TempDir tmp;
     for (const auto& [name, c] : tiny_configs()) {
         const auto m = tiny_model(c);
-        const auto out = tmp.path() / "m.onnx";
+        const auto plain = tmp.path() / (name + ".onnx"), with_past = tmp.path() / (name + "-past.onnx");
+        export_to(*m, plain);
+        expect_runtime_matches(*m, plain, as_ids(test::spread_ids(20, c.vocab_size, 7, 3)), name);
         OnnxExportOptions o;
-        o.overwrite = true;
         o.with_past = true;
-        export_to(*m, out, o);
+        export_to(*m, with_past, o);
         const auto prompt = test::spread_ids(5, c.vocab_size, 7, 3);
         const auto g = generate(*m, nullptr, prompt, {.max_tokens = 8, .stop_at_eos = false});
         std::vector<int32_t> expected;
         for (const auto& t : g.tokens)
             expected.push_back(t.id);
-        EXPECT_EQ(ort_greedy(*m, out, prompt, 8), expected) << name;
+        EXPECT_EQ(ort_greedy(*m, with_past, prompt, 8), expected) << name;
     }
 }
 
 // ---- ../shared: every zoo architecture, tinyllama, tinygpt2; every table method ----
 
-struct SharedModel {
-    std::string name;
-    fs::path dir;
-};
-void PrintTo(const SharedModel& m, std::ostream* os)
-{
-    *os << m.name;
-}
-
-std::vector<SharedModel> shared_models()
-{
-    std::vector<SharedModel> models{{"tinyllama", "models/tinyllama"}, {"tinygpt2", "models/tinygpt2"}};
-    for (const char* z :
-         {"smollm2-tied", "llama32-ropescaled", "qwen2", "qwen3", "gemma2", "phi3", "gptneox"})
-        models.push_back({z, fs::path("models/zoo") / z});
-    return models;
-}
-
-std::vector<int32_t> heldout_ids(const LoadedModel& lm, size_t n)
-{
-    std::vector<int32_t> ids;
-    if (lm.model->config().arch == Architecture::GPT2)
-        ids = lm.tokenizer->encode(
-            read_text_file(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt"));
-    else
-        ids = read_ids_file(shared_dir() / "reference" / "tokens-tinyllama-tinystories-heldout.json");
-    ids.resize(n);
-    return ids;
-}
+using test::heldout_ids;
+using test::shared_models;
+using test::SharedModel;
 
 class SharedOnnx : public ::testing::TestWithParam<SharedModel> {};
 
@@ -324,11 +288,8 @@ TEST_P(SharedOnnx, DenseExportGivesEmbedLabsPerplexity)
     expect_runtime_matches(*lm.model, out, as_ids(heldout_ids(lm, 64)), GetParam().name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, SharedOnnx, ::testing::ValuesIn(shared_models()), [](const auto& info) {
-    std::string n = info.param.name;
-    std::replace(n.begin(), n.end(), '-', '_');
-    return n;
-});
+INSTANTIATE_TEST_SUITE_P(Shared, SharedOnnx, ::testing::ValuesIn(shared_models()),
+                         [](const auto& info) { return test::shared_model_name(info.param); });
 
 // Every table method (the registry's, in its order) on tinyllama (untied head) and on
 // smollm2-tied (the tied head through the method's factors), plus flat: ONNX Runtime's
