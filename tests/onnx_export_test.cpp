@@ -291,6 +291,33 @@ TEST_P(SharedOnnx, DenseExportGivesEmbedLabsPerplexity)
 INSTANTIATE_TEST_SUITE_P(Shared, SharedOnnx, ::testing::ValuesIn(shared_models()),
                          [](const auto& info) { return test::shared_model_name(info.param); });
 
+// Factors a directory stores at a ggml type (compress --store) are written as stored and
+// dequantised in the graph: the file is smaller than a float32 export of the same factors
+// by what the store saves, and ONNX Runtime computes the model EmbedLab loads.
+TEST(SharedOnnxStore, FactorsStoredAtAGgmlTypeStayThatType)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    EMBEDLAB_REQUIRE_ONNXRUNTIME();
+    test::TempDir tmp;
+    const auto model = (shared_dir() / "models/tinyllama").string();
+    for (const char* store : {"f32", "q8_0"}) {
+        const auto dir = tmp.path() / store;
+        const auto r = test::cli({"compress", model, "--method", "pca", "--rank", "64", "--store", store, "--out",
+                                  dir.string(), "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    const auto f32 = load_model(tmp.path() / "f32"), q8 = load_model(tmp.path() / "q8_0");
+    const auto f32_bytes = export_onnx(f32, tmp.path() / "f32.onnx", {}).bytes;
+    const auto out = tmp.path() / "q8_0.onnx";
+    const auto q8_bytes = export_onnx(q8, out, {}).bytes;
+    // Z [V, 64], P [64, d] and mu [d] at 34 bytes per 32 values instead of 128.
+    const auto& c = f32.model->config();
+    const double values = static_cast<double>(c.vocab_size * 64 + 64 * c.hidden_size + c.hidden_size);
+    const double saved = static_cast<double>(f32_bytes) - static_cast<double>(q8_bytes);
+    EXPECT_NEAR(saved, values * (4.0 - 34.0 / 32.0), 0.02 * values * 4.0) << f32_bytes << " vs " << q8_bytes;
+    expect_runtime_matches(*q8.model, out, as_ids(heldout_ids(q8, 48)), "tinyllama pca 64 stored q8_0");
+}
+
 // Every table method (the registry's, in its order) on tinyllama (untied head) and on
 // smollm2-tied (the tied head through the method's factors), plus flat: ONNX Runtime's
 // perplexity equals EmbedLab's, and the file is smaller than the dense export by the

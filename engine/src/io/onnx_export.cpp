@@ -11,8 +11,11 @@
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/output_checks.hpp"
+#include "embedlab/quant_types.hpp"
+#include "embedlab/quantised_table.hpp"
 #include "io/onnx_decoder.hpp"
 #include "io/onnx_graph.hpp"
+#include "io/safetensors.hpp"
 
 namespace embedlab {
 
@@ -249,6 +252,43 @@ uint64_t initializer_bytes(const onnx::Graph& g)
     return total;
 }
 
+// Factors a compressed directory stores at a ggml type (compress --store): the graph
+// reads their blocks as stored and dequantises them (quant's own ONNX lookup over every
+// row), so the file holds the directory's bytes, not the float32 the model was built from.
+void substitute_stored_factors(const LoadedModel& lm, onnx::Graph& graph)
+{
+    if (lm.files.embedlab_manifest.empty())
+        return;
+    const auto manifest = nlohmann::json::parse(lm.files.embedlab_manifest, nullptr, false);
+    if (!manifest.is_object() || !manifest.contains("stored_types") ||
+        !manifest["stored_types"].is_object() || manifest["stored_types"].empty())
+        return;
+    const auto file = io::load_safetensors_file(lm.files.path / "model.safetensors");
+    for (const auto& [name, type_json] : manifest["stored_types"].items()) {
+        const auto* q = type_json.is_string() ? find_quant_type(type_json.get<std::string>()) : nullptr;
+        const auto it = file.weights.find(name);
+        if (!q || it == file.weights.end() || it->second.dim() != 2)
+            continue; // the loader has refused such a directory already
+        const auto& blocks = it->second;
+        const int64_t rows = blocks.size(0), row_bytes = blocks.size(1);
+        const auto bytes_per_block =
+            static_cast<int64_t>(std::llround(q->bits_per_value * q->block_values / 8));
+        const int64_t n = row_bytes / bytes_per_block * q->block_values;
+        auto table = std::make_shared<QuantisedTokenEmbedding>(q->name, n, blocks);
+        graph.substitute(
+            name + " (" + q->name + ")", table->rebuilt_rows(),
+            [table, rows, name](onnx::Graph& g, const std::vector<int64_t>& shape) {
+                onnx::Graph::Scope scope(g, name + ".");
+                const auto all = g.op("Range", {g.int_scalar(0), g.int_scalar(rows), g.int_scalar(1)});
+                return g.reshape(table->onnx_lookup(g, all), shape);
+            });
+    }
+}
+
+ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out,
+                                 const OnnxExportOptions& options, const ProgressFn& progress,
+                                 const fs::path& source, const std::function<void(onnx::Graph&)>& prepare);
+
 } // namespace
 
 std::string onnx_export_refusal(const LanguageModel& model)
@@ -277,12 +317,22 @@ void check_onnx_export_target(const fs::path& out, bool overwrite, const std::ve
 ModelExportReport export_onnx(const LoadedModel& lm, const fs::path& out, const OnnxExportOptions& options,
                               const ProgressFn& progress)
 {
-    return export_onnx(*lm.model, out, options, progress, lm.files.path);
+    return export_decoder(*lm.model, out, options, progress, lm.files.path,
+                          [&](onnx::Graph& g) { substitute_stored_factors(lm, g); });
 }
 
 ModelExportReport export_onnx(const LanguageModel& model, const fs::path& out,
                               const OnnxExportOptions& options, const ProgressFn& progress,
                               const fs::path& source)
+{
+    return export_decoder(model, out, options, progress, source, {});
+}
+
+namespace {
+
+ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out,
+                                 const OnnxExportOptions& options, const ProgressFn& progress,
+                                 const fs::path& source, const std::function<void(onnx::Graph&)>& prepare)
 {
     if (options.opset != 17)
         throw InputError("--opset " + std::to_string(options.opset) +
@@ -293,7 +343,11 @@ ModelExportReport export_onnx(const LanguageModel& model, const fs::path& out,
                              source.empty() ? std::vector<fs::path>{} : std::vector<fs::path>{source});
     create_parent_directories(out);
     onnx::Graph graph;
+    if (prepare)
+        prepare(graph);
     const auto io = onnx::write_decoder(model, graph, options.with_past, progress);
+    for (const auto& factor : graph.unused_substitutes())
+        graph.note("factor " + factor + " is written as float32: the table holds it rearranged");
     ModelExportReport report;
     const bool external =
         options.external_data || initializer_bytes(graph) >= kInlineLimit - (uint64_t{64} << 20);
@@ -318,6 +372,8 @@ ModelExportReport export_onnx(const LanguageModel& model, const fs::path& out,
         report.notes.push_back(n);
     return report;
 }
+
+} // namespace
 
 ModelExportReport export_onnx_embedding(const TokenEmbedding& embedding, const fs::path& out,
                                         const OnnxExportOptions& options)

@@ -27,6 +27,18 @@ std::string Graph::initializer(const std::string& hint, const torch::Tensor& val
         t != torch::kInt32 && t != torch::kInt8 && t != torch::kUInt8)
         throw InputError("ONNX export: tensor '" + hint + "' has a type ONNX export does not store (" +
                          std::string(c10::toString(t)) + ")");
+    if (t == torch::kFloat32)
+        for (auto& sub : substitutes_) {
+            if (sub.values.numel() != value.numel() || !torch::equal(sub.values, value.reshape({-1})))
+                continue;
+            const auto shape = value.sizes().vec();
+            for (const auto& [s, name] : sub.made)
+                if (s == shape)
+                    return name;
+            auto name = sub.make(*this, shape);
+            sub.made.emplace_back(shape, name);
+            return name;
+        }
     // The same tensor given twice (a tied head's table) is stored once.
     for (const auto& [name, t] : initializers_)
         if (t.data_ptr() == value.data_ptr() && t.sizes() == value.sizes() &&
@@ -37,8 +49,24 @@ std::string Graph::initializer(const std::string& hint, const torch::Tensor& val
     return name;
 }
 
-std::string Graph::initializer_once(const std::string& name, const std::function<torch::Tensor()>& make)
+void Graph::substitute(const std::string& label, torch::Tensor values, Substitute make)
 {
+    substitutes_.push_back(
+        {label, values.to(torch::kFloat32).reshape({-1}).contiguous(), std::move(make), {}});
+}
+
+std::vector<std::string> Graph::unused_substitutes() const
+{
+    std::vector<std::string> unused;
+    for (const auto& sub : substitutes_)
+        if (sub.made.empty())
+            unused.push_back(sub.label);
+    return unused;
+}
+
+std::string Graph::initializer_once(const std::string& unscoped, const std::function<torch::Tensor()>& make)
+{
+    const std::string name = scope_ + unscoped;
     for (const auto& [n, t] : initializers_)
         if (n == name)
             return n;

@@ -44,6 +44,28 @@ public:
     // that name: a tensor a method derives for its lookup (split, packed, converted) is
     // stored once though onnx_lookup runs twice (for the rows and in the tied head).
     std::string initializer_once(const std::string& name, const std::function<torch::Tensor()>& make);
+
+    // A float tensor the export finds stored in another form (a factor a compressed
+    // directory keeps at a ggml type, compress --store): wherever initializer() is given a
+    // float32 tensor holding exactly these values (in any shape of as many values), the
+    // nodes `make` writes compute it from what is stored, once, reshaped to that shape.
+    using Substitute = std::function<std::string(Graph&, const std::vector<int64_t>& shape)>;
+    void substitute(const std::string& label, torch::Tensor values, Substitute make);
+    // The labels of substitutes no initializer() asked for (left as float32 tensors).
+    std::vector<std::string> unused_substitutes() const;
+    // initializer_once's names are taken under this prefix while a Scope lives (two
+    // substitutes built by the same lookup keep their tensors apart).
+    class Scope {
+    public:
+        Scope(Graph& g, const std::string& prefix) : g_(g), saved_(g.scope_) { g.scope_ += prefix; }
+        ~Scope() { g_.scope_ = saved_; }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+
+    private:
+        Graph& g_;
+        std::string saved_;
+    };
     // 1-D int64 constants (shapes, axes, offsets) and float32 scalars, stored once each.
     std::string ints(const std::vector<int64_t>& values);
     std::string scalar(float value);
@@ -96,6 +118,14 @@ private:
     std::vector<std::pair<std::vector<int64_t>, std::string>> int_constants_;
     std::vector<std::pair<float, std::string>> float_constants_;
     std::map<std::string, int> hint_counts_;
+    struct Substitution {
+        std::string label;
+        torch::Tensor values; // float32, flattened
+        Substitute make;
+        std::vector<std::pair<std::vector<int64_t>, std::string>> made; // by shape
+    };
+    std::vector<Substitution> substitutes_;
+    std::string scope_;
     std::vector<std::string> notes_;
 };
 
