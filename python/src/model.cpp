@@ -9,6 +9,7 @@
 #include "convert.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/generate.hpp"
+#include "embedlab/onnx_export.hpp"
 #include "embedlab/tasks.hpp"
 #include "progress.hpp"
 
@@ -64,6 +65,28 @@ py::object perplexity(const Model& m, const py::object& text, const py::object& 
     j.update(perplexity_json(r));
     j["embedding"] = m.lm->token_embedding().kind();
     return to_python(j);
+}
+
+py::object export_onnx_to(const Model& m, const py::object& path_like, bool with_past, bool external_data,
+                          bool overwrite, const py::object& callback)
+{
+    const auto out = py::module_::import("os").attr("fspath")(path_like).cast<std::string>();
+    OnnxExportOptions options;
+    options.with_past = with_past;
+    options.external_data = external_data;
+    options.overwrite = overwrite;
+    PythonProgress progress(callback);
+    const auto r = without_gil(progress, [&] {
+        return export_onnx(*m.lm, out, options, progress.plain("export"),
+                           m.files ? m.files->path : std::filesystem::path(), m.files);
+    });
+    return to_python(nlohmann::ordered_json{{"path", r.path.string()},
+                                            {"format", "onnx"},
+                                            {"architecture", r.architecture},
+                                            {"embedding", r.embedding_type},
+                                            {"tensors", r.tensors},
+                                            {"bytes", r.bytes},
+                                            {"notes", r.notes}});
 }
 
 py::object divergence(const Model& m, const Model& reference, const py::object& text, const py::object& ids,
@@ -260,6 +283,10 @@ void bind_model(py::module_& m)
              py::arg("batch") = 0, py::arg("progress") = py::none(),
              "Perplexity by METHODS.md section 0: eval --json's fields.")
         .def("logits", &logits, py::arg("ids"), "Logits [n, V] float32 of one sequence of ids.")
+        .def("export_onnx", &export_onnx_to, py::arg("path"), py::kw_only(), py::arg("with_past") = false,
+             py::arg("external_data") = false, py::arg("overwrite") = false, py::arg("progress") = py::none(),
+             "The decoder as an ONNX graph with the token table as stored (export --format onnx); "
+             "returns the report: path, bytes, tensors, notes.")
         .def("generate", &generate_text, py::arg("prompt") = py::none(), py::kw_only(),
              py::arg("ids") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0,
              py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("stop") = py::none(),

@@ -44,10 +44,11 @@ std::string onnx_export_refusal(const LanguageModel& model);
 ModelExportReport export_onnx(const LoadedModel& model, const std::filesystem::path& out,
                               const OnnxExportOptions& options, const ProgressFn& progress = {});
 // The same for a model in memory (a run's compressed model); `source` names it in the
-// file's metadata and is never overwritten.
+// file's metadata and is never overwritten; `files`, when given, are the files it was
+// loaded from (a compressed directory's factors stored at a ggml type stay that type).
 ModelExportReport export_onnx(const LanguageModel& model, const std::filesystem::path& out,
                               const OnnxExportOptions& options, const ProgressFn& progress,
-                              const std::filesystem::path& source);
+                              const std::filesystem::path& source, const ModelFiles* files = nullptr);
 
 // Only a token embedding, for checking a method's lookup in a runtime: input `ids`
 // (int64 [n]) -> output `rows` [n, d], and input `hidden` (float [m, d]) -> output

@@ -255,15 +255,15 @@ uint64_t initializer_bytes(const onnx::Graph& g)
 // Factors a compressed directory stores at a ggml type (compress --store): the graph
 // reads their blocks as stored and dequantises them (quant's own ONNX lookup over every
 // row), so the file holds the directory's bytes, not the float32 the model was built from.
-void substitute_stored_factors(const LoadedModel& lm, onnx::Graph& graph)
+void substitute_stored_factors(const ModelFiles& files, onnx::Graph& graph)
 {
-    if (lm.files.embedlab_manifest.empty())
+    if (files.embedlab_manifest.empty())
         return;
-    const auto manifest = nlohmann::json::parse(lm.files.embedlab_manifest, nullptr, false);
+    const auto manifest = nlohmann::json::parse(files.embedlab_manifest, nullptr, false);
     if (!manifest.is_object() || !manifest.contains("stored_types") ||
         !manifest["stored_types"].is_object() || manifest["stored_types"].empty())
         return;
-    const auto file = io::load_safetensors_file(lm.files.path / "model.safetensors");
+    const auto file = io::load_safetensors_file(files.path / "model.safetensors");
     for (const auto& [name, type_json] : manifest["stored_types"].items()) {
         const auto* q = type_json.is_string() ? find_quant_type(type_json.get<std::string>()) : nullptr;
         const auto it = file.weights.find(name);
@@ -317,15 +317,17 @@ void check_onnx_export_target(const fs::path& out, bool overwrite, const std::ve
 ModelExportReport export_onnx(const LoadedModel& lm, const fs::path& out, const OnnxExportOptions& options,
                               const ProgressFn& progress)
 {
-    return export_decoder(*lm.model, out, options, progress, lm.files.path,
-                          [&](onnx::Graph& g) { substitute_stored_factors(lm, g); });
+    return export_onnx(*lm.model, out, options, progress, lm.files.path, &lm.files);
 }
 
 ModelExportReport export_onnx(const LanguageModel& model, const fs::path& out,
                               const OnnxExportOptions& options, const ProgressFn& progress,
-                              const fs::path& source)
+                              const fs::path& source, const ModelFiles* files)
 {
-    return export_decoder(model, out, options, progress, source, {});
+    return export_decoder(model, out, options, progress, source, [&](onnx::Graph& g) {
+        if (files)
+            substitute_stored_factors(*files, g);
+    });
 }
 
 namespace {
