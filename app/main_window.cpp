@@ -2,6 +2,7 @@
 
 #include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QCloseEvent>
 #include <QDesktopServices>
 #include <QDialog>
@@ -15,6 +16,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
@@ -47,6 +49,7 @@
 #include "embedlab/experiment_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
+#include "method_flags.hpp"
 #include "method_panel.hpp"
 #include "model_summary.hpp"
 #include "neighbour_graph_view.hpp"
@@ -142,6 +145,27 @@ MainWindow::MainWindow(QWidget* parent)
             [this] { runCompression(method_panel_->request(), method_panel_->target()); });
     // The rank dragged on the spectrum is the rank a pca/svd run uses.
     connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
+    // Issue 41 item 12: a row's run again, as the CLI line, the job file or the Python call.
+    const auto copy_row = [this](const QString& name, const QString& text, RowText as) {
+        auto* action = new QAction(text, this);
+        action->setObjectName(name);
+        connect(action, &QAction::triggered, this, [this, as] {
+            const QString copied = rowText(results_->selectedRow(), as);
+            if (copied.isEmpty()) {
+                statusBar()->showMessage("Select a compression row run in this session to copy");
+                return;
+            }
+            QGuiApplication::clipboard()->setText(copied);
+            statusBar()->showMessage("Copied to the clipboard");
+        });
+        return action;
+    };
+    copy_command_ = copy_row("copy_command", "Copy as &command", RowText::Command);
+    copy_command_->setToolTip("The embedlab-cli compress line that runs this row's request");
+    copy_json_ = copy_row("copy_json_request", "Copy as &JSON request", RowText::JsonRequest);
+    copy_json_->setToolTip("The row's request as a job file holds it (embedlab-cli worker, remote run)");
+    copy_python_ = copy_row("copy_python", "Copy as &Python", RowText::Python);
+    copy_python_->setToolTip("The row's request as an embedlab.compress call (docs/python.md)");
     results_->table()->setContextMenuPolicy(Qt::CustomContextMenu);
     connect(results_->table(), &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
         const QModelIndex index = results_->table()->indexAt(at);
@@ -150,6 +174,11 @@ MainWindow::MainWindow(QWidget* parent)
         results_->table()->setCurrentIndex(index); // the row under the cursor is the one acted on
         QMenu menu(this);
         menu.addAction(export_model_);
+        const bool has_request = row_requests_.contains(results_->selectedRow());
+        for (auto* copy : {copy_command_, copy_json_, copy_python_}) {
+            copy->setEnabled(has_request);
+            menu.addAction(copy);
+        }
         if (results_->selectedRow() >= 0)
             menu.addAction("Delete row", this, [this] { results_->removeRow(results_->selectedRow()); });
         menu.exec(results_->table()->viewport()->mapToGlobal(at));
@@ -288,6 +317,11 @@ MainWindow::MainWindow(QWidget* parent)
             if (it.key() != row)
                 moved.insert(it.key() > row ? it.key() - 1 : it.key(), it.value());
         row_sources_ = moved;
+        QHash<int, CompressionRequest> requests;
+        for (auto it = row_requests_.begin(); it != row_requests_.end(); ++it)
+            if (it.key() != row)
+                requests.insert(it.key() > row ? it.key() - 1 : it.key(), it.value());
+        row_requests_ = requests;
         if (row < saved_rows_) { // rows are added at the end: the first saved_rows_ were saved
             --saved_rows_;
             deleted_since_save_ = true;
@@ -476,6 +510,7 @@ bool MainWindow::openSession(const QString& file)
             target = target_from_json(engine_json(session.value("target").toObject()));
         }
         results_->clear();
+        row_requests_.clear();
         row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
         for (const auto& r : rows)
             results_->addRow(r);
@@ -593,6 +628,60 @@ void MainWindow::exportResults()
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
     }
+}
+
+namespace {
+
+// A request field's JSON value as a Python literal (JSON's strings and numbers are
+// Python's; true, false and null are not).
+std::string python_literal(const nlohmann::ordered_json& v)
+{
+    if (v.is_boolean())
+        return v.get<bool>() ? "True" : "False";
+    if (v.is_null())
+        return "None";
+    if (v.is_array()) {
+        std::string text = "[";
+        for (const auto& e : v)
+            text += (text.size() > 1 ? ", " : "") + python_literal(e);
+        return text + "]";
+    }
+    return v.dump(); // a string (JSON's escapes are Python's) or a number
+}
+
+} // namespace
+
+QString MainWindow::rowText(int row, RowText as) const
+{
+    if (!row_requests_.contains(row))
+        return {};
+    const CompressionRequest& request = row_requests_[row];
+    const auto json = request_json(request);
+    switch (as) {
+    case RowText::Command: {
+        const std::string out =
+            std::filesystem::path(request.model).filename().string() + "-" + request.method;
+        std::vector<std::string> omitted;
+        std::string line = cli::shell_command_line(cli::compress_command(request, out, &omitted));
+        // Fields compress has no flag for (the panel's eval_tokens): said, as a comment sh skips.
+        for (size_t i = 0; i < omitted.size(); ++i)
+            line += (i == 0 ? "  # not settable by a compress flag: " : ", ") + omitted[i] + " " +
+                    json[omitted[i]].dump();
+        return QString::fromStdString(line);
+    }
+    case RowText::JsonRequest:
+        return QString::fromStdString(json.dump(2)) + "\n";
+    case RowText::Python: {
+        std::string call = "import embedlab\nrun = embedlab.compress(" +
+                           nlohmann::ordered_json(request.model).dump() + ", " +
+                           nlohmann::ordered_json(request.method).dump();
+        for (const auto& [field, value] : json.items())
+            if (field != "model" && field != "method")
+                call += ", " + field + "=" + python_literal(value);
+        return QString::fromStdString(call + ")\nprint(run.summary)\n");
+    }
+    }
+    return {};
 }
 
 void MainWindow::updateExportEnabled()

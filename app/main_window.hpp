@@ -100,6 +100,15 @@ public:
     // save or export, or rows deleted from what was saved.
     QString unsavedText() const;
 
+    // Results row `row`'s request, to run it again (issue 41 item 12): the
+    // `embedlab-cli compress` line (sh-quoted; fields compress has no flag for, such as
+    // the panel's eval_tokens, named in a trailing # comment), the request's JSON as a
+    // job file holds it, or the Python API's embedlab.compress call. "" for a row that
+    // came from no compression job here (a session's). The row menu's Copy as command /
+    // JSON request / Python actions put these on the clipboard.
+    enum class RowText { Command, JsonRequest, Python };
+    QString rowText(int row, RowText as) const;
+
 signals:
     void modelShown(bool ok);
 
@@ -149,6 +158,10 @@ private:
     QSpinBox* lle_k_;
     QMenu* recent_;
     QAction* export_model_;
+    QAction* copy_command_; // the selected results row as an embedlab-cli line (rowText)
+    QAction* copy_json_;    // ... as its request's JSON
+    QAction* copy_python_;  // ... as a Python call
+    QHash<int, CompressionRequest> row_requests_; // every run's request (local or remote), by row
     QPushButton* export_button_;
     // What produced each results row (by row index), so it can be exported.
     struct RowSource {

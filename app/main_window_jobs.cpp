@@ -65,6 +65,7 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
             const auto r = compress_and_evaluate(request, target, progress, status);
             return [this, r, request, target, path] {
                 const int row = results_->addRow(r);
+                row_requests_[row] = request;
                 if (r.ratio > 1)
                     statusBar()->showMessage(
                         QString("%1 %2 stores %3x the original (ratio > 1): not a compression")

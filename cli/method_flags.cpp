@@ -2,7 +2,9 @@
 #include "method_flags.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
+#include <string_view>
 
 #include "embedlab/error.hpp"
 
@@ -131,6 +133,95 @@ std::vector<CompressionRequest> method_flag_settings(const Args& args, const std
         settings = std::move(next);
     }
     return settings;
+}
+
+namespace {
+
+// A field's JSON value as its flag's text: "a,b,c" for a list, a number as JSON writes
+// it (the shortest text that reads back the same double).
+std::string flag_text(const nlohmann::ordered_json& value)
+{
+    if (value.is_string())
+        return value.get<std::string>();
+    if (value.is_array()) {
+        std::string text;
+        for (const auto& v : value)
+            text += (text.empty() ? "" : ",") + v.dump();
+        return text;
+    }
+    return value.dump();
+}
+
+} // namespace
+
+std::vector<std::string> compress_command(const CompressionRequest& request, const std::string& out_dir,
+                                          std::vector<std::string>* omitted)
+{
+    const auto json = request_json(request);
+    const auto fields = method_fields();
+    // compress's own flags for the request's other fields (command_compress.cpp, text_eval.cpp).
+    static const std::vector<std::pair<std::string, std::string>> own{{"tokenizer", "--tokenizer"},
+                                                                      {"positions", "--positions"},
+                                                                      {"eval_text", "--eval-text"},
+                                                                      {"ctx", "--ctx"},
+                                                                      {"stride", "--stride"},
+                                                                      {"batch", "--batch"},
+                                                                      {"divergence", "--divergence"},
+                                                                      {"task", "--task"},
+                                                                      {"task_data", "--task-data"},
+                                                                      {"task_limit", "--task-limit"},
+                                                                      {"seed", "--seed"}};
+    const bool flat = request.method == method_descriptor(Method::Flat).name;
+    const bool lle = !flat && method_descriptor(request.method).needs_frequency_text;
+    std::vector<std::string> argv{"embedlab-cli", "compress", request.model, "--method", request.method};
+    for (const auto& [field, value] : json.items()) {
+        if (field == "model" || field == "method")
+            continue;
+        std::string flag;
+        if (flat && field == "compress_mlp")
+            flag = "--mlp";
+        else if (std::find(fields.begin(), fields.end(), field) != fields.end())
+            flag = field_flag(field);
+        else
+            for (const auto& [f, o] : own)
+                if (f == field)
+                    flag = o;
+        // lle reads --seed only for its ivf search (its k-means and recall sample).
+        if (field == "seed" && lle && request.knn != "ivf")
+            flag.clear();
+        if (flag.empty()) {
+            if (omitted)
+                omitted->push_back(field);
+            continue;
+        }
+        if (value.is_boolean()) {
+            if (value.get<bool>())
+                argv.push_back(flag);
+            continue;
+        }
+        argv.push_back(flag);
+        argv.push_back(flag_text(value));
+    }
+    argv.push_back("--out");
+    argv.push_back(out_dir);
+    return argv;
+}
+
+std::string shell_command_line(const std::vector<std::string>& argv)
+{
+    std::string line;
+    for (const auto& word : argv) {
+        const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) ||
+                   std::string_view("-_./,:=+@%").find(c) != std::string_view::npos;
+        });
+        std::string quoted = "'";
+        for (char c : word)
+            quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        quoted += "'";
+        line += (line.empty() ? "" : " ") + (plain ? word : quoted);
+    }
+    return line;
 }
 
 } // namespace embedlab::cli

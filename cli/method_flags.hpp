@@ -15,6 +15,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "embedlab/experiment_request.hpp"
@@ -46,5 +47,19 @@ std::string method_field_flag(const std::string& field);
 // when no flag is given); InputError for more than 4096 combinations.
 std::vector<CompressionRequest> method_flag_settings(const Args& args, const std::string& command,
                                                      const CompressionRequest& base);
+
+// The request as the `embedlab-cli compress` line that runs it (issue 41 item 12):
+// {"embedlab-cli", "compress", MODEL, "--method", METHOD, ...flags, "--out", OUT_DIR},
+// every field request_json writes (those differing from the defaults) as the flag
+// compress reads it from: a method field by field_flag (flat's compress_mlp is --mlp),
+// and compress's own --tokenizer, --positions, --eval-text, --ctx, --stride, --batch,
+// --divergence, --task, --task-data, --task-limit and --seed. Fields compress has no
+// flag for (eval_ids, eval_tokens, the LoRA fields lora_rank, lora_steps, train_text;
+// seed on an lle run without --knn ivf, which compress does not read) are left out
+// and, with `omitted`, named there in request_json's order.
+std::vector<std::string> compress_command(const CompressionRequest& request, const std::string& out_dir,
+                                          std::vector<std::string>* omitted = nullptr);
+// argv as one sh line, each word quoted when it needs it ('it'\''s').
+std::string shell_command_line(const std::vector<std::string>& argv);
 
 } // namespace embedlab::cli

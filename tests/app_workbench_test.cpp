@@ -6,9 +6,13 @@
 //
 // libtorch before Qt (brief).
 #include "embedlab/compress.hpp"
+#include "embedlab/experiment.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/resources.hpp"
 
+#include <QAction>
 #include <QApplication>
+#include <QClipboard>
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
@@ -35,9 +39,11 @@
 #include <qcustomplot.h>
 
 #include "analyses.hpp"
+#include "cli_support.hpp"
 #include "fourier_map_view.hpp"
 #include "gui_test_support.hpp"
 #include "main_window.hpp"
+#include "method_flags.hpp"
 #include "method_panel.hpp"
 #include "neighbour_graph_view.hpp"
 #include "rank_allocation_view.hpp"
@@ -969,4 +975,125 @@ TEST(Workbench, TheQuitPromptCountsUnsavedRowsAndTheSessionKeepsTheParetoAxis)
     EXPECT_EQ(third.resultsView()->rows().size(), 3u);
     EXPECT_EQ(y_axis(third), (QStringList{"Δ ln PPL", "linear"}));
     restore(*window.methodPanel(), initial);
+}
+
+// Issue 41 item 12: a request as the embedlab-cli compress line (compress_command), run
+// through sh (shell_command_line's quoting), writes what the engine writes for the same
+// request: the same method parameters, energy model, seed and evaluation.
+TEST(Reproduce, CompressCommandRunsTheSameRequest)
+{
+    namespace fs = std::filesystem;
+    const embedlab::test::TextSlices texts(20000, 4000);
+    const std::string model = embedlab::default_model_path().string();
+    std::vector<embedlab::CompressionRequest> requests{
+        {.model = model, .method = "pca", .rank = 16, .eval_text = texts.eval, .ctx = 32, .stride = 16},
+        {.model = model, .method = "lle", .freq_text = texts.fit, .keep_ratio = 0.9, .k = 8},
+        {.model = model, .method = "tt", .shape = {4, 4, 8}, .ranks = {1, 4, 6, 1}, .nu = 2.5},
+        {.model = model,
+         .method = "svd",
+         .rank = 8,
+         .eval_text = texts.eval,
+         .ctx = 64,
+         .stride = 64,
+         .divergence = true},
+    };
+    // The manifest's parts a request decides.
+    const auto decided = [](const nlohmann::ordered_json& m) {
+        nlohmann::ordered_json d = {
+            {"parameters", m.at("parameters")},
+            {"energy_model", m.at("accounting").value("energy_model", nlohmann::ordered_json())},
+            {"seed", m.at("seed")}};
+        if (m.contains("evaluation"))
+            for (const char* key : {"text", "tokens", "ctx", "stride"})
+                d["evaluation"][key] = m["evaluation"].at(key);
+        d["divergence"] = m.contains("evaluation") && m["evaluation"].contains("divergence");
+        return d;
+    };
+    embedlab::test::TempDir dir;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        const auto& request = requests[i];
+        SCOPED_TRACE(request.method);
+        std::vector<std::string> omitted;
+        const std::string out = (dir / ("it's out " + std::to_string(i))).string();
+        auto argv = embedlab::cli::compress_command(request, out, &omitted);
+        EXPECT_TRUE(omitted.empty());
+        ASSERT_GE(argv.size(), 5u);
+        EXPECT_EQ(argv[0], "embedlab-cli");
+        EXPECT_EQ(argv[1], "compress");
+        EXPECT_EQ(argv[2], model);
+        EXPECT_EQ(argv[3], "--method");
+        EXPECT_EQ(argv[4], request.method);
+        argv[0] = EMBEDLAB_CLI_PATH;
+        argv.insert(argv.end(), {"--json", "--quiet"});
+        const fs::path printed = dir / "printed.json";
+        const std::string line = embedlab::cli::shell_command_line(argv) + " >" +
+                                 embedlab::test::quote(printed.string()) + " 2>&1 </dev/null";
+        ASSERT_EQ(std::system(line.c_str()), 0) << line << "\n" << embedlab::test::read_text(printed);
+        const auto manifest = nlohmann::ordered_json::parse(embedlab::test::read_text(printed));
+        const auto engine = embedlab::export_run(embedlab::run_compression(request),
+                                                 dir / ("engine " + std::to_string(i)), {});
+        EXPECT_EQ(decided(manifest), decided(engine)) << line;
+    }
+    // What compress has no flag for is named, not dropped silently.
+    std::vector<std::string> omitted;
+    const auto argv = embedlab::cli::compress_command({.model = model,
+                                                       .method = "lle",
+                                                       .freq_text = texts.fit,
+                                                       .k = 8,
+                                                       .lora_rank = 4,
+                                                       .eval_tokens = 100,
+                                                       .seed = 3},
+                                                      "out", &omitted);
+    EXPECT_EQ(omitted, (std::vector<std::string>{"lora_rank", "eval_tokens", "seed"}));
+    EXPECT_EQ(std::count(argv.begin(), argv.end(), "--seed"), 0);
+    EXPECT_EQ(embedlab::cli::shell_command_line({"a b", "it's", "--x=1,2", ""}),
+              "'a b' 'it'\\''s' --x=1,2 ''");
+}
+
+// The results row's menu copies the run as the CLI line, the job file's JSON and the
+// Python call.
+TEST(Reproduce, ARowCopiesAsCommandJsonAndPython)
+{
+    MainWindow window;
+    open_bundled(window);
+    auto* results = window.resultsView();
+    ASSERT_GT(window.runCompression("pca", 16, 0), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(results->rows().size(), 1u);
+    results->selectRow(0);
+    auto request = window.methodPanel()->request("pca"); // what runCompression("pca", 16, 0) ran
+    request.rank = 16;
+    request.model = embedlab::app::default_model();
+    auto copy = [&](const char* name) {
+        auto* action = window.findChild<QAction*>(name);
+        EXPECT_NE(action, nullptr) << name;
+        if (!action)
+            return QString();
+        QGuiApplication::clipboard()->clear();
+        action->trigger();
+        return QGuiApplication::clipboard()->text();
+    };
+    const QString command = copy("copy_command");
+    EXPECT_TRUE(command.startsWith("embedlab-cli compress ")) << command.toStdString();
+    EXPECT_TRUE(command.contains("--method pca --rank 16")) << command.toStdString();
+    // The panel's eval_tokens has no compress flag: the line says so in a comment.
+    ASSERT_GT(request.eval_tokens, 0);
+    EXPECT_EQ(command.toStdString(),
+              embedlab::cli::shell_command_line(embedlab::cli::compress_command(
+                  request, std::filesystem::path(request.model).filename().string() + "-pca")) +
+                  "  # not settable by a compress flag: eval_tokens " + std::to_string(request.eval_tokens));
+    const QString json = copy("copy_json_request");
+    const auto parsed = nlohmann::ordered_json::parse(json.toStdString());
+    EXPECT_EQ(parsed, embedlab::request_json(request));
+    EXPECT_EQ(embedlab::request_json(embedlab::request_from_json(parsed)), parsed);
+    const QString python = copy("copy_python");
+    EXPECT_TRUE(python.startsWith("import embedlab\nrun = embedlab.compress(\"" +
+                                  QString::fromStdString(request.model) + "\", \"pca\", rank=16"))
+        << python.toStdString();
+    EXPECT_TRUE(python.endsWith(")\nprint(run.summary)\n")) << python.toStdString();
+    // A deleted row's request goes with it; a row from no job here copies nothing.
+    results->removeRow(0);
+    results->addRow(embedlab::RunSummary{.method = "pca", .parameters = "rank 8"});
+    results->selectRow(0);
+    EXPECT_TRUE(window.rowText(0, MainWindow::RowText::Command).isEmpty());
 }
