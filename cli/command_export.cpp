@@ -38,7 +38,7 @@ int command_export(const std::vector<std::string>& argv)
     const auto lm = load_model(path, options);
     print_warnings(lm.files.warnings);
     const bool quiet = args.has("--quiet") || args.has("--json");
-    ProgressPrinter bar("export", "tensors", quiet);
+    ProgressPrinter bar("export", format == "onnx" ? "layers" : "tensors", quiet);
     ModelExportReport report;
     if (format == "gguf") {
         GgufExportOptions o;
