@@ -7,6 +7,9 @@
 //                          llamacpp-ppl on an f32 GGUF export of the same model
 //                          (llamacpp_compare.hpp): tokens/s side by side, and
 //                          its perplexity next to ours.
+//   bench onnx [MODEL...]  the model exported as ONNX and run in ONNX Runtime (x64, or arm64
+//                          under qemu) beside EmbedLab on one window: bytes, RSS, tokens/s,
+//                          both perplexities (command_bench_onnx.cpp).
 //   bench scale --like NAME  seconds and peak RSS of inspect, eval and four compressions
 //                          of a synthesized full-size model, each in a child process
 //                          (command_bench_scale.cpp).
@@ -59,6 +62,8 @@
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
+
+int bench_onnx(const std::vector<std::string>& argv); // bench onnx (command_bench_onnx.cpp)
 
 namespace {
 
@@ -577,13 +582,14 @@ int command_bench(const std::vector<std::string>& argv)
 {
     using Mode = int (*)(const std::vector<std::string>&);
     static const std::map<std::string, Mode> modes = {
-        {"eval", bench_eval}, {"pca", bench_pca},     {"tt", bench_tt},       {"lookup", bench_lookup},
-        {"lle", bench_lle},   {"train", bench_train}, {"scale", bench_scale}, {"generate", bench_generate}};
+        {"eval", bench_eval},     {"pca", bench_pca},           {"tt", bench_tt},
+        {"lookup", bench_lookup}, {"lle", bench_lle},           {"train", bench_train},
+        {"scale", bench_scale},   {"generate", bench_generate}, {"onnx", bench_onnx}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(
             "bench: " + (argv.empty() ? std::string("no mode given") : "unknown mode '" + argv[0] + "'") +
-            "; expected bench eval|generate|pca|tt|lookup|lle|train|scale (see embedlab-cli help)");
+            "; expected bench eval|generate|onnx|pca|tt|lookup|lle|train|scale (see embedlab-cli help)");
     return mode->second(std::vector<std::string>(argv.begin() + 1, argv.end()));
 }
 

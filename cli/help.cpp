@@ -42,17 +42,29 @@ commands:
                                                from the same prompt and seed, and per generated token
                                                KL(P_original || P_model) and the token's rank under the
                                                original; --json: ids, text, log-probabilities, top-N, timings
-  export   [MODEL] --out PATH [--format gguf|hf] [--type f32|f16|q8_0] [--force] [--json]
+  export   [MODEL] --out PATH [--format gguf|hf|onnx] [--type f32|f16|q8_0] [--force] [--json]
            [--embedding-type T] [--output-type T]  a GGUF file llama.cpp runs (compressed tables made
                                                dense; default f16), or a dense Hugging Face directory;
                                                the token table / untied head at a ggml type T
                                                (f32, f16 .. q2_k), as llama-quantize writes it
+           --format onnx [--with-past] [--external-data] [--opset 17]
+                                               the decoder as an ONNX graph (float32) with the token
+                                               table as stored (factors, codes, cores) and the tied head
+                                               through them; input_ids, attention_mask, position_ids ->
+                                               logits; --with-past: past_key_values.L.key/value in,
+                                               present.L.key/value out; --external-data: tensors in
+                                               FILE.data
   bench eval [MODEL...] [--text FILE] [--ctx N] [--compare-llamacpp [--llamacpp PATH]] [--json]
                                                tokens per second, one window at a time vs batched
   bench generate [MODEL...] [--prompt-tokens P (128)] [--tokens N (128)] [--repeat R (3)]
            [--compare-llamacpp [--llamacpp PATH]] [--json]
                                                prompt processing (pp) and generation (tg) tokens/s over
                                                the KV cache; with llama-bench on the f32 GGUF export
+  bench onnx [MODEL...] [--text FILE] [--ctx N (128)] [--repeat R (5)] [--onnxruntime DIR] [--arch x64|arm64]
+           [--json]                            the ONNX export (f32, a temporary file) in ONNX Runtime
+                                               (npm's onnxruntime-node; arm64: under qemu) on the first
+                                               N tokens, beside EmbedLab: file bytes, ORT peak RSS, load
+                                               time, tokens/s on both, both perplexities
     bench pca|tt|lookup|lle [--vocab V] [--dim d] [--seed S] [--repeat R] [--json]
            pca: [--method pca|svd] [--rank K]   tt: [--shape I1,I2,..] [--ranks 1,r,..,1 | --eps E [--uniform-ranks]]
            lookup: [--method M|dense (tt)] [--batch B] + the method's flags (else a typical setting)
@@ -248,14 +260,14 @@ const std::vector<CommandGroup>& command_groups()
           {"allocate", "IPRS remaining-rank ratios from importance scores"},
           {"account", "params, ratio, FLOPs, energy of a factorisation; no model needed"}}},
         {"Export and show",
-         {{"export", "a GGUF file llama.cpp runs, or a dense Hugging Face directory"},
+         {{"export", "a GGUF file llama.cpp runs, an ONNX graph, or a dense Hugging Face directory"},
           {"figure", "a workbench view rendered headless (PNG, PDF, SVG)"},
           {"demo", "every method, every figure and a report on the bundled model"}}},
         {"Run elsewhere",
          {{"remote", "doctor / run jobs on other hosts over ssh, or on Slurm"},
           {"worker", "run one JSON job and print events (what remote starts)"}}},
         {"Measure and make fixtures",
-         {{"bench", "speed and memory: eval, generate, pca, tt, lookup, lle, train, scale"},
+         {{"bench", "speed and memory: eval, generate, onnx, pca, tt, lookup, lle, train, scale"},
           {"synth", "random weights with a real model's config and tensor names"},
           {"version", "print the version"}}},
     };
