@@ -302,8 +302,8 @@ TEST(SharedOnnxStore, FactorsStoredAtAGgmlTypeStayThatType)
     const auto model = (shared_dir() / "models/tinyllama").string();
     for (const char* store : {"f32", "q8_0"}) {
         const auto dir = tmp.path() / store;
-        const auto r = test::cli({"compress", model, "--method", "pca", "--rank", "64", "--store", store, "--out",
-                                  dir.string(), "--quiet"});
+        const auto r = test::cli({"compress", model, "--method", "pca", "--rank", "64", "--store", store,
+                                  "--out", dir.string(), "--quiet"});
         ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     const auto f32 = load_model(tmp.path() / "f32"), q8 = load_model(tmp.path() / "q8_0");
