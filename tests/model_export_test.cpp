@@ -565,9 +565,9 @@ TEST(ExportCli, BadTypeAndTakenOutputAreRefused)
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
     EXPECT_EQ(test::read_text(tmp.path() / "taken.gguf"), "x");
-    r = test::cli({"export", model, "--format", "onnx", "--out", (tmp.path() / "y").string()});
+    r = test::cli({"export", model, "--format", "safetensors", "--out", (tmp.path() / "y").string()});
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_NE(r.err.find("use gguf or hf"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("use gguf, hf or onnx"), std::string::npos) << r.err;
 }
 
 // --format hf of a compressed directory: a plain directory transformers would
