@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/flat_llm.hpp"
+#include "embedlab/sweep_list.hpp"
 #include "embedlab/text_format.hpp"
 #include "progress_printer.hpp"
 #include "sweep_table.hpp"
@@ -68,15 +69,12 @@ struct CalibrationText {
     }
 };
 
-std::vector<double> double_list(const Args& args, const std::string& option, double min, double max)
+std::vector<double> double_list(const Args& args, const std::string& command, const std::string& option,
+                                double min, double max)
 {
-    std::vector<double> out;
-    std::stringstream in(args.get(option).value_or(""));
-    std::string part;
-    while (std::getline(in, part, ','))
-        if (!part.empty())
-            out.push_back(Args("flat", {option, part}, {option}, {}).get_double(option, 0, min, max));
-    return out;
+    // A list or a range (sweep_list.hpp, as the workbench's number boxes read them).
+    const auto v = args.get(option);
+    return v ? sweep_numbers(*v, min, max, command + ": " + option) : std::vector<double>{};
 }
 
 std::vector<RankAllocation> allocations_from(const Args& args, const char* fallback)
@@ -208,7 +206,7 @@ int command_allocate(const std::vector<std::string>& argv)
     if (!given_d && !in.contains("d_head"))
         throw InputError("allocate: --d-head D is required (the head dimension ranks are counted in)");
     const int64_t d = given_d ? args.get_int("--d-head", 0, 1, 1 << 20) : in["d_head"].get<int64_t>();
-    const auto ratios = double_list(args, "--ratios", -1e300, 1e300);
+    const auto ratios = double_list(args, "allocate", "--ratios", -1e300, 1e300);
     if (ratios.empty())
         throw InputError(
             "allocate: --ratios R1,R2,.. (average remaining ratios 1 - s, in (0, 1]) is required");
@@ -376,7 +374,8 @@ int sweep_flat(const std::vector<std::string>& argv)
         throw InputError("sweep: --mlp and --no-mlp contradict each other");
     if (args.has("--no-mlp") && !targets)
         throw InputError("sweep: --no-mlp applies with --target-ratios (which compress the MLPs by default)");
-    const auto settings = double_list(args, targets ? "--target-ratios" : "--remainings", -1e300, 1e300);
+    const auto settings =
+        double_list(args, "sweep", targets ? "--target-ratios" : "--remainings", -1e300, 1e300);
     for (double r : settings)
         remaining_ratio(r, targets ? "--target-ratios" : "--remainings");
     const auto allocations = allocations_from(args, "iprs,uniform");

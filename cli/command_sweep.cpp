@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "embedlab/compress.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/sweep_list.hpp"
 #include "embedlab/text_format.hpp"
 #include "frequency_text.hpp"
 #include "progress_printer.hpp"
@@ -26,16 +27,16 @@ class ArgsSweepValues : public SweepValues {
 public:
     explicit ArgsSweepValues(const Args& args) : args_(args) {}
     bool has(const std::string& option) const override { return args_.has(option); }
+    // A list or a range (sweep_list.hpp, as the workbench's number boxes read them).
     std::vector<int64_t> integers(const std::string& option, int64_t lo, int64_t hi) const override
     {
-        return args_.get_int_list(option, lo, hi);
+        const auto v = args_.get(option);
+        return v ? sweep_integers(*v, lo, hi, "sweep: " + option) : std::vector<int64_t>{};
     }
     std::vector<double> numbers(const std::string& option, double lo, double hi) const override
     {
-        std::vector<double> out;
-        for (const auto& part : split_list(args_.get(option).value_or("")))
-            out.push_back(Args("sweep", {option, part}, {option}, {}).get_double(option, 0, lo, hi));
-        return out;
+        const auto v = args_.get(option);
+        return v ? sweep_numbers(*v, lo, hi, "sweep: " + option) : std::vector<double>{};
     }
     std::vector<std::vector<int64_t>> integer_sets(const std::string& option, int64_t lo,
                                                    int64_t hi) const override

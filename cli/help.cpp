@@ -122,6 +122,8 @@ commands:
                                                delta ln PPL, bytes (lle: rare-row cosine, coverage)
   sweep    [MODEL] --method quant --types T1,T2,.. --eval-text FILE [--json]
                                                the quantised-table baselines (f16 .. q2_k), one row a type
+           (a number list takes K1,K2,.. or a range A:B:S, B included when a step lands on it:
+                                               --ranks 8:128:8, --eps 0.1:0.4:0.1, --keep-ratios 0.3,0.5:0.9:0.2)
   sweep    ... --slurm [--sweep-dir DIR] [--partition P] [--time HH:MM:SS] [--cpus-per-task N] [--mem M]
            [--array-limit K] [--sbatch-arg ARG]... [--slurm-cli PATH] [--no-wait]
                                                the sweep's points as one Slurm job array (pca, svd, tt,
