@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -54,5 +55,11 @@ RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const
 // its state ("Slurm 12: pending", ... "running on node3") goes to `status`.
 RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
                                        const ProgressFn& progress, const StatusFn& status);
+// The same for a workbench sweep: every request a task of ONE array; `row` gets each
+// task's row as it ends. Returns the failed tasks: (index, why, where the logs are).
+std::vector<std::pair<size_t, std::string>>
+slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& requests, const RunTarget& target,
+                                  const ProgressFn& progress, const StatusFn& status,
+                                  const std::function<void(size_t, const RunSummary&)>& row);
 
 } // namespace embedlab::app::detail

@@ -1,7 +1,9 @@
-// Workbench compressions as one-task Slurm job arrays (engine slurm.hpp): the same
-// "compress" job `sweep --slurm` submits, its state shown while it waits.
+// Workbench compressions as Slurm job arrays (engine slurm.hpp): the same "compress"
+// jobs `sweep --slurm` submits, one task for a row, one array for a sweep's rows,
+// their state shown while they wait.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -88,9 +90,29 @@ void require_slurm_controller()
 RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
                                        const ProgressFn& progress, const StatusFn& status)
 {
-    Json job = request_json(request);
-    job["kind"] =
-        "compress"; // no "out": the row needs only the numbers; write_slurm_sweep makes paths absolute
+    RunSummary row;
+    const auto failed = slurm_sweep_compress_and_evaluate({request}, target, progress, status,
+                                                          [&](size_t, const RunSummary& r) { row = r; });
+    if (!failed.empty())
+        throw RemoteError(failed.front().second);
+    return row;
+}
+
+std::vector<std::pair<size_t, std::string>>
+slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& requests, const RunTarget& target,
+                                  const ProgressFn& progress, const StatusFn& status,
+                                  const std::function<void(size_t, const RunSummary&)>& row)
+{
+    const auto n = static_cast<int64_t>(requests.size());
+    if (n == 0)
+        return {};
+    std::vector<Json> jobs;
+    for (const auto& request : requests) {
+        Json job = request_json(request);
+        job["kind"] =
+            "compress"; // no "out": a row needs only the numbers; write_slurm_sweep makes paths absolute
+        jobs.push_back(std::move(job));
+    }
     SlurmOptions options;
     options.partition = target.slurm_partition;
     options.time = target.slurm_time;
@@ -101,39 +123,71 @@ RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const 
     require_slurm_tool("squeue", "Slurm");
     require_slurm_controller();
     const fs::path dir = new_sweep_dir();
-    write_slurm_sweep(dir, {job}, {{"model", request.model}, {"from", "workbench"}});
-    const std::string job_id = submit_slurm_sweep(dir, &options);
-    report_progress(progress, 0, 1000);
+    write_slurm_sweep(dir, jobs, {{"model", requests.front().model}, {"from", "workbench"}});
+    const std::string job_id = submit_slurm_sweep(dir, &options); // ONE array of n tasks
+    report_progress(progress, 0, 1000 * n);
+    std::vector<std::pair<size_t, std::string>> failed;
+    std::vector<bool> ended(static_cast<size_t>(n), false);
+    std::vector<int64_t> done_of(static_cast<size_t>(n), 0); // each task's share of the bar, of 1000
     std::string last;
-    int64_t done = 0;
     while (true) {
-        const SlurmTask task = slurm_sweep_status(dir).front();
-        const std::string state = "Slurm " + job_id + ": " + slurm_task_state_name(task.state) +
-                                  (task.node.empty() ? "" : " on " + task.node);
+        int64_t done = 0, running = 0, finished = 0;
+        std::string node;
+        for (const SlurmTask& task : slurm_sweep_status(dir)) {
+            const auto i = static_cast<size_t>(task.index);
+            if (i >= ended.size())
+                continue;
+            if (!ended[i] && task.state == SlurmTaskState::Done) {
+                ended[i] = true;
+                done_of[i] = 1000;
+                if (row)
+                    row(i, summary_from_json(task.result.value("summary", Json::object())));
+            } else if (!ended[i] && task.state == SlurmTaskState::Failed) {
+                ended[i] = true;
+                done_of[i] = 1000;
+                failed.emplace_back(i, "Slurm job " + job_id + (n > 1 ? " task " + std::to_string(i) : "") +
+                                           " failed: " + task.message +
+                                           (task.stderr_tail.empty() ? "" : " (" + task.stderr_tail + ")") +
+                                           "; logs in " + dir.string());
+            } else if (!ended[i] && task.progress.contains("overall") &&
+                       task.progress["overall"].is_number()) {
+                done_of[i] =
+                    std::max(done_of[i],
+                             static_cast<int64_t>(std::lround(999 * task.progress["overall"].get<double>())));
+            }
+            running += task.state == SlurmTaskState::Running;
+            finished += task.state == SlurmTaskState::Done;
+            done += done_of[i];
+            if (n == 1)
+                node = std::string(slurm_task_state_name(task.state)) +
+                       (task.node.empty() ? "" : " on " + task.node);
+        }
+        // One task: its state ("Slurm 12: running on node3"); an array: the counts.
+        std::string state = "Slurm " + job_id + ": ";
+        if (n == 1)
+            state += node;
+        else
+            state += std::to_string(finished) + "/" + std::to_string(n) + " done" +
+                     (running > 0 ? ", " + std::to_string(running) + " running" : "") +
+                     (failed.empty() ? "" : ", " + std::to_string(failed.size()) + " failed");
         if (status && state != last)
             status(state);
         last = state;
-        if (task.state == SlurmTaskState::Done) {
-            report_progress(progress, 1000, 1000);
-            RunSummary row = summary_from_json(task.result.value("summary", Json::object()));
-            std::error_code ec;
-            fs::remove_all(dir, ec); // the numbers are in the row; a failed task's logs stay
-            return row;
-        }
-        if (task.state == SlurmTaskState::Failed)
-            throw RemoteError("Slurm job " + job_id + " failed: " + task.message +
-                              (task.stderr_tail.empty() ? "" : " (" + task.stderr_tail + ")") + "; logs in " +
-                              dir.string());
-        if (task.progress.contains("overall") && task.progress["overall"].is_number())
-            done = std::max(done,
-                            static_cast<int64_t>(std::lround(999 * task.progress["overall"].get<double>())));
+        if (std::all_of(ended.begin(), ended.end(), [](bool e) { return e; }))
+            break;
         // The same call hears a cancel: scancel, then the job is cancelled here.
-        if (progress && !progress(done, 1000)) {
+        if (progress && !progress(done, 1000 * n)) {
             cancel_slurm_sweep(dir);
             throw Cancelled();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
+    report_progress(progress, 1000 * n, 1000 * n);
+    if (failed.empty()) {
+        std::error_code ec;
+        fs::remove_all(dir, ec); // the numbers are in the rows; a failed task's logs stay
+    }
+    return failed;
 }
 
 } // namespace embedlab::app::detail

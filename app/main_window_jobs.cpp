@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 
 #include <QCheckBox>
 #include <QFileDialog>
@@ -14,6 +15,7 @@
 #include <QTabWidget>
 
 #include "analyses.hpp"
+#include "analyses_sweep.hpp"
 #include "fourier_map_view.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
@@ -25,6 +27,18 @@
 #include "view_data.hpp"
 
 namespace embedlab::app {
+
+// What a running job says of itself (a Slurm array's state, a sweep's "3/16"), shown
+// in the job list from the GUI thread; the id is known once the job is submitted.
+StatusFn MainWindow::jobStatus(const std::shared_ptr<std::atomic<int>>& job_id)
+{
+    return [this, job_id](const std::string& what) {
+        QMetaObject::invokeMethod(
+            this,
+            [this, job_id, what = QString::fromStdString(what)] { showJobStatus(job_id->load(), what); },
+            Qt::QueuedConnection);
+    };
+}
 
 int MainWindow::runCompression(const QString& method, int rank, double eps)
 {
@@ -52,30 +66,84 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
     }
     auto job_id = std::make_shared<std::atomic<int>>(0);
     // A Slurm job's state ("Slurm 12: pending") replaces "running" in the job list.
-    const StatusFn status = [this, job_id](const std::string& what) {
-        QMetaObject::invokeMethod(
-            this,
-            [this, id = job_id->load(), what = QString::fromStdString(what)] { showJobStatus(id, what); },
-            Qt::QueuedConnection);
-    };
+    const StatusFn status = jobStatus(job_id);
     const int id = jobs_.submit(
         "compress " + QString::fromStdString(describe_run(request, target)) + " + perplexity",
         [this, request, target, status,
          path = model_path_](const ProgressFn& progress) -> std::function<void()> {
             const auto r = compress_and_evaluate(request, target, progress, status);
-            return [this, r, request, target, path] {
-                const int row = results_->addRow(r);
-                row_requests_[row] = request;
-                if (r.ratio > 1)
-                    statusBar()->showMessage(
-                        QString("%1 %2 stores %3x the original (ratio > 1): not a compression")
-                            .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters))
-                            .arg(r.ratio, 0, 'f', 2));
-                if (target.host.empty()) // a remote row's model stays on the host (Slurm's refits here)
-                    row_sources_[row] = {path, request};
-                results_->selectRow(row);
-                updateExportEnabled();
+            return [this, r, request, target, path] { addCompressionRow(r, request, target, path); };
+        });
+    job_id->store(id);
+    return id;
+}
+
+void MainWindow::addCompressionRow(const RunSummary& r, const CompressionRequest& request,
+                                   const RunTarget& target, const QString& model)
+{
+    const int row = results_->addRow(r);
+    row_requests_[row] = request; // Copy as command etc. reproduce this one run, also a sweep's
+    if (r.ratio > 1)
+        statusBar()->showMessage(
+            QString("%1 %2 stores %3x the original (ratio > 1): not a compression")
+                .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters))
+                .arg(r.ratio, 0, 'f', 2));
+    if (target.host.empty()) // a remote row's model stays on the host (Slurm's refits here)
+        row_sources_[row] = {model, request};
+    results_->selectRow(row);
+    updateExportEnabled();
+}
+
+int MainWindow::runSweep(const std::vector<CompressionRequest>& chosen, const RunTarget& target)
+{
+    if (chosen.size() == 1)
+        return runCompression(chosen.front(), target);
+    if (chosen.empty()) {
+        statusBar()->showMessage("Not run: " + method_panel_->problem());
+        return -1;
+    }
+    if (model_path_.isEmpty()) {
+        statusBar()->showMessage("Open a model first");
+        return -1;
+    }
+    std::vector<CompressionRequest> requests = chosen;
+    for (auto& request : requests) { // all or nothing: a refused run stops the sweep before it starts
+        request.model = model_path_.toStdString();
+        try {
+            check_request(request, model_dim_);
+        } catch (const std::exception& e) {
+            statusBar()->showMessage(
+                QString("Not run: %1: %2")
+                    .arg(QString::fromStdString(describe_request(request)), QString::fromUtf8(e.what())));
+            return -1;
+        }
+    }
+    const auto n = static_cast<int>(requests.size());
+    auto job_id = std::make_shared<std::atomic<int>>(0);
+    // The job list's state: which run of how many ("3/16: pca rank 24"), or the array's.
+    const StatusFn status = jobStatus(job_id);
+    const QString name = QString("sweep of %1: %2 .. %3 + perplexity")
+                             .arg(n)
+                             .arg(QString::fromStdString(describe_request(requests.front())),
+                                  QString::fromStdString(describe_run(requests.back(), target)));
+    const int id = jobs_.submit(
+        name,
+        [this, requests, target, status,
+         path = model_path_](const ProgressFn& progress) -> std::function<void()> {
+            // Each row as its run ends (queued to the GUI thread in order, before the job's end).
+            const auto row = [this, &requests, target, path](size_t i, const RunSummary& r) {
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, r, request = requests[i], target, path] {
+                        addCompressionRow(r, request, target, path);
+                    },
+                    Qt::QueuedConnection);
             };
+            const auto failed = compress_and_evaluate_sweep(requests, target, progress, status, row);
+            if (!failed.empty())
+                throw std::runtime_error(std::to_string(failed.size()) + " of " +
+                                         std::to_string(requests.size()) + " runs failed: " + failed.front());
+            return {};
         });
     job_id->store(id);
     return id;

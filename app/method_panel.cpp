@@ -5,6 +5,7 @@
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/quant_types.hpp"
 
+#include <map>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -136,6 +137,17 @@ MethodPanel::MethodPanel(QWidget* parent)
         Q_ASSERT(request_field_type(field) == RequestFieldType::Integer ||
                  request_field_type(field) == RequestFieldType::Number);
         box->setObjectName(QString::fromStdString(field)); // tests and QSettings-free lookups
+        // Every request field takes a sweep typed into its box (one validator, one grammar).
+        box->setToolTip(box->toolTip() + "\nA sweep runs once per value: a list 8,16,32 or a range "
+                                         "start:stop:step, 8:128:8");
+        if (auto* s = qobject_cast<CheckedSpinBox*>(box)) {
+            s->setSweepable(true);
+            connect(s, &QSpinBox::textChanged, this, &MethodPanel::showRuns);
+        }
+        if (auto* d = qobject_cast<CheckedDoubleSpinBox*>(box)) {
+            d->setSweepable(true);
+            connect(d, &QDoubleSpinBox::textChanged, this, &MethodPanel::showRuns);
+        }
     }
     method_->addItems(methods());
     method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5);\n"
@@ -318,6 +330,7 @@ MethodPanel::MethodPanel(QWidget* parent)
         if (target_->itemText(index) == kAddHost)
             addHost();
     });
+    run_->setObjectName("run");
     connect(run_, &QPushButton::clicked, this, &MethodPanel::run);
     restoreSettings();
     showOptionsFor(method_->currentText());
@@ -386,34 +399,47 @@ void MethodPanel::showText(QLineEdit* edit, const std::string& path)
 
 CompressionRequest MethodPanel::request(const QString& name) const
 {
+    return request(name, {});
+}
+
+CompressionRequest MethodPanel::request(const QString& name, const std::map<std::string, double>& with) const
+{
+    // A box's value, or the sweep's value for its field.
+    const auto v = [&](const char* field, double shown) {
+        const auto it = with.find(field);
+        return it == with.end() ? shown : it->second;
+    };
+    const auto n = [&](const char* field, const QSpinBox* box) {
+        return static_cast<int64_t>(v(field, box->value()));
+    };
     CompressionRequest r;
     r.method = name.toStdString();
     const auto* m = find_method(r.method);
     switch (pages().value(name, -1)) {
     case kRankPage:
-        r.rank = rank_->value();
+        r.rank = n("rank", rank_);
         break;
     case kEpsPage:
-        r.eps = eps_->value(); // the shape: the most balanced 3-factor one of d
+        r.eps = v("eps", eps_->value()); // the shape: the most balanced 3-factor one of d
         break;
     case kLlePage:
-        r.keep_ratio = keep_ratio_->value();
-        r.k = neighbours_->value();
+        r.keep_ratio = v("keep_ratio", keep_ratio_->value());
+        r.k = n("k", neighbours_);
         break;
     case kFourierPage:
         r.mlp = mlp_->currentText().toStdString();
-        r.steps = steps_->value();
+        r.steps = n("steps", steps_);
         break;
     case kFlatPage:
-        if (target_ratio_->value() > 0) { // the registry's default: the MLPs too, unless no_mlp
-            r.target_ratio = target_ratio_->value();
+        if (const double target = v("target_ratio", target_ratio_->value()); target > 0) {
+            r.target_ratio = target; // the registry's default: the MLPs too, unless no_mlp
             r.no_mlp = no_mlp_->isChecked();
         } else {
-            r.remaining = remaining_->value();
+            r.remaining = v("remaining", remaining_->value());
         }
         r.allocation = allocation_->currentText().toStdString();
-        r.samples = samples_->value();
-        r.seqlen = seqlen_->value();
+        r.samples = n("samples", samples_);
+        r.seqlen = n("seqlen", seqlen_);
         break;
     case kQuantPage:
         r.type = quant_type_->currentText().toStdString();
@@ -426,12 +452,12 @@ CompressionRequest MethodPanel::request(const QString& name) const
     if (m && m->needs_calibration_text)
         r.calib_text = textOf(calibration_text_).toStdString();
     if (m && m->lora && lora_->isChecked()) {
-        r.lora_rank = lora_rank_->value();
-        r.lora_steps = lora_steps_->value();
+        r.lora_rank = n("lora_rank", lora_rank_);
+        r.lora_steps = n("lora_steps", lora_steps_);
         r.train_text = textOf(train_text_).toStdString();
     }
     r.eval_text = textOf(eval_text_).toStdString();
-    r.eval_tokens = eval_tokens_->value();
+    r.eval_tokens = n("eval_tokens", eval_tokens_);
     r.divergence = divergence_->isChecked();
     const QString task = task_->currentData().toString();
     if (task == "sst2-dev") {
@@ -442,7 +468,7 @@ CompressionRequest MethodPanel::request(const QString& name) const
         r.task_data = task_data_->text().trimmed().toStdString();
     }
     if (!r.task.empty())
-        r.task_limit = task_limit_->value();
+        r.task_limit = n("task_limit", task_limit_);
     return r;
 }
 
@@ -722,8 +748,11 @@ std::vector<std::pair<std::string, QAbstractSpinBox*>> MethodPanel::fieldBoxes()
 
 QString MethodPanel::problem() const
 {
-    const QString numbers = first_problem(numberBoxes());
-    return numbers.isEmpty() ? slurmProblem() : numbers;
+    if (const QString numbers = first_problem(numberBoxes(), this); !numbers.isEmpty())
+        return numbers;
+    if (const int64_t runs = sweepSize(); runs > kMaxSweepRuns)
+        return QString("the sweep has %1 runs (at most %2: sweep fewer values)").arg(runs).arg(kMaxSweepRuns);
+    return slurmProblem();
 }
 
 void MethodPanel::showProblem()
@@ -736,14 +765,7 @@ void MethodPanel::showProblem()
     const QString p = problem();
     problem_->setText(p.isEmpty() ? QString() : "Not run while " + p + ".");
     problem_->setVisible(!p.isEmpty());
-}
-
-void MethodPanel::run()
-{
-    showProblem();
-    if (!problem().isEmpty())
-        return; // said in place, in red; nothing is queued
-    emit runRequested();
+    showRuns();
 }
 
 void MethodPanel::showOptionsFor(const QString& method)

@@ -8,10 +8,19 @@
 // keep 0.5 and k 8, 300 steps, 32 windows of 128 tokens, the first 4096 evaluated
 // tokens, ...), not the engine's. The choice persists in QSettings ("method/...")
 // as each method's request_json and the target's JSON.
+//
+// Sweeps (issue 41 item 11): every number box takes a list or a range typed into it
+// ("8,16,32", "8:128:8"; CheckedSpinBox, the CLI's grammar), so a sweep needs no
+// mode switch: the box is framed in blue, its tooltip lists the values, Run says
+// "Run 3", and requests() gives one request per value (every combination when
+// several boxes sweep). A sweep is checked value by value like a single number.
 #pragma once
 
+#include <QList>
 #include <QVariantMap>
 #include <QWidget>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +59,14 @@ public:
     // common fields only, for check_request to refuse). Only pca and svd get a rank
     // and only tt an eps.
     CompressionRequest request(const QString& method) const;
+    // What Run queues: the chosen method's request, or a sweep's, one per value of
+    // each visible field typed as a sweep ("8:128:8", "8,16,32"; several fields: every
+    // combination, the first field's values slowest). request() has the boxes' last
+    // single numbers. Empty while the sweep is larger than kMaxSweepRuns.
+    std::vector<CompressionRequest> requests() const;
+    int64_t sweepSize() const; // requests().size() without building them; 1 without a sweep
+    static constexpr int64_t kConfirmSweepRuns = 64; // Run asks before queueing more
+    static constexpr int64_t kMaxSweepRuns = 4096;   // more is a problem(): a typo
     // Shows a request: its method, the fields of its page, LoRA (for a method that
     // takes it) and the common fields; the bundled sample text shows as an empty box.
     // Other pages keep their values.
@@ -69,9 +86,10 @@ public:
     void setEps(double eps);
     void setHost(const QString& host); // "" = this computer, "Slurm cluster", or an ssh host
 
-    // The first visible number box holding an out-of-range value, else a Slurm time
-    // or partition sbatch would refuse ("" if none): run() refuses while there is
-    // one, and the panel shows it in red.
+    // The first visible number box holding an out-of-range value (or a sweep with
+    // one), a sweep over kMaxSweepRuns, else a Slurm time or partition sbatch would
+    // refuse ("" if none): run() refuses while there is one, and the panel shows it
+    // in red.
     QString problem() const;
     // A warning that does not stop a run ("" if none): lle with the frequency text
     // also the evaluation text.
@@ -84,7 +102,7 @@ public:
     void restoreSettings();
 
 public slots:
-    void run(); // emits runRequested
+    void run(); // emits runRequested; a sweep of more than kConfirmSweepRuns asks first
 
 signals:
     void runRequested();
@@ -92,6 +110,9 @@ signals:
 
 private:
     void showOptionsFor(const QString& method);
+    CompressionRequest request(const QString& method, const std::map<std::string, double>& with) const;
+    std::vector<std::pair<std::string, QList<double>>> sweptFields() const; // field -> its sweep
+    void showRuns();                                                        // "Run 3" for a sweep of 3
     QList<QWidget*> numberBoxes() const;
     std::vector<std::pair<std::string, QAbstractSpinBox*>> fieldBoxes() const; // request field -> box
     QString textOf(const QLineEdit* edit) const; // the box's path, or the bundled sample text's
