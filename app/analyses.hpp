@@ -14,6 +14,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/experiment_request.hpp"
+#include "embedlab/layout_2d.hpp"
 #include "embedlab/results.hpp"
 
 namespace embedlab::app {
@@ -180,8 +181,12 @@ struct NeighbourGraphResult {
     std::vector<double> histogram;        // counts of `cosine` in 40 bins over [hist_lo, 1]
     double hist_lo = 0;
     std::vector<std::string> tokens; // V texts (empty without a tokenizer)
+    std::vector<double> frequency;   // [V] occurrences in the frequency text
 };
 NeighbourGraphResult neighbour_graph(const std::string& model, const std::string& text, double keep_ratio,
                                      int64_t k, const ProgressFn& progress);
+// The same table's t-SNE map (layout_2d.hpp): every row, a random sample of
+// options.sample rows laid out on their first options.pca_dims principal components.
+TsneResult neighbour_layout(const std::string& model, const TsneOptions& options, const ProgressFn& progress);
 
 } // namespace embedlab::app

@@ -10,6 +10,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/fourier_map.hpp"
+#include "embedlab/layout_2d.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/partial_sparse.hpp"
@@ -86,6 +87,7 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
     r.y = values_of(pca.Z.select(1, 1));
     r.common = split.common;
     r.rare = split.rare;
+    r.frequency.assign(split.counts.begin(), split.counts.end());
     if (!split.rare.empty()) {
         auto fit = fit_partial_sparse(
             table, split, {.kind = PartialSparseKind::LLE, .k = k}, [&](int64_t done, int64_t total) {
@@ -128,6 +130,17 @@ NeighbourGraphResult neighbour_graph(const std::string& model, const std::string
                                : std::string());
     report_progress(progress, 10, 10);
     return r;
+}
+
+TsneResult neighbour_layout(const std::string& model, const TsneOptions& options, const ProgressFn& progress)
+{
+    auto lm = load_model(model, {.need_tokenizer = false});
+    const auto* dense = dense_table(&lm.model->token_embedding());
+    if (!dense)
+        throw InputError(model + ": the token embedding is already compressed; open the original model");
+    const torch::Tensor table = dense->to(torch::kFloat32).contiguous(); // a float32 file's: its mapping
+    lm.model.reset();
+    return tsne_layout(table.data_ptr<float>(), table.size(0), table.size(1), options, progress);
 }
 
 } // namespace embedlab::app

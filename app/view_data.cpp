@@ -139,7 +139,31 @@ views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QSt
     d.histogram = doubles(r.histogram);
     d.hist_lo = r.hist_lo;
     d.tokens = texts(r.tokens);
+    d.frequency = doubles(r.frequency);
     return d;
+}
+
+views::NeighbourMapLayout tsne_view_layout(const TsneResult& r)
+{
+    const auto& o = r.options;
+    views::NeighbourMapLayout l{"t-SNE", doubles(r.x), doubles(r.y), ints(r.sample), {}};
+    l.parameters =
+        QString("t-SNE (Barnes-Hut, θ %1) over %2 sampled tokens on their first %3 principal "
+                "components: perplexity %4, %5 iterations (early exaggeration %6 for %7), seed %8, "
+                "learning rate %9, final KL %10. The other tokens sit at the mean of their %11 nearest "
+                "sampled tokens.")
+            .arg(o.theta)
+            .arg(r.sample.size())
+            .arg(o.pca_dims)
+            .arg(o.perplexity)
+            .arg(o.iterations)
+            .arg(o.exaggeration)
+            .arg(o.exaggeration_iterations)
+            .arg(o.seed)
+            .arg(o.learning_rate, 0, 'f', 1)
+            .arg(r.kl, 0, 'f', 3)
+            .arg(o.placement_neighbours);
+    return l;
 }
 
 QStringList baseline_methods()

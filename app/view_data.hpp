@@ -25,6 +25,8 @@ views::RankAllocationData allocation_view_data(const AllocationResult& r, const 
 views::FourierMapData fourier_view_data(const FourierMapResult& r, const QString& label);
 views::TensorTrainData tt_view_data(const TensorTrainResult& r, const QString& label);
 views::NeighbourGraphData lle_view_data(const NeighbourGraphResult& r, const QString& label);
+// A t-SNE of the neighbour graph's table, with its parameters in words.
+views::NeighbourMapLayout tsne_view_layout(const TsneResult& r);
 // The registry's bytes baselines (the quantised table), for ResultsView::setBaselineMethods.
 QStringList baseline_methods();
 

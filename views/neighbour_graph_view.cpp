@@ -1,11 +1,15 @@
 #include "neighbour_graph_view.hpp"
 
+#include "neighbour_map_style.hpp"
 #include "token_text.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFontMetrics>
 #include <QHBoxLayout>
@@ -15,83 +19,61 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "figure_export.hpp"
 #include "hover.hpp"
 #include "plot_interaction.hpp"
 
 namespace embedlab::views {
 
-namespace {
-
-// Rare tokens are drawn in bands of reconstruction cosine, worst first.
-struct Band {
-    double below;
-    const char* name;
-    QColor colour;
-};
-const Band kBands[] = {{0.5, "rare, cos < 0.5", {214, 39, 40}},
-                       {0.7, "cos 0.5–0.7", {255, 127, 14}},
-                       {0.8, "cos 0.7–0.8", {188, 189, 34}},
-                       {0.9, "cos 0.8–0.9", {44, 160, 44}},
-                       {2.0, "cos ≥ 0.9", {31, 119, 180}}};
-constexpr int kBandCount = 5;
-constexpr int kFirstBand = 1;              // graph 0: common tokens
-constexpr int kSelection = 1 + kBandCount; // graph: the selected token and its neighbours
-constexpr double kScaleLow = 0.4;          // the colour bar's bottom: the first band is "below 0.5"
-
-QCPColorGradient cosine_gradient()
-{
-    QCPColorGradient bands;
-    bands.clearColorStops();
-    bands.setColorInterpolation(QCPColorGradient::ciRGB);
-    bands.setLevelCount(600); // sharp steps between the bands
-    double lower = kScaleLow;
-    for (const auto& band : kBands) {
-        const double upper = std::min(band.below, 1.0);
-        bands.setColorStopAt((lower - kScaleLow) / (1.0 - kScaleLow), band.colour);
-        bands.setColorStopAt((upper - kScaleLow) / (1.0 - kScaleLow) - 1e-6, band.colour);
-        lower = upper;
-    }
-    return bands;
-}
-
-QSharedPointer<QCPAxisTickerText> cosine_ticks()
-{
-    auto ticks = QSharedPointer<QCPAxisTickerText>::create();
-    ticks->addTicks({kScaleLow, 0.5, 0.7, 0.8, 0.9, 1.0}, {"", "0.5", "0.7", "0.8", "0.9", "1"});
-    return ticks;
-}
-
-QString csvQuoted(const QString& text)
-{
-    return '"' + QString(text).replace('"', "\"\"") + '"';
-}
-
-} // namespace
+using namespace neighbour_map;
 
 NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     : DataPlotView(parent), search_(new QLineEdit(this)), stats_(readout_label(this)),
-      list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this))
+      list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this)), colour_(new QComboBox(this)),
+      layout_(new QComboBox(this)), drag_(new QComboBox(this)),
+      density_toggle_(new QCheckBox("Density shading", this)), perplexity_(new QDoubleSpinBox(this)),
+      iterations_(new QSpinBox(this)), seed_(new QSpinBox(this)), sample_(new QSpinBox(this)),
+      layout_note_(readout_label(this)), chosen_title_(new QLabel(this)),
+      chosen_list_(new QTableWidget(0, 4, this))
 {
+    // Under every point: the density of all tokens, an image (hidden unless asked for).
+    plot_->addLayer("density", plot_->layer("main"), QCustomPlot::limBelow);
+    density_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+    density_->setLayer("density");
+    density_->setName("token density");
+    density_->removeFromLegend();
+    density_->setInterpolate(false);
+    density_->setTightBoundary(true);
+    QCPColorGradient grey;
+    grey.clearColorStops();
+    grey.setColorStopAt(0, QColor(215, 215, 215));
+    grey.setColorStopAt(1, QColor(45, 45, 45));
+    density_->setGradient(grey);
+    density_->setVisible(false);
     auto* common = plot_->addGraph();
     common->setName("common (kept)");
     common->setLineStyle(QCPGraph::lsNone);
-    common->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, QColor(110, 110, 110, 160), 3));
+    common->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, kCommonGrey, 3));
     // Rare tokens are what the view is about: above the common ones (which are
     // frequent, grey and many), below the selection's edges and labels.
     plot_->addLayer("rare", plot_->layer("main"), QCustomPlot::limAbove);
     for (const auto& band : kBands) {
         auto* g = plot_->addGraph();
         g->setName(band.name);
-        g->setLayer("rare");
         g->setLineStyle(QCPGraph::lsNone);
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, band.colour, 4));
         g->removeFromLegend(); // the colour bar says which cosine a colour is
     }
+    // A layer draws its plottables in the order they joined it: the best band first,
+    // the worst last, so no well-rebuilt token hides a badly rebuilt one.
+    for (int b = kBandCount - 1; b >= 0; --b)
+        plot_->graph(kFirstBand + b)->setLayer("rare");
     auto* selection = plot_->addGraph();
     selection->setLineStyle(QCPGraph::lsNone);
     selection->setScatterStyle(
@@ -99,6 +81,27 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     selection->removeFromLegend();
     plot_->addLayer("selection", plot_->layer("rare"), QCustomPlot::limAbove);
     selection->setLayer("selection");
+    // The box / lasso: its outline (screen only), rings on the chosen tokens, and a
+    // ring on a searched token. Curves, not graphs: the graphs are the colour bands.
+    auto curve = [this](const QString& name, const QCPScatterStyle& style) {
+        auto* c = new QCPCurve(plot_->xAxis, plot_->yAxis);
+        c->setName(name);
+        c->setLayer("selection");
+        c->setScatterStyle(style);
+        c->setLineStyle(QCPCurve::lsNone);
+        c->removeFromLegend();
+        return c;
+    };
+    outline_ = curve("selection outline", QCPScatterStyle());
+    outline_->setLineStyle(QCPCurve::lsLine);
+    outline_->setPen(QPen(QColor(20, 20, 20), 1.2, Qt::DashLine));
+    outline_->setBrush(QColor(0, 0, 0, 28)); // the region a lasso took, shaded
+    setScreenOnly(outline_);
+    chosen_rings_ = curve("selected tokens", QCPScatterStyle(QCPScatterStyle::ssCircle,
+                                                             QPen(QColor(0, 0, 0), 1), Qt::NoBrush, 6));
+    outline_->setLayer("selection"); // over the rings: a layer draws in the order it was joined
+    highlight_ring_ = curve("searched token", QCPScatterStyle(QCPScatterStyle::ssCircle,
+                                                              QPen(QColor(148, 0, 211), 2), Qt::NoBrush, 12));
     plot_->xAxis->setLabel("principal component 1");
     plot_->yAxis->setLabel("principal component 2");
     install_navigation(plot_); // the scatter zooms and pans; a reset
@@ -170,15 +173,17 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     // A few bins hold most rare tokens: their counts span decades.
     navigation(plot_)->addLogToggle(hist_rect_->axis(QCPAxis::atLeft), "histogram counts");
 
-    connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) { press_ = e->position(); });
+    connect(plot_, &QCustomPlot::mousePress, this, &NeighbourGraphView::pressed);
+    connect(plot_, &QCustomPlot::mouseMove, this, &NeighbourGraphView::moved);
     connect(plot_, &QCustomPlot::mouseRelease, this, &NeighbourGraphView::clicked);
-    search_->setPlaceholderText("rare token (exact: \u2423 or a space for spaces, \\n) or id");
-    auto* go = new QPushButton("Show neighbours", this);
+    search_->setPlaceholderText("any token (exact: \u2423 or a space for spaces, \\n) or id");
+    auto* go = new QPushButton("Find", this);
+    go->setToolTip("A rare token: its neighbours; a common one: ringed and labelled on the map");
     connect(search_, &QLineEdit::returnPressed, this, [this] { search(search_->text()); });
     connect(go, &QPushButton::clicked, this, [this] { search(search_->text()); });
     auto* csv = new QPushButton("Export coordinates CSV…", this);
-    csv->setToolTip("Every token's id, text, PC 1, PC 2, rare/common and the selection, as CSV "
-                    "(for the Embedding Projector, a notebook or a spreadsheet)");
+    csv->setToolTip("Every token's id, text, shown x and y, rare/common, the selection, its LLE weight, "
+                    "reconstruction cosine and frequency, as CSV (for a notebook or a spreadsheet)");
     connect(csv, &QPushButton::clicked, this, &NeighbourGraphView::exportCsvInteractively);
 
     list_->setHorizontalHeaderLabels({"token", "id", "α", "cos"});
@@ -192,11 +197,35 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     list_->horizontalHeader()->setStretchLastSection(true);
     list_title_->setWordWrap(true);
     list_title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    chosen_list_->setHorizontalHeaderLabels({"token", "id", "kind", "value"});
+    chosen_list_->verticalHeader()->setVisible(false);
+    chosen_list_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    chosen_list_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    chosen_list_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    chosen_list_->horizontalHeader()->setStretchLastSection(true);
+    chosen_title_->setWordWrap(true);
+    chosen_title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* chosen_csv = new QPushButton("Export selection CSV…", this);
+    chosen_csv->setToolTip(
+        "The box / lasso selection's tokens: id, text, x, y, kind, cosine, frequency, value");
+    connect(chosen_csv, &QPushButton::clicked, this, &NeighbourGraphView::exportSelectionInteractively);
+    auto* chosen_clear = new QPushButton("Clear", this);
+    connect(chosen_clear, &QPushButton::clicked, this, [this] {
+        lasso_.clear();
+        outline_->data()->clear();
+        setSelection({});
+    });
     auto* side = new QWidget(this);
     auto* side_layout = new QVBoxLayout(side);
     side_layout->setContentsMargins(0, 0, 0, 0);
     side_layout->addWidget(list_title_);
     side_layout->addWidget(list_, 1);
+    side_layout->addWidget(chosen_title_);
+    side_layout->addWidget(chosen_list_, 1);
+    auto* chosen_buttons = new QHBoxLayout;
+    chosen_buttons->addWidget(chosen_csv);
+    chosen_buttons->addWidget(chosen_clear);
+    side_layout->addLayout(chosen_buttons);
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(plot_);
     split->addWidget(side);
@@ -209,50 +238,114 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
         "each rare token y is rebuilt from its k most similar common tokens: with unit-norm rows, solve "
         "G w = 1 for the local Gram G<sub>jl</sub> = (y − x<sub>j</sub>)·(y − x<sub>l</sub>), normalise "
         "the weights to sum 1, and rescale Σ α<sub>j</sub> x<sub>j</sub> to ‖y‖. Every token is shown on "
-        "the first two principal components; click or search a rare token to see its neighbours "
-        "(edge width = weight).",
+        "the first two principal components or a t-SNE map; click or search a rare token to see its "
+        "neighbours (edge width = weight). Points are drawn in order of the colour, the worst last (on "
+        "top); drag with box or lasso to list tokens.",
         split);
     controls->addWidget(search_);
     controls->addWidget(go);
     controls->addWidget(stats_, 1);
     controls->addWidget(csv);
+
+    // Second row: what the map shows. Colour, density, what a drag does, the layout.
+    auto* map_row = new QHBoxLayout;
+    colour_->setToolTip("What colours the points; they are drawn in its order, the worst on top");
+    map_row->addWidget(new QLabel("Colour by", this));
+    map_row->addWidget(colour_);
+    density_toggle_->setToolTip("Every token's density as a grey image under the points; the background "
+                                "tokens (common, or without a value) are not drawn as points, the rest "
+                                "translucent but for the worst band");
+    map_row->addWidget(density_toggle_);
+    drag_->addItems({"Drag pans", "Drag selects a box", "Drag draws a lasso"});
+    drag_->setToolTip(
+        "A drag on the map: pans it, or selects the tokens in a box or lasso (listed on the right)");
+    map_row->addWidget(drag_);
+    layout_->addItems({"PCA (every token)", "t-SNE (a sample; the rest placed)"});
+    layout_->setToolTip("The 2-D map: the first two principal components, or a t-SNE over a random sample "
+                        "of tokens (computed as a job; the other tokens are placed at the mean of their "
+                        "nearest sampled tokens)");
+    map_row->addWidget(new QLabel("Layout", this));
+    map_row->addWidget(layout_);
+    perplexity_->setRange(2, 200);
+    perplexity_->setValue(30);
+    perplexity_->setPrefix("perplexity ");
+    iterations_->setRange(250, 10000);
+    iterations_->setSingleStep(250);
+    iterations_->setValue(1000);
+    iterations_->setPrefix("iterations ");
+    seed_->setRange(0, 1000000);
+    seed_->setPrefix("seed ");
+    sample_->setRange(200, 50000);
+    sample_->setSingleStep(1000);
+    sample_->setValue(5000);
+    sample_->setPrefix("sample ");
+    sample_->setGroupSeparatorShown(true);
+    for (QWidget* w : std::initializer_list<QWidget*>{perplexity_, iterations_, seed_, sample_})
+        map_row->addWidget(w);
+    auto* run_tsne = new QPushButton("Compute t-SNE", this);
+    run_tsne->setToolTip("Barnes-Hut t-SNE (van der Maaten 2014) over the sample, on the table's first 50 "
+                         "principal components; early exaggeration 12 for 250 iterations");
+    connect(run_tsne, &QPushButton::clicked, this, &NeighbourGraphView::requestLayout);
+    map_row->addWidget(run_tsne);
+    map_row->addStretch(1);
+    auto* frame = qobject_cast<QVBoxLayout*>(layout());
+    frame->addLayout(map_row);
+    frame->addWidget(layout_note_);
+    connect(colour_, &QComboBox::currentIndexChanged, this, [this] {
+        drawValues();
+        fillChosenList();
+        plot_->replot(QCustomPlot::rpQueuedReplot);
+    });
+    connect(density_toggle_, &QCheckBox::toggled, this, [this] {
+        drawValues();
+        plot_->replot(QCustomPlot::rpQueuedReplot);
+    });
+    connect(drag_, &QComboBox::currentIndexChanged, this,
+            [this](int mode) { plot_->setInteraction(QCP::iRangeDrag, mode == Pan); });
+    connect(layout_, &QComboBox::currentIndexChanged, this, &NeighbourGraphView::showLayout);
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
     // Labels are placed in pixels: again after every layout (resize, zoom, export size).
-    connect(plot_, &QCustomPlot::afterLayout, this, &NeighbourGraphView::placeLabels);
+    connect(plot_, &QCustomPlot::afterLayout, this, [this] {
+        styleMarkers();
+        binDensity();
+        placeLabels();
+    });
+    layouts_.resize(1);
+    fillChosenList();
 }
 
 void NeighbourGraphView::draw()
 {
-    const int V = static_cast<int>(data_.x.size());
+    const int V = static_cast<int>(std::min(data_.x.size(), data_.y.size()));
     rare_slot_.fill(-1, V);
     for (int i = 0; i < data_.rare.size(); ++i)
         if (data_.rare[i] >= 0 && data_.rare[i] < V)
             rare_slot_[data_.rare[i]] = i;
-    QVector<double> cx, cy;
-    for (int id : data_.common)
-        if (id >= 0 && id < V && data_.y.size() == V) {
-            cx << data_.x[id];
-            cy << data_.y[id];
-        }
-    plot_->graph(0)->setData(cx, cy);
-    QVector<QVector<double>> bx(kBandCount), by(kBandCount);
-    for (int i = 0; i < data_.rare.size(); ++i) {
-        const int id = data_.rare[i];
-        if (id < 0 || id >= V || data_.y.size() != V)
-            continue;
-        const double c = i < data_.cosine.size() ? data_.cosine[i] : 0.0;
-        int b = 0;
-        while (b + 1 < kBandCount && c >= kBands[b].below)
-            ++b;
-        bx[b] << data_.x[id];
-        by[b] << data_.y[id];
+    // Layout 0 is the data's PCA; a computed one stays while it has a point per token
+    // (the same table: the window clears the graph when the model changes).
+    NeighbourMapLayout pca{"principal component",
+                           data_.x.mid(0, V),
+                           data_.y.mid(0, V),
+                           {},
+                           "PCA: every token on the table's first two principal components."};
+    const bool keep = layouts_.size() > 1 && layouts_[1].x.size() == V && V > 0;
+    if (keep)
+        layouts_[0] = pca;
+    else
+        layouts_ = {pca};
+    // The colour columns this graph has.
+    const int column = colour_->currentData().isValid() ? colour_->currentData().toInt() : Cosine;
+    {
+        const QSignalBlocker block(colour_);
+        colour_->clear();
+        colour_->addItem("reconstruction cosine (rare)", Cosine);
+        if (data_.frequency.size() == V && V > 0)
+            colour_->addItem("frequency in the text", Frequency);
+        colour_->addItem("rare / common", RareCommon);
+        if (!values_label_.isEmpty())
+            colour_->addItem(values_label_, Values);
+        colour_->setCurrentIndex(std::max(0, colour_->findData(column)));
     }
-    for (int b = 0; b < kBandCount; ++b)
-        plot_->graph(kFirstBand + b)->setData(bx[b], by[b]);
-    drawValues();
-    plot_->rescaleAxes();
-    plot_->xAxis->scaleRange(1.05);
-    plot_->yAxis->scaleRange(1.05);
 
     const int bins = static_cast<int>(data_.histogram.size());
     QVector<double> centres, counts;
@@ -268,7 +361,16 @@ void NeighbourGraphView::draw()
     hist_rect_->axis(QCPAxis::atBottom)->setRange(data_.hist_lo, 1.0);
     hist_rect_->axis(QCPAxis::atLeft)->setRange(0, top * 1.08);
     selected_ = -1;
-    drawSelection();
+    highlighted_ = -1;
+    chosen_.clear();
+    lasso_.clear();
+    outline_->data()->clear();
+    const int shown = keep ? layout_->currentIndex() : 0;
+    {
+        const QSignalBlocker block(layout_);
+        layout_->setCurrentIndex(shown);
+    }
+    showLayout(shown);
     if (pending_ >= 0 && V > 0)
         showToken(std::exchange(pending_, -1));
 }
@@ -278,10 +380,10 @@ int NeighbourGraphView::rareTokenAt(const QPointF& pixel, double radius) const
     int best = -1;
     double best_d2 = radius * radius;
     for (int id : data_.rare) {
-        if (id < 0 || id >= data_.x.size())
+        if (id < 0 || id >= lx_.size())
             continue;
-        const double dx = plot_->xAxis->coordToPixel(data_.x[id]) - pixel.x();
-        const double dy = plot_->yAxis->coordToPixel(data_.y[id]) - pixel.y();
+        const double dx = plot_->xAxis->coordToPixel(lx_[id]) - pixel.x();
+        const double dy = plot_->yAxis->coordToPixel(ly_[id]) - pixel.y();
         if (dx * dx + dy * dy < best_d2) {
             best_d2 = dx * dx + dy * dy;
             best = id;
@@ -293,6 +395,13 @@ int NeighbourGraphView::rareTokenAt(const QPointF& pixel, double radius) const
 void NeighbourGraphView::clicked(QMouseEvent* event)
 {
     const QPointF p = event->position();
+    const QRectF dragged = lasso_.boundingRect(); // a lasso may end where it began
+    if (std::exchange(dragging_, false) &&
+        dragged.width() + dragged.height() + (p - press_).manhattanLength() > 4) {
+        moved(event); // the release point closes the outline
+        setSelection(tokensInside(lasso_));
+        return;
+    }
     if ((p - press_).manhattanLength() > 4 || !plot_->axisRect()->rect().contains(p.toPoint()))
         return; // a drag, or outside the scatter
     const int id = rareTokenAt(p);
@@ -305,6 +414,7 @@ bool NeighbourGraphView::selectToken(int id)
     if (id < 0 || id >= rare_slot_.size() || rare_slot_[id] < 0)
         return false;
     selected_ = id;
+    highlighted_ = id;
     drawSelection();
     emit tokenSelected(id);
     return true;
@@ -327,20 +437,32 @@ bool NeighbourGraphView::showToken(int id)
 bool NeighbourGraphView::search(const QString& typed)
 {
     // Exactly the token typed (" the" is not "the"; '␣' and \n notation accepted),
-    // then a token id.
+    // a rare token first, then a token id, then any token.
     const QString text = unescaped_token(typed);
     for (int rare : data_.rare)
         if (rare < data_.tokens.size() && data_.tokens[rare] == text)
             return selectToken(rare);
     bool numeric = false;
-    const int id = typed.toInt(&numeric);
-    if (numeric && !typed.contains(' '))
-        return selectToken(id);
-    const auto common = std::find(data_.tokens.begin(), data_.tokens.end(), text);
-    stats_->setText("'" + escaped_token(text) + "' is not a rare token" +
-                    (common != data_.tokens.end()
-                         ? QString(" (token %1 is common)").arg(common - data_.tokens.begin())
-                         : QString()));
+    int id = typed.toInt(&numeric);
+    if (numeric && !typed.contains(' ')) {
+        if (selectToken(id))
+            return true;
+    } else {
+        id = static_cast<int>(std::find(data_.tokens.begin(), data_.tokens.end(), text) -
+                              data_.tokens.begin());
+    }
+    if (id < 0 || id >= lx_.size()) {
+        stats_->setText("'" + escaped_token(text) + "' is not a token of this vocabulary");
+        return false;
+    }
+    // A common token: ringed and labelled where it is, the rare selection kept.
+    highlighted_ = id;
+    drawSelection();
+    stats_->setText(
+        QString("%1token %2 is %3: kept as it is, ringed on the map")
+            .arg(id < data_.tokens.size() ? "'" + escaped_token(data_.tokens[id]) + "' " : QString())
+            .arg(id)
+            .arg(rare_slot_.value(id, -1) < 0 && !data_.common.contains(id) ? "not rare" : "common"));
     return false;
 }
 
@@ -353,7 +475,7 @@ void NeighbourGraphView::drawSelection()
     QVector<double> sx, sy;
     if (selected_ >= 0) {
         const int slot = rare_slot_[selected_];
-        const QPointF y(data_.x[selected_], data_.y[selected_]);
+        const QPointF y(lx_[selected_], ly_[selected_]);
         sx << y.x();
         sy << y.y();
         double top = 1e-12;
@@ -368,10 +490,10 @@ void NeighbourGraphView::drawSelection()
         QVector<Label> pending;
         for (int j = 0; j < data_.k; ++j) {
             const int n = data_.neighbours.value(slot * data_.k + j, -1);
-            if (n < 0 || n >= data_.x.size())
+            if (n < 0 || n >= lx_.size())
                 continue;
             const double w = data_.weights.value(slot * data_.k + j);
-            const QPointF at(data_.x[n], data_.y[n]);
+            const QPointF at(lx_[n], ly_[n]);
             auto* edge = new QCPItemLine(plot_);
             edge->start->setCoords(y);
             edge->end->setCoords(at);
@@ -387,8 +509,11 @@ void NeighbourGraphView::drawSelection()
             return std::abs(a.weight) > std::abs(b.weight);
         });
         pending.push_front({selected_, y, QString(), 0.0});
+        if (highlighted_ >= 0 && highlighted_ != selected_)
+            pending.insert(1, {highlighted_, QPointF(lx_[highlighted_], ly_[highlighted_]), QString(), 0.0});
+        always_ = highlighted_ >= 0 && highlighted_ != selected_ ? 2 : 1;
         for (const auto& l : pending) {
-            auto* text = new QCPItemText(plot_);
+            auto* text = halo_text(plot_);
             text->position->setCoords(l.at);
             text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
             text->setPadding(QMargins(1, 0, 1, 0));
@@ -400,6 +525,24 @@ void NeighbourGraphView::drawSelection()
             label_at_ << l.at;
         }
     }
+    if (selected_ < 0 && highlighted_ >= 0 && highlighted_ < lx_.size()) { // a searched common token alone
+        auto* text = halo_text(plot_);
+        text->position->setCoords(lx_[highlighted_], ly_[highlighted_]);
+        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        text->setPadding(QMargins(1, 0, 1, 0));
+        text->setText((highlighted_ < data_.tokens.size()
+                           ? "'" + escaped_token(data_.tokens[highlighted_]) + "' "
+                           : QString()) +
+                      QString::number(highlighted_));
+        text->setFont(QFont(font().family(), 8));
+        labels_ << text;
+        label_at_ << QPointF(lx_[highlighted_], ly_[highlighted_]);
+        always_ = 1;
+    }
+    if (highlighted_ >= 0 && highlighted_ != selected_ && highlighted_ < lx_.size())
+        highlight_ring_->setData({0.0}, {lx_[highlighted_]}, {ly_[highlighted_]}, true);
+    else
+        highlight_ring_->data()->clear();
     plot_->graph(kSelection)->setData(sx, sy);
     stats_->setText(summary());
     fillNeighbourList();
@@ -459,9 +602,9 @@ void NeighbourGraphView::placeLabels()
             if (free)
                 chosen = t;
         }
-        // The selected token is always labelled; a neighbour with no free place is not.
-        text->setVisible(chosen >= 0 || i == 0);
-        if (chosen < 0 && i == 0) {
+        // The selected (and searched) token is always labelled; a neighbour with no free place is not.
+        text->setVisible(chosen >= 0 || i < always_);
+        if (chosen < 0 && i < always_) {
             chosen = 0;
             for (int t = 0; t < tries.size(); ++t)
                 if (area.contains(QRectF(tries[t], QSizeF(w, h)))) {
@@ -537,19 +680,27 @@ QString NeighbourGraphView::exportCoordinatesCsv(const QString& file) const
     for (int id : data_.rare)
         if (id >= 0 && id < kind.size())
             kind[id] = 'r';
-    QByteArray text = "id,token,x,y,kind,selected,weight\n";
-    const int V = static_cast<int>(std::min(data_.x.size(), data_.y.size()));
+    QVector<char> boxed(data_.x.size(), 0);
+    for (int id : chosen_)
+        boxed[id] = 1;
+    QByteArray text = "id,token,x,y,kind,selected,weight,cosine,frequency,in_box\n";
+    const int V = static_cast<int>(std::min(lx_.size(), ly_.size()));
     for (int id = 0; id < V; ++id) {
+        const int slot = rare_slot_.value(id, -1);
         // Concatenated, not QString::arg-chained: a token may itself contain "%1".
         const QString line =
             QString::number(id) + ',' +
-            csvQuoted(id < data_.tokens.size() ? escaped_token(data_.tokens[id]) : QString()) + ',' +
-            QString::number(data_.x[id], 'g', 17) + ',' + QString::number(data_.y[id], 'g', 17) + ',' +
+            csv_quoted(id < data_.tokens.size() ? escaped_token(data_.tokens[id]) : QString()) + ',' +
+            QString::number(lx_[id], 'g', 17) + ',' + QString::number(ly_[id], 'g', 17) + ',' +
             (kind[id] == 'r'   ? "rare"
              : kind[id] == 'c' ? "common"
                                : "other") +
             ',' + (id == selected_ ? '1' : '0') + ',' +
-            (std::isnan(weight[id]) ? QString() : QString::number(weight[id], 'g', 17)) + '\n';
+            (std::isnan(weight[id]) ? QString() : QString::number(weight[id], 'g', 17)) + ',' +
+            (slot >= 0 && slot < data_.cosine.size() ? QString::number(data_.cosine[slot], 'g', 17)
+                                                     : QString()) +
+            ',' + (id < data_.frequency.size() ? QString::number(data_.frequency[id], 'g', 17) : QString()) +
+            ',' + (boxed.value(id) ? '1' : '0') + '\n';
         text += line.toUtf8();
         if (text.size() > (1 << 20)) {
             if (out.write(text) != text.size())
@@ -581,100 +732,6 @@ void NeighbourGraphView::addBeside(QWidget* pane)
         split->addWidget(pane);
 }
 
-void NeighbourGraphView::setTokenValues(const QVector<double>& values, const QString& label)
-{
-    values_ = values;
-    values_label_ = values.isEmpty() ? QString() : label;
-    drawValues();
-    plot_->replot(QCustomPlot::rpQueuedReplot);
-}
-
-void NeighbourGraphView::drawValues()
-{
-    static const struct {
-        double rank;
-        const char* name;
-    } kValueBands[] = {{0.5, "below the median"},
-                       {0.8, "median–80 %"},
-                       {0.95, "80–95 %"},
-                       {0.99, "95–99 %"},
-                       {1.0, "worst 1 %"}};
-    constexpr int kValueBandCount = 5;
-    for (auto* curve : value_curves_)
-        plot_->removePlottable(curve);
-    value_curves_.clear();
-    const int V = static_cast<int>(std::min(data_.x.size(), data_.y.size()));
-    const bool shown = !values_label_.isEmpty() && values_.size() == V && V > 0;
-    for (int g = 0; g < kSelection; ++g)
-        plot_->graph(g)->setVisible(!shown);
-    if (shown)
-        plot_->graph(0)->removeFromLegend();
-    else if (!plot_->legend->hasItemWithPlottable(plot_->graph(0)))
-        plot_->graph(0)->addToLegend();
-    if (!shown) {
-        scale_label_->setText("rare, by cosine:");
-        scale_->setGradient(cosine_gradient());
-        scale_->axis()->setTicker(cosine_ticks());
-        scale_->setDataRange(QCPRange(kScaleLow, 1.0));
-        return;
-    }
-    // Ascending value: each band's points in that order, the bands best first, so
-    // the worst token is the last point drawn.
-    QVector<int> order, missing;
-    for (int id = 0; id < V; ++id)
-        (std::isfinite(values_[id]) ? order : missing) << id;
-    std::stable_sort(order.begin(), order.end(), [this](int a, int b) { return values_[a] < values_[b]; });
-    auto curve = [this](const QString& name, const QColor& colour, double size) {
-        auto* c = new QCPCurve(plot_->xAxis, plot_->yAxis);
-        c->setName(name);
-        c->setLayer("rare");
-        c->setLineStyle(QCPCurve::lsNone);
-        c->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, colour, size));
-        return c;
-    };
-    QVector<double> t, x, y;
-    auto add = [&](int id) {
-        t << t.size();
-        x << data_.x[id];
-        y << data_.y[id];
-    };
-    for (int id : missing)
-        add(id);
-    auto* none = curve("no value (never a target)", QColor(170, 170, 170, 140), 3);
-    none->setData(t, x, y, true);
-    value_curves_ << none;
-    QCPColorGradient bands;
-    bands.clearColorStops();
-    bands.setLevelCount(600);
-    auto ticks = QSharedPointer<QCPAxisTickerText>::create();
-    int from = 0;
-    for (int b = 0; b < kValueBandCount; ++b) {
-        const QColor colour = kBands[kBandCount - 1 - b].colour; // blue (best) .. red (worst)
-        const int to = b + 1 == kValueBandCount ? static_cast<int>(order.size())
-                                                : static_cast<int>(kValueBands[b].rank * order.size());
-        t.clear();
-        x.clear();
-        y.clear();
-        for (int i = from; i < to; ++i)
-            add(order[i]);
-        auto* c = curve(kValueBands[b].name, colour, b + 1 == kValueBandCount ? 5 : 4);
-        c->setData(t, x, y, true);
-        c->removeFromLegend(); // the colour bar says which values a colour is
-        value_curves_ << c;
-        bands.setColorStopAt(b / double(kValueBandCount), colour);
-        bands.setColorStopAt((b + 1) / double(kValueBandCount) - 1e-6, colour);
-        if (!order.isEmpty())
-            ticks->addTick(b, QString::number(values_[order[std::min<int>(from, order.size() - 1)]], 'g', 2));
-        from = to;
-    }
-    if (!order.isEmpty())
-        ticks->addTick(kValueBandCount, QString::number(values_[order.back()], 'g', 2));
-    scale_label_->setText(values_label_ + ", by rank:");
-    scale_->setGradient(bands);
-    scale_->axis()->setTicker(ticks);
-    scale_->setDataRange(QCPRange(0, kValueBandCount));
-}
-
 QString NeighbourGraphView::summary() const
 {
     if (data_.x.isEmpty())
@@ -701,8 +758,8 @@ QString NeighbourGraphView::hoverText(const QPointF& pixel) const
 {
     if (data_.x.isEmpty() || !plot_->axisRect()->rect().contains(pixel.toPoint()))
         return {};
-    const int id = nearest_point(plot_, pixel, data_.x.constData(), data_.y.constData(),
-                                 static_cast<int>(std::min(data_.x.size(), data_.y.size())), 6.0);
+    const int id = nearest_point(plot_, pixel, lx_.constData(), ly_.constData(),
+                                 static_cast<int>(std::min(lx_.size(), ly_.size())), 6.0);
     if (id < 0)
         return {};
     QString text = QString("id %1").arg(id);
