@@ -17,6 +17,7 @@
 #include "analyses.hpp"
 #include "args.hpp"
 #include "embedlab/output_checks.hpp"
+#include "figure_layout.hpp"
 #include "fourier_map_view.hpp"
 #include "model_summary.hpp"
 #include "neighbour_graph_view.hpp"
@@ -156,13 +157,16 @@ std::vector<RunSummary> load_results(const std::string& path)
 }
 
 // Lays the widget out offscreen at a size like the window's, then writes
-// every requested file from its plot.
+// every requested file from its plot. A figure whose texts leave the canvas, are
+// cut or overlap (figure_layout.hpp) is still written, with a warning naming them.
 void export_view(QWidget& view, QCustomPlot* plot, const FigureRequest& r)
 {
     view.setAttribute(Qt::WA_DontShowOnScreen);
     view.resize(1000, 700);
     view.show();
     QApplication::processEvents();
+    for (const QString& problem : views::figureLayoutProblems(plot, r.options))
+        std::fprintf(stderr, "figure %s: warning: %s\n", r.kind.c_str(), problem.toStdString().c_str());
     for (const auto& out : r.outs) {
         const QString error = views::exportFigure(plot, QString::fromStdString(out), r.options);
         if (!error.isEmpty())

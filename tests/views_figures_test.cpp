@@ -19,48 +19,16 @@
 #include "render_check.hpp"
 #include "results_view.hpp"
 #include "token_text.hpp"
+#include "view_fixtures.hpp"
 
 using namespace embedlab::views;
 using embedlab::test::render_to_png;
 
 namespace {
 
-// 40 common tokens on a ring; rare token 40 + i sits at the centre, and its 8
-// neighbours are common tokens packed within a few pixels of each other, so
-// labels written where their points are would cover one another.
 NeighbourGraphData crowded(int k = 8)
 {
-    NeighbourGraphData d;
-    d.k = k;
-    const int C = 40, R = 20;
-    for (int id = 0; id < C + R; ++id) {
-        double x, y;
-        if (id < k) { // the crowd: within 0.05 of (1, 1) on a range of about 20
-            x = 1.0 + 0.01 * (id % 3);
-            y = 1.0 + 0.012 * (id / 3);
-        } else if (id < C) {
-            x = 9 * std::cos(id * 0.3);
-            y = 9 * std::sin(id * 0.3);
-        } else {
-            x = 4 * std::cos(id * 0.7);
-            y = 4 * std::sin(id * 0.7);
-        }
-        d.x << x;
-        d.y << y;
-        d.tokens << (id < C ? QString("common%1").arg(id) : QString("rare%1").arg(id));
-        (id < C ? d.common : d.rare) << id;
-    }
-    d.tokens[3] = " the, \"quoted\"\n"; // escaped and quoted in the CSV
-    for (int i = 0; i < R; ++i) {
-        for (int j = 0; j < k; ++j) {
-            d.neighbours << j;
-            d.weights << (j + 1.0) / (k * (k + 1) / 2.0); // 1/36 ... 8/36: sum 1
-            d.neighbour_cosine << 0.9 - 0.05 * j;
-        }
-        d.cosine << 0.3 + 0.035 * i;
-    }
-    d.histogram = QVector<double>(10, 2);
-    return d;
+    return embedlab::test::neighbour_fixture(k);
 }
 
 QVector<QCPItemText*> visibleLabels(QCustomPlot* plot)
@@ -202,7 +170,7 @@ TEST(NeighbourGraphView, CoordinatesAndTheSelectionExportAsCsv)
     const QByteArray bytes = in.readAll();
     const QStringList lines = QString::fromUtf8(bytes).split('\n', Qt::SkipEmptyParts);
     ASSERT_EQ(lines.size(), d.x.size() + 1); // one record a line: tokens' newlines are escaped
-    EXPECT_EQ(lines[0], "id,token,x,y,kind,selected,weight");
+    EXPECT_EQ(lines[0], "id,token,x,y,kind,selected,weight,cosine,frequency,in_box");
     const auto records = embedlab::csv_records(bytes.toStdString());
     ASSERT_EQ(records.size(), static_cast<size_t>(lines.size()));
     int selected = 0, rare = 0, weighted = 0;
@@ -210,7 +178,7 @@ TEST(NeighbourGraphView, CoordinatesAndTheSelectionExportAsCsv)
         QStringList f;
         for (const auto& field : records[static_cast<size_t>(i)])
             f << QString::fromStdString(field);
-        ASSERT_EQ(f.size(), 7) << lines[i].toStdString();
+        ASSERT_EQ(f.size(), 10) << lines[i].toStdString();
         const int id = f[0].toInt();
         EXPECT_EQ(id, i - 1);
         EXPECT_EQ(f[1], escaped_token(d.tokens[id]));
@@ -228,6 +196,13 @@ TEST(NeighbourGraphView, CoordinatesAndTheSelectionExportAsCsv)
             ++weighted;
             EXPECT_DOUBLE_EQ(f[6].toDouble(), d.weights[10 * d.k + id]); // neighbour j is token j
         }
+        // Issue 41 item 10: the rare tokens' reconstruction cosine; no frequency given, no box.
+        if (id < 40)
+            EXPECT_EQ(f[7], "");
+        else
+            EXPECT_DOUBLE_EQ(f[7].toDouble(), d.cosine[id - 40]);
+        EXPECT_EQ(f[8], "");
+        EXPECT_EQ(f[9], "0");
     }
     EXPECT_EQ(selected, 1);
     EXPECT_EQ(rare, d.rare.size());

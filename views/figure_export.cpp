@@ -13,6 +13,8 @@
 #include <QSvgGenerator>
 #include <qcustomplot.h>
 
+#include "figure_fit.hpp"
+
 namespace embedlab::views {
 
 namespace {
@@ -192,6 +194,61 @@ private:
     QVector<Legend> legends_;
 };
 
+// The view's figure layout for one figure: set up on construction, undone on destruction.
+class FigureLayoutHook : public QObject {
+public:
+    FigureLayoutHook(QCustomPlot* plot, FigureLayout layout) : QObject(plot), layout_(std::move(layout))
+    {
+        setObjectName(kLayoutHook);
+    }
+    static FigureLayoutHook* of(QCustomPlot* plot)
+    {
+        return plot->findChild<FigureLayoutHook*>(kLayoutHook, Qt::FindDirectChildrenOnly);
+    }
+    void operator()(const QSize& size) const { layout_(size); }
+
+    static constexpr const char* kLayoutHook = "embedlab_figure_layout";
+
+private:
+    FigureLayout layout_;
+};
+
+class SizedLayout {
+public:
+    SizedLayout(QCustomPlot* plot, const QSize& size) : hook_(FigureLayoutHook::of(plot))
+    {
+        if (hook_)
+            (*hook_)(size);
+    }
+    ~SizedLayout()
+    {
+        if (hook_)
+            (*hook_)(QSize());
+    }
+
+private:
+    QPointer<FigureLayoutHook> hook_;
+};
+
+// Everything a figure differs in from the window, for the lifetime of the object:
+// no screen-only marks, the view's layout at the size (a panel it adds is styled
+// too), the publication style, then what every figure needs at its size
+// (figure_fit.hpp). Undone in the reverse order.
+class FigureSession {
+public:
+    FigureSession(QCustomPlot* plot, const FigureOptions& o)
+        : screen_only_(plot), layout_(plot, figurePixels(o)), style_(plot, o.publication),
+          fit_(plot, figurePixels(o))
+    {
+    }
+
+private:
+    ScreenOnlyHidden screen_only_;
+    SizedLayout layout_;
+    PublicationStyle style_;
+    FigureFit fit_;
+};
+
 QString failure(const QString& file, const QString& problem)
 {
     return file + ": " + problem;
@@ -228,6 +285,25 @@ bool isScreenOnly(const QCPLayerable* layerable)
     return layerable && layerable->property(kScreenOnly).toBool();
 }
 
+void setFigureLayout(QCustomPlot* plot, FigureLayout layout)
+{
+    delete FigureLayoutHook::of(plot);
+    if (layout)
+        new FigureLayoutHook(plot, std::move(layout));
+}
+
+QSize figurePixels(const FigureOptions& o)
+{
+    return {qRound(o.width_in * kLogicalDpi), qRound(o.width_in * o.aspect * kLogicalDpi)};
+}
+
+void drawFigure(QCustomPlot* plot, QCPPainter* painter, const FigureOptions& o)
+{
+    const FigureSession session(plot, o);
+    const QSize size = figurePixels(o);
+    plot->toPainter(painter, size.width(), size.height());
+}
+
 FigureFormat figureFormat(const QString& file)
 {
     const QString suffix = QFileInfo(file).suffix().toLower();
@@ -247,13 +323,12 @@ QString exportFigure(QCustomPlot* plot, const QString& file, const FigureOptions
         return failure(file, "unknown figure format (use .png, .pdf or .svg)");
     if (!(o.width_in > 0) || !(o.aspect > 0) || o.dpi < 10 || o.dpi > 2400)
         return failure(file, "figure size or DPI out of range");
-    const int width = qRound(o.width_in * kLogicalDpi);
-    const int height = qRound(o.width_in * o.aspect * kLogicalDpi);
+    const int width = figurePixels(o).width();
+    const int height = figurePixels(o).height();
     QSaveFile out(file);
     if (!out.open(QIODevice::WriteOnly))
         return failure(file, out.errorString());
-    ScreenOnlyHidden screen_only(plot);
-    PublicationStyle style(plot, o.publication);
+    const FigureSession session(plot, o);
     bool drawn = true;
     if (format == FigureFormat::Png) {
         const double scale = o.dpi / kLogicalDpi;

@@ -173,7 +173,10 @@ void SpectrumView::setOverlays(const QVector<SpectrumOverlay>& overlays)
 void SpectrumView::drawCurves()
 {
     const bool shares = !overlays_.isEmpty();
-    plot_->graph(0)->setName(shares ? "this model" : "eigenvalue");
+    // With other models beside it, its curve is named by its model (the file or directory).
+    const QString path = data_.label.endsWith('/') ? data_.label.chopped(1) : data_.label;
+    const QString model = path.section('/', -1);
+    plot_->graph(0)->setName(shares ? (model.isEmpty() ? QString("this model") : model) : "eigenvalue");
     plot_->graph(1)->setName(shares ? "explained variance" : "cumulative explained variance");
     plot_->yAxis->setLabel(shares ? "share of variance λᵢ/Σλ" : "eigenvalue of the covariance");
     double lo = std::numeric_limits<double>::infinity(), hi = 0;

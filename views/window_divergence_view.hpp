@@ -9,10 +9,21 @@
 #include "embedlab/results.hpp"
 
 class QCustomPlot;
+class QCPAxisRect;
 class QCPGraph;
 class QLabel;
 
 namespace embedlab::views {
+
+// The panel on an axes of any plot (the view's own, or a figure's second panel
+// beside the Pareto plot): KL on the left axis, top-1 agreement on the right.
+struct WindowPanel {
+    QCPAxisRect* rect = nullptr;
+    QCPGraph* kl = nullptr;
+    QCPGraph* top1 = nullptr;
+};
+WindowPanel addWindowPanel(QCPAxisRect* rect);
+void showWindows(const WindowPanel& panel, const embedlab::RunSummary* run); // null: empty
 
 class WindowDivergenceView : public QWidget {
     Q_OBJECT
@@ -29,6 +40,7 @@ private:
     QCustomPlot* plot_;
     QCPGraph* kl_;
     QCPGraph* top1_;
+    WindowPanel panel_;
     QLabel* note_;
 };
 
