@@ -27,7 +27,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
-#include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
 #include <QSettings>
@@ -36,7 +35,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
-#include <QTreeWidget>
+#include <QUndoStack>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <optional>
@@ -49,6 +48,7 @@
 #include "embedlab/experiment_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
+#include "jobs_dock.hpp"
 #include "method_flags.hpp"
 #include "method_panel.hpp"
 #include "model_summary.hpp"
@@ -58,12 +58,12 @@
 #include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "tensor_train_view.hpp"
+#include "token_damage_view.hpp"
 #include "view_data.hpp"
 
 namespace embedlab::app {
 
 namespace {
-enum JobColumn { kName, kState, kProgress, kTime, kCancel };
 constexpr int kRecentModels = 8;
 } // namespace
 
@@ -75,7 +75,7 @@ MainWindow::MainWindow(QWidget* parent)
       lle_(new views::NeighbourGraphView(this)), method_panel_(new MethodPanel(this)),
       fourier_first_(new CheckedSpinBox(this)), fourier_count_(new CheckedSpinBox(this)),
       lle_keep_(new CheckedDoubleSpinBox(this)), lle_k_(new CheckedSpinBox(this)),
-      export_button_(new QPushButton("Export compressed model...", this)), job_list_(new QTreeWidget(this))
+      export_button_(new QPushButton("Export compressed model...", this))
 {
     setWindowTitle("EmbedLab");
     setAcceptDrops(true); // a model directory or file dropped on the window opens it
@@ -142,7 +142,7 @@ MainWindow::MainWindow(QWidget* parent)
             chooseTableDefault(model_path_);
     });
     connect(method_panel_, &MethodPanel::runRequested, this,
-            [this] { runCompression(method_panel_->request(), method_panel_->target()); });
+            [this] { runSweep(method_panel_->requests(), method_panel_->target()); });
     // The rank dragged on the spectrum is the rank a pca/svd run uses.
     connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
     // Issue 41 item 12: a row's run again, as the CLI line, the job file or the Python call.
@@ -187,7 +187,8 @@ MainWindow::MainWindow(QWidget* parent)
     fourier_first_->setObjectName("fourier_first");
     fourier_count_->setObjectName("fourier_count");
     lle_k_->setObjectName("lle_k");
-    job_list_->setObjectName("job_list");
+    job_list_ = new JobList(jobs_, this); // "job_list"
+    connect(job_list_, &JobList::cancelRequested, this, &MainWindow::cancelJob);
     fourier_first_->setPrefix("ids from ");
     fourier_first_->setRange(0, 1 << 30);
     fourier_count_->setPrefix("count ");
@@ -256,6 +257,21 @@ MainWindow::MainWindow(QWidget* parent)
         },
         this);
     lle_->addBeside(damage);
+    // The map's t-SNE: a job on the engine thread, as the graph itself.
+    connect(lle_, &views::NeighbourGraphView::layoutRequested, this,
+            [this](double perplexity, int iterations, qint64 seed, int sample) {
+                if (model_path_.isEmpty())
+                    return;
+                const TsneOptions o{.perplexity = perplexity,
+                                    .iterations = iterations,
+                                    .seed = static_cast<uint64_t>(seed),
+                                    .sample = sample};
+                jobs_.submit("t-SNE layout", [this, path = model_path_, o](const ProgressFn& progress) {
+                    const auto r = neighbour_layout(path.toStdString(), o, progress);
+                    return std::function<void()>(
+                        [this, layout = tsne_view_layout(r)] { lle_->setLayout(layout); });
+                });
+            });
     connect(tabs_, &QTabWidget::currentChanged, damage, [this, damage] {
         if (tabs_->currentWidget() == lle_->parentWidget())
             damage->refreshRuns();
@@ -289,9 +305,6 @@ MainWindow::MainWindow(QWidget* parent)
     connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::computeShownView);
     setCentralWidget(tabs_);
 
-    job_list_->setHeaderLabels({"Job", "State", "Progress", "Time", ""});
-    job_list_->setRootIsDecorated(false);
-    job_list_->header()->setSectionResizeMode(kName, QHeaderView::Stretch);
     auto* dock = new QDockWidget("Jobs", this);
     dock->setObjectName("jobs");
     dock->setWidget(job_list_);
@@ -305,6 +318,9 @@ MainWindow::MainWindow(QWidget* parent)
     file->addSeparator();
     file->addAction("Export &figure (PNG, PDF, SVG)...", QKeySequence("Ctrl+E"), this,
                     &MainWindow::exportFigure);
+    file->addAction("Export &data (CSV)...", QKeySequence("Ctrl+D"), this,
+                    &MainWindow::exportDataInteractively)
+        ->setToolTip("The current tab's plotted values as CSV: a file per panel, named as the axes are");
     file->addAction("Export &results (CSV, JSON)...", QKeySequence("Ctrl+Shift+S"), this,
                     &MainWindow::exportResults);
     export_model_ = file->addAction("Export compressed &model...", QKeySequence("Ctrl+Shift+E"), this,
@@ -312,6 +328,12 @@ MainWindow::MainWindow(QWidget* parent)
     connect(results_, &views::ResultsView::rowSelected, this, &MainWindow::updateExportEnabled);
     // Row indices above a deleted row move down: so do the rows' sources.
     connect(results_, &views::ResultsView::rowRemoved, this, [this](int row) {
+        DeletedRow deleted{row, {}, {}, row < saved_rows_};
+        if (row_sources_.contains(row))
+            deleted.source = row_sources_[row];
+        if (row_requests_.contains(row))
+            deleted.request = row_requests_[row];
+        deleted_rows_.push_back(deleted);
         QHash<int, RowSource> moved;
         for (auto it = row_sources_.begin(); it != row_sources_.end(); ++it)
             if (it.key() != row)
@@ -326,6 +348,26 @@ MainWindow::MainWindow(QWidget* parent)
             --saved_rows_;
             deleted_since_save_ = true;
         }
+        updateExportEnabled();
+    });
+    // Undo puts the last deleted row back at its place: its request and source with it.
+    connect(results_, &views::ResultsView::rowRestored, this, [this](int row) {
+        const DeletedRow deleted = deleted_rows_.isEmpty() ? DeletedRow{} : deleted_rows_.takeLast();
+        QHash<int, RowSource> moved;
+        for (auto it = row_sources_.begin(); it != row_sources_.end(); ++it)
+            moved.insert(it.key() >= row ? it.key() + 1 : it.key(), it.value());
+        QHash<int, CompressionRequest> requests;
+        for (auto it = row_requests_.begin(); it != row_requests_.end(); ++it)
+            requests.insert(it.key() >= row ? it.key() + 1 : it.key(), it.value());
+        if (deleted.row == row) {
+            if (deleted.source)
+                moved.insert(row, *deleted.source);
+            if (deleted.request)
+                requests.insert(row, *deleted.request);
+            saved_rows_ += deleted.saved;
+        }
+        row_sources_ = moved;
+        row_requests_ = requests;
         updateExportEnabled();
     });
     updateExportEnabled();
@@ -344,6 +386,17 @@ MainWindow::MainWindow(QWidget* parent)
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     fillRecentMenu();
+
+    // Edit > Undo: a deleted results row (Ctrl+Z; a focused text field keeps its own).
+    auto* edit = menuBar()->addMenu("&Edit");
+    undo_ = results_->undoStack()->createUndoAction(this, "&Undo");
+    undo_->setObjectName("undo");
+    undo_->setShortcuts(QKeySequence::Undo);
+    redo_ = results_->undoStack()->createRedoAction(this, "&Redo");
+    redo_->setObjectName("redo");
+    redo_->setShortcuts(QKeySequence::Redo);
+    edit->addAction(undo_);
+    edit->addAction(redo_);
 
     auto* run = menuBar()->addMenu("&Run");
     run->addAction("&Run compression", QKeySequence("Ctrl+R"), method_panel_, &MethodPanel::run);
@@ -430,11 +483,18 @@ QCustomPlot* MainWindow::currentPlot() const
         return fourier_->plot();
     if (tab == tt_)
         return tt_->plot();
-    return lle_->plot();
+    if (tab == lle_->parentWidget())
+        return lle_->plot();
+    return nullptr; // Compare: text, no plot
 }
 
 void MainWindow::exportFigure()
 {
+    if (!currentPlot()) {
+        statusBar()->showMessage("The " + tabs_->tabText(tabs_->currentIndex()) +
+                                 " tab has no figure to export");
+        return;
+    }
     views::FigureExportDialog dialog(this);
     if (dialog.exec() != QDialog::Accepted)
         return;
@@ -444,6 +504,74 @@ void MainWindow::exportFigure()
         return;
     const QString error = views::exportFigure(currentPlot(), file, dialog.options());
     statusBar()->showMessage(error.isEmpty() ? "Wrote " + file : error);
+}
+
+QVector<views::DataTable> MainWindow::currentDataTables() const
+{
+    QWidget* tab = tabs_->currentWidget();
+    if (tab == tabs_->widget(0))
+        return chart_->dataTables();
+    if (tab == spectrum_->parentWidget())
+        return spectrum_->dataTables();
+    if (tab == allocation_)
+        return allocation_->dataTables();
+    if (tab == results_->parentWidget())
+        return results_->dataTables();
+    if (tab == fourier_->parentWidget())
+        return fourier_->dataTables();
+    if (tab == tt_)
+        return tt_->dataTables();
+    if (tab == lle_->parentWidget()) { // the graph's own CSV comes first (exportData)
+        QVector<views::DataTable> tables;
+        if (auto* damage = lle_->findChild<views::TokenDamageView*>();
+            damage && !damage->data().runs.isEmpty())
+            tables += damage->dataTables();
+        return tables;
+    }
+    return {}; // Compare: text, no plot
+}
+
+QString MainWindow::exportData(const QString& file, QStringList* written)
+{
+    if (written)
+        written->clear();
+    QVector<views::DataTable> tables = currentDataTables();
+    QStringList files;
+    if (tabs_->currentWidget() == lle_->parentWidget()) {
+        if (lle_->data().x.isEmpty())
+            return file + ": the neighbour graph has not been computed yet";
+        if (const QString error = lle_->exportCoordinatesCsv(file); !error.isEmpty())
+            return error;
+        files << file;
+        // The damage table beside it, named as a further table would be.
+        tables.prepend(views::DataTable{"coordinates", {}, {}});
+        for (int i = 1; i < tables.size(); ++i) {
+            const QString path = views::dataTableFile(file, tables, i);
+            QStringList one;
+            if (const QString error = views::writeDataTables({tables[i]}, path, &one); !error.isEmpty())
+                return error;
+            files += one;
+        }
+    } else {
+        if (tables.isEmpty())
+            return file + ": the " + tabs_->tabText(tabs_->currentIndex()) + " tab has no plot to export";
+        if (const QString error = views::writeDataTables(tables, file, &files); !error.isEmpty())
+            return error;
+    }
+    if (written)
+        *written = files;
+    return {};
+}
+
+void MainWindow::exportDataInteractively()
+{
+    const QString name = tabs_->tabText(tabs_->currentIndex()).toLower().replace(' ', '_');
+    const QString file = QFileDialog::getSaveFileName(this, "Export data", name + ".csv", "CSV (*.csv)");
+    if (file.isEmpty())
+        return;
+    QStringList files;
+    const QString error = exportData(file, &files);
+    statusBar()->showMessage(error.isEmpty() ? "Wrote " + files.join(", ") : error);
 }
 
 namespace {
@@ -510,6 +638,7 @@ bool MainWindow::openSession(const QString& file)
             target = target_from_json(engine_json(session.value("target").toObject()));
         }
         results_->clear();
+        deleted_rows_.clear(); // with the results view's undo stack
         row_requests_.clear();
         row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
         for (const auto& r : rows)
@@ -582,7 +711,7 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event)
             const QKeySequence pressed(key->keyCombination());
             for (QAction* menu : menuBar()->actions())
                 for (QAction* a : menu->menu()->actions())
-                    if (a->isEnabled() && a->shortcuts().contains(pressed)) {
+                    if (a != undo_ && a != redo_ && a->isEnabled() && a->shortcuts().contains(pressed)) {
                         event->ignore();
                         return true;
                     }
@@ -784,73 +913,8 @@ void MainWindow::dropEvent(QDropEvent* event)
 
 void MainWindow::trackJobs()
 {
-    auto state = [this](int id, const QString& text) {
-        if (auto* item = job_items_.value(id)) {
-            // A job asked to stop says so until it has (its progress keeps coming); a
-            // job with a status of its own (a Slurm task's) shows that while it runs.
-            if (text == "running" && cancelling_.contains(id))
-                return;
-            if (text != "running")
-                cancelling_.remove(id), job_status_.remove(id);
-            item->setText(kState, text == "running" && job_status_.contains(id) ? job_status_[id] : text);
-            if (job_clocks_.contains(id))
-                item->setText(kTime, QString::number(job_clocks_[id].elapsed() / 1000.0, 'f', 1) + " s");
-            if (text != "running" && text != "queued") {
-                auto* again = new QPushButton("Re-run", job_list_);
-                again->setToolTip("Queue this job again (a compression adds a new results row)");
-                connect(again, &QPushButton::clicked, this, [this, id] { jobs_.resubmit(id); });
-                job_list_->setItemWidget(item, kCancel, again);
-            }
-        }
-    };
-    connect(&jobs_, &JobController::queued, this, [this](int id, const QString& name) {
-        auto* item = new QTreeWidgetItem(job_list_, {name, "queued", "", "", ""});
-        job_items_[id] = item;
-        auto* bar = new QProgressBar(job_list_);
-        bar->setRange(0, 1000);
-        bar->setValue(0);
-        job_list_->setItemWidget(item, kProgress, bar);
-        auto* cancel = new QPushButton("Cancel", job_list_);
-        connect(cancel, &QPushButton::clicked, this, [this, id] { cancelJob(id); });
-        job_list_->setItemWidget(item, kCancel, cancel);
-        job_list_->scrollToItem(item);
-    });
-    connect(&jobs_, &JobController::started, this, [this, state](int id) {
-        job_clocks_[id].start();
-        state(id, "running");
-    });
-    // The running job's time ticks on its own, not only when progress arrives.
-    auto* ticker = new QTimer(this);
-    ticker->setObjectName("job_clock");
-    connect(ticker, &QTimer::timeout, this, [this] {
-        const int id = jobs_.running();
-        if (auto* item = job_items_.value(id); item && job_clocks_.contains(id))
-            item->setText(kTime, QString::number(job_clocks_[id].elapsed() / 1000.0, 'f', 1) + " s");
-    });
-    ticker->start(200);
-    connect(&jobs_, &JobController::progress, this, [this, state](int id, qint64 done, qint64 total) {
-        if (auto* item = job_items_.value(id))
-            if (auto* bar = qobject_cast<QProgressBar*>(job_list_->itemWidget(item, kProgress)))
-                bar->setValue(total > 0 ? static_cast<int>(1000 * done / total) : 0);
-        state(id, "running");
-    });
-    connect(&jobs_, &JobController::finished, this, [this, state](int id, double) {
-        if (auto* item = job_items_.value(id))
-            if (auto* bar = qobject_cast<QProgressBar*>(job_list_->itemWidget(item, kProgress)))
-                bar->setValue(1000);
-        state(id, "done");
-    });
-    connect(&jobs_, &JobController::failed, this, [this, state](int id, const QString& message) {
-        state(id, "failed");
-        if (auto* item = job_items_.value(id)) {
-            item->setForeground(kState, QBrush(QColor(176, 0, 0)));
-            item->setToolTip(kState, message);
-            // The error's text under the job, in the list itself.
-            auto* why = new QTreeWidgetItem(item, {message});
-            why->setForeground(kName, QBrush(QColor(176, 0, 0)));
-            why->setToolTip(kName, message);
-            item->setExpanded(true);
-        }
+    // The list follows the jobs itself (jobs_dock.cpp); a failure is also said here.
+    connect(&jobs_, &JobController::failed, this, [this](int id, const QString& message) {
         statusBar()->showMessage("Failed: " + message);
         if (load_jobs_.contains(id)) {
             const QString still = model_path_.isEmpty() ? QString("No model is loaded.")
@@ -861,21 +925,14 @@ void MainWindow::trackJobs()
             emit modelShown(false);
         }
     });
-    connect(&jobs_, &JobController::cancelled, this, [state](int id) { state(id, "cancelled"); });
 }
 
 void MainWindow::cancelJob(int id)
 {
     if (id <= 0)
         return;
-    if (jobs_.running() == id) { // said at once; the engine stops at its next report
-        cancelling_.insert(id);
-        if (auto* item = job_items_.value(id)) {
-            item->setText(kState, "cancelling");
-            if (auto* button = job_list_->itemWidget(item, kCancel))
-                button->setEnabled(false);
-        }
-    }
+    if (jobs_.running() == id) // said at once; the engine stops at its next report
+        job_list_->setCancelling(id);
     jobs_.cancel(id);
 }
 
@@ -901,11 +958,8 @@ QString MainWindow::shortcutsText() const
 
 void MainWindow::showJobStatus(int id, const QString& status)
 {
-    auto* item = job_items_.value(id);
-    if (!item || id != jobs_.running() || cancelling_.contains(id))
-        return;
-    job_status_[id] = status;
-    item->setText(kState, status);
+    if (id == jobs_.running())
+        job_list_->setStatus(id, status);
 }
 
 void MainWindow::openModel(const QString& path)

@@ -10,10 +10,14 @@
 #include <QLabel>
 #include <QMainWindow>
 #include <QSet>
+#include <atomic>
+#include <memory>
+#include <optional>
 
 #include "analyses.hpp"
 #include "job_controller.hpp"
 #include "model_summary.hpp"
+#include "plot_data_export.hpp"
 #include "spectrum_view.hpp"
 
 class QAction;
@@ -42,6 +46,7 @@ class TensorTrainView;
 
 namespace embedlab::app {
 
+class JobList;
 class MethodPanel;
 
 class MainWindow : public QMainWindow {
@@ -59,6 +64,11 @@ public:
     int runCompression(const CompressionRequest& request, const RunTarget& target = {});
     // The method panel's choices (and target) with this method, rank (pca, svd) and eps (tt).
     int runCompression(const QString& method, int rank, double eps);
+    // Queues a sweep (the method panel's requests()) as ONE job on `target`: its runs
+    // one after another (Slurm: one job array), each adding its results row as it
+    // ends; its cancel stops the rest. One request: runCompression. -1 as there, or
+    // when a request is refused (all or nothing).
+    int runSweep(const std::vector<CompressionRequest>& requests, const RunTarget& target = {});
     // Queues writing results row `row`'s compressed model to `dir` (the CLI's
     // compress layout; `dense` adds dir/dense/). Returns the job id, -1 if the row
     // did not come from a compression job. An existing dir fails unless `overwrite`.
@@ -72,6 +82,13 @@ public:
     int computeTensorTrain();
     int computeNeighbourGraph();
     QCustomPlot* currentPlot() const; // the figure File > Export figure saves
+    // File > Export data (Ctrl+D): the current tab's plotted values as CSV, a file per
+    // panel (views/plot_data_export.hpp: the first to `file`, the others beside it).
+    // The LLE tab writes the neighbour graph's coordinates (exportCoordinatesCsv) to
+    // `file`, then the damage panel's table. "" or the problem; `written`: the files.
+    QString exportData(const QString& file, QStringList* written = nullptr);
+    QVector<views::DataTable> currentDataTables() const; // the current tab's, but the LLE graph's
+    JobList* jobList() const { return job_list_; }
     JobController& jobs() { return jobs_; }
     views::SpectrumView* spectrumView() const { return spectrum_; }
     views::RankAllocationView* allocationView() const { return allocation_; }
@@ -123,6 +140,7 @@ private:
     void showSummary(const ModelSummary& s);
     void resetViews(); // every tab empty, for a newly loaded model
     void showJobStatus(int id, const QString& status);
+    StatusFn jobStatus(const std::shared_ptr<std::atomic<int>>& job_id);
     void analyse(const QString& path);            // spectrum + importance jobs for the shown model
     void computeShownView();                      // the lazy view on the current tab, if not done yet
     void chooseTableDefault(const QString& path); // the panel method's default from the table (tt's eps)
@@ -135,7 +153,11 @@ private:
     void exportResults();
     void chooseExport(); // the export dialog for the selected results row
     void updateExportEnabled();
+    // A finished run's results row, remembering its request (and, local, its source).
+    void addCompressionRow(const RunSummary& row, const CompressionRequest& request, const RunTarget& target,
+                           const QString& model);
     void exportFigure();
+    void exportDataInteractively();
     void rememberModel(const QString& path);
     void fillRecentMenu();
     QWidget* withControls(QWidget* view, QWidget* controls);
@@ -169,24 +191,31 @@ private:
         CompressionRequest request; // as run: the model and evaluation text filled in
     };
     QHash<int, RowSource> row_sources_;
+    // A deleted results row's request and source, until Edit > Undo puts it back
+    // (the results view's undo stack: last deleted, first restored).
+    struct DeletedRow {
+        int row = -1;
+        std::optional<RowSource> source;
+        std::optional<CompressionRequest> request;
+        bool saved = false; // among the first saved_rows_
+    };
+    QVector<DeletedRow> deleted_rows_;
+    QAction* undo_;
+    QAction* redo_;
     QVector<views::SpectrumOverlay> model_overlays_; // other models' spectra
     QVector<views::SpectrumOverlay> head_overlays_;  // the shown model's value heads
     QCheckBox* value_heads_;
-    QTreeWidget* job_list_;
-    QHash<int, QTreeWidgetItem*> job_items_;
-    QHash<int, QElapsedTimer> job_clocks_;
+    JobList* job_list_;               // the Jobs dock's
     int saved_rows_ = 0;              // results rows when last saved or exported (the first ones)
     bool deleted_since_save_ = false; // a saved row was deleted since
     bool ask_before_discarding_ = true;
-    QSet<int> cancelling_;           // asked to stop, not stopped yet
-    QHash<int, QString> job_status_; // a running job's own state, e.g. "Slurm 12: running on node3"
-    QHash<int, QString> load_jobs_;  // load job id -> the path it loads
-    QString facts_html_;             // the loaded model's facts
-    QSet<QString> defaults_chosen_;  // "method\nmodel" whose table default was chosen
-    QString model_path_;             // the shown model ("" until one loaded)
-    int64_t model_dim_ = 0;          // its hidden size
-    int64_t model_vocab_ = 0;        // and vocabulary
-    QSet<QString> lazy_started_;     // "fourier", "tt", "lle" queued for model_path_
+    QHash<int, QString> load_jobs_; // load job id -> the path it loads
+    QString facts_html_;            // the loaded model's facts
+    QSet<QString> defaults_chosen_; // "method\nmodel" whose table default was chosen
+    QString model_path_;            // the shown model ("" until one loaded)
+    int64_t model_dim_ = 0;         // its hidden size
+    int64_t model_vocab_ = 0;       // and vocabulary
+    QSet<QString> lazy_started_;    // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;
 };
 

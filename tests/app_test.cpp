@@ -17,6 +17,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMimeData>
 #include <QPushButton>
@@ -31,6 +32,7 @@
 #include <QUrl>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <unistd.h>
 #include <vector>
@@ -47,9 +49,11 @@
 #include "fourier_map_view.hpp"
 #include "gui_test_support.hpp"
 #include "job_controller.hpp"
+#include "jobs_dock.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
 #include "rank_allocation_view.hpp"
+#include "results_view.hpp"
 #include "spectrum_view.hpp"
 #include "test_support.hpp"
 
@@ -897,6 +901,35 @@ TEST(MainWindow, ShortcutsWorkWhileATextOrSpinFieldHasFocus)
     }
 }
 
+// The Compare tab is text: File > Export figure says it has no figure instead of
+// saving another tab's plot (it once fell through to the LLE graph).
+TEST(MainWindow, ExportFigureOnTheCompareTabSaysThereIsNoFigure)
+{
+    embedlab::app::MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    window.show();
+    ASSERT_TRUE(window.showView("compare"));
+    EXPECT_EQ(window.currentPlot(), nullptr);
+    bool opened = false;
+    QTimer::singleShot(0, [&] {
+        if (auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget())) {
+            opened = true;
+            dialog->reject();
+        }
+    });
+    QAction* export_figure = nullptr;
+    for (auto* action : window.findChildren<QAction*>())
+        if (action->text().startsWith("Export &figure") || action->text().startsWith("Export figure"))
+            export_figure = action;
+    ASSERT_NE(export_figure, nullptr);
+    export_figure->trigger();
+    QApplication::processEvents();
+    EXPECT_FALSE(opened) << "no export dialog for a tab without a plot";
+    EXPECT_EQ(window.statusBar()->currentMessage(), "The Compare tab has no figure to export");
+    ASSERT_TRUE(window.showView("results"));
+    EXPECT_EQ(window.currentPlot(), window.resultsView()->plot());
+}
+
 // Issue 23 item 7: lle with the frequency text as the evaluation text is said
 // (the rebuilt rare rows would hardly be evaluated), without stopping the run.
 TEST(MethodPanel, WarnsWhenTheFrequencyTextIsTheEvaluationText)
@@ -945,9 +978,11 @@ TEST(MainWindow, CancelSaysCancellingAtOnceAndTheClockTicks)
     run_until([&] { return item->text(1) == "running"; }, 5000);
     run_until([&] { return item->text(3).endsWith(" s") && item->text(3) != "0.0 s"; }, 3000);
     EXPECT_LT(clock.elapsed(), 1500) << "the clock ticked before any progress arrived";
-    auto* cancel = qobject_cast<QPushButton*>(jobs->itemWidget(item, 4));
-    ASSERT_NE(cancel, nullptr);
-    cancel->click();
+    // Cancel is in the job's right-click menu (issue 41 item 13).
+    std::unique_ptr<QMenu> menu(window.jobList()->menuFor(item, nullptr));
+    QAction* cancel = menu->actions().value(1);
+    ASSERT_TRUE(cancel && cancel->text() == "Cancel" && cancel->isEnabled());
+    cancel->trigger();
     EXPECT_EQ(item->text(1), "cancelling");
     run_until([&] { return item->text(1) == "cancelled"; }, 15000);
     EXPECT_EQ(item->text(1), "cancelled");
@@ -1109,7 +1144,7 @@ TEST(MainWindow, MenusOfferRunViewHelpAndShortcuts)
     QStringList menus;
     for (QAction* a : window.menuBar()->actions())
         menus << a->text();
-    EXPECT_EQ(menus, (QStringList{"&File", "&Run", "&View", "&Help"}));
+    EXPECT_EQ(menus, (QStringList{"&File", "&Edit", "&Run", "&View", "&Help"})); // Edit: undo (issue 41)
     auto* dock = window.findChild<QDockWidget*>("jobs");
     ASSERT_NE(dock, nullptr);
     QAction* toggle = dock->toggleViewAction();
@@ -1123,7 +1158,8 @@ TEST(MainWindow, MenusOfferRunViewHelpAndShortcuts)
     EXPECT_TRUE(window.aboutText().contains("libtorch")) << window.aboutText().toStdString();
     EXPECT_TRUE(window.aboutText().contains("No model loaded"));
     const QString keys = window.shortcutsText();
-    for (const char* action : {"Run compression", "Cancel running job", "Export compressed model...", "Jobs"})
+    for (const char* action : {"Run compression", "Cancel running job", "Export compressed model...", "Jobs",
+                               "Export data (CSV)...", "Undo"})
         EXPECT_TRUE(keys.contains(action)) << action << " in\n" << keys.toStdString();
     // Run with no model: said, nothing queued.
     for (QAction* menu : window.menuBar()->actions())

@@ -53,6 +53,7 @@
 #include "tensor_train_view.hpp"
 #include "token_damage_view.hpp"
 #include "view_data.hpp"
+#include "workbench_support.hpp"
 
 using embedlab::app::MainWindow;
 
@@ -60,14 +61,7 @@ namespace {
 
 using embedlab::test::wait_for;
 
-// The window with the bundled model shown and analysed.
-void open_bundled(MainWindow& window)
-{
-    bool shown = false;
-    QObject::connect(&window, &MainWindow::modelShown, [&](bool ok) { shown = ok; });
-    window.openModel(QString::fromStdString(embedlab::app::default_model()));
-    ASSERT_TRUE(wait_for([&] { return shown && window.jobs().idle(); }));
-}
+using embedlab::test::open_bundled;
 
 TEST(Workbench, CompressionJobsAddResultRowsThatExportAndReadBack)
 {

@@ -2,6 +2,7 @@
 // and figure export: each renders something, draws what it was given, and
 // answers clicks and searches with the right row or token.
 #include <QApplication>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFontMetrics>
@@ -752,6 +753,22 @@ TEST(ResultsView, TheParetoXAxisTakesTheBytesAsStored)
               "bytes ratio 0.1406 (before: 16384000)");
     EXPECT_EQ(table->index(5, 0).data().toString(), "flat");
     EXPECT_EQ(table->index(5, bytes).data().toString(), "") << "flat's bytes are not known";
+
+    // The user's pick in the x axis box (the keyboard, as a user picks it) holds at once:
+    // it once lost its first pick to the default rule, which redrew before `activated`.
+    ResultsView picked;
+    picked.addRow(pca);
+    QComboBox* x_box = nullptr;
+    for (auto* box : picked.findChildren<QComboBox*>())
+        if (box->findText("parameter ratio") >= 0)
+            x_box = box;
+    ASSERT_NE(x_box, nullptr);
+    ASSERT_EQ(x_box->currentText(), "bytes ratio");
+    embedlab::test::press_key(x_box, Qt::Key_Up);
+    EXPECT_EQ(x_box->currentText(), "parameter ratio");
+    EXPECT_DOUBLE_EQ(picked.series("pca")->data()->at(0)->key, 0.1412) << "the values ratio, as picked";
+    picked.addRow(q4);
+    EXPECT_EQ(x_box->currentText(), "parameter ratio") << "a picked axis stays";
 
     ResultsView values_only; // rows without bytes (files from before issue 38): the values ratio
     values_only.addRow(flat);

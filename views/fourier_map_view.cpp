@@ -8,6 +8,7 @@
 #include <QSpinBox>
 #include <qcustomplot.h>
 
+#include "figure_export.hpp"
 #include "plot_interaction.hpp"
 
 namespace embedlab::views {
@@ -56,6 +57,24 @@ FourierMapView::FourierMapView(QWidget* parent)
         plot_);
     controls->addWidget(spin_);
     controls->addWidget(stats_, 1);
+    // A single column has no height to spare for four panels: the heatmaps' "token
+    // id" is said once, under the curves, and an axes may be lower than QCustomPlot's
+    // 50 px (two rows of 50 px axes and their labels are more than 208 px).
+    setFigureLayout(plot_, [this](const QSize& size) {
+        const bool narrow = size.isValid() && size.width() < 500;
+        for (auto* element : plot_->plotLayout()->elements(true))
+            if (auto* rect = qobject_cast<QCPAxisRect*>(element)) {
+                rect->setMinimumSize(50, narrow ? 30 : 50);
+                if (rect != line_rect_ && rect != neighbour_rect_)
+                    rect->axis(QCPAxis::atBottom)->setLabel(narrow ? "" : "token id");
+            }
+        // The curves' short axes: short names (the caption says the rest).
+        if (line_rect_)
+            line_rect_->axis(QCPAxis::atLeft)
+                ->setLabel(QString(narrow ? "dimension %1" : "value of dimension %1").arg(dimension_));
+        if (neighbour_rect_)
+            neighbour_rect_->axis(QCPAxis::atLeft)->setLabel(narrow ? "cos(p, p+1)" : "cos(row p, row p+1)");
+    });
     rebuild();
 }
 
@@ -197,6 +216,24 @@ QString FourierMapView::summary() const
     if (!data_.note.isEmpty())
         text += " (" + data_.note + ")";
     return text;
+}
+
+QVector<DataTable> FourierMapView::dataTables() const
+{
+    DataTable maps{"heatmaps", {"matrix", "token id", "token", "feature index", "value"}, {}};
+    const int n = data_.count, d = data_.dim;
+    for (const auto& m : data_.matrices)
+        if (m.values.size() == static_cast<qsizetype>(n) * d)
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < d; ++j)
+                    maps.rows << QStringList{m.name, QString::number(data_.first + i), data_.tokens.value(i),
+                                             QString::number(j), csvNumber(m.values[i * d + j])};
+    QVector<DataTable> tables{maps};
+    if (line_rect_)
+        tables += plotDataTables(plot_, line_rect_);
+    if (neighbour_rect_)
+        tables += plotDataTables(plot_, neighbour_rect_);
+    return tables;
 }
 
 } // namespace embedlab::views

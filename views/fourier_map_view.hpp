@@ -40,6 +40,9 @@ public:
     QCPAxisRect* lineRect() const { return line_rect_; }
     QCPAxisRect* neighbourRect() const { return neighbour_rect_; }
     QString summary() const; // mean neighbour cosine of each matrix
+    // The heatmaps in long form (matrix, token id, token, feature index, value), then
+    // the chosen dimension's lines and the neighbour cosines.
+    QVector<DataTable> dataTables() const override;
 
 public slots:
     void setDimension(int i); // clamped to 0..dim-1

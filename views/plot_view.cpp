@@ -30,4 +30,9 @@ PlotView::PlotView(QWidget* parent) : QWidget(parent), plot_(new QCustomPlot(thi
     keep_readable_size(plot_);
 }
 
+QVector<DataTable> PlotView::dataTables() const
+{
+    return plotDataTables(plot_);
+}
+
 } // namespace embedlab::views

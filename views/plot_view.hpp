@@ -1,11 +1,14 @@
 // What the analysis views have in common: one plain data struct (from the
 // engine), laid out on one QCustomPlot. setData() keeps the value and has the
 // view draw it; data() and plot() are what the figure export and tests read.
+// dataTables() is File > Export data's: the plot's numbers (plot_data_export.hpp).
 #pragma once
 
 #include <QColor>
 #include <QString>
 #include <QWidget>
+
+#include "plot_data_export.hpp"
 
 class QCustomPlot;
 
@@ -23,6 +26,9 @@ QColor method_colour(const QString& method);
 class PlotView : public QWidget {
 public:
     QCustomPlot* plot() const { return plot_; }
+    // The plotted values as tables (File > Export data). By default every
+    // plottable's, read off the plot; a view may name its columns better.
+    virtual QVector<DataTable> dataTables() const;
 
 protected:
     explicit PlotView(QWidget* parent); // creates the plot, a child of the view

@@ -14,10 +14,13 @@
 #include <QSplitter>
 #include <QStandardItemModel>
 #include <QTableView>
+#include <QUndoStack>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <qcustomplot.h>
 
 #include "figure_export.hpp"
@@ -84,13 +87,36 @@ QString modelName(const std::string& model)
     return name.isEmpty() ? QString("(unknown model)") : name;
 }
 
+// An undoable step as two functions (the view does the work).
+class FunctionCommand : public QUndoCommand {
+public:
+    FunctionCommand(const QString& text, std::function<void()> redo, std::function<void()> undo)
+        : QUndoCommand(text), redo_(std::move(redo)), undo_(std::move(undo))
+    {
+    }
+    void redo() override { redo_(); }
+    void undo() override { undo_(); }
+
+private:
+    std::function<void()> redo_, undo_;
+};
+
 } // namespace
+
+// A deleted run: its summary and its table row (owned here until put back).
+struct ResultsView::TakenRow {
+    ResultRow row;
+    int at = -1; // its place in the table's source model
+    QList<QStandardItem*> items;
+    ~TakenRow() { qDeleteAll(items); }
+};
 
 ResultsView::ResultsView(QWidget* parent)
     : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 15, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this)),
       windows_(new WindowDivergenceView(this)), model_filter_(new QComboBox(this)),
-      x_metric_(new QComboBox(this)), y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this))
+      x_metric_(new QComboBox(this)), y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this)),
+      undo_(new QUndoStack(this))
 {
     model_->setHorizontalHeaderLabels({"method", "parameters", "params", "ratio", "PPL", "Δ ln PPL", "cosine",
                                        "time (s)", "host", "KL (nats)",
@@ -153,6 +179,35 @@ ResultsView::ResultsView(QWidget* parent)
     ring_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black, 2), Qt::NoBrush, 16));
     ring_->removeFromLegend();
     setScreenOnly(ring_); // marks the table's selected row: not part of a figure
+    // A figure of the plot carries the selected row's KL per window beside it, as the
+    // window does (the panel is in the plot only while the figure is drawn).
+    auto figure_panel = std::make_shared<std::pair<QCPLayoutGrid*, WindowPanel>>();
+    setFigureLayout(plot_, [this, figure_panel](const QSize& size) {
+        QCPLayoutGrid* layout = plot_->plotLayout();
+        auto& [group, panel] = *figure_panel;
+        QCPAxisRect* pareto = plot_->axisRect();
+        if (size.isValid() && !group && selected_ >= 0 && !rows_[selected_].window_kl.empty() &&
+            layout->element(0, 0) == pareto) {
+            layout->take(pareto);
+            group = new QCPLayoutGrid;
+            layout->addElement(0, 0, group); // the legend's row still spans both panels
+            group->addElement(0, 0, pareto);
+            group->addElement(0, 1, new QCPAxisRect(plot_));
+            group->setColumnStretchFactor(1, 0.6);
+            panel = addWindowPanel(qobject_cast<QCPAxisRect*>(group->element(0, 1)));
+            panel.kl->removeFromLegend(); // its axes name both curves
+            panel.top1->removeFromLegend();
+            showWindows(panel, &rows_[selected_]);
+        } else if (!size.isValid() && group) {
+            plot_->removeGraph(panel.kl);
+            plot_->removeGraph(panel.top1);
+            group->take(pareto);
+            layout->take(group);
+            delete group; // and the panel's axes
+            layout->addElement(0, 0, pareto);
+            *figure_panel = {};
+        }
+    });
     connect(plot_, &QCustomPlot::plottableClick, this,
             [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
                 for (size_t g = 0; g < shown_groups_.size(); ++g)
@@ -192,7 +247,9 @@ ResultsView::ResultsView(QWidget* parent)
     split->setChildrenCollapsible(false);
     split->setStretchFactor(1, 2);
     x_metric_->addItems({"parameter ratio", "bytes ratio"});
-    connect(x_metric_, &QComboBox::activated, this, [this] { x_chosen_ = true; }); // the user's pick
+    // The user's pick: the default rule sets the box with signals blocked. Connected before
+    // the redraw below, which reads it (`activated` came after it and lost the first pick).
+    connect(x_metric_, &QComboBox::currentIndexChanged, this, [this] { x_chosen_ = true; });
     x_metric_->setToolTip(
         "What the plot's x axis shows: stored values after / before, or the part's bytes\n"
         "as stored after / before (compare a method with the quantised table at equal "
@@ -204,7 +261,11 @@ ResultsView::ResultsView(QWidget* parent)
         "task accuracy runs that measured a task (the method panel's Task).");
     y_scale_->addItems({"linear", "symlog"});
     y_scale_->setToolTip(
-        "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest");
+        "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest\n"
+        "(chosen by itself, until picked here, when the values span two decades beyond 0.01)");
+    // Any change but the rule's own (made with signals blocked) is the user's pick; connected
+    // before the redraw below, which reads it.
+    connect(y_scale_, &QComboBox::currentIndexChanged, this, [this] { y_scale_chosen_ = true; });
     for (QComboBox* box : {x_metric_, y_metric_, y_scale_})
         connect(box, &QComboBox::currentIndexChanged, this, [this] { rebuildPlot(); });
     auto* filter_row = new QHBoxLayout;
@@ -372,6 +433,7 @@ void ResultsView::setYAxis(const QString& metric, bool symlog)
 {
     const int i = y_metric_->findText(metric);
     y_metric_->setCurrentIndex(i < 0 ? 0 : i);
+    y_scale_chosen_ = true;
     y_scale_->setCurrentIndex(symlog ? 1 : 0);
     rebuildPlot();
 }
@@ -413,14 +475,25 @@ void ResultsView::removeRow(int row)
 {
     if (row < 0 || row >= static_cast<int>(rows_.size()))
         return;
+    auto taken = std::make_shared<TakenRow>();
+    undo_->push(new FunctionCommand(
+        "delete row", [this, row, taken] { takeRow(row, *taken); },
+        [this, row, taken] { restoreRow(row, *taken); }));
+}
+
+void ResultsView::takeRow(int row, TakenRow& taken)
+{
+    taken.row = rows_[static_cast<size_t>(row)];
     rows_.erase(rows_.begin() + row);
     for (int i = model_->rowCount() - 1; i >= 0; --i) {
         const int r = model_->item(i, 0)->data(kRowRole).toInt();
-        if (r == row)
-            model_->removeRow(i);
-        else if (r > row)
+        if (r == row) {
+            taken.at = i;
+            taken.items = model_->takeRow(i);
+        } else if (r > row) {
             for (int c = 0; c < model_->columnCount(); ++c)
                 model_->item(i, c)->setData(r - 1, kRowRole);
+        }
     }
     if (selected_ == row)
         selected_ = -1;
@@ -428,6 +501,22 @@ void ResultsView::removeRow(int row)
         --selected_;
     rebuildPlot();
     emit rowRemoved(row);
+}
+
+void ResultsView::restoreRow(int row, TakenRow& taken)
+{
+    for (int i = 0; i < model_->rowCount(); ++i)
+        if (const int r = model_->item(i, 0)->data(kRowRole).toInt(); r >= row)
+            for (int c = 0; c < model_->columnCount(); ++c)
+                model_->item(i, c)->setData(r + 1, kRowRole);
+    rows_.insert(rows_.begin() + row, taken.row);
+    model_->insertRow(std::clamp(taken.at, 0, model_->rowCount()), taken.items);
+    taken.items.clear(); // the model's again
+    if (selected_ >= row)
+        ++selected_;
+    rebuildPlot();
+    emit rowRestored(row);
+    selectRow(row); // the row put back is the one acted on
 }
 
 void ResultsView::setModelFilter(const QString& model)
@@ -445,6 +534,7 @@ QString ResultsView::modelFilter() const
 
 void ResultsView::clear()
 {
+    undo_->clear(); // its deleted rows belonged to the table cleared
     baselines_.clear();
     while (model_filter_->count() > 1)
         model_filter_->removeItem(1);
@@ -501,6 +591,16 @@ void ResultsView::rebuildPlot()
         const QSignalBlocker quiet(x_metric_);
         x_metric_->setCurrentIndex(any_bytes ? 1 : 0);
     }
+    if (!y_scale_chosen_) { // symlog once the shown values span decades (a run 50 nats off beside 0.1s)
+        double lo = std::numeric_limits<double>::infinity(), hi = 0;
+        for (int i = 0; i < static_cast<int>(rows_.size()); ++i)
+            if (const double v = std::fabs(metric(i));
+                shown_row(i) && std::isfinite(xOf(i)) && std::isfinite(v) && v > 0)
+                lo = std::min(lo, v), hi = std::max(hi, v);
+        const QSignalBlocker quiet(y_scale_);
+        // Two decades over the largest of the smallest value and symlog's linear 0.01.
+        y_scale_->setCurrentIndex(hi > 0 && hi / std::max(lo, 0.01) >= 100 ? 1 : 0);
+    }
     // One staircase per group that may be compared (model, part, evaluation text).
     shown_groups_.clear();
     // Fronts by the metric on the y axis (lower is better for each).
@@ -525,11 +625,16 @@ void ResultsView::rebuildPlot()
             graph->setLayer(front_->layer());
         }
         const bool values = group.part.rfind("attention_values", 0) == 0;
-        graph->setPen(QPen(QColor(90, 90, 90), 1.5, values ? Qt::DotLine : Qt::DashLine));
+        // The attention values' front in flat's colour, dotted, its points marked (a front
+        // of one run is a point): never taken for the embedding's grey dashed staircase.
+        const QColor front_colour = values ? method_colour("flat").darker(130) : QColor(90, 90, 90);
+        graph->setPen(QPen(front_colour, values ? 2.0 : 1.5, values ? Qt::DotLine : Qt::DashLine));
         // Each model's front carries its marker shape (hollow), so fronts are told apart.
-        graph->setScatterStyle(per_model ? QCPScatterStyle(model_shape(models.indexOf(text(group.model))),
-                                                           QPen(QColor(90, 90, 90), 1.2), Qt::NoBrush, 7)
-                                         : QCPScatterStyle());
+        graph->setScatterStyle(
+            per_model || values ? QCPScatterStyle(per_model ? model_shape(models.indexOf(text(group.model)))
+                                                            : QCPScatterStyle::ssSquare,
+                                                  QPen(front_colour, 1.2), Qt::NoBrush, values ? 13 : 7)
+                                : QCPScatterStyle());
         QString name = "Pareto front";
         if (values) // the ratio is of the part compressed: V and O, or V, O and the MLP
             name += group.part == "attention_values_and_mlp" ? " (attention values + MLP)"
@@ -597,9 +702,8 @@ void ResultsView::rebuildPlot()
         }
     }
     plot_->legend->setVisible(!methods_.empty()); // no empty frame before the first run
-    QString x_label = x_metric_->currentIndex() == 0
-                          ? "compression ratio (compressed / original parameters)"
-                          : "bytes ratio (the compressed part's bytes as stored / the input's)";
+    QString x_label = x_metric_->currentIndex() == 0 ? "compression ratio (compressed / original parameters)"
+                                                     : "bytes ratio (stored bytes after / before)";
     int without_x = 0;
     for (int i = 0; i < static_cast<int>(rows_.size()); ++i)
         without_x += shown_row(i) && !std::isfinite(xOf(i));
@@ -687,6 +791,43 @@ QString ResultsView::hoverText(const QPointF& pixel) const
         .arg(r.ppl, 0, 'g', 6)
         .arg(r.delta_ln_ppl, 0, 'f', 4)
         .arg(modelName(r.model));
+}
+
+QVector<DataTable> ResultsView::dataTables() const
+{
+    const QString y = y_metric_->currentText();
+    DataTable pareto{
+        "Pareto",
+        {"row", "method", "parameters", "model", "part", plot_->xAxis->label().section(" — ", 0, 0), y},
+        {}};
+    if (symlog())
+        pareto.columns << y + " (symlog, as drawn)";
+    pareto.columns << "on Pareto front";
+    QSet<int> on_front;
+    for (const auto& group : shown_groups_)
+        for (int row : group.front)
+            on_front.insert(row);
+    for (const auto& rows : method_rows_) // the plotted rows, series by series
+        for (int row : rows) {
+            const auto& r = rows_[static_cast<size_t>(row)];
+            QStringList cells{QString::number(row + 1),
+                              text(r.method),
+                              text(r.parameters),
+                              text(r.model),
+                              text(r.part),
+                              csvNumber(xOf(row)),
+                              csvNumber(metric(row))};
+            if (symlog())
+                cells << csvNumber(plotted(row));
+            pareto.rows << (cells << (on_front.contains(row) ? "1" : "0"));
+        }
+    QVector<DataTable> tables{pareto};
+    if (windows_->isVisibleTo(this))
+        for (DataTable t : plotDataTables(windows_->plot())) {
+            t.name = "window " + t.name;
+            tables << t;
+        }
+    return tables;
 }
 
 } // namespace embedlab::views

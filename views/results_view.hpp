@@ -2,7 +2,8 @@
 // compression ratio against delta ln PPL with one series per method and, behind
 // them, the Pareto front over all methods as a dashed staircase. Clicking a
 // point selects its row (and selecting a row rings its point). The rows are
-// given by the app; the view only lays them out.
+// given by the app; the view only lays them out. Deleting a row is undoable
+// (undoStack(): Ctrl+Z in the window puts it back in its place, same cells).
 #pragma once
 
 #include <QHash>
@@ -14,6 +15,7 @@
 #include <QWidget>
 
 #include "embedlab/results.hpp"
+#include "plot_data_export.hpp"
 
 class QCustomPlot;
 class QCPCurve;
@@ -24,6 +26,7 @@ class QStandardItemModel;
 class QTableView;
 class QComboBox;
 class QStandardItem;
+class QUndoStack;
 
 namespace embedlab::views {
 
@@ -41,11 +44,19 @@ public:
     // also adds that model's "original" row to the table (not to rows()); a run with
     // the settings of an earlier one is marked "(repeat)".
     int addRow(const ResultRow& row);
-    // Deletes run `row` (later rows' indices move down by one; rowRemoved says so).
+    // Deletes run `row` (later rows' indices move down by one; rowRemoved says so),
+    // as a command on undoStack(): undoing it puts the row back at `row` with the same
+    // cells (later rows move up again; rowRestored says so). clear() forgets the stack.
     void removeRow(int row);
+    QUndoStack* undoStack() const { return undo_; }
+    // File > Export data: the Pareto plot's shown rows (row, method, parameters,
+    // model, part, the x and y as plotted, the y as drawn on a symlog axis, whether on
+    // its group's front), then the selected row's KL per window when shown.
+    QVector<DataTable> dataTables() const;
     // The plot's y axis: "Δ ln PPL" (default), "KL (nats)", "1 − top-1 agreement",
     // "PPL" or "1 − task accuracy", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the
-    // metric.
+    // metric. Until a scale is picked (here or in the box) it is symlog while the shown values
+    // span two decades beyond 0.01 (one failed fit 50 nats off beside runs of 0.1), else linear.
     void setYAxis(const QString& metric, bool symlog);
     QString yMetric() const;
     bool ySymlog() const { return symlog(); }
@@ -97,6 +108,7 @@ public slots:
 signals:
     void rowSelected(int row);
     void rowRemoved(int row);
+    void rowRestored(int row);
 
 private:
     void rebuildPlot();
@@ -105,6 +117,10 @@ private:
     double xOf(int row) const;     // its x (the x axis' ratio; NaN: not drawn)
     double plotted(int row) const; // and where it is drawn (symlog applied)
     bool symlog() const;
+    // removeRow's command: takes run `row` out (its table row held by `taken`) / puts it back.
+    struct TakenRow;
+    void takeRow(int row, TakenRow& taken);
+    void restoreRow(int row, TakenRow& taken);
 
     QTableView* table_;
     QStandardItemModel* model_;
@@ -120,7 +136,8 @@ private:
     QComboBox* y_metric_;
     QComboBox* y_scale_;
     std::vector<ResultRow> rows_;
-    bool x_chosen_ = false; // the x axis was picked; else bytes when rows have them
+    bool x_chosen_ = false;       // the x axis was picked; else bytes when rows have them
+    bool y_scale_chosen_ = false; // the y scale was picked; else symlog when the values span decades
     QStringList baseline_methods_;
     QHash<QString, QCPGraph*> baseline_lines_;
     QVector<QString> methods_;          // one series each, in order of first appearance
@@ -130,6 +147,7 @@ private:
     std::vector<int> front_rows_;
     QSet<QString> baselines_; // model, part, text of the "original" rows shown
     int selected_ = -1;
+    QUndoStack* undo_;
 };
 
 } // namespace embedlab::views

@@ -259,4 +259,29 @@ QString TensorTrainView::hoverText(const QPointF& pixel) const
         .arg(c.relative_error, 0, 'f', 4);
 }
 
+QVector<DataTable> TensorTrainView::dataTables() const
+{
+    DataTable t{"candidates",
+                {"candidate", "shape", "ranks", "eps", plot_->xAxis->label(), plot_->yAxis->label(),
+                 "mean cosine", "SVD rank", "energy original", "energy TT", "energy SVD", "selected"},
+                {}};
+    for (int i = 0; i < data_.candidates.size(); ++i) {
+        const auto& c = data_.candidates[i];
+        const auto e = weighedEnergy(c, nu(), tau()); // at the shown weights, as the bars
+        t.rows << QStringList{QString::number(i),
+                              c.shape,
+                              c.ranks,
+                              csvNumber(c.eps),
+                              csvNumber(c.ratio),
+                              csvNumber(c.relative_error),
+                              csvNumber(c.mean_cosine),
+                              QString::number(c.svd_rank),
+                              csvNumber(e.original),
+                              csvNumber(e.tt),
+                              csvNumber(e.svd),
+                              i == selected_ ? "1" : "0"};
+    }
+    return QVector<DataTable>{t} + plotDataTables(plot_, energy_rect_);
+}
+
 } // namespace embedlab::views

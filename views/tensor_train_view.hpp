@@ -60,6 +60,9 @@ public:
     double nu() const;
     double tau() const;
     QString summary() const;
+    // Every candidate (shape, ranks, eps, the plotted ratio and error, ...) and the
+    // energy bars at the shown weights.
+    QVector<DataTable> dataTables() const override;
 
 public slots:
     void setSelected(int candidate);

@@ -202,4 +202,21 @@ void TokenDamageView::exportCsvInteractively()
         stats_->setText(summary() + ". Written to " + file);
 }
 
+QVector<DataTable> TokenDamageView::dataTables() const
+{
+    DataTable t{"damage by frequency",
+                {"bucket", "run", "tokens", "positions", "mean cosine", "KL as target", "KL as input"},
+                {}};
+    for (const auto& run : data_.runs)
+        for (int b = 0; b < data_.buckets.size(); ++b)
+            t.rows << QStringList{data_.buckets[b],
+                                  run.name,
+                                  csvNumber(run.tokens.value(b, qQNaN())),
+                                  csvNumber(run.positions.value(b, qQNaN())),
+                                  csvNumber(run.cosine.value(b, qQNaN())),
+                                  csvNumber(run.kl_as_target.value(b, qQNaN())),
+                                  csvNumber(run.kl_as_input.value(b, qQNaN()))};
+    return {t};
+}
+
 } // namespace embedlab::views

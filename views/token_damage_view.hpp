@@ -46,6 +46,8 @@ public:
     // bucket,run,tokens,positions,mean_cosine,kl_as_target,kl_as_input, one line per
     // bucket and run (empty KL where a bucket has no position). "" or the problem.
     QString exportCsv(const QString& file) const;
+    // The same columns, as File > Export data writes them.
+    QVector<DataTable> dataTables() const override;
 
 private:
     void draw() override;
