@@ -256,7 +256,7 @@ MainWindow::MainWindow(QWidget* parent)
             return runs;
         },
         this);
-    lle_->addBeside(damage);
+    lle_->addSidePage(damage, "Damage");
     // The map's t-SNE: a job on the engine thread, as the graph itself.
     connect(lle_, &views::NeighbourGraphView::layoutRequested, this,
             [this](double perplexity, int iterations, qint64 seed, int sample) {

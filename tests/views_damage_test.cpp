@@ -10,6 +10,7 @@
 #include "embedlab/token_damage.hpp"
 
 #include <QApplication>
+#include <QTabWidget>
 #include <QFile>
 #include <QTemporaryDir>
 #include <algorithm>
@@ -345,6 +346,8 @@ TEST(DamagePanel, Screenshot)
     ASSERT_NO_FATAL_FAILURE(w.run(lle));
     ASSERT_NO_FATAL_FAILURE(w.damage(0, 1));
     w.window.resize(1600, 900);
+    if (auto* pages = w.window.findChild<QTabWidget*>("neighbour_side_pages"))
+        pages->setCurrentIndex(pages->count() - 1); // the Damage page, as the user left it
     QApplication::processEvents();
     EXPECT_TRUE(w.window.grab().save(file)) << w.panel->status().toStdString();
     EXPECT_EQ(w.panel->view()->exportCsv(QString(file).replace(".png", ".csv")), ""); // the numbers drawn

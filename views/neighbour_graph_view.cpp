@@ -19,8 +19,10 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -35,8 +37,8 @@ using namespace neighbour_map;
 
 NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     : DataPlotView(parent), search_(new QLineEdit(this)), stats_(readout_label(this)),
-      list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this)), colour_(new QComboBox(this)),
-      layout_(new QComboBox(this)), drag_(new QComboBox(this)),
+      side_(new QTabWidget(this)), list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this)),
+      colour_(new QComboBox(this)), layout_(new QComboBox(this)), drag_(new QComboBox(this)),
       density_toggle_(new QCheckBox("Density shading", this)), perplexity_(new QDoubleSpinBox(this)),
       iterations_(new QSpinBox(this)), seed_(new QSpinBox(this)), sample_(new QSpinBox(this)),
       layout_note_(readout_label(this)), chosen_title_(new QLabel(this)),
@@ -215,22 +217,28 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
         outline_->data()->clear();
         setSelection({});
     });
-    auto* side = new QWidget(this);
-    auto* side_layout = new QVBoxLayout(side);
-    side_layout->setContentsMargins(0, 0, 0, 0);
-    side_layout->addWidget(list_title_);
-    side_layout->addWidget(list_, 1);
-    side_layout->addWidget(chosen_title_);
-    side_layout->addWidget(chosen_list_, 1);
+    // Beside the map, one page at a time (the neighbours, the selection, a page the window
+    // adds): three columns side by side crushed the last one's axes at 1280 px.
+    auto* neighbours_page = new QWidget(side_);
+    auto* neighbours_layout = new QVBoxLayout(neighbours_page);
+    neighbours_layout->addWidget(list_title_);
+    neighbours_layout->addWidget(list_, 1);
+    auto* chosen_page = new QWidget(side_);
+    auto* chosen_layout = new QVBoxLayout(chosen_page);
+    chosen_layout->addWidget(chosen_title_);
+    chosen_layout->addWidget(chosen_list_, 1);
     auto* chosen_buttons = new QHBoxLayout;
     chosen_buttons->addWidget(chosen_csv);
     chosen_buttons->addWidget(chosen_clear);
-    side_layout->addLayout(chosen_buttons);
+    chosen_layout->addLayout(chosen_buttons);
+    side_->setObjectName("neighbour_side_pages");
+    side_->addTab(neighbours_page, "Neighbours");
+    side_->addTab(chosen_page, "Selection");
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(plot_);
-    split->addWidget(side);
-    split->setStretchFactor(0, 4);
-    split->setStretchFactor(1, 1);
+    split->addWidget(side_);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
     split->setChildrenCollapsible(false); // never crushes the map's axes
     auto* controls = lay_out_view(
         this,
@@ -250,6 +258,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     // Second row: what the map shows. Colour, density, what a drag does, the layout.
     auto* map_row = new QHBoxLayout;
     colour_->setToolTip("What colours the points; they are drawn in its order, the worst on top");
+    colour_->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "damage: KL as target" whole
     map_row->addWidget(new QLabel("Colour by", this));
     map_row->addWidget(colour_);
     density_toggle_->setToolTip("Every token's density as a grey image under the points; the background "
@@ -416,6 +425,7 @@ bool NeighbourGraphView::selectToken(int id)
     selected_ = id;
     highlighted_ = id;
     drawSelection();
+    side_->setCurrentIndex(0); // its neighbours
     emit tokenSelected(id);
     return true;
 }
@@ -726,10 +736,20 @@ void NeighbourGraphView::exportCsvInteractively()
         stats_->setText(summary() + ". Coordinates written to " + file);
 }
 
-void NeighbourGraphView::addBeside(QWidget* pane)
+void NeighbourGraphView::addSidePage(QWidget* pane, const QString& title)
 {
-    if (auto* split = qobject_cast<QSplitter*>(plot_->parentWidget()))
-        split->addWidget(pane);
+    // Scrolled when the window is short: squeezed below its minimum the pane's widgets
+    // would be drawn over each other.
+    auto* scroll = new QScrollArea(side_);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidget(pane);
+    side_->addTab(scroll, title);
+}
+
+void NeighbourGraphView::showSidePage(int index)
+{
+    side_->setCurrentIndex(index);
 }
 
 QString NeighbourGraphView::summary() const

@@ -36,6 +36,7 @@ class QCPColorScale;
 class QLabel;
 class QLineEdit;
 class QMouseEvent;
+class QTabWidget;
 class QTableWidget;
 
 namespace embedlab::views {
@@ -98,8 +99,11 @@ public:
     // The chosen column's curves in drawing order (the worst last), each in ascending
     // badness; empty while colouring by cosine (graphs 1-5, worst band drawn last).
     const QVector<QCPCurve*>& valueCurves() const { return value_curves_; }
-    // A pane beside the graph and its neighbour list (the damage panel), in the same splitter.
-    void addBeside(QWidget* pane);
+    // Beside the map, pages shown one at a time: "Neighbours" (0, shown when a token is
+    // selected), "Selection" (1, shown when a box or lasso selects), then those added here
+    // (the window's damage panel).
+    void addSidePage(QWidget* pane, const QString& title);
+    void showSidePage(int index);
 
     // The map's controls, as a user sets them.
     QComboBox* colourChooser() const { return colour_; }
@@ -168,6 +172,7 @@ private:
     QCPBars* hist_;
     QLineEdit* search_;
     QLabel* stats_;
+    QTabWidget* side_;
     QLabel* list_title_;
     QTableWidget* list_;
     QCPColorScale* scale_;

@@ -609,6 +609,8 @@ void NeighbourGraphView::setSelection(const QVector<int>& ids)
     chosen_.erase(std::unique(chosen_.begin(), chosen_.end()), chosen_.end());
     drawChosen();
     fillChosenList();
+    if (!chosen_.isEmpty())
+        side_->setCurrentIndex(1); // the list of what was just selected
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -106,8 +106,11 @@ std::vector<T> sweep_values(std::string_view text_in, T lo, T hi, const std::str
         std::vector<T> ends;
         for (const std::string_view b : bounds) {
             T v{};
-            if (!parse(b, v))
-                fail("'" + std::string(b) + "' is not " + kind + " (" + kSyntax + ")");
+            if (!parse(b, v)) { // appended: GCC 12 misreads "'" + std::string(b) (-Wstringop-overflow)
+                std::string message = "'";
+                message.append(b).append("' is not ").append(kind).append(" (").append(kSyntax).append(")");
+                fail(message);
+            }
             ends.push_back(v);
         }
         if (ends.size() == 1) {
@@ -127,7 +130,10 @@ std::vector<T> sweep_values(std::string_view text_in, T lo, T hi, const std::str
             fail("the range " + std::string(item) + " ends before it starts");
         size_t count = 0;
         if constexpr (std::is_integral_v<T>)
-            count = static_cast<size_t>((static_cast<__int128>(stop) - start) / step) + 1;
+            // In unsigned 64-bit: stop - start may exceed the signed range, never 2^64.
+            count = static_cast<size_t>((static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)) /
+                                        static_cast<uint64_t>(step)) +
+                    1;
         else
             count = static_cast<size_t>(std::min(std::floor((stop - start) / step + 1e-9), 1e9)) + 1;
         if (count > max_values || out.size() + count > max_values)
@@ -135,7 +141,7 @@ std::vector<T> sweep_values(std::string_view text_in, T lo, T hi, const std::str
         for (size_t i = 0; i < count; ++i) {
             T v{};
             if constexpr (std::is_integral_v<T>)
-                v = static_cast<T>(start + static_cast<__int128>(i) * step);
+                v = static_cast<T>(static_cast<uint64_t>(start) + i * static_cast<uint64_t>(step));
             else
                 v = clean(start + static_cast<double>(i) * step);
             check(v); // every value, not only the ends: the first one outside is named
