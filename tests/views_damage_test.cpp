@@ -10,8 +10,8 @@
 #include "embedlab/token_damage.hpp"
 
 #include <QApplication>
-#include <QTabWidget>
 #include <QFile>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <algorithm>
 #include <cmath>
