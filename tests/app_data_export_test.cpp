@@ -164,7 +164,8 @@ TEST(JobsDock, AFailedJobsWholeErrorIsReadAndItsMenuReRunsIt)
     JobList* list = window.jobList();
     EXPECT_EQ(list->columnCount(), 4) << "no column of buttons";
     QString message = "could not read /very/long/path/to/a/model/directory/that/does/not/exist:";
-    for (int i = 0; i < 12; ++i)
+    // Long enough to wrap onto several lines at any dock width an earlier test's saved layout gives.
+    for (int i = 0; i < 40; ++i)
         message += QString(" reason %1 of a long explanation that must wrap").arg(i);
     message += " END";
     int runs = 0;
