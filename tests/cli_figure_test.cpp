@@ -162,6 +162,9 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     const auto out = dir / "demo";
     const auto r = cli({"demo", "--out", out.string(), "--quick"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Every figure passed the layout check (figure_layout.hpp): nothing off the canvas,
+    // clipped or overlapping, else "figure KIND: warning: ..." names it.
+    EXPECT_EQ(r.err.find("warning:"), std::string::npos) << r.err;
     const auto results = nlohmann::json::parse(embedlab::test::read_text(out / "results.json"));
     std::set<std::string> methods;
     int lora_rows = 0;
