@@ -534,8 +534,9 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             // export) with the table's bytes replaced, every byte of the written file.
             EXPECT_EQ(run.summary.model_bytes_before, data_bytes(fs::path(model()) / "model.safetensors"));
             EXPECT_EQ(run.summary.model_bytes_after, data_bytes(out / "model.safetensors"));
-            if (store == "f16")
+            if (store == "f16") {
                 EXPECT_FALSE(stored_types.empty());
+            }
             if (store != "f32") { // reloaded, every row is the one the run was evaluated with
                 auto back = embedlab::load_model(out);
                 const auto ids = torch::arange(0, back.model->config().vocab_size, 97, torch::kLong);

@@ -182,8 +182,9 @@ TEST(NeighbourMap, BoxAndLassoDragsListExactlyTheTokensInsideAndExportThem)
         ASSERT_EQ(f.size(), 10u);
         boxed += f[9] == "1";
         EXPECT_EQ(f[9] == "1", box.contains(id)) << id;
-        if (id % 2)
+        if (id % 2) {
             EXPECT_DOUBLE_EQ(std::stod(f[7]), d.cosine[d.rare.indexOf(id)]);
+        }
     }
     EXPECT_EQ(boxed, 6);
 
