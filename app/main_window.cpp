@@ -468,24 +468,45 @@ QStringList MainWindow::viewNames()
     return {"model", "spectrum", "allocation", "results", "fourier", "tt", "lle", "compare"};
 }
 
+MainWindow::TabPlot MainWindow::currentTabPlot() const
+{
+    // One place says which plot a tab shows; Export figure and Export data both read it.
+    QWidget* tab = tabs_->currentWidget();
+    const auto of = [](const auto* view) -> TabPlot {
+        return {view->plot(), [view] { return view->dataTables(); }};
+    };
+    if (tab == tabs_->widget(0))
+        return of(chart_);
+    if (tab == spectrum_->parentWidget())
+        return of(spectrum_);
+    if (tab == allocation_)
+        return of(allocation_);
+    if (tab == results_->parentWidget())
+        return of(results_);
+    if (tab == fourier_->parentWidget())
+        return of(fourier_);
+    if (tab == tt_)
+        return of(tt_);
+    if (tab == lle_->parentWidget()) // the graph's own CSV comes first (exportData), then the damage's
+        return {lle_->plot(), [this] {
+                    QVector<views::DataTable> tables;
+                    if (auto* damage = lle_->findChild<views::TokenDamageView*>();
+                        damage && !damage->data().runs.isEmpty())
+                        tables += damage->dataTables();
+                    return tables;
+                }};
+    return {}; // Compare: text, no plot
+}
+
 QCustomPlot* MainWindow::currentPlot() const
 {
-    QWidget* tab = tabs_->currentWidget();
-    if (tab == tabs_->widget(0))
-        return chart_->plot();
-    if (tab == spectrum_->parentWidget())
-        return spectrum_->plot();
-    if (tab == allocation_)
-        return allocation_->plot();
-    if (tab == results_->parentWidget())
-        return results_->plot();
-    if (tab == fourier_->parentWidget())
-        return fourier_->plot();
-    if (tab == tt_)
-        return tt_->plot();
-    if (tab == lle_->parentWidget())
-        return lle_->plot();
-    return nullptr; // Compare: text, no plot
+    return currentTabPlot().plot;
+}
+
+QVector<views::DataTable> MainWindow::currentDataTables() const
+{
+    const TabPlot current = currentTabPlot();
+    return current.tables ? current.tables() : QVector<views::DataTable>{};
 }
 
 void MainWindow::exportFigure()
@@ -504,31 +525,6 @@ void MainWindow::exportFigure()
         return;
     const QString error = views::exportFigure(currentPlot(), file, dialog.options());
     statusBar()->showMessage(error.isEmpty() ? "Wrote " + file : error);
-}
-
-QVector<views::DataTable> MainWindow::currentDataTables() const
-{
-    QWidget* tab = tabs_->currentWidget();
-    if (tab == tabs_->widget(0))
-        return chart_->dataTables();
-    if (tab == spectrum_->parentWidget())
-        return spectrum_->dataTables();
-    if (tab == allocation_)
-        return allocation_->dataTables();
-    if (tab == results_->parentWidget())
-        return results_->dataTables();
-    if (tab == fourier_->parentWidget())
-        return fourier_->dataTables();
-    if (tab == tt_)
-        return tt_->dataTables();
-    if (tab == lle_->parentWidget()) { // the graph's own CSV comes first (exportData)
-        QVector<views::DataTable> tables;
-        if (auto* damage = lle_->findChild<views::TokenDamageView*>();
-            damage && !damage->data().runs.isEmpty())
-            tables += damage->dataTables();
-        return tables;
-    }
-    return {}; // Compare: text, no plot
 }
 
 QString MainWindow::exportData(const QString& file, QStringList* written)

@@ -11,6 +11,7 @@
 #include <QMainWindow>
 #include <QSet>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -137,6 +138,12 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
+    // The current tab's plot and the tables Export data writes from it (none: Compare).
+    struct TabPlot {
+        QCustomPlot* plot = nullptr;
+        std::function<QVector<views::DataTable>()> tables;
+    };
+    TabPlot currentTabPlot() const;
     void showSummary(const ModelSummary& s);
     void resetViews(); // every tab empty, for a newly loaded model
     void showJobStatus(int id, const QString& status);
