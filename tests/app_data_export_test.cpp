@@ -45,15 +45,7 @@ using embedlab::test::open_bundled;
 // Every line of the results table as shown (the original's row included), in order.
 QVector<QStringList> table_text(QTableView* table)
 {
-    QVector<QStringList> lines;
-    const auto* model = table->model();
-    for (int r = 0; r < model->rowCount(); ++r) {
-        QStringList cells;
-        for (int c = 0; c < model->columnCount(); ++c)
-            cells << model->index(r, c).data().toString();
-        lines << cells;
-    }
-    return lines;
+    return embedlab::test::model_text(table->model());
 }
 
 QAction* menu_action(MainWindow& window, const QString& text)

@@ -1,12 +1,15 @@
 // Helpers for tests of Qt widgets (run with QT_QPA_PLATFORM=offscreen).
 #pragma once
 
+#include <QAbstractItemModel>
 #include <QAbstractSpinBox>
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QKeyEvent>
+#include <QMouseEvent>
 #include <QSettings>
+#include <QStringList>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <QWidget>
@@ -61,6 +64,38 @@ template <class Done> bool wait_for(Done done, int timeout_ms = 120000)
     while (!done() && clock.elapsed() < timeout_ms)
         QApplication::processEvents(QEventLoop::WaitForMoreEvents);
     return done();
+}
+
+// A press, moves through `path` (each segment in 4 steps), a release at its end: a user's drag.
+inline void drag(QWidget* widget, const QVector<QPointF>& path)
+{
+    QMouseEvent press(QEvent::MouseButtonPress, path.front(), widget->mapToGlobal(path.front()),
+                      Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(widget, &press);
+    for (int i = 1; i < path.size(); ++i)
+        for (int s = 1; s <= 4; ++s) {
+            const QPointF at = path[i - 1] + (path[i] - path[i - 1]) * (s / 4.0);
+            QMouseEvent move(QEvent::MouseMove, at, widget->mapToGlobal(at), Qt::NoButton, Qt::LeftButton,
+                             Qt::NoModifier);
+            QApplication::sendEvent(widget, &move);
+        }
+    QMouseEvent release(QEvent::MouseButtonRelease, path.back(), widget->mapToGlobal(path.back()),
+                        Qt::LeftButton, Qt::NoButton, Qt::NoModifier);
+    QApplication::sendEvent(widget, &release);
+    QApplication::processEvents();
+}
+
+// Every cell of a table or tree model as shown, row by row.
+inline QVector<QStringList> model_text(const QAbstractItemModel* model)
+{
+    QVector<QStringList> lines;
+    for (int r = 0; r < model->rowCount(); ++r) {
+        QStringList cells;
+        for (int c = 0; c < model->columnCount(); ++c)
+            cells << model->index(r, c).data().toString();
+        lines << cells;
+    }
+    return lines;
 }
 
 // A GUI test program's main: offscreen, its settings (recent models, geometry) in a

@@ -15,6 +15,7 @@
 #include <qcustomplot.h>
 
 #include "fourier_map_view.hpp"
+#include "gui_test_support.hpp"
 #include "parameter_breakdown_chart.hpp"
 #include "plot_data_export.hpp"
 #include "rank_allocation_view.hpp"
@@ -336,17 +337,7 @@ TEST(ResultsView, UndoPutsDeletedRowsBackInPlaceWithTheirCells)
     };
     for (const auto& r : {run("rank 8", 0.1), run("rank 16", 0.2), run("rank 8", 0.1), run("rank 32", 0.4)})
         view.addRow(r);
-    auto text = [&] {
-        QVector<QStringList> lines;
-        const auto* model = view.table()->model();
-        for (int r = 0; r < model->rowCount(); ++r) {
-            QStringList cells;
-            for (int c = 0; c < model->columnCount(); ++c)
-                cells << model->index(r, c).data().toString();
-            lines << cells;
-        }
-        return lines;
-    };
+    auto text = [&] { return embedlab::test::model_text(view.table()->model()); };
     const auto before = text();
     ASSERT_EQ(before.size(), 5) << "the original's row and four runs";
     EXPECT_TRUE(before[3][1].endsWith("(repeat)"));

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <qcustomplot.h>
 
+#include "gui_test_support.hpp"
 #include "neighbour_graph_view.hpp"
 
 namespace {
@@ -27,22 +28,6 @@ QVector<double> doubles(const torch::Tensor& t)
 {
     const auto d = t.to(torch::kDouble).contiguous();
     return QVector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
-}
-
-void lasso(QCustomPlot* plot, const QVector<QPointF>& path)
-{
-    QMouseEvent press(QEvent::MouseButtonPress, path.front(), plot->mapToGlobal(path.front()), Qt::LeftButton,
-                      Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(plot, &press);
-    for (const QPointF& at : path) {
-        QMouseEvent move(QEvent::MouseMove, at, plot->mapToGlobal(at), Qt::NoButton, Qt::LeftButton,
-                         Qt::NoModifier);
-        QApplication::sendEvent(plot, &move);
-    }
-    QMouseEvent release(QEvent::MouseButtonRelease, path.back(), plot->mapToGlobal(path.back()),
-                        Qt::LeftButton, Qt::NoButton, Qt::NoModifier);
-    QApplication::sendEvent(plot, &release);
-    QApplication::processEvents();
 }
 
 } // namespace
@@ -109,7 +94,7 @@ TEST(NeighbourMapShot, DISABLED_AWholeTableWithDensityShadingAndALasso)
             const double t = a * 2 * M_PI / 24, radius = 0.12 * r.height() * (1 + 0.25 * std::sin(3 * t));
             path << c + QPointF(radius * 1.3 * std::cos(t), radius * std::sin(t));
         }
-        lasso(plot, path);
+        embedlab::test::drag(plot, path);
         view.search(d.tokens.value(split.common.empty() ? 0 : static_cast<int>(split.common.front())));
         view.selectToken(d.rare.value(d.rare.size() / 2));
         plot->replot();

@@ -24,6 +24,7 @@
 #include "render_check.hpp"
 #include "token_text.hpp"
 
+using embedlab::test::drag;
 using embedlab::test::press_key;
 using embedlab::test::settle;
 using embedlab::views::NeighbourGraphData;
@@ -56,25 +57,6 @@ NeighbourGraphData grid()
 QPointF pixel(const NeighbourGraphView& view, double x, double y)
 {
     return {view.plot()->xAxis->coordToPixel(x), view.plot()->yAxis->coordToPixel(y)};
-}
-
-// A press, moves through `path`, a release at its end: a user's drag.
-void drag(QCustomPlot* plot, const QVector<QPointF>& path)
-{
-    QMouseEvent press(QEvent::MouseButtonPress, path.front(), plot->mapToGlobal(path.front()), Qt::LeftButton,
-                      Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(plot, &press);
-    for (int i = 1; i < path.size(); ++i)
-        for (int s = 1; s <= 4; ++s) {
-            const QPointF at = path[i - 1] + (path[i] - path[i - 1]) * (s / 4.0);
-            QMouseEvent move(QEvent::MouseMove, at, plot->mapToGlobal(at), Qt::NoButton, Qt::LeftButton,
-                             Qt::NoModifier);
-            QApplication::sendEvent(plot, &move);
-        }
-    QMouseEvent release(QEvent::MouseButtonRelease, path.back(), plot->mapToGlobal(path.back()),
-                        Qt::LeftButton, Qt::NoButton, Qt::NoModifier);
-    QApplication::sendEvent(plot, &release);
-    QApplication::processEvents();
 }
 
 // Typed as a user types: a key press per character.
