@@ -5,6 +5,7 @@
 // distances throughout (the paper's p_j|i), the true gradient (factor 4) and
 // the learning rate of Belkina et al. 2019 (max(N / exaggeration / 4, 50)).
 #include "embedlab/layout_2d.hpp"
+#include "embedlab/low_rank.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -334,18 +335,12 @@ TsneResult tsne_layout(const float* rows, int64_t n, int64_t d, const TsneOption
     const auto all = torch::from_blob(const_cast<float*>(rows), {n, d}, torch::kFloat32);
     const auto sample_ids = torch::tensor(ids, torch::kLong);
     auto sampled = all.index_select(0, sample_ids).to(torch::kDouble);
-    torch::Tensor mean, basis; // [d], [d, pca_dims]
-    if (o.pca_dims > 0 && d > o.pca_dims) {
-        mean = sampled.mean(0);
-        const auto centred = sampled - mean;
-        const auto [values, vectors] = torch::linalg_eigh(centred.t().mm(centred));
-        basis = vectors.flip(1).slice(1, 0, o.pca_dims).contiguous(); // descending eigenvalues
-        for (int64_t c = 0; c < o.pca_dims; ++c) { // a sign per component: its largest entry positive
-            auto col = basis.select(1, c);
-            if (col[col.abs().argmax()].item<double>() < 0)
-                col.neg_();
-        }
-        sampled = centred.mm(basis);
+    torch::Tensor mean, basis;              // [d], [d, pca_dims]
+    if (o.pca_dims > 0 && d > o.pca_dims) { // PCA as the pca method fits it (low_rank.hpp)
+        const auto fit = fit_low_rank(sampled.to(torch::kFloat32), LowRankKind::PCA, o.pca_dims);
+        mean = fit.mu.to(torch::kDouble);
+        basis = fit.P.t().to(torch::kDouble).contiguous();
+        sampled = (sampled - mean).mm(basis);
     }
     report_progress(progress, 5, total);
     const auto a = affinities_of(sampled, o.perplexity);
