@@ -1,5 +1,5 @@
-// Tokenizers: GPT-2 byte-level BPE, SentencePiece, llama2.c tokenizer.bin and
-// GGUF embedded vocabularies, behind one interface.
+// Tokenizers: GPT-2 byte-level BPE, SentencePiece, WordPiece, llama2.c tokenizer.bin
+// and GGUF embedded vocabularies, behind one interface.
 //
 //   auto tok = embedlab::load_tokenizer_from_directory("models/tinygpt2");
 //   std::vector<int32_t> ids = tok->encode("Once upon a time");   // no BOS added
@@ -39,6 +39,12 @@ public:
     virtual std::optional<int32_t> unk_id() const = 0;
     virtual std::optional<int32_t> bos_id() const = 0;
     virtual std::optional<int32_t> eos_id() const = 0;
+    // An encoder's framing tokens (WordPiece: [CLS] and [SEP] wrap an input or a
+    // pair, [MASK] for masked-LM scoring, [PAD] for batches); nullopt for decoders.
+    virtual std::optional<int32_t> cls_id() const { return std::nullopt; }
+    virtual std::optional<int32_t> sep_id() const { return std::nullopt; }
+    virtual std::optional<int32_t> mask_id() const { return std::nullopt; }
+    virtual std::optional<int32_t> pad_id() const { return std::nullopt; }
     // The vocabulary for a GGUF export; nullopt when llama.cpp could not
     // reproduce this tokenizer (`why_not` then says why).
     virtual std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not = nullptr) const
@@ -67,8 +73,11 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::filesystem::path& t
 std::unique_ptr<Tokenizer> make_scored_vocab_tokenizer(ScoredVocab vocab, std::string kind,
                                                        const std::string& source);
 
-// Picks the tokenizer of a Hugging Face model directory: tokenizer.json, else
-// vocab.json + merges.txt, else tokenizer.model. Throws InputError naming the
+// WordPiece (BERT, DistilBERT, MiniLM): wordpiece.hpp.
+
+// Picks the tokenizer of a Hugging Face model directory: tokenizer.json (byte-level
+// BPE or WordPiece), else vocab.json + merges.txt, else vocab.txt (WordPiece), else
+// tokenizer.model. Throws InputError naming the
 // directory if none is there.
 std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::path& dir);
 

@@ -1,6 +1,7 @@
 // Choosing the tokenizer file of a Hugging Face style model directory.
 #include "embedlab/error.hpp"
 #include "embedlab/tokenizer.hpp"
+#include "embedlab/wordpiece.hpp"
 #include "tokenizer/gpt2_loaders.hpp"
 #include "tokenizer/text_util.hpp"
 
@@ -19,7 +20,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
     std::string tokenizer_json_problem;
     // Every candidate file that exists but is no regular file (a FIFO, a directory)
     // is named as such, not passed over as if absent.
-    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model"}) {
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model"}) {
         const auto status = fs::status(dir / name, ec);
         if (fs::exists(status) && !fs::is_regular_file(status))
             throw InputError(
@@ -32,6 +33,10 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
     if (fs::is_regular_file(tokenizer_json, ec)) {
         // Unreadable or not JSON: refused, never skipped for another file.
         const auto json = tokenizer_impl::read_json_file(tokenizer_json);
+        // WordPiece (BERT) has its own loader, whose errors are final.
+        if (json.is_object() && json.contains("model") && json.at("model").is_object() &&
+            json.at("model").value("type", "") == "WordPiece")
+            return load_wordpiece_tokenizer_json(json, tokenizer_json);
         try {
             auto spec = tokenizer_impl::parse_hf_tokenizer_json(json, tokenizer_json);
             return tokenizer_impl::make_byte_level_bpe(std::move(spec));
@@ -54,13 +59,23 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_directory(const std::filesystem::
     if (gpt2_files)
         return load_gpt2_bpe(vocab_json, merges_txt);
 
+    // vocab.txt: a BERT-style WordPiece vocabulary (BertTokenizer's own file).
+    const fs::path vocab_txt = dir / "vocab.txt";
+    if (fs::is_regular_file(vocab_txt, ec) && !fs::is_regular_file(model_file, ec)) {
+        if (!tokenizer_json_problem.empty())
+            throw InputError(tokenizer_json_problem +
+                             " (vocab.txt beside it is not used instead: Hugging Face reads tokenizer.json "
+                             "first; fix or remove it)");
+        return load_wordpiece_vocab(vocab_txt);
+    }
+
     if (fs::is_regular_file(model_file, ec))
         return load_sentencepiece(model_file);
 
     if (!tokenizer_json_problem.empty())
         throw InputError(tokenizer_json_problem);
     throw InputError(tokenizer_impl::file_message(
-        dir, "no tokenizer found (looked for tokenizer.json, vocab.json + merges.txt, "
+        dir, "no tokenizer found (looked for tokenizer.json, vocab.json + merges.txt, vocab.txt, "
              "tokenizer.model)"));
 }
 
