@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/masked_lm.hpp"
 #include "embedlab/token_damage.hpp"
 #include "progress_printer.hpp"
 
@@ -110,13 +111,59 @@ int eval_reference_logits(const Args& args, const std::filesystem::path& path, c
         print_divergence(d, file);
     return 0;
 }
+// An encoder with a masked-LM head: pseudo-perplexity (masked_lm.hpp), and the KL to
+// --reference on the same masked inputs.
+int eval_masked_lm(const Args& args, const LoadedModel& lm, const std::vector<int32_t>& ids,
+                   const std::filesystem::path& path, const std::string& input, int64_t ctx, int64_t batch)
+{
+    if (args.has("--per-token") || args.has("--stride"))
+        throw InputError("eval: --per-token and --stride are for decoders; " + path.string() +
+                         " is an encoder");
+    if (!lm.tokenizer)
+        throw InputError("eval: masked-LM scoring of " + path.string() +
+                         " needs its tokenizer's [CLS], [SEP] and [MASK]: give --text FILE");
+    MaskedLmOptions o;
+    o.ctx = ctx;
+    o.mask_rate = args.get_double("--mask-rate", 0.0, 0.0, 0.99);
+    o.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
+    if (batch > 0)
+        o.batch = batch;
+    std::optional<LoadedModel> reference;
+    if (const auto ref = args.get("--reference")) {
+        LoadOptions options = load_options(args);
+        reference = load_model(*ref, options);
+        if (reference->tokenizer && reference->tokenizer->encode(read_text_file(input)) != ids)
+            throw InputError("eval: " + *ref + " tokenizes " + input + " differently; KL needs the same ids");
+    }
+    MaskedLmResult r;
+    {
+        ProgressPrinter progress("eval (masked LM)", "inputs", args.has("--quiet"));
+        r = evaluate_masked_lm(*lm.model, *lm.tokenizer, ids, o, reference ? reference->model.get() : nullptr,
+                               progress.callback());
+    }
+    Json j = {{"model", path.string()}, {"input", input}, {"tokens", ids.size()}};
+    j.update(masked_lm_json(r, o));
+    if (reference)
+        j["reference"] = *args.get("--reference");
+    j["embedding"] = lm.model->token_embedding().kind();
+    if (args.has("--json")) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("pseudo-perplexity %.6g over %lld masked positions (masked-token accuracy %.4f)\n",
+                r.pseudo_ppl, static_cast<long long>(r.masked), r.accuracy);
+    if (r.kl >= 0)
+        std::printf("KL to the reference on the same masked positions: %.6g nats\n", r.kl);
+    return 0;
+}
+
 } // namespace
 
 int command_eval(const std::vector<std::string>& argv)
 {
     Args args("eval", argv,
               {"--text", "--ids", "--ctx", "--stride", "--batch", "--tokenizer", "--reference",
-               "--reference-logits", "--per-token"},
+               "--reference-logits", "--per-token", "--mask-rate", "--seed"},
               {"--json", "--quiet", "--no-verify", "--force"});
     if (const auto file = args.get("--reference-logits"))
         return eval_reference_logits(args, model_argument(args), *file);
@@ -156,6 +203,11 @@ int command_eval(const std::vector<std::string>& argv)
                              " is outside the model's vocabulary of " +
                              std::to_string(lm.files.config.vocab_size));
 
+    if (lm.model->config().is_encoder())
+        return eval_masked_lm(args, lm, ids, path, input, ctx, batch);
+    if (args.has("--mask-rate") || args.has("--seed"))
+        throw InputError("eval: --mask-rate and --seed are for masked-LM encoders; " + path.string() +
+                         " is a decoder");
     if (ids.size() < 2) // named here: the engine does not know the file (issue 24 item 15)
         throw InputError(input + ": has " + std::to_string(ids.size()) +
                          " token(s); perplexity needs at least 2");

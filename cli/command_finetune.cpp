@@ -80,6 +80,8 @@ Json result_json(const PerplexityResult& r)
 
 int command_finetune(const std::vector<std::string>& argv)
 {
+    if (!peek_option(argv, "--head").empty())
+        return command_finetune_classifier(argv);
     Args args(
         "finetune", argv,
         {"--train-text", "--steps", "--lr", "--batch", "--seqlen", "--seed", "--rank", "--alpha",

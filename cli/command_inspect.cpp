@@ -106,7 +106,11 @@ int command_inspect(const std::vector<std::string>& argv)
                 (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.num_layers,
                 (long long)c.num_heads, (long long)c.num_kv_heads, (long long)c.head_dim(),
                 (long long)c.intermediate_size, (long long)c.max_positions,
-                c.tied_embeddings ? "tied" : "untied");
+                c.is_encoder()      ? (c.encoder_head == EncoderHead::MaskedLM         ? "masked-LM (tied)"
+                                       : c.encoder_head == EncoderHead::Classification ? "classifier"
+                                                                                       : "no")
+                : c.tied_embeddings ? "tied"
+                                    : "untied");
     if (j.contains("value_head_dims"))
         std::printf("  FLAT-LLM: value dims per layer %s%s\n", j["value_head_dims"].dump().c_str(),
                     j.contains("mlp_widths") ? (", MLP widths " + j["mlp_widths"].dump()).c_str() : "");

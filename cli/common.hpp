@@ -94,6 +94,8 @@ int command_inspect(const std::vector<std::string>& argv);
 int command_eval(const std::vector<std::string>& argv);
 int command_task(const std::vector<std::string>& argv); // command_task.cpp
 int command_tokenize(const std::vector<std::string>& argv);
+int command_embed(const std::vector<std::string>& argv);
+int command_finetune_classifier(const std::vector<std::string>& argv);
 int command_generate(const std::vector<std::string>& argv); // command_generate.cpp
 int command_export(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);

@@ -25,6 +25,11 @@ commands:
                                                also llama-perplexity's KL divergence statistics
                                                against it and damage by token frequency; per
                                                vocabulary token (row cosine, KL) to --per-token
+  eval     ENCODER --text FILE [--ctx N (128)] [--mask-rate R [--seed S]] [--reference ORIGINAL] [--json]
+                                               a masked-LM encoder's pseudo-perplexity and masked-token
+                                               accuracy: windows framed [CLS] .. [SEP], each token masked
+                                               in turn (or R of them at once, drawn by seed); with
+                                               --reference the KL to the original on the same inputs
   eval     [MODEL] --reference-logits FILE [--json]
                                                the same statistics against the base model's
                                                log-probabilities llama-perplexity
@@ -34,6 +39,12 @@ commands:
                                                dev.tsv; mc: JSONL {context, choices, label}) or STS-B
                                                Spearman of pooled hidden states; per example to --out
   tokenize [MODEL] --text FILE [--json]        token ids of a text
+  embed    [MODEL] --text FILE [--pooling cls|mean|max|model] [--normalize] [--batch B (32)] [--json]
+                                               one pooled embedding per line of FILE: encoders read
+                                               [CLS] line [SEP]; model (default): a sentence-transformers
+                                               model's own pooling (and Normalize), CLS for classifiers,
+                                               else mean (decoders: mean of final hidden states);
+                                               --json: {"pooling", "dim", "embeddings": [[...], ...]}
   generate [MODEL] (--prompt TEXT | --prompt-file FILE) [--max-tokens N (64)] [--temperature T (0: greedy)]
            [--top-k K] [--top-p P] [--seed S] [--stop STRING ..] [--no-bos] [--top-n N (5)] [--json]
            [--compare ORIGINAL]                the continuation, streamed (KV cache); BOS first when the
@@ -155,6 +166,12 @@ commands:
                                                a fourier table trains its own MLP (no per-token parameters;
                                                --targets embedding: the MLP alone), --fourier-row-lora instead
                                                adds a V x r per-token row adapter
+  finetune ENCODER --head classification --task sst2 --train FILE --out DIR [--eval FILE] [--steps N (300)]
+           [--batch B (16)] [--lr X (1e-3)] [--body-lr X (0: body frozen)] [--seed S] [--limit N] [--force] [--json]
+                                               a sequence classifier from an encoder (bert, distilbert): a
+                                               fresh head trained on the task's labelled sentences, written
+                                               as a Hugging Face …ForSequenceClassification directory;
+                                               --eval: its accuracy on the task's dev set
   train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)
            --out DIR [--eval-text FILE [--ctx N]] [--seed S] [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)]
            [--warmup N (50)] [--hidden-ratio R (0.25)] [--no-norm] [--norm-scale S (0.02)] [--tokenizer DIR]
@@ -245,6 +262,7 @@ const std::vector<CommandGroup>& command_groups()
         {"Look at a model",
          {{"inspect", "architecture, sizes, parameter breakdown, sha256"},
           {"tokenize", "token ids of a text"},
+          {"embed", "one pooled embedding per line of a text (sentence embeddings)"},
           {"generate", "a continuation of a prompt (KV cache); --compare against the original"},
           {"eval", "perplexity; with --reference, llama.cpp's KL divergence statistics"},
           {"task", "zero-shot SST-2 / multiple-choice accuracy, STS-B Spearman"},

@@ -40,6 +40,7 @@ constexpr CommandEntry kCommands[] = {
     {"inspect", embedlab::cli::command_inspect},
     {"eval", embedlab::cli::command_eval},
     {"tokenize", embedlab::cli::command_tokenize},
+    {"embed", embedlab::cli::command_embed},
     {"generate", embedlab::cli::command_generate},
     {"export", embedlab::cli::command_export},
     {"account", embedlab::cli::command_account},

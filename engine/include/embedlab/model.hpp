@@ -1,5 +1,6 @@
-// The libtorch forward pass for decoder-only models: gpt2, and the rotary
-// family (llama, qwen2, qwen3, gemma, gemma2, phi3, gpt_neox; model_config.hpp).
+// The libtorch forward pass: decoders (gpt2, and the rotary family: llama, qwen2,
+// qwen3, gemma, gemma2, phi3, gpt_neox, opt) and encoders (bert, distilbert;
+// model_config.hpp; pooling and framing in encoder.hpp).
 //
 //   auto lm = embedlab::load_model("models/tinygpt2-f16");
 //   torch::Tensor ids = torch::tensor({{7454, 2402, 257}}, torch::kLong);
@@ -169,7 +170,27 @@ public:
     // ids [B, T] at positions cache.length() .. + T - 1, attending to the cached
     // positions too; appends their keys and values to `cache`.
     torch::Tensor hidden_states(const torch::Tensor& ids, KvCache& cache) const;
-    // hidden [N, d] -> logits [N, V] through the output head (tied or not).
+    // Encoders (config().is_encoder()): ids [B, T] with segment ids `token_types`
+    // [B, T] (undefined: all 0) and `attention_mask` [B, T] (1 = a token, 0 = padding;
+    // undefined: all tokens) -> final hidden states [B, T, d]. hidden_states(ids) is
+    // this with neither. Decoders: InputError.
+    torch::Tensor encoder_hidden_states(const torch::Tensor& ids, const torch::Tensor& token_types = {},
+                                        const torch::Tensor& attention_mask = {},
+                                        ForwardObserver* observer = nullptr) const;
+    // A sequence classifier's logits [B, labels] from hidden states [B, T, d] (bert:
+    // pooler then classifier; distilbert: pre_classifier, ReLU, classifier; both read
+    // position 0, [CLS]). InputError for a model without that head.
+    torch::Tensor classify(const torch::Tensor& hidden) const;
+    // bert's pooler output tanh(W h[:, 0] + b) [B, d]; InputError without a pooler.
+    torch::Tensor pooler_output(const torch::Tensor& hidden) const;
+    // The same two with autograd recording, for fine-tuning a classifier: no
+    // InferenceMode guard (callers hold none either).
+    torch::Tensor training_encoder_hidden_states(const torch::Tensor& ids, const torch::Tensor& token_types,
+                                                 const torch::Tensor& attention_mask) const;
+    torch::Tensor training_classify(const torch::Tensor& hidden) const;
+
+    // hidden [N, d] -> logits [N, V] through the output head (tied or not; an
+    // encoder's masked-LM head: transform, then the tied table, plus its bias).
     torch::Tensor head(const torch::Tensor& hidden) const;
     // Issue 20 item 8: for many head calls on frozen weights (perplexity's row chunks),
     // the tied head's rebuilt rows once, then head(hidden, rows) per call. Undefined
@@ -202,10 +223,20 @@ public:
 private:
     torch::Tensor gpt2_hidden(const torch::Tensor& ids, ForwardObserver* observer, KvCache* cache) const;
     torch::Tensor llama_hidden(const torch::Tensor& ids, ForwardObserver* observer, KvCache* cache) const;
+    // engine/src/model/encoder_forward.cpp
+    torch::Tensor bert_hidden(const torch::Tensor& ids, const torch::Tensor& token_types,
+                              const torch::Tensor& attention_mask, ForwardObserver* observer) const;
+    torch::Tensor checked_encoder_hidden(const torch::Tensor& ids, const torch::Tensor& token_types,
+                                         const torch::Tensor& attention_mask,
+                                         ForwardObserver* observer) const;
+    torch::Tensor mlm_transform(const torch::Tensor& hidden) const;
+    // x W^T + b for the weights `name`.weight / .bias, plus the adapter of that weight.
+    torch::Tensor linear(const torch::Tensor& x, const std::string& name) const;
     // The config's norm of x with the weights `name`.weight (and .bias).
     torch::Tensor norm(const torch::Tensor& x, const std::string& name) const;
     torch::Tensor checked_hidden(const torch::Tensor& ids, ForwardObserver* observer,
-                                 KvCache* cache = nullptr) const;
+                                 KvCache* cache = nullptr, const torch::Tensor& token_types = {},
+                                 const torch::Tensor& attention_mask = {}) const;
     // rows: head_rows() (defined only for a tied head that rebuilds its rows).
     torch::Tensor unguarded_head(const torch::Tensor& hidden, const torch::Tensor& rows = {}) const;
     // y + scale (x A^T) B^T when an adapter for `target` is attached, else y.

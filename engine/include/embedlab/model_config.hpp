@@ -1,5 +1,5 @@
-// Architecture facts of a decoder-only language model, independent of the
-// file format it came from.
+// Architecture facts of a language model (decoder or encoder), independent of
+// the file format it came from.
 //
 // Thread safety: plain value type.
 #pragma once
@@ -15,13 +15,35 @@ namespace embedlab {
 // The graph family, which fixes the canonical tensor names (weights.hpp):
 // GPT2 = gpt2's Conv1D layout with learned positions; Llama = the rotary decoder
 // family (llama, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt_neox, opt), whose variants
-// are the switches below.
-enum class Architecture { GPT2, Llama };
+// are the switches below; Bert = the bidirectional encoders (bert, distilbert), post-LayerNorm
+// with learned positions and segment (token type) rows.
+enum class Architecture { GPT2, Llama, Bert };
 
 inline const char* architecture_name(Architecture a)
 {
-    return a == Architecture::GPT2 ? "gpt2" : "llama";
+    return a == Architecture::GPT2 ? "gpt2" : a == Architecture::Llama ? "llama" : "bert";
 }
+
+// The canonical name of the token table (weights.hpp).
+inline const char* token_table_name(Architecture a)
+{
+    return a == Architecture::GPT2    ? "wte.weight"
+           : a == Architecture::Llama ? "model.embed_tokens.weight"
+                                      : "embeddings.word_embeddings.weight";
+}
+
+// The canonical name of the learned position table; nullptr for rotary models.
+inline const char* position_table_name(Architecture a)
+{
+    return a == Architecture::GPT2   ? "wpe.weight"
+           : a == Architecture::Bert ? "embeddings.position_embeddings.weight"
+                                     : nullptr;
+}
+
+// What an encoder computes from its hidden states: nothing more (BertModel,
+// sentence-transformers), masked-token logits (…ForMaskedLM), or class logits
+// (…ForSequenceClassification).
+enum class EncoderHead { None, MaskedLM, Classification };
 
 // How a decoder normalises: RMSNorm x/rms(x) * w; Gemma's RMSNorm x/rms(x) * (1 + w);
 // LayerNorm with a bias (gpt_neox).
@@ -73,12 +95,22 @@ struct ModelConfig {
     std::vector<bool> sliding_layers; // per layer; empty: none slide
     double rope_local_theta = 0.0;    // sliding layers' RoPE base, never rope-scaled (gemma3); 0: as the rest
 
+    // Encoders (arch Bert). distilbert: no segment rows, and its classifier reads
+    // pre_classifier + ReLU over [CLS] where bert's reads its pooler.
+    int64_t type_vocab_size = 0; // segment (token type) rows; 0: none
+    EncoderHead encoder_head = EncoderHead::None;
+    bool has_pooler = false;         // pooler.dense: tanh(W h[CLS] + b)
+    std::vector<std::string> labels; // a classifier's id2label, by id (one: regression)
+    std::string pooling; // sentence-transformers' pooling: "cls", "mean", "max"; empty: none declared
+    bool normalize_embeddings = false; // sentence-transformers' Normalize module
+
     // FLAT-LLM compressed models (METHODS 3): per decoder layer, the value
     // dimension of each head and the MLP width. Empty: head_dim() and
     // intermediate_size in every layer.
     std::vector<int64_t> value_head_dims;
     std::vector<int64_t> mlp_widths;
 
+    bool is_encoder() const { return arch == Architecture::Bert; }
     int64_t head_dim() const
     {
         return head_size > 0 ? head_size : num_heads > 0 ? hidden_size / num_heads : 0;

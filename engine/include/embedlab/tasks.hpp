@@ -19,7 +19,14 @@
 // final hidden states (after the final norm: the output head's input) are
 // averaged over its tokens; a pair's similarity is the cosine of the two means.
 // Reported: Spearman's rank correlation (average ranks for ties) and Pearson's
-// correlation of those cosines with the gold scores.
+// correlation of those cosines with the gold scores. Encoders: each sentence is
+// framed [CLS] .. [SEP] and pooled the model's own way (encoder.hpp).
+//
+// Sequence classifiers (encoder_head Classification) answer sst2 with their head:
+// each sentence framed [CLS] .. [SEP], the class with the highest logit, the
+// model's id2label matched to the task's labels by name (or LABEL_i by position);
+// loglik holds the log-softmax of the matched classes. Other encoders refuse
+// sst2 and mc (they give no next-token log-likelihood).
 //
 // Thread safety: reentrant; the progress callback runs on the calling thread.
 #pragma once
@@ -89,6 +96,7 @@ struct TaskResult {
     double accuracy_norm = 0;
     std::vector<TaskExampleResult> examples;
     double seconds = 0;
+    std::string protocol; // how it was scored, in words (task_json's "protocol")
 };
 
 // InputError for an example whose context encodes to nothing or whose
@@ -117,6 +125,7 @@ struct SimilarityResult {
     double pearson = 0;
     std::vector<double> cosines; // per pair, in file order
     double seconds = 0;
+    std::string protocol; // how the sentences were pooled, in words
 };
 
 SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer& tokenizer,

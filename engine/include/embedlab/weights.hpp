@@ -14,6 +14,16 @@
 //          model.layers.{i}.mlp.{gate,up,down}_proj.weight [out,in].
 //          q/k rows are in the rotate-half (Hugging Face) RoPE layout; readers of
 //          Meta-layout files (GGUF, llama2.c) permute on load.
+//   bert : embeddings.{word_embeddings [V,d], position_embeddings [P,d],
+//          token_type_embeddings [types,d], LayerNorm.{weight,bias}},
+//          encoder.layer.{i}.attention.self.{query,key,value}.{weight,bias},
+//          encoder.layer.{i}.attention.output.{dense,LayerNorm}.{weight,bias},
+//          encoder.layer.{i}.intermediate.dense.{weight,bias},
+//          encoder.layer.{i}.output.{dense,LayerNorm}.{weight,bias}, pooler.dense.*,
+//          classifier.* (distilbert: pre_classifier.* too), masked-LM head
+//          cls.predictions.{transform.dense.*, transform.LayerNorm.*, bias [V]} (its
+//          decoder tied to the table). A leading "bert." is stripped; distilbert's
+//          names are mapped onto these.
 //
 // Thread safety: a WeightMap is safe to read from several threads.
 #pragma once

@@ -176,6 +176,8 @@ Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std:
                     const GenerationOptions& options, const TokenFn& on_token, const LanguageModel* reference)
 {
     c10::InferenceMode guard;
+    if (model.config().is_encoder())
+        throw InputError(model.config().type_name() + " is an encoder: it does not generate text");
     check_options(options);
     const int64_t V = model.config().vocab_size, P = static_cast<int64_t>(prompt.size());
     if (P == 0)

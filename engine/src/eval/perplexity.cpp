@@ -52,6 +52,9 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
                                      const PerplexityOptions& options, const ProgressFn& progress)
 {
     c10::InferenceMode guard;
+    if (model.config().is_encoder())
+        throw InputError(model.config().type_name() +
+                         " is an encoder: it has no next-token perplexity (it reads every position at once)");
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t ctx = options.ctx;
     const int64_t stride = options.stride > 0 ? options.stride : ctx;

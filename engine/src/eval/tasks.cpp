@@ -5,8 +5,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "embedlab/encoder.hpp"
 #include "embedlab/json_members.hpp"
 #include "embedlab/tasks.hpp"
+#include "eval/classifier_task.hpp"
 
 namespace embedlab {
 
@@ -51,6 +53,12 @@ TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer,
     const auto t0 = std::chrono::steady_clock::now();
     if (data.examples.empty())
         throw InputError(data.source + ": no examples");
+    if (model.config().encoder_head == EncoderHead::Classification)
+        return detail::evaluate_classifier_task(model, tokenizer, data, progress);
+    if (model.config().is_encoder())
+        throw InputError(data.source + ": " + data.task +
+                         " scores choices by next-token log-likelihood, which " + model.config().type_name() +
+                         " (an encoder without a classifier) does not give");
     const int64_t max_len = std::min<int64_t>(model.max_context(), 1 << 16);
     TaskResult r;
     r.task = data.task;
@@ -107,6 +115,9 @@ TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer,
     r.n = total;
     r.accuracy = static_cast<double>(right) / static_cast<double>(total);
     r.accuracy_norm = static_cast<double>(right_norm) / static_cast<double>(total);
+    r.protocol =
+        "lm-evaluation-harness loglikelihood: summed log-probability of the continuation tokens after the "
+        "context, no BOS; accuracy_norm divides by the continuation's characters";
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }
@@ -132,6 +143,13 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
         throw InputError("STS-B needs at least two sentence pairs for a correlation");
     const int64_t max_len = model.max_context();
     auto pooled = [&](const std::string& sentence, size_t pair) {
+        if (model.config().is_encoder()) { // [CLS] sentence [SEP], the model's own pooling (encoder.hpp)
+            const auto batch =
+                frame_texts(tokenizer, model.config(), {sentence}, nullptr, static_cast<int64_t>(pair) + 1);
+            return pool_hidden(batch_hidden_states(model, batch), batch.attention_mask,
+                               default_pooling(model.config()))[0]
+                .to(torch::kDouble);
+        }
         const auto ids = tokenizer.encode(sentence);
         if (ids.empty())
             throw InputError("pair " + std::to_string(pair + 1) + ": a sentence encodes to no tokens");
@@ -151,6 +169,14 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
         report_progress(progress, static_cast<int64_t>(i) + 1, total);
     }
     r.n = total;
+    r.protocol =
+        model.config().is_encoder()
+            ? std::string("cosine of the model's own pooling (") +
+                  pooling_name(default_pooling(model.config())) +
+                  ") of final hidden states, each sentence framed [CLS] .. [SEP] alone; Spearman with "
+                  "average ranks for ties"
+            : "cosine of token-mean final hidden states (after the final norm), each sentence encoded "
+              "alone without BOS; Spearman with average ranks for ties";
     r.spearman = spearman_correlation(r.cosines, gold);
     r.pearson = pearson_correlation(r.cosines, gold);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -181,18 +207,14 @@ double spearman_correlation(const std::vector<double>& x, const std::vector<doub
 nlohmann::ordered_json task_json(const TaskResult& r)
 {
     nlohmann::ordered_json j;
-    EMBEDLAB_JSON_MEMBERS(j, r, task, n, accuracy, accuracy_norm, seconds);
-    j["protocol"] = "lm-evaluation-harness loglikelihood: summed log-probability of the continuation tokens "
-                    "after the context, no BOS; accuracy_norm divides by the continuation's characters";
+    EMBEDLAB_JSON_MEMBERS(j, r, task, n, accuracy, accuracy_norm, seconds, protocol);
     return j;
 }
 
 nlohmann::ordered_json similarity_json(const SimilarityResult& r)
 {
     nlohmann::ordered_json j{{"task", "stsb"}};
-    EMBEDLAB_JSON_MEMBERS(j, r, n, spearman, pearson, seconds);
-    j["protocol"] = "cosine of token-mean final hidden states (after the final norm), each sentence encoded "
-                    "alone without BOS; Spearman with average ranks for ties";
+    EMBEDLAB_JSON_MEMBERS(j, r, n, spearman, pearson, seconds, protocol);
     return j;
 }
 

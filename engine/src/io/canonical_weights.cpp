@@ -240,6 +240,8 @@ void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const 
 std::vector<std::pair<std::string, torch::Tensor>> native_hf_tensors(const ModelConfig& config,
                                                                      const WeightMap& weights)
 {
+    if (config.is_encoder())
+        return native_encoder_tensors(config, weights);
     std::vector<std::pair<std::string, torch::Tensor>> out;
     const bool neox = config.model_type == "gpt_neox", phi3 = config.model_type == "phi3";
     if (config.model_type == "opt") {
@@ -324,7 +326,7 @@ void refuse_unused_tensors(const ModelConfig& config, const WeightMap& weights, 
 
 const char* embedding_name(Architecture arch)
 {
-    return arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
+    return token_table_name(arch);
 }
 
 void check_weights_against_config(const ModelConfig& config, const WeightMap& weights,
@@ -355,8 +357,8 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
             const auto it = weights.find(e.name);
             if (it == weights.end())
                 throw InputError(weights_label + ": missing tensor '" + e.name + "' (required by " +
-                                 architecture_name(config.arch) + " with " +
-                                 std::to_string(config.num_layers) + " layers)");
+                                 config.type_name() + " with " + std::to_string(config.num_layers) +
+                                 " layers)");
             if (it->second.sizes() != c10::IntArrayRef(e.shape))
                 throw InputError(weights_label + ": tensor '" + e.name + "' has shape " +
                                  shape_text(it->second.sizes()) + " but the config implies " +
@@ -448,6 +450,8 @@ std::optional<std::pair<std::string, std::string>> split_kind(const std::string&
 // Maps `name` from one side of the tables to the other.
 std::optional<std::string> map_name(const std::string& arch, const std::string& name, bool to_gguf)
 {
+    if (arch == "bert")
+        return encoder_gguf_name(name, to_gguf);
     const auto split = split_kind(name);
     if (!split)
         return std::nullopt;

@@ -2,6 +2,7 @@
 // tensors of a config, and the Meta -> Hugging Face RoPE row permutation.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,24 @@ void check_weights_against_config(const ModelConfig& config, const WeightMap& we
 // gate_up_proj are split, gpt_neox's names are mapped (its per-head fused qkv
 // split), buffers that are not weights (causal masks, inv_freq) dropped.
 void canonicalize_hf_names(const ModelConfig& config, WeightMap& weights, const std::string& label);
+
+// bert / distilbert (encoder_weights.cpp): "bert." / "distilbert." stripped, distilbert's
+// names mapped onto bert's, the tied masked-LM decoder dropped once checked equal to
+// the table (refused otherwise), the next-sentence head dropped with a warning.
+void canonicalize_encoder_names(const ModelConfig& config, WeightMap& weights, const std::string& label,
+                                std::vector<std::string>& warnings);
+// llama.cpp's bert names <-> canonical ones ("blk.0.attn_output_norm.weight" <->
+// "encoder.layer.0.attention.output.LayerNorm.weight"); nullopt: no such tensor.
+std::optional<std::string> encoder_gguf_name(const std::string& name, bool to_gguf);
+// The inverse, for the Hugging Face export.
+std::vector<std::pair<std::string, torch::Tensor>> native_encoder_tensors(const ModelConfig& config,
+                                                                          const WeightMap& weights);
+
+// A sentence-transformers directory (modules.json): its Pooling module's mode
+// (cls, mean, max) and whether a Normalize module follows, into `config`. Any
+// other module (Dense, ...) or pooling mode is refused by name. No modules.json:
+// nothing changes.
+void read_sentence_transformers_modules(const std::filesystem::path& dir, ModelConfig& config);
 
 // llama.cpp's fused phi3/gptneox tensors (self_attn.qkv_proj weight and bias,
 // rows [q | k | v]; mlp.gate_up_proj, rows [gate | up]) split into canonical ones.

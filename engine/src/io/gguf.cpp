@@ -112,7 +112,7 @@ private:
 
 // The GGUF architectures EmbedLab reads: gpt2 and its rotary decoder family.
 constexpr const char* supported_gguf_architectures =
-    "gpt2, llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gptneox";
+    "gpt2, llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gptneox, bert";
 
 // llama.cpp's gpt2 (EmbedLab's export, or convert_hf_to_gguf.py's): LayerNorm, learned
 // positions, gelu (tanh), biases everywhere; the head tied unless output.weight is stored.
@@ -197,6 +197,43 @@ void read_gemma(const Metadata& meta, const std::string& a, ModelConfig& c)
         c.rope_local_theta = meta.rope_base(a + ".rope.freq_base_swa", 10000.0);
 }
 
+// llama.cpp's bert (convert_hf_to_gguf.py's BertModel / DistilBertModel): the body
+// only, since the converter drops the pooler and the masked-LM head; segment rows
+// when token_types is stored (set from the tensor); pooling from bert.pooling_type.
+ModelConfig read_bert_config(const Metadata& meta)
+{
+    ModelConfig c;
+    c.arch = Architecture::Bert;
+    c.model_type = "bert";
+    c.hidden_size = meta.positive("bert.embedding_length");
+    c.num_layers = meta.positive("bert.block_count");
+    c.intermediate_size = meta.positive("bert.feed_forward_length");
+    c.num_heads = meta.positive("bert.attention.head_count");
+    c.num_kv_heads = c.num_heads;
+    c.max_positions = meta.positive("bert.context_length");
+    c.norm_eps = meta.positive_real("bert.attention.layer_norm_epsilon", 1e-12);
+    c.activation = "gelu"; // the Hugging Face model's erf GELU (llama.cpp's graph uses the tanh form)
+    if (c.hidden_size % c.num_heads != 0)
+        meta.fail("bert.embedding_length " + std::to_string(c.hidden_size) + " is not divisible by " +
+                  std::to_string(c.num_heads) + " heads");
+    if (meta.boolean("bert.attention.causal", false))
+        meta.fail("bert.attention.causal is set: a causal bert is not implemented");
+    switch (meta.integer("bert.pooling_type").value_or(0)) {
+    case 0:
+        break;
+    case 1:
+        c.pooling = "mean";
+        break;
+    case 2:
+        c.pooling = "cls";
+        break;
+    default:
+        meta.fail("bert.pooling_type " + std::to_string(*meta.integer("bert.pooling_type")) +
+                  " is not implemented (0 none, 1 mean, 2 cls are)");
+    }
+    return c;
+}
+
 ModelConfig read_decoder_config(const Metadata& meta)
 {
     const auto arch = meta.string("general.architecture");
@@ -205,6 +242,8 @@ ModelConfig read_decoder_config(const Metadata& meta)
     const std::string& a = *arch;
     if (a == "gpt2")
         return read_gpt2_config(meta);
+    if (a == "bert")
+        return read_bert_config(meta);
     const bool gemma = a == "gemma" || a == "gemma2" || a == "gemma3";
     const bool neox = a == "gptneox";
     if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3" && !neox && !gemma)
@@ -299,6 +338,16 @@ std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& l
     if (!tokens)
         return std::nullopt;
     const std::string model = meta.string("tokenizer.ggml.model").value_or("llama");
+    if (model == "bert") { // WordPiece in llama.cpp's phantom-space form: tokens and types only
+        ScoredVocab vocab;
+        vocab.tokens = tokens->strings;
+        if (const GgufValue* types = meta.array("tokenizer.ggml.token_type", GgufType::Int32);
+            types && types->count == tokens->count)
+            for (uint64_t k = 0; k < types->count; ++k)
+                vocab.types.push_back(static_cast<int32_t>(types->element(k).i));
+        vocab.unk_id = token_id(meta, "tokenizer.ggml.unknown_token_id", tokens->count, warnings, label);
+        return vocab;
+    }
     if (model != "llama") {
         warnings.push_back(label + ": tokenizer.ggml.model '" + model +
                            "' is not supported; the embedded vocabulary is not used");
@@ -432,11 +481,19 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
         mf.tensor_types_by_kind[kind] = text;
     }
 
+    if (mf.config.is_encoder()) {
+        const auto types = index_of.find("embeddings.token_type_embeddings.weight");
+        mf.config.type_vocab_size = types == index_of.end()
+                                        ? 0
+                                        : static_cast<int64_t>(gguf.tensors[types->second].ne.size() > 1
+                                                                   ? gguf.tensors[types->second].ne[1]
+                                                                   : 1);
+    }
     // Converters from llama2.c store the shared classifier twice; it is one head.
     const std::string table = embedding_name(mf.config.arch);
     const auto emb = index_of.find(table);
     const auto head = index_of.find("lm_head.weight");
-    mf.config.tied_embeddings = head == index_of.end();
+    mf.config.tied_embeddings = head == index_of.end() && !mf.config.is_encoder(); // bert: the body alone
     if (emb != index_of.end() && head != index_of.end() &&
         same_bytes(gguf, *file, gguf.tensors[emb->second], bytes[emb->second], gguf.tensors[head->second],
                    bytes[head->second])) {

@@ -444,10 +444,92 @@ ModelConfig parse_gpt_neox(const ConfigReader& r)
     return c;
 }
 
+// The head an encoder's "architectures" entry names; anything else refused by name.
+void read_encoder_head(const ConfigReader& r, ModelConfig& c, const std::string& prefix)
+{
+    std::string arch = prefix + "Model";
+    if (const json* a = r.find("architectures"); a && a->is_array() && !a->empty() && (*a)[0].is_string())
+        arch = (*a)[0].get<std::string>();
+    if (arch == prefix + "Model")
+        c.encoder_head = EncoderHead::None;
+    else if (arch == prefix + "ForMaskedLM" || arch == prefix + "ForPreTraining")
+        c.encoder_head = EncoderHead::MaskedLM;
+    else if (arch == prefix + "ForSequenceClassification")
+        c.encoder_head = EncoderHead::Classification;
+    else
+        r.fail("architecture '" + arch + "' is not implemented (supported: " + prefix + "Model, " + prefix +
+               "ForMaskedLM, " + prefix + "ForSequenceClassification)");
+    c.tied_embeddings = c.encoder_head == EncoderHead::MaskedLM; // its decoder is the token table
+    if (c.encoder_head != EncoderHead::Classification)
+        return;
+    // id2label {"0": "negative", ...}, else num_labels (default 2) as LABEL_i.
+    int64_t n = r.optional_int("num_labels", 0);
+    const json* id2label = r.find("id2label");
+    if (id2label && !id2label->is_null()) {
+        if (!id2label->is_object() || id2label->empty())
+            r.fail("field 'id2label' must be an object {\"0\": label, ...}");
+        n = static_cast<int64_t>(id2label->size());
+    }
+    if (n == 0)
+        n = 2;
+    c.labels.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        const std::string key = std::to_string(i);
+        if (!id2label || id2label->is_null()) {
+            c.labels[static_cast<size_t>(i)] = "LABEL_" + key;
+            continue;
+        }
+        const auto it = id2label->find(key);
+        if (it == id2label->end() || !it->is_string())
+            r.fail("id2label has no string label for id " + key + " (ids must be 0.." +
+                   std::to_string(n - 1) + ")");
+        c.labels[static_cast<size_t>(i)] = it->get<std::string>();
+    }
+    const std::string problem = r.optional_string("problem_type", "");
+    if (problem == "multi_label_classification")
+        r.fail(
+            "problem_type 'multi_label_classification' is not implemented (single-label and regression are)");
+}
+
+ModelConfig parse_bert(const ConfigReader& r)
+{
+    const SizeKeys keys{};
+    ModelConfig c = read_sizes(r, Architecture::Bert, keys);
+    c.model_type = "bert";
+    c.norm_eps = r.positive_double("layer_norm_eps", 1e-12);
+    c.activation = r.optional_string("hidden_act", "gelu");
+    check_activation(r, "hidden_act", c.activation);
+    check_heads_divide_hidden(r, c, keys);
+    c.type_vocab_size = r.optional_int("type_vocab_size", 2);
+    const std::string positions = r.optional_string("position_embedding_type", "absolute");
+    if (positions != "absolute")
+        r.fail("position_embedding_type '" + positions + "' is not implemented (absolute is)");
+    refuse_if_set(r, "is_decoder", "bert as a decoder is not implemented");
+    refuse_if_set(r, "add_cross_attention", "cross-attention is not implemented");
+    read_encoder_head(r, c, "Bert");
+    return c;
+}
+
+ModelConfig parse_distilbert(const ConfigReader& r)
+{
+    const SizeKeys keys{
+        .hidden = "dim", .intermediate = "hidden_dim", .layers = "n_layers", .heads = "n_heads"};
+    ModelConfig c = read_sizes(r, Architecture::Bert, keys);
+    c.model_type = "distilbert";
+    c.norm_eps = 1e-12; // DistilBERT's LayerNorms
+    c.activation = r.optional_string("activation", "gelu");
+    check_activation(r, "activation", c.activation);
+    check_heads_divide_hidden(r, c, keys);
+    c.type_vocab_size = 0;
+    // sinusoidal_pos_embds: the table is still stored in the checkpoint, read as any table.
+    read_encoder_head(r, c, "DistilBert");
+    return c;
+}
+
 } // namespace
 
 constexpr const char* supported_types =
-    "gpt2, llama, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt_neox, opt";
+    "gpt2, llama, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, gpt_neox, opt, bert, distilbert";
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& label)
 {
@@ -481,6 +563,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& lab
         return parse_gpt_neox(reader);
     if (model_type == "opt")
         return parse_opt(reader);
+    if (model_type == "bert")
+        return parse_bert(reader);
+    if (model_type == "distilbert")
+        return parse_distilbert(reader);
     reader.fail("unsupported model_type '" + model_type + "' (supported: " + supported_types + ")");
 }
 

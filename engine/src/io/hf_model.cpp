@@ -177,9 +177,16 @@ ModelFiles read_hf_directory(const fs::path& dir, WeightValues values)
         mf.embedlab_manifest = read_whole_file(manifest);
         apply_layer_dims(mf.config, mf.embedlab_manifest, manifest.string());
     }
-    canonicalize_hf_names(mf.config, mf.weights, weights_label);
+    if (mf.config.is_encoder()) {
+        canonicalize_encoder_names(mf.config, mf.weights, weights_label, mf.warnings);
+        mf.config.has_pooler = mf.weights.count("pooler.dense.weight") > 0;
+        read_sentence_transformers_modules(dir, mf.config);
+    } else {
+        canonicalize_hf_names(mf.config, mf.weights, weights_label);
+    }
 
-    settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
+    if (!mf.config.is_encoder()) // an encoder's masked-LM head is tied by construction
+        settle_output_head(mf.config, mf.weights, weights_label, mf.warnings);
     if (compressed) {
         const std::string table = embedding_name(mf.config.arch);
         const std::string prefix = table.substr(0, table.size() - std::string("weight").size());

@@ -8,6 +8,23 @@ namespace embedlab {
 std::vector<std::string> architecture_facts(const ModelConfig& c)
 {
     std::vector<std::string> f;
+    if (c.is_encoder()) {
+        f.push_back("bidirectional encoder");
+        f.push_back("learned positions (" + std::to_string(c.max_positions) + ")");
+        if (c.type_vocab_size > 0)
+            f.push_back(std::to_string(c.type_vocab_size) + " segment rows");
+        f.push_back("LayerNorm after each residual add");
+        f.push_back("MLP " + c.activation);
+        if (c.encoder_head == EncoderHead::MaskedLM)
+            f.push_back("masked-LM head");
+        if (c.encoder_head == EncoderHead::Classification)
+            f.push_back("classifier over " + std::to_string(c.labels.size()) + " label" +
+                        (c.labels.size() == 1 ? " (regression)" : "s"));
+        if (!c.pooling.empty())
+            f.push_back("sentence-transformers pooling: " + c.pooling +
+                        (c.normalize_embeddings ? ", normalised" : ""));
+        return f;
+    }
     if (c.arch == Architecture::GPT2) {
         f.push_back("learned positions (" + std::to_string(c.max_positions) + ")");
         f.push_back("LayerNorm");
@@ -79,6 +96,12 @@ nlohmann::ordered_json model_config_json(const ModelConfig& c)
                           sandwich_norms, embedding_scale, query_scale, attn_softcap, final_softcap,
                           learned_positions, position_offset, word_embed_proj_dim, post_norm, final_norm,
                           sliding_window, sliding_layers, rope_local_theta, value_head_dims, mlp_widths);
+    if (c.is_encoder()) {
+        j["encoder_head"] = c.encoder_head == EncoderHead::MaskedLM         ? "masked_lm"
+                            : c.encoder_head == EncoderHead::Classification ? "classification"
+                                                                            : "none";
+        EMBEDLAB_JSON_MEMBERS(j, c, type_vocab_size, has_pooler, labels, pooling, normalize_embeddings);
+    }
     j["head_dim"] = c.head_dim();
     j["embedding_dim"] = c.embedding_dim();
     return j;

@@ -157,6 +157,9 @@ double linear_rope_factor(const ModelConfig& c)
 std::string refusal(const LoadedModel& lm)
 {
     const auto& c = lm.model->config();
+    if (c.is_encoder())
+        return "GGUF export of encoders (" + c.type_name() +
+               ") is not implemented yet; --format hf writes it";
     const std::string a = gguf_arch(c);
     static const std::set<std::string> known{"gpt2",   "llama",  "qwen2", "qwen3",  "gemma",
                                              "gemma2", "gemma3", "phi3",  "gptneox"};

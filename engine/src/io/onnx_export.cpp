@@ -293,6 +293,8 @@ ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out
 
 std::string onnx_export_refusal(const LanguageModel& model)
 {
+    if (model.config().is_encoder())
+        return "ONNX export of encoders (" + model.config().type_name() + ") is not implemented yet";
     try {
         onnx::Graph g;
         onnx::write_decoder(model, g, false, {});

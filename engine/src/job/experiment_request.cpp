@@ -367,12 +367,18 @@ std::vector<MethodApplicability> method_applicability(const ModelConfig& config)
     // Every method compresses the token table, which every architecture has;
     // FLAT-LLM needs per-head value and output projections, which all have too.
     // Position compression is the exception: only gpt2 learns a position table.
+    // Encoders: FLAT-LLM calibrates on next-token windows, which an encoder does not read.
     std::vector<MethodApplicability> out;
-    for (const auto& m : method_registry())
-        out.push_back({m.name, true, ""});
-    out.push_back(
-        {"positions", config.arch == Architecture::GPT2,
-         config.arch == Architecture::GPT2 ? "" : config.type_name() + " has no learned position table"});
+    for (const auto& m : method_registry()) {
+        if (config.is_encoder() && m.name == "flat")
+            out.push_back({m.name, false, "not implemented for encoders (" + config.type_name() + ")"});
+        else
+            out.push_back({m.name, true, ""});
+    }
+    out.push_back({"positions", config.arch == Architecture::GPT2,
+                   config.arch == Architecture::GPT2 ? ""
+                   : config.is_encoder()             ? "position compression is implemented for gpt2 only"
+                                         : config.type_name() + " has no learned position table"});
     return out;
 }
 

@@ -292,6 +292,9 @@ Calibration calibrate(const LanguageModel& model, const std::vector<int32_t>& id
 {
     const auto t0 = Clock::now();
     const auto& c = model.config();
+    if (c.is_encoder())
+        throw InputError("FLAT-LLM on an encoder (" + c.type_name() +
+                         ") is not implemented: its calibration reads next-token windows of a decoder");
     const int64_t context = calibration_context(model);
     if (options.seqlen > context)
         throw InputError("calibration window of " + std::to_string(options.seqlen) +

@@ -86,6 +86,8 @@ Json LoraAdapters::json() const
 std::vector<LoraTarget> lora_targets(const LanguageModel& model)
 {
     const auto& c = model.config();
+    if (c.is_encoder())
+        throw InputError("LoRA adapters on an encoder's layers are not implemented (" + c.type_name() + ")");
     const int64_t d = c.hidden_size;
     std::vector<LoraTarget> t;
     for (int64_t l = 0; l < c.num_layers; ++l) {

@@ -35,7 +35,7 @@ using detail::utc_now;
 
 std::string table_name(Architecture arch)
 {
-    return arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
+    return token_table_name(arch);
 }
 
 std::string factor_prefix(Architecture arch)

@@ -36,7 +36,8 @@ Json save_finetuned_model(const LoadedModel& source, const LanguageModel& model,
         throw InputError(label + ": is not an EmbedLab compressed model directory (no embedlab.json)");
     Json manifest = Json::parse(source.files.embedlab_manifest);
     const auto& config = model.config();
-    const std::string prefix = config.arch == Architecture::GPT2 ? "wte." : "model.embed_tokens.";
+    const std::string table_tensor = token_table_name(config.arch);
+    const std::string prefix = table_tensor.substr(0, table_tensor.size() - std::string("weight").size());
     const TokenEmbedding& table = unwrapped(model.token_embedding());
 
     AtomicDirectory dir(out, options.overwrite);

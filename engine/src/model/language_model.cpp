@@ -110,10 +110,9 @@ LanguageModel::LanguageModel(ModelConfig config, WeightMap weights, const std::s
     : config_(std::move(config)), weights_(std::move(weights))
 {
     detail::check_weights(config_, weights_, label);
-    const char* table = config_.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight";
-    embedding_ = std::make_shared<DenseTokenEmbedding>(weights_.at(table));
-    if (config_.arch == Architecture::GPT2)
-        positions_ = std::make_shared<DenseTokenEmbedding>(weights_.at("wpe.weight"));
+    embedding_ = std::make_shared<DenseTokenEmbedding>(weights_.at(token_table_name(config_.arch)));
+    if (const char* table = position_table_name(config_.arch))
+        positions_ = std::make_shared<DenseTokenEmbedding>(weights_.at(table));
 }
 
 LanguageModel::LanguageModel(ModelConfig config, WeightMap weights,
@@ -123,13 +122,13 @@ LanguageModel::LanguageModel(ModelConfig config, WeightMap weights,
 {
     detail::check_weights(config_, weights_, label, /*embedding_stored=*/false);
     set_token_embedding(std::move(embedding));
-    if (config_.arch == Architecture::GPT2) {
+    if (const char* table = position_table_name(config_.arch)) {
         if (positions)
             set_position_embedding(std::move(positions));
-        else if (weights_.count("wpe.weight"))
-            positions_ = std::make_shared<DenseTokenEmbedding>(weights_.at("wpe.weight"));
+        else if (weights_.count(table))
+            positions_ = std::make_shared<DenseTokenEmbedding>(weights_.at(table));
         else
-            throw InputError(label + ": missing tensor 'wpe.weight' (or compressed position factors)");
+            throw InputError(label + ": missing tensor '" + table + "' (or compressed position factors)");
     } else if (positions) {
         throw InputError(label + ": llama models have no learned position table to replace");
     }
@@ -137,8 +136,8 @@ LanguageModel::LanguageModel(ModelConfig config, WeightMap weights,
 
 void LanguageModel::set_position_embedding(std::shared_ptr<const TokenEmbedding> positions)
 {
-    if (config_.arch != Architecture::GPT2)
-        throw InputError("only gpt2 models have a learned position table");
+    if (!position_table_name(config_.arch))
+        throw InputError("only gpt2 and encoder models have a learned position table");
     if (positions->vocab_size() != config_.max_positions || positions->dim() != config_.hidden_size)
         throw InputError("position embedding of shape [" + std::to_string(positions->vocab_size()) + ", " +
                          std::to_string(positions->dim()) + "] does not fit a model with " +
@@ -179,7 +178,7 @@ void LanguageModel::drop_dense_token_table()
 {
     if (dense_table(embedding_.get()))
         return;
-    weights_.erase(config_.arch == Architecture::GPT2 ? "wte.weight" : "model.embed_tokens.weight");
+    weights_.erase(token_table_name(config_.arch));
 }
 
 torch::Tensor LanguageModel::adapted(torch::Tensor y, const torch::Tensor& x, const std::string& target) const
@@ -393,8 +392,12 @@ torch::Tensor LanguageModel::hidden_states(const torch::Tensor& ids, KvCache& ca
 }
 
 torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObserver* observer,
-                                            KvCache* cache) const
+                                            KvCache* cache, const torch::Tensor& token_types,
+                                            const torch::Tensor& attention_mask) const
 {
+    if (cache && config_.is_encoder())
+        throw InputError(config_.type_name() +
+                         " is an encoder: it reads a whole input at once, not a cached prefix");
     if (ids.dim() != 2)
         throw InputError("token ids must be a [batch, length] tensor");
     const int64_t cached = cache ? cache->length() : 0;
@@ -402,7 +405,7 @@ torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObs
         throw InputError("window of " + std::to_string(cached + ids.size(1)) +
                          " tokens exceeds the model's context of " + std::to_string(max_context()) +
                          " positions (" +
-                         (config_.arch == Architecture::GPT2 || config_.learned_positions
+                         (config_.arch != Architecture::Llama || config_.learned_positions
                               ? "learned positions"
                               : "max_position_embeddings / context_length") +
                          "); use a smaller --ctx");
@@ -424,6 +427,8 @@ torch::Tensor LanguageModel::checked_hidden(const torch::Tensor& ids, ForwardObs
     if (min_id < 0 || max_id >= config_.vocab_size)
         throw InputError("token id " + std::to_string(min_id < 0 ? min_id : max_id) +
                          " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+    if (config_.is_encoder())
+        return bert_hidden(ids, token_types, attention_mask, observer);
     return config_.arch == Architecture::GPT2 ? gpt2_hidden(ids, observer, cache)
                                               : llama_hidden(ids, observer, cache);
 }
@@ -446,13 +451,16 @@ torch::Tensor LanguageModel::head(const torch::Tensor& hidden, const torch::Tens
     return unguarded_head(hidden, rows);
 }
 
-torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& hidden, const torch::Tensor& rows) const
+torch::Tensor LanguageModel::unguarded_head(const torch::Tensor& input, const torch::Tensor& rows) const
 {
+    const auto hidden = config_.is_encoder() ? mlm_transform(input) : input;
     auto logits = rows.defined()            ? detail::times_transposed(hidden.to(torch::kFloat32), rows)
                   : config_.tied_embeddings ? embedding_->project(hidden)
                                             : detail::times_transposed(hidden, w("lm_head.weight"));
     if (config_.final_softcap > 0) // Gemma 2: cap tanh(logits / cap)
         logits = torch::tanh(logits / config_.final_softcap) * config_.final_softcap;
+    if (config_.is_encoder())
+        logits = logits + w("cls.predictions.bias");
     return logits;
 }
 
@@ -477,12 +485,24 @@ ParameterBreakdown LanguageModel::parameter_breakdown() const
     b.adapters = lora_ ? lora_->parameter_count() : 0;
     // Only the architecture's own tensors: checkpoints may carry buffers (GPT-2's
     // attn.bias causal masks) that are not parameters.
+    const bool encoder = config_.is_encoder();
     for (const auto& e : detail::expected_tensors(config_)) {
         const std::string& name = e.name;
-        if (name == "wte.weight" || name == "model.embed_tokens.weight" || name == "wpe.weight")
+        if (name == token_table_name(config_.arch) || name == "wpe.weight" ||
+            name == "embeddings.position_embeddings.weight")
             continue; // counted through the (possibly compressed) embeddings
         const int64_t n = weights_.at(name).numel();
-        if (name == "lm_head.weight")
+        if (encoder && name == "embeddings.token_type_embeddings.weight")
+            b.position_embedding += n; // segment rows: input embeddings beside the positions
+        else if (encoder && name.rfind("encoder.", 0) != 0 && name.rfind("embeddings.", 0) != 0)
+            b.output_head += n; // pooler, classifier, masked-LM transform and bias
+        else if (encoder && name.find(".attention.") != std::string::npos &&
+                 name.find("LayerNorm") == std::string::npos)
+            b.attention += n;
+        else if (encoder && (name.find(".intermediate.") != std::string::npos ||
+                             name.find(".output.dense.") != std::string::npos))
+            b.mlp += n;
+        else if (name == "lm_head.weight")
             b.output_head += n;
         else if (name.find("attn") != std::string::npos)
             b.attention += n;

@@ -12,6 +12,7 @@
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/text_format.hpp"
+#include "embedlab/wordpiece.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -53,7 +54,12 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
                              ": the GGUF file has no embedded tokenizer vocabulary EmbedLab reads (it reads "
                              "SentencePiece's); pass --tokenizer DIR, the Hugging Face directory of its "
                              "tokenizer");
-        tokenizer = make_scored_vocab_tokenizer(*files.embedded_vocab, "gguf-llama", label);
+        if (files.config.is_encoder()) // llama.cpp's WordPiece (it always lower-cases, as here)
+            tokenizer = make_wordpiece_tokenizer(
+                wordpiece_vocab_from_gguf_tokens(files.embedded_vocab->tokens, files.embedded_vocab->types),
+                {}, label);
+        else
+            tokenizer = make_scored_vocab_tokenizer(*files.embedded_vocab, "gguf-llama", label);
         break;
     case ModelFormat::Llama2c:
         source = options.tokenizer ? *options.tokenizer

@@ -1,5 +1,6 @@
 #include "model/manifest_support.hpp"
 
+#include <cctype>
 #include <ctime>
 #include <set>
 
@@ -30,6 +31,17 @@ bool is_weight_file(const fs::path& p)
 void copy_support_files(const fs::path& from, const fs::path& to)
 {
     for (const auto& entry : fs::directory_iterator(from)) {
+        // sentence-transformers' module folders ("1_Pooling", "2_Normalize") go too.
+        const std::string name = entry.path().filename().string();
+        if (entry.is_directory() && !entry.is_symlink() && name.size() > 2 &&
+            std::isdigit(static_cast<unsigned char>(name[0])) && name.find('_') != std::string::npos) {
+            std::error_code ec;
+            fs::create_directory(to / name, ec);
+            if (ec)
+                throw InputError((to / name).string() + ": cannot create (" + ec.message() + ")");
+            copy_support_files(entry.path(), to / name);
+            continue;
+        }
         if (!entry.is_regular_file() || is_weight_file(entry.path()))
             continue;
         std::error_code ec;

@@ -35,8 +35,58 @@ void check_layer_dims(const ModelConfig& c, const std::string& label)
     check(c.mlp_widths, c.intermediate_size, "mlp_widths");
 }
 
+namespace {
+
+// bert / distilbert under the canonical names (weights.hpp); layer -1: the rest.
+std::vector<ExpectedTensor> expected_encoder_tensors(const ModelConfig& c, int64_t layer)
+{
+    const int64_t d = c.hidden_size, V = c.vocab_size;
+    std::vector<ExpectedTensor> t;
+    auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+        t.push_back({name + ".weight", {out, in}});
+        t.push_back({name + ".bias", {out}});
+    };
+    auto norm = [&](const std::string& name) {
+        t.push_back({name + ".weight", {d}});
+        t.push_back({name + ".bias", {d}});
+    };
+    if (layer < 0) {
+        t.push_back({"embeddings.word_embeddings.weight", {V, d}});
+        t.push_back({"embeddings.position_embeddings.weight", {c.max_positions, d}});
+        if (c.type_vocab_size > 0)
+            t.push_back({"embeddings.token_type_embeddings.weight", {c.type_vocab_size, d}});
+        norm("embeddings.LayerNorm");
+        if (c.has_pooler)
+            linear("pooler.dense", d, d);
+        const auto labels = static_cast<int64_t>(c.labels.size());
+        if (c.encoder_head == EncoderHead::Classification) {
+            if (c.model_type == "distilbert")
+                linear("pre_classifier", d, d);
+            linear("classifier", labels, d);
+        } else if (c.encoder_head == EncoderHead::MaskedLM) {
+            linear("cls.predictions.transform.dense", d, d);
+            norm("cls.predictions.transform.LayerNorm");
+            t.push_back({"cls.predictions.bias", {V}});
+        }
+        return t;
+    }
+    const std::string p = "encoder.layer." + std::to_string(layer) + ".";
+    for (const char* part : {"query", "key", "value"})
+        linear(p + "attention.self." + part, d, d);
+    linear(p + "attention.output.dense", d, d);
+    norm(p + "attention.output.LayerNorm");
+    linear(p + "intermediate.dense", c.intermediate_size, d);
+    linear(p + "output.dense", d, c.intermediate_size);
+    norm(p + "output.LayerNorm");
+    return t;
+}
+
+} // namespace
+
 std::vector<ExpectedTensor> expected_layer_tensors(const ModelConfig& c, int64_t layer)
 {
+    if (c.is_encoder())
+        return expected_encoder_tensors(c, layer);
     const int64_t d = c.hidden_size, V = c.vocab_size, e = c.embedding_dim();
     const bool gpt2 = c.arch == Architecture::GPT2;
     if (layer < 0) {
@@ -149,8 +199,9 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
     check_layer_dims(c, label);
     for (const auto& e : expected_tensors(c)) {
         // Compressed models: the tables may be factors; wpe stays dense unless compressed.
-        if (!embedding_stored && (e.name == "wte.weight" || e.name == "model.embed_tokens.weight" ||
-                                  (e.name == "wpe.weight" && !weights.count(e.name))))
+        const char* positions = position_table_name(c.arch);
+        if (!embedding_stored && (e.name == token_table_name(c.arch) ||
+                                  (positions && e.name == positions && !weights.count(e.name))))
             continue;
         auto it = weights.find(e.name);
         if (it == weights.end())

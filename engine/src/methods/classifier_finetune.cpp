@@ -1,0 +1,198 @@
+// Fine-tuning an encoder's classification head (classifier_finetune.hpp).
+#include "embedlab/classifier_finetune.hpp"
+
+#include <chrono>
+#include <random>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
+
+#include "embedlab/encoder.hpp"
+#include "embedlab/file_input.hpp"
+#include "embedlab/file_output.hpp"
+#include "embedlab/json_input.hpp"
+#include "embedlab/output_checks.hpp"
+#include "io/canonical_weights.hpp"
+#include "methods/loss_check.hpp"
+#include "model/manifest_support.hpp"
+
+namespace embedlab {
+
+namespace fs = std::filesystem;
+
+LabelledTexts labelled_texts(const TaskData& data)
+{
+    if (data.task != "sst2")
+        throw InputError(data.source + ": classifier fine-tuning reads labelled sentences (sst2), not '" +
+                         data.task + "'");
+    LabelledTexts out;
+    out.source = data.source;
+    for (const auto& c : data.examples.front().continuations)
+        out.label_names.push_back(c.substr(c.find_first_not_of(' ')));
+    for (const auto& e : data.examples) {
+        out.texts.push_back(e.text);
+        out.labels.push_back(e.label);
+    }
+    return out;
+}
+
+std::unique_ptr<LanguageModel> with_classification_head(const LanguageModel& base,
+                                                        const std::vector<std::string>& labels, uint64_t seed)
+{
+    ModelConfig c = base.config();
+    if (!c.is_encoder())
+        throw InputError(c.type_name() + " is a decoder: a sequence-classification head goes on an encoder");
+    const torch::Tensor* table = dense_table(&base.token_embedding());
+    if (!table)
+        throw InputError("fine-tune the classifier before compressing the table (this model's table is " +
+                         base.token_embedding().kind() + ")");
+    if (labels.empty())
+        throw InputError("a classifier needs at least one label");
+    WeightMap w;
+    for (const auto& [name, t] : base.weights())
+        if (name.rfind("cls.", 0) != 0 && name.rfind("classifier.", 0) != 0 &&
+            name.rfind("pre_classifier.", 0) != 0)
+            w[name] = t.clone();
+    w[token_table_name(c.arch)] = table->clone();
+    c.encoder_head = EncoderHead::Classification;
+    c.tied_embeddings = false; // no token head any more
+    c.labels = labels;
+    const int64_t d = c.hidden_size, L = static_cast<int64_t>(labels.size());
+    auto gen = at::detail::createCPUGenerator(seed);
+    auto normal = [&](std::vector<int64_t> shape) { return at::normal(0.0, 0.02, shape, gen); };
+    if (c.model_type == "distilbert") {
+        w["pre_classifier.weight"] = normal({d, d});
+        w["pre_classifier.bias"] = torch::zeros({d});
+    } else if (!c.has_pooler) {
+        c.has_pooler = true;
+        w["pooler.dense.weight"] = normal({d, d});
+        w["pooler.dense.bias"] = torch::zeros({d});
+    }
+    w["classifier.weight"] = normal({L, d});
+    w["classifier.bias"] = torch::zeros({L});
+    return std::make_unique<LanguageModel>(c, std::move(w), "classifier");
+}
+
+TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, const LabelledTexts& data,
+                             const ClassifierTrainOptions& o, const TrainProgressFn& progress)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    if (o.steps < 1 || o.batch < 1)
+        throw InputError("classifier fine-tuning: --steps and --batch must be at least 1");
+    if (!(o.lr > 0) || !(o.body_lr >= 0))
+        throw InputError("classifier fine-tuning: --lr must be positive and --body-lr at least 0");
+    const auto n = static_cast<int64_t>(data.texts.size());
+    if (n < 2 || data.labels.size() != data.texts.size())
+        throw InputError(data.source + ": fine-tuning needs at least 2 labelled examples");
+    const auto L = static_cast<int64_t>(model.config().labels.size());
+    for (const int64_t label : data.labels)
+        if (label < 0 || label >= L)
+            throw InputError(data.source + ": label " + std::to_string(label) + " is outside the head's " +
+                             std::to_string(L) + " classes");
+    c10::InferenceMode no_inference(false);
+    torch::AutoGradMode grad(true);
+    std::vector<torch::Tensor> head, body;
+    for (const auto& [name, t] : model.weights()) {
+        const bool in_head = name.rfind("classifier.", 0) == 0 || name.rfind("pre_classifier.", 0) == 0 ||
+                             name.rfind("pooler.", 0) == 0;
+        if (in_head || o.body_lr > 0) {
+            t.requires_grad_(true);
+            (in_head ? head : body).push_back(t);
+        }
+    }
+    if (o.body_lr > 0)
+        if (const torch::Tensor* table = dense_table(&model.token_embedding())) {
+            table->requires_grad_(true);
+            body.push_back(*table);
+        }
+    using torch::optim::AdamWOptions;
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(head, std::make_unique<AdamWOptions>(AdamWOptions(o.lr).weight_decay(0)));
+    if (!body.empty())
+        groups.emplace_back(body, std::make_unique<AdamWOptions>(AdamWOptions(o.body_lr).weight_decay(0)));
+    torch::optim::AdamW optimizer(std::move(groups), AdamWOptions(o.lr).weight_decay(0));
+
+    TrainResult r;
+    r.options.steps = o.steps;
+    r.options.lr = o.lr;
+    r.options.batch = o.batch;
+    r.options.seed = o.seed;
+    for (const auto& p : head)
+        r.trainable_parameters += p.numel();
+    for (const auto& p : body)
+        r.trainable_parameters += p.numel();
+    std::mt19937_64 rng(o.seed);
+    for (int64_t step = 1; step <= o.steps; ++step) {
+        std::vector<std::string> texts;
+        std::vector<int64_t> labels;
+        for (int64_t b = 0; b < o.batch; ++b) {
+            const auto i = static_cast<size_t>(rng() % static_cast<uint64_t>(n));
+            texts.push_back(data.texts[i]);
+            labels.push_back(data.labels[i]);
+        }
+        const auto batch = frame_texts(tokenizer, model.config(), texts);
+        const auto logits = model.training_classify(
+            model.training_encoder_hidden_states(batch.ids, batch.token_types, batch.attention_mask));
+        const auto loss = torch::nn::functional::cross_entropy(logits, torch::tensor(labels, torch::kLong));
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        const double value = methods::finite_loss(loss, "classifier fine-tuning", step);
+        r.loss_curve.push_back(value);
+        r.tokens += batch.attention_mask.sum().item<int64_t>();
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        r.tokens_per_second = elapsed > 0 ? static_cast<double>(r.tokens) / elapsed : 0;
+        if (progress && !progress({step, o.steps, value, r.tokens_per_second}))
+            throw Cancelled();
+    }
+    for (const auto& p : head)
+        p.requires_grad_(false);
+    for (const auto& p : body)
+        p.requires_grad_(false);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+void save_classifier(const LoadedModel& source, const LanguageModel& model, const fs::path& out,
+                     bool overwrite, const nlohmann::ordered_json& record)
+{
+    const auto& c = model.config();
+    if (source.files.format != ModelFormat::HuggingFace || !fs::is_directory(source.files.path))
+        throw InputError(
+            source.files.path.string() +
+            ": classifier fine-tuning writes a Hugging Face directory from a Hugging Face source "
+            "(its config.json and tokenizer files)");
+    check_replaceable_directory(out, overwrite, "use --force to replace it", {source.files.path});
+    auto config = parse_json_unique<nlohmann::ordered_json>(
+        io::read_regular_file(source.files.path / "config.json", io::metadata_file_cap, "config file"),
+        (source.files.path / "config.json").string());
+    config["architectures"] = {std::string(c.model_type == "distilbert" ? "DistilBert" : "Bert") +
+                               "ForSequenceClassification"};
+    nlohmann::ordered_json id2label, label2id;
+    for (size_t i = 0; i < c.labels.size(); ++i) {
+        id2label[std::to_string(i)] = c.labels[i];
+        label2id[c.labels[i]] = static_cast<int64_t>(i);
+    }
+    config["id2label"] = id2label;
+    config["label2id"] = label2id;
+    config.erase("num_labels");
+    WeightMap w;
+    {
+        c10::InferenceMode guard;
+        for (const auto& [name, t] : model.weights())
+            w[name] = t.detach();
+        w[token_table_name(c.arch)] = dense_table(&model.token_embedding())->detach();
+    }
+    AtomicDirectory dir(out, overwrite);
+    detail::copy_support_files(source.files.path, dir.path());
+    write_file_atomic(dir.path() / "config.json", config.dump(2) + "\n");
+    write_safetensors(dir.path() / "model.safetensors", io::native_hf_tensors(c, w), {{"format", "pt"}});
+    nlohmann::ordered_json manifest{{"kind", "classifier"},
+                                    {"source", source.files.path.string()},
+                                    {"labels", c.labels},
+                                    {"training", record}};
+    write_file_atomic(dir.path() / "embedlab-classifier.json", manifest.dump(2) + "\n");
+    dir.commit();
+}
+
+} // namespace embedlab

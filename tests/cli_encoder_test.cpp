@@ -1,0 +1,204 @@
+// embedlab-cli on encoders (issue 42): embed, inspect, eval (pseudo-perplexity), task,
+// compress (the LLE paper's protocol), export, and finetune --head classification, on
+// the fixtures of tests/data/encoders and GLUE's dev files from ../shared.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+
+namespace embedlab::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string fixture(const std::string& name)
+{
+    return (fs::path(EMBEDLAB_SOURCE_DIR) / "tests" / "data" / "encoders" / name).string();
+}
+
+std::string write(const fs::path& path, const std::string& text)
+{
+    std::ofstream(path) << text;
+    return path.string();
+}
+
+fs::path glue(const std::string& file)
+{
+    return shared_dir() / "data" / "glue" / file;
+}
+
+TEST(CliEncoder, EmbedPrintsTheModelsOwnPoolingOrTheOneAskedFor)
+{
+    TempDir dir;
+    const auto text = write(dir.path() / "lines.txt", "A man is playing a guitar.\n\nA dog runs.\n");
+    const auto j = json_of(cli({"embed", fixture("minilm-st"), "--text", text, "--json"}));
+    EXPECT_EQ(j["pooling"], "mean");  // 1_Pooling/config.json
+    EXPECT_EQ(j["normalized"], true); // 2_Normalize
+    EXPECT_EQ(j["dim"], 64);
+    ASSERT_EQ(j["embeddings"].size(), 3u); // the empty line is an input: [CLS] [SEP]
+    double norm = 0;
+    for (const auto& v : j["embeddings"][0])
+        norm += v.template get<double>() * v.template get<double>();
+    EXPECT_NEAR(norm, 1.0, 1e-5);
+
+    const auto cls = json_of(cli({"embed", fixture("bert-cls"), "--text", text, "--json"}));
+    EXPECT_EQ(cls["pooling"], "cls"); // a classifier's default
+    EXPECT_EQ(cls["normalized"], false);
+    const auto max = json_of(
+        cli({"embed", fixture("bert-cls"), "--text", text, "--pooling", "max", "--normalize", "--json"}));
+    EXPECT_EQ(max["pooling"], "max");
+    EXPECT_EQ(max["normalized"], true);
+    // Plain output: one line of d numbers per input line.
+    const auto plain = cli({"embed", fixture("minilm-st"), "--text", text, "--quiet"});
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(std::count(plain.out.begin(), plain.out.end(), '\n'), 3);
+
+    const auto bad = cli({"embed", fixture("minilm-st"), "--text", text, "--pooling", "weightedmean"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--pooling must be cls, mean, max or model"), std::string::npos) << bad.err;
+    const auto empty = cli({"embed", fixture("minilm-st"), "--text", write(dir.path() / "empty.txt", "")});
+    EXPECT_EQ(empty.exit_code, 2);
+    EXPECT_NE(empty.err.find("empty.txt: the text is empty"), std::string::npos) << empty.err;
+}
+
+TEST(CliEncoder, EmbedWorksOnADecoderByMeanOfHiddenStates)
+{
+    const fs::path model = shared_dir() / "models" / "tinygpt2";
+    if (!fs::exists(model / "config.json"))
+        GTEST_SKIP() << "needs ../shared/models/tinygpt2";
+    TempDir dir;
+    const auto j = json_of(cli(
+        {"embed", model.string(), "--text", write(dir.path() / "t.txt", "Once upon a time\n"), "--json"}));
+    EXPECT_EQ(j["pooling"], "mean");
+    EXPECT_EQ(j["dim"], 128);
+    // An empty line has no ids for a decoder: named by its number and the file.
+    const auto r = cli({"embed", model.string(), "--text", write(dir.path() / "e.txt", "Once\n\nupon\n")});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("e.txt: text 2 has no tokens"), std::string::npos) << r.err;
+}
+
+TEST(CliEncoder, InspectNamesTheHeadAndWhatApplies)
+{
+    const auto j = json_of(cli({"inspect", fixture("distilbert-cls"), "--json"}));
+    EXPECT_EQ(j["family"], "bert");
+    EXPECT_EQ(j["methods"]["flat"], "not implemented for encoders (distilbert)");
+    EXPECT_EQ(j["methods"]["lle"], "yes");
+    EXPECT_EQ(j["tokenizer"]["kind"], "wordpiece");
+    const auto facts = j["architecture_facts"].dump();
+    EXPECT_NE(facts.find("classifier over 2 labels"), std::string::npos) << facts;
+    // The classifier adds nothing to the table: parameters add up.
+    const auto& p = j["parameters"]["counts"];
+    EXPECT_EQ(p["total"], p["token_embedding"].get<int64_t>() + p["position_embedding"].get<int64_t>() +
+                              p["attention"].get<int64_t>() + p["mlp"].get<int64_t>() +
+                              p["norms"].get<int64_t>() + p["output_head"].get<int64_t>());
+}
+
+TEST(CliEncoder, EvalGivesPseudoPerplexityAndRefusesDecoderOptions)
+{
+    TempDir dir;
+    const auto text = write(dir.path() / "t.txt", "a sometimes tedious film about a man and his dog .\n");
+    const auto j =
+        json_of(cli({"eval", fixture("distilbert-mlm"), "--text", text, "--ctx", "8", "--json", "--quiet"}));
+    EXPECT_GT(j["pseudo_ppl"].get<double>(), 1.0);
+    EXPECT_EQ(j["masked"], j["tokens"]);
+    const auto k =
+        json_of(cli({"eval", fixture("distilbert-mlm"), "--text", text, "--mask-rate", "0.15", "--seed", "2",
+                     "--reference", fixture("distilbert-mlm"), "--json", "--quiet"}));
+    EXPECT_LT(k["masked"].get<int64_t>(), j["masked"].get<int64_t>());
+    EXPECT_NEAR(k["kl"].get<double>(), 0.0, 1e-12);
+    const auto body = cli({"eval", fixture("minilm-st"), "--text", text});
+    EXPECT_EQ(body.exit_code, 2);
+    EXPECT_NE(body.err.find("without a masked-LM head"), std::string::npos) << body.err;
+}
+
+TEST(CliEncoder, TaskUsesTheClassifierHeadAndTheModelsPooling)
+{
+    if (!fs::exists(glue("SST-2/dev.tsv")) || !fs::exists(glue("STS-B/dev.tsv")))
+        GTEST_SKIP() << "needs ../shared/data/glue";
+    const auto sst2 = json_of(cli({"task", "sst2", fixture("distilbert-cls"), "--data",
+                                   glue("SST-2/dev.tsv").string(), "--limit", "60", "--json", "--quiet"}));
+    EXPECT_EQ(sst2["n"], 60);
+    EXPECT_NE(sst2["protocol"].get<std::string>().find("classifier's head"), std::string::npos);
+    const auto stsb = json_of(cli({"task", "stsb", fixture("minilm-st"), "--data",
+                                   glue("STS-B/dev.tsv").string(), "--limit", "60", "--json", "--quiet"}));
+    EXPECT_NE(stsb["protocol"].get<std::string>().find("own pooling (mean)"), std::string::npos);
+    const auto refused =
+        cli({"task", "sst2", fixture("minilm-st"), "--data", glue("SST-2/dev.tsv").string()});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("an encoder without a classifier"), std::string::npos) << refused.err;
+}
+
+TEST(CliEncoder, LleProtocolOnAClassifierAndItsCompressedDirectory)
+{
+    if (!fs::exists(glue("SST-2/dev.tsv")))
+        GTEST_SKIP() << "needs ../shared/data/glue";
+    TempDir dir;
+    const auto dev = glue("SST-2/dev.tsv").string();
+    const auto out = (dir.path() / "lle").string();
+    const auto j = json_of(cli({"compress",     fixture("distilbert-cls"),
+                                "--method",     "lle",
+                                "--k",          "8",
+                                "--freq-text",  dev,
+                                "--keep-ratio", "0.3",
+                                "--task",       "sst2",
+                                "--task-data",  dev,
+                                "--task-limit", "80",
+                                "--out",        out,
+                                "--json",       "--quiet"}));
+    EXPECT_EQ(j["embedding_tensor"], "embeddings.word_embeddings.weight");
+    EXPECT_EQ(j["evaluation"]["task"]["n"], 80);
+    EXPECT_EQ(j["accounting"]["tied_head"], false); // a classifier has no token head
+    // Reported bytes are the stored bytes, and the directory runs the task again, the same.
+    const auto again =
+        json_of(cli({"task", "sst2", out, "--data", dev, "--limit", "80", "--json", "--quiet"}));
+    EXPECT_EQ(again["accuracy"], j["evaluation"]["task"]["accuracy"]);
+}
+
+TEST(CliEncoder, ExportHfKeepsTheSentenceTransformersModules)
+{
+    TempDir dir;
+    const auto out = (dir.path() / "st").string();
+    const auto r = cli({"export", fixture("minilm-st"), "--format", "hf", "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(fs::path(out) / "1_Pooling" / "config.json"));
+    const auto text = write(dir.path() / "t.txt", "A man is playing a guitar.\n");
+    EXPECT_EQ(json_of(cli({"embed", out, "--text", text, "--json"}))["embeddings"],
+              json_of(cli({"embed", fixture("minilm-st"), "--text", text, "--json"}))["embeddings"]);
+    const auto gguf = cli({"export", fixture("minilm-st"), "--out", (dir.path() / "x.gguf").string()});
+    EXPECT_EQ(gguf.exit_code, 2);
+    EXPECT_NE(gguf.err.find("GGUF export of encoders"), std::string::npos) << gguf.err;
+}
+
+TEST(CliEncoder, FinetuneTrainsAClassifierThatTheTaskReadsBack)
+{
+    if (!fs::exists(glue("SST-2/dev.tsv")))
+        GTEST_SKIP() << "needs ../shared/data/glue";
+    TempDir dir;
+    const auto out = (dir.path() / "clf").string();
+    const auto dev = glue("SST-2/dev.tsv").string();
+    const auto j = json_of(
+        cli({"finetune", fixture("distilbert-mlm"), "--head", "classification", "--task", "sst2", "--train",
+             dev, "--limit", "200", "--steps", "40", "--lr", "3e-3", "--out", out, "--json", "--quiet"}));
+    const auto& t = j["training"];
+    EXPECT_LT(t["loss_last"].get<double>(), t["loss_first"].get<double>()) << t.dump();
+    EXPECT_EQ(j["labels"], Json::array({"negative", "positive"}));
+    // transformers' layout: DistilBertForSequenceClassification with id2label.
+    const auto config = Json::parse(std::ifstream(fs::path(out) / "config.json"));
+    EXPECT_EQ(config["architectures"][0], "DistilBertForSequenceClassification");
+    EXPECT_EQ(config["id2label"]["1"], "positive");
+    const auto inspect = json_of(cli({"inspect", out, "--json"}));
+    EXPECT_NE(inspect["architecture_facts"].dump().find("classifier over 2 labels"), std::string::npos);
+    const auto task =
+        json_of(cli({"task", "sst2", out, "--data", dev, "--limit", "200", "--json", "--quiet"}));
+    EXPECT_GT(task["accuracy"].get<double>(), 0.0);
+    // Never over what it did not write.
+    const auto again = cli({"finetune", fixture("distilbert-mlm"), "--head", "classification", "--task",
+                            "sst2", "--train", dev, "--steps", "1", "--out", out});
+    EXPECT_EQ(again.exit_code, 2);
+}
+
+} // namespace
+} // namespace embedlab::test
