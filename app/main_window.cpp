@@ -972,6 +972,9 @@ void MainWindow::openModel(const QString& path)
             showSummary(summary);
             model_path_ = path;
             model_dim_ = summary.hidden_size;
+            model_encoder_ = summary.encoder;
+            if (model_encoder_) // no perplexity: the plot shows what every encoder run has
+                results_->setYAxis("1 − mean cosine", false);
             model_vocab_ = summary.vocab_size;
             method_panel_->setDimension(static_cast<int>(summary.hidden_size));
             // Controls clamp to the new model's ranges.
@@ -1043,7 +1046,12 @@ void MainWindow::showSummary(const ModelSummary& s)
                             QString::fromStdString(s.architecture), QString::fromStdString(s.format),
                             QString::fromStdString(s.dtype), QString::fromStdString(s.tokenizer),
                             num(s.vocab_size), num(s.hidden_size), num(s.layers), num(s.heads))
-                       .arg(num(s.kv_heads), s.tied ? "tied" : "untied", num(s.total_parameters));
+                       .arg(num(s.kv_heads),
+                            // An encoder's token head is its masked-LM head (tied), else it has none.
+                            s.encoder ? (s.tied ? "masked-LM (tied)" : "no token")
+                            : s.tied  ? "tied"
+                                      : "untied",
+                            num(s.total_parameters));
     QStringList facts;
     for (const auto& f : s.facts)
         facts << QString::fromStdString(f).toHtmlEscaped();

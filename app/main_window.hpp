@@ -161,6 +161,7 @@ private:
     void chooseExport(); // the export dialog for the selected results row
     void updateExportEnabled();
     // A finished run's results row, remembering its request (and, local, its source).
+    void withoutPerplexityOnEncoders(CompressionRequest& request) const;
     void addCompressionRow(const RunSummary& row, const CompressionRequest& request, const RunTarget& target,
                            const QString& model);
     void exportFigure();
@@ -221,6 +222,7 @@ private:
     QSet<QString> defaults_chosen_; // "method\nmodel" whose table default was chosen
     QString model_path_;            // the shown model ("" until one loaded)
     int64_t model_dim_ = 0;         // its hidden size
+    bool model_encoder_ = false;    // an encoder: runs are scored without perplexity
     int64_t model_vocab_ = 0;       // and vocabulary
     QSet<QString> lazy_started_;    // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;

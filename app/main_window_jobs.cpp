@@ -58,6 +58,7 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
     }
     CompressionRequest request = chosen;
     request.model = model_path_.toStdString();
+    withoutPerplexityOnEncoders(request);
     try {
         check_request(request, model_dim_);
     } catch (const std::exception& e) {
@@ -76,6 +77,16 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
         });
     job_id->store(id);
     return id;
+}
+
+void MainWindow::withoutPerplexityOnEncoders(CompressionRequest& request) const
+{
+    // An encoder reads every position at once: it has no next-token perplexity. Its
+    // rows carry the table's reconstruction and, when asked, the task's accuracy.
+    if (!model_encoder_)
+        return;
+    request.eval_text.clear();
+    request.eval_ids.clear();
 }
 
 void MainWindow::addCompressionRow(const RunSummary& r, const CompressionRequest& request,
@@ -109,6 +120,7 @@ int MainWindow::runSweep(const std::vector<CompressionRequest>& chosen, const Ru
     std::vector<CompressionRequest> requests = chosen;
     for (auto& request : requests) { // all or nothing: a refused run stops the sweep before it starts
         request.model = model_path_.toStdString();
+        withoutPerplexityOnEncoders(request);
         try {
             check_request(request, model_dim_);
         } catch (const std::exception& e) {
@@ -182,6 +194,14 @@ void MainWindow::analyse(const QString& path)
                 spectrum_->setRank(std::max(1, static_cast<int>(data.eigenvalues.size()) / 4));
             };
         });
+    if (model_encoder_) {
+        views::RankAllocationData none;
+        none.unavailable =
+            "FLAT-LLM's importance and rank allocation are computed on decoders; this model is an "
+            "encoder";
+        allocation_->setData(none);
+        return;
+    }
     jobs_.submit("FLAT-LLM importance (bundled sample text)",
                  [this, path](const ProgressFn& progress) -> std::function<void()> {
                      const auto r =

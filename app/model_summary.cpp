@@ -33,6 +33,7 @@ ModelSummary summarize_model(const std::string& path)
         s.heads = c.num_heads;
         s.kv_heads = c.num_kv_heads;
         s.tied = c.tied_embeddings;
+        s.encoder = c.is_encoder();
         const auto p = lm.model->parameter_breakdown();
         s.parameters = {{"token embedding", p.token_embedding},
                         {"position embedding", p.position_embedding},

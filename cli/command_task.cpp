@@ -66,6 +66,8 @@ int run_similarity(const Args& args, const std::string& data, const Loaded& lm, 
         j["reference"] = ref->path;
         j["reference_spearman"] = rr.spearman;
         j["reference_pearson"] = rr.pearson;
+        // Sentence-embedding models: do the compressed and the original find the same neighbours?
+        j["retrieval_agreement_top10"] = retrieval_agreement(r.embeddings, rr.embeddings, 10);
     }
     if (args.has("--json")) {
         print_json(j);
@@ -74,8 +76,11 @@ int run_similarity(const Args& args, const std::string& data, const Loaded& lm, 
     std::printf("stsb: Spearman %.4f, Pearson %.4f over %lld pairs (%.1f s)\n", r.spearman, r.pearson,
                 (long long)r.n, r.seconds);
     if (ref)
-        std::printf("reference %s: Spearman %.4f, Pearson %.4f\n", ref->path.c_str(), rr.spearman,
-                    rr.pearson);
+        std::printf(
+            "reference %s: Spearman %.4f, Pearson %.4f; top-10 neighbours shared over the %lld sentences: "
+            "%.4f\n",
+            ref->path.c_str(), rr.spearman, rr.pearson, static_cast<long long>(r.embeddings.size(0)),
+            retrieval_agreement(r.embeddings, rr.embeddings, 10));
     return 0;
 }
 

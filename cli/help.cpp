@@ -37,7 +37,10 @@ commands:
   task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl [--force]] [--json]
                                                zero-shot accuracy by log-likelihood (sst2: GLUE SST-2
                                                dev.tsv; mc: JSONL {context, choices, label}) or STS-B
-                                               Spearman of pooled hidden states; per example to --out
+                                               Spearman of pooled hidden states; per example to --out;
+                                               stsb --reference: top-10 neighbour agreement of the pooled
+                                               sentences (retrieval_agreement_top10); a sequence
+                                               classifier answers sst2 with its head
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   embed    [MODEL] --text FILE [--pooling cls|mean|max|model] [--normalize] [--batch B (32)] [--json]
                                                one pooled embedding per line of FILE: encoders read

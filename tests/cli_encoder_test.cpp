@@ -125,6 +125,21 @@ TEST(CliEncoder, TaskUsesTheClassifierHeadAndTheModelsPooling)
     const auto stsb = json_of(cli({"task", "stsb", fixture("minilm-st"), "--data",
                                    glue("STS-B/dev.tsv").string(), "--limit", "60", "--json", "--quiet"}));
     EXPECT_NE(stsb["protocol"].get<std::string>().find("own pooling (mean)"), std::string::npos);
+    // Against itself every sentence keeps its ten neighbours; a rank-4 table keeps fewer.
+    TempDir dir;
+    const auto same =
+        json_of(cli({"task", "stsb", fixture("minilm-st"), "--data", glue("STS-B/dev.tsv").string(),
+                     "--limit", "60", "--reference", fixture("minilm-st"), "--json", "--quiet"}));
+    EXPECT_EQ(same["retrieval_agreement_top10"], 1.0);
+    const auto pca = (dir.path() / "pca4").string();
+    ASSERT_EQ(
+        cli({"compress", fixture("minilm-st"), "--method", "pca", "--rank", "4", "--out", pca, "--quiet"})
+            .exit_code,
+        0);
+    const auto small = json_of(cli({"task", "stsb", pca, "--data", glue("STS-B/dev.tsv").string(), "--limit",
+                                    "60", "--reference", fixture("minilm-st"), "--json", "--quiet"}));
+    EXPECT_GT(small["retrieval_agreement_top10"].get<double>(), 0.0);
+    EXPECT_LT(small["retrieval_agreement_top10"].get<double>(), 1.0);
     const auto refused =
         cli({"task", "sst2", fixture("minilm-st"), "--data", glue("SST-2/dev.tsv").string()});
     EXPECT_EQ(refused.exit_code, 2);

@@ -4,6 +4,7 @@
 
 #include "embedlab/encoder.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/tasks.hpp"
 #include "model/shape_check.hpp"
 #include "test_support.hpp"
 
@@ -145,6 +146,22 @@ TEST(Encoder, PoolingOverTheMask)
     classifier.pooling = "max";
     EXPECT_EQ(default_pooling(classifier), Pooling::Max);
     EXPECT_EQ(default_pooling(tiny_bert()), Pooling::Mean);
+}
+
+TEST(Encoder, RetrievalAgreementCountsSharedNeighbours)
+{
+    torch::manual_seed(3);
+    const auto a = torch::randn({40, 8}, torch::kDouble);
+    EXPECT_DOUBLE_EQ(retrieval_agreement(a, a, 10), 1.0);
+    // A rotation and a scale keep every cosine: the same neighbours.
+    const auto q = std::get<0>(torch::linalg_qr(torch::randn({8, 8}, torch::kDouble)));
+    EXPECT_DOUBLE_EQ(retrieval_agreement(a, torch::matmul(a, q) * 3.0, 10), 1.0);
+    // Unrelated embeddings share about k / (n - 1) of them by chance.
+    EXPECT_LT(retrieval_agreement(a, torch::randn({40, 8}, torch::kDouble), 10), 0.5);
+    // Two rows each: row 0's one neighbour is row 1 in both.
+    EXPECT_DOUBLE_EQ(retrieval_agreement(a.narrow(0, 0, 2), a.narrow(0, 2, 2), 1), 1.0);
+    EXPECT_THROW(retrieval_agreement(a, a, 40), InputError);
+    EXPECT_THROW(retrieval_agreement(a, a.narrow(0, 0, 39), 5), InputError);
 }
 
 TEST(Encoder, ParameterBreakdownCountsEveryTensorOnce)

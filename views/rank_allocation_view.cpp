@@ -89,6 +89,16 @@ QString RankAllocationView::rankText() const
 void RankAllocationView::redraw()
 {
     plot_->clearGraphs();
+    plot_->clearItems();
+    if (!data_.unavailable.isEmpty()) {
+        auto* note = new QCPItemText(plot_);
+        note->position->setType(QCPItemPosition::ptAxisRectRatio);
+        note->position->setCoords(0.5, 0.5);
+        note->setText(data_.unavailable);
+        ranks_->setText(data_.unavailable);
+        plot_->replot();
+        return;
+    }
     const int L = static_cast<int>(data_.normalised.size());
     QVector<double> layers(L);
     for (int l = 0; l < L; ++l)

@@ -28,6 +28,7 @@ struct RankAllocationData {
     int d_head = 0;
     QVector<double> normalised;      // importance / max importance, per layer
     QVector<Allocation> allocations; // ascending remaining
+    QString unavailable; // non-empty: why there is nothing to show (an encoder), drawn on the plot
 };
 
 class RankAllocationView : public DataPlotView<RankAllocationData> {

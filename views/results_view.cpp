@@ -254,11 +254,13 @@ ResultsView::ResultsView(QWidget* parent)
         "What the plot's x axis shows: stored values after / before, or the part's bytes\n"
         "as stored after / before (compare a method with the quantised table at equal "
         "bytes;\nrows without bytes, from results files written before they were recorded, are left off)");
-    y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy"});
+    y_metric_->addItems(
+        {"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy", "1 − mean cosine"});
     y_metric_->setToolTip(
         "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"
         "KL and top-1 need runs that measured their divergence (+ KL vs original);\n"
-        "task accuracy runs that measured a task (the method panel's Task).");
+        "task accuracy runs that measured a task (the method panel's Task);\n"
+        "1 − mean cosine: the table's reconstruction, which every run has (encoders have no perplexity).");
     y_scale_->addItems({"linear", "symlog"});
     y_scale_->setToolTip(
         "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest\n"
@@ -406,6 +408,8 @@ double ResultsView::metric(int row) const
         return r.ppl;
     case 4:
         return std::isfinite(r.task_accuracy) ? 1.0 - r.task_accuracy : r.task_accuracy;
+    case 5:
+        return 1.0 - r.mean_cosine;
     default:
         return r.delta_ln_ppl;
     }

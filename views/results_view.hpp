@@ -54,9 +54,9 @@ public:
     // its group's front), then the selected row's KL per window when shown.
     QVector<DataTable> dataTables() const;
     // The plot's y axis: "Δ ln PPL" (default), "KL (nats)", "1 − top-1 agreement",
-    // "PPL" or "1 − task accuracy", linear or symlog (sign(y) log10(1 + |y| / 0.01)); fronts follow the
-    // metric. Until a scale is picked (here or in the box) it is symlog while the shown values
-    // span two decades beyond 0.01 (one failed fit 50 nats off beside runs of 0.1), else linear.
+    // "PPL", "1 − task accuracy" or "1 − mean cosine", linear or symlog (sign(y) log10(1 + |y| / 0.01));
+    // fronts follow the metric. Until a scale is picked (here or in the box) it is symlog while the shown
+    // values span two decades beyond 0.01 (one failed fit 50 nats off beside runs of 0.1), else linear.
     void setYAxis(const QString& metric, bool symlog);
     QString yMetric() const;
     bool ySymlog() const { return symlog(); }

@@ -125,8 +125,14 @@ struct SimilarityResult {
     double pearson = 0;
     std::vector<double> cosines; // per pair, in file order
     double seconds = 0;
-    std::string protocol; // how the sentences were pooled, in words
+    std::string protocol;     // how the sentences were pooled, in words
+    torch::Tensor embeddings; // [2 n, d] float64 pooled sentences: every first sentence, then every second
 };
+
+// Retrieval agreement of two embeddings of the same sentences (rows): for each row,
+// the share of its k nearest other rows by cosine that both give, averaged over rows
+// (1: the same neighbours). InputError for different row counts or k >= rows.
+double retrieval_agreement(const torch::Tensor& a, const torch::Tensor& b, int64_t k = 10);
 
 SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer& tokenizer,
                                      const std::vector<SentencePair>& pairs, const ProgressFn& progress = {});

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "embedlab/encoder.hpp"
@@ -160,15 +161,20 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
     };
     SimilarityResult r;
     std::vector<double> gold;
+    std::vector<torch::Tensor> firsts, seconds;
     const auto total = static_cast<int64_t>(pairs.size());
     report_progress(progress, 0, total);
     for (size_t i = 0; i < pairs.size(); ++i) {
         const auto a = pooled(pairs[i].first, i), b = pooled(pairs[i].second, i);
+        firsts.push_back(a);
+        seconds.push_back(b);
         r.cosines.push_back((a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>());
         gold.push_back(pairs[i].score);
         report_progress(progress, static_cast<int64_t>(i) + 1, total);
     }
     r.n = total;
+    firsts.insert(firsts.end(), seconds.begin(), seconds.end());
+    r.embeddings = torch::stack(firsts);
     r.protocol =
         model.config().is_encoder()
             ? std::string("cosine of the model's own pooling (") +
@@ -181,6 +187,32 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
     r.pearson = pearson_correlation(r.cosines, gold);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
+}
+
+double retrieval_agreement(const torch::Tensor& a, const torch::Tensor& b, int64_t k)
+{
+    c10::InferenceMode guard;
+    if (a.dim() != 2 || b.dim() != 2 || a.size(0) != b.size(0))
+        throw InputError("retrieval agreement needs two embeddings of the same rows");
+    const int64_t n = a.size(0);
+    if (k < 1 || k >= n)
+        throw InputError("retrieval agreement: k = " + std::to_string(k) + " needs more than k rows (have " +
+                         std::to_string(n) + ")");
+    auto neighbours = [&](const torch::Tensor& e) {
+        const auto unit = e.to(torch::kDouble) / e.to(torch::kDouble).norm(2, 1, true).clamp_min(1e-300);
+        auto cos = torch::matmul(unit, unit.t());
+        cos.fill_diagonal_(-std::numeric_limits<double>::infinity()); // not its own neighbour
+        return std::get<1>(cos.topk(k, 1));
+    };
+    const auto na = neighbours(a).contiguous(), nb = neighbours(b).contiguous();
+    const auto* pa = na.data_ptr<int64_t>();
+    const auto* pb = nb.data_ptr<int64_t>();
+    int64_t shared = 0;
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t x = 0; x < k; ++x)
+            for (int64_t y = 0; y < k; ++y)
+                shared += pa[i * k + x] == pb[i * k + y];
+    return static_cast<double>(shared) / static_cast<double>(n * k);
 }
 
 double pearson_correlation(const std::vector<double>& x, const std::vector<double>& y)
