@@ -172,6 +172,23 @@ TEST(CliEncoder, LleProtocolOnAClassifierAndItsCompressedDirectory)
     EXPECT_EQ(again["accuracy"], j["evaluation"]["task"]["accuracy"]);
 }
 
+TEST(CliEncoder, CompressedMaskedLmKeepsItsHeadAndItsDenseCopyLoadsInTransformersLayout)
+{
+    TempDir dir;
+    const auto out = (dir.path() / "pca16").string();
+    const auto run = cli({"compress", fixture("distilbert-mlm"), "--method", "pca", "--rank", "16", "--dense",
+                          "--out", out, "--quiet"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const auto text = write(dir.path() / "t.txt", "a sometimes tedious film about a man and his dog .\n");
+    const auto compressed = json_of(cli({"eval", out, "--text", text, "--json", "--quiet"}));
+    const auto dense = json_of(cli({"eval", out + "/dense", "--text", text, "--json", "--quiet"}));
+    EXPECT_EQ(compressed["embedding"], "pca");
+    EXPECT_EQ(dense["embedding"], "dense");
+    // The factors and their dense reconstruction give the same pseudo-perplexity.
+    EXPECT_NEAR(compressed["pseudo_ppl"].get<double>(), dense["pseudo_ppl"].get<double>(),
+                1e-4 * dense["pseudo_ppl"].get<double>());
+}
+
 TEST(CliEncoder, ExportHfKeepsTheSentenceTransformersModules)
 {
     TempDir dir;

@@ -92,12 +92,15 @@ TEST_P(EncoderParity, HiddenStatesPoolingAndHeadsMatchThePyTorchReference)
         auto pooled = pool_hidden(h, mask, default_pooling(m.config()))[0];
         if (m.config().normalize_embeddings)
             pooled = pooled / pooled.norm();
-        if (m.config().encoder_head != EncoderHead::MaskedLM)
+        if (m.config().encoder_head != EncoderHead::MaskedLM) {
             EXPECT_LT(relative(pooled, tensor_of(t["pooled"])), 2e-5);
-        if (t.contains("pooler_output"))
+        }
+        if (t.contains("pooler_output")) {
             EXPECT_LT(relative(m.pooler_output(h)[0], tensor_of(t["pooler_output"])), 2e-5);
-        if (t.contains("logits"))
+        }
+        if (t.contains("logits")) {
             EXPECT_LT(relative(m.classify(h)[0], tensor_of(t["logits"])), 2e-5);
+        }
         if (t.contains("mlm")) {
             const auto logits = m.head(h[0]).to(torch::kFloat64);
             EXPECT_LT(relative(logits.narrow(1, 0, 16), tensor_of(t["mlm"]["first16"])), 2e-5);

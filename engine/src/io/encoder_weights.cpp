@@ -201,9 +201,11 @@ std::vector<std::pair<std::string, torch::Tensor>> native_encoder_tensors(const 
         }
         out.emplace_back(headed && !head ? "distilbert." + native : native, t);
     }
-    if (config.encoder_head == EncoderHead::MaskedLM) // transformers expects the tied decoder stored
-        out.emplace_back(distil ? "vocab_projector.weight" : "cls.predictions.decoder.weight",
-                         weights.at(token_table_name(config.arch)));
+    // transformers expects the tied decoder stored; a compressed directory has no dense
+    // table to store (its loader ties the head to the factors).
+    const auto table = weights.find(token_table_name(config.arch));
+    if (config.encoder_head == EncoderHead::MaskedLM && table != weights.end())
+        out.emplace_back(distil ? "vocab_projector.weight" : "cls.predictions.decoder.weight", table->second);
     return out;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 #include "embedlab/accounting.hpp"
@@ -370,7 +371,7 @@ std::vector<MethodApplicability> method_applicability(const ModelConfig& config)
     // Encoders: FLAT-LLM calibrates on next-token windows, which an encoder does not read.
     std::vector<MethodApplicability> out;
     for (const auto& m : method_registry()) {
-        if (config.is_encoder() && m.name == "flat")
+        if (config.is_encoder() && std::string_view(m.name) == "flat")
             out.push_back({m.name, false, "not implemented for encoders (" + config.type_name() + ")"});
         else
             out.push_back({m.name, true, ""});
