@@ -63,6 +63,7 @@ namespace {
 using embedlab::test::wait_for;
 
 using embedlab::test::open_bundled;
+using embedlab::test::open_shown;
 
 TEST(Workbench, CompressionJobsAddResultRowsThatExportAndReadBack)
 {
@@ -820,12 +821,9 @@ TEST(Workbench, EveryTabOnTinyllamaIsLaidOutWithNoBlankPlot)
     window.resize(1280, 860);
     window.setAttribute(Qt::WA_DontShowOnScreen);
     window.show();
-    bool shown = false;
-    QObject::connect(&window, &MainWindow::modelShown, [&](bool ok) { shown = ok; });
     QElapsedTimer clock;
     clock.start();
-    window.openModel(model);
-    ASSERT_TRUE(wait_for([&] { return shown && window.jobs().idle(); }));
+    open_shown(window, model);
     std::printf("tinyllama loaded and analysed in %.1f s\n", clock.elapsed() / 1000.0);
     // One run, so the Results tab has a row and a point.
     ASSERT_GE(window.runCompression("pca", 16, 0.0), 0);
@@ -848,12 +846,9 @@ TEST(Workbench, EveryTabOnAnEncoderIsFilledAndIprsSaysWhyNot)
     window.resize(1280, 860);
     window.setAttribute(Qt::WA_DontShowOnScreen);
     window.show();
-    bool shown = false;
-    QObject::connect(&window, &MainWindow::modelShown, [&](bool ok) { shown = ok; });
     QElapsedTimer clock;
     clock.start();
-    window.openModel(model);
-    ASSERT_TRUE(wait_for([&] { return shown && window.jobs().idle(); }));
+    open_shown(window, model);
     ASSERT_GE(window.runCompression("pca", 16, 0.0), 0);
     ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
     ASSERT_EQ(window.resultsView()->rows().size(), 1u) << "the run failed: an encoder has no perplexity";

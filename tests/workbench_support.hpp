@@ -11,13 +11,19 @@
 
 namespace embedlab::test {
 
-// The window with the bundled model shown and analysed.
-inline void open_bundled(app::MainWindow& window)
+// The window with `model` shown and analysed.
+inline void open_shown(app::MainWindow& window, const QString& model)
 {
     bool shown = false;
     QObject::connect(&window, &app::MainWindow::modelShown, [&](bool ok) { shown = ok; });
-    window.openModel(QString::fromStdString(app::default_model()));
+    window.openModel(model);
     ASSERT_TRUE(wait_for([&] { return shown && window.jobs().idle(); }));
+}
+
+// The window with the bundled model shown and analysed.
+inline void open_bundled(app::MainWindow& window)
+{
+    open_shown(window, QString::fromStdString(app::default_model()));
 }
 
 } // namespace embedlab::test

@@ -8,30 +8,10 @@
 #include "embedlab/error.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
+#include "model/activation.hpp"
 #include "model/row_products.hpp"
 
 namespace embedlab {
-
-namespace {
-
-torch::Tensor encoder_activation(const torch::Tensor& x, const std::string& name)
-{
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
-        return torch::gelu(x, "tanh");
-    if (name == "relu")
-        return torch::relu(x);
-    return torch::gelu(x); // bert's and distilbert's "gelu": the erf form
-}
-
-} // namespace
-
-torch::Tensor LanguageModel::linear(const torch::Tensor& x, const std::string& name) const
-{
-    const auto bias = weights_.find(name + ".bias");
-    auto y = detail::times_transposed(x, w(name + ".weight"),
-                                      bias == weights_.end() ? torch::Tensor() : bias->second);
-    return adapted(y, x, name);
-}
 
 torch::Tensor LanguageModel::bert_hidden(const torch::Tensor& ids, const torch::Tensor& token_types,
                                          const torch::Tensor& attention_mask, ForwardObserver* observer) const
@@ -71,7 +51,7 @@ torch::Tensor LanguageModel::bert_hidden(const torch::Tensor& ids, const torch::
         auto y =
             torch::matmul(torch::softmax(scores, -1), v.transpose(1, 2)).transpose(1, 2).reshape({B, T, d});
         x = layer_norm(linear(y, p + "attention.output.dense") + x, p + "attention.output.LayerNorm");
-        auto h = encoder_activation(linear(x, p + "intermediate.dense"), c.activation);
+        auto h = detail::activation(linear(x, p + "intermediate.dense"), c.activation);
         if (observer)
             observer->mlp_activations(l, h.reshape({B * T, h.size(-1)}));
         x = layer_norm(linear(h, p + "output.dense") + x, p + "output.LayerNorm");
@@ -123,7 +103,7 @@ torch::Tensor LanguageModel::mlm_transform(const torch::Tensor& hidden) const
                          (config_.encoder_head == EncoderHead::Classification ? "a sequence classifier"
                                                                               : "an encoder body") +
                          "): it gives no token logits");
-    auto t = encoder_activation(linear(hidden, "cls.predictions.transform.dense"), config_.activation);
+    auto t = detail::activation(linear(hidden, "cls.predictions.transform.dense"), config_.activation);
     return torch::layer_norm(t, {config_.hidden_size}, w("cls.predictions.transform.LayerNorm.weight"),
                              w("cls.predictions.transform.LayerNorm.bias"), config_.norm_eps);
 }

@@ -7,6 +7,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
+#include "model/activation.hpp"
 #include "model/row_products.hpp"
 #include "model/shape_check.hpp"
 
@@ -58,17 +59,6 @@ torch::Tensor rotate_half(const torch::Tensor& x)
 {
     const int64_t h = x.size(-1) / 2;
     return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
-}
-
-torch::Tensor activation(const torch::Tensor& x, const std::string& name)
-{
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
-        return torch::gelu(x, "tanh");
-    if (name == "gelu")
-        return torch::gelu(x);
-    if (name == "relu")
-        return torch::relu(x);
-    return torch::silu(x); // silu / swish
 }
 
 } // namespace
@@ -156,6 +146,14 @@ void LanguageModel::set_token_embedding(std::shared_ptr<const TokenEmbedding> em
     embedding_ = std::move(embedding);
 }
 
+torch::Tensor LanguageModel::linear(const torch::Tensor& x, const std::string& name) const
+{
+    const auto bias = weights_.find(name + ".bias");
+    auto y = detail::times_transposed(x, w(name + ".weight"),
+                                      bias == weights_.end() ? torch::Tensor() : bias->second);
+    return adapted(y, x, name);
+}
+
 const torch::Tensor& LanguageModel::w(const std::string& name) const
 {
     return weights_.at(name);
@@ -237,9 +235,10 @@ torch::Tensor LanguageModel::gpt2_hidden(const torch::Tensor& ids, ForwardObserv
                     .view({B, T, d});
         auto m = torch::layer_norm(x, {d}, w(p + "ln_2.weight"), w(p + "ln_2.bias"), eps);
         const auto m2 = m.reshape({B * T, d});
-        auto h = activation(adapted(detail::add_times(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")),
-                                    m2, p + "mlp.c_fc"),
-                            config_.activation);
+        auto h = detail::activation(
+            adapted(detail::add_times(w(p + "mlp.c_fc.bias"), m2, w(p + "mlp.c_fc.weight")), m2,
+                    p + "mlp.c_fc"),
+            config_.activation);
         if (observer)
             observer->mlp_activations(l, h);
         x = x + adapted(detail::add_times(w(p + "mlp.c_proj.bias"), h, w(p + "mlp.c_proj.weight")), h,
@@ -318,13 +317,7 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
             observer->decoder_input(l, x);
         // Post-LayerNorm (OPT-350m): attention reads x itself, and each norm follows its add.
         auto a = c.post_norm ? x : norm(x, p + "input_layernorm");
-        // proj(x, name): x W^T (+ b), plus the adapter of that weight when one is attached.
-        auto proj = [&](const torch::Tensor& in, const std::string& name) {
-            const auto bias = weights_.find(p + name + ".bias");
-            auto y = detail::times_transposed(in, w(p + name + ".weight"),
-                                              bias == weights_.end() ? torch::Tensor() : bias->second);
-            return adapted(y, in, p + name);
-        };
+        auto proj = [&](const torch::Tensor& in, const std::string& name) { return linear(in, p + name); };
         auto q = proj(a, "self_attn.q_proj").view({B, T, H, hd});
         auto k = proj(a, "self_attn.k_proj").view({B, T, Hkv, hd});
         auto v = proj(a, "self_attn.v_proj").view({B, T, Hkv, vd});
@@ -355,8 +348,9 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
         auto m = c.post_norm ? mlp_in
                              : norm(mlp_in, p + (c.sandwich_norms ? "pre_feedforward_layernorm"
                                                                   : "post_attention_layernorm"));
-        auto act = c.gated_mlp ? activation(proj(m, "mlp.gate_proj"), c.activation) * proj(m, "mlp.up_proj")
-                               : activation(proj(m, "mlp.up_proj"), c.activation);
+        auto act = c.gated_mlp
+                       ? detail::activation(proj(m, "mlp.gate_proj"), c.activation) * proj(m, "mlp.up_proj")
+                       : detail::activation(proj(m, "mlp.up_proj"), c.activation);
         if (observer)
             observer->mlp_activations(l, act.reshape({B * T, act.size(-1)}));
         auto mlp_out = proj(act, "mlp.down_proj");
