@@ -67,7 +67,7 @@ LanguageModel with_activation(const LanguageModel& m, const std::string& activat
 {
     ModelConfig c = m.config();
     c.activation = activation;
-    return LanguageModel(c, m.weights(), "tanh-GELU copy");
+    return LanguageModel(c, m.weights(), activation + " copy");
 }
 
 class EncoderParity : public ::testing::TestWithParam<std::string> {};
@@ -151,12 +151,16 @@ TEST_P(EncoderParity, HiddenStatesMatchLlamaCpp)
     const auto& f = reference()["fixtures"][GetParam()];
     const auto lm = load_model(fixture_dir() / f["hf_dir"].get<std::string>());
     // llama.cpp's BERT graph computes GELU in the tanh form, read from an F16 table
-    // (inputs and outputs rounded to F16); the Hugging Face model's is the erf form. The
-    // PyTorch reference with llama.cpp's GELU agrees with llama.cpp to 0.5-1.3e-4
-    // (tests/data/encoders/README.md): the rest of the difference is that GELU. The
-    // tanh form alone gets closer than the model's own, F16 rounding stays.
+    // (inputs and outputs rounded to F16); the Hugging Face model's is the erf form.
+    // With llama.cpp's own GELU ("gelu_ggml_f16") EmbedLab agrees with llama.cpp to
+    // 0.4-1.8e-4 in norm, 1.2-3.1e-4 at the worst element: the rest of the graph
+    // matches and the GELU is the difference. Not lower: rounding to F16 is a step
+    // function, so float32 round-off moves a few GELU inputs across an F16 step (one
+    // F16 step, 5e-4 relative, on that element; the float64 PyTorch reference gets
+    // 0.6-1.3e-4). The tanh form alone gets closer than the model's own.
     const auto tanh_gelu = with_activation(*lm.model, "gelu_pytorch_tanh");
-    double own = 0, tanh_form = 0, mean = 0, cls = 0;
+    const auto ggml_gelu = with_activation(*lm.model, "gelu_ggml_f16");
+    double own = 0, tanh_form = 0, ggml = 0, ggml_norm = 0, mean = 0, cls = 0;
     for (const auto& in : f["inputs"]) {
         const auto ids = ids_of(in["ids"]);
         const auto& ref = in["llamacpp"];
@@ -164,15 +168,21 @@ TEST_P(EncoderParity, HiddenStatesMatchLlamaCpp)
         own = std::max(own, relative(h[0], tensor_of(ref["hidden"])));
         const auto ht = tanh_gelu.hidden_states(ids);
         tanh_form = std::max(tanh_form, relative(ht[0], tensor_of(ref["hidden"])));
+        const auto hg = ggml_gelu.hidden_states(ids)[0].to(torch::kFloat64);
+        const auto want = tensor_of(ref["hidden"]).to(torch::kFloat64).reshape(hg.sizes());
+        ggml = std::max(ggml, relative(hg, want));
+        ggml_norm = std::max(ggml_norm, ((hg - want).norm() / want.norm()).item<double>());
         mean = std::max(
             mean, relative(pool_hidden(ht, torch::ones_like(ids), Pooling::Mean)[0], tensor_of(ref["mean"])));
         cls = std::max(cls, relative(ht[0][0], tensor_of(ref["cls"])));
     }
     std::printf(
-        "%s vs llama.cpp (relative, worst of 5 inputs): hidden %.2g (model's erf GELU), %.2g (tanh GELU); "
-        "mean %.2g, cls %.2g\n",
-        GetParam().c_str(), own, tanh_form, mean, cls);
+        "%s vs llama.cpp (relative, worst of 5 inputs): hidden %.2g (model's erf GELU), %.2g (tanh GELU), "
+        "%.2g (llama.cpp's F16-table GELU; %.2g in Frobenius norm); mean %.2g, cls %.2g\n",
+        GetParam().c_str(), own, tanh_form, ggml, ggml_norm, mean, cls);
     EXPECT_LT(tanh_form, own);
+    EXPECT_LT(ggml, tanh_form);
+    EXPECT_LT(ggml_norm, 2.5e-4);
     EXPECT_LT(own, 1.5e-3);
     EXPECT_LT(mean, 1e-3);
     EXPECT_LT(cls, 1e-3);
