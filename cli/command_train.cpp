@@ -1,10 +1,12 @@
-// train: a small GPT-2-style model from scratch with a learned table or PETE's
-// Fourier embedding (issue 20 item 12; engine in train.hpp).
+// train: a small GPT-2-style model (or with --arch bert a masked-LM encoder) from
+// scratch with a learned table or PETE's Fourier embedding (issue 20 item 12, issue
+// 42; engine in train.hpp).
 #include <cmath>
 #include <limits>
 
 #include "common.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/masked_lm.hpp"
 #include "embedlab/train.hpp"
 #include "progress_printer.hpp"
 
@@ -28,9 +30,11 @@ void prepare_train_output(const std::string& out, bool force, const std::vector<
 int command_train(const std::vector<std::string>& argv)
 {
     Args args("train", argv,
-              {"--config", "--embedding", "--train-text", "--minutes", "--steps", "--out", "--eval-text",
-               "--ctx", "--seed", "--lr", "--min-lr-ratio", "--warmup", "--batch", "--seqlen",
-               "--weight-decay", "--grad-clip", "--hidden-ratio", "--norm-scale", "--tokenizer"},
+              {"--config",       "--embedding",    "--train-text", "--minutes",   "--steps",
+               "--out",          "--eval-text",    "--ctx",        "--seed",      "--lr",
+               "--min-lr-ratio", "--warmup",       "--batch",      "--seqlen",    "--weight-decay",
+               "--grad-clip",    "--hidden-ratio", "--norm-scale", "--tokenizer", "--arch",
+               "--objective",    "--mask-rate"},
               {"--no-norm", "--force", "--json", "--quiet"});
     if (!args.positional().empty())
         throw InputError("train: unexpected argument '" + args.positional().front() +
@@ -43,7 +47,16 @@ int command_train(const std::vector<std::string>& argv)
         throw InputError("train: --minutes M (training time) or --steps N is required");
 
     ScratchOptions o;
-    o.config = scratch_config(config_name, 0); // the vocabulary is the tokenizer's (below)
+    const std::string arch = args.get("--arch").value_or("gpt2");
+    o.config = scratch_config(config_name, 0, arch); // the vocabulary is the tokenizer's (below)
+    o.objective = args.get("--objective").value_or("");
+    const bool mlm = scratch_objective(o) == "mlm";
+    if (args.has("--mask-rate") && !mlm)
+        throw InputError("train: --mask-rate is for --objective mlm (--arch bert)");
+    o.mask_rate = args.get_double("--mask-rate", o.mask_rate, -1e9, 1e9);
+    if (arch == "bert" && !args.has("--tokenizer"))
+        throw InputError("train: --arch bert needs --tokenizer DIR, a WordPiece tokenizer (vocab.txt or "
+                         "tokenizer.json with [CLS], [SEP] and [MASK]); the default model's is GPT-2's");
     o.embedding = parse_scratch_embedding(embedding);
     if (args.has("--minutes")) {
         o.minutes = args.get_double("--minutes", 0, -1e12, 1e12);
@@ -70,6 +83,11 @@ int command_train(const std::vector<std::string>& argv)
     prepare_train_output(out, args.has("--force"), {train_text, eval_text.value_or(""), tokenizer_dir});
     const auto tokenizer = load_tokenizer_from_directory(tokenizer_dir);
     o.config.vocab = tokenizer->vocab_size();
+    auto id_or_none = [](std::optional<int32_t> id) { return id ? static_cast<int64_t>(*id) : int64_t{-1}; };
+    o.special = {.cls = id_or_none(tokenizer->cls_id()),
+                 .sep = id_or_none(tokenizer->sep_id()),
+                 .mask = id_or_none(tokenizer->mask_id()),
+                 .pad = id_or_none(tokenizer->pad_id())};
 
     const auto ids = tokenizer->encode(read_text_file(train_text));
     check_scratch_options(o, static_cast<int64_t>(ids.size()));
@@ -77,8 +95,8 @@ int command_train(const std::vector<std::string>& argv)
     PerplexityOptions eval_options;
     if (eval_text) {
         eval_ids = tokenizer->encode(read_text_file(*eval_text));
-        eval_options.ctx =
-            args.get_int("--ctx", std::min<int64_t>(128, o.config.positions), 1, o.config.positions);
+        eval_options.ctx = args.get_int("--ctx", std::min<int64_t>(128, o.config.positions), mlm ? 3 : 1,
+                                        o.config.positions);
         if (eval_ids.size() < 2)
             throw InputError(*eval_text + ": has fewer than 2 tokens to evaluate");
     }
@@ -106,7 +124,17 @@ int command_train(const std::vector<std::string>& argv)
                     {"sha256", sha256_file(train_text)},
                     {"tokens", ids.size()}}},
                   {"tokenizer", fs::absolute(tokenizer_dir).lexically_normal().string()}};
-    if (eval_text) {
+    if (eval_text && mlm) { // the encoder's pseudo-perplexity, every token masked in turn
+        MaskedLmOptions m{.ctx = eval_options.ctx};
+        MaskedLmResult p;
+        {
+            ProgressPrinter printer("eval " + out, "inputs", quiet);
+            p = evaluate_masked_lm(*r.model, *tokenizer, eval_ids, m, nullptr, printer.callback());
+        }
+        extra["evaluation"] = masked_lm_json(p, m);
+        extra["evaluation"]["text"] = fs::absolute(*eval_text).lexically_normal().string();
+        extra["evaluation"]["text_sha256"] = sha256_file(*eval_text);
+    } else if (eval_text) {
         PerplexityResult p;
         {
             ProgressPrinter printer("eval " + out, "windows", quiet);
@@ -137,9 +165,10 @@ int command_train(const std::vector<std::string>& argv)
         print_json(j);
         return 0;
     }
-    std::printf("%s: %s %s (d %lld, %lld layers, %lld heads), trained from scratch, seed %llu\n", out.c_str(),
-                config_name.c_str(), scratch_embedding_name(o.embedding).c_str(), (long long)o.config.dim,
-                (long long)o.config.layers, (long long)o.config.heads, (unsigned long long)o.seed);
+    std::printf("%s: %s %s %s (d %lld, %lld layers, %lld heads), trained from scratch (%s), seed %llu\n",
+                out.c_str(), arch.c_str(), config_name.c_str(), scratch_embedding_name(o.embedding).c_str(),
+                (long long)o.config.dim, (long long)o.config.layers, (long long)o.config.heads,
+                scratch_objective(o).c_str(), (unsigned long long)o.seed);
     std::printf("  parameters: embedding %lld, total %lld\n", (long long)r.embedding_parameters,
                 (long long)r.total_parameters);
     std::printf(
@@ -148,7 +177,15 @@ int command_train(const std::vector<std::string>& argv)
         (long long)r.steps, (long long)o.batch, (long long)o.seqlen, (long long)r.planned_steps,
         r.stopped_by.c_str(), r.seconds, r.tokens_per_second, (long long)r.threads);
     std::printf("  loss %.4f -> %.4f\n", r.loss_curve.front(), r.loss_curve.back());
-    if (eval_text)
+    if (eval_text && mlm)
+        std::printf(
+            "  held-out pseudo-perplexity %.4f over %lld masked positions, masked-token accuracy %.4f "
+            "(%s, ctx %lld)\n",
+            extra["evaluation"]["pseudo_ppl"].get<double>(),
+            (long long)extra["evaluation"]["masked"].get<int64_t>(),
+            extra["evaluation"]["masked_accuracy"].get<double>(), eval_text->c_str(),
+            (long long)eval_options.ctx);
+    else if (eval_text)
         std::printf("  held-out perplexity %.4f on %lld tokens (%s, ctx %lld)\n",
                     extra["evaluation"]["ppl"].get<double>(),
                     (long long)extra["evaluation"]["tokens"].get<int64_t>(), eval_text->c_str(),

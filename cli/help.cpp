@@ -178,11 +178,15 @@ commands:
   train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)
            --out DIR [--eval-text FILE [--ctx N]] [--seed S] [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)]
            [--warmup N (50)] [--hidden-ratio R (0.25)] [--no-norm] [--norm-scale S (0.02)] [--tokenizer DIR]
-           [--force] [--json]
+           [--arch gpt2|bert] [--objective clm|mlm] [--mask-rate R (0.15)] [--force] [--json]
                                                a GPT-2-style model trained from scratch (tiny: d 128, 4 layers,
                                                4 heads; small: d 256, 6 layers, 8 heads; 256 positions; tied
                                                head) with a learned table or PETE's Fourier features + MLP
-                                               (METHODS.md 4, no per-token parameters); GPT-2's tokenizer
+                                               (METHODS.md 4, no per-token parameters); GPT-2's tokenizer.
+                                               --arch bert: a BERT encoder trained by masked-LM (--objective
+                                               mlm, BERT's 80/10/10 masking of --mask-rate of the positions),
+                                               saved as BertForMaskedLM; needs --tokenizer DIR (WordPiece);
+                                               --eval-text gives its pseudo-perplexity
   bench train [--model M] [--steps N (20)] [--k K (32)] [--rank R] [--batch B] [--seqlen T] [--text FILE]
                                                LoRA training throughput (tokens per second)
   bench scale --like NAME [--layers N] [--dtype f32|f16|bf16] [--keep DIR] [--json]
@@ -279,7 +283,7 @@ const std::vector<CommandGroup>& command_groups()
           {"sweep-status", "a Slurm sweep's tasks"},
           {"sweep-collect", "wait for a Slurm sweep and print its rows"},
           {"finetune", "LoRA recovery of a compressed model"},
-          {"train", "a small GPT-2-style model from scratch, table or PETE embedding"},
+          {"train", "a small GPT-2-style model or BERT encoder from scratch, table or PETE embedding"},
           {"allocate", "IPRS remaining-rank ratios from importance scores"},
           {"account", "params, ratio, FLOPs, energy of a factorisation; no model needed"}}},
         {"Export and show",

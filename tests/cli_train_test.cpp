@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cli_support.hpp"
+#include "embedlab/resources.hpp"
 
 using embedlab::test::cli;
 using embedlab::test::json_of;
@@ -101,6 +102,36 @@ TEST_F(TrainCli, FinetuneOfAFourierModelTrainsTheMlpItself)
 }
 
 // No fixture: bad input needs no trained model (each ctest case is a process of its own).
+// --arch bert: a masked-LM encoder with the fixtures' WordPiece tokenizer; its record
+// carries the pseudo-perplexity that eval of the saved directory reads again.
+TEST(TrainCliBert, MaskedLmRecordAndEvalAgree)
+{
+    embedlab::test::TempDir tmp;
+    const embedlab::test::TextSlices texts(30000, 4000);
+    const std::string tokenizer =
+        std::string(EMBEDLAB_SOURCE_DIR) + "/tests/data/encoders/tokenizers/uncased";
+    const fs::path out = tmp / "tiny-bert";
+    const auto j = json_of(
+        cli({"train",       "--arch",     "bert",         "--config",    "tiny",     "--embedding", "fourier",
+             "--tokenizer", tokenizer,    "--train-text", texts.fit,     "--steps",  "2",           "--batch",
+             "2",           "--seqlen",   "30",           "--eval-text", texts.eval, "--ctx",       "32",
+             "--out",       out.string(), "--json",       "--quiet"}));
+    ASSERT_FALSE(j.is_null());
+    EXPECT_EQ(j["config"]["arch"], "bert");
+    EXPECT_EQ(j["options"]["objective"], "mlm");
+    EXPECT_EQ(j["options"]["mask_rate"], 0.15);
+    const double ppl = j["evaluation"]["pseudo_ppl"].get<double>();
+    EXPECT_GT(j["evaluation"]["masked"].get<int64_t>(), 100);
+    const auto e =
+        json_of(cli({"eval", out.string(), "--text", texts.eval, "--ctx", "32", "--json", "--quiet"}));
+    ASSERT_FALSE(e.is_null());
+    EXPECT_NEAR(e["pseudo_ppl"].get<double>(), ppl, 1e-6 * ppl);
+    const auto inspect = json_of(cli({"inspect", out.string(), "--json"}));
+    ASSERT_FALSE(inspect.is_null());
+    EXPECT_EQ(inspect["architecture"], "bert");
+    EXPECT_EQ(inspect["parameters"]["counts"]["token_embedding"], 128 * 128 + 128 + 128); // PETE's MLP only
+}
+
 TEST(TrainCliBadInput, ExitsWithTwoAndOneLine)
 {
     embedlab::test::TempDir tmp;
@@ -124,6 +155,15 @@ TEST(TrainCliBadInput, ExitsWithTwoAndOneLine)
     expect_error({"--config", "tiny", "--embedding", "table"}, "--minutes M (training time) or --steps N");
     expect_error({"--config", "tiny", "--embedding", "table", "--steps", "2", "--train-text", empty.string()},
                  "empty");
+    expect_error({"--arch", "bert", "--config", "tiny", "--embedding", "table", "--steps", "1"},
+                 "--arch bert needs --tokenizer DIR");
+    expect_error({"--arch", "bert", "--config", "tiny", "--embedding", "table", "--steps", "1", "--tokenizer",
+                  embedlab::default_model_path().string()},
+                 "needs the tokenizer's [CLS] token");
+    expect_error({"--arch", "t5", "--config", "tiny", "--embedding", "table", "--steps", "1"},
+                 "unknown arch 't5'");
+    expect_error({"--config", "tiny", "--embedding", "table", "--steps", "1", "--mask-rate", "0.2"},
+                 "--mask-rate is for --objective mlm");
     EXPECT_FALSE(fs::exists(*tmp_ / "bad"));
     // An existing directory train did not write is never replaced.
     const auto r = cli({"train", "--config", "tiny", "--embedding", "table", "--steps", "1", "--train-text",

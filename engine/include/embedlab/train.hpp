@@ -34,6 +34,16 @@
 // planned last step. The plan is `steps`, or with only `minutes` the number of steps
 // the first 10 took time for, fixed at step 10 (recorded as planned_steps); training
 // stops at the plan or when the time is up, whichever comes first.
+// --arch bert (issue 42, PETE's own setting): a BERT encoder (post-LayerNorm, learned
+// positions and two segment rows, erf GELU MLP of 4 d, BertForMaskedLM's tied head)
+// trained by masked-language modelling: each step's windows are `seqlen` ids framed
+// [CLS] .. [SEP]; each of the seqlen positions is chosen with probability mask_rate
+// (at least one per step), a chosen one becomes [MASK] 80%, a uniformly random id 10%
+// and stays 10% (BERT, from the same generator); the loss is the mean cross-entropy
+// over the chosen positions. Initialisation as BertPreTrainedModel: N(0, 0.02) for
+// every matrix and table (the [PAD] row 0), biases 0, LayerNorm weights 1. Saved as a
+// BertForMaskedLM directory with the WordPiece tokenizer's files; eval gives its
+// pseudo-perplexity, task stsb its zero-shot similarity (mean pooling).
 // Deterministic for a seed, a thread count and a number of steps: a time-limited
 // run that completed its plan is replayed exactly by steps = planned_steps.
 // Thread safety: reentrant (no globals); the progress callback runs on the calling
@@ -59,11 +69,19 @@ namespace embedlab {
 struct ScratchConfig {
     std::string name; // "tiny", "small" ("custom": any sizes, for tests)
     int64_t vocab = 0, dim = 0, layers = 0, heads = 0, positions = 0;
+    std::string arch = "gpt2"; // "gpt2" (causal LM) or "bert" (masked-LM encoder)
 };
-// "tiny" or "small" for a tokenizer of `vocab` ids; InputError naming both otherwise.
-ScratchConfig scratch_config(const std::string& name, int64_t vocab);
-// The GPT-2 ModelConfig of a scratch config (tied head, MLP width 4 d).
+// "tiny" or "small" for a tokenizer of `vocab` ids; InputError naming both otherwise
+// (and for an arch other than gpt2 or bert).
+ScratchConfig scratch_config(const std::string& name, int64_t vocab, const std::string& arch = "gpt2");
+// The ModelConfig of a scratch config: GPT-2 (tied head, MLP width 4 d), or for bert
+// the one its saved config.json reads as (BertForMaskedLM).
 ModelConfig scratch_model_config(const ScratchConfig& config);
+
+// The ids a masked-LM objective frames and masks with (a WordPiece tokenizer's).
+struct MaskedLmTokens {
+    int64_t cls = -1, sep = -1, mask = -1, pad = -1;
+};
 
 struct ScratchEmbedding {
     bool fourier = false;
@@ -90,7 +108,12 @@ struct ScratchOptions {
     double weight_decay = 0.1;
     double grad_clip = 1.0; // 0: none
     uint64_t seed = 0;
+    std::string objective;   // "clm" (gpt2) or "mlm" (bert); empty: the arch's
+    double mask_rate = 0.15; // mlm: the share of positions predicted
+    MaskedLmTokens special;  // mlm: required
 };
+// The objective `options` trains: its own, else the arch's.
+std::string scratch_objective(const ScratchOptions& options);
 
 struct ScratchStep {
     int64_t step = 0, planned_steps = 0; // planned_steps 0 until it is fixed
@@ -118,7 +141,9 @@ struct ScratchResult {
 // minutes nor steps > 0, steps < 0, lr not positive, batch/seqlen < 1, seqlen beyond
 // the positions, warmup < 0, weight decay/grad_clip < 0, min_lr_ratio outside [0, 1],
 // hidden_ratio outside (0, 64], or a text shorter than one batch (batch x seqlen + 1
-// ids; an empty text says so).
+// ids; an empty text says so); for bert: an objective other than mlm, mask_rate
+// outside (0, 1], special ids missing or outside the vocabulary, seqlen + 2 beyond the
+// positions (gpt2: an objective other than clm).
 void check_scratch_options(const ScratchOptions& options, int64_t text_ids);
 
 ScratchResult train_from_scratch(const ScratchOptions& options, std::span<const int32_t> ids,
@@ -137,11 +162,13 @@ struct SaveTrainedOptions {
 };
 
 // Writes DIR atomically (a sibling temporary, renamed; nothing left on error or
-// Cancelled): config.json (gpt2, tied), the tokenizer files (tokenizer.json,
-// vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json when
-// present), training.json (scratch_training_json + extra), and model.safetensors:
+// Cancelled): config.json (gpt2, tied; bert: BertForMaskedLM), the tokenizer files
+// (tokenizer.json, vocab.json, merges.txt, vocab.txt, tokenizer_config.json,
+// special_tokens_map.json when present), training.json (scratch_training_json + extra), and
+// model.safetensors:
 //   table  : every weight, wte.weight included (an ordinary Hugging Face directory)
-//   fourier: every weight but wte.weight, plus the MLP as wte.fourier.* factors and
+//   fourier: every weight but the table, plus the MLP as its factors (gpt2:
+//            wte.fourier.*, bert: embeddings.word_embeddings.fourier.*) and
 //            embedlab.json (method fourier, "trained_from_scratch": true), the layout
 //            compress --method fourier writes, so load_model serves E from the MLP.
 // Returns training.json's content. InputError for a missing tokenizer directory or

@@ -13,10 +13,12 @@
 
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/format_parsers.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/json_members.hpp"
 #include "io/canonical_weights.hpp"
 #include "methods/loss_check.hpp"
+#include "methods/masked_lm_batch.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 #include "model/shape_check.hpp"
@@ -48,27 +50,57 @@ double scheduled_lr(const ScratchOptions& o, int64_t step, int64_t planned)
     return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
-// GPT-2's initialisation from our own generator (the global one is left alone).
-WeightMap initial_weights(const ModelConfig& c, bool with_table, at::Generator& gen)
+// GPT-2's initialisation (bert: BertPreTrainedModel's) from our own generator (the
+// global one is left alone).
+WeightMap initial_weights(const ModelConfig& c, bool with_table, int64_t pad_id, at::Generator& gen)
 {
+    const bool gpt2 = c.arch == Architecture::GPT2;
     const double out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.num_layers));
+    const std::string table = token_table_name(c.arch);
     WeightMap w;
     for (const auto& e : detail::expected_tensors(c)) {
-        if (e.name == "wte.weight" && !with_table)
+        if (e.name == table && !with_table)
             continue;
         auto t = torch::empty(e.shape, torch::kFloat32);
-        const bool norm = e.name.find("ln_") != std::string::npos;
+        const bool norm =
+            e.name.find(gpt2 ? "ln_" : "LayerNorm") != std::string::npos && ends_with(e.name, ".weight");
         if (ends_with(e.name, ".bias"))
             t.zero_();
         else if (norm)
             t.fill_(1.0);
-        else if (ends_with(e.name, "attn.c_proj.weight") || ends_with(e.name, "mlp.c_proj.weight"))
+        else if (gpt2 && (ends_with(e.name, "attn.c_proj.weight") || ends_with(e.name, "mlp.c_proj.weight")))
             t.normal_(0.0, out_std, gen);
         else
             t.normal_(0.0, 0.02, gen);
+        if (!gpt2 && e.name == table && pad_id >= 0)
+            t[pad_id].zero_(); // nn.Embedding's padding_idx row
         w.emplace(e.name, t.requires_grad_(true));
     }
     return w;
+}
+
+// BertForMaskedLM's config.json for a scratch config: what save writes and, parsed,
+// the ModelConfig training builds (so the saved directory loads as it trained).
+Json bert_config_json(const ScratchConfig& s, int64_t pad_id)
+{
+    return {{"model_type", "bert"},
+            {"architectures", {"BertForMaskedLM"}},
+            {"vocab_size", s.vocab},
+            {"hidden_size", s.dim},
+            {"num_hidden_layers", s.layers},
+            {"num_attention_heads", s.heads},
+            {"intermediate_size", 4 * s.dim},
+            {"max_position_embeddings", s.positions},
+            {"type_vocab_size", 2},
+            {"hidden_act", "gelu"},
+            {"layer_norm_eps", 1e-12},
+            {"hidden_dropout_prob", 0.1},
+            {"attention_probs_dropout_prob", 0.1},
+            {"initializer_range", 0.02},
+            {"position_embedding_type", "absolute"},
+            {"pad_token_id", std::max<int64_t>(pad_id, 0)},
+            {"tie_word_embeddings", true},
+            {"torch_dtype", "float32"}};
 }
 
 FourierParams initial_fourier(const ScratchOptions& o, at::Generator& gen)
@@ -125,11 +157,53 @@ void copy_file_into(const fs::path& from, const fs::path& dir)
 
 } // namespace
 
-ScratchConfig scratch_config(const std::string& name, int64_t vocab)
+namespace detail {
+
+MaskedBatch masked_lm_batch(const ScratchOptions& o, const std::vector<int64_t>& window, std::mt19937_64& rng)
 {
+    const int64_t T = o.seqlen + 2;
+    std::vector<int64_t> inputs(static_cast<size_t>(o.batch * T)), labels(inputs.size(), -100);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::uniform_int_distribution<int64_t> any_id(0, o.config.vocab - 1);
+    int64_t chosen = 0;
+    auto mask_at = [&](size_t at) {
+        labels[at] = inputs[at];
+        const double r = u(rng);
+        if (r < 0.8)
+            inputs[at] = o.special.mask;
+        else if (r < 0.9)
+            inputs[at] = any_id(rng);
+        ++chosen;
+    };
+    for (int64_t b = 0; b < o.batch; ++b) {
+        const auto row = static_cast<size_t>(b * T);
+        inputs[row] = o.special.cls;
+        inputs[row + static_cast<size_t>(T) - 1] = o.special.sep;
+        for (int64_t i = 0; i < o.seqlen; ++i)
+            inputs[row + 1 + static_cast<size_t>(i)] = window[static_cast<size_t>(b * (o.seqlen + 1) + i)];
+        for (int64_t i = 0; i < o.seqlen; ++i)
+            if (u(rng) < o.mask_rate)
+                mask_at(row + 1 + static_cast<size_t>(i));
+    }
+    if (chosen == 0) // a step with nothing to predict has no loss
+        mask_at(1 + static_cast<size_t>(std::uniform_int_distribution<int64_t>(0, o.seqlen - 1)(rng)));
+    auto tensor = [&](std::vector<int64_t>& v) {
+        return torch::from_blob(v.data(), {o.batch, T}, torch::kLong).clone();
+    };
+    return {tensor(inputs), tensor(labels)};
+}
+
+} // namespace detail
+
+ScratchConfig scratch_config(const std::string& name, int64_t vocab, const std::string& arch)
+{
+    if (arch != "gpt2" && arch != "bert")
+        throw InputError("train: unknown arch '" + arch +
+                         "' (use gpt2: a causal LM, or bert: a masked-LM encoder)");
     ScratchConfig c;
     c.name = name;
     c.vocab = vocab;
+    c.arch = arch;
     c.positions = 256;
     if (name == "tiny") {
         c.dim = 128;
@@ -148,6 +222,8 @@ ScratchConfig scratch_config(const std::string& name, int64_t vocab)
 
 ModelConfig scratch_model_config(const ScratchConfig& s)
 {
+    if (s.arch == "bert")
+        return parse_hf_config(bert_config_json(s, 0).dump(), "train: the bert config");
     return {.arch = Architecture::GPT2,
             .vocab_size = s.vocab,
             .hidden_size = s.dim,
@@ -180,9 +256,24 @@ std::string scratch_embedding_name(const ScratchEmbedding& e)
     return e.fourier ? std::string("fourier:") + fourier_mlp_name(e.mlp) : "table";
 }
 
+std::string scratch_objective(const ScratchOptions& o)
+{
+    return !o.objective.empty() ? o.objective : o.config.arch == "bert" ? "mlm" : "clm";
+}
+
 void check_scratch_options(const ScratchOptions& o, int64_t text_ids)
 {
     const auto& c = o.config;
+    const bool bert = c.arch == "bert";
+    if (c.arch != "gpt2" && !bert)
+        throw InputError("train: unknown arch '" + c.arch + "' (use gpt2 or bert)");
+    const std::string objective = scratch_objective(o);
+    if (objective != (bert ? "mlm" : "clm"))
+        throw InputError("train: --arch " + c.arch + " trains with --objective " + (bert ? "mlm" : "clm") +
+                         ", not '" + objective + "' (" +
+                         (bert ? "an encoder sees both directions: it predicts masked tokens"
+                               : "a causal LM predicts the next token; mlm is for --arch bert") +
+                         ")");
     if (c.name != "tiny" && c.name != "small" && c.name != "custom")
         throw InputError("train: unknown config '" + c.name + "' (use tiny or small)");
     if (c.vocab < 2 || c.dim < 2 || c.layers < 1 || c.heads < 1 || c.dim % c.heads != 0 || c.positions < 1)
@@ -204,9 +295,22 @@ void check_scratch_options(const ScratchOptions& o, int64_t text_ids)
     if (o.batch < 1 || o.seqlen < 1)
         throw InputError("train: batch and seqlen must be at least 1, got " + std::to_string(o.batch) +
                          " and " + std::to_string(o.seqlen));
-    if (o.seqlen > c.positions)
-        throw InputError("train: seqlen " + std::to_string(o.seqlen) + " exceeds the config's " +
-                         std::to_string(c.positions) + " positions");
+    if (o.seqlen + (bert ? 2 : 0) > c.positions)
+        throw InputError("train: seqlen " + std::to_string(o.seqlen) + (bert ? " + [CLS] and [SEP]" : "") +
+                         " exceeds the config's " + std::to_string(c.positions) + " positions");
+    if (bert) {
+        if (!(o.mask_rate > 0 && o.mask_rate <= 1))
+            throw InputError("train: --mask-rate must be in (0, 1], got " + std::to_string(o.mask_rate));
+        const auto& t = o.special;
+        for (const auto& [id, name] : {std::pair{t.cls, "[CLS]"}, {t.sep, "[SEP]"}, {t.mask, "[MASK]"}})
+            if (id < 0 || id >= c.vocab)
+                throw InputError(std::string("train: masked-LM training needs the tokenizer's ") + name +
+                                 " token (a WordPiece tokenizer: --tokenizer DIR with vocab.txt or "
+                                 "tokenizer.json)" +
+                                 (id >= c.vocab
+                                      ? ", but its id " + std::to_string(id) + " is outside the vocabulary"
+                                      : ""));
+    }
     if (o.warmup < 0)
         throw InputError("train: warmup must be 0 or more, got " + std::to_string(o.warmup));
     if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay))
@@ -245,7 +349,8 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
 
     const ModelConfig config = scratch_model_config(o.config);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-    WeightMap weights = initial_weights(config, !o.embedding.fourier, gen);
+    WeightMap weights = initial_weights(config, !o.embedding.fourier, o.special.pad, gen);
+    const bool mlm = scratch_objective(o) == "mlm";
     std::unique_ptr<LanguageModel> model;
     std::vector<torch::Tensor> decay, no_decay;
     for (const auto& [name, t] : weights)
@@ -290,13 +395,21 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
             for (int64_t i = 0; i < span; ++i)
                 window[static_cast<size_t>(b * span + i)] = ids[static_cast<size_t>(start + i)];
         }
-        const auto batch = torch::from_blob(window.data(), {o.batch, span}, torch::kLong).clone();
         const double lr = scheduled_lr(o, step, r.planned_steps);
         for (auto& group : optimizer.param_groups())
             static_cast<AdamWOptions&>(group.options()).lr(lr);
-        const auto logits = model->training_logits(batch.narrow(1, 0, o.seqlen));
-        const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                               batch.narrow(1, 1, o.seqlen).reshape({-1}));
+        torch::Tensor loss;
+        if (mlm) {
+            const auto batch = detail::masked_lm_batch(o, window, rng);
+            const auto logits = model->training_logits(batch.inputs);
+            loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                        batch.labels.reshape({-1})); // ignores -100
+        } else {
+            const auto batch = torch::from_blob(window.data(), {o.batch, span}, torch::kLong).clone();
+            const auto logits = model->training_logits(batch.narrow(1, 0, o.seqlen));
+            loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                        batch.narrow(1, 1, o.seqlen).reshape({-1}));
+        }
         optimizer.zero_grad();
         loss.backward();
         if (o.grad_clip > 0)
@@ -352,6 +465,7 @@ Json scratch_training_json(const ScratchResult& r)
     }
     Json j = {{"config",
                {{"name", c.name},
+                {"arch", c.arch},
                 {"vocab", c.vocab},
                 {"d", c.dim},
                 {"layers", c.layers},
@@ -364,6 +478,13 @@ Json scratch_training_json(const ScratchResult& r)
     options["schedule"] = "linear warmup, constant to step max(warmup, 10), cosine to min_lr_ratio lr at "
                           "planned_steps";
     options["optimizer"] = "AdamW (0.9, 0.95, eps 1e-8), weight decay on matrices only";
+    options["objective"] = scratch_objective(o);
+    if (scratch_objective(o) == "mlm") {
+        options["mask_rate"] = o.mask_rate;
+        options["masking"] = "windows of seqlen ids framed [CLS] .. [SEP]; each position chosen with "
+                             "probability mask_rate (at least one per step): [MASK] 80%, a random id 10%, "
+                             "unchanged 10%; loss: mean cross-entropy over the chosen positions";
+    }
     j["embedding"] = embedding;
     j["options"] = options;
     EMBEDLAB_JSON_MEMBERS(j, r, steps, planned_steps, stopped_by, tokens, seconds, tokens_per_second, threads,
@@ -383,29 +504,34 @@ Json save_trained_model(const ScratchResult& r, const fs::path& out, const SaveT
         throw InputError((tok.empty() ? std::string("(empty path)") : tok.string()) +
                          ": is not a directory with tokenizer files");
     std::vector<fs::path> tokenizer_files;
-    for (const char* name :
-         {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "vocab.txt",
+                             "tokenizer_config.json", "special_tokens_map.json"})
         if (fs::is_regular_file(tok / name))
             tokenizer_files.push_back(tok / name);
     if (tokenizer_files.empty())
-        throw InputError(tok.string() + ": has no tokenizer.json or vocab.json + merges.txt to copy");
+        throw InputError(tok.string() +
+                         ": has no tokenizer.json, vocab.json + merges.txt or vocab.txt to copy");
 
     const auto& model = *r.model;
     const auto& c = r.options.config;
-    Json config = {{"model_type", "gpt2"},
-                   {"architectures", {"GPT2LMHeadModel"}},
-                   {"vocab_size", c.vocab},
-                   {"n_embd", c.dim},
-                   {"n_layer", c.layers},
-                   {"n_head", c.heads},
-                   {"n_inner", 4 * c.dim},
-                   {"n_positions", c.positions},
-                   {"n_ctx", c.positions},
-                   {"layer_norm_epsilon", 1e-5},
-                   {"activation_function", "gelu_new"},
-                   {"tie_word_embeddings", true},
-                   {"torch_dtype", "float32"}};
-    if (c.vocab == 50257) { // GPT-2's tokenizer: its end-of-text token
+    const bool bert = c.arch == "bert";
+    const std::string table = token_table_name(model.config().arch);
+    const std::string prefix = table.substr(0, table.size() - std::string("weight").size());
+    Json config = bert ? bert_config_json(c, r.options.special.pad)
+                       : Json{{"model_type", "gpt2"},
+                              {"architectures", {"GPT2LMHeadModel"}},
+                              {"vocab_size", c.vocab},
+                              {"n_embd", c.dim},
+                              {"n_layer", c.layers},
+                              {"n_head", c.heads},
+                              {"n_inner", 4 * c.dim},
+                              {"n_positions", c.positions},
+                              {"n_ctx", c.positions},
+                              {"layer_norm_epsilon", 1e-5},
+                              {"activation_function", "gelu_new"},
+                              {"tie_word_embeddings", true},
+                              {"torch_dtype", "float32"}};
+    if (!bert && c.vocab == 50257) { // GPT-2's tokenizer: its end-of-text token
         config["bos_token_id"] = 50256;
         config["eos_token_id"] = 50256;
     }
@@ -422,7 +548,7 @@ Json save_trained_model(const ScratchResult& r, const fs::path& out, const SaveT
     const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&model.token_embedding());
     Json factors = Json::object();
     if (fe)
-        for (const auto& [name, t] : embedding_factor_tensors(*fe, "wte.")) {
+        for (const auto& [name, t] : embedding_factor_tensors(*fe, prefix)) {
             factors[name] = t.sizes().vec();
             tensors.emplace_back(name, t.detach().contiguous());
         }
@@ -450,7 +576,7 @@ Json save_trained_model(const ScratchResult& r, const fs::path& out, const SaveT
                          {"format_version", detail::kManifestFormatVersion},
                          {"method", "fourier"},
                          {"parameters", params},
-                         {"embedding_tensor", "wte.weight"},
+                         {"embedding_tensor", table},
                          {"factor_tensors", factors},
                          {"trained_from_scratch", true},
                          {"fit",
