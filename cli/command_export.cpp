@@ -75,8 +75,9 @@ int command_export(const std::vector<std::string>& argv)
                 static_cast<double>(report.bytes) / 1e6);
     if (format == "gguf")
         std::printf("  token table %s%s\n", report.embedding_type.c_str(),
-                    report.output_type.empty() ? " (the head too: tied)"
-                                               : (", output head " + report.output_type).c_str());
+                    report.architecture == "bert" ? "" // no token head in llama.cpp's bert
+                    : report.output_type.empty()  ? " (the head too: tied)"
+                                                  : (", output head " + report.output_type).c_str());
     for (const auto& n : report.notes)
         std::printf("  note: %s\n", n.c_str());
     return 0;

@@ -218,6 +218,10 @@ ModelConfig read_bert_config(const Metadata& meta)
                   std::to_string(c.num_heads) + " heads");
     if (meta.boolean("bert.attention.causal", false))
         meta.fail("bert.attention.causal is set: a causal bert is not implemented");
+    // The vocabulary is read back as a lower-casing WordPiece (load_model.cpp).
+    if (!meta.boolean("tokenizer.ggml.normalizer.lowercase", true))
+        meta.fail("tokenizer.ggml.normalizer.lowercase is false: a cased WordPiece vocabulary in GGUF is not "
+                  "implemented (load the Hugging Face directory instead)");
     switch (meta.integer("bert.pooling_type").value_or(0)) {
     case 0:
         break;

@@ -119,6 +119,8 @@ std::string gguf_arch(const ModelConfig& c)
 {
     if (c.arch == Architecture::GPT2)
         return "gpt2";
+    if (c.is_encoder())
+        return "bert"; // distilbert too: llama.cpp's converter writes it as bert without segment rows
     if (c.model_type == "gpt_neox")
         return "gptneox";
     if (c.model_type.empty() || c.model_type == "llama")
@@ -157,9 +159,16 @@ double linear_rope_factor(const ModelConfig& c)
 std::string refusal(const LoadedModel& lm)
 {
     const auto& c = lm.model->config();
-    if (c.is_encoder())
-        return "GGUF export of encoders (" + c.type_name() +
-               ") is not implemented yet; --format hf writes it";
+    if (c.is_encoder()) {
+        if (c.encoder_head == EncoderHead::Classification)
+            return "a sequence classifier: llama.cpp's bert graph has no pooler, so its head could not be "
+                   "computed there (--format hf writes it)";
+        if (c.pooling == "max")
+            return "max pooling: llama.cpp pools by mean, CLS or last token only";
+        if (lm.model->lora())
+            return "the model has unmerged LoRA adapters (merge them first)";
+        return "";
+    }
     const std::string a = gguf_arch(c);
     static const std::set<std::string> known{"gpt2",   "llama",  "qwen2", "qwen3",  "gemma",
                                              "gemma2", "gemma3", "phi3",  "gptneox"};
@@ -250,6 +259,21 @@ void add_vocabulary(GgufPlan& plan, const LoadedModel& lm)
         m.set_uint32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v->unk_id));
     if (v->model == "llama")
         m.set_bool("tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    if (v->model == "bert") { // as convert_hf_to_gguf's BertModel and SpecialVocab write them
+        const auto& tok = *lm.tokenizer;
+        m.set_uint32("tokenizer.ggml.token_type_count",
+                     static_cast<uint32_t>(std::max<int64_t>(1, lm.model->config().type_vocab_size)));
+        m.set_uint32("tokenizer.ggml.seperator_token_id",
+                     static_cast<uint32_t>(v->eos_id)); // llama.cpp's spelling
+        if (const auto pad = tok.pad_id())
+            m.set_uint32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
+        if (const auto mask = tok.mask_id())
+            m.set_uint32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(*mask));
+        m.set_bool("tokenizer.ggml.add_bos_token", true); // [CLS] .. [SEP]
+        m.set_bool("tokenizer.ggml.add_eos_token", true);
+        m.set_bool("tokenizer.ggml.add_sep_token", false);
+        m.set_bool("tokenizer.ggml.normalizer.lowercase", true); // the only form gguf_vocabulary writes
+    }
 }
 
 void add_hparams(GgufPlan& plan, const ModelConfig& c)
@@ -263,6 +287,13 @@ void add_hparams(GgufPlan& plan, const ModelConfig& c)
     // layer's MLP from one feed_forward_length.
     m.set_uint32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
     m.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
+    if (c.is_encoder()) {
+        m.set_float32(a + ".attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
+        m.set_bool(a + ".attention.causal", false);
+        if (!c.pooling.empty()) // llama.cpp's LLAMA_POOLING_TYPE_MEAN 1, _CLS 2
+            m.set_uint32(a + ".pooling_type", c.pooling == "mean" ? 1u : 2u);
+        return;
+    }
     m.set_uint32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
     if (c.arch == Architecture::GPT2) {
         m.set_float32(a + ".attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
@@ -459,6 +490,36 @@ void add_gpt2_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& w)
                              "outputs; llama.cpp cannot hold narrower ones)");
 }
 
+// bert / distilbert: llama.cpp's names for the body (io::encoder_gguf_name, the GGUF
+// reader's table); the heads are left out, as llama.cpp's converter leaves them.
+void add_encoder_tensors(GgufPlan& plan, const ModelConfig& c, const WeightMap& weights)
+{
+    bool dropped = false;
+    for (const auto& [name, t] : weights) {
+        if (name == token_table_name(c.arch))
+            continue;
+        if (name.starts_with("cls.") || name.starts_with("pooler.")) {
+            dropped = true;
+            continue;
+        }
+        const auto gguf = io::encoder_gguf_name(name, /*to_gguf=*/true);
+        if (!gguf)
+            throw InputError("cannot write GGUF: tensor '" + name + "' has no llama.cpp name for bert");
+        plan.tensors.push_back(
+            {*gguf, held(t),
+             t.dim() == 2 && *gguf != "position_embd.weight" && *gguf != "token_types.weight"});
+    }
+    if (c.normalize_embeddings)
+        plan.notes.push_back("sentence-transformers' Normalize is not recorded in GGUF: normalise the pooled "
+                             "embeddings yourself (llama.cpp's embedding tool does by default; embedlab-cli "
+                             "embed --normalize)");
+    if (dropped)
+        plan.notes.push_back(
+            std::string(c.encoder_head == EncoderHead::MaskedLM ? "masked-LM head" : "pooler") +
+            " left out: llama.cpp's bert computes the body's hidden states and pooled "
+            "embeddings (its converter leaves it out too)");
+}
+
 GgufPlan plan_gguf(const LoadedModel& lm)
 {
     const auto& model = *lm.model;
@@ -478,7 +539,9 @@ GgufPlan plan_gguf(const LoadedModel& lm)
         plan.notes.push_back("token embedding (" + embedding.kind() +
                              ") reconstructed as a dense table: llama.cpp has no factorised embedding");
     plan.tensors.push_back({"token_embd.weight", lazy_dense_tokens(embedding), true});
-    if (c.arch == Architecture::GPT2) {
+    if (c.is_encoder()) {
+        add_encoder_tensors(plan, c, model.weights());
+    } else if (c.arch == Architecture::GPT2) {
         plan.tensors.push_back(
             {"position_embd.weight", lazy_dense_tokens(*model.position_embedding()), true});
         add_gpt2_tensors(plan, c, model.weights());

@@ -161,6 +161,7 @@ public:
     std::optional<int32_t> sep_id() const override { return sep_id_; }
     std::optional<int32_t> mask_id() const override { return mask_id_; }
     std::optional<int32_t> pad_id() const override { return pad_id_; }
+    std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not) const override;
 
 private:
     struct Added {
@@ -189,6 +190,53 @@ private:
     int32_t unk_id_ = 0;
     std::optional<int32_t> cls_id_, sep_id_, mask_id_, pad_id_;
 };
+
+// llama.cpp's converter's form (convert_hf_to_gguf's BertModel.set_vocab): word-initial
+// pieces prefixed by U+2581, "##" stripped from continuations, control tokens (the
+// special added ones) as they are; [CLS] and [SEP] as BOS and EOS. llama.cpp
+// tokenizes with BertNormalizer and BertPreTokenizer, lower-casing with accents
+// stripped unless told otherwise: only that form is written (EmbedLab's GGUF reader
+// lower-cases too).
+std::optional<GgufVocabulary> WordPieceTokenizer::gguf_vocabulary(std::string* why_not) const
+{
+    auto refuse = [&](const std::string& why) -> std::optional<GgufVocabulary> {
+        if (why_not)
+            *why_not = file_message(source_, why);
+        return std::nullopt;
+    };
+    if (normalizer_.size() != 1 || normalizer_.front() != WordPieceNorm::Bert ||
+        pre_tokenizer_ != WordPieceSplit::Bert || !options_.clean_text || !options_.handle_chinese_chars)
+        return refuse("this WordPiece tokenizer's normalizer or pre-tokenizer is not BertNormalizer + "
+                      "BertPreTokenizer, the only ones llama.cpp's WordPiece reproduces");
+    if (!options_.lowercase || !strip_accents_)
+        return refuse("a cased WordPiece tokenizer (or one keeping accents) cannot be written to GGUF yet: "
+                      "EmbedLab writes and reads GGUF WordPiece vocabularies lower-cased only");
+    if (options_.continuing_subword_prefix != "##")
+        return refuse("the continuation prefix is not \"##\", the only one llama.cpp's GGUF form can hold");
+    if (!cls_id_ || !sep_id_)
+        return refuse("no [CLS] or [SEP] token, which llama.cpp frames every input with");
+    GgufVocabulary v;
+    v.model = "bert";
+    v.pre = "default";
+    v.tokens.reserve(tokens_.size());
+    for (size_t id = 0; id < tokens_.size(); ++id) {
+        const std::string& t = tokens_[id];
+        if (t.empty()) {
+            v.tokens.push_back("[PAD" + std::to_string(id) + "]");
+            v.types.push_back(5); // unused
+        } else if (special_[id]) {
+            v.tokens.push_back(t);
+            v.types.push_back(3); // control
+        } else {
+            v.tokens.push_back(t.starts_with("##") ? t.substr(2) : "\u2581" + t);
+            v.types.push_back(1);
+        }
+    }
+    v.unk_id = unk_id_;
+    v.bos_id = *cls_id_;
+    v.eos_id = *sep_id_;
+    return v;
+}
 
 WordPieceTokenizer::WordPieceTokenizer(WordPieceSpec spec)
     : source_(std::move(spec.source)), tokens_(std::move(spec.vocab)), options_(std::move(spec.options)),
