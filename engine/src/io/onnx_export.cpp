@@ -14,6 +14,7 @@
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
 #include "io/onnx_decoder.hpp"
+#include "io/onnx_encoder.hpp"
 #include "io/onnx_graph.hpp"
 #include "io/safetensors.hpp"
 
@@ -293,11 +294,12 @@ ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out
 
 std::string onnx_export_refusal(const LanguageModel& model)
 {
-    if (model.config().is_encoder())
-        return "ONNX export of encoders (" + model.config().type_name() + ") is not implemented yet";
     try {
         onnx::Graph g;
-        onnx::write_decoder(model, g, false, {});
+        if (model.config().is_encoder())
+            onnx::write_encoder(model, g, {});
+        else
+            onnx::write_decoder(model, g, false, {});
         return "";
     } catch (const InputError& e) {
         return e.what();
@@ -349,7 +351,11 @@ ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out
     onnx::Graph graph;
     if (prepare)
         prepare(graph);
-    const auto io = onnx::write_decoder(model, graph, options.with_past, progress);
+    if (model.config().is_encoder() && options.with_past)
+        throw InputError("--with-past is for decoders: an encoder reads its whole input at once");
+    const auto io = model.config().is_encoder()
+                        ? onnx::write_encoder(model, graph, progress)
+                        : onnx::write_decoder(model, graph, options.with_past, progress);
     for (const auto& factor : graph.unused_substitutes())
         graph.note("factor " + factor + " is written as float32: the table holds it rearranged");
     ModelExportReport report;
