@@ -1,6 +1,7 @@
-// embedlab-cli finetune ENCODER --head classification --task sst2 --train FILE --out DIR:
+// embedlab-cli finetune ENCODER --head classification --task sst2|cola|mrpc|.. --train FILE --out DIR:
 // a sequence classifier fine-tuned from an encoder (classifier_finetune.hpp), scored
 // on --eval FILE (the task's dev set) when given.
+#include <cmath>
 #include <limits>
 
 #include "common.hpp"
@@ -19,10 +20,12 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
     const std::string head = args.required("--head", "classification");
     if (head != "classification")
         throw InputError("finetune: --head must be classification (got '" + head + "')");
-    const std::string task = args.required("--task", "sst2");
-    if (task != "sst2")
-        throw InputError("finetune: --task " + task +
-                         " is not implemented for --head classification (sst2 is)");
+    const std::string task = args.required("--task", "sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli");
+    if (!is_classification_task(task))
+        throw InputError(
+            "finetune: --task " + task +
+            " is not a classification task (--head classification trains on sst2, cola, mrpc, qqp, "
+            "mnli, mnli-mm, qnli, rte or wnli)");
     const std::string train_file = args.required("--train", "FILE");
     const std::string out = args.required("--out", "DIR");
     ClassifierTrainOptions o;
@@ -72,6 +75,10 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
         record["eval"] = {{"data", std::filesystem::absolute(*eval).lexically_normal().string()},
                           {"n", dev->n},
                           {"accuracy", dev->accuracy}};
+        if (!std::isnan(dev->mcc))
+            record["eval"]["mcc"] = dev->mcc;
+        if (!std::isnan(dev->f1))
+            record["eval"]["f1"] = dev->f1;
     }
     save_classifier(base, *model, out, args.has("--force"), record);
     if (args.has("--json")) {

@@ -1,5 +1,7 @@
 // embedlab-cli task NAME [MODEL] --data FILE: zero-shot accuracy (sst2, mc) or
 // STS-B correlation (stsb), optionally against the original model (tasks.hpp).
+#include <cmath>
+
 #include "common.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/tasks.hpp"
@@ -95,8 +97,9 @@ int command_task(const std::vector<std::string>& argv)
         throw InputError(std::string("task: give the task name (") + task_names + ") and optionally MODEL");
     const std::string task = pos[0];
     const std::string model = pos.size() == 2 ? pos[1] : default_model_path().string();
-    const std::string data = args.required("--data", "FILE", "sst2, stsb: a GLUE dev.tsv; mc: a JSONL file");
-    if (task != "sst2" && task != "mc" && task != "stsb")
+    const std::string data =
+        args.required("--data", "FILE", "GLUE tasks: the task's dev.tsv; mc: a JSONL file");
+    if (!is_known_task(task))
         throw InputError("task: unknown task '" + task + "' (tasks: " + task_names + ")");
     const int64_t limit = args.get_int("--limit", 0, 0, 1 << 30);
     // Before any work: the per-example file is new (or --force) and none of the inputs.
@@ -144,6 +147,10 @@ int command_task(const std::vector<std::string>& argv)
     }
     std::printf("%s: accuracy %.4f (acc_norm %.4f) over %lld examples (%.1f s)\n", task.c_str(), r.accuracy,
                 r.accuracy_norm, (long long)r.n, r.seconds);
+    if (!std::isnan(r.mcc))
+        std::printf("%s: Matthews correlation %.4f\n", task.c_str(), r.mcc);
+    if (!std::isnan(r.f1))
+        std::printf("%s: F1 (label 1) %.4f\n", task.c_str(), r.f1);
     if (ref)
         std::printf("reference %s: accuracy %.4f (acc_norm %.4f); the same choice on %.4f of the examples\n",
                     ref->path.c_str(), rr.accuracy, rr.accuracy_norm, j["agreement"].get<double>());

@@ -34,13 +34,16 @@ commands:
                                                the same statistics against the base model's
                                                log-probabilities llama-perplexity
                                                --kl-divergence-base saved, on its tokens and chunks
-  task     sst2|mc|stsb [MODEL] --data FILE [--limit N] [--reference ORIGINAL] [--out FILE.jsonl [--force]] [--json]
+  task     sst2|mc|stsb|cola|mrpc|qqp|mnli|mnli-mm|qnli|rte|wnli [MODEL] --data FILE [--limit N]
+           [--reference ORIGINAL] [--out FILE.jsonl [--force]] [--json]
                                                zero-shot accuracy by log-likelihood (sst2: GLUE SST-2
                                                dev.tsv; mc: JSONL {context, choices, label}) or STS-B
                                                Spearman of pooled hidden states; per example to --out;
                                                stsb --reference: top-10 neighbour agreement of the pooled
                                                sentences (retrieval_agreement_top10); a sequence
-                                               classifier answers sst2 with its head
+                                               classifier answers sst2 and GLUE's other classification
+                                               tasks (their own dev.tsv layouts) with its head: accuracy,
+                                               cola's MCC, mrpc's and qqp's F1
   tokenize [MODEL] --text FILE [--json]        token ids of a text
   embed    [MODEL] --text FILE [--pooling cls|mean|max|model] [--normalize] [--batch B (32)] [--json]
                                                one pooled embedding per line of FILE: encoders read
@@ -93,7 +96,7 @@ commands:
   compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
            --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
            [--nu X --tau Y | --device raspberry-pi-5|a100-server] [--tokens L]   energy model (TensorSLM)
-           [--task sst2|mc --task-data FILE [--task-limit N]]  zero-shot accuracy after the evaluation,
+           [--task sst2|mc|cola|.. --task-data FILE [--task-limit N]]  task accuracy after the evaluation,
                                                beside the original's on the same examples
            [--store f32|f16|bf16|q8_0|q4_0|..]  every method but quant and flat: the factors' stored type
                                                (a factor whose rows its blocks do not divide stays f32);
@@ -124,7 +127,7 @@ commands:
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
   sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--divergence] [--json]
-           [--task sst2|mc --task-data FILE [--task-limit N]]  every row's task accuracy too
+           [--task sst2|mc|cola|.. --task-data FILE [--task-limit N]]  every row's task accuracy too
   sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
            --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
                                                --eps: each token its own ranks, or one set with --uniform-ranks)
@@ -169,10 +172,11 @@ commands:
                                                a fourier table trains its own MLP (no per-token parameters;
                                                --targets embedding: the MLP alone), --fourier-row-lora instead
                                                adds a V x r per-token row adapter
-  finetune ENCODER --head classification --task sst2 --train FILE --out DIR [--eval FILE] [--steps N (300)]
+  finetune ENCODER --head classification --task sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli --train FILE --out DIR
+           [--eval FILE] [--steps N (300)]
            [--batch B (16)] [--lr X (1e-3)] [--body-lr X (0: body frozen)] [--seed S] [--limit N] [--force] [--json]
                                                a sequence classifier from an encoder (bert, distilbert): a
-                                               fresh head trained on the task's labelled sentences, written
+                                               fresh head trained on the task's labelled sentences (or pairs), written
                                                as a Hugging Face …ForSequenceClassification directory;
                                                --eval: its accuracy on the task's dev set
   train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)

@@ -263,5 +263,33 @@ TEST(CliEncoder, FinetuneTrainsAClassifierThatTheTaskReadsBack)
     EXPECT_EQ(again.exit_code, 2);
 }
 
+// GLUE's pair tasks end to end: finetune --task rte names the head by rte's labels,
+// task rte reads it back with its --json fields, and a task whose labels differ is refused.
+TEST(CliEncoder, PairTaskFinetuneAndTaskReadEachOther)
+{
+    TempDir dir;
+    const auto rte = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/rte.tsv").string();
+    const auto mrpc = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/mrpc.tsv").string();
+    const auto out = (dir.path() / "rte").string();
+    const auto j = json_of(
+        cli({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "rte", "--train", rte,
+             "--eval", rte, "--steps", "10", "--batch", "4", "--out", out, "--json", "--quiet"}));
+    EXPECT_EQ(j["labels"], Json::array({"entailment", "not_entailment"}));
+    EXPECT_EQ(j["training"]["eval"]["n"], 4);
+    const auto config = Json::parse(std::ifstream(fs::path(out) / "config.json"));
+    EXPECT_EQ(config["id2label"]["0"], "entailment");
+    const auto task = json_of(cli({"task", "rte", out, "--data", rte, "--json", "--quiet"}));
+    EXPECT_EQ(task["task"], "rte");
+    EXPECT_EQ(task["n"], 4);
+    EXPECT_DOUBLE_EQ(task["accuracy"].get<double>(), j["training"]["eval"]["accuracy"].get<double>());
+    const auto wrong = cli({"task", "mrpc", out, "--data", mrpc});
+    EXPECT_EQ(wrong.exit_code, 2);
+    EXPECT_NE(wrong.err.find("the task's label 'not_equivalent' is none of the model's labels"),
+              std::string::npos)
+        << wrong.err;
+    const auto text = cli({"task", "mrpc", fixture("bert-cls"), "--data", mrpc});
+    EXPECT_EQ(text.exit_code, 2) << text.out;
+}
+
 } // namespace
 } // namespace embedlab::test

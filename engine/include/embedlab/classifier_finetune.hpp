@@ -2,7 +2,7 @@
 // DistilBERT fine-tuned on a GLUE task), and writing it as a Hugging Face directory.
 //
 //   auto base = embedlab::load_model("distilbert-mlm");
-//   auto data = embedlab::read_task_data("sst2", "train.tsv");
+//   auto data = embedlab::read_task_data("sst2", "train.tsv");   // or rte, mnli, ... (pairs)
 //   auto texts = embedlab::labelled_texts(data);
 //   auto model = embedlab::with_classification_head(*base.model, texts.label_names, /*seed=*/0);
 //   auto r = embedlab::train_classifier(*model, *base.tokenizer, texts, {.steps = 300});
@@ -33,12 +33,14 @@ namespace embedlab {
 
 struct LabelledTexts {
     std::vector<std::string> texts;
+    std::vector<std::string> pairs;       // a pair task's second texts (as many as texts); else empty
     std::vector<int64_t> labels;          // index into label_names
     std::vector<std::string> label_names; // sst2: negative, positive
     std::string source;
 };
 
-// sst2's sentences and labels (the task's own label names); InputError for another task.
+// A GLUE classification task's sentences (or pairs) and labels, with the task's own
+// label names (tasks.hpp); InputError for mc or stsb.
 LabelledTexts labelled_texts(const TaskData& data);
 
 struct ClassifierTrainOptions {

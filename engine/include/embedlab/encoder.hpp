@@ -39,10 +39,10 @@ struct EncoderBatch {
 };
 
 // Encoders: [CLS] a [SEP] (with `pairs`: [CLS] a [SEP] b [SEP], segment 1 on b and
-// its [SEP]), padded with [PAD] to the longest. Decoders: the text's ids as they
-// are, padded with 0 (masked). InputError naming the text's index when an input
-// is longer than the model's positions, or a decoder's text has no ids (texts are
-// numbered from first_number in messages).
+// its [SEP] when the model has segment rows; distilbert's are all 0), padded with [PAD] to the longest.
+// Decoders: the text's ids as they are, padded with 0 (masked). InputError naming the text's index when an
+// input is longer than the model's positions, or a decoder's text has no ids (texts are numbered from
+// first_number in messages).
 EncoderBatch frame_texts(const Tokenizer& tokenizer, const ModelConfig& config,
                          const std::vector<std::string>& texts,
                          const std::vector<std::string>* pairs = nullptr, int64_t first_number = 1);

@@ -22,7 +22,8 @@
 // correlation of those cosines with the gold scores. Encoders: each sentence is
 // framed [CLS] .. [SEP] and pooled the model's own way (encoder.hpp).
 //
-// Sequence classifiers (encoder_head Classification) answer sst2 with their head:
+// Sequence classifiers (encoder_head Classification) answer sst2 and GLUE's other
+// classification tasks with their head (pairs framed [CLS] a [SEP] b [SEP]):
 // each sentence framed [CLS] .. [SEP], the class with the highest logit, the
 // model's id2label matched to the task's labels by name (or LABEL_i by position);
 // loglik holds the log-softmax of the matched classes. Other encoders refuse
@@ -33,6 +34,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/task_names.hpp"
 #include "embedlab/tokenizer.hpp"
 
 namespace embedlab {
@@ -48,11 +51,12 @@ struct TaskExample {
     std::string context;
     std::vector<std::string> continuations; // delimiter included: " negative", " positive"
     int64_t label = 0;                      // index into continuations
-    std::string text; // the dataset's own text (sst2: the sentence; mc: context and choices)
+    std::string text;      // the dataset's own text (sst2: the sentence; mc: context and choices)
+    std::string text_pair; // a pair task's second text (mrpc, qqp, mnli, qnli, rte, wnli); else empty
 };
 
 struct TaskData {
-    std::string task;   // "sst2" or "mc"
+    std::string task;   // "sst2", "mc", or a GLUE classification task (is_classification_task)
     std::string source; // the file read
     std::vector<TaskExample> examples;
 };
@@ -61,14 +65,22 @@ struct TaskReadOptions {
     int64_t limit = 0; // first N examples; 0: all
 };
 
-// The tasks read_task_data knows, for messages and usage lines.
-inline constexpr const char* task_names = "sst2, mc, stsb";
-
 // "sst2": a GLUE SST-2 TSV whose header names a `sentence` (or `text`) and a
 // `label` column (0 negative, 1 positive); context "{sentence}\nQuestion: Is this
 // sentence positive or negative?\nAnswer:", continuations " negative", " positive".
 // "mc": JSONL, one {"context": "...", "choices": ["...", ...], "label": i} per line
 // (PIQA, ARC, HellaSwag in this shape); continuations " " + choice.
+// GLUE's other classification tasks, from their own TSV layouts (columns found by
+// the header's names; tabs only, no quoting): cola (no header: source, label,
+// original label, sentence; a header naming sentence and label is read too), mrpc
+// (#1 String, #2 String, Quality), qqp (question1, question2, is_duplicate), mnli
+// and mnli-mm (sentence1, sentence2, gold_label), qnli (question, sentence, label),
+// rte and wnli (sentence1, sentence2, label). Labels in the Hugging Face datasets'
+// order, as continuations " name": cola unacceptable/acceptable, mrpc
+// not_equivalent/equivalent, qqp not_duplicate/duplicate, mnli entailment/neutral/
+// contradiction, qnli and rte entailment/not_entailment, wnli not_entailment/
+// entailment; numeric labels (cola, mrpc, qqp, wnli) index that list, named ones
+// (mnli, qnli, rte) must be one of it. No context: only a classifier's head reads them.
 // InputError naming the file and the line for a missing column, an empty file, a
 // label outside the choices, a malformed line.
 TaskData read_task_data(const std::string& task, const std::filesystem::path& file,
@@ -94,6 +106,10 @@ struct TaskResult {
     int64_t n = 0;
     double accuracy = 0;
     double accuracy_norm = 0;
+    // GLUE's own metric beside accuracy: cola Matthews' correlation, mrpc and qqp the F1
+    // of label 1 (0 when undefined, as scikit-learn); NaN for other tasks.
+    double mcc = std::numeric_limits<double>::quiet_NaN();
+    double f1 = std::numeric_limits<double>::quiet_NaN();
     std::vector<TaskExampleResult> examples;
     double seconds = 0;
     std::string protocol; // how it was scored, in words (task_json's "protocol")
@@ -104,7 +120,7 @@ struct TaskResult {
 TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer, const TaskData& data,
                          const ProgressFn& progress = {});
 
-// {task, n, accuracy, accuracy_norm, seconds, protocol}: what `task --json` says.
+// {task, n, accuracy, accuracy_norm, [mcc], [f1], seconds, protocol}: what `task --json` says.
 nlohmann::ordered_json task_json(const TaskResult& r);
 
 // Share of examples on which two runs of the same data chose the same continuation.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 
 #include "embedlab/encoder.hpp"
 
@@ -17,7 +18,7 @@ std::string lower(std::string s)
     return s;
 }
 
-// The dataset's label names: sst2's continuations without their space.
+// The dataset's label names: the continuations without their space.
 std::vector<std::string> dataset_labels(const TaskData& data)
 {
     std::vector<std::string> names;
@@ -30,10 +31,19 @@ std::vector<std::string> dataset_labels(const TaskData& data)
 
 } // namespace
 
+double binary_mcc(int64_t tp, int64_t fp, int64_t fn, int64_t tn)
+{
+    const auto d = [](int64_t v) { return static_cast<double>(v); };
+    const double denominator = std::sqrt(d(tp + fp) * d(tp + fn) * d(tn + fp) * d(tn + fn));
+    return denominator == 0 ? 0.0 : (d(tp) * d(tn) - d(fp) * d(fn)) / denominator;
+}
+
 std::vector<int64_t> classifier_label_map(const ModelConfig& config, const TaskData& data)
 {
-    if (data.task != "sst2")
-        throw InputError(data.source + ": a sequence classifier runs labelled tasks (sst2), not '" +
+    if (!is_classification_task(data.task))
+        throw InputError(data.source +
+                         ": a sequence classifier runs GLUE's labelled tasks (sst2, cola, mrpc, "
+                         "qqp, mnli, mnli-mm, qnli, rte, wnli), not '" +
                          data.task + "'");
     const auto wanted = dataset_labels(data);
     const auto& labels = config.labels;
@@ -71,6 +81,9 @@ TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer&
 {
     const auto t0 = std::chrono::steady_clock::now();
     const auto map = classifier_label_map(model.config(), data);
+    const bool paired = std::any_of(data.examples.begin(), data.examples.end(),
+                                    [](const TaskExample& e) { return !e.text_pair.empty(); });
+    int64_t tp = 0, fp = 0, fn = 0, tn = 0; // label 1 the positive class
     TaskResult r;
     r.task = data.task;
     const auto total = static_cast<int64_t>(data.examples.size());
@@ -79,10 +92,13 @@ TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer&
     report_progress(progress, 0, total);
     for (int64_t start = 0; start < total; start += batch_size) {
         const int64_t count = std::min(batch_size, total - start);
-        std::vector<std::string> texts;
-        for (int64_t i = start; i < start + count; ++i)
+        std::vector<std::string> texts, pairs;
+        for (int64_t i = start; i < start + count; ++i) {
             texts.push_back(data.examples[static_cast<size_t>(i)].text);
-        const auto batch = frame_texts(tokenizer, model.config(), texts, nullptr, start + 1);
+            pairs.push_back(data.examples[static_cast<size_t>(i)].text_pair);
+        }
+        const auto batch =
+            frame_texts(tokenizer, model.config(), texts, paired ? &pairs : nullptr, start + 1);
         const auto logp =
             torch::log_softmax(model.classify(batch_hidden_states(model, batch)).to(torch::kDouble), -1);
         for (int64_t i = 0; i < count; ++i) {
@@ -95,15 +111,24 @@ TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer&
                 std::max_element(out.loglik.begin(), out.loglik.end()) - out.loglik.begin();
             out.continuation_tokens.assign(map.size(), 0);
             right += out.choice == e.label;
+            tp += out.choice == 1 && e.label == 1;
+            fp += out.choice == 1 && e.label != 1;
+            fn += out.choice != 1 && e.label == 1;
+            tn += out.choice != 1 && e.label != 1;
             r.examples.push_back(std::move(out));
         }
         report_progress(progress, start + count, total);
     }
     r.n = total;
     r.accuracy = r.accuracy_norm = static_cast<double>(right) / static_cast<double>(total);
-    r.protocol =
-        "the sequence classifier's head: each sentence framed [CLS] .. [SEP], the class of highest logit, "
-        "the model's id2label matched to the task's labels";
+    if (data.task == "cola") // Matthews' correlation; 0 when a margin is empty (scikit-learn)
+        r.mcc = binary_mcc(tp, fp, fn, tn);
+    if (data.task == "mrpc" || data.task == "qqp")
+        r.f1 = tp == 0 ? 0.0 : 2.0 * static_cast<double>(tp) / static_cast<double>(2 * tp + fp + fn);
+    r.protocol = std::string("the sequence classifier's head: ") +
+                 (paired ? "each pair framed [CLS] a [SEP] b [SEP] (segment 1 on b)"
+                         : "each sentence framed [CLS] .. [SEP]") +
+                 ", the class of highest logit, the model's id2label matched to the task's labels";
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }

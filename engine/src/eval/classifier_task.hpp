@@ -1,5 +1,6 @@
-// A sequence classifier on a labelled task (sst2): the class its head picks for
-// each example's own text, against the dataset's label (tasks.hpp).
+// A sequence classifier on a labelled GLUE task (sst2, cola, mrpc, ...): the class its
+// head picks for each example's own text (or pair), against the dataset's label
+// (tasks.hpp), with cola's Matthews correlation and mrpc's and qqp's F1.
 #pragma once
 
 #include "embedlab/tasks.hpp"
@@ -11,6 +12,10 @@ namespace embedlab::detail {
 // else by position when the model's labels are the default LABEL_i; InputError
 // when the counts differ or the names do not match.
 std::vector<int64_t> classifier_label_map(const ModelConfig& config, const TaskData& data);
+
+// Matthews' correlation of a 2 x 2 confusion matrix (label 1 positive); 0 when a
+// row or column is empty, as scikit-learn's matthews_corrcoef.
+double binary_mcc(int64_t tp, int64_t fp, int64_t fn, int64_t tn);
 
 TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer& tokenizer,
                                     const TaskData& data, const ProgressFn& progress);

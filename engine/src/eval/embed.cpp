@@ -87,7 +87,7 @@ EncoderBatch frame_texts(const Tokenizer& tokenizer, const ModelConfig& config,
             }
         }
         segment.assign(row.size(), 0);
-        if (pairs)
+        if (pairs && config.type_vocab_size > 1) // distilbert: no segment rows, its tokenizer gives none
             std::fill(segment.begin() + static_cast<std::ptrdiff_t>(a.size() + 2), segment.end(), 1);
         if (static_cast<int64_t>(row.size()) > limit)
             throw InputError("text " + std::to_string(first_number + static_cast<int64_t>(i)) + " is " +

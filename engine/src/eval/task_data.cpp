@@ -1,4 +1,6 @@
-// Task files: GLUE TSVs (SST-2, STS-B) and multiple-choice JSONL.
+// Task files: GLUE TSVs (SST-2, STS-B and the other classification tasks) and
+// multiple-choice JSONL.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -105,6 +107,105 @@ TaskData read_sst2(const std::filesystem::path& file, int64_t limit)
     return d;
 }
 
+// A GLUE classification task's layout: the text columns, the label column and the
+// labels in the Hugging Face datasets' order (numeric labels index it).
+struct GlueLayout {
+    const char* task;
+    const char* first;
+    const char* second; // nullptr: single sentences
+    const char* label;
+    std::vector<std::string> labels;
+    bool numeric;
+};
+
+const std::vector<GlueLayout>& glue_layouts()
+{
+    static const std::vector<GlueLayout> t = {
+        {"cola", "sentence", nullptr, "label", {"unacceptable", "acceptable"}, true},
+        {"mrpc", "#1 String", "#2 String", "Quality", {"not_equivalent", "equivalent"}, true},
+        {"qqp", "question1", "question2", "is_duplicate", {"not_duplicate", "duplicate"}, true},
+        {"mnli", "sentence1", "sentence2", "gold_label", {"entailment", "neutral", "contradiction"}, false},
+        {"mnli-mm",
+         "sentence1",
+         "sentence2",
+         "gold_label",
+         {"entailment", "neutral", "contradiction"},
+         false},
+        {"qnli", "question", "sentence", "label", {"entailment", "not_entailment"}, false},
+        {"rte", "sentence1", "sentence2", "label", {"entailment", "not_entailment"}, false},
+        {"wnli", "sentence1", "sentence2", "label", {"not_entailment", "entailment"}, true},
+    };
+    return t;
+}
+
+const GlueLayout* glue_layout(const std::string& task)
+{
+    for (const auto& g : glue_layouts())
+        if (task == g.task)
+            return &g;
+    return nullptr;
+}
+
+// CoLA's dev and train files have no header: source, label, original label, sentence.
+Tsv read_cola(const std::filesystem::path& file, int64_t limit)
+{
+    const auto lines = lines_of(file);
+    const auto first = split(lines.front().second, '\t');
+    if (std::find(first.begin(), first.end(), "sentence") != first.end())
+        return read_tsv(file, limit); // a header naming its columns (other exports of CoLA)
+    Tsv t;
+    t.header = {"source", "label", "original_label", "sentence"};
+    for (const auto& [line, text] : lines) {
+        if (limit > 0 && static_cast<int64_t>(t.rows.size()) >= limit)
+            break;
+        auto fields = split(text, '\t');
+        if (fields.size() != 4)
+            throw InputError(file.string() + ":" + std::to_string(line) + ": " +
+                             std::to_string(fields.size()) +
+                             " fields; CoLA's rows have 4 (source, label, original label, sentence)");
+        t.rows.emplace_back(line, std::move(fields));
+    }
+    return t;
+}
+
+TaskData read_glue_classification(const GlueLayout& g, const std::filesystem::path& file, int64_t limit)
+{
+    const Tsv t = g.task == std::string("cola") ? read_cola(file, limit) : read_tsv(file, limit);
+    const size_t first = t.column(file, {g.first}), label = t.column(file, {g.label});
+    const bool pair = g.second != nullptr;
+    const size_t second = pair ? t.column(file, {g.second}) : 0;
+    std::vector<std::string> continuations;
+    std::string listed;
+    for (const auto& name : g.labels) {
+        continuations.push_back(" " + name);
+        listed += (listed.empty() ? "" : ", ") + name;
+    }
+    TaskData d{.task = g.task, .source = file.string(), .examples = {}};
+    for (const auto& [line, fields] : t.rows) {
+        const std::string where = file.string() + ":" + std::to_string(line);
+        const std::string& value = fields[label];
+        int64_t index = -1;
+        if (g.numeric) {
+            const double l = number(value, where);
+            if (l >= 0 && l < static_cast<double>(g.labels.size()) && l == std::floor(l))
+                index = static_cast<int64_t>(l);
+        } else {
+            for (size_t i = 0; i < g.labels.size(); ++i)
+                if (value == g.labels[i])
+                    index = static_cast<int64_t>(i);
+        }
+        if (index < 0)
+            throw InputError(where + ": label '" + printable(value) + "' is not one of " + g.task + "'s (" +
+                             (g.numeric ? "0 to " + std::to_string(g.labels.size() - 1) + ": " : "") +
+                             listed + ")");
+        TaskExample e{.context = {}, .continuations = continuations, .label = index, .text = fields[first]};
+        if (pair)
+            e.text_pair = fields[second];
+        d.examples.push_back(std::move(e));
+    }
+    return d;
+}
+
 TaskData read_multiple_choice(const std::filesystem::path& file, int64_t limit)
 {
     TaskData d{.task = "mc", .source = file.string(), .examples = {}};
@@ -149,8 +250,11 @@ TaskData read_task_data(const std::string& task, const std::filesystem::path& fi
         return read_sst2(file, options.limit);
     if (task == "mc")
         return read_multiple_choice(file, options.limit);
+    if (const auto* g = glue_layout(task))
+        return read_glue_classification(*g, file, options.limit);
     throw InputError("unknown task '" + printable(task) + "' (tasks: " + task_names + ")");
 }
+
 
 std::vector<SentencePair> read_sentence_pairs(const std::filesystem::path& file,
                                               const TaskReadOptions& options)
@@ -178,8 +282,13 @@ std::vector<std::string> task_texts(const std::string& task, const std::filesyst
         }
         return texts;
     }
-    for (auto& e : read_task_data(task, file, options).examples)
+    for (auto& e : read_task_data(task, file, options).examples) {
+        if (!e.text_pair.empty()) {
+            e.text += ' ';
+            e.text += e.text_pair;
+        }
         texts.push_back(std::move(e.text));
+    }
     return texts;
 }
 

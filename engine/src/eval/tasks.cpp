@@ -56,6 +56,10 @@ TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer,
         throw InputError(data.source + ": no examples");
     if (model.config().encoder_head == EncoderHead::Classification)
         return detail::evaluate_classifier_task(model, tokenizer, data, progress);
+    if (is_classification_task(data.task) && data.task != "sst2")
+        throw InputError(data.source + ": " + data.task + " is scored by a sequence classifier's head, and " +
+                         model.config().type_name() +
+                         " has none (sst2 alone is also scored zero-shot by log-likelihood)");
     if (model.config().is_encoder())
         throw InputError(data.source + ": " + data.task +
                          " scores choices by next-token log-likelihood, which " + model.config().type_name() +
@@ -239,7 +243,12 @@ double spearman_correlation(const std::vector<double>& x, const std::vector<doub
 nlohmann::ordered_json task_json(const TaskResult& r)
 {
     nlohmann::ordered_json j;
-    EMBEDLAB_JSON_MEMBERS(j, r, task, n, accuracy, accuracy_norm, seconds, protocol);
+    EMBEDLAB_JSON_MEMBERS(j, r, task, n, accuracy, accuracy_norm);
+    if (!std::isnan(r.mcc))
+        j["mcc"] = r.mcc;
+    if (!std::isnan(r.f1))
+        j["f1"] = r.f1;
+    EMBEDLAB_JSON_MEMBERS(j, r, seconds, protocol);
     return j;
 }
 

@@ -1,6 +1,7 @@
 // The method registry and CompressionRequest's JSON form and checks
 // (experiment_request.hpp). Torch-free: fuzz_job reaches all of it.
 #include "embedlab/experiment_request.hpp"
+#include "embedlab/task_names.hpp"
 #include "embedlab/text_format.hpp"
 
 #include <algorithm>
@@ -331,9 +332,12 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     if (!r.task.empty() && r.task_data.empty())
         fail("task_data", "is required with task " + r.task + " (the task's data file)");
     if (r.task.empty() && !r.task_data.empty())
-        fail("task", "is required with task_data (sst2 or mc)");
-    if (!r.task.empty() && r.task != "sst2" && r.task != "mc")
-        fail("task", "'" + r.task + "' must be sst2 or mc (tasks scored by accuracy)");
+        fail("task", "is required with task_data (sst2, mc, or a GLUE classification task)");
+    if (!r.task.empty() && r.task != "mc" && !is_classification_task(r.task))
+        fail("task",
+             "'" + r.task +
+                 "' must be sst2, mc, or for a sequence classifier cola, mrpc, qqp, mnli, mnli-mm, qnli, "
+                 "rte or wnli (tasks scored by accuracy)");
     if (r.task_limit < 0)
         fail("task_limit", std::to_string(r.task_limit) + " must be 0 (all examples) or more");
     if (r.task_limit > 0 && r.task.empty())

@@ -1,6 +1,7 @@
 // Fine-tuning an encoder's classification head (classifier_finetune.hpp).
 #include "embedlab/classifier_finetune.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -22,15 +23,21 @@ namespace fs = std::filesystem;
 
 LabelledTexts labelled_texts(const TaskData& data)
 {
-    if (data.task != "sst2")
-        throw InputError(data.source + ": classifier fine-tuning reads labelled sentences (sst2), not '" +
+    if (!is_classification_task(data.task))
+        throw InputError(data.source +
+                         ": classifier fine-tuning reads a GLUE classification task's labelled "
+                         "sentences (sst2, cola, mrpc, qqp, mnli, qnli, rte, wnli), not '" +
                          data.task + "'");
     LabelledTexts out;
     out.source = data.source;
     for (const auto& c : data.examples.front().continuations)
         out.label_names.push_back(c.substr(c.find_first_not_of(' ')));
+    const bool paired = std::any_of(data.examples.begin(), data.examples.end(),
+                                    [](const TaskExample& e) { return !e.text_pair.empty(); });
     for (const auto& e : data.examples) {
         out.texts.push_back(e.text);
+        if (paired)
+            out.pairs.push_back(e.text_pair);
         out.labels.push_back(e.label);
     }
     return out;
@@ -84,6 +91,8 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
     const auto n = static_cast<int64_t>(data.texts.size());
     if (n < 2 || data.labels.size() != data.texts.size())
         throw InputError(data.source + ": fine-tuning needs at least 2 labelled examples");
+    if (!data.pairs.empty() && data.pairs.size() != data.texts.size())
+        throw std::logic_error("train_classifier: pairs and texts differ in number");
     const auto L = static_cast<int64_t>(model.config().labels.size());
     for (const int64_t label : data.labels)
         if (label < 0 || label >= L)
@@ -123,14 +132,17 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
         r.trainable_parameters += p.numel();
     std::mt19937_64 rng(o.seed);
     for (int64_t step = 1; step <= o.steps; ++step) {
-        std::vector<std::string> texts;
+        std::vector<std::string> texts, pairs;
         std::vector<int64_t> labels;
         for (int64_t b = 0; b < o.batch; ++b) {
             const auto i = static_cast<size_t>(rng() % static_cast<uint64_t>(n));
             texts.push_back(data.texts[i]);
+            if (!data.pairs.empty())
+                pairs.push_back(data.pairs[i]);
             labels.push_back(data.labels[i]);
         }
-        const auto batch = frame_texts(tokenizer, model.config(), texts);
+        const auto batch =
+            frame_texts(tokenizer, model.config(), texts, data.pairs.empty() ? nullptr : &pairs);
         const auto logits = model.training_classify(
             model.training_encoder_hidden_states(batch.ids, batch.token_types, batch.attention_mask));
         const auto loss = torch::nn::functional::cross_entropy(logits, torch::tensor(labels, torch::kLong));

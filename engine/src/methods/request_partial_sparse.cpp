@@ -1,5 +1,6 @@
 // The lle family's registry rows (METHODS 2): a frequency text splitting common from
 // rare tokens, the share kept, and how rare rows are rebuilt.
+#include "embedlab/task_names.hpp"
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -34,9 +35,8 @@ void check_partial_sparse(const CompressionRequest& r, int64_t d, const RequestF
     if (r.coverage_task.empty() != r.coverage_data.empty())
         fail(r.coverage_task.empty() ? "coverage_data" : "coverage_task",
              "goes with coverage_task and coverage_data together (a task and its file)");
-    if (!r.coverage_task.empty() && r.coverage_task != "sst2" && r.coverage_task != "mc" &&
-        r.coverage_task != "stsb")
-        fail("coverage_task", "'" + r.coverage_task + "' must be sst2, mc or stsb");
+    if (!r.coverage_task.empty() && !is_known_task(r.coverage_task))
+        fail("coverage_task", "'" + r.coverage_task + "' must be one of " + task_names);
 }
 
 std::string describe_partial_sparse(const CompressionRequest& r)
