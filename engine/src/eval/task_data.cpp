@@ -255,7 +255,6 @@ TaskData read_task_data(const std::string& task, const std::filesystem::path& fi
     throw InputError("unknown task '" + printable(task) + "' (tasks: " + task_names + ")");
 }
 
-
 std::vector<SentencePair> read_sentence_pairs(const std::filesystem::path& file,
                                               const TaskReadOptions& options)
 {
