@@ -285,7 +285,7 @@ void bind_model(py::module_& m)
         .def("logits", &logits, py::arg("ids"), "Logits [n, V] float32 of one sequence of ids.")
         .def("export_onnx", &export_onnx_to, py::arg("path"), py::kw_only(), py::arg("with_past") = false,
              py::arg("external_data") = false, py::arg("overwrite") = false, py::arg("progress") = py::none(),
-             "The decoder as an ONNX graph with the token table as stored (export --format onnx); "
+             "The model (decoder or encoder) as an ONNX graph with the token table as stored (export --format onnx); "
              "returns the report: path, bytes, tensors, notes.")
         .def("generate", &generate_text, py::arg("prompt") = py::none(), py::kw_only(),
              py::arg("ids") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0,
@@ -305,7 +305,8 @@ void bind_model(py::module_& m)
              "--kl-divergence-base FILE saved, on its tokens and chunks: eval --reference-logits' fields.")
         .def("task", &task, py::arg("name"), py::arg("data"), py::kw_only(), py::arg("limit") = py::none(),
              py::arg("progress") = py::none(),
-             "sst2, mc (accuracy) or stsb (correlation): task --json's fields.")
+             "sst2, mc, GLUE's classification tasks on a classifier (accuracy; cola mcc, mrpc and qqp f1) "
+             "or stsb (correlation): task --json's fields.")
         .def("__repr__", [](const Model& x) {
             return "<embedlab.Model " + x.path + ": " + x.lm->config().type_name() + ", V " +
                    std::to_string(x.lm->config().vocab_size) + ", embedding " +

@@ -24,5 +24,7 @@ struct Model {
 
 Model load(const py::object& path_like, const py::object& tokenizer, bool verify);
 void bind_model(py::module_& m);
+// The encoder calls (encoder.cpp), added to the bound Model class.
+void bind_encoder(py::module_& m);
 
 } // namespace embedlab::python

@@ -191,6 +191,7 @@ PYBIND11_MODULE(_embedlab, m)
     });
 
     bind_model(m);
+    bind_encoder(m);
     py::class_<Run>(m, "Run", "A finished compression run (embedlab.compress), kept in memory.")
         .def_property_readonly("summary",
                                [](const Run& r) { return to_python(summary_json(r.run->summary)); })
