@@ -20,12 +20,13 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
     const std::string head = args.required("--head", "classification");
     if (head != "classification")
         throw InputError("finetune: --head must be classification (got '" + head + "')");
-    const std::string task = args.required("--task", "sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli");
-    if (!is_classification_task(task))
+    const std::string task = args.required("--task", "sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli|stsb");
+    const bool regression = task == "stsb"; // one output, MSE (transformers' problem_type regression)
+    if (!is_classification_task(task) && !regression)
         throw InputError(
             "finetune: --task " + task +
-            " is not a classification task (--head classification trains on sst2, cola, mrpc, qqp, "
-            "mnli, mnli-mm, qnli, rte or wnli)");
+            " is not a GLUE task with labels (--head classification trains on sst2, cola, mrpc, qqp, "
+            "mnli, mnli-mm, qnli, rte, wnli, or stsb as regression)");
     const std::string train_file = args.required("--train", "FILE");
     const std::string out = args.required("--out", "DIR");
     ClassifierTrainOptions o;
@@ -45,7 +46,9 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
     load.need_tokenizer = true;
     auto base = load_model(path, load);
     print_warnings(base.files.warnings);
-    const auto train = labelled_texts(read_task_data(task, train_file, {.limit = limit}));
+    const auto train = regression
+                           ? regression_pairs(read_sentence_pairs(train_file, {.limit = limit}), train_file)
+                           : labelled_texts(read_task_data(task, train_file, {.limit = limit}));
     auto model = with_classification_head(*base.model, train.label_names, o.seed);
     TrainResult r;
     {
@@ -69,7 +72,17 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
                 {"loss_last", r.loss_curve.back()},
                 {"loss_curve", r.loss_curve}};
     std::optional<TaskResult> dev;
-    if (const auto eval = args.get("--eval")) {
+    std::optional<SimilarityResult> dev_similarity;
+    const auto eval = args.get("--eval");
+    if (eval && regression) {
+        ProgressPrinter progress("eval stsb", "pairs", args.has("--quiet") || args.has("--json"));
+        dev_similarity =
+            evaluate_similarity(*model, *base.tokenizer, read_sentence_pairs(*eval), progress.callback());
+        record["eval"] = {{"data", std::filesystem::absolute(*eval).lexically_normal().string()},
+                          {"n", dev_similarity->n},
+                          {"spearman", dev_similarity->spearman},
+                          {"pearson", dev_similarity->pearson}};
+    } else if (eval) {
         ProgressPrinter progress("eval " + task, "examples", args.has("--quiet") || args.has("--json"));
         dev = evaluate_task(*model, *base.tokenizer, read_task_data(task, *eval), progress.callback());
         record["eval"] = {{"data", std::filesystem::absolute(*eval).lexically_normal().string()},
@@ -93,6 +106,9 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
         r.loss_curve.back(), static_cast<long long>(o.steps), r.seconds);
     if (dev)
         std::printf("dev accuracy %.4f on %lld examples\n", dev->accuracy, static_cast<long long>(dev->n));
+    if (dev_similarity)
+        std::printf("dev Spearman %.4f, Pearson %.4f on %lld pairs\n", dev_similarity->spearman,
+                    dev_similarity->pearson, static_cast<long long>(dev_similarity->n));
     std::printf("wrote %s\n", out.c_str());
     return 0;
 }

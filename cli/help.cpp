@@ -172,13 +172,14 @@ commands:
                                                a fourier table trains its own MLP (no per-token parameters;
                                                --targets embedding: the MLP alone), --fourier-row-lora instead
                                                adds a V x r per-token row adapter
-  finetune ENCODER --head classification --task sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli --train FILE --out DIR
+  finetune ENCODER --head classification --task sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli|stsb --train FILE --out DIR
            [--eval FILE] [--steps N (300)]
            [--batch B (16)] [--lr X (1e-3)] [--body-lr X (0: body frozen)] [--seed S] [--limit N] [--force] [--json]
                                                a sequence classifier from an encoder (bert, distilbert): a
                                                fresh head trained on the task's labelled sentences (or pairs), written
                                                as a Hugging Face …ForSequenceClassification directory;
-                                               --eval: its accuracy on the task's dev set
+                                               --eval: its accuracy on the task's dev set; stsb: a
+                                               regression head (one output, MSE), scored by Spearman
   train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)
            --out DIR [--eval-text FILE [--ctx N]] [--seed S] [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)]
            [--warmup N (50)] [--hidden-ratio R (0.25)] [--no-norm] [--norm-scale S (0.02)] [--tokenizer DIR]

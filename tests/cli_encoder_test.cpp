@@ -291,5 +291,24 @@ TEST(CliEncoder, PairTaskFinetuneAndTaskReadEachOther)
     EXPECT_EQ(text.exit_code, 2) << text.out;
 }
 
+// finetune --task stsb writes transformers' regression classifier (one label,
+// problem_type regression) and task stsb scores the pairs by its head.
+TEST(CliEncoder, StsbRegressionHeadRoundTrip)
+{
+    TempDir dir;
+    const auto stsb = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/stsb.tsv").string();
+    const auto out = (dir.path() / "stsb").string();
+    const auto j = json_of(
+        cli({"finetune", fixture("distilbert-mlm"), "--head", "classification", "--task", "stsb", "--train",
+             stsb, "--eval", stsb, "--steps", "10", "--batch", "6", "--out", out, "--json", "--quiet"}));
+    EXPECT_EQ(j["labels"], Json::array({"LABEL_0"}));
+    const auto config = Json::parse(std::ifstream(fs::path(out) / "config.json"));
+    EXPECT_EQ(config["problem_type"], "regression");
+    EXPECT_EQ(config["architectures"][0], "DistilBertForSequenceClassification");
+    const auto task = json_of(cli({"task", "stsb", out, "--data", stsb, "--json", "--quiet"}));
+    EXPECT_NE(task["protocol"].get<std::string>().find("regression head"), std::string::npos);
+    EXPECT_DOUBLE_EQ(task["spearman"].get<double>(), j["training"]["eval"]["spearman"].get<double>());
+}
+
 } // namespace
 } // namespace embedlab::test

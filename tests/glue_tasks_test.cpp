@@ -242,3 +242,31 @@ TEST(GlueTasks, FineTuningOnPairsNamesTheHeadByTheTasksLabels)
     EXPECT_GE(dev.accuracy, 0.75); // 20 steps on its own 4 pairs
     expect_error([&] { labelled_texts(read_task_data("mc", glue_file("rte"))); }, "not a JSON object");
 }
+
+// finetune --task stsb: a regression head (one output, LABEL_0) trained by MSE on the
+// pairs' scores, and evaluate_similarity then scores each pair by that head.
+TEST(GlueTasks, StsbFineTunesARegressionHeadThatScoresThePairs)
+{
+    const auto lm = load_model(encoders() / "bert-cls");
+    const auto pairs = read_sentence_pairs(glue_file("stsb"));
+    const auto data = regression_pairs(pairs, "stsb.tsv");
+    EXPECT_EQ(data.label_names, std::vector<std::string>{"LABEL_0"});
+    EXPECT_EQ(data.targets.front(), 4.8);
+    auto model = with_classification_head(*lm.model, data.label_names, 3);
+    const auto r = train_classifier(*model, *lm.tokenizer, data, {.steps = 30, .batch = 6, .lr = 1e-2});
+    const auto& c = r.loss_curve;
+    EXPECT_LT(c[25] + c[26] + c[27] + c[28] + c[29], c[0] + c[1] + c[2] + c[3] + c[4]);
+    const auto s = evaluate_similarity(*model, *lm.tokenizer, pairs);
+    ASSERT_EQ(s.cosines.size(), pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        const std::vector<std::string> a{pairs[i].first}, b{pairs[i].second};
+        const auto batch = frame_texts(*lm.tokenizer, model->config(), a, &b);
+        EXPECT_NEAR(s.cosines[i], model->classify(batch_hidden_states(*model, batch))[0][0].item<double>(),
+                    1e-6);
+    }
+    EXPECT_NE(s.protocol.find("regression head"), std::string::npos);
+    EXPECT_GT(s.spearman, 0.5); // 30 steps on its own six pairs
+    // Targets on a two-label head are refused.
+    auto two = with_classification_head(*lm.model, {"a", "b"}, 3);
+    expect_error([&] { train_classifier(*two, *lm.tokenizer, data, {.steps = 1}); }, "a head of one output");
+}

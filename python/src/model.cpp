@@ -285,7 +285,8 @@ void bind_model(py::module_& m)
         .def("logits", &logits, py::arg("ids"), "Logits [n, V] float32 of one sequence of ids.")
         .def("export_onnx", &export_onnx_to, py::arg("path"), py::kw_only(), py::arg("with_past") = false,
              py::arg("external_data") = false, py::arg("overwrite") = false, py::arg("progress") = py::none(),
-             "The model (decoder or encoder) as an ONNX graph with the token table as stored (export --format onnx); "
+             "The model (decoder or encoder) as an ONNX graph with the token table as stored (export "
+             "--format onnx); "
              "returns the report: path, bytes, tensors, notes.")
         .def("generate", &generate_text, py::arg("prompt") = py::none(), py::kw_only(),
              py::arg("ids") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0,

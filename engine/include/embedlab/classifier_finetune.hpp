@@ -35,13 +35,18 @@ struct LabelledTexts {
     std::vector<std::string> texts;
     std::vector<std::string> pairs;       // a pair task's second texts (as many as texts); else empty
     std::vector<int64_t> labels;          // index into label_names
-    std::vector<std::string> label_names; // sst2: negative, positive
+    std::vector<std::string> label_names; // sst2: negative, positive; regression: LABEL_0
+    std::vector<double> targets;          // regression (stsb): the gold score per text; else empty
     std::string source;
 };
 
 // A GLUE classification task's sentences (or pairs) and labels, with the task's own
 // label names (tasks.hpp); InputError for mc or stsb.
 LabelledTexts labelled_texts(const TaskData& data);
+// STS-B as regression (Hugging Face's num_labels 1, problem_type "regression"): the
+// pairs and their gold scores, one head output named LABEL_0. InputError for fewer than
+// 2 pairs.
+LabelledTexts regression_pairs(const std::vector<SentencePair>& pairs, const std::string& source);
 
 struct ClassifierTrainOptions {
     int64_t steps = 300;
@@ -58,16 +63,18 @@ struct ClassifierTrainOptions {
 std::unique_ptr<LanguageModel>
 with_classification_head(const LanguageModel& base, const std::vector<std::string>& labels, uint64_t seed);
 
-// InputError for steps, batch < 1, lr not positive, body_lr < 0, fewer than 2
-// examples, a label outside the head. progress may cancel (Cancelled).
+// Cross-entropy over the labels, or with targets (regression) the mean squared error
+// of the single head output. InputError for steps, batch < 1, lr not positive,
+// body_lr < 0, fewer than 2 examples, a label outside the head, targets on a head of
+// more than one output. progress may cancel (Cancelled).
 TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, const LabelledTexts& data,
                              const ClassifierTrainOptions& options, const TrainProgressFn& progress = {});
 
 // A Hugging Face directory transformers loads as …ForSequenceClassification:
 // config.json from `source`'s with the architecture, id2label / label2id and
-// num_labels set, the weights under their own names, the tokenizer files copied,
-// and `record` (the training) in embedlab.json. Atomic; `overwrite` replaces only
-// what EmbedLab wrote.
+// num_labels set (one label: problem_type "regression"), the weights under their own names, the tokenizer
+// files copied, and `record` (the training) in embedlab.json. Atomic; `overwrite` replaces only what EmbedLab
+// wrote.
 void save_classifier(const LoadedModel& source, const LanguageModel& model, const std::filesystem::path& out,
                      bool overwrite, const nlohmann::ordered_json& record);
 

@@ -20,7 +20,9 @@
 // averaged over its tokens; a pair's similarity is the cosine of the two means.
 // Reported: Spearman's rank correlation (average ranks for ties) and Pearson's
 // correlation of those cosines with the gold scores. Encoders: each sentence is
-// framed [CLS] .. [SEP] and pooled the model's own way (encoder.hpp).
+// framed [CLS] .. [SEP] and pooled the model's own way (encoder.hpp); a sequence
+// classifier with one label (STS-B's regression head) scores each pair framed
+// [CLS] a [SEP] b [SEP] itself, and that score replaces the cosine.
 //
 // Sequence classifiers (encoder_head Classification) answer sst2 and GLUE's other
 // classification tasks with their head (pairs framed [CLS] a [SEP] b [SEP]):
@@ -139,7 +141,7 @@ struct SimilarityResult {
     int64_t n = 0;
     double spearman = 0;
     double pearson = 0;
-    std::vector<double> cosines; // per pair, in file order
+    std::vector<double> cosines; // per pair, in file order (a regression head: its scores)
     double seconds = 0;
     std::string protocol;     // how the sentences were pooled, in words
     torch::Tensor embeddings; // [2 n, d] float64 pooled sentences: every first sentence, then every second

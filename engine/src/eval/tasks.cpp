@@ -163,6 +163,15 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
             torch::tensor(std::vector<int64_t>(ids.begin(), ids.begin() + n), torch::kLong).unsqueeze(0);
         return model.hidden_states(t)[0].to(torch::kDouble).mean(0);
     };
+    // A regression head (STS-B fine-tuned, one label) scores each pair itself.
+    const bool regression =
+        model.config().encoder_head == EncoderHead::Classification && model.config().labels.size() == 1;
+    auto head_score = [&](const SentencePair& p, size_t pair) {
+        const std::vector<std::string> first{p.first}, second{p.second};
+        const auto batch =
+            frame_texts(tokenizer, model.config(), first, &second, static_cast<int64_t>(pair) + 1);
+        return model.classify(batch_hidden_states(model, batch))[0][0].item<double>();
+    };
     SimilarityResult r;
     std::vector<double> gold;
     std::vector<torch::Tensor> firsts, seconds;
@@ -172,7 +181,8 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
         const auto a = pooled(pairs[i].first, i), b = pooled(pairs[i].second, i);
         firsts.push_back(a);
         seconds.push_back(b);
-        r.cosines.push_back((a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>());
+        r.cosines.push_back(regression ? head_score(pairs[i], i)
+                                       : (a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>());
         gold.push_back(pairs[i].score);
         report_progress(progress, static_cast<int64_t>(i) + 1, total);
     }
@@ -180,7 +190,9 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
     firsts.insert(firsts.end(), seconds.begin(), seconds.end());
     r.embeddings = torch::stack(firsts);
     r.protocol =
-        model.config().is_encoder()
+        regression ? "the regression head's output (num_labels 1) on each pair framed [CLS] a [SEP] b [SEP]; "
+                     "Spearman with average ranks for ties"
+        : model.config().is_encoder()
             ? std::string("cosine of the model's own pooling (") +
                   pooling_name(default_pooling(model.config())) +
                   ") of final hidden states, each sentence framed [CLS] .. [SEP] alone; Spearman with "

@@ -43,6 +43,22 @@ LabelledTexts labelled_texts(const TaskData& data)
     return out;
 }
 
+LabelledTexts regression_pairs(const std::vector<SentencePair>& pairs, const std::string& source)
+{
+    if (pairs.size() < 2)
+        throw InputError(source + ": fine-tuning needs at least 2 scored pairs");
+    LabelledTexts out;
+    out.source = source;
+    out.label_names = {"LABEL_0"};
+    for (const auto& p : pairs) {
+        out.texts.push_back(p.first);
+        out.pairs.push_back(p.second);
+        out.labels.push_back(0);
+        out.targets.push_back(p.score);
+    }
+    return out;
+}
+
 std::unique_ptr<LanguageModel> with_classification_head(const LanguageModel& base,
                                                         const std::vector<std::string>& labels, uint64_t seed)
 {
@@ -93,6 +109,10 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
         throw InputError(data.source + ": fine-tuning needs at least 2 labelled examples");
     if (!data.pairs.empty() && data.pairs.size() != data.texts.size())
         throw std::logic_error("train_classifier: pairs and texts differ in number");
+    const bool regression = !data.targets.empty();
+    if (regression && (data.targets.size() != data.texts.size() || model.config().labels.size() != 1))
+        throw InputError(data.source + ": regression targets need a head of one output (LABEL_0), one target "
+                                       "per example");
     const auto L = static_cast<int64_t>(model.config().labels.size());
     for (const int64_t label : data.labels)
         if (label < 0 || label >= L)
@@ -134,18 +154,23 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
     for (int64_t step = 1; step <= o.steps; ++step) {
         std::vector<std::string> texts, pairs;
         std::vector<int64_t> labels;
+        std::vector<float> targets;
         for (int64_t b = 0; b < o.batch; ++b) {
             const auto i = static_cast<size_t>(rng() % static_cast<uint64_t>(n));
             texts.push_back(data.texts[i]);
             if (!data.pairs.empty())
                 pairs.push_back(data.pairs[i]);
             labels.push_back(data.labels[i]);
+            if (regression)
+                targets.push_back(static_cast<float>(data.targets[i]));
         }
         const auto batch =
             frame_texts(tokenizer, model.config(), texts, data.pairs.empty() ? nullptr : &pairs);
         const auto logits = model.training_classify(
             model.training_encoder_hidden_states(batch.ids, batch.token_types, batch.attention_mask));
-        const auto loss = torch::nn::functional::cross_entropy(logits, torch::tensor(labels, torch::kLong));
+        const auto loss =
+            regression ? torch::nn::functional::mse_loss(logits.squeeze(-1), torch::tensor(targets))
+                       : torch::nn::functional::cross_entropy(logits, torch::tensor(labels, torch::kLong));
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();
@@ -188,6 +213,10 @@ void save_classifier(const LoadedModel& source, const LanguageModel& model, cons
     config["id2label"] = id2label;
     config["label2id"] = label2id;
     config.erase("num_labels");
+    if (c.labels.size() == 1) // transformers' regression: MSE on the single output
+        config["problem_type"] = "regression";
+    else
+        config.erase("problem_type");
     WeightMap w;
     {
         c10::InferenceMode guard;
