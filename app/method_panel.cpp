@@ -260,15 +260,28 @@ MethodPanel::MethodPanel(QWidget* parent)
     task_->addItem("SST-2 dev (GLUE)", "sst2-dev");
     task_->addItem("SST-2 file", "sst2");
     task_->addItem("multiple choice (JSONL)", "mc");
+    // GLUE's other classification tasks: a sequence classifier's head answers them (tasks.hpp).
+    for (const auto& [label, name] : {std::pair{"CoLA file (classifier)", "cola"},
+                                      {"MRPC file (classifier)", "mrpc"},
+                                      {"QQP file (classifier)", "qqp"},
+                                      {"MNLI matched file (classifier)", "mnli"},
+                                      {"MNLI mismatched file (classifier)", "mnli-mm"},
+                                      {"QNLI file (classifier)", "qnli"},
+                                      {"RTE file (classifier)", "rte"},
+                                      {"WNLI file (classifier)", "wnli"}})
+        task_->addItem(label, name);
     task_->setToolTip(
-        "Also score a zero-shot task on the compressed model and the original, by log-likelihood as\n"
-        "lm-evaluation-harness does (the task acc column): SST-2 (a GLUE TSV with sentence and label)\n"
-        "or multiple choice (JSONL lines {\"context\", \"choices\", \"label\"}, e.g. PIQA, ARC)");
+        "Also score a task on the compressed model and the original (the task acc column): zero-shot\n"
+        "by log-likelihood as lm-evaluation-harness does, SST-2 (a GLUE TSV with sentence and label)\n"
+        "or multiple choice (JSONL lines {\"context\", \"choices\", \"label\"}, e.g. PIQA, ARC); or, on a\n"
+        "sequence classifier (BERT, DistilBERT), by its head on a GLUE task's own dev.tsv");
     if (sst2DevPath().isEmpty()) {
         auto* item = qobject_cast<QStandardItemModel*>(task_->model())->item(1);
         item->setEnabled(false);
         item->setToolTip("../shared/data/glue/SST-2/dev.tsv not found; choose an SST-2 file");
     }
+    task_->setObjectName("task");
+    task_data_->setObjectName("task_data");
     task_data_->setPlaceholderText("task file");
     task_data_->setClearButtonEnabled(true);
     task_data_->setToolTip("The task's data file (SST-2: TSV; multiple choice: JSONL)");
@@ -463,7 +476,7 @@ CompressionRequest MethodPanel::request(const QString& name, const std::map<std:
     if (task == "sst2-dev") {
         r.task = "sst2";
         r.task_data = sst2DevPath().toStdString();
-    } else if (task == "sst2" || task == "mc") {
+    } else if (task != "none") { // a task file: sst2, mc or a GLUE classification task
         r.task = task.toStdString();
         r.task_data = task_data_->text().trimmed().toStdString();
     }
@@ -785,7 +798,7 @@ void MethodPanel::showOptionsFor(const QString& method)
     calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
     const QString task = task_->currentData().toString();
-    task_file_row_->setVisible(task == "sst2" || task == "mc");
+    task_file_row_->setVisible(task != "none" && task != "sst2-dev");
     task_limit_->setVisible(task != "none");
     showProblem(); // a hidden box's problem no longer stops a run
     showNotes();

@@ -1202,6 +1202,39 @@ TEST(MethodPanel, OffersFlatsTargetRatio)
     initial.restore(panel); // saved on destruction: as it was
 }
 
+// A classifier's GLUE task chosen as a user does (the combo by keyboard, the file typed,
+// Return): the request carries it and the engine's request check accepts it.
+TEST(MethodPanel, GlueTaskOfAClassifierIsChosenAndCarried)
+{
+    embedlab::app::MethodPanel panel;
+    const PanelState initial(panel);
+    panel.setRequest({.method = "pca", .rank = 8, .eval_text = embedlab::app::default_sample_text()});
+    panel.show();
+    auto* combo = panel.findChild<QComboBox*>("task");
+    ASSERT_NE(combo, nullptr);
+    combo->setFocus();
+    const int rte = combo->findData("rte");
+    ASSERT_GT(rte, 0);
+    while (combo->currentIndex() < rte)
+        embedlab::test::press_key(combo, Qt::Key_Down);
+    EXPECT_EQ(combo->currentData().toString(), "rte");
+    auto* file = panel.findChild<QLineEdit*>("task_data");
+    ASSERT_NE(file, nullptr);
+    EXPECT_TRUE(file->isVisibleTo(&panel)) << "a GLUE task reads its own file";
+    file->setFocus();
+    for (const QChar c : QString("/data/glue/RTE/dev.tsv"))
+        embedlab::test::press_key(file, c.unicode(), Qt::NoModifier, QString(c));
+    embedlab::test::press_key(file, Qt::Key_Return);
+    const auto got = panel.request();
+    EXPECT_EQ(got.task, "rte");
+    EXPECT_EQ(got.task_data, "/data/glue/RTE/dev.tsv");
+    EXPECT_NO_THROW(embedlab::check_request(got));
+    // Set back from a request (a session), the choice is the same item.
+    panel.setRequest(got);
+    EXPECT_EQ(combo->currentData().toString(), "rte");
+    initial.restore(panel);
+}
+
 TEST(MethodPanel, CarriesTheTaskChoiceInTheRequest)
 {
     embedlab::app::MethodPanel panel;
