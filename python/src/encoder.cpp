@@ -3,6 +3,8 @@
 // call (encoder.hpp, masked_lm.hpp) with the CLI's fields; none computes.
 #include <torch/types.h>
 
+#include <algorithm>
+
 #include "model.hpp"
 
 #include <pybind11/stl.h>
@@ -31,14 +33,23 @@ std::vector<std::string> text_list(const py::handle& texts, const std::string& w
     return texts.cast<std::vector<std::string>>();
 }
 
-py::array embed(const Model& m, const py::handle& texts, const std::string& pooling, bool normalize,
-                int64_t batch, const py::object& callback)
+py::array embed(const Model& m, const py::handle& texts, const std::string& pooling,
+                const py::object& normalize, int64_t batch, const py::object& callback)
 {
-    EmbedOptions o{.pooling = std::nullopt, .normalize = normalize, .batch_size = batch};
+    EmbedOptions o{.pooling = std::nullopt, .normalize = false, .batch_size = batch};
     if (pooling != "model") {
         o.pooling = parse_pooling(pooling);
         if (!o.pooling)
             throw InputError("embed: pooling '" + pooling + "' is not cls, mean, max or model");
+    }
+    if (!normalize.is_none()) {
+        if (!py::isinstance<py::bool_>(normalize))
+            throw InputError("embed: normalize must be None (the model's own), True or False");
+        o.normalize = normalize.cast<bool>();
+        // The engine applies the model's Normalize only to its own pooling left unnamed:
+        // naming that pooling gives the rows without it (embed --pooling mean on minilm-st).
+        if (!o.normalize && !o.pooling)
+            o.pooling = default_pooling(m.lm->config());
     }
     const auto list = text_list(texts, "embed");
     const Tokenizer& tok = tokenizer_for(m, "embed");
@@ -48,22 +59,44 @@ py::array embed(const Model& m, const py::handle& texts, const std::string& pool
     return to_numpy(e.values.contiguous());
 }
 
-py::array classify(const Model& m, const py::handle& texts, const py::object& pairs)
+// The engine's framing and head, `batch` texts per forward pass (as embed_texts batches),
+// with a progress report per batch so that Ctrl-C and progress's False stop it.
+py::array classify(const Model& m, const py::handle& texts, const py::object& pairs, int64_t batch,
+                   const py::object& callback)
 {
     const auto list = text_list(texts, "classify");
     if (list.empty())
         throw InputError("classify: no texts");
+    if (batch < 1)
+        throw InputError("classify: batch must be at least 1, got " + std::to_string(batch));
     std::vector<std::string> second;
-    if (!pairs.is_none())
+    if (!pairs.is_none()) {
         second = text_list(pairs, "classify (pairs)");
-    const Tokenizer& tok = tokenizer_for(m, "classify");
-    torch::Tensor out;
-    {
-        py::gil_scoped_release release;
-        c10::InferenceMode guard;
-        const auto batch = frame_texts(tok, m.lm->config(), list, pairs.is_none() ? nullptr : &second);
-        out = m.lm->classify(batch_hidden_states(*m.lm, batch)).contiguous();
+        // Checked whole: each batch's own counts would misname the lists.
+        if (second.size() != list.size())
+            throw InputError("classify: " + std::to_string(list.size()) + " texts but " +
+                             std::to_string(second.size()) + " pairs");
     }
+    const Tokenizer& tok = tokenizer_for(m, "classify");
+    PythonProgress progress(callback);
+    const ProgressFn report = progress.plain("classify");
+    const auto n = static_cast<int64_t>(list.size());
+    const auto out = without_gil(progress, [&] {
+        std::vector<torch::Tensor> parts;
+        for (int64_t start = 0; start < n; start += batch) {
+            report_progress(report, start, n);
+            const auto end = std::min(n, start + batch);
+            const std::vector<std::string> a(list.begin() + start, list.begin() + end);
+            std::vector<std::string> b;
+            if (!second.empty())
+                b.assign(second.begin() + start, second.begin() + end);
+            c10::InferenceMode guard;
+            const auto framed = frame_texts(tok, m.lm->config(), a, second.empty() ? nullptr : &b, start + 1);
+            parts.push_back(m.lm->classify(batch_hidden_states(*m.lm, framed)));
+        }
+        report_progress(report, n, n);
+        return torch::cat(parts, 0).contiguous();
+    });
     return to_numpy(out);
 }
 
@@ -96,6 +129,23 @@ const char* head_name(const ModelConfig& c)
 
 } // namespace
 
+std::string encoder_repr(const ModelConfig& c)
+{
+    if (!c.is_encoder())
+        return "";
+    std::string s = std::string(", encoder, head ") + head_name(c);
+    if (!c.labels.empty()) {
+        s += " (";
+        for (size_t i = 0; i < c.labels.size(); ++i)
+            s += (i ? ", " : "") + c.labels[i];
+        s += ")";
+    }
+    s += std::string(", pooling ") + pooling_name(default_pooling(c));
+    if (c.normalize_embeddings)
+        s += " + normalize";
+    return s;
+}
+
 void bind_encoder(py::module_& module)
 {
     auto cls = py::reinterpret_borrow<py::class_<Model>>(module.attr("Model"));
@@ -110,12 +160,17 @@ void bind_encoder(py::module_& module)
             "pooling",
             [](const Model& x) { return std::string(pooling_name(default_pooling(x.lm->config()))); },
             "The pooling embed() uses by default: the model's own, else cls for a classifier, else mean.")
+        .def_property_readonly(
+            "normalize_embeddings", [](const Model& x) { return x.lm->config().normalize_embeddings; },
+            "Whether embed()'s default L2-normalises each row (sentence-transformers' Normalize module).")
         .def(
             "embed", &embed, py::arg("texts"), py::kw_only(), py::arg("pooling") = "model",
-            py::arg("normalize") = false, py::arg("batch") = 32, py::arg("progress") = py::none(),
+            py::arg("normalize") = py::none(), py::arg("batch") = 32, py::arg("progress") = py::none(),
             "One pooled embedding per text, [n, d] float32, as embedlab-cli embed: pooling cls, mean, max or "
-            "model (its own, with its Normalize); decoders by the mean of their final hidden states.")
+            "model (its own, with its Normalize); decoders by the mean of their final hidden states. "
+            "normalize: None the model's own, True L2-normalises every row (--normalize), False never.")
         .def("classify", &classify, py::arg("texts"), py::kw_only(), py::arg("pairs") = py::none(),
+             py::arg("batch") = 32, py::arg("progress") = py::none(),
              "A sequence classifier's logits [n, labels] float32, each text framed [CLS] .. [SEP] (with "
              "pairs: [CLS] a [SEP] b [SEP]); the order of Model.labels.")
         .def("masked_lm", &masked_lm, py::kw_only(), py::arg("text") = py::none(), py::arg("ctx") = 128,

@@ -311,7 +311,7 @@ void bind_model(py::module_& m)
         .def("__repr__", [](const Model& x) {
             return "<embedlab.Model " + x.path + ": " + x.lm->config().type_name() + ", V " +
                    std::to_string(x.lm->config().vocab_size) + ", embedding " +
-                   x.lm->token_embedding().kind() + ">";
+                   x.lm->token_embedding().kind() + encoder_repr(x.lm->config()) + ">";
         });
 }
 
