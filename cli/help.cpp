@@ -97,7 +97,8 @@ commands:
            --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
            [--nu X --tau Y | --device raspberry-pi-5|a100-server] [--tokens L]   energy model (TensorSLM)
            [--task sst2|mc|cola|.. --task-data FILE [--task-limit N]]  task accuracy after the evaluation,
-                                               beside the original's on the same examples
+                                               beside the original's on the same examples (GLUE's tasks
+                                               as `task` lists them; cola adds mcc, mrpc and qqp f1)
            [--store f32|f16|bf16|q8_0|q4_0|..]  every method but quant and flat: the factors' stored type
                                                (a factor whose rows its blocks do not divide stays f32);
                                                evaluated as stored, bytes as written

@@ -78,6 +78,10 @@ void TextEval::print(const Json& e)
                     t["name"].get<std::string>().c_str(), t["accuracy"].get<double>(),
                     (long long)t["n"].get<int64_t>(), t["original"]["accuracy"].get<double>(),
                     t["choice_agreement"].get<double>());
+        if (t.contains("metric") && t["metric"] != "accuracy") // cola's mcc, mrpc's and qqp's f1
+            std::printf("  %s %s %.4f (the original's %.4f)\n", t["name"].get<std::string>().c_str(),
+                        t["metric"].get<std::string>().c_str(), t["metric_value"].get<double>(),
+                        t["original"]["metric_value"].get<double>());
         if (!e.contains("compressed"))
             return; // a task without a perplexity evaluation
     }

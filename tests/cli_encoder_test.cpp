@@ -291,6 +291,53 @@ TEST(CliEncoder, PairTaskFinetuneAndTaskReadEachOther)
     EXPECT_EQ(text.exit_code, 2) << text.out;
 }
 
+// mrpc end to end: a head fine-tuned on mrpc's pairs, task --json's accuracy and F1 equal to
+// its own per-example choices counted by hand, and compress scoring the same task (F1 too).
+TEST(CliEncoder, MrpcReportsF1AndCompressScoresIt)
+{
+    TempDir dir;
+    const auto mrpc = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/mrpc.tsv").string();
+    const auto model = (dir.path() / "mrpc").string();
+    const auto tuned = cli({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "mrpc",
+                            "--train", mrpc, "--steps", "10", "--batch", "4", "--out", model, "--quiet"});
+    ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
+    const auto config = Json::parse(std::ifstream(fs::path(model) / "config.json"));
+    EXPECT_EQ(config["id2label"], Json({{"0", "not_equivalent"}, {"1", "equivalent"}}));
+    const auto per = (dir.path() / "per.jsonl").string();
+    const auto j = json_of(cli({"task", "mrpc", model, "--data", mrpc, "--out", per, "--json", "--quiet"}));
+    EXPECT_EQ(j["n"], 5);
+    EXPECT_EQ(j["metric"], "f1");
+    EXPECT_FALSE(j.contains("mcc"));
+    int64_t right = 0, tp = 0, fp = 0, fn = 0;
+    std::ifstream lines(per);
+    for (std::string line; std::getline(lines, line);) {
+        const auto e = Json::parse(line);
+        const int64_t p = e["choice"], g = e["label"];
+        right += p == g;
+        tp += p == 1 && g == 1;
+        fp += p == 1 && g == 0;
+        fn += p == 0 && g == 1;
+    }
+    EXPECT_GT(tp, 0) << "10 steps predict some pairs equivalent: the F1 below is not vacuous";
+    EXPECT_DOUBLE_EQ(j["accuracy"].get<double>(), double(right) / 5.0);
+    EXPECT_DOUBLE_EQ(j["f1"].get<double>(), tp == 0 ? 0.0 : 2.0 * double(tp) / double(2 * tp + fp + fn));
+    EXPECT_EQ(j["metric_value"], j["f1"]);
+    const auto text = cli({"task", "mrpc", model, "--data", mrpc, "--quiet"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("mrpc: F1 (label 1) "), std::string::npos) << text.out;
+
+    const auto c =
+        json_of(cli({"compress", model, "--method", "pca", "--rank", "8", "--task", "mrpc", "--task-data",
+                     mrpc, "--out", (dir.path() / "pca").string(), "--json", "--quiet"}));
+    const auto& t = c["evaluation"]["task"];
+    EXPECT_EQ(t["name"], "mrpc");
+    EXPECT_EQ(t["metric"], "f1");
+    ASSERT_TRUE(t.contains("f1"));
+    EXPECT_EQ(t["metric_value"], t["f1"]);
+    EXPECT_DOUBLE_EQ(t["original"]["f1"].get<double>(), j["f1"].get<double>()); // the model as tuned
+    EXPECT_DOUBLE_EQ(t["original"]["accuracy"].get<double>(), j["accuracy"].get<double>());
+}
+
 // finetune --task stsb writes transformers' regression classifier (one label,
 // problem_type regression) and task stsb scores the pairs by its head.
 TEST(CliEncoder, StsbRegressionHeadRoundTrip)

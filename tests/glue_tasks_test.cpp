@@ -160,6 +160,13 @@ TEST(GlueTasks, BadFilesAreRefusedNamingTheFileAndLine)
     expect_error([&] { read_task_data("cola", write(tmp / "d.tsv", "src\t1\tThe cat sat.\n")); },
                  "d.tsv:1: 3 fields; CoLA's rows have 4");
     expect_error([&] { read_task_data("mrpc", write(tmp / "e.tsv", "")); }, "e.tsv: the file is empty");
+    expect_error(
+        [&] {
+            read_task_data("mrpc",
+                           write(tmp / "f.tsv",
+                                 "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n0\t3\ta\tb\n"));
+        },
+        "f.tsv:3: 4 fields, the header has 5");
     expect_error([&] { read_task_data("sts", glue_file("rte")); }, "unknown task 'sts'");
 }
 
@@ -170,6 +177,15 @@ TEST(GlueTasks, MatthewsCorrelationAsScikitLearn)
     EXPECT_NEAR(embedlab::detail::binary_mcc(5, 0, 0, 5), 1.0, 1e-12);
     EXPECT_NEAR(embedlab::detail::binary_mcc(0, 5, 5, 0), -1.0, 1e-12);
     EXPECT_EQ(embedlab::detail::binary_mcc(6, 4, 0, 0), 0.0); // every prediction positive: undefined, 0
+}
+
+TEST(GlueTasks, F1OfLabelOneAsScikitLearn)
+{
+    // gold 1 1 1 1 1 0 0 0 0 0, predicted 1 1 1 0 0 1 0 0 0 0: tp 3, fp 1, fn 2;
+    // precision 3/4, recall 3/5, F1 = 2 (3/4)(3/5) / (3/4 + 3/5) = 2/3
+    EXPECT_NEAR(embedlab::detail::binary_f1(3, 1, 2), 2.0 / 3.0, 1e-12);
+    EXPECT_NEAR(embedlab::detail::binary_f1(1, 0, 3), 0.4, 1e-12); // precision 1, recall 1/4
+    EXPECT_EQ(embedlab::detail::binary_f1(0, 2, 3), 0.0);          // no true positive: 0
 }
 
 // mrpc on bert-cls (labels by position): the predictions are the head's argmax over the
@@ -203,11 +219,19 @@ TEST(GlueTasks, ClassifierOnPairsIsItsHeadRunByHand)
     const auto j = task_json(r);
     EXPECT_TRUE(j.contains("f1"));
     EXPECT_FALSE(j.contains("mcc"));
+    EXPECT_EQ(j["metric"], "f1"); // GLUE's headline for mrpc, accuracy beside it
+    EXPECT_EQ(j["metric_value"].get<double>(), r.f1);
     EXPECT_NE(r.protocol.find("[CLS] a [SEP] b [SEP]"), std::string::npos);
     // cola reports Matthews' correlation.
     const auto cola = evaluate_task(model, *lm.tokenizer, read_task_data("cola", glue_file("cola")));
     EXPECT_FALSE(std::isnan(cola.mcc));
     EXPECT_TRUE(task_json(cola).contains("mcc"));
+    EXPECT_EQ(task_json(cola)["metric"], "mcc");
+    EXPECT_EQ(task_json(cola)["metric_value"].get<double>(), cola.mcc);
+    // rte's headline is accuracy, and it has neither mcc nor f1.
+    const auto rte = evaluate_task(model, *lm.tokenizer, read_task_data("rte", glue_file("rte")));
+    EXPECT_EQ(task_json(rte)["metric"], "accuracy");
+    EXPECT_FALSE(task_json(rte).contains("f1"));
 }
 
 TEST(GlueTasks, LabelsThatDoNotMatchTheModelAreRefused)

@@ -122,7 +122,8 @@ struct TaskResult {
 TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer, const TaskData& data,
                          const ProgressFn& progress = {});
 
-// {task, n, accuracy, accuracy_norm, [mcc], [f1], seconds, protocol}: what `task --json` says.
+// {task, n, accuracy, accuracy_norm, [mcc], [f1], metric, metric_value, seconds, protocol}:
+// what `task --json` says; metric names GLUE's headline (mcc, f1 or accuracy).
 nlohmann::ordered_json task_json(const TaskResult& r);
 
 // Share of examples on which two runs of the same data chose the same continuation.

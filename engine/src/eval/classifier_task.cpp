@@ -38,6 +38,21 @@ double binary_mcc(int64_t tp, int64_t fp, int64_t fn, int64_t tn)
     return denominator == 0 ? 0.0 : (d(tp) * d(tn) - d(fp) * d(fn)) / denominator;
 }
 
+double binary_f1(int64_t tp, int64_t fp, int64_t fn)
+{
+    return tp == 0 ? 0.0 : 2.0 * static_cast<double>(tp) / static_cast<double>(2 * tp + fp + fn);
+}
+
+const char* headline_metric(const TaskResult& r)
+{
+    return !std::isnan(r.mcc) ? "mcc" : !std::isnan(r.f1) ? "f1" : "accuracy";
+}
+
+double headline_value(const TaskResult& r)
+{
+    return !std::isnan(r.mcc) ? r.mcc : !std::isnan(r.f1) ? r.f1 : r.accuracy;
+}
+
 std::vector<int64_t> classifier_label_map(const ModelConfig& config, const TaskData& data)
 {
     if (!is_classification_task(data.task))
@@ -124,7 +139,7 @@ TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer&
     if (data.task == "cola") // Matthews' correlation; 0 when a margin is empty (scikit-learn)
         r.mcc = binary_mcc(tp, fp, fn, tn);
     if (data.task == "mrpc" || data.task == "qqp")
-        r.f1 = tp == 0 ? 0.0 : 2.0 * static_cast<double>(tp) / static_cast<double>(2 * tp + fp + fn);
+        r.f1 = binary_f1(tp, fp, fn);
     r.protocol = std::string("the sequence classifier's head: ") +
                  (paired ? "each pair framed [CLS] a [SEP] b [SEP] (segment 1 on b)"
                          : "each sentence framed [CLS] .. [SEP]") +

@@ -17,6 +17,14 @@ std::vector<int64_t> classifier_label_map(const ModelConfig& config, const TaskD
 // row or column is empty, as scikit-learn's matthews_corrcoef.
 double binary_mcc(int64_t tp, int64_t fp, int64_t fn, int64_t tn);
 
+// F1 of label 1: 2 tp / (2 tp + fp + fn); 0 when tp is 0 (scikit-learn's zero_division).
+double binary_f1(int64_t tp, int64_t fp, int64_t fn);
+
+// GLUE's headline metric of a result: "mcc" (cola), "f1" (mrpc, qqp; accuracy beside it),
+// else "accuracy"; task_json's and the compress manifest's "metric".
+const char* headline_metric(const TaskResult& r);
+double headline_value(const TaskResult& r);
+
 TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer& tokenizer,
                                     const TaskData& data, const ProgressFn& progress);
 

@@ -260,6 +260,8 @@ nlohmann::ordered_json task_json(const TaskResult& r)
         j["mcc"] = r.mcc;
     if (!std::isnan(r.f1))
         j["f1"] = r.f1;
+    j["metric"] = detail::headline_metric(r); // GLUE's own: the name and its value
+    j["metric_value"] = detail::headline_value(r);
     EMBEDLAB_JSON_MEMBERS(j, r, seconds, protocol);
     return j;
 }

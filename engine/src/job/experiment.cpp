@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
@@ -25,6 +26,7 @@
 #include "embedlab/tasks.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/tokenizer.hpp"
+#include "eval/classifier_task.hpp"
 
 namespace embedlab {
 
@@ -164,18 +166,29 @@ TaskResult original_task(const CompressionRequest& r, const LanguageModel& model
     return result;
 }
 
-// The manifest's evaluation.task block: the compressed model's accuracy and the original's.
+// The manifest's evaluation.task block: the compressed model's accuracy and the original's,
+// with GLUE's own metric where the task has one (cola mcc, mrpc and qqp f1).
 Json task_record(const CompressionRequest& r, const TaskResult& compressed, const TaskResult& original)
 {
-    return {{"name", r.task},
-            {"data", fs::absolute(r.task_data).lexically_normal().string()},
-            {"limit", r.task_limit},
-            {"n", compressed.n},
-            {"accuracy", compressed.accuracy},
-            {"accuracy_norm", compressed.accuracy_norm},
-            {"original", {{"accuracy", original.accuracy}, {"accuracy_norm", original.accuracy_norm}}},
-            {"choice_agreement", choice_agreement(compressed, original)},
-            {"seconds", compressed.seconds}};
+    Json j = {{"name", r.task},
+              {"data", fs::absolute(r.task_data).lexically_normal().string()},
+              {"limit", r.task_limit},
+              {"n", compressed.n},
+              {"accuracy", compressed.accuracy},
+              {"accuracy_norm", compressed.accuracy_norm},
+              {"original", {{"accuracy", original.accuracy}, {"accuracy_norm", original.accuracy_norm}}},
+              {"choice_agreement", choice_agreement(compressed, original)},
+              {"metric", detail::headline_metric(compressed)},
+              {"metric_value", detail::headline_value(compressed)},
+              {"seconds", compressed.seconds}};
+    for (const auto& [name, a, b] :
+         {std::tuple{"mcc", compressed.mcc, original.mcc}, std::tuple{"f1", compressed.f1, original.f1}})
+        if (!std::isnan(a)) {
+            j[name] = a;
+            j["original"][name] = b;
+        }
+    j["original"]["metric_value"] = detail::headline_value(original);
+    return j;
 }
 
 // Tokens the task reads (every choice is scored on its own): about 4 characters a token.
