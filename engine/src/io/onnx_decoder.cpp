@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "io/onnx_layers.hpp"
+
 namespace embedlab::onnx {
 
 namespace {
@@ -19,15 +21,10 @@ public:
 private:
     const torch::Tensor& w(const std::string& name) const { return m_.weights().at(name); }
     bool has(const std::string& name) const { return m_.weights().count(name) != 0; }
-    std::string weight(const std::string& name) { return g_.initializer(name, w(name).to(torch::kFloat32)); }
-
-    // x [N, in] W^T (+ b) for a weight [out, in] as stored (Gemm reads it transposed).
+    std::string weight(const std::string& name) { return stored_weight(g_, m_.weights(), name); }
     std::string linear(const std::string& x, const std::string& name)
     {
-        std::vector<std::string> in{x, weight(name + ".weight")};
-        if (has(name + ".bias"))
-            in.push_back(weight(name + ".bias"));
-        return g_.op("Gemm", in, {{"transB", int64_t{1}}}, name);
+        return gemm_linear(g_, m_.weights(), x, name);
     }
     // GPT-2's Conv1D: x W + b with W [in, out].
     std::string conv1d(const std::string& x, const std::string& name)
@@ -35,7 +32,7 @@ private:
         return g_.op("Gemm", {x, weight(name + ".weight"), weight(name + ".bias")}, {}, name);
     }
     std::string norm(const std::string& x, const std::string& name);
-    std::string activation(const std::string& x);
+    std::string activation(const std::string& x) { return mlp_activation(g_, x, c_.activation); }
     std::string softcap(const std::string& x, double cap)
     {
         const auto c = g_.scalar(static_cast<float>(cap));
@@ -77,8 +74,7 @@ std::string DecoderWriter::norm(const std::string& x, const std::string& name)
 {
     const double eps = c_.norm_eps;
     if (c_.norm == NormKind::LayerNorm)
-        return g_.op("LayerNormalization", {x, weight(name + ".weight"), weight(name + ".bias")},
-                     {{"axis", int64_t{-1}}, {"epsilon", static_cast<float>(eps)}}, name);
+        return layer_norm(g_, m_.weights(), x, name, eps);
     // RMS: x * rsqrt(mean(x^2) + eps) * w; Gemma's (1 + w) is folded into the stored weight.
     const auto mean = g_.op("ReduceMean", {g_.mul(x, x)}, {{"axes", std::vector<int64_t>{-1}}});
     const auto inv = g_.op("Reciprocal", {g_.op("Sqrt", {g_.add(mean, g_.scalar(static_cast<float>(eps)))})});
@@ -86,24 +82,6 @@ std::string DecoderWriter::norm(const std::string& x, const std::string& name)
                            ? g_.initializer(name + ".weight", (w(name + ".weight").to(torch::kFloat32) + 1.0))
                            : weight(name + ".weight");
     return g_.mul(g_.mul(x, inv), scale);
-}
-
-std::string DecoderWriter::activation(const std::string& x)
-{
-    const auto& a = c_.activation;
-    if (a == "relu")
-        return g_.op("Relu", {x});
-    const auto half_x = g_.mul(x, g_.scalar(0.5f));
-    if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") { // tanh approximation
-        const auto cube = g_.mul(g_.mul(x, x), x);
-        const auto inner = g_.mul(g_.add(x, g_.mul(cube, g_.scalar(0.044715f))),
-                                  g_.scalar(static_cast<float>(std::sqrt(2.0 / M_PI))));
-        return g_.mul(half_x, g_.add(g_.scalar(1.0f), g_.op("Tanh", {inner})));
-    }
-    if (a == "gelu")
-        return g_.mul(half_x, g_.add(g_.scalar(1.0f),
-                                     g_.op("Erf", {g_.mul(x, g_.scalar(static_cast<float>(M_SQRT1_2)))})));
-    return g_.mul(x, g_.op("Sigmoid", {x})); // silu / swish
 }
 
 void DecoderWriter::inputs()
@@ -210,21 +188,18 @@ std::string DecoderWriter::gpt2_layers(std::string x, const ProgressFn& progress
     for (int64_t l = 0; l < c_.num_layers; ++l) {
         const std::string p = "h." + std::to_string(l) + ".";
         const int64_t vd = c_.value_dim(l);
-        const auto a = g_.op("LayerNormalization", {x, weight(p + "ln_1.weight"), weight(p + "ln_1.bias")},
-                             {{"axis", int64_t{-1}}, {"epsilon", static_cast<float>(c_.norm_eps)}});
+        const auto a = layer_norm(g_, m_.weights(), x, p + "ln_1", c_.norm_eps);
         const auto qkv = conv1d(a, p + "attn.c_attn"); // columns: q, k, then v (H x vd)
         const auto q = heads(g_.slice(qkv, {0}, {d}, {1}), H, hd);
         const auto k = heads(g_.slice(qkv, {d}, {2 * d}, {1}), H, hd);
         const auto v = heads(g_.slice(qkv, {2 * d}, {2 * d + H * vd}, {1}), H, vd);
         const auto y = attention(l, q, k, v, vd, scale, 0.0, 0);
         x = g_.add(x, conv1d(y, p + "attn.c_proj"));
-        const auto m = g_.op("LayerNormalization", {x, weight(p + "ln_2.weight"), weight(p + "ln_2.bias")},
-                             {{"axis", int64_t{-1}}, {"epsilon", static_cast<float>(c_.norm_eps)}});
+        const auto m = layer_norm(g_, m_.weights(), x, p + "ln_2", c_.norm_eps);
         x = g_.add(x, conv1d(activation(conv1d(m, p + "mlp.c_fc")), p + "mlp.c_proj"));
         report_progress(progress, l + 1, c_.num_layers);
     }
-    return g_.op("LayerNormalization", {x, weight("ln_f.weight"), weight("ln_f.bias")},
-                 {{"axis", int64_t{-1}}, {"epsilon", static_cast<float>(c_.norm_eps)}});
+    return layer_norm(g_, m_.weights(), x, "ln_f", c_.norm_eps);
 }
 
 std::string DecoderWriter::llama_layers(std::string x, const ProgressFn& progress)

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "embedlab/encoder.hpp"
+#include "io/onnx_layers.hpp"
 
 namespace embedlab::onnx {
 
@@ -18,23 +19,17 @@ public:
     DecoderGraph write(const ProgressFn& progress);
 
 private:
-    const torch::Tensor& w(const std::string& name) const { return m_.weights().at(name); }
     bool has(const std::string& name) const { return m_.weights().count(name) != 0; }
-    std::string weight(const std::string& name) { return g_.initializer(name, w(name).to(torch::kFloat32)); }
-    // x [N, in] W^T + b for a weight [out, in] as stored.
+    std::string weight(const std::string& name) { return stored_weight(g_, m_.weights(), name); }
     std::string linear(const std::string& x, const std::string& name)
     {
-        std::vector<std::string> in{x, weight(name + ".weight")};
-        if (has(name + ".bias"))
-            in.push_back(weight(name + ".bias"));
-        return g_.op("Gemm", in, {{"transB", int64_t{1}}}, name);
+        return gemm_linear(g_, m_.weights(), x, name);
     }
     std::string layer_norm(const std::string& x, const std::string& name)
     {
-        return g_.op("LayerNormalization", {x, weight(name + ".weight"), weight(name + ".bias")},
-                     {{"axis", int64_t{-1}}, {"epsilon", static_cast<float>(c_.norm_eps)}}, name);
+        return onnx::layer_norm(g_, m_.weights(), x, name, c_.norm_eps);
     }
-    std::string activation(const std::string& x);
+    std::string activation(const std::string& x) { return mlp_activation(g_, x, c_.activation); }
     // x [N, d] -> [B, H, S, hd].
     std::string heads(const std::string& x)
     {
@@ -57,24 +52,6 @@ private:
     DecoderGraph io_;
     std::string batch_seq_, mask_;
 };
-
-std::string EncoderWriter::activation(const std::string& x)
-{
-    const auto& a = c_.activation;
-    if (a == "relu")
-        return g_.op("Relu", {x});
-    const auto half_x = g_.mul(x, g_.scalar(0.5f));
-    if (a == "gelu")
-        return g_.mul(half_x, g_.add(g_.scalar(1.0f),
-                                     g_.op("Erf", {g_.mul(x, g_.scalar(static_cast<float>(M_SQRT1_2)))})));
-    if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") {
-        const auto cube = g_.mul(g_.mul(x, x), x);
-        const auto inner = g_.mul(g_.add(x, g_.mul(cube, g_.scalar(0.044715f))),
-                                  g_.scalar(static_cast<float>(std::sqrt(2.0 / M_PI))));
-        return g_.mul(half_x, g_.add(g_.scalar(1.0f), g_.op("Tanh", {inner})));
-    }
-    throw InputError("activation '" + a + "' has no ONNX form in EmbedLab's encoder export");
-}
 
 // Token rows + position rows 0..S-1 + segment rows, then LayerNorm: [N, d].
 std::string EncoderWriter::embeddings()
