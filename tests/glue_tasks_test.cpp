@@ -36,16 +36,6 @@ std::vector<std::string> label_names(const TaskData& d)
     return out;
 }
 
-void expect_error(const std::function<void()>& f, const std::string& part)
-{
-    try {
-        f();
-        ADD_FAILURE() << "no error; expected: " << part;
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-}
-
 fs::path write(const fs::path& p, const std::string& text)
 {
     std::ofstream(p, std::ios::binary) << text;
@@ -143,31 +133,32 @@ TEST(GlueTasks, EachTaskIsReadFromItsOwnLayout)
 TEST(GlueTasks, BadFilesAreRefusedNamingTheFileAndLine)
 {
     test::TempDir tmp;
-    expect_error(
+    test::expect_input_error(
         [&] { read_task_data("rte", write(tmp / "a.tsv", "index\ts1\ts2\tlabel\n0\ta\tb\tentailment\n")); },
         "a.tsv: the header has no 'sentence1' column (it has: index, s1, s2, label)");
-    expect_error(
+    test::expect_input_error(
         [&] {
             read_task_data("rte",
                            write(tmp / "b.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n"));
         },
         "b.tsv:2: label 'maybe' is not one of rte's (entailment, not_entailment)");
-    expect_error(
+    test::expect_input_error(
         [&] {
             read_task_data("wnli", write(tmp / "c.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\t2\n"));
         },
         "c.tsv:2: label '2' is not one of wnli's (0 to 1: not_entailment, entailment)");
-    expect_error([&] { read_task_data("cola", write(tmp / "d.tsv", "src\t1\tThe cat sat.\n")); },
-                 "d.tsv:1: 3 fields; CoLA's rows have 4");
-    expect_error([&] { read_task_data("mrpc", write(tmp / "e.tsv", "")); }, "e.tsv: the file is empty");
-    expect_error(
+    test::expect_input_error([&] { read_task_data("cola", write(tmp / "d.tsv", "src\t1\tThe cat sat.\n")); },
+                             "d.tsv:1: 3 fields; CoLA's rows have 4");
+    test::expect_input_error([&] { read_task_data("mrpc", write(tmp / "e.tsv", "")); },
+                             "e.tsv: the file is empty");
+    test::expect_input_error(
         [&] {
             read_task_data("mrpc",
                            write(tmp / "f.tsv",
                                  "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n0\t3\ta\tb\n"));
         },
         "f.tsv:3: 4 fields, the header has 5");
-    expect_error([&] { read_task_data("sts", glue_file("rte")); }, "unknown task 'sts'");
+    test::expect_input_error([&] { read_task_data("sts", glue_file("rte")); }, "unknown task 'sts'");
 }
 
 TEST(GlueTasks, MatthewsCorrelationAsScikitLearn)
@@ -237,14 +228,15 @@ TEST(GlueTasks, ClassifierOnPairsIsItsHeadRunByHand)
 TEST(GlueTasks, LabelsThatDoNotMatchTheModelAreRefused)
 {
     const auto lm = load_model(encoders() / "bert-cls"); // id2label negative, positive
-    expect_error(
+    test::expect_input_error(
         [&] { evaluate_task(*lm.model, *lm.tokenizer, read_task_data("rte", glue_file("rte"))); },
         "the task's label 'entailment' is none of the model's labels (negative, positive, from id2label)");
-    expect_error([&] { evaluate_task(*lm.model, *lm.tokenizer, read_task_data("mnli", glue_file("mnli"))); },
-                 "the task has 3 labels but the model's classifier has 2 (negative, positive)");
+    test::expect_input_error(
+        [&] { evaluate_task(*lm.model, *lm.tokenizer, read_task_data("mnli", glue_file("mnli"))); },
+        "the task has 3 labels but the model's classifier has 2 (negative, positive)");
     // A model without a classifier head: cola is not a log-likelihood task.
     const auto body = load_model(encoders() / "minilm-st");
-    expect_error(
+    test::expect_input_error(
         [&] { evaluate_task(*body.model, *body.tokenizer, read_task_data("cola", glue_file("cola"))); },
         "cola is scored by a sequence classifier's head, and bert has none");
 }
@@ -264,7 +256,8 @@ TEST(GlueTasks, FineTuningOnPairsNamesTheHeadByTheTasksLabels)
     const auto dev = evaluate_task(*model, *lm.tokenizer, read_task_data("rte", glue_file("rte")));
     EXPECT_EQ(dev.n, 4);
     EXPECT_GE(dev.accuracy, 0.75); // 20 steps on its own 4 pairs
-    expect_error([&] { labelled_texts(read_task_data("mc", glue_file("rte"))); }, "not a JSON object");
+    test::expect_input_error([&] { labelled_texts(read_task_data("mc", glue_file("rte"))); },
+                             "not a JSON object");
 }
 
 // finetune --task stsb: a regression head (one output, LABEL_0) trained by MSE on the
@@ -292,5 +285,6 @@ TEST(GlueTasks, StsbFineTunesARegressionHeadThatScoresThePairs)
     EXPECT_GT(s.spearman, 0.5); // 30 steps on its own six pairs
     // Targets on a two-label head are refused.
     auto two = with_classification_head(*lm.model, {"a", "b"}, 3);
-    expect_error([&] { train_classifier(*two, *lm.tokenizer, data, {.steps = 1}); }, "a head of one output");
+    test::expect_input_error([&] { train_classifier(*two, *lm.tokenizer, data, {.steps = 1}); },
+                             "a head of one output");
 }

@@ -69,6 +69,13 @@ template <class F> std::string input_error_of(F&& f, const std::string& none)
     return none;
 }
 
+// Expects `f` to throw an InputError whose message contains `part`.
+template <class F> void expect_input_error(F&& f, const std::string& part)
+{
+    const std::string message = input_error_of(std::forward<F>(f), "(no InputError thrown)");
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+}
+
 // The bytes of `v` as a file stores it (test hosts are little-endian).
 template <typename T> std::string le_bytes(T v)
 {

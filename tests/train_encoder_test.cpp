@@ -64,16 +64,6 @@ ScratchOptions bert_options(const std::string& embedding, int64_t steps)
     return o;
 }
 
-void expect_message(const std::function<void()>& f, const std::string& part)
-{
-    try {
-        f();
-        ADD_FAILURE() << "no error; expected one with: " << part;
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-}
-
 // The tensor names a safetensors file holds.
 std::set<std::string> stored_names(const fs::path& file)
 {
@@ -190,20 +180,21 @@ TEST(TrainEncoder, BadCombinationsAreRefusedByName)
     const std::vector<int32_t> ids(4000, 500);
     auto o = bert_options("table", 1);
     o.objective = "clm";
-    expect_message([&] { check_scratch_options(o, 4000); }, "--arch bert trains with --objective mlm");
+    test::expect_input_error([&] { check_scratch_options(o, 4000); },
+                             "--arch bert trains with --objective mlm");
     o = bert_options("table", 1);
     o.special.mask = -1;
-    expect_message([&] { check_scratch_options(o, 4000); }, "needs the tokenizer's [MASK] token");
+    test::expect_input_error([&] { check_scratch_options(o, 4000); }, "needs the tokenizer's [MASK] token");
     o = bert_options("table", 1);
     o.seqlen = 63; // + [CLS] and [SEP] > 64 positions
-    expect_message([&] { check_scratch_options(o, 4000); }, "seqlen 63 + [CLS] and [SEP] exceeds");
+    test::expect_input_error([&] { check_scratch_options(o, 4000); }, "seqlen 63 + [CLS] and [SEP] exceeds");
     o = bert_options("table", 1);
     o.mask_rate = 0;
-    expect_message([&] { check_scratch_options(o, 4000); }, "--mask-rate must be in (0, 1]");
+    test::expect_input_error([&] { check_scratch_options(o, 4000); }, "--mask-rate must be in (0, 1]");
     ScratchOptions gpt;
     gpt.config = scratch_config("tiny", 50257);
     gpt.steps = 1;
     gpt.objective = "mlm";
-    expect_message([&] { check_scratch_options(gpt, 100000); }, "mlm is for --arch bert");
-    expect_message([] { scratch_config("tiny", 2000, "t5"); }, "unknown arch 't5'");
+    test::expect_input_error([&] { check_scratch_options(gpt, 100000); }, "mlm is for --arch bert");
+    test::expect_input_error([] { scratch_config("tiny", 2000, "t5"); }, "unknown arch 't5'");
 }
