@@ -13,9 +13,6 @@ endfunction()
 function(embedlab_reuse_engine_pch target)
   target_precompile_headers(${target} REUSE_FROM embedlab_engine)
   target_compile_options(${target} PRIVATE -fPIC -Winvalid-pch)
-  # GCC also refuses a PCH when a macro defined at its creation is undefined at
-  # its use: repeat the engine's private definition (engine/CMakeLists.txt).
-  target_compile_definitions(${target} PRIVATE EMBEDLAB_RESOURCE_DIR="${PROJECT_SOURCE_DIR}/resources")
 endfunction()
 
 # Test programs and the CLI are glue around the engine, whose numerics keep the

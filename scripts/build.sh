@@ -25,6 +25,10 @@ failed() {
   exit 1
 }
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "$@" >>"$LOG" 2>&1 || failed
+ccache_before=""
+if command -v ccache > /dev/null 2>&1 && grep -q '^EMBEDLAB_CCACHE_PROGRAM:.*ccache' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  ccache_before=$(ccache --print-stats 2>/dev/null | awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 } $1 == "cache_miss" { m += $2 } END { print h + 0, m + 0 }')
+fi
 # ninja's "[done/total]" lines become one line per quarter; warnings pass through.
 set +e
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" "${TARGETS[@]}" 2>&1 | tee -a "$LOG" |
@@ -39,6 +43,14 @@ cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" "${TARGETS[@]}" 2>&1 | tee -a 
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" = 0 ] || failed
+# What the compiler cache saved (cmake/Ccache.cmake): a fresh clone after an earlier
+# build should hit nearly everything.
+if [ -n "$ccache_before" ]; then
+  ccache_after=$(ccache --print-stats 2>/dev/null | awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 } $1 == "cache_miss" { m += $2 } END { print h + 0, m + 0 }')
+  read -r h0 m0 <<<"$ccache_before"
+  read -r h1 m1 <<<"$ccache_after"
+  echo "build: ccache: $((h1 - h0)) compilations reused, $((m1 - m0)) compiled"
+fi
 warnings=$(grep -c ' warning: ' "$LOG" || true)
 if [ "$warnings" -gt 0 ]; then
   echo "build: done, with $warnings warnings (above; the whole output is in $LOG)"

@@ -35,6 +35,9 @@ esac
 # The build (which configures and builds the test executables too) and scripts/run.sh.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
+  # A compiler cache (CMakeLists.txt uses it when it is there): a clean clone on the
+  # same machine rebuilds only what changed (~/.cache/ccache, outside the clone).
+  ccache
   qt6-base-dev libgl-dev libqcustomplot-dev
   qt6-svg-dev  # figure export as SVG (QSvgGenerator)
   libtorch-dev libarmadillo-dev libeigen3-dev nlohmann-json3-dev

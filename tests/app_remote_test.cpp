@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 
+#include "test_paths.hpp"
 #include "analyses.hpp"
 #include "analyses_internal.hpp"
 #include "embedlab/eval.hpp"

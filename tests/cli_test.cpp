@@ -79,7 +79,7 @@ TEST(Cli, EvalAgainstAReferenceReportsDivergence)
     embedlab::test::TempDir dir;
     std::ofstream(dir / "t.txt") << "Once upon a time, there was a little robot who wanted to play. "
                                     "It looked at the sun and smiled, and the sun smiled back at it.";
-    const std::string model = EMBEDLAB_SOURCE_DIR "/resources/models/tinygpt2-f16";
+    const std::string model = std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/tinygpt2-f16";
     ASSERT_EQ(
         cli({"compress", model, "--method", "svd", "--rank", "8", "--out", (dir / "svd").string(), "--quiet"})
             .exit_code,
@@ -100,7 +100,7 @@ TEST(Cli, EvalAgainstAReferenceReportsDivergence)
     EXPECT_EQ(nlohmann::json::parse(self.out)["kl_mean"].get<double>(), 0.0);
     EXPECT_EQ(nlohmann::json::parse(self.out)["top1_agreement"].get<double>(), 1.0);
     const CliRun other = cli({"eval", model, "--text", (dir / "t.txt").string(), "--reference",
-                              EMBEDLAB_SOURCE_DIR "/resources/models/stories260K.gguf"});
+                              std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf"});
     EXPECT_EQ(other.exit_code, 2);
     EXPECT_NE(other.err.find("tokenize"), std::string::npos) << other.err;
 }
@@ -152,7 +152,7 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "0"}, "--ctx"},
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "4000"}, "context"},
         // RoPE models too (issue 24, item 11: this was a 50 GB allocation and a backtrace).
-        {{"eval", EMBEDLAB_SOURCE_DIR "/resources/models/stories260K.gguf", "--text",
+        {{"eval", std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf", "--text",
           (dir / "notes.md").string(), "--ctx", "100000"},
          "2048-token context the model was trained for"},
         {{"eval", "--text", (dir / "notes.md").string(), "--ctx", "abc"}, "--ctx expects an integer"},

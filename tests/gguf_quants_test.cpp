@@ -106,7 +106,7 @@ void gguf_py(const std::vector<std::string>& args, const test::TempDir& tmp, jso
     const auto log = tmp.path() / "reference.log";
     std::string cmd = "PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='" +
                       (shared_dir() / "tools" / "gguf-py").string() + "' /usr/bin/python3 -B '" +
-                      EMBEDLAB_SOURCE_DIR "/tests/data/gguf_dequant_reference.py'";
+                      std::string(EMBEDLAB_SOURCE_DIR) + "/tests/data/gguf_dequant_reference.py'";
     for (const auto& a : args)
         cmd += " '" + a + "'";
     cmd += " '" + out.string() + "' >'" + log.string() + "' 2>&1";

@@ -183,7 +183,7 @@ TEST(TaskCli, RunsAndRefusesBadData)
         {{"task", "piqa", "--data", (dir / "dev.tsv").string()}, "unknown task 'piqa'"},
         {{"task", "sst2"}, "--data FILE is required"},
         {{"task", "sst2", "--data", (dir / "dev.tsv").string(), "--reference",
-          EMBEDLAB_SOURCE_DIR "/resources/models/stories260K.gguf"},
+          std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf"},
          "different vocabularies"},
     };
     for (const auto& c : cases) {

@@ -14,6 +14,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
+#include "test_paths.hpp"
 
 namespace embedlab::test {
 

@@ -104,7 +104,7 @@ TEST(TokenDamage, EvalWritesThePerTokenFileOnceAndRefusesToOverwriteIt)
     test::TempDir dir;
     std::ofstream(dir / "t.txt") << "Once upon a time, there was a little robot who wanted to play. "
                                     "It looked at the sun and smiled, and the sun smiled back at it.";
-    const std::string model = EMBEDLAB_SOURCE_DIR "/resources/models/tinygpt2-f16";
+    const std::string model = std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/tinygpt2-f16";
     ASSERT_EQ(
         cli({"compress", model, "--method", "svd", "--rank", "8", "--out", (dir / "svd").string(), "--quiet"})
             .exit_code,
