@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,30 @@ std::string some_names(const std::vector<std::string>& names)
     if (names.size() > 5)
         out += " and " + std::to_string(names.size() - 5) + " more";
     return out;
+}
+
+// The file of `input` (itself, or one inside it when it is a directory) that `out`
+// is a hard link to, or "" when none is: a hard link has no path in common with the
+// file it names, so only the inode tells.
+std::string hard_link_into(const fs::path& out, const fs::path& input)
+{
+    struct stat o {};
+    if (::stat(out.c_str(), &o) != 0 || !S_ISREG(o.st_mode) || o.st_nlink < 2)
+        return "";
+    const auto same = [&](const fs::path& p) {
+        struct stat s {};
+        return ::stat(p.c_str(), &s) == 0 && s.st_dev == o.st_dev && s.st_ino == o.st_ino;
+    };
+    std::error_code ec;
+    if (!fs::is_directory(input, ec))
+        return same(input) ? input.string() : "";
+    // A model directory holds tens of files; the bound keeps a huge tree cheap.
+    int seen = 0;
+    for (auto it = fs::recursive_directory_iterator(input, ec);
+         !ec && it != fs::recursive_directory_iterator() && ++seen <= 100000; it.increment(ec))
+        if (it->is_regular_file(ec) && same(it->path()))
+            return it->path().string();
+    return "";
 }
 
 void refuse_inputs(const fs::path& out, const std::vector<fs::path>& inputs)
@@ -159,10 +184,21 @@ void check_output_file(const fs::path& out, bool overwrite, const std::vector<fs
 {
     if (out.empty())
         throw InputError("the output file name is empty");
-    for (const fs::path& input : inputs)
-        if (!input.empty() && same_or_inside(out, input) && same_or_inside(input, out))
+    for (const fs::path& input : inputs) {
+        if (input.empty())
+            continue;
+        if (same_or_inside(out, input) && same_or_inside(input, out))
             throw InputError(out.string() + ": is the input " + input.string() +
                              "; an input is never an output, choose another file");
+        // A file of an input directory (a model's weights, its config), also through a
+        // symlink or `..`: same_or_inside resolves both.
+        if (same_or_inside(out, input))
+            throw InputError(out.string() + ": lies inside the input " + input.string() +
+                             "; an input is never an output, choose a file outside it");
+        if (const std::string name = hard_link_into(out, input); !name.empty())
+            throw InputError(out.string() + ": is a hard link to " + name + ", a file of the input " +
+                             input.string() + "; an input is never an output, choose another file");
+    }
     std::error_code ec;
     const auto status = fs::symlink_status(out, ec);
     if (fs::is_directory(status))
