@@ -1,5 +1,6 @@
 // embedlab-cli: the engine, headless. Exit codes: 0 success, 2 bad input (one
 // line on stderr naming the file and the problem), 1 internal error, 130 cancelled.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -72,9 +73,25 @@ const CommandEntry* find_command(const std::string& name)
     return nullptr;
 }
 
-} // namespace
+// What a command printed must all reach its destination: a full disk or /dev/full
+// behind stdout fails the run instead of leaving a cut file and exit status 0.
+int finish_stdout(int status)
+{
+    errno = 0;
+    const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+    const int flush_errno = errno;
+    const bool close_failed = std::fclose(stdout) != 0;
+    if (!failed && !close_failed)
+        return status;
+    const int code = flush_errno != 0 ? flush_errno : errno;
+    if (code == EPIPE) // the reader stopped reading (| head): nothing to say
+        return status;
+    report(std::string("cannot write the standard output: ") +
+           (code != 0 ? std::strerror(code) : "write error") + " (what was printed is incomplete)");
+    return status == 0 ? 2 : status;
+}
 
-int main(int argc, char** argv)
+int run(int argc, char** argv)
 {
     using namespace embedlab;
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -148,4 +165,11 @@ int main(int argc, char** argv)
         report("internal error: " + what.substr(0, what.find('\n')));
         return 1;
     }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    return finish_stdout(run(argc, argv));
 }
