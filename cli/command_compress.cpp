@@ -6,12 +6,78 @@
 #include "common.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/fourier_mlp.hpp"
+#include "embedlab/table_method.hpp"
 #include "frequency_text.hpp"
 #include "method_flags.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
 
 namespace embedlab::cli {
+
+namespace {
+
+// compress's lines for a person: the accounting, the reconstruction, what the fit
+// found (as the method words it) and the evaluation.
+void print_summary(const CompressionRun& run, const Json& manifest, const std::string& out, bool dense)
+{
+    const CompressedEmbedding& c = *run.embedding;
+    const auto& positions = run.positions;
+    const auto& a = c.accounting;
+    std::printf("%s: %s %s\n", out.c_str(), c.spec.method.c_str(), spec_json(c.spec).dump().c_str());
+    std::printf("  embedding params %lld -> %lld (ratio %.4f, eta_emb %.4f); model %lld -> %lld\n",
+                (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
+                (long long)manifest["model_params"]["before"].get<int64_t>(),
+                (long long)manifest["model_params"]["after"].get<int64_t>());
+    if (a.bits_per_value_before > 0)
+        std::printf(
+            "  storage: the table's %s values take %.4g bits, the compressed model's %.4g: bytes %.0f -> "
+            "%.0f (ratio %.4f)%s\n",
+            a.stored_type_before.c_str(), a.bits_per_value_before, a.bits_per_value_after, a.bytes_before,
+            a.bytes_after, a.bytes_ratio, a.bytes_ratio >= 1 ? ": LARGER than the stored table" : "");
+    std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
+                c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
+                c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);
+    if (a.energy.omega > 0) {
+        std::printf(
+            "  energy (TensorSLM eqs. 2-5, %s nu %g, tau %g, nu/tau %.3g (paper default 5), l %lld): omega "
+            "%.4f%s\n",
+            a.energy_options.device.empty() ? "" : (a.energy_options.device + ":").c_str(),
+            a.energy_options.nu, a.energy_options.tau,
+            a.energy_options.tau > 0 ? a.energy_options.nu / a.energy_options.tau : 0.0,
+            (long long)a.energy_options.tokens, a.energy.omega,
+            a.energy.omega_high > 0 ? (" (" + std::to_string(a.energy.omega_low).substr(0, 6) + ".." +
+                                       std::to_string(a.energy.omega_high).substr(0, 6) + " over its ranges)")
+                                          .c_str()
+                                    : "");
+        if (!a.shape.empty()) // tt: eq. 3's r_max^2 sum I_k against the values stored
+            std::printf("    tt: omega %.4f from eq. 3's r_max^2 sum I_k = %.1f per token (the paper's "
+                        "complexity); %.4f from the %.1f values stored per token\n",
+                        a.energy.omega, a.energy_size, a.energy_stored.omega, a.energy_size_stored);
+    }
+    if (positions) {
+        const auto& p = positions->accounting;
+        std::printf("  positions params %lld -> %lld (ratio %.4f), mean cosine %.6f\n",
+                    (long long)p.params_before, (long long)p.params_after, p.ratio,
+                    positions->reconstruction.mean_cosine);
+    }
+    // What the fit found, as the method words it (table_method.hpp's fit_summary).
+    for (const auto& line : table_method(c.spec.method).fit_summary(c))
+        std::printf("  %s\n", line.c_str());
+    if (manifest.contains("example_coverage")) {
+        const auto& e = manifest["example_coverage"];
+        std::printf("  coverage of %s (%s, %lld examples) by V_C: tokens %.4f, whole examples %.4f\n",
+                    e["data"].get<std::string>().c_str(), e["task"].get<std::string>().c_str(),
+                    (long long)e["examples"].get<int64_t>(), e["token_coverage"].get<double>(),
+                    e["example_coverage"].get<double>());
+    }
+    std::printf("  fit %.3f s, total %.3f s\n", c.fit_seconds, manifest["wall_seconds"].get<double>());
+    if (!run.evaluation.is_null())
+        TextEval::print(run.evaluation);
+    if (dense)
+        std::printf("  dense export: %s\n", (std::filesystem::path(out) / "dense").c_str());
+}
+
+} // namespace
 
 int command_compress(const std::vector<std::string>& argv)
 {
@@ -84,8 +150,6 @@ int command_compress(const std::vector<std::string>& argv)
     const bool quiet = args.has("--quiet");
     StagePrinter stages(quiet);
     const auto run = run_compression(request, std::move(lm), stages.callback());
-    const CompressedEmbedding& c = *run.embedding;
-    const auto& positions = run.positions;
     Json manifest;
     {
         ProgressPrinter p("write " + out, "bytes", quiet);
@@ -96,87 +160,16 @@ int command_compress(const std::vector<std::string>& argv)
         print_json(manifest);
         return 0;
     }
-    const auto& a = c.accounting;
-    std::printf("%s: %s %s\n", out.c_str(), c.spec.method.c_str(), spec_json(c.spec).dump().c_str());
-    std::printf("  embedding params %lld -> %lld (ratio %.4f, eta_emb %.4f); model %lld -> %lld\n",
-                (long long)a.params_before, (long long)a.params_after, a.ratio, a.eta_emb,
-                (long long)manifest["model_params"]["before"].get<int64_t>(),
-                (long long)manifest["model_params"]["after"].get<int64_t>());
-    if (a.bits_per_value_before > 0)
-        std::printf(
-            "  storage: the table's %s values take %.4g bits, the compressed model's %.4g: bytes %.0f -> "
-            "%.0f (ratio %.4f)%s\n",
-            a.stored_type_before.c_str(), a.bits_per_value_before, a.bits_per_value_after, a.bytes_before,
-            a.bytes_after, a.bytes_ratio, a.bytes_ratio >= 1 ? ": LARGER than the stored table" : "");
-    std::printf("  reconstruction: relative Frobenius %.6f, mean cosine %.6f, worst cosine %.6f (row %lld)\n",
-                c.reconstruction.relative_frobenius, c.reconstruction.mean_cosine,
-                c.reconstruction.worst_cosine, (long long)c.reconstruction.worst_row);
-    if (a.energy.omega > 0) {
-        std::printf(
-            "  energy (TensorSLM eqs. 2-5, %s nu %g, tau %g, nu/tau %.3g (paper default 5), l %lld): omega "
-            "%.4f%s\n",
-            a.energy_options.device.empty() ? "" : (a.energy_options.device + ":").c_str(),
-            a.energy_options.nu, a.energy_options.tau,
-            a.energy_options.tau > 0 ? a.energy_options.nu / a.energy_options.tau : 0.0,
-            (long long)a.energy_options.tokens, a.energy.omega,
-            a.energy.omega_high > 0 ? (" (" + std::to_string(a.energy.omega_low).substr(0, 6) + ".." +
-                                       std::to_string(a.energy.omega_high).substr(0, 6) + " over its ranges)")
-                                          .c_str()
-                                    : "");
-        if (!a.shape.empty()) // tt: eq. 3's r_max^2 sum I_k against the values stored
-            std::printf("    tt: omega %.4f from eq. 3's r_max^2 sum I_k = %.1f per token (the paper's "
-                        "complexity); %.4f from the %.1f values stored per token\n",
-                        a.energy.omega, a.energy_size, a.energy_stored.omega, a.energy_size_stored);
+    // The directory is written and complete: a summary that cannot be printed is a
+    // warning, never an error that makes a rerun collide with the finished output.
+    try {
+        print_summary(run, manifest, out, args.has("--dense"));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr,
+                     "embedlab-cli: warning: %s is written and complete, but its summary could not be "
+                     "printed (%s); embedlab.json holds every figure\n",
+                     out.c_str(), e.what());
     }
-    if (positions) {
-        const auto& p = positions->accounting;
-        std::printf("  positions params %lld -> %lld (ratio %.4f), mean cosine %.6f\n",
-                    (long long)p.params_before, (long long)p.params_after, p.ratio,
-                    positions->reconstruction.mean_cosine);
-    }
-    if (c.fit.contains("rare_cosine") && c.fit["rare_cosine"].contains("mean"))
-        std::printf("  %lld common, %lld rare rows; rare-row cosine mean %.6f (p05 %.4f, p50 %.4f)\n",
-                    (long long)c.fit["common"].get<int64_t>(), (long long)c.fit["rare"].get<int64_t>(),
-                    c.fit["rare_cosine"]["mean"].get<double>(), c.fit["rare_cosine"]["p05"].get<double>(),
-                    c.fit["rare_cosine"]["p50"].get<double>());
-    if (c.fit.contains("knn") && c.fit["knn"]["kind"] == "ivf" && c.fit["knn"].contains("recall_at_k")) {
-        const auto& k = c.fit["knn"];
-        std::printf("  neighbours: ivf, %lld of %lld lists searched per rare row; recall@k %.4f against the "
-                    "exact search on %lld rare rows\n",
-                    (long long)k["nprobe"].get<int64_t>(), (long long)k["nlist"].get<int64_t>(),
-                    k["recall_at_k"].get<double>(), (long long)k["recall_sample"].get<int64_t>());
-    }
-    if (manifest.contains("example_coverage")) {
-        const auto& e = manifest["example_coverage"];
-        std::printf("  coverage of %s (%s, %lld examples) by V_C: tokens %.4f, whole examples %.4f\n",
-                    e["data"].get<std::string>().c_str(), e["task"].get<std::string>().c_str(),
-                    (long long)e["examples"].get<int64_t>(), e["token_coverage"].get<double>(),
-                    e["example_coverage"].get<double>());
-    }
-    if (c.fit.contains("final_loss")) { // a fitted MLP (fourier)
-        const auto& spec = c.spec;
-        const auto& f = c.fit;
-        const std::string shape =
-            (spec.mlp == "geglu" ? " (hidden " + std::to_string(f["hidden"].get<int64_t>()) + ")"
-                                 : std::string()) +
-            (spec.norm ? " + rmsnorm" : "");
-        std::printf("  fourier %s%s: %s loss %.6g -> %.6g after %lld steps (full-table MSE %.6g); "
-                    "%lld stored parameters\n",
-                    spec.mlp.c_str(), shape.c_str(), spec.loss.c_str(), f["initial_loss"].get<double>(),
-                    f["final_loss"].get<double>(), (long long)spec.steps, f["final_mse"].get<double>(),
-                    (long long)f["parameters"].get<int64_t>());
-        std::printf("  tied head: all %lld rows rebuilt at every head call (%.3f s a call)\n",
-                    (long long)f["tied_head"]["rows_rebuilt_per_call"].get<int64_t>(),
-                    f["tied_head"]["seconds_per_call"].get<double>());
-    }
-    if (c.fit.contains("explained_variance_at_rank"))
-        std::printf("  explained variance at rank %lld: %.6f\n", (long long)c.spec.rank,
-                    c.fit["explained_variance_at_rank"].get<double>());
-    std::printf("  fit %.3f s, total %.3f s\n", c.fit_seconds, manifest["wall_seconds"].get<double>());
-    if (!run.evaluation.is_null())
-        TextEval::print(run.evaluation);
-    if (args.has("--dense"))
-        std::printf("  dense export: %s\n", (std::filesystem::path(out) / "dense").c_str());
     return 0;
 }
 

@@ -76,6 +76,10 @@ public:
     {
         return std::nullopt;
     }
+    // What the fit found, in lines for a person (compress prints them under the common
+    // figures): read from out.fit and out.spec as this method's fit wrote them. None by
+    // default.
+    virtual std::vector<std::string> fit_summary(const CompressedEmbedding&) const { return {}; }
     // What a reader of the accounting should know of this method's numbers, in a sentence
     // or two (the CLI prints it under account's table); none by default.
     virtual std::string accounting_note(const EmbeddingAccounting&) const { return {}; }

@@ -61,6 +61,16 @@ public:
             "one product (2 V d)";
     }
 
+    std::vector<std::string> fit_summary(const CompressedEmbedding& c) const override
+    {
+        const auto& f = c.fit;
+        return {"aq M " + std::to_string(c.spec.codebooks) + ", K " + std::to_string(c.spec.codewords) +
+                ": loss " + format_number("%.6g", f.value("initial_loss", 0.0)) + " -> " +
+                format_number("%.6g", f.value("final_loss", 0.0)) + " after " + std::to_string(c.spec.steps) +
+                " steps; " + format_number("%lld", f.value("code_bits_per_token", int64_t{0})) +
+                " code bits per token"};
+    }
+
     std::string parameters(const CompressionSpec& s) const override
     {
         return "M " + std::to_string(s.codebooks) + ", K " + std::to_string(s.codewords) + ", " +

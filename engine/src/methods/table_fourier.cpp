@@ -87,6 +87,29 @@ public:
         EMBEDLAB_JSON_MEMBERS(j, spec, norm, loss, steps, lr, batch, weight_decay, seed);
     }
 
+    std::vector<std::string> fit_summary(const CompressedEmbedding& c) const override
+    {
+        const auto& spec = c.spec;
+        const auto& f = c.fit;
+        const std::string shape =
+            (spec.mlp == "geglu" ? " (hidden " + format_number("%lld", f.value("hidden", int64_t{0})) + ")"
+                                 : std::string()) +
+            (spec.norm ? " + rmsnorm" : "");
+        std::vector<std::string> lines = {
+            "fourier " + spec.mlp + shape + ": " + spec.loss + " loss " +
+            format_number("%.6g", f.value("initial_loss", 0.0)) + " -> " +
+            format_number("%.6g", f.value("final_loss", 0.0)) + " after " + std::to_string(spec.steps) +
+            " steps (full-table MSE " + format_number("%.6g", f.value("final_mse", 0.0)) + "); " +
+            format_number("%lld", f.value("parameters", int64_t{0})) + " stored parameters"};
+        if (f.contains("tied_head"))
+            lines.push_back("tied head: all " +
+                            format_number("%lld", f["tied_head"].value("rows_rebuilt_per_call", int64_t{0})) +
+                            " rows rebuilt at every head call (" +
+                            format_number("%.3f", f["tied_head"].value("seconds_per_call", 0.0)) +
+                            " s a call)");
+        return lines;
+    }
+
     std::string parameters(const CompressionSpec& s) const override
     {
         return s.mlp + " MLP, " + std::to_string(s.steps) + " steps";

@@ -43,6 +43,12 @@ public:
         return "rank " + std::to_string(spec.rank);
     }
 
+    std::vector<std::string> fit_summary(const CompressedEmbedding& c) const override
+    {
+        return {"explained variance at rank " + std::to_string(c.spec.rank) + ": " +
+                format_number("%.6f", c.fit.value("explained_variance_at_rank", 0.0))};
+    }
+
     void fill_account_defaults(CompressionRequest&) const override {} // counted as given
 
     void fill_example(CompressionRequest& r, int64_t d) const override

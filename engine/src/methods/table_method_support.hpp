@@ -2,7 +2,9 @@
 // stored-value count, and the JSON of a few fit details. Private to engine/src/methods.
 #pragma once
 
+#include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,17 @@
 #include "embedlab/table_method.hpp"
 
 namespace embedlab::table_support {
+
+// printf's formatting of one value into a string, for fit_summary's lines.
+template <class T> std::string format_number(const char* format, T value)
+{
+    char buf[64];
+    if constexpr (std::is_integral_v<T>)
+        std::snprintf(buf, sizeof buf, format, static_cast<long long>(value));
+    else
+        std::snprintf(buf, sizeof buf, format, static_cast<double>(value));
+    return buf;
+}
 
 // progress(from + (to - from) * done / total, 100): a part of the whole bar.
 ProgressFn sub_progress(const ProgressFn& progress, int64_t from, int64_t to);

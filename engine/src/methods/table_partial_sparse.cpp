@@ -84,6 +84,29 @@ public:
         }
     }
 
+    std::vector<std::string> fit_summary(const CompressedEmbedding& c) const override
+    {
+        std::vector<std::string> lines;
+        const auto& f = c.fit;
+        if (f.contains("rare_cosine") && f["rare_cosine"].contains("mean"))
+            lines.push_back(format_number("%lld", f.value("common", int64_t{0})) + " common, " +
+                            format_number("%lld", f.value("rare", int64_t{0})) +
+                            " rare rows; rare-row cosine mean " +
+                            format_number("%.6f", f["rare_cosine"].value("mean", 0.0)) + " (p05 " +
+                            format_number("%.4f", f["rare_cosine"].value("p05", 0.0)) + ", p50 " +
+                            format_number("%.4f", f["rare_cosine"].value("p50", 0.0)) + ")");
+        if (f.contains("knn") && f["knn"].value("kind", "") == "ivf" && f["knn"].contains("recall_at_k")) {
+            const auto& k = f["knn"];
+            lines.push_back("neighbours: ivf, " + format_number("%lld", k.value("nprobe", int64_t{0})) +
+                            " of " + format_number("%lld", k.value("nlist", int64_t{0})) +
+                            " lists searched per rare row; recall@k " +
+                            format_number("%.4f", k.value("recall_at_k", 0.0)) +
+                            " against the exact search on " +
+                            format_number("%lld", k.value("recall_sample", int64_t{0})) + " rare rows");
+        }
+        return lines;
+    }
+
     std::string parameters(const CompressionSpec& s) const override
     {
         return "keep " + short_number(s.split->keep_ratio) +
