@@ -4,6 +4,7 @@
 #include "embedlab/table_method.hpp"
 #include "embedlab/text_format.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +88,54 @@ private:
     double total_ = 0;
 };
 
+// What identifies the bytes of `path` (a file, or every file under a directory) for the
+// process's caches: each file's name, size, device, inode and change time. The kernel
+// sets the change time on every write, rename or link, and nothing sets it back (touch
+// sets only the modification time), so a file rewritten in place, even to the same size
+// and modification time, gets another key. A directory's own time is not enough: a
+// file rewritten in place leaves it unchanged.
+std::string file_identity(const fs::path& path)
+{
+    std::string key;
+    const auto add = [&](const fs::path& p) {
+        struct stat st {};
+        if (::stat(p.c_str(), &st) != 0)
+            return;
+        key += p.string() + ' ' + std::to_string(st.st_size) + ' ' + std::to_string(st.st_dev) + ' ' +
+               std::to_string(st.st_ino) + ' ' + std::to_string(st.st_ctim.tv_sec) + '.' +
+               std::to_string(st.st_ctim.tv_nsec) + ' ' + std::to_string(st.st_mtim.tv_sec) + '.' +
+               std::to_string(st.st_mtim.tv_nsec) + '\n';
+    };
+    std::error_code ec;
+    if (path.empty() || !fs::exists(path, ec))
+        return key;
+    add(path);
+    if (!fs::is_directory(path, ec))
+        return key;
+    std::vector<fs::path> files; // sorted: the key does not depend on the listing's order
+    for (auto it = fs::recursive_directory_iterator(path, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->is_regular_file(ec))
+            files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files)
+        add(f);
+    return key;
+}
+
+// The bytes of a compressed table's tensors as an export writes them: the stored
+// types' blocks where --store chose one, every other factor at its own width.
+double written_factor_bytes(const CompressedEmbedding& c, const std::string& prefix)
+{
+    double bytes = 0;
+    for (const auto& [name, stored] : c.stored_tensors)
+        bytes += static_cast<double>(stored.numel() * static_cast<int64_t>(stored.element_size()));
+    for (const auto& [name, t] : embedding_factor_tensors(*c.embedding, prefix))
+        if (!c.stored_types.contains(name))
+            bytes += static_cast<double>(t.numel() * static_cast<int64_t>(t.element_size()));
+    return bytes;
+}
+
 // Original-model perplexities by model, ids and protocol, for the process.
 std::mutex baseline_mutex;
 std::map<std::string, PerplexityResult> baselines;
@@ -96,11 +145,11 @@ std::string baseline_key(const CompressionRequest& r, const std::vector<int32_t>
 {
     std::error_code ec;
     const auto model = fs::weakly_canonical(r.model, ec);
-    const auto stamp = fs::exists(model, ec) ? fs::last_write_time(model, ec).time_since_epoch().count() : 0;
     const std::string_view bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
-    return model.string() + "\n" + std::to_string(stamp) + "\n" + r.tokenizer + "\n" +
-           std::to_string(std::hash<std::string_view>{}(bytes)) + "\n" + std::to_string(ids.size()) + "\n" +
-           std::to_string(o.ctx) + "/" + std::to_string(o.stride) + "/" + std::to_string(o.batch_windows);
+    return model.string() + "\n" + file_identity(model) + "\n" + r.tokenizer + "\n" +
+           file_identity(r.tokenizer) + "\n" + std::to_string(std::hash<std::string_view>{}(bytes)) + "\n" +
+           std::to_string(ids.size()) + "\n" + std::to_string(o.ctx) + "/" + std::to_string(o.stride) + "/" +
+           std::to_string(o.batch_windows);
 }
 
 PerplexityResult original_perplexity(const CompressionRequest& r, const LanguageModel& model,
@@ -135,12 +184,10 @@ std::map<std::string, TaskResult> original_tasks;
 std::string task_key(const CompressionRequest& r)
 {
     std::error_code ec;
-    auto stamp = [&](const fs::path& p) {
-        return fs::exists(p, ec) ? fs::last_write_time(p, ec).time_since_epoch().count() : 0;
-    };
     const auto model = fs::weakly_canonical(r.model, ec), data = fs::weakly_canonical(r.task_data, ec);
-    return model.string() + "\n" + std::to_string(stamp(model)) + "\n" + r.tokenizer + "\n" + r.task + "\n" +
-           data.string() + "\n" + std::to_string(stamp(data)) + "\n" + std::to_string(r.task_limit);
+    return model.string() + "\n" + file_identity(model) + "\n" + r.tokenizer + "\n" +
+           file_identity(r.tokenizer) + "\n" + r.task + "\n" + data.string() + "\n" + file_identity(data) +
+           "\n" + std::to_string(r.task_limit);
 }
 
 bool task_cached(const CompressionRequest& r)
@@ -743,6 +790,13 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             run.flat ? static_cast<double>(run.flat->model->parameter_breakdown().total() *
                                            run.flat->model->weights().begin()->second.element_size())
                      : s.model_bytes_before - s.bytes_before + s.bytes_after;
+        // gpt2's --positions: the export writes the position table's factors in place of
+        // wpe.weight, so its bytes are replaced too (issue 62 item 5).
+        if (run.positions && !run.flat) {
+            const auto& config = run.model.model->config();
+            s.model_bytes_after += written_factor_bytes(*run.positions, "wpe.") -
+                                   static_cast<double>(config.max_positions * config.hidden_size) * bits / 8;
+        }
     }
 
     if (eval) {
