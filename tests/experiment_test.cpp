@@ -4,6 +4,7 @@
 // memory loading back with the run's perplexity.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -489,13 +490,21 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
     tt_ranks.eps = 0, tt_ranks.shape = {8, 16}, tt_ranks.ranks = {1, 5, 1};
     requests.push_back(tt_uniform);
     requests.push_back(tt_ranks);
+    // gpt2's position table compressed beside the tokens (issue 62 item 5): the export
+    // writes its factors in place of wpe.weight, and the row's model bytes count them.
+    for (const auto& m : embedlab::method_registry())
+        if (m.positions) {
+            auto r = request_for(m.name);
+            r.positions = true;
+            requests.push_back(r);
+        }
     int index = 0;
     // Stored types (issue 38 part 2): float32 factors, and every method's factors at
     // --store f16 (every float factor) and q8_0 (those whose rows blocks of 32 divide).
     for (const std::string store : {"f32", "f16", "q8_0"}) {
         for (auto r : requests) {
             SCOPED_TRACE(r.method + " " + store + (r.uniform_ranks ? " uniform" : "") +
-                         (r.ranks.empty() ? "" : " ranks"));
+                         (r.ranks.empty() ? "" : " ranks") + (r.positions ? " positions" : ""));
             const auto& fields = embedlab::method_descriptor(r.method).fields;
             if (store != "f32" && std::find(fields.begin(), fields.end(), "store") == fields.end())
                 continue; // quant: the table itself is stored at its type
@@ -514,8 +523,8 @@ TEST(ExportRun, StoredBytesAndValuesAreWhatTheFileHolds)
             size_t found = 0;
             const Json stored_types = manifest.value("stored_types", Json::object());
             for (const auto& e : header.entries) {
-                if (!manifest["factor_tensors"].contains(e.name))
-                    continue;
+                if (!manifest["factor_tensors"].contains(e.name) || e.name.starts_with("wpe."))
+                    continue; // the token table's own factors (wpe.*: the positions')
                 ++found;
                 int64_t n = 1; // the values the tensor holds (a stored one's file tensor is bytes)
                 for (const int64_t s : manifest["factor_tensors"][e.name].get<std::vector<int64_t>>())
@@ -845,3 +854,49 @@ TEST(RunCompression, RecordsTheTaskAccuracyOfTheCompressedModelAndTheOriginal)
     EXPECT_EQ(back.task_accuracy, s.task_accuracy);
     EXPECT_EQ(back.task_n, 6);
 }
+
+namespace {
+
+// Issue 64 item 1: the original's perplexity was cached by the model folder's
+// modification time, which a file rewritten in place leaves alone: a second run
+// reported the old weights' ppl_original and delta_ln_ppl. Here the weights change
+// in place, keeping the file's size and modification time.
+TEST(ExperimentCache, AModelRewrittenInPlaceIsEvaluatedAgain)
+{
+    TempDir dir;
+    const auto m = dir / "m";
+    fs::create_directories(m);
+    for (const auto& e : fs::directory_iterator(model()))
+        fs::copy_file(e.path(), m / e.path().filename());
+    auto r = request_for("pca");
+    r.model = m.string();
+    const auto first = embedlab::run_compression(r);
+
+    const auto file = m / "model.safetensors";
+    const auto stamp = fs::last_write_time(file);
+    std::string bytes = embedlab::test::read_text(file);
+    const auto header = embedlab::parse_safetensors_header(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                           bytes.size(), file.string());
+    bool changed = false;
+    for (const auto& e : header.entries)
+        if (e.name.find("ln_f.weight") != std::string::npos) { // f16 2.0 (0x4000) for every gain
+            for (uint64_t at = header.data_start + e.begin; at + 1 < header.data_start + e.end; at += 2)
+                bytes[at] = 0x00, bytes[at + 1] = 0x40;
+            changed = true;
+        }
+    ASSERT_TRUE(changed);
+    {
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary); // in place: same inode
+        f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    fs::last_write_time(file, stamp);
+
+    const auto second = embedlab::run_compression(r);
+    EXPECT_NE(second.summary.ppl_original, first.summary.ppl_original)
+        << "the second run reported the first weights' perplexity";
+    // And it is the rewritten model's own: a third run (now cached) agrees with it.
+    const auto third = embedlab::run_compression(r);
+    EXPECT_EQ(third.summary.ppl_original, second.summary.ppl_original);
+}
+
+} // namespace
