@@ -7,6 +7,7 @@
 #include "embedlab/file_input.hpp"
 #include "embedlab/json_input.hpp"
 #include "embedlab/remote.hpp"
+#include "embedlab/text_format.hpp"
 #include "progress_printer.hpp"
 #include "sweep_table.hpp"
 
@@ -134,6 +135,14 @@ Json read_job(const std::string& file)
     return j;
 }
 
+// "embedlab-cli: JOB.json: why", escaped (text_format.hpp printable): the error comes
+// from the task's event and stderr files.
+void print_job_failure(const std::string& file, const std::string& error)
+{
+    std::fprintf(stderr, "embedlab-cli: %s: %s\n", printable(file, 2000).c_str(),
+                 printable(error, 2000).c_str());
+}
+
 // remote run --slurm JOB.json..: the jobs as one Slurm job array (slurm.hpp),
 // results printed as the host pool prints them, "host" being the node.
 int remote_run_slurm(const Args& args)
@@ -162,8 +171,7 @@ int remote_run_slurm(const Args& args)
                                         t.message +
                                         (t.stderr_tail.empty() ? "" : " (stderr: " + t.stderr_tail + ")");
                                 if (!done)
-                                    std::fprintf(stderr, "embedlab-cli: %s: %s\n", files[t.index].c_str(),
-                                                 j["error"].get<std::string>().c_str());
+                                    print_job_failure(files[t.index], j["error"].get<std::string>());
                                 ok = ok && done;
                                 all.push_back(j);
                             }

@@ -70,10 +70,14 @@ std::vector<std::string> split_list(const std::string& s)
 
 } // namespace
 
-Json sweep_row(const Json& record)
+Json sweep_row(const Json& run_record)
 {
-    const Json& e = record.contains("evaluation") ? record["evaluation"] : Json::object();
-    const Json& fit = record.contains("fit") ? record["fit"] : Json::object();
+    // Copies: a member a record lacks reads as null (a const Json's operator[] on a
+    // missing key is undefined behaviour), a mistyped one throws json::exception, and
+    // check_sweep_row says what printing needs (sweep-collect reads records from files).
+    Json record = run_record;
+    Json e = record.contains("evaluation") ? record["evaluation"] : Json::object();
+    Json fit = record.contains("fit") ? record["fit"] : Json::object();
     Json row = record["spec"];
     if (record.contains("summary"))
         row["setting"] = record["summary"].value("parameters", "");
@@ -132,10 +136,49 @@ void sweep_print_header()
                 "mean cos", "ppl", "dlnPPL", "fit s");
 }
 
+void check_sweep_row(const Json& row)
+{
+    const auto number = [&](const char* column) {
+        if (!row.contains(column) || !row[column].is_number())
+            throw InputError(std::string("record gives no number for the column ") + column + " (" +
+                             (row.contains(column) ? printable(row[column].dump(), 60) : "missing") + ")");
+    };
+    const auto text = [&](const char* column) {
+        if (row.contains(column) && !row[column].is_string())
+            throw InputError(std::string("record's ") + column + " is " + printable(row[column].dump(), 60) +
+                             ", not a string");
+    };
+    if (!row.is_object())
+        throw InputError("record's spec is " + printable(row.dump(), 60) + ", not an object");
+    text("method");
+    text("setting");
+    for (const char* column : {"params", "ratio", "mean_cosine", "ppl", "delta_ln_ppl", "fit_seconds"})
+        number(column);
+    if (row.contains("explained_variance"))
+        number("explained_variance");
+    if (row.contains("bytes_after"))
+        for (const char* column : {"bytes_after", "bytes_ratio"})
+            number(column);
+    if (row.contains("keep_ratio"))
+        for (const char* column : {"rare_mean_cosine", "token_coverage", "line_coverage"})
+            number(column);
+    if (row.contains("kl_mean"))
+        for (const char* column : {"kl_mean", "top1_agreement"})
+            number(column);
+    if (row.contains("task_accuracy")) {
+        if (!row.contains("task") || !row["task"].is_string())
+            throw InputError("record gives no task name");
+        for (const char* column : {"task_accuracy", "task_accuracy_original", "task_n"})
+            number(column);
+    }
+}
+
 void sweep_print_row(const Json& row, const std::string& suffix)
 {
-    std::printf("%-36s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f", sweep_setting(row).c_str(),
-                (long long)row["params"].get<int64_t>(), row["ratio"].get<double>(),
+    // Strings from a record (sweep-collect's come from files) are escaped (text_format.hpp).
+    std::printf("%-36s %12lld %8.4f %10s %10.6f %12.4f %+12.6f %8.3f",
+                printable(sweep_setting(row), 2000).c_str(), (long long)row["params"].get<int64_t>(),
+                row["ratio"].get<double>(),
                 row.contains("explained_variance")
                     ? std::to_string(row["explained_variance"].get<double>()).substr(0, 8).c_str()
                     : "-",
@@ -151,16 +194,17 @@ void sweep_print_row(const Json& row, const std::string& suffix)
         std::printf("  KL %.6f  top-1 %.4f", row["kl_mean"].get<double>(),
                     row["top1_agreement"].get<double>());
     if (row.contains("task_accuracy"))
-        std::printf("  %s acc %.4f (original %.4f, n %lld)", row["task"].get<std::string>().c_str(),
-                    row["task_accuracy"].get<double>(), row["task_accuracy_original"].get<double>(),
-                    (long long)row["task_n"].get<int64_t>());
+        std::printf("  %s acc %.4f (original %.4f, n %lld)",
+                    printable(row["task"].get<std::string>()).c_str(), row["task_accuracy"].get<double>(),
+                    row["task_accuracy_original"].get<double>(), (long long)row["task_n"].get<int64_t>());
     std::printf("%s\n", suffix.c_str());
     std::fflush(stdout);
 }
 
-Json sweep_json(const std::string& model, const Json& first_record, const Json& rows)
+Json sweep_json(const std::string& model, const Json& run_record, const Json& rows)
 {
-    const Json& e = first_record["evaluation"];
+    Json first_record = run_record; // a copy, as in sweep_row: a missing member reads as null
+    Json e = first_record["evaluation"];
     return {{"model", model},
             {"method", first_record.value("method", "")},
             {"text", e["text"]},

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "common.hpp"
@@ -21,6 +22,23 @@ namespace embedlab::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Text from the sweep directory (a worker's message, a node's name, stderr) as it is
+// printed: through the one escaping every message quoting a file goes through
+// (text_format.hpp printable), so a crafted event cannot move the cursor or retitle
+// the terminal. Long texts are cut at 2000 bytes.
+std::string shown(const std::string& text)
+{
+    return printable(text, 2000);
+}
+
+// stderr's last lines, one printed line each.
+void print_stderr_tail(const std::string& tail, const char* indent)
+{
+    std::istringstream in(tail);
+    for (std::string line; std::getline(in, line);)
+        std::fprintf(stderr, "%sstderr: %s\n", indent, shown(line).c_str());
+}
 
 std::string counts(const std::vector<SlurmTask>& tasks)
 {
@@ -50,6 +68,8 @@ SlurmOptions slurm_options(const Args& args)
     o.cpus_per_task = static_cast<int>(args.get_int("--cpus-per-task", 0, 1, 4096));
     o.array_limit = static_cast<int>(args.get_int("--array-limit", 0, 1, 1'000'000));
     o.sbatch_args = args.get_all("--sbatch-arg");
+    for (const auto& a : o.sbatch_args) // what a resubmission accepts from the manifest too
+        check_sbatch_arg(a, "--sbatch-arg");
     if (auto cli = args.get("--slurm-cli"))
         o.cli = fs::absolute(*cli);
     if (!o.cli.empty() && !fs::is_regular_file(o.cli))
@@ -100,8 +120,13 @@ namespace {
 int collect(const fs::path& dir, const std::vector<SlurmTask>& tasks, bool json)
 {
     const Json manifest = read_slurm_manifest(dir);
-    const std::string model = manifest["info"].value("model", "");
+    const Json& info = manifest["info"]; // an object (read_slurm_manifest)
+    if (info.contains("model") && !info["model"].is_string())
+        throw InputError((dir / "manifest.json").string() + ": info.model is " +
+                         printable(info["model"].dump(), 60) + ", not a model path");
+    const std::string model = info.value("model", "");
     Json rows = Json::array(), first_record, failed = Json::array();
+    std::string first_events; // the file first_record was read from
     std::vector<RunSummary> summaries;
     for (const auto& t : tasks) {
         if (t.state != SlurmTaskState::Done) {
@@ -112,48 +137,74 @@ int collect(const fs::path& dir, const std::vector<SlurmTask>& tasks, bool json)
                                   {"stderr_tail", t.stderr_tail}});
             continue;
         }
+        // The task's event file is the worker's word, read back from a shared directory:
+        // a result without a usable record is that file's fault, said as such.
+        const std::string events = (dir / "logs" / ("task-" + std::to_string(t.index) + ".out")).string();
         if (!t.result.contains("record") || !t.result["record"].is_object())
-            throw RemoteError(dir.string() + ": task " + std::to_string(t.index) + " returned no record");
+            throw InputError(events + ": the result event has no record (an object with the run's numbers; " +
+                             "sweep-collect reads the sweep's compress tasks)");
         const Json& record = t.result["record"];
-        if (first_record.is_null())
+        try {
+            Json row = sweep_row(record);
+            row["slurm_job_id"] = t.job_id;
+            row["slurm_array_task_id"] = t.index;
+            row["node"] = t.node;
+            row["host"] = t.result.contains("host") ? t.result["host"] : Json();
+            if (!json) // what the table prints (--json passes the record's values on as they are)
+                check_sweep_row(row);
+            if (t.result.contains("summary"))
+                summaries.push_back(summary_from_json(t.result["summary"]));
+            rows.push_back(row);
+        } catch (const InputError& e) {
+            throw InputError(events + ": the result event's " + e.what());
+        } catch (const nlohmann::json::exception& e) {
+            throw InputError(events + ": the result event's record has a missing or mistyped field (" +
+                             printable(e.what(), 200) + ")");
+        }
+        if (first_record.is_null()) {
             first_record = record;
-        Json row = sweep_row(record);
-        row["slurm_job_id"] = t.job_id;
-        row["slurm_array_task_id"] = t.index;
-        row["node"] = t.node;
-        row["host"] = t.result.contains("host") ? t.result["host"] : Json();
-        rows.push_back(row);
-        if (t.result.contains("summary"))
-            summaries.push_back(summary_from_json(t.result["summary"]));
+            first_events = events;
+        }
     }
     if (!summaries.empty()) {
         write_file_atomic(dir / "results.csv", results_csv(summaries));
         write_file_atomic(dir / "results.json", results_json(summaries));
     }
+    Json sweep = {{"model", model}, {"rows", rows}};
+    if (!first_record.is_null()) {
+        try {
+            sweep = sweep_json(model, first_record, rows);
+        } catch (const nlohmann::json::exception& e) {
+            throw InputError(first_events + ": the result event's record has a missing or mistyped field (" +
+                             printable(e.what(), 200) + ")");
+        }
+        if (!json && (!sweep["params_before"].is_number_integer() || !sweep["baseline_ppl"].is_number()))
+            throw InputError(first_events +
+                             ": the result event's record gives no accounting.params_before or "
+                             "evaluation.baseline.ppl (numbers)");
+    }
     if (json) {
-        Json out = first_record.is_null() ? Json{{"model", model}, {"rows", rows}}
-                                          : sweep_json(model, first_record, rows);
-        out["sweep_dir"] = dir.string();
-        out["failed"] = failed;
-        print_json(out);
+        sweep["sweep_dir"] = dir.string();
+        sweep["failed"] = failed;
+        print_json(sweep);
     } else if (!rows.empty()) {
         sweep_print_header();
         for (const auto& row : rows)
             sweep_print_row(row, "  task " + std::to_string(row["slurm_array_task_id"].get<int>()) + " on " +
-                                     row["node"].get<std::string>());
-        sweep_print_original(sweep_json(model, first_record, rows));
+                                     shown(row["node"].get<std::string>()));
+        sweep_print_original(sweep);
     }
     for (const auto& f : failed) {
         std::fprintf(stderr, "slurm: task %d (array job %s) failed: %s\n", f["task"].get<int>(),
-                     f["slurm_job_id"].get<std::string>().c_str(), f["message"].get<std::string>().c_str());
-        if (!f["stderr_tail"].get<std::string>().empty())
-            std::fprintf(stderr, "  stderr: %s\n", f["stderr_tail"].get<std::string>().c_str());
+                     shown(f["slurm_job_id"].get<std::string>()).c_str(),
+                     shown(f["message"].get<std::string>()).c_str());
+        print_stderr_tail(f["stderr_tail"].get<std::string>(), "  ");
     }
     if (!failed.empty())
         std::fprintf(
             stderr,
             "slurm: resubmit the failed tasks with: embedlab-cli sweep-collect %s --resubmit-failed\n",
-            dir.string().c_str());
+            shown(dir.string()).c_str());
     return failed.empty() ? 0 : 1;
 }
 
@@ -193,7 +244,7 @@ int run_on_slurm(const Args& args, const std::vector<Json>& jobs, const Json& in
         throw;
     }
     std::fprintf(stderr, "slurm: submitted array job %s (%zu tasks) from %s\n", job_id.c_str(), jobs.size(),
-                 dir.string().c_str());
+                 shown(dir.string()).c_str());
     if (args.has("--no-wait")) {
         std::printf("%s\n", dir.string().c_str());
         return 0;
@@ -251,16 +302,17 @@ int command_sweep_status(const std::vector<std::string>& argv)
                     {"tasks", list}});
         return 0;
     }
-    std::printf("%s: %s\n", dir.string().c_str(), counts(tasks).c_str());
+    std::printf("%s: %s\n", shown(dir.string()).c_str(), counts(tasks).c_str());
     for (const auto& t : tasks) {
-        std::printf("  task %-4d %-8s job %-8s %s", t.index, slurm_task_state_name(t.state), t.job_id.c_str(),
-                    t.node.c_str());
+        std::printf("  task %-4d %-8s job %-8s %s", t.index, slurm_task_state_name(t.state),
+                    shown(t.job_id).c_str(), shown(t.node).c_str());
+        // A progress event is normalised as it is read (worker_events.hpp): a string stage, integer counts.
         if (t.state == SlurmTaskState::Running && t.progress.is_object())
-            std::printf("  %s %lld/%lld", t.progress.value("stage", "").c_str(),
+            std::printf("  %s %lld/%lld", shown(t.progress.value("stage", "")).c_str(),
                         (long long)t.progress.value("done", int64_t{0}),
                         (long long)t.progress.value("total", int64_t{0}));
         if (t.state == SlurmTaskState::Failed)
-            std::printf("  %s", t.message.c_str());
+            std::printf("  %s", shown(t.message).c_str());
         std::printf("\n");
     }
     return 0;
@@ -277,7 +329,7 @@ int command_sweep_collect(const std::vector<std::string>& argv)
             std::fprintf(stderr, "slurm: no failed task to resubmit\n");
         } else {
             const std::string job_id = submit_slurm_sweep(dir, nullptr, failed);
-            std::fprintf(stderr, "slurm: resubmitted tasks %s as array job %s\n",
+            std::fprintf(stderr, "slurm: resubmitted tasks %s as array job %s (run by this embedlab-cli)\n",
                          array_ranges(failed).c_str(), job_id.c_str());
         }
     }

@@ -15,8 +15,12 @@
 namespace embedlab::cli {
 
 // params, ratio, explained variance, cosines, ppl, delta ln PPL, fit seconds,
-// lle coverage, KL / top-1, from a run record.
+// lle coverage, KL / top-1, from a run record. A member the record lacks is null in
+// the row; a mistyped one throws nlohmann::json::exception.
 Json sweep_row(const Json& record);
+// InputError "record gives no number for the column ppl (null)" and the like when a
+// row (from a record read from a file) lacks what sweep_print_row prints.
+void check_sweep_row(const Json& row);
 // A run's divergence (kl_mean, top1_agreement) and task columns, from its evaluation
 // block, into `row` (every sweep's rows, flat's too).
 void sweep_evaluation_columns(const Json& evaluation, Json& row);

@@ -14,7 +14,11 @@
 // sacct needs accounting, which many clusters keep from users). Slurm's own
 // sbatch/squeue/scancel/scontrol run as fixed argv (subprocess.hpp); the batch
 // script takes the embedlab-cli path and the directory as its arguments, so no
-// user string is ever put into shell code.
+// user string is ever put into shell code. The manifest is a file anyone with the
+// directory may have edited: its job ids must be numbers (and reach squeue and
+// scancel after "--"), a resubmission's options are checked as `sweep --slurm`
+// checks its own, and a resubmission's nodes run this executable, never the
+// program the manifest names.
 // Thread safety: functions are reentrant; one process should own a sweep
 // directory's submissions at a time (the manifest is rewritten atomically).
 #pragma once
@@ -38,7 +42,18 @@ struct SlurmOptions {
     std::string job_name = "embedlab-sweep";
 };
 nlohmann::ordered_json slurm_options_json(const SlurmOptions& options);
+// A manifest's "options", checked: InputError naming the field ("options.cpus_per_task
+// is '4', not a whole number ...", an sbatch_args word check_sbatch_arg refuses).
 SlurmOptions slurm_options_from_json(const nlohmann::ordered_json& json);
+
+// What sbatch_args may hold (--sbatch-arg, a manifest's options.sbatch_args): a
+// scheduling option as --NAME=VALUE (--account, --qos, --constraint, --gres, ...) or
+// a scheduling switch (--exclusive, --requeue, ...); never what the tasks run, their
+// environment or their files (--export, --chdir, --output, --wrap, ...), nor what
+// sweep sets itself (--partition, --time, ...). InputError "<where>: '<arg>' ..." otherwise.
+void check_sbatch_arg(const std::string& arg, const std::string& where);
+// check_sbatch_arg on each of options.sbatch_args, `where` prefixing "sbatch_args[i]".
+void check_slurm_options(const SlurmOptions& options, const std::string& where);
 
 // InputError "<tool> not found on PATH ..." when a Slurm command is missing.
 void require_slurm_tool(const std::string& tool, const std::string& label);
@@ -54,13 +69,18 @@ void check_slurm_array_size(int tasks, const std::string& label);
 // InputError naming DIR when it cannot be written.
 void write_slurm_sweep(const std::filesystem::path& dir, const std::vector<nlohmann::ordered_json>& jobs,
                        const nlohmann::ordered_json& info);
+// DIR/manifest.json, checked: InputError naming the file and the field for a
+// submission whose job_id is not a Slurm job id (digits, or N_M) or whose tasks are
+// not the sweep's, and for an info that is not an object.
 nlohmann::ordered_json read_slurm_manifest(const std::filesystem::path& dir);
 
 // Submits `tasks` (empty: every task) as one array job with sbatch and records it
 // in the manifest; a resubmitted task's old logs are removed first. Options come
-// from the manifest when `options` is null (a resubmission keeps the first's).
+// from the manifest when `options` is null (a resubmission keeps the first's,
+// checked by slurm_options_from_json, except `cli`: the nodes run this executable).
 // Returns the array job id. InputError for a missing sbatch, an array larger than
-// MaxArraySize, or sbatch's refusal (its message).
+// MaxArraySize, options check_slurm_options refuses (naming the manifest and the
+// field for a resubmission), or sbatch's refusal (its message).
 std::string submit_slurm_sweep(const std::filesystem::path& dir, const SlurmOptions* options,
                                const std::vector<int>& tasks = {});
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "embedlab/error.hpp"
 #include "embedlab/file_input.hpp"
@@ -17,6 +18,7 @@
 #include "embedlab/name_table.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
+#include "embedlab/text_format.hpp"
 #include "remote/worker_events.hpp"
 
 namespace embedlab {
@@ -92,8 +94,10 @@ std::map<std::string, QueuedTask> queued_tasks(const std::vector<std::string>& j
     std::string list;
     for (const auto& id : job_ids)
         list += (list.empty() ? "" : ",") + id;
-    const auto r = run_command({"squeue", "--noheader", "--array", "--jobs=" + list, "--format=%i|%T|%N"}, "",
-                               kSlurmTimeout);
+    // The ids are checked numbers (read_slurm_manifest); still, they follow "--" (squeue's
+    // --jobs without a value takes its list from the first word after the options).
+    const auto r = run_command({"squeue", "--noheader", "--array", "--format=%i|%T|%N", "--jobs", "--", list},
+                               "", kSlurmTimeout);
     if (r.status != 0) {
         // Jobs that ended long ago are purged; squeue then calls their ids invalid.
         if (r.err.find("Invalid job id") != std::string::npos)
@@ -112,7 +116,125 @@ std::map<std::string, QueuedTask> queued_tasks(const std::vector<std::string>& j
     return out;
 }
 
+// A value of a manifest's field as a message quotes it: a string in quotes, anything
+// else as JSON, control characters escaped and long values cut.
+std::string quoted(const Json& value)
+{
+    return value.is_string() ? "'" + printable(value.get<std::string>(), 60) + "'"
+                             : printable(value.dump(), 60);
+}
+
+// Slurm's id of an array job, "1234", or of one of its tasks, "1234_5": digits only,
+// so it can never be read as an option (the manifest is a file anyone may have edited).
+bool is_slurm_job_id(const std::string& id)
+{
+    const auto digits = [](std::string_view s) {
+        return !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    const auto underscore = id.find('_');
+    if (underscore == std::string::npos)
+        return digits(id);
+    return digits(std::string_view(id).substr(0, underscore)) &&
+           digits(std::string_view(id).substr(underscore + 1));
+}
+
+// The sbatch options --sbatch-arg may add: where and how a task is scheduled, as
+// --NAME=VALUE, or a scheduling switch. What the tasks run, their environment and
+// their files (--export, --chdir, --output, --wrap, --get-user-env, --container, ...)
+// are EmbedLab's and are never taken from an argument or a manifest; nor are sweep's
+// own options (below). Names without their "--", one space apart.
+constexpr std::string_view kSbatchValued =
+    "account qos constraint gres gpus gpus-per-node gpus-per-task gpus-per-socket cpus-per-gpu mem-per-cpu "
+    "mem-per-gpu nodelist exclude reservation nice priority comment mail-type mail-user begin deadline "
+    "time-min licenses wckey tmp hint threads-per-core cores-per-socket sockets-per-node dependency signal "
+    "exclusive nodes distribution";
+constexpr std::string_view kSbatchSwitches =
+    "exclusive requeue no-requeue contiguous hold oversubscribe overcommit spread-job";
+
+// Whether `name` ("--qos") is one of `names` ("account qos ...").
+bool listed(std::string_view names, std::string_view name)
+{
+    if (name.size() < 3 || name.substr(0, 2) != "--")
+        return false;
+    name.remove_prefix(2);
+    for (size_t pos = 0; pos < names.size();) {
+        const size_t end = std::min(names.find(' ', pos), names.size());
+        if (names.substr(pos, end - pos) == name)
+            return true;
+        pos = end + 1;
+    }
+    return false;
+}
+
+// "--account, --qos, ..." for a message.
+std::string options_text(std::string_view names)
+{
+    std::string out = "--";
+    for (const char c : names)
+        out += c == ' ' ? std::string(", --") : std::string(1, c);
+    return out;
+}
+
+// What sweep sets itself, and how a user chooses it.
+constexpr std::pair<std::string_view, std::string_view> kSbatchOwn[] = {
+    {"--partition", "sweep's --partition"},
+    {"--time", "sweep's --time"},
+    {"--mem", "sweep's --mem"},
+    {"--cpus-per-task", "sweep's --cpus-per-task"},
+    {"--array", "the sweep's points and --array-limit"},
+    {"--job-name", "EmbedLab"}};
+
+// No control characters (what printable() would escape).
+bool plain(std::string_view s)
+{
+    return std::none_of(s.begin(), s.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+    });
+}
+
+// A manifest string option: a string without control characters (an argv word of its own).
+std::string option_string(const Json& options, const char* key, const std::string& fallback)
+{
+    if (!options.contains(key))
+        return fallback;
+    const Json& v = options[key];
+    if (!v.is_string() || !plain(v.get<std::string>()))
+        throw InputError(std::string("options.") + key + " is " + quoted(v) + ", not a plain string");
+    return v.get<std::string>();
+}
+
+int option_int(const Json& options, const char* key, int max)
+{
+    if (!options.contains(key))
+        return 0;
+    const Json& v = options[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > max)
+        throw InputError(std::string("options.") + key + " is " + quoted(v) +
+                         ", not a whole number from 0 to " + std::to_string(max));
+    return static_cast<int>(v.get<int64_t>());
+}
+
 } // namespace
+
+void check_sbatch_arg(const std::string& arg, const std::string& where)
+{
+    const std::string shown = where + ": '" + printable(arg, 100) + "'";
+    const auto eq = arg.find('=');
+    const std::string_view name = std::string_view(arg).substr(0, eq);
+    for (const auto& [option, set_by] : kSbatchOwn)
+        if (name == option)
+            throw InputError(shown + ": " + std::string(option) + " is set by " + std::string(set_by));
+    const bool ok = eq == std::string::npos
+                        ? listed(kSbatchSwitches, name)
+                        : listed(kSbatchValued, name) && eq + 1 < arg.size() && plain(arg);
+    if (ok)
+        return;
+    throw InputError(shown + " is not an sbatch option a sweep passes on: only scheduling options, as " +
+                     "--NAME=VALUE (" + options_text(kSbatchValued) + ") or the switches " +
+                     options_text(kSbatchSwitches) +
+                     "; what the tasks run, their environment and their files are not set this way");
+}
 
 Json slurm_options_json(const SlurmOptions& o)
 {
@@ -125,18 +247,36 @@ Json slurm_options_json(const SlurmOptions& o)
 
 SlurmOptions slurm_options_from_json(const Json& j)
 {
+    if (!j.is_object())
+        throw InputError("options is " + quoted(j) + ", not an object");
     SlurmOptions o;
-    o.partition = j.value("partition", "");
-    o.time = j.value("time", "");
-    o.mem = j.value("mem", "");
-    o.cpus_per_task = j.value("cpus_per_task", 0);
-    o.array_limit = j.value("array_limit", 0);
-    if (j.contains("sbatch_args") && j["sbatch_args"].is_array())
-        for (const auto& a : j["sbatch_args"])
-            if (a.is_string())
-                o.sbatch_args.push_back(a.get<std::string>());
+    o.partition = option_string(j, "partition", "");
+    o.time = option_string(j, "time", "");
+    o.mem = option_string(j, "mem", "");
+    o.cpus_per_task = option_int(j, "cpus_per_task", 4096);
+    o.array_limit = option_int(j, "array_limit", 1'000'000);
+    if (j.contains("sbatch_args")) {
+        const Json& args = j["sbatch_args"];
+        if (!args.is_array())
+            throw InputError("options.sbatch_args is " + quoted(args) + ", not a list of strings");
+        for (size_t i = 0; i < args.size(); ++i) {
+            const std::string field = "options.sbatch_args[" + std::to_string(i) + "]";
+            if (!args[i].is_string())
+                throw InputError(field + " is " + quoted(args[i]) + ", not a string");
+            check_sbatch_arg(args[i].get<std::string>(), field);
+            o.sbatch_args.push_back(args[i].get<std::string>());
+        }
+    }
+    // A job's name is EmbedLab's (sweep sets no other): a plain word.
+    o.job_name = option_string(j, "job_name", o.job_name);
+    if (o.job_name.empty() || o.job_name.size() > 64 ||
+        o.job_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+            std::string::npos)
+        throw InputError("options.job_name is " + quoted(j["job_name"]) +
+                         ", not a job name (letters, digits, '.', '_', '-')");
+    if (j.contains("cli") && !j["cli"].is_string())
+        throw InputError("options.cli is " + quoted(j["cli"]) + ", not a path");
     o.cli = j.value("cli", "");
-    o.job_name = j.value("job_name", o.job_name);
     return o;
 }
 
@@ -273,7 +413,38 @@ Json read_slurm_manifest(const fs::path& dir)
         !j["tasks"].is_number_unsigned() || j["tasks"].get<uint64_t>() == 0 ||
         j["tasks"].get<uint64_t>() > 1'000'000 || !j.contains("submissions") || !j["submissions"].is_array())
         throw InputError(file.string() + ": not an EmbedLab sweep manifest");
+    if (!j.contains("info") || !j["info"].is_object())
+        throw InputError(file.string() + ": info is " + (j.contains("info") ? quoted(j["info"]) : "missing") +
+                         ", not an object");
+    // Every id is a number before any of them reaches squeue or scancel.
+    const auto n = j["tasks"].get<int64_t>();
+    for (size_t i = 0; i < j["submissions"].size(); ++i) {
+        const Json& s = j["submissions"][i];
+        const std::string field = file.string() + ": submissions[" + std::to_string(i) + "]";
+        if (!s.is_object())
+            throw InputError(field + " is " + quoted(s) + ", not an object");
+        if (!s.contains("job_id") || !s["job_id"].is_string() ||
+            !is_slurm_job_id(s["job_id"].get<std::string>()))
+            throw InputError(field + ".job_id is " +
+                             (s.contains("job_id") ? quoted(s["job_id"]) : "missing") +
+                             ", not a Slurm job id (a number, or N_M for a task of an array)");
+        if (s.contains("tasks")) {
+            const Json& tasks = s["tasks"];
+            if (!tasks.is_array())
+                throw InputError(field + ".tasks is " + quoted(tasks) + ", not a list of task indices");
+            for (const auto& t : tasks)
+                if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n)
+                    throw InputError(field + ".tasks holds " + quoted(t) + ", not a task of the sweep (0.." +
+                                     std::to_string(n - 1) + ")");
+        }
+    }
     return j;
+}
+
+void check_slurm_options(const SlurmOptions& o, const std::string& where)
+{
+    for (size_t i = 0; i < o.sbatch_args.size(); ++i)
+        check_sbatch_arg(o.sbatch_args[i], where + "sbatch_args[" + std::to_string(i) + "]");
 }
 
 std::string submit_slurm_sweep(const fs::path& dir_in, const SlurmOptions* given,
@@ -284,8 +455,22 @@ std::string submit_slurm_sweep(const fs::path& dir_in, const SlurmOptions* given
     require_slurm_tool("sbatch", label);
     Json manifest = read_slurm_manifest(dir);
     const int n = manifest["tasks"].get<int>();
-    SlurmOptions options =
-        given ? *given : slurm_options_from_json(manifest.value("options", Json::object()));
+    SlurmOptions options;
+    if (given) {
+        options = *given;
+        check_slurm_options(options, label + ": ");
+    } else {
+        // A resubmission: the first submission's options, checked as sweep --slurm checks
+        // its own (the manifest is a file anyone may have edited), and never its program:
+        // the nodes run this executable, as they would have for a new sweep.
+        try {
+            options =
+                slurm_options_from_json(manifest.contains("options") ? manifest["options"] : Json::object());
+        } catch (const InputError& e) {
+            throw InputError((dir / kManifest).string() + ": " + e.what());
+        }
+        options.cli.clear();
+    }
     if (options.cli.empty())
         options.cli = fs::read_symlink("/proc/self/exe");
     std::vector<int> tasks = only;
@@ -370,8 +555,9 @@ std::vector<SlurmTask> slurm_sweep_status(const fs::path& dir)
         while (std::getline(in, line)) {
             const auto w = detail::parse_worker_line(line);
             using K = detail::WorkerLine::Kind;
-            if (w.kind == K::Started && w.json.contains("slurm") && w.json["slurm"].is_object())
-                task.node = w.json["slurm"].value("node", "");
+            if (w.kind == K::Started && w.json.contains("slurm") && w.json["slurm"].is_object() &&
+                w.json["slurm"].contains("node") && w.json["slurm"]["node"].is_string())
+                task.node = w.json["slurm"]["node"].get<std::string>();
             else if (w.kind == K::Progress)
                 task.progress = w.json;
             else if (w.kind == K::Result) {
@@ -435,7 +621,7 @@ std::vector<std::string> cancel_slurm_sweep(const fs::path& dir)
             ids.push_back(id);
     if (ids.empty())
         return ids;
-    std::vector<std::string> argv = {"scancel"};
+    std::vector<std::string> argv = {"scancel", "--"}; // checked numbers (read_slurm_manifest), after "--"
     argv.insert(argv.end(), ids.begin(), ids.end());
     const auto r = run_command(argv, "", kSlurmTimeout);
     if (r.status != 0 && r.err.find("Invalid job id") == std::string::npos)
