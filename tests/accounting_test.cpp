@@ -4,6 +4,8 @@
 #include "embedlab/accounting.hpp"
 #include "embedlab/compress.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/table_method.hpp"
+#include "methods/table_method_support.hpp"
 #include "test_support.hpp"
 
 using namespace embedlab;
@@ -264,4 +266,124 @@ TEST(Accounting, ConventionsAreNamedAndCountedAsExecuted)
     const auto lle = embedlab::compress_table(table, {.method = "lle", .split = split, .k = k});
     EXPECT_EQ(lle.accounting.flops_lookup, 4 * k * d + 3 * d);
     EXPECT_EQ(lle.accounting.flops_head, 30 * (4 * k * d + 3 * d) + 2 * V * d);
+}
+
+// Issue 57 item 4: V d of 2^40 x 2^24 wrapped to 0 (ratio inf), tt gave 0 and NaN, and
+// embedlab.account('pca', 2**62, 2**62, rank=8) reported params_before 0. Every method's
+// accounting now gives the right number or an InputError naming the terms and the limit.
+namespace {
+
+constexpr int64_t kTwo40 = int64_t{1} << 40, kTwo24 = int64_t{1} << 24, kTwo62 = int64_t{1} << 62;
+
+// The InputError's message, or "" when `f` returned.
+template <class F> std::string refusal(F&& f)
+{
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+void expect_beyond_limit(const std::string& message, const std::string& terms)
+{
+    EXPECT_NE(message.find("exceeds what EmbedLab counts (2^62)"), std::string::npos) << message;
+    EXPECT_NE(message.find(terms), std::string::npos) << "wanted '" << terms << "' in: " << message;
+}
+
+} // namespace
+
+TEST(Accounting, EveryMethodRefusesCountsBeyondTwoToThe62)
+{
+    // The issue's table: 2^64 values. Then 2^62 x 2^62 (the Python module's), and d one more.
+    for (auto kind : {LowRankKind::PCA, LowRankKind::SVD, LowRankKind::LRF}) {
+        expect_beyond_limit(refusal([&] { account_low_rank(kind, kTwo40, kTwo24, 8); }),
+                            "vocab x dim = 1099511627776 x 16777216 = 18446744073709551616 parameters");
+        expect_beyond_limit(refusal([&] { account_low_rank(kind, kTwo62, kTwo62, 8); }),
+                            "vocab x dim = 4611686018427387904 x 4611686018427387904 = "
+                            "21267647932558653966460912964485513216 parameters");
+        expect_beyond_limit(refusal([&] { account_low_rank(kind, kTwo40, kTwo24 + 1, 8); }), "vocab x dim");
+    }
+    expect_beyond_limit(refusal([] {
+                            account_tensor_train(kTwo40, {4096, 4096}, {1, 8, 1});
+                        }),
+                        "vocab x dim");
+    expect_beyond_limit(refusal([] {
+                            account_tensor_train_per_token(kTwo62, {4, 4, 8}, {2, 2});
+                        }),
+                        "vocab x inner ranks");
+    expect_beyond_limit(refusal([] { account_tucker(kTwo40, {4096, 4096}, {2, 2}); }), "vocab x dim");
+    expect_beyond_limit(refusal([] { account_aq(kTwo40, kTwo24, 8, 256); }), "vocab x dim");
+    // A shape whose product alone is beyond the limit never wraps into a small d.
+    expect_beyond_limit(refusal([] {
+                            account_tensor_train(2, {kTwo40, kTwo40}, {1, 2, 1});
+                        }),
+                        "I_1 x I_2 = 1099511627776 x 1099511627776");
+    expect_beyond_limit(refusal([] { account_tucker(2, {kTwo40, kTwo40}, {1, 1}); }), "I_1 x I_2");
+    EXPECT_NE(refusal([] { tt_rank_caps({kTwo40, kTwo40, 8}); }).find("2^62"), std::string::npos);
+    // V d fits, the dense head's 2 V d does not.
+    expect_beyond_limit(refusal([] { account_low_rank(LowRankKind::PCA, kTwo40, int64_t{1} << 22, 8); }),
+                        "2 x vocab x dim = 2199023255552 x 4194304 = 9223372036854775808 FLOPs");
+    // Other counts beyond the limit though V d is not: a full-rank tt's head FLOPs
+    // (V (2 I_1 r_1 I_2 + 2 d)), aq's codebook values, the whole model with model_params.
+    expect_beyond_limit(refusal([] { account_tensor_train(kTwo40, {1024, 2048}, {1, 1024, 1}); }), "vocab x");
+    expect_beyond_limit(refusal([] { account_aq(2, int64_t{1} << 45, 1024, 256); }),
+                        "codebooks x codewords x dim");
+    expect_beyond_limit(refusal([] { account_low_rank(LowRankKind::SVD, 1000, 64, 8, {}, kTwo62 + 1); }),
+                        "model_params = 4611686018427387905");
+    EXPECT_NE(refusal([] { account_low_rank(LowRankKind::SVD, 1000, 64, 8, {}, 10); }).find("model_params"),
+              std::string::npos);
+    // The model's context: a position table beyond the limit.
+    auto small = account_low_rank(LowRankKind::PCA, 1000, 64, 8);
+    expect_beyond_limit(refusal([&] { apply_model_context(small, true, kTwo62); }),
+                        "params_before + positions");
+
+    // Every table method, as the CLI's account and the Python module's account() reach it:
+    // a refusal, never a number, for 2^62 tokens; lle and fourier are counted only after a fit,
+    // whose own accounting (account_stored) is bounded alike.
+    for (const TableMethod* m : table_methods()) {
+        CompressionRequest r{.method = m->name()};
+        m->fill_example(r, 768);
+        const std::string message =
+            refusal([&] { account_setting(r, kTwo62, 768, {.stored_type = "f32"}, "account"); });
+        ASSERT_FALSE(message.empty()) << m->name() << " counted 2^62 x 768";
+        EXPECT_EQ(message.rfind("account: ", 0), 0u) << message;
+        if (message.find("counted only after a fit") == std::string::npos)
+            expect_beyond_limit(message, "vocab x dim = 4611686018427387904 x 768");
+    }
+    expect_beyond_limit(refusal([] { table_support::account_stored("lle", kTwo40, kTwo24, 100, 0, 1, 1); }),
+                        "vocab x dim");
+    expect_beyond_limit(
+        refusal([] { table_support::account_stored("fourier", 1000, 64, kTwo62 + 1, 0, 1, 1); }),
+        "params_after");
+}
+
+// Up to the limit the numbers are exact: no wrap, no rounding through double.
+TEST(Accounting, LargestCountableTablesAreCountedExactly)
+{
+    const int64_t V = kTwo40, d = int64_t{1} << 21, k = 8; // V d = 2^61, the dense head 2^62
+    const auto a = account_low_rank(LowRankKind::PCA, V, d, k);
+    EXPECT_EQ(a.params_before, int64_t{1} << 61);
+    EXPECT_EQ(a.params_after, V * k + d * k + d);
+    EXPECT_EQ(a.flops_dense_with_head, kTwo62);
+    EXPECT_EQ(a.flops_head, 2 * a.params_after);
+    EXPECT_TRUE(std::isfinite(a.ratio) && a.ratio > 0 && a.ratio < 1) << a.ratio;
+    EXPECT_TRUE(std::isfinite(a.eta) && a.eta > 0) << a.eta;
+    EXPECT_TRUE(std::isfinite(a.energy.omega) && a.energy.omega > 0) << a.energy.omega;
+    const int64_t V_tt = int64_t{1} << 36; // its head: 5 x 2^58 FLOPs
+    const auto tt = account_tensor_train(V_tt, {1024, 2048}, {1, 4, 1});
+    EXPECT_EQ(tt.params_after, V_tt * (1024 * 4 + 4 * 2048));
+    EXPECT_EQ(tt.flops_head, V_tt * (2 * 1024 * 4 * 2048 + 2 * d));
+    EXPECT_TRUE(std::isfinite(tt.ratio) && std::isfinite(tt.energy.omega)) << tt.ratio;
+    const auto tucker = account_tucker(V, {1024, 2048}, {2, 2});
+    EXPECT_EQ(tucker.params_after, V * 4 + 1024 * 2 + 2048 * 2);
+    const int64_t d_3 = d / 2; // aq and quant's heads: 3 V d FLOPs
+    const auto aq = account_aq(V, d_3, 1, 256);
+    EXPECT_EQ(aq.params_after, 256 * d_3 + V);
+    EXPECT_EQ(aq.flops_head, 3 * V * d_3);
+    const auto quant = account_without_table({.method = "quant", .type = "q8_0"}, V, d_3, 0, "account");
+    EXPECT_EQ(quant.params_after, int64_t{1} << 60);
+    EXPECT_EQ(quant.flops_head, 3 * V * d_3);
+    EXPECT_TRUE(std::isfinite(quant.ratio)) << quant.ratio;
 }

@@ -323,4 +323,19 @@ TEST(Hardening, FailedSubmissionLeavesNoSweepDirectory)
     EXPECT_FALSE(fs::exists(sweep)) << "the failed submission left " << sweep;
 }
 
+// Issue 57 item 4: account --vocab 2^40 --dim 2^24 reported "dense table 0.00M params", ratio
+// inf, exit 0 (V d wrapped to 0); the engine's accounting now refuses any count beyond 2^62.
+TEST(Hardening, AccountRefusesATableTooLargeToCount)
+{
+    auto r =
+        cli({"account", "--method", "pca", "--vocab", "1099511627776", "--dim", "16777216", "--rank", "8"});
+    expect_refused(r, "account: vocab x dim = 1099511627776 x 16777216 = 18446744073709551616 parameters "
+                      "exceeds what EmbedLab counts (2^62)");
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    r = cli({"account", "--method", "tt", "--vocab", "1099511627776", "--shape", "4096,4096", "--ranks",
+             "1,8,1", "--json"});
+    expect_refused(r, "exceeds what EmbedLab counts (2^62)");
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 } // namespace

@@ -690,6 +690,19 @@ def test_account_refuses_bad_input():
         embedlab.account("pca", 32000, 128, rank=16, stored_type="nonsense")
 
 
+def test_account_refuses_a_table_too_large_to_count():
+    # Issue 57 item 4: V d = 2^124 wrapped to params_before 0; the engine's bound (the CLI's too).
+    with pytest.raises(embedlab.InputError, match=re.escape(
+            "account: vocab x dim = 4611686018427387904 x 4611686018427387904 = "
+            "21267647932558653966460912964485513216 parameters exceeds what EmbedLab counts (2^62)")):
+        embedlab.account("pca", 2**62, 2**62, rank=8)
+    with pytest.raises(embedlab.InputError, match=re.escape("exceeds what EmbedLab counts (2^62)")):
+        embedlab.account("tt", 2**40, 2**24, shape=[4096, 4096], ranks=[1, 8, 1])
+    big = embedlab.account("pca", 2**40, 2**21, rank=8)  # V d = 2^61: counted exactly
+    assert big["params_before"] == 2**61
+    assert big["params_after"] == 2**40 * 8 + 2**21 * 9
+
+
 def test_methods_are_the_registry(run_cli):
     methods = embedlab.methods()
     names = [m["name"] for m in methods]

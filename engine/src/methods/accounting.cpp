@@ -4,20 +4,26 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <tuple>
 
 #include "embedlab/error.hpp"
 #include "embedlab/name_table.hpp"
 #include "io/gguf_quants.hpp"
+#include "methods/accounting_counts.hpp"
 
 namespace embedlab {
 
+using accounting_counts::Count;
+
 namespace {
 
+// V and d positive, and the table's V d parameters within what EmbedLab counts (2^62).
 void check_sizes(int64_t vocab, int64_t dim)
 {
     if (vocab < 1 || dim < 1)
         throw InputError("vocabulary size and dimension must be positive, got V=" + std::to_string(vocab) +
                          ", d=" + std::to_string(dim));
+    multiply(Count(vocab, "vocab"), Count(dim, "dim"), "parameters");
 }
 
 // What every method's accounting starts from: the method and the table's size.
@@ -41,23 +47,42 @@ std::string join(const std::vector<int64_t>& v, const char* sep)
     return s;
 }
 
+// The product of a tensorised row's shape (tt, tucker): d. InputError for a factor
+// below 1 or a product beyond 2^62, before anything multiplies it.
+int64_t shape_dim(const std::string& method, const std::vector<int64_t>& shape)
+{
+    for (int64_t f : shape)
+        if (f < 1)
+            throw InputError(method + " shape factors must be positive, got " + join(shape, "x"));
+    Count d(1);
+    for (size_t k = 0; k < shape.size(); ++k)
+        d = d * Count(shape[k], "I_" + std::to_string(k + 1));
+    return d.value();
+}
+
 double energy_total(double nu_part, double tau_part)
 {
     return nu_part + tau_part;
 }
 
-void fill_common(EmbeddingAccounting& a, int64_t model_params)
+// The figures every method shares, from a.vocab, a.dim and the stored values `after`
+// (a Count, so every sum below is checked).
+void fill_common(EmbeddingAccounting& a, const Count& after, int64_t model_params)
 {
-    a.params_before = a.vocab * a.dim;
+    const Count V(a.vocab, "vocab"), d(a.dim, "dim");
+    const Count before = multiply(V, d, "parameters");
+    const Count dense_head = multiply(2 * V, d, "FLOPs");
+    a.params_before = before.value();
+    a.params_after = after.value();
     a.ratio = static_cast<double>(a.params_after) / static_cast<double>(a.params_before);
     a.eta_emb = static_cast<double>(a.params_before - a.params_after) / static_cast<double>(a.params_before);
-    a.model_params_before = model_params > 0 ? model_params : a.params_before;
-    a.model_params_after = a.model_params_before - a.params_before + a.params_after;
+    std::tie(a.model_params_before, a.model_params_after) =
+        accounting_counts::model_counts(model_params, before, after);
     a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
             static_cast<double>(a.model_params_after);
-    a.flops_per_token_dense = 2 * a.vocab * a.dim;
+    a.flops_per_token_dense = dense_head.value();
     a.flops_dense_lookup = 0;
-    a.flops_dense_with_head = 2 * a.vocab * a.dim;
+    a.flops_dense_with_head = dense_head.value();
     a.eta_emb_with_positions = a.eta_emb;
 }
 
@@ -98,14 +123,17 @@ void apply_storage(EmbeddingAccounting& a, const std::string& stored_type_before
 
 void apply_model_context(EmbeddingAccounting& a, bool tied_head, int64_t position_params)
 {
+    const Count dense_head = multiply(2 * Count(a.vocab, "vocab"), Count(a.dim, "dim"), "FLOPs");
+    const Count with_positions = add(Count(a.params_before, "params_before"),
+                                     Count(std::max<int64_t>(position_params, 0), "positions"), "parameters");
     a.tied_head = tied_head;
     a.flops_per_token = tied_head ? a.flops_head : a.flops_lookup;
-    a.flops_per_token_dense = tied_head ? 2 * a.vocab * a.dim : 0;
+    a.flops_per_token_dense = tied_head ? dense_head.value() : 0;
     a.flops_dense_lookup = 0;
-    a.flops_dense_with_head = 2 * a.vocab * a.dim;
+    a.flops_dense_with_head = dense_head.value();
     a.position_params = std::max<int64_t>(position_params, 0);
-    a.eta_emb_with_positions = static_cast<double>(a.params_before - a.params_after) /
-                               static_cast<double>(a.params_before + a.position_params);
+    a.eta_emb_with_positions =
+        static_cast<double>(a.params_before - a.params_after) / static_cast<double>(with_positions.value());
 }
 
 const std::vector<EnergyDevice>& energy_devices()
@@ -218,13 +246,14 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
     const char* method = kind == LowRankKind::PCA ? "pca" : kind == LowRankKind::SVD ? "svd" : "lrf";
     EmbeddingAccounting a = accounting_of(method, vocab, dim);
     a.rank = rank;
+    const Count V(vocab, "vocab"), d(dim, "dim"), k(rank, "rank");
     // PCA stores Z (V x k), P (k x d) and the mean mu (d); SVD has no mean.
-    a.params_after = vocab * rank + dim * rank + (kind == LowRankKind::PCA ? dim : 0);
-    fill_common(a, model_params);
+    const Count after = V * k + d * k + (kind == LowRankKind::PCA ? d : Count(0));
+    fill_common(a, after, model_params);
     // METHODS 1: the tied head through the factors touches every stored value once;
     // a lookup is z_t P (+ mu).
-    a.flops_head = 2 * a.params_after;
-    a.flops_lookup = 2 * dim * rank + (kind == LowRankKind::PCA ? dim : 0);
+    a.flops_head = (2 * after.renamed("params_after")).value();
+    a.flops_lookup = (2 * d * k + (kind == LowRankKind::PCA ? d : Count(0))).value();
     a.flops_per_token = a.flops_head;
     a.energy = svd_energy(vocab, dim, rank, energy);
     a.energy_options = energy;
@@ -234,7 +263,7 @@ EmbeddingAccounting account_low_rank(LowRankKind kind, int64_t vocab, int64_t di
 std::vector<int64_t> tt_rank_caps(const std::vector<int64_t>& shape)
 {
     std::vector<int64_t> caps(shape.size() + 1, 1);
-    const int64_t total = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    const int64_t total = shape_dim("tensor-train", shape);
     int64_t left = 1;
     for (size_t k = 1; k < shape.size(); ++k) {
         left *= shape[k - 1];
@@ -294,27 +323,37 @@ EmbeddingAccounting account_tensor_train(int64_t vocab, const std::vector<int64_
                                          const std::vector<int64_t>& ranks, const EnergyOptions& energy,
                                          int64_t model_params)
 {
-    const int64_t dim = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    const int64_t dim = shape_dim("tensor-train", shape);
     check_sizes(vocab, dim);
     check_tt_shape_and_ranks(dim, shape, ranks);
     EmbeddingAccounting a = accounting_of("tt", vocab, dim);
     a.shape = shape;
     a.ranks = ranks;
+    // Core k holds r_{k-1} I_k r_k values (ranks r_0..r_N as given, r_0 = r_N = 1).
+    auto core = [&](size_t k) {
+        const std::string i = std::to_string(k + 1);
+        return Count(ranks[k], "r_" + std::to_string(k)) * Count(shape[k], "I_" + i) *
+               Count(ranks[k + 1], "r_" + i);
+    };
+    Count per_token(0);
     for (size_t k = 0; k < shape.size(); ++k)
-        a.params_per_token += ranks[k] * shape[k] * ranks[k + 1];
-    a.params_after = vocab * a.params_per_token;
+        per_token = per_token + core(k);
+    per_token = per_token.renamed("params_per_token");
+    const Count V(vocab, "vocab"), d(dim, "dim");
+    a.params_per_token = per_token.value();
     a.eta_ttd = static_cast<double>(dim) / static_cast<double>(a.params_per_token) - 1.0;
-    fill_common(a, model_params);
+    fill_common(a, V * per_token, model_params);
     // Reconstructing a row contracts the cores left to right: sum over k of
     // 2 * (prod_{j<k} I_j) * r_{k-1} * I_k * r_k; the head needs all V rows.
-    int64_t per_row = 0, left = 1;
+    Count per_row(0), left(1);
     for (size_t k = 0; k < shape.size(); ++k) {
         if (k > 0)
-            per_row += 2 * left * ranks[k] * shape[k] * ranks[k + 1];
-        left *= shape[k];
+            per_row = per_row + 2 * left * core(k);
+        left = (left * Count(shape[k], "I_" + std::to_string(k + 1))).renamed("prod I_j");
     }
-    a.flops_lookup = per_row;
-    a.flops_head = vocab * (per_row + 2 * dim);
+    per_row = per_row.renamed("flops_lookup");
+    a.flops_lookup = per_row.value();
+    a.flops_head = (V * (per_row + 2 * d)).value();
     a.flops_per_token = a.flops_head;
     a.mean_params_per_token = static_cast<double>(a.params_per_token);
     a.energy_size = tt_energy_size(shape, ranks.data(), ranks.size());
@@ -335,7 +374,9 @@ EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vec
                                                    const EnergyOptions& energy, int64_t model_params)
 {
     const int64_t N = static_cast<int64_t>(shape.size());
-    if (N < 2 || static_cast<int64_t>(token_ranks.size()) != vocab * (N - 1))
+    if (N < 2 || vocab < 1 ||
+        static_cast<int64_t>(token_ranks.size()) !=
+            (Count(vocab, "vocab") * Count(N - 1, "inner ranks")).value())
         throw InputError("per-token TT ranks: " + std::to_string(token_ranks.size()) + " values for V = " +
                          std::to_string(vocab) + " tokens of " + std::to_string(N - 1) + " inner ranks");
     // The largest rank at each position: the cores' padded sizes, checked against the caps.
@@ -367,21 +408,24 @@ EmbeddingAccounting account_tensor_train_per_token(int64_t vocab, const std::vec
             left *= shape[k];
             r_max = std::max(r_max, r[k + 1]);
         }
-        size += static_cast<double>(r_max * r_max) * sum_i;
+        size += static_cast<double>(r_max) * static_cast<double>(r_max) * sum_i;
     }
     const double V = static_cast<double>(vocab);
     for (auto& m : a.mean_ranks)
         m /= V;
     a.per_token_ranks = true;
-    a.params_after = params + vocab * (N - 1); // the rank values are stored too
-    a.index_values = vocab * (N - 1);          // int32 each
-    a.index_bytes = 4 * a.index_values;
-    a.mean_params_per_token = static_cast<double>(a.params_after) / V;
+    // The sums above are at most the counts at the largest ranks, which
+    // account_tensor_train checked; what is added to them is checked here.
+    const Count rank_values = Count(vocab, "vocab") * Count(N - 1, "inner ranks"); // int32 each
+    const Count after = Count(params, "core values") + rank_values; // the rank values are stored too
+    a.index_values = rank_values.value();
+    a.index_bytes = (4 * rank_values).value();
+    a.mean_params_per_token = static_cast<double>(after.value()) / V;
     a.params_per_token = std::llround(a.mean_params_per_token);
     a.eta_ttd = static_cast<double>(a.dim) / a.mean_params_per_token - 1.0;
-    fill_common(a, model_params);
+    fill_common(a, after, model_params);
     a.flops_lookup = std::llround(static_cast<double>(flops) / V);
-    a.flops_head = flops + vocab * 2 * a.dim;
+    a.flops_head = (Count(flops, "lookup flops") + 2 * Count(vocab, "vocab") * Count(a.dim, "dim")).value();
     a.flops_per_token = a.flops_head;
     a.energy_size = size / V;
     a.energy = tt_energy(vocab, a.dim, a.energy_size, energy);
@@ -417,44 +461,52 @@ void check_tucker_shape_and_ranks(int64_t dim, const std::vector<int64_t>& shape
 EmbeddingAccounting account_tucker(int64_t vocab, const std::vector<int64_t>& shape,
                                    const std::vector<int64_t>& ranks, int64_t model_params)
 {
-    int64_t dim = 1;
-    for (int64_t f : shape)
-        dim = f > 0 && dim <= (int64_t(1) << 40) / f ? dim * f : int64_t(1) << 40;
+    const int64_t dim = shape_dim("tucker", shape);
     check_sizes(vocab, dim);
     check_tucker_shape_and_ranks(dim, shape, ranks);
     EmbeddingAccounting a = accounting_of("tucker", vocab, dim);
     a.tucker_shape = shape;
     a.tucker_ranks = ranks;
     const size_t N = shape.size();
-    a.core_values_per_token = 1;
+    // Each r_k <= I_k (checked above), so I_k and r_k fit any product of the shape's.
+    std::vector<Count> I, r;
     for (size_t k = 0; k < N; ++k) {
-        a.core_values_per_token *= ranks[k];
-        a.factor_values += shape[k] * ranks[k];
+        I.emplace_back(shape[k], "I_" + std::to_string(k + 1));
+        r.emplace_back(ranks[k], "r_" + std::to_string(k + 1));
     }
+    Count core(1), factors(0);
+    for (size_t k = 0; k < N; ++k) {
+        core = core * r[k];
+        factors = factors + I[k] * r[k];
+    }
+    core = core.renamed("core_values_per_token");
+    factors = factors.renamed("factor_values");
+    a.core_values_per_token = core.value();
+    a.factor_values = factors.value();
     // Stored: every token's core G_v (prod r_k values) and the shared factors U_k.
-    a.params_after = vocab * a.core_values_per_token + a.factor_values;
-    fill_common(a, model_params);
+    const Count V(vocab, "vocab");
+    fill_common(a, V * core + factors, model_params);
     // Lookup: G_v x_1 U_1 .. x_N U_N, modes in order; before mode k the tensor is
     // I_1..I_{k-1} x r_k..r_N, so mode k costs 2 (prod_{j<k} I_j) I_k r_k (prod_{j>k} r_j).
     // Tied head: z = h x_1 U_1^T .. x_N U_N^T, mode k costing 2 (prod_{j<k} r_j) r_k I_k
     // (prod_{j>k} I_j), then <z, G_v> for every token: 2 V prod r_k. Exactly hidden E^T of
     // the reconstructed rows, without rebuilding them (cheaper than V lookups + 2 V d).
-    int64_t lookup = 0, projection = 0;
+    Count lookup(0), projection(0);
     for (size_t k = 0; k < N; ++k) {
-        int64_t before_i = 1, after_r = 1, before_r = 1, after_i = 1;
+        Count before_i(1), after_r(1), before_r(1), after_i(1);
         for (size_t j = 0; j < k; ++j) {
-            before_i *= shape[j];
-            before_r *= ranks[j];
+            before_i = before_i * I[j];
+            before_r = before_r * r[j];
         }
         for (size_t j = k + 1; j < N; ++j) {
-            after_r *= ranks[j];
-            after_i *= shape[j];
+            after_r = after_r * r[j];
+            after_i = after_i * I[j];
         }
-        lookup += 2 * before_i * shape[k] * ranks[k] * after_r;
-        projection += 2 * before_r * ranks[k] * shape[k] * after_i;
+        lookup = lookup + 2 * before_i * I[k] * r[k] * after_r;
+        projection = projection + 2 * before_r * r[k] * I[k] * after_i;
     }
-    a.flops_lookup = lookup;
-    a.flops_head = projection + 2 * vocab * a.core_values_per_token;
+    a.flops_lookup = lookup.value();
+    a.flops_head = (projection.renamed("projection flops") + 2 * V * core).value();
     a.flops_per_token = a.flops_head;
     return a;
 }
@@ -473,13 +525,14 @@ EmbeddingAccounting account_aq(int64_t vocab, int64_t dim, int64_t codebooks, in
     int64_t bits = 0;
     while ((int64_t{1} << bits) < codewords)
         ++bits;
-    a.aq_code_bits_per_token = codebooks * bits;
-    a.index_values = vocab * codebooks;
-    a.index_bytes = vocab * ((a.aq_code_bits_per_token + 7) / 8);
-    a.params_after = codebooks * codewords * dim + a.index_values;
-    fill_common(a, model_params);
-    a.flops_lookup = codebooks * dim;
-    a.flops_head = vocab * codebooks * dim + 2 * vocab * dim;
+    a.aq_code_bits_per_token = codebooks * bits; // M <= 1024, log2 K <= 8
+    const Count V(vocab, "vocab"), d(dim, "dim"), M(codebooks, "codebooks"), K(codewords, "codewords");
+    const Count codes = V * M;
+    a.index_values = codes.value();
+    a.index_bytes = (V * Count((a.aq_code_bits_per_token + 7) / 8, "code bytes per token")).value();
+    fill_common(a, M * K * d + codes, model_params);
+    a.flops_lookup = (M * d).value();
+    a.flops_head = (V * M * d + 2 * V * d).value();
     a.flops_per_token = a.flops_head;
     return a;
 }

@@ -36,13 +36,22 @@ inline bool within_d(int64_t v, int64_t d)
 {
     return v >= 1 && (d <= 0 || v <= d);
 }
-// The shape's product, capped so it cannot overflow (each factor is at most 2^24).
+// The shape's product, or 0 when a factor is below 1 or the product exceeds 2^62 (a
+// request set in code need not have passed the JSON bounds of 2^24 a factor): never
+// overflows, and is never a width d.
 inline int64_t shape_product(const std::vector<int64_t>& shape)
 {
     int64_t product = 1;
     for (int64_t s : shape)
-        product = product > (int64_t(1) << 38) ? product : product * s;
+        if (s < 1 || __builtin_mul_overflow(product, s, &product) || product > (int64_t{1} << 62))
+            return 0;
     return product;
+}
+// shape_product for a message: "768", or why there is none.
+inline std::string shape_product_text(const std::vector<int64_t>& shape)
+{
+    const int64_t p = shape_product(shape);
+    return p > 0 ? std::to_string(p) : "beyond 2^62 or with a factor below 1";
 }
 // TensorSLM's energy model's fields (METHODS 5): pca, svd and tt take them.
 inline const std::vector<std::string>& energy_fields()

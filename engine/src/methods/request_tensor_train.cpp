@@ -71,7 +71,7 @@ MethodDescriptor tensor_train()
                     fail("shape", joined(r.shape, "x") + " needs at least two factors");
                 const int64_t product = shape_product(r.shape);
                 if (d > 0 && product != d)
-                    fail("shape", joined(r.shape, "x") + " has product " + std::to_string(product) +
+                    fail("shape", joined(r.shape, "x") + " has product " + shape_product_text(r.shape) +
                                       ", not d = " + std::to_string(d));
                 if (!r.ranks.empty() &&
                     (r.ranks.size() != r.shape.size() + 1 || r.ranks.front() != 1 || r.ranks.back() != 1))

@@ -64,7 +64,7 @@ MethodDescriptor tucker()
                                           std::to_string(r.shape[k]) + " of shape " + joined(r.shape, "x"));
                 const int64_t product = shape_product(r.shape);
                 if (d > 0 && product != d)
-                    fail("shape", joined(r.shape, "x") + " has product " + std::to_string(product) +
+                    fail("shape", joined(r.shape, "x") + " has product " + shape_product_text(r.shape) +
                                       ", not d = " + std::to_string(d));
             },
         .describe =

@@ -1,6 +1,10 @@
 // What the table methods share (table_method_support.hpp).
 #include "methods/table_method_support.hpp"
 
+#include <tuple>
+
+#include "methods/accounting_counts.hpp"
+
 namespace embedlab::table_support {
 
 namespace {
@@ -60,24 +64,32 @@ nlohmann::ordered_json rare_cosine_json(const torch::Tensor& table, const Partia
 EmbeddingAccounting account_stored(const std::string& method, int64_t V, int64_t d, int64_t params_after,
                                    int64_t model_params, int64_t flops_lookup, int64_t flops_head)
 {
+    using accounting_counts::Count;
+    if (V < 1 || d < 1)
+        throw InputError("vocabulary size and dimension must be positive, got V=" + std::to_string(V) +
+                         ", d=" + std::to_string(d));
+    // Checked (accounting_counts.hpp): within 2^62, or an InputError naming the terms.
+    const Count vocab(V, "vocab"), dim(d, "dim"), after(params_after, "params_after");
+    const Count before = multiply(vocab, dim, "parameters");
+    const Count dense_head = multiply(2 * vocab, dim, "FLOPs");
     EmbeddingAccounting a;
     a.method = method;
     a.vocab = V;
     a.dim = d;
-    a.params_before = V * d;
-    a.params_after = params_after;
+    a.params_before = before.value();
+    a.params_after = after.value();
     a.ratio = static_cast<double>(params_after) / static_cast<double>(a.params_before);
     a.eta_emb = 1.0 - a.ratio;
-    a.model_params_before = model_params > 0 ? model_params : a.params_before;
-    a.model_params_after = a.model_params_before - a.params_before + params_after;
+    std::tie(a.model_params_before, a.model_params_after) =
+        accounting_counts::model_counts(model_params, before, after);
     a.eta = static_cast<double>(a.model_params_before - a.model_params_after) /
             static_cast<double>(a.model_params_after);
-    a.flops_per_token_dense = 2 * V * d;
+    a.flops_per_token_dense = dense_head.value();
     a.flops_dense_lookup = 0;
-    a.flops_dense_with_head = 2 * V * d;
+    a.flops_dense_with_head = dense_head.value();
     a.eta_emb_with_positions = a.eta_emb;
-    a.flops_lookup = flops_lookup;
-    a.flops_head = flops_head;
+    a.flops_lookup = Count(flops_lookup, "flops_lookup").value();
+    a.flops_head = Count(flops_head, "flops_head").value();
     a.flops_per_token = flops_head;
     return a;
 }

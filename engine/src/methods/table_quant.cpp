@@ -5,6 +5,7 @@
 
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
+#include "methods/accounting_counts.hpp"
 #include "methods/table_method_support.hpp"
 
 namespace embedlab::table_support {
@@ -24,8 +25,13 @@ bool has_minimum(const std::string& type)
 EmbeddingAccounting quant_accounting(const QuantType& t, int64_t V, int64_t d, int64_t model_params)
 {
     const std::string type = t.name;
+    using accounting_counts::Count;
     const int64_t per_value = type == "f16" || type == "bf16" ? 0 : has_minimum(type) ? 2 : 1;
-    auto a = account_stored("quant", V, d, V * d, model_params, per_value * d, 2 * V * d + per_value * V * d);
+    // Checked before account_stored sees them (accounting_counts.hpp): within 2^62.
+    const Count vocab(V, "vocab"), dim(d, "dim"), ops(per_value, "operations per value");
+    const Count values = multiply(vocab, dim, "parameters");
+    auto a = account_stored("quant", V, d, values.value(), model_params, (ops * dim).value(),
+                            (2 * values + ops * values).value());
     a.bits_per_value_after = t.bits_per_value;
     return a;
 }
