@@ -387,3 +387,15 @@ TEST(Accounting, LargestCountableTablesAreCountedExactly)
     EXPECT_EQ(quant.flops_head, 3 * V * d_3);
     EXPECT_TRUE(std::isfinite(quant.ratio)) << quant.ratio;
 }
+
+// TensorSLM's omega divides by the original table's memory energy, nu (V d + l d): a
+// request with nu 0 was accepted and gave omega inf (or NaN with tau 0 too).
+TEST(Accounting, EnergyModelWithoutMemoryEnergyIsRefused)
+{
+    CompressionRequest r{.method = "pca", .rank = 8};
+    r.nu = 0;
+    test::expect_input_error([&] { account_setting(r, 1000, 64, {}, "account"); }, "nu");
+    r.nu = 5;
+    const auto a = account_setting(r, 1000, 64, {}, "account");
+    EXPECT_TRUE(std::isfinite(a.energy.omega)) << a.energy.omega;
+}

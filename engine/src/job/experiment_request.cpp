@@ -296,8 +296,10 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     for (const auto& f : fields())
         if (f.is_set(r) && !applies(f, m))
             fail(f.name, "does not apply to method " + r.method);
-    if (!(r.nu >= 0 && r.nu <= 1e12))
-        fail("nu", short_number(r.nu) + " must lie in [0, 1e12]");
+    // omega divides by the original's memory energy, nu (V d + l d): nu 0 made it inf or NaN.
+    if (!(r.nu > 0 && r.nu <= 1e12))
+        fail("nu", short_number(r.nu) + " must lie in (0, 1e12] (omega divides by the original table's "
+                                        "memory energy, nu (V d + l d))");
     if (!(r.tau >= 0 && r.tau <= 1e12))
         fail("tau", short_number(r.tau) + " must lie in [0, 1e12]");
     if (r.energy_tokens < 0 || r.energy_tokens > (int64_t{1} << 40))

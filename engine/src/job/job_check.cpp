@@ -68,7 +68,7 @@ MeasureOptions measure_options(const Json& o)
     m.repeat = static_cast<int64_t>(number_field(o, "repeat", 5, 1, 100000));
     m.lookups = static_cast<int64_t>(number_field(o, "lookups", 256, 1, 1 << 24));
     m.seed = static_cast<int64_t>(number_field(o, "seed", 0, 0, 1e15));
-    m.nu = number_field(o, "nu", 5, 0, 1e12);
+    m.nu = number_field(o, "nu", 5, 1e-12, 1e12); // omega divides by nu's memory energy
     m.tau = number_field(o, "tau", 1, 0, 1e12);
     m.idle_seconds = number_field(o, "idle_seconds", 1, 0, 600);
     m.energy_seconds = number_field(o, "energy_seconds", 2, 0, 3600);
