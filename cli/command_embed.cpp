@@ -5,6 +5,7 @@
 #include "common.hpp"
 #include "embedlab/encoder.hpp"
 #include "embedlab/eval.hpp"
+#include "embedlab/non_finite.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
@@ -56,6 +57,8 @@ int command_embed(const std::vector<std::string>& argv)
     Embeddings e;
     try {
         e = embed_texts(*lm.model, *lm.tokenizer, lines, options, progress.callback());
+    } catch (const NonFiniteError&) {
+        throw; // the model's fault, not the text file's
     } catch (const InputError& error) {
         throw InputError(text_file + ": " + error.what());
     }

@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/non_finite.hpp"
 #include "embedlab/tasks.hpp"
 #include "progress_printer.hpp"
 
@@ -43,6 +44,16 @@ std::string examples_jsonl(const TaskResult& r, const TaskResult* reference)
     return out;
 }
 
+// `evaluate` on the reference: a model that overflows is named as the reference.
+template <class F> auto on_reference(const Loaded& ref, F&& evaluate)
+{
+    try {
+        return evaluate();
+    } catch (const NonFiniteError& e) {
+        throw NonFiniteError("the reference " + ref.path + ": " + e.what());
+    }
+}
+
 int run_similarity(const Args& args, const std::string& data, const Loaded& lm, const Loaded* ref)
 {
     const auto pairs = read_sentence_pairs(data, {.limit = args.get_int("--limit", 0, 0, 1 << 30)});
@@ -53,7 +64,9 @@ int run_similarity(const Args& args, const std::string& data, const Loaded& lm, 
     }
     if (ref) {
         ProgressPrinter progress("stsb (reference)", "pairs", args.has("--quiet"));
-        rr = evaluate_similarity(*ref->model.model, *ref->model.tokenizer, pairs, progress.callback());
+        rr = on_reference(*ref, [&] {
+            return evaluate_similarity(*ref->model.model, *ref->model.tokenizer, pairs, progress.callback());
+        });
     }
     if (const auto out = args.get("--out")) {
         std::string lines;
@@ -127,7 +140,9 @@ int command_task(const std::vector<std::string>& argv)
     }
     if (ref) {
         ProgressPrinter progress(task + " (reference)", "examples", args.has("--quiet"));
-        rr = evaluate_task(*ref->model.model, *ref->model.tokenizer, examples, progress.callback());
+        rr = on_reference(*ref, [&] {
+            return evaluate_task(*ref->model.model, *ref->model.tokenizer, examples, progress.callback());
+        });
     }
     if (const auto out = args.get("--out")) {
         create_parent_directories(*out);

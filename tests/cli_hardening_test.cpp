@@ -13,6 +13,7 @@
 #include "cli_support.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/output_checks.hpp"
+#include "overflow_models.hpp"
 #include "tiny_models.hpp"
 
 namespace {
@@ -201,6 +202,61 @@ TEST(Hardening, ConfigValuesThatOverflowAreRefusedAndNonFiniteLossIsAnError)
     const auto r = cli({"eval", big.string(), "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--json"});
     expect_refused(r, "non-finite loss");
     EXPECT_EQ(r.out.find("null"), std::string::npos) << r.out;
+}
+
+// Issue 57 item 3: eval alone refused a model whose finite weights overflow; generate gave
+// ids [0, 0, 0] with null log-probabilities, --compare "mean KL -nan", embed "nan nan ..",
+// task sst2 accuracy 0.5000 and stsb Spearman -0.5, all with exit 0.
+TEST(Hardening, EveryCommandThatReportsANumberRefusesAModelThatOverflows)
+{
+    using embedlab::test::write_overflowing_encoder;
+    using embedlab::test::write_tiny_llama_with_tokenizer;
+    TempDir dir;
+    const auto bad = write_tiny_llama_with_tokenizer(dir / "bad", "down_proj").string();
+    const auto good = write_tiny_llama_with_tokenizer(dir / "good", "").string();
+    const std::vector<std::string> prompt{"--prompt", "a lovely film", "--max-tokens", "3"};
+    auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    };
+    auto ok = cli(with({"generate", good, "--json"}, prompt));
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    auto r = cli(with({"generate", bad, "--json"}, prompt));
+    expect_refused(r, "the model's forward pass gave non-finite logits for generated token 1 (");
+    expect_refused(r, "its weights or config values");
+    EXPECT_EQ(r.out.find("null"), std::string::npos) << r.out;
+    r = cli(with({"generate", good, "--compare", bad}, prompt));
+    expect_refused(r, "the reference model's forward pass gave non-finite logits for generated token 1");
+    EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+
+    write(dir / "ids.txt", "1 2 3 4 5 6 7 8 9 10 11 12");
+    r = cli({"eval", good, "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--reference", bad, "--json"});
+    expect_refused(r, "the reference model's forward pass gave non-finite logits in window 1");
+
+    const auto data = sst2_file(dir).string();
+    ok = cli({"task", "sst2", good, "--data", data, "--json", "--quiet"});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    expect_refused(cli({"task", "sst2", bad, "--data", data, "--json", "--quiet"}),
+                   "the model's forward pass gave a non-finite log-likelihood");
+    expect_refused(cli({"task", "sst2", good, "--data", data, "--reference", bad, "--json", "--quiet"}),
+                   "the reference " + bad + ": the model's forward pass gave a non-finite log-likelihood");
+    const auto bert =
+        write_overflowing_encoder(dir / "bert", "bert-cls", "layer.0.output.dense.weight").string();
+    expect_refused(cli({"task", "sst2", bert, "--data", data, "--json", "--quiet"}),
+                   "the model's forward pass gave non-finite classifier logits for example 1");
+
+    const auto minilm =
+        write_overflowing_encoder(dir / "minilm", "minilm-st", "layer.0.output.dense.weight").string();
+    const auto stsb = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/stsb.tsv").string();
+    r = cli({"task", "stsb", minilm, "--data", stsb, "--json", "--quiet"});
+    expect_refused(r, "the model's forward pass gave a non-finite embedding of pair 1's first sentence");
+    EXPECT_EQ(r.out.find("spearman"), std::string::npos) << r.out;
+
+    write(dir / "lines.txt", "a dog runs .\na man plays the guitar .\n");
+    r = cli({"embed", minilm, "--text", (dir / "lines.txt").string(), "--quiet"});
+    expect_refused(r, "the model's forward pass gave a non-finite embedding of text 1 (");
+    EXPECT_EQ(r.err.find("lines.txt:"), std::string::npos) << "the model's fault, not the text's: " << r.err;
+    EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
 }
 
 // Items 9, 13: parseable bad job files were internal errors, duplicate keys silently won.

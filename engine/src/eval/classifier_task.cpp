@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "embedlab/encoder.hpp"
+#include "embedlab/non_finite.hpp"
 
 namespace embedlab::detail {
 
@@ -114,8 +115,11 @@ TaskResult evaluate_classifier_task(const LanguageModel& model, const Tokenizer&
         }
         const auto batch =
             frame_texts(tokenizer, model.config(), texts, paired ? &pairs : nullptr, start + 1);
-        const auto logp =
-            torch::log_softmax(model.classify(batch_hidden_states(model, batch)).to(torch::kDouble), -1);
+        const auto logits = model.classify(batch_hidden_states(model, batch));
+        // NaN logits would all choose label 0.
+        require_finite_rows(logits, start + 1, "the model", "non-finite classifier logits for example",
+                            "the task is not scored");
+        const auto logp = torch::log_softmax(logits.to(torch::kDouble), -1);
         for (int64_t i = 0; i < count; ++i) {
             const TaskExample& e = data.examples[static_cast<size_t>(start + i)];
             TaskExampleResult out;

@@ -5,6 +5,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
 
 namespace embedlab {
@@ -38,6 +39,9 @@ void detail::for_each_scored_window(const LanguageModel& model, const LanguageMo
             torch::log_softmax(model.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
         const auto logq =
             torch::log_softmax(reference.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
+        const std::string where = "non-finite logits in window " + std::to_string(i + 1);
+        require_finite(logp, "the model", where, "no divergence is reported");
+        require_finite(logq, "the reference model", where, "no divergence is reported");
         each(w, logp, logq, kl_rows(logq, logp).contiguous(), all_ids.narrow(0, w.start + 1 + first, n));
         report_progress(progress, static_cast<int64_t>(i + 1), static_cast<int64_t>(windows.size()));
     }

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "embedlab/encoder.hpp"
+#include "embedlab/non_finite.hpp"
 
 namespace embedlab {
 
@@ -149,6 +150,8 @@ Embeddings embed_texts(const LanguageModel& model, const Tokenizer& tokenizer,
         auto pooled = pool_hidden(batch_hidden_states(model, batch), batch.attention_mask, out.pooling);
         if (out.normalized) // sentence-transformers' Normalize: x / max(|x|, 1e-12)
             pooled = pooled / pooled.norm(2, -1, true).clamp_min(1e-12);
+        require_finite_rows(pooled, start + 1, "the model", "a non-finite embedding of text",
+                            "no embedding is reported");
         parts.push_back(pooled);
     }
     report_progress(progress, n, n);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "embedlab/error.hpp"
+#include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
 
 namespace embedlab {
@@ -216,6 +217,12 @@ Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std:
     g.prompt_seconds = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0;; ++i) {
+        // NaN logits would give token 0 and null log-probabilities (argmax of NaN).
+        const std::string at = "non-finite logits for generated token " + std::to_string(i + 1);
+        require_finite(reader.logits(), "the model", at, "no text is generated");
+        if (reference_reader)
+            require_finite(reference_reader->logits(), "the reference model", at,
+                           "no comparison is reported");
         GeneratedToken t;
         t.id = choose(reader.logits(), options.sampling, rng);
         const auto logp = torch::log_softmax(reader.logits().to(torch::kDouble), 0);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "embedlab/eval.hpp"
+#include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
 #include "io/llamacpp_logits.hpp"
 
@@ -90,6 +91,8 @@ DivergenceResult evaluate_divergence_llamacpp(const LanguageModel& model, const 
         if (r.bos)
             input.select(1, 0).fill_(bos);
         const auto logits = model.logits(input).narrow(1, first, n).to(torch::kFloat).contiguous();
+        require_finite_rows(logits, c0 + 1, "the model", "non-finite logits in chunk",
+                            "no divergence is reported");
         const float* l = logits.data_ptr<float>();
         for (int64_t b = 0; b < B; ++b) {
             const int64_t chunk = c0 + b;

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "embedlab/non_finite.hpp"
 #include "embedlab/tokenizer.hpp"
 
 namespace embedlab {
@@ -113,11 +114,14 @@ MaskedLmResult evaluate_masked_lm(const LanguageModel& model, const Tokenizer& t
             return torch::log_softmax(m.head(hidden).to(torch::kDouble), -1);
         };
         const auto logp = masked_logp(model);
+        const std::string where = "non-finite logits in batch " + std::to_string(b0 / options.batch + 1);
+        require_finite(logp, "the model", where, "pseudo-perplexity is not reported");
         const auto target = torch::tensor(targets, torch::kLong);
         nll -= logp.gather(1, target.unsqueeze(1)).sum().item<double>();
         right += logp.argmax(1).eq(target).sum().item<int64_t>();
         if (reference) {
             const auto ref = masked_logp(*reference);
+            require_finite(ref, "the reference model", where, "no divergence is reported");
             kl += (ref.exp() * (ref - logp)).sum().item<double>();
         }
         r.masked += static_cast<int64_t>(targets.size());

@@ -4,6 +4,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/json_members.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/non_finite.hpp"
 
 namespace embedlab {
 
@@ -138,11 +139,9 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     r.nll_per_token = total_nll / static_cast<double>(scored);
     r.ppl = std::exp(r.nll_per_token);
     if (!std::isfinite(r.nll_per_token) || !std::isfinite(r.ppl))
-        throw InputError(
-            "the model's forward pass gave a non-finite loss (NLL per token " +
-            std::to_string(r.nll_per_token) +
-            "): its weights or config values (a rotary base, norm epsilon or scaling factor far out of the "
-            "usual range) overflow; perplexity is not reported for a model that computes NaN or infinity");
+        throw_non_finite("the model",
+                         "a non-finite loss (NLL per token " + std::to_string(r.nll_per_token) + ")",
+                         "perplexity is not reported");
     r.ctx = ctx;
     r.stride = stride;
     r.batch_windows = batch;

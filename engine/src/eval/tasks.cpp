@@ -8,6 +8,7 @@
 
 #include "embedlab/encoder.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/non_finite.hpp"
 #include "embedlab/tasks.hpp"
 #include "eval/classifier_task.hpp"
 
@@ -105,6 +106,11 @@ TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer,
             const auto logp =
                 torch::log_softmax(model.logits(input)[0].narrow(0, T - n, n).to(torch::kDouble), -1);
             const double score = logp.gather(1, targets).sum().item<double>();
+            // NaN scores would all lose to choice 0.
+            require_finite(score, "the model",
+                           "a non-finite log-likelihood for example " + std::to_string(i + 1) + "'s choice " +
+                               std::to_string(out.loglik.size() + 1),
+                           "the task is not scored");
             out.loglik.push_back(score);
             out.continuation_tokens.push_back(n);
             per_char.push_back(score /
@@ -179,10 +185,19 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
     report_progress(progress, 0, total);
     for (size_t i = 0; i < pairs.size(); ++i) {
         const auto a = pooled(pairs[i].first, i), b = pooled(pairs[i].second, i);
+        const std::string pair = "pair " + std::to_string(i + 1);
+        require_finite(a, "the model", "a non-finite embedding of " + pair + "'s first sentence",
+                       "no correlation is reported");
+        require_finite(b, "the model", "a non-finite embedding of " + pair + "'s second sentence",
+                       "no correlation is reported");
         firsts.push_back(a);
         seconds.push_back(b);
         r.cosines.push_back(regression ? head_score(pairs[i], i)
                                        : (a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>());
+        require_finite(r.cosines.back(), "the model",
+                       std::string("a non-finite ") + (regression ? "regression score" : "cosine") + " for " +
+                           pair,
+                       "no correlation is reported");
         gold.push_back(pairs[i].score);
         report_progress(progress, static_cast<int64_t>(i) + 1, total);
     }
