@@ -32,36 +32,54 @@ std::string slurm_env(const fs::path& dir)
            " EMBEDLAB_SLURM_PORT=17817 EMBEDLAB_SLURM_MAX_ARRAY_SIZE=8 ";
 }
 
+// One Slurm for the suite's cases: starting and stopping it (its daemons take about
+// 5 s to stop) was a third of each case's time. Each case keeps a directory of its own.
 class SlurmSweep : public ::testing::Test {
 protected:
-    void SetUp() override
+    static void SetUpTestSuite()
     {
-        slurm_dir_ = dir_ / "slurm";
+        suite_dir_ = new embedlab::test::TempDir;
+        slurm_dir_ = *suite_dir_ / "slurm";
         const std::string cmd = slurm_env(slurm_dir_) + "bash " + quote(kScript) + " start >" +
-                                quote((dir_ / "start.out").string()) + " 2>" +
-                                quote((dir_ / "start.err").string());
+                                quote((*suite_dir_ / "start.out").string()) + " 2>" +
+                                quote((*suite_dir_ / "start.err").string());
         const int status = std::system(cmd.c_str());
         const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        const std::string err = embedlab::test::read_text(dir_ / "start.err");
-        if (code == 3)
-            GTEST_SKIP() << "no local Slurm: " << err;
-        ASSERT_EQ(code, 0) << "scripts/slurm-local.sh start failed: " << err;
+        const std::string err = embedlab::test::read_text(*suite_dir_ / "start.err");
+        if (code == 3) {
+            skip_reason_ = "no local Slurm: " + err;
+            return;
+        }
+        if (code != 0) {
+            start_error_ = "scripts/slurm-local.sh start failed: " + err;
+            return;
+        }
         started_ = true;
         ::setenv("SLURM_CONF", (slurm_dir_ / "slurm.conf").c_str(), 1);
+    }
+    static void TearDownTestSuite()
+    {
+        if (started_) {
+            const std::string cmd =
+                slurm_env(slurm_dir_) + "bash " + quote(kScript) + " stop >/dev/null 2>&1";
+            EXPECT_EQ(std::system(cmd.c_str()), 0);
+            ::unsetenv("SLURM_CONF");
+        }
+        started_ = false;
+        delete suite_dir_;
+        suite_dir_ = nullptr;
+    }
+    void SetUp() override
+    {
+        if (!skip_reason_.empty())
+            GTEST_SKIP() << skip_reason_;
+        ASSERT_TRUE(started_) << start_error_;
         text_ = (dir_ / "eval.txt").string();
         const auto all = embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) /
                                                    "resources/texts/tinystories-heldout.txt");
         std::ofstream(text_) << all.substr(0, 8000);
         freq_ = (dir_ / "freq.txt").string();
         std::ofstream(freq_) << all.substr(8000, 20000);
-    }
-    void TearDown() override
-    {
-        if (!started_)
-            return;
-        const std::string cmd = slurm_env(slurm_dir_) + "bash " + quote(kScript) + " stop >/dev/null 2>&1";
-        EXPECT_EQ(std::system(cmd.c_str()), 0);
-        ::unsetenv("SLURM_CONF");
     }
 
     // The local and the Slurm sweep of the same points: equal rows, each Slurm row
@@ -94,10 +112,12 @@ protected:
         EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), static_cast<long>(local["rows"].size() + 1));
     }
 
+    static inline embedlab::test::TempDir* suite_dir_ = nullptr;
+    static inline fs::path slurm_dir_;
+    static inline bool started_ = false;
+    static inline std::string skip_reason_, start_error_;
     embedlab::test::TempDir dir_;
-    fs::path slurm_dir_;
     std::string text_, freq_;
-    bool started_ = false;
 };
 
 TEST_F(SlurmSweep, PcaRowsEqualTheLocalSweep)
