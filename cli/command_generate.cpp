@@ -101,14 +101,21 @@ int command_generate(const std::vector<std::string>& argv)
                              " tokenize the prompt differently; a comparison needs one tokenizer");
     }
 
-    if (!json) {
+    // The prompt is echoed once generation has accepted it (its first token, or its end):
+    // a prompt refused for the context is not printed first (a 100 MB prompt was).
+    bool echoed = json;
+    auto echo_prompt = [&] {
+        if (echoed)
+            return;
+        echoed = true;
         if (original)
             std::printf("--- %s:\n", path.string().c_str());
         std::fputs(prompt.c_str(), stdout);
         std::fflush(stdout);
-    }
+    };
     TokenFn stream = [&](const GeneratedToken& t) {
         if (!json) {
+            echo_prompt();
             std::fputs(t.text.c_str(), stdout);
             std::fflush(stdout);
         }
@@ -116,6 +123,7 @@ int command_generate(const std::vector<std::string>& argv)
     };
     const auto g = generate(*lm.model, lm.tokenizer.get(), ids, options, stream,
                             original ? original->model.get() : nullptr);
+    echo_prompt();
     std::optional<Generation> og;
     if (original)
         og = generate(*original->model, original->tokenizer.get(), ids, options,

@@ -112,4 +112,18 @@ TEST(OutputsNeverInputs, AFullStandardOutputFailsTheRun)
     EXPECT_EQ(WEXITSTATUS(version), 2);
 }
 
+// Issue 57 item 10: generate printed a prompt too long for the context (100 MB of it)
+// to stdout before refusing it; now the refusal comes first and nothing is printed.
+TEST(OutputsNeverInputs, APromptRefusedForTheContextIsNotEchoed)
+{
+    TempDir dir;
+    std::string prompt;
+    for (int i = 0; i < 4000; ++i)
+        prompt += "Once upon a time there was a cat. ";
+    std::ofstream(dir / "prompt.txt") << prompt;
+    const auto r = cli({"generate", "--prompt-file", (dir / "prompt.txt").string(), "--max-tokens", "2"});
+    expect_refused(r, "more than the model's context");
+    EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
+}
+
 } // namespace
