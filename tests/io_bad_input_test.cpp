@@ -15,6 +15,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/model.hpp"
 #include "embedlab/model_files.hpp"
 #include "test_support.hpp"
 
@@ -273,6 +274,17 @@ TEST(BadSafetensors, OverlappingOffsets)
     expect_safetensors_error(dir, safetensors_raw(h, std::string(24, '\0')), {"'a'", "'b'", "overlap"});
 }
 
+// Two tensors on one byte range (an alias the file cannot mean): refused naming
+// both, as GGUF refuses overlapping tensors (issue 57 item 11; fuzz seed same-range).
+TEST(BadSafetensors, TensorsSharingOneByteRangeAreRefused)
+{
+    TempDir dir;
+    const std::string h = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                          R"("b":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+    expect_safetensors_error(dir, safetensors_raw(h, std::string(16, '\0')),
+                             {"'a' [0, 16]", "'b' [0, 16]", "overlap"});
+}
+
 TEST(BadSafetensors, ShapeDisagreesWithByteCount)
 {
     TempDir dir;
@@ -388,6 +400,38 @@ TEST(BadHfModel, ConfigLacksField)
                        {"missing field 'model_type'"});
     expect_input_error([] { parse_hf_config(R"({"model_type":"gpt2","vocab_size":"many"})", "c.json"); },
                        "c.json", {"'vocab_size'", "positive integer"});
+}
+
+// An epsilon of 1e300 (or 1, or more) in config.json is no LayerNorm or RMSNorm
+// epsilon: it swamps the variance and every norm's output is ~0. Refused naming
+// the file and the field (issue 57 item 11).
+TEST(BadHfModel, AbsurdNormEpsilonIsRefused)
+{
+    const json llama = {{"model_type", "llama"},       {"vocab_size", 8},          {"hidden_size", 4},
+                        {"num_hidden_layers", 1},      {"num_attention_heads", 2}, {"intermediate_size", 8},
+                        {"max_position_embeddings", 8}};
+    const json bert = {{"model_type", "bert"},        {"vocab_size", 8},          {"hidden_size", 4},
+                       {"num_hidden_layers", 1},      {"num_attention_heads", 2}, {"intermediate_size", 8},
+                       {"max_position_embeddings", 8}};
+    const std::pair<json, const char*> families[] = {
+        {llama, "rms_norm_eps"}, {gpt2_config(), "layer_norm_epsilon"}, {bert, "layer_norm_eps"}};
+    for (const auto& [base, field] : families) {
+        SCOPED_TRACE(field);
+        for (const double eps : {1e300, 1.0, 2.5}) {
+            json c = base;
+            c[field] = eps;
+            expect_input_error([&] { parse_hf_config(c.dump(), "c.json"); }, "c.json",
+                               {(std::string("field '") + field + "'").c_str(), "less than 1"});
+        }
+        json c = base;
+        c[field] = 1e-5;
+        EXPECT_NO_THROW(parse_hf_config(c.dump(), "c.json"));
+    }
+    TempDir dir;
+    json config = gpt2_config();
+    config["layer_norm_epsilon"] = 1e300;
+    const fs::path model = write_gpt2_dir(dir / "m", config, gpt2_weights());
+    expect_read_error(model, {"'layer_norm_epsilon'", "1e+300"}, model / "config.json");
 }
 
 TEST(BadHfModel, UnknownModelType)
@@ -606,6 +650,82 @@ TEST(BadGguf, ArchitectureAndConsistency)
     g = tiny_llama_gguf();
     g.kvs.erase(g.kvs.begin() + 2);
     expect_read_error(write_gguf(dir, g.bytes()), {"missing metadata 'llama.block_count'"});
+}
+
+std::string kv_f32(const std::string& key, float v)
+{
+    return gstr(key) + le_bytes<uint32_t>(6) + le_bytes(v);
+}
+
+// The GGUF's own epsilon too (issue 57 item 11; fuzz seed rms-eps-1e30).
+TEST(BadGguf, AbsurdNormEpsilonIsRefused)
+{
+    TempDir dir;
+    for (const float eps : {1e30f, 1.0f}) {
+        Gguf g = tiny_llama_gguf();
+        g.kvs.push_back(kv_f32("llama.attention.layer_norm_rms_epsilon", eps));
+        const fs::path file = write_gguf(dir, g.bytes());
+        expect_read_error(file, {"'llama.attention.layer_norm_rms_epsilon'", "less than 1"});
+    }
+    Gguf g = tiny_llama_gguf();
+    g.kvs.push_back(kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f));
+    EXPECT_NO_THROW(read_model_files(write_gguf(dir, g.bytes())));
+}
+
+std::string kv_tokens(const std::vector<std::string>& tokens)
+{
+    std::string b = gstr("tokenizer.ggml.tokens") + le_bytes<uint32_t>(9) + le_bytes<uint32_t>(8) +
+                    le_bytes<uint64_t>(tokens.size());
+    for (const auto& t : tokens)
+        b += gstr(t);
+    return b;
+}
+
+// A GPT-2 BPE tokenizer directory (vocab.json + merges.txt) of `tokens`, no merges.
+fs::path write_bpe_tokenizer(const fs::path& dir, const std::vector<std::string>& tokens)
+{
+    fs::create_directories(dir);
+    json vocab = json::object();
+    for (size_t id = 0; id < tokens.size(); ++id)
+        vocab[tokens[id]] = id;
+    write_file(dir / "vocab.json", vocab.dump());
+    write_file(dir / "merges.txt", "#version: 0.2\n");
+    return dir;
+}
+
+// A --tokenizer on a GGUF that lists its own tokens (tokenizer.ggml.tokens, here
+// without the scores EmbedLab's own reading needs, as gpt2's BPE) must be that list:
+// a 32,000-token tokenizer on a 50,257-row gpt2 GGUF gave perplexity 76,879
+// (issue 57 item 11). Refused naming both files and the counts or the first id
+// that differs; llama.cpp's [PADn] rows after the tokenizer's last id are rows no
+// id reaches, so they pass.
+TEST(BadGguf, ExternalTokenizerMustBeTheGgufsOwnList)
+{
+    TempDir dir;
+    const fs::path gguf = write_gguf(dir, tiny_llama_gguf().bytes()); // lists a, b, c
+    const auto load = [&](const fs::path& file, const fs::path& tokenizer) {
+        return load_model(file, {.tokenizer = tokenizer});
+    };
+    EXPECT_EQ(load(gguf, write_bpe_tokenizer(dir / "same", {"a", "b", "c"})).tokenizer->vocab_size(), 3);
+
+    const fs::path fewer = write_bpe_tokenizer(dir / "fewer", {"a", "b"});
+    expect_input_error([&] { load(gguf, fewer); }, gguf,
+                       {fewer.string().c_str(), "has 2 tokens", "lists 3", "tokenizer.ggml.tokens"});
+    const fs::path other = write_bpe_tokenizer(dir / "other", {"a", "x", "c"});
+    expect_input_error([&] { load(gguf, other); }, gguf,
+                       {other.string().c_str(), "token 1 is 'x'", "lists 'b'", "tokenizer.ggml.tokens"});
+
+    Gguf padded = tiny_llama_gguf();
+    padded.kvs.back() = kv_tokens({"a", "b", "[PAD2]"});
+    const fs::path padded_file = dir / "padded.gguf";
+    write_file(padded_file, padded.bytes());
+    EXPECT_NO_THROW(load(padded_file, fewer));
+    // A padding row inside the tokenizer's ids is a disagreement like any other.
+    expect_input_error(
+        [&] {
+            load(padded_file, write_bpe_tokenizer(dir / "abc", {"a", "b", "c"}));
+        },
+        padded_file, {"token 2 is 'c'", "lists '[PAD2]'"});
 }
 
 // Random byte flips and truncations of valid files: reading either succeeds or

@@ -145,6 +145,42 @@ TEST_P(ReferenceLogits, FirstAndLastPositionsMatchToOneE4)
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits,
                          ::testing::Values("tinygpt2", "tinygpt2-f16", "tinyllama"), test::ParamName());
 
+// A compressed directory (embedlab.json) holds its own files: a symlink leading out
+// of it is refused before anything is read through it, whichever file it is
+// (config.json and model.safetensors were followed to /etc/passwd while
+// tokenizer.json was refused: issue 57 item 11), in a subdirectory too.
+TEST(CompressedDirectory, EverySymlinkLeadingOutIsRefusedBeforeReading)
+{
+    namespace fs = std::filesystem;
+    test::TempDir tmp;
+    test::write_file(tmp / "passwd", "root:x:0:0:root:/root:/bin/bash\n");
+    int n = 0;
+    for (const std::string file :
+         {"config.json", "model.safetensors", "tokenizer.json", "1_Pooling/config.json"}) {
+        SCOPED_TRACE(file);
+        const fs::path dir = tmp / ("m" + std::to_string(n++));
+        test::write_tiny_hf_model(dir, Architecture::GPT2);
+        test::write_file(dir / "embedlab.json", "{}");
+        fs::create_directories((dir / file).parent_path());
+        fs::remove(dir / file);
+        fs::create_symlink(tmp / "passwd", dir / file);
+        const std::string message = test::input_error_of(
+            [&] { load_model(dir, {.need_tokenizer = false, .verify = false}); }, "(loaded)");
+        EXPECT_NE(message.find((dir / file).string() + ": a symlink leading out of the compressed directory"),
+                  std::string::npos)
+            << message;
+        EXPECT_EQ(message.find("root:"), std::string::npos) << message;
+    }
+    // A link that resolves nowhere (dangling, or a loop) is refused the same way.
+    const fs::path dir = tmp / "dangling";
+    test::write_tiny_hf_model(dir, Architecture::GPT2);
+    test::write_file(dir / "embedlab.json", "{}");
+    fs::create_symlink(tmp / "not-yet-written", dir / "tokenizer.json");
+    test::expect_input_error([&] { load_model(dir, {.need_tokenizer = false, .verify = false}); },
+                             (dir / "tokenizer.json").string() +
+                                 ": a symlink in the compressed directory that does not resolve");
+}
+
 // GGUF and llama2.c store q/k in Meta's interleaved RoPE layout; after loading,
 // both must run exactly like each other.
 TEST(MetaLayoutModels, GgufAndLlama2cGiveTheSameLogits)

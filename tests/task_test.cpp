@@ -149,6 +149,19 @@ TEST(Tasks, StsbCosineOfPooledHiddenStates)
     EXPECT_DOUBLE_EQ(r.spearman, spearman_correlation(r.cosines, {5.0, 0.5, 4.2}));
 }
 
+// Gold scores that are all equal leave Spearman and Pearson undefined (no variance
+// to correlate with): refused, not reported as correlation 0.0000 (issue 57 item 11).
+TEST(Tasks, StsbConstantGoldScoresAreRefused)
+{
+    const std::vector<SentencePair> pairs{{"A man is dancing.", "A man is dancing.", 2.5},
+                                          {"A child rides a horse.", "A man plays a guitar.", 2.5},
+                                          {"A dog runs.", "A dog is running.", 2.5}};
+    const auto& lm = bundled();
+    test::expect_input_error([&] { evaluate_similarity(*lm.model, *lm.tokenizer, pairs); },
+                             "every gold score is 2.5 (3 pairs)");
+    test::expect_input_error([&] { evaluate_similarity(*lm.model, *lm.tokenizer, pairs); }, "undefined");
+}
+
 // Bad input: one clear line naming the file (and line), exit 2; good input: JSON
 // with the contract's fields; a model against itself agrees on every example.
 TEST(TaskCli, RunsAndRefusesBadData)

@@ -152,6 +152,13 @@ SimilarityResult evaluate_similarity(const LanguageModel& model, const Tokenizer
     const auto t0 = std::chrono::steady_clock::now();
     if (pairs.size() < 2)
         throw InputError("STS-B needs at least two sentence pairs for a correlation");
+    // Constant gold scores have no variance: both correlations are undefined, not 0.
+    if (std::all_of(pairs.begin(), pairs.end(),
+                    [&](const SentencePair& p) { return p.score == pairs[0].score; }))
+        throw InputError("STS-B: every gold score is " + nlohmann::json(pairs[0].score).dump() + " (" +
+                         std::to_string(pairs.size()) +
+                         " pairs): Spearman and Pearson correlations are undefined for constant scores; give "
+                         "pairs with different scores");
     const int64_t max_len = model.max_context();
     auto pooled = [&](const std::string& sentence, size_t pair) {
         if (model.config().is_encoder()) { // [CLS] sentence [SEP], the model's own pooling (encoder.hpp)

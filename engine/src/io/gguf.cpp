@@ -87,6 +87,16 @@ public:
         return v;
     }
 
+    // A norm epsilon: > 0 and < 1 (see hf_config.cpp).
+    double norm_epsilon(const std::string& key, double fallback) const
+    {
+        const double v = positive_real(key, fallback);
+        if (!(v < 1))
+            fail("metadata '" + key + "' is " + std::to_string(v) +
+                 ": a norm epsilon must be less than 1 (real models use 1e-12 to 1e-5)");
+        return v;
+    }
+
     // A rotary base below 1 makes the rotation frequencies overflow (see hf_config.cpp).
     double rope_base(const std::string& key, double fallback) const
     {
@@ -127,7 +137,7 @@ ModelConfig read_gpt2_config(const Metadata& meta)
     c.num_heads = meta.positive("gpt2.attention.head_count");
     c.num_kv_heads = meta.positive("gpt2.attention.head_count_kv", c.num_heads);
     c.max_positions = meta.positive("gpt2.context_length");
-    c.norm_eps = meta.positive_real("gpt2.attention.layer_norm_epsilon", 1e-5);
+    c.norm_eps = meta.norm_epsilon("gpt2.attention.layer_norm_epsilon", 1e-5);
     c.activation = "gelu_new";
     if (c.hidden_size % c.num_heads != 0 || c.num_kv_heads != c.num_heads)
         meta.fail("inconsistent attention shape: embedding_length " + std::to_string(c.hidden_size) +
@@ -211,7 +221,7 @@ ModelConfig read_bert_config(const Metadata& meta)
     c.num_heads = meta.positive("bert.attention.head_count");
     c.num_kv_heads = c.num_heads;
     c.max_positions = meta.positive("bert.context_length");
-    c.norm_eps = meta.positive_real("bert.attention.layer_norm_epsilon", 1e-12);
+    c.norm_eps = meta.norm_epsilon("bert.attention.layer_norm_epsilon", 1e-12);
     c.activation = "gelu"; // the Hugging Face model's erf GELU (llama.cpp's graph uses the tanh form)
     if (c.hidden_size % c.num_heads != 0)
         meta.fail("bert.embedding_length " + std::to_string(c.hidden_size) + " is not divisible by " +
@@ -263,8 +273,8 @@ ModelConfig read_decoder_config(const Metadata& meta)
     c.num_heads = meta.positive(a + ".attention.head_count");
     c.num_kv_heads = meta.positive(a + ".attention.head_count_kv", c.num_heads);
     c.max_positions = meta.positive(a + ".context_length");
-    c.norm_eps = neox ? meta.positive_real(a + ".attention.layer_norm_epsilon", 1e-5)
-                      : meta.positive_real(a + ".attention.layer_norm_rms_epsilon", 1e-5);
+    c.norm_eps = neox ? meta.norm_epsilon(a + ".attention.layer_norm_epsilon", 1e-5)
+                      : meta.norm_epsilon(a + ".attention.layer_norm_rms_epsilon", 1e-5);
     c.rope_theta = meta.rope_base(a + ".rope.freq_base", 10000.0);
     c.activation = "silu";
     if (const auto key_length = meta.integer(a + ".attention.key_length");

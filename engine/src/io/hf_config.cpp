@@ -67,6 +67,17 @@ public:
         return v;
     }
 
+    // A LayerNorm or RMSNorm epsilon: > 0 and < 1. Real models use 1e-12 to 1e-5; one
+    // of 1 or more (1e300) swamps the variance, and every norm's output is ~0.
+    double norm_epsilon(const char* key, double fallback) const
+    {
+        const double v = positive_double(key, fallback);
+        if (!(v < 1))
+            fail(std::string("field '") + key + "' is " + find(key)->dump() +
+                 ": a norm epsilon must be less than 1 (real models use 1e-12 to 1e-5)");
+        return v;
+    }
+
     // A rotary base: its powers give the rotation frequencies, which overflow (and
     // the forward pass turns NaN) for a base below 1; real models use 1e4 to 1e7.
     double rope_base(const char* key, double fallback) const
@@ -188,7 +199,7 @@ ModelConfig parse_gpt2(const ConfigReader& r)
                         .positions = "n_positions"};
     ModelConfig c = read_sizes(r, Architecture::GPT2, keys);
     c.intermediate_size = r.optional_int("n_inner", 4 * c.hidden_size);
-    c.norm_eps = r.positive_double("layer_norm_epsilon", 1e-5);
+    c.norm_eps = r.norm_epsilon("layer_norm_epsilon", 1e-5);
     read_tying_activation_ids(r, c, true, "activation_function", "gelu_new");
     check_heads_divide_hidden(r, c, keys);
     return c;
@@ -266,7 +277,7 @@ ModelConfig read_decoder(const ConfigReader& r, const std::string& model_type, b
 {
     ModelConfig c = read_sizes(r, Architecture::Llama, {.kv_heads = "num_key_value_heads"});
     c.model_type = model_type;
-    c.norm_eps = r.positive_double("rms_norm_eps", 1e-6); // LlamaConfig's default
+    c.norm_eps = r.norm_epsilon("rms_norm_eps", 1e-6); // LlamaConfig's default
     c.rope_theta = r.rope_base("rope_theta", 10000.0);
     read_tying_activation_ids(r, c, tied_default, "hidden_act", "silu");
     if (c.num_heads % c.num_kv_heads != 0)
@@ -424,7 +435,7 @@ ModelConfig parse_gpt_neox(const ConfigReader& r)
     const SizeKeys keys{};
     ModelConfig c = read_sizes(r, Architecture::Llama, keys);
     c.model_type = "gpt_neox";
-    c.norm_eps = r.positive_double("layer_norm_eps", 1e-5);
+    c.norm_eps = r.norm_epsilon("layer_norm_eps", 1e-5);
     c.rope_theta = r.rope_base("rotary_emb_base", r.rope_base("rope_theta", 10000.0));
     read_tying_activation_ids(r, c, false, "hidden_act", "gelu");
     check_heads_divide_hidden(r, c, keys);
@@ -496,7 +507,7 @@ ModelConfig parse_bert(const ConfigReader& r)
     const SizeKeys keys{};
     ModelConfig c = read_sizes(r, Architecture::Bert, keys);
     c.model_type = "bert";
-    c.norm_eps = r.positive_double("layer_norm_eps", 1e-12);
+    c.norm_eps = r.norm_epsilon("layer_norm_eps", 1e-12);
     c.activation = r.optional_string("hidden_act", "gelu");
     check_activation(r, "hidden_act", c.activation);
     check_heads_divide_hidden(r, c, keys);

@@ -117,22 +117,49 @@ void apply_layer_dims(ModelConfig& config, const std::string& manifest_text, con
     detail::check_layer_dims(config, label);
 }
 
+// A directory EmbedLab wrote holds its own files: a symlink leading out of it (to
+// weights elsewhere, to /etc/passwd) is not what the manifest's digests describe.
+// One rule for every file of it, config.json, the weights, the tokenizer, the
+// manifest and the files of its subdirectories alike, checked before any is read.
+void refuse_symlinks_leading_out(const fs::path& dir)
+{
+    const fs::path root = fs::weakly_canonical(dir);
+    // Symlinked directories are not descended into: they are checked as links.
+    for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+        if (!it->is_symlink())
+            continue;
+        std::error_code ec;
+        const fs::path target = fs::canonical(it->path(), ec); // dangling or a loop: ec
+        if (ec)
+            throw InputError(it->path().string() +
+                             ": a symlink in the compressed directory that does not resolve (" +
+                             ec.message() + "); EmbedLab's directories hold their own files");
+        const auto rel = target.lexically_relative(root);
+        if (rel.empty() || *rel.begin() == "..")
+            throw InputError(it->path().string() +
+                             ": a symlink leading out of the compressed directory (to " + target.string() +
+                             "); EmbedLab's directories hold their own files");
+    }
+}
+
 } // namespace
 
 ModelFiles read_hf_directory(const fs::path& dir, WeightValues values)
 {
     const fs::path config_path = dir / "config.json";
+    // A compressed directory stores factor tensors in place of the embedding; a
+    // FLAT-LLM one narrows layers, which the fused tensors' split must know.
+    const fs::path manifest = dir / "embedlab.json";
+    std::error_code ec;
+    const bool compressed = fs::exists(fs::symlink_status(manifest, ec));
+    if (compressed)
+        refuse_symlinks_leading_out(dir);
     if (!fs::exists(config_path))
         throw InputError(dir.string() + ": no config.json; a Hugging Face model directory needs config.json "
                                         "and model.safetensors");
     ModelFiles mf;
     mf.format = ModelFormat::HuggingFace;
     mf.config = parse_hf_config(read_whole_file(config_path), config_path.string());
-
-    // A compressed directory stores factor tensors in place of the embedding; a
-    // FLAT-LLM one narrows layers, which the fused tensors' split must know.
-    const fs::path manifest = dir / "embedlab.json";
-    const bool compressed = fs::exists(manifest);
     if (compressed) // its factors build the embedding (and are small): values always
         values = WeightValues::Load;
 
@@ -161,19 +188,6 @@ ModelFiles read_hf_directory(const fs::path& dir, WeightValues values)
     if (mf.config.arch == Architecture::GPT2)
         strip_transformer_prefix(mf.weights, weights_label);
     if (compressed) {
-        // A directory EmbedLab wrote holds its own files: a symlink leading out of
-        // it (to weights elsewhere) is not what the manifest's digests describe.
-        const fs::path root = fs::weakly_canonical(dir);
-        for (const auto& entry : fs::directory_iterator(dir)) {
-            if (!entry.is_symlink())
-                continue;
-            const fs::path target = fs::weakly_canonical(entry.path());
-            const auto rel = target.lexically_relative(root);
-            if (rel.empty() || *rel.begin() == "..")
-                throw InputError(entry.path().string() +
-                                 ": a symlink leading out of the compressed directory (to " +
-                                 target.string() + "); EmbedLab's directories hold their own files");
-        }
         mf.embedlab_manifest = read_whole_file(manifest);
         apply_layer_dims(mf.config, mf.embedlab_manifest, manifest.string());
     }

@@ -13,6 +13,8 @@
 #include "embedlab/model.hpp"
 #include "embedlab/text_format.hpp"
 #include "embedlab/wordpiece.hpp"
+#include "io/gguf_parser.hpp"
+#include "io/mapped_file.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -28,6 +30,54 @@ std::filesystem::path find_llama2c_tokenizer(const std::filesystem::path& checkp
     throw InputError(checkpoint.string() + ": no tokenizer found beside the checkpoint (looked for " +
                      (dir / "tokenizer.bin").string() + " and tok" + std::to_string(vocab_size) +
                      ".bin); pass --tokenizer FILE");
+}
+
+// A --tokenizer for a GGUF that lists its own tokens (tokenizer.ggml.tokens, also a
+// vocabulary EmbedLab does not read, gpt2's BPE) must be that list: another
+// tokenizer's ids index other rows, and every number computed with them is silently
+// wrong (a 32,000-token tokenizer on a 50,257-row gpt2 GGUF gave perplexity 76,879).
+// The list is read again here, through the torch-free parser, so ModelFiles need not
+// carry it. Rows after the tokenizer's last id that llama.cpp's converter pads with
+// ("[PADn]", or token type 5, unused) are rows no id reaches: they pass.
+void check_tokenizer_against_gguf(const Tokenizer& tokenizer, const std::filesystem::path& tokenizer_source,
+                                  const std::filesystem::path& gguf_path)
+{
+    const auto file = io::MappedFile::open(gguf_path);
+    const io::GgufFile gguf = io::parse_gguf(*file);
+    const io::GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
+    if (!tokens || tokens->type != io::GgufType::Array || tokens->elem_type != io::GgufType::String)
+        return;
+    const std::vector<std::string>& listed = tokens->strings;
+    const io::GgufValue* types = gguf.find("tokenizer.ggml.token_type");
+    const bool have_types = types && types->type == io::GgufType::Array &&
+                            types->elem_type == io::GgufType::Int32 && types->count == listed.size();
+    auto is_padding = [&](size_t id) {
+        return listed[id] == "[PAD" + std::to_string(id) + "]" || (have_types && types->element(id).i == 5);
+    };
+    const std::string where = tokenizer_source.string() + ": ";
+    const std::string gguf_name = gguf_path.string();
+    const auto have = static_cast<size_t>(std::max<int64_t>(tokenizer.vocab_size(), 0));
+    bool padded_tail = have < listed.size();
+    for (size_t id = have; id < listed.size() && padded_tail; ++id)
+        padded_tail = is_padding(id);
+    if (have != listed.size() && !padded_tail)
+        throw InputError(
+            where + "the tokenizer has " + std::to_string(have) + " tokens but " + gguf_name + " lists " +
+            std::to_string(listed.size()) +
+            " of its own (tokenizer.ggml.tokens): its ids would index other embedding rows; pass "
+            "the tokenizer the GGUF was converted with");
+    // The token strings as GGUF stores them, where this tokenizer can say (a
+    // byte-level BPE with another pre-tokenizer cannot: its count alone is compared).
+    const std::optional<GgufVocabulary> own = tokenizer.gguf_vocabulary();
+    if (!own)
+        return;
+    for (size_t id = 0; id < own->tokens.size() && id < listed.size(); ++id)
+        if (own->tokens[id] != listed[id])
+            throw InputError(
+                where + "token " + std::to_string(id) + " is '" + printable(own->tokens[id]) + "' but " +
+                gguf_name + " lists '" + printable(listed[id]) +
+                "' (tokenizer.ggml.tokens; the first id that differs): its ids would index other "
+                "embedding rows; pass the tokenizer the GGUF was converted with");
 }
 
 } // namespace
@@ -47,6 +97,7 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
         if (options.tokenizer) { // a vocabulary EmbedLab does not read from GGUF (gpt2's BPE)
             source = *options.tokenizer;
             tokenizer = load_tokenizer_from_directory(source);
+            check_tokenizer_against_gguf(*tokenizer, source, files.path);
             break;
         }
         if (!files.embedded_vocab)
