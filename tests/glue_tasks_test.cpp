@@ -288,3 +288,15 @@ TEST(GlueTasks, StsbFineTunesARegressionHeadThatScoresThePairs)
     test::expect_input_error([&] { train_classifier(*two, *lm.tokenizer, data, {.steps = 1}); },
                              "a head of one output");
 }
+
+// Issue 57 item 10: an STS-B gold score of 1e30 reached fine-tuning as an overflowing loss
+// and was reported as "lower the learning rate"; it is the file's line that is wrong.
+TEST(GlueTasks, StsbScoresOutsideTheScaleNameTheirLine)
+{
+    test::TempDir tmp;
+    std::ofstream(tmp / "stsb.tsv") << "sentence1\tsentence2\tscore\n"
+                                       "A man plays.\tA man plays a guitar.\t3.5\n"
+                                       "A dog runs.\tA cat sleeps.\t1e30\n";
+    test::expect_input_error([&] { read_sentence_pairs(tmp / "stsb.tsv"); },
+                             "stsb.tsv:3: score 1e30 is outside STS-B's 0..5 scale");
+}

@@ -262,9 +262,16 @@ std::vector<SentencePair> read_sentence_pairs(const std::filesystem::path& file,
     const size_t first = t.column(file, {"sentence1"}), second = t.column(file, {"sentence2"}),
                  score = t.column(file, {"score"});
     std::vector<SentencePair> pairs;
-    for (const auto& [line, fields] : t.rows)
-        pairs.push_back({fields[first], fields[second],
-                         number(fields[score], file.string() + ":" + std::to_string(line))});
+    for (const auto& [line, fields] : t.rows) {
+        const std::string where = file.string() + ":" + std::to_string(line);
+        const double gold = number(fields[score], where);
+        // STS-B's gold scores lie in [0, 5]; 1e30 reached training as a loss overflow and
+        // was blamed on the learning rate.
+        if (gold < 0 || gold > 5)
+            throw InputError(where + ": score " + printable(fields[score]) +
+                             " is outside STS-B's 0..5 scale");
+        pairs.push_back({fields[first], fields[second], gold});
+    }
     return pairs;
 }
 
