@@ -20,6 +20,7 @@ namespace {
 
 using embedlab::test::cli;
 using embedlab::test::CliRun;
+using embedlab::test::expect_refused;
 using embedlab::test::read_text;
 using embedlab::test::TempDir;
 namespace fs = std::filesystem;
@@ -28,13 +29,6 @@ void write(const fs::path& p, const std::string& text)
 {
     fs::create_directories(p.parent_path());
     std::ofstream(p, std::ios::binary) << text;
-}
-
-// Exit 2 and a message holding `needle`.
-void expect_refused(const CliRun& r, const std::string& needle)
-{
-    EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << r.err;
 }
 
 // A tiny SST-2 dev.tsv: header, then sentence <tab> label.

@@ -12,17 +12,12 @@ namespace {
 
 using embedlab::test::cli;
 using embedlab::test::CliRun;
+using embedlab::test::expect_refused;
 using embedlab::test::read_text;
 using embedlab::test::TempDir;
 namespace fs = std::filesystem;
 
 const fs::path kBundled = fs::path(EMBEDLAB_SOURCE_DIR) / "resources/models/tinygpt2-f16";
-
-void expect_refused(const CliRun& r, const std::string& needle)
-{
-    EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << r.err;
-}
 
 // A copy of the bundled model a test may try to damage.
 fs::path model_copy(const TempDir& dir, const std::string& name)

@@ -69,6 +69,13 @@ struct TextSlices {
     }
 };
 
+// A refusal: exit 2 and a message holding `needle`.
+inline void expect_refused(const CliRun& r, const std::string& needle)
+{
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << r.err;
+}
+
 // The JSON a --json run printed; a failed run fails the test and gives null.
 inline nlohmann::json json_of(const CliRun& r)
 {

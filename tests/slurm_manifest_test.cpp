@@ -30,7 +30,7 @@ void write(const fs::path& p, const std::string& text)
 }
 
 // Exit 2, one line, and a message holding each of `needles`.
-void expect_refused(const CliRun& r, const std::vector<std::string>& needles)
+void expect_refused_with(const CliRun& r, const std::vector<std::string>& needles)
 {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -113,14 +113,14 @@ TEST_F(SlurmManifest, JobIdsAreNumbersPassedAfterDoubleDash)
     for (const auto& args : {std::vector<std::string>{"sweep-status", sweep_.string(), "--cancel"},
                              std::vector<std::string>{"sweep-status", sweep_.string()},
                              std::vector<std::string>{"sweep-collect", sweep_.string(), "--no-wait"}})
-        expect_refused(run(args), {(sweep_ / "manifest.json").string(), "submissions[0].job_id",
-                                   "'--user=root'", "not a Slurm job id"});
+        expect_refused_with(run(args), {(sweep_ / "manifest.json").string(), "submissions[0].job_id",
+                                        "'--user=root'", "not a Slurm job id"});
     EXPECT_TRUE(calls("scancel").empty());
     EXPECT_TRUE(calls("squeue").empty());
 
     m["submissions"][0]["job_id"] = 4242; // a number, not the string sbatch's reply is kept as
     set_manifest(m);
-    expect_refused(run({"sweep-status", sweep_.string()}), {"submissions[0].job_id is 4242"});
+    expect_refused_with(run({"sweep-status", sweep_.string()}), {"submissions[0].job_id is 4242"});
 
     m["submissions"][0]["job_id"] = "4242";
     m["submissions"].push_back({{"job_id", "4243_1"}, {"tasks", {1}}});
@@ -154,10 +154,11 @@ TEST_F(SlurmManifest, ResubmissionRunsThisCliWithCheckedOptions)
         return args;
     };
     // The command line refuses what the manifest may not hold either, before writing anything.
-    expect_refused(run(with({"--sbatch-arg", "--export=ALL,LD_PRELOAD=/tmp/x.so", "--no-wait", "--quiet"})),
-                   {"--sbatch-arg: '--export=ALL,LD_PRELOAD=/tmp/x.so' is not an sbatch option"});
-    expect_refused(run(with({"--sbatch-arg=--partition=gpu", "--no-wait", "--quiet"})),
-                   {"--partition is set by sweep's --partition"});
+    expect_refused_with(
+        run(with({"--sbatch-arg", "--export=ALL,LD_PRELOAD=/tmp/x.so", "--no-wait", "--quiet"})),
+        {"--sbatch-arg: '--export=ALL,LD_PRELOAD=/tmp/x.so' is not an sbatch option"});
+    expect_refused_with(run(with({"--sbatch-arg=--partition=gpu", "--no-wait", "--quiet"})),
+                        {"--partition is set by sweep's --partition"});
     EXPECT_TRUE(calls("sbatch").empty());
     EXPECT_FALSE(fs::exists(sweep_));
 
@@ -176,19 +177,19 @@ TEST_F(SlurmManifest, ResubmissionRunsThisCliWithCheckedOptions)
     auto m = manifest();
     m["options"]["sbatch_args"] = {"--qos=short", "--export=ALL,LD_PRELOAD=/tmp/x.so"};
     set_manifest(m);
-    expect_refused(run(resubmit), {file, "options.sbatch_args[1]", "'--export=ALL,LD_PRELOAD=/tmp/x.so'",
-                                   "is not an sbatch option"});
+    expect_refused_with(run(resubmit), {file, "options.sbatch_args[1]", "'--export=ALL,LD_PRELOAD=/tmp/x.so'",
+                                        "is not an sbatch option"});
     m["options"]["sbatch_args"] = {"--qos=short", "sweep.sh"}; // a word sbatch would take for its script
     set_manifest(m);
-    expect_refused(run(resubmit), {file, "options.sbatch_args[1]", "'sweep.sh'"});
+    expect_refused_with(run(resubmit), {file, "options.sbatch_args[1]", "'sweep.sh'"});
     m["options"]["sbatch_args"] = {"--qos=short"};
     m["options"]["cpus_per_task"] = "4"; // was json.exception.type_error.302, exit 1
     set_manifest(m);
-    expect_refused(run(resubmit), {file, "options.cpus_per_task is '4', not a whole number"});
+    expect_refused_with(run(resubmit), {file, "options.cpus_per_task is '4', not a whole number"});
     m["options"]["cpus_per_task"] = 4;
     m["options"]["job_name"] = "x --wrap=id";
     set_manifest(m);
-    expect_refused(run(resubmit), {file, "options.job_name"});
+    expect_refused_with(run(resubmit), {file, "options.job_name"});
     EXPECT_EQ(calls("sbatch").size(), 1u) << "a refused resubmission reached sbatch";
 
     m["options"]["job_name"] = "embedlab-sweep";
@@ -250,17 +251,17 @@ TEST_F(SlurmManifest, AResultWithoutARecordIsNamedByItsFile)
               R"({"event": "result", "result": {"host": {"hostname": "n1"}}})"
               "\n");
     for (const char* json : {"--quiet", "--json"})
-        expect_refused(run({"sweep-collect", sweep_.string(), "--no-wait", json}),
-                       {events + ": the result event has no record"});
+        expect_refused_with(run({"sweep-collect", sweep_.string(), "--no-wait", json}),
+                            {events + ": the result event has no record"});
 
     write(events, R"({"event": "result", "result": {"record": {"spec": {"method": "pca", "rank": 4}}}})"
                   "\n");
-    expect_refused(run({"sweep-collect", sweep_.string(), "--no-wait"}),
-                   {events + ": the result event's record gives no number for the column params"});
+    expect_refused_with(run({"sweep-collect", sweep_.string(), "--no-wait"}),
+                        {events + ": the result event's record gives no number for the column params"});
     write(events, R"({"event": "result", "result": {"record": {"spec": {"method": "pca"}, "accounting": 3}}})"
                   "\n");
-    expect_refused(run({"sweep-collect", sweep_.string(), "--no-wait"}),
-                   {events + ": the result event's record has a missing or mistyped field"});
+    expect_refused_with(run({"sweep-collect", sweep_.string(), "--no-wait"}),
+                        {events + ": the result event's record has a missing or mistyped field"});
 }
 
 } // namespace
