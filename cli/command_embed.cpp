@@ -73,6 +73,7 @@ int command_embed(const std::vector<std::string>& argv)
                     {"text", text_file},
                     {"pooling", pooling_name(e.pooling)},
                     {"normalized", e.normalized},
+                    {"truncated", e.truncated},
                     {"dim", d},
                     {"count", n},
                     {"embeddings", rows}});

@@ -64,6 +64,32 @@ TEST(CliEncoder, EmbedPrintsTheModelsOwnPoolingOrTheOneAskedFor)
     EXPECT_NE(empty.err.find("empty.txt: the text is empty"), std::string::npos) << empty.err;
 }
 
+// sentence-transformers cuts each text to sentence_bert_config.json's max_seq_length
+// (minilm-st: 128, [CLS] and [SEP] included); embed --json counts the texts it cut.
+TEST(CliEncoder, EmbedTruncatesToMaxSeqLengthAndCountsTheTextsCut)
+{
+    TempDir dir;
+    auto dogs = [](int n) {
+        std::string s;
+        for (int i = 0; i < n; ++i)
+            s += i ? " dog" : "dog"; // one token each
+        return s;
+    };
+    // 300 tokens: more than the model's 128 positions, once refused.
+    const auto j = json_of(cli({"embed", fixture("minilm-st"), "--text",
+                                write(dir.path() / "long.txt", dogs(300) + "\nA dog runs.\n"), "--json"}));
+    EXPECT_EQ(j["truncated"], 1);
+    const auto cut = json_of(cli({"embed", fixture("minilm-st"), "--text",
+                                  write(dir.path() / "cut.txt", dogs(126) + "\nA dog runs.\n"), "--json"}));
+    EXPECT_EQ(cut["truncated"], 0);
+    ASSERT_EQ(j["embeddings"].size(), 2u);
+    ASSERT_EQ(cut["embeddings"].size(), 2u);
+    for (size_t row = 0; row < 2; ++row)
+        for (size_t k = 0; k < j["embeddings"][row].size(); ++k)
+            EXPECT_NEAR(j["embeddings"][row][k].get<double>(), cut["embeddings"][row][k].get<double>(), 1e-5)
+                << row << ", " << k;
+}
+
 TEST(CliEncoder, EmbedWorksOnADecoderByMeanOfHiddenStates)
 {
     const fs::path model = shared_dir() / "models" / "tinygpt2";

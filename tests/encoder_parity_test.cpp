@@ -9,6 +9,7 @@
 
 #include "embedlab/encoder.hpp"
 #include "embedlab/masked_lm.hpp"
+#include "embedlab/tasks.hpp"
 #include "test_support.hpp"
 
 namespace embedlab {
@@ -285,6 +286,142 @@ TEST(MaskedLm, PseudoPerplexityMasksEachTokenInTurnWindowByWindow)
     const auto body = load_model(fixture_dir() / "minilm-st");
     EXPECT_THROW(evaluate_masked_lm(*body.model, *body.tokenizer, ids, o), InputError);
     EXPECT_THROW(evaluate_masked_lm(m, *lm.tokenizer, ids, {.mask_rate = 1.0}), InputError);
+}
+
+// sentence-transformers truncates each input to sentence_bert_config.json's max_seq_length
+// (its tokenizer call: max_length with truncation 'longest_first', so [CLS] and [SEP]
+// count). PyTorch is not needed for the reference: each of these words is one WordPiece
+// token, so the text of the first max_seq_length - 2 words is the text truncated by hand,
+// and the body on those ids framed [CLS] .. [SEP] is computed here without frame_texts.
+std::string words(size_t n, size_t offset = 0)
+{
+    static const char* const cycle[] = {"a", "man", "dog", "the", "guitar", "word", "dog", "a", "the"};
+    std::string out;
+    for (size_t i = 0; i < n; ++i)
+        out += std::string(i ? " " : "") + cycle[(i + offset) % std::size(cycle)];
+    return out;
+}
+
+// A copy of minilm-st whose sentence_bert_config.json says max_seq_length `length`.
+fs::path minilm_with_max_length(const test::TempDir& dir, const std::string& length)
+{
+    const fs::path copy = dir / "minilm-st";
+    fs::copy(fixture_dir() / "minilm-st", copy, fs::copy_options::recursive);
+    std::ofstream(copy / "sentence_bert_config.json", std::ios::trunc)
+        << "{\"max_seq_length\": " << length << ", \"do_lower_case\": false}\n";
+    return copy;
+}
+
+// Mean of the body's hidden states over [CLS] ids [SEP], normalised (minilm-st's own).
+torch::Tensor embedding_of_ids(const LoadedModel& lm, const std::vector<int32_t>& ids)
+{
+    std::vector<int64_t> framed{*lm.tokenizer->cls_id()};
+    framed.insert(framed.end(), ids.begin(), ids.end());
+    framed.push_back(*lm.tokenizer->sep_id());
+    c10::InferenceMode guard;
+    const auto pooled = lm.model->encoder_hidden_states(torch::tensor(framed).unsqueeze(0))[0].mean(0);
+    return pooled / pooled.norm().clamp_min(1e-12);
+}
+
+TEST(EncoderTruncation, ALongTextIsCutToMaxSeqLengthAsSentenceTransformersDoes)
+{
+    // minilm-st: max_seq_length 128 (sentence_bert_config.json) = its 128 positions. A
+    // 300-token text was refused; sentence-transformers embeds its first 126 tokens.
+    const auto lm = load_model(fixture_dir() / "minilm-st");
+    const std::string text = words(300);
+    const auto ids = lm.tokenizer->encode(text);
+    ASSERT_EQ(ids.size(), 300u);
+    const auto e = embed_texts(*lm.model, *lm.tokenizer, {text, words(5)}, {});
+    EXPECT_EQ(e.truncated, 1);
+    const auto expected = embedding_of_ids(lm, std::vector<int32_t>(ids.begin(), ids.begin() + 126));
+    EXPECT_LT(relative(e.values[0], expected), 1e-5);
+    const auto by_text = embed_texts(*lm.model, *lm.tokenizer, {words(126)}, {});
+    EXPECT_EQ(by_text.truncated, 0);
+    EXPECT_LT(relative(e.values[0], by_text.values[0]), 1e-5);
+    // The short text in the same batch is untouched.
+    EXPECT_LT(relative(e.values[1], embedding_of_ids(lm, lm.tokenizer->encode(words(5)))), 1e-5);
+}
+
+TEST(EncoderTruncation, MaxSeqLengthBelowThePositionsCutsWhatTheModelCouldRead)
+{
+    // max_seq_length 16 (all-MiniLM-L6-v2: 256 of 512 positions): a text of 20 tokens fits
+    // the positions but sentence-transformers reads only its first 14.
+    test::TempDir dir;
+    const auto lm = load_model(minilm_with_max_length(dir, "16"));
+    const auto e = embed_texts(*lm.model, *lm.tokenizer, {words(20), words(14), words(15)}, {});
+    EXPECT_EQ(e.truncated, 2); // 14 + [CLS] + [SEP] = 16 fits; 15 does not
+    const auto cut = embed_texts(*lm.model, *lm.tokenizer, {words(14)}, {});
+    EXPECT_LT(relative(e.values[0], cut.values[0]), 1e-5);
+    EXPECT_LT(relative(e.values[2], cut.values[0]), 1e-5);
+    const auto ids = lm.tokenizer->encode(words(20));
+    EXPECT_LT(
+        relative(e.values[0], embedding_of_ids(lm, std::vector<int32_t>(ids.begin(), ids.begin() + 14))),
+        1e-5);
+    // Without the file's limit (the original fixture) the 20 tokens are all read.
+    const auto full = load_model(fixture_dir() / "minilm-st");
+    EXPECT_GT(relative(embed_texts(*full.model, *full.tokenizer, {words(20)}, {}).values[0], cut.values[0]),
+              1e-3);
+}
+
+TEST(EncoderTruncation, PairsAreCutLongestFirstAsHuggingFaceTokenizers)
+{
+    // max_seq_length 10: 7 ids for a pair after [CLS] a [SEP] b [SEP]. The lengths are
+    // tokenizers' own truncate_encodings_longest_first cases (max_length 7 there).
+    test::TempDir dir;
+    const auto lm = load_model(minilm_with_max_length(dir, "10"));
+    const int32_t cls = *lm.tokenizer->cls_id(), sep = *lm.tokenizer->sep_id();
+    const std::vector<std::array<size_t, 4>> cases = {// |a|, |b| -> kept of a, kept of b
+                                                      {2, 4, 2, 4}, {2, 8, 2, 5}, {4, 2, 4, 2}, {4, 4, 3, 4},
+                                                      {4, 8, 3, 4}, {8, 2, 5, 2}, {8, 4, 4, 3}, {8, 8, 3, 4},
+                                                      {0, 8, 0, 7}, {8, 0, 7, 0}};
+    for (const auto& [na, nb, ka, kb] : cases) {
+        const std::vector<std::string> first{words(na)}, second{words(nb, 3)};
+        const auto batch = frame_texts(*lm.tokenizer, lm.model->config(), first, &second);
+        const auto a = lm.tokenizer->encode(first[0]), b = lm.tokenizer->encode(second[0]);
+        std::vector<int64_t> expected{cls};
+        expected.insert(expected.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(ka));
+        expected.push_back(sep);
+        expected.insert(expected.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(kb));
+        expected.push_back(sep);
+        const auto row = batch.ids[0];
+        EXPECT_EQ(std::vector<int64_t>(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel()),
+                  expected)
+            << na << " + " << nb;
+        EXPECT_EQ(batch.truncated, na + nb > 7 ? 1 : 0) << na << " + " << nb;
+        EXPECT_EQ(batch.token_types[0].sum().item<int64_t>(), static_cast<int64_t>(kb + 1))
+            << na << " + " << nb;
+    }
+    // A single text keeps max_seq_length - 2 ids.
+    const auto one = frame_texts(*lm.tokenizer, lm.model->config(), {words(12)});
+    EXPECT_EQ(one.ids.size(1), 10);
+    EXPECT_EQ(one.truncated, 1);
+}
+
+TEST(EncoderTruncation, StsbEmbedsTheTruncatedSentences)
+{
+    test::TempDir dir;
+    const auto lm = load_model(minilm_with_max_length(dir, "16"));
+    const std::vector<SentencePair> long_pairs{
+        {words(25), words(6, 2), 4.0}, {words(3, 1), words(30, 4), 1.0}, {words(5), words(7, 5), 2.5}};
+    std::vector<SentencePair> cut = long_pairs;
+    cut[0].first = words(14);
+    cut[1].second = words(14, 4);
+    const auto a = evaluate_similarity(*lm.model, *lm.tokenizer, long_pairs);
+    const auto b = evaluate_similarity(*lm.model, *lm.tokenizer, cut);
+    ASSERT_EQ(a.cosines.size(), 3u);
+    for (size_t i = 0; i < 3; ++i)
+        EXPECT_NEAR(a.cosines[i], b.cosines[i], 1e-6) << i;
+}
+
+TEST(EncoderTruncation, AMaxSeqLengthThatIsNoTokenCountIsRefused)
+{
+    test::TempDir dir;
+    test::expect_input_error([&] { load_model(minilm_with_max_length(dir, "\"long\"")); },
+                             "sentence_bert_config.json: max_seq_length \"long\" is not a whole number");
+    // null: sentence-transformers infers its own; nothing is cut here.
+    test::TempDir other;
+    const auto lm = load_model(minilm_with_max_length(other, "null"));
+    EXPECT_EQ(embed_texts(*lm.model, *lm.tokenizer, {words(40)}, {}).truncated, 0);
 }
 
 } // namespace

@@ -36,10 +36,15 @@ Pooling default_pooling(const ModelConfig& config);
 // Padded model inputs: ids, segment ids and attention mask, each [B, T] int64.
 struct EncoderBatch {
     torch::Tensor ids, token_types, attention_mask;
+    int64_t truncated = 0; // inputs cut to the tokenizer's max length (below)
 };
 
 // Encoders: [CLS] a [SEP] (with `pairs`: [CLS] a [SEP] b [SEP], segment 1 on b and
 // its [SEP] when the model has segment rows; distilbert's are all 0), padded with [PAD] to the longest.
+// A tokenizer with a max length (sentence-transformers' max_seq_length, wordpiece.hpp) truncates as
+// sentence-transformers' tokenizer call does (truncation 'longest_first'): a text's ids are cut to
+// max length - 2, a pair's to max length - 3 together (only the longer is cut while that suffices,
+// else each to half, the longer taking the odd one), framing tokens added after.
 // Decoders: the text's ids as they are, padded with 0 (masked). InputError naming the text's index when an
 // input is longer than the model's positions, or a decoder's text has no ids (texts are numbered from
 // first_number in messages).
@@ -64,7 +69,8 @@ struct EmbedOptions {
 struct Embeddings {
     Pooling pooling = Pooling::Mean;
     bool normalized = false;
-    torch::Tensor values; // [N, d] float32
+    int64_t truncated = 0; // texts cut to the tokenizer's max length (frame_texts)
+    torch::Tensor values;  // [N, d] float32
 };
 
 // One embedding per text; progress(done texts, total). InputError for an empty list.

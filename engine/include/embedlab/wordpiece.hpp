@@ -49,11 +49,16 @@ struct WordPieceOptions {
     // registers them. Otherwise exactly these (tokenizer.json's added_tokens).
     std::vector<WordPieceAddedToken> added_tokens;
     bool decode_cleanup = true; // the WordPiece decoder's cleanup (" ." -> ".", ...)
+    // sentence-transformers' max_seq_length: the most ids an encoder's framed input
+    // holds, [CLS] and [SEP] included (frame_texts truncates to it, encoder.hpp); 0: none.
+    int64_t max_length = 0;
 };
 
 // vocab.txt (one token per line, id = line number) and, when it is beside it,
 // tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars and
-// the special tokens), read as BertTokenizerFast would.
+// the special tokens), read as BertTokenizerFast would. Both loaders take
+// sentence_bert_config.json's max_seq_length into options.max_length when that file
+// is beside the vocabulary (a sentence-transformers model directory).
 std::unique_ptr<Tokenizer> load_wordpiece_vocab(const std::filesystem::path& vocab_txt);
 
 // A parsed tokenizer.json whose model.type is "WordPiece"; `source` names it in
@@ -66,6 +71,10 @@ std::unique_ptr<Tokenizer> load_wordpiece_tokenizer_json(const nlohmann::json& j
 // Throws InputError when the vocabulary is empty or lacks options.unk_token.
 std::unique_ptr<Tokenizer> make_wordpiece_tokenizer(std::vector<std::string> vocab, WordPieceOptions options,
                                                     std::string source);
+
+// A WordPiece tokenizer's options.max_length; nullopt when it has none or the
+// tokenizer is no WordPiece one.
+std::optional<int64_t> wordpiece_max_length(const Tokenizer& tokenizer);
 
 // llama.cpp's converter stores a BERT vocabulary with word-initial pieces prefixed by
 // U+2581 and "##" stripped from continuations, control tokens unchanged: this gives

@@ -3,6 +3,7 @@
 
 #include "embedlab/encoder.hpp"
 #include "embedlab/non_finite.hpp"
+#include "embedlab/wordpiece.hpp"
 
 namespace embedlab {
 
@@ -47,6 +48,43 @@ int32_t required_token(std::optional<int32_t> id, const char* what)
     return *id;
 }
 
+// Hugging Face tokenizers' truncation with 'longest_first' (truncate_encodings, as
+// sentence-transformers' tokenizer call with max_length runs it): the framing tokens
+// are reserved first, then a lone text's ids are cut to what is left; of a pair, only
+// the longer while the shorter fits in half, else each to half (the longer, or on a tie
+// the second, taking the odd id). True when anything was cut.
+bool truncate_ids(std::vector<int32_t>& a, std::vector<int32_t>* b, int64_t max_length, int64_t number)
+{
+    const int64_t specials = b ? 3 : 2;
+    if (max_length < specials)
+        throw InputError("text " + std::to_string(number) + ": the tokenizer's max length " +
+                         std::to_string(max_length) + " leaves no room for a sentence pair's " +
+                         std::to_string(specials) + " framing tokens");
+    const auto budget = static_cast<size_t>(max_length - specials);
+    if (!b) {
+        if (a.size() <= budget)
+            return false;
+        a.resize(budget);
+        return true;
+    }
+    size_t n1 = a.size(), n2 = b->size();
+    if (n1 + n2 <= budget)
+        return false;
+    const bool swap = n1 > n2; // n1: the shorter
+    if (swap)
+        std::swap(n1, n2);
+    n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+    if (n1 + n2 > budget) {
+        n1 = budget / 2;
+        n2 = n1 + budget % 2;
+    }
+    if (swap)
+        std::swap(n1, n2);
+    a.resize(std::min(a.size(), n1));
+    b->resize(std::min(b->size(), n2));
+    return true;
+}
+
 } // namespace
 
 EncoderBatch frame_texts(const Tokenizer& tokenizer, const ModelConfig& config,
@@ -67,11 +105,19 @@ EncoderBatch frame_texts(const Tokenizer& tokenizer, const ModelConfig& config,
         pad = tokenizer.pad_id().value_or(0);
     }
     const int64_t limit = config.max_positions > 0 ? config.max_positions : INT64_MAX;
+    const int64_t max_length = encoder ? wordpiece_max_length(tokenizer).value_or(0) : 0; // 0: no limit
+    int64_t truncated = 0;
     size_t longest = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
         auto& row = ids[i];
         auto& segment = types[i];
-        const auto a = tokenizer.encode(texts[i]);
+        auto a = tokenizer.encode(texts[i]);
+        std::vector<int32_t> b;
+        if (pairs)
+            b = tokenizer.encode((*pairs)[i]);
+        if (max_length > 0)
+            truncated +=
+                truncate_ids(a, pairs ? &b : nullptr, max_length, first_number + static_cast<int64_t>(i));
         if (!encoder) {
             if (a.empty())
                 throw InputError("text " + std::to_string(first_number + static_cast<int64_t>(i)) +
@@ -82,7 +128,6 @@ EncoderBatch frame_texts(const Tokenizer& tokenizer, const ModelConfig& config,
             row.insert(row.end(), a.begin(), a.end());
             row.push_back(sep);
             if (pairs) {
-                const auto b = tokenizer.encode((*pairs)[i]);
                 row.insert(row.end(), b.begin(), b.end());
                 row.push_back(sep);
             }
@@ -98,7 +143,7 @@ EncoderBatch frame_texts(const Tokenizer& tokenizer, const ModelConfig& config,
     }
     const auto B = static_cast<int64_t>(texts.size()), T = static_cast<int64_t>(longest);
     EncoderBatch batch{torch::full({B, T}, static_cast<int64_t>(pad), torch::kLong),
-                       torch::zeros({B, T}, torch::kLong), torch::zeros({B, T}, torch::kLong)};
+                       torch::zeros({B, T}, torch::kLong), torch::zeros({B, T}, torch::kLong), truncated};
     auto id = batch.ids.accessor<int64_t, 2>();
     auto ty = batch.token_types.accessor<int64_t, 2>();
     auto mask = batch.attention_mask.accessor<int64_t, 2>();
@@ -146,6 +191,7 @@ Embeddings embed_texts(const LanguageModel& model, const Tokenizer& tokenizer,
         const int64_t count = std::min(options.batch_size, n - start);
         const std::vector<std::string> chunk(texts.begin() + start, texts.begin() + start + count);
         const auto batch = frame_texts(tokenizer, model.config(), chunk, nullptr, start + 1);
+        out.truncated += batch.truncated;
         c10::InferenceMode guard;
         auto pooled = pool_hidden(batch_hidden_states(model, batch), batch.attention_mask, out.pooling);
         if (out.normalized) // sentence-transformers' Normalize: x / max(|x|, 1e-12)

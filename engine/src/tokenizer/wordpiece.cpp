@@ -162,6 +162,7 @@ public:
     std::optional<int32_t> mask_id() const override { return mask_id_; }
     std::optional<int32_t> pad_id() const override { return pad_id_; }
     std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not) const override;
+    int64_t max_length() const { return options_.max_length; }
 
 private:
     struct Added {
@@ -556,6 +557,14 @@ std::unique_ptr<Tokenizer> make_wordpiece_tokenizer(std::vector<std::string> voc
     spec.vocab = std::move(vocab);
     spec.options = std::move(options);
     return tokenizer_impl::make_wordpiece(std::move(spec));
+}
+
+std::optional<int64_t> wordpiece_max_length(const Tokenizer& tokenizer)
+{
+    const auto* wordpiece = dynamic_cast<const tokenizer_impl::WordPieceTokenizer*>(&tokenizer);
+    if (!wordpiece || wordpiece->max_length() <= 0)
+        return std::nullopt;
+    return wordpiece->max_length();
 }
 
 std::vector<std::string> wordpiece_vocab_from_gguf_tokens(const std::vector<std::string>& gguf_tokens,

@@ -167,6 +167,30 @@ void apply_post_processor(const json& post, WordPieceSpec& spec, const fs::path&
 }
 
 } // namespace
+
+// sentence_bert_config.json beside `file` (a sentence-transformers model): its
+// max_seq_length into options.max_length. sentence-transformers passes it to the
+// tokenizer call as max_length with truncation, so it counts [CLS] and [SEP]. A
+// null or absent max_seq_length leaves no limit.
+void apply_sentence_transformers_length(const fs::path& file, WordPieceOptions& options)
+{
+    std::error_code ec;
+    const fs::path config = file.parent_path() / "sentence_bert_config.json";
+    if (!fs::exists(config, ec))
+        return;
+    const json parsed = read_json_file(config);
+    if (!parsed.is_object())
+        throw InputError(file_message(config, "not a JSON object"));
+    const auto it = parsed.find("max_seq_length");
+    if (it == parsed.end() || it->is_null())
+        return;
+    if (!it->is_number_integer() || it->get<int64_t>() < 2)
+        throw InputError(file_message(config, "max_seq_length " + it->dump() +
+                                                  " is not a whole number of tokens of at least 2 "
+                                                  "([CLS] and [SEP])"));
+    options.max_length = it->get<int64_t>();
+}
+
 } // namespace tokenizer_impl
 
 using namespace tokenizer_impl;
@@ -236,6 +260,7 @@ std::unique_ptr<Tokenizer> load_wordpiece_vocab(const fs::path& vocab_txt)
     } catch (const std::logic_error& e) { // std::stoi of a key that is no number
         throw InputError(file_message(config_file, "added_tokens_decoder has a key that is not a token id"));
     }
+    apply_sentence_transformers_length(vocab_txt, options);
     return make_wordpiece_tokenizer(std::move(vocab), std::move(options), vocab_txt.string());
 }
 
@@ -311,6 +336,7 @@ std::unique_ptr<Tokenizer> load_wordpiece_tokenizer_json(const json& root, const
     } catch (const json::exception& e) {
         throw InputError(file_message(source, std::string("unexpected structure (") + e.what() + ")"));
     }
+    apply_sentence_transformers_length(source, spec.options);
     return make_wordpiece(std::move(spec));
 }
 
