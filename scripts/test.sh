@@ -39,7 +39,22 @@ run_ctest() {
   local status=0
   "${CTEST[@]}" "$@" || status=$?
   scripts/skip-reasons.sh "$BUILD_DIR"
+  count_cases
   return $status
+}
+# How many ctest tests ran and how many GoogleTest cases they held (each ctest test runs
+# one suite's cases; "[==========] N tests from M test suites ran." per program run),
+# so that a change that drops cases shows in the last lines.
+count_cases() {
+  local log=$BUILD_DIR/Testing/Temporary/LastTest.log
+  [ -f "$log" ] || return 0
+  awk '
+    /^[0-9]+\/[0-9]+ Testing: / { ctest++ }
+    /^\[==========\] [0-9]+ tests? from [0-9]+ test suites? ran/ { gtest += $2 }
+    /^\[  SKIPPED \] [0-9]+ tests?,/ { skipped += $4 }
+    /^[0-9]+ passed/ { pytest += $1 } # pytest -q: "37 passed, 2 skipped in 12.3s"
+    END { printf "test: %d ctest tests run, holding %d GoogleTest cases (%d of them skipped) and %d passed pytest cases\n", ctest, gtest, skipped, pytest }
+  ' "$log"
 }
 if [ $# -gt 0 ]; then
   phase "" ""
