@@ -8,7 +8,6 @@
 #include <fstream>
 #include <optional>
 
-#include "test_paths.hpp"
 #include "analyses.hpp"
 #include "analyses_internal.hpp"
 #include "embedlab/eval.hpp"
@@ -17,6 +16,7 @@
 #include "embedlab/remote.hpp"
 #include "embedlab/resources.hpp"
 #include "sshd_fixture.hpp"
+#include "test_paths.hpp"
 
 namespace app = embedlab::app;
 namespace fs = std::filesystem;
