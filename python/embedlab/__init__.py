@@ -24,6 +24,7 @@ from ._embedlab import (  # noqa: F401  (the public names)
     InputError,
     Model,
     Run,
+    _check_requests,
     account,
     compress,
     load,
@@ -41,6 +42,10 @@ def sweep(model, method, grid, *, progress=None, **fields):
     grid maps request fields to lists of values, e.g. {"rank": [16, 32, 64]}; fields
     are the fields every run shares. Each row is Run.summary (a dict), ready for
     pandas.DataFrame(rows). progress, if given, is called as in compress().
+
+    Every row's request is checked (against the model's shape too) before the first
+    run: a bad value fails in a second, naming its row. An error or a Ctrl-C during the
+    runs keeps the rows finished before it: the exception carries them as exc.rows.
     """
     if not isinstance(grid, dict) or not grid:
         raise InputError("sweep: grid must be a dict of field -> list of values, e.g. {'rank': [16, 32]}")
@@ -50,9 +55,20 @@ def sweep(model, method, grid, *, progress=None, **fields):
             raise InputError(f"sweep: '{name}' is both in the grid and a keyword")
         if isinstance(grid[name], (str, bytes)) or not hasattr(grid[name], "__iter__"):
             raise InputError(f"sweep: grid['{name}'] must be a list of values")
+    settings = [dict(zip(names, values)) for values in itertools.product(*(list(grid[n]) for n in names))]
     rows = []
-    for values in itertools.product(*(list(grid[n]) for n in names)):
-        run = compress(model, method, progress=progress, **fields, **dict(zip(names, values)))
-        rows.append(run.summary)
-        del run  # one run's model in memory at a time
+    try:
+        _check_requests(model, method, [
+            ("sweep (" + ", ".join(f"{n}={v!r}" for n, v in s.items()) + ")", {**fields, **s})
+            for s in settings])
+        for setting in settings:
+            run = compress(model, method, progress=progress, **fields, **setting)
+            rows.append(run.summary)
+            del run  # one run's model in memory at a time
+    except BaseException as e:
+        try:
+            e.rows = rows
+        except (AttributeError, TypeError):
+            pass
+        raise
     return rows

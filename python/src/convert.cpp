@@ -9,18 +9,69 @@ py::object to_python(const nlohmann::ordered_json& j)
     return py::module_::import("json").attr("loads")(j.dump());
 }
 
-nlohmann::ordered_json to_json(const py::handle& value)
+nlohmann::ordered_json to_json(const py::handle& value, const std::string& what)
 {
     const auto dumps = py::module_::import("json").attr("dumps");
-    const auto tolist = py::cpp_function([](const py::object& o) -> py::object {
+    const auto tolist = py::cpp_function([what](const py::object& o) -> py::object {
         if (py::hasattr(o, "tolist"))
             return o.attr("tolist")();
-        if (py::isinstance(o, py::module_::import("os").attr("PathLike")))
-            return py::str(o);
-        throw py::type_error("a value of type " + std::string(py::str(o.get_type().attr("__name__"))) +
-                             " is not a request value (numbers, strings, booleans, lists)");
+        if (is_path_like(o))
+            return py::str(path_arg(o, what));
+        throw py::type_error(what + " must be a number, a str, a bool or a list of them, not " +
+                             type_name(o));
     });
-    return nlohmann::ordered_json::parse(std::string(py::str(dumps(value, py::arg("default") = tolist))));
+    py::object text;
+    try {
+        // allow_nan=False: JSON has no NaN; json.dumps would write one nlohmann cannot read.
+        text = dumps(value, py::arg("default") = tolist, py::arg("allow_nan") = false);
+    } catch (py::error_already_set& e) {
+        if (!e.type().is(py::handle(PyExc_ValueError))) // json's own; embedlab.InputError passes
+            throw;
+        throw InputError(what + " must be a finite number, not NaN or an infinity");
+    }
+    return nlohmann::ordered_json::parse(text.cast<std::string>());
+}
+
+std::string type_name(const py::handle& value)
+{
+    return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
+bool is_path_like(const py::handle& value)
+{
+    return py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value) ||
+           py::isinstance(value, py::module_::import("os").attr("PathLike"));
+}
+
+std::string path_arg(const py::handle& value, const std::string& what)
+{
+    if (!is_path_like(value))
+        throw py::type_error(what + " must be a str or an os.PathLike (pathlib.Path), not " +
+                             type_name(value));
+    // fsencode: os.fspath, then the file system's encoding (undecodable bytes kept as they are).
+    auto path = std::string(py::bytes(py::module_::import("os").attr("fsencode")(value)));
+    if (path.find('\0') != std::string::npos)
+        throw InputError(what + " holds a NUL character ('\\x00'), which no file name can hold");
+    return path;
+}
+
+std::string str_arg(const py::handle& value, const std::string& what)
+{
+    if (!py::isinstance<py::str>(value))
+        throw py::type_error(what + " must be a str, not " + type_name(value));
+    return value.cast<std::string>();
+}
+
+std::vector<std::string> str_list_arg(const py::handle& value, const std::string& what)
+{
+    if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
+        throw py::type_error(what + " must be a list of str, not " + type_name(value) +
+                             (py::hasattr(value, "__next__") ? " (pass list(...))" : ""));
+    std::vector<std::string> out;
+    const auto items = py::reinterpret_borrow<py::sequence>(value);
+    for (size_t i = 0; i < items.size(); ++i)
+        out.push_back(str_arg(items[i], what + "[" + std::to_string(i) + "]"));
+    return out;
 }
 
 py::array to_numpy(const torch::Tensor& tensor)

@@ -19,11 +19,24 @@ namespace embedlab::python {
 namespace py = pybind11;
 
 py::object to_python(const nlohmann::ordered_json& j);
-// Any JSON-able Python value (NumPy scalars and arrays through their tolist()).
-nlohmann::ordered_json to_json(const py::handle& value);
+// Any JSON-able Python value (NumPy scalars and arrays through their tolist(), paths as
+// str). TypeError for another type, InputError for NaN or an infinity, each naming `what`.
+nlohmann::ordered_json to_json(const py::handle& value, const std::string& what);
 
 // A NumPy array viewing `t` (made contiguous first if it is not).
 py::array to_numpy(const torch::Tensor& t);
+
+// Arguments checked as Python checks its own: `what` names the call and the argument
+// ("load: path"). TypeError naming the type expected and the type given.
+std::string type_name(const py::handle& value);
+// A path: str, bytes or os.PathLike (pathlib.Path), as open() takes, in the file system's
+// encoding; InputError for a NUL character (no file name holds one).
+std::string path_arg(const py::handle& value, const std::string& what);
+bool is_path_like(const py::handle& value);
+// A str.
+std::string str_arg(const py::handle& value, const std::string& what);
+// A list or tuple of str (TypeError naming the first item that is not).
+std::vector<std::string> str_list_arg(const py::handle& value, const std::string& what);
 
 // A 1-D array-like of integers as token ids, each in [0, vocab); InputError naming
 // `what` and the first id outside it.

@@ -26,11 +26,12 @@ const Tokenizer& tokenizer_for(const Model& m, const std::string& what)
     return *m.tokenizer;
 }
 
+// `what`: the call and the argument ("embed: texts").
 std::vector<std::string> text_list(const py::handle& texts, const std::string& what)
 {
     if (py::isinstance<py::str>(texts))
-        throw InputError(what + ": give a list of texts, not one string");
-    return texts.cast<std::vector<std::string>>();
+        throw InputError(what + " must be a list of texts, not one string");
+    return str_list_arg(texts, what);
 }
 
 py::array embed(const Model& m, const py::handle& texts, const std::string& pooling,
@@ -51,9 +52,9 @@ py::array embed(const Model& m, const py::handle& texts, const std::string& pool
         if (!o.normalize && !o.pooling)
             o.pooling = default_pooling(m.lm->config());
     }
-    const auto list = text_list(texts, "embed");
+    const auto list = text_list(texts, "embed: texts");
     const Tokenizer& tok = tokenizer_for(m, "embed");
-    PythonProgress progress(callback);
+    PythonProgress progress(callback, "embed: progress");
     const auto e =
         without_gil(progress, [&] { return embed_texts(*m.lm, tok, list, o, progress.plain("embed")); });
     return to_numpy(e.values.contiguous());
@@ -64,21 +65,21 @@ py::array embed(const Model& m, const py::handle& texts, const std::string& pool
 py::array classify(const Model& m, const py::handle& texts, const py::object& pairs, int64_t batch,
                    const py::object& callback)
 {
-    const auto list = text_list(texts, "classify");
+    const auto list = text_list(texts, "classify: texts");
     if (list.empty())
         throw InputError("classify: no texts");
     if (batch < 1)
         throw InputError("classify: batch must be at least 1, got " + std::to_string(batch));
     std::vector<std::string> second;
     if (!pairs.is_none()) {
-        second = text_list(pairs, "classify (pairs)");
+        second = text_list(pairs, "classify: pairs");
         // Checked whole: each batch's own counts would misname the lists.
         if (second.size() != list.size())
             throw InputError("classify: " + std::to_string(list.size()) + " texts but " +
                              std::to_string(second.size()) + " pairs");
     }
     const Tokenizer& tok = tokenizer_for(m, "classify");
-    PythonProgress progress(callback);
+    PythonProgress progress(callback, "classify: progress");
     const ProgressFn report = progress.plain("classify");
     const auto n = static_cast<int64_t>(list.size());
     const auto out = without_gil(progress, [&] {
@@ -106,10 +107,11 @@ py::object masked_lm(const Model& m, const py::object& text, int64_t ctx, double
     if (text.is_none())
         throw InputError("masked_lm: give text=");
     const Tokenizer& tok = tokenizer_for(m, "masked_lm");
-    const auto ids = tok.encode(text.cast<std::string>());
+    const auto ids = tok.encode(str_arg(text, "masked_lm: text"));
     const MaskedLmOptions o{.ctx = ctx, .mask_rate = mask_rate, .seed = seed};
-    const LanguageModel* ref = reference.is_none() ? nullptr : reference.cast<const Model&>().lm;
-    PythonProgress progress(callback);
+    const LanguageModel* ref =
+        reference.is_none() ? nullptr : model_arg(reference, "masked_lm: reference").lm;
+    PythonProgress progress(callback, "masked_lm: progress");
     const auto r = without_gil(
         progress, [&] { return evaluate_masked_lm(*m.lm, tok, ids, o, ref, progress.plain("masked_lm")); });
     return to_python(masked_lm_json(r, o));

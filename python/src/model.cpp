@@ -4,6 +4,9 @@
 
 #include "model.hpp"
 
+#include <chrono>
+#include <optional>
+
 #include <pybind11/stl.h>
 
 #include "convert.hpp"
@@ -31,12 +34,13 @@ std::vector<int32_t> input_ids(const Model& m, const py::object& text, const py:
     if (text.is_none() == ids.is_none())
         throw InputError(what + ": give exactly one of text= or ids=");
     if (!text.is_none())
-        return tokenizer_of(m, what).encode(text.cast<std::string>());
+        return tokenizer_of(m, what).encode(str_arg(text, what + ": text"));
     return token_ids(ids, m.lm->config().vocab_size, what);
 }
 
-PerplexityOptions window_options(const std::vector<int32_t>& ids, int64_t ctx, const py::object& stride,
-                                 int64_t batch, const std::string& what)
+// `context`: the model's (and the reference's) context, which ctx may not exceed.
+PerplexityOptions window_options(const std::vector<int32_t>& ids, int64_t ctx, std::optional<int64_t> stride,
+                                 int64_t batch, int64_t context, const std::string& what)
 {
     if (ids.size() < 2)
         throw InputError(what + ": the input has " + std::to_string(ids.size()) +
@@ -44,7 +48,10 @@ PerplexityOptions window_options(const std::vector<int32_t>& ids, int64_t ctx, c
     // Checked here to name the keywords (the engine's messages name eval's flags).
     if (ctx < 1)
         throw InputError(what + ": ctx must be at least 1, got " + std::to_string(ctx));
-    const int64_t s = stride.is_none() ? ctx : stride.cast<int64_t>();
+    if (ctx > context)
+        throw InputError(what + ": ctx=" + std::to_string(ctx) + " exceeds the " + std::to_string(context) +
+                         "-token context the model was trained for");
+    const int64_t s = stride.value_or(ctx);
     if (s < 1 || s > ctx)
         throw InputError(what + ": stride must be between 1 and ctx (" + std::to_string(ctx) + "), got " +
                          std::to_string(s));
@@ -54,11 +61,13 @@ PerplexityOptions window_options(const std::vector<int32_t>& ids, int64_t ctx, c
 }
 
 py::object perplexity(const Model& m, const py::object& text, const py::object& ids, int64_t ctx,
-                      const py::object& stride, int64_t batch, const py::object& callback)
+                      std::optional<int64_t> stride, int64_t batch, const py::object& callback)
 {
     const auto input = input_ids(m, text, ids, "perplexity");
-    const auto options = window_options(input, ctx, stride, batch, "perplexity");
-    PythonProgress progress(callback);
+    // An encoder: the engine's refusal first (it has no next-token perplexity at any ctx).
+    const auto context = m.lm->config().is_encoder() ? INT64_MAX : m.lm->max_context();
+    const auto options = window_options(input, ctx, stride, batch, context, "perplexity");
+    PythonProgress progress(callback, "perplexity: progress");
     const auto r = without_gil(
         progress, [&] { return evaluate_perplexity(*m.lm, input, options, progress.plain("eval")); });
     nlohmann::ordered_json j{{"model", m.path}, {"input_kind", text.is_none() ? "ids" : "text"}};
@@ -70,12 +79,12 @@ py::object perplexity(const Model& m, const py::object& text, const py::object& 
 py::object export_onnx_to(const Model& m, const py::object& path_like, bool with_past, bool external_data,
                           bool overwrite, const py::object& callback)
 {
-    const auto out = py::module_::import("os").attr("fspath")(path_like).cast<std::string>();
+    const auto out = path_arg(path_like, "export_onnx: path");
     OnnxExportOptions options;
     options.with_past = with_past;
     options.external_data = external_data;
     options.overwrite = overwrite;
-    PythonProgress progress(callback);
+    PythonProgress progress(callback, "export_onnx: progress");
     const auto r = without_gil(progress, [&] {
         return export_onnx(*m.lm, out, options, progress.plain("export"),
                            m.files ? m.files->path : std::filesystem::path(), m.files);
@@ -90,14 +99,15 @@ py::object export_onnx_to(const Model& m, const py::object& path_like, bool with
 }
 
 py::object divergence(const Model& m, const Model& reference, const py::object& text, const py::object& ids,
-                      int64_t ctx, const py::object& stride, const py::object& callback)
+                      int64_t ctx, std::optional<int64_t> stride, const py::object& callback)
 {
     const auto input = input_ids(m, text, ids, "divergence");
     if (!text.is_none() && tokenizer_of(reference, "divergence").encode(text.cast<std::string>()) != input)
         throw InputError("divergence: " + m.path + " and the reference " + reference.path +
                          " tokenize the text differently; divergence needs one tokenizer");
-    const auto options = window_options(input, ctx, stride, 0, "divergence");
-    PythonProgress progress(callback);
+    const auto options = window_options(
+        input, ctx, stride, 0, std::min(m.lm->max_context(), reference.lm->max_context()), "divergence");
+    PythonProgress progress(callback, "divergence: progress");
     const auto d = without_gil(progress, [&] {
         return evaluate_divergence(*m.lm, *reference.lm, input, options, progress.plain("divergence"));
     });
@@ -113,8 +123,8 @@ py::object divergence(const Model& m, const Model& reference, const py::object& 
 
 py::object llamacpp_divergence(const Model& m, const py::object& file_like, const py::object& callback)
 {
-    const auto file = py::module_::import("os").attr("fspath")(file_like).cast<std::string>();
-    PythonProgress progress(callback);
+    const auto file = path_arg(file_like, "llamacpp_divergence: file");
+    PythonProgress progress(callback, "llamacpp_divergence: progress");
     const auto d = without_gil(
         progress, [&] { return evaluate_divergence_llamacpp(*m.lm, file, progress.plain("divergence")); });
     nlohmann::ordered_json j{{"model", m.path},    {"reference_logits", file},
@@ -126,12 +136,13 @@ py::object llamacpp_divergence(const Model& m, const py::object& file_like, cons
     return to_python(j);
 }
 
-py::object task(const Model& m, const std::string& name, const std::string& data, const py::object& limit,
-                const py::object& callback)
+py::object task(const Model& m, const std::string& name, const py::object& data_path,
+                std::optional<int64_t> limit, const py::object& callback)
 {
-    const TaskReadOptions read{.limit = limit.is_none() ? 0 : limit.cast<int64_t>()};
+    const auto data = path_arg(data_path, "task: data");
+    const TaskReadOptions read{.limit = limit.value_or(0)};
     const Tokenizer& tokenizer = tokenizer_of(m, "task");
-    PythonProgress progress(callback);
+    PythonProgress progress(callback, "task: progress");
     nlohmann::ordered_json j{{"task", name}, {"model", m.path}, {"data", data}};
     if (name == "stsb") {
         const auto pairs = read_sentence_pairs(data, read);
@@ -152,12 +163,11 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
 {
     if (prompt.is_none() == ids.is_none())
         throw InputError("generate: give exactly one of prompt= or ids=");
-    const auto input = prompt.is_none()
-                           ? token_ids(ids, m.lm->config().vocab_size, "generate")
-                           : prompt_ids(tokenizer_of(m, "generate"), prompt.cast<std::string>(), bos);
-    const Model* original = compare.is_none() ? nullptr : &compare.cast<const Model&>();
-    if (original && !prompt.is_none() &&
-        prompt_ids(tokenizer_of(*original, "generate"), prompt.cast<std::string>(), bos) != input)
+    const auto text = prompt.is_none() ? std::string() : str_arg(prompt, "generate: prompt");
+    const auto input = prompt.is_none() ? token_ids(ids, m.lm->config().vocab_size, "generate")
+                                        : prompt_ids(tokenizer_of(m, "generate"), text, bos);
+    const Model* original = compare.is_none() ? nullptr : &model_arg(compare, "generate: compare");
+    if (original && !prompt.is_none() && prompt_ids(tokenizer_of(*original, "generate"), text, bos) != input)
         throw InputError("generate: " + m.path + " and " + original->path +
                          " tokenize the prompt differently; a comparison needs one tokenizer");
     GenerationOptions options{
@@ -166,19 +176,49 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
         .top_n = top_n};
     if (!stop.is_none())
         options.stop = py::isinstance<py::str>(stop) ? std::vector<std::string>{stop.cast<std::string>()}
-                                                     : stop.cast<std::vector<std::string>>();
-    PythonProgress progress(on_token);
+                                                     : str_list_arg(stop, "generate: stop");
+    PythonProgress progress(on_token, "generate: on_token");
+    // on_token's False ends the generation where it is (stop_reason "callback"); the engine
+    // throws Cancelled for it, so the tokens so far are kept here.
+    std::vector<GeneratedToken> so_far;
+    bool stopped = false;
     const TokenFn each = [&](const GeneratedToken& t) {
-        return progress.call(
-            [&] { return on_token.is_none() ? py::none() : on_token(to_python(generated_token_json(t))); });
+        so_far.push_back(t);
+        if (progress.call([&] {
+                return on_token.is_none() ? py::none() : on_token(to_python(generated_token_json(t)));
+            }))
+            return true;
+        stopped = !progress.pending(); // a False return, not an exception or Ctrl-C
+        return false;
     };
+    const auto start = std::chrono::steady_clock::now();
+    Generation g;
+    try {
+        g = without_gil(progress, [&] {
+            return generate(*m.lm, m.tokenizer, input, options, each, original ? original->lm : nullptr);
+        });
+    } catch (const Cancelled&) {
+        if (!stopped)
+            throw;
+        // What generate returns, from the tokens on_token saw: the text is their new
+        // characters (complete ones: a stop string's prefix or half a UTF-8 character
+        // still held back is not shown). The timing is the whole call's.
+        g.prompt = input;
+        g.tokens = std::move(so_far);
+        for (const auto& t : g.tokens)
+            g.text += t.text;
+        g.stop_reason = "callback";
+        g.generate_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        g.tokens_per_second =
+            g.generate_seconds > 0 ? static_cast<double>(g.tokens.size()) / g.generate_seconds : 0;
+    }
     nlohmann::ordered_json j{{"model", m.path}};
-    const auto g = without_gil(progress, [&] {
-        return generate(*m.lm, m.tokenizer, input, options, each, original ? original->lm : nullptr);
-    });
     j.update(generation_json(g));
     j["embedding"] = m.lm->token_embedding().kind();
     if (original) {
+        // Stopped early: the compared model's continuation is as long at most.
+        if (stopped)
+            options.max_tokens = static_cast<int64_t>(g.tokens.size());
         const auto og = without_gil(progress, [&] {
             return generate(*original->lm, original->tokenizer, input, options,
                             [&](const GeneratedToken&) { return progress.call([] { return py::none(); }); });
@@ -227,14 +267,22 @@ py::array embedding_table(const Model& m)
 
 } // namespace
 
+const Model& model_arg(const py::handle& value, const std::string& what)
+{
+    if (!py::isinstance<Model>(value))
+        throw py::type_error(what + " must be an embedlab.Model, not " + type_name(value));
+    return value.cast<const Model&>();
+}
+
 Model load(const py::object& path_like, const py::object& tokenizer, bool verify)
 {
     // str or os.PathLike (pathlib.Path), as open() takes.
-    const auto path = py::module_::import("os").attr("fspath")(path_like).cast<std::string>();
+    const auto path = path_arg(path_like, "load: path");
+    const auto tokenizer_path = tokenizer.is_none() ? std::string() : path_arg(tokenizer, "load: tokenizer");
     LoadOptions options;
     options.verify = verify;
     if (!tokenizer.is_none())
-        options.tokenizer = py::str(tokenizer).cast<std::string>();
+        options.tokenizer = tokenizer_path;
     auto loaded = [&] {
         py::gil_scoped_release release;
         return std::make_shared<LoadedModel>(load_model(path, options));
@@ -244,7 +292,7 @@ Model load(const py::object& path_like, const py::object& tokenizer, bool verify
     m.tokenizer = loaded->tokenizer.get();
     m.files = &loaded->files;
     m.path = path;
-    m.tokenizer_option = tokenizer.is_none() ? "" : py::str(tokenizer).cast<std::string>();
+    m.tokenizer_option = tokenizer_path;
     m.owner = std::move(loaded);
     return m;
 }

@@ -20,7 +20,11 @@ struct Model {
     const ModelFiles* files = nullptr;
     std::string path;
     std::string tokenizer_option; // load's tokenizer=, for a compress() of this model
+    std::string run_source;       // a run's model: the model the run compressed ("" otherwise)
 };
+
+// An argument that must be a Model (compare=, reference=): TypeError naming `what` otherwise.
+const Model& model_arg(const py::handle& value, const std::string& what);
 
 Model load(const py::object& path_like, const py::object& tokenizer, bool verify);
 void bind_model(py::module_& m);

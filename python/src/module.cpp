@@ -5,12 +5,15 @@
 // embedlab.Cancelled.
 #include <torch/types.h>
 
+#include <optional>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "convert.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/model_files.hpp"
 #include "embedlab/table_method.hpp"
 #include "model.hpp"
 #include "progress.hpp"
@@ -29,10 +32,17 @@ std::string without_job_prefix(const std::string& message, const std::string& la
     return message.rfind("job: ", 0) == 0 ? label + ": " + message.substr(5) : message;
 }
 
+// check_request's name for a field: the keyword that sets it ("rank" -> "rank="); method
+// is compress()'s second argument.
+std::string keyword(const std::string& field)
+{
+    return field == "method" ? field : field + "=";
+}
+
 // The request: method and model, then each keyword as the request's JSON field of that
-// name, checked as the CLI checks its flags.
+// name, checked without the model (check_request_against then checks it against one).
 CompressionRequest request_from(const std::string& model, const std::string& tokenizer,
-                                const std::string& method, const py::kwargs& fields, const std::string& label)
+                                const std::string& method, const py::dict& fields, const std::string& label)
 {
     CompressionRequest r;
     r.model = model;
@@ -44,30 +54,65 @@ CompressionRequest request_from(const std::string& model, const std::string& tok
         if (name == "model" || name == "method" || std::find(known.begin(), known.end(), name) == known.end())
             throw InputError(label + ": no request field '" + name + "'");
         try {
-            set_request_field(r, name, to_json(value));
+            set_request_field(r, name, to_json(value, label + ": " + keyword(name)));
         } catch (const InputError& e) {
             throw InputError(without_job_prefix(e.what(), label));
         }
     }
-    check_request(r, 0, label);
+    check_request(r, 0, label, keyword);
     return r;
+}
+
+// The request against the model's shape, as the CLI checks its flags once it has loaded
+// the model: ranks, k and shapes against d, ctx against the model's context.
+void check_request_against(const CompressionRequest& r, const ModelConfig& config, const std::string& label)
+{
+    check_request(r, config.embedding_dim(), label, keyword);
+    const int64_t context = config.max_positions > 0 ? config.max_positions : INT64_MAX;
+    if (r.ctx > context)
+        throw InputError(label + ": " + keyword("ctx") + " " + std::to_string(r.ctx) +
+                         " exceeds the model's context of " + std::to_string(context) + " positions");
+}
+
+// compress()'s and sweep()'s model: a Model (its path and tokenizer=) or a path.
+struct Source {
+    std::string path, tokenizer;
+    const Model* model = nullptr;
+};
+
+Source source_of(const py::handle& model, const std::string& label)
+{
+    if (py::isinstance<Model>(model)) {
+        const auto& m = model.cast<const Model&>();
+        // The engine compresses an original model only (a compressed directory is refused
+        // too): a run's model in memory has nothing else to offer.
+        if (!m.run_source.empty())
+            throw InputError(label + ": model is a run's compressed model (" + m.path +
+                             "); EmbedLab compresses an original model, not a compressed one: pass the "
+                             "original, " +
+                             m.run_source);
+        return {m.path, m.tokenizer_option, &m};
+    }
+    if (!is_path_like(model))
+        throw py::type_error(label + ": model must be an embedlab.Model, a str or an os.PathLike, not " +
+                             type_name(model));
+    return {path_arg(model, label + ": model"), ""};
 }
 
 Run compress(const py::object& model, const std::string& method, const py::object& callback,
              const py::kwargs& fields)
 {
-    std::string path, tokenizer;
-    if (py::isinstance<Model>(model)) {
-        const auto& m = model.cast<const Model&>();
-        path = m.path;
-        tokenizer = m.tokenizer_option;
-    } else {
-        path = py::str(model).cast<std::string>();
-    }
-    const auto request = request_from(path, tokenizer, method, fields, "compress");
-    PythonProgress progress(callback);
+    const auto source = source_of(model, "compress");
+    const auto request = request_from(source.path, source.tokenizer, method, fields, "compress");
+    PythonProgress progress(callback, "compress: progress");
     auto run = without_gil(progress, [&] {
-        auto r = std::make_shared<CompressionRun>(run_compression(request, progress.experiment()));
+        // As run_compression(request) does, with the check against the model between (the CLI's order).
+        const auto report = progress.experiment();
+        if (!report({"load", 0, 1, 0}))
+            throw Cancelled();
+        auto loaded = load_model(request.model, request_load_options(request));
+        check_request_against(request, loaded.model->config(), "compress");
+        auto r = std::make_shared<CompressionRun>(run_compression(request, std::move(loaded), report));
         if (!r->model.tokenizer) { // a run that read no text loads none; Run.model tokenizes
             try {
                 r->model.tokenizer = load_model_tokenizer(r->model.files, request_load_options(request),
@@ -79,6 +124,30 @@ Run compress(const py::object& model, const std::string& method, const py::objec
         return r;
     });
     return Run{std::move(run)};
+}
+
+// sweep()'s rows checked before the first runs: each (label, fields) as compress would
+// check it, against the model's configuration (read once: shapes only, no weights for a
+// Hugging Face directory).
+void check_requests(const py::object& model, const std::string& method, const py::list& rows)
+{
+    const auto source = source_of(model, "sweep");
+    std::vector<std::pair<std::string, CompressionRequest>> requests;
+    for (const auto& row : rows) {
+        const auto pair = row.cast<py::tuple>();
+        const auto label = pair[0].cast<std::string>();
+        requests.emplace_back(
+            label, request_from(source.path, source.tokenizer, method, pair[1].cast<py::dict>(), label));
+    }
+    ModelConfig config;
+    if (source.model) {
+        config = source.model->lm->config();
+    } else {
+        py::gil_scoped_release release;
+        config = read_model_files(source.path, WeightValues::ShapesOnly).config;
+    }
+    for (const auto& [label, request] : requests)
+        check_request_against(request, config, label);
 }
 
 // The factors as stored under the table's prefix, named without it ("Z", "P", "mu").
@@ -102,21 +171,23 @@ Model run_model(const Run& r)
     m.files = &r.run->model.files;
     m.path = r.run->request.model + " (" + describe_request(r.run->request) + ")";
     m.tokenizer_option = r.run->request.tokenizer;
+    m.run_source = r.run->request.model;
     m.owner = r.run;
     return m;
 }
 
-py::object export_run_to(const Run& r, const std::string& dir, bool dense, bool overwrite,
+py::object export_run_to(const Run& r, const py::object& dir_path, bool dense, bool overwrite,
                          const py::object& callback)
 {
-    PythonProgress progress(callback);
+    const auto dir = path_arg(dir_path, "export: dir");
+    PythonProgress progress(callback, "export: progress");
     return to_python(without_gil(progress, [&] {
         return export_run(*r.run, dir, {.dense = dense, .overwrite = overwrite}, progress.plain("write"));
     }));
 }
 
 py::object account(const std::string& method, int64_t vocab, int64_t dim, int64_t model_params, bool tied,
-                   int64_t positions, const py::object& stored_type, const py::kwargs& fields)
+                   int64_t positions, const std::optional<std::string>& stored_type, const py::kwargs& fields)
 {
     try {
         table_method(method); // flat and unknown names: said as the CLI says them
@@ -127,8 +198,8 @@ py::object account(const std::string& method, int64_t vocab, int64_t dim, int64_
     const AccountContext context{.model_params = model_params,
                                  .tied = tied,
                                  .positions = positions,
-                                 .stored_type = stored_type.is_none() ? "" : stored_type.cast<std::string>()};
-    return to_python(accounting_json(account_setting(request, vocab, dim, context, "account")));
+                                 .stored_type = stored_type.value_or("")};
+    return to_python(accounting_json(account_setting(request, vocab, dim, context, "account", keyword)));
 }
 
 // RequestFieldType's values in order, as Python names the types.
@@ -218,4 +289,6 @@ PYBIND11_MODULE(_embedlab, m)
           py::arg("stored_type") = py::none(),
           "What account --json reports for one setting, without a model.");
     m.def("methods", &methods, "The registry: each method's part, summary and fields (type, default).");
+    m.def("_check_requests", &check_requests, py::arg("model"), py::arg("method"), py::arg("rows"),
+          "sweep()'s check of every row before the first run: rows are (label, fields) pairs.");
 }

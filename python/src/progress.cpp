@@ -1,6 +1,15 @@
 #include "progress.hpp"
 
+#include "convert.hpp"
+
 namespace embedlab::python {
+
+PythonProgress::PythonProgress(py::object callback, std::string name)
+    : callback_(std::move(callback)), name_(std::move(name))
+{
+    if (!callback_.is_none() && !PyCallable_Check(callback_.ptr()))
+        throw py::type_error(name_ + " must be a callable or None, not " + type_name(callback_));
+}
 
 bool PythonProgress::report(const std::string& stage, int64_t done, int64_t total, double overall)
 {
@@ -16,7 +25,15 @@ bool PythonProgress::call(const std::function<py::object()>& python_call)
         if (PyErr_CheckSignals() != 0)
             throw py::error_already_set();
         const py::object r = python_call();
-        if (!r.is_none() && !r.cast<bool>())
+        if (r.is_none())
+            return true;
+        // Python's bool or NumPy's: a str ("no") or a number is a mistake, not an answer.
+        if (!py::isinstance<py::bool_>(r) && !py::isinstance(r, py::module_::import("numpy").attr("bool_"))) {
+            PyErr_SetString(PyExc_TypeError,
+                            (name_ + " must return None, True or False, not " + type_name(r)).c_str());
+            throw py::error_already_set();
+        }
+        if (!PyObject_IsTrue(r.ptr()))
             return false;
     } catch (py::error_already_set& e) {
         error_.emplace(std::move(e));

@@ -3,7 +3,8 @@
 // and to run Python's signal handlers, so that Ctrl-C (KeyboardInterrupt) cancels. A
 // False return, an exception in the callable or a pending Ctrl-C returns false to the
 // engine, which stops with Cancelled; rethrow_pending() then raises the callable's
-// exception or the KeyboardInterrupt in place of embedlab.Cancelled.
+// exception or the KeyboardInterrupt in place of embedlab.Cancelled. The callable must
+// return None, True or False: anything else stops the work with a TypeError naming it.
 #pragma once
 
 #include <functional>
@@ -21,7 +22,9 @@ namespace py = pybind11;
 
 class PythonProgress {
 public:
-    explicit PythonProgress(py::object callback) : callback_(std::move(callback)) {}
+    // `name`: the call and the argument, for TypeErrors ("embed: progress"); TypeError now
+    // when `callback` is neither None nor callable.
+    PythonProgress(py::object callback, std::string name);
     // Called without the GIL.
     bool report(const std::string& stage, int64_t done, int64_t total, double overall);
     // Called without the GIL: runs `python_call` with it (after Python's signal handlers);
@@ -31,9 +34,12 @@ public:
     ProgressFn plain(const std::string& stage);
     // With the GIL: raise what stopped the work, if Python stopped it.
     void rethrow_pending();
+    // Whether an exception or a Ctrl-C (not a False return) stopped the work.
+    bool pending() const { return error_.has_value(); }
 
 private:
     py::object callback_;
+    std::string name_;
     std::optional<py::error_already_set> error_;
 };
 

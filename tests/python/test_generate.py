@@ -1,5 +1,5 @@
 """Model.generate: the CLI's generate --json from Python, streamed through on_token,
-compared against another model, cancelled by the callback."""
+compared against another model, stopped by the callback."""
 
 import pytest
 
@@ -32,8 +32,9 @@ def test_on_token_streams_the_text_and_can_stop(llama):
     full = llama.generate(PROMPT, max_tokens=10)
     llama.generate(PROMPT, max_tokens=10, on_token=lambda t: pieces.append(t["text"]))
     assert "".join(pieces) == full["text"]
-    with pytest.raises(embedlab.Cancelled):
-        llama.generate(PROMPT, max_tokens=10, on_token=lambda t: False)
+    # False ends the generation normally, after the token it was called with (issue 64).
+    stopped = llama.generate(PROMPT, max_tokens=10, on_token=lambda t: False)
+    assert stopped["stop_reason"] == "callback" and stopped["ids"] == full["ids"][:1]
     with pytest.raises(ZeroDivisionError):
         llama.generate(PROMPT, max_tokens=10, on_token=lambda t: 1 / 0)
 
