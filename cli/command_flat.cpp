@@ -261,9 +261,10 @@ int command_allocate(const std::vector<std::string>& argv)
 int compress_flat(const std::vector<std::string>& argv)
 {
     Args args("compress", argv,
-              {"--method", "--remaining", "--target-ratio", "--allocation", "--mlp-lambda", "--calib-text",
-               "--samples", "--seqlen", "--seed", "--out", "--eval-text", "--ctx", "--stride", "--batch",
-               "--tokenizer", "--task", "--task-data", "--task-limit", "--calibration"},
+              {"--method",     "--remaining", "--target-ratio", "--allocation",  "--mlp-lambda",
+               "--calib-text", "--samples",   "--seqlen",       "--seed",        "--out",
+               "--eval-text",  "--ctx",       "--stride",       "--batch",       "--tokenizer",
+               "--task",       "--task-data", "--task-limit",   "--calibration", "--mlp-calibration"},
               {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense", "--divergence"});
     if (args.has("--dense"))
         throw InputError(
@@ -299,6 +300,10 @@ int compress_flat(const std::vector<std::string>& argv)
     // Issue 36 item 2: layer by layer as the reference (default), or all from the original.
     request.calibration = flat_calibration_name(
         parse_flat_calibration(args.get("--calibration").value_or(request.calibration)));
+    // Issue 62: layer l's MLP covariance from its values' pass (default, as the reference)
+    // or from a pass after its attention is narrowed.
+    request.mlp_calibration = flat_mlp_calibration_name(
+        parse_flat_mlp_calibration(args.get("--mlp-calibration").value_or(request.mlp_calibration)));
     auto lm = load_for_flat(args, path);
     if (!lm.files.embedlab_manifest.empty())
         throw InputError(path.string() +
@@ -359,7 +364,7 @@ int sweep_flat(const std::vector<std::string>& argv)
     Args args("sweep", argv,
               {"--method", "--remainings", "--target-ratios", "--allocation", "--mlp-lambda", "--calib-text",
                "--samples", "--seqlen", "--seed", "--eval-text", "--ctx", "--stride", "--batch",
-               "--tokenizer", "--calibration", "--task", "--task-data", "--task-limit"},
+               "--tokenizer", "--calibration", "--mlp-calibration", "--task", "--task-data", "--task-limit"},
               {"--mlp", "--no-mlp", "--json", "--quiet", "--divergence"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))
@@ -393,6 +398,8 @@ int sweep_flat(const std::vector<std::string>& argv)
     base.target_ratio = targets ? 1 : 0; // for request_compresses_mlp; each row sets its own
     base.mlp_lambda = args.get_double("--mlp-lambda", 1.0, 1e-300, 1e300);
     base.calibration = flat_calibration_name(calibration_mode);
+    base.mlp_calibration = flat_mlp_calibration_name(
+        parse_flat_mlp_calibration(args.get("--mlp-calibration").value_or(base.mlp_calibration)));
     const bool mlp = request_compresses_mlp(base);
     const auto text =
         CalibrationText::from_args(args, *lm.tokenizer, *lm.model, mlp); // messages name the flags

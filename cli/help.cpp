@@ -160,6 +160,10 @@ commands:
                                                keep T of the decoder's weights (compute_rank.py; MLPs too)
            [--calibration sequential|parallel]  each layer's covariances from the model compressed up to
                                                it (default, as the reference), or all from the original
+           [--mlp-calibration reference|after_attention]
+                                               sequential: layer l's MLP covariance from its values' pass,
+                                               layer l uncompressed (default, as the reference), or after
+                                               its attention is narrowed
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
            --calib-text FILE --eval-text FILE [--divergence] [--task ...] [--json]
   sweep    [MODEL] --method flat --target-ratios T1,T2,.. [--no-mlp] ...

@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "embedlab/experiment_request.hpp"
 #include "embedlab/flat_llm.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
@@ -566,4 +567,144 @@ TEST_P(FlatTiny, SequentialCalibrationFitsEachLayerToTheCompressedInput)
     EXPECT_EQ(manifest["parameters"]["calibration"], "sequential");
     EXPECT_EQ(manifest["calibration"]["mode"], "sequential");
     EXPECT_EQ(manifest["calibration"]["sequential_passes"], c.num_layers - 1);
+}
+
+namespace {
+
+// Sums one layer's MLP (down-projection input) covariance over the windows, `batch`
+// windows per forward pass, as the calibration does.
+struct MlpGram final : ForwardObserver {
+    int64_t layer = 0;
+    torch::Tensor gram;
+    void mlp_activations(int64_t l, const torch::Tensor& a) override
+    {
+        if (l != layer)
+            return;
+        const auto a64 = a.to(torch::kFloat64);
+        if (!gram.defined())
+            gram = torch::zeros({a64.size(1), a64.size(1)}, torch::kFloat64);
+        gram.addmm_(a64.t(), a64);
+    }
+};
+
+torch::Tensor mlp_gram(const LanguageModel& m, const torch::Tensor& windows, int64_t batch, int64_t layer)
+{
+    MlpGram g;
+    g.layer = layer;
+    for (int64_t b0 = 0; b0 < windows.size(0); b0 += batch)
+        m.hidden_states(windows.narrow(0, b0, std::min(batch, windows.size(0) - b0)), &g);
+    return g.gram;
+}
+
+bool layer_tensor(const std::string& name, int64_t layer)
+{
+    const std::string n = std::to_string(layer);
+    return name.rfind("h." + n + ".", 0) == 0 || name.rfind("model.layers." + n + ".", 0) == 0;
+}
+
+// The model as the reference's prune_flatllm runs layer l's calibration pass: layers < l
+// as `compressed` holds them, layer l and above as the original.
+LanguageModel compressed_below(const LanguageModel& original, const LanguageModel& compressed, int64_t l)
+{
+    ModelConfig c = original.config();
+    WeightMap w = compressed.weights();
+    for (const auto& [name, t] : original.weights())
+        for (int64_t k = l; k < c.num_layers; ++k)
+            if (layer_tensor(name, k))
+                w[name] = t;
+    for (int64_t k = 0; k < c.num_layers; ++k) {
+        const bool done = k < l;
+        c.value_head_dims.push_back(done ? compressed.config().value_dim(k) : original.config().value_dim(k));
+        c.mlp_widths.push_back(done ? compressed.config().mlp_width(k) : original.config().mlp_width(k));
+    }
+    return LanguageModel(c, std::move(w), "layers below " + std::to_string(l) + " compressed");
+}
+
+// Layer l's narrowed down projection in `flat`, and the one the Nystrom step makes
+// from covariance C with the same width and lambda, as float32 [d, m] (llama layout).
+std::pair<torch::Tensor, torch::Tensor>
+down_projections(const LanguageModel& original, const FlatResult& flat, int64_t l, const torch::Tensor& C)
+{
+    const bool gpt2 = original.config().arch == Architecture::GPT2;
+    const std::string name = gpt2 ? "h." + std::to_string(l) + ".mlp.c_proj.weight"
+                                  : "model.layers." + std::to_string(l) + ".mlp.down_proj.weight";
+    const auto sel = nystrom_selection(C, flat.layers[static_cast<size_t>(l)].mlp_width,
+                                       flat.options.mlp_lambda, "layer " + std::to_string(l), 1 << 20);
+    const auto W = original.weights().at(name).to(torch::kFloat64);
+    const auto expected =
+        gpt2 ? torch::matmul(sel.projection, W).t() : torch::matmul(W, sel.projection.t()); // [d, m]
+    const auto got = flat.model->weights().at(name).to(torch::kFloat64);
+    return {gpt2 ? got.t() : got, expected};
+}
+
+} // namespace
+
+// Issue 62: as the reference's prune_flatllm, layer l's MLP covariance comes from the
+// same pass as its value covariances, layer l itself still uncompressed (layers < l
+// compressed); EmbedLab took it after narrowing layer l's attention, which remains as
+// mlp_calibration after_attention.
+TEST_P(FlatTiny, SequentialMlpCovarianceIsTakenWithTheLayerUncompressed)
+{
+    auto c = test::tiny_config(GetParam());
+    c.num_layers = 3;
+    LanguageModel model(c, test::random_weights(c), "tiny");
+    const auto ids = random_ids(600, c.vocab_size);
+    const auto cal = calibrate(model, ids, {.samples = 24, .seqlen = 16, .seed = 1, .batch = 5});
+    const FlatOptions options{.remaining = 0.5, .allocation = RankAllocation::Uniform, .mlp = true};
+    EXPECT_EQ(options.calibration, FlatCalibration::Sequential);
+    EXPECT_EQ(options.mlp_calibration, FlatMlpCalibration::Reference);
+    const auto flat = flat_compress(model, cal, options);
+    auto after_options = options;
+    after_options.mlp_calibration = FlatMlpCalibration::AfterAttention;
+    const auto after = flat_compress(model, cal, after_options);
+
+    double worst_after = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+        const auto below = compressed_below(model, *flat.model, l);
+        const auto C = mlp_gram(below, cal.windows, cal.options.batch, l);
+        const auto [got, expected] = down_projections(model, flat, l, C);
+        ASSERT_EQ(got.sizes(), expected.sizes()) << "layer " << l;
+        EXPECT_LT(max_relative(got, expected), 1e-5) << "layer " << l;
+        // after_attention fits layer l's MLP to the covariance with its attention narrowed.
+        const auto below_after = compressed_below(model, *after.model, l);
+        const auto [got_after, expected_after] =
+            down_projections(model, after, l, mlp_gram(below_after, cal.windows, cal.options.batch, l));
+        if (got_after.sizes() == expected_after.sizes())
+            worst_after = std::max(worst_after, max_relative(got_after, expected_after));
+        else
+            worst_after = 1;
+    }
+    EXPECT_GT(worst_after, 1e-3); // the order tells apart, so the check above has teeth
+
+    // One pass per layer (layer 0's MLP has its own: the calibration holds no MLP
+    // covariance); after_attention adds an MLP pass per layer.
+    EXPECT_EQ(flat.sequential_passes, c.num_layers);
+    EXPECT_EQ(after.sequential_passes, 2 * c.num_layers - 1);
+    EXPECT_EQ(flat.mlp_calibration_passes, c.num_layers);
+    // Layer 0's MLP covariance from a calibration that holds it: the same model, one pass fewer.
+    const auto cal_mlp =
+        calibrate(model, ids, {.samples = 24, .seqlen = 16, .seed = 1, .mlp = true, .batch = 5});
+    const auto flat2 = flat_compress(model, cal_mlp, options);
+    EXPECT_EQ(flat2.sequential_passes, c.num_layers - 1);
+    expect_same_weights(*flat2.model, *flat.model, "layer 0's MLP covariance from the calibration");
+
+    // The request field, its check, and the flag's name come from the registry.
+    CompressionRequest r;
+    r.method = "flat";
+    r.remaining = 0.5;
+    r.calib_text = "calib.txt";
+    EXPECT_EQ(r.mlp_calibration, "reference");
+    EXPECT_NO_THROW(check_request(r));
+    r.mlp_calibration = "after_attention";
+    EXPECT_THROW(check_request(r), InputError); // the MLP is not compressed: nothing to calibrate
+    r.compress_mlp = true;
+    EXPECT_NO_THROW(check_request(r));
+    EXPECT_EQ(describe_request(r), "flat remaining 0.5, iprs, mlp, mlp after attention");
+    EXPECT_EQ(parse_flat_mlp_calibration(r.mlp_calibration), FlatMlpCalibration::AfterAttention);
+    r.calibration = "parallel"; // takes every covariance from the uncompressed model
+    EXPECT_THROW(check_request(r), InputError);
+    r.calibration = "sequential";
+    r.mlp_calibration = "before";
+    EXPECT_THROW(check_request(r), InputError);
+    EXPECT_THROW(parse_flat_mlp_calibration("before"), InputError);
 }

@@ -100,6 +100,10 @@ struct CompressionRequest {
     // "sequential" (each layer's covariances from the model compressed up to it, as the
     // reference's prune_flatllm) or "parallel" (all from the uncompressed model).
     std::string calibration = "sequential";
+    // Sequential calibration's MLP covariance of layer l: "reference" (from the pass that
+    // sums layer l's value covariances, layer l still uncompressed, as prune_flatllm) or
+    // "after_attention" (from a further pass with layer l's attention narrowed).
+    std::string mlp_calibration = "reference";
     std::string calib_text;
     int64_t samples = 128, seqlen = 0; // seqlen 0: min(256, the model's context)
 

@@ -120,16 +120,25 @@ MlpSelection nystrom_selection(const torch::Tensor& C, int64_t m, double lambda,
 
 // Where each layer's covariances come from (issue 36 item 2). Sequential, as the
 // reference's prune_flatllm: layer by layer, from a forward pass of the model whose
-// earlier layers are already compressed (layer l's value covariance with layers < l
-// compressed; its MLP covariance with layer l's attention compressed as well), so
-// each layer is fitted to the inputs it will see. Parallel: every covariance from
-// the one calibration pass over the uncompressed model (EmbedLab before issue 36).
-// The importance scores, and so the ranks, come from the uncompressed pass either
-// way. Sequential costs one forward pass per layer (two with the MLP), each through
-// the layers up to it: about L / 2 (L) times the calibration pass.
+// earlier layers are already compressed (layers < l compressed, layer l itself not
+// yet), so each layer is fitted to the inputs the compressed layers before it give.
+// Parallel: every covariance from the one calibration pass over the uncompressed
+// model (EmbedLab before issue 36). The importance scores, and so the ranks, come
+// from the uncompressed pass either way. Sequential costs one forward pass per layer
+// (layer 0's values come with the calibration), each through the layers up to it:
+// about L / 2 times the calibration pass (L with FlatMlpCalibration::AfterAttention).
 enum class FlatCalibration { Sequential, Parallel };
 const char* flat_calibration_name(FlatCalibration c);            // "sequential" | "parallel"
 FlatCalibration parse_flat_calibration(const std::string& name); // InputError otherwise
+
+// Sequential calibration's MLP covariance of layer l (issue 62). Reference, as
+// prune_flatllm: from the same pass as layer l's value covariances, layer l still
+// uncompressed. AfterAttention (EmbedLab before issue 62): from a pass of its own
+// after layer l's attention is narrowed, so the MLP is fitted to the inputs the
+// narrowed attention gives it; one more pass per layer. Parallel ignores it.
+enum class FlatMlpCalibration { Reference, AfterAttention };
+const char* flat_mlp_calibration_name(FlatMlpCalibration c);            // "reference" | "after_attention"
+FlatMlpCalibration parse_flat_mlp_calibration(const std::string& name); // InputError otherwise
 
 enum class RankAllocation { IPRS, Uniform };
 const char* rank_allocation_name(RankAllocation a);
@@ -142,6 +151,7 @@ struct FlatOptions {
     double mlp_lambda = 1.0; // ridge of the leverage scores
     double target_ratio = 0; // recorded only: the decoder target `remaining` came from
     FlatCalibration calibration = FlatCalibration::Sequential;
+    FlatMlpCalibration mlp_calibration = FlatMlpCalibration::Reference; // sequential, with mlp
 };
 
 struct FlatLayerReport {
@@ -163,8 +173,11 @@ struct FlatResult {
     // With options.mlp: the forward passes over the calibration windows that summed
     // MLP covariances (1: all came with the calibration; more: groups within the
     // calibration's mlp_covariance_budget, each pass run by flat_compress; sequential:
-    // one per layer), and the most float64 covariance bytes held at once. 0 without mlp.
-    // Sequential calibration: the forward passes it ran (values and MLP), in total.
+    // one per layer, layer 0's the calibration's own when it holds it), and the most
+    // float64 covariance bytes held at once. 0 without mlp.
+    // Sequential calibration: the forward passes flat_compress ran (values and MLP), in
+    // total: L - 1 (+1 for layer 0's MLP unless the calibration holds it), or
+    // (L - 1) + L with FlatMlpCalibration::AfterAttention and mlp.
     int64_t mlp_calibration_passes = 0;
     int64_t mlp_covariance_peak_bytes = 0;
     int64_t sequential_passes = 0;

@@ -654,6 +654,7 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         options.mlp = request_compresses_mlp(request);
         options.mlp_lambda = request.mlp_lambda;
         options.calibration = parse_flat_calibration(request.calibration);
+        options.mlp_calibration = parse_flat_mlp_calibration(request.mlp_calibration);
         report_progress(bar.stage("compress"), 0, 1);
         run.flat = std::make_shared<FlatResult>(
             flat_compress(model, *run.calibration, options, bar.stage("compress")));
@@ -665,8 +666,12 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
             (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
             "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
             (options.mlp ? ", mlp" : "") +
-            (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") + ", ranks " +
-            ranks;
+            (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") +
+            (options.calibration == FlatCalibration::Sequential && options.mlp &&
+                     options.mlp_calibration == FlatMlpCalibration::AfterAttention
+                 ? ", mlp calibration after attention"
+                 : "") +
+            ", ranks " + ranks;
         // The part compressed (METHODS 0): V and O, and the MLP when it was narrowed.
         s.params_before = flat_compressed_params(model, options.mlp);
         s.params_after = flat_compressed_params(*run.flat->model, options.mlp);

@@ -158,6 +158,7 @@ const std::vector<Field>& fields()
             member("no_mlp", &R::no_mlp),
             member("mlp_lambda", &R::mlp_lambda),
             member("calibration", &R::calibration),
+            member("mlp_calibration", &R::mlp_calibration),
             member("calib_text", &R::calib_text),
             member("samples", &R::samples),
             member("seqlen", &R::seqlen),

@@ -192,15 +192,20 @@ MlpGroupObserver sum_mlp_group(const LanguageModel& model, const Calibration& ca
     return observer;
 }
 
-// Sequential calibration: sums one layer's value covariances (per KV head) or its MLP
-// covariance from a pass, and stops the pass there.
+// Sequential calibration: sums one layer's value covariances (per KV head), its MLP
+// covariance, or both (issue 62: the reference's one pass per layer) from a pass, and
+// stops the pass once it has what it sums.
+struct LayerSums {
+    bool values = false, mlp = false;
+};
+
 class LayerObserver final : public ForwardObserver {
 public:
-    LayerObserver(const ModelConfig& c, int64_t layer, bool mlp) : layer_(layer), mlp_(mlp)
+    LayerObserver(const ModelConfig& c, int64_t layer, LayerSums sums) : layer_(layer), sums_(sums)
     {
-        if (mlp)
+        if (sums.mlp)
             mlp_covariance = torch::zeros({c.mlp_width(layer), c.mlp_width(layer)}, torch::kFloat64);
-        else
+        if (sums.values)
             for (int64_t h = 0; h < c.num_kv_heads; ++h)
                 value_covariance.push_back(
                     torch::zeros({c.value_dim(layer), c.value_dim(layer)}, torch::kFloat64));
@@ -208,19 +213,20 @@ public:
 
     void values(int64_t layer, const torch::Tensor& v) override
     {
-        if (layer != layer_ || mlp_)
+        if (layer != layer_ || !sums_.values)
             return;
         // As the calibration pass: v [B, T, Hkv, vd] -> [Hkv, N, vd]; C_h += Y_h^T Y_h.
         const auto y = v.reshape({-1, v.size(2), v.size(3)}).to(torch::kFloat64).transpose(0, 1);
         const auto c = torch::bmm(y.transpose(1, 2), y);
         for (size_t h = 0; h < value_covariance.size(); ++h)
             value_covariance[h] += c[static_cast<int64_t>(h)];
-        throw PassSummed{};
+        if (!sums_.mlp)
+            throw PassSummed{};
     }
 
     void mlp_activations(int64_t layer, const torch::Tensor& a) override
     {
-        if (layer != layer_ || !mlp_)
+        if (layer != layer_ || !sums_.mlp)
             return;
         const auto a64 = a.to(torch::kFloat64);
         mlp_covariance.addmm_(a64.t(), a64);
@@ -232,7 +238,7 @@ public:
 
 private:
     int64_t layer_;
-    bool mlp_;
+    LayerSums sums_;
 };
 
 torch::Tensor to_double(const torch::Tensor& t)
@@ -428,6 +434,20 @@ FlatCalibration parse_flat_calibration(const std::string& name)
                        "unknown FLAT-LLM calibration '" + name + "' (sequential or parallel)");
 }
 
+constexpr Named<FlatMlpCalibration> kFlatMlpCalibrations[]{
+    {FlatMlpCalibration::Reference, "reference"}, {FlatMlpCalibration::AfterAttention, "after_attention"}};
+
+const char* flat_mlp_calibration_name(FlatMlpCalibration c)
+{
+    return name_of(kFlatMlpCalibrations, c);
+}
+
+FlatMlpCalibration parse_flat_mlp_calibration(const std::string& name)
+{
+    return value_named(kFlatMlpCalibrations, name,
+                       "unknown FLAT-LLM MLP calibration '" + name + "' (reference or after_attention)");
+}
+
 constexpr Named<RankAllocation> kRankAllocations[]{{RankAllocation::IPRS, "iprs"},
                                                    {RankAllocation::Uniform, "uniform"}};
 
@@ -584,9 +604,17 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
         mlp_groups = mlp_covariance_groups(c, calibration.options.mlp_covariance_budget);
     }
     // Sequential: a values pass for every layer but the first (whose inputs are the
-    // original model's), and an MLP pass for every layer.
-    const int64_t passes =
-        sequential ? (L - 1) + (options.mlp ? L : 0) : static_cast<int64_t>(mlp_groups.size());
+    // original model's). Its MLP covariances: by default (as the reference) from that
+    // same pass, layer l still uncompressed, and layer 0's from the calibration when it
+    // holds it, else from a pass of its own; after_attention: a pass for every layer,
+    // after its attention is narrowed.
+    const bool mlp_after_attention =
+        sequential && options.mlp && options.mlp_calibration == FlatMlpCalibration::AfterAttention;
+    const bool mlp_with_values = sequential && options.mlp && !mlp_after_attention;
+    const bool layer0_mlp_pass = mlp_with_values && !calibration.layers.front().mlp_covariance.defined();
+    int64_t passes = static_cast<int64_t>(mlp_groups.size());
+    if (sequential)
+        passes = (L - 1) + (mlp_after_attention ? L : (layer0_mlp_pass ? 1 : 0));
     const int64_t windows_total = passes * calibration.options.samples;
     if (passes > 0)
         report_progress(progress, 0, windows_total);
@@ -621,14 +649,14 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
         dims[static_cast<size_t>(l)] = c.value_dim(l);
         widths[static_cast<size_t>(l)] = c.mlp_width(l);
     }
-    auto sequential_pass = [&](int64_t layer, bool mlp_pass) {
+    auto sequential_pass = [&](int64_t layer, LayerSums sums) {
         ModelConfig partial = c;
         partial.value_head_dims = dims;
         if (options.mlp)
             partial.mlp_widths = widths;
         const LanguageModel current(partial, weights, model.shared_token_embedding(),
                                     "FLAT-LLM (sequential calibration)", model.shared_position_embedding());
-        LayerObserver observer(partial, layer, mlp_pass);
+        LayerObserver observer(partial, layer, sums);
         run_windows(current, calibration.windows, calibration.options.batch, observer, progress,
                     result.sequential_passes * calibration.options.samples, windows_total);
         ++result.sequential_passes;
@@ -638,10 +666,18 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
         const auto& cal = calibration.layers[static_cast<size_t>(l)];
         const int64_t r = ranks[static_cast<size_t>(l)];
         // Layer l's value covariances: from the calibration (parallel, and layer 0, whose
-        // input no compression has touched), or from the model compressed up to l.
+        // input no compression has touched), or from the model compressed up to l; its
+        // MLP covariance (by default, sequential) from the same pass, layer l as it was.
         std::vector<torch::Tensor> value_covariance = cal.value_covariance;
-        if (sequential && l > 0)
-            value_covariance = sequential_pass(l, false).value_covariance;
+        torch::Tensor mlp_covariance_before; // mlp_with_values: layer l uncompressed
+        if (sequential && l > 0) {
+            auto pass = sequential_pass(l, {.values = true, .mlp = mlp_with_values});
+            value_covariance = std::move(pass.value_covariance);
+            mlp_covariance_before = std::move(pass.mlp_covariance);
+        } else if (mlp_with_values) {
+            mlp_covariance_before =
+                layer0_mlp_pass ? sequential_pass(0, {.mlp = true}).mlp_covariance : cal.mlp_covariance;
+        }
         FlatLayerReport report;
         report.importance = scores[static_cast<size_t>(l)];
         report.normalised = score_sum > 0 ? report.importance / score_sum : 1.0 / static_cast<double>(L);
@@ -706,9 +742,11 @@ FlatResult flat_compress(const LanguageModel& model, const Calibration& calibrat
             const int64_t m = std::clamp<int64_t>(
                 static_cast<int64_t>(std::floor(report.w * static_cast<double>(f) + 1e-9)), 1, f);
             torch::Tensor covariance = cal.mlp_covariance;
-            if (sequential) {
+            if (mlp_with_values) {
+                covariance = std::move(mlp_covariance_before);
+            } else if (mlp_after_attention) {
                 // With layer l's attention compressed too: the MLP's inputs as they will be.
-                covariance = sequential_pass(l, true).mlp_covariance;
+                covariance = sequential_pass(l, {.mlp = true}).mlp_covariance;
             } else if (!mlp_in_calibration) {
                 if (next_group < mlp_groups.size() && mlp_groups[next_group].first == l) {
                     const auto [first, end] = mlp_groups[next_group];

@@ -14,7 +14,7 @@ MethodDescriptor flat()
         .needs_calibration_text = true,
         .target_compresses_mlp = true,
         .fields = {"remaining", "target_ratio", "allocation", "compress_mlp", "no_mlp", "mlp_lambda",
-                   "calibration", "calib_text", "samples", "seqlen"},
+                   "calibration", "mlp_calibration", "calib_text", "samples", "seqlen"},
         .check =
             [](const CompressionRequest& r, int64_t, const RequestFail& fail) {
                 if (r.target_ratio != 0 && r.remaining != 0)
@@ -28,6 +28,14 @@ MethodDescriptor flat()
                     fail("remaining", short_number(r.remaining) + " must lie in (0, 1] (1 keeps everything)");
                 if (r.calibration != "sequential" && r.calibration != "parallel")
                     fail("calibration", "'" + r.calibration + "' must be sequential or parallel");
+                if (r.mlp_calibration != "reference" && r.mlp_calibration != "after_attention")
+                    fail("mlp_calibration",
+                         "'" + r.mlp_calibration + "' must be reference or after_attention");
+                if (r.mlp_calibration == "after_attention" &&
+                    (r.calibration != "sequential" || !request_compresses_mlp(r)))
+                    fail("mlp_calibration",
+                         "after_attention applies to sequential calibration with the "
+                         "MLP compressed (compress_mlp, or a target_ratio without no_mlp)");
                 if (r.no_mlp && r.compress_mlp)
                     fail("no_mlp", "and compress_mlp both given: give one");
                 if (r.no_mlp && r.target_ratio == 0)
@@ -49,7 +57,11 @@ MethodDescriptor flat()
                 return (r.target_ratio > 0 ? "flat target " + short_number(r.target_ratio)
                                            : "flat remaining " + short_number(r.remaining)) +
                        ", " + r.allocation + (request_compresses_mlp(r) ? ", mlp" : "") +
-                       (r.calibration == "parallel" ? ", parallel" : "");
+                       (r.calibration == "parallel" ? ", parallel" : "") +
+                       (r.calibration == "sequential" && request_compresses_mlp(r) &&
+                                r.mlp_calibration == "after_attention"
+                            ? ", mlp after attention"
+                            : "");
             }};
 }
 

@@ -112,6 +112,12 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
     manifest["calibration"]["mode"] = flat_calibration_name(flat.options.calibration);
     if (flat.options.calibration == FlatCalibration::Sequential)
         manifest["calibration"]["sequential_passes"] = flat.sequential_passes;
+    if (flat.options.calibration == FlatCalibration::Sequential && flat.options.mlp) {
+        // Issue 62: layer l's MLP covariance with layer l uncompressed (the reference) or
+        // after its attention was narrowed.
+        manifest["parameters"]["mlp_calibration"] = flat_mlp_calibration_name(flat.options.mlp_calibration);
+        manifest["calibration"]["mlp_mode"] = flat_mlp_calibration_name(flat.options.mlp_calibration);
+    }
     if (flat.options.mlp) { // issue 20 item 7: the MLP covariances' passes and memory
         manifest["calibration"]["mlp_passes"] = flat.mlp_calibration_passes;
         manifest["calibration"]["mlp_covariance_peak_bytes"] = flat.mlp_covariance_peak_bytes;
