@@ -62,9 +62,9 @@ void print_comparison(const std::string& prompt, const Generation& model, const 
 int command_generate(const std::vector<std::string>& argv)
 {
     Args args("generate", argv,
-              {"--prompt", "--prompt-file", "--max-tokens", "--temperature", "--top-k", "--top-p", "--seed",
-               "--stop", "--compare", "--tokenizer", "--top-n"},
-              {"--json", "--quiet", "--no-verify", "--no-bos"});
+              {"--prompt", "--prompt-file", "--max-tokens", "--temperature", "--top-k", "--top-p", "--min-p",
+               "--sampler", "--seed", "--stop", "--compare", "--tokenizer", "--top-n"},
+              {"--json", "--quiet", "--no-verify", "--no-bos", "--ignore-eos"});
     if (args.has("--prompt") == args.has("--prompt-file"))
         throw InputError("generate: give exactly one of --prompt TEXT or --prompt-file FILE");
     GenerationOptions options;
@@ -74,6 +74,13 @@ int command_generate(const std::vector<std::string>& argv)
     options.sampling.top_p = args.get_double("--top-p", 1, 0, 1);
     if (options.sampling.top_p == 0)
         throw InputError("generate: --top-p must be above 0 (1 keeps every token)");
+    if (args.has("--min-p"))
+        options.sampling.min_p = args.get_double("--min-p", 0, 0, 1);
+    options.sampling.sampler = args.get("--sampler").value_or("llamacpp");
+    if (options.sampling.sampler != "llamacpp" && options.sampling.sampler != "hf")
+        throw InputError("generate: --sampler must be llamacpp or hf, not '" + options.sampling.sampler +
+                         "'");
+    options.stop_at_eos = !args.has("--ignore-eos");
     options.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, INT64_MAX));
     options.top_n = args.get_int("--top-n", 5, 0, 100);
     options.stop = args.get_all("--stop");
@@ -137,6 +144,9 @@ int command_generate(const std::vector<std::string>& argv)
                   {"temperature", options.sampling.temperature},
                   {"top_k", options.sampling.top_k},
                   {"top_p", options.sampling.top_p},
+                  {"min_p", effective_min_p(options.sampling)},
+                  {"sampler", options.sampling.sampler},
+                  {"ignore_eos", !options.stop_at_eos},
                   {"seed", options.sampling.seed},
                   {"stop", options.stop},
                   {"embedding", lm.model->token_embedding().kind()}};

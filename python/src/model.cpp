@@ -159,7 +159,8 @@ py::object task(const Model& m, const std::string& name, const py::object& data_
 py::object generate_text(const Model& m, const py::object& prompt, const py::object& ids, int64_t max_tokens,
                          double temperature, int64_t top_k, double top_p, uint64_t seed,
                          const py::object& stop, bool bos, int64_t top_n, const py::object& compare,
-                         const py::object& on_token)
+                         const py::object& on_token, const std::string& sampler, std::optional<double> min_p,
+                         bool ignore_eos)
 {
     if (prompt.is_none() == ids.is_none())
         throw InputError("generate: give exactly one of prompt= or ids=");
@@ -170,10 +171,15 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
     if (original && !prompt.is_none() && prompt_ids(tokenizer_of(*original, "generate"), text, bos) != input)
         throw InputError("generate: " + m.path + " and " + original->path +
                          " tokenize the prompt differently; a comparison needs one tokenizer");
-    GenerationOptions options{
-        .max_tokens = max_tokens,
-        .sampling = {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = seed},
-        .top_n = top_n};
+    GenerationOptions options{.max_tokens = max_tokens,
+                              .sampling = {.temperature = temperature,
+                                           .top_k = top_k,
+                                           .top_p = top_p,
+                                           .seed = seed,
+                                           .sampler = sampler,
+                                           .min_p = min_p},
+                              .stop_at_eos = !ignore_eos,
+                              .top_n = top_n};
     if (!stop.is_none())
         options.stop = py::isinstance<py::str>(stop) ? std::vector<std::string>{stop.cast<std::string>()}
                                                      : str_list_arg(stop, "generate: stop");
@@ -340,10 +346,13 @@ void bind_model(py::module_& m)
              py::arg("ids") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0,
              py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("stop") = py::none(),
              py::arg("bos") = true, py::arg("top_n") = 5, py::arg("compare") = py::none(),
-             py::arg("on_token") = py::none(),
+             py::arg("on_token") = py::none(), py::arg("sampler") = "llamacpp", py::arg("min_p") = py::none(),
+             py::arg("ignore_eos") = false,
              "A continuation of the prompt over a KV cache: generate --json's fields. compare=Model adds "
              "per-token KL(P_compare || P_model) and ranks, and the compared model's own continuation "
-             "under 'original'; on_token(dict) is called per token (False stops).")
+             "under 'original'; on_token(dict) is called per token (False stops). sampler: 'llamacpp' "
+             "(top-k, top-p, min-p, temperature) or 'hf' (temperature first); min_p=None: the chain's "
+             "default (0.05, hf 0); ignore_eos=True goes on past the end-of-sequence token.")
         .def("divergence", &divergence, py::arg("reference"), py::kw_only(), py::arg("text") = py::none(),
              py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
              py::arg("progress") = py::none(),

@@ -9,10 +9,10 @@
 //                                                   return true; // false cancels
 //                                               });
 //
-// Greedy decoding (temperature 0) takes the argmax; sampling divides the logits by
-// the temperature, keeps the top_k most likely tokens (0: all), then the smallest set
-// whose probability reaches top_p, renormalises and draws with a std::mt19937_64
-// seeded by `seed`: the same seed gives the same tokens on every machine.
+// Greedy decoding (temperature 0) takes the argmax; sampling runs SamplingOptions'
+// chain (sampler.hpp: llama.cpp's top-k, top-p, min-p, temperature by default, or
+// Hugging Face's temperature first) and draws with a std::mt19937_64 seeded by `seed`:
+// the same seed gives the same tokens on every machine.
 // With a reference model, each step also reads the same prefix through the reference
 // (its own KV cache): KL(P_reference || P_model) of the next-token distributions,
 // and the rank of the chosen token under the reference.
@@ -30,21 +30,15 @@
 #include <nlohmann/json.hpp>
 
 #include "embedlab/model.hpp"
+#include "embedlab/sampler.hpp"
 
 namespace embedlab {
-
-struct SamplingOptions {
-    double temperature = 0; // 0: greedy
-    int64_t top_k = 0;      // 0: no limit
-    double top_p = 1;       // 1: no limit
-    uint64_t seed = 0;
-};
 
 struct GenerationOptions {
     int64_t max_tokens = 64;
     SamplingOptions sampling;
     std::vector<std::string> stop; // stop when the continuation contains one (cut before it)
-    bool stop_at_eos = true;       // the tokenizer's end-of-sequence token ends the text
+    bool stop_at_eos = true;       // the tokenizer's end-of-sequence token ends the text (off: --ignore-eos)
     int64_t top_n = 5;             // alternatives recorded per step (both models)
 };
 

@@ -21,15 +21,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
 
 void check_options(const GenerationOptions& o)
 {
-    const auto& s = o.sampling;
     if (o.max_tokens < 1 || o.max_tokens > 1'000'000)
         throw InputError("max_tokens must be from 1 to 1000000, not " + std::to_string(o.max_tokens));
-    if (!std::isfinite(s.temperature) || s.temperature < 0 || s.temperature > 100)
-        throw InputError("temperature must be from 0 (greedy) to 100, not " + std::to_string(s.temperature));
-    if (s.top_k < 0)
-        throw InputError("top_k must be 0 (no limit) or more, not " + std::to_string(s.top_k));
-    if (!(s.top_p > 0 && s.top_p <= 1))
-        throw InputError("top_p must be in (0, 1], not " + std::to_string(s.top_p));
+    check_sampling(o.sampling);
     if (o.top_n < 0 || o.top_n > 100)
         throw InputError("top_n must be from 0 to 100, not " + std::to_string(o.top_n));
     for (const auto& stop : o.stop)
@@ -37,36 +31,11 @@ void check_options(const GenerationOptions& o)
             throw InputError("a stop string is empty");
 }
 
-// A uniform double in [0, 1) from the top 53 bits: std::uniform_real_distribution
-// differs between standard libraries, and a seed must give the same text everywhere.
-double uniform(std::mt19937_64& rng)
-{
-    return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-// The next token from logits [V] (SamplingOptions' order: temperature, top_k, top_p).
+// The next token from logits [V] by the options' chain (sampler.hpp).
 int32_t choose(const torch::Tensor& logits, const SamplingOptions& s, std::mt19937_64& rng)
 {
-    if (s.temperature == 0)
-        return static_cast<int32_t>(logits.argmax().item<int64_t>());
-    auto scaled = logits.to(torch::kDouble) / s.temperature;
-    const int64_t V = scaled.size(0);
-    const int64_t k = s.top_k > 0 ? std::min(s.top_k, V) : V;
-    auto [values, order] = scaled.topk(k); // sorted, largest first
-    auto probs = torch::softmax(values, 0).contiguous();
-    const auto* p = probs.data_ptr<double>();
-    int64_t keep = 0;
-    double mass = 0;
-    while (keep < k && (keep == 0 || mass < s.top_p))
-        mass += p[keep++];
-    double u = uniform(rng) * mass, sum = 0;
-    const auto* ids = order.data_ptr<int64_t>();
-    for (int64_t i = 0; i < keep; ++i) {
-        sum += p[i];
-        if (u < sum)
-            return static_cast<int32_t>(ids[i]);
-    }
-    return static_cast<int32_t>(ids[keep - 1]);
+    const auto row = logits.to(torch::kFloat).contiguous();
+    return sample_token({row.data_ptr<float>(), static_cast<size_t>(row.numel())}, s, rng);
 }
 
 std::vector<TokenProbability> top_of(const torch::Tensor& logp, int64_t n)
