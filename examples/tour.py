@@ -36,8 +36,13 @@ def main():
 
     try:
         import embedlab
+    except ModuleNotFoundError as e:
+        if e.name != "embedlab":
+            raise
+        skip(f"no module embedlab under {sys.executable}: build it and set PYTHONPATH=build/python")
     except ImportError as e:
-        skip(f"import embedlab failed ({e}); build it and set PYTHONPATH=build/python")
+        # embedlab's own message names this interpreter, the module's ABI and what to install.
+        skip(f"import embedlab failed: {e}")
     try:
         import matplotlib
 
@@ -45,7 +50,8 @@ def main():
         import matplotlib.pyplot as plt
         import numpy as np
     except ImportError as e:
-        skip(f"{e} (Debian: apt-get install python3-matplotlib python3-numpy)")
+        # apt's python3-matplotlib serves Debian's python3 only: the hint names the interpreter.
+        skip(f"{e}; {embedlab._install_hint('matplotlib')}")
     for path in (args.model, args.text):
         if not Path(path).exists():
             skip(f"{path} does not exist")

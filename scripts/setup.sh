@@ -67,8 +67,9 @@ TEST_PACKAGES=(
   # llama.cpp's gguf-py (../shared/tools/gguf-py) decodes GGUF blocks in the
   # dequantisation tests (tests/data/gguf_dequant_reference.py); gguf-py imports yaml.
   python3-numpy python3-yaml
-  # The Python module's tests (pytest) and its example's figure (matplotlib, Agg).
-  python3-pytest python3-matplotlib
+  # The Python module's tests (pytest) and its example's figure (matplotlib, Agg);
+  # venv and pip: the test that installs the module offline into a fresh venv.
+  python3-pytest python3-matplotlib python3-venv python3-pip
   # sweep --slurm (issue 22): Slurm's client tools, and the daemons that
   # scripts/slurm-local.sh starts as a single-node cluster for the `slurm` tests.
   # Their system services are stopped and disabled after the install (below).
@@ -245,3 +246,6 @@ if [ ${#services[@]} -gt 0 ]; then
 fi
 
 install_onnxruntime
+# The sampler tests' oracle: llama.cpp's own samplers (tests/tools/llamacpp_sampler.cpp),
+# built against ../shared/tools/llama.cpp from node-llama-cpp's bundled headers.
+[ "$MODE" != tests ] || scripts/build-llamacpp-sampler.sh

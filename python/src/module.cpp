@@ -1,10 +1,14 @@
 // The `embedlab` Python module (issue 43): the engine's experiment API from Python.
 // Like the CLI it is a front end: it wraps engine calls and adds no maths. Functions:
-// version, methods, load (model.cpp), compress and Run, account; embedlab/__init__.py
-// adds sweep. Engine InputError -> embedlab.InputError (a ValueError), Cancelled ->
+// version, methods, load (model.cpp), compress and Run, account, dequantize;
+// embedlab/__init__.py adds sweep. Engine InputError -> embedlab.InputError (a ValueError), Cancelled ->
 // embedlab.Cancelled.
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <torch/types.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include <pybind11/pybind11.h>
@@ -14,6 +18,8 @@
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/model_files.hpp"
+#include "embedlab/quant_types.hpp"
+#include "embedlab/quantised_table.hpp"
 #include "embedlab/table_method.hpp"
 #include "model.hpp"
 #include "progress.hpp"
@@ -150,16 +156,137 @@ void check_requests(const py::object& model, const std::string& method, const py
         check_request_against(request, config, label);
 }
 
-// The factors as stored under the table's prefix, named without it ("Z", "P", "mu").
-py::dict factors(const Run& r)
+// A factor's name without the table's prefix or its method ("Z", "P", "mu", "core0").
+std::string short_name(const std::string& name)
+{
+    const auto dot = name.find('.');
+    return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+// The stored type's entry for a factor named without the model's prefix ("pca.Z"): store
+// names its tensors with it ("model.embed_tokens.pca.Z"). Null when it stayed as it was.
+const std::pair<std::string, torch::Tensor>* stored_factor(const CompressedEmbedding& c,
+                                                           const std::string& name)
+{
+    for (const auto& entry : c.stored_tensors) {
+        const auto& full = entry.first;
+        if (full == name ||
+            (full.size() > name.size() && full.compare(full.size() - name.size(), name.size(), name) == 0 &&
+             full[full.size() - name.size() - 1] == '.'))
+            return &entry;
+    }
+    return nullptr;
+}
+
+// A factor's type as Run.factor_types names it: the stored type (store=), quant's type for
+// its blocks, "f32" for float32, else NumPy's name ("int32" ids).
+std::string factor_type(const CompressedEmbedding& c, const std::string& name, const torch::Tensor& t)
+{
+    if (const auto* s = stored_factor(c, name))
+        return c.stored_types.at(s->first).get<std::string>();
+    if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(c.embedding.get()))
+        return q->type();
+    switch (t.scalar_type()) {
+    case torch::kFloat32:
+        return "f32";
+    case torch::kInt32:
+        return "int32";
+    case torch::kInt16:
+        return "int16";
+    case torch::kInt64:
+        return "int64";
+    case torch::kUInt8:
+        return "uint8";
+    default:
+        return c10::toString(t.scalar_type());
+    }
+}
+
+// A stored factor as its bytes hold it: f16 as float16 and bf16 as uint16 (its bits, NumPy
+// has no bfloat16), both of the factor's shape; ggml's block types as uint8 [rows, row bytes].
+py::object stored_array(const torch::Tensor& blocks, const std::string& type, c10::IntArrayRef shape)
+{
+    py::object a = to_numpy(blocks);
+    if (type != "f16" && type != "bf16")
+        return a;
+    const std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+    return a.attr("view")(type == "f16" ? "<f2" : "<u2").attr("reshape")(py::tuple(py::cast(dims)));
+}
+
+enum class FactorView { Stored, Float32, Types };
+
+// Run.factors (as stored), factors_f32 (decoded) and factor_types, by name without the
+// table's prefix. Empty for flat: the narrowed projections are the model's own weights.
+py::dict factor_dict(const Run& r, FactorView view)
 {
     py::dict out;
     if (!r.run->embedding)
-        return out; // flat: the narrowed projections are the model's own weights
-    for (const auto& [name, t] : embedding_factor_tensors(*r.run->embedding->embedding, "")) {
-        const auto dot = name.find('.');
-        out[py::str(dot == std::string::npos ? name : name.substr(dot + 1))] = to_numpy(t);
+        return out;
+    const auto& c = *r.run->embedding;
+    // The embedding was rebuilt from the stored bytes: its factors are those bytes decoded.
+    for (const auto& [name, t] : embedding_factor_tensors(*c.embedding, "")) {
+        const py::str key(short_name(name));
+        const auto* stored = stored_factor(c, name);
+        if (view == FactorView::Types)
+            out[key] = factor_type(c, name, t);
+        else if (view == FactorView::Stored && stored)
+            out[key] = stored_array(stored->second, factor_type(c, name, t), t.sizes());
+        else
+            out[key] = to_numpy(t);
     }
+    return out;
+}
+
+// dequantize(): ggml blocks (uint8 [..., row bytes]) or f16/bf16 values (float16/uint16
+// [..., n]) as float32 [..., n], or `shape`; the engine's own decoder (quant's lookup).
+py::array dequantize(const py::handle& data, const std::string& type, const py::object& shape)
+{
+    const auto* q = find_quant_type(type);
+    if (!q)
+        throw InputError("dequantize: '" + type + "' is not a stored type: " + quant_type_names());
+    const py::array a = py::module_::import("numpy").attr("ascontiguousarray")(data);
+    const auto block_bytes = static_cast<int64_t>(std::llround(q->bits_per_value * q->block_values / 8));
+    const bool values = q->block_values == 1 && a.itemsize() == block_bytes; // float16 or uint16
+    if (a.ndim() < 1 || (!values && a.dtype().kind() != 'u') || (!values && a.itemsize() != 1))
+        throw InputError(
+            std::string("dequantize: ") + q->name + " data must be uint8 blocks [..., row bytes]" +
+            (q->block_values == 1 ? " or 2-byte values [..., n]" : "") + ", not " +
+            std::string(py::str(a.dtype())) + " of " + std::to_string(a.ndim()) + " dimension(s)");
+    const int64_t last = a.shape(a.ndim() - 1);
+    const int64_t row_bytes = values ? last * block_bytes : last;
+    if (row_bytes == 0 || row_bytes % block_bytes != 0)
+        throw InputError("dequantize: a row of " + std::to_string(row_bytes) + " bytes is not whole " +
+                         q->name + " blocks of " + std::to_string(block_bytes) + " bytes");
+    const int64_t n = row_bytes / block_bytes * q->block_values, rows = a.nbytes() / row_bytes;
+    std::vector<int64_t> out_shape(a.shape(), a.shape() + a.ndim());
+    out_shape.back() = n;
+    if (!shape.is_none()) {
+        out_shape = shape.cast<std::vector<int64_t>>();
+        int64_t count = 1;
+        for (int64_t s : out_shape)
+            count *= s;
+        if (count != rows * n)
+            throw InputError("dequantize: shape holds " + std::to_string(count) + " values, the data " +
+                             std::to_string(rows * n));
+    }
+    // The array's bytes, read in place (the decoder writes a new tensor).
+    const auto bytes = torch::from_blob(const_cast<void*>(a.data()), {rows, row_bytes}, torch::kUInt8);
+    return to_numpy(QuantisedTokenEmbedding(q->name, n, bytes).rebuilt_rows().reshape(out_shape));
+}
+
+// python3 -m embedlab's facts: where libtorch was loaded from and its thread count.
+py::dict runtime()
+{
+    py::dict out;
+    Dl_info info{};
+    // A libtorch function's address names the library that holds it.
+    if (dladdr(reinterpret_cast<void*>(&at::get_num_threads), &info) && info.dli_fname)
+        out["libtorch"] = std::string(info.dli_fname);
+    else
+        out["libtorch"] = py::none();
+    out["threads"] = at::get_num_threads();
+    const char* setting = std::getenv("EMBEDLAB_THREADS");
+    out["EMBEDLAB_THREADS"] = setting ? py::object(py::str(setting)) : py::object(py::none());
     return out;
 }
 
@@ -269,7 +396,15 @@ PYBIND11_MODULE(_embedlab, m)
         .def_property_readonly("record", [](const Run& r) { return to_python(run_json(*r.run)); })
         .def_property_readonly("request",
                                [](const Run& r) { return to_python(request_json(r.run->request)); })
-        .def_property_readonly("factors", &factors)
+        .def_property_readonly(
+            "factors", [](const Run& r) { return factor_dict(r, FactorView::Stored); },
+            "The factors as stored: f16 float16, bf16 uint16 bits, ggml types uint8 blocks; else as fitted.")
+        .def_property_readonly(
+            "factors_f32", [](const Run& r) { return factor_dict(r, FactorView::Float32); },
+            "The factors decoded to float32 (the values the model runs on); ids as stored.")
+        .def_property_readonly(
+            "factor_types", [](const Run& r) { return factor_dict(r, FactorView::Types); },
+            "Each factor's stored type: f32, f16, bf16, a ggml type (q8_0, ...) or NumPy's name (int32).")
         .def_property_readonly("model", &run_model)
         .def("export", &export_run_to, py::arg("dir"), py::kw_only(), py::arg("dense") = false,
              py::arg("overwrite") = false, py::arg("progress") = py::none(),
@@ -288,6 +423,9 @@ PYBIND11_MODULE(_embedlab, m)
           py::arg("model_params") = 0, py::arg("tied") = true, py::arg("positions") = 0,
           py::arg("stored_type") = py::none(),
           "What account --json reports for one setting, without a model.");
+    m.def("dequantize", &dequantize, py::arg("data"), py::arg("type"), py::arg("shape") = py::none(),
+          "A stored factor (Run.factors[name], Run.factor_types[name]) decoded to float32.");
+    m.def("_runtime", &runtime, "libtorch's path and thread count, for python3 -m embedlab.");
     m.def("methods", &methods, "The registry: each method's part, summary and fields (type, default).");
     m.def("_check_requests", &check_requests, py::arg("model"), py::arg("method"), py::arg("rows"),
           "sweep()'s check of every row before the first run: rows are (label, fields) pairs.");

@@ -1,0 +1,141 @@
+"""The package around the module (issue 64, items 9 and a-c): NumPy checked at import,
+an interpreter of another ABI told which one the module is for, __version__ and
+python3 -m embedlab, and build/python installable offline into a venv."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import embedlab
+from conftest import REPO
+
+PACKAGE = Path(embedlab.__file__).resolve().parent
+
+# A finder first on sys.meta_path that refuses NumPy, as an interpreter without it would.
+BLOCK_NUMPY = """
+import sys
+class NoNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" or name.startswith("numpy."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoNumpy())
+"""
+
+
+def python(code, *, path=PACKAGE.parent, env=None):
+    """`code` run by this interpreter with only `path` (the package's parent) on PYTHONPATH."""
+    e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    e.update(env or {}, PYTHONPATH=str(path))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=e)
+
+
+def last_line(p):
+    return p.stderr.strip().splitlines()[-1]
+
+
+def test_import_without_numpy_fails_at_once_naming_the_package():
+    p = python(BLOCK_NUMPY + "import embedlab\n")
+    assert p.returncode != 0
+    line = last_line(p)
+    assert line.startswith("ImportError: embedlab needs NumPy")
+    if sys.base_prefix == "/usr":  # Debian's python3 (the tests' own)
+        assert "Debian: apt-get install python3-numpy" in line
+
+
+def test_without_numpy_another_interpreter_is_told_pip_and_the_modules_interpreter():
+    # As a pyenv python3 sees it: not Debian's, so apt's python3-numpy is not its NumPy.
+    p = python("import sys; sys.base_prefix = '/opt/other-python'\n" + BLOCK_NUMPY + "import embedlab\n")
+    line = last_line(p)
+    assert "apt-get" not in line
+    assert f"{sys.executable} -m pip install numpy" in line
+    abi = sysconfig.get_config_var("EXT_SUFFIX")[1:-3]
+    assert f"ABI {abi}" in line and "not Debian" in line
+
+
+def test_another_abi_is_named_with_the_modules_own(tmp_path):
+    # The module renamed to another ABI's suffix: this interpreter does not find it.
+    copy = tmp_path / "embedlab"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (so,) = copy.glob("_embedlab.*.so")
+    so.rename(copy / "_embedlab.cpython-399-x86_64-linux-gnu.so")
+    p = python("import embedlab\n", path=tmp_path)
+    line = last_line(p)
+    ours = sysconfig.get_config_var("EXT_SUFFIX")[1:-3]
+    assert "built for cpython-399-x86_64-linux-gnu" in line
+    assert f"ABI {ours}" in line and sys.executable in line
+
+
+def test_version_is_the_cmake_projects():
+    m = re.search(r"project\(EmbedLab VERSION ([0-9.]+)", (REPO / "CMakeLists.txt").read_text())
+    assert embedlab.__version__ == m.group(1) == embedlab.version()
+    assert "__version__" in embedlab.__all__
+
+
+def test_python_m_embedlab_prints_version_paths_and_threads():
+    p = python("import runpy; runpy.run_module('embedlab', run_name='__main__')",
+               env={"EMBEDLAB_THREADS": "1"})
+    assert p.returncode == 0, p.stderr
+    lines = dict(line.split(None, 1) for line in p.stdout.splitlines()[1:] if not line.startswith("built"))
+    assert p.stdout.splitlines()[0] == f"embedlab {embedlab.__version__}"
+    assert Path(lines["module"]).samefile(next(PACKAGE.glob("_embedlab.*.so")))
+    assert "libtorch" in Path(lines["libtorch"]).name and Path(lines["libtorch"]).exists()
+    assert lines["threads"] == "1 (EMBEDLAB_THREADS=1)"
+
+
+def test_python_m_embedlab_runs_as_a_command():
+    e = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    p = subprocess.run([sys.executable, "-m", "embedlab"], capture_output=True, text=True, timeout=120, env=e)
+    assert p.returncode == 0 and p.stdout.startswith("embedlab "), p.stderr
+
+
+def debian_packages_missing(*names):
+    p = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Status}\\n", *names], capture_output=True, text=True)
+    installed = {line.split()[0] for line in p.stdout.splitlines() if line.endswith("installed")}
+    return [n for n in names if n not in installed]
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A venv that sees Debian's NumPy, with build/python installed into it offline."""
+    if shutil.which("dpkg-query"):
+        missing = debian_packages_missing("python3-venv", "python3-pip", "python3-setuptools")
+        if missing:
+            pytest.skip(f"offline install needs {' '.join(missing)} (Debian: apt-get install {' '.join(missing)})")
+    if not (PACKAGE.parent / "pyproject.toml").exists():
+        pytest.skip(f"{PACKAGE.parent}/pyproject.toml is absent: re-run CMake")
+    root = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True, timeout=120)
+    py = root / "bin" / "python"
+    # A copy: pip writes its build/ and egg-info beside the project.
+    project = tmp_path_factory.mktemp("project")
+    shutil.copytree(PACKAGE.parent, project, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("CMakeFiles", "*.cmake", "__pycache__", "build", "*.egg-info"))
+    p = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-build-isolation", "--quiet",
+                        str(project)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return py
+
+
+def test_offline_install_into_a_venv_imports_and_runs(venv, tmp_path):
+    e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import embedlab, pathlib; print(embedlab.__version__); print(embedlab.__file__); "
+            "print(pathlib.Path(embedlab.__file__).with_name('__init__.pyi').exists()); "
+            "print(embedlab.account('pca', 512, 64, rank=8)['params_after'])")
+    p = subprocess.run([str(venv), "-c", code], capture_output=True, text=True, timeout=120, env=e, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    version, file, stub, params = p.stdout.split()
+    assert version == embedlab.__version__
+    assert Path(file).is_relative_to(venv.parent.parent)  # the venv's copy, not build/python
+    assert stub == "True" and int(params) == 512 * 8 + 8 * 64 + 64
+    p = subprocess.run([str(venv), "-m", "embedlab"], capture_output=True, text=True, timeout=120, env=e,
+                       cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith(f"embedlab {embedlab.__version__}"), p.stderr
+    p = subprocess.run([str(venv), "-m", "pip", "show", "embedlab"], capture_output=True, text=True, timeout=120,
+                       env=e)
+    assert f"Version: {embedlab.__version__}" in p.stdout
