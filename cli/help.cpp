@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "embedlab/error.hpp"
+#include "embedlab/experiment_request.hpp"
+#include "method_flags.hpp"
 
 namespace embedlab::cli {
 
@@ -12,7 +14,7 @@ namespace {
 
 // The whole reference: the header, one block per command form (a block starts with a line
 // indented by exactly two spaces and the command's name), and the MODEL footer.
-const char* const kReference =
+const char* const kBeforeCompressMethods =
     R"(embedlab-cli — compress and evaluate token embeddings of small language models
 
 usage: embedlab-cli COMMAND [options]
@@ -52,10 +54,14 @@ commands:
                                                else mean (decoders: mean of final hidden states);
                                                --json: {"pooling", "dim", "embeddings": [[...], ...]}
   generate [MODEL] (--prompt TEXT | --prompt-file FILE) [--max-tokens N (64)] [--temperature T (0: greedy)]
-           [--top-k K] [--top-p P] [--seed S] [--stop STRING ..] [--no-bos] [--top-n N (5)] [--json]
+           [--top-k K] [--top-p P] [--min-p P] [--sampler llamacpp|hf] [--seed S] [--stop STRING ..]
+           [--ignore-eos] [--no-bos] [--top-n N (5)] [--json]
            [--compare ORIGINAL]                the continuation, streamed (KV cache); BOS first when the
-                                               tokenizer has its own; sampling: temperature, top-k, top-p,
-                                               reproducible by seed; --compare: the original's continuation
+                                               tokenizer has its own; sampling (--sampler): llamacpp
+                                               (default) top-k, top-p, min-p (default 0.05), temperature;
+                                               hf: temperature, top-k, top-p, min-p (default 0);
+                                               reproducible by seed; --ignore-eos: go on past the
+                                               end-of-sequence token; --compare: the original's continuation
                                                from the same prompt and seed, and per generated token
                                                KL(P_original || P_model) and the token's rank under the
                                                original; --json: ids, text, log-probabilities, top-N, timings
@@ -93,54 +99,35 @@ commands:
            row per setting   [--stored-type f32|f16|bf16|q8_0|..]  bytes against the table so stored
            [--tokens L] [--nu X] [--tau Y | --device D] [--model-params N] [--untied] [--positions N] [--json]
                                                params, ratio, eta, FLOPs, energy; no model needed
-  compress [MODEL] --method pca|svd|tt (--rank K | --shape I1,I2,.. (--ranks 1,r,..,1 | --eps E [--uniform-ranks]))
-           --out DIR [--eval-text FILE [--ctx N] [--divergence]] [--positions] [--dense] [--force] [--json]
-           [--nu X --tau Y | --device raspberry-pi-5|a100-server] [--tokens L]   energy model (TensorSLM)
+  compress [MODEL] --method METHOD + its flags (below) --out DIR [--eval-text FILE [--ctx N] [--divergence]]
+           [--dense] [--force] [--json] [--tokenizer DIR] [--seed S]
            [--task sst2|mc|cola|.. --task-data FILE [--task-limit N]]  task accuracy after the evaluation,
                                                beside the original's on the same examples (GLUE's tasks
                                                as `task` lists them; cola adds mcc, mrpc and qqp f1)
-           [--store f32|f16|bf16|q8_0|q4_0|..]  every method but quant and flat: the factors' stored type
-                                               (a factor whose rows its blocks do not divide stays f32);
-                                               evaluated as stored, bytes as written
-  compress [MODEL] --method tucker --shape I1,I2,.. --ranks r1,..,rN --out DIR [...]
-                                               TensorSLM's Tucker baseline: HOSVD factors shared by all
-                                               tokens, a core of r1...rN values per token (METHODS.md 5)
-                                               write a compressed model directory (embedlab.json,
-                                               factor tensors; --dense adds DIR/dense, a plain HF model)
-  compress [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratio R --k K [--reg 1e-3]
-           [--coverage-task sst2|mc|stsb --coverage-data FILE]  (V_C's coverage per example)
-           lle: [--knn exact|ivf [--nlist N] [--nprobe P] [--seed S]]  IVF neighbour search, recall reported
-           --out DIR [...]                     rare rows rebuilt from common ones (METHODS.md 2)
-  compress [MODEL] --method fourier --mlp linear|geglu [--hidden-ratio R (0.25)] [--norm]
-           [--loss mse|cosine] --steps N [--lr X (1e-3)] [--fit-batch B (4096)] [--weight-decay W (0.01)]
-           [--seed S] --out DIR [...]          PETE Fourier features + MLP fitted to the rows (METHODS.md 4)
-  compress [MODEL] --method quant --type f16|bf16|q8_0|q6_k|q5_k|q5_1|q5_0|q4_k|q4_1|q4_0|q3_k|q2_k --out DIR [...]
-                                               the table itself in a ggml block format, bit-identical to
-                                               llama-quantize --token-embedding-type: the baseline at equal
-                                               bytes (K-types need d a multiple of 256)
-  compress [MODEL] --method aq [--codebooks M (32)] [--codewords K (16)] --steps N [--lr X (1e-3)]
-           [--fit-batch B (4096)] [--seed S] --out DIR [...]
-                                               additive quantisation: each row a sum of M codewords of K,
-                                               codes learned as Shu and Nakayama 2017 (M log2 K bits a row)
-  fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
+                                               write a compressed model directory (embedlab.json, factor
+                                               tensors; --dense adds DIR/dense, a plain HF model); every
+                                               method's table is evaluated as stored, bytes as written.
+                                               Each method's block below is generated from its fields:
+                                               the range check_request holds, the default, what it is
+)";
+
+// From fourier-map to the first sweep block, which the methods' sweep blocks follow.
+const char* const kBeforeSweepMethods =
+    R"(  fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
                                                features T, MLP(T), E, original rows and neighbour
                                                cosines for ids A..B-1 (at most 4096)
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
                                                a rare token's common neighbours, LLE weights, rebuild cosine
-  sweep    [MODEL] --method pca|svd --ranks K1,K2,.. --eval-text FILE [--ctx N] [--divergence] [--json]
-           [--task sst2|mc|cola|.. --task-data FILE [--task-limit N]]  every row's task accuracy too
-  sweep    [MODEL] --method tt (--shape S | --shapes S1:S2:..) (--ranks R1,R2,.. | --eps E1,E2,.. [--uniform-ranks])
-           --eval-text FILE [--json]           (tt --ranks: a uniform inner rank, clipped to the caps;
-                                               --eps: each token its own ranks, or one set with --uniform-ranks)
-  sweep    [MODEL] --method tucker (--shape S | --shapes S1:S2:..) --ranks r1,..,rN[:r1,..,rN..] --eval-text FILE
-                                               (a set of one value r: the uniform rank min(r, I_k))
-  sweep    [MODEL] --method lle|lle-unk|lle-pca --freq-text FILE --keep-ratios R1,R2,.. --ks K1,K2,..
-           [--knn exact|ivf [--nlist N] [--nprobe P]]  (lle)
-           --eval-text FILE [--json]           one row per setting: params, ratio, cosine, ppl,
-                                               delta ln PPL, bytes (lle: rare-row cosine, coverage)
-  sweep    [MODEL] --method quant --types T1,T2,.. --eval-text FILE [--json]
-                                               the quantised-table baselines (f16 .. q2_k), one row a type
-           (a number list takes K1,K2,.. or a range A:B:S, B included when a step lands on it:
+  sweep    [MODEL] --method METHOD + its list (below) --eval-text FILE [--ctx N] [--divergence] [--json]
+           [--task sst2|mc|cola|.. --task-data FILE [--task-limit N]]  every row's task accuracy too;
+                                               one row per setting: params, ratio, cosine, ppl, delta ln
+                                               PPL, bytes (lle: rare-row cosine, coverage); the method's
+                                               other flags as compress takes them
+)";
+
+// The methods' sweep blocks go here; then the rest of the reference.
+const char* const kAfterSweepMethods =
+    R"(           (a number list takes K1,K2,.. or a range A:B:S, B included when a step lands on it:
                                                --ranks 8:128:8, --eps 0.1:0.4:0.1, --keep-ratios 0.3,0.5:0.9:0.2)
   sweep    ... --slurm [--sweep-dir DIR] [--partition P] [--time HH:MM:SS] [--cpus-per-task N] [--mem M]
            [--array-limit K] [--sbatch-arg ARG]... [--slurm-cli PATH] [--no-wait]
@@ -153,17 +140,6 @@ commands:
                                                FLAT-LLM decoder importance scores, value spectra
   allocate --scores FILE.json --ratios R1,R2,.. [--d-head D] [--allocation iprs|uniform] [--json]
                                                IPRS remaining-rank ratios and ranks; no model needed
-  compress [MODEL] --method flat --remaining R [--allocation iprs|uniform] [--mlp [--mlp-lambda L]]
-           --calib-text FILE [--samples N --seqlen T --seed S] --out DIR [--eval-text FILE] [--json]
-                                               head-wise value PCA absorbed into W_v/W_o (METHODS.md 3)
-  compress [MODEL] --method flat --target-ratio T [--no-mlp] ...
-                                               keep T of the decoder's weights (compute_rank.py; MLPs too)
-           [--calibration sequential|parallel]  each layer's covariances from the model compressed up to
-                                               it (default, as the reference), or all from the original
-           [--mlp-calibration reference|after_attention]
-                                               sequential: layer l's MLP covariance from its values' pass,
-                                               layer l uncompressed (default, as the reference), or after
-                                               its attention is narrowed
   sweep    [MODEL] --method flat --remainings R1,R2,.. [--allocation iprs,uniform] [--mlp]
            --calib-text FILE --eval-text FILE [--divergence] [--task ...] [--json]
   sweep    [MODEL] --method flat --target-ratios T1,T2,.. [--no-mlp] ...
@@ -240,6 +216,136 @@ tensors are checked against the sha256 in its embedlab.json (eval/inspect/import
 --no-verify skips the check).
 )";
 
+constexpr size_t kDescriptionColumn = 47; // where the reference's descriptions start
+
+constexpr size_t kLineWidth = 112;
+
+// `text` broken at spaces into lines of at most `width`, the later ones indented by `indent`.
+std::string wrapped(const std::string& text, size_t width, size_t indent)
+{
+    std::string out, line;
+    std::istringstream words(text);
+    for (std::string word; words >> word;) {
+        if (!line.empty() && line.size() + 1 + word.size() > width) {
+            out += line + "\n" + std::string(indent, ' ');
+            line.clear();
+        }
+        line += (line.empty() ? "" : " ") + word;
+    }
+    return out + line;
+}
+
+// "flag text" padded to the description column (on a line of its own when longer),
+// the description wrapped within the reference's width.
+std::string row(const std::string& left, const std::string& description)
+{
+    std::string line = left;
+    if (line.size() + 2 > kDescriptionColumn)
+        line += "\n";
+    line.resize(line.rfind('\n') == std::string::npos ? kDescriptionColumn
+                                                      : line.rfind('\n') + 1 + kDescriptionColumn,
+                ' ');
+    return line + wrapped(description, kLineWidth - kDescriptionColumn, kDescriptionColumn) + "\n";
+}
+
+// A field's value as its flag takes it: "8,8,12", "0.001", "q8_0".
+std::string flag_value_text(const nlohmann::ordered_json& v)
+{
+    if (v.is_string())
+        return v.get<std::string>();
+    if (!v.is_array())
+        return v.dump();
+    std::string text;
+    for (const auto& x : v)
+        text += (text.empty() ? "" : ",") + x.dump();
+    return text;
+}
+
+// " (0.001)", " (0: automatic)", or "" for a default not worth printing.
+std::string default_text(const FieldDoc& doc, const nlohmann::ordered_json& v)
+{
+    if (v.is_number() && v.get<double>() == 0)
+        return doc.zero.empty() ? "" : " (0: " + doc.zero + ")";
+    if (v.is_boolean() || (v.is_string() && v.get<std::string>().empty()) || (v.is_array() && v.empty()))
+        return "";
+    return " (" + flag_value_text(v) + ")";
+}
+
+// "--keep-ratio R", or "--norm" for a switch.
+std::string flag_word(const MethodDescriptor& m, const std::string& field, const FieldDoc& doc)
+{
+    const std::string flag = method_flag(m, field);
+    if (request_field_type(field) == RequestFieldType::Bool)
+        return flag;
+    return flag + " " + (doc.value_name.empty() ? "X" : doc.value_name);
+}
+
+// "(0, 1]: the share of tokens kept as common rows (with --mlp geglu)".
+std::string field_description(const MethodDescriptor& m, const FieldDoc& doc)
+{
+    std::string range = field_range_text(doc);
+    std::string text = range.empty() ? doc.help : range + ": " + doc.help;
+    if (!doc.applies_with.empty()) {
+        std::string with;
+        const auto others = nlohmann::ordered_json::parse(doc.applies_with);
+        for (const auto& [k, v] : others.items())
+            if (!(v.is_number() && v.get<double>() == 0) && !(v.is_array() && v.empty()))
+                with += (with.empty() ? "" : " ") + method_flag(m, k) +
+                        (v.is_string() ? " " + v.get<std::string>() : std::string());
+        if (!with.empty())
+            text += " (with " + with + ")";
+    }
+    return text;
+}
+
+// One method's compress block, generated from its registry row and field docs (issue 59).
+std::string compress_block(const MethodDescriptor& m)
+{
+    const CompressionRequest defaults;
+    std::string usage = "  compress [MODEL] --method " + std::string(m.name);
+    std::string rows;
+    std::vector<std::string> fields = m.fields;
+    if (m.positions)
+        fields.push_back("positions");
+    for (const auto& f : fields) {
+        const FieldDoc& doc = method_field_doc(m, f);
+        const std::string word = flag_word(m, f, doc);
+        if (doc.required)
+            usage += " " + word;
+        const std::string left =
+            doc.required ? word : "[" + word + default_text(doc, request_field_value(defaults, f)) + "]";
+        rows += row("           " + left, field_description(m, doc));
+    }
+    std::string example = "e.g. --method " + std::string(m.name);
+    if (!m.example.empty()) {
+        const auto fields_json = nlohmann::ordered_json::parse(m.example);
+        for (const auto& [k, v] : fields_json.items())
+            example += " " + method_flag(m, k) + (v.is_boolean() ? "" : " " + flag_value_text(v));
+    }
+    return row(usage + " --out DIR [...]", m.summary) + rows + "           " + example + "\n";
+}
+
+// One method's sweep block: its list flags from the registry's sweep grammar.
+std::string sweep_block(const MethodDescriptor& m)
+{
+    const std::string usage = "[MODEL] --method " + std::string(m.name) + " " + m.sweep.usage;
+    return "  sweep    " + wrapped(usage, kLineWidth - 11, 11) + "\n";
+}
+
+// The whole reference: the hand-written blocks with each registered method's compress
+// and sweep blocks generated in between (a method registered at run time included).
+std::string reference_text()
+{
+    std::string text = kBeforeCompressMethods;
+    for (const auto& m : method_registry())
+        text += compress_block(m);
+    text += kBeforeSweepMethods;
+    for (const auto& m : method_registry())
+        if (m.sweep.settings)
+            text += sweep_block(m);
+    return text + kAfterSweepMethods;
+}
+
 // The reference's lines up to the first command block, its command blocks, and the
 // footer after the last one (from the first line that is not indented).
 struct ReferenceParts {
@@ -250,7 +356,7 @@ struct ReferenceParts {
 ReferenceParts reference_parts()
 {
     ReferenceParts p;
-    std::istringstream in(kReference);
+    std::istringstream in(reference_text());
     std::string line;
     bool in_commands = false, after = false;
     while (std::getline(in, line)) {

@@ -56,6 +56,13 @@ std::string field_flag(const std::string& field)
     return flag;
 }
 
+std::string method_flag(const MethodDescriptor& method, const std::string& field)
+{
+    if (method.id == Method::Flat && field == "compress_mlp")
+        return "--mlp";
+    return field_flag(field);
+}
+
 void add_method_flags(std::set<std::string>& valued, std::set<std::string>& switches)
 {
     for (const auto& f : method_fields())
@@ -178,10 +185,8 @@ std::vector<std::string> compress_command(const CompressionRequest& request, con
         if (field == "model" || field == "method")
             continue;
         std::string flag;
-        if (flat && field == "compress_mlp")
-            flag = "--mlp";
-        else if (std::find(fields.begin(), fields.end(), field) != fields.end())
-            flag = field_flag(field);
+        if (std::find(fields.begin(), fields.end(), field) != fields.end())
+            flag = method_flag(method_descriptor(request.method), field);
         else
             for (const auto& [f, o] : own)
                 if (f == field)

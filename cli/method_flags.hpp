@@ -24,6 +24,8 @@ namespace embedlab::cli {
 
 // "keep_ratio" -> "--keep-ratio"; "energy_tokens" -> "--tokens".
 std::string field_flag(const std::string& field);
+// `field`'s flag as `method` reads it: field_flag, but flat's compress_mlp is --mlp.
+std::string method_flag(const MethodDescriptor& method, const std::string& field);
 // Every registry method's own fields as flags: Bool fields are switches, the rest
 // take a value.
 void add_method_flags(std::set<std::string>& valued, std::set<std::string>& switches);

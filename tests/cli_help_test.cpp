@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "cli_support.hpp"
+#include "embedlab/experiment_request.hpp"
 #include "help.hpp"
+#include "method_flags.hpp"
 
 namespace {
 
@@ -76,9 +78,34 @@ TEST(CliHelp, OneCommandsOptions)
     const auto r = cli({"help", "compress"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, embedlab::cli::command_help("compress"));
-    for (const char* flag : {"--method pca|svd|tt", "--keep-ratio", "--method flat", "--mlp linear|geglu",
-                             "--method tucker", "--out DIR"})
+    for (const char* flag :
+         {"--keep-ratio", "--method flat", "--mlp linear|geglu", "--method tucker", "--out DIR"})
         EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+    // Issue 59: every method's block is generated from its registry row: its summary, and
+    // each field's flag with the range check_request holds and its help line.
+    for (const auto& m : embedlab::method_registry()) {
+        const auto at = r.out.find("\n  compress [MODEL] --method " + std::string(m.name) + " ");
+        ASSERT_NE(at, std::string::npos) << m.name;
+        auto end = at + 1; // the block runs to the next line indented by exactly two spaces
+        while ((end = r.out.find("\n  ", end + 1)) != std::string::npos && r.out[end + 3] == ' ')
+            ;
+        std::string block; // its words, one space apart (descriptions wrap)
+        std::istringstream words(
+            r.out.substr(at + 1, end == std::string::npos ? std::string::npos : end - at));
+        for (std::string w; words >> w;)
+            block += w + " ";
+        EXPECT_NE(block.find(std::string(m.summary).substr(0, 20)), std::string::npos) << block;
+        for (const auto& f : m.fields) {
+            const auto& doc = embedlab::method_field_doc(m, f);
+            EXPECT_NE(block.find(embedlab::cli::method_flag(m, f)), std::string::npos) << m.name << " " << f;
+            const auto range = embedlab::field_range_text(doc);
+            // The range's first words (a long list of choices wraps).
+            EXPECT_NE(block.find(range.substr(0, 20)), std::string::npos)
+                << m.name << " " << f << ": " << range;
+            EXPECT_NE(block.find(doc.help.substr(0, 20)), std::string::npos) << m.name << " " << f;
+        }
+        EXPECT_NE(block.find("e.g. --method " + std::string(m.name)), std::string::npos) << block;
+    }
     EXPECT_EQ(r.out.find("\n  sweep "), std::string::npos) << "only compress's blocks";
     EXPECT_NE(r.out.find("MODEL is a Hugging Face directory"), std::string::npos);
     EXPECT_EQ(cli({"bench", "eval", "--help"}).out, cli({"help", "bench"}).out);

@@ -164,6 +164,80 @@ TEST(MethodRegistry, EveryRowsFieldsAreRequestFieldsWithTheirChecks)
               "tucker 4x4 ranks 2,3");
 }
 
+// Issue 59: a method field's doc (what the help and the GUI's boxes show) is the range
+// check_request holds it to: each end passes, a step beyond it is refused naming the
+// field; every field has a label and a help line; the example is a valid request
+// holding every required field.
+TEST(MethodRegistry, FieldDocsAreTheRangesTheChecksHold)
+{
+    constexpr int64_t d = 768;
+    auto request_of = [](const Json& j) {
+        CompressionRequest r;
+        for (const auto& [k, v] : j.items())
+            embedlab::set_request_field(r, k, v);
+        return r;
+    };
+    auto refused_naming = [&](const Json& j, const std::string& field) {
+        try {
+            embedlab::check_request(request_of(j), d);
+        } catch (const embedlab::InputError& e) {
+            return std::string(e.what()).find(field) != std::string::npos;
+        }
+        return false;
+    };
+    int ranged = 0;
+    for (const auto& m : embedlab::method_registry()) {
+        SCOPED_TRACE(m.name);
+        ASSERT_FALSE(m.example.empty());
+        Json base = Json::parse(m.example);
+        base["model"] = "m";
+        base["method"] = m.name;
+        EXPECT_NO_THROW(embedlab::check_request(request_of(base), d)) << base.dump();
+        for (const auto& f : m.fields) {
+            const auto& doc = embedlab::method_field_doc(m, f);
+            EXPECT_FALSE(doc.label.empty() || doc.help.empty()) << f;
+            EXPECT_TRUE(!doc.required || base.contains(f)) << f << " is required: the example lacks it";
+            if (!doc.ranged)
+                continue;
+            ++ranged;
+            Json with = base;
+            if (!doc.applies_with.empty()) {
+                const Json others = Json::parse(doc.applies_with);
+                for (const auto& [k, v] : others.items())
+                    with[k] = v;
+            }
+            const bool integer = embedlab::request_field_type(f) == embedlab::RequestFieldType::Integer;
+            const double hi = doc.hi_is_width ? double(d) : doc.hi;
+            const double step = integer ? 1 : std::max(1e-9, std::abs(hi) * 1e-9);
+            const double lo_step = integer ? 1 : std::max(1e-9, std::abs(doc.lo) * 1e-9);
+            auto at = [&](double v) {
+                Json j = with;
+                j[f] = integer ? Json(int64_t(v)) : Json(v);
+                return j;
+            };
+            const double first = doc.lo_open ? doc.lo + lo_step : doc.lo;
+            const double last = doc.hi_open ? hi - step : hi;
+            for (double v : {first, last}) {
+                EXPECT_TRUE(embedlab::field_value_allowed(doc, at(v)[f], d)) << f << " " << v;
+                EXPECT_NO_THROW(embedlab::check_request(request_of(at(v)), d)) << at(v).dump();
+            }
+            double below = doc.lo_open ? doc.lo : doc.lo - lo_step;
+            if (below == 0 && !doc.zero.empty())
+                below = -lo_step; // 0 means something of its own
+            const double above = doc.hi_open ? hi : hi + step;
+            for (double v : {below, above}) {
+                EXPECT_FALSE(embedlab::field_value_allowed(doc, at(v)[f], d)) << f << " " << v;
+                EXPECT_TRUE(refused_naming(at(v), f)) << at(v).dump();
+            }
+        }
+    }
+    EXPECT_GE(ranged, 30);
+    EXPECT_EQ(embedlab::field_range_text(embedlab::default_field_doc("keep_ratio")), "(0, 1]");
+    EXPECT_EQ(embedlab::field_range_text(embedlab::default_field_doc("rank"), 768), "1..768");
+    EXPECT_EQ(embedlab::field_range_text(embedlab::default_field_doc("nlist")), "0 (automatic) or 1..2^31");
+    EXPECT_EQ(embedlab::field_range_text(embedlab::default_field_doc("knn")), "exact|ivf");
+}
+
 // A sweep's option values as a map (what embedlab-cli sweep's flags hold).
 class MapSweepValues : public embedlab::SweepValues {
 public:

@@ -12,6 +12,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/table_method.hpp"
+#include "help.hpp"
 #include "method_flags.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
@@ -19,6 +20,15 @@
 namespace {
 
 using embedlab::test::TempDir;
+
+// The toy's rank is the projection's width: its own label and help (issue 59).
+embedlab::FieldDoc toy_rank_doc()
+{
+    embedlab::FieldDoc rank = embedlab::default_field_doc("rank");
+    rank.label = "Projection width";
+    rank.help = "columns of the Gaussian projection R";
+    return rank;
+}
 
 // The toy's registry row: its one field, its check and its words; stored as the
 // low-rank layout "lrf" (Z [V, r], P [r, d]), which the loader already reads.
@@ -37,7 +47,9 @@ embedlab::MethodDescriptor toy_row()
                     fail("rank", std::to_string(r.rank) + " is outside 1..d");
             },
         .describe =
-            [](const embedlab::CompressionRequest& r) { return "randproj rank " + std::to_string(r.rank); }};
+            [](const embedlab::CompressionRequest& r) { return "randproj rank " + std::to_string(r.rank); },
+        .field_docs = {{"rank", toy_rank_doc()}},
+        .example = R"({"rank": 6})"};
 }
 
 class RandomProjection final : public embedlab::TableMethod {
@@ -105,6 +117,18 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
     embedlab::cli::method_flags_into(args, request);
     EXPECT_EQ(request.rank, 6);
     EXPECT_EQ(embedlab::describe_request(request), "randproj rank 6");
+
+    // `help compress` lists it, generated from its row: summary, field, range, help, example.
+    const std::string help = embedlab::cli::command_help("compress");
+    const auto block = help.substr(help.find("  compress [MODEL] --method randproj --rank K --out DIR"));
+    EXPECT_NE(block.find("a Gaussian random projection of the rows"), std::string::npos) << help;
+    EXPECT_NE(block.find("--rank K                            1..d: columns of the Gaussian projection R"),
+              std::string::npos)
+        << block;
+    EXPECT_NE(block.find("e.g. --method randproj --rank 6"), std::string::npos) << block;
+    // Its field's doc is the range its check holds: a rank beyond d is refused.
+    EXPECT_EQ(embedlab::method_field_doc(embedlab::method_descriptor("randproj"), "rank").label,
+              "Projection width");
 
     // The request's JSON form (the job schema) round-trips, and refuses another method's field.
     request.eval_ids = {1, 5, 9, 2, 7, 3, 11, 4, 8, 6, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20};

@@ -153,6 +153,15 @@ void set_request_field(CompressionRequest& request, const std::string& name,
 // A field's value as JSON (of a default request: its default). InputError for an unknown name.
 nlohmann::ordered_json request_field_value(const CompressionRequest& request, const std::string& name);
 const std::vector<std::string>& request_input_fields();
+// A field's own doc (label, help, range, choices; FieldDoc). InputError for an unknown name.
+const FieldDoc& default_field_doc(const std::string& name);
+// The doc of `field` as `method` takes it: its override in method.field_docs, else the default.
+const FieldDoc& method_field_doc(const MethodDescriptor& method, const std::string& field);
+// The range as help prints it for width d (0: unknown): "1..768", "(0, 1]",
+// "0 (off) or 1..d", "linear|geglu"; "" for a field with neither range nor choices.
+std::string field_range_text(const FieldDoc& doc, int64_t d = 0);
+// Whether `value` (a field's JSON value) lies in the doc's range or choices for width d.
+bool field_value_allowed(const FieldDoc& doc, const nlohmann::ordered_json& value, int64_t d);
 
 // Checks a request without the file system: method, every option's range and
 // which options the method takes. d > 0 also checks ranks, k and shapes against

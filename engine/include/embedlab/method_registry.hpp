@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace embedlab {
@@ -64,6 +65,27 @@ struct SweepGrammar {
         settings;
 };
 
+// What a front end shows of a request field (issue 59): the CLI's help and the GUI's
+// boxes read it, and check_request holds the field to its range and choices, so the
+// boxes' ranges are the engine's. default_field_doc (experiment_request.hpp) gives a
+// field's own; a method whose field means something else overrides it (field_docs).
+struct FieldDoc {
+    std::string label;      // the GUI's: "Keep ratio"
+    std::string value_name; // the CLI help's: "R" in --keep-ratio R ("" for a switch)
+    std::string help;       // one line: what it is
+    std::string unit;       // "" or e.g. "steps", "windows"
+    // Integer and Number fields: lo..hi, ends excluded when open; hi_is_width: hi is the
+    // model's width d. zero: 0 is accepted too and means this ("off", "automatic").
+    bool ranged = false;
+    double lo = 0, hi = 0;
+    bool lo_open = false, hi_open = false, hi_is_width = false;
+    std::string zero;
+    std::vector<std::string> choices; // String fields taking one of a set
+    bool required = false;
+    // The other fields it applies with, as a JSON object ({"mlp": "geglu"}); "": always.
+    std::string applies_with;
+};
+
 struct MethodDescriptor {
     Method id;
     const char* name;    // as on the command line and in JSON: "pca", "lle-unk", ...
@@ -93,6 +115,11 @@ struct MethodDescriptor {
     std::function<std::string(const CompressionRequest&)> describe;
     // How `sweep` lists its settings; none: it does not sweep.
     SweepGrammar sweep;
+    // Its fields whose doc is not default_field_doc's (lle-pca's k is a basis size).
+    std::vector<std::pair<std::string, FieldDoc>> field_docs;
+    // A valid request's own fields as a JSON object ({"rank": 32}): the help's example
+    // and the workbench's first values.
+    std::string example;
 };
 
 // The registry: one row per method, in the order help texts list them (the built-in

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string_view>
 #include <type_traits>
 
@@ -198,6 +199,319 @@ const std::vector<Field>& fields()
     return table;
 }
 
+std::vector<std::string> quant_choices(bool with_f32)
+{
+    std::vector<std::string> names;
+    if (with_f32)
+        names.push_back("f32");
+    for (const auto& t : quant_types())
+        names.push_back(t.name);
+    return names;
+}
+
+std::vector<std::string> device_choices()
+{
+    std::vector<std::string> names;
+    for (const auto& d : energy_devices())
+        names.push_back(d.name);
+    return names;
+}
+
+constexpr double kMillion = 1e6;
+
+// Every field a method (or LoRA, or positions) takes, described once: the ranges are
+// the ones the methods' checks hold (check_request refuses anything outside them).
+const std::map<std::string, FieldDoc>& field_docs()
+{
+    static const std::map<std::string, FieldDoc> table{
+        {"rank",
+         {.label = "Rank",
+          .value_name = "K",
+          .help = "the factors' rank k",
+          .ranged = true,
+          .lo = 1,
+          .hi_is_width = true,
+          .required = true}},
+        {"shape",
+         {.label = "Shape",
+          .value_name = "I1,I2,..",
+          .help = "factors of d the rows are reshaped to",
+          .required = true}},
+        {"ranks",
+         {.label = "Ranks", .value_name = "1,r,..,1", .help = "inner ranks r_0..r_N (r_0 = r_N = 1)"}},
+        {"eps",
+         {.label = "Tolerance",
+          .value_name = "E",
+          .help = "relative error per token choosing its ranks (instead of ranks)",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1,
+          .lo_open = true,
+          .hi_open = true,
+          .zero = "ranks given",
+          .applies_with = R"({"ranks": []})"}},
+        {"uniform_ranks",
+         {.label = "Uniform ranks",
+          .help = "with eps: one rank set for all tokens, each position's largest",
+          .applies_with = R"({"ranks": []})"}},
+        {"nu",
+         {.label = "Energy per access",
+          .value_name = "X",
+          .help = "TensorSLM's energy per memory access (nu)",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1e12,
+          .lo_open = true}},
+        {"tau",
+         {.label = "Energy per operation",
+          .value_name = "Y",
+          .help = "TensorSLM's energy per operation (tau)",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1e12}},
+        {"device",
+         {.label = "Device",
+          .value_name = "D",
+          .help = "a TensorSLM Table 1 preset instead of nu and tau",
+          .choices = device_choices()}},
+        {"energy_tokens",
+         {.label = "Text length",
+          .value_name = "L",
+          .help = "the text length l of the energy model",
+          .unit = "tokens",
+          .ranged = true,
+          .lo = 0,
+          .hi = double(int64_t{1} << 40)}},
+        {"freq_text",
+         {.label = "Frequency text",
+          .value_name = "FILE",
+          .help = "the text whose token counts split common from rare tokens",
+          .required = true}},
+        {"keep_ratio",
+         {.label = "Keep ratio",
+          .value_name = "R",
+          .help = "the share of tokens kept as common rows",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1,
+          .lo_open = true,
+          .required = true}},
+        {"k",
+         {.label = "Neighbours k",
+          .value_name = "K",
+          .help = "common neighbours mixed per rare row",
+          .ranged = true,
+          .lo = 1,
+          .hi_is_width = true,
+          .required = true}},
+        {"reg",
+         {.label = "Regulariser",
+          .value_name = "R",
+          .help = "LLE's Gram regulariser",
+          .ranged = true,
+          .lo = 0,
+          .hi = kMillion}},
+        {"knn",
+         {.label = "Neighbour search",
+          .value_name = "exact|ivf",
+          .help = "exact, or an inverted-file index (recall reported)",
+          .choices = {"exact", "ivf"}}},
+        {"nlist",
+         {.label = "IVF lists",
+          .value_name = "N",
+          .help = "k-means lists of the index",
+          .ranged = true,
+          .lo = 1,
+          .hi = double(int64_t{1} << 31),
+          .zero = "automatic",
+          .applies_with = R"({"knn": "ivf"})"}},
+        {"nprobe",
+         {.label = "IVF probes",
+          .value_name = "P",
+          .help = "lists searched per rare row (at most nlist)",
+          .ranged = true,
+          .lo = 1,
+          .hi = double(int64_t{1} << 31),
+          .zero = "automatic",
+          .applies_with = R"({"knn": "ivf"})"}},
+        {"coverage_task",
+         {.label = "Coverage task",
+          .value_name = "TASK",
+          .help = "a task whose examples V_C's coverage is "
+                  "reported on (with coverage_data)",
+          .choices = {"sst2", "mc", "stsb"}}},
+        {"coverage_data",
+         {.label = "Coverage data", .value_name = "FILE", .help = "the coverage task's file"}},
+        {"mlp",
+         {.label = "MLP",
+          .value_name = "linear|geglu",
+          .help = "PETE's MLP from Fourier features to rows",
+          .choices = {"linear", "geglu"},
+          .required = true}},
+        {"hidden_ratio",
+         {.label = "Hidden ratio",
+          .value_name = "R",
+          .help = "GeGLU hidden width over d",
+          .ranged = true,
+          .lo = 0,
+          .hi = 64,
+          .lo_open = true,
+          .applies_with = R"({"mlp": "geglu"})"}},
+        {"norm", {.label = "Normalise features", .help = "a LayerNorm after the MLP"}},
+        {"loss",
+         {.label = "Loss",
+          .value_name = "mse|cosine",
+          .help = "the fit's loss",
+          .choices = {"mse", "cosine"}}},
+        {"steps",
+         {.label = "Steps",
+          .value_name = "N",
+          .help = "optimiser steps of the fit",
+          .unit = "steps",
+          .ranged = true,
+          .lo = 1,
+          .hi = 1e8,
+          .required = true}},
+        {"lr",
+         {.label = "Learning rate",
+          .value_name = "X",
+          .help = "the fit's learning rate",
+          .ranged = true,
+          .lo = 0,
+          .hi = 10,
+          .lo_open = true}},
+        {"fit_batch",
+         {.label = "Batch",
+          .value_name = "B",
+          .help = "rows per step",
+          .unit = "rows",
+          .ranged = true,
+          .lo = 1,
+          .hi = 1e9}},
+        {"weight_decay",
+         {.label = "Weight decay",
+          .value_name = "W",
+          .help = "AdamW's weight decay",
+          .ranged = true,
+          .lo = 0,
+          .hi = 10}},
+        {"type",
+         {.label = "Type",
+          .value_name = "T",
+          .help = "the ggml block type (K-types need d a multiple of 256), as llama-quantize writes it",
+          .choices = quant_choices(false),
+          .required = true}},
+        {"store",
+         {.label = "Stored as",
+          .value_name = "TYPE",
+          .help = "the factors' stored type (a factor whose rows its blocks do not divide stays f32)",
+          .choices = quant_choices(true)}},
+        {"codebooks",
+         {.label = "Codebooks M",
+          .value_name = "M",
+          .help = "codebooks summed per row",
+          .ranged = true,
+          .lo = 1,
+          .hi = 1024}},
+        {"codewords",
+         {.label = "Codewords K",
+          .value_name = "K",
+          .help = "codewords per codebook, a power of two",
+          .ranged = true,
+          .lo = 2,
+          .hi = 256}},
+        {"remaining",
+         {.label = "Remaining ratio",
+          .value_name = "R",
+          .help = "the average remaining value rank ratio",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1,
+          .lo_open = true,
+          .zero = "target_ratio given"}},
+        {"target_ratio",
+         {.label = "Target ratio",
+          .value_name = "T",
+          .help = "the decoder weights' share to keep (instead of remaining; MLPs too)",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1,
+          .lo_open = true,
+          .zero = "off",
+          .applies_with = R"({"remaining": 0})"}},
+        {"allocation",
+         {.label = "Allocation",
+          .value_name = "iprs|uniform",
+          .help = "ranks per layer by IPRS, or uniform",
+          .choices = {"iprs", "uniform"}}},
+        {"compress_mlp", {.label = "Compress MLPs", .help = "also the MLPs (Nystrom)"}},
+        {"no_mlp",
+         {.label = "Keep MLPs dense",
+          .help = "with target_ratio: the MLPs stay dense",
+          .applies_with = R"({"target_ratio": 0.5, "remaining": 0})"}},
+        {"mlp_lambda",
+         {.label = "MLP ridge",
+          .value_name = "L",
+          .help = "the Nystrom ridge",
+          .ranged = true,
+          .lo = 0,
+          .hi = 1e300,
+          .lo_open = true}},
+        {"calibration",
+         {.label = "Calibration",
+          .value_name = "sequential|parallel",
+          .help = "covariances from the model compressed up to each layer, or all from the original",
+          .choices = {"sequential", "parallel"}}},
+        {"mlp_calibration",
+         {.label = "MLP calibration",
+          .value_name = "reference|after_attention",
+          .help = "layer l's MLP covariance from its values' pass (as the reference) or after its attention",
+          .choices = {"reference", "after_attention"}}},
+        {"calib_text",
+         {.label = "Calibration text",
+          .value_name = "FILE",
+          .help = "the text the value statistics come from",
+          .required = true}},
+        {"samples",
+         {.label = "Windows",
+          .value_name = "N",
+          .help = "calibration windows",
+          .unit = "windows",
+          .ranged = true,
+          .lo = 1,
+          .hi = double(1 << 20)}},
+        {"seqlen",
+         {.label = "Window length",
+          .value_name = "T",
+          .help = "calibration window length",
+          .unit = "tokens",
+          .ranged = true,
+          .lo = 1,
+          .hi = double(1 << 20),
+          .zero = "min(256, the context)"}},
+        {"positions", {.label = "Positions too", .help = "gpt2: also the learned position table"}},
+        {"lora_rank",
+         {.label = "LoRA rank",
+          .value_name = "R",
+          .help = "LoRA recovery's adapter rank",
+          .ranged = true,
+          .lo = 1,
+          .hi_is_width = true,
+          .zero = "off"}},
+        {"lora_steps",
+         {.label = "LoRA steps",
+          .value_name = "N",
+          .help = "LoRA recovery's training steps",
+          .unit = "steps",
+          .ranged = true,
+          .lo = 1,
+          .hi = 1e8}},
+        {"train_text",
+         {.label = "Training text", .value_name = "FILE", .help = "LoRA recovery's training text"}},
+    };
+    return table;
+}
+
 bool applies(const Field& f, const MethodDescriptor& m)
 {
     switch (f.scope) {
@@ -231,6 +545,79 @@ const std::vector<std::string>& request_input_fields()
     static const std::vector<std::string> names{"model",      "tokenizer",  "eval_text",     "freq_text",
                                                 "calib_text", "train_text", "coverage_data", "task_data"};
     return names;
+}
+
+const FieldDoc& default_field_doc(const std::string& name)
+{
+    const auto& docs = field_docs();
+    if (const auto it = docs.find(name); it != docs.end())
+        return it->second;
+    static const FieldDoc none{};
+    for (const auto& f : fields())
+        if (name == f.name)
+            return none; // a field no method owns (model, eval_text, ...): no doc
+    throw InputError("request: no field \"" + name + "\"");
+}
+
+const FieldDoc& method_field_doc(const MethodDescriptor& method, const std::string& field)
+{
+    for (const auto& [name, doc] : method.field_docs)
+        if (name == field)
+            return doc;
+    return default_field_doc(field);
+}
+
+namespace {
+
+// A range's end: 768, 0.5, 2^31, 1e+08.
+std::string range_end(double v)
+{
+    if (v == std::floor(v) && std::abs(v) <= 1e9)
+        return std::to_string(int64_t(v));
+    if (int e = 0; v > 0 && std::frexp(v, &e) == 0.5 && e > 20)
+        return "2^" + std::to_string(e - 1);
+    return short_number(v);
+}
+
+} // namespace
+
+std::string field_range_text(const FieldDoc& doc, int64_t d)
+{
+    std::string out;
+    if (!doc.choices.empty()) {
+        for (const auto& c : doc.choices)
+            out += (out.empty() ? "" : "|") + c;
+        return out;
+    }
+    if (!doc.ranged)
+        return out;
+    const std::string hi = doc.hi_is_width ? (d > 0 ? std::to_string(d) : "d") : range_end(doc.hi);
+    const bool whole = doc.lo == std::floor(doc.lo) && (doc.hi_is_width || doc.hi == std::floor(doc.hi));
+    if (!doc.hi_is_width && doc.hi >= 1e300) // no upper end worth printing
+        out = (doc.lo_open ? "> " : ">= ") + range_end(doc.lo);
+    else if (doc.lo_open || doc.hi_open || !whole)
+        out =
+            std::string(doc.lo_open ? "(" : "[") + range_end(doc.lo) + ", " + hi + (doc.hi_open ? ")" : "]");
+    else
+        out = range_end(doc.lo) + ".." + hi;
+    return doc.zero.empty() ? out : "0 (" + doc.zero + ") or " + out;
+}
+
+bool field_value_allowed(const FieldDoc& doc, const Json& value, int64_t d)
+{
+    if (!doc.choices.empty() && value.is_string()) {
+        const auto v = value.get<std::string>();
+        return v.empty() || std::find(doc.choices.begin(), doc.choices.end(), v) != doc.choices.end();
+    }
+    if (!doc.ranged || !value.is_number())
+        return true;
+    const double v = value.get<double>();
+    if (!doc.zero.empty() && v == 0)
+        return true;
+    const bool above = doc.lo_open ? v > doc.lo : v >= doc.lo;
+    if (doc.hi_is_width)
+        return above && (d <= 0 || v <= double(d));
+    return above && (doc.hi_open ? v < doc.hi : v <= doc.hi);
 }
 
 RequestFieldType request_field_type(const std::string& name)
@@ -312,6 +699,14 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             fail("device", "sets nu and tau; give either device or nu/tau");
     }
     m.check(r, d, fail);
+    // The docs' ranges and choices (what the GUI's boxes and the help show) hold too;
+    // a method's own check names most problems first, in its own words.
+    for (const auto& f : fields())
+        if (f.is_set(r) && applies(f, m) && f.scope != Scope::Every) {
+            const FieldDoc& doc = method_field_doc(m, f.name);
+            if (!field_value_allowed(doc, f.value(r), d))
+                fail(f.name, f.value(r).dump() + " is outside " + field_range_text(doc, d));
+        }
     if (!r.store.empty() && r.store != "f32" && !find_quant_type(r.store))
         fail("store", "'" + r.store + "' is not a stored type: f32, " + quant_type_names());
     if (!r.store.empty() && r.store != "f32" && r.lora_rank > 0)

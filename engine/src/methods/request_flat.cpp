@@ -62,7 +62,8 @@ MethodDescriptor flat()
                                 r.mlp_calibration == "after_attention"
                             ? ", mlp after attention"
                             : "");
-            }};
+            },
+        .example = R"({"remaining": 0.5, "calib_text": "FILE"})"};
 }
 
 } // namespace embedlab::method_rows

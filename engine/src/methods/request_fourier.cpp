@@ -38,7 +38,8 @@ MethodDescriptor fourier()
             .describe =
                 [](const CompressionRequest& r) {
                     return "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";
-                }};
+                },
+            .example = R"({"mlp": "linear", "steps": 300})"};
 }
 
 } // namespace embedlab::method_rows

@@ -29,13 +29,16 @@ MethodDescriptor low_rank(Method id, const char* name, const char* summary)
         .describe = [](const CompressionRequest& r) { return r.method + " rank " + std::to_string(r.rank); },
         .sweep = {.options = {"--ranks"},
                   .usage = "--ranks K1,K2,.. or A:B:S (each 1..d)",
-                  .settings = [](const SweepValues& values, const CompressionRequest& base, int64_t d) {
-                      const auto ranks = values.integers("--ranks", 1, d);
-                      if (ranks.empty())
-                          throw InputError("sweep: --method " + base.method +
-                                           " needs --ranks K1,K2,.. (each 1.." + width(d) + ")");
-                      return each_setting(ranks, base, [](CompressionRequest& r, int64_t k) { r.rank = k; });
-                  }}};
+                  .settings =
+                      [](const SweepValues& values, const CompressionRequest& base, int64_t d) {
+                          const auto ranks = values.integers("--ranks", 1, d);
+                          if (ranks.empty())
+                              throw InputError("sweep: --method " + base.method +
+                                               " needs --ranks K1,K2,.. (each 1.." + width(d) + ")");
+                          return each_setting(ranks, base,
+                                              [](CompressionRequest& r, int64_t k) { r.rank = k; });
+                      }},
+        .example = R"({"rank": 32})"};
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 // The lle family's registry rows (METHODS 2): a frequency text splitting common from
 // rare tokens, the share kept, and how rare rows are rebuilt.
+#include <string_view>
+
 #include "embedlab/task_names.hpp"
 #include "methods/request_support.hpp"
 
@@ -85,6 +87,21 @@ std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const 
     return out;
 }
 
+// k as each member reads it: lle's neighbours, lle-pca's basis size, lle-unk's optional k.
+FieldDoc k_doc(const char* name)
+{
+    FieldDoc k = default_field_doc("k");
+    if (std::string_view(name) == "lle-pca") {
+        k.label = "Basis size k";
+        k.help = "principal components of the common rows a rare row is written in";
+    } else if (std::string_view(name) == "lle-unk") {
+        k.help = "neighbours averaged into the fallback row";
+        k.zero = "the mean of V_C";
+        k.required = false;
+    }
+    return k;
+}
+
 MethodDescriptor partial_sparse(Method id, const char* name, const char* summary, bool neighbour_search,
                                 bool k_required)
 {
@@ -92,23 +109,28 @@ MethodDescriptor partial_sparse(Method id, const char* name, const char* summary
                                     "coverage_task", "coverage_data", "store"};
     if (neighbour_search) // lle proper is the one with a neighbour search
         fields.insert(fields.end(), {"knn", "nlist", "nprobe"});
-    return {.id = id,
-            .name = name,
-            .part = CompressedPart::TokenEmbedding,
-            .summary = summary,
-            .needs_frequency_text = true,
-            .tied_head_from_factors = true,
-            .lora = true,
-            .stored_as = name,
-            .fields = std::move(fields),
-            .check = [k_required](const CompressionRequest& r, int64_t d,
-                                  const RequestFail& fail) { check_partial_sparse(r, d, fail, k_required); },
-            .describe = describe_partial_sparse,
-            .sweep = {
-                .options = {"--keep-ratios", "--ks"},
-                .usage = std::string("--keep-ratios R1,R2,..") + (k_required ? " and --ks K1,K2,.." : ""),
-                .settings = [k_required](const SweepValues& values, const CompressionRequest& base,
-                                         int64_t d) { return sweep_settings(values, base, d, k_required); }}};
+    return {
+        .id = id,
+        .name = name,
+        .part = CompressedPart::TokenEmbedding,
+        .summary = summary,
+        .needs_frequency_text = true,
+        .tied_head_from_factors = true,
+        .lora = true,
+        .stored_as = name,
+        .fields = std::move(fields),
+        .check = [k_required](const CompressionRequest& r, int64_t d,
+                              const RequestFail& fail) { check_partial_sparse(r, d, fail, k_required); },
+        .describe = describe_partial_sparse,
+        .sweep = {.options = {"--keep-ratios", "--ks"},
+                  .usage = std::string("--keep-ratios R1,R2,..") + (k_required ? " and --ks K1,K2,.." : ""),
+                  .settings =
+                      [k_required](const SweepValues& values, const CompressionRequest& base, int64_t d) {
+                          return sweep_settings(values, base, d, k_required);
+                      }},
+        .field_docs = {{"k", k_doc(name)}},
+        .example = k_required ? R"({"freq_text": "FILE", "keep_ratio": 0.5, "k": 8})"
+                              : R"({"freq_text": "FILE", "keep_ratio": 0.5})"};
 }
 
 } // namespace

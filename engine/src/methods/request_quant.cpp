@@ -8,40 +8,42 @@ namespace embedlab::method_rows {
 
 MethodDescriptor quant()
 {
-    return {.id = Method::Quant,
-            .name = "quant",
-            .part = CompressedPart::TokenEmbedding,
-            .summary =
-                "the table itself in a ggml block format (f16 .. q2_k), bit-identical to llama-quantize's "
-                "--token-embedding-type: the baseline at equal bytes (issue 38)",
-            .tied_head_from_factors = true,
-            .positions = true,
-            .bytes_baseline = true,
-            .stored_as = "quant",
-            .fields = {"type"},
-            .check =
-                [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
-                    const auto* t = find_quant_type(r.type);
-                    if (!t)
-                        fail("type",
-                             (r.type.empty() ? std::string("is required") : "'" + r.type + "' is not one") +
-                                 ": quant takes " + quant_type_names());
-                    if (const std::string misfit = quant_type_misfit(*t, d); !misfit.empty())
-                        fail("type", misfit);
-                },
-            .describe = [](const CompressionRequest& r) { return "quant " + r.type; },
-            // The baseline series: the table at each ggml type (check_request refuses one
-            // that is unknown or whose blocks do not divide d, naming those that do).
-            .sweep = {.options = {"--types"},
-                      .usage = "--types T1,T2,.. (" + quant_type_names() + ")",
-                      .settings = [](const SweepValues& values, const CompressionRequest& base, int64_t) {
+    return {
+        .id = Method::Quant,
+        .name = "quant",
+        .part = CompressedPart::TokenEmbedding,
+        .summary = "the table itself in a ggml block format (f16 .. q2_k), bit-identical to llama-quantize's "
+                   "--token-embedding-type: the baseline at equal bytes (issue 38)",
+        .tied_head_from_factors = true,
+        .positions = true,
+        .bytes_baseline = true,
+        .stored_as = "quant",
+        .fields = {"type"},
+        .check =
+            [](const CompressionRequest& r, int64_t d, const RequestFail& fail) {
+                const auto* t = find_quant_type(r.type);
+                if (!t)
+                    fail("type",
+                         (r.type.empty() ? std::string("is required") : "'" + r.type + "' is not one") +
+                             ": quant takes " + quant_type_names());
+                if (const std::string misfit = quant_type_misfit(*t, d); !misfit.empty())
+                    fail("type", misfit);
+            },
+        .describe = [](const CompressionRequest& r) { return "quant " + r.type; },
+        // The baseline series: the table at each ggml type (check_request refuses one
+        // that is unknown or whose blocks do not divide d, naming those that do).
+        .sweep = {.options = {"--types"},
+                  .usage = "--types T1,T2,.. (" + quant_type_names() + ")",
+                  .settings =
+                      [](const SweepValues& values, const CompressionRequest& base, int64_t) {
                           const auto types = values.words("--types");
                           if (types.empty())
                               throw InputError("sweep: --method quant needs --types T1,T2,.. (" +
                                                quant_type_names() + ")");
                           return each_setting(
                               types, base, [](CompressionRequest& r, const std::string& t) { r.type = t; });
-                      }}};
+                      }},
+        .example = R"({"type": "q8_0"})"};
 }
 
 } // namespace embedlab::method_rows

@@ -39,6 +39,15 @@ std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const 
     return out;
 }
 
+// tt's shape is optional: without one, the most balanced 3-factor shape of d.
+FieldDoc tt_shape_doc()
+{
+    FieldDoc shape = default_field_doc("shape");
+    shape.help = "factors of d the rows are reshaped to (none: the most balanced 3 factors)";
+    shape.required = false;
+    return shape;
+}
+
 } // namespace
 
 MethodDescriptor tensor_train()
@@ -88,7 +97,9 @@ MethodDescriptor tensor_train()
                   .usage =
                       "--shape I1,I2,.. or --shapes A:B:.., and --ranks R1,R2,.. (uniform inner ranks) or "
                       "--eps E1,E2,.. [--uniform-ranks]",
-                  .settings = sweep_settings}};
+                  .settings = sweep_settings},
+        .field_docs = {{"shape", tt_shape_doc()}},
+        .example = R"({"shape": [8, 8, 12], "ranks": [1, 4, 4, 1]})"};
 }
 
 } // namespace embedlab::method_rows

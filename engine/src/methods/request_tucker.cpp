@@ -32,6 +32,16 @@ std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const 
     return out;
 }
 
+// Tucker's ranks: one per mode, no boundary 1s (unlike tt's).
+FieldDoc tucker_ranks_doc()
+{
+    FieldDoc ranks = default_field_doc("ranks");
+    ranks.value_name = "r1,..,rN";
+    ranks.help = "the core's ranks, one per mode, 1 <= r_k <= I_k";
+    ranks.required = true;
+    return ranks;
+}
+
 } // namespace
 
 MethodDescriptor tucker()
@@ -73,7 +83,9 @@ MethodDescriptor tucker()
             },
         .sweep = {.options = {"--shape", "--shapes", "--ranks"},
                   .usage = "--shape I1,I2,.. or --shapes A:B:.., and --ranks r1,..,rN[:r1,..,rN..]",
-                  .settings = sweep_settings}};
+                  .settings = sweep_settings},
+        .field_docs = {{"ranks", tucker_ranks_doc()}},
+        .example = R"({"shape": [8, 8, 12], "ranks": [4, 4, 6]})"};
 }
 
 } // namespace embedlab::method_rows
