@@ -240,7 +240,8 @@ int command_allocate(const std::vector<std::string>& argv)
                     {"normalised", normalised},
                     {"d_head", d},
                     {"allocation", rank_allocation_name(allocation[0])},
-                    {"allocations", rows}});
+                    {"allocations", rows},
+                    {"conventions", {{"ranks", kFlatRankConvention}}}});
         return 0;
     }
     std::printf("%s allocation of %zu layers, d_head %lld (w, then rank)\n",

@@ -4,6 +4,7 @@
 #include "embedlab/accounting.hpp"
 #include "embedlab/compress.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/flat_llm.hpp"
 #include "embedlab/table_method.hpp"
 #include "methods/table_method_support.hpp"
 #include "test_support.hpp"
@@ -266,6 +267,19 @@ TEST(Accounting, ConventionsAreNamedAndCountedAsExecuted)
     const auto lle = embedlab::compress_table(table, {.method = "lle", .split = split, .k = k});
     EXPECT_EQ(lle.accounting.flops_lookup, 4 * k * d + 3 * d);
     EXPECT_EQ(lle.accounting.flops_head, 30 * (4 * k * d + 3 * d) + 2 * V * d);
+
+    // Issue 62 item 7: where a count departs from METHODS.md's formula it says so, in the
+    // record: lle's |V_C| common ids beside 2k + 1 per rare token (10 ids here), per-token
+    // TT's N-1 stored ranks, FLAT's floor with 1e-9.
+    EXPECT_EQ(lle.accounting.params_after, 10 * d + 10 + 30 * (2 * k + 1));
+    j = embedlab::accounting_json(lle.accounting);
+    EXPECT_NE(j["conventions"]["params"].get<std::string>().find("|V_C| ids"), std::string::npos) << j;
+    EXPECT_EQ(j["conventions"]["flops"], j["flops_convention"]);
+    j = embedlab::accounting_json(p);
+    EXPECT_NE(j["conventions"]["params"].get<std::string>().find("N-1 inner ranks"), std::string::npos) << j;
+    EXPECT_FALSE(embedlab::accounting_json(t)["conventions"].contains("params"))
+        << "uniform ranks: the formula";
+    EXPECT_NE(std::string(embedlab::kFlatRankConvention).find("floor(w_l d_head + 1e-9)"), std::string::npos);
 }
 
 // Issue 57 item 4: V d of 2^40 x 2^24 wrapped to 0 (ratio inf), tt gave 0 and NaN, and

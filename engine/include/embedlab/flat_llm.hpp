@@ -205,8 +205,14 @@ nlohmann::ordered_json calibration_json(const Calibration& calibration);
 // mlp_leverage_kept, head_spectra (with_spectra).
 nlohmann::ordered_json flat_layers_json(const FlatResult& result, bool with_spectra = true);
 // {before, after, ratio, attention_before, attention_after, mlp_before, mlp_after,
-//  decoder_before, decoder_after, decoder_ratio} (decoder: attention + MLP)
+//  decoder_before, decoder_after, decoder_ratio} (decoder: attention + MLP), and
+// conventions: {ranks: kFlatRankConvention}
 nlohmann::ordered_json flat_params_json(const FlatResult& result);
+// How a layer's ratio w becomes its rank, where METHODS 3's floor departs (issue 62 item 7).
+inline constexpr const char* kFlatRankConvention =
+    "r_l = max(1, floor(w_l d_head + 1e-9)) (METHODS 3: floor(w_l d_head)); the 1e-9 keeps a w_l d_head "
+    "that is a whole number up to rounding (IPRS's sums) from flooring one below; the MLP's m_l the same "
+    "with d_int";
 
 // A FLAT-LLM directory: the support files, model.safetensors with every
 // tensor under its standard name (v/o projections, and MLPs with --mlp, at

@@ -41,6 +41,9 @@ public:
     virtual void spec_fields(const CompressionSpec& spec, nlohmann::ordered_json& j) const = 0;
     // Accounting fields beyond the common ones (accounting_json); none by default.
     virtual void accounting_fields(const EmbeddingAccounting&, nlohmann::ordered_json&) const {}
+    // Where its counts depart from the paper's or METHODS.md's formula, each named by what
+    // it counts: the record's and account --json's "conventions" block (issue 62 item 7).
+    virtual void conventions(const EmbeddingAccounting&, nlohmann::ordered_json&) const {}
     // The settings as run in a few words, e.g. "rank 32", "shape 4x8x4, ranks 1,4,4,1".
     virtual std::string parameters(const CompressionSpec& spec) const = 0;
     // The fit's floating-point work, roughly, for a table of v rows and width d: what a

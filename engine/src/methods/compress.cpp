@@ -122,8 +122,12 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
     j["flops_convention"] = kFlopsConvention;
     // lrf (finetune --from-scratch) has no fields of its own; any other name that is not a
     // table method is an error.
-    if (a.method != "lrf")
+    nlohmann::ordered_json conventions{{"flops", kFlopsConvention}};
+    if (a.method != "lrf") {
         table_method(a.method).accounting_fields(a, j);
+        table_method(a.method).conventions(a, conventions);
+    }
+    j["conventions"] = std::move(conventions);
     if (a.bits_per_value_before > 0)
         EMBEDLAB_JSON_MEMBERS(j["storage"], a, stored_type_before, bits_per_value_before,
                               bits_per_value_after, bytes_before, bytes_after, bytes_ratio, index_values,

@@ -93,7 +93,7 @@ FieldDoc k_doc(const char* name)
     FieldDoc k = default_field_doc("k");
     if (std::string_view(name) == "lle-pca") {
         k.label = "Basis size k";
-        k.help = "principal components of the common rows a rare row is written in";
+        k.help = "principal directions of the whole table a rare row is written in";
     } else if (std::string_view(name) == "lle-unk") {
         k.help = "neighbours averaged into the fallback row";
         k.zero = "the mean of V_C";
@@ -149,7 +149,7 @@ MethodDescriptor lle_unk()
 
 MethodDescriptor lle_pca()
 {
-    return partial_sparse(Method::LLEPCA, "lle-pca", "rare rows in the common rows' PCA basis (METHODS 2)",
+    return partial_sparse(Method::LLEPCA, "lle-pca", "rare rows in the table's top-k PCA basis (METHODS 2)",
                           false, true);
 }
 

@@ -1,6 +1,7 @@
 // lle, lle-unk, lle-pca (METHODS 2): the common rows kept, each rare row rebuilt from
-// its k nearest common rows (lle), one fallback row (lle-unk) or the common rows' PCA
-// basis (lle-pca).
+// its k nearest common rows (lle), one fallback row (lle-unk) or its coordinates in the
+// top-k principal directions of the whole table E (lle-pca; METHODS 2: all rows, not
+// only the common ones).
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/text_format.hpp"
 #include "methods/table_method_support.hpp"
@@ -16,6 +17,21 @@ public:
     double fit_work(const CompressionRequest& r, double v, double d) const override
     {
         return 2 * (1 - r.keep_ratio) * r.keep_ratio * v * v * d; // the exact kNN products
+    }
+
+    void conventions(const EmbeddingAccounting&, nlohmann::ordered_json& c) const override
+    {
+        // METHODS 2 counts the rare tokens' values; the common rows' ids are stored too.
+        const char* rare =
+            kind_ == PartialSparseKind::LLE   ? "2k + 1 values per rare token (k neighbour slots, "
+                                                "k weights, its norm; METHODS 2)"
+            : kind_ == PartialSparseKind::Unk ? "one fallback row of d values"
+                                              : "k coordinates per rare token plus the basis (k d) "
+                                                "and its mean (d)";
+        c["params"] =
+            std::string("the |V_C| common rows (|V_C| d) and their |V_C| ids (one index value each), "
+                        "then ") +
+            rare;
     }
 
     void complete_spec(CompressionSpec& spec, const CompressionRequest& r, int64_t) const override

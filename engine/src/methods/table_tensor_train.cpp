@@ -57,6 +57,14 @@ public:
         }
     }
 
+    void conventions(const EmbeddingAccounting& a, nlohmann::ordered_json& c) const override
+    {
+        if (a.per_token_ranks)
+            c["params"] = "sum_k r_{k-1} I_k r_k per token (METHODS 5) plus the token's N-1 inner ranks, "
+                          "stored as int32 beside its cores and counted in params_after, eta and eta_emb "
+                          "(a reader needs them to split the cores)";
+    }
+
     void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
     {
         j["shape"] = a.shape;

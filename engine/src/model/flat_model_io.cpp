@@ -61,7 +61,8 @@ Json flat_params_json(const FlatResult& r)
             {"decoder_ratio", r.before.attention + r.before.mlp > 0
                                   ? static_cast<double>(r.after.attention + r.after.mlp) /
                                         static_cast<double>(r.before.attention + r.before.mlp)
-                                  : 1.0}};
+                                  : 1.0},
+            {"conventions", {{"ranks", kFlatRankConvention}}}};
 }
 
 Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Calibration& calibration,
