@@ -64,6 +64,11 @@ TrainProgressFn train_printer(ProgressPrinter& interrupt, bool quiet, const std:
     return [check, quiet, what](const TrainStep& s) {
         if (!check(s.step, s.steps))
             return false;
+        if (s.partial) { // before the first step: say that training began
+            if (!quiet && s.step == 0)
+                std::fprintf(stderr, "%s: starting %lld steps\n", what.c_str(), (long long)s.steps);
+            return true;
+        }
         if (!quiet && (s.step == 1 || s.step == s.steps || s.step % std::max<int64_t>(1, s.steps / 10) == 0))
             std::fprintf(stderr, "%s: step %lld/%lld loss %.4f, %.0f tokens/s\n", what.c_str(),
                          (long long)s.step, (long long)s.steps, s.loss, s.tokens_per_second);
@@ -111,6 +116,9 @@ int command_finetune(const std::vector<std::string>& argv)
         throw InputError(*dir + ": has a dense token table (" +
                          Json::parse(lm.files.embedlab_manifest).value("method", std::string("?")) +
                          "); finetune recovers compressed embeddings (pca, svd, tt, lle, fourier)");
+    check_finetune_memory(model, train); // before any work: refuse what cannot fit
+    if (std::error_code e; !quiet && fs::file_size(train_text, e) > (8u << 20)) // tokenising takes seconds
+        std::fprintf(stderr, "finetune: reading %s\n", train_text.c_str());
     const auto ids = lm.tokenizer->encode(read_text_file(train_text));
     check_train_options(train, static_cast<int64_t>(ids.size()), model.max_context(), train_text);
 

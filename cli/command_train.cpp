@@ -89,6 +89,9 @@ int command_train(const std::vector<std::string>& argv)
                  .mask = id_or_none(tokenizer->mask_id()),
                  .pad = id_or_none(tokenizer->pad_id())};
 
+    check_scratch_memory(o); // before any work: refuse what cannot fit
+    if (std::error_code e; !quiet && fs::file_size(train_text, e) > (8u << 20)) // tokenising takes seconds
+        std::fprintf(stderr, "train: reading %s\n", train_text.c_str());
     const auto ids = tokenizer->encode(read_text_file(train_text));
     check_scratch_options(o, static_cast<int64_t>(ids.size()));
     std::vector<int32_t> eval_ids;
@@ -109,6 +112,11 @@ int command_train(const std::vector<std::string>& argv)
         r = train_from_scratch(o, ids, [&](const ScratchStep& s) {
             if (!check(s.step, std::max<int64_t>(s.planned_steps, s.step)))
                 return false;
+            if (s.partial) { // before the first step: say that training began
+                if (!quiet && s.step == 0)
+                    std::fprintf(stderr, "train %s: starting\n", what.c_str());
+                return true;
+            }
             if (!quiet && (s.step >= next_print || s.step == s.planned_steps)) {
                 std::fprintf(stderr, "train %s: step %lld/%lld loss %.4f lr %.2e, %.0f tokens/s, %.0f s\n",
                              what.c_str(), (long long)s.step, (long long)s.planned_steps, s.loss, s.lr,

@@ -2,7 +2,12 @@
 // Fourier embedding, the JSON record, eval of the saved directory at the same
 // perplexity, finetune of that directory training the MLP itself, and bad input
 // (exit code 2, one line). Bundled files only (GPT-2's tokenizer, the sample text).
+#include <chrono>
 #include <cmath>
+#include <csignal>
+
+#include <poll.h>
+#include <unistd.h>
 
 #include "cli_support.hpp"
 #include "embedlab/resources.hpp"
@@ -169,6 +174,68 @@ TEST(TrainCliBadInput, ExitsWithTwoAndOneLine)
     const auto r = cli({"train", "--config", "tiny", "--embedding", "table", "--steps", "1", "--train-text",
                         texts_->fit, "--out", tmp_->path().string(), "--force"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Issue 57 item 8: a run the memory cannot hold (here an address-space limit of
+// 1.2 GB) is refused before any work, naming the estimate and the memory.
+TEST(TrainCliLimits, RefusesWhatMemoryCannotHold)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "ASan's shadow memory needs far more address space than ulimit -v leaves";
+#endif
+    embedlab::test::TempDir tmp;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = cli({"train", "--config", "small", "--embedding", "table", "--train-text",
+                        embedlab::default_sample_text_path().string(), "--steps", "1", "--batch", "65536",
+                        "--seqlen", "256", "--out", (tmp / "out").string()},
+                       {"sh", "-c", "ulimit -v 1200000 && exec \"$0\" \"$@\""});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("train: batch 65536 x seqlen 256 needs about "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" GB (estimate), this machine has 1.2 GB available; lower --batch or --seqlen"),
+              std::string::npos)
+        << r.err;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+    EXPECT_FALSE(fs::exists(tmp / "out"));
+}
+
+// SIGTERM after the first progress line (within seconds of the start) ends a run
+// of 32 x 256-token steps (about 9 s each in one pass) within seconds, status 130.
+TEST(TrainCliLimits, SigtermIsAnsweredPromptly)
+{
+    embedlab::test::TempDir tmp;
+    const std::string cli_path = EMBEDLAB_CLI_PATH, text = embedlab::default_sample_text_path().string(),
+                      out = (tmp / "out").string();
+    int err[2];
+    ASSERT_EQ(::pipe(err), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::dup2(err[1], 2);
+        ::close(err[0]);
+        ::execl(cli_path.c_str(), cli_path.c_str(), "train", "--config", "small", "--embedding", "table",
+                "--train-text", text.c_str(), "--steps", "100", "--batch", "32", "--seqlen", "256", "--out",
+                out.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(err[1]);
+    auto seconds = [](auto since) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    };
+    pollfd p{err[0], POLLIN, 0}; // the first line of progress
+    const bool spoke = ::poll(&p, 1, 30'000) == 1;
+    const double first = seconds(t0);
+    const auto sent = std::chrono::steady_clock::now();
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const double stop = seconds(sent);
+    ::close(err[0]);
+    EXPECT_TRUE(spoke);
+    EXPECT_LT(first, 10.0);
+    EXPECT_LT(stop, 5.0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
+    EXPECT_FALSE(fs::exists(out));
 }
 
 } // namespace

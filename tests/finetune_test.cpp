@@ -5,11 +5,15 @@
 
 #include <torch/nn/functional/loss.h>
 
+#include <chrono>
+
+#include "embedlab/classifier_finetune.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/finetune.hpp"
 #include "embedlab/low_rank.hpp"
+#include "embedlab/tasks.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 
@@ -314,7 +318,7 @@ TEST(Finetune, SeededCancellableAndAtomic)
         return train_next_token(*m, t.params, ids,
                                 {.steps = 6, .lr = 1e-2, .batch = 2, .seqlen = 16, .seed = 3},
                                 [&](const TrainStep& s) {
-                                    if (seen)
+                                    if (seen && !s.partial)
                                         seen->push_back(s);
                                     return s.step != cancel_at;
                                 });
@@ -367,6 +371,92 @@ TEST(Finetune, LoraRecoversPerplexityOnTinygpt2)
     const double after = evaluate_perplexity(m, held, {.ctx = 128}).ppl;
     EXPECT_LT(after, before);
     EXPECT_GT(r.tokens_per_second, 0);
+}
+
+// Issue 57 item 8: a report before the first step and after every step, the
+// partial ones counting the steps finished so far.
+TEST(Finetune, ReportsBeforeTheFirstStepAndEveryStep)
+{
+    auto m = tiny_pca_model(Architecture::GPT2);
+    const auto t = prepare_recovery(*m, {.rank = 4, .alpha = 8, .seed = 1}, false);
+    const auto ids = test::spread_ids(400, 50);
+    std::vector<TrainStep> seen;
+    train_next_token(*m, t.params, ids, {.steps = 3, .batch = 2, .seqlen = 16}, [&](const TrainStep& s) {
+        seen.push_back(s);
+        return true;
+    });
+    ASSERT_FALSE(seen.empty());
+    EXPECT_TRUE(seen.front().partial);
+    EXPECT_EQ(seen.front().step, 0);
+    std::vector<int64_t> steps;
+    for (const auto& s : seen)
+        if (!s.partial)
+            steps.push_back(s.step);
+    EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3}));
+}
+
+// The estimate grows with the batch, and a run the memory cannot hold is refused
+// naming the estimate, the memory and the flags.
+TEST(Finetune, RefusesWhatMemoryCannotHold)
+{
+    auto m = tiny_pca_model(Architecture::GPT2);
+    const TrainOptions big{.steps = 1, .batch = 65536, .seqlen = 16},
+        small{.steps = 1, .batch = 2, .seqlen = 16};
+    EXPECT_GT(finetune_memory_estimate(*m, big, 0), finetune_memory_estimate(*m, small, 0));
+    test::expect_input_error([&] { check_finetune_memory(*m, big, 0, 0.2e9); },
+                             "finetune: batch 65536 x seqlen 16 needs about");
+    test::expect_input_error([&] { check_finetune_memory(*m, big, 0, 0.2e9); },
+                             "(estimate), this machine has 0.2 GB available; lower --batch or --seqlen");
+    EXPECT_NO_THROW(check_finetune_memory(*m, small, 0, 100e9));
+    EXPECT_NO_THROW(check_finetune_memory(*m, {.steps = 1, .batch = 8, .seqlen = 128})); // this machine
+}
+
+// Seconds until a callback that refuses its second call stops `run`.
+double seconds_to_cancel(const std::function<void(const std::function<bool()>&)>& run)
+{
+    int calls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_THROW(run([&] { return ++calls < 2; }), Cancelled);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A long step (tinygpt2, 64 x 256 tokens: about 20 s in one pass) is cancelled
+// between its micro-batches, in well under a step.
+TEST(Finetune, CancelIsPromptWithinALongStep)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    auto lm = load_model(test::shared_dir() / "models" / "tinygpt2");
+    auto& m = *lm.model;
+    const auto dense = dynamic_cast<const DenseTokenEmbedding&>(m.token_embedding()).table();
+    m.set_token_embedding(compress_table(dense, {.method = "pca", .rank = 16}).embedding);
+    const auto t = prepare_recovery(m, {}, false);
+    const auto ids =
+        lm.tokenizer->encode(test::read_text(test::shared_dir() / "data" / "tinystories-heldout.txt"));
+    const double seconds = seconds_to_cancel([&](const std::function<bool()>& keep) {
+        train_next_token(m, t.params, ids, {.steps = 2, .batch = 64, .seqlen = 256},
+                         [&](const TrainStep&) { return keep(); });
+    });
+    EXPECT_LT(seconds, 5.0);
+}
+
+// The classifier too: a step of 512 pairs stops between micro-batches.
+TEST(Finetune, ClassifierCancelIsPrompt)
+{
+    const fs::path source(EMBEDLAB_SOURCE_DIR);
+    const auto lm = load_model(source / "tests/data/encoders/distilbert-mlm");
+    const auto data = labelled_texts(read_task_data("rte", source / "tests/data/glue_formats/rte.tsv"));
+    auto model = with_classification_head(*lm.model, data.label_names, 1);
+    int reports = 0;
+    train_classifier(*model, *lm.tokenizer, data, {.steps = 2, .batch = 2}, [&](const TrainStep& s) {
+        reports += s.partial ? 0 : 1;
+        return true;
+    });
+    EXPECT_EQ(reports, 2);
+    const double seconds = seconds_to_cancel([&](const std::function<bool()>& keep) {
+        train_classifier(*model, *lm.tokenizer, data, {.steps = 2, .batch = 4096},
+                         [&](const TrainStep&) { return keep(); });
+    });
+    EXPECT_LT(seconds, 5.0);
 }
 
 } // namespace

@@ -3,6 +3,8 @@
 // a time budget plans and stops, the saved directory loads and evaluates as
 // trained, bad options fail with messages; and finetune of a fourier table trains
 // the MLP itself, keeping MLP-only embedding parameters.
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "embedlab/compressed_model.hpp"
@@ -133,7 +135,8 @@ TEST(Train, TimeBudgetPlansAndCancelStops)
     o.minutes = 0.5 / 60; // half a second
     std::vector<ScratchStep> seen;
     const auto r = train_from_scratch(o, sample_ids(), [&](const ScratchStep& s) {
-        seen.push_back(s);
+        if (!s.partial)
+            seen.push_back(s);
         return true;
     });
     ASSERT_GE(r.steps, 1);
@@ -235,6 +238,54 @@ TEST(FourierMlpFinetune, LossGoesDownAndParametersStayMlpOnly)
     EXPECT_EQ(lm2.model->token_embedding().parameter_count(), embedding_before);
     // A table that is not fourier is refused.
     EXPECT_THROW(prepare_fourier_mlp_recovery(*original.model, {}), InputError);
+}
+
+// Issue 57 item 8: a report before the first step, after every step, and between
+// the micro-batches of a long one.
+TEST(Train, ReportsBeforeTheFirstStepAndEveryStep)
+{
+    std::vector<ScratchStep> seen;
+    train_from_scratch(small_options("table", 3), sample_ids(), [&](const ScratchStep& s) {
+        seen.push_back(s);
+        return true;
+    });
+    ASSERT_FALSE(seen.empty());
+    EXPECT_TRUE(seen.front().partial);
+    EXPECT_EQ(seen.front().step, 0);
+    std::vector<int64_t> steps;
+    for (const auto& s : seen)
+        if (!s.partial)
+            steps.push_back(s.step);
+    EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3}));
+}
+
+// The small config at 32 x 256 tokens (about 9 s a step in one pass) is cancelled
+// between micro-batches; a run the memory cannot hold is refused before any work.
+TEST(Train, CancelIsPromptAndMemoryIsChecked)
+{
+    auto o = small_options("table", 2);
+    o.config = scratch_config("small", 50257);
+    o.batch = 32;
+    o.seqlen = 256;
+    int calls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_THROW(train_from_scratch(o, sample_ids(), [&](const ScratchStep&) { return ++calls < 2; }),
+                 Cancelled);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+
+    EXPECT_NO_THROW(check_scratch_memory(o)); // this machine
+    o.batch = 65536;
+    EXPECT_GT(scratch_memory_estimate(o), 0.5e9);
+    try {
+        check_scratch_memory(o, 0.5e9);
+        ADD_FAILURE() << "no refusal";
+    } catch (const InputError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("train: batch 65536 x seqlen 256 needs about "), std::string::npos) << m;
+        EXPECT_NE(m.find(" GB (estimate), this machine has 0.5 GB available; lower --batch or --seqlen"),
+                  std::string::npos)
+            << m;
+    }
 }
 
 } // namespace

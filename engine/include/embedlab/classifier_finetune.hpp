@@ -13,6 +13,8 @@
 // the head's logits; AdamW (betas 0.9, 0.999, eps 1e-8, no weight decay) on the head
 // at `lr` and, when body_lr > 0, on every other weight (token table included) at
 // body_lr. Updated in place: the model is the trained model when the call returns.
+// A step runs in micro-batches of rows (gradients accumulate), reporting between
+// them (TrainStep::partial), so cancel is prompt at any batch.
 //
 // Thread safety: one training run per model at a time; progress runs on the
 // calling thread.

@@ -15,7 +15,8 @@
 // weight decay on the adapters' and factors' matrices; the learning rate rises
 // linearly over `warmup` steps, then stays. Parameters are updated in place, so the
 // model that holds them is the trained model when the call returns; a cancel leaves
-// them at the last finished step.
+// them at the last finished step. A step runs in micro-batches of at most 1,024
+// tokens (gradients accumulate), so memory stays bounded and cancel is prompt.
 // Thread safety: one training run per model at a time; the progress callback runs
 // on the calling thread (a GUI engine thread can run the whole call).
 #pragma once
@@ -49,6 +50,9 @@ struct TrainStep {
     int64_t step = 0, steps = 0;  // 1-based
     double loss = 0;              // this step's batch loss
     double tokens_per_second = 0; // trained tokens (batch x seqlen) per second so far
+    // A report before the first step or between micro-batches (at least once a second
+    // when a step is long): step counts the finished steps, loss is the last one's.
+    bool partial = false;
 };
 // Returning false cancels: train_next_token throws Cancelled.
 using TrainProgressFn = std::function<bool(const TrainStep&)>;
@@ -73,6 +77,16 @@ void check_train_options(const TrainOptions& options, int64_t text_ids, int64_t 
 // the result with its loss curve.
 nlohmann::ordered_json training_json(const TrainResult& result, const std::string& text,
                                      const std::string& text_sha256, size_t text_tokens);
+
+// Peak bytes of a training step of `model` (weights, AdamW state for
+// `trained_parameters`, the activations of one micro-batch). check_finetune_memory:
+// InputError "finetune: batch B x seqlen T needs about X GB (estimate), this machine
+// has Y GB available; lower --batch or --seqlen" above 90% of `available` bytes
+// (0: this machine's MemAvailable, cgroup and RLIMIT_AS limits). train_next_token checks too.
+double finetune_memory_estimate(const LanguageModel& model, const TrainOptions& options,
+                                int64_t trained_parameters);
+void check_finetune_memory(const LanguageModel& model, const TrainOptions& options,
+                           int64_t trained_parameters = 0, double available = 0);
 
 TrainResult train_next_token(const LanguageModel& model, const std::vector<torch::Tensor>& params,
                              std::span<const int32_t> ids, const TrainOptions& options,

@@ -46,8 +46,10 @@
 // pseudo-perplexity, task stsb its zero-shot similarity (mean pooling).
 // Deterministic for a seed, a thread count and a number of steps: a time-limited
 // run that completed its plan is replayed exactly by steps = planned_steps.
+// A step runs in micro-batches of at most 1,024 tokens (gradients accumulate), so
+// memory stays bounded and cancel is prompt.
 // Thread safety: reentrant (no globals); the progress callback runs on the calling
-// thread, after each step.
+// thread, before the first step, between micro-batches and after each step.
 #pragma once
 
 #include <cstdint>
@@ -120,6 +122,9 @@ struct ScratchStep {
     double loss = 0, lr = 0;
     double seconds = 0;           // since training started
     double tokens_per_second = 0; // trained tokens per second so far
+    // A report before the first step or between micro-batches (at least once a second
+    // when a step is long): step counts the finished steps, loss is the last one's.
+    bool partial = false;
 };
 // Returning false cancels: train_from_scratch throws Cancelled.
 using ScratchProgressFn = std::function<bool(const ScratchStep&)>;
@@ -145,6 +150,13 @@ struct ScratchResult {
 // outside (0, 1], special ids missing or outside the vocabulary, seqlen + 2 beyond the
 // positions (gpt2: an objective other than clm).
 void check_scratch_options(const ScratchOptions& options, int64_t text_ids);
+
+// Peak bytes of a training step (weights, AdamW state, one micro-batch's
+// activations); check_scratch_memory: InputError "train: batch B x seqlen T needs
+// about X GB (estimate), this machine has Y GB available; lower --batch or --seqlen"
+// above 90% of `available` (0: this machine's). train_from_scratch checks too.
+double scratch_memory_estimate(const ScratchOptions& options);
+void check_scratch_memory(const ScratchOptions& options, double available = 0);
 
 ScratchResult train_from_scratch(const ScratchOptions& options, std::span<const int32_t> ids,
                                  const ScratchProgressFn& progress = {});

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include <torch/nn/functional/loss.h>
@@ -15,6 +16,7 @@
 #include "embedlab/output_checks.hpp"
 #include "io/canonical_weights.hpp"
 #include "methods/loss_check.hpp"
+#include "methods/training_memory.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
@@ -96,6 +98,41 @@ std::unique_ptr<LanguageModel> with_classification_head(const LanguageModel& bas
     return std::make_unique<LanguageModel>(c, std::move(w), "classifier");
 }
 
+namespace {
+
+// One step's loss with gradients accumulated over micro-batches of rows (each
+// weighted by its share of the batch; one micro-batch is the batch mean itself);
+// `alive` is asked between passes.
+torch::Tensor accumulate_classifier_step(const LanguageModel& model, const EncoderBatch& batch,
+                                         const torch::Tensor& target, bool regression,
+                                         const std::function<bool()>& alive)
+{
+    const auto& c = model.config();
+    const int64_t rows = batch.ids.size(0);
+    const int64_t micro = methods::micro_windows(rows, batch.ids.size(1), c.num_layers, c.hidden_size, 0);
+    torch::Tensor total;
+    for (int64_t at = 0; at < rows; at += micro) {
+        const int64_t n = std::min(micro, rows - at);
+        const auto logits = model.training_classify(model.training_encoder_hidden_states(
+            batch.ids.narrow(0, at, n), batch.token_types.narrow(0, at, n),
+            batch.attention_mask.narrow(0, at, n)));
+        const auto part = target.narrow(0, at, n);
+        auto loss = regression ? torch::nn::functional::mse_loss(logits.squeeze(-1), part)
+                               : torch::nn::functional::cross_entropy(logits, part);
+        if (n != rows)
+            loss = loss * (static_cast<double>(n) / static_cast<double>(rows));
+        if (!alive())
+            throw Cancelled();
+        loss.backward();
+        total = total.defined() ? total + loss.detach() : loss.detach();
+        if (!alive())
+            throw Cancelled();
+    }
+    return total;
+}
+
+} // namespace
+
 TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, const LabelledTexts& data,
                              const ClassifierTrainOptions& o, const TrainProgressFn& progress)
 {
@@ -151,6 +188,14 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
     for (const auto& p : body)
         r.trainable_parameters += p.numel();
     std::mt19937_64 rng(o.seed);
+    // Between steps and passes: the finished steps so far (the caller may cancel).
+    auto alive = [&] {
+        const double last = r.loss_curve.empty() ? 0 : r.loss_curve.back();
+        return !progress || progress({static_cast<int64_t>(r.loss_curve.size()), o.steps, last,
+                                      r.tokens_per_second, true});
+    };
+    if (!alive())
+        throw Cancelled();
     for (int64_t step = 1; step <= o.steps; ++step) {
         std::vector<std::string> texts, pairs;
         std::vector<int64_t> labels;
@@ -166,13 +211,9 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
         }
         const auto batch =
             frame_texts(tokenizer, model.config(), texts, data.pairs.empty() ? nullptr : &pairs);
-        const auto logits = model.training_classify(
-            model.training_encoder_hidden_states(batch.ids, batch.token_types, batch.attention_mask));
-        const auto loss =
-            regression ? torch::nn::functional::mse_loss(logits.squeeze(-1), torch::tensor(targets))
-                       : torch::nn::functional::cross_entropy(logits, torch::tensor(labels, torch::kLong));
+        const auto target = regression ? torch::tensor(targets) : torch::tensor(labels, torch::kLong);
         optimizer.zero_grad();
-        loss.backward();
+        const auto loss = accumulate_classifier_step(model, batch, target, regression, alive);
         optimizer.step();
         const double value = methods::finite_loss(loss, "classifier fine-tuning", step);
         r.loss_curve.push_back(value);

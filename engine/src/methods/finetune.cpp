@@ -1,8 +1,10 @@
 #include "embedlab/finetune.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include <torch/nn/functional/loss.h>
@@ -12,6 +14,7 @@
 #include "embedlab/json_members.hpp"
 #include "embedlab/low_rank.hpp"
 #include "methods/loss_check.hpp"
+#include "methods/training_memory.hpp"
 
 namespace embedlab {
 
@@ -42,6 +45,59 @@ void check_train_options(const TrainOptions& o, int64_t text_ids, int64_t max_co
                          std::to_string(need) + " tokens); use a longer text or a smaller --batch/--seqlen");
 }
 
+double finetune_memory_estimate(const LanguageModel& model, const TrainOptions& o, int64_t trained_parameters)
+{
+    const auto& c = model.config();
+    return methods::training_step_bytes(
+        {.trained = trained_parameters,
+         .frozen = model.parameter_breakdown().total(),
+         .windows = methods::micro_windows(o.batch, o.seqlen, c.num_layers, c.hidden_size, c.vocab_size),
+         .seqlen = o.seqlen,
+         .layers = c.num_layers,
+         .dim = c.hidden_size,
+         .heads = c.num_heads,
+         .vocab = c.vocab_size,
+         .batch = o.batch});
+}
+
+void check_finetune_memory(const LanguageModel& model, const TrainOptions& o, int64_t trained_parameters,
+                           double available)
+{
+    methods::check_training_memory("finetune", o.batch, o.seqlen,
+                                   finetune_memory_estimate(model, o, trained_parameters),
+                                   available > 0 ? available : methods::available_memory_bytes());
+}
+
+namespace {
+
+// One step's loss with its gradients accumulated over micro-batches (a single
+// micro-batch is the whole-batch mean itself); `alive` is asked between passes.
+torch::Tensor accumulate_step(const LanguageModel& model, const torch::Tensor& batch, int64_t seqlen,
+                              const std::function<bool()>& alive)
+{
+    const auto& c = model.config();
+    const int64_t windows = batch.size(0);
+    const int64_t micro = methods::micro_windows(windows, seqlen, c.num_layers, c.hidden_size, c.vocab_size);
+    torch::Tensor total;
+    for (int64_t at = 0; at < windows; at += micro) {
+        const auto part = batch.narrow(0, at, std::min(micro, windows - at));
+        const auto logits = model.training_logits(part.narrow(1, 0, seqlen));
+        auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                         part.narrow(1, 1, seqlen).reshape({-1}));
+        if (part.size(0) != windows)
+            loss = loss * (static_cast<double>(part.size(0)) / static_cast<double>(windows));
+        if (!alive())
+            throw Cancelled();
+        loss.backward();
+        total = total.defined() ? total + loss.detach() : loss.detach();
+        if (!alive())
+            throw Cancelled();
+    }
+    return total;
+}
+
+} // namespace
+
 TrainResult train_next_token(const LanguageModel& model, const std::vector<torch::Tensor>& params,
                              std::span<const int32_t> ids, const TrainOptions& o,
                              const TrainProgressFn& progress, const std::string& label)
@@ -51,14 +107,23 @@ TrainResult train_next_token(const LanguageModel& model, const std::vector<torch
     check_train_options(o, n, model.max_context(), label);
     if (params.empty())
         throw InputError("finetune: nothing to train (no adapters or factors selected)");
-    // Callers may hold InferenceMode (as the evaluation paths do); training needs autograd.
-    c10::InferenceMode no_inference(false);
-    torch::AutoGradMode grad(true);
-
     TrainResult r;
     r.options = o;
     for (const auto& p : params)
         r.trainable_parameters += p.numel();
+    check_finetune_memory(model, o, r.trainable_parameters);
+    // Between steps and passes: the finished steps so far (the caller may cancel).
+    auto alive = [&] {
+        const double last = r.loss_curve.empty() ? 0 : r.loss_curve.back();
+        return !progress || progress({static_cast<int64_t>(r.loss_curve.size()), o.steps, last,
+                                      r.tokens_per_second, true});
+    };
+    if (!alive())
+        throw Cancelled();
+    // Callers may hold InferenceMode (as the evaluation paths do); training needs autograd.
+    c10::InferenceMode no_inference(false);
+    torch::AutoGradMode grad(true);
+
     using torch::optim::AdamWOptions;
     torch::optim::AdamW optimizer(params, AdamWOptions(o.lr).weight_decay(o.weight_decay));
     std::mt19937_64 rng(o.seed);
@@ -78,11 +143,8 @@ TrainResult train_next_token(const LanguageModel& model, const std::vector<torch
             for (auto& group : optimizer.param_groups())
                 static_cast<AdamWOptions&>(group.options())
                     .lr(o.lr * std::min(1.0, static_cast<double>(step) / static_cast<double>(o.warmup)));
-        const auto logits = model.training_logits(batch.narrow(1, 0, o.seqlen));
-        const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                               batch.narrow(1, 1, o.seqlen).reshape({-1}));
         optimizer.zero_grad();
-        loss.backward();
+        const auto loss = accumulate_step(model, batch, o.seqlen, alive);
         optimizer.step();
         const double value = methods::finite_loss(loss, "finetune", step);
         r.loss_curve.push_back(value);

@@ -6,8 +6,10 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <numbers>
 #include <random>
 
@@ -19,6 +21,7 @@
 #include "io/canonical_weights.hpp"
 #include "methods/loss_check.hpp"
 #include "methods/masked_lm_batch.hpp"
+#include "methods/training_memory.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
 #include "model/shape_check.hpp"
@@ -334,11 +337,73 @@ void check_scratch_options(const ScratchOptions& o, int64_t text_ids)
                          "); use a longer text or a smaller --batch/--seqlen");
 }
 
+double scratch_memory_estimate(const ScratchOptions& o)
+{
+    const auto& c = o.config;
+    const int64_t d = c.dim, mlm_frame = scratch_objective(o) == "mlm" ? 2 : 0;
+    // GPT-2/BERT blocks hold about 12 d^2; a fourier table rebuilds V x d rows each pass.
+    const int64_t params = 12 * c.layers * d * d + (c.vocab + c.positions) * d;
+    return methods::training_step_bytes(
+        {.trained = params,
+         .frozen = o.embedding.fourier ? 3 * c.vocab * d : 0,
+         .windows = methods::micro_windows(o.batch, o.seqlen + mlm_frame, c.layers, d, c.vocab),
+         .seqlen = o.seqlen + mlm_frame,
+         .layers = c.layers,
+         .dim = d,
+         .heads = c.heads,
+         .vocab = c.vocab,
+         .batch = o.batch});
+}
+
+void check_scratch_memory(const ScratchOptions& o, double available)
+{
+    methods::check_training_memory("train", o.batch, o.seqlen, scratch_memory_estimate(o),
+                                   available > 0 ? available : methods::available_memory_bytes());
+}
+
+namespace {
+
+// One step's loss with gradients accumulated over micro-batches, each weighted by
+// its share of the predicted positions (labels -100 are not predicted); a single
+// micro-batch is the whole-batch mean itself. `alive` is asked between passes.
+torch::Tensor accumulate_scratch_step(const LanguageModel& model, const torch::Tensor& inputs,
+                                      const torch::Tensor& labels, const std::function<bool()>& alive)
+{
+    const auto& c = model.config();
+    const int64_t windows = inputs.size(0);
+    const int64_t micro =
+        methods::micro_windows(windows, inputs.size(1), c.num_layers, c.hidden_size, c.vocab_size);
+    const double predicted = static_cast<double>(labels.ne(-100).sum().item<int64_t>());
+    torch::Tensor total;
+    for (int64_t at = 0; at < windows; at += micro) {
+        const int64_t rows = std::min(micro, windows - at);
+        const auto part = labels.narrow(0, at, rows);
+        const auto count = static_cast<double>(part.ne(-100).sum().item<int64_t>());
+        if (count == 0)
+            continue; // nothing predicted here (mlm): no loss, no gradient
+        const auto logits = model.training_logits(inputs.narrow(0, at, rows));
+        auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                         part.reshape({-1})); // ignores -100
+        if (rows != windows)
+            loss = loss * (count / predicted);
+        if (!alive())
+            throw Cancelled();
+        loss.backward();
+        total = total.defined() ? total + loss.detach() : loss.detach();
+        if (!alive())
+            throw Cancelled();
+    }
+    return total;
+}
+
+} // namespace
+
 ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_t> ids,
                                  const ScratchProgressFn& progress)
 {
     const auto n = static_cast<int64_t>(ids.size());
     check_scratch_options(o, n);
+    check_scratch_memory(o);
     for (const int32_t id : ids)
         if (id < 0 || id >= o.config.vocab)
             throw InputError("train: token id " + std::to_string(id) + " is outside the vocabulary 0.." +
@@ -389,6 +454,14 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     r.stopped_by = "steps";
+    // Between steps and passes: the finished steps so far (the caller may cancel).
+    auto alive = [&] {
+        const double last = r.loss_curve.empty() ? 0 : r.loss_curve.back();
+        return !progress ||
+               progress({r.steps, r.planned_steps, last, 0, elapsed(), r.tokens_per_second, true});
+    };
+    if (!alive())
+        throw Cancelled();
     for (int64_t step = 1; r.planned_steps == 0 || step <= r.planned_steps; ++step) {
         for (int64_t b = 0; b < o.batch; ++b) {
             const auto start = static_cast<int64_t>(rng() % starts);
@@ -398,20 +471,16 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
         const double lr = scheduled_lr(o, step, r.planned_steps);
         for (auto& group : optimizer.param_groups())
             static_cast<AdamWOptions&>(group.options()).lr(lr);
+        optimizer.zero_grad();
         torch::Tensor loss;
         if (mlm) {
             const auto batch = detail::masked_lm_batch(o, window, rng);
-            const auto logits = model->training_logits(batch.inputs);
-            loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                        batch.labels.reshape({-1})); // ignores -100
+            loss = accumulate_scratch_step(*model, batch.inputs, batch.labels, alive);
         } else {
             const auto batch = torch::from_blob(window.data(), {o.batch, span}, torch::kLong).clone();
-            const auto logits = model->training_logits(batch.narrow(1, 0, o.seqlen));
-            loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                        batch.narrow(1, 1, o.seqlen).reshape({-1}));
+            loss = accumulate_scratch_step(*model, batch.narrow(1, 0, o.seqlen), batch.narrow(1, 1, o.seqlen),
+                                           alive);
         }
-        optimizer.zero_grad();
-        loss.backward();
         if (o.grad_clip > 0)
             torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
         optimizer.step();
