@@ -216,6 +216,8 @@ int command_eval(const std::vector<std::string>& argv)
         ProgressPrinter progress("eval", "tokens", args.has("--quiet"));
         r = evaluate_perplexity(*lm.model, ids, {.ctx = ctx, .stride = stride, .batch_windows = batch},
                                 progress.callback());
+        if (lm.tokenizer) // bits per byte compares texts tokenized differently (issue 60)
+            add_bits_per_byte(r, ids, *lm.tokenizer);
     }
     Json j = {
         {"model", path.string()}, {"input", input}, {"input_kind", args.has("--text") ? "text" : "ids"}};
@@ -281,6 +283,9 @@ int command_eval(const std::vector<std::string>& argv)
     }
     std::printf("perplexity %.6f  (NLL/token %.8f over %lld tokens, ctx %lld, stride %lld)\n", r.ppl,
                 r.nll_per_token, (long long)r.tokens, (long long)r.ctx, (long long)r.stride);
+    if (r.scored_bytes > 0)
+        std::printf("bits per byte %.6f  (over the %lld bytes the scored tokens decode to)\n",
+                    r.bits_per_byte, (long long)r.scored_bytes);
     std::printf("%.0f tokens/s  (%.2f s forward, %lld windows, batches of %lld, %d threads; "
                 "load %.2f s, tokenize %.2f s)\n",
                 r.tokens_per_second, r.seconds, (long long)r.windows, (long long)r.batch_windows,

@@ -23,10 +23,11 @@ commands:
   inspect  [MODEL] [--json]                    architecture, sizes, parameter breakdown, sha256
   eval     [MODEL] (--text FILE | --ids FILE) [--ctx N] [--stride S] [--batch B] [--json]
            [--reference ORIGINAL [--per-token FILE.csv [--force]]]
-                                               perplexity (METHODS.md section 0); with --reference
-                                               also llama-perplexity's KL divergence statistics
-                                               against it and damage by token frequency; per
-                                               vocabulary token (row cosine, KL) to --per-token
+                                               perplexity (METHODS.md section 0) and bits per
+                                               byte; with --reference also llama-perplexity's KL
+                                               divergence statistics against it and damage by
+                                               token frequency; per vocabulary token (row cosine,
+                                               KL) to --per-token
   eval     ENCODER --text FILE [--ctx N (128)] [--mask-rate R [--seed S]] [--reference ORIGINAL] [--json]
                                                a masked-LM encoder's pseudo-perplexity and masked-token
                                                accuracy: windows framed [CLS] .. [SEP], each token masked

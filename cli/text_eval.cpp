@@ -18,6 +18,7 @@ TextEval TextEval::from_args(const Args& args, const Tokenizer* tokenizer, int64
         throw InputError("--eval-text needs the model's tokenizer");
     e.text = *text;
     e.ids = tokenizer->encode(read_text_file(e.text));
+    e.tokenizer = tokenizer;
     e.sha256 = sha256_file(e.text);
     e.options.ctx = args.get_int("--ctx", std::min<int64_t>(128, max_context), 1, max_context);
     e.options.stride = args.get_int("--stride", e.options.ctx, 1, e.options.ctx);
@@ -47,16 +48,22 @@ PerplexityResult TextEval::run(const LanguageModel& model, const std::string& wh
         throw InputError(text.string() + ": has " + std::to_string(ids.size()) +
                          " token(s); perplexity needs at least 2");
     ProgressPrinter progress(what, "tokens", quiet);
-    return evaluate_perplexity(model, ids, options, progress.callback());
+    auto r = evaluate_perplexity(model, ids, options, progress.callback());
+    if (tokenizer)
+        add_bits_per_byte(r, ids, *tokenizer);
+    return r;
 }
 
 Json TextEval::json(const PerplexityResult& baseline, const PerplexityResult& compressed) const
 {
     auto result = [](const PerplexityResult& r) {
-        return Json{{"ppl", r.ppl},
-                    {"nll_per_token", r.nll_per_token},
-                    {"seconds", r.seconds},
-                    {"tokens_per_second", r.tokens_per_second}};
+        Json j{{"ppl", r.ppl},
+               {"nll_per_token", r.nll_per_token},
+               {"seconds", r.seconds},
+               {"tokens_per_second", r.tokens_per_second}};
+        if (r.scored_bytes > 0)
+            j["bits_per_byte"] = r.bits_per_byte;
+        return j;
     };
     return {{"text", std::filesystem::absolute(text).lexically_normal().string()},
             {"text_sha256", sha256},
@@ -89,6 +96,9 @@ void TextEval::print(const Json& e)
                 e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
                 e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
                 (long long)e["ctx"].get<int64_t>());
+    if (e["compressed"].contains("bits_per_byte") && e["baseline"].contains("bits_per_byte"))
+        std::printf("  bits per byte %.6f -> %.6f\n", e["baseline"]["bits_per_byte"].get<double>(),
+                    e["compressed"]["bits_per_byte"].get<double>());
     if (e.contains("divergence"))
         std::printf("  against the original: KL mean %.6f nats/token (median %.6f, p99 %.6f), top-1 "
                     "agreement %.4f\n",

@@ -16,6 +16,7 @@ struct TextEval {
     std::vector<int32_t> ids;
     PerplexityOptions options;
     bool quiet = false;
+    const Tokenizer* tokenizer = nullptr; // the text's: run() adds bits per byte with it
 
     // Reads --eval-text FILE, --ctx, --stride, --batch; empty `text` when absent.
     static TextEval from_args(const Args& args, const Tokenizer* tokenizer, int64_t max_context);

@@ -56,6 +56,13 @@ TEST(Cli, EvalJsonHasTheContractFields)
     EXPECT_EQ(j["stride"], 8);
     EXPECT_NEAR(j["ppl"].get<double>(), std::exp(j["nll_per_token"].get<double>()),
                 1e-6 * j["ppl"].get<double>());
+    // Bits per byte (issue 60): over the bytes after the first token ("Once", 4 bytes).
+    const std::string text = embedlab::test::read_text(dir / "t.txt");
+    EXPECT_EQ(j["scored_bytes"], int64_t(text.size()) - 4);
+    EXPECT_NEAR(j["bits_per_byte"].get<double>(),
+                j["nll_per_token"].get<double>() * j["tokens"].get<double>() / std::log(2.0) /
+                    double(text.size() - 4),
+                1e-9);
 }
 
 TEST(Cli, TokenizeAndEvalOfIdsAgree)

@@ -22,6 +22,7 @@
 #include "embedlab/resources.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/tasks.hpp"
+#include "embedlab/tokenizer.hpp"
 #include "test_support.hpp"
 
 using embedlab::CompressionRequest;
@@ -429,7 +430,39 @@ TEST(RunCompression, EveryMethodRunsAndItsNumbersAgree)
         EXPECT_NEAR(embedlab::evaluate_perplexity(*lm.model, ids, {.ctx = 64}).ppl, s.ppl_original,
                     1e-9 * s.ppl_original)
             << m.name;
+        // Bits per byte (issue 60): the scored ids' NLL in bits over their bytes, each
+        // byte-level BPE token decoded on its own here.
+        double bytes = 0;
+        for (size_t i = 1; i < ids.size(); ++i)
+            bytes += double(lm.tokenizer->decode(std::span(ids).subspan(i, 1)).size());
+        const double bits = double(s.eval_tokens) / std::log(2.0) / bytes;
+        EXPECT_NEAR(s.bits_per_byte, std::log(s.ppl) * bits, 1e-9 * s.bits_per_byte) << m.name;
+        EXPECT_NEAR(s.bits_per_byte_original, std::log(s.ppl_original) * bits, 1e-9 * s.bits_per_byte)
+            << m.name;
+        EXPECT_EQ(run.evaluation["scored_bytes"], int64_t(bytes)) << m.name;
     }
+}
+
+// SentencePiece drops the text's leading space (its dummy prefix) and writes a space
+// as part of the next piece: the scored bytes are the text's less its first piece's.
+TEST(BitsPerByte, AreTheScoredTextsBytesUnderSentencePiece)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto tokenizer =
+        embedlab::load_sentencepiece(embedlab::test::shared_dir() / "models/tinyllama/tokenizer.model");
+    const std::string text = "Hello world. Once upon a time, a caf\u00e9 sold t\u00e9 \xe2\x9c\x93 at noon.";
+    const auto ids = tokenizer->encode(text);
+    ASSERT_GE(ids.size(), 4u);
+    ASSERT_EQ(tokenizer->decode(ids), text);
+    embedlab::PerplexityResult r{.tokens = int64_t(ids.size()) - 1, .nll_per_token = 1.0};
+    embedlab::add_bits_per_byte(r, ids, *tokenizer);
+    EXPECT_EQ(r.scored_bytes, int64_t(text.size()) - 5) << "all but \"Hello\"";
+    EXPECT_NEAR(r.bits_per_byte, double(r.tokens) / std::log(2.0) / double(r.scored_bytes), 1e-12);
+    // One id: nothing is scored, nothing is claimed.
+    embedlab::PerplexityResult none{.tokens = 0};
+    embedlab::add_bits_per_byte(none, std::span(ids).first(1), *tokenizer);
+    EXPECT_EQ(none.scored_bytes, 0);
+    EXPECT_TRUE(std::isnan(none.bits_per_byte));
 }
 
 // Issue 19: the run records how the input stored its table: the bundled model is

@@ -754,6 +754,22 @@ TEST(ResultsView, TheParetoXAxisTakesTheBytesAsStored)
     EXPECT_EQ(table->index(5, 0).data().toString(), "flat");
     EXPECT_EQ(table->index(5, bytes).data().toString(), "") << "flat's bytes are not known";
 
+    // Bits per byte (issue 60): its own column beside bytes, the original's in the tooltip,
+    // and a y axis of its difference from the original.
+    ResultsView bpb;
+    auto tokens = pca;
+    tokens.bits_per_byte = 1.25, tokens.bits_per_byte_original = 1.125;
+    bpb.addRow(tokens);
+    auto* cells = bpb.table()->model();
+    const int bits = cells->columnCount() - 2;
+    EXPECT_EQ(cells->headerData(bits, Qt::Horizontal).toString(), "bits/byte");
+    EXPECT_EQ(cells->index(0, 0).data().toString(), "original");
+    EXPECT_EQ(cells->index(0, bits).data().toString(), "1.1250");
+    EXPECT_EQ(cells->index(1, bits).data().toString(), "1.2500");
+    EXPECT_EQ(cells->index(1, bits).data(Qt::ToolTipRole).toString(), "the original: 1.1250");
+    bpb.setYAxis("Δ bits per byte", false);
+    EXPECT_DOUBLE_EQ(bpb.series("pca")->data()->at(0)->value, 0.125);
+
     // The user's pick in the x axis box (the keyboard, as a user picks it) holds at once:
     // it once lost its first pick to the default rule, which redrew before `activated`.
     ResultsView picked;

@@ -37,7 +37,7 @@ constexpr int kSortRole = Qt::UserRole + 1;
 constexpr int kRowRole = Qt::UserRole + 2;
 constexpr int kModelRole = Qt::UserRole + 3;    // the row's model path, for the model filter
 constexpr int kBaselineRole = Qt::UserRole + 4; // an "original" row's model, part and text
-constexpr int kTaskColumn = 11, kModelColumn = 12, kBytesColumn = 14;
+constexpr int kTaskColumn = 11, kModelColumn = 12, kBitsPerByteColumn = 14, kBytesColumn = 15;
 
 // A model's marker shape when several models are shown (diamonds are the baselines').
 QCPScatterStyle::ScatterShape model_shape(qsizetype model)
@@ -112,7 +112,7 @@ struct ResultsView::TakenRow {
 };
 
 ResultsView::ResultsView(QWidget* parent)
-    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 15, this)),
+    : QWidget(parent), table_(new QTableView(this)), model_(new QStandardItemModel(0, 16, this)),
       proxy_(new QSortFilterProxyModel(this)), plot_(new QCustomPlot(this)),
       windows_(new WindowDivergenceView(this)), model_filter_(new QComboBox(this)),
       x_metric_(new QComboBox(this)), y_metric_(new QComboBox(this)), y_scale_(new QComboBox(this)),
@@ -122,7 +122,11 @@ ResultsView::ResultsView(QWidget* parent)
                                        "time (s)", "host", "KL (nats)",
                                        "top-1",    // runs that measured their divergence from the original
                                        "task acc", // runs that measured a zero-shot task (sst2, mc)
-                                       "model", "part", "bytes"});
+                                       "model", "part", "bits/byte", "bytes"});
+    model_->horizontalHeaderItem(kBitsPerByteColumn)
+        ->setToolTip("Bits per byte of the evaluation text: the scored tokens' NLL in bits over the bytes "
+                     "they decode to. Unlike PPL it compares models that tokenize the text differently; "
+                     "the tooltip has the original's");
     model_->horizontalHeaderItem(kBytesColumn)
         ->setToolTip("The compressed part's bytes as stored (a quantised table: its blocks; factors: "
                      "float32); the tooltip has the ratio to the input's bytes");
@@ -254,13 +258,14 @@ ResultsView::ResultsView(QWidget* parent)
         "What the plot's x axis shows: stored values after / before, or the part's bytes\n"
         "as stored after / before (compare a method with the quantised table at equal "
         "bytes;\nrows without bytes, from results files written before they were recorded, are left off)");
-    y_metric_->addItems(
-        {"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy", "1 − mean cosine"});
+    y_metric_->addItems({"Δ ln PPL", "KL (nats)", "1 − top-1 agreement", "PPL", "1 − task accuracy",
+                         "1 − mean cosine", "Δ bits per byte"});
     y_metric_->setToolTip(
         "What the plot's y axis shows (lower is better for each; the Pareto fronts follow it).\n"
         "KL and top-1 need runs that measured their divergence (+ KL vs original);\n"
         "task accuracy runs that measured a task (the method panel's Task);\n"
-        "1 − mean cosine: the table's reconstruction, which every run has (encoders have no perplexity).");
+        "1 − mean cosine: the table's reconstruction, which every run has (encoders have no perplexity);\n"
+        "Δ bits per byte: against the original on the same text, comparable across tokenizations.");
     y_scale_->addItems({"linear", "symlog"});
     y_scale_->setToolTip(
         "symlog: linear near 0, logarithmic beyond, so one far-off run does not squash the rest\n"
@@ -306,6 +311,7 @@ QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
                                 textItem(r.part == "attention_values"           ? "attention values"
                                          : r.part == "attention_values_and_mlp" ? "attention values + MLP"
                                                                                 : "token embedding"),
+                                numberItem(r.bits_per_byte, shown(r.bits_per_byte, 4)),
                                 numberItem(r.bytes_after, std::isfinite(r.bytes_after)
                                                               ? QLocale().toString(r.bytes_after, 'f', 0)
                                                               : QString())};
@@ -314,6 +320,9 @@ QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
                                             .arg(r.bytes_after / r.bytes_before, 0, 'f', 4)
                                             .arg(r.bytes_before, 0, 'f', 0));
     items[kModelColumn]->setToolTip(text(r.model));
+    if (std::isfinite(r.bits_per_byte_original))
+        items[kBitsPerByteColumn]->setToolTip(
+            QString("the original: %1").arg(r.bits_per_byte_original, 0, 'f', 4));
     if (!r.task.empty())
         items[kTaskColumn]->setToolTip(QString("%1 on %2 examples (the original: %3)")
                                            .arg(text(r.task))
@@ -356,6 +365,7 @@ int ResultsView::addRow(const ResultRow& r)
             b.bytes_before = b.bytes_after = r.bytes_before; // NaN when the run's are unknown
             b.ppl_original = b.ppl = r.ppl_original;
             b.delta_ln_ppl = 0;
+            b.bits_per_byte = b.bits_per_byte_original = r.bits_per_byte_original;
             b.mean_cosine = 1;
             b.seconds = std::numeric_limits<double>::quiet_NaN();
             b.host = r.host;
@@ -410,6 +420,8 @@ double ResultsView::metric(int row) const
         return std::isfinite(r.task_accuracy) ? 1.0 - r.task_accuracy : r.task_accuracy;
     case 5:
         return 1.0 - r.mean_cosine;
+    case 6: // comparable across tokenizations (issue 60)
+        return r.bits_per_byte - r.bits_per_byte_original;
     default:
         return r.delta_ln_ppl;
     }

@@ -68,8 +68,10 @@ py::object perplexity(const Model& m, const py::object& text, const py::object& 
     const auto context = m.lm->config().is_encoder() ? INT64_MAX : m.lm->max_context();
     const auto options = window_options(input, ctx, stride, batch, context, "perplexity");
     PythonProgress progress(callback, "perplexity: progress");
-    const auto r = without_gil(
-        progress, [&] { return evaluate_perplexity(*m.lm, input, options, progress.plain("eval")); });
+    auto r = without_gil(progress,
+                         [&] { return evaluate_perplexity(*m.lm, input, options, progress.plain("eval")); });
+    if (m.tokenizer) // bits per byte compares texts tokenized differently (issue 60)
+        add_bits_per_byte(r, input, *m.tokenizer);
     nlohmann::ordered_json j{{"model", m.path}, {"input_kind", text.is_none() ? "ids" : "text"}};
     j.update(perplexity_json(r));
     j["embedding"] = m.lm->token_embedding().kind();

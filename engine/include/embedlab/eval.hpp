@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,7 +44,19 @@ struct PerplexityResult {
     int64_t batch_windows = 0;
     double seconds = 0;
     double tokens_per_second = 0; // predicted tokens per second of forward + loss
+    // add_bits_per_byte's (issue 60): the bytes the scored tokens decode to, and their
+    // NLL in bits per byte; 0 and NaN until it runs (ids without a tokenizer).
+    int64_t scored_bytes = 0;
+    double bits_per_byte = std::numeric_limits<double>::quiet_NaN();
 };
+
+class Tokenizer; // tokenizer.hpp
+// Bits per byte of a result `evaluate_perplexity` computed on `ids` (issue 60): the
+// scored tokens' total NLL in bits over the bytes they add to the text (the protocol
+// scores ids[1..]: what decoding ids[0..] adds after ids[0]). Unlike perplexity it
+// compares texts tokenized differently (another or a trimmed vocabulary). Leaves `r`
+// alone for a text whose scored tokens decode to no bytes.
+void add_bits_per_byte(PerplexityResult& r, std::span<const int32_t> ids, const Tokenizer& tokenizer);
 
 // One window: ids [start, start + length) predicting targets from `first_scored`
 // (index into the window's targets 0..length-2) to its end.

@@ -54,6 +54,10 @@ struct RunSummary {
     // compressed part's replaced (NaN as above).
     double model_bytes_before = std::numeric_limits<double>::quiet_NaN();
     double model_bytes_after = std::numeric_limits<double>::quiet_NaN();
+    // Bits per byte of the evaluation, compressed and original (issue 60: comparable
+    // across tokenizations, unlike perplexity); NaN without a tokenizer or evaluation.
+    double bits_per_byte = std::numeric_limits<double>::quiet_NaN();
+    double bits_per_byte_original = std::numeric_limits<double>::quiet_NaN();
 };
 nlohmann::ordered_json summary_json(const RunSummary& s);
 RunSummary summary_from_json(const nlohmann::ordered_json& j); // InputError naming a missing field

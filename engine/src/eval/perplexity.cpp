@@ -5,6 +5,7 @@
 #include "embedlab/json_members.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/non_finite.hpp"
+#include "embedlab/tokenizer.hpp"
 
 namespace embedlab {
 
@@ -150,11 +151,30 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     return r;
 }
 
+void add_bits_per_byte(PerplexityResult& r, std::span<const int32_t> ids, const Tokenizer& tokenizer)
+{
+    if (ids.size() < 2 || r.tokens < 1 || static_cast<size_t>(r.tokens) + 1 > ids.size())
+        return;
+    // Every target from ids[1] on is scored once (perplexity_windows), so the scored
+    // bytes are what ids[1..] add after ids[0]; decoding them with ids[0] in front keeps
+    // SentencePiece's leading space and UTF-8 split across tokens as the text has them.
+    const auto all = tokenizer.decode(ids.first(static_cast<size_t>(r.tokens) + 1));
+    const auto first = tokenizer.decode(ids.first(1));
+    const auto bytes = static_cast<int64_t>(all.size()) - static_cast<int64_t>(first.size());
+    if (bytes < 1)
+        return;
+    r.scored_bytes = bytes;
+    r.bits_per_byte =
+        r.nll_per_token * static_cast<double>(r.tokens) / std::log(2.0) / static_cast<double>(bytes);
+}
+
 nlohmann::ordered_json perplexity_json(const PerplexityResult& r)
 {
     nlohmann::ordered_json j;
     EMBEDLAB_JSON_MEMBERS(j, r, tokens, nll_per_token, ppl, ctx, stride, seconds, tokens_per_second, ids,
                           windows, batch_windows);
+    if (r.scored_bytes > 0)
+        EMBEDLAB_JSON_MEMBERS(j, r, scored_bytes, bits_per_byte);
     j["protocol"] =
         "METHODS.md section 0: whole text tokenized once, no BOS, windows of ctx+1 ids overlapping "
         "by one (stride < ctx: sliding windows)";

@@ -306,10 +306,13 @@ EvalInput eval_input(const CompressionRequest& r, const LoadedModel& lm)
 // The manifest's per-model figures (a subset of perplexity_json, as always written).
 Json evaluated_json(const PerplexityResult& r)
 {
-    return {{"ppl", r.ppl},
-            {"nll_per_token", r.nll_per_token},
-            {"seconds", r.seconds},
-            {"tokens_per_second", r.tokens_per_second}};
+    Json j = {{"ppl", r.ppl},
+              {"nll_per_token", r.nll_per_token},
+              {"seconds", r.seconds},
+              {"tokens_per_second", r.tokens_per_second}};
+    if (r.scored_bytes > 0)
+        j["bits_per_byte"] = r.bits_per_byte;
+    return j;
 }
 
 // The manifest's evaluation block (METHODS 0), as `compress --eval-text` has always written it.
@@ -326,6 +329,8 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
     if (static_cast<int64_t>(e.ids.size()) < e.text_ids)
         j["first_ids"] = e.ids.size(); // eval_tokens cut the text
     j["tokens"] = compressed.tokens;
+    if (compressed.scored_bytes > 0)
+        j["scored_bytes"] = compressed.scored_bytes;
     j["ctx"] = compressed.ctx;
     j["stride"] = compressed.stride;
     j["baseline"] = evaluated_json(baseline);
@@ -805,8 +810,12 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     }
 
     if (eval) {
-        const auto compressed = evaluate_perplexity(run.compressed_model(), eval->ids, eval->options,
-                                                    bar.stage("eval compressed"));
+        auto compressed = evaluate_perplexity(run.compressed_model(), eval->ids, eval->options,
+                                              bar.stage("eval compressed"));
+        if (run.model.tokenizer) { // bits per byte: comparable across tokenizations (issue 60)
+            add_bits_per_byte(*baseline, eval->ids, *run.model.tokenizer);
+            add_bits_per_byte(compressed, eval->ids, *run.model.tokenizer);
+        }
         run.evaluation = evaluation_json(request, *eval, *baseline, compressed);
         if (freq && !request.eval_text.empty()) {
             const auto cov =
@@ -823,6 +832,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
         if (run.embedding && run.embedding->accounting.eta_emb > 0)
             run.evaluation["delta_ln_ppl_per_eta_emb"] = s.delta_ln_ppl / run.embedding->accounting.eta_emb;
         s.eval_tokens = compressed.tokens;
+        s.bits_per_byte = compressed.bits_per_byte;
+        s.bits_per_byte_original = baseline->bits_per_byte;
         if (request.divergence) {
             const LanguageModel& reference = original ? *original : model; // flat leaves `model` as it was
             const auto d = evaluate_divergence(run.compressed_model(), reference, eval->ids, eval->options,

@@ -95,7 +95,8 @@ Json run_eval(const Json& job, const JobEventFn& events, const CancelFn& cancell
                                .batch_windows = detail::job_int(job, "batch", 0, 0, 1 << 16)};
     auto lm = load_model(model);
     const auto ids = lm.tokenizer->encode(read_text_file(text));
-    const auto r = evaluate_perplexity(*lm.model, ids, po, progress_events("eval", events, cancelled));
+    auto r = evaluate_perplexity(*lm.model, ids, po, progress_events("eval", events, cancelled));
+    add_bits_per_byte(r, ids, *lm.tokenizer);
     Json result = {{"kind", "eval"}, {"model", model.string()}, {"text_sha256", sha256_file(text)}};
     result.update(perplexity_json(r));
     result["embedding"] = lm.model->token_embedding().kind();

@@ -109,11 +109,13 @@ const Column kColumns[]{{.name = "method", .text = &RunSummary::method},
                         {.name = "bytes_before", .number = &RunSummary::bytes_before},
                         {.name = "bytes_after", .number = &RunSummary::bytes_after},
                         {.name = "model_bytes_before", .number = &RunSummary::model_bytes_before},
-                        {.name = "model_bytes_after", .number = &RunSummary::model_bytes_after}};
+                        {.name = "model_bytes_after", .number = &RunSummary::model_bytes_after},
+                        {.name = "bits_per_byte", .number = &RunSummary::bits_per_byte},
+                        {.name = "bits_per_byte_original", .number = &RunSummary::bits_per_byte_original}};
 // How many columns the files of each version have, oldest first: before the part
 // column, before the divergence columns, before the task columns, before the bytes
-// columns, before the model bytes columns, now.
-constexpr size_t kColumnVersions[]{9, 15, 17, 21, 23, std::size(kColumns)};
+// columns, before the model bytes columns, before bits per byte, now.
+constexpr size_t kColumnVersions[]{9, 15, 17, 21, 23, 25, std::size(kColumns)};
 
 // A row's JSON object with the results files' keys.
 Json row_json(const RunSummary& r)
@@ -200,7 +202,8 @@ Json summary_json(const RunSummary& s)
     EMBEDLAB_JSON_MEMBERS(j, s, method, parameters, part, params_before, params_after, ratio, ppl_original,
                           ppl, delta_ln_ppl, mean_cosine, eval_tokens, seconds, host, model, eval_text,
                           kl_mean, top1_agreement, task, task_accuracy, task_accuracy_original, task_n,
-                          bytes_before, bytes_after, model_bytes_before, model_bytes_after);
+                          bytes_before, bytes_after, model_bytes_before, model_bytes_after, bits_per_byte,
+                          bits_per_byte_original);
     for (auto& [key, value] : j.items()) // not measured (NaN) or not finite: null
         if (value.is_number_float() && !std::isfinite(value.get<double>()))
             value = nullptr;
@@ -240,6 +243,8 @@ RunSummary summary_from_json(const Json& j)
         s.bytes_after = json_number(j, "bytes_after");
         s.model_bytes_before = json_number(j, "model_bytes_before"); // absent before them
         s.model_bytes_after = json_number(j, "model_bytes_after");
+        s.bits_per_byte = json_number(j, "bits_per_byte"); // absent before issue 60
+        s.bits_per_byte_original = json_number(j, "bits_per_byte_original");
         return s;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(std::string("run summary: a field is missing or mistyped (") + e.what() + ")");
