@@ -149,14 +149,17 @@ TEST(ResultsFiles, TaskColumnsAndWindowArraysRoundTrip)
     r.task_accuracy = 0.515;
     r.task_accuracy_original = 0.53;
     r.task_n = 200;
+    r.bits_per_byte = 1.5, r.bits_per_byte_original = 1.25; // issue 60
     const auto csv = embedlab::results_csv({r});
     EXPECT_NE(csv.find("task,task_accuracy,task_accuracy_original,task_n,bytes_before,bytes_after,model_"
-                       "bytes_before,model_bytes_after\n"),
+                       "bytes_before,model_bytes_after,bits_per_byte,bits_per_byte_original\n"),
               std::string::npos)
         << csv;
     for (const auto& back : read_back_both(r)) {
         ASSERT_EQ(back.size(), 1u);
         EXPECT_EQ(back[0].task, "sst2");
+        EXPECT_EQ(back[0].bits_per_byte, 1.5);
+        EXPECT_EQ(back[0].bits_per_byte_original, 1.25);
         EXPECT_EQ(back[0].task_accuracy, 0.515);
         EXPECT_EQ(back[0].task_accuracy_original, 0.53);
         EXPECT_EQ(back[0].task_n, 200);

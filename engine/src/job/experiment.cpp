@@ -540,6 +540,359 @@ CompressionRun run_compression(const CompressionRequest& request, const Experime
     return run_compression(request, load_model(request.model, request_load_options(request)), progress);
 }
 
+namespace {
+
+// What a run reads before its long steps, so a bad text fails in a second.
+struct RunInputs {
+    std::optional<FrequencyText> freq;          // lle family
+    std::vector<std::string> coverage_examples; // lle: coverage_data's examples
+    std::optional<EvalInput> eval;
+    std::optional<TaskData> task;
+    std::optional<Training> training; // LoRA recovery
+    std::vector<int32_t> calib_ids;   // flat
+    CalibrationOptions calib_options;
+    double flat_remaining = 0; // flat: remaining, or what target_ratio asks for
+};
+
+// The request against the loaded model: what its files and architecture allow.
+void check_against_model(const CompressionRequest& request, const MethodDescriptor& m, const LoadedModel& lm)
+{
+    if (request_load_options(request).need_tokenizer && !lm.tokenizer)
+        throw InputError(request.model + ": " + request.method +
+                         " with these inputs needs the model's tokenizer");
+    const auto& config = lm.model->config();
+    if (!lm.files.embedlab_manifest.empty())
+        throw InputError(request.model +
+                         ": is already an EmbedLab compressed model; compress the original model");
+    check_request(request, config.embedding_dim(), request.model);
+    if (request.positions && config.arch != Architecture::GPT2)
+        throw InputError(request.model + ": positions: " + architecture_name(config.arch) +
+                         " models have no learned position table");
+    if (m.part == CompressedPart::AttentionValues && !config.value_head_dims.empty())
+        throw InputError(request.model + ": is already FLAT-compressed; use the original model");
+}
+
+// flat's calibration windows and its remaining ratio, checked against the model.
+void read_calibration(const CompressionRequest& request, const LoadedModel& lm, RunInputs& in)
+{
+    const auto& model = *lm.model;
+    in.flat_remaining = request.remaining;
+    if (request.target_ratio > 0) {
+        try {
+            in.flat_remaining =
+                remaining_for_target(model.config(), request.target_ratio, request_compresses_mlp(request));
+        } catch (const InputError& e) {
+            throw InputError(request.model + ": " + e.what());
+        }
+    }
+    in.calib_ids = lm.tokenizer->encode(read_text_file(request.calib_text));
+    if (in.calib_ids.empty())
+        throw InputError(request.calib_text + ": the calibration text has no tokens");
+    const int64_t context = calibration_context(model);
+    in.calib_options = {.samples = request.samples,
+                        .seqlen = request.seqlen > 0 ? request.seqlen : std::min<int64_t>(256, context),
+                        .seed = request.seed,
+                        // Sequential calibration sums the MLP covariances itself, layer by layer.
+                        .mlp = request_compresses_mlp(request) && request.calibration == "parallel"};
+    if (in.calib_options.seqlen > context)
+        throw InputError(request.calib_text + ": calibration seqlen " +
+                         std::to_string(in.calib_options.seqlen) + " is beyond the model's context (" +
+                         std::to_string(context) + ")");
+    try {
+        calibration_window_starts(static_cast<int64_t>(in.calib_ids.size()), in.calib_options.samples,
+                                  in.calib_options.seqlen, in.calib_options.seed);
+    } catch (const InputError& e) {
+        throw InputError(request.calib_text + ": " + e.what());
+    }
+}
+
+RunInputs read_run_inputs(const CompressionRequest& request, const MethodDescriptor& m, const LoadedModel& lm)
+{
+    RunInputs in;
+    if (m.needs_frequency_text)
+        in.freq = read_frequency_text(request.freq_text, *lm.tokenizer, lm.model->config().vocab_size,
+                                      request.keep_ratio);
+    if (!request.coverage_data.empty())
+        in.coverage_examples = task_texts(request.coverage_task, request.coverage_data);
+    if (request.evaluates())
+        in.eval = eval_input(request, lm);
+    if (!request.task.empty())
+        in.task = read_task_data(request.task, request.task_data, {.limit = request.task_limit});
+    if (request.lora_rank > 0)
+        in.training = recovery_training(request, lm, in.eval ? static_cast<int64_t>(in.eval->ids.size()) : 0);
+    if (m.part == CompressedPart::AttentionValues)
+        read_calibration(request, lm, in);
+    return in;
+}
+
+// flat's words for its settings: "target 0.5, remaining 0.41, iprs, mlp, ranks 3,5,..".
+std::string flat_parameters(const CompressionRequest& request, const FlatOptions& options,
+                            const FlatResult& flat)
+{
+    std::string ranks;
+    for (const auto& layer : flat.layers)
+        ranks += (ranks.empty() ? "" : ",") + std::to_string(layer.rank);
+    return (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
+           "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
+           (options.mlp ? ", mlp" : "") +
+           (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") +
+           (options.calibration == FlatCalibration::Sequential && options.mlp &&
+                    options.mlp_calibration == FlatMlpCalibration::AfterAttention
+                ? ", mlp calibration after attention"
+                : "") +
+           ", ranks " + ranks;
+}
+
+// FLAT-LLM: the narrowed model and the part it compressed (METHODS 0: V and O, and the
+// MLPs when narrowed), in values and in bytes.
+void fit_flat(CompressionRun& run, const CompressionRequest& request, const RunInputs& in,
+              const StagedProgress& bar)
+{
+    const auto& model = *run.model.model;
+    FlatOptions options;
+    options.remaining = in.flat_remaining;
+    options.target_ratio = request.target_ratio;
+    options.allocation = parse_rank_allocation(request.allocation);
+    options.mlp = request_compresses_mlp(request);
+    options.mlp_lambda = request.mlp_lambda;
+    options.calibration = parse_flat_calibration(request.calibration);
+    options.mlp_calibration = parse_flat_mlp_calibration(request.mlp_calibration);
+    report_progress(bar.stage("compress"), 0, 1);
+    run.flat =
+        std::make_shared<FlatResult>(flat_compress(model, *run.calibration, options, bar.stage("compress")));
+    report_progress(bar.stage("compress"), 1, 1);
+    RunSummary& s = run.summary;
+    s.parameters = flat_parameters(request, options, *run.flat);
+    s.params_before = flat_compressed_params(model, options.mlp);
+    s.params_after = flat_compressed_params(*run.flat->model, options.mlp);
+    s.part = options.mlp ? "attention_values_and_mlp" : "attention_values";
+    // In bytes too (issue 38): the part as a Hugging Face source of one dtype stores it,
+    // and as the export writes the narrowed tensors (at the width the model holds them).
+    if (const double bits = run.model.files.format == ModelFormat::HuggingFace
+                                ? stored_bits_per_value(run.model.files.stored_dtype)
+                                : 0.0;
+        bits > 0) {
+        const auto value_bytes =
+            static_cast<double>(run.flat->model->weights().begin()->second.element_size());
+        s.bytes_before = static_cast<double>(s.params_before) * bits / 8;
+        s.bytes_after = static_cast<double>(s.params_after) * value_bytes;
+    }
+    s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
+}
+
+// --store (issue 38): the factors as the directory will hold them, evaluated so.
+std::optional<StoredFactorBytes> store_run_factors(CompressionRun& run, const CompressionSpec& spec,
+                                                   const torch::Tensor& table)
+{
+    if (spec.store.empty())
+        return std::nullopt;
+    const auto& config = run.model.model->config();
+    auto stored = store_factors(*run.embedding, config);
+    auto& c = *run.embedding;
+    c.reconstruction = measure_reconstruction(table, *c.embedding);
+    c.fit["stored"] = {{"type", spec.store},
+                       {"tensors", c.stored_types},
+                       {"note", "the fit's own figures are of the float32 factors; reconstruction is of "
+                                "the stored ones, read back"}};
+    if (run.positions)
+        store_factors(*run.positions, config, /*positions=*/true);
+    return stored;
+}
+
+// The table's accounting in the model's context: the tied head, the energy model, the
+// input's storage and the stored bytes, positions in eta_emb (issue 20).
+void account_table(CompressionRun& run, const CompressionRequest& request,
+                   const std::optional<StoredFactorBytes>& stored)
+{
+    const auto& model = *run.model.model;
+    const auto breakdown = model.parameter_breakdown();
+    auto& accounting = run.embedding->accounting;
+    apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
+    apply_energy(accounting, request_energy(request));
+    // Factors are float32; quant's values take its type's bits (the fit records them).
+    apply_storage(accounting, token_embedding_stored_type(run.model.files),
+                  accounting.bits_per_value_after > 0 ? accounting.bits_per_value_after : 32);
+    if (stored && accounting.bits_per_value_before > 0) { // the stored tensors' own bytes
+        const int64_t values = accounting.params_after - accounting.index_values;
+        accounting.bits_per_value_after = values > 0 ? 8.0 * static_cast<double>(stored->values) / values : 0;
+        accounting.index_bytes = stored->ids;
+        accounting.bytes_after = static_cast<double>(stored->values + stored->ids);
+        accounting.bytes_ratio = accounting.bytes_after / accounting.bytes_before;
+    }
+    if (run.positions) {
+        const auto& p = run.positions->accounting;
+        accounting.eta_emb_with_positions =
+            static_cast<double>(accounting.params_before - accounting.params_after + p.params_before -
+                                p.params_after) /
+            static_cast<double>(accounting.params_before + p.params_before);
+    }
+}
+
+// The lle family's records: the frequency text and V_C's coverage of a dataset.
+void record_frequency_text(CompressionRun& run, const CompressionRequest& request, const RunInputs& in)
+{
+    if (!in.freq)
+        return;
+    run.extra["frequency_text"] = in.freq->json();
+    if (request.coverage_data.empty())
+        return;
+    const auto cov = coverage_of_examples(*in.freq->split, *run.model.tokenizer, in.coverage_examples);
+    run.extra["example_coverage"] = {{"task", request.coverage_task},
+                                     {"data", request.coverage_data},
+                                     {"examples", cov.examples},
+                                     {"tokens", cov.tokens},
+                                     {"token_coverage", cov.token_coverage},
+                                     {"example_coverage", cov.example_coverage}};
+}
+
+// LoRA recovery (METHODS 1) of the compressed table, counted in the summary.
+void recover_table(CompressionRun& run, const CompressionRequest& request, const Training& training,
+                   const torch::Tensor& table, const StagedProgress& bar)
+{
+    const auto& model = *run.model.model;
+    RunSummary& s = run.summary;
+    run.recovery = recover(run, training, bar.stage("train"));
+    s.parameters += " + LoRA r " + std::to_string(request.lora_rank) + ", " +
+                    std::to_string(request.lora_steps) + " steps";
+    // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
+    s.params_after += model.parameter_breakdown().adapters;
+    s.bytes_after += 4.0 * static_cast<double>(model.parameter_breakdown().adapters); // float32
+    // Issue 20 item 3: the recorded reconstruction is the recovered table's (with dZ, dP);
+    // the fit's spectrum describes the original table and the start of training.
+    auto& c = *run.embedding;
+    c.fit["before_recovery"] = {
+        {"reconstruction", reconstruction_json(c.reconstruction)},
+        {"note", "reconstruction of the table before LoRA recovery; the eigenvalues and explained "
+                 "variance here are the original table's and the fit's before training"}};
+    c.reconstruction = measure_reconstruction(table, model.token_embedding());
+    s.mean_cosine = c.reconstruction.mean_cosine;
+}
+
+// A table method: fit, store, account, put into the model (the original kept in
+// `original` for the divergence), recover; the summary's part of it.
+void fit_table(CompressionRun& run, const CompressionRequest& request, const MethodDescriptor& m,
+               const RunInputs& in, const StagedProgress& bar, std::unique_ptr<LanguageModel>& original)
+{
+    auto& model = *run.model.model;
+    const auto* dense = dense_table(&model.token_embedding());
+    if (!dense)
+        throw InputError(request.model + ": the token embedding is not a dense table (" +
+                         model.token_embedding().kind() + "); use the original model");
+    const torch::Tensor table = *dense; // a handle: the model drops its table next
+    const CompressionSpec spec = embedding_spec(request, m, run.model, in.freq ? in.freq->split : nullptr);
+    run.embedding = compress_table(table, spec, model.parameter_breakdown().total(),
+                                   bar.stage("compress " + spec.method));
+    if (request.positions)
+        run.positions =
+            compress_table(model.weights().at("wpe.weight"), spec, 0, bar.stage("compress positions"));
+    account_table(run, request, store_run_factors(run, spec, table));
+    if (request.divergence)
+        original =
+            std::make_unique<LanguageModel>(model.config(), model.weights(), model.shared_token_embedding(),
+                                            "the original", model.shared_position_embedding());
+    model.set_token_embedding(run.embedding->embedding);
+    if (!in.training) // the dense table is freed at the end of this call (LoRA measures against it)
+        model.drop_dense_token_table();
+    if (run.positions)
+        model.set_position_embedding(run.positions->embedding);
+    record_frequency_text(run, request, in);
+    RunSummary& s = run.summary;
+    s.parameters = embedding_parameters(*run.embedding, m) + (run.positions ? " + positions" : "");
+    s.params_before = run.embedding->accounting.params_before;
+    s.params_after = run.embedding->accounting.params_after;
+    if (const auto& a = run.embedding->accounting; a.bytes_after > 0)
+        s.bytes_before = a.bytes_before, s.bytes_after = a.bytes_after;
+    s.mean_cosine = run.embedding->reconstruction.mean_cosine;
+    if (in.training)
+        recover_table(run, request, *in.training, table, bar);
+}
+
+// The whole model as stored (issue 38): a Hugging Face input of one dtype, its
+// compressed part's bytes replaced.
+void record_model_bytes(CompressionRun& run, int64_t model_params_before)
+{
+    RunSummary& s = run.summary;
+    const double bits = run.model.files.format == ModelFormat::HuggingFace
+                            ? stored_bits_per_value(run.model.files.stored_dtype)
+                            : 0.0;
+    if (!(bits > 0 && std::isfinite(s.bytes_before) && std::isfinite(s.bytes_after)))
+        return;
+    s.model_bytes_before = static_cast<double>(model_params_before) * bits / 8;
+    // A table method's export keeps the other weights at the input's dtype; flat's
+    // writes every weight at the width the narrowed model holds them.
+    s.model_bytes_after = run.flat
+                              ? static_cast<double>(run.flat->model->parameter_breakdown().total() *
+                                                    run.flat->model->weights().begin()->second.element_size())
+                              : s.model_bytes_before - s.bytes_before + s.bytes_after;
+    // gpt2's --positions: the export writes the position table's factors in place of
+    // wpe.weight, so its bytes are replaced too (issue 62 item 5).
+    if (run.positions && !run.flat) {
+        const auto& config = run.model.model->config();
+        s.model_bytes_after += written_factor_bytes(*run.positions, "wpe.") -
+                               static_cast<double>(config.max_positions * config.hidden_size) * bits / 8;
+    }
+}
+
+// The compressed model's perplexity (and bits per byte, divergence) against the original's.
+void evaluate_run(CompressionRun& run, const CompressionRequest& request, const RunInputs& in,
+                  PerplexityResult baseline, const LanguageModel& reference, const StagedProgress& bar)
+{
+    const EvalInput& eval = *in.eval;
+    auto compressed =
+        evaluate_perplexity(run.compressed_model(), eval.ids, eval.options, bar.stage("eval compressed"));
+    if (run.model.tokenizer) { // bits per byte: comparable across tokenizations (issue 60)
+        add_bits_per_byte(baseline, eval.ids, *run.model.tokenizer);
+        add_bits_per_byte(compressed, eval.ids, *run.model.tokenizer);
+    }
+    run.evaluation = evaluation_json(request, eval, baseline, compressed);
+    if (in.freq && !request.eval_text.empty()) {
+        const auto cov =
+            coverage_of(*in.freq->split, *run.model.tokenizer, read_text_file(request.eval_text));
+        run.evaluation["coverage"] = {{"token_coverage", cov.token_coverage},
+                                      {"line_coverage", cov.line_coverage},
+                                      {"tokens", cov.tokens},
+                                      {"lines", cov.lines}};
+    }
+    RunSummary& s = run.summary;
+    s.ppl_original = baseline.ppl;
+    s.ppl = compressed.ppl;
+    s.delta_ln_ppl = std::log(compressed.ppl) - std::log(baseline.ppl);
+    // TensorSLM Fig. 2a's trade-off: perplexity cost per share of the table removed.
+    if (run.embedding && run.embedding->accounting.eta_emb > 0)
+        run.evaluation["delta_ln_ppl_per_eta_emb"] = s.delta_ln_ppl / run.embedding->accounting.eta_emb;
+    s.eval_tokens = compressed.tokens;
+    s.bits_per_byte = compressed.bits_per_byte;
+    s.bits_per_byte_original = baseline.bits_per_byte;
+    if (!request.divergence)
+        return;
+    const auto d = evaluate_divergence(run.compressed_model(), reference, eval.ids, eval.options,
+                                       bar.stage("divergence"));
+    run.evaluation["divergence"] = divergence_json(d);
+    run.evaluation["divergence"]["tokens"] = d.tokens;
+    s.kl_mean = d.kl_mean;
+    s.top1_agreement = d.top1_agreement;
+    s.window_kl = d.window_kl_mean;
+    s.window_top1 = d.window_top1;
+}
+
+// The zero-shot task on the compressed model, beside the original's on the same examples.
+void run_task(CompressionRun& run, const CompressionRequest& request, const TaskData& task,
+              const TaskResult& original, const StagedProgress& bar)
+{
+    const auto result = evaluate_task(run.compressed_model(), *run.model.tokenizer, task, bar.stage("task"));
+    if (run.evaluation.is_null())
+        run.evaluation = Json::object();
+    run.evaluation["task"] = task_record(request, result, original);
+    RunSummary& s = run.summary;
+    s.task = request.task;
+    s.task_accuracy = result.accuracy;
+    s.task_accuracy_original = original.accuracy;
+    s.task_n = result.n;
+}
+
+} // namespace
+
+// Check, read the inputs, measure the original, fit, account, evaluate, record.
 CompressionRun run_compression(const CompressionRequest& request, LoadedModel loaded,
                                const ExperimentProgressFn& progress)
 {
@@ -547,85 +900,18 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     check_request(request);
     const MethodDescriptor& m = method_descriptor(request.method);
     const bool is_flat = m.part == CompressedPart::AttentionValues;
-    const bool lora = request.lora_rank > 0;
-    const bool evaluates = request.evaluates();
-
     // Loaded: the stages' weights (below) need the inputs, read first.
     if (progress && !progress({"load", 1, 1, 0.0}))
         throw Cancelled();
-
     CompressionRun run;
     run.request = request;
     run.model = std::move(loaded);
-    if (request_load_options(request).need_tokenizer && !run.model.tokenizer)
-        throw InputError(request.model + ": " + request.method +
-                         " with these inputs needs the model's tokenizer");
+    check_against_model(request, m, run.model);
+    const RunInputs in = read_run_inputs(request, m, run.model);
     auto& model = *run.model.model;
-    const auto& config = model.config();
-    if (!run.model.files.embedlab_manifest.empty())
-        throw InputError(request.model +
-                         ": is already an EmbedLab compressed model; compress the original model");
-    check_request(request, config.embedding_dim(), request.model);
-    if (request.positions && config.arch != Architecture::GPT2)
-        throw InputError(request.model + ": positions: " + architecture_name(config.arch) +
-                         " models have no learned position table");
-    if (is_flat && !config.value_head_dims.empty())
-        throw InputError(request.model + ": is already FLAT-compressed; use the original model");
-
-    // Every input is read and checked before the long steps: a bad text fails in a second.
-    std::optional<FrequencyText> freq;
-    if (m.needs_frequency_text)
-        freq = read_frequency_text(request.freq_text, *run.model.tokenizer, config.vocab_size,
-                                   request.keep_ratio);
-    std::vector<std::string> coverage_examples; // read now: a bad dataset fails in a second
-    if (!request.coverage_data.empty())
-        coverage_examples = task_texts(request.coverage_task, request.coverage_data);
-    std::optional<EvalInput> eval;
-    if (evaluates)
-        eval = eval_input(request, run.model);
-    std::optional<TaskData> task; // the zero-shot task's examples, read now as well
-    if (!request.task.empty())
-        task = read_task_data(request.task, request.task_data, {.limit = request.task_limit});
-    std::optional<Training> training;
-    if (lora)
-        training = recovery_training(request, run.model, eval ? static_cast<int64_t>(eval->ids.size()) : 0);
-    std::vector<int32_t> calib_ids;
-    CalibrationOptions calib_options;
-    double flat_remaining = request.remaining;
-    if (is_flat && request.target_ratio > 0) {
-        try {
-            flat_remaining =
-                remaining_for_target(config, request.target_ratio, request_compresses_mlp(request));
-        } catch (const InputError& e) {
-            throw InputError(request.model + ": " + e.what());
-        }
-    }
-    if (is_flat) {
-        calib_ids = run.model.tokenizer->encode(read_text_file(request.calib_text));
-        if (calib_ids.empty())
-            throw InputError(request.calib_text + ": the calibration text has no tokens");
-        const int64_t context = calibration_context(model);
-        calib_options = {.samples = request.samples,
-                         .seqlen = request.seqlen > 0 ? request.seqlen : std::min<int64_t>(256, context),
-                         .seed = request.seed,
-                         // Sequential calibration sums the MLP covariances itself, layer by layer.
-                         .mlp = request_compresses_mlp(request) && request.calibration == "parallel"};
-        if (calib_options.seqlen > context)
-            throw InputError(request.calib_text + ": calibration seqlen " +
-                             std::to_string(calib_options.seqlen) + " is beyond the model's context (" +
-                             std::to_string(context) + ")");
-        try {
-            calibration_window_starts(static_cast<int64_t>(calib_ids.size()), calib_options.samples,
-                                      calib_options.seqlen, calib_options.seed);
-        } catch (const InputError& e) {
-            throw InputError(request.calib_text + ": " + e.what());
-        }
-    }
-
-    const StagedProgress bar(progress, stage_costs(request, m, config, eval ? &*eval : nullptr,
-                                                   training ? &training->options : nullptr, calib_options,
-                                                   task ? task_tokens(*task) : 0));
-
+    const StagedProgress bar(progress, stage_costs(request, m, model.config(), in.eval ? &*in.eval : nullptr,
+                                                   in.training ? &in.training->options : nullptr,
+                                                   in.calib_options, in.task ? task_tokens(*in.task) : 0));
     RunSummary& s = run.summary;
     s.method = m.name;
     s.part = is_flat ? "attention_values" : "token_embedding";
@@ -635,228 +921,31 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     s.ppl_original = s.ppl = s.delta_ln_ppl = kNaN;
 
     if (is_flat) {
-        auto cal =
-            std::make_shared<Calibration>(calibrate(model, calib_ids, calib_options, bar.stage("calibrate")));
-        run.calibration = cal;
-        run.extra["calibration_text"] = text_json(request.calib_text, calib_ids.size());
+        run.calibration = std::make_shared<Calibration>(
+            calibrate(model, in.calib_ids, in.calib_options, bar.stage("calibrate")));
+        run.extra["calibration_text"] = text_json(request.calib_text, in.calib_ids.size());
     }
     std::optional<PerplexityResult> baseline;
-    if (eval)
-        baseline = original_perplexity(request, model, eval->ids, eval->options, bar.stage("eval original"));
+    if (in.eval)
+        baseline =
+            original_perplexity(request, model, in.eval->ids, in.eval->options, bar.stage("eval original"));
     std::optional<TaskResult> task_original; // before the compressed part replaces the original's
-    if (task)
+    if (in.task)
         task_original =
-            original_task(request, model, *run.model.tokenizer, *task, bar.stage("task original"));
+            original_task(request, model, *run.model.tokenizer, *in.task, bar.stage("task original"));
 
-    // The original, kept for the divergence measurement (its weights are shared handles).
-    std::unique_ptr<LanguageModel> original;
+    std::unique_ptr<LanguageModel> original; // for the divergence (its weights are shared handles)
     const int64_t model_params_before = model.parameter_breakdown().total();
-    if (is_flat) {
-        FlatOptions options;
-        options.remaining = flat_remaining;
-        options.target_ratio = request.target_ratio;
-        options.allocation = parse_rank_allocation(request.allocation);
-        options.mlp = request_compresses_mlp(request);
-        options.mlp_lambda = request.mlp_lambda;
-        options.calibration = parse_flat_calibration(request.calibration);
-        options.mlp_calibration = parse_flat_mlp_calibration(request.mlp_calibration);
-        report_progress(bar.stage("compress"), 0, 1);
-        run.flat = std::make_shared<FlatResult>(
-            flat_compress(model, *run.calibration, options, bar.stage("compress")));
-        report_progress(bar.stage("compress"), 1, 1);
-        std::string ranks;
-        for (const auto& layer : run.flat->layers)
-            ranks += (ranks.empty() ? "" : ",") + std::to_string(layer.rank);
-        s.parameters =
-            (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
-            "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
-            (options.mlp ? ", mlp" : "") +
-            (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") +
-            (options.calibration == FlatCalibration::Sequential && options.mlp &&
-                     options.mlp_calibration == FlatMlpCalibration::AfterAttention
-                 ? ", mlp calibration after attention"
-                 : "") +
-            ", ranks " + ranks;
-        // The part compressed (METHODS 0): V and O, and the MLP when it was narrowed.
-        s.params_before = flat_compressed_params(model, options.mlp);
-        s.params_after = flat_compressed_params(*run.flat->model, options.mlp);
-        s.part = options.mlp ? "attention_values_and_mlp" : "attention_values";
-        // In bytes too (issue 38): the part as a Hugging Face source of one dtype stores it,
-        // and as the export writes the narrowed tensors (at the width the model holds them).
-        if (const double bits = run.model.files.format == ModelFormat::HuggingFace
-                                    ? stored_bits_per_value(run.model.files.stored_dtype)
-                                    : 0.0;
-            bits > 0) {
-            const auto value_bytes =
-                static_cast<double>(run.flat->model->weights().begin()->second.element_size());
-            s.bytes_before = static_cast<double>(s.params_before) * bits / 8;
-            s.bytes_after = static_cast<double>(s.params_after) * value_bytes;
-        }
-        s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
-    } else {
-        const auto* dense = dense_table(&model.token_embedding());
-        if (!dense)
-            throw InputError(request.model + ": the token embedding is not a dense table (" +
-                             model.token_embedding().kind() + "); use the original model");
-        const torch::Tensor table = *dense; // a handle: the model drops its table next
-        const CompressionSpec spec = embedding_spec(request, m, run.model, freq ? freq->split : nullptr);
-        run.embedding = compress_table(table, spec, model.parameter_breakdown().total(),
-                                       bar.stage("compress " + spec.method));
-        if (request.positions)
-            run.positions =
-                compress_table(model.weights().at("wpe.weight"), spec, 0, bar.stage("compress positions"));
-        // --store (issue 38): evaluate the factors as the directory will hold them.
-        std::optional<StoredFactorBytes> stored;
-        if (!spec.store.empty()) {
-            stored = store_factors(*run.embedding, model.config());
-            auto& c = *run.embedding;
-            c.reconstruction = measure_reconstruction(table, *c.embedding);
-            c.fit["stored"] = {{"type", spec.store},
-                               {"tensors", c.stored_types},
-                               {"note",
-                                "the fit's own figures are of the float32 factors; reconstruction is of "
-                                "the stored ones, read back"}};
-            if (run.positions)
-                store_factors(*run.positions, model.config(), /*positions=*/true);
-        }
-        // Issue 20: an untied head is not compressed; TensorSLM's eta_emb counts positions.
-        const auto breakdown = model.parameter_breakdown();
-        auto& accounting = run.embedding->accounting;
-        apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
-        apply_energy(accounting, request_energy(request));
-        // Factors are float32; quant's values take its type's bits (the fit records them).
-        apply_storage(accounting, token_embedding_stored_type(run.model.files),
-                      accounting.bits_per_value_after > 0 ? accounting.bits_per_value_after : 32);
-        if (stored && accounting.bits_per_value_before > 0) { // the stored tensors' own bytes
-            const int64_t values = accounting.params_after - accounting.index_values;
-            accounting.bits_per_value_after =
-                values > 0 ? 8.0 * static_cast<double>(stored->values) / values : 0;
-            accounting.index_bytes = stored->ids;
-            accounting.bytes_after = static_cast<double>(stored->values + stored->ids);
-            accounting.bytes_ratio = accounting.bytes_after / accounting.bytes_before;
-        }
-        if (run.positions) {
-            const auto& p = run.positions->accounting;
-            accounting.eta_emb_with_positions =
-                static_cast<double>(accounting.params_before - accounting.params_after + p.params_before -
-                                    p.params_after) /
-                static_cast<double>(accounting.params_before + p.params_before);
-        }
-        if (request.divergence)
-            original = std::make_unique<LanguageModel>(model.config(), model.weights(),
-                                                       model.shared_token_embedding(), "the original",
-                                                       model.shared_position_embedding());
-        model.set_token_embedding(run.embedding->embedding);
-        if (!training) // the dense table is freed at the end of this block (LoRA measures against it)
-            model.drop_dense_token_table();
-        if (run.positions)
-            model.set_position_embedding(run.positions->embedding);
-        if (freq)
-            run.extra["frequency_text"] = freq->json();
-        if (freq && !request.coverage_data.empty()) {
-            const auto cov = coverage_of_examples(*freq->split, *run.model.tokenizer, coverage_examples);
-            run.extra["example_coverage"] = {{"task", request.coverage_task},
-                                             {"data", request.coverage_data},
-                                             {"examples", cov.examples},
-                                             {"tokens", cov.tokens},
-                                             {"token_coverage", cov.token_coverage},
-                                             {"example_coverage", cov.example_coverage}};
-        }
-        s.parameters = embedding_parameters(*run.embedding, m) + (run.positions ? " + positions" : "");
-        s.params_before = run.embedding->accounting.params_before;
-        s.params_after = run.embedding->accounting.params_after;
-        if (const auto& a = run.embedding->accounting; a.bytes_after > 0)
-            s.bytes_before = a.bytes_before, s.bytes_after = a.bytes_after;
-        s.mean_cosine = run.embedding->reconstruction.mean_cosine;
-        if (training) {
-            run.recovery = recover(run, *training, bar.stage("train"));
-            s.parameters += " + LoRA r " + std::to_string(request.lora_rank) + ", " +
-                            std::to_string(request.lora_steps) + " steps";
-            // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
-            s.params_after += model.parameter_breakdown().adapters;
-            s.bytes_after += 4.0 * static_cast<double>(model.parameter_breakdown().adapters); // float32
-            // Issue 20 item 3: the recorded reconstruction is the recovered table's (with dZ, dP);
-            // the fit's spectrum describes the original table and the start of training.
-            auto& c = *run.embedding;
-            c.fit["before_recovery"] = {
-                {"reconstruction", reconstruction_json(c.reconstruction)},
-                {"note", "reconstruction of the table before LoRA recovery; the eigenvalues and explained "
-                         "variance here are the original table's and the fit's before training"}};
-            c.reconstruction = measure_reconstruction(table, model.token_embedding());
-            s.mean_cosine = c.reconstruction.mean_cosine;
-        }
-    }
+    if (is_flat)
+        fit_flat(run, request, in, bar);
+    else
+        fit_table(run, request, m, in, bar, original);
     s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
-    // The whole model as stored (issue 38): a Hugging Face input of one dtype, its
-    // compressed part's bytes replaced.
-    if (const double bits = run.model.files.format == ModelFormat::HuggingFace
-                                ? stored_bits_per_value(run.model.files.stored_dtype)
-                                : 0.0;
-        bits > 0 && std::isfinite(s.bytes_before) && std::isfinite(s.bytes_after)) {
-        s.model_bytes_before = static_cast<double>(model_params_before) * bits / 8;
-        // A table method's export keeps the other weights at the input's dtype; flat's
-        // writes every weight at the width the narrowed model holds them.
-        s.model_bytes_after =
-            run.flat ? static_cast<double>(run.flat->model->parameter_breakdown().total() *
-                                           run.flat->model->weights().begin()->second.element_size())
-                     : s.model_bytes_before - s.bytes_before + s.bytes_after;
-        // gpt2's --positions: the export writes the position table's factors in place of
-        // wpe.weight, so its bytes are replaced too (issue 62 item 5).
-        if (run.positions && !run.flat) {
-            const auto& config = run.model.model->config();
-            s.model_bytes_after += written_factor_bytes(*run.positions, "wpe.") -
-                                   static_cast<double>(config.max_positions * config.hidden_size) * bits / 8;
-        }
-    }
-
-    if (eval) {
-        auto compressed = evaluate_perplexity(run.compressed_model(), eval->ids, eval->options,
-                                              bar.stage("eval compressed"));
-        if (run.model.tokenizer) { // bits per byte: comparable across tokenizations (issue 60)
-            add_bits_per_byte(*baseline, eval->ids, *run.model.tokenizer);
-            add_bits_per_byte(compressed, eval->ids, *run.model.tokenizer);
-        }
-        run.evaluation = evaluation_json(request, *eval, *baseline, compressed);
-        if (freq && !request.eval_text.empty()) {
-            const auto cov =
-                coverage_of(*freq->split, *run.model.tokenizer, read_text_file(request.eval_text));
-            run.evaluation["coverage"] = {{"token_coverage", cov.token_coverage},
-                                          {"line_coverage", cov.line_coverage},
-                                          {"tokens", cov.tokens},
-                                          {"lines", cov.lines}};
-        }
-        s.ppl_original = baseline->ppl;
-        s.ppl = compressed.ppl;
-        s.delta_ln_ppl = std::log(compressed.ppl) - std::log(baseline->ppl);
-        // TensorSLM Fig. 2a's trade-off: perplexity cost per share of the table removed.
-        if (run.embedding && run.embedding->accounting.eta_emb > 0)
-            run.evaluation["delta_ln_ppl_per_eta_emb"] = s.delta_ln_ppl / run.embedding->accounting.eta_emb;
-        s.eval_tokens = compressed.tokens;
-        s.bits_per_byte = compressed.bits_per_byte;
-        s.bits_per_byte_original = baseline->bits_per_byte;
-        if (request.divergence) {
-            const LanguageModel& reference = original ? *original : model; // flat leaves `model` as it was
-            const auto d = evaluate_divergence(run.compressed_model(), reference, eval->ids, eval->options,
-                                               bar.stage("divergence"));
-            run.evaluation["divergence"] = divergence_json(d);
-            run.evaluation["divergence"]["tokens"] = d.tokens;
-            s.kl_mean = d.kl_mean;
-            s.top1_agreement = d.top1_agreement;
-            s.window_kl = d.window_kl_mean;
-            s.window_top1 = d.window_top1;
-        }
-    }
-    if (task) {
-        const auto result =
-            evaluate_task(run.compressed_model(), *run.model.tokenizer, *task, bar.stage("task"));
-        if (run.evaluation.is_null())
-            run.evaluation = Json::object();
-        run.evaluation["task"] = task_record(request, result, *task_original);
-        s.task = request.task;
-        s.task_accuracy = result.accuracy;
-        s.task_accuracy_original = task_original->accuracy;
-        s.task_n = result.n;
-    }
+    record_model_bytes(run, model_params_before);
+    if (baseline) // flat leaves `model` as it was: the reference
+        evaluate_run(run, request, in, *baseline, original ? *original : model, bar);
+    if (in.task)
+        run_task(run, request, *in.task, *task_original, bar);
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return run;
 }
