@@ -13,8 +13,8 @@
 #include "embedlab/output_checks.hpp"
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
-#include "io/onnx_decoder.hpp"
-#include "io/onnx_encoder.hpp"
+#include "export/onnx_decoder.hpp"
+#include "export/onnx_encoder.hpp"
 #include "io/onnx_graph.hpp"
 #include "io/safetensors.hpp"
 

@@ -1,10 +1,10 @@
-#include "io/onnx_encoder.hpp"
+#include "export/onnx_encoder.hpp"
 
 #include <cmath>
 #include <limits>
 
 #include "embedlab/encoder.hpp"
-#include "io/onnx_layers.hpp"
+#include "export/onnx_layers.hpp"
 
 namespace embedlab::onnx {
 

@@ -1,9 +1,9 @@
-#include "io/onnx_decoder.hpp"
+#include "export/onnx_decoder.hpp"
 
 #include <cmath>
 #include <limits>
 
-#include "io/onnx_layers.hpp"
+#include "export/onnx_layers.hpp"
 
 namespace embedlab::onnx {
 

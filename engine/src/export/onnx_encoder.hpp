@@ -10,7 +10,7 @@
 // Thread safety: one writer per graph.
 #pragma once
 
-#include "io/onnx_decoder.hpp"
+#include "export/onnx_decoder.hpp"
 
 namespace embedlab::onnx {
 
