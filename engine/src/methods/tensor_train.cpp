@@ -139,9 +139,11 @@ int64_t tt_svd_row(const float* row, const std::vector<int64_t>& shape, int64_t*
 }
 
 // Lookups are many tiny products (widths of 8 to 64 floats); fixed widths
-// unroll fully, and on x86-64 an AVX2/FMA clone is picked at load time.
+// unroll fully, and on x86-64 an AVX2/FMA clone is picked at load time by the CPU's
+// features (x86-64-v3: AVX2, FMA). Not "arch=haswell": GCC dispatches that on the CPU
+// *being* a Haswell, so every AMD and later Intel core ran the SSE2 default.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define EMBEDLAB_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define EMBEDLAB_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #define EMBEDLAB_INLINE_INTO_CLONE __attribute__((always_inline))
 #else
 #define EMBEDLAB_SIMD_CLONES
