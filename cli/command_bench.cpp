@@ -58,6 +58,7 @@
 #include "embedlab/tensor_train.hpp"
 #include "frequency_text.hpp"
 #include "llamacpp_compare.hpp"
+#include "machine_limits.hpp"
 #include "method_flags.hpp"
 #include "progress_printer.hpp"
 
@@ -66,6 +67,25 @@ namespace embedlab::cli {
 int bench_onnx(const std::vector<std::string>& argv); // bench onnx (command_bench_onnx.cpp)
 
 namespace {
+
+// bench machine: the limits the other benches' figures are read against (issue 63).
+int bench_machine(const std::vector<std::string>& argv)
+{
+    Args args("bench machine", argv, {}, {"--json"});
+    const auto m = measure_machine();
+    if (args.has("--json")) {
+        print_json({{"bench", "machine"}, {"machine", machine_json(m)}});
+        return 0;
+    }
+    std::printf("bench machine: %s, %d threads\n", cpu_model_name().c_str(), m.threads);
+    std::printf("  memory read     %8.1f GB/s  (sum of a %lld MiB float32 array, best of 5)\n", m.read_gbps,
+                (long long)(m.array_bytes >> 20));
+    std::printf("  memory triad    %8.1f GB/s  (a = b + s c over three such arrays, STREAM's count)\n",
+                m.triad_gbps);
+    std::printf("  float32 GEMM    %8.1f GFLOP/s  (%lld x %lld products, libtorch's BLAS)\n", m.gemm_gflops,
+                (long long)m.gemm_n, (long long)m.gemm_n);
+    return 0;
+}
 
 int bench_eval(const std::vector<std::string>& argv)
 {
@@ -83,6 +103,7 @@ int bench_eval(const std::vector<std::string>& argv)
     const auto llamacpp =
         requested_llamacpp(args.get("--llamacpp"), args.has("--compare-llamacpp"), "bench eval");
 
+    const MachineLimits limits = measure_machine(); // each row's share of the GEMM peak (issue 63)
     Json results = Json::array();
     for (const auto& path : models) {
         auto lm = load_model(path, load_options(args));
@@ -110,6 +131,14 @@ int bench_eval(const std::vector<std::string>& argv)
                     {"batched_tokens_per_second", batched.tokens_per_second},
                     {"batch_windows", batched.batch_windows},
                     {"speedup", batched.tokens_per_second / one.tokens_per_second}};
+        {
+            const auto b = lm.model->parameter_breakdown();
+            const auto cost =
+                token_cost(b.attention, b.mlp, b.norms,
+                           lm.model->config().tied_embeddings ? b.token_embedding : b.output_head);
+            row["batched_gflops"] = batched.tokens_per_second * cost.flops / 1e9;
+            row["share_of_gemm_peak"] = batched.tokens_per_second * cost.flops / 1e9 / limits.gemm_gflops;
+        }
         if (llamacpp) {
             if (!args.has("--quiet"))
                 std::fprintf(stderr, "bench %s: llama.cpp (f32 GGUF export, %s)\n",
@@ -134,6 +163,7 @@ int bench_eval(const std::vector<std::string>& argv)
               {"ctx", ctx},
               {"threads", at::get_num_threads()},
               {"openmp_wait_policy", openmp_wait_policy()},
+              {"machine", machine_json(limits)},
               {"results", results}};
     if (args.has("--json")) {
         print_json(j);
@@ -141,6 +171,10 @@ int bench_eval(const std::vector<std::string>& argv)
     }
     std::printf("bench eval: %s, ctx %lld, %d threads, OMP_WAIT_POLICY %s\n", text.c_str(), (long long)ctx,
                 at::get_num_threads(), openmp_wait_policy().c_str());
+    for (const auto& r : results)
+        std::printf("  %s: %.1f GFLOP/s batched, %.0f%% of this machine's float32 GEMM peak (%.1f)\n",
+                    r["model"].get<std::string>().c_str(), r["batched_gflops"].get<double>(),
+                    100 * r["share_of_gemm_peak"].get<double>(), limits.gemm_gflops);
     std::printf("%-40s %8s %10s %14s %14s %8s\n", "model", "tokens", "ppl", "1-window tok/s", "batched tok/s",
                 "batch");
     for (const auto& r : results)
@@ -582,14 +616,15 @@ int command_bench(const std::vector<std::string>& argv)
 {
     using Mode = int (*)(const std::vector<std::string>&);
     static const std::map<std::string, Mode> modes = {
-        {"eval", bench_eval},     {"pca", bench_pca},           {"tt", bench_tt},
-        {"lookup", bench_lookup}, {"lle", bench_lle},           {"train", bench_train},
-        {"scale", bench_scale},   {"generate", bench_generate}, {"onnx", bench_onnx}};
+        {"eval", bench_eval}, {"pca", bench_pca},        {"tt", bench_tt},       {"lookup", bench_lookup},
+        {"lle", bench_lle},   {"train", bench_train},    {"scale", bench_scale}, {"generate", bench_generate},
+        {"onnx", bench_onnx}, {"machine", bench_machine}};
     const auto mode = argv.empty() ? modes.end() : modes.find(argv[0]);
     if (mode == modes.end())
         throw InputError(
             "bench: " + (argv.empty() ? std::string("no mode given") : "unknown mode '" + argv[0] + "'") +
-            "; expected bench eval|generate|onnx|pca|tt|lookup|lle|train|scale (see embedlab-cli help)");
+            "; expected bench eval|generate|onnx|pca|tt|lookup|lle|train|scale|machine (see embedlab-cli "
+            "help)");
     return mode->second(std::vector<std::string>(argv.begin() + 1, argv.end()));
 }
 

@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "embedlab/generate.hpp"
 #include "llamacpp_compare.hpp"
+#include "machine_limits.hpp"
 
 namespace embedlab::cli {
 
@@ -46,6 +47,8 @@ int bench_generate(const std::vector<std::string>& argv)
     const auto llamacpp =
         requested_llamacpp(args.get("--llamacpp"), args.has("--compare-llamacpp"), "bench generate");
 
+    // The machine's limits first, on a quiet machine: each row's share of them (issue 63).
+    const MachineLimits limits = measure_machine();
     Json results = Json::array();
     for (const auto& path : models) {
         const auto lm = load_model(path, load_options(args)); // the GGUF export needs the tokenizer
@@ -70,12 +73,21 @@ int bench_generate(const std::vector<std::string>& argv)
                 generate(*lm.model, nullptr, std::span(prompt).first(1), tg_options).tokens_per_second);
         }
         const auto ours_pp = speed_of(pp), ours_tg = speed_of(tg);
+        const auto b = lm.model->parameter_breakdown();
+        const auto cost = token_cost(b.attention, b.mlp, b.norms,
+                                     lm.model->config().tied_embeddings ? b.token_embedding : b.output_head);
         Json row = {{"model", path.string()},
                     {"embedding", lm.model->token_embedding().kind()},
                     {"pp_tokens_per_second", ours_pp.mean},
                     {"pp_stddev", ours_pp.stddev},
                     {"tg_tokens_per_second", ours_tg.mean},
-                    {"tg_stddev", ours_tg.stddev}};
+                    {"tg_stddev", ours_tg.stddev},
+                    // tg reads every weight once a token; pp multiplies them by a prompt's tokens.
+                    {"weight_bytes_per_token", cost.weight_bytes},
+                    {"tg_gbps", ours_tg.mean * cost.weight_bytes / 1e9},
+                    {"tg_share_of_read_bandwidth", ours_tg.mean * cost.weight_bytes / 1e9 / limits.read_gbps},
+                    {"pp_gflops", ours_pp.mean * cost.flops / 1e9},
+                    {"pp_share_of_gemm_peak", ours_pp.mean * cost.flops / 1e9 / limits.gemm_gflops}};
         if (llamacpp) {
             if (!args.has("--quiet"))
                 std::fprintf(stderr, "bench %s: llama-bench (f32 GGUF export)\n",
@@ -102,6 +114,7 @@ int bench_generate(const std::vector<std::string>& argv)
               {"repeat", repeat},
               {"threads", at::get_num_threads()},
               {"openmp_wait_policy", openmp_wait_policy()},
+              {"machine", machine_json(limits)},
               {"results", results}};
     if (args.has("--json")) {
         print_json(j);
@@ -110,6 +123,8 @@ int bench_generate(const std::vector<std::string>& argv)
     std::printf("bench generate: pp%lld, tg%lld, %d repeats, %d threads, OMP_WAIT_POLICY %s\n",
                 (long long)prompt_tokens, (long long)tokens, repeat, at::get_num_threads(),
                 openmp_wait_policy().c_str());
+    std::printf("machine: read %.1f GB/s, float32 GEMM %.1f GFLOP/s (bench machine)\n", limits.read_gbps,
+                limits.gemm_gflops);
     std::printf("%-36s %-12s %18s %18s %18s %18s\n", "model", "embedding", "pp tok/s", "tg tok/s",
                 "llama.cpp pp", "llama.cpp tg");
     for (const auto& r : results) {
@@ -129,6 +144,11 @@ int bench_generate(const std::vector<std::string>& argv)
                     r["embedding"].get<std::string>().c_str(),
                     cell(r, "pp_tokens_per_second", "pp_stddev").c_str(),
                     cell(r, "tg_tokens_per_second", "tg_stddev").c_str(), lpp.c_str(), ltg.c_str());
+        std::printf(
+            "  tg reads %.2f GB/s of weights (%.0f%% of the read bandwidth); pp computes %.1f GFLOP/s "
+            "(%.0f%% of the GEMM peak)\n",
+            r["tg_gbps"].get<double>(), 100 * r["tg_share_of_read_bandwidth"].get<double>(),
+            r["pp_gflops"].get<double>(), 100 * r["pp_share_of_gemm_peak"].get<double>());
         if (r.contains("llamacpp") && r["llamacpp"].contains("skipped"))
             std::printf("  llama.cpp skipped: %s\n", r["llamacpp"]["skipped"].get<std::string>().c_str());
     }

@@ -79,11 +79,16 @@ commands:
                                                present.L.key/value out; --external-data: tensors in
                                                FILE.data
   bench eval [MODEL...] [--text FILE] [--ctx N] [--compare-llamacpp [--llamacpp PATH]] [--json]
-                                               tokens per second, one window at a time vs batched
+                                               tokens per second, one window at a time vs batched;
+                                               GFLOP/s and their share of the machine's GEMM peak
   bench generate [MODEL...] [--prompt-tokens P (128)] [--tokens N (128)] [--repeat R (3)]
            [--compare-llamacpp [--llamacpp PATH]] [--json]
                                                prompt processing (pp) and generation (tg) tokens/s over
-                                               the KV cache; with llama-bench on the f32 GGUF export
+                                               the KV cache; with llama-bench on the f32 GGUF export;
+                                               tg's GB/s of weights read and pp's GFLOP/s, as shares
+                                               of the machine's read bandwidth and GEMM peak
+  bench machine [--json]                       this machine's limits: memory read and triad bandwidth
+                                               (STREAM-style, 128 MiB arrays) and the float32 GEMM peak
   bench onnx [MODEL...] [--text FILE] [--ctx N (128)] [--repeat R (5)] [--onnxruntime DIR] [--arch x64|arm64]
            [--json]                            the ONNX export (f32, a temporary file) in ONNX Runtime
                                                (npm's onnxruntime-node; arm64: under qemu) on the first
@@ -411,7 +416,7 @@ const std::vector<CommandGroup>& command_groups()
          {{"remote", "doctor / run jobs on other hosts over ssh, or on Slurm"},
           {"worker", "run one JSON job and print events (what remote starts)"}}},
         {"Measure and make fixtures",
-         {{"bench", "speed and memory: eval, generate, onnx, pca, tt, lookup, lle, train, scale"},
+         {{"bench", "speed and memory: eval, generate, onnx, pca, tt, lookup, lle, train, scale, machine"},
           {"synth", "random weights with a real model's config and tensor names"},
           {"version", "print the version"}}},
     };

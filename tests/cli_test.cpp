@@ -243,3 +243,17 @@ TEST(Cli, StoriesReferenceIdsThroughGguf)
 }
 
 } // namespace
+
+// bench machine (issue 63 item 2): the limits the benches read their figures against,
+// each a positive measurement with the threads it used. A benchmark, not a timed test:
+// no figure is held to a speed.
+TEST(Cli, BenchMachineMeasuresTheLimits)
+{
+    const CliRun r = cli({"bench", "machine", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto m = nlohmann::json::parse(r.out)["machine"];
+    for (const char* field : {"read_gbps", "triad_gbps", "gemm_gflops"})
+        EXPECT_GT(m[field].get<double>(), 0) << field;
+    EXPECT_GE(m["threads"].get<int>(), 1);
+    EXPECT_EQ(m["array_bytes"], int64_t{128} << 20);
+}
