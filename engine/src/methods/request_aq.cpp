@@ -5,6 +5,20 @@
 
 namespace embedlab::method_rows {
 
+namespace {
+
+// aq's steps are optional: 0 trains the official code's 200 epochs.
+FieldDoc aq_steps_doc()
+{
+    FieldDoc steps = default_field_doc("steps");
+    steps.help = "Adam steps of the code learner";
+    steps.zero = "the official 200 epochs";
+    steps.required = false;
+    return steps;
+}
+
+} // namespace
+
 MethodDescriptor aq()
 {
     return {
@@ -24,9 +38,10 @@ MethodDescriptor aq()
                 if (r.codewords < 2 || r.codewords > 256 || (r.codewords & (r.codewords - 1)) != 0)
                     fail("codewords", std::to_string(r.codewords) +
                                           " must be a power of two in 2..256 (K; the paper: 16)");
-                if (r.steps < 1 || r.steps > 100'000'000)
+                if (r.steps < 0 || r.steps > 100'000'000)
                     fail("steps", std::to_string(r.steps) +
-                                      " must be 1..100000000 (Adam steps of the code learner, e.g. 2000)");
+                                      " must be 1..100000000 (Adam steps of the code learner; 0: the "
+                                      "official 200 epochs)");
                 if (!(r.lr > 0 && r.lr <= 10))
                     fail("lr", short_number(r.lr) + " must lie in (0, 10]");
                 if (r.fit_batch < 1 || r.fit_batch > 1'000'000'000)
@@ -35,8 +50,10 @@ MethodDescriptor aq()
         .describe =
             [](const CompressionRequest& r) {
                 return "aq M " + std::to_string(r.codebooks) + ", K " + std::to_string(r.codewords) + ", " +
-                       std::to_string(r.steps) + " steps";
-            }};
+                       (r.steps > 0 ? std::to_string(r.steps) + " steps" : std::string("200 epochs"));
+            },
+        .field_docs = {{"steps", aq_steps_doc()}},
+        .example = R"({"codebooks": 32, "codewords": 16})"};
 }
 
 } // namespace embedlab::method_rows
