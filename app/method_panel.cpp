@@ -53,70 +53,18 @@ QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value
     return s;
 }
 
-QDoubleSpinBox* real(QWidget* parent, const QString& prefix, double lo, double hi, double value,
-                     const QString& tip)
-{
-    auto* s = new CheckedDoubleSpinBox(parent);
-    s->setPrefix(prefix);
-    s->setRange(lo, hi);
-    s->setSingleStep(0.05);
-    s->setDecimals(2);
-    s->setValue(value);
-    s->setToolTip(tip);
-    return s;
-}
-
-// The panel's page of each method it offers (the options_ stack's order).
-enum Page { kRankPage, kEpsPage, kLlePage, kFourierPage, kFlatPage, kQuantPage };
-const QHash<QString, int>& pages()
-{
-    static const QHash<QString, int> page_of{
-        {"pca", kRankPage},        {"svd", kRankPage},  {"tt", kEpsPage},     {"lle", kLlePage},
-        {"fourier", kFourierPage}, {"flat", kFlatPage}, {"quant", kQuantPage}};
-    return page_of;
-}
-
-QWidget* page(QWidget* parent, std::initializer_list<QWidget*> widgets)
-{
-    auto* w = new QWidget(parent);
-    auto* layout = new QHBoxLayout(w);
-    layout->setContentsMargins(0, 0, 0, 0);
-    for (QWidget* child : widgets)
-        layout->addWidget(child);
-    layout->addStretch(1);
-    return w;
-}
-
 } // namespace
 
 QStringList MethodPanel::methods()
 {
     QStringList names;
     for (const auto& m : method_registry())
-        if (pages().contains(m.name))
-            names << m.name;
+        names << m.name;
     return names;
 }
 
 MethodPanel::MethodPanel(QWidget* parent)
     : QWidget(parent), method_(new QComboBox(this)), options_(new QStackedWidget(this)),
-      rank_(spin(this, "rank k = ", 1, 1024, 32, "Kept rank; drag the Spectrum tab's marker to set it")),
-      eps_(real(this, "eps = ", 0.01, 0.99, 0.3,
-                "TT-SVD accuracy: per-row relative error bound; the shape is the most balanced of d")),
-      keep_ratio_(real(this, "keep ", 0.01, 0.99, 0.5,
-                       "Share of the vocabulary kept as common rows (most frequent in the frequency text)")),
-      neighbours_(spin(this, "k = ", 1, 64, 8, "Common neighbours each rare row is rebuilt from (LLE)")),
-      mlp_(new QComboBox(this)),
-      steps_(spin(this, "", 1, 1000000, 300, "AdamW steps fitting the MLP to the table's rows")),
-      remaining_(real(this, "remaining ", 0.05, 1.0, 0.5,
-                      "Average remaining value rank ratio over the decoder layers (1 - sparsity)")),
-      target_ratio_(real(this, "target ", 0.0, 1.0, 0.0,
-                         "Instead of remaining: the share of the decoder's weights (Q, K, V, O, MLP) to "
-                         "keep, as compute_rank.py; compresses the MLPs too unless 'dense MLP' (off: 0)")),
-      no_mlp_(new QCheckBox("dense MLP", this)), allocation_(new QComboBox(this)),
-      quant_type_(new QComboBox(this)),
-      samples_(spin(this, "", 1, 4096, 32, "Calibration windows drawn (seeded) from the calibration text")),
-      seqlen_(spin(this, "", 2, 8192, 128, "Tokens per calibration window")),
       lora_(new QCheckBox("+ LoRA recovery", this)), divergence_(new QCheckBox("+ KL vs original", this)),
       lora_rank_(spin(this, "r = ", 1, 1024, 8, "Adapter rank (alpha = 2 r)")),
       lora_steps_(spin(this, "", 1, 1000000, 100, "Training steps of 8 windows each")),
@@ -133,36 +81,17 @@ MethodPanel::MethodPanel(QWidget* parent)
                        "per choice, on the original once and on every compressed model")),
       run_(new QPushButton("Run", this)), problem_(new QLabel(this)), note_(new QLabel(this))
 {
+    // The common rows' number boxes (the pages' are made with their pages).
     for (const auto& [field, box] : fieldBoxes()) {
-        Q_ASSERT(request_field_type(field) == RequestFieldType::Integer ||
-                 request_field_type(field) == RequestFieldType::Number);
         box->setObjectName(QString::fromStdString(field)); // tests and QSettings-free lookups
-        // Every request field takes a sweep typed into its box (one validator, one grammar).
         box->setToolTip(box->toolTip() + "\nA sweep runs once per value: a list 8,16,32 or a range "
                                          "start:stop:step, 8:128:8");
         if (auto* s = qobject_cast<CheckedSpinBox*>(box)) {
             s->setSweepable(true);
             connect(s, &QSpinBox::textChanged, this, &MethodPanel::showRuns);
-        }
-        if (auto* d = qobject_cast<CheckedDoubleSpinBox*>(box)) {
-            d->setSweepable(true);
-            connect(d, &QDoubleSpinBox::textChanged, this, &MethodPanel::showRuns);
+            connect(s, &CheckedSpinBox::problemChanged, this, &MethodPanel::showProblem);
         }
     }
-    method_->addItems(methods());
-    method_->setToolTip("pca: centred low rank (METHODS 1); svd: uncentred; tt: per-token Tensor-Train (5);\n"
-                        "lle: rare rows rebuilt from common neighbours (2); fourier: MLP of Fourier features "
-                        "(4);\nquant: the table in a llama.cpp block format, the baseline at equal bytes;\n"
-                        "flat: head-wise PCA of the attention values with IPRS ranks (3)");
-    mlp_->addItems({"linear", "geglu"});
-    mlp_->setToolTip("linear: d -> d (reference code); geglu: hidden d / 4 (the paper's small variant)");
-    steps_->setSuffix(" steps");
-    allocation_->addItems({"iprs", "uniform"});
-    allocation_->setToolTip(
-        "iprs: ranks by layer importance (Algorithm 1); uniform: the same ratio everywhere");
-    samples_->setSuffix(" windows");
-    seqlen_->setPrefix("of ");
-    seqlen_->setSuffix(" tokens");
     lora_->setToolTip("Train LoRA adapters on the compressed model (next-token loss on the training text)");
     divergence_->setToolTip("Also measure KL(P_original || P_compressed) and top-1 agreement on the "
                             "evaluated tokens (the KL and top-1 columns; about twice the evaluation time)");
@@ -200,32 +129,14 @@ MethodPanel::MethodPanel(QWidget* parent)
     remote_cli_->setToolTip(
         "The worker on the host, when embedlab-cli is not on its PATH (remote run --remote-cli)");
 
-    options_->addWidget(page(this, {rank_}));                    // pca, svd
-    options_->addWidget(page(this, {eps_}));                     // tt
-    options_->addWidget(page(this, {keep_ratio_, neighbours_})); // lle
-    options_->addWidget(page(this, {mlp_, steps_}));             // fourier
-    target_ratio_->setSpecialValueText("no target");
-    no_mlp_->setToolTip("With a target ratio: compress V and O only (--no-mlp)");
-    options_->addWidget(
-        page(this, {remaining_, target_ratio_, no_mlp_, allocation_, samples_, seqlen_})); // flat
-    quant_type_->setObjectName("quant_type");
-    for (const auto& t : quant_types())
-        quant_type_->addItem(QString::fromLatin1(t.name));
-    quant_type_->setCurrentText("q8_0");
-    quant_type_->setToolTip(
-        "The table itself in a ggml block format, as llama-quantize --token-embedding-type "
-        "writes it:\nthe baseline a method is compared with at equal bytes (K-types need d "
-        "a multiple of 256)");
-    options_->addWidget(page(this, {quant_type_})); // quant
-
     auto* top = new QHBoxLayout;
     top->addWidget(new QLabel("Compress with", this));
     top->addWidget(method_);
-    top->addWidget(options_, 1);
     top->addWidget(lora_);
     top->addWidget(lora_rank_);
     top->addWidget(lora_steps_);
     top->addWidget(divergence_);
+    top->addStretch(1);
     top->addWidget(new QLabel("on", this));
     top->addWidget(target_);
     top->addWidget(ssh_config_);
@@ -254,6 +165,9 @@ MethodPanel::MethodPanel(QWidget* parent)
     texts->addWidget(eval_tokens_);
     for (QLineEdit* e : {frequency_text_, calibration_text_, train_text_, eval_text_})
         e->setPlaceholderText(bundled);
+    frequency_text_->setObjectName("freq_text");
+    calibration_text_->setObjectName("calib_text");
+    buildPages(); // each registry method's page, its fields' widgets
 
     // A zero-shot task after the evaluation (tasks.hpp): the task accuracy column.
     task_->addItem("no task", "none");
@@ -314,6 +228,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(top);
+    layout->addWidget(options_);
     layout->addLayout(texts);
     layout->addLayout(task_row);
     layout->addWidget(problem_);
@@ -323,14 +238,6 @@ MethodPanel::MethodPanel(QWidget* parent)
     note_->hide();
     for (QLineEdit* e : {frequency_text_, eval_text_})
         connect(e, &QLineEdit::textChanged, this, &MethodPanel::showNotes);
-    // An out-of-range number typed anywhere is said here at once, not at Run.
-    for (QWidget* box : numberBoxes()) {
-        if (auto* s = qobject_cast<CheckedSpinBox*>(box))
-            connect(s, &CheckedSpinBox::problemChanged, this, &MethodPanel::showProblem);
-        if (auto* d = qobject_cast<CheckedDoubleSpinBox*>(box))
-            connect(d, &CheckedDoubleSpinBox::problemChanged, this, &MethodPanel::showProblem);
-    }
-
     connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::showOptionsFor);
     connect(method_, &QComboBox::currentTextChanged, this, &MethodPanel::methodChanged);
     connect(lora_, &QCheckBox::toggled, this, [this] { showOptionsFor(method()); });
@@ -346,6 +253,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     run_->setObjectName("run");
     connect(run_, &QPushButton::clicked, this, &MethodPanel::run);
     restoreSettings();
+    showApplies();
     showOptionsFor(method_->currentText());
 }
 
@@ -374,24 +282,6 @@ QWidget* MethodPanel::textRow(const QString& label, QLineEdit* edit, const QStri
     layout->addWidget(edit, 1);
     layout->addWidget(browse);
     return row;
-}
-
-void MethodPanel::setDimension(int d)
-{
-    rank_->setRange(1, std::max(d, 1));
-    // A type whose blocks do not divide d cannot be chosen (check_request would refuse it).
-    auto* model = qobject_cast<QStandardItemModel*>(quant_type_->model());
-    for (int i = 0; i < quant_type_->count(); ++i) {
-        const auto* t = find_quant_type(quant_type_->itemText(i).toStdString());
-        const bool fits = d <= 0 || (t && d % t->block_values == 0);
-        model->item(i)->setEnabled(fits);
-        model->item(i)->setToolTip(fits ? QString()
-                                        : QString("its blocks of %1 values do not divide d = %2")
-                                              .arg(t ? t->block_values : 0)
-                                              .arg(d));
-    }
-    if (!model->item(quant_type_->currentIndex())->isEnabled())
-        quant_type_->setCurrentText("q8_0");
 }
 
 CompressionRequest MethodPanel::request() const
@@ -428,42 +318,8 @@ CompressionRequest MethodPanel::request(const QString& name, const std::map<std:
     CompressionRequest r;
     r.method = name.toStdString();
     const auto* m = find_method(r.method);
-    switch (pages().value(name, -1)) {
-    case kRankPage:
-        r.rank = n("rank", rank_);
-        break;
-    case kEpsPage:
-        r.eps = v("eps", eps_->value()); // the shape: the most balanced 3-factor one of d
-        break;
-    case kLlePage:
-        r.keep_ratio = v("keep_ratio", keep_ratio_->value());
-        r.k = n("k", neighbours_);
-        break;
-    case kFourierPage:
-        r.mlp = mlp_->currentText().toStdString();
-        r.steps = n("steps", steps_);
-        break;
-    case kFlatPage:
-        if (const double target = v("target_ratio", target_ratio_->value()); target > 0) {
-            r.target_ratio = target; // the registry's default: the MLPs too, unless no_mlp
-            r.no_mlp = no_mlp_->isChecked();
-        } else {
-            r.remaining = v("remaining", remaining_->value());
-        }
-        r.allocation = allocation_->currentText().toStdString();
-        r.samples = n("samples", samples_);
-        r.seqlen = n("seqlen", seqlen_);
-        break;
-    case kQuantPage:
-        r.type = quant_type_->currentText().toStdString();
-        break;
-    default: // not a method of the panel: check_request names it
-        break;
-    }
-    if (m && m->needs_frequency_text)
-        r.freq_text = textOf(frequency_text_).toStdString();
-    if (m && m->needs_calibration_text)
-        r.calib_text = textOf(calibration_text_).toStdString();
+    if (const auto* p = page(r.method)) // its fields, as the registry lists them
+        readPage(*p, r, with);
     if (m && m->lora && lora_->isChecked()) {
         r.lora_rank = n("lora_rank", lora_rank_);
         r.lora_steps = n("lora_steps", lora_steps_);
@@ -520,46 +376,8 @@ void MethodPanel::setRequest(const CompressionRequest& r)
     setMethod(name);
     const auto* m = find_method(r.method);
     // Fields at the engine's "not set" values (rank 0, no steps, ...) leave their boxes.
-    switch (pages().value(name, -1)) {
-    case kRankPage:
-        if (r.rank > 0)
-            rank_->setValue(static_cast<int>(r.rank));
-        break;
-    case kEpsPage:
-        if (r.eps > 0)
-            eps_->setValue(r.eps);
-        break;
-    case kLlePage:
-        keep_ratio_->setValue(r.keep_ratio);
-        if (r.k > 0)
-            neighbours_->setValue(static_cast<int>(r.k));
-        break;
-    case kFourierPage:
-        mlp_->setCurrentText(QString::fromStdString(r.mlp));
-        if (r.steps > 0)
-            steps_->setValue(static_cast<int>(r.steps));
-        break;
-    case kFlatPage:
-        if (r.remaining > 0)
-            remaining_->setValue(r.remaining);
-        target_ratio_->setValue(r.target_ratio);
-        no_mlp_->setChecked(r.no_mlp);
-        allocation_->setCurrentText(QString::fromStdString(r.allocation));
-        samples_->setValue(static_cast<int>(r.samples));
-        if (r.seqlen > 0)
-            seqlen_->setValue(static_cast<int>(r.seqlen));
-        break;
-    case kQuantPage:
-        if (const auto* t = find_quant_type(r.type))
-            quant_type_->setCurrentText(QString::fromLatin1(t->name));
-        break;
-    default:
-        break;
-    }
-    if (m && m->needs_frequency_text)
-        showText(frequency_text_, r.freq_text);
-    if (m && m->needs_calibration_text)
-        showText(calibration_text_, r.calib_text);
+    if (const auto* p = page(r.method))
+        showPage(*p, r);
     if (m && m->lora) { // flat's request says nothing of the box
         lora_->setChecked(r.lora_rank > 0);
         if (r.lora_rank > 0) {
@@ -593,27 +411,27 @@ void MethodPanel::setLegacyChoice(const QVariantMap& v)
     };
     if (const QString m = v.value("method").toString(); methods().contains(m))
         setMethod(m);
-    number("rank", [&](const QVariant& x) {
-        if (x.toInt() > 0)
-            rank_->setValue(x.toInt());
-    });
-    number("eps", [&](const QVariant& x) {
-        if (x.toDouble() > 0)
-            eps_->setValue(x.toDouble());
-    });
-    number("keep_ratio", [&](const QVariant& x) { keep_ratio_->setValue(x.toDouble()); });
-    number("k", [&](const QVariant& x) { neighbours_->setValue(x.toInt()); });
-    if (v.contains("mlp"))
-        mlp_->setCurrentText(v.value("mlp").toString());
-    number("steps", [&](const QVariant& x) { steps_->setValue(x.toInt()); });
-    number("remaining", [&](const QVariant& x) { remaining_->setValue(x.toDouble()); });
-    number("target_ratio", [&](const QVariant& x) { target_ratio_->setValue(x.toDouble()); });
-    if (v.contains("no_mlp"))
-        no_mlp_->setChecked(v.value("no_mlp").toBool());
-    if (v.contains("allocation"))
-        allocation_->setCurrentText(v.value("allocation").toString());
-    number("samples", [&](const QVariant& x) { samples_->setValue(x.toInt()); });
-    number("seqlen", [&](const QVariant& x) { seqlen_->setValue(x.toInt()); });
+    // Each page's field of the key's name (rank, eps, keep_ratio, k, mlp, steps, remaining,
+    // target_ratio, no_mlp, allocation, samples, seqlen); a number not above 0 was "not set".
+    for (const auto& p : pages_)
+        for (const auto& f : p.fields) {
+            const QString key = QString::fromStdString(f.field);
+            if (!v.contains(key) || f.widget == frequency_text_ || f.widget == calibration_text_)
+                continue;
+            const QVariant x = v.value(key);
+            if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
+                if (x.toInt() > 0)
+                    s->setValue(x.toInt());
+            } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+                if (x.toDouble() > 0)
+                    d->setValue(x.toDouble());
+            } else if (auto* c = qobject_cast<QCheckBox*>(f.widget)) {
+                c->setChecked(x.toBool());
+            } else if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
+                if (const int i = c->findData(x.toString()); i >= 0)
+                    c->setCurrentIndex(i);
+            }
+        }
     // Settings said "lora" (the box) and its rank; a session's lora_rank 0 was off.
     if (v.contains("lora"))
         lora_->setChecked(v.value("lora").toBool());
@@ -667,11 +485,15 @@ QString MethodPanel::method() const
 }
 int MethodPanel::rank() const
 {
-    return rank_->value();
+    const auto* box = qobject_cast<QSpinBox*>(this->box(method().toStdString(), "rank"));
+    if (!box)
+        box = qobject_cast<QSpinBox*>(this->box("pca", "rank"));
+    return box ? box->value() : 0;
 }
 double MethodPanel::eps() const
 {
-    return eps_->value();
+    const auto* box = qobject_cast<QDoubleSpinBox*>(this->box("tt", "eps"));
+    return box ? box->value() : 0;
 }
 void MethodPanel::setMethod(const QString& method)
 {
@@ -679,11 +501,16 @@ void MethodPanel::setMethod(const QString& method)
 }
 void MethodPanel::setRank(int k)
 {
-    rank_->setValue(k);
+    for (const auto& p : pages_)
+        for (const auto& f : p.fields)
+            if (f.field == "rank" && f.doc->hi_is_width)
+                if (auto* s = qobject_cast<QSpinBox*>(f.widget))
+                    s->setValue(k);
 }
 void MethodPanel::setEps(double eps)
 {
-    eps_->setValue(eps);
+    if (auto* box = qobject_cast<QDoubleSpinBox*>(this->box("tt", "eps")))
+        box->setValue(eps);
 }
 
 void MethodPanel::setHost(const QString& host)
@@ -743,26 +570,27 @@ QList<QWidget*> MethodPanel::numberBoxes() const
 
 std::vector<std::pair<std::string, QAbstractSpinBox*>> MethodPanel::fieldBoxes() const
 {
-    // Each number box is the request field of its name (experiment_request.hpp).
-    return {{"rank", rank_},
-            {"eps", eps_},
-            {"keep_ratio", keep_ratio_},
-            {"k", neighbours_},
-            {"steps", steps_},
-            {"remaining", remaining_},
-            {"target_ratio", target_ratio_},
-            {"samples", samples_},
-            {"seqlen", seqlen_},
-            {"lora_rank", lora_rank_},
-            {"lora_steps", lora_steps_},
-            {"eval_tokens", eval_tokens_},
-            {"task_limit", task_limit_}};
+    // Each number box is the request field of its name (experiment_request.hpp): the
+    // pages' (a field not applying with the others disabled, and so not part of a run),
+    // then the common rows'.
+    std::vector<std::pair<std::string, QAbstractSpinBox*>> boxes;
+    for (const auto& p : pages_)
+        for (const auto& f : p.fields)
+            if (auto* box = qobject_cast<QAbstractSpinBox*>(f.widget); box && box->isEnabled())
+                boxes.emplace_back(f.field, box);
+    boxes.insert(boxes.end(), {{"lora_rank", lora_rank_},
+                               {"lora_steps", lora_steps_},
+                               {"eval_tokens", eval_tokens_},
+                               {"task_limit", task_limit_}});
+    return boxes;
 }
 
 QString MethodPanel::problem() const
 {
     if (const QString numbers = first_problem(numberBoxes(), this); !numbers.isEmpty())
         return numbers;
+    if (const QString lists = listProblem(); !lists.isEmpty())
+        return lists;
     if (const int64_t runs = sweepSize(); runs > kMaxSweepRuns)
         return QString("the sweep has %1 runs (at most %2: sweep fewer values)").arg(runs).arg(kMaxSweepRuns);
     return slurmProblem();
@@ -783,7 +611,13 @@ void MethodPanel::showProblem()
 
 void MethodPanel::showOptionsFor(const QString& method)
 {
-    options_->setCurrentIndex(pages().value(method, kRankPage));
+    for (int i = 0; i < static_cast<int>(pages_.size()); ++i)
+        if (pages_[i].method == method.toStdString())
+            options_->setCurrentIndex(i);
+    // First among the stack's children (the stack raised it to the last): findChild("rank")
+    // finds the shown page's box of a field several pages have.
+    if (QWidget* shown = options_->currentWidget())
+        shown->lower();
     const auto* m = find_method(method.toStdString()); // the registry says what each method takes
     const bool embedding = !m || m->part == CompressedPart::TokenEmbedding;
     lora_->setVisible(embedding);
@@ -809,7 +643,8 @@ QString MethodPanel::note() const
     // lle splits common from rare by the frequency text: evaluated on the same
     // text, every evaluated token was counted there, so the rare rows it rebuilds
     // are the ones the evaluation sees least (or never).
-    if (method() != "lle")
+    const auto* m = find_method(method().toStdString());
+    if (!m || !m->needs_frequency_text)
         return {};
     const QString freq = frequency_text_->text().trimmed(), eval = eval_text_->text().trimmed();
     const bool same = freq.isEmpty() || eval.isEmpty()
@@ -836,8 +671,8 @@ void MethodPanel::saveSettings() const
     QSettings s;
     s.beginGroup("method");
     nlohmann::ordered_json requests = nlohmann::ordered_json::array();
-    for (const QString& m : methods())
-        requests.push_back(request_json(request(m)));
+    for (const auto& p : pages_)
+        requests.push_back(request_json(request(QString::fromStdString(p.method))));
     s.setValue("requests", QString::fromStdString(requests.dump()));
     s.setValue("method", method());
     s.setValue("target", QString::fromStdString(target_json(target()).dump()));

@@ -1,13 +1,24 @@
-// The compression method panel above the results: the method (pca, svd, tt,
-// lle, fourier on the token embedding; flat on the attention values), its
-// parameters, optional LoRA recovery, the texts each step reads, and where the
-// job runs (this computer, an ssh host or a Slurm cluster). It only collects the
-// choice, as the engine's CompressionRequest (experiment_request.hpp) plus a
-// RunTarget; the main window fills in the model, checks (embedlab::check_request)
-// and queues it. The panel's initial values are the workbench's defaults (rank 32,
-// keep 0.5 and k 8, 300 steps, 32 windows of 128 tokens, the first 4096 evaluated
-// tokens, ...), not the engine's. The choice persists in QSettings ("method/...")
-// as each method's request_json and the target's JSON.
+// The compression method panel above the results: a method of the engine's registry
+// (embedlab::method_registry(), every method, those registered at run time too), its
+// parameters, optional LoRA recovery, the texts each step reads, and where the job runs
+// (this computer, an ssh host or a Slurm cluster). It only collects the choice, as the
+// engine's CompressionRequest (experiment_request.hpp) plus a RunTarget; the main window
+// fills in the model, checks (embedlab::check_request) and queues it.
+//
+// Each method's page is generated from its registry row (issue 59 item 3): a widget per
+// field of MethodDescriptor::fields, by the field's type and doc (FieldDoc): a number
+// box (CheckedSpinBox) holding the doc's range (hi_is_width: the model's width, set by
+// setDimension; 0 too when the doc has `zero`), a combo box for a field with choices
+// (type and store: the ggml types whose blocks do not divide d disabled), a check box
+// for a switch, a line edit "8,8,12" for shape and ranks, and the shared frequency and
+// calibration text rows for freq_text and calib_text. Each widget is named by its field;
+// a field whose doc says `applies_with` is enabled only while that holds (and is at its
+// default in the request otherwise). The page's initial values are the method's example
+// overlaid by the workbench's defaults (rank 32, eps 0.3, keep 0.5 and k 8, 300 steps,
+// remaining 0.5 of 32 windows of 128 tokens, q8_0; method_panel_fields.cpp), else the
+// request's defaults; the common rows' are the workbench's too (the first 4096
+// evaluated tokens, LoRA r 8 for 100 steps). The choice persists in QSettings
+// ("method/...") as each method's request_json and the target's JSON.
 //
 // Sweeps (issue 41 item 11): every number box takes a list or a range typed into it
 // ("8,16,32", "8:128:8"; CheckedSpinBox, the CLI's grammar), so a sweep needs no
@@ -26,6 +37,7 @@
 #include <vector>
 
 #include "analyses.hpp"
+#include "embedlab/method_registry.hpp"
 
 class QAbstractSpinBox;
 class QCheckBox;
@@ -45,19 +57,20 @@ public:
     explicit MethodPanel(QWidget* parent = nullptr);
     ~MethodPanel() override; // saves the choice
 
-    // The registry's methods the panel has a page for, in the registry's order
-    // (pca, svd, tt, lle, fourier, flat).
+    // The registry's methods, in the registry's order (a panel constructed after a
+    // method was registered has its page).
     static QStringList methods();
 
-    void setDimension(int d); // rank range 1..d; quant types whose blocks divide d
+    // Fields up to d (rank, k, LoRA r) 1..d; ggml types whose blocks divide d; a shape
+    // still at its initial value that is not one of d: the most balanced of d.
+    void setDimension(int d);
     // The chosen method's request: its page's fields, LoRA if ticked (and the method
     // takes it), the texts (an empty box: the bundled sample text's path, so the
     // request is complete), evaluation, divergence and task. No model ("": the
     // window's).
     CompressionRequest request() const;
-    // The same with another method (its page's values; an unknown method: the
-    // common fields only, for check_request to refuse). Only pca and svd get a rank
-    // and only tt an eps.
+    // The same with another method (its page's fields; an unknown method: the
+    // common fields only, for check_request to refuse).
     CompressionRequest request(const QString& method) const;
     // What Run queues: the chosen method's request, or a sweep's, one per value of
     // each visible field typed as a sweep ("8:128:8", "8,16,32"; several fields: every
@@ -79,10 +92,11 @@ public:
     void setLegacyChoice(const QVariantMap& values);
 
     QString method() const;
+    // The generated rank box of the chosen method (else pca's), and tt's eps box.
     int rank() const;
     double eps() const;
     void setMethod(const QString& method);
-    void setRank(int k);
+    void setRank(int k); // every page's rank up to d (pca, svd, ...): the spectrum's marker
     void setEps(double eps);
     void setHost(const QString& host); // "" = this computer, "Slurm cluster", or an ssh host
 
@@ -123,21 +137,34 @@ private:
     void showNotes();
     QWidget* textRow(const QString& label, QLineEdit* edit, const QString& tooltip);
 
+    // A generated page: the widget of each of the method's fields (method_panel_fields.cpp).
+    struct FieldWidget {
+        std::string field;
+        QWidget* widget;
+        const FieldDoc* doc;
+    };
+    struct MethodPage {
+        std::string method;
+        QWidget* widget;
+        std::vector<FieldWidget> fields;
+    };
+    void buildPages();
+    QWidget* fieldWidget(const MethodDescriptor& m, const std::string& field, const FieldDoc& doc,
+                         QWidget* page);
+    const MethodPage* page(const std::string& method) const;
+    QWidget* box(const std::string& method, const std::string& field) const; // null if none
+    // The page's fields into `r` (sweep values from `with`); the fields whose applies_with
+    // does not hold back at their defaults unless `raw`.
+    void readPage(const MethodPage& page, CompressionRequest& r, const std::map<std::string, double>& with,
+                  bool raw = false) const;
+    void showPage(const MethodPage& page, const CompressionRequest& r); // setRequest's part
+    void showApplies();                                                 // enable by applies_with
+    QString listProblem() const; // a shape or ranks box that is no comma list of integers
+
     QComboBox* method_;
     QStackedWidget* options_; // one page per method
-    QSpinBox* rank_;
-    QDoubleSpinBox* eps_;
-    QDoubleSpinBox* keep_ratio_;
-    QSpinBox* neighbours_;
-    QComboBox* mlp_;
-    QSpinBox* steps_;
-    QDoubleSpinBox* remaining_;
-    QDoubleSpinBox* target_ratio_; // flat: 0 (off) or the decoder's share to keep
-    QCheckBox* no_mlp_;            // flat with a target: keep the MLPs dense
-    QComboBox* allocation_;
-    QComboBox* quant_type_; // quant: a ggml block type; those whose blocks do not divide d disabled
-    QSpinBox* samples_;
-    QSpinBox* seqlen_;
+    std::vector<MethodPage> pages_;
+    int dimension_ = 0;
     QCheckBox* lora_;
     QCheckBox* divergence_; // also measure KL and top-1 against the original
     QSpinBox* lora_rank_;

@@ -591,7 +591,7 @@ TEST(MethodPanel, HoldsEveryMethodsParametersAndRemembersThem)
         panel.setMethod("flat");
         EXPECT_EQ(panel.request().lora_rank, 0);
         // The quant types whose blocks do not divide d cannot be chosen: on d = 128 the K-types.
-        const auto* types = panel.findChild<QComboBox*>("quant_type");
+        const auto* types = panel.findChild<QComboBox*>("type"); // quant's field
         ASSERT_NE(types, nullptr);
         const auto* items = qobject_cast<QStandardItemModel*>(types->model());
         for (int i = 0; i < types->count(); ++i)
