@@ -49,6 +49,8 @@ struct CompressionSpec {
     std::string type;                       // quant (issue 38): the ggml block type, "q4_k"
     std::string store;                      // the factors' stored type (CompressionRequest::store); "": f32
     int64_t codebooks = 32, codewords = 16; // aq: M, K
+    double clip = 0.001;                    // aq: the gradients' global norm bound (0: none)
+    int64_t holdout = 640;                  // aq: held-out rows picking the checkpoint (0: last step)
 };
 
 // Methods compress_table knows (registered ones too), for messages and the CLI.

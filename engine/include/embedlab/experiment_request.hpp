@@ -75,8 +75,10 @@ struct CompressionRequest {
     bool norm = false;
     std::string loss = "mse"; // "mse" | "cosine"
     int64_t steps = 0;
-    double lr = 1e-3;
-    int64_t fit_batch = 4096;
+    // The fit's learning rate and rows per step; 0: the method's own default (fourier
+    // 1e-3 and 4096; aq the official code's 1e-4 and 64).
+    double lr = 0;
+    int64_t fit_batch = 0;
     double weight_decay = 0.01;
 
     // quant (issue 38): a ggml block type as llama-quantize names it ("q8_0", "q4_k", "f16").
@@ -85,6 +87,10 @@ struct CompressionRequest {
     // steps, lr, fit_batch and seed as fourier's.
     int64_t codebooks = 32;
     int64_t codewords = 16;
+    // aq's training as the official code's (issue 62): the gradients' global norm bound (0:
+    // none) and the held-out rows that pick the checkpoint (0: the last step's codes).
+    double clip = 0.001;
+    int64_t holdout = 640;
     // Every other token-table method (issue 38 part 2): the type its float factors are
     // stored at, "f32" ("": f32), "f16", "bf16" or a ggml block type; a factor whose rows
     // the type's blocks do not divide stays f32. Evaluated as stored.

@@ -17,6 +17,14 @@ FieldDoc aq_steps_doc()
     return steps;
 }
 
+// A field whose 0 stands for aq's own default.
+FieldDoc default_doc(const char* field, const char* zero)
+{
+    FieldDoc doc = default_field_doc(field);
+    doc.zero = zero;
+    return doc;
+}
+
 } // namespace
 
 MethodDescriptor aq()
@@ -29,7 +37,7 @@ MethodDescriptor aq()
                    "LLE paper's third baseline)",
         .tied_head_from_factors = true,
         .stored_as = "aq",
-        .fields = {"codebooks", "codewords", "steps", "lr", "fit_batch", "store"},
+        .fields = {"codebooks", "codewords", "steps", "lr", "fit_batch", "clip", "holdout", "store"},
         .check =
             [](const CompressionRequest& r, int64_t, const RequestFail& fail) {
                 if (r.codebooks < 1 || r.codebooks > 1024)
@@ -42,17 +50,25 @@ MethodDescriptor aq()
                     fail("steps", std::to_string(r.steps) +
                                       " must be 1..100000000 (Adam steps of the code learner; 0: the "
                                       "official 200 epochs)");
-                if (!(r.lr > 0 && r.lr <= 10))
-                    fail("lr", short_number(r.lr) + " must lie in (0, 10]");
-                if (r.fit_batch < 1 || r.fit_batch > 1'000'000'000)
-                    fail("fit_batch", std::to_string(r.fit_batch) + " must be at least 1");
+                if (!(r.lr >= 0 && r.lr <= 10))
+                    fail("lr", short_number(r.lr) + " must lie in (0, 10] (0: the official 1e-4)");
+                if (r.fit_batch < 0 || r.fit_batch > 1'000'000'000)
+                    fail("fit_batch",
+                         std::to_string(r.fit_batch) + " must be at least 1 (0: the official 64)");
+                if (!(r.clip >= 0 && r.clip <= 1e6))
+                    fail("clip", short_number(r.clip) + " must lie in [0, 1e6] (0: no clipping)");
+                if (r.holdout < 0 || r.holdout > (1 << 30))
+                    fail("holdout",
+                         std::to_string(r.holdout) + " must be 0 (the last step's codes) or a row count");
             },
         .describe =
             [](const CompressionRequest& r) {
                 return "aq M " + std::to_string(r.codebooks) + ", K " + std::to_string(r.codewords) + ", " +
                        (r.steps > 0 ? std::to_string(r.steps) + " steps" : std::string("200 epochs"));
             },
-        .field_docs = {{"steps", aq_steps_doc()}},
+        .field_docs = {{"steps", aq_steps_doc()},
+                       {"lr", default_doc("lr", "the official 1e-4")},
+                       {"fit_batch", default_doc("fit_batch", "the official 64")}},
         .example = R"({"codebooks": 32, "codewords": 16})"};
 }
 

@@ -4,6 +4,18 @@
 
 namespace embedlab::method_rows {
 
+namespace {
+
+// A field whose 0 stands for fourier's own default.
+FieldDoc zero_doc(const char* field, const char* zero)
+{
+    FieldDoc doc = default_field_doc(field);
+    doc.zero = zero;
+    return doc;
+}
+
+} // namespace
+
 MethodDescriptor fourier()
 {
     return {.id = Method::Fourier,
@@ -28,10 +40,10 @@ MethodDescriptor fourier()
                     if (r.steps < 1 || r.steps > 100'000'000)
                         fail("steps",
                              std::to_string(r.steps) + " must be 1..100000000 (AdamW steps, e.g. 2000)");
-                    if (!(r.lr > 0 && r.lr <= 10))
-                        fail("lr", short_number(r.lr) + " must lie in (0, 10]");
-                    if (r.fit_batch < 1 || r.fit_batch > 1'000'000'000)
-                        fail("fit_batch", std::to_string(r.fit_batch) + " must be at least 1");
+                    if (!(r.lr >= 0 && r.lr <= 10))
+                        fail("lr", short_number(r.lr) + " must lie in (0, 10] (0: 1e-3)");
+                    if (r.fit_batch < 0 || r.fit_batch > 1'000'000'000)
+                        fail("fit_batch", std::to_string(r.fit_batch) + " must be at least 1 (0: 4096)");
                     if (!(r.weight_decay >= 0 && r.weight_decay <= 10))
                         fail("weight_decay", short_number(r.weight_decay) + " must lie in [0, 10]");
                 },
@@ -39,6 +51,7 @@ MethodDescriptor fourier()
                 [](const CompressionRequest& r) {
                     return "fourier " + r.mlp + ", " + std::to_string(r.steps) + " steps";
                 },
+            .field_docs = {{"lr", zero_doc("lr", "1e-3")}, {"fit_batch", zero_doc("fit_batch", "4096")}},
             .example = R"({"mlp": "linear", "steps": 300})"};
 }
 

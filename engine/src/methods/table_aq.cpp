@@ -18,7 +18,8 @@ public:
     {
         // Each step: the encoder (d H + H M K) and the decoder (M K d), forward and back.
         const double mk = double(r.codebooks) * double(r.codewords);
-        const double batch = double(std::min<int64_t>(r.fit_batch, 1 << 20));
+        const double batch =
+            double(std::min<int64_t>(r.fit_batch > 0 ? r.fit_batch : AqOptions{}.batch, 1 << 20));
         const double steps = r.steps > 0 ? double(r.steps) : 200 * std::ceil(v / batch); // 200 epochs
         return 6 * steps * batch * (d * mk / 2 + mk * mk / 2 + mk * d);
     }
@@ -27,14 +28,15 @@ public:
              const ProgressFn& progress) const override
     {
         const auto& s = out.spec;
-        // clip, holdout and eval_every at AqOptions' defaults (the official code's): the
-        // request has no fields for them yet.
+        // eval_every at AqOptions' default (once an epoch, as the official code's).
         auto fit = fit_additive_quantisation(table,
                                              {.codebooks = s.codebooks,
                                               .codewords = s.codewords,
                                               .steps = s.steps,
                                               .lr = s.lr,
                                               .batch = s.batch,
+                                              .clip = s.clip,
+                                              .holdout = s.holdout,
                                               .seed = s.seed},
                                              progress);
         out.fit_seconds = fit.seconds;
@@ -65,7 +67,14 @@ public:
 
     void spec_fields(const CompressionSpec& s, nlohmann::ordered_json& j) const override
     {
-        EMBEDLAB_JSON_MEMBERS(j, s, codebooks, codewords, steps, lr, batch, seed);
+        EMBEDLAB_JSON_MEMBERS(j, s, codebooks, codewords, steps, lr, batch, clip, holdout, seed);
+    }
+
+    // lr and batch 0: the official code's (AqOptions' defaults).
+    void complete_spec(CompressionSpec& spec, const CompressionRequest&, int64_t) const override
+    {
+        spec.lr = spec.lr > 0 ? spec.lr : AqOptions{}.lr;
+        spec.batch = spec.batch > 0 ? spec.batch : AqOptions{}.batch;
     }
 
     void accounting_fields(const EmbeddingAccounting& a, nlohmann::ordered_json& j) const override

@@ -14,7 +14,15 @@ public:
     std::string name() const override { return "fourier"; }
     double fit_work(const CompressionRequest& r, double, double d) const override
     {
-        return double(r.steps) * double(r.fit_batch) * 12 * d * d; // forward + backward
+        return double(r.steps) * double(r.fit_batch > 0 ? r.fit_batch : 4096) * 12 * d *
+               d; // forward + backward
+    }
+
+    // lr and batch 0: fourier's own defaults (1e-3, 4096 rows).
+    void complete_spec(CompressionSpec& spec, const CompressionRequest&, int64_t) const override
+    {
+        spec.lr = spec.lr > 0 ? spec.lr : 1e-3;
+        spec.batch = spec.batch > 0 ? spec.batch : 4096;
     }
 
     void fill_example(CompressionRequest& r, int64_t) const override

@@ -140,6 +140,8 @@ CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
     spec.store = r.store == "f32" ? "" : r.store;
     spec.codebooks = r.codebooks;
     spec.codewords = r.codewords;
+    spec.clip = r.clip;
+    spec.holdout = r.holdout;
     method.complete_spec(spec, r, d);
     return spec;
 }
