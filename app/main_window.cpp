@@ -1,5 +1,7 @@
 #include "main_window.hpp"
 
+#include <cctype>
+
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
@@ -774,6 +776,25 @@ std::string python_literal(const nlohmann::ordered_json& v)
     return v.dump(); // a string (JSON's escapes are Python's) or a number
 }
 
+// Where a copied row writes its model: named by the model and the run's settings
+// ("tinyllama-pca-rank-32"), so two rows' pasted commands do not collide.
+std::string row_output_dir(const CompressionRequest& request)
+{
+    std::string name =
+        std::filesystem::path(request.model).filename().string() + "-" + describe_request(request);
+    std::string out;
+    for (char c : name) {
+        const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
+        if (plain)
+            out += c;
+        else if (!out.empty() && out.back() != '-')
+            out += '-';
+    }
+    while (!out.empty() && (out.back() == '-' || out.back() == '.'))
+        out.pop_back();
+    return out;
+}
+
 } // namespace
 
 QString MainWindow::rowText(int row, RowText as) const
@@ -784,8 +805,7 @@ QString MainWindow::rowText(int row, RowText as) const
     const auto json = request_json(request);
     switch (as) {
     case RowText::Command: {
-        const std::string out =
-            std::filesystem::path(request.model).filename().string() + "-" + request.method;
+        const std::string out = row_output_dir(request);
         std::vector<std::string> omitted;
         std::string line = cli::shell_command_line(cli::compress_command(request, out, &omitted));
         // Fields compress has no flag for (the panel's eval_tokens): said, as a comment sh skips.
@@ -794,8 +814,11 @@ QString MainWindow::rowText(int row, RowText as) const
                     json[omitted[i]].dump();
         return QString::fromStdString(line);
     }
-    case RowText::JsonRequest:
-        return QString::fromStdString(json.dump(2)) + "\n";
+    case RowText::JsonRequest: { // a compress job embedlab-cli worker --job runs as it is
+        nlohmann::ordered_json job = {{"kind", "compress"}, {"out", row_output_dir(request)}};
+        job.update(json);
+        return QString::fromStdString(job.dump(2)) + "\n";
+    }
     case RowText::Python: {
         std::string call = "import embedlab\nrun = embedlab.compress(" +
                            nlohmann::ordered_json(request.model).dump() + ", " +

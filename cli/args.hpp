@@ -17,6 +17,7 @@ public:
     Args(const std::string& command, const std::vector<std::string>& argv,
          const std::set<std::string>& valued, const std::set<std::string>& switches);
 
+    const std::string& command() const { return command_; }
     const std::vector<std::string>& positional() const { return positional_; }
     bool has(const std::string& option) const;
     std::optional<std::string> get(const std::string& option) const;

@@ -84,9 +84,9 @@ int command_compress(const std::vector<std::string>& argv)
     if (peek_option(argv, "--method") == "flat")
         return compress_flat(argv);
     // compress's own flags, then every method's fields as flags (method_flags.hpp).
-    std::set<std::string> valued{"--method", "--out",       "--eval-text", "--ctx",
-                                 "--stride", "--batch",     "--tokenizer", "--seed",
-                                 "--task",   "--task-data", "--task-limit"},
+    std::set<std::string> valued{"--method", "--out",       "--eval-text",  "--ctx",
+                                 "--stride", "--batch",     "--tokenizer",  "--seed",
+                                 "--task",   "--task-data", "--task-limit", "--eval-tokens"},
         switches{"--dense", "--force", "--positions", "--json", "--quiet", "--divergence"};
     add_method_flags(valued, switches);
     Args args("compress", argv, valued, switches);

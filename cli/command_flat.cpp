@@ -265,7 +265,8 @@ int compress_flat(const std::vector<std::string>& argv)
               {"--method",     "--remaining", "--target-ratio", "--allocation",  "--mlp-lambda",
                "--calib-text", "--samples",   "--seqlen",       "--seed",        "--out",
                "--eval-text",  "--ctx",       "--stride",       "--batch",       "--tokenizer",
-               "--task",       "--task-data", "--task-limit",   "--calibration", "--mlp-calibration"},
+               "--task",       "--task-data", "--task-limit",   "--calibration", "--mlp-calibration",
+               "--eval-tokens"},
               {"--mlp", "--no-mlp", "--force", "--json", "--quiet", "--dense", "--divergence"});
     if (args.has("--dense"))
         throw InputError(
@@ -362,10 +363,11 @@ int compress_flat(const std::vector<std::string>& argv)
 
 int sweep_flat(const std::vector<std::string>& argv)
 {
-    Args args("sweep", argv,
-              {"--method", "--remainings", "--target-ratios", "--allocation", "--mlp-lambda", "--calib-text",
-               "--samples", "--seqlen", "--seed", "--eval-text", "--ctx", "--stride", "--batch",
-               "--tokenizer", "--calibration", "--mlp-calibration", "--task", "--task-data", "--task-limit"},
+    Args args("sweep", argv, {"--method",     "--remainings", "--target-ratios", "--allocation",
+                              "--mlp-lambda", "--calib-text", "--samples",       "--seqlen",
+                              "--seed",       "--eval-text",  "--ctx",           "--stride",
+                              "--batch",      "--tokenizer",  "--calibration",   "--mlp-calibration",
+                              "--task",       "--task-data",  "--task-limit",    "--eval-tokens"},
               {"--mlp", "--no-mlp", "--json", "--quiet", "--divergence"});
     const auto path = model_argument(args);
     if (!args.has("--eval-text"))

@@ -230,10 +230,10 @@ int command_sweep(const std::vector<std::string>& argv)
         return sweep_flat(argv);
     // sweep's own flags, then every method's sweep options (its grammar in the registry).
     std::set<std::string> valued{
-        "--method",    "--eval-text", "--ctx",           "--stride",    "--batch",       "--tokenizer",
-        "--freq-text", "--reg",       "--knn",           "--nlist",     "--nprobe",      "--sweep-dir",
-        "--partition", "--time",      "--cpus-per-task", "--mem",       "--array-limit", "--sbatch-arg",
-        "--slurm-cli", "--task",      "--task-data",     "--task-limit"},
+        "--method",    "--eval-text", "--ctx",           "--stride",     "--batch",       "--tokenizer",
+        "--freq-text", "--reg",       "--knn",           "--nlist",      "--nprobe",      "--sweep-dir",
+        "--partition", "--time",      "--cpus-per-task", "--mem",        "--array-limit", "--sbatch-arg",
+        "--slurm-cli", "--task",      "--task-data",     "--task-limit", "--eval-tokens"},
         switches{"--json", "--quiet", "--divergence", "--slurm", "--no-wait"};
     std::vector<std::string> sweeping; // every method's sweep options, for "does not apply"
     for (const auto& m : method_registry()) {

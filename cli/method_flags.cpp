@@ -170,6 +170,7 @@ std::vector<std::string> compress_command(const CompressionRequest& request, con
     static const std::vector<std::pair<std::string, std::string>> own{{"tokenizer", "--tokenizer"},
                                                                       {"positions", "--positions"},
                                                                       {"eval_text", "--eval-text"},
+                                                                      {"eval_tokens", "--eval-tokens"},
                                                                       {"ctx", "--ctx"},
                                                                       {"stride", "--stride"},
                                                                       {"batch", "--batch"},

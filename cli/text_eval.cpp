@@ -34,9 +34,14 @@ void eval_flags_into(const Args& args, int64_t max_context, CompressionRequest& 
     request.task_data = args.get("--task-data").value_or("");
     request.task_limit = args.get_int("--task-limit", 0, 0, std::numeric_limits<int32_t>::max());
     const auto text = args.get("--eval-text");
-    if (!text)
+    if (!text) {
+        if (args.has("--eval-tokens"))
+            throw InputError(args.command() + ": --eval-tokens needs --eval-text (the text it cuts)");
         return;
+    }
     request.eval_text = *text;
+    // Only the text's first N ids (issue 61 item 5: the workbench evaluates its first 4096).
+    request.eval_tokens = args.get_int("--eval-tokens", 0, 0, int64_t{1} << 40);
     request.ctx = args.get_int("--ctx", std::min<int64_t>(128, max_context), 1, max_context);
     request.stride = args.get_int("--stride", request.ctx, 1, request.ctx);
     request.batch = args.get_int("--batch", 0, 0, 1 << 16);

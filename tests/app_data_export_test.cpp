@@ -21,10 +21,16 @@
 #include <QThread>
 #include <QTimer>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <tuple>
 
 #include "analyses.hpp"
+#include "cli_support.hpp"
 #include "gui_test_support.hpp"
 #include "jobs_dock.hpp"
 #include "main_window.hpp"
@@ -277,4 +283,84 @@ TEST(Workbench, UndoWaitsForAFocusedTextFieldsOwnUndo)
     window.resultsView()->table()->setFocus();
     embedlab::test::press_key(window.resultsView()->table(), Qt::Key_Z, Qt::ControlModifier);
     EXPECT_EQ(window.resultsView()->rows().size(), 1u);
+}
+
+// Issue 61 item 5: each copied form of a row, run as pasted, gives the row's numbers:
+// the command (eval_tokens now a compress flag, --out named by the settings), the JSON
+// as a worker job (it carries "kind" and "out"), and the Python call.
+TEST(Reproduce, EveryCopiedFormRunAsPastedGivesTheRowsNumbers)
+{
+    namespace fs = std::filesystem;
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    open_bundled(window);
+    auto request = window.methodPanel()->request("pca");
+    request.rank = 12;
+    request.eval_tokens = 300; // the workbench's first ids, not the whole text
+    ASSERT_GT(window.runCompression(request), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    auto* results = window.resultsView();
+    ASSERT_EQ(results->rows().size(), 1u);
+    const auto row = results->rows()[0];
+    ASSERT_EQ(row.eval_tokens, 299);
+
+    embedlab::test::TempDir dir;
+    const auto in_dir = [&](const std::string& line) {
+        return "cd " + embedlab::test::quote(dir.path().string()) + " && " + line;
+    };
+    const std::string cli = embedlab::test::quote(EMBEDLAB_CLI_PATH);
+    // The row's figures: the same text, ids and seed give the same numbers (to rounding).
+    const auto same_as_row = [&](const nlohmann::ordered_json& j) {
+        EXPECT_NEAR(j.at("ppl").get<double>(), row.ppl, 1e-9 * row.ppl) << j.dump();
+        EXPECT_EQ(j.at("params_after").get<int64_t>(), row.params_after) << j.dump();
+        EXPECT_EQ(j.at("eval_tokens").get<int64_t>(), row.eval_tokens) << j.dump();
+    };
+
+    // The command, as pasted (its program on PATH is embedlab-cli: here the built one).
+    std::string command = window.rowText(0, MainWindow::RowText::Command).toStdString();
+    ASSERT_EQ(command.find('#'), std::string::npos) << "every field has a flag: " << command;
+    EXPECT_NE(command.find("--eval-tokens 300"), std::string::npos) << command;
+    EXPECT_NE(command.find("--out tinygpt2-f16-pca-rank-12"), std::string::npos) << command;
+    command.replace(0, std::string("embedlab-cli").size(), cli);
+    ASSERT_EQ(std::system(in_dir(command + " --json --quiet > command.json 2>&1").c_str()), 0)
+        << embedlab::test::read_text(dir / "command.json");
+    // --json prints the directory's embedlab.json: its evaluation and accounting.
+    const auto manifest = nlohmann::ordered_json::parse(embedlab::test::read_text(dir / "command.json"));
+    same_as_row({{"ppl", manifest.at("evaluation").at("compressed").at("ppl")},
+                 {"params_after", manifest.at("accounting").at("params_after")},
+                 {"eval_tokens", manifest.at("evaluation").at("tokens")}});
+
+    // The JSON request, as a worker job (its own output directory beside the command's).
+    auto job =
+        nlohmann::ordered_json::parse(window.rowText(0, MainWindow::RowText::JsonRequest).toStdString());
+    EXPECT_EQ(job["kind"], "compress");
+    job["out"] = "by-job";
+    std::ofstream(dir / "job.json") << job.dump();
+    ASSERT_EQ(std::system(in_dir(cli + " worker --job job.json > job.out 2>&1").c_str()), 0)
+        << embedlab::test::read_text(dir / "job.out");
+    std::istringstream lines(embedlab::test::read_text(dir / "job.out"));
+    std::optional<nlohmann::ordered_json> result;
+    for (std::string line; std::getline(lines, line);)
+        if (auto e = nlohmann::ordered_json::parse(line, nullptr, false);
+            e.is_object() && e.value("event", "") == "result")
+            result = e.at("result");
+    ASSERT_TRUE(result.has_value()) << embedlab::test::read_text(dir / "job.out");
+    same_as_row(result->at("summary"));
+
+    // The Python call, printing its summary as JSON.
+    const fs::path python_dir = fs::path(EMBEDLAB_CLI_PATH).parent_path().parent_path() / "python";
+    if (!fs::exists(python_dir / "embedlab"))
+        GTEST_SKIP() << "the Python module is not built at " << python_dir << " (command and job checked)";
+    std::string script = window.rowText(0, MainWindow::RowText::Python).toStdString();
+    const std::string print = "print(run.summary)";
+    ASSERT_NE(script.find(print), std::string::npos) << script;
+    script.replace(script.find(print), print.size(), "import json; print(json.dumps(run.summary))");
+    std::ofstream(dir / "row.py") << script;
+    ASSERT_EQ(std::system(in_dir("PYTHONPATH=" + embedlab::test::quote(python_dir.string()) +
+                                 " /usr/bin/python3 row.py > python.json 2>python.err")
+                              .c_str()),
+              0)
+        << embedlab::test::read_text(dir / "python.err");
+    const auto by_python = nlohmann::ordered_json::parse(embedlab::test::read_text(dir / "python.json"));
+    same_as_row(by_python);
 }

@@ -707,7 +707,8 @@ TEST(Workbench, ASessionOfTheFirstVersionStillOpens)
     EXPECT_EQ(flat.samples, 16);
     EXPECT_EQ(flat.seqlen, 64);
     EXPECT_EQ(flat.lora_rank, 0) << "flat has no LoRA recovery";
-    // And every one is a request the engine runs.
+    // And every one is a request the engine runs (tucker's shape fitted to d = 128).
+    panel->setDimension(128);
     for (const QString& m : embedlab::app::MethodPanel::methods())
         EXPECT_NO_THROW(embedlab::check_request(panel->request(m), 128)) << m.toStdString();
     EXPECT_TRUE(window.statusBar()->currentMessage().startsWith("Opened the session"));
@@ -1075,7 +1076,7 @@ TEST(Reproduce, CompressCommandRunsTheSameRequest)
                                                        .eval_tokens = 100,
                                                        .seed = 3},
                                                       "out", &omitted);
-    EXPECT_EQ(omitted, (std::vector<std::string>{"lora_rank", "eval_tokens", "seed"}));
+    EXPECT_EQ(omitted, (std::vector<std::string>{"lora_rank", "seed"})) << "eval_tokens is --eval-tokens";
     EXPECT_EQ(std::count(argv.begin(), argv.end(), "--seed"), 0);
     EXPECT_EQ(embedlab::cli::shell_command_line({"a b", "it's", "--x=1,2", ""}),
               "'a b' 'it'\\''s' --x=1,2 ''");
@@ -1107,16 +1108,22 @@ TEST(Reproduce, ARowCopiesAsCommandJsonAndPython)
     const QString command = copy("copy_command");
     EXPECT_TRUE(command.startsWith("embedlab-cli compress ")) << command.toStdString();
     EXPECT_TRUE(command.contains("--method pca --rank 16")) << command.toStdString();
-    // The panel's eval_tokens has no compress flag: the line says so in a comment.
+    // The panel's eval_tokens is compress's --eval-tokens (issue 61 item 5); the output is
+    // named by the model and the settings, so two rows' lines do not collide.
     ASSERT_GT(request.eval_tokens, 0);
     EXPECT_EQ(command.toStdString(),
               embedlab::cli::shell_command_line(embedlab::cli::compress_command(
-                  request, std::filesystem::path(request.model).filename().string() + "-pca")) +
-                  "  # not settable by a compress flag: eval_tokens " + std::to_string(request.eval_tokens));
+                  request, std::filesystem::path(request.model).filename().string() + "-pca-rank-16")));
     const QString json = copy("copy_json_request");
     const auto parsed = nlohmann::ordered_json::parse(json.toStdString());
-    EXPECT_EQ(parsed, embedlab::request_json(request));
-    EXPECT_EQ(embedlab::request_json(embedlab::request_from_json(parsed)), parsed);
+    // A compress job as `embedlab-cli worker --job` takes it: kind and out beside the request.
+    EXPECT_EQ(parsed["kind"], "compress");
+    EXPECT_EQ(parsed["out"], std::filesystem::path(request.model).filename().string() + "-pca-rank-16");
+    auto fields = parsed;
+    fields.erase("kind");
+    fields.erase("out");
+    EXPECT_EQ(fields, embedlab::request_json(request));
+    EXPECT_EQ(embedlab::request_json(embedlab::request_from_json(parsed)), fields);
     const QString python = copy("copy_python");
     EXPECT_TRUE(python.startsWith("import embedlab\nrun = embedlab.compress(\"" +
                                   QString::fromStdString(request.model) + "\", \"pca\", rank=16"))
