@@ -33,13 +33,23 @@ CTEST=(env EMBEDLAB_THREADS="${EMBEDLAB_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_
   OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
   OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
+# Every embedlab-cli the tests start appends its CPU seconds there (cli/main.cpp), so the
+# tests' cost in CLI processes is counted (issue 58); a fresh log for each ctest run.
+export EMBEDLAB_CLI_LOG=$BUILD_DIR/logs/cli-processes.log
+mkdir -p "$BUILD_DIR/logs"
 # Every ctest run closes with its summary line ("100% tests passed, 0 tests failed out of N"),
 # then the reason of each skipped test (ctest prints only "***Skipped"; issue 24).
 run_ctest() {
   local status=0
+  : > "$EMBEDLAB_CLI_LOG"
   "${CTEST[@]}" "$@" || status=$?
   scripts/skip-reasons.sh "$BUILD_DIR"
   count_cases
+  awk '{ n++; cpu += $1; by[$3] += $1 } END {
+         if (n == 0) exit
+         top = ""; for (c in by) if (top == "" || by[c] > by[top]) top = c
+         printf "test: the tests started %d embedlab-cli processes, %.0f CPU s in all (most: %s, %.0f s)\n", n, cpu, top, by[top] }' \
+    "$EMBEDLAB_CLI_LOG"
   return $status
 }
 # How many ctest tests ran and how many GoogleTest cases they held (each ctest test runs

@@ -1,6 +1,9 @@
 // embedlab-cli as users script it: JSON fields, exit codes, one-line errors.
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
@@ -256,4 +259,28 @@ TEST(Cli, BenchMachineMeasuresTheLimits)
         EXPECT_GT(m[field].get<double>(), 0) << field;
     EXPECT_GE(m["threads"].get<int>(), 1);
     EXPECT_EQ(m["array_bytes"], int64_t{128} << 20);
+}
+
+// Issue 58: with EMBEDLAB_CLI_LOG set, each run appends its CPU seconds, exit status and
+// command (scripts/test.sh counts the tests' CLI processes from it).
+TEST(Cli, EachRunAppendsItsCostToTheProcessLog)
+{
+    embedlab::test::TempDir dir;
+    const auto log = dir / "processes.log";
+    const std::string run = "EMBEDLAB_CLI_LOG=" + embedlab::test::quote(log.string()) + " " +
+                            embedlab::test::quote(EMBEDLAB_CLI_PATH);
+    ASSERT_EQ(std::system((run + " version >/dev/null").c_str()), 0);
+    ASSERT_NE(std::system((run + " frobnicate >/dev/null 2>&1").c_str()), 0);
+    std::istringstream lines(embedlab::test::read_text(log));
+    std::vector<std::tuple<double, int, std::string>> runs;
+    double cpu = 0;
+    int status = 0;
+    for (std::string command; lines >> cpu >> status >> command;)
+        runs.emplace_back(cpu, status, command);
+    ASSERT_EQ(runs.size(), 2u) << embedlab::test::read_text(log);
+    EXPECT_GT(std::get<0>(runs[0]), 0.0);
+    EXPECT_EQ(std::get<1>(runs[0]), 0);
+    EXPECT_EQ(std::get<2>(runs[0]), "version");
+    EXPECT_EQ(std::get<1>(runs[1]), 2);
+    EXPECT_EQ(std::get<2>(runs[1]), "frobnicate");
 }
