@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "embedlab/error.hpp"
 #include "embedlab/file_input.hpp"
@@ -68,13 +69,71 @@ std::string last_lines(const std::string& text, int n)
     return text.substr(pos == 0 ? 0 : pos + 1, end - (pos == 0 ? 0 : pos + 1));
 }
 
-std::string read_small(const fs::path& file)
+// The last `max_bytes` of a file ("" when it cannot be read): a task's stderr can be
+// as large as the task made it, and only its last lines are shown.
+std::string read_tail(const fs::path& file, size_t max_bytes)
+{
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    if (!in)
+        return {};
+    const std::streamoff size = in.tellg();
+    const std::streamoff start = size > static_cast<std::streamoff>(max_bytes) ? size - max_bytes : 0;
+    in.seekg(start);
+    std::string out(static_cast<size_t>(size - start), '\0');
+    in.read(out.data(), static_cast<std::streamsize>(out.size()));
+    out.resize(static_cast<size_t>(in.gcount()));
+    return out;
+}
+
+// Calls `line` with each line of a file, read in blocks (issue 57 item 9: a task's
+// event log is as long as its run made it; sweep-status held a 208 MB log three times
+// over). A line longer than `max_line` is refused with the file and line number.
+// Returns false when the file cannot be opened.
+template <typename Fn> bool for_each_line(const fs::path& file, size_t max_line, Fn&& line)
 {
     std::ifstream in(file, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    if (!in)
+        return false;
+    std::vector<char> block(size_t{1} << 20);
+    std::string current;
+    size_t number = 1;
+    while (in) {
+        in.read(block.data(), static_cast<std::streamsize>(block.size()));
+        const size_t got = static_cast<size_t>(in.gcount());
+        if (got == 0)
+            break;
+        std::string_view rest(block.data(), got);
+        while (!rest.empty()) {
+            const size_t nl = rest.find('\n');
+            const std::string_view part = rest.substr(0, nl);
+            if (current.size() + part.size() > max_line)
+                throw InputError(file.string() + ":" + std::to_string(number) + ": a line longer than " +
+                                 std::to_string(max_line >> 20) + " MiB; not an event log `embedlab-cli " +
+                                 "worker` wrote");
+            if (nl == std::string_view::npos) {
+                current.append(part);
+                break;
+            }
+            if (current.empty())
+                line(part);
+            else {
+                current.append(part);
+                line(std::string_view(current));
+                if (current.capacity() > block.size())
+                    current = std::string(); // a long line's buffer is not kept
+                else
+                    current.clear();
+            }
+            ++number;
+            rest.remove_prefix(nl + 1);
+        }
+    }
+    if (!current.empty())
+        line(std::string_view(current));
+    return true;
 }
+
+constexpr size_t kMaxEventLine = size_t{64} << 20;
 
 void write_manifest(const fs::path& dir, const Json& manifest)
 {
@@ -548,11 +607,9 @@ std::vector<SlurmTask> slurm_sweep_status(const fs::path& dir)
     // squeue before the event files: a task that ends in between has its final event.
     const auto queued = queued_tasks(job_ids);
     for (auto& task : tasks) {
-        const auto events = read_small(log_path(dir, task.index, ".out"));
-        bool final_event = false;
-        std::istringstream in(events);
-        std::string line;
-        while (std::getline(in, line)) {
+        bool final_event = false, any_line = false;
+        for_each_line(log_path(dir, task.index, ".out"), kMaxEventLine, [&](std::string_view line) {
+            any_line = true;
             const auto w = detail::parse_worker_line(line);
             using K = detail::WorkerLine::Kind;
             if (w.kind == K::Started && w.json.contains("slurm") && w.json["slurm"].is_object() &&
@@ -571,7 +628,7 @@ std::vector<SlurmTask> slurm_sweep_status(const fs::path& dir)
                                    : w.json.value("message", "failed");
                 final_event = true;
             }
-        }
+        });
         if (!final_event) {
             const auto q = queued.find(task.job_id + "_" + std::to_string(task.index));
             if (task.job_id.empty()) {
@@ -584,13 +641,13 @@ std::vector<SlurmTask> slurm_sweep_status(const fs::path& dir)
                     task.node = q->second.node;
             } else {
                 task.state = SlurmTaskState::Failed;
-                task.message = events.empty() ? "ended without running (cancelled while pending?)"
-                                              : "ended without a result (killed: cancelled, or its time or "
-                                                "memory limit?)";
+                task.message = !any_line ? "ended without running (cancelled while pending?)"
+                                         : "ended without a result (killed: cancelled, or its time or "
+                                           "memory limit?)";
             }
         }
         if (task.state == SlurmTaskState::Failed)
-            task.stderr_tail = last_lines(read_small(log_path(dir, task.index, ".err")), 5);
+            task.stderr_tail = last_lines(read_tail(log_path(dir, task.index, ".err"), size_t{64} << 10), 5);
     }
     return tasks;
 }

@@ -80,7 +80,6 @@ private:
     template <class Merge> std::vector<int32_t> in_windows(std::string_view all, const Merge& merge) const;
     // Whether cutting `all` at p (merging [begin, p) alone) is provably exact.
     CutTest cut_test(std::string_view all, size_t begin, size_t p) const;
-    std::string normalize_sentencepiece(std::string_view text) const;
     size_t user_defined_match(std::string_view rest) const;
 
     ScoredVocab vocab_;

@@ -2,7 +2,9 @@
 // bpe_model.cc): normalize, split into characters (user-defined symbols stay
 // whole), merge the best-scored adjacent pair (leftmost on ties), split
 // "unused" pieces back, and spell unknown pieces as byte tokens.
+#include <algorithm>
 #include <optional>
+#include <string>
 
 #include "tokenizer/pair_merge.hpp"
 #include "tokenizer/scored_vocab.hpp"
@@ -19,9 +21,38 @@ size_t ScoredVocabTokenizer::user_defined_match(std::string_view rest) const
     return 0;
 }
 
+namespace {
+
+// The identity normaliser's loop over `input`, a part at a time: consumes characters
+// (next(rest) -> {text, bytes consumed}) until `budget` bytes are consumed, emitting
+// each kept one. `previous_was_space` carries the squeezing state between parts.
+template <class Next, class Emit>
+void normalize_part(std::string_view& input, size_t budget, bool squeeze, bool& previous_was_space,
+                    const Next& next, const Emit& emit)
+{
+    for (size_t consumed = 0; !input.empty() && consumed < budget;) {
+        auto [piece, n] = next(input);
+        input.remove_prefix(n);
+        consumed += n;
+        if (previous_was_space)
+            while (!piece.empty() && piece.front() == ' ')
+                piece.remove_prefix(1);
+        if (piece.empty())
+            continue;
+        emit(piece);
+        // Only squeezing looks at the previous character.
+        previous_was_space = squeeze && piece.back() == ' ';
+    }
+}
+
+} // namespace
+
 // The identity normalizer (no precompiled character map, as Llama's models
-// have): optional whitespace squeezing, the dummy prefix, ' ' -> '▁'.
-std::string ScoredVocabTokenizer::normalize_sentencepiece(std::string_view input) const
+// have): optional whitespace squeezing, the dummy prefix, ' ' -> '▁'. Normalised
+// and merged a part at a time (issue 57 item 9: a whole normalised copy of the text
+// was one more byte per input byte): each part's windows are merged while the
+// text they read is all there, exactly as over the whole normalised text.
+std::vector<int32_t> ScoredVocabTokenizer::encode_sentencepiece(std::string_view input) const
 {
     static constexpr std::string_view replacement = "\xEF\xBF\xBD"; // U+FFFD
 
@@ -36,49 +67,77 @@ std::string ScoredVocabTokenizer::normalize_sentencepiece(std::string_view input
         return {rest.substr(0, static_cast<size_t>(cp.length)), static_cast<size_t>(cp.length)};
     };
 
-    if (options_.remove_extra_whitespaces)
+    const bool squeeze = options_.remove_extra_whitespaces;
+    if (squeeze)
         while (!input.empty() && input.front() == ' ')
             input.remove_prefix(1);
-    std::string out;
+    std::vector<int32_t> ids;
     if (input.empty())
-        return out;
-    out.reserve(input.size() * 3 / 2 + 3);
+        return ids;
     const bool dummy_prefix = vocab_.add_dummy_prefix;
-    if (dummy_prefix && !options_.whitespace_as_suffix)
-        out += space_;
+    const bool suffix = options_.whitespace_as_suffix;
 
-    bool previous_was_space = options_.remove_extra_whitespaces;
-    while (!input.empty()) {
-        auto [piece, consumed] = next(input);
-        input.remove_prefix(consumed);
-        if (previous_was_space)
-            while (!piece.empty() && piece.front() == ' ')
-                piece.remove_prefix(1);
-        if (piece.empty())
-            continue;
+    // At most one id per byte of the normalised text: counted first, reserved once.
+    size_t normalized_bytes = dummy_prefix ? space_.size() : 0;
+    {
+        std::string_view rest = input;
+        bool previous_was_space = squeeze;
+        normalize_part(rest, std::string_view::npos, squeeze, previous_was_space, next,
+                       [&](std::string_view piece) {
+                           for (char c : piece)
+                               normalized_bytes += c == ' ' ? space_.size() : 1;
+                       });
+    }
+    reserve_ids(ids, normalized_bytes);
+
+    const auto merge = [&](std::string_view piece, std::vector<int32_t>& out,
+                           std::vector<SymbolStart>* starts) { merge_sentencepiece(piece, out, starts); };
+    const size_t window = merge_window_bytes(max_token_bytes_);
+    const size_t context = max_token_bytes_ + 16;
+    const size_t reach = window_reach(window, context);
+    // Each part read adds at most 3 normalised bytes per byte (' ' -> "▁", or U+FFFD
+    // for an ill-formed byte) to what is kept: the text is reserved once for that.
+    const size_t part = std::max(size_t{256} << 10, reach);
+    std::string text; // the normalised text not merged yet
+    text.reserve(std::min(normalized_bytes, reach + 3 * (part + 4) + 2 * space_.size()) + 1);
+    if (dummy_prefix && !suffix)
+        text += space_;
+    bool previous_was_space = squeeze;
+    const auto emit = [&](std::string_view piece) {
         for (char c : piece) {
             if (c == ' ')
-                out += space_;
+                text += space_;
             else
-                out += c;
+                text += c;
         }
-        // Only squeezing looks at the previous character.
-        previous_was_space = options_.remove_extra_whitespaces && piece.back() == ' ';
+    };
+    while (!input.empty()) {
+        normalize_part(input, part, squeeze, previous_was_space, next, emit);
+        if (input.empty())
+            break;
+        // Windows that start before `stop` read only text already here, and none of
+        // the trailing spaces: the end of the text may squeeze them away.
+        size_t kept = text.size();
+        if (squeeze)
+            while (kept >= space_.size() && text.compare(kept - space_.size(), space_.size(), space_) == 0)
+                kept -= space_.size();
+        const size_t stop = kept > reach ? kept - reach : 0;
+        if (stop == 0 || text.size() <= window + window / 2)
+            continue;
+        const size_t done = merge_in_windows(
+            text, window, merge, [&](size_t begin, size_t p) { return cut_test(text, begin, p); }, context,
+            ids, stop);
+        text.erase(0, done);
     }
-    if (options_.remove_extra_whitespaces)
-        while (out.ends_with(space_))
-            out.erase(out.size() - space_.size());
-    if (dummy_prefix && options_.whitespace_as_suffix)
-        out += space_;
-    return out;
-}
-
-std::vector<int32_t> ScoredVocabTokenizer::encode_sentencepiece(std::string_view text) const
-{
-    const std::string normalized = normalize_sentencepiece(text);
-    return in_windows(normalized,
-                      [&](std::string_view piece, std::vector<int32_t>& ids,
-                          std::vector<SymbolStart>* starts) { merge_sentencepiece(piece, ids, starts); });
+    if (squeeze)
+        while (text.ends_with(space_))
+            text.erase(text.size() - space_.size());
+    if (dummy_prefix && suffix)
+        text += space_;
+    merge_in_windows(
+        text, window, merge, [&](size_t begin, size_t p) { return cut_test(text, begin, p); }, context, ids);
+    fit_ids(ids);
+    return ids;
 }
 
 void ScoredVocabTokenizer::merge_sentencepiece(std::string_view all, std::vector<int32_t>& ids,

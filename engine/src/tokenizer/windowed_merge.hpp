@@ -121,9 +121,17 @@ CutTest no_merge_across(const std::vector<std::string>& left, const std::vector<
 //     after p + context.
 // A step whose bytes equal the previous step's (a run of one byte) repeats its
 // outcome without merging again: the outcome depends on those bytes only.
+// With `stop`, `all` is the start of a longer text: steps are taken while they begin
+// before stop (each reads at most window_reach(window, context) bytes from its
+// start, which must lie within `all`), the rest is left unmerged, and the return
+// value is where the next step begins. Without it, the whole of `all` is merged.
+inline size_t window_reach(size_t window, size_t context)
+{
+    return 12 * window + context + 16; // the agreement windows: up to 8 windows plus half
+}
 template <class Merge, class Cut>
-void merge_in_windows(std::string_view all, size_t window, const Merge& merge, const Cut& cut, size_t context,
-                      std::vector<int32_t>& out)
+size_t merge_in_windows(std::string_view all, size_t window, const Merge& merge, const Cut& cut,
+                        size_t context, std::vector<int32_t>& out, size_t stop = std::string_view::npos)
 {
     constexpr int max_full_tests = 16;      // per window: full tests cost up to max_text^2
     constexpr size_t max_window_growth = 8; // the agreement windows grow up to 8x
@@ -133,7 +141,7 @@ void merge_in_windows(std::string_view all, size_t window, const Merge& merge, c
     std::string_view last_key;
     size_t last_advance = 0;
     size_t begin = 0;
-    while (all.size() - begin > window + window / 2) {
+    while (begin < stop && all.size() - begin > window + window / 2) {
         const std::string_view rest = all.substr(begin);
         const std::string_view key = rest.substr(0, step_bytes);
         // Repeatable only with more text after the key: a test "at the end of the
@@ -225,8 +233,11 @@ void merge_in_windows(std::string_view all, size_t window, const Merge& merge, c
             last_key = {};
         }
     }
+    if (stop != std::string_view::npos)
+        return begin;
     if (begin < all.size())
         merge(all.substr(begin), out, nullptr);
+    return all.size();
 }
 
 } // namespace embedlab::tokenizer_impl

@@ -430,38 +430,63 @@ void WordPieceTokenizer::normalize(std::u32string& text, std::u32string& scratch
     }
 }
 
+// Where the part of `segment` that starts at `begin` ends: after about `size` bytes,
+// between two ASCII bytes (or at the end). A cut there changes nothing: an ASCII
+// character ends no UTF-8 sequence early, composes with nothing before it under any
+// Unicode normalisation, and the lowercasing, cleaning and splitting are per character.
+size_t part_end(std::string_view segment, size_t begin, size_t size)
+{
+    for (size_t p = begin + size; p < segment.size(); ++p)
+        if (static_cast<unsigned char>(segment[p]) < 0x80 &&
+            static_cast<unsigned char>(segment[p - 1]) < 0x80)
+            return p;
+    return segment.size();
+}
+
 void WordPieceTokenizer::encode_segment(std::string_view segment, std::vector<int32_t>& ids) const
 {
     if (segment.empty())
         return;
+    // Decoded and normalised a part at a time (issue 57 item 9: the whole segment as
+    // UTF-32, twice, was 17 bytes per input byte); a word may span parts.
+    constexpr size_t kPart = size_t{1} << 20;
     std::u32string text, scratch;
-    text.reserve(segment.size());
-    for (size_t pos = 0; pos < segment.size();) {
-        const CodePoint cp = next_code_point(segment, pos);
-        text.push_back(cp.value < 0 ? U'\uFFFD' : static_cast<char32_t>(cp.value));
-        pos += static_cast<size_t>(cp.length);
-    }
-    normalize(text, scratch);
-
     std::string word;
     size_t chars = 0;
+    // A word longer than max_input_chars_per_word is [UNK] whatever it holds: only
+    // its length is kept past that.
+    const size_t max_chars = static_cast<size_t>(options_.max_input_chars_per_word);
     const auto flush = [&] {
-        if (!word.empty())
+        if (chars > 0)
             encode_word(word, chars, ids);
         word.clear();
         chars = 0;
     };
-    for (const char32_t c : text) {
-        if (pre_tokenizer_ != WordPieceSplit::None && is_whitespace(c)) {
-            flush();
-        } else if (pre_tokenizer_ == WordPieceSplit::Bert && is_punctuation(c)) {
-            flush();
+    const auto append = [&](char32_t c) {
+        if (chars <= max_chars)
             append_utf8(word, static_cast<int32_t>(c));
-            chars = 1;
-            flush();
-        } else {
-            append_utf8(word, static_cast<int32_t>(c));
-            ++chars;
+        ++chars;
+    };
+    for (size_t begin = 0; begin < segment.size();) {
+        const size_t end = part_end(segment, begin, kPart);
+        text.clear();
+        for (size_t pos = begin; pos < end;) {
+            const CodePoint cp = next_code_point(segment.substr(0, end), pos);
+            text.push_back(cp.value < 0 ? U'\uFFFD' : static_cast<char32_t>(cp.value));
+            pos += static_cast<size_t>(cp.length);
+        }
+        begin = end;
+        normalize(text, scratch);
+        for (const char32_t c : text) {
+            if (pre_tokenizer_ != WordPieceSplit::None && is_whitespace(c)) {
+                flush();
+            } else if (pre_tokenizer_ == WordPieceSplit::Bert && is_punctuation(c)) {
+                flush();
+                append(c);
+                flush();
+            } else {
+                append(c);
+            }
         }
     }
     flush();

@@ -1,0 +1,385 @@
+// Memory per input byte (issue 57 item 9): reading a sweep's event logs and
+// tokenizing a hostile text keep their peak memory within a bound of the input's
+// size, not a multiple of it.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "embedlab/error.hpp"
+#include "embedlab/slurm.hpp"
+#include "embedlab/tokenizer.hpp"
+#include "test_support.hpp"
+#include "tokenizer/windowed_merge.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using embedlab::test::TempDir;
+
+void write(const fs::path& p, const std::string& text)
+{
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+}
+
+// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
+long status_kb(const std::string& field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(field + ":", 0) == 0)
+            return std::atol(line.c_str() + field.size() + 1);
+    return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0); false when it cannot.
+bool reset_peak()
+{
+    std::ofstream reset("/proc/self/clear_refs");
+    return static_cast<bool>(reset << "5" << std::flush);
+}
+
+// A one-task sweep directory as `sweep --slurm` writes it, submitted as job 4242, with a
+// fake squeue on PATH that reports nothing queued.
+struct SweepDir {
+    TempDir dir;
+    fs::path sweep = dir / "sweep";
+    std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+    SweepDir()
+    {
+        write(sweep / "sweep.sh", "#!/bin/sh\n");
+        fs::create_directories(sweep / "logs");
+        write(sweep / "job-0.json", R"({"kind": "compress"})");
+        nlohmann::json manifest = {{"format", "embedlab-slurm-sweep"},
+                                   {"version", 1},
+                                   {"tasks", 1},
+                                   {"info", {{"model", "m"}, {"method", "pca"}, {"points", 1}}},
+                                   {"submissions", {{{"job_id", "4242"}, {"tasks", {0}}}}}};
+        write(sweep / "manifest.json", manifest.dump(1));
+        write(dir / "bin/squeue", "#!/bin/sh\nexit 0\n");
+        fs::permissions(dir / "bin/squeue", fs::perms::owner_all);
+        ::setenv("PATH", ((dir / "bin").string() + ":" + old_path).c_str(), 1);
+    }
+    ~SweepDir() { ::setenv("PATH", old_path.c_str(), 1); }
+    fs::path events() const { return sweep / "logs/task-0.out"; }
+};
+
+const std::string kResult =
+    R"({"event": "result", "result": {"record": {"spec": {"method": "pca", "rank": 4}}}})"
+    "\n";
+
+TEST(EventLogs, ANormalLogGivesTheNodeTheLastProgressAndTheResult)
+{
+    SweepDir s;
+    write(s.events(), R"({"event": "started", "slurm": {"node": "n7"}})"
+                      "\n"
+                      R"({"event": "progress", "stage": "fit", "done": 1, "total": 3})"
+                      "\n"
+                      "not json\n"
+                      R"({"event": "progress", "stage": "fit", "done": 2, "total": 3})"
+                      "\n" +
+                          kResult);
+    write(s.sweep / "logs/task-0.err", "ignored\n");
+    const auto tasks = embedlab::slurm_sweep_status(s.sweep);
+    ASSERT_EQ(tasks.size(), 1u);
+    EXPECT_EQ(tasks[0].state, embedlab::SlurmTaskState::Done);
+    EXPECT_EQ(tasks[0].node, "n7");
+    EXPECT_EQ(tasks[0].progress["done"], 2);
+    EXPECT_EQ(tasks[0].result["record"]["spec"]["rank"], 4);
+
+    // Without a final newline, and a log that ends without a result.
+    write(s.events(), R"({"event": "progress", "stage": "fit", "done": 1, "total": 3})");
+    write(s.sweep / "logs/task-0.err", std::string(200'000, 'x') + "\nsecond\nthird\n");
+    const auto killed = embedlab::slurm_sweep_status(s.sweep);
+    EXPECT_EQ(killed[0].state, embedlab::SlurmTaskState::Failed);
+    EXPECT_EQ(killed[0].progress["done"], 1);
+    EXPECT_NE(killed[0].message.find("ended without a result"), std::string::npos) << killed[0].message;
+    EXPECT_EQ(killed[0].stderr_tail.substr(killed[0].stderr_tail.size() - 12), "second\nthird");
+
+    write(s.events(), "");
+    EXPECT_NE(embedlab::slurm_sweep_status(s.sweep)[0].message.find("ended without running"),
+              std::string::npos);
+}
+
+// sweep-status read each log whole, three copies of it (a 208 MB log peaked at 624 MB);
+// now line by line.
+TEST(EventLogs, ALargeLogIsReadInBoundedMemory)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "ASan keeps freed memory in quarantine: RSS says nothing here";
+#endif
+    SweepDir s;
+    size_t size = 0;
+    {
+        std::ofstream out(s.events(), std::ios::binary);
+        std::string block;
+        for (int i = 0; i < 10000; ++i)
+            block += R"({"event": "progress", "stage": "fit", "done": )" + std::to_string(i) +
+                     R"(, "total": 1000000})"
+                     "\n";
+        while (size < (size_t{120} << 20)) {
+            out << block;
+            size += block.size();
+        }
+        out << kResult;
+        size += kResult.size();
+    }
+    if (!reset_peak())
+        GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs)";
+    const long before = status_kb("VmRSS");
+    const auto tasks = embedlab::slurm_sweep_status(s.sweep);
+    const long grown_kb = status_kb("VmHWM") - before;
+    ASSERT_EQ(tasks.size(), 1u);
+    EXPECT_EQ(tasks[0].state, embedlab::SlurmTaskState::Done);
+    EXPECT_EQ(tasks[0].progress["done"], 9999);
+    std::printf("a %zu MB event log: peak %ld MB above the RSS before\n", size >> 20, grown_kb / 1024);
+    const double bound = 32.0 * (1 << 20) + 0.1 * static_cast<double>(size);
+    EXPECT_LE(grown_kb * 1024.0, bound)
+        << "a " << (size >> 20) << " MB log grew the peak by " << grown_kb / 1024 << " MB";
+}
+
+TEST(EventLogs, AnOverlongLineIsRefusedWithTheFileAndLine)
+{
+    SweepDir s;
+    {
+        std::ofstream out(s.events(), std::ios::binary);
+        out << R"({"event": "started"})"
+            << "\n";
+        const std::string block(size_t{1} << 20, 'x');
+        for (int i = 0; i < 65; ++i)
+            out << block;
+        out << "\n" << kResult;
+    }
+    try {
+        embedlab::slurm_sweep_status(s.sweep);
+        ADD_FAILURE() << "a 65 MiB line was read";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(s.events().string() + ":2: a line longer than 64 MiB"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+// ---- tokenize ----------------------------------------------------------------------
+
+// Peak RSS of one embedlab-cli run in bytes, its output thrown away; -1 if it failed.
+// Measured by /usr/bin/time, a small process that forks it: a child forked from this
+// test starts its ru_maxrss at this process's RSS (Linux copies the high-water mark
+// with the memory, and exec keeps it).
+long long cli_peak_bytes(const std::vector<std::string>& args, const fs::path& dir)
+{
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        std::freopen("/dev/null", "w", stdout);
+        std::freopen((dir / "err").c_str(), "w", stderr);
+        const std::string out = (dir / "maxrss").string();
+        std::vector<const char*> argv{"/usr/bin/time", "-f", "%M", "-o", out.c_str(), EMBEDLAB_CLI_PATH};
+        for (const auto& a : args)
+            argv.push_back(a.c_str());
+        argv.push_back(nullptr);
+        ::setenv("EMBEDLAB_THREADS", "1", 1);
+        ::setenv("OMP_NUM_THREADS", "1", 1);
+        ::execv(argv[0], const_cast<char* const*>(argv.data()));
+        std::_Exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        ADD_FAILURE() << "embedlab-cli " << args[0] << " " << args[1]
+                      << " failed: " << embedlab::test::read_text(dir / "err");
+        return -1;
+    }
+    return std::atoll(embedlab::test::read_text(dir / "maxrss").c_str()) * 1024;
+}
+
+// Hostile texts for `tokenize` (issue 57 item 9): NUL bytes (one id per byte with
+// every tokenizer here), ordinary text, and one long word. Each costs at most 5 bytes
+// per input byte above a run on a tiny text (the text itself and int32 ids take 5
+// for one id a byte), with --json too; 8 MiB more are allowed for the fixed
+// buffers (windows, parts) and the allocator. They were 13-17 bytes per byte
+// (WordPiece text, byte-level and SentencePiece NULs), 52 with --json.
+TEST(Tokenize, PeakMemoryIsAtMostFiveBytesPerInputByte)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "ASan keeps freed memory in quarantine and pads every block: RSS says nothing here";
+#endif
+    if (::access("/usr/bin/time", X_OK) != 0)
+        GTEST_SKIP() << "needs /usr/bin/time (Debian: apt-get install time) to measure a run's peak RSS";
+    TempDir dir;
+    constexpr size_t size = size_t{24} << 20;
+    const auto story =
+        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    std::string text;
+    text.reserve(size);
+    while (text.size() < size)
+        text += story;
+    text.resize(size);
+    write(dir / "text.txt", text);
+    write(dir / "nul.txt", std::string(size, '\0'));
+    write(dir / "word.txt", std::string(size, 'a'));
+    write(dir / "tiny.txt", "Once upon a time\n");
+    text = {};
+
+    std::vector<std::string> models{
+        (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders/bert-cls").string()}; // WordPiece
+    if (embedlab::test::have_shared()) {
+        models.push_back((embedlab::test::shared_dir() / "models/tinygpt2-f16").string()); // byte-level BPE
+        models.push_back((embedlab::test::shared_dir() / "models/tinyllama").string());    // SentencePiece
+    }
+    for (const auto& model : models) {
+        const long long baseline =
+            cli_peak_bytes({"tokenize", model, "--text", (dir / "tiny.txt").string()}, dir.path());
+        for (const char* input : {"nul.txt", "text.txt", "word.txt"})
+            for (const bool json : {false, true}) {
+                std::vector<std::string> args{"tokenize", model, "--text", (dir / input).string()};
+                if (json)
+                    args.push_back("--json");
+                const long long peak = cli_peak_bytes(args, dir.path());
+                const double per_byte = static_cast<double>(peak - baseline) / static_cast<double>(size);
+                std::printf("%s %s%s: %.2f bytes per input byte (%lld MB above %lld MB)\n",
+                            fs::path(model).filename().c_str(), input, json ? " --json" : "", per_byte,
+                            (peak - baseline) >> 20, baseline >> 20);
+                EXPECT_LE(peak - baseline, 5LL * static_cast<long long>(size) + (8LL << 20))
+                    << model << " " << input << (json ? " --json" : "") << ": " << per_byte
+                    << " bytes per input byte";
+            }
+    }
+}
+
+// A SentencePiece BPE model written by hand (tokenizer_test.cpp's): add_dummy_prefix,
+// remove_extra_whitespaces and escape_whitespaces keep their default, true; with
+// `user_defined`, "<sep>" is a user-defined symbol.
+std::string pb_varint(uint64_t v)
+{
+    std::string out;
+    for (; v >= 0x80; v >>= 7)
+        out += static_cast<char>((v & 0x7F) | 0x80);
+    return out + static_cast<char>(v);
+}
+std::string pb_message(uint32_t field, const std::string& payload)
+{
+    return pb_varint(field << 3 | 2) + pb_varint(payload.size()) + payload;
+}
+std::string pb_piece(const std::string& text, float score, int type = 1)
+{
+    std::string m = pb_message(1, text) + pb_varint(2 << 3 | 5);
+    m.append(reinterpret_cast<const char*>(&score), 4);
+    if (type != 1)
+        m += pb_varint(3 << 3) + pb_varint(static_cast<uint64_t>(type));
+    return pb_message(1, m);
+}
+std::string squeezing_sentencepiece_model(bool user_defined)
+{
+    std::string m = pb_piece("<unk>", 0, 2) + pb_piece("<s>", 0, 3) + pb_piece("</s>", 0, 3) +
+                    pb_piece("\xE2\x96\x81", -1) + pb_piece("a", -2) + pb_piece("b", -3) +
+                    pb_piece("ab", -0.5f) + pb_piece("\xE2\x96\x81\xE2\x96\x81", -0.7f) +
+                    pb_piece("\xE2\x96\x81"
+                             "ab",
+                             -0.2f);
+    if (user_defined)
+        m += pb_piece("<sep>", 0, 4);
+    m += pb_message(2, pb_varint(3 << 3) + pb_varint(2)); // BPE
+    m += pb_message(3, pb_message(1, "identity"));
+    return m;
+}
+
+// WordPiece decodes and normalises a text a part (1 MiB) at a time, cut between two
+// ASCII bytes, and SentencePiece normalises and merges it a part at a time: neither
+// changes an id. WordPiece: a 3 MB text of accented, combining, CJK and long words
+// gives the ids of its lines encoded one by one (each shorter than a part; the Bert
+// normaliser makes a newline a space). SentencePiece: with small windows (parts of
+// 256 KiB) the ids of the whole merge, on text with runs of spaces, NULs and
+// ill-formed bytes.
+TEST(Tokenize, PartsChangeNoId)
+{
+    std::mt19937 random(57);
+    const char* words[] = {"naïve",        "café", "日本語", "Ωμέγα",  "e\xCC\x81", "A\xCC\x8A", "straße",
+                           "\xEF\xBC\xA1", "x",    "don't",  "U.S.A.", "\t",        "Éé",        "ǅ"};
+    std::string text;
+    std::vector<std::string> lines;
+    while (text.size() < (size_t{3} << 20)) {
+        std::string line;
+        const size_t length = 1000 + random() % 200000;
+        while (line.size() < length) {
+            if (random() % 8 == 0) { // a long word, often cut
+                for (int i = 0, n = static_cast<int>(random() % 400); i < n; ++i)
+                    line += random() % 5 == 0 ? std::string(words[random() % 6])
+                                              : std::string(1, static_cast<char>('a' + random() % 26));
+            } else {
+                line += words[random() % std::size(words)];
+            }
+            line += random() % 3 == 0 ? "" : " ";
+        }
+        lines.push_back(line);
+        text += line + "\n";
+    }
+    const auto bert = embedlab::load_tokenizer_from_directory(fs::path(EMBEDLAB_SOURCE_DIR) /
+                                                              "tests/data/encoders/bert-cls");
+    std::vector<int32_t> by_line;
+    for (const auto& line : lines) {
+        const auto ids = bert->encode(line);
+        by_line.insert(by_line.end(), ids.begin(), ids.end());
+    }
+    EXPECT_TRUE(bert->encode(text) == by_line);
+
+    EMBEDLAB_REQUIRE_SHARED();
+    using embedlab::tokenizer_impl::set_merge_window_bytes;
+    struct Restore {
+        ~Restore() { set_merge_window_bytes(size_t{1} << 16); }
+    } restore;
+    std::string mixed;
+    const auto story =
+        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    while (mixed.size() < (size_t{3} << 20)) {
+        mixed += story.substr(random() % 10000, random() % 20000);
+        mixed += std::string(random() % 3000, "  \0\xFF\xE2"[random() % 5]);
+        mixed += "\xE2\x96\x81 ";
+    }
+    const auto llama =
+        embedlab::load_sentencepiece(embedlab::test::shared_dir() / "models/tinyllama/tokenizer.model");
+    set_merge_window_bytes(size_t{1} << 40);
+    const auto whole = llama->encode(mixed);
+    set_merge_window_bytes(64);
+    EXPECT_TRUE(llama->encode(mixed) == whole);
+    set_merge_window_bytes(size_t{1} << 16);
+    EXPECT_TRUE(llama->encode(mixed) == whole);
+
+    // Squeezed spaces, literal "▁", unknown characters and user-defined symbols; a
+    // text that ends in a long run of "▁" (dropped with the trailing spaces).
+    TempDir dir;
+    const char* pieces[] = {"a", "b", "ab", " ", "   ", "\xE2\x96\x81", "c", "<sep>", "\xFF", " <sep> "};
+    std::string spaced;
+    while (spaced.size() < (size_t{3} << 20))
+        spaced += random() % 50 == 0 ? std::string(random() % 5000, random() % 2 ? ' ' : 'a')
+                                     : std::string(pieces[random() % std::size(pieces)]);
+    for (const bool user_defined : {false, true}) {
+        write(dir / "t.model", squeezing_sentencepiece_model(user_defined));
+        const auto tok = embedlab::load_sentencepiece(dir / "t.model");
+        std::string ending = spaced;
+        for (int i = 0; i < 200000; ++i)
+            ending += i % 1000 == 999 ? " " : "\xE2\x96\x81";
+        for (const auto* text : {&spaced, &ending}) {
+            set_merge_window_bytes(size_t{1} << 40);
+            const auto all = tok->encode(*text);
+            set_merge_window_bytes(64);
+            const auto got = tok->encode(*text);
+            size_t d = 0;
+            while (d < got.size() && d < all.size() && got[d] == all[d])
+                ++d;
+            EXPECT_TRUE(got == all) << user_defined << " " << text->size() << " first diff " << d << " of "
+                                    << all.size() << "/" << got.size() << " spaced ids "
+                                    << (text == &ending ? tok->encode(spaced).size() : 0);
+        }
+    }
+}
+
+} // namespace
