@@ -15,8 +15,8 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
 {
     Args args("finetune", argv,
               {"--head", "--task", "--train", "--eval", "--out", "--steps", "--batch", "--lr", "--body-lr",
-               "--seed", "--limit"},
-              {"--force", "--json", "--quiet"});
+               "--seed", "--limit", "--epochs", "--warmup", "--schedule"},
+              {"--force", "--json", "--quiet", "--full"});
     const std::string head = args.required("--head", "classification");
     if (head != "classification")
         throw InputError("finetune: --head must be classification (got '" + head + "')");
@@ -29,11 +29,27 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
             "mnli, mnli-mm, qnli, rte, wnli, or stsb as regression)");
     const std::string train_file = args.required("--train", "FILE");
     const std::string out = args.required("--out", "DIR");
+    // --full: the LLE paper's protocol (section 4.1: every weight trained, 3 epochs at 2e-5,
+    // Hugging Face Trainer's AdamW and linear schedule; no warm-up given, so none).
+    const bool full = args.has("--full");
+    if (full && (args.has("--body-lr") || args.has("--steps")))
+        throw InputError(std::string("finetune: --full trains every weight at --lr for --epochs; ") +
+                         (args.has("--body-lr") ? "--body-lr" : "--steps") + " does not apply");
     ClassifierTrainOptions o;
     o.steps = args.get_int("--steps", 300, 1, 100'000'000);
     o.batch = args.get_int("--batch", 16, 1, 1 << 16);
-    o.lr = args.get_double("--lr", 1e-3, 1e-12, 1e3);
-    o.body_lr = args.get_double("--body-lr", 0, 0, 1e3);
+    o.lr = args.get_double("--lr", full ? 2e-5 : 1e-3, 1e-12, 1e3);
+    o.body_lr = full ? o.lr : args.get_double("--body-lr", 0, 0, 1e3);
+    o.epochs = args.get_int("--epochs", full ? 3 : 0, 0, 100'000);
+    if (args.has("--epochs") && args.has("--steps"))
+        throw InputError("finetune: --epochs and --steps both given: give one");
+    const std::string schedule = args.get("--schedule").value_or(full ? "linear" : "constant");
+    if (schedule != "linear" && schedule != "constant")
+        throw InputError("finetune: --schedule '" + schedule + "' must be constant or linear");
+    o.linear_schedule = schedule == "linear";
+    o.warmup = args.get_int("--warmup", 0, 0, 100'000'000);
+    if (o.warmup > 0 && !o.linear_schedule)
+        throw InputError("finetune: --warmup applies to --schedule linear");
     o.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     const int64_t limit = args.get_int("--limit", 0, 0, 100'000'000);
     const auto path = model_argument(args);
@@ -61,10 +77,16 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
                 {"train", std::filesystem::absolute(train_file).lexically_normal().string()},
                 {"train_sha256", sha256_file(train_file)},
                 {"examples", train.texts.size()},
-                {"steps", o.steps},
+                {"steps", r.options.steps},
                 {"batch", o.batch},
                 {"lr", o.lr},
                 {"body_lr", o.body_lr},
+                {"full", full},
+                {"epochs", o.epochs},
+                {"schedule", schedule},
+                {"warmup", o.warmup},
+                {"lr_first", r.lr_curve.front()},
+                {"lr_last", r.lr_curve.back()},
                 {"seed", o.seed},
                 {"trainable_parameters", r.trainable_parameters},
                 {"seconds", r.seconds},

@@ -160,8 +160,10 @@ const char* const kAfterSweepMethods =
                                                --targets embedding: the MLP alone), --fourier-row-lora instead
                                                adds a V x r per-token row adapter
   finetune ENCODER --head classification --task sst2|cola|mrpc|qqp|mnli|qnli|rte|wnli|stsb --train FILE --out DIR
-           [--eval FILE] [--steps N (300)]
+           [--eval FILE] [--steps N (300) | --epochs E] [--schedule constant|linear [--warmup N]]
            [--batch B (16)] [--lr X (1e-3)] [--body-lr X (0: body frozen)] [--seed S] [--limit N] [--force] [--json]
+           [--full]                            the LLE paper's protocol: every weight at --lr (2e-5), 3
+                                               shuffled epochs, linear decay to 0 (AdamW, no warm-up)
                                                a sequence classifier from an encoder (bert, distilbert): a
                                                fresh head trained on the task's labelled sentences (or pairs), written
                                                as a Hugging Face …ForSequenceClassification directory;

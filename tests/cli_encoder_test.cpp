@@ -383,5 +383,37 @@ TEST(CliEncoder, StsbRegressionHeadRoundTrip)
     EXPECT_DOUBLE_EQ(task["spearman"].get<double>(), j["training"]["eval"]["spearman"].get<double>());
 }
 
+// Issue 62 item 6: --full is the LLE paper's fine-tuning (every weight, AdamW at 2e-5,
+// shuffled epochs, linear decay to 0): the record says so, and the step count and the
+// rates follow from the examples and the batch.
+TEST(CliEncoder, FullFinetuneIsThePapersProtocol)
+{
+    TempDir dir;
+    const auto rte = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/rte.tsv").string();
+    const auto j = json_of(cli({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "rte",
+                                "--train", rte, "--full", "--epochs", "2", "--batch", "3", "--out",
+                                (dir.path() / "full").string(), "--json", "--quiet"}));
+    const auto& t = j["training"];
+    const auto examples = t["examples"].get<int64_t>();
+    EXPECT_EQ(t["steps"], 2 * ((examples + 2) / 3)) << t.dump();
+    EXPECT_EQ(t["full"], true);
+    EXPECT_EQ(t["schedule"], "linear");
+    EXPECT_EQ(t["lr"], 2e-5);
+    EXPECT_EQ(t["body_lr"], 2e-5);
+    EXPECT_DOUBLE_EQ(t["lr_first"].get<double>(), 2e-5);
+    EXPECT_DOUBLE_EQ(t["lr_last"].get<double>(), 2e-5 / t["steps"].get<double>());
+    const auto frozen =
+        json_of(cli({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "rte", "--train",
+                     rte, "--steps", "2", "--out", (dir.path() / "head").string(), "--json", "--quiet"}));
+    EXPECT_GT(t["trainable_parameters"].get<int64_t>(),
+              frozen["training"]["trainable_parameters"].get<int64_t>())
+        << "every weight, not the head alone";
+    const auto both =
+        cli({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "rte", "--train", rte,
+             "--full", "--body-lr", "1e-3", "--out", (dir.path() / "x").string()});
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_NE(both.err.find("--body-lr does not apply"), std::string::npos) << both.err;
+}
+
 } // namespace
 } // namespace embedlab::test

@@ -56,7 +56,19 @@ struct ClassifierTrainOptions {
     double lr = 1e-3;   // the head
     double body_lr = 0; // > 0: the body trains too
     uint64_t seed = 0;
+    // The LLE paper's protocol (Hugging Face Trainer's, issue 62 item 6): epochs > 0 trains
+    // that many shuffled passes (each example once a pass, the last batch of a pass shorter)
+    // instead of `steps` draws; a linear schedule decays every group's rate to 0 at the last
+    // step after `warmup` steps rising from 0.
+    int64_t epochs = 0;
+    bool linear_schedule = false;
+    int64_t warmup = 0;
 };
+// The steps `options` trains on n examples: epochs x ceil(n / batch), or its steps.
+int64_t classifier_steps(const ClassifierTrainOptions& options, int64_t n);
+// The rate factor at step s (1-based) of `total`: 1 without a schedule; with one, s / warmup
+// during the warm-up, then (total - s + 1) / (total - warmup) down to 1 / (total - warmup).
+double classifier_rate_factor(const ClassifierTrainOptions& options, int64_t step, int64_t total);
 
 // `base`'s encoder body (a masked-LM head dropped) with a fresh head for `labels`:
 // distilbert pre_classifier + classifier, bert its pooler (kept, or fresh) +

@@ -60,6 +60,7 @@ using TrainProgressFn = std::function<bool(const TrainStep&)>;
 struct TrainResult {
     TrainOptions options;
     std::vector<double> loss_curve; // every step
+    std::vector<double> lr_curve;   // every step's rate (classifier fine-tuning: the head's)
     int64_t tokens = 0;             // batch x seqlen x steps
     double seconds = 0;
     double tokens_per_second = 0;

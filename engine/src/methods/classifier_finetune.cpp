@@ -9,6 +9,9 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include "embedlab/encoder.hpp"
 #include "embedlab/file_input.hpp"
 #include "embedlab/file_output.hpp"
@@ -133,12 +136,32 @@ torch::Tensor accumulate_classifier_step(const LanguageModel& model, const Encod
 
 } // namespace
 
+int64_t classifier_steps(const ClassifierTrainOptions& o, int64_t n)
+{
+    if (o.epochs < 1)
+        return o.steps;
+    return o.epochs * ((n + o.batch - 1) / o.batch);
+}
+
+double classifier_rate_factor(const ClassifierTrainOptions& o, int64_t step, int64_t total)
+{
+    if (!o.linear_schedule)
+        return 1.0;
+    if (step <= o.warmup)
+        return static_cast<double>(step) / static_cast<double>(o.warmup);
+    // transformers' get_linear_schedule_with_warmup at the step's start (0-based s - 1).
+    const auto after = static_cast<double>(total - o.warmup);
+    return after > 0 ? static_cast<double>(total - step + 1) / after : 1.0;
+}
+
 TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, const LabelledTexts& data,
                              const ClassifierTrainOptions& o, const TrainProgressFn& progress)
 {
     const auto t0 = std::chrono::steady_clock::now();
     if (o.steps < 1 || o.batch < 1)
         throw InputError("classifier fine-tuning: --steps and --batch must be at least 1");
+    if (o.epochs < 0 || o.warmup < 0)
+        throw InputError("classifier fine-tuning: --epochs and --warmup must be 0 or more");
     if (!(o.lr > 0) || !(o.body_lr >= 0))
         throw InputError("classifier fine-tuning: --lr must be positive and --body-lr at least 0");
     const auto n = static_cast<int64_t>(data.texts.size());
@@ -178,8 +201,12 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
         groups.emplace_back(body, std::make_unique<AdamWOptions>(AdamWOptions(o.body_lr).weight_decay(0)));
     torch::optim::AdamW optimizer(std::move(groups), AdamWOptions(o.lr).weight_decay(0));
 
+    const int64_t total = classifier_steps(o, n);
+    if (o.warmup >= total && o.linear_schedule)
+        throw InputError("classifier fine-tuning: --warmup " + std::to_string(o.warmup) +
+                         " must be below the " + std::to_string(total) + " steps");
     TrainResult r;
-    r.options.steps = o.steps;
+    r.options.steps = total;
     r.options.lr = o.lr;
     r.options.batch = o.batch;
     r.options.seed = o.seed;
@@ -191,17 +218,43 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
     // Between steps and passes: the finished steps so far (the caller may cancel).
     auto alive = [&] {
         const double last = r.loss_curve.empty() ? 0 : r.loss_curve.back();
-        return !progress || progress({static_cast<int64_t>(r.loss_curve.size()), o.steps, last,
-                                      r.tokens_per_second, true});
+        return !progress ||
+               progress({static_cast<int64_t>(r.loss_curve.size()), total, last, r.tokens_per_second, true});
     };
     if (!alive())
         throw Cancelled();
-    for (int64_t step = 1; step <= o.steps; ++step) {
+    // Epochs: each pass a shuffle of 0..n-1 cut into batches; else `batch` draws a step.
+    std::vector<int64_t> order;
+    size_t next = 0;
+    const auto rates = [&] {
+        std::vector<double> r;
+        for (const auto& g : optimizer.param_groups())
+            r.push_back(static_cast<const AdamWOptions&>(g.options()).lr());
+        return r;
+    }();
+    for (int64_t step = 1; step <= total; ++step) {
+        std::vector<size_t> picked;
+        if (o.epochs > 0) {
+            if (next >= order.size()) {
+                order.resize(static_cast<size_t>(n));
+                std::iota(order.begin(), order.end(), int64_t{0});
+                std::shuffle(order.begin(), order.end(), rng);
+                next = 0;
+            }
+            for (int64_t b = 0; b < o.batch && next < order.size(); ++b)
+                picked.push_back(static_cast<size_t>(order[next++]));
+        } else {
+            for (int64_t b = 0; b < o.batch; ++b)
+                picked.push_back(static_cast<size_t>(rng() % static_cast<uint64_t>(n)));
+        }
+        const double factor = classifier_rate_factor(o, step, total);
+        for (size_t g = 0; g < optimizer.param_groups().size(); ++g)
+            static_cast<AdamWOptions&>(optimizer.param_groups()[g].options()).lr(rates[g] * factor);
+        r.lr_curve.push_back(rates[0] * factor);
         std::vector<std::string> texts, pairs;
         std::vector<int64_t> labels;
         std::vector<float> targets;
-        for (int64_t b = 0; b < o.batch; ++b) {
-            const auto i = static_cast<size_t>(rng() % static_cast<uint64_t>(n));
+        for (const size_t i : picked) {
             texts.push_back(data.texts[i]);
             if (!data.pairs.empty())
                 pairs.push_back(data.pairs[i]);
@@ -220,7 +273,7 @@ TrainResult train_classifier(LanguageModel& model, const Tokenizer& tokenizer, c
         r.tokens += batch.attention_mask.sum().item<int64_t>();
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.tokens_per_second = elapsed > 0 ? static_cast<double>(r.tokens) / elapsed : 0;
-        if (progress && !progress({step, o.steps, value, r.tokens_per_second}))
+        if (progress && !progress({step, total, value, r.tokens_per_second}))
             throw Cancelled();
     }
     for (const auto& p : head)
