@@ -311,6 +311,9 @@ MainWindow::MainWindow(QWidget* parent)
     dock->setObjectName("jobs");
     dock->setWidget(job_list_);
     addDockWidget(Qt::BottomDockWidgetArea, dock);
+    // A few jobs' lines, not the list's 190 px: the tabs keep the height of a 768-px screen
+    // (issue 61); the dock's edge drags it taller.
+    resizeDocks({dock}, {dock->minimumSizeHint().height()}, Qt::Vertical);
     trackJobs();
 
     auto* file = menuBar()->addMenu("&File");

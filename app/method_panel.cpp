@@ -37,12 +37,6 @@ const QString kThisComputer = "This computer";
 const QString kSlurm = "Slurm cluster"; // this machine is a login node (sbatch on PATH)
 const QString kAddHost = "Add ssh host...";
 
-// A line edit wide enough for its whole placeholder.
-void fit_placeholder(QLineEdit* edit)
-{
-    edit->setMinimumWidth(edit->fontMetrics().horizontalAdvance(edit->placeholderText()) + 16);
-}
-
 QSpinBox* spin(QWidget* parent, const QString& prefix, int lo, int hi, int value, const QString& tip)
 {
     auto* s = new CheckedSpinBox(parent);
@@ -112,7 +106,7 @@ MethodPanel::MethodPanel(QWidget* parent)
     slurm_time_->setPlaceholderText("time: the partition's limit");
     slurm_time_->setToolTip("sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's limit)");
     for (QLineEdit* e : {slurm_partition_, slurm_time_}) {
-        fit_placeholder(e);
+        e->setMinimumWidth(80); // the placeholder elides; the tooltip says it all
         connect(e, &QLineEdit::textChanged, this, &MethodPanel::showProblem);
     }
     slurm_array_limit_->setObjectName("slurm_array_limit");
@@ -137,14 +131,18 @@ MethodPanel::MethodPanel(QWidget* parent)
     top->addWidget(lora_steps_);
     top->addWidget(divergence_);
     top->addStretch(1);
-    top->addWidget(new QLabel("on", this));
-    top->addWidget(target_);
-    top->addWidget(ssh_config_);
-    top->addWidget(remote_cli_);
-    top->addWidget(slurm_partition_);
-    top->addWidget(slurm_time_);
-    top->addWidget(slurm_array_limit_);
-    top->addWidget(run_);
+    // Where it runs, and Run, on a row of their own: the ssh and Slurm fields take the
+    // room the method's row leaves (issue 61: they widened the window past the screen).
+    auto* where = new QHBoxLayout;
+    where->addWidget(new QLabel("Run on", this));
+    where->addWidget(target_);
+    where->addWidget(ssh_config_, 1);
+    where->addWidget(remote_cli_, 1);
+    where->addWidget(slurm_partition_, 1);
+    where->addWidget(slurm_time_, 1);
+    where->addWidget(slurm_array_limit_);
+    where->addStretch(0); // the room the fields (stretch 1) leave, before Run
+    where->addWidget(run_);
     problem_->setStyleSheet("color: #b00000;");
     problem_->setWordWrap(true);
     problem_->hide();
@@ -222,7 +220,6 @@ MethodPanel::MethodPanel(QWidget* parent)
     task_row->addWidget(task_);
     task_row->addWidget(task_file_row_, 1);
     task_row->addWidget(task_limit_);
-    task_row->addStretch(1);
     connect(task_, &QComboBox::currentIndexChanged, this, [this] { showOptionsFor(method()); });
 
     auto* layout = new QVBoxLayout(this);
@@ -230,6 +227,8 @@ MethodPanel::MethodPanel(QWidget* parent)
     layout->addLayout(top);
     layout->addWidget(options_);
     layout->addLayout(texts);
+    // The task and where it runs share a row (issue 61: the tab fits 768 px high).
+    task_row->addLayout(where, 1);
     layout->addLayout(task_row);
     layout->addWidget(problem_);
     layout->addWidget(note_);

@@ -21,6 +21,8 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QStackedWidget>
 #include <QStandardItemModel>
@@ -295,7 +297,7 @@ QWidget* MethodPanel::fieldWidget(const MethodDescriptor& m, const std::string& 
         auto* e = new QLineEdit(page);
         e->setPlaceholderText(QString::fromStdString(doc.value_name.empty() ? doc.label : doc.value_name));
         e->setClearButtonEnabled(true);
-        e->setMinimumWidth(std::max(90, e->fontMetrics().horizontalAdvance(e->placeholderText()) + 40));
+        e->setMinimumWidth(90); // the placeholder elides; the tooltip has the whole of it
         connect(e, &QLineEdit::textChanged, this, [this] {
             showApplies();
             showProblem();
@@ -349,7 +351,18 @@ void MethodPanel::buildPages()
             layout->addWidget(box, qobject_cast<QLineEdit*>(box) ? 1 : 0);
         }
         layout->addStretch(1);
-        options_->addWidget(w);
+        // A page wider than the window scrolls sideways rather than widening the window
+        // (issue 61: the tt and flat pages were 1600 px wide); its height stays the row's.
+        auto* scroll = new QScrollArea(this);
+        scroll->setObjectName(QString::fromLatin1(m.name) + "_page");
+        scroll->setFrameShape(QFrame::NoFrame);
+        scroll->setWidgetResizable(true);
+        scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+        scroll->setWidget(w);
+        scroll->setFixedHeight(w->sizeHint().height() + scroll->horizontalScrollBar()->sizeHint().height());
+        scroll->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+        options_->addWidget(scroll);
         pages_.push_back(std::move(p));
         method_->addItem(QString::fromLatin1(m.name));
         method_->setItemData(method_->count() - 1, QString::fromLatin1(m.summary), Qt::ToolTipRole);

@@ -234,7 +234,12 @@ ResultsView::ResultsView(QWidget* parent)
         "plot, the selected "
         "row's KL from the original in each evaluation window (runs with + KL vs original).",
         this);
-    about->setWordWrap(true);
+    // One line on the tab (issue 61: three wrapped lines cost the table its rows at
+    // 1366x768); the whole explanation is its tooltip.
+    about->setToolTip(about->text());
+    about->setText("<b>What am I seeing?</b> (hover for the explanation) One row per finished compression "
+                   "job; lower left is better.");
+    about->setTextFormat(Qt::RichText);
     // The selected row's KL per window beside the Pareto plot, shown for rows that measured it.
     auto* plots = new QSplitter(Qt::Horizontal, this);
     plots->addWidget(plot_);
@@ -247,6 +252,10 @@ ResultsView::ResultsView(QWidget* parent)
     auto* split = new QSplitter(Qt::Vertical, this);
     split->setObjectName("results_split");
     split->addWidget(table_);
+    // At least four rows of the table beside the plot's readable minimum (issue 61).
+    table_->setMinimumHeight(table_->horizontalHeader()->sizeHint().height() +
+                             4 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth() +
+                             2);
     split->addWidget(plots);
     split->setChildrenCollapsible(false);
     split->setStretchFactor(1, 2);
