@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -15,6 +16,7 @@
 #include "embedlab/quantised_table.hpp"
 #include "export/onnx_decoder.hpp"
 #include "export/onnx_encoder.hpp"
+#include "io/atomic_stream.hpp"
 #include "io/onnx_graph.hpp"
 #include "io/safetensors.hpp"
 
@@ -110,7 +112,7 @@ struct Written {
 
 // The model proto of `graph`; with external data the tensors' bytes go to `data`
 // (named `data_name` in the graph) instead of the proto.
-Written to_proto(const onnx::Graph& graph, const std::vector<onnx::GraphValue>& inputs,
+Written to_proto(onnx::Graph& graph, const std::vector<onnx::GraphValue>& inputs,
                  const std::vector<onnx::GraphValue>& outputs, const OnnxExportOptions& options,
                  bool external, const std::string& data_name, const std::string& graph_name,
                  const std::map<std::string, std::string>& metadata)
@@ -134,7 +136,10 @@ Written to_proto(const onnx::Graph& graph, const std::vector<onnx::GraphValue>& 
         set_value_info(g->add_input(), v);
     for (const auto& v : outputs)
         set_value_info(g->add_output(), v);
-    for (const auto& [name, t] : graph.initializers()) {
+    // Moved out of the graph and freed one by one as copied: never two copies of the weights.
+    auto initializers = graph.take_initializers();
+    for (auto& [name, tensor] : initializers) {
+        const torch::Tensor t = std::move(tensor);
         auto* p = g->add_initializer();
         p->set_name(name);
         for (auto s : t.sizes())
@@ -211,16 +216,34 @@ std::string onnx_written_by_embedlab(const fs::path& path)
     return "";
 }
 
+// protobuf's output stream onto a ByteSink (the atomic file being written).
+class SinkStream final : public google::protobuf::io::CopyingOutputStream {
+public:
+    explicit SinkStream(const io::ByteSink& sink) : sink_(sink) {}
+    bool Write(const void* buffer, int size) override
+    {
+        sink_(std::string_view(static_cast<const char*>(buffer), static_cast<size_t>(size)));
+        return true;
+    }
+
+private:
+    const io::ByteSink& sink_;
+};
+
 uint64_t write_model(Written& w, const fs::path& out, bool external, const std::string& label)
 {
     const auto data_path = out.parent_path() / data_file_name(out);
     if (!external) {
         check(w.model, out, false, label);
-        std::string bytes;
-        if (!w.model.SerializeToString(&bytes))
-            throw InputError(label + ": could not serialise the ONNX graph");
-        write_file_atomic(out, bytes);
-        return bytes.size();
+        // Serialised straight into the file: a second copy of the bytes in memory was the
+        // export's peak (issue 57 item 9).
+        io::write_file_atomic_streamed(out, [&](const io::ByteSink& sink) {
+            SinkStream stream(sink);
+            google::protobuf::io::CopyingOutputStreamAdaptor adaptor(&stream, 1 << 20);
+            if (!w.model.SerializeToZeroCopyStream(&adaptor) || !adaptor.Flush())
+                throw InputError(label + ": could not serialise the ONNX graph");
+        });
+        return w.model.ByteSizeLong();
     }
     write_file_atomic(data_path, w.data);
     std::string bytes;
@@ -366,6 +389,7 @@ ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out
                                " beside the graph: past 2 GiB a single ONNX file cannot hold them");
     const auto& c = model.config();
     const auto& e = model.token_embedding();
+    report.tensors = static_cast<int64_t>(graph.initializers().size()); // to_proto takes them
     auto w = to_proto(graph, io.inputs, io.outputs, options, external, data_file_name(out), c.type_name(),
                       {{"embedlab.architecture", c.type_name()},
                        {"embedlab.token_embedding", e.kind()},
@@ -373,7 +397,6 @@ ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out
     report.bytes = write_model(w, out, external, label);
     report.path = out;
     report.architecture = c.type_name();
-    report.tensors = static_cast<int64_t>(graph.initializers().size());
     report.embedding_type = e.kind();
     if (!dense_table(&e))
         report.notes.push_back("token embedding written as its " + e.kind() + " factors" +
@@ -403,12 +426,12 @@ ModelExportReport export_onnx_embedding(const TokenEmbedding& embedding, const f
                                                {"hidden", onnx::kFloat, Dims{"m", embedding.dim()}}};
     const std::vector<onnx::GraphValue> outputs{{"rows", onnx::kFloat, Dims{"n", embedding.dim()}},
                                                 {"logits", onnx::kFloat, Dims{"m", embedding.vocab_size()}}};
+    ModelExportReport report;
+    report.tensors = static_cast<int64_t>(graph.initializers().size()); // to_proto takes them
     auto w = to_proto(graph, inputs, outputs, options, options.external_data, data_file_name(out),
                       "embedding", {{"embedlab.token_embedding", embedding.kind()}});
-    ModelExportReport report;
     report.bytes = write_model(w, out, options.external_data, label);
     report.path = out;
-    report.tensors = static_cast<int64_t>(graph.initializers().size());
     report.embedding_type = embedding.kind();
     report.notes = graph.notes();
     return report;

@@ -1,4 +1,5 @@
 #include "embedlab/file_output.hpp"
+#include "io/atomic_stream.hpp"
 #include "io/safetensors_output.hpp"
 
 #include <algorithm>
@@ -246,6 +247,14 @@ void write_file_atomic(const fs::path& path, std::string_view bytes)
 {
     TempFile file(path);
     file.write(bytes.data(), bytes.size());
+    file.commit();
+}
+
+void io::write_file_atomic_streamed(const fs::path& path,
+                                    const std::function<void(const io::ByteSink&)>& write)
+{
+    TempFile file(path);
+    write([&](std::string_view bytes) { file.write(bytes.data(), bytes.size()); });
     file.commit();
 }
 

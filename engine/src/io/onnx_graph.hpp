@@ -109,6 +109,12 @@ public:
 
     const std::vector<Node>& nodes() const { return nodes_; }
     const std::vector<std::pair<std::string, torch::Tensor>>& initializers() const { return initializers_; }
+    // The initializers moved out (the graph holds none after): the writer frees each one
+    // once it is copied into the file's form, so an export never holds two copies.
+    std::vector<std::pair<std::string, torch::Tensor>> take_initializers()
+    {
+        return std::move(initializers_);
+    }
     // Names a value from `hint`, unique in the graph.
     std::string fresh(const std::string& hint);
 
