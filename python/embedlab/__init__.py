@@ -70,6 +70,7 @@ try:
         _runtime,
         account,
         compress,
+        compress_table,
         dequantize,
         load,
         methods,
@@ -86,8 +87,8 @@ except ImportError as e:
             f"cmake -DPython_EXECUTABLE={sys.executable}") from e
     raise
 
-__all__ = ["Cancelled", "InputError", "Model", "Run", "__version__", "account", "compress", "dequantize",
-           "load", "methods", "sweep", "version"]
+__all__ = ["Cancelled", "InputError", "Model", "Run", "__version__", "account", "compress", "compress_table",
+           "dequantize", "load", "methods", "sweep", "version"]
 
 
 def sweep(model, method, grid, *, progress=None, **fields):

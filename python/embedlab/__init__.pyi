@@ -56,6 +56,19 @@ class Model:
         progress: Progress = None,
     ) -> dict[str, Any]: ...
     def logits(self, ids: TokenIds) -> npt.NDArray[np.float32]: ...
+    # This model with `table` [V, d] as its token embedding (np.asarray of real numbers,
+    # copied as float32; a tied head follows it); the model itself is unchanged.
+    def with_table(self, table: npt.ArrayLike) -> Model: ...
+    # The NLL (nats) of each token perplexity() scores: len == its "tokens", mean == its "nll_per_token".
+    def token_losses(
+        self,
+        *,
+        text: Optional[PathLike] = None,
+        ids: Optional[TokenIds] = None,
+        ctx: int = 128,
+        stride: Optional[int] = None,
+        progress: Progress = None,
+    ) -> npt.NDArray[np.float64]: ...
     def export_onnx(
         self,
         path: PathLike,
@@ -144,6 +157,8 @@ class Run:
     def factor_types(self) -> dict[str, str]: ...
     @property
     def model(self) -> Model: ...
+    # The compressed table [V, d] as its lookup rebuilds the rows.
+    def embedding_table(self) -> npt.NDArray[np.float32]: ...
     def export(
         self, dir: PathLike, *, dense: bool = False, overwrite: bool = False, progress: Progress = None
     ) -> dict[str, Any]: ...
@@ -152,6 +167,20 @@ def version() -> str: ...
 def methods() -> list[dict[str, Any]]: ...
 def load(path: PathLike, *, tokenizer: Optional[PathLike] = None, verify: bool = True) -> Model: ...
 def compress(model: Union[Model, PathLike], method: str, *, progress: Progress = None, **kwargs: Any) -> Run: ...
+# A table method on a table [V, d] without a model file: a Run with record (no summary,
+# model or export); model= accounts it as that model's run does.
+def compress_table(
+    table: npt.ArrayLike,
+    method: str,
+    *,
+    model: Optional[Model] = None,
+    model_params: int = 0,
+    tied: bool = True,
+    positions: int = 0,
+    stored_type: Optional[str] = None,
+    progress: Progress = None,
+    **kwargs: Any,
+) -> Run: ...
 def sweep(
     model: Union[Model, PathLike],
     method: str,

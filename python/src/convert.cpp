@@ -1,6 +1,7 @@
 #include "convert.hpp"
 
 #include "embedlab/error.hpp"
+#include "embedlab/non_finite.hpp"
 
 namespace embedlab::python {
 
@@ -117,6 +118,37 @@ std::vector<int32_t> token_ids(const py::handle& ids, int64_t vocab, const std::
         out[static_cast<size_t>(i)] = static_cast<int32_t>(p[i]);
     }
     return out;
+}
+
+torch::Tensor table_arg(const py::handle& value, int64_t rows, int64_t cols, const std::string& what)
+{
+    const py::object numpy = py::module_::import("numpy");
+    const py::array raw = numpy.attr("asarray")(value);
+    const char kind = raw.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u')
+        throw py::type_error(what + " must be an array of real numbers [V, d] (converted to float32), not " +
+                             type_name(value) + " of dtype " + std::string(py::str(raw.dtype())));
+    const auto shape_text = [&] {
+        std::string s = "[";
+        for (py::ssize_t i = 0; i < raw.ndim(); ++i)
+            s += (i ? ", " : "") + std::to_string(raw.shape(i));
+        return s + "]";
+    };
+    const auto expected = [&] {
+        return "[" + (rows > 0 ? std::to_string(rows) : std::string("V")) + ", " +
+               (cols > 0 ? std::to_string(cols) : std::string("d")) + "]";
+    };
+    if (raw.ndim() != 2 || (rows > 0 && raw.shape(0) != rows) || (cols > 0 && raw.shape(1) != cols) ||
+        raw.shape(0) < 1 || raw.shape(1) < 1)
+        throw InputError(what + " must have shape " + expected() + ", got " + shape_text());
+    const auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(raw);
+    // A copy the model owns: the caller's array may change or go.
+    auto t =
+        torch::from_blob(const_cast<float*>(a.data()), {a.shape(0), a.shape(1)}, torch::kFloat32).clone();
+    if (!all_finite(t))
+        throw InputError(what + " must hold finite values: it has NaN or infinity" +
+                         (kind == 'f' && raw.itemsize() > 4 ? " (after conversion to float32)" : ""));
+    return t;
 }
 
 } // namespace embedlab::python

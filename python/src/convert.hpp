@@ -42,4 +42,10 @@ std::vector<std::string> str_list_arg(const py::handle& value, const std::string
 // `what` and the first id outside it.
 std::vector<int32_t> token_ids(const py::handle& ids, int64_t vocab, const std::string& what);
 
+// A token table [V, d]: anything np.asarray takes (a torch tensor through __array__) of
+// real numbers, copied as float32. TypeError for complex, object or text values;
+// InputError for another rank, a shape other than [rows, cols] (-1: any, > 0) or a NaN
+// or infinity, each naming `what` and what was expected.
+torch::Tensor table_arg(const py::handle& value, int64_t rows, int64_t cols, const std::string& what);
+
 } // namespace embedlab::python

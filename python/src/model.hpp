@@ -30,6 +30,8 @@ Model load(const py::object& path_like, const py::object& tokenizer, bool verify
 void bind_model(py::module_& m);
 // The encoder calls (encoder.cpp), added to the bound Model class.
 void bind_encoder(py::module_& m);
+// with_table and token_losses (tables.cpp), added to the bound Model class.
+void bind_tables(py::module_& m);
 // ", encoder, head classification (negative, positive), pooling cls" for Model's repr; "" for decoders.
 std::string encoder_repr(const ModelConfig& config);
 

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "convert.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/method_registry.hpp"
 #include "embedlab/model_files.hpp"
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
@@ -128,6 +130,100 @@ Run compress(const py::object& model, const std::string& method, const py::objec
             }
         }
         return r;
+    });
+    return Run{std::move(run)};
+}
+
+// A run on a table alone (compress_table): no model, so no summary, model or export.
+bool table_only(const Run& r)
+{
+    return r.run->embedding && !r.run->model.model;
+}
+
+void refuse_table_only(const Run& r, const std::string& what)
+{
+    if (table_only(r))
+        throw InputError("Run." + what + ": this run compressed a table alone (embedlab.compress_table), " +
+                         "which has no model; use model.with_table(run.embedding_table()) for one");
+}
+
+void refuse_table_only_flat(const Run& r)
+{
+    if (!r.run->embedding)
+        throw InputError("Run.embedding_table: " + describe_request(r.run->request) +
+                         " compressed no token table (flat narrows the model's projections)");
+}
+
+// compress_table(): a table method on a caller's table [V, d], through the engine's table
+// path (check_request with d, table_spec, compress_table), accounted in `model`'s context
+// (as a run of its file accounts it) or the one given as account() takes it.
+Run compress_table_alone(const py::handle& table, const std::string& method, const py::object& model,
+                         int64_t model_params, bool tied, int64_t positions,
+                         const std::optional<std::string>& stored_type, const py::object& callback,
+                         const py::kwargs& fields)
+{
+    const std::string label = "compress_table";
+    try {
+        table_method(method); // flat and unknown names: said as the CLI says them
+    } catch (const InputError& e) {
+        throw InputError(label + ": " + e.what());
+    }
+    const auto& descriptor = method_descriptor(method);
+    if (descriptor.needs_frequency_text)
+        throw InputError(label + ": method '" + method +
+                         "' splits the vocabulary by a frequency text read with the model's tokenizer; "
+                         "use compress() on a model file");
+    // The fit's own fields and the energy model's; the rest (texts, evaluation, LoRA, the
+    // stored type of a directory's factors) need a model file.
+    static const std::vector<std::string> shared = {"seed", "device", "nu", "tau", "energy_tokens"};
+    for (const auto& item : fields) {
+        const auto name = item.first.cast<std::string>();
+        const auto& own = descriptor.fields;
+        const bool known =
+            std::find(request_fields().begin(), request_fields().end(), name) != request_fields().end();
+        if (name == "store") // store_factors names the tensors by a model's layout
+            throw InputError(label + ": store= needs a model file (the factors are stored in its "
+                                     "directory's layout); use compress()");
+        if (known && name != "method" && name != "model" &&
+            std::find(own.begin(), own.end(), name) == own.end() &&
+            std::find(shared.begin(), shared.end(), name) == shared.end())
+            throw InputError(label + ": " + keyword(name) + " needs a model file (" + name +
+                             " is not a field of the table's fit); use compress()");
+    }
+    const Model* context = model.is_none() ? nullptr : &model_arg(model, label + ": model");
+    if (context && (model_params != 0 || !tied || positions != 0 || stored_type))
+        throw InputError(label + ": give model= or model_params=, tied=, positions=, stored_type=, not both");
+    const auto request = request_from("", "", method, fields, label);
+    const auto rows = table_arg(table, context ? context->lm->config().vocab_size : -1,
+                                context ? context->lm->config().embedding_dim() : -1, label + ": table");
+    const int64_t d = rows.size(1);
+    check_request(request, d, label, keyword);
+    const auto spec = table_spec(request, d);
+    PythonProgress progress(callback, label + ": progress");
+    auto run = std::make_shared<CompressionRun>();
+    run->request = request;
+    without_gil(progress, [&] {
+        if (context) {
+            const auto breakdown = context->lm->parameter_breakdown();
+            auto c = compress_table(rows, spec, breakdown.total(), progress.plain("compress " + method));
+            // As a run of the model's file accounts its table.
+            apply_model_context(c.accounting, context->lm->config().tied_embeddings,
+                                breakdown.position_embedding);
+            apply_energy(c.accounting, request_energy(request));
+            apply_storage(c.accounting, context->files ? token_embedding_stored_type(*context->files) : "",
+                          c.accounting.bits_per_value_after > 0 ? c.accounting.bits_per_value_after : 32);
+            run->embedding = std::move(c);
+        } else {
+            // As account() counts a setting: energy, then the context given.
+            auto c = compress_table(rows, spec, model_params, progress.plain("compress " + method));
+            apply_energy(c.accounting, request_energy(request));
+            apply_model_context(c.accounting, tied, positions);
+            if (stored_type)
+                apply_storage(c.accounting, *stored_type,
+                              c.accounting.bits_per_value_after > 0 ? c.accounting.bits_per_value_after : 32);
+            run->embedding = std::move(c);
+        }
+        return 0;
     });
     return Run{std::move(run)};
 }
@@ -292,6 +388,7 @@ py::dict runtime()
 
 Model run_model(const Run& r)
 {
+    refuse_table_only(r, "model");
     Model m;
     m.lm = &r.run->compressed_model();
     m.tokenizer = r.run->model.tokenizer.get();
@@ -306,6 +403,7 @@ Model run_model(const Run& r)
 py::object export_run_to(const Run& r, const py::object& dir_path, bool dense, bool overwrite,
                          const py::object& callback)
 {
+    refuse_table_only(r, "export");
     const auto dir = path_arg(dir_path, "export: dir");
     PythonProgress progress(callback, "export: progress");
     return to_python(without_gil(progress, [&] {
@@ -390,10 +488,34 @@ PYBIND11_MODULE(_embedlab, m)
 
     bind_model(m);
     bind_encoder(m);
+    bind_tables(m);
     py::class_<Run>(m, "Run", "A finished compression run (embedlab.compress), kept in memory.")
         .def_property_readonly("summary",
-                               [](const Run& r) { return to_python(summary_json(r.run->summary)); })
-        .def_property_readonly("record", [](const Run& r) { return to_python(run_json(*r.run)); })
+                               [](const Run& r) {
+                                   refuse_table_only(r, "summary");
+                                   return to_python(summary_json(r.run->summary));
+                               })
+        .def_property_readonly("record",
+                               [](const Run& r) {
+                                   auto j = run_json(*r.run);
+                                   if (table_only(r)) // no model: no summary row
+                                       j.erase("summary");
+                                   return to_python(j);
+                               })
+        .def(
+            "embedding_table",
+            [](const Run& r) {
+                refuse_table_only_flat(r);
+                torch::Tensor rows;
+                {
+                    py::gil_scoped_release release;
+                    c10::InferenceMode guard;
+                    const auto& e = *r.run->embedding->embedding;
+                    rows = e.lookup(torch::arange(e.vocab_size(), torch::kLong));
+                }
+                return to_numpy(rows);
+            },
+            "The compressed token table [V, d] float32, as its lookup rebuilds the rows.")
         .def_property_readonly("request",
                                [](const Run& r) { return to_python(request_json(r.run->request)); })
         .def_property_readonly(
@@ -419,6 +541,12 @@ PYBIND11_MODULE(_embedlab, m)
     m.def("compress", &compress, py::arg("model"), py::arg("method"), py::kw_only(),
           py::arg("progress") = py::none(),
           "One compression run: the keywords are the request's JSON fields (rank=32, eval_text=...).");
+    m.def("compress_table", &compress_table_alone, py::arg("table"), py::arg("method"), py::kw_only(),
+          py::arg("model") = py::none(), py::arg("model_params") = 0, py::arg("tied") = true,
+          py::arg("positions") = 0, py::arg("stored_type") = py::none(), py::arg("progress") = py::none(),
+          "A table method on a table [V, d] without a model file: a Run whose record has a file run's "
+          "method, spec, accounting, reconstruction and fit. model= accounts it as that model's run does; "
+          "else model_params=, tied=, positions=, stored_type= as account() takes them.");
     m.def("account", &account, py::arg("method"), py::arg("vocab"), py::arg("dim"), py::kw_only(),
           py::arg("model_params") = 0, py::arg("tied") = true, py::arg("positions") = 0,
           py::arg("stored_type") = py::none(),
