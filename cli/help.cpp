@@ -263,9 +263,12 @@ std::string flag_value_text(const nlohmann::ordered_json& v)
         return v.get<std::string>();
     if (!v.is_array())
         return v.dump();
-    std::string text;
-    for (const auto& x : v)
-        text += (text.empty() ? "" : ",") + x.dump();
+    std::string text; // appended piece by piece: GCC 12's -Wrestrict misfires on "," + string
+    for (const auto& x : v) {
+        if (!text.empty())
+            text += ',';
+        text += x.dump();
+    }
     return text;
 }
 
@@ -297,9 +300,15 @@ std::string field_description(const MethodDescriptor& m, const FieldDoc& doc)
         std::string with;
         const auto others = nlohmann::ordered_json::parse(doc.applies_with);
         for (const auto& [k, v] : others.items())
-            if (!(v.is_number() && v.get<double>() == 0) && !(v.is_array() && v.empty()))
-                with += (with.empty() ? "" : " ") + method_flag(m, k) +
-                        (v.is_string() ? " " + v.get<std::string>() : std::string());
+            if (!(v.is_number() && v.get<double>() == 0) && !(v.is_array() && v.empty())) {
+                if (!with.empty())
+                    with += ' ';
+                with += method_flag(m, k);
+                if (v.is_string()) {
+                    with += ' ';
+                    with += v.get<std::string>();
+                }
+            }
         if (!with.empty())
             text += " (with " + with + ")";
     }
@@ -327,8 +336,14 @@ std::string compress_block(const MethodDescriptor& m)
     std::string example = "e.g. --method " + std::string(m.name);
     if (!m.example.empty()) {
         const auto fields_json = nlohmann::ordered_json::parse(m.example);
-        for (const auto& [k, v] : fields_json.items())
-            example += " " + method_flag(m, k) + (v.is_boolean() ? "" : " " + flag_value_text(v));
+        for (const auto& [k, v] : fields_json.items()) {
+            example += ' ';
+            example += method_flag(m, k);
+            if (!v.is_boolean()) {
+                example += ' ';
+                example += flag_value_text(v);
+            }
+        }
     }
     return row(usage + " --out DIR [...]", m.summary) + rows + "           " + example + "\n";
 }

@@ -152,8 +152,11 @@ std::string flag_text(const nlohmann::ordered_json& value)
         return value.get<std::string>();
     if (value.is_array()) {
         std::string text;
-        for (const auto& v : value)
-            text += (text.empty() ? "" : ",") + v.dump();
+        for (const auto& v : value) { // piece by piece: GCC 12's -Wrestrict misfires on "," + string
+            if (!text.empty())
+                text += ',';
+            text += v.dump();
+        }
         return text;
     }
     return value.dump();

@@ -630,8 +630,11 @@ std::string flat_parameters(const CompressionRequest& request, const FlatOptions
                             const FlatResult& flat)
 {
     std::string ranks;
-    for (const auto& layer : flat.layers)
-        ranks += (ranks.empty() ? "" : ",") + std::to_string(layer.rank);
+    for (const auto& layer : flat.layers) { // piece by piece: GCC 12's -Wrestrict misfires on "," + string
+        if (!ranks.empty())
+            ranks += ',';
+        ranks += std::to_string(layer.rank);
+    }
     return (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
            "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
            (options.mlp ? ", mlp" : "") +
