@@ -98,6 +98,14 @@ fi
 # $BUILD_DIR/logs/setup-onnxruntime.log). Without npm or the registry, a warning says that
 # the ONNX Runtime tests will skip, and the set-up goes on.
 ONNXRUNTIME_VERSION=1.30.0
+# The test-only tools from npm (--with-tests only): ONNX Runtime, and the sampler tests'
+# oracle, llama.cpp's own samplers (tests/tools/llamacpp_sampler.cpp) built against
+# ../shared/tools/llama.cpp with node-llama-cpp's bundled headers.
+install_test_tools() {
+  install_onnxruntime
+  [ "$MODE" != tests ] || scripts/build-llamacpp-sampler.sh
+}
+
 install_onnxruntime() {
   [ "$MODE" = tests ] || return 0
   local dir=${BUILD_DIR:-build}/test-tools/onnxruntime
@@ -140,7 +148,7 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} Debian packages ($MODE) already installed"
-  install_onnxruntime
+  install_test_tools
   exit 0
 fi
 
@@ -245,7 +253,4 @@ if [ ${#services[@]} -gt 0 ]; then
   echo "setup: the system ${services[*]} services are stopped and disabled (scripts/slurm-local.sh starts its own)"
 fi
 
-install_onnxruntime
-# The sampler tests' oracle: llama.cpp's own samplers (tests/tools/llamacpp_sampler.cpp),
-# built against ../shared/tools/llama.cpp from node-llama-cpp's bundled headers.
-[ "$MODE" != tests ] || scripts/build-llamacpp-sampler.sh
+install_test_tools
