@@ -5,6 +5,7 @@
 #include "embedlab/text_format.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -628,8 +629,14 @@ std::string field_range_text(const FieldDoc& doc, int64_t d)
 bool field_value_allowed(const FieldDoc& doc, const Json& value, int64_t d)
 {
     if (!doc.choices.empty() && value.is_string()) {
-        const auto v = value.get<std::string>();
-        return v.empty() || std::find(doc.choices.begin(), doc.choices.end(), v) != doc.choices.end();
+        // Case aside, as the quant types are read ("Q4_K"); a method's check is stricter where it is.
+        auto lower = [](std::string s) {
+            std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+            return s;
+        };
+        const auto v = lower(value.get<std::string>());
+        return v.empty() || std::any_of(doc.choices.begin(), doc.choices.end(),
+                                        [&](const std::string& c) { return lower(c) == v; });
     }
     if (!doc.ranged || !value.is_number())
         return true;
