@@ -119,7 +119,7 @@ TEST(CliFourier, BadFlagsNameTheFlag)
     expect_bad(compress({"--mlp", "relu", "--steps", "10"}), "--mlp");
     expect_bad(compress({"--mlp", "linear"}), "--steps");
     expect_bad(compress({"--mlp", "linear", "--steps", "0"}), "--steps");
-    expect_bad(compress({"--mlp", "linear", "--steps", "10", "--lr", "0"}), "--lr");
+    expect_bad(compress({"--mlp", "linear", "--steps", "10", "--lr", "-1"}), "--lr"); // 0: the default
     expect_bad(compress({"--mlp", "linear", "--steps", "10", "--loss", "l1"}), "--loss");
     expect_bad(compress({"--mlp", "linear", "--steps", "10", "--hidden-ratio", "0.5"}), "--hidden-ratio");
     expect_bad(compress({"--mlp", "linear", "--steps", "10", "--seed", "x"}), "--seed");
