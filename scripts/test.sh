@@ -35,7 +35,9 @@ CTEST=(env EMBEDLAB_THREADS="${EMBEDLAB_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}")
 # Every embedlab-cli the tests start appends its CPU seconds there (cli/main.cpp), so the
 # tests' cost in CLI processes is counted (issue 58); a fresh log for each ctest run.
-export EMBEDLAB_CLI_LOG=$BUILD_DIR/logs/cli-processes.log
+# (absolute: the tests run the CLI from their own working directories)
+EMBEDLAB_CLI_LOG=$(realpath -m "$BUILD_DIR/logs/cli-processes.log")
+export EMBEDLAB_CLI_LOG
 mkdir -p "$BUILD_DIR/logs"
 # Every ctest run closes with its summary line ("100% tests passed, 0 tests failed out of N"),
 # then the reason of each skipped test (ctest prints only "***Skipped"; issue 24).
