@@ -145,6 +145,9 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(method_panel_, &MethodPanel::runRequested, this,
             [this] { runSweep(method_panel_->requests(), method_panel_->target()); });
+    // Issue 61 item 7: a refused Run says why where the user looks after pressing it.
+    connect(method_panel_, &MethodPanel::runRefused, this,
+            [this](const QString& reason) { statusBar()->showMessage("Not run: " + reason); });
     // The rank dragged on the spectrum is the rank a pca/svd run uses.
     connect(spectrum_, &views::SpectrumView::rankChanged, method_panel_, &MethodPanel::setRank);
     // Issue 41 item 12: a row's run again, as the CLI line, the job file or the Python call.

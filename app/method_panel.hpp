@@ -120,6 +120,8 @@ public slots:
 
 signals:
     void runRequested();
+    // Run was pressed while a field is out of range: the reason (problem()), for the status bar.
+    void runRefused(const QString& reason);
     void methodChanged(const QString& method);
 
 private:

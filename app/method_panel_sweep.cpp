@@ -70,8 +70,10 @@ std::vector<CompressionRequest> MethodPanel::requests() const
 void MethodPanel::run()
 {
     showProblem();
-    if (!problem().isEmpty())
-        return; // said in place, in red; nothing is queued
+    if (const QString reason = problem(); !reason.isEmpty()) {
+        emit runRefused(reason); // said in place, in red, and in the status bar; nothing is queued
+        return;
+    }
     if (const int64_t runs = sweepSize(); runs > kConfirmSweepRuns) {
         QMessageBox ask(QMessageBox::Question, "Run a large sweep",
                         QString("This sweep queues %1 runs of %2. Run them all?").arg(runs).arg(method()),

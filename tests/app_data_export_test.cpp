@@ -16,6 +16,10 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStackedWidget>
+#include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QThread>
@@ -363,4 +367,29 @@ TEST(Reproduce, EveryCopiedFormRunAsPastedGivesTheRowsNumbers)
         << embedlab::test::read_text(dir / "python.err");
     const auto by_python = nlohmann::ordered_json::parse(embedlab::test::read_text(dir / "python.json"));
     same_as_row(by_python);
+}
+
+// Issue 61 item 7: Run with a field out of range says why in the status bar (where a user
+// looks after pressing it), not only beside the field; nothing is queued.
+TEST(Workbench, ARefusedRunSaysWhyInTheStatusBar)
+{
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    open_bundled(window);
+    auto* panel = window.methodPanel();
+    panel->setMethod("pca");
+    auto* stack = panel->findChild<QStackedWidget*>();
+    ASSERT_NE(stack, nullptr);
+    auto* box = stack->currentWidget()->findChild<QSpinBox*>("rank");
+    ASSERT_NE(box, nullptr);
+    embedlab::test::type_number(box, "99999");
+    embedlab::test::press_key(box, Qt::Key_Return);
+    ASSERT_FALSE(panel->problem().isEmpty());
+    auto* run = panel->findChild<QPushButton*>("run");
+    ASSERT_NE(run, nullptr);
+    run->click();
+    const QString said = window.statusBar()->currentMessage();
+    EXPECT_TRUE(said.startsWith("Not run: ")) << said.toStdString();
+    EXPECT_TRUE(said.contains("99999")) << said.toStdString();
+    EXPECT_TRUE(window.jobs().idle()) << "nothing was queued";
 }
