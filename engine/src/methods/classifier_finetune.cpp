@@ -19,6 +19,7 @@
 #include "embedlab/output_checks.hpp"
 #include "io/canonical_weights.hpp"
 #include "methods/loss_check.hpp"
+#include "methods/micro_batch.hpp"
 #include "methods/training_memory.hpp"
 #include "model/manifest_support.hpp"
 
@@ -120,16 +121,10 @@ torch::Tensor accumulate_classifier_step(const LanguageModel& model, const Encod
             batch.ids.narrow(0, at, n), batch.token_types.narrow(0, at, n),
             batch.attention_mask.narrow(0, at, n)));
         const auto part = target.narrow(0, at, n);
-        auto loss = regression ? torch::nn::functional::mse_loss(logits.squeeze(-1), part)
-                               : torch::nn::functional::cross_entropy(logits, part);
-        if (n != rows)
-            loss = loss * (static_cast<double>(n) / static_cast<double>(rows));
-        if (!alive())
-            throw Cancelled();
-        loss.backward();
-        total = total.defined() ? total + loss.detach() : loss.detach();
-        if (!alive())
-            throw Cancelled();
+        const auto loss = regression ? torch::nn::functional::mse_loss(logits.squeeze(-1), part)
+                                     : torch::nn::functional::cross_entropy(logits, part);
+        methods::backward_share(loss, n == rows ? 1.0 : static_cast<double>(n) / static_cast<double>(rows),
+                                total, alive);
     }
     return total;
 }

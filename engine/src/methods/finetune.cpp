@@ -14,6 +14,7 @@
 #include "embedlab/json_members.hpp"
 #include "embedlab/low_rank.hpp"
 #include "methods/loss_check.hpp"
+#include "methods/micro_batch.hpp"
 #include "methods/training_memory.hpp"
 
 namespace embedlab {
@@ -82,16 +83,11 @@ torch::Tensor accumulate_step(const LanguageModel& model, const torch::Tensor& b
     for (int64_t at = 0; at < windows; at += micro) {
         const auto part = batch.narrow(0, at, std::min(micro, windows - at));
         const auto logits = model.training_logits(part.narrow(1, 0, seqlen));
-        auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                         part.narrow(1, 1, seqlen).reshape({-1}));
-        if (part.size(0) != windows)
-            loss = loss * (static_cast<double>(part.size(0)) / static_cast<double>(windows));
-        if (!alive())
-            throw Cancelled();
-        loss.backward();
-        total = total.defined() ? total + loss.detach() : loss.detach();
-        if (!alive())
-            throw Cancelled();
+        const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                               part.narrow(1, 1, seqlen).reshape({-1}));
+        const double share =
+            part.size(0) == windows ? 1.0 : static_cast<double>(part.size(0)) / static_cast<double>(windows);
+        methods::backward_share(loss, share, total, alive);
     }
     return total;
 }

@@ -21,6 +21,7 @@
 #include "io/canonical_weights.hpp"
 #include "methods/loss_check.hpp"
 #include "methods/masked_lm_batch.hpp"
+#include "methods/micro_batch.hpp"
 #include "methods/training_memory.hpp"
 #include "model/manifest_layout.hpp"
 #include "model/manifest_support.hpp"
@@ -382,16 +383,9 @@ torch::Tensor accumulate_scratch_step(const LanguageModel& model, const torch::T
         if (count == 0)
             continue; // nothing predicted here (mlm): no loss, no gradient
         const auto logits = model.training_logits(inputs.narrow(0, at, rows));
-        auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                         part.reshape({-1})); // ignores -100
-        if (rows != windows)
-            loss = loss * (count / predicted);
-        if (!alive())
-            throw Cancelled();
-        loss.backward();
-        total = total.defined() ? total + loss.detach() : loss.detach();
-        if (!alive())
-            throw Cancelled();
+        const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                               part.reshape({-1})); // ignores -100
+        methods::backward_share(loss, rows == windows ? 1.0 : count / predicted, total, alive);
     }
     return total;
 }
