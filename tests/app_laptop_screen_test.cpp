@@ -18,6 +18,7 @@
 #include "main_window.hpp"
 #include "method_panel.hpp"
 #include "results_view.hpp"
+#include "workbench_support.hpp"
 
 using embedlab::app::MainWindow;
 using embedlab::app::MethodPanel;
@@ -142,4 +143,34 @@ TEST(LaptopScreen, TheResultsTabShowsSeveralRowsAndTheWholeLegend)
     EXPECT_GE(visible.height(), 200);
     EXPECT_TRUE(plot->legend->visible());
     EXPECT_TRUE(visible.contains(legend)) << "the legend is cut off";
+}
+
+// Not a check: the window at 1366x768 on the bundled model, every tab, and the panel with
+// each wide method and the Slurm target, saved for a reader (LAPTOP_SCREENSHOTS=DIR).
+TEST(LaptopScreen, Screenshots)
+{
+    const QString dir = qEnvironmentVariable("LAPTOP_SCREENSHOTS");
+    if (dir.isEmpty())
+        GTEST_SKIP() << "set LAPTOP_SCREENSHOTS=DIR to save the window at 1366x768";
+    MainWindow window;
+    show_on_laptop(window);
+    embedlab::test::open_bundled(window);
+    QApplication::processEvents();
+    auto* tabs = window.findChild<QTabWidget*>();
+    ASSERT_NE(tabs, nullptr);
+    for (int i = 0; i < tabs->count(); ++i) {
+        tabs->setCurrentIndex(i);
+        QApplication::processEvents();
+        EXPECT_TRUE(window.grab().save(dir + QString("/tab-%1.png").arg(i)));
+    }
+    window.showView("results"); // the method panel is on the Results tab
+    MethodPanel* panel = window.methodPanel();
+    for (const QString& m : {QString("tt"), QString("flat"), QString("aq")}) {
+        panel->setMethod(m);
+        QApplication::processEvents();
+        EXPECT_TRUE(window.grab().save(dir + "/method-" + m + ".png"));
+    }
+    panel->setHost("Slurm cluster");
+    QApplication::processEvents();
+    EXPECT_TRUE(window.grab().save(dir + "/slurm.png"));
 }
