@@ -62,8 +62,8 @@ std::pair<int64_t, int64_t> graph_bytes(const TokenEmbedding& e)
     EXPECT_FALSE(e.onnx_project(g, "hidden").empty());
     EXPECT_TRUE(g.notes().empty()) << g.notes().front();
     int64_t values = 0, constants = 0;
-    for (const auto& [name, t] : g.initializers())
-        (name.rfind("embed.", 0) == 0 ? values : constants) += t.numel() * t.element_size();
+    for (const auto& t : g.initializers())
+        (t.name.rfind("embed.", 0) == 0 ? values : constants) += static_cast<int64_t>(t.bytes());
     return {values, constants};
 }
 

@@ -3,6 +3,10 @@
 // interface (--with-past) decodes the same greedy tokens as generate(); the compressed
 // file is smaller by the table's saving; outputs, --force and refusals.
 #include <fstream>
+#include <iterator>
+#include <map>
+
+#include <onnx/onnx_pb.h>
 
 #include <gtest/gtest.h>
 
@@ -14,6 +18,7 @@
 #include "embedlab/model.hpp"
 #include "embedlab/onnx_export.hpp"
 #include "embedlab/table_method.hpp"
+#include "io/onnx_graph.hpp"
 #include "onnx_runtime.hpp"
 #include "shared_models.hpp"
 #include "test_support.hpp"
@@ -189,6 +194,134 @@ TEST(OnnxExport, ReplacesOnlyItsOwnFilesAndLeavesNothingOnCancel)
     OnnxExportOptions opset;
     opset.opset = 13;
     EXPECT_THROW(export_to(*m, tmp.path() / "o13.onnx", opset), InputError);
+}
+
+std::string file_bytes(const fs::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string float32_bytes(const torch::Tensor& t)
+{
+    const auto f = t.to(torch::kFloat32).contiguous();
+    return {static_cast<const char*>(f.data_ptr()), static_cast<size_t>(f.numel()) * 4};
+}
+
+// The tensors' bytes are streamed into the file rather than held in the proto (issue 57
+// item 9): the file is still exactly what protobuf writes for the message it parses to,
+// and each weight's raw_data (inline) or data-file range (external) is its float32 bytes.
+TEST(OnnxExport, StreamedFileIsProtobufsOwnSerialisation)
+{
+    test::TempDir tmp;
+    for (const auto& [name, c] : tiny_configs()) {
+        const auto m = tiny_model(c);
+        const auto out = tmp.path() / (name + ".onnx");
+        export_to(*m, out);
+        const auto bytes = file_bytes(out);
+        ::onnx::ModelProto proto;
+        ASSERT_TRUE(proto.ParseFromString(bytes)) << name;
+        EXPECT_EQ(proto.SerializeAsString(), bytes) << name;
+        const auto split = tmp.path() / (name + "-external.onnx");
+        OnnxExportOptions o;
+        o.external_data = true;
+        export_to(*m, split, o);
+        ::onnx::ModelProto graph;
+        ASSERT_TRUE(graph.ParseFromString(file_bytes(split))) << name;
+        EXPECT_EQ(graph.SerializeAsString(), file_bytes(split)) << name;
+        const auto data = file_bytes(split.string() + ".data");
+        int checked = 0;
+        for (const auto& t : proto.graph().initializer()) {
+            const auto it = m->weights().find(t.name());
+            if (it == m->weights().end() || it->second.dim() != 2) // (1 + w) norms are stored summed
+                continue;
+            EXPECT_EQ(t.raw_data(), float32_bytes(it->second)) << name << ": " << t.name();
+            ++checked;
+        }
+        EXPECT_GE(checked, 2 * c.num_layers) << name;
+        for (const auto& t : graph.graph().initializer()) {
+            const auto it = m->weights().find(t.name());
+            if (it == m->weights().end() || it->second.dim() != 2 ||
+                t.data_location() != ::onnx::TensorProto::EXTERNAL)
+                continue;
+            std::map<std::string, std::string> where;
+            for (const auto& e : t.external_data())
+                where[e.key()] = e.value();
+            EXPECT_EQ(data.substr(std::stoull(where.at("offset")), std::stoull(where.at("length"))),
+                      float32_bytes(it->second))
+                << name << ": " << t.name();
+        }
+    }
+}
+
+// A weight held at half precision is written as float32 converted a block at a time, as
+// the whole tensor converts (blocks of 2^20 values: this one spans three).
+TEST(OnnxExport, HalfPrecisionInitializersConvertAsWritten)
+{
+    torch::manual_seed(5);
+    for (const auto type : {torch::kBFloat16, torch::kFloat16}) {
+        const auto weight = torch::randn({3, 1000, 1000}).to(type);
+        onnx::Graph g;
+        const auto name = g.initializer("w", weight, torch::kFloat32);
+        EXPECT_EQ(g.initializer("w", weight, torch::kFloat32), name); // stored once
+        ASSERT_EQ(g.initializers().size(), 1u);
+        const auto& stored = g.initializers()[0];
+        EXPECT_EQ(stored.bytes(), uint64_t{3'000'000} * 4);
+        EXPECT_EQ(stored.value.data_ptr(), weight.data_ptr()); // referenced, not converted
+        std::string written;
+        int blocks = 0;
+        stored.write_bytes([&](std::string_view b) {
+            written.append(b);
+            ++blocks;
+        });
+        EXPECT_EQ(blocks, 3);
+        EXPECT_EQ(written, float32_bytes(weight));
+        EXPECT_THROW(g.initializer("ids", torch::arange(4), torch::kFloat32), InputError);
+    }
+}
+
+// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
+long status_kb(const std::string& field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(field + ":", 0) == 0)
+            return std::atol(line.c_str() + field.size() + 1);
+    return -1;
+}
+
+// Exporting holds the model's weights once (issue 57 item 9): the peak resident set grows
+// by less than a quarter of the weights' bytes, inline and with external data (it grew by
+// all of them when the proto held a copy of every tensor).
+TEST(OnnxExport, PeakMemoryIsTheModelNotTwice)
+{
+    auto c = test::tiny_config(Architecture::Llama);
+    c.hidden_size = 512;
+    c.num_heads = 8;
+    c.num_kv_heads = 4;
+    c.intermediate_size = 8192;
+    const auto m = tiny_model(c); // 2 layers of 3 x 512 x 8192 MLP: about 110 MB of float32
+    int64_t weight_bytes = 0;
+    for (const auto& [name, t] : m->weights())
+        weight_bytes += t.numel() * 4;
+    test::TempDir tmp;
+    export_to(*m, tmp.path() / "warm.onnx"); // the ONNX schemas' first load
+    for (const bool external : {false, true}) {
+        {
+            std::ofstream reset("/proc/self/clear_refs");
+            if (!(reset << "5" << std::flush))
+                GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak resident set";
+        }
+        const long before = status_kb("VmRSS");
+        OnnxExportOptions o;
+        o.external_data = external;
+        export_to(*m, tmp.path() / (external ? "e.onnx" : "i.onnx"), o);
+        const long grew = status_kb("VmHWM") - before;
+        EXPECT_LT(grew * 1024, weight_bytes / 4)
+            << (external ? "external" : "inline") << ": grew " << grew / 1024 << " MB for "
+            << weight_bytes / (1 << 20) << " MB of weights";
+    }
 }
 
 TEST(OnnxExportCli, FormatOnnxAndItsFlags)

@@ -1,11 +1,13 @@
 // ONNX export: the graph from onnx_decoder.cpp (or one embedding's), written with the
 // ONNX project's protobuf classes, checked by its checker and strict shape inference,
-// then written atomically (with external data: the data file first, then the graph).
+// then written atomically (with external data: the data file first, then the graph). The
+// tensors' bytes never enter the protobuf message: they are written from the graph's
+// initializers a tensor at a time, so the peak is the model plus one converted block.
 #include "embedlab/onnx_export.hpp"
 
 #include <fstream>
 
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/message.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -100,19 +102,24 @@ void set_attribute(::onnx::AttributeProto* a, const onnx::Attribute& attribute)
         attribute.value);
 }
 
-uint64_t tensor_bytes(const torch::Tensor& t)
-{
-    return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
-}
-
-struct Written {
-    ::onnx::ModelProto model;
-    std::string data; // the external data file's bytes; empty when inline
+// A tensor of the graph whose bytes are not in the proto: written from the graph's
+// initializer (the model's own memory, or converted a block at a time) as the file is.
+struct Payload {
+    int index = 0; // among the graph proto's initializers
+    onnx::Initializer tensor;
+    uint64_t offset = 0; // in the data file, with external data
 };
 
-// The model proto of `graph`; with external data the tensors' bytes go to `data`
-// (named `data_name` in the graph) instead of the proto.
-Written to_proto(onnx::Graph& graph, const std::vector<onnx::GraphValue>& inputs,
+struct Written {
+    ::onnx::ModelProto model; // the payloads' tensors without their bytes
+    std::vector<Payload> payloads;
+    uint64_t data_bytes = 0; // the external data file's size; 0 when inline
+};
+
+// The model proto of `graph`. Tensors of kExternalFrom bytes or more are payloads: with
+// external data they are given their place in the data file (named `data_name`), inline
+// their raw_data is streamed into the file by write_inline.
+Written to_proto(const onnx::Graph& graph, const std::vector<onnx::GraphValue>& inputs,
                  const std::vector<onnx::GraphValue>& outputs, const OnnxExportOptions& options,
                  bool external, const std::string& data_name, const std::string& graph_name,
                  const std::map<std::string, std::string>& metadata)
@@ -136,33 +143,32 @@ Written to_proto(onnx::Graph& graph, const std::vector<onnx::GraphValue>& inputs
         set_value_info(g->add_input(), v);
     for (const auto& v : outputs)
         set_value_info(g->add_output(), v);
-    // Moved out of the graph and freed one by one as copied: never two copies of the weights.
-    auto initializers = graph.take_initializers();
-    for (auto& [name, tensor] : initializers) {
-        const torch::Tensor t = std::move(tensor);
+    for (const auto& tensor : graph.initializers()) {
         auto* p = g->add_initializer();
-        p->set_name(name);
-        for (auto s : t.sizes())
+        p->set_name(tensor.name);
+        for (auto s : tensor.value.sizes())
             p->add_dims(s);
-        p->set_data_type(element_type(t.scalar_type()));
-        const auto bytes = tensor_bytes(t);
-        const char* data = static_cast<const char*>(t.data_ptr());
-        if (!external || bytes < kExternalFrom) {
-            p->set_raw_data(data, bytes);
+        p->set_data_type(element_type(tensor.type));
+        const auto bytes = tensor.bytes();
+        if (bytes < kExternalFrom) {
+            tensor.write_bytes([&](std::string_view b) { p->mutable_raw_data()->append(b); });
             continue;
         }
-        if (bytes >= kAlignFrom && w.data.size() % kAlignment)
-            w.data.resize((w.data.size() / kAlignment + 1) * kAlignment, '\0');
-        const uint64_t offset = w.data.size();
-        w.data.append(data, bytes);
+        w.payloads.push_back({g->initializer_size() - 1, tensor, 0});
+        if (!external)
+            continue;
+        if (bytes >= kAlignFrom && w.data_bytes % kAlignment)
+            w.data_bytes = (w.data_bytes / kAlignment + 1) * kAlignment;
+        w.payloads.back().offset = w.data_bytes;
         p->set_data_location(::onnx::TensorProto::EXTERNAL);
         for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", data_name},
-                                   {"offset", std::to_string(offset)},
+                                   {"offset", std::to_string(w.data_bytes)},
                                    {"length", std::to_string(bytes)}}) {
             auto* e = p->add_external_data();
             e->set_key(k);
             e->set_value(v);
         }
+        w.data_bytes += bytes;
     }
     int64_t index = 0;
     for (const auto& node : graph.nodes()) {
@@ -216,36 +222,175 @@ std::string onnx_written_by_embedlab(const fs::path& path)
     return "";
 }
 
-// protobuf's output stream onto a ByteSink (the atomic file being written).
-class SinkStream final : public google::protobuf::io::CopyingOutputStream {
+// A ByteSink that gathers small pieces into 1 MiB writes; large ones go straight through.
+class BufferedSink {
 public:
-    explicit SinkStream(const io::ByteSink& sink) : sink_(sink) {}
-    bool Write(const void* buffer, int size) override
+    explicit BufferedSink(const io::ByteSink& sink) : sink_(sink) {}
+    void operator()(std::string_view bytes)
     {
-        sink_(std::string_view(static_cast<const char*>(buffer), static_cast<size_t>(size)));
-        return true;
+        written_ += bytes.size();
+        if (buffer_.size() + bytes.size() > kBuffer)
+            flush();
+        if (bytes.size() >= kBuffer)
+            sink_(bytes);
+        else
+            buffer_.append(bytes);
     }
+    void flush()
+    {
+        if (!buffer_.empty())
+            sink_(buffer_);
+        buffer_.clear();
+    }
+    uint64_t written() const { return written_; }
 
 private:
+    static constexpr size_t kBuffer = size_t{1} << 20;
     const io::ByteSink& sink_;
+    std::string buffer_;
+    uint64_t written_ = 0;
 };
+
+void append_varint(std::string& out, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7)
+        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    out.push_back(static_cast<char>(v));
+}
+
+// A length-delimited field's key and length, as protobuf writes them.
+std::string field_head(int number, uint64_t length)
+{
+    std::string out;
+    append_varint(out, (static_cast<uint64_t>(number) << 3) | 2);
+    append_varint(out, length);
+    return out;
+}
+
+// The bytes protobuf writes for the fields of `m` numbered below `number` (`below`) or
+// above it: it writes a message's fields in the order of their numbers, so the two halves
+// around a field are these.
+std::string fields_around(const google::protobuf::Message& m, int number, bool below)
+{
+    std::unique_ptr<google::protobuf::Message> part(m.New());
+    part->CopyFrom(m);
+    const auto* reflection = part->GetReflection();
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+    reflection->ListFields(*part, &fields);
+    for (const auto* f : fields)
+        if (below ? f->number() >= number : f->number() <= number)
+            reflection->ClearField(part.get(), f);
+    return part->SerializeAsString();
+}
+
+// Writes w.model with each payload's bytes as its raw_data: the bytes protobuf's serialiser
+// writes for the model holding them all (what an export wrote before, when it did hold
+// them: the model twice over at the peak, issue 57 item 9), a tensor at a time. The graph
+// and its tensors are taken apart (w.model keeps neither). Returns the bytes written.
+uint64_t write_inline(Written& w, const io::ByteSink& out)
+{
+    using Model = ::onnx::ModelProto;
+    using Graph = ::onnx::GraphProto;
+    using Tensor = ::onnx::TensorProto;
+    Graph graph;
+    graph.Swap(w.model.mutable_graph());
+    w.model.clear_graph();
+    google::protobuf::RepeatedPtrField<Tensor> tensors;
+    tensors.Swap(graph.mutable_initializer());
+    // Each tensor as its bytes before its raw_data, the raw_data (a payload's) and those after.
+    struct Piece {
+        std::string before, after;
+        const Payload* payload = nullptr;
+        uint64_t size = 0; // the tensor message's
+    };
+    std::vector<Piece> pieces(static_cast<size_t>(tensors.size()));
+    for (auto& p : w.payloads)
+        pieces[static_cast<size_t>(p.index)].payload = &p;
+    uint64_t graph_size = 0;
+    for (int i = 0; i < tensors.size(); ++i) {
+        auto& piece = pieces[static_cast<size_t>(i)];
+        if (!piece.payload) {
+            piece.before = tensors.Get(i).SerializeAsString();
+        } else {
+            piece.before = fields_around(tensors.Get(i), Tensor::kRawDataFieldNumber, true);
+            piece.before += field_head(Tensor::kRawDataFieldNumber, piece.payload->tensor.bytes());
+            piece.after = fields_around(tensors.Get(i), Tensor::kRawDataFieldNumber, false);
+        }
+        piece.size =
+            piece.before.size() + piece.after.size() + (piece.payload ? piece.payload->tensor.bytes() : 0);
+        graph_size += field_head(Graph::kInitializerFieldNumber, piece.size).size() + piece.size;
+    }
+    tensors.Clear();
+    const auto graph_before = fields_around(graph, Graph::kInitializerFieldNumber, true);
+    const auto graph_after = fields_around(graph, Graph::kInitializerFieldNumber, false);
+    graph_size += graph_before.size() + graph_after.size();
+
+    BufferedSink sink(out);
+    sink(fields_around(w.model, Model::kGraphFieldNumber, true));
+    sink(field_head(Model::kGraphFieldNumber, graph_size));
+    sink(graph_before);
+    for (const auto& piece : pieces) {
+        sink(field_head(Graph::kInitializerFieldNumber, piece.size));
+        sink(piece.before);
+        if (piece.payload)
+            piece.payload->tensor.write_bytes([&](std::string_view b) { sink(b); });
+        sink(piece.after);
+    }
+    sink(graph_after);
+    sink(fields_around(w.model, Model::kGraphFieldNumber, false));
+    sink.flush();
+    return sink.written();
+}
+
+// The model as the ONNX checker sees it inline: each payload a graph input of its type and
+// shape instead of an initializer, so that no tensor's bytes are copied into the proto
+// (the checker reads only small constants' values, which stay in it).
+::onnx::ModelProto model_to_check(const Written& w)
+{
+    auto m = w.model;
+    auto* g = m.mutable_graph();
+    google::protobuf::RepeatedPtrField<::onnx::TensorProto> kept;
+    size_t next = 0;
+    for (int i = 0; i < g->initializer_size(); ++i) {
+        const auto& t = g->initializer(i);
+        if (next < w.payloads.size() && w.payloads[next].index == i) {
+            ++next;
+            auto* input = g->add_input();
+            input->set_name(t.name());
+            auto* type = input->mutable_type()->mutable_tensor_type();
+            type->set_elem_type(t.data_type());
+            auto* shape = type->mutable_shape();
+            for (auto d : t.dims())
+                shape->add_dim()->set_dim_value(d);
+        } else {
+            *kept.Add() = t;
+        }
+    }
+    g->mutable_initializer()->Swap(&kept);
+    return m;
+}
 
 uint64_t write_model(Written& w, const fs::path& out, bool external, const std::string& label)
 {
     const auto data_path = out.parent_path() / data_file_name(out);
     if (!external) {
-        check(w.model, out, false, label);
-        // Serialised straight into the file: a second copy of the bytes in memory was the
-        // export's peak (issue 57 item 9).
-        io::write_file_atomic_streamed(out, [&](const io::ByteSink& sink) {
-            SinkStream stream(sink);
-            google::protobuf::io::CopyingOutputStreamAdaptor adaptor(&stream, 1 << 20);
-            if (!w.model.SerializeToZeroCopyStream(&adaptor) || !adaptor.Flush())
-                throw InputError(label + ": could not serialise the ONNX graph");
-        });
-        return w.model.ByteSizeLong();
+        auto checked = model_to_check(w);
+        check(checked, out, false, label);
+        uint64_t bytes = 0;
+        io::write_file_atomic_streamed(out, [&](const io::ByteSink& sink) { bytes = write_inline(w, sink); });
+        return bytes;
     }
-    write_file_atomic(data_path, w.data);
+    // The data file a tensor at a time, each at its offset (zeros between, for alignment).
+    io::write_file_atomic_streamed(data_path, [&](const io::ByteSink& sink) {
+        const std::string zeros(kAlignment, '\0');
+        uint64_t at = 0;
+        for (const auto& p : w.payloads) {
+            if (p.offset > at)
+                sink(std::string_view(zeros).substr(0, p.offset - at));
+            p.tensor.write_bytes(sink);
+            at = p.offset + p.tensor.bytes();
+        }
+    });
     std::string bytes;
     try {
         if (!w.model.SerializeToString(&bytes))
@@ -265,14 +410,14 @@ uint64_t write_model(Written& w, const fs::path& out, bool external, const std::
         fs::remove(data_path, ec);
         throw;
     }
-    return bytes.size() + w.data.size();
+    return bytes.size() + w.data_bytes;
 }
 
 uint64_t initializer_bytes(const onnx::Graph& g)
 {
     uint64_t total = 0;
-    for (const auto& [name, t] : g.initializers())
-        total += tensor_bytes(t);
+    for (const auto& t : g.initializers())
+        total += t.bytes();
     return total;
 }
 
@@ -389,7 +534,7 @@ ModelExportReport export_decoder(const LanguageModel& model, const fs::path& out
                                " beside the graph: past 2 GiB a single ONNX file cannot hold them");
     const auto& c = model.config();
     const auto& e = model.token_embedding();
-    report.tensors = static_cast<int64_t>(graph.initializers().size()); // to_proto takes them
+    report.tensors = static_cast<int64_t>(graph.initializers().size());
     auto w = to_proto(graph, io.inputs, io.outputs, options, external, data_file_name(out), c.type_name(),
                       {{"embedlab.architecture", c.type_name()},
                        {"embedlab.token_embedding", e.kind()},
@@ -427,7 +572,7 @@ ModelExportReport export_onnx_embedding(const TokenEmbedding& embedding, const f
     const std::vector<onnx::GraphValue> outputs{{"rows", onnx::kFloat, Dims{"n", embedding.dim()}},
                                                 {"logits", onnx::kFloat, Dims{"m", embedding.vocab_size()}}};
     ModelExportReport report;
-    report.tensors = static_cast<int64_t>(graph.initializers().size()); // to_proto takes them
+    report.tensors = static_cast<int64_t>(graph.initializers().size());
     auto w = to_proto(graph, inputs, outputs, options, options.external_data, data_file_name(out),
                       "embedding", {{"embedlab.token_embedding", embedding.kind()}});
     report.bytes = write_model(w, out, options.external_data, label);

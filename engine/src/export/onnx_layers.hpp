@@ -14,10 +14,11 @@
 
 namespace embedlab::onnx {
 
-// The model's tensor `name`, stored as float32 (once: the graph names it by `name`).
+// The model's tensor `name`, stored as float32 (once: the graph names it by `name`). A
+// half-precision weight is converted only as the file is written (Initializer).
 inline std::string stored_weight(Graph& g, const WeightMap& w, const std::string& name)
 {
-    return g.initializer(name, w.at(name).to(torch::kFloat32));
+    return g.initializer(name, w.at(name), torch::kFloat32);
 }
 
 // x [N, in] W^T (+ b) for a weight [out, in] as stored (Gemm reads it transposed); the

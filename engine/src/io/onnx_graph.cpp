@@ -1,5 +1,6 @@
 #include "io/onnx_graph.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "embedlab/error.hpp"
@@ -20,16 +21,54 @@ void Graph::note(std::string text)
     notes_.push_back(std::move(text));
 }
 
-std::string Graph::initializer(const std::string& hint, const torch::Tensor& value)
+namespace {
+
+bool storable(torch::ScalarType t)
+{
+    return t == torch::kFloat32 || t == torch::kFloat16 || t == torch::kBFloat16 || t == torch::kInt64 ||
+           t == torch::kInt32 || t == torch::kInt8 || t == torch::kUInt8;
+}
+
+// Values converted at a time when a tensor is written as another type: 4 MiB of float32.
+constexpr int64_t kConvertBlock = int64_t{1} << 20;
+
+} // namespace
+
+uint64_t Initializer::bytes() const
+{
+    return static_cast<uint64_t>(value.numel()) * static_cast<uint64_t>(c10::elementSize(type));
+}
+
+void Initializer::write_bytes(const std::function<void(std::string_view)>& write) const
+{
+    if (value.scalar_type() == type) {
+        write(std::string_view(static_cast<const char*>(value.data_ptr()), bytes()));
+        return;
+    }
+    const auto flat = value.reshape({-1});
+    for (int64_t at = 0; at < flat.numel(); at += kConvertBlock) {
+        const auto block =
+            flat.narrow(0, at, std::min(kConvertBlock, flat.numel() - at)).to(type).contiguous();
+        write(std::string_view(static_cast<const char*>(block.data_ptr()),
+                               static_cast<size_t>(block.numel()) * block.element_size()));
+    }
+}
+
+std::string Graph::initializer(const std::string& hint, const torch::Tensor& value,
+                               std::optional<torch::ScalarType> as)
 {
     const auto t = value.scalar_type();
-    if (t != torch::kFloat32 && t != torch::kFloat16 && t != torch::kBFloat16 && t != torch::kInt64 &&
-        t != torch::kInt32 && t != torch::kInt8 && t != torch::kUInt8)
+    const auto stored = as.value_or(t);
+    if (!storable(t) || !storable(stored))
         throw InputError("ONNX export: tensor '" + hint + "' has a type ONNX export does not store (" +
-                         std::string(c10::toString(t)) + ")");
-    if (t == torch::kFloat32)
+                         std::string(c10::toString(storable(t) ? stored : t)) + ")");
+    if (stored != t && !(c10::isFloatingType(t) && c10::isFloatingType(stored)))
+        throw InputError("ONNX export: tensor '" + hint + "' (" + std::string(c10::toString(t)) +
+                         ") cannot be written as " + std::string(c10::toString(stored)));
+    if (stored == torch::kFloat32)
         for (auto& sub : substitutes_) {
-            if (sub.values.numel() != value.numel() || !torch::equal(sub.values, value.reshape({-1})))
+            if (sub.values.numel() != value.numel() ||
+                !torch::equal(sub.values, value.reshape({-1}).to(torch::kFloat32)))
                 continue;
             const auto shape = value.sizes().vec();
             for (const auto& [s, name] : sub.made)
@@ -40,12 +79,12 @@ std::string Graph::initializer(const std::string& hint, const torch::Tensor& val
             return name;
         }
     // The same tensor given twice (a tied head's table) is stored once.
-    for (const auto& [name, t] : initializers_)
-        if (t.data_ptr() == value.data_ptr() && t.sizes() == value.sizes() &&
-            t.scalar_type() == value.scalar_type() && value.is_contiguous())
-            return name;
+    for (const auto& i : initializers_)
+        if (i.value.data_ptr() == value.data_ptr() && i.value.sizes() == value.sizes() &&
+            i.value.scalar_type() == t && i.type == stored && value.is_contiguous())
+            return i.name;
     auto name = fresh(hint);
-    initializers_.emplace_back(name, value.contiguous());
+    initializers_.push_back({name, value.contiguous(), stored});
     return name;
 }
 
@@ -67,9 +106,9 @@ std::vector<std::string> Graph::unused_substitutes() const
 std::string Graph::initializer_once(const std::string& unscoped, const std::function<torch::Tensor()>& make)
 {
     const std::string name = scope_ + unscoped;
-    for (const auto& [n, t] : initializers_)
-        if (n == name)
-            return n;
+    for (const auto& i : initializers_)
+        if (i.name == name)
+            return name;
     if (hint_counts_.count(name))
         throw InputError("ONNX export: the name '" + name + "' is taken by another value");
     return initializer(name, make());

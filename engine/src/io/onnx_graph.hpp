@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -35,11 +37,26 @@ struct Node {
     std::vector<Attribute> attributes;
 };
 
+// A stored tensor: the tensor as given (a model's weight is referenced, not copied) and the
+// element type the file holds. A weight held at another float type is converted only as it
+// is written, a block at a time, so an export never holds a converted copy of the model.
+struct Initializer {
+    std::string name;
+    torch::Tensor value;    // contiguous
+    torch::ScalarType type; // in the file: value's own, or another float type
+    uint64_t bytes() const; // in the file
+    // Passes the bytes the file holds to `write` in order: value's own memory when the type
+    // is its own, else converted blocks of at most 4 MiB.
+    void write_bytes(const std::function<void(std::string_view)>& write) const;
+};
+
 class Graph {
 public:
     // A stored tensor (float32, float16, bfloat16, int64, int32, int8 or uint8, kept in its
-    // own type), named from `hint`. The tensor is held as given (made contiguous).
-    std::string initializer(const std::string& hint, const torch::Tensor& value);
+    // own type, or in `as`: a float tensor written as another float type), named from `hint`.
+    // The tensor is held as given (made contiguous); `as` converts it only when written.
+    std::string initializer(const std::string& hint, const torch::Tensor& value,
+                            std::optional<torch::ScalarType> as = std::nullopt);
     // The initializer called `name` if the graph has one, else make()'s tensor stored under
     // that name: a tensor a method derives for its lookup (split, packed, converted) is
     // stored once though onnx_lookup runs twice (for the rows and in the tied head).
@@ -108,19 +125,13 @@ public:
     const std::vector<std::string>& notes() const { return notes_; }
 
     const std::vector<Node>& nodes() const { return nodes_; }
-    const std::vector<std::pair<std::string, torch::Tensor>>& initializers() const { return initializers_; }
-    // The initializers moved out (the graph holds none after): the writer frees each one
-    // once it is copied into the file's form, so an export never holds two copies.
-    std::vector<std::pair<std::string, torch::Tensor>> take_initializers()
-    {
-        return std::move(initializers_);
-    }
+    const std::vector<Initializer>& initializers() const { return initializers_; }
     // Names a value from `hint`, unique in the graph.
     std::string fresh(const std::string& hint);
 
 private:
     std::vector<Node> nodes_;
-    std::vector<std::pair<std::string, torch::Tensor>> initializers_;
+    std::vector<Initializer> initializers_;
     std::vector<std::pair<std::vector<int64_t>, std::string>> int_constants_;
     std::vector<std::pair<float, std::string>> float_constants_;
     std::map<std::string, int> hint_counts_;
