@@ -113,6 +113,50 @@ TEST(Generate, GreedyTokensAreTheFullForwardsArgmax)
     }
 }
 
+// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
+long status_kb(const std::string& field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(field + ":", 0) == 0)
+            return std::atol(line.c_str() + field.size() + 1);
+    return -1;
+}
+
+// A long prompt is read through the cache a part at a time (issue 63 item 5): attention's
+// scores stay near 64 MiB a layer instead of [heads, T, T] twice (620 MB here), and the
+// greedy tokens and log-probabilities are the full forward pass's.
+TEST(Generate, ALongPromptIsReadInPartsWithTheFullForwardsTokens)
+{
+    auto c = test::tiny_config(Architecture::Llama);
+    c.hidden_size = 256;
+    c.num_heads = c.num_kv_heads = 64;
+    c.intermediate_size = 64;
+    c.max_positions = 1200;
+    const auto m = tiny_model(c);
+    const auto prompt = tiny_prompt(1100, c.vocab_size);
+    {
+        std::ofstream reset("/proc/self/clear_refs");
+        if (!(reset << "5" << std::flush))
+            GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak resident set";
+    }
+    const long before = status_kb("VmRSS");
+    const auto g = generate(*m, nullptr, prompt, {.max_tokens = 3});
+    const long grew_mb = (status_kb("VmHWM") - before) / 1024;
+    EXPECT_LT(grew_mb, 250) << "a 1,100-token prompt's read grew the resident set by " << grew_mb << " MB";
+    std::vector<int32_t> all = prompt;
+    for (const auto& t : g.tokens)
+        all.push_back(t.id);
+    const auto logp = torch::log_softmax(m->logits(as_ids(all))[0].to(torch::kDouble), -1);
+    ASSERT_EQ(g.tokens.size(), 3u);
+    for (size_t i = 0; i < g.tokens.size(); ++i) {
+        const auto row = logp[static_cast<int64_t>(prompt.size() + i - 1)];
+        EXPECT_EQ(row.argmax().item<int64_t>(), g.tokens[i].id) << "token " << i;
+        EXPECT_NEAR(row[g.tokens[i].id].item<double>(), g.tokens[i].logprob, 1e-5) << "token " << i;
+    }
+}
+
 TEST(Generate, SamplingIsReproducibleBySeed)
 {
     const auto c = test::tiny_config(Architecture::GPT2);
