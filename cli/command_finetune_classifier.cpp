@@ -1,21 +1,237 @@
 // embedlab-cli finetune ENCODER --head classification --task sst2|cola|mrpc|.. --train FILE --out DIR:
 // a sequence classifier fine-tuned from an encoder (classifier_finetune.hpp), scored
-// on --eval FILE (the task's dev set) when given.
+// on --eval FILE (the task's dev set) when given. With --trials or --compress: the LLE
+// paper's protocol (run_classifier_protocol), its trials, k selection and scores in one record.
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <sstream>
 
 #include "common.hpp"
 #include "embedlab/classifier_finetune.hpp"
+#include "embedlab/eval.hpp"
 #include "embedlab/tasks.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
 
+namespace {
+
+// The paper's k ranges (section 3.3: lle 1..5; section 3.4: the PCA baseline 1..10).
+std::vector<int64_t> auto_ks(const std::string& method)
+{
+    std::vector<int64_t> ks(method == "lle-pca" ? 10 : 5);
+    std::iota(ks.begin(), ks.end(), int64_t{1});
+    return ks;
+}
+
+std::vector<std::string> comma_list(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');)
+        out.push_back(item);
+    return out;
+}
+
+// --trials, --compress, --keep-ratios, --k, --freq-text: the protocol, or none when none is given.
+std::optional<ClassifierProtocolOptions> protocol_options(const Args& args,
+                                                          const ClassifierTrainOptions& train)
+{
+    const bool compress = args.has("--compress");
+    if (!compress)
+        for (const char* o : {"--keep-ratios", "--k", "--freq-text"})
+            if (args.has(o))
+                throw InputError(std::string("finetune: ") + o +
+                                 " applies to --compress lle|lle-unk|lle-pca");
+    if (!compress && !args.has("--trials"))
+        return std::nullopt;
+    if (!args.has("--eval"))
+        throw InputError("finetune: --trials and --compress score the classifiers on --eval FILE (the test "
+                         "set); give it");
+    ClassifierProtocolOptions o{.train = train};
+    o.trials = args.get_int("--trials", 1, 1, 100);
+    if (!compress)
+        return o;
+    std::vector<double> ratios;
+    for (const auto& item : comma_list(args.get("--keep-ratios").value_or("1.0"))) {
+        size_t used = 0;
+        double r = 0;
+        try {
+            r = std::stod(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || !(r > 0 && r <= 1))
+            throw InputError("finetune: every value of --keep-ratios must be in (0, 1], got '" + item + "'");
+        ratios.push_back(r);
+    }
+    const std::string k = args.get("--k").value_or("");
+    const bool k_auto = k == "auto";
+    std::vector<int64_t> given;
+    if (!k.empty() && !k_auto)
+        given = args.get_int_list("--k", 1, 1 << 20);
+    for (const auto& method : comma_list(args.required("--compress", "lle|lle-unk|lle-pca[,..]"))) {
+        if (method != "lle" && method != "lle-unk" && method != "lle-pca")
+            throw InputError("finetune: --compress takes lle, lle-unk or lle-pca (comma-separated), not '" +
+                             method + "'");
+        if (method != "lle-unk" && k.empty())
+            throw InputError("finetune: --compress " + method +
+                             " needs --k K[,K2..] or --k auto (chosen on a 10% validation split of --train, "
+                             "seed 42, as the paper)");
+        for (const double r : ratios)
+            o.settings.push_back({.method = method,
+                                  .keep_ratio = r,
+                                  .ks = method == "lle-unk" ? std::vector<int64_t>{0}
+                                        : k_auto            ? auto_ks(method)
+                                                            : given});
+    }
+    o.select_k = k_auto || given.size() > 1;
+    return o; // --freq-text is read once the tokenizer is loaded (run_protocol)
+}
+
+struct ProtocolRun {
+    std::string task, train_file, out;
+    bool full = false;
+    std::string schedule;
+};
+
+std::string fixed(const char* format, double v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+std::string plus_minus(const Json& scores)
+{
+    std::string s = fixed("%.4f", scores["mean"].get<double>());
+    s += " ± "; // piece by piece: GCC 12's -Wrestrict
+    s += fixed("%.4f", scores["std"].get<double>());
+    return s;
+}
+
+// The paper's Table 1 for this task: one row per setting, then each setting's k candidates.
+void print_protocol(const Json& p, const std::string& task)
+{
+    std::string seeds;
+    for (const auto& s : p["seeds"]) {
+        if (!seeds.empty())
+            seeds += ", ";
+        seeds += std::to_string(s.get<uint64_t>());
+    }
+    std::printf("protocol: %lld trials (seeds %s), %s %s on %lld test examples, trained on %lld\n",
+                p["trials"].get<long long>(), seeds.c_str(), task.c_str(),
+                p["metric"].get<std::string>().c_str(), p["test_examples"].get<long long>(),
+                p["train_examples"].get<long long>());
+    if (p.contains("split"))
+        std::printf(
+            "k chosen on %lld validation examples (%.0f%% of --train, seed %llu); mean ± sample std\n",
+            p["split"]["validation_examples"].get<long long>(),
+            100 * p["split"]["validation_fraction"].get<double>(),
+            p["split"]["seed"].get<unsigned long long>());
+    if (p.contains("common_vocabulary")) { // something was compressed
+        const auto& vc = p["common_vocabulary"];
+        std::printf("V_C counted from the %s: %lld tokens, %lld distinct\n",
+                    vc["source"].get<std::string>().c_str(), vc["tokens"].get<long long>(),
+                    vc["distinct_seen"].get<long long>());
+    }
+    std::printf("%-10s %7s %7s %4s  %-17s %s\n", "setting", "r(V_C)", "|V_C|", "k", "test", "validation");
+    auto row = [](const std::string& name, const std::string& r, const std::string& vc, const std::string& k,
+                  const Json& scores) {
+        std::printf("%-10s %7s %7s %4s  %-17s %s\n", name.c_str(), r.c_str(), vc.c_str(), k.c_str(),
+                    plus_minus(scores["test"]).c_str(),
+                    scores.contains("validation") ? plus_minus(scores["validation"]).c_str() : "-");
+    };
+    row("original", "-", "-", "-", p["original"]);
+    for (const auto& s : p["settings"])
+        row(s["method"].get<std::string>(), fixed("%.2f", s["keep_ratio"].get<double>()),
+            std::to_string(s["common"].get<long long>()),
+            s.contains("k") ? std::to_string(s["k"].get<long long>()) : "-", s);
+    for (const auto& s : p["settings"]) {
+        if (s["per_k"].size() < 2)
+            continue;
+        std::printf("%s r(V_C) %s, each k:", s["method"].get<std::string>().c_str(),
+                    fixed("%.2f", s["keep_ratio"].get<double>()).c_str());
+        for (const auto& k : s["per_k"])
+            std::printf(" k=%lld val %s test %s;", k["k"].get<long long>(),
+                        fixed("%.4f", k["validation"]["mean"].get<double>()).c_str(),
+                        fixed("%.4f", k["test"]["mean"].get<double>()).c_str());
+        std::printf("\n");
+    }
+}
+
+int run_protocol(const Args& args, ClassifierProtocolOptions o, const LoadedModel& base,
+                 const LabelledTexts& train, const ClassifierTrainOptions& train_options,
+                 const ProtocolRun& run)
+{
+    if (const auto f = args.get("--freq-text")) { // V_C from that text instead of the training examples
+        o.frequency_ids = base.tokenizer->encode(read_text_file(*f));
+        if (o.frequency_ids->empty())
+            throw InputError(*f + ": the frequency text has no tokens");
+    }
+    const auto eval = *args.get("--eval");
+    const bool regression = run.task == "stsb";
+    const auto test = regression ? regression_pairs(read_sentence_pairs(eval), eval)
+                                 : labelled_texts(read_task_data(run.task, eval));
+    ClassifierProtocolResult r;
+    {
+        ProgressPrinter progress("finetune protocol", "steps", args.has("--quiet") || args.has("--json"));
+        r = run_classifier_protocol(*base.model, *base.tokenizer, train, test, o, progress.callback());
+    }
+    auto protocol = protocol_json(r);
+    protocol["test"] = std::filesystem::absolute(eval).lexically_normal().string();
+    if (const auto f = args.get("--freq-text")) {
+        protocol["common_vocabulary"]["path"] = std::filesystem::absolute(*f).lexically_normal().string();
+        protocol["common_vocabulary"]["sha256"] = sha256_file(*f);
+    }
+    const auto& first = r.training.front();
+    Json record{{"task", run.task},
+                {"train", std::filesystem::absolute(run.train_file).lexically_normal().string()},
+                {"train_sha256", sha256_file(run.train_file)},
+                {"examples", r.train_examples},
+                {"steps", first.options.steps},
+                {"batch", train_options.batch},
+                {"lr", train_options.lr},
+                {"body_lr", train_options.body_lr},
+                {"full", run.full},
+                {"epochs", train_options.epochs},
+                {"schedule", run.schedule},
+                {"warmup", train_options.warmup},
+                {"lr_first", first.lr_curve.front()},
+                {"lr_last", first.lr_curve.back()},
+                {"seed", r.seeds.front()},
+                {"trainable_parameters", first.trainable_parameters},
+                {"seconds", first.seconds},
+                {"loss_first", first.loss_curve.front()},
+                {"loss_last", first.loss_curve.back()},
+                {"loss_curve", first.loss_curve},
+                {"protocol", protocol}};
+    save_classifier(base, *r.first_model, run.out, args.has("--force"), record);
+    if (args.has("--json")) {
+        Json j{{"model", model_argument(args).string()},
+               {"out", run.out},
+               {"labels", r.first_model->config().labels}};
+        j["training"] = record;
+        j["protocol"] = protocol;
+        print_json(j);
+        return 0;
+    }
+    print_protocol(protocol, run.task);
+    std::printf("wrote %s (the first trial's classifier, seed %llu; the record holds every trial)\n",
+                run.out.c_str(), static_cast<unsigned long long>(r.seeds.front()));
+    return 0;
+}
+
+} // namespace
+
 int command_finetune_classifier(const std::vector<std::string>& argv)
 {
     Args args("finetune", argv,
               {"--head", "--task", "--train", "--eval", "--out", "--steps", "--batch", "--lr", "--body-lr",
-               "--seed", "--limit", "--epochs", "--warmup", "--schedule"},
+               "--seed", "--limit", "--epochs", "--warmup", "--schedule",
+               // the protocol (issue 62 item 6): trials, and the lle family on the trained table
+               "--trials", "--compress", "--keep-ratios", "--k", "--freq-text"},
               {"--force", "--json", "--quiet", "--full"});
     const std::string head = args.required("--head", "classification");
     if (head != "classification")
@@ -52,10 +268,12 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
         throw InputError("finetune: --warmup applies to --schedule linear");
     o.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     const int64_t limit = args.get_int("--limit", 0, 0, 100'000'000);
+    const auto protocol = protocol_options(args, o);
     const auto path = model_argument(args);
     std::vector<std::filesystem::path> inputs{path, train_file};
-    if (const auto eval = args.get("--eval"))
-        inputs.push_back(*eval);
+    for (const char* file : {"--eval", "--freq-text"})
+        if (const auto given = args.get(file))
+            inputs.push_back(*given);
     prepare_output_directory(out, args.has("--force"), inputs);
 
     LoadOptions load = load_options(args);
@@ -65,6 +283,8 @@ int command_finetune_classifier(const std::vector<std::string>& argv)
     const auto train = regression
                            ? regression_pairs(read_sentence_pairs(train_file, {.limit = limit}), train_file)
                            : labelled_texts(read_task_data(task, train_file, {.limit = limit}));
+    if (protocol)
+        return run_protocol(args, *protocol, base, train, o, {task, train_file, out, full, schedule});
     auto model = with_classification_head(*base.model, train.label_names, o.seed);
     TrainResult r;
     {

@@ -169,6 +169,15 @@ const char* const kAfterSweepMethods =
                                                as a Hugging Face …ForSequenceClassification directory;
                                                --eval: its accuracy on the task's dev set; stsb: a
                                                regression head (one output, MSE), scored by Spearman
+           [--trials N (1)] [--compress lle,lle-unk,lle-pca [--keep-ratios R1,.. (1.0)] [--k K[,K2..]|auto]
+           [--freq-text FILE]]                 the paper's Table 1 protocol (needs --eval, the test set):
+                                               N fine-tunings, seeds S..S+N-1; each scored, then its table
+                                               compressed per method and r(V_C) (V_C from the training
+                                               sentences, or --freq-text) and scored again; one record
+                                               (--json "protocol") and table: every trial's score, mean and
+                                               sample std; --k auto (lle 1..5, lle-pca 1..10) or a k list:
+                                               trains on 90% of --train and keeps the k with the best mean
+                                               score on the other 10% (seed 42); --out gets trial 1's model
   train    --config tiny|small --embedding table|fourier[:linear|geglu] --train-text FILE (--minutes M | --steps N)
            --out DIR [--eval-text FILE [--ctx N]] [--seed S] [--lr X (1e-3)] [--batch B (8)] [--seqlen T (128)]
            [--warmup N (50)] [--hidden-ratio R (0.25)] [--no-norm] [--norm-scale S (0.02)] [--tokenizer DIR]

@@ -1,6 +1,8 @@
 // embedlab-cli on encoders (issue 42): embed, inspect, eval (pseudo-perplexity), task,
 // compress (the LLE paper's protocol), export, and finetune --head classification, on
 // the fixtures of tests/data/encoders and GLUE's dev files from ../shared.
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -413,6 +415,138 @@ TEST(CliEncoder, FullFinetuneIsThePapersProtocol)
              "--full", "--body-lr", "1e-3", "--out", (dir.path() / "x").string()});
     EXPECT_EQ(both.exit_code, 2);
     EXPECT_NE(both.err.find("--body-lr does not apply"), std::string::npos) << both.err;
+}
+
+// Issue 62 item 6: the LLE paper's protocol in one command: three trials (seeds recorded,
+// each different), k chosen on a 10 % split of --train (seed 42), V_C from the training
+// sentences, mean and std of each setting's trial scores in the record and the printed table;
+// the saved classifier is the first trial's and scores as the record says.
+TEST(CliEncoder, ProtocolRecordsTrialsAndTheChosenK)
+{
+    TempDir dir;
+    const char* words[] = {"good", "bad", "movie", "great", "film", "dull", "fun", "plot", "actor", "boring"};
+    auto sst2 = [&](const std::string& name, int first, int n) {
+        std::string text = "sentence\tlabel\n";
+        for (int i = first; i < first + n; ++i) {
+            std::string s;
+            for (int w = 0; w < 3 + i % 4; ++w) {
+                if (w)
+                    s += ' ';
+                s += words[(i * 7 + w * 3) % 10];
+            }
+            text += s + "\t" + std::to_string(i % 2) + "\n";
+        }
+        return write(dir.path() / name, text);
+    };
+    const auto train = sst2("train.tsv", 0, 30), test = sst2("test.tsv", 30, 12);
+    const auto out = (dir.path() / "clf").string();
+    std::vector<std::string> args{"finetune",      fixture("distilbert-mlm"),
+                                  "--head",        "classification",
+                                  "--task",        "sst2",
+                                  "--train",       train,
+                                  "--eval",        test,
+                                  "--epochs",      "1",
+                                  "--batch",       "8",
+                                  "--lr",          "1e-2",
+                                  "--seed",        "5",
+                                  "--trials",      "3",
+                                  "--compress",    "lle,lle-unk",
+                                  "--keep-ratios", "1.0,0.5",
+                                  "--k",           "auto",
+                                  "--out",         out,
+                                  "--quiet"};
+    auto with_json = args;
+    with_json.push_back("--json");
+    const auto j = json_of(cli(with_json));
+    ASSERT_TRUE(j.contains("protocol")) << j.dump();
+    const auto& p = j["protocol"];
+    EXPECT_EQ(p, j["training"]["protocol"]);
+    EXPECT_EQ(p["seeds"], Json::array({5, 6, 7}));
+    EXPECT_EQ(p["trials"], 3);
+    EXPECT_EQ(p["split"]["seed"], 42);
+    EXPECT_EQ(p["split"]["validation_examples"], 3);
+    EXPECT_EQ(p["train_examples"], 27);
+    EXPECT_EQ(p["common_vocabulary"]["source"], "training text");
+    ASSERT_EQ(p["settings"].size(), 4u); // lle and lle-unk at r 1.0 and 0.5
+    for (const auto& s : p["settings"]) {
+        const bool lle = s["method"] == "lle";
+        if (lle) {
+            EXPECT_EQ(s["k_candidates"], Json::array({1, 2, 3, 4, 5}));
+            // The chosen k is the first of the best mean validation scores.
+            double best = -1;
+            int64_t k = 0;
+            for (const auto& c : s["per_k"])
+                if (c["validation"]["mean"].get<double>() > best + 1e-12) {
+                    best = c["validation"]["mean"].get<double>();
+                    k = c["k"].get<int64_t>();
+                }
+            EXPECT_EQ(s["k"], k);
+        } else {
+            EXPECT_FALSE(s.contains("k"));
+        }
+        for (const char* part : {"test", "validation"}) {
+            const auto values = s[part]["values"].get<std::vector<double>>();
+            ASSERT_EQ(values.size(), 3u);
+            const double mean = (values[0] + values[1] + values[2]) / 3;
+            const double var =
+                ((values[0] - mean) * (values[0] - mean) + (values[1] - mean) * (values[1] - mean) +
+                 (values[2] - mean) * (values[2] - mean)) /
+                2;
+            EXPECT_NEAR(s[part]["mean"].get<double>(), mean, 1e-12);
+            EXPECT_NEAR(s[part]["std"].get<double>(), std::sqrt(var), 1e-12);
+        }
+    }
+    // r(V_C) 1.0 keeps every id the 27 training sentences use: the 10 words' ids and the specials.
+    EXPECT_GT(p["settings"][0]["common"].get<int64_t>(), p["settings"][1]["common"].get<int64_t>());
+    // The written classifier is trial 1's (seed 5), trained on the split's 27 sentences.
+    EXPECT_EQ(j["training"]["seed"], 5);
+    EXPECT_EQ(j["training"]["examples"], 27);
+    const auto task = json_of(cli({"task", "sst2", out, "--data", test, "--json", "--quiet"}));
+    EXPECT_DOUBLE_EQ(task["accuracy"].get<double>(), p["original"]["test"]["values"][0].get<double>());
+    // The printed table: one row per setting with mean ± std.
+    auto plain = args;
+    plain.push_back("--force");
+    const auto text = cli(plain);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(
+        text.out.find("protocol: 3 trials (seeds 5, 6, 7), sst2 accuracy on 12 test examples, trained on 27"),
+        std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("k chosen on 3 validation examples (10% of --train, seed 42)"), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("original "), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find(" ± "), std::string::npos) << text.out;
+
+    // Refusals, each before any training, with its exact message.
+    auto refused = [&](std::vector<std::string> extra, const std::vector<std::string>& drop,
+                       const std::string& message) {
+        std::vector<std::string> a;
+        for (size_t i = 0; i < args.size(); ++i) {
+            if (std::find(drop.begin(), drop.end(), args[i]) != drop.end()) {
+                ++i; // the option and its value
+                continue;
+            }
+            a.push_back(args[i]);
+        }
+        a.insert(a.end(), extra.begin(), extra.end());
+        const auto r = cli(a);
+        EXPECT_EQ(r.exit_code, 2) << r.out;
+        EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    };
+    refused({"--trials", "0"}, {"--trials"}, "finetune: --trials must be between 1 and 100, got 0");
+    refused({}, {"--k"},
+            "finetune: --compress lle needs --k K[,K2..] or --k auto (chosen on a 10% validation "
+            "split of --train, seed 42, as the paper)");
+    refused({}, {"--compress"}, "finetune: --keep-ratios applies to --compress lle|lle-unk|lle-pca");
+    refused({}, {"--eval"},
+            "finetune: --trials and --compress score the classifiers on --eval FILE (the test "
+            "set); give it");
+    refused({"--compress", "pca"}, {"--compress"},
+            "finetune: --compress takes lle, lle-unk or lle-pca (comma-separated), not 'pca'");
+    const auto two = sst2("two.tsv", 0, 2);
+    refused({"--train", two, "--force"}, {"--train"},
+            two + ": k is chosen on a validation split of the training data, and holding out 1 of 2 training "
+                  "examples for validation leaves fewer than 2 to train on");
 }
 
 } // namespace

@@ -4,8 +4,12 @@
 // run by hand, Matthews' correlation, id2label matching, and fine-tuning on pairs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <random>
+#include <set>
 
 #include "embedlab/classifier_finetune.hpp"
 #include "embedlab/encoder.hpp"
@@ -23,7 +27,7 @@ fs::path glue_file(const std::string& task)
     return fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats" / (task + ".tsv");
 }
 
-fs::path encoders()
+fs::path glue_encoders()
 {
     return fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders";
 }
@@ -183,7 +187,7 @@ TEST(GlueTasks, F1OfLabelOneAsScikitLearn)
 // pairs framed by hand, and accuracy and F1 follow from them.
 TEST(GlueTasks, ClassifierOnPairsIsItsHeadRunByHand)
 {
-    const auto lm = load_model(encoders() / "bert-cls");
+    const auto lm = load_model(glue_encoders() / "bert-cls");
     const auto model = positional_classifier(*lm.model);
     const auto data = read_task_data("mrpc", glue_file("mrpc"));
     const auto r = evaluate_task(model, *lm.tokenizer, data);
@@ -227,7 +231,7 @@ TEST(GlueTasks, ClassifierOnPairsIsItsHeadRunByHand)
 
 TEST(GlueTasks, LabelsThatDoNotMatchTheModelAreRefused)
 {
-    const auto lm = load_model(encoders() / "bert-cls"); // id2label negative, positive
+    const auto lm = load_model(glue_encoders() / "bert-cls"); // id2label negative, positive
     test::expect_input_error(
         [&] { evaluate_task(*lm.model, *lm.tokenizer, read_task_data("rte", glue_file("rte"))); },
         "the task's label 'entailment' is none of the model's labels (negative, positive, from id2label)");
@@ -235,7 +239,7 @@ TEST(GlueTasks, LabelsThatDoNotMatchTheModelAreRefused)
         [&] { evaluate_task(*lm.model, *lm.tokenizer, read_task_data("mnli", glue_file("mnli"))); },
         "the task has 3 labels but the model's classifier has 2 (negative, positive)");
     // A model without a classifier head: cola is not a log-likelihood task.
-    const auto body = load_model(encoders() / "minilm-st");
+    const auto body = load_model(glue_encoders() / "minilm-st");
     test::expect_input_error(
         [&] { evaluate_task(*body.model, *body.tokenizer, read_task_data("cola", glue_file("cola"))); },
         "cola is scored by a sequence classifier's head, and bert has none");
@@ -245,7 +249,7 @@ TEST(GlueTasks, LabelsThatDoNotMatchTheModelAreRefused)
 // the task reads the trained classifier back by those names.
 TEST(GlueTasks, FineTuningOnPairsNamesTheHeadByTheTasksLabels)
 {
-    const auto lm = load_model(encoders() / "distilbert-mlm");
+    const auto lm = load_model(glue_encoders() / "distilbert-mlm");
     const auto data = labelled_texts(read_task_data("rte", glue_file("rte")));
     ASSERT_EQ(data.pairs.size(), data.texts.size());
     EXPECT_EQ(data.label_names, (std::vector<std::string>{"entailment", "not_entailment"}));
@@ -264,7 +268,7 @@ TEST(GlueTasks, FineTuningOnPairsNamesTheHeadByTheTasksLabels)
 // pairs' scores, and evaluate_similarity then scores each pair by that head.
 TEST(GlueTasks, StsbFineTunesARegressionHeadThatScoresThePairs)
 {
-    const auto lm = load_model(encoders() / "bert-cls");
+    const auto lm = load_model(glue_encoders() / "bert-cls");
     const auto pairs = read_sentence_pairs(glue_file("stsb"));
     const auto data = regression_pairs(pairs, "stsb.tsv");
     EXPECT_EQ(data.label_names, std::vector<std::string>{"LABEL_0"});
@@ -299,4 +303,200 @@ TEST(GlueTasks, StsbScoresOutsideTheScaleNameTheirLine)
                                        "A dog runs.\tA cat sleeps.\t1e30\n";
     test::expect_input_error([&] { read_sentence_pairs(tmp / "stsb.tsv"); },
                              "stsb.tsv:3: score 1e30 is outside STS-B's 0..5 scale");
+}
+
+// ---- Issue 62 item 6: the LLE paper's protocol (trials, the 10 % split, V_C from training) ----
+
+namespace {
+
+// An SST-2 file of n sentences over a small vocabulary (from the offset'th on), labels alternating.
+fs::path synthetic_sst2(const fs::path& file, int n, int offset = 0)
+{
+    const char* words[] = {"good", "bad", "movie", "great", "film", "dull", "fun", "plot", "actor", "boring"};
+    std::string text = "sentence\tlabel\n";
+    for (int i = offset; i < offset + n; ++i) {
+        std::string s;
+        for (int w = 0; w < 3 + i % 4; ++w)
+            s += std::string(w ? " " : "") + words[(i * 7 + w * 3) % 10];
+        text += s + "\t" + std::to_string(i % 2) + "\n";
+    }
+    return write(file, text);
+}
+
+} // namespace
+
+// Fisher-Yates from the top with std::mt19937_64(42), recomputed here, decides the split:
+// ceil(10 %) held out, disjoint from the rest, together every index once; the same seed
+// the same split, another seed another.
+TEST(LleProtocol, ValidationSplitIsSeed42sShuffleAndDisjoint)
+{
+    for (const int64_t n : {20, 21, 600, 6920}) {
+        const auto s = validation_split(n);
+        EXPECT_EQ(s.seed, 42u);
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+            order[static_cast<size_t>(i)] = i;
+        std::mt19937_64 rng(42);
+        for (int64_t i = n - 1; i > 0; --i)
+            std::swap(order[static_cast<size_t>(i)], order[rng() % static_cast<uint64_t>(i + 1)]);
+        const auto held = static_cast<size_t>((n + 9) / 10);
+        std::vector<int64_t> expected(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
+        std::sort(expected.begin(), expected.end());
+        EXPECT_EQ(s.validation, expected) << n;
+        ASSERT_EQ(s.train.size() + s.validation.size(), static_cast<size_t>(n));
+        std::vector<int64_t> all = s.train;
+        all.insert(all.end(), s.validation.begin(), s.validation.end());
+        std::sort(all.begin(), all.end());
+        for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(all[static_cast<size_t>(i)], i) << "disjoint and complete";
+        EXPECT_EQ(validation_split(n).validation, s.validation);
+        EXPECT_NE(validation_split(n, 0.1, 43).validation, s.validation);
+    }
+    test::expect_input_error(
+        [] { validation_split(2); },
+        "holding out 1 of 2 training examples for validation leaves fewer than 2 to train on");
+}
+
+// Mean and the sample standard deviation, against the sum-of-squares form.
+TEST(LleProtocol, MeanAndStdEqualAnIndependentRecount)
+{
+    const std::vector<double> v{0.9018, 0.8972, 0.9065};
+    const auto m = mean_and_std(v);
+    double sum = 0, squares = 0;
+    for (const double x : v) {
+        sum += x;
+        squares += x * x;
+    }
+    const double mean = sum / 3;
+    EXPECT_NEAR(m.mean, mean, 1e-15);
+    EXPECT_NEAR(m.std, std::sqrt((squares - 3 * mean * mean) / 2), 1e-9);
+    EXPECT_EQ(m.n, 3);
+    EXPECT_EQ(mean_and_std({0.5}).std, 0.0);
+    test::expect_input_error([] { mean_and_std({}); }, "a mean over trials needs at least one trial");
+}
+
+// V_C from the training examples: every sentence and its pair encoded alone, counted here
+// with a map; r(V_C) = 1 keeps every id seen plus the specials, 0.5 the top half by count.
+TEST(LleProtocol, CommonVocabularyFromTrainingTextEqualsARecount)
+{
+    const auto lm = load_model(glue_encoders() / "distilbert-mlm");
+    const auto data = labelled_texts(read_task_data("rte", glue_file("rte")));
+    std::map<int32_t, int64_t> counts;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < data.texts.size(); ++i)
+        for (const auto& text : {data.texts[i], data.pairs[i]})
+            for (const int32_t id : lm.tokenizer->encode(text)) {
+                ++counts[id];
+                ++tokens;
+            }
+    const auto ids = training_token_ids(*lm.tokenizer, data);
+    EXPECT_EQ(static_cast<int64_t>(ids.size()), tokens);
+    const int64_t V = lm.model->config().vocab_size;
+    const auto all = training_frequency_split(*lm.tokenizer, ids, V, 1.0);
+    EXPECT_EQ(all.distinct_seen, static_cast<int64_t>(counts.size()));
+    std::set<int64_t> expected;
+    for (const auto& [id, c] : counts) {
+        EXPECT_EQ(all.counts[static_cast<size_t>(id)], c);
+        expected.insert(id);
+    }
+    for (int32_t id = 0; id < V; ++id)
+        if (lm.tokenizer->is_special(id))
+            expected.insert(id);
+    EXPECT_EQ(std::set<int64_t>(all.common.begin(), all.common.end()), expected);
+    // Half: the top ceil(0.5 seen) by count, ties to the lower id, plus the specials.
+    std::vector<std::pair<int64_t, int32_t>> ranked; // (-count, id)
+    for (const auto& [id, c] : counts)
+        ranked.emplace_back(-c, id);
+    std::sort(ranked.begin(), ranked.end());
+    std::set<int64_t> half;
+    for (size_t i = 0; i < (counts.size() + 1) / 2; ++i)
+        half.insert(ranked[i].second);
+    for (int32_t id = 0; id < V; ++id)
+        if (lm.tokenizer->is_special(id))
+            half.insert(id);
+    const auto top = training_frequency_split(*lm.tokenizer, ids, V, 0.5);
+    EXPECT_EQ(std::set<int64_t>(top.common.begin(), top.common.end()), half);
+}
+
+// The protocol in one call: three trials with seeds 7, 8, 9; the first trial's scores equal
+// a classifier trained alone with seed 7 on the split's training side, compressed by lle
+// with V_C from that side and scored; k is the candidate with the best mean validation score;
+// the record's means and stds are those of its values.
+TEST(LleProtocol, ThreeTrialsAndKChosenOnTheValidationSplit)
+{
+    test::TempDir tmp;
+    const auto lm = load_model(glue_encoders() / "distilbert-mlm");
+    const auto all = labelled_texts(read_task_data("sst2", synthetic_sst2(tmp / "train.tsv", 40)));
+    const auto test = labelled_texts(read_task_data("sst2", synthetic_sst2(tmp / "test.tsv", 20, 40)));
+    ClassifierProtocolOptions o{.train = {.steps = 6, .batch = 4, .lr = 1e-2, .seed = 7},
+                                .trials = 3,
+                                .select_k = true,
+                                .settings = {{.method = "lle", .keep_ratio = 0.5, .ks = {1, 2, 3}},
+                                             {.method = "lle-unk", .keep_ratio = 0.5, .ks = {0}}}};
+    const auto r = run_classifier_protocol(*lm.model, *lm.tokenizer, all, test, o);
+    EXPECT_EQ(r.seeds, (std::vector<uint64_t>{7, 8, 9}));
+    ASSERT_TRUE(r.split);
+    EXPECT_EQ(r.split->validation.size(), 4u);
+    EXPECT_EQ(r.train_examples, 36);
+    EXPECT_EQ(r.metric, "accuracy");
+
+    // Trial 1 again, by hand.
+    const auto fit = subset(all, r.split->train), validation = subset(all, r.split->validation);
+    auto model = with_classification_head(*lm.model, fit.label_names, 7);
+    auto options = o.train;
+    train_classifier(*model, *lm.tokenizer, fit, options);
+    EXPECT_EQ(score_classifier(*model, *lm.tokenizer, test).value, r.original.test[0]);
+    EXPECT_EQ(score_classifier(*model, *lm.tokenizer, validation).value, r.original.validation[0]);
+    const auto split = training_frequency_split(*lm.tokenizer, training_token_ids(*lm.tokenizer, fit),
+                                                lm.model->config().vocab_size, 0.5);
+    EXPECT_EQ(r.settings[0].common, static_cast<int64_t>(split.common.size()));
+    const torch::Tensor table = *dense_table(&model->token_embedding());
+    for (size_t ki = 0; ki < 3; ++ki) {
+        auto e = std::make_shared<PartialSparseTokenEmbedding>(
+            fit_partial_sparse(table, split, {.kind = PartialSparseKind::LLE, .k = o.settings[0].ks[ki]}));
+        auto copy = LanguageModel(model->config(), model->weights(), "copy");
+        copy.set_token_embedding(e);
+        EXPECT_EQ(score_classifier(copy, *lm.tokenizer, validation).value,
+                  r.settings[0].per_k[ki].validation[0]);
+        EXPECT_EQ(score_classifier(copy, *lm.tokenizer, test).value, r.settings[0].per_k[ki].test[0]);
+    }
+    // k: the best mean validation score, the first of equals.
+    size_t best = 0;
+    for (size_t ki = 0; ki < 3; ++ki) {
+        const auto& v = r.settings[0].per_k[ki].validation;
+        ASSERT_EQ(v.size(), 3u);
+        const auto& b = r.settings[0].per_k[best].validation;
+        if ((v[0] + v[1] + v[2]) / 3 > (b[0] + b[1] + b[2]) / 3 + 1e-12)
+            best = ki;
+    }
+    EXPECT_EQ(r.settings[0].chosen, best);
+    const auto j = protocol_json(r);
+    EXPECT_EQ(j["settings"][0]["k"], o.settings[0].ks[best]);
+    EXPECT_EQ(j["seeds"], nlohmann::json({7, 8, 9}));
+    const auto& t = j["settings"][0]["test"];
+    const auto values = t["values"].get<std::vector<double>>();
+    EXPECT_EQ(values, r.settings[0].per_k[best].test);
+    const double mean = (values[0] + values[1] + values[2]) / 3;
+    EXPECT_NEAR(t["mean"].get<double>(), mean, 1e-12);
+    double sq = 0;
+    for (const double v : values)
+        sq += (v - mean) * (v - mean);
+    EXPECT_NEAR(t["std"].get<double>(), std::sqrt(sq / 2), 1e-12);
+    EXPECT_FALSE(j["settings"][1].contains("k")); // lle-unk has none
+
+    // Refusals.
+    auto bad = o;
+    bad.trials = 0;
+    test::expect_input_error([&] { run_classifier_protocol(*lm.model, *lm.tokenizer, all, test, bad); },
+                             "--trials must be between 1 and 100 (the paper runs 3), got 0");
+    bad = o;
+    bad.settings[0].ks.clear();
+    test::expect_input_error([&] { run_classifier_protocol(*lm.model, *lm.tokenizer, all, test, bad); },
+                             "lle needs a k (--k K, or --k auto to choose it on the validation split)");
+    const auto two =
+        labelled_texts(read_task_data("sst2", write(tmp / "two.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n")));
+    test::expect_input_error(
+        [&] { run_classifier_protocol(*lm.model, *lm.tokenizer, two, test, o); },
+        "two.tsv: k is chosen on a validation split of the training data, and holding out 1 of 2 training "
+        "examples for validation leaves fewer than 2 to train on");
 }

@@ -9,7 +9,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
 
-#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "embedlab/encoder.hpp"
@@ -36,6 +36,7 @@ LabelledTexts labelled_texts(const TaskData& data)
                          data.task + "'");
     LabelledTexts out;
     out.source = data.source;
+    out.task = data.task;
     for (const auto& c : data.examples.front().continuations)
         out.label_names.push_back(c.substr(c.find_first_not_of(' ')));
     const bool paired = std::any_of(data.examples.begin(), data.examples.end(),
@@ -55,6 +56,7 @@ LabelledTexts regression_pairs(const std::vector<SentencePair>& pairs, const std
         throw InputError(source + ": fine-tuning needs at least 2 scored pairs");
     LabelledTexts out;
     out.source = source;
+    out.task = "stsb";
     out.label_names = {"LABEL_0"};
     for (const auto& p : pairs) {
         out.texts.push_back(p.first);
@@ -323,6 +325,398 @@ void save_classifier(const LoadedModel& source, const LanguageModel& model, cons
                                     {"training", record}};
     write_file_atomic(dir.path() / "embedlab-classifier.json", manifest.dump(2) + "\n");
     dir.commit();
+}
+
+// ---- The LLE paper's protocol ----
+
+ValidationSplit validation_split(int64_t n, double fraction, uint64_t seed)
+{
+    if (!(fraction > 0 && fraction < 1))
+        throw InputError("the validation split's fraction must be in (0, 1), got " +
+                         std::to_string(fraction));
+    const auto held = static_cast<int64_t>(std::ceil(fraction * static_cast<double>(n)));
+    if (n - held < 2)
+        throw InputError("holding out " + std::to_string(held) + " of " + std::to_string(n) +
+                         " training examples for validation leaves fewer than 2 to train on");
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::mt19937_64 rng(seed); // Fisher-Yates written out: std::shuffle differs between libraries
+    for (int64_t i = n - 1; i > 0; --i)
+        std::swap(order[static_cast<size_t>(i)],
+                  order[static_cast<size_t>(rng() % static_cast<uint64_t>(i + 1))]);
+    ValidationSplit out{.seed = seed, .fraction = fraction};
+    out.validation.assign(order.begin(), order.begin() + held);
+    out.train.assign(order.begin() + held, order.end());
+    std::sort(out.validation.begin(), out.validation.end());
+    std::sort(out.train.begin(), out.train.end());
+    return out;
+}
+
+LabelledTexts subset(const LabelledTexts& data, const std::vector<int64_t>& indices)
+{
+    LabelledTexts out;
+    out.label_names = data.label_names;
+    out.source = data.source;
+    out.task = data.task;
+    for (const int64_t i : indices) {
+        const auto at = static_cast<size_t>(i);
+        out.texts.push_back(data.texts.at(at));
+        if (!data.pairs.empty())
+            out.pairs.push_back(data.pairs[at]);
+        out.labels.push_back(data.labels[at]);
+        if (!data.targets.empty())
+            out.targets.push_back(data.targets[at]);
+    }
+    return out;
+}
+
+std::vector<int32_t> training_token_ids(const Tokenizer& tokenizer, const LabelledTexts& data)
+{
+    std::vector<int32_t> ids;
+    auto add = [&](const std::string& text) {
+        const auto part = tokenizer.encode(text);
+        ids.insert(ids.end(), part.begin(), part.end());
+    };
+    for (size_t i = 0; i < data.texts.size(); ++i) {
+        add(data.texts[i]);
+        if (!data.pairs.empty())
+            add(data.pairs[i]);
+    }
+    if (ids.empty())
+        throw InputError(data.source + ": the training examples encode to no tokens; V_C needs some");
+    return ids;
+}
+
+FrequencySplit training_frequency_split(const Tokenizer& tokenizer, std::span<const int32_t> ids,
+                                        int64_t vocab_size, double keep_ratio)
+{
+    std::vector<int64_t> specials;
+    for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
+        if (tokenizer.is_special(static_cast<int32_t>(id)))
+            specials.push_back(id);
+    return split_by_frequency(ids, vocab_size, keep_ratio, specials);
+}
+
+MeanStd mean_and_std(const std::vector<double>& values)
+{
+    if (values.empty())
+        throw InputError("a mean over trials needs at least one trial");
+    MeanStd m{.n = static_cast<int64_t>(values.size())};
+    for (const double v : values)
+        m.mean += v;
+    m.mean /= static_cast<double>(m.n);
+    if (m.n > 1) {
+        double squares = 0;
+        for (const double v : values)
+            squares += (v - m.mean) * (v - m.mean);
+        m.std = std::sqrt(squares / static_cast<double>(m.n - 1));
+    }
+    return m;
+}
+
+ClassifierScore score_classifier(const LanguageModel& model, const Tokenizer& tokenizer,
+                                 const LabelledTexts& data)
+{
+    if (!data.targets.empty()) {
+        std::vector<SentencePair> pairs;
+        for (size_t i = 0; i < data.texts.size(); ++i)
+            pairs.push_back({data.texts[i], data.pairs.at(i), data.targets[i]});
+        return {"spearman", evaluate_similarity(model, tokenizer, pairs).spearman};
+    }
+    TaskData task{.task = data.task, .source = data.source};
+    std::vector<std::string> continuations;
+    for (const auto& name : data.label_names)
+        continuations.push_back(" " + name);
+    for (size_t i = 0; i < data.texts.size(); ++i)
+        task.examples.push_back({.continuations = continuations,
+                                 .label = data.labels[i],
+                                 .text = data.texts[i],
+                                 .text_pair = data.pairs.empty() ? std::string() : data.pairs[i]});
+    const auto j = task_json(evaluate_task(model, tokenizer, task));
+    return {j["metric"].get<std::string>(), j["metric_value"].get<double>()};
+}
+
+namespace {
+
+PartialSparseKind protocol_kind(const std::string& method)
+{
+    if (method == "lle")
+        return PartialSparseKind::LLE;
+    if (method == "lle-unk")
+        return PartialSparseKind::Unk;
+    if (method == "lle-pca")
+        return PartialSparseKind::PCA;
+    throw InputError("the protocol compresses with lle, lle-unk or lle-pca, not '" + method + "'");
+}
+
+void check_protocol(const ClassifierProtocolOptions& o)
+{
+    if (o.trials < 1 || o.trials > 100)
+        throw InputError("--trials must be between 1 and 100 (the paper runs 3), got " +
+                         std::to_string(o.trials));
+    for (const auto& s : o.settings) {
+        const auto kind = protocol_kind(s.method);
+        if (!(s.keep_ratio > 0 && s.keep_ratio <= 1))
+            throw InputError("the keep ratio r(V_C) must be in (0, 1], got " + std::to_string(s.keep_ratio));
+        if (kind == PartialSparseKind::Unk && (s.ks.size() != 1 || s.ks[0] != 0))
+            throw InputError("lle-unk takes no k (every rare row is the unk row)");
+        if (kind != PartialSparseKind::Unk && s.ks.empty())
+            throw InputError(s.method +
+                             " needs a k (--k K, or --k auto to choose it on the validation split)");
+        if (s.ks.size() > 1 && !o.select_k)
+            throw std::logic_error("run_classifier_protocol: several k need select_k");
+        for (const int64_t k : s.ks)
+            if (kind != PartialSparseKind::Unk && k < 1)
+                throw InputError(s.method + ": k must be at least 1, got " + std::to_string(k));
+    }
+}
+
+// Mean cosine of the rebuilt rare rows against the trained ones (zero rows: cosine 0).
+double mean_rare_cosine(const torch::Tensor& table, const PartialSparseTokenEmbedding& e)
+{
+    const int64_t count = table.size(0) - e.fit().common_ids.numel();
+    if (count == 0)
+        return 1.0;
+    c10::InferenceMode guard;
+    auto rare = torch::ones({table.size(0)}, torch::kBool);
+    rare.index_fill_(0, e.fit().common_ids, false);
+    const auto original = table.index({rare}).to(torch::kFloat64); // ascending ids, as the rare slots
+    const auto rebuilt = e.rare_rows(0, count).to(torch::kFloat64);
+    const auto norms = (original.norm(2, 1) * rebuilt.norm(2, 1)).clamp_min(1e-300);
+    return ((original * rebuilt).sum(1) / norms).mean().item<double>();
+}
+
+// The candidate with the best mean validation score over the trials; ties: the first listed.
+size_t best_on_validation(const std::vector<ProtocolScores>& per_k)
+{
+    size_t best = 0;
+    for (size_t ki = 1; ki < per_k.size(); ++ki)
+        if (mean_and_std(per_k[ki].validation).mean > mean_and_std(per_k[best].validation).mean)
+            best = ki;
+    return best;
+}
+
+// One run of the protocol: the data split, V_C per setting, and the scorings it counts.
+class ProtocolRun {
+public:
+    ProtocolRun(const LanguageModel& base, const Tokenizer& tokenizer, const LabelledTexts& train,
+                const LabelledTexts& test, const ClassifierProtocolOptions& o, const ProgressFn& progress)
+        : base_(base), tokenizer_(tokenizer), test_(test), o_(o), progress_(progress), fit_(train)
+    {
+        if (o.select_k) {
+            try {
+                r_.split = validation_split(static_cast<int64_t>(train.texts.size()), o.validation_fraction,
+                                            o.split_seed);
+            } catch (const InputError& e) {
+                throw InputError(train.source +
+                                 ": k is chosen on a validation split of the training data, and " + e.what());
+            }
+            fit_ = subset(train, r_.split->train);
+            validation_ = subset(train, r_.split->validation);
+        }
+        r_.train_examples = static_cast<int64_t>(fit_.texts.size());
+        r_.test_examples = static_cast<int64_t>(test.texts.size());
+        split_vocabulary();
+        // Progress: every training step, then one unit per scoring.
+        steps_ = classifier_steps(o.train, r_.train_examples);
+        int64_t scorings = 1 + (o.select_k ? 1 : 0);
+        for (const auto& s : o.settings)
+            scorings += static_cast<int64_t>(s.ks.size()) * (o.select_k ? 2 : 1);
+        total_ = o.trials * (steps_ + scorings);
+    }
+
+    ClassifierProtocolResult run() &&
+    {
+        for (int64_t trial = 0; trial < o_.trials; ++trial) {
+            auto model = train_trial(o_.train.seed + static_cast<uint64_t>(trial));
+            r_.original.test.push_back(score(*model, test_));
+            if (o_.select_k)
+                r_.original.validation.push_back(score(*model, validation_));
+            score_compressed(*model);
+            if (trial == 0)
+                r_.first_model = std::move(model);
+        }
+        for (auto& out : r_.settings)
+            out.chosen = best_on_validation(out.per_k);
+        return std::move(r_);
+    }
+
+private:
+    // V_C per setting, from the training examples (or the given ids) once for every trial.
+    void split_vocabulary()
+    {
+        r_.frequency_from_training = !o_.frequency_ids;
+        if (o_.settings.empty())
+            return;
+        const auto ids = o_.frequency_ids ? *o_.frequency_ids : training_token_ids(tokenizer_, fit_);
+        for (const auto& s : o_.settings) {
+            splits_.push_back(
+                training_frequency_split(tokenizer_, ids, base_.config().vocab_size, s.keep_ratio));
+            const auto& split = splits_.back();
+            r_.settings.push_back({.setting = s,
+                                   .common = static_cast<int64_t>(split.common.size()),
+                                   .rare = static_cast<int64_t>(split.rare.size()),
+                                   .per_k = std::vector<ProtocolScores>(s.ks.size()),
+                                   .embedding_params = std::vector<int64_t>(s.ks.size()),
+                                   .rare_cosine = std::vector<double>(s.ks.size())});
+            r_.frequency_tokens = split.total_tokens;
+            r_.frequency_distinct = split.distinct_seen;
+        }
+    }
+
+    std::unique_ptr<LanguageModel> train_trial(uint64_t seed)
+    {
+        auto options = o_.train;
+        options.seed = seed;
+        r_.seeds.push_back(seed);
+        auto model = with_classification_head(base_, fit_.label_names, seed);
+        const int64_t before = done_;
+        r_.training.push_back(train_classifier(*model, tokenizer_, fit_, options, [&](const TrainStep& s) {
+            done_ = before + s.step;
+            return !progress_ || progress_(done_, total_);
+        }));
+        done_ = before + steps_;
+        return model;
+    }
+
+    double score(const LanguageModel& model, const LabelledTexts& data)
+    {
+        const auto s = score_classifier(model, tokenizer_, data);
+        r_.metric = s.metric;
+        ++done_;
+        if (progress_ && !progress_(done_, total_))
+            throw Cancelled();
+        return s.value;
+    }
+
+    // Each setting and k on the trained table: compressed, scored, the trained table put back.
+    void score_compressed(LanguageModel& model)
+    {
+        const auto dense = model.shared_token_embedding();
+        const torch::Tensor table = *dense_table(dense.get());
+        for (size_t si = 0; si < o_.settings.size(); ++si) {
+            const auto& s = o_.settings[si];
+            auto& out = r_.settings[si];
+            for (size_t ki = 0; ki < s.ks.size(); ++ki) {
+                const auto compressed = std::make_shared<PartialSparseTokenEmbedding>(
+                    fit_partial_sparse(table, splits_[si],
+                                       {.kind = protocol_kind(s.method),
+                                        .k = s.ks[ki],
+                                        .reg = o_.reg,
+                                        .unk_id = tokenizer_.unk_id().value_or(-1)}));
+                out.embedding_params[ki] = compressed->parameter_count();
+                out.rare_cosine[ki] += mean_rare_cosine(table, *compressed) / static_cast<double>(o_.trials);
+                model.set_token_embedding(compressed);
+                if (o_.select_k)
+                    out.per_k[ki].validation.push_back(score(model, validation_));
+                out.per_k[ki].test.push_back(score(model, test_));
+                model.set_token_embedding(dense);
+            }
+        }
+    }
+
+    const LanguageModel& base_;
+    const Tokenizer& tokenizer_;
+    const LabelledTexts& test_;
+    const ClassifierProtocolOptions& o_;
+    const ProgressFn& progress_;
+    LabelledTexts fit_, validation_;
+    std::vector<FrequencySplit> splits_;
+    ClassifierProtocolResult r_;
+    int64_t steps_ = 0, total_ = 0, done_ = 0;
+};
+
+nlohmann::ordered_json scores_json(const ProtocolScores& s)
+{
+    nlohmann::ordered_json j{{"test", trial_scores_json(s.test)}};
+    if (!s.validation.empty())
+        j["validation"] = trial_scores_json(s.validation);
+    return j;
+}
+
+nlohmann::ordered_json setting_json(const ProtocolSettingResult& s)
+{
+    nlohmann::ordered_json row{{"method", s.setting.method},
+                               {"keep_ratio", s.setting.keep_ratio},
+                               {"common", s.common},
+                               {"rare", s.rare}};
+    if (s.setting.method != "lle-unk") {
+        row["k"] = s.setting.ks[s.chosen];
+        row["k_candidates"] = s.setting.ks;
+        row["k_chosen_by"] =
+            s.setting.ks.size() > 1 ? "best mean validation score (ties: the first listed)" : "given";
+    }
+    row.update(scores_json(s.per_k[s.chosen]));
+    row["embedding_params"] = s.embedding_params[s.chosen];
+    row["rare_cosine"] = s.rare_cosine[s.chosen];
+    auto per_k = nlohmann::ordered_json::array();
+    for (size_t ki = 0; ki < s.per_k.size(); ++ki) {
+        nlohmann::ordered_json k{{"k", s.setting.ks[ki]}};
+        k.update(scores_json(s.per_k[ki]));
+        k["embedding_params"] = s.embedding_params[ki];
+        k["rare_cosine"] = s.rare_cosine[ki];
+        per_k.push_back(k);
+    }
+    row["per_k"] = per_k;
+    return row;
+}
+
+} // namespace
+
+ClassifierProtocolResult run_classifier_protocol(const LanguageModel& base, const Tokenizer& tokenizer,
+                                                 const LabelledTexts& train, const LabelledTexts& test,
+                                                 const ClassifierProtocolOptions& o,
+                                                 const ProgressFn& progress)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    check_protocol(o);
+    auto r = ProtocolRun(base, tokenizer, train, test, o, progress).run();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+nlohmann::ordered_json trial_scores_json(const std::vector<double>& values)
+{
+    const auto m = mean_and_std(values);
+    return {{"values", values}, {"mean", m.mean}, {"std", m.std}};
+}
+
+nlohmann::ordered_json protocol_json(const ClassifierProtocolResult& r)
+{
+    nlohmann::ordered_json j{{"trials", r.seeds.size()},
+                             {"seeds", r.seeds},
+                             {"std", "sample standard deviation over the trials (n - 1); 0 for one trial"},
+                             {"metric", r.metric},
+                             {"train_examples", r.train_examples},
+                             {"test_examples", r.test_examples}};
+    if (r.split)
+        j["split"] = {{"seed", r.split->seed},
+                      {"validation_fraction", r.split->fraction},
+                      {"validation_examples", r.split->validation.size()},
+                      {"train_examples", r.split->train.size()},
+                      {"shuffle",
+                       "Fisher-Yates from the top, std::mt19937_64(seed), swap i with rng() % (i + 1); "
+                       "the first ceil(fraction n) indices validation"},
+                      {"validation_indices", r.split->validation}};
+    if (!r.settings.empty())
+        j["common_vocabulary"] = {{"source", r.frequency_from_training ? "training text" : "frequency text"},
+                                  {"tokens", r.frequency_tokens},
+                                  {"distinct_seen", r.frequency_distinct}};
+    j["original"] = scores_json(r.original);
+    auto settings = nlohmann::ordered_json::array();
+    for (const auto& s : r.settings)
+        settings.push_back(setting_json(s));
+    j["settings"] = settings;
+    auto training = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < r.training.size(); ++i)
+        training.push_back({{"seed", r.seeds[i]},
+                            {"steps", r.training[i].options.steps},
+                            {"loss_first", r.training[i].loss_curve.front()},
+                            {"loss_last", r.training[i].loss_curve.back()},
+                            {"seconds", r.training[i].seconds}});
+    j["training"] = training;
+    j["seconds"] = r.seconds;
+    return j;
 }
 
 } // namespace embedlab
