@@ -92,6 +92,8 @@ public:
     std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     int64_t parameter_count() const override; // M K d codebook values + V M codes
     std::string kind() const override { return "aq"; }
+    std::vector<std::pair<std::string, torch::Tensor>>
+    stored_tensors() const override; // aq.codes (packed) ...
     const torch::Tensor& codes() const { return codes_; }
     const torch::Tensor& codebooks() const { return codebooks_; }
 

@@ -9,20 +9,11 @@
 // Layout of DIR:
 //   config.json, tokenizer and other non-weight files   copied from the source
 //   model.safetensors   every weight except the embedding table, plus the
-//                       method's factors under the table's prefix:
-//                       pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d]
-//                       svd: <p>svd.Z, <p>svd.P; lrf (finetune --from-scratch): <p>lrf.Z, <p>lrf.P
-//                       tt : <p>tt.core0 .. core{N-1}, core k [V, r_k, I_k+1, r_k+1];
-//                       per-token ranks (eps): <p>tt.packed_core0 .. {N-1}, 1-D, each
-//                       token's own r_k x I_k+1 x r_k+1 values in turn, and
-//                       <p>tt.token_ranks [V, N-1] int32 (padded tt.core<k> before issue 36)
-//                       tucker: <p>tucker.core [V, r_1..r_N], <p>tucker.factor0 ..
-//                       factor{N-1}, factor k [I_k+1, r_k+1] (tucker.hpp)
-//                       lle, lle-unk, lle-pca: <p><method>.common_ids (int32), ...
-//                       (partial_sparse.hpp; <method>.rare_ids only before issue 36)
-//                       fourier: <p>fourier.w_in, <p>fourier.b_in; geglu adds
-//                       <p>fourier.w_out, <p>fourier.b_out; --norm adds <p>fourier.norm
-//                       (shapes in fourier_embedding.hpp; no per-token values)
+//                       method's factors under the table's prefix <p>, as its
+//                       stored form declares them (stored_form.hpp; each built-in
+//                       form beside its method in engine/src/methods/request_*.cpp),
+//                       e.g. pca: <p>pca.mu [d], <p>pca.Z [V,k], <p>pca.P [k,d];
+//                       tt: <p>tt.core0 .. core{N-1}; lle: <p>lle.common_ids, ...
 //                       (<p> = "wte." for gpt2, "model.embed_tokens." for llama;
 //                       a compressed gpt2 position table likewise under "wpe.")
 //   embedlab.json       method, parameters, factor shapes, accounting,
@@ -84,7 +75,8 @@ struct StoredFactorBytes {
 };
 StoredFactorBytes store_factors(CompressedEmbedding& c, const ModelConfig& config, bool positions = false);
 
-// The factor tensors of a compressed embedding under `prefix` (see above).
+// The factor tensors of a compressed embedding under `prefix`: its stored_tensors()
+// with the prefix (see above). InputError for an embedding with no stored form (dense).
 std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(const TokenEmbedding& embedding,
                                                                             const std::string& prefix);
 

@@ -118,6 +118,7 @@ public:
     // MLP (+ norm) values only: the features are computed, not stored.
     int64_t parameter_count() const override;
     std::string kind() const override { return "fourier"; }
+    std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override; // fourier.w_in ...
     const FourierParams& params() const { return p_; }
 
     // The pieces of E for inspection (fourier-map): features [n, d] -> MLP(T) [n, d],

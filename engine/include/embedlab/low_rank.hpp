@@ -49,6 +49,8 @@ public:
     {
         return kind_ == LowRankKind::PCA ? "pca" : kind_ == LowRankKind::SVD ? "svd" : "lrf";
     }
+    std::vector<std::pair<std::string, torch::Tensor>>
+    stored_tensors() const override; // <kind>.Z, .P (pca: .mu)
 
     LowRankKind low_rank_kind() const { return kind_; }
     const torch::Tensor& mu() const { return mu_; } // [d]; zeros for SVD

@@ -7,8 +7,8 @@
 //   embedlab::find_method("lrf");                        // nullptr: a stored kind, not a method
 //
 // A method declares the request fields it takes (experiment_request.hpp), checks them,
-// describes a request in a few words and names the stored layout of its factors
-// (manifest_layout.hpp); one file per method family, engine/src/methods/request_*.cpp,
+// describes a request in a few words and names the stored form of its factors
+// (stored_form.hpp); one file per method family, engine/src/methods/request_*.cpp,
 // holds its row. register_method adds a row at run time (a test's toy method).
 //
 // Torch-free. Thread safety: the built-in rows never change; register_method must
@@ -103,8 +103,9 @@ struct MethodDescriptor {
     // The baseline the others are read against at equal bytes (quant: the table in a
     // llama.cpp block format); the demo's report names the best run within its bytes.
     bool bytes_baseline = false;
-    // The stored layout of its token table (manifest_layout.hpp): "pca", "svd", "lrf",
-    // "tt", "tucker", "lle", "lle-unk", "lle-pca", "fourier" or "quant"; empty for flat.
+    // The stored form of its token table (stored_form.hpp): "pca", "svd", "lrf", "tt",
+    // "tucker", "lle", "lle-unk", "lle-pca", "fourier", "quant", "aq" or one registered;
+    // empty for flat.
     const char* stored_as = "";
     // The request fields it takes beyond every method's (model, evaluation, task, seed;
     // positions with `positions`, lora_* with `lora`).

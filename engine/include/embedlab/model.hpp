@@ -52,6 +52,16 @@ public:
     // Stored values (an int32 index counts as one value; METHODS 0).
     virtual int64_t parameter_count() const = 0;
     virtual std::string kind() const = 0; // "dense", "pca", ...
+    // The tensors that hold it in a compressed directory, named as its stored form
+    // declares them (stored_form.hpp) without the table's prefix: "pca.Z". By default
+    // InputError "embedding kind '<kind>' cannot be stored as factors".
+    virtual std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const;
+    // Whether each row is built on its own, so rows rebuilt a block at a time are the same
+    // bits as the whole table at once (tt); an export may then rebuild it in blocks.
+    virtual bool rows_built_alone() const { return false; }
+    // The ggml block type its rows are stored as ("q4_k"), "" for float values: a GGUF
+    // export keeps a quantised table at its own type.
+    virtual std::string stored_row_type() const { return {}; }
     // ONNX export (onnx_export.hpp): adds to `graph` the nodes that compute lookup(ids)
     // for int64 `ids` of any shape from the stored values, and returns the output's
     // name. Empty (the default): this embedding cannot be written as ONNX, and the

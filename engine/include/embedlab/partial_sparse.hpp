@@ -145,6 +145,8 @@ public:
     // The stored ids among them: |V_C| common ids, plus R k neighbour ids for LLE.
     int64_t index_values() const;
     std::string kind() const override { return partial_sparse_method_name(fit_.kind); }
+    std::vector<std::pair<std::string, torch::Tensor>>
+    stored_tensors() const override; // <kind>.common_ids ...
     const PartialSparseFit& fit() const { return fit_; }
     // Rebuilt rows of the given rare-slot range [first, first + count) -> [count, d].
     torch::Tensor rare_rows(int64_t first, int64_t count) const;

@@ -36,6 +36,8 @@ public:
     // V d: every value is stored (at bits_per_value bits each).
     int64_t parameter_count() const override { return vocab_size() * dim_; }
     std::string kind() const override { return "quant"; }
+    std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override; // quant.blocks
+    std::string stored_row_type() const override { return type(); }
 
     const std::string& type() const { return type_; } // "q4_k"
     const torch::Tensor& blocks() const { return blocks_; }

@@ -3,8 +3,11 @@
 // its settings. compress_table, spec_json, accounting_json and the experiment API call
 // these; none of them dispatches on a method name. Each method is one file in
 // engine/src/methods/table_*.cpp, listed once in table_methods.cpp; its registry row
-// (fields, checks) is the torch-free request_*.cpp beside it. register_table_method adds
-// one at run time, after register_method added its row (tests/toy_method_test.cpp).
+// (fields, checks) and its stored form's layout are the torch-free request_*.cpp beside
+// it, and the table_*.cpp holds the form's rebuild (StoredFormRebuild) and its
+// embedding's stored_tensors. register_table_method adds one at run time, after
+// register_method added its row; register_stored_form and register_stored_rebuild add
+// a form of its own (tests/toy_method_test.cpp).
 //
 //   const auto& m = embedlab::table_method("pca");      // InputError: unknown, or not a table method
 //   m.fit(table, out, model_params, progress);          // out.embedding, accounting, fit record
@@ -15,6 +18,9 @@
 // before any other thread reads the list.
 #pragma once
 
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +30,7 @@
 #include "embedlab/compress.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/method_registry.hpp"
+#include "embedlab/stored_form.hpp"
 
 namespace embedlab {
 
@@ -86,6 +93,8 @@ public:
     // What a reader of the accounting should know of this method's numbers, in a sentence
     // or two (the CLI prints it under account's table); none by default.
     virtual std::string accounting_note(const EmbeddingAccounting&) const { return {}; }
+    // Whether the fit draws from spec.seed: embedlab.json records the seed (0 otherwise).
+    virtual bool fit_is_seeded() const { return false; }
 };
 
 // One setting's accounting without a table, checked: the method's defaults, then
@@ -130,5 +139,27 @@ void register_table_method(const TableMethod& method);
 // The table method called `name`: InputError for an unknown name, or for a method that
 // compresses another part (flat: the attention values).
 const TableMethod& table_method(const std::string& name);
+// The same, or null.
+const TableMethod* find_table_method(const std::string& name);
+
+// The torch half of a stored form (stored_form.hpp): how the tensors its layout declared
+// become its embedding again. Keyed by the form's name, so a form that names a method
+// (lrf) rebuilds with no TableMethod. The tensors written are the embedding's own
+// (TokenEmbedding::stored_tensors); compressed_model.cpp checks names and shapes first.
+using StoredTensors = std::map<std::string, torch::Tensor>; // names without the table's prefix
+struct StoredFormRebuild {
+    std::string form;
+    // `t` as the form's layout checked it; `f` every tensor it declared, at its shape
+    // (moved from as used). InputError for contents it refuses (the loader names the file).
+    std::function<std::shared_ptr<const TokenEmbedding>(const TableLayout& t, StoredTensors& f)> rebuild;
+    // A form that names a method (lrf): its embedlab.json "parameters" from a spec, as
+    // TableMethod::spec_fields writes a method's.
+    std::function<void(const CompressionSpec&, nlohmann::ordered_json&)> spec_fields;
+};
+// Adds the rebuild of a form register_stored_form added: InputError if there is no such
+// form, or it has a rebuild already.
+void register_stored_rebuild(StoredFormRebuild rebuild);
+// InputError "<where>: stored form 'x' has no rebuild in this build" when none is known.
+const StoredFormRebuild& stored_rebuild(const std::string& form, const std::string& where);
 
 } // namespace embedlab

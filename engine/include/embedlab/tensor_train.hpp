@@ -84,6 +84,8 @@ public:
     // exactly the elements packed_cores() and token_ranks() hold.
     int64_t parameter_count() const override;
     std::string kind() const override { return "tt"; }
+    std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override; // tt.core<k> ...
+    bool rows_built_alone() const override { return true; } // each token's cores contracted on their own
 
     const std::vector<int64_t>& shape() const { return shape_; }
     std::vector<int64_t> ranks() const; // per position, the cores' (largest) ranks

@@ -63,6 +63,7 @@ public:
     std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
     int64_t parameter_count() const override;
     std::string kind() const override { return "tucker"; }
+    std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override; // tucker.core ...
 
     const std::vector<int64_t>& shape() const { return shape_; }
     const std::vector<int64_t>& ranks() const { return ranks_; }

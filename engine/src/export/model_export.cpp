@@ -16,7 +16,6 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/name_table.hpp"
 #include "embedlab/quant_types.hpp"
-#include "embedlab/quantised_table.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/gguf_output.hpp"
 #include "io/gguf_quants.hpp"
@@ -82,10 +81,10 @@ LazyTensor lazy_dense_tokens(const TokenEmbedding& e)
     if (const auto* table = dense_table(&e))
         return held(*table);
     LazyTensor t{{e.vocab_size(), e.dim()}, [&e] { return dense_tokens(e); }};
-    // tt contracts each token's cores on its own, so rows rebuilt in blocks are the same
-    // bits as all at once; a product over the whole table (pca's Z P) is not blocked, so
-    // that its export stays bit-identical to the whole-table rebuild.
-    if (e.kind() == "tt")
+    // Rows built each on its own (tt) are the same bits rebuilt in blocks as all at once;
+    // a product over the whole table (pca's Z P) is not blocked, so that its export stays
+    // bit-identical to the whole-table rebuild.
+    if (e.rows_built_alone())
         t.rows = [&e](int64_t begin, int64_t count) {
             c10::InferenceMode guard;
             return e.lookup(torch::arange(begin, begin + count, torch::kLong)).contiguous();
@@ -619,10 +618,10 @@ ModelExportReport export_gguf(const LoadedModel& lm, const fs::path& out, const 
         output_type = named_tensor_type(options.output_type, config.hidden_size, "--output-type");
     }
     GgufPlan plan = plan_gguf(lm);
-    if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(&lm.model->token_embedding());
-        q && !embedding_type) {
-        embedding_type = named_tensor_type(q->type(), d, "the table's type");
-        plan.notes.push_back("token table kept at its own type " + q->type() +
+    if (const std::string own = lm.model->token_embedding().stored_row_type();
+        !own.empty() && !embedding_type) {
+        embedding_type = named_tensor_type(own, d, "the table's type");
+        plan.notes.push_back("token table kept at its own type " + own +
                              " (its dequantised rows quantised again by ggml's reference quantizer)");
     }
     const auto type = tensor_type(options.type);

@@ -90,13 +90,29 @@ nlohmann::ordered_json knn_json(const KnnReport& r)
     return j;
 }
 
+namespace {
+
+// The rebuild of a stored form a manifest names as its method (lrf), which no table
+// method fits; null for any other name.
+const StoredFormRebuild* method_of_its_own(const std::string& name)
+{
+    const StoredForm* form = find_method(name) ? nullptr : find_stored_form(name);
+    if (!form || !form->names_a_method)
+        return nullptr;
+    const auto& rebuild = stored_rebuild(form->name, "stored form '" + name + "'");
+    return rebuild.spec_fields ? &rebuild : nullptr;
+}
+
+} // namespace
+
 nlohmann::ordered_json spec_json(const CompressionSpec& spec)
 {
     nlohmann::ordered_json j = {{"method", spec.method}};
-    // lrf (finetune --from-scratch) stores a rank as pca does; any other name that is not a
-    // table method is an error, never read as some method's parameters.
-    if (spec.method == "lrf")
-        j["rank"] = spec.rank;
+    // A stored form that names a method (lrf: finetune --from-scratch's factors) writes its
+    // own; any other name that is not a table method is an error, never read as some
+    // method's parameters.
+    if (const StoredFormRebuild* form = method_of_its_own(spec.method))
+        form->spec_fields(spec, j);
     else
         table_method(spec.method).spec_fields(spec, j);
     if (!spec.store.empty()) // which tensors it applied to: the manifest's stored_types
@@ -120,10 +136,10 @@ nlohmann::ordered_json accounting_json(const EmbeddingAccounting& a)
                           eta, flops_lookup, flops_head, tied_head, flops_per_token, flops_per_token_dense,
                           flops_dense_lookup, flops_dense_with_head);
     j["flops_convention"] = kFlopsConvention;
-    // lrf (finetune --from-scratch) has no fields of its own; any other name that is not a
-    // table method is an error.
+    // A stored form that names a method (lrf) counts no fields of its own; any other name
+    // that is not a table method is an error.
     nlohmann::ordered_json conventions{{"flops", kFlopsConvention}};
-    if (a.method != "lrf") {
+    if (!method_of_its_own(a.method)) {
         table_method(a.method).accounting_fields(a, j);
         table_method(a.method).conventions(a, conventions);
     }

@@ -1,6 +1,6 @@
 // aq's registry row (issue 38 part 3, the LLE paper's third baseline): additive
 // quantisation after Shu and Nakayama (2017), every row a sum of M codewords, one from
-// each of M codebooks of K, codes learned by a Gumbel-softmax autoencoder.
+// each of M codebooks of K, codes learned by a Gumbel-softmax autoencoder. Its stored form.
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -70,6 +70,28 @@ MethodDescriptor aq()
                        {"lr", default_doc("lr", "the official 1e-4")},
                        {"fit_batch", default_doc("fit_batch", "the official 64")}},
         .example = R"({"codebooks": 32, "codewords": 16})"};
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+// aq.codes [V, bytes]: each row's M codes of log2 K bits, packed a row at a time (ids);
+// aq.codebooks [M, K, d].
+StoredForm aq_form()
+{
+    return {.name = "aq", .layout = [](const StoredBlock& b, TableLayout& t) {
+                const int64_t M = b.integer("codebooks"), K = b.integer("codewords");
+                if (M < 1 || M > 1024 || K < 2 || K > 256 || (K & (K - 1)) != 0)
+                    b.fail("aq needs 1..1024 codebooks of a power of two in 2..256 codewords, got " +
+                           std::to_string(M) + " of " + std::to_string(K));
+                int64_t bits = 0;
+                while ((int64_t{1} << bits) < K)
+                    ++bits;
+                t.needs("aq.codes", {t.rows, (M * bits + 7) / 8}, true);
+                t.needs("aq.codebooks", {M, K, t.dim});
+                t.parameters = {{"codebooks", M}, {"codewords", K}};
+            }};
 }
 
 } // namespace embedlab::method_rows

@@ -1,5 +1,6 @@
 // fourier's registry row (METHODS 4, PETE): the MLP over Fourier features of the id
-// and its AdamW fit.
+// and its AdamW fit; its stored form.
+#include "embedlab/fourier_mlp.hpp"
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -53,6 +54,43 @@ MethodDescriptor fourier()
                 },
             .field_docs = {{"lr", zero_doc("lr", "1e-3")}, {"fit_batch", zero_doc("fit_batch", "4096")}},
             .example = R"({"mlp": "linear", "steps": 300})"};
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+// fourier.w_in and fourier.b_in ([d, d], [d] linear; [2h, d], [2h] geglu, which adds
+// fourier.w_out [d, h] and fourier.b_out [d]); fourier.norm [d] with norm. No per-token
+// values: the features are computed from the id.
+StoredForm fourier_form()
+{
+    return {.name = "fourier", .layout = [](const StoredBlock& b, TableLayout& t) {
+                const std::string mlp =
+                    fourier_mlp_name(parse_fourier_mlp(b.field("mlp").get<std::string>()));
+                const bool norm = b.field("norm").get<bool>();
+                const int64_t d = t.dim;
+                if (t.rows < 2)
+                    b.fail("fourier needs at least 2 rows, the table has " + std::to_string(t.rows));
+                int64_t hidden = 0;
+                if (mlp == "linear") {
+                    t.needs("fourier.w_in", {d, d});
+                    t.needs("fourier.b_in", {d});
+                } else {
+                    const double ratio = b.field("hidden_ratio").get<double>();
+                    if (!(ratio > 0 && ratio <= kMaxFourierHiddenRatio))
+                        b.fail("hidden_ratio must be in (0, " + std::to_string(kMaxFourierHiddenRatio) +
+                               "], got " + std::to_string(ratio));
+                    hidden = fourier_hidden_size(d, ratio);
+                    t.needs("fourier.w_in", {2 * hidden, d});
+                    t.needs("fourier.b_in", {2 * hidden});
+                    t.needs("fourier.w_out", {d, hidden});
+                    t.needs("fourier.b_out", {d});
+                }
+                if (norm)
+                    t.needs("fourier.norm", {d});
+                t.parameters = {{"mlp", mlp}, {"norm", norm}, {"hidden", hidden}};
+            }};
 }
 
 } // namespace embedlab::method_rows

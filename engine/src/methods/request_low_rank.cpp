@@ -1,4 +1,5 @@
-// pca and svd's registry rows (METHODS 1): a rank in 1..d and the energy model.
+// pca and svd's registry rows (METHODS 1): a rank in 1..d and the energy model; their
+// stored forms, and lrf's (finetune --from-scratch's factors).
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -51,6 +52,46 @@ MethodDescriptor pca()
 MethodDescriptor svd()
 {
     return low_rank(Method::SVD, "svd", "uncentred truncated SVD E ~ Z P (METHODS 1)");
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+namespace {
+
+// pca, svd and lrf: <form>.Z [V, r] and <form>.P [r, d]; pca's mean pca.mu [d] first.
+StoredForm low_rank_form(const char* name, bool mean, bool names_a_method)
+{
+    return {.name = name,
+            .names_a_method = names_a_method,
+            .layout = [form = std::string(name), mean](const StoredBlock& b, TableLayout& t) {
+                const int64_t rank = b.integer("rank");
+                if (rank < 1 || rank > t.dim)
+                    b.fail("rank " + std::to_string(rank) + " is outside 1.." + std::to_string(t.dim));
+                t.parameters = {{"rank", rank}};
+                if (mean)
+                    t.needs(form + ".mu", {t.dim});
+                t.needs(form + ".Z", {t.rows, rank});
+                t.needs(form + ".P", {rank, t.dim});
+            }};
+}
+
+} // namespace
+
+StoredForm pca_form()
+{
+    return low_rank_form("pca", true, false);
+}
+
+StoredForm svd_form()
+{
+    return low_rank_form("svd", false, false);
+}
+
+StoredForm lrf_form()
+{
+    return low_rank_form("lrf", false, true);
 }
 
 } // namespace embedlab::method_rows

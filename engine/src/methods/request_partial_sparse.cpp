@@ -1,5 +1,5 @@
 // The lle family's registry rows (METHODS 2): a frequency text splitting common from
-// rare tokens, the share kept, and how rare rows are rebuilt.
+// rare tokens, the share kept, and how rare rows are rebuilt; their stored forms.
 #include <string_view>
 
 #include "embedlab/task_names.hpp"
@@ -151,6 +151,69 @@ MethodDescriptor lle_pca()
 {
     return partial_sparse(Method::LLEPCA, "lle-pca", "rare rows in the table's top-k PCA basis (METHODS 2)",
                           false, true);
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+namespace {
+
+enum class RareRows { Neighbours, Fallback, Basis }; // lle, lle-unk, lle-pca
+
+// <form>.common_ids [C] and .common_rows [C, d], then how rare rows are rebuilt: lle's
+// neighbour_ids, weights [R, k] and norms [R]; lle-unk's fallback [d]; lle-pca's mean
+// [d], basis [k, d] and coords [R, k]. <form>.rare_ids [R] only before issue 36 (now
+// the complement of the common ids).
+StoredForm partial_sparse_form(const char* name, RareRows rare_rows)
+{
+    return {.name = name,
+            .layout = [form = std::string(name), rare_rows](const StoredBlock& b, TableLayout& t) {
+                const int64_t common = b.integer("common"), rare = b.integer("rare");
+                const int64_t k = rare_rows == RareRows::Fallback ? 0 : b.integer("k");
+                // Compared without adding, so huge counts cannot overflow.
+                if (common < 1 || rare < 0 || common > t.rows || rare != t.rows - common)
+                    b.fail("common " + std::to_string(common) + " + rare " + std::to_string(rare) +
+                           " does not make the " + std::to_string(t.rows) + " rows of the table");
+                if (rare_rows != RareRows::Fallback && k < 1)
+                    b.fail("k must be at least 1, got " + std::to_string(k));
+                const double reg = b.has("reg") ? b.params()["reg"].get<double>() : 0.0;
+                const std::string m = form + ".";
+                const bool rare_ids_stored = b.lists(m + "rare_ids");
+                t.needs(m + "common_ids", {common}, true);
+                if (rare_ids_stored)
+                    t.needs(m + "rare_ids", {rare}, true);
+                t.needs(m + "common_rows", {common, t.dim});
+                if (rare_rows == RareRows::Neighbours) {
+                    t.needs(m + "neighbour_ids", {rare, k}, true);
+                    t.needs(m + "weights", {rare, k});
+                    t.needs(m + "norms", {rare});
+                } else if (rare_rows == RareRows::Fallback) {
+                    t.needs(m + "fallback", {t.dim});
+                } else {
+                    t.needs(m + "mean", {t.dim});
+                    t.needs(m + "basis", {k, t.dim});
+                    t.needs(m + "coords", {rare, k});
+                }
+                t.parameters = {{"k", k}, {"reg", reg}, {"rare_ids_stored", rare_ids_stored}};
+            }};
+}
+
+} // namespace
+
+StoredForm lle_form()
+{
+    return partial_sparse_form("lle", RareRows::Neighbours);
+}
+
+StoredForm lle_unk_form()
+{
+    return partial_sparse_form("lle-unk", RareRows::Fallback);
+}
+
+StoredForm lle_pca_form()
+{
+    return partial_sparse_form("lle-pca", RareRows::Basis);
 }
 
 } // namespace embedlab::method_rows

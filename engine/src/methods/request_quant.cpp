@@ -1,7 +1,9 @@
 // quant's registry row (issue 38): the table itself in one of ggml's block formats,
 // the baseline a method is read against at equal bytes. A type whose blocks do not
-// divide d is refused (llama.cpp asserts there), naming the types that fit.
+// divide d is refused (llama.cpp asserts there), naming the types that fit. Its
+// stored form.
 #include "embedlab/quant_types.hpp"
+#include "io/gguf_quants.hpp"
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -44,6 +46,29 @@ MethodDescriptor quant()
                               types, base, [](CompressionRequest& r, const std::string& t) { r.type = t; });
                       }},
         .example = R"({"type": "q8_0"})"};
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+// quant.blocks [V, row bytes]: the ggml blocks of every row as bytes (uint8), the bytes
+// llama.cpp's blocks are; the type fixes a row's length.
+StoredForm quant_form()
+{
+    return {
+        .name = "quant", .layout = [](const StoredBlock& b, TableLayout& t) {
+            const auto& type = b.field("type");
+            const auto* q = type.is_string() ? find_quant_type(type.get<std::string>()) : nullptr;
+            if (!q)
+                b.fail("quant type " + type.dump() + " is not one EmbedLab reads (" + quant_type_names() +
+                       ")");
+            if (t.dim % q->block_values != 0)
+                b.fail(std::string("quant type ") + q->name +
+                       " does not fit rows of d = " + std::to_string(t.dim));
+            t.needs("quant.blocks", {t.rows, static_cast<int64_t>(io::ggml_row_bytes(q->ggml_type, t.dim))});
+            t.parameters = {{"type", q->name}};
+        }};
 }
 
 } // namespace embedlab::method_rows

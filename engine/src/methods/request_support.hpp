@@ -10,6 +10,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/method_registry.hpp"
+#include "embedlab/stored_form.hpp"
 #include "embedlab/text_format.hpp"
 
 namespace embedlab::method_rows {
@@ -25,6 +26,20 @@ MethodDescriptor fourier();
 MethodDescriptor quant();
 MethodDescriptor aq();
 MethodDescriptor flat();
+
+// The built-in stored forms (stored_form.hpp), each beside its method's row;
+// stored_forms.cpp lists them.
+StoredForm pca_form();
+StoredForm svd_form();
+StoredForm lrf_form(); // finetune --from-scratch's factors: a form that names a method
+StoredForm tt_form();
+StoredForm tucker_form();
+StoredForm lle_form();
+StoredForm lle_unk_form();
+StoredForm lle_pca_form();
+StoredForm fourier_form();
+StoredForm quant_form();
+StoredForm aq_form();
 
 // "d = 768" for messages ("d" while the width is unknown).
 inline std::string width(int64_t d)

@@ -1,5 +1,5 @@
 // tt's registry row (METHODS 5): a shape of d and ranks 1,r1,..,1, or eps choosing
-// each token's ranks; the energy model.
+// each token's ranks; the energy model. Its stored form.
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -100,6 +100,49 @@ MethodDescriptor tensor_train()
                   .settings = sweep_settings},
         .field_docs = {{"shape", tt_shape_doc()}},
         .example = R"({"shape": [8, 8, 12], "ranks": [1, 4, 4, 1]})"};
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+// tt.core<k> [V, r_k, I_k+1, r_k+1]; per-token ranks: tt.token_ranks [V, N-1] and the
+// cores packed, tt.packed_core<k> (1-D, each token's own values; issue 36), or padded
+// to `ranks` as tt.core<k> in directories written before.
+StoredForm tt_form()
+{
+    return {
+        .name = "tt", .layout = [](const StoredBlock& b, TableLayout& t) {
+            const auto shape = b.integers("shape");
+            const auto ranks = b.integers("ranks");
+            check_tt_shape_and_ranks(t.dim, shape, ranks);
+            bool per_token = false;
+            if (b.has("rank_mode")) {
+                const auto& mode = b.params()["rank_mode"];
+                if (mode != "per_token" && mode != "uniform")
+                    b.fail("rank_mode must be \"per_token\" or \"uniform\", got " + mode.dump());
+                per_token = mode == "per_token";
+            }
+            // The lengths of packed cores follow from tt.token_ranks, checked by the embedding.
+            const bool packed = per_token && b.lists("tt.packed_core0");
+            if (!per_token && (b.lists("tt.token_ranks") || b.lists("tt.packed_core0")))
+                b.fail("lists per-token tensors (tt.token_ranks, tt.packed_core<k>) but its rank_mode is "
+                       "not \"per_token\"");
+            for (size_t k = 0; k < shape.size(); ++k) {
+                if (packed) {
+                    const std::string name = "tt.packed_core" + std::to_string(k);
+                    const auto listed = b.listed_shape(name);
+                    if (listed.size() != 1 || listed[0] < 0)
+                        b.fail("'" + b.prefix() + name + "' must be one-dimensional (packed)");
+                    t.needs(name, listed);
+                } else {
+                    t.needs("tt.core" + std::to_string(k), {t.rows, ranks[k], shape[k], ranks[k + 1]});
+                }
+            }
+            if (per_token)
+                t.needs("tt.token_ranks", {t.rows, static_cast<int64_t>(shape.size()) - 1}, true);
+            t.parameters = {{"shape", shape}, {"ranks", ranks}, {"per_token", per_token}, {"packed", packed}};
+        }};
 }
 
 } // namespace embedlab::method_rows

@@ -1,5 +1,5 @@
 // tucker's registry row (METHODS 5's baseline): tt's shape of d (required) and one
-// rank per mode, 1 <= r_k <= I_k.
+// rank per mode, 1 <= r_k <= I_k. Its stored form.
 #include "methods/request_support.hpp"
 
 namespace embedlab::method_rows {
@@ -86,6 +86,27 @@ MethodDescriptor tucker()
                   .settings = sweep_settings},
         .field_docs = {{"ranks", tucker_ranks_doc()}},
         .example = R"({"shape": [8, 8, 12], "ranks": [4, 4, 6]})"};
+}
+
+} // namespace embedlab::method_rows
+
+namespace embedlab::method_rows {
+
+// tucker.core [V, r_1..r_N] and tucker.factor<k> [I_k+1, r_k+1]: tt's tensorisation,
+// ranks r_1..r_N, one per mode.
+StoredForm tucker_form()
+{
+    return {.name = "tucker", .layout = [](const StoredBlock& b, TableLayout& t) {
+                const auto shape = b.integers("shape");
+                const auto ranks = b.integers("ranks");
+                check_tucker_shape_and_ranks(t.dim, shape, ranks);
+                TensorShape core{t.rows};
+                core.insert(core.end(), ranks.begin(), ranks.end());
+                t.needs("tucker.core", core);
+                for (size_t k = 0; k < shape.size(); ++k)
+                    t.needs("tucker.factor" + std::to_string(k), {shape[k], ranks[k]});
+                t.parameters = {{"shape", shape}, {"ranks", ranks}};
+            }};
 }
 
 } // namespace embedlab::method_rows

@@ -142,4 +142,25 @@ public:
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(aq_method, AqMethod)
 
+// aq's stored form (request_aq.cpp): the codes packed a row at a time, the codebooks.
+StoredFormRebuild aq_rebuild()
+{
+    return {.form = "aq", .rebuild = [](const TableLayout& t, StoredTensors& f) {
+                const auto& p = t.parameters;
+                return std::make_shared<AdditiveQuantisedTokenEmbedding>(
+                    unpack_aq_codes(f.at("aq.codes"), p.at("codebooks").get<int64_t>(),
+                                    p.at("codewords").get<int64_t>()),
+                    f.at("aq.codebooks"));
+            }};
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+std::vector<std::pair<std::string, torch::Tensor>> AdditiveQuantisedTokenEmbedding::stored_tensors() const
+{
+    return {{"aq.codes", pack_aq_codes(codes_, codebooks_.size(1))}, {"aq.codebooks", codebooks_}};
+}
+
+} // namespace embedlab

@@ -12,6 +12,7 @@ namespace {
 class FourierMethod final : public TableMethod {
 public:
     std::string name() const override { return "fourier"; }
+    bool fit_is_seeded() const override { return true; } // its AdamW fit starts from spec.seed
     double fit_work(const CompressionRequest& r, double, double d) const override
     {
         return double(r.steps) * double(r.fit_batch > 0 ? r.fit_batch : 4096) * 12 * d *
@@ -128,4 +129,43 @@ public:
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(fourier_method, FourierMethod)
 
+// fourier's stored form (request_fourier.cpp): the MLP's weights.
+StoredFormRebuild fourier_rebuild()
+{
+    return {.form = "fourier", .rebuild = [](const TableLayout& t, StoredTensors& f) {
+                const auto& s = t.parameters;
+                FourierParams p{.mlp = parse_fourier_mlp(s.at("mlp").get<std::string>()),
+                                .vocab = t.rows,
+                                .dim = t.dim,
+                                .hidden = s.at("hidden").get<int64_t>(),
+                                .norm = s.at("norm").get<bool>()};
+                p.w_in = f.at("fourier.w_in");
+                p.b_in = f.at("fourier.b_in");
+                if (p.mlp == FourierMlp::GeGLU) {
+                    p.w_out = f.at("fourier.w_out");
+                    p.b_out = f.at("fourier.b_out");
+                }
+                if (p.norm)
+                    p.norm_weight = f.at("fourier.norm");
+                return std::make_shared<FourierTokenEmbedding>(std::move(p));
+            }};
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+std::vector<std::pair<std::string, torch::Tensor>> FourierTokenEmbedding::stored_tensors() const
+{
+    std::vector<std::pair<std::string, torch::Tensor>> out{{"fourier.w_in", p_.w_in},
+                                                           {"fourier.b_in", p_.b_in}};
+    if (p_.mlp == FourierMlp::GeGLU) {
+        out.emplace_back("fourier.w_out", p_.w_out);
+        out.emplace_back("fourier.b_out", p_.b_out);
+    }
+    if (p_.norm)
+        out.emplace_back("fourier.norm", p_.norm_weight);
+    return out;
+}
+
+} // namespace embedlab

@@ -73,4 +73,45 @@ EMBEDLAB_TABLE_METHOD_INSTANCE(pca_method, LowRankMethod, LowRankKind::PCA)
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(svd_method, LowRankMethod, LowRankKind::SVD)
 
+// pca, svd and lrf's stored forms (request_low_rank.cpp): the factors as they are, svd
+// and lrf with a zero mean; lrf, which no method fits, records its rank as pca does.
+std::vector<StoredFormRebuild> low_rank_rebuilds()
+{
+    std::vector<StoredFormRebuild> out;
+    for (const auto kind : {LowRankKind::PCA, LowRankKind::SVD, LowRankKind::LRF}) {
+        const std::string form = kind == LowRankKind::PCA ? "pca" : kind == LowRankKind::SVD ? "svd" : "lrf";
+        StoredFormRebuild r{.form = form};
+        r.rebuild = [kind, form](const TableLayout& t, StoredTensors& f) {
+            LowRankFit fit;
+            fit.kind = kind;
+            fit.rank = t.parameters.at("rank").get<int64_t>();
+            fit.mu = kind == LowRankKind::PCA ? f.at("pca.mu") : torch::zeros({t.dim}, torch::kFloat32);
+            fit.Z = f.at(form + ".Z");
+            fit.P = f.at(form + ".P");
+            return std::make_shared<LowRankTokenEmbedding>(fit);
+        };
+        if (kind == LowRankKind::LRF)
+            r.spec_fields = [](const CompressionSpec& spec, nlohmann::ordered_json& j) {
+                j["rank"] = spec.rank;
+            };
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+std::vector<std::pair<std::string, torch::Tensor>> LowRankTokenEmbedding::stored_tensors() const
+{
+    const std::string p = kind() + ".";
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    if (kind_ == LowRankKind::PCA)
+        out.emplace_back(p + "mu", mu_);
+    out.emplace_back(p + "Z", Z_);
+    out.emplace_back(p + "P", P_);
+    return out;
+}
+
+} // namespace embedlab

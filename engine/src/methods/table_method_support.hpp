@@ -63,4 +63,14 @@ const TableMethod& lle_pca_method();
 const TableMethod& fourier_method();
 const TableMethod& quant_method();
 
+// The stored forms' rebuilds, beside each method (table_methods.cpp lists them):
+// pca, svd and lrf; lle, lle-unk and lle-pca.
+std::vector<StoredFormRebuild> low_rank_rebuilds();
+StoredFormRebuild tensor_train_rebuild();
+StoredFormRebuild tucker_rebuild();
+std::vector<StoredFormRebuild> partial_sparse_rebuilds();
+StoredFormRebuild fourier_rebuild();
+StoredFormRebuild quant_rebuild();
+StoredFormRebuild aq_rebuild();
+
 } // namespace embedlab::table_support

@@ -1,6 +1,7 @@
 // The table methods (table_method.hpp): one line per method, in the registry's order.
 #include <algorithm>
 #include <cctype>
+#include <deque>
 
 #include "embedlab/quant_types.hpp"
 #include "methods/table_method_support.hpp"
@@ -36,6 +37,63 @@ void register_table_method(const TableMethod& method)
         if (t->name() == name)
             throw InputError("register_table_method: method '" + name + "' is taken");
     methods().push_back(&method);
+}
+
+const TableMethod* find_table_method(const std::string& name)
+{
+    for (const TableMethod* t : table_methods())
+        if (t->name() == name)
+            return t;
+    return nullptr;
+}
+
+namespace {
+
+// The built-in forms' rebuilds, then those registered (a deque: rows never move).
+std::deque<StoredFormRebuild>& rebuilds()
+{
+    using namespace table_support;
+    static std::deque<StoredFormRebuild> list = [] {
+        std::deque<StoredFormRebuild> all;
+        for (auto& r : low_rank_rebuilds())
+            all.push_back(std::move(r));
+        for (auto& r : partial_sparse_rebuilds())
+            all.push_back(std::move(r));
+        for (auto r :
+             {tensor_train_rebuild(), tucker_rebuild(), fourier_rebuild(), quant_rebuild(), aq_rebuild()})
+            all.push_back(std::move(r));
+        return all;
+    }();
+    return list;
+}
+
+const StoredFormRebuild* find_rebuild(const std::string& form)
+{
+    for (const auto& r : rebuilds())
+        if (r.form == form)
+            return &r;
+    return nullptr;
+}
+
+} // namespace
+
+void register_stored_rebuild(StoredFormRebuild rebuild)
+{
+    if (!find_stored_form(rebuild.form))
+        throw InputError("register_stored_rebuild: no stored form '" + rebuild.form +
+                         "' (register_stored_form first)");
+    if (find_rebuild(rebuild.form))
+        throw InputError("register_stored_rebuild: form '" + rebuild.form + "' has a rebuild already");
+    if (!rebuild.rebuild)
+        throw InputError("register_stored_rebuild: form '" + rebuild.form + "' needs a rebuild function");
+    rebuilds().push_back(std::move(rebuild));
+}
+
+const StoredFormRebuild& stored_rebuild(const std::string& form, const std::string& where)
+{
+    if (const auto* r = find_rebuild(form))
+        return *r;
+    throw InputError(where + ": stored form '" + form + "' has no rebuild in this build");
 }
 
 const TableMethod& table_method(const std::string& name)

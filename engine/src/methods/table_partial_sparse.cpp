@@ -143,4 +143,67 @@ EMBEDLAB_TABLE_METHOD_INSTANCE(lle_unk_method, PartialSparseMethod, Method::LLEU
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(lle_pca_method, PartialSparseMethod, Method::LLEPCA, PartialSparseKind::PCA)
 
+// lle, lle-unk and lle-pca's stored forms (request_partial_sparse.cpp): the common rows
+// and ids, and the rare rows' rebuild; the embedding checks the ids and derives the rare
+// list (stored too before issue 36).
+std::vector<StoredFormRebuild> partial_sparse_rebuilds()
+{
+    std::vector<StoredFormRebuild> out;
+    for (const auto kind : {PartialSparseKind::LLE, PartialSparseKind::Unk, PartialSparseKind::PCA}) {
+        const std::string m = partial_sparse_method_name(kind) + std::string(".");
+        out.push_back({.form = partial_sparse_method_name(kind),
+                       .rebuild = [kind, m](const TableLayout& t, StoredTensors& f) {
+                           const auto& p = t.parameters;
+                           PartialSparseFit fit{.kind = kind,
+                                                .vocab = t.rows,
+                                                .dim = t.dim,
+                                                .k = p.at("k").get<int64_t>(),
+                                                .reg = p.at("reg").get<double>()};
+                           fit.common_ids = f.at(m + "common_ids");
+                           if (p.at("rare_ids_stored").get<bool>())
+                               fit.rare_ids = f.at(m + "rare_ids");
+                           fit.common_rows = f.at(m + "common_rows");
+                           if (kind == PartialSparseKind::LLE) {
+                               fit.neighbour_ids = f.at(m + "neighbour_ids");
+                               fit.weights = f.at(m + "weights");
+                               fit.norms = f.at(m + "norms");
+                           } else if (kind == PartialSparseKind::Unk) {
+                               fit.fallback = f.at(m + "fallback");
+                           } else {
+                               fit.mean = f.at(m + "mean");
+                               fit.basis = f.at(m + "basis");
+                               fit.coords = f.at(m + "coords");
+                           }
+                           return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit));
+                       }});
+    }
+    return out;
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+// Ids at the width V needs; the rare list is the common one's complement (issue 36).
+std::vector<std::pair<std::string, torch::Tensor>> PartialSparseTokenEmbedding::stored_tensors() const
+{
+    const auto& f = fit_;
+    const std::string p = kind() + ".";
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    out.emplace_back(p + "common_ids", f.common_ids.to(index_dtype(f.vocab)));
+    out.emplace_back(p + "common_rows", f.common_rows);
+    if (f.kind == PartialSparseKind::LLE) {
+        out.emplace_back(p + "neighbour_ids", f.neighbour_ids.to(index_dtype(f.vocab)));
+        out.emplace_back(p + "weights", f.weights);
+        out.emplace_back(p + "norms", f.norms);
+    } else if (f.kind == PartialSparseKind::Unk) {
+        out.emplace_back(p + "fallback", f.fallback);
+    } else {
+        out.emplace_back(p + "mean", f.mean);
+        out.emplace_back(p + "basis", f.basis);
+        out.emplace_back(p + "coords", f.coords);
+    }
+    return out;
+}
+
+} // namespace embedlab

@@ -91,4 +91,23 @@ public:
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(quant_method, QuantMethod)
 
+// quant's stored form (request_quant.cpp): the blocks as bytes.
+StoredFormRebuild quant_rebuild()
+{
+    return {.form = "quant", .rebuild = [](const TableLayout& t, StoredTensors& f) {
+                return std::make_shared<QuantisedTokenEmbedding>(t.parameters.at("type").get<std::string>(),
+                                                                 t.dim, f.at("quant.blocks"));
+            }};
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+// uint8: the bytes llama.cpp's blocks are.
+std::vector<std::pair<std::string, torch::Tensor>> QuantisedTokenEmbedding::stored_tensors() const
+{
+    return {{"quant.blocks", blocks_}};
+}
+
+} // namespace embedlab

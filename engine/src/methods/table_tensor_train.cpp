@@ -184,4 +184,40 @@ public:
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(tensor_train_method, TensorTrainMethod)
 
+// tt's stored form (request_tensor_train.cpp): uniform cores, packed per-token ones with
+// their ranks, or per-token ones padded to `ranks` (before issue 36, packed here).
+StoredFormRebuild tensor_train_rebuild()
+{
+    return {.form = "tt", .rebuild = [](const TableLayout& t, StoredTensors& f) {
+                const auto shape = t.parameters.at("shape").get<std::vector<int64_t>>();
+                const bool packed = t.parameters.at("packed").get<bool>();
+                std::vector<torch::Tensor> cores;
+                // Moved out: the embedding rearranges a core it alone holds in place (a mapped
+                // core's pages become its own), instead of keeping the file's and a copy.
+                for (size_t k = 0; k < shape.size(); ++k)
+                    cores.push_back(
+                        std::move(f.at((packed ? "tt.packed_core" : "tt.core") + std::to_string(k))));
+                const torch::Tensor token_ranks =
+                    t.parameters.at("per_token").get<bool>() ? f.at("tt.token_ranks") : torch::Tensor();
+                return std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores), token_ranks);
+            }};
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+// Per-token ranks: each token's own values packed (issue 36), what is counted.
+std::vector<std::pair<std::string, torch::Tensor>> TensorTrainTokenEmbedding::stored_tensors() const
+{
+    const bool packed = per_token_ranks();
+    const auto stored = packed ? packed_cores() : cores();
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (size_t k = 0; k < stored.size(); ++k)
+        out.emplace_back((packed ? "tt.packed_core" : "tt.core") + std::to_string(k), stored[k]);
+    if (packed)
+        out.emplace_back("tt.token_ranks", token_ranks());
+    return out;
+}
+
+} // namespace embedlab

@@ -99,4 +99,29 @@ public:
 
 EMBEDLAB_TABLE_METHOD_INSTANCE(tucker_method, TuckerMethod)
 
+// tucker's stored form (request_tucker.cpp): the core and one factor per mode.
+StoredFormRebuild tucker_rebuild()
+{
+    return {.form = "tucker", .rebuild = [](const TableLayout& t, StoredTensors& f) {
+                const auto shape = t.parameters.at("shape").get<std::vector<int64_t>>();
+                std::vector<torch::Tensor> factors;
+                for (size_t k = 0; k < shape.size(); ++k)
+                    factors.push_back(f.at("tucker.factor" + std::to_string(k)));
+                return std::make_shared<TuckerTokenEmbedding>(shape, f.at("tucker.core"), factors);
+            }};
+}
+
 } // namespace embedlab::table_support
+
+namespace embedlab {
+
+std::vector<std::pair<std::string, torch::Tensor>> TuckerTokenEmbedding::stored_tensors() const
+{
+    std::vector<std::pair<std::string, torch::Tensor>> out{{"tucker.core", core()}};
+    const auto stored = factors();
+    for (size_t k = 0; k < stored.size(); ++k)
+        out.emplace_back("tucker.factor" + std::to_string(k), stored[k]);
+    return out;
+}
+
+} // namespace embedlab

@@ -1,20 +1,14 @@
 #include "embedlab/compressed_model.hpp"
 
-#include "embedlab/method_registry.hpp"
+#include "embedlab/table_method.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <set>
 
-#include "embedlab/additive_quantisation.hpp"
 #include "embedlab/file_output.hpp"
-#include "embedlab/fourier_embedding.hpp"
-#include "embedlab/low_rank.hpp"
-#include "embedlab/partial_sparse.hpp"
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
-#include "embedlab/tensor_train.hpp"
-#include "embedlab/tucker.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/gguf_quants.hpp"
 #include "io/safetensors_output.hpp"
@@ -128,65 +122,17 @@ Json table_json(const CompressedEmbedding& c, const std::string& table, const Js
 
 } // namespace
 
+std::vector<std::pair<std::string, torch::Tensor>> TokenEmbedding::stored_tensors() const
+{
+    throw InputError("embedding kind '" + kind() + "' cannot be stored as factors");
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> embedding_factor_tensors(const TokenEmbedding& embedding,
                                                                             const std::string& prefix)
 {
-    Tensors out;
-    if (const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&embedding)) {
-        const std::string p = prefix + lr->kind() + ".";
-        if (lr->low_rank_kind() == LowRankKind::PCA)
-            out.emplace_back(p + "mu", lr->mu());
-        out.emplace_back(p + "Z", lr->Z());
-        out.emplace_back(p + "P", lr->P());
-    } else if (const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(&embedding)) {
-        // Per-token ranks: each token's own values packed (issue 36), what is counted.
-        const bool packed = tt->per_token_ranks();
-        const auto cores = packed ? tt->packed_cores() : tt->cores();
-        for (size_t k = 0; k < cores.size(); ++k)
-            out.emplace_back(prefix + (packed ? "tt.packed_core" : "tt.core") + std::to_string(k), cores[k]);
-        if (packed)
-            out.emplace_back(prefix + "tt.token_ranks", tt->token_ranks());
-    } else if (const auto* tk = dynamic_cast<const TuckerTokenEmbedding*>(&embedding)) {
-        out.emplace_back(prefix + "tucker.core", tk->core());
-        const auto factors = tk->factors();
-        for (size_t k = 0; k < factors.size(); ++k)
-            out.emplace_back(prefix + "tucker.factor" + std::to_string(k), factors[k]);
-    } else if (const auto* ps = dynamic_cast<const PartialSparseTokenEmbedding*>(&embedding)) {
-        const auto& f = ps->fit();
-        const std::string p = prefix + ps->kind() + ".";
-        // Ids at the width V needs; the rare list is the common one's complement (issue 36).
-        out.emplace_back(p + "common_ids", f.common_ids.to(index_dtype(f.vocab)));
-        out.emplace_back(p + "common_rows", f.common_rows);
-        if (f.kind == PartialSparseKind::LLE) {
-            out.emplace_back(p + "neighbour_ids", f.neighbour_ids.to(index_dtype(f.vocab)));
-            out.emplace_back(p + "weights", f.weights);
-            out.emplace_back(p + "norms", f.norms);
-        } else if (f.kind == PartialSparseKind::Unk) {
-            out.emplace_back(p + "fallback", f.fallback);
-        } else {
-            out.emplace_back(p + "mean", f.mean);
-            out.emplace_back(p + "basis", f.basis);
-            out.emplace_back(p + "coords", f.coords);
-        }
-    } else if (const auto* aq = dynamic_cast<const AdditiveQuantisedTokenEmbedding*>(&embedding)) {
-        out.emplace_back(prefix + "aq.codes", pack_aq_codes(aq->codes(), aq->codebooks().size(1)));
-        out.emplace_back(prefix + "aq.codebooks", aq->codebooks());
-    } else if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(&embedding)) {
-        out.emplace_back(prefix + "quant.blocks", q->blocks()); // uint8: the bytes llama.cpp's blocks are
-    } else if (const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&embedding)) {
-        const auto& f = fe->params();
-        const std::string p = prefix + "fourier.";
-        out.emplace_back(p + "w_in", f.w_in);
-        out.emplace_back(p + "b_in", f.b_in);
-        if (f.mlp == FourierMlp::GeGLU) {
-            out.emplace_back(p + "w_out", f.w_out);
-            out.emplace_back(p + "b_out", f.b_out);
-        }
-        if (f.norm)
-            out.emplace_back(p + "norm", f.norm_weight);
-    } else {
-        throw InputError("embedding kind '" + embedding.kind() + "' cannot be stored as factors");
-    }
+    Tensors out = embedding.stored_tensors();
+    for (auto& [name, t] : out)
+        name.insert(0, prefix);
     return out;
 }
 
@@ -257,9 +203,9 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     manifest["model_params"] = {{"before", before.total()}, {"after", after.total()}};
     manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
     manifest["source"] = source_json(source);
-    // fourier trains from a seed; the other methods are deterministic (0 for uniformity).
-    const auto* method = find_method(compressed.spec.method);
-    manifest["seed"] = method && method->id == Method::Fourier ? compressed.spec.seed : 0;
+    // A fit drawing from a seed records it; the other methods are deterministic (0 for uniformity).
+    const auto* method = find_table_method(compressed.spec.method);
+    manifest["seed"] = method && method->fit_is_seeded() ? compressed.spec.seed : 0;
     manifest["versions"] = detail::manifest_versions();
     manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
@@ -288,28 +234,14 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
 
 namespace {
 
-// The low-rank fit a pca, svd or lrf table stores.
-LowRankKind low_rank_kind(detail::TableKind kind)
-{
-    using K = detail::TableKind;
-    return kind == K::PCA ? LowRankKind::PCA : kind == K::SVD ? LowRankKind::SVD : LowRankKind::LRF;
-}
-
-// The partial-sparse fit an lle, lle-unk or lle-pca table stores.
-PartialSparseKind partial_sparse_kind(detail::TableKind kind)
-{
-    using K = detail::TableKind;
-    return kind == K::LLE      ? PartialSparseKind::LLE
-           : kind == K::LLEUnk ? PartialSparseKind::Unk
-                               : PartialSparseKind::PCA;
-}
-
-// One table's embedding from its checked layout, consuming its factors.
+// One table's embedding from its checked layout, consuming its factors: every tensor
+// its stored form declared, checked before any is used, then the form's rebuild.
 std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, WeightMap& factors,
                                                   const std::string& where, const std::string& label)
 {
-    auto take = [&](const std::string& name, const detail::TensorShape& shape) {
-        const std::string full = t.prefix + name;
+    const auto& rebuild = stored_rebuild(t.stored, where);
+    StoredTensors f;
+    for (const auto& [full, shape] : t.tensors) {
         const auto it = factors.find(full);
         if (it == factors.end())
             throw InputError(where + ": method '" + t.method + "' needs tensor '" + full + "'");
@@ -317,93 +249,15 @@ std::shared_ptr<const TokenEmbedding> build_table(const detail::TableLayout& t, 
             throw InputError(label + "/model.safetensors: tensor '" + full + "' has shape " +
                              shape_text(it->second.sizes()) + ", expected " + shape_text(shape) +
                              " from embedlab.json and config.json");
-        auto tensor = std::move(it->second);
+        f[full.substr(t.prefix.size())] = std::move(it->second);
         factors.erase(it);
-        return tensor;
-    };
+    }
     // The tables check their tensors' contents; their messages gain the file (issue 24 item 15).
-    auto named_errors = [&](auto make) -> std::shared_ptr<const TokenEmbedding> {
-        try {
-            return make();
-        } catch (const InputError& e) {
-            throw InputError(label + "/model.safetensors: " + e.what());
-        }
-    };
-    // Every tensor the method needs, checked before any is used.
-    std::map<std::string, torch::Tensor> f;
-    for (const auto& [full, shape] : t.tensors)
-        f[full.substr(t.prefix.size())] = take(full.substr(t.prefix.size()), shape);
-    const std::string& method = t.stored;
-    using K = detail::TableKind;
-    if (t.kind == K::PCA || t.kind == K::SVD || t.kind == K::LRF) {
-        LowRankFit fit;
-        fit.kind = low_rank_kind(t.kind);
-        fit.rank = t.rank;
-        fit.mu = t.kind == K::PCA ? f["pca.mu"] : torch::zeros({t.dim}, torch::kFloat32);
-        fit.Z = f[method + ".Z"];
-        fit.P = f[method + ".P"];
-        return std::make_shared<LowRankTokenEmbedding>(fit);
+    try {
+        return rebuild.rebuild(t, f);
+    } catch (const InputError& e) {
+        throw InputError(label + "/model.safetensors: " + e.what());
     }
-    if (t.kind == K::TT) {
-        std::vector<torch::Tensor> cores;
-        // Moved out: the embedding rearranges a core it alone holds in place (a mapped
-        // core's pages become its own), instead of keeping the file's and a copy.
-        for (size_t k = 0; k < t.tt_shape.size(); ++k)
-            cores.push_back(std::move(f[(t.tt_packed ? "tt.packed_core" : "tt.core") + std::to_string(k)]));
-        const torch::Tensor token_ranks = t.tt_per_token ? f["tt.token_ranks"] : torch::Tensor();
-        return named_errors([&] {
-            return std::make_shared<TensorTrainTokenEmbedding>(t.tt_shape, std::move(cores), token_ranks);
-        });
-    }
-    if (t.kind == K::AQ)
-        return named_errors([&] {
-            return std::make_shared<AdditiveQuantisedTokenEmbedding>(
-                unpack_aq_codes(f["aq.codes"], t.codebooks, t.codewords), f["aq.codebooks"]);
-        });
-    if (t.kind == K::Quant)
-        return named_errors([&] {
-            return std::make_shared<QuantisedTokenEmbedding>(t.quant_type, t.dim, f["quant.blocks"]);
-        });
-    if (t.kind == K::Tucker) {
-        std::vector<torch::Tensor> factors;
-        for (size_t k = 0; k < t.tt_shape.size(); ++k)
-            factors.push_back(f["tucker.factor" + std::to_string(k)]);
-        return named_errors(
-            [&] { return std::make_shared<TuckerTokenEmbedding>(t.tt_shape, f["tucker.core"], factors); });
-    }
-    if (t.kind == K::LLE || t.kind == K::LLEUnk || t.kind == K::LLEPCA) {
-        PartialSparseFit fit{
-            .kind = partial_sparse_kind(t.kind), .vocab = t.rows, .dim = t.dim, .k = t.k, .reg = t.reg};
-        const std::string m = method + ".";
-        fit.common_ids = f[m + "common_ids"];
-        if (t.rare_ids_stored) // written before issue 36; now derived by the embedding
-            fit.rare_ids = f[m + "rare_ids"];
-        fit.common_rows = f[m + "common_rows"];
-        if (fit.kind == PartialSparseKind::LLE) {
-            fit.neighbour_ids = f[m + "neighbour_ids"];
-            fit.weights = f[m + "weights"];
-            fit.norms = f[m + "norms"];
-        } else if (fit.kind == PartialSparseKind::Unk) {
-            fit.fallback = f[m + "fallback"];
-        } else {
-            fit.mean = f[m + "mean"];
-            fit.basis = f[m + "basis"];
-            fit.coords = f[m + "coords"];
-        }
-        return named_errors([&] { return std::make_shared<PartialSparseTokenEmbedding>(std::move(fit)); });
-    }
-    // fourier (the layout admits no other method)
-    FourierParams p{
-        .mlp = parse_fourier_mlp(t.mlp), .vocab = t.rows, .dim = t.dim, .hidden = t.hidden, .norm = t.norm};
-    p.w_in = f["fourier.w_in"];
-    p.b_in = f["fourier.b_in"];
-    if (p.mlp == FourierMlp::GeGLU) {
-        p.w_out = f["fourier.w_out"];
-        p.b_out = f["fourier.b_out"];
-    }
-    if (p.norm)
-        p.norm_weight = f["fourier.norm"];
-    return named_errors([&] { return std::make_shared<FourierTokenEmbedding>(std::move(p)); });
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 // The torch-free half of reading a compressed model's embedlab.json: which
-// method each table uses, its parameters (checked), the factor tensors the
-// method needs with their expected shapes, and the recorded file digests. The
+// method each table uses and, through its stored form (stored_form.hpp), its
+// parameters (checked) and the factor tensors it needs with their expected
+// shapes; and the recorded file digests. The
 // tensors themselves are matched in compressed_model.cpp; keeping this half free
 // of libtorch lets the fuzzer (fuzz/fuzz_manifest.cpp) reach every check.
 #pragma once
@@ -14,11 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedlab/stored_form.hpp"
+
 namespace embedlab::detail {
 
 constexpr int kManifestFormatVersion = 1;
 
-using TensorShape = std::vector<int64_t>;
+using embedlab::TensorShape;
 
 // What config.json says about the tables the manifest describes.
 struct ManifestDims {
@@ -28,37 +31,9 @@ struct ManifestDims {
     std::string token_prefix;        // "wte." or "embed_tokens."
 };
 
-// One table's method, parameters and the factor tensors it consumes, in order.
-// What a stored table is: a registry method's factors (experiment_request.hpp),
-// or lrf, the low-rank factors finetune --from-scratch trains.
-enum class TableKind { PCA, SVD, LRF, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant, AQ };
-
-struct TableLayout {
-    std::string method; // the manifest's: a registry method, or lrf
-    std::string stored; // its stored_as (the tensors' prefix): pca svd lrf tt tucker lle lle-unk lle-pca
-                        // fourier quant
-    TableKind kind = TableKind::PCA;
-    std::string prefix;
-    int64_t rows = 0, dim = 0;
-    int64_t rank = 0;                        // pca, svd, lrf
-    std::vector<int64_t> tt_shape, tt_ranks; // tt (per token: the largest); tucker
-    bool tt_per_token = false;               // tt: tt.token_ranks stored
-    bool tt_packed = false;               // tt per token: tt.packed_core<k> (issue 36), not padded tt.core<k>
-    bool rare_ids_stored = false;         // lle*: <m>.rare_ids stored (before issue 36; now derived)
-    int64_t common = 0, rare = 0, k = 0;  // lle*
-    double reg = 0;                       // lle
-    std::string mlp;                      // fourier: linear | geglu
-    bool norm = false;                    // fourier
-    int64_t hidden = 0;                   // fourier geglu
-    std::string quant_type;               // quant: "q4_k"
-    int64_t codebooks = 0, codewords = 0; // aq: M, K
-    std::vector<std::pair<std::string, TensorShape>> tensors; // full name -> shape
-    std::vector<std::string> index_tensors; // those holding ids or ranks (integers, never quantised)
-    // Tensors stored at a ggml type (compress --store, issue 38): full name -> type
-    // ("q8_0"). Their file tensor is uint8 [numel / last, row bytes of last]; the shape
-    // above is the float32 tensor they dequantise to. Absent: float32 as listed.
-    std::map<std::string, std::string> stored_types;
-};
+// One table's method, its checked parameters and the tensors its stored form needs
+// (stored_form.hpp).
+using embedlab::TableLayout;
 
 struct ManifestLayout {
     bool flat = false; // FLAT-LLM: no embedding factors at all
