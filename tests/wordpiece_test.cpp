@@ -13,6 +13,7 @@
 #include "embedlab/wordpiece.hpp"
 #include "io/gguf_parser.hpp"
 #include "test_support.hpp"
+#include "tokenizer/gguf_tokenizer.hpp"
 
 namespace {
 
@@ -22,7 +23,7 @@ using embedlab::WordPieceOptions;
 using embedlab::test::write_file;
 namespace fs = std::filesystem;
 
-void expect_input_error(const std::function<void()>& call, const std::vector<std::string>& needles)
+void expect_input_error_naming(const std::function<void()>& call, const std::vector<std::string>& needles)
 {
     try {
         call();
@@ -305,61 +306,61 @@ TEST(WordPieceLoaders, ErrorsNameTheFile)
 {
     embedlab::test::TempDir dir;
     const fs::path vocab = dir / "vocab.txt";
-    expect_input_error([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string()});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string()});
     write_file(vocab, "");
-    expect_input_error([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string(), "empty"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string(), "empty"});
     write_file(vocab, "hello\nworld\n");
-    expect_input_error([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string(), "\"[UNK]\""});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string(), "\"[UNK]\""});
     write_file(vocab, "[UNK]\nhel\xFFlo\n");
-    expect_input_error([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string(), "line 2"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_vocab(vocab); }, {vocab.string(), "line 2"});
     write_file(vocab, "[UNK]\nhello\n");
     write_file(dir / "tokenizer_config.json", "{\"do_lower_case\": ");
-    expect_input_error([&] { embedlab::load_wordpiece_vocab(vocab); },
-                       {(dir / "tokenizer_config.json").string(), "not valid JSON"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_vocab(vocab); },
+                              {(dir / "tokenizer_config.json").string(), "not valid JSON"});
     fs::remove(dir / "tokenizer_config.json");
 
     const fs::path file = dir / "tokenizer.json";
     auto json = small_tokenizer_json();
     json["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
-    expect_input_error([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
-                       {file.string(), "normalizer type \"Precompiled\" is not supported"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
+                              {file.string(), "normalizer type \"Precompiled\" is not supported"});
     json = small_tokenizer_json();
     json["pre_tokenizer"] = {{"type", "Metaspace"}};
-    expect_input_error([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
-                       {file.string(), "pre-tokenizer type \"Metaspace\" is not supported"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
+                              {file.string(), "pre-tokenizer type \"Metaspace\" is not supported"});
     json = small_tokenizer_json();
     json["model"]["vocab"]["hello2"] = 5;
-    expect_input_error([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
-                       {file.string(), "share id 5"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
+                              {file.string(), "share id 5"});
     json = small_tokenizer_json();
     json["model"]["vocab"] = nlohmann::json::object();
-    expect_input_error([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
-                       {file.string(), "empty"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
+                              {file.string(), "empty"});
     json = small_tokenizer_json();
     json["model"]["unk_token"] = "<unk>";
-    expect_input_error([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
-                       {file.string(), "\"<unk>\""});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
+                              {file.string(), "\"<unk>\""});
     json = small_tokenizer_json();
     json["model"]["vocab"]["huge"] = 2'000'000'000;
-    expect_input_error([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
-                       {file.string(), "invalid id 2000000000"});
+    expect_input_error_naming([&] { embedlab::load_wordpiece_tokenizer_json(json, file); },
+                              {file.string(), "invalid id 2000000000"});
     // The directory loader refuses a broken WordPiece tokenizer.json rather than
     // falling back to vocab.txt beside it.
     json = small_tokenizer_json();
     json["normalizer"] = {{"type", "Replace"}};
     write_file(file, json.dump());
-    expect_input_error([&] { embedlab::load_tokenizer_from_directory(dir.path()); },
-                       {file.string(), "\"Replace\""});
-    expect_input_error([&] { embedlab::make_wordpiece_tokenizer({}, {}, "my-source"); },
-                       {"my-source", "empty"});
+    expect_input_error_naming([&] { embedlab::load_tokenizer_from_directory(dir.path()); },
+                              {file.string(), "\"Replace\""});
+    expect_input_error_naming([&] { embedlab::make_wordpiece_tokenizer({}, {}, "my-source"); },
+                              {"my-source", "empty"});
 }
 
 TEST(WordPieceLoaders, DirectoryWithoutTokenizerListsVocabTxt)
 {
     embedlab::test::TempDir dir;
     write_file(dir / "config.json", "{}");
-    expect_input_error([&] { embedlab::load_tokenizer_from_directory(dir.path()); },
-                       {dir.path().string(), "vocab.txt"});
+    expect_input_error_naming([&] { embedlab::load_tokenizer_from_directory(dir.path()); },
+                              {dir.path().string(), "vocab.txt"});
 }
 
 // --- GGUF ------------------------------------------------------------------------
@@ -399,7 +400,7 @@ TEST(WordPieceGguf, PhantomSpaceVocabularyRoundTrips)
 
 // --- parity with transformers.js -------------------------------------------------
 
-fs::path encoders_dir()
+fs::path wordpiece_encoders_dir()
 {
     return fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders";
 }
@@ -413,13 +414,16 @@ std::string joined(const Tokenizer& tok, const std::vector<int32_t>& ids)
 }
 
 // Both loaders of one fixture variant: tokenizer.json (through the directory
-// loader) and vocab.txt + tokenizer_config.json.
+// loader) and vocab.txt + tokenizer_config.json; for uncased, also llama.cpp's GGUF.
 std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> variant_tokenizers(const std::string& variant)
 {
-    const fs::path dir = encoders_dir() / "tokenizers" / variant;
+    const fs::path dir = wordpiece_encoders_dir() / "tokenizers" / variant;
     std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> out;
     out.emplace_back(variant + " tokenizer.json", embedlab::load_tokenizer_from_directory(dir));
     out.emplace_back(variant + " vocab.txt", embedlab::load_wordpiece_vocab(dir / "vocab.txt"));
+    if (variant == "uncased") // minilm-st's vocabulary, as llama.cpp's converter wrote it to GGUF
+        out.emplace_back("uncased minilm-st.gguf", embedlab::tokenizer_impl::load_gguf_tokenizer(
+                                                       wordpiece_encoders_dir() / "minilm-st.gguf"));
     return out;
 }
 
@@ -444,7 +448,8 @@ void expect_same_ids(const Tokenizer& tok, const std::string& label,
 
 nlohmann::json expected_json()
 {
-    return nlohmann::json::parse(embedlab::test::read_text(encoders_dir() / "wordpiece_expected.json"));
+    return nlohmann::json::parse(
+        embedlab::test::read_text(wordpiece_encoders_dir() / "wordpiece_expected.json"));
 }
 
 TEST(WordPiece, IdExactOnTrickyStrings)
@@ -530,7 +535,7 @@ namespace {
 TEST(WordPieceGguf, LlamaCppConvertedVocabularyGivesVocabTxtBack)
 {
     for (const char* name : {"minilm-st"}) { // the one GGUF committed (README there)
-        const fs::path gguf_file = encoders_dir() / (std::string(name) + ".gguf");
+        const fs::path gguf_file = wordpiece_encoders_dir() / (std::string(name) + ".gguf");
         const auto mapped = embedlab::io::MappedFile::open(gguf_file);
         const auto gguf = embedlab::io::parse_gguf(*mapped);
         const auto* tokens = gguf.find("tokenizer.ggml.tokens");
@@ -541,7 +546,7 @@ TEST(WordPieceGguf, LlamaCppConvertedVocabularyGivesVocabTxtBack)
         for (uint64_t k = 0; k < types->count; ++k)
             type_ids.push_back(static_cast<int32_t>(types->element(k).i));
 
-        const auto vocab = embedlab::test::read_text(encoders_dir() / name / "vocab.txt");
+        const auto vocab = embedlab::test::read_text(wordpiece_encoders_dir() / name / "vocab.txt");
         std::vector<std::string> lines;
         for (size_t pos = 0; pos < vocab.size();) {
             const size_t end = vocab.find('\n', pos);

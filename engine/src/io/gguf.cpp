@@ -344,7 +344,8 @@ int32_t token_id(const Metadata& meta, const std::string& key, size_t vocab_size
     return static_cast<int32_t>(*id);
 }
 
-// tokenizer.ggml.* of a SentencePiece ("llama") tokenizer; nullopt otherwise.
+// tokenizer.ggml.* of a SentencePiece ("llama") or WordPiece ("bert") tokenizer;
+// nullopt otherwise (gpt2's byte-level BPE is read when its tokenizer is loaded).
 std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& label,
                                       std::vector<std::string>& warnings)
 {
@@ -362,6 +363,8 @@ std::optional<ScoredVocab> read_vocab(const Metadata& meta, const std::string& l
         vocab.unk_id = token_id(meta, "tokenizer.ggml.unknown_token_id", tokens->count, warnings, label);
         return vocab;
     }
+    if (model == "gpt2") // byte-level BPE: read by the tokenizer loader (tokenizer/gguf_tokenizer.hpp)
+        return std::nullopt;
     if (model != "llama") {
         warnings.push_back(label + ": tokenizer.ggml.model '" + model +
                            "' is not supported; the embedded vocabulary is not used");

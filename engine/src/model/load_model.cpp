@@ -12,10 +12,10 @@
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/text_format.hpp"
-#include "embedlab/wordpiece.hpp"
 #include "io/gguf_parser.hpp"
 #include "io/mapped_file.hpp"
 #include "model/manifest_support.hpp"
+#include "tokenizer/gguf_tokenizer.hpp"
 
 namespace embedlab {
 
@@ -33,7 +33,7 @@ std::filesystem::path find_llama2c_tokenizer(const std::filesystem::path& checkp
 }
 
 // A --tokenizer for a GGUF that lists its own tokens (tokenizer.ggml.tokens, also a
-// vocabulary EmbedLab does not read, gpt2's BPE) must be that list: another
+// vocabulary whose pre-tokenizer EmbedLab does not implement) must be that list: another
 // tokenizer's ids index other rows, and every number computed with them is silently
 // wrong (a 32,000-token tokenizer on a 50,257-row gpt2 GGUF gave perplexity 76,879).
 // The list is read again here, through the torch-free parser, so ModelFiles need not
@@ -100,17 +100,12 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const ModelFiles& files, const L
             check_tokenizer_against_gguf(*tokenizer, source, files.path);
             break;
         }
-        if (!files.embedded_vocab)
-            throw InputError(label +
-                             ": the GGUF file has no embedded tokenizer vocabulary EmbedLab reads (it reads "
-                             "SentencePiece's); pass --tokenizer DIR, the Hugging Face directory of its "
-                             "tokenizer");
-        if (files.config.is_encoder()) // llama.cpp's WordPiece (it always lower-cases, as here)
-            tokenizer = make_wordpiece_tokenizer(
-                wordpiece_vocab_from_gguf_tokens(files.embedded_vocab->tokens, files.embedded_vocab->types),
-                {}, label);
-        else
+        // SentencePiece (scored pieces) as read with the model; gpt2's byte-level BPE
+        // and bert's WordPiece from the file's tokenizer.ggml.* (refused by name otherwise).
+        if (files.embedded_vocab && !files.embedded_vocab->scores.empty())
             tokenizer = make_scored_vocab_tokenizer(*files.embedded_vocab, "gguf-llama", label);
+        else
+            tokenizer = tokenizer_impl::load_gguf_tokenizer(files.path);
         break;
     case ModelFormat::Llama2c:
         source = options.tokenizer ? *options.tokenizer

@@ -75,7 +75,7 @@ public:
     {
         return id >= 0 && id < vocab_size() && special_[static_cast<size_t>(id)];
     }
-    std::optional<int32_t> unk_id() const override { return std::nullopt; }
+    std::optional<int32_t> unk_id() const override { return unk_; }
     std::optional<int32_t> bos_id() const override { return bos_; }
     std::optional<int32_t> eos_id() const override { return eos_; }
     std::optional<GgufVocabulary> gguf_vocabulary(std::string* why_not) const override;
@@ -101,7 +101,7 @@ private:
     size_t max_vocab_text_ = 0;  // longest byte-level text in the vocabulary
     size_t max_token_bytes_ = 0; // longest token a merge may make, in bytes of text
     bool drops_bytes_ = false;   // some byte has no token (and is dropped)
-    std::optional<int32_t> bos_, eos_;
+    std::optional<int32_t> bos_, eos_, unk_;
     ByteLevelBpeSpec options_;             // flags only; its tables are moved out
     std::vector<std::string> merge_lines_; // "left right" in priority order, for GGUF export
 };
@@ -176,7 +176,14 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
     for (const std::string& t : byte_texts_)
         max_token_text_ = std::max(max_token_text_, t.size());
 
-    // BOS/EOS are not part of these files; recognise the usual names.
+    // Ids the source names win; vocab.json, merges.txt and tokenizer.json's model name
+    // no BOS/EOS: recognise the usual names.
+    const auto named = [&](std::optional<int32_t> id) {
+        return id && *id >= 0 && static_cast<size_t>(*id) < size ? id : std::nullopt;
+    };
+    bos_ = named(spec.bos_id);
+    eos_ = named(spec.eos_id);
+    unk_ = named(spec.unk_id);
     for (const AddedToken& t : spec.added_tokens) {
         if (!t.special)
             continue;
@@ -199,24 +206,38 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(ByteLevelBpeSpec spec) : source_(sp
 
 std::optional<GgufVocabulary> ByteLevelBpeTokenizer::gguf_vocabulary(std::string* why_not) const
 {
-    // llama.cpp's "gpt-2" pre-tokenizer is GPT-2's regex split with no prefix space.
-    if (!options_.use_regex || options_.add_prefix_space || options_.split_digits || options_.nfc ||
-        options_.ignore_merges) {
+    // llama.cpp's pre-tokenizers that split as this one does: "gpt-2" (GPT-2's regex,
+    // no prefix space), "smollm" (every digit split off first: Hugging Face's Digits,
+    // individually), "llama-bpe" (Llama 3's regex, whole words in the vocabulary first)
+    // and "qwen2" (Qwen2's regex; llama.cpp has no NFC).
+    const ByteLevelBpeSpec& o = options_;
+    const bool plain = o.use_regex && !o.add_prefix_space && !o.nfc;
+    std::string pre;
+    if (plain && o.pattern == SplitPattern::gpt2 && !o.ignore_merges &&
+        (!o.split_digits || o.individual_digits))
+        pre = o.split_digits ? "smollm" : "gpt-2";
+    else if (plain && o.pattern == SplitPattern::llama3 && o.ignore_merges && !o.split_digits)
+        pre = "llama-bpe";
+    else if (plain && o.pattern == SplitPattern::qwen2 && !o.ignore_merges && !o.split_digits)
+        pre = "qwen2";
+    if (pre.empty()) {
         if (why_not)
-            *why_not = source_.string() +
-                       ": this byte-level BPE's pre-tokenizer is not GPT-2's; llama.cpp would tokenize "
-                       "differently";
+            *why_not =
+                source_.string() +
+                ": this byte-level BPE's pre-tokenizer is none of llama.cpp's gpt-2, smollm, llama-bpe "
+                "and qwen2; llama.cpp would tokenize differently";
         return std::nullopt;
     }
     GgufVocabulary v;
     v.model = "gpt2";
-    v.pre = "gpt-2";
+    v.pre = pre;
     v.tokens = tokens_;
     v.merges = merge_lines_;
     v.types.reserve(tokens_.size());
     for (size_t id = 0; id < tokens_.size(); ++id)
         v.types.push_back(special_[id] ? 3 : added_[id] ? 4 : 1);
     v.bos_id = bos_.value_or(-1);
+    v.unk_id = unk_.value_or(-1);
     v.eos_id = eos_.value_or(-1);
     v.add_space_prefix = false;
     return v;
@@ -389,8 +410,11 @@ std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text) const
             on_piece(segment);
             return;
         }
+        const int max_digits = options_.pattern == SplitPattern::llama3 ? 3 : 1;
         for (size_t pos = 0; pos < segment.size();) {
-            const size_t end = gpt2_piece_end(segment, pos);
+            const size_t end = options_.pattern == SplitPattern::gpt2
+                                   ? gpt2_piece_end(segment, pos)
+                                   : llama3_piece_end(segment, pos, max_digits);
             on_piece(segment.substr(pos, end - pos));
             pos = end;
         }

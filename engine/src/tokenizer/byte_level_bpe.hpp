@@ -20,6 +20,10 @@ struct AddedToken {
     bool special = false;
 };
 
+// The regex a byte-level BPE splits text with (pre_tokenizer.hpp): GPT-2's (ByteLevel's
+// own), or Llama 3's or Qwen2's (a Split before a ByteLevel without its regex).
+enum class SplitPattern { gpt2, llama3, qwen2 };
+
 struct ByteLevelBpeSpec {
     std::filesystem::path source;        // named in error messages
     std::filesystem::path merges_source; // the merges file, if it is another file
@@ -29,12 +33,16 @@ struct ByteLevelBpeSpec {
     std::vector<std::pair<std::string, std::string>> merges;
     std::vector<AddedToken> added_tokens;
 
-    bool add_prefix_space = false;  // ByteLevel(add_prefix_space)
-    bool use_regex = true;          // ByteLevel(use_regex): split with the GPT-2 pattern
+    bool add_prefix_space = false; // ByteLevel(add_prefix_space)
+    bool use_regex = true;         // split with `pattern` (ByteLevel(use_regex): GPT-2's)
+    SplitPattern pattern = SplitPattern::gpt2;
     bool split_digits = false;      // a Digits pre-tokenizer runs first
     bool individual_digits = false; // ... and isolates every digit
     bool ignore_merges = false;     // BPE(ignore_merges): whole words in the vocab win
     bool nfc = false;               // NFC normalizer
+    // Special ids the source names (GGUF's tokenizer.ggml.*_token_id); when unset,
+    // BOS/EOS are the special added tokens of the usual names, and there is no unk.
+    std::optional<int32_t> bos_id, eos_id, unk_id;
 };
 
 std::unique_ptr<Tokenizer> make_byte_level_bpe(ByteLevelBpeSpec spec);

@@ -1,5 +1,8 @@
 #include "tokenizer/gpt2_loaders.hpp"
 
+#include <optional>
+#include <string_view>
+
 #include "embedlab/error.hpp"
 #include "embedlab/tokenizer.hpp"
 #include "tokenizer/text_util.hpp"
@@ -41,12 +44,38 @@ std::pair<std::string, std::string> split_merge(std::string_view line, const std
     return {std::string(line.substr(0, space)), std::string(line.substr(space + 1))};
 }
 
+// The Split regexes of Meta's Llama 3 and Qwen2 tokenizer.json files, as llama.cpp's
+// llama-vocab.cpp quotes them (pre_tokenizer.hpp's llama3_piece_end scans them).
+constexpr std::string_view llama3_regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr std::string_view qwen2_regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// A Split step EmbedLab reproduces: Llama 3's or Qwen2's regex, isolated; nullopt otherwise.
+std::optional<SplitPattern> split_pattern(const json& step)
+{
+    const json pattern = step.value("pattern", json());
+    if (!pattern.is_object() || !pattern.contains("Regex") || !pattern.at("Regex").is_string() ||
+        step.value("behavior", "") != "Isolated" || step.value("invert", false))
+        return std::nullopt;
+    const auto regex = pattern.at("Regex").get<std::string>();
+    if (regex == llama3_regex)
+        return SplitPattern::llama3;
+    if (regex == qwen2_regex)
+        return SplitPattern::qwen2;
+    return std::nullopt;
+}
+
 void apply_pre_tokenizer(const json& pre, ByteLevelBpeSpec& spec, const std::filesystem::path& file)
 {
     const auto unsupported = [&](const std::string& what) {
-        return InputError(
-            file_message(file, "pre-tokenizer " + what +
-                                   " is not supported (supported: ByteLevel, or Digits then ByteLevel)"));
+        return InputError(file_message(
+            file,
+            "pre-tokenizer " + what +
+                " is not supported (supported: ByteLevel; Digits then ByteLevel; a Split with Llama 3's or "
+                "Qwen2's regex then ByteLevel without its own)"));
     };
     if (!pre.is_object())
         throw unsupported("null");
@@ -58,15 +87,20 @@ void apply_pre_tokenizer(const json& pre, ByteLevelBpeSpec& spec, const std::fil
         steps.push_back(pre);
 
     bool byte_level = false;
+    std::optional<SplitPattern> split;
     for (size_t i = 0; i < steps.size(); ++i) {
         const std::string step = steps[i].value("type", "");
-        if (step == "Digits" && i + 1 < steps.size() && !spec.split_digits) {
+        if (step == "Digits" && i + 1 < steps.size() && !spec.split_digits && !split) {
             spec.split_digits = true;
             spec.individual_digits = steps[i].value("individual_digits", false);
-        } else if (step == "ByteLevel" && i + 1 == steps.size()) {
+        } else if (step == "Split" && i + 1 < steps.size() && !spec.split_digits && !split &&
+                   (split = split_pattern(steps[i]))) {
+            spec.pattern = *split;
+        } else if (step == "ByteLevel" && i + 1 == steps.size() &&
+                   !(split && steps[i].value("use_regex", true))) {
             byte_level = true;
             spec.add_prefix_space = steps[i].value("add_prefix_space", false);
-            spec.use_regex = steps[i].value("use_regex", true);
+            spec.use_regex = split || steps[i].value("use_regex", true);
         } else {
             throw unsupported("\"" + step + "\"");
         }

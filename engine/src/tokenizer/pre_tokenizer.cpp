@@ -117,7 +117,86 @@ size_t piece_end(std::string_view text, size_t pos)
     return end;
 }
 
+bool is_line_break(char c)
+{
+    return c == '\r' || c == '\n';
+}
+
+char ascii_lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos, ASCII case folded: its length, or 0.
+size_t folded_contraction_length(std::string_view text, size_t pos)
+{
+    if (text[pos] != '\'' || pos + 1 >= text.size())
+        return 0;
+    const char a = ascii_lower(text[pos + 1]);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        return 2;
+    if (pos + 2 >= text.size())
+        return 0;
+    const char b = ascii_lower(text[pos + 2]);
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        return 3;
+    return 0;
+}
+
 } // namespace
+
+size_t llama3_piece_end(std::string_view text, size_t pos, int max_digits)
+{
+    if (const size_t n = folded_contraction_length(text, pos))
+        return pos + n;
+    const Scanned first = scan(text, pos);
+    const size_t next = pos + static_cast<size_t>(first.length);
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (first.cls == CharClass::letter)
+        return run_end(text, pos, CharClass::letter);
+    if (first.cls != CharClass::number && !is_line_break(text[pos]) && next < text.size() &&
+        scan(text, next).cls == CharClass::letter)
+        return run_end(text, next, CharClass::letter);
+    // \p{N}{1,3} (Qwen2: \p{N})
+    if (first.cls == CharClass::number) {
+        size_t end = next;
+        for (int n = 1; n < max_digits && end < text.size(); ++n) {
+            const Scanned s = scan(text, end);
+            if (s.cls != CharClass::number)
+                break;
+            end += static_cast<size_t>(s.length);
+        }
+        return end;
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    size_t other = pos;
+    if (text[pos] == ' ' && next < text.size() && scan(text, next).cls == CharClass::other)
+        other = next;
+    if (scan(text, other).cls == CharClass::other) {
+        size_t end = run_end(text, other, CharClass::other);
+        while (end < text.size() && is_line_break(text[end]))
+            ++end;
+        return end;
+    }
+    // A whitespace run: \s*[\r\n]+ ends after its last line break; else \s+(?!\S)
+    // leaves its last character to the next piece (unless it is the only one or the
+    // text ends), and \s+ takes the rest.
+    size_t end = pos, last_start = pos, after_line_break = 0;
+    while (end < text.size()) {
+        const Scanned s = scan(text, end);
+        if (s.cls != CharClass::space)
+            break;
+        last_start = end;
+        end += static_cast<size_t>(s.length);
+        if (is_line_break(text[last_start]))
+            after_line_break = end;
+    }
+    if (after_line_break > 0)
+        return after_line_break;
+    if (end < text.size() && last_start > pos)
+        return last_start;
+    return end;
+}
 
 size_t gpt2_piece_end(std::string_view text, size_t pos)
 {
