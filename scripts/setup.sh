@@ -68,8 +68,9 @@ TEST_PACKAGES=(
   # dequantisation tests (tests/data/gguf_dequant_reference.py); gguf-py imports yaml.
   python3-numpy python3-yaml
   # The Python module's tests (pytest) and its example's figure (matplotlib, Agg);
-  # venv and pip: the test that installs the module offline into a fresh venv.
-  python3-pytest python3-matplotlib python3-venv python3-pip
+  # venv and pip: the test that installs the module offline into a fresh venv; tqdm, pandas
+  # and torch: progress=True, to_pandas() and to_torch() (their tests skip without them).
+  python3-pytest python3-matplotlib python3-venv python3-pip python3-tqdm python3-pandas python3-torch
   # sweep --slurm (issue 22): Slurm's client tools, and the daemons that
   # scripts/slurm-local.sh starts as a single-node cluster for the `slurm` tests.
   # Their system services are stopped and disabled after the install (below).

@@ -5,10 +5,12 @@
     run = embedlab.compress(model, "pca", rank=32, eval_text="heldout.txt")
     run.summary["delta_ln_ppl"], run.factors["Z"].shape   # factors as stored; factors_f32 decoded
     rows = embedlab.sweep(model, "pca", {"rank": [16, 32, 64]}, eval_text="heldout.txt")
+    rows.to_pandas()                                       # with pandas installed
 
 Every number comes from the engine the CLI and the workbench run (the compiled
-module _embedlab); this file adds only sweep(), a loop over compress(), and the
-checks that say, at import, what is missing (NumPy) or which interpreter the module is for.
+module _embedlab); this file adds only sweep_iter() and sweep(), loops over compress(),
+to_pandas(), and the checks that say, at import, what is missing (NumPy) or which
+interpreter the module is for.
 """
 
 import itertools
@@ -73,6 +75,7 @@ try:
         compress_table,
         dequantize,
         load,
+        load_run,
         methods,
         version,
     )
@@ -87,21 +90,49 @@ except ImportError as e:
             f"cmake -DPython_EXECUTABLE={sys.executable}") from e
     raise
 
-__all__ = ["Cancelled", "InputError", "Model", "Run", "__version__", "account", "compress", "compress_table",
-           "dequantize", "load", "methods", "sweep", "version"]
+__all__ = ["Cancelled", "InputError", "Model", "Run", "Sweep", "__version__", "account", "compress",
+           "compress_table", "dequantize", "load", "load_run", "methods", "sweep", "sweep_iter", "version"]
 
 
-def sweep(model, method, grid, *, progress=None, **fields):
-    """One compress() per combination of grid's values; the runs' summaries as rows.
+def _pandas():
+    """pandas, or an ImportError saying how to install it for this interpreter."""
+    try:
+        import pandas
+    except ImportError as e:
+        raise ImportError(f"to_pandas needs pandas, which this interpreter cannot import ({e}); "
+                          + _install_hint("pandas")) from e
+    return pandas
 
-    grid maps request fields to lists of values, e.g. {"rank": [16, 32, 64]}; fields
-    are the fields every run shares. Each row is Run.summary (a dict), ready for
-    pandas.DataFrame(rows). progress, if given, is called as in compress().
 
-    Every row's request is checked (against the model's shape too) before the first
-    run: a bad value fails in a second, naming its row. An error or a Ctrl-C during the
-    runs keeps the rows finished before it: the exception carries them as exc.rows.
-    """
+class Sweep(list):
+    """sweep()'s rows: a list of Run.summary dicts, in the grid's itertools.product order."""
+
+    def to_pandas(self):
+        """The rows as a pandas.DataFrame, one row per run, a column per summary field."""
+        return _pandas().DataFrame(list(self))
+
+
+def _run_to_pandas(self):
+    """This run's summary as a one-row pandas.DataFrame (the columns of Sweep.to_pandas())."""
+    return _pandas().DataFrame([self.summary])
+
+
+Run.to_pandas = _run_to_pandas
+
+
+def _run_to_torch(self):
+    """The compressed token table as a torch.nn.Module (needs PyTorch): forward(ids) gives
+    the rows [..., d], head(hidden) the tied head's logits [..., V]. pca and svd keep their
+    factors Z, P (, mu) as parameters (factorised=True); other methods the rows as rebuilt."""
+    from ._torch import to_torch
+
+    return to_torch(self)
+
+
+Run.to_torch = _run_to_torch
+
+
+def _grid_settings(grid, fields):
     if not isinstance(grid, dict) or not grid:
         raise InputError("sweep: grid must be a dict of field -> list of values, e.g. {'rank': [16, 32]}")
     names = list(grid)
@@ -110,14 +141,42 @@ def sweep(model, method, grid, *, progress=None, **fields):
             raise InputError(f"sweep: '{name}' is both in the grid and a keyword")
         if isinstance(grid[name], (str, bytes)) or not hasattr(grid[name], "__iter__"):
             raise InputError(f"sweep: grid['{name}'] must be a list of values")
-    settings = [dict(zip(names, values)) for values in itertools.product(*(list(grid[n]) for n in names))]
-    rows = []
-    try:
-        _check_requests(model, method, [
-            ("sweep (" + ", ".join(f"{n}={v!r}" for n, v in s.items()) + ")", {**fields, **s})
-            for s in settings])
+    return [dict(zip(names, values)) for values in itertools.product(*(list(grid[n]) for n in names))]
+
+
+def sweep_iter(model, method, grid, *, progress=None, **fields):
+    """One compress() per combination of grid's values, each Run yielded as it finishes.
+
+        for run in embedlab.sweep_iter(model, "pca", {"rank": [8, 16]}, eval_text=text):
+            print(run.summary["delta_ln_ppl"])
+
+    grid maps request fields to lists of values, e.g. {"rank": [16, 32, 64]}; fields
+    are the fields every run shares; progress is compress()'s (True: a bar per run).
+    Every row's request is checked (against the model's shape too) here, before the
+    first run: a bad value fails at once, naming its row. A run holds its model in
+    memory while it is referenced: keep run.summary rather than the runs.
+    """
+    settings = _grid_settings(grid, fields)
+    _check_requests(model, method, [
+        ("sweep (" + ", ".join(f"{n}={v!r}" for n, v in s.items()) + ")", {**fields, **s}) for s in settings])
+
+    def runs():
         for setting in settings:
-            run = compress(model, method, progress=progress, **fields, **setting)
+            yield compress(model, method, progress=progress, **fields, **setting)
+
+    return runs()
+
+
+def sweep(model, method, grid, *, progress=None, **fields):
+    """One compress() per combination of grid's values; the runs' summaries as rows.
+
+    As sweep_iter(), keeping each run's summary only (one run's model in memory at a
+    time). Returns a Sweep: a list of Run.summary dicts, with to_pandas(). An error or a
+    Ctrl-C keeps the rows finished before it: the exception carries them as exc.rows.
+    """
+    rows = Sweep()
+    try:
+        for run in sweep_iter(model, method, grid, progress=progress, **fields):
             rows.append(run.summary)
             del run  # one run's model in memory at a time
     except BaseException as e:

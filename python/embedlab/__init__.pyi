@@ -2,7 +2,8 @@
 # has no annotations a type checker can read; tests/python/test_stub.py fails when a
 # function's or a method's parameters here differ from the module's own.
 import os
-from typing import Any, Callable, Literal, Optional, Sequence, Union
+from types import TracebackType
+from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -10,8 +11,12 @@ import numpy.typing as npt
 __version__: str
 
 PathLike = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
-# A progress callable: called with a dict; returning False cancels (embedlab.Cancelled).
-Progress = Optional[Callable[[dict[str, Any]], Optional[bool]]]
+# progress=: a callable progress(stage, done, total, overall) (returning False cancels:
+# embedlab.Cancelled), True (a tqdm bar, or a line on stderr without tqdm), False or None.
+Progress = Union[bool, None, Callable[[str, int, int, float], Optional[bool]]]
+# generate's on_token: called with each token's dict; False ends the generation.
+OnToken = Optional[Callable[[dict[str, Any]], Optional[bool]]]
+Array = npt.NDArray[Any]
 TokenIds = Union[Sequence[int], npt.NDArray[np.integer[Any]]]
 
 class InputError(ValueError): ...
@@ -55,7 +60,33 @@ class Model:
         batch: int = 0,
         progress: Progress = None,
     ) -> dict[str, Any]: ...
-    def logits(self, ids: TokenIds) -> npt.NDArray[np.float32]: ...
+    # One sequence: [n, V]; a batch (2-D array or list of sequences): [B, T, V] when of one
+    # length, else a list of [n_i, V].
+    def logits(
+        self, ids: Union[TokenIds, Sequence[TokenIds]], *, progress: Progress = None
+    ) -> Union[npt.NDArray[np.float32], list[npt.NDArray[np.float32]]]: ...
+    # layers=None: final hidden states [n, d]; Hugging Face's output_hidden_states indices
+    # (0 embeddings .. num_layers final): an int [n, d], a list [len(layers), n, d].
+    def hidden_states(
+        self, ids: TokenIds, *, layers: Union[int, Sequence[int], None] = None, progress: Progress = None
+    ) -> npt.NDArray[np.float32]: ...
+    # lm-evaluation-harness's loglikelihood (nats): two str -> float, two lists -> float64 [n].
+    def loglikelihood(
+        self,
+        context: Union[str, Sequence[str]],
+        continuation: Union[str, Sequence[str]],
+        *,
+        progress: Progress = None,
+    ) -> Union[float, npt.NDArray[np.float64]]: ...
+    # Releases the model (also at the end of `with embedlab.load(...) as m:`).
+    def close(self) -> None: ...
+    def __enter__(self) -> Model: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None: ...
     # This model with `table` [V, d] as its token embedding (np.asarray of real numbers,
     # copied as float32; a tied head follows it); the model itself is unchanged.
     def with_table(self, table: npt.ArrayLike) -> Model: ...
@@ -92,11 +123,13 @@ class Model:
         bos: bool = True,
         top_n: int = 5,
         compare: Optional[Model] = None,
-        on_token: Optional[Callable[[dict[str, Any]], Optional[bool]]] = None,
+        on_token: OnToken = None,
         sampler: Literal["llamacpp", "hf"] = "llamacpp",
         min_p: Optional[float] = None,
         ignore_eos: bool = False,
     ) -> dict[str, Any]: ...
+    # per_token=True adds "per_token": input, target (int32), kl, nll, reference_nll
+    # (float64), same_top (bool), one per scored position.
     def divergence(
         self,
         reference: Model,
@@ -105,6 +138,7 @@ class Model:
         ids: Optional[TokenIds] = None,
         ctx: int = 128,
         stride: Optional[int] = None,
+        per_token: bool = False,
         progress: Progress = None,
     ) -> dict[str, Any]: ...
     def llamacpp_divergence(self, file: PathLike, *, progress: Progress = None) -> dict[str, Any]: ...
@@ -162,10 +196,32 @@ class Run:
     def export(
         self, dir: PathLike, *, dense: bool = False, overwrite: bool = False, progress: Progress = None
     ) -> dict[str, Any]: ...
+    # Per vocabulary id (float64/int64/int32 [V]) and "buckets" (damage_by_frequency).
+    def token_damage(
+        self,
+        reference: Optional[Model] = None,
+        *,
+        text: Optional[str] = None,
+        ids: Optional[TokenIds] = None,
+        ctx: Optional[int] = None,
+        stride: Optional[int] = None,
+        progress: Progress = None,
+    ) -> dict[str, Any]: ...
+    # The summary as a one-row pandas.DataFrame (ImportError without pandas).
+    def to_pandas(self) -> Any: ...
+    # The compressed table as a torch.nn.Module (ImportError without PyTorch): forward(ids)
+    # rows [..., d], head(hidden) logits [..., V]; pca/svd factorised, else the rebuilt rows.
+    def to_torch(self) -> Any: ...
+
+# sweep()'s rows (Run.summary dicts).
+class Sweep(list[dict[str, Any]]):
+    def to_pandas(self) -> Any: ...
 
 def version() -> str: ...
 def methods() -> list[dict[str, Any]]: ...
 def load(path: PathLike, *, tokenizer: Optional[PathLike] = None, verify: bool = True) -> Model: ...
+# A Run read back from a compressed directory: record, request, factors, model; no summary.
+def load_run(dir: PathLike, *, verify: bool = True) -> Run: ...
 def compress(model: Union[Model, PathLike], method: str, *, progress: Progress = None, **kwargs: Any) -> Run: ...
 # A table method on a table [V, d] without a model file: a Run with record (no summary,
 # model or export); model= accounts it as that model's run does.
@@ -188,7 +244,15 @@ def sweep(
     *,
     progress: Progress = None,
     **fields: Any,
-) -> list[dict[str, Any]]: ...
+) -> Sweep: ...
+def sweep_iter(
+    model: Union[Model, PathLike],
+    method: str,
+    grid: dict[str, Sequence[Any]],
+    *,
+    progress: Progress = None,
+    **fields: Any,
+) -> Iterator[Run]: ...
 def account(
     method: str,
     vocab: int,

@@ -26,6 +26,16 @@ nlohmann::ordered_json to_json(const py::handle& value, const std::string& what)
 // A NumPy array viewing `t` (made contiguous first if it is not).
 py::array to_numpy(const torch::Tensor& t);
 
+// A 1-D NumPy array that owns `values` (moved in, not copied); `dtype` overrides NumPy's
+// type for T (uint8 flags as "bool").
+template <class T> py::array vector_array(std::vector<T> values, const char* dtype = nullptr)
+{
+    auto* held = new std::vector<T>(std::move(values));
+    py::capsule base(held, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    const py::dtype type = dtype ? py::dtype(dtype) : py::dtype::of<T>();
+    return py::array(type, {static_cast<py::ssize_t>(held->size())}, {}, held->data(), base);
+}
+
 // Arguments checked as Python checks its own: `what` names the call and the argument
 // ("load: path"). TypeError naming the type expected and the type given.
 std::string type_name(const py::handle& value);

@@ -21,6 +21,7 @@ namespace {
 
 const Tokenizer& tokenizer_for(const Model& m, const std::string& what)
 {
+    m.live();
     if (!m.tokenizer)
         throw InputError(what + ": the model was loaded without a tokenizer");
     return *m.tokenizer;
@@ -50,13 +51,13 @@ py::array embed(const Model& m, const py::handle& texts, const std::string& pool
         // The engine applies the model's Normalize only to its own pooling left unnamed:
         // naming that pooling gives the rows without it (embed --pooling mean on minilm-st).
         if (!o.normalize && !o.pooling)
-            o.pooling = default_pooling(m.lm->config());
+            o.pooling = default_pooling(m.live()->config());
     }
     const auto list = text_list(texts, "embed: texts");
     const Tokenizer& tok = tokenizer_for(m, "embed");
     PythonProgress progress(callback, "embed: progress");
     const auto e =
-        without_gil(progress, [&] { return embed_texts(*m.lm, tok, list, o, progress.plain("embed")); });
+        without_gil(progress, [&] { return embed_texts(*m.live(), tok, list, o, progress.plain("embed")); });
     return to_numpy(e.values.contiguous());
 }
 
@@ -92,8 +93,9 @@ py::array classify(const Model& m, const py::handle& texts, const py::object& pa
             if (!second.empty())
                 b.assign(second.begin() + start, second.begin() + end);
             c10::InferenceMode guard;
-            const auto framed = frame_texts(tok, m.lm->config(), a, second.empty() ? nullptr : &b, start + 1);
-            parts.push_back(m.lm->classify(batch_hidden_states(*m.lm, framed)));
+            const auto framed =
+                frame_texts(tok, m.live()->config(), a, second.empty() ? nullptr : &b, start + 1);
+            parts.push_back(m.live()->classify(batch_hidden_states(*m.live(), framed)));
         }
         report_progress(report, n, n);
         return torch::cat(parts, 0).contiguous();
@@ -110,10 +112,11 @@ py::object masked_lm(const Model& m, const py::object& text, int64_t ctx, double
     const auto ids = tok.encode(str_arg(text, "masked_lm: text"));
     const MaskedLmOptions o{.ctx = ctx, .mask_rate = mask_rate, .seed = seed};
     const LanguageModel* ref =
-        reference.is_none() ? nullptr : model_arg(reference, "masked_lm: reference").lm;
+        reference.is_none() ? nullptr : model_arg(reference, "masked_lm: reference").live();
     PythonProgress progress(callback, "masked_lm: progress");
-    const auto r = without_gil(
-        progress, [&] { return evaluate_masked_lm(*m.lm, tok, ids, o, ref, progress.plain("masked_lm")); });
+    const auto r = without_gil(progress, [&] {
+        return evaluate_masked_lm(*m.live(), tok, ids, o, ref, progress.plain("masked_lm"));
+    });
     return to_python(masked_lm_json(r, o));
 }
 
@@ -151,19 +154,19 @@ std::string encoder_repr(const ModelConfig& c)
 void bind_encoder(py::module_& module)
 {
     auto cls = py::reinterpret_borrow<py::class_<Model>>(module.attr("Model"));
-    cls.def_property_readonly("is_encoder", [](const Model& x) { return x.lm->config().is_encoder(); })
+    cls.def_property_readonly("is_encoder", [](const Model& x) { return x.live()->config().is_encoder(); })
         .def_property_readonly(
-            "head", [](const Model& x) { return std::string(head_name(x.lm->config())); },
+            "head", [](const Model& x) { return std::string(head_name(x.live()->config())); },
             "causal_lm (decoders), masked_lm, classification, or none (an encoder body).")
         .def_property_readonly(
-            "labels", [](const Model& x) { return x.lm->config().labels; },
+            "labels", [](const Model& x) { return x.live()->config().labels; },
             "A sequence classifier's labels by id (its id2label); empty otherwise.")
         .def_property_readonly(
             "pooling",
-            [](const Model& x) { return std::string(pooling_name(default_pooling(x.lm->config()))); },
+            [](const Model& x) { return std::string(pooling_name(default_pooling(x.live()->config()))); },
             "The pooling embed() uses by default: the model's own, else cls for a classifier, else mean.")
         .def_property_readonly(
-            "normalize_embeddings", [](const Model& x) { return x.lm->config().normalize_embeddings; },
+            "normalize_embeddings", [](const Model& x) { return x.live()->config().normalize_embeddings; },
             "Whether embed()'s default L2-normalises each row (sentence-transformers' Normalize module).")
         .def(
             "embed", &embed, py::arg("texts"), py::kw_only(), py::arg("pooling") = "model",

@@ -22,6 +22,7 @@ namespace {
 
 const Tokenizer& tokenizer_of(const Model& m, const std::string& what)
 {
+    m.live();
     if (!m.tokenizer)
         throw InputError(what + ": " + m.path + " was loaded without a tokenizer");
     return *m.tokenizer;
@@ -35,7 +36,7 @@ std::vector<int32_t> input_ids(const Model& m, const py::object& text, const py:
         throw InputError(what + ": give exactly one of text= or ids=");
     if (!text.is_none())
         return tokenizer_of(m, what).encode(str_arg(text, what + ": text"));
-    return token_ids(ids, m.lm->config().vocab_size, what);
+    return token_ids(ids, m.live()->config().vocab_size, what);
 }
 
 // `context`: the model's (and the reference's) context, which ctx may not exceed.
@@ -65,16 +66,16 @@ py::object perplexity(const Model& m, const py::object& text, const py::object& 
 {
     const auto input = input_ids(m, text, ids, "perplexity");
     // An encoder: the engine's refusal first (it has no next-token perplexity at any ctx).
-    const auto context = m.lm->config().is_encoder() ? INT64_MAX : m.lm->max_context();
+    const auto context = m.live()->config().is_encoder() ? INT64_MAX : m.live()->max_context();
     const auto options = window_options(input, ctx, stride, batch, context, "perplexity");
     PythonProgress progress(callback, "perplexity: progress");
-    auto r = without_gil(progress,
-                         [&] { return evaluate_perplexity(*m.lm, input, options, progress.plain("eval")); });
+    auto r = without_gil(
+        progress, [&] { return evaluate_perplexity(*m.live(), input, options, progress.plain("eval")); });
     if (m.tokenizer) // bits per byte compares texts tokenized differently (issue 60)
         add_bits_per_byte(r, input, *m.tokenizer);
     nlohmann::ordered_json j{{"model", m.path}, {"input_kind", text.is_none() ? "ids" : "text"}};
     j.update(perplexity_json(r));
-    j["embedding"] = m.lm->token_embedding().kind();
+    j["embedding"] = m.live()->token_embedding().kind();
     return to_python(j);
 }
 
@@ -88,7 +89,7 @@ py::object export_onnx_to(const Model& m, const py::object& path_like, bool with
     options.overwrite = overwrite;
     PythonProgress progress(callback, "export_onnx: progress");
     const auto r = without_gil(progress, [&] {
-        return export_onnx(*m.lm, out, options, progress.plain("export"),
+        return export_onnx(*m.live(), out, options, progress.plain("export"),
                            m.files ? m.files->path : std::filesystem::path(), m.files);
     });
     return to_python(nlohmann::ordered_json{{"path", r.path.string()},
@@ -100,18 +101,33 @@ py::object export_onnx_to(const Model& m, const py::object& path_like, bool with
                                             {"notes", r.notes}});
 }
 
+// Per scored position, in scoring order (the engine's ScoredPositions, moved into arrays).
+py::dict positions_dict(ScoredPositions&& p)
+{
+    py::dict out;
+    out["input"] = vector_array(std::move(p.input));
+    out["target"] = vector_array(std::move(p.target));
+    out["kl"] = vector_array(std::move(p.kl));
+    out["nll"] = vector_array(std::move(p.nll));
+    out["reference_nll"] = vector_array(std::move(p.reference_nll));
+    out["same_top"] = vector_array(std::move(p.same_top), "bool");
+    return out;
+}
+
 py::object divergence(const Model& m, const Model& reference, const py::object& text, const py::object& ids,
-                      int64_t ctx, std::optional<int64_t> stride, const py::object& callback)
+                      int64_t ctx, std::optional<int64_t> stride, bool per_token, const py::object& callback)
 {
     const auto input = input_ids(m, text, ids, "divergence");
     if (!text.is_none() && tokenizer_of(reference, "divergence").encode(text.cast<std::string>()) != input)
         throw InputError("divergence: " + m.path + " and the reference " + reference.path +
                          " tokenize the text differently; divergence needs one tokenizer");
-    const auto options = window_options(
-        input, ctx, stride, 0, std::min(m.lm->max_context(), reference.lm->max_context()), "divergence");
+    const auto options =
+        window_options(input, ctx, stride, 0,
+                       std::min(m.live()->max_context(), reference.live()->max_context()), "divergence");
     PythonProgress progress(callback, "divergence: progress");
-    const auto d = without_gil(progress, [&] {
-        return evaluate_divergence(*m.lm, *reference.lm, input, options, progress.plain("divergence"));
+    auto d = without_gil(progress, [&] {
+        return evaluate_divergence(*m.live(), *reference.live(), input, options,
+                                   progress.plain("divergence"));
     });
     nlohmann::ordered_json j{{"model", m.path},    {"reference", reference.path},
                              {"tokens", d.tokens}, {"windows", d.windows},
@@ -120,15 +136,19 @@ py::object divergence(const Model& m, const Model& reference, const py::object& 
     j.update(divergence_json(d));
     j["delta_ln_ppl"] = d.delta_ln_ppl;
     j["seconds"] = d.seconds;
-    return to_python(j);
+    py::dict out = to_python(j);
+    if (per_token)
+        out["per_token"] = positions_dict(std::move(d.positions));
+    return out;
 }
 
 py::object llamacpp_divergence(const Model& m, const py::object& file_like, const py::object& callback)
 {
     const auto file = path_arg(file_like, "llamacpp_divergence: file");
     PythonProgress progress(callback, "llamacpp_divergence: progress");
-    const auto d = without_gil(
-        progress, [&] { return evaluate_divergence_llamacpp(*m.lm, file, progress.plain("divergence")); });
+    const auto d = without_gil(progress, [&] {
+        return evaluate_divergence_llamacpp(*m.live(), file, progress.plain("divergence"));
+    });
     nlohmann::ordered_json j{{"model", m.path},    {"reference_logits", file},
                              {"tokens", d.tokens}, {"windows", d.windows},
                              {"ctx", d.ctx},       {"bos", d.bos},
@@ -148,12 +168,13 @@ py::object task(const Model& m, const std::string& name, const py::object& data_
     nlohmann::ordered_json j{{"task", name}, {"model", m.path}, {"data", data}};
     if (name == "stsb") {
         const auto pairs = read_sentence_pairs(data, read);
-        j.update(similarity_json(without_gil(
-            progress, [&] { return evaluate_similarity(*m.lm, tokenizer, pairs, progress.plain(name)); })));
+        j.update(similarity_json(without_gil(progress, [&] {
+            return evaluate_similarity(*m.live(), tokenizer, pairs, progress.plain(name));
+        })));
     } else {
         const auto examples = read_task_data(name, data, read);
         j.update(task_json(without_gil(
-            progress, [&] { return evaluate_task(*m.lm, tokenizer, examples, progress.plain(name)); })));
+            progress, [&] { return evaluate_task(*m.live(), tokenizer, examples, progress.plain(name)); })));
     }
     return to_python(j);
 }
@@ -167,7 +188,7 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
     if (prompt.is_none() == ids.is_none())
         throw InputError("generate: give exactly one of prompt= or ids=");
     const auto text = prompt.is_none() ? std::string() : str_arg(prompt, "generate: prompt");
-    const auto input = prompt.is_none() ? token_ids(ids, m.lm->config().vocab_size, "generate")
+    const auto input = prompt.is_none() ? token_ids(ids, m.live()->config().vocab_size, "generate")
                                         : prompt_ids(tokenizer_of(m, "generate"), text, bos);
     const Model* original = compare.is_none() ? nullptr : &model_arg(compare, "generate: compare");
     if (original && !prompt.is_none() && prompt_ids(tokenizer_of(*original, "generate"), text, bos) != input)
@@ -203,7 +224,8 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
     Generation g;
     try {
         g = without_gil(progress, [&] {
-            return generate(*m.lm, m.tokenizer, input, options, each, original ? original->lm : nullptr);
+            return generate(*m.live(), m.tokenizer, input, options, each,
+                            original ? original->live() : nullptr);
         });
     } catch (const Cancelled&) {
         if (!stopped)
@@ -222,13 +244,13 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
     }
     nlohmann::ordered_json j{{"model", m.path}};
     j.update(generation_json(g));
-    j["embedding"] = m.lm->token_embedding().kind();
+    j["embedding"] = m.live()->token_embedding().kind();
     if (original) {
         // Stopped early: the compared model's continuation is as long at most.
         if (stopped)
             options.max_tokens = static_cast<int64_t>(g.tokens.size());
         const auto og = without_gil(progress, [&] {
-            return generate(*original->lm, original->tokenizer, input, options,
+            return generate(*original->live(), original->tokenizer, input, options,
                             [&](const GeneratedToken&) { return progress.call([] { return py::none(); }); });
         });
         nlohmann::ordered_json o{{"model", original->path}};
@@ -238,28 +260,9 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
     return to_python(j);
 }
 
-py::array logits(const Model& m, const py::handle& ids)
-{
-    const auto input = token_ids(ids, m.lm->config().vocab_size, "logits");
-    if (input.empty())
-        throw InputError("logits: no token ids");
-    if (static_cast<int64_t>(input.size()) > m.lm->max_context())
-        throw InputError("logits: " + std::to_string(input.size()) +
-                         " ids are more than the model's context of " + std::to_string(m.lm->max_context()));
-    torch::Tensor out;
-    {
-        py::gil_scoped_release release;
-        c10::InferenceMode guard;
-        const auto t =
-            torch::tensor(std::vector<int64_t>(input.begin(), input.end()), torch::kLong).view({1, -1});
-        out = m.lm->logits(t)[0].contiguous();
-    }
-    return to_numpy(out);
-}
-
 py::array embedding_table(const Model& m)
 {
-    const TokenEmbedding& e = m.lm->token_embedding();
+    const TokenEmbedding& e = m.live()->token_embedding();
     torch::Tensor rows;
     if (const torch::Tensor* table = dense_table(&e)) {
         rows = *table;
@@ -274,6 +277,21 @@ py::array embedding_table(const Model& m)
 }
 
 } // namespace
+
+const LanguageModel* Model::live() const
+{
+    if (!lm)
+        throw InputError(path + " is closed (its with block ended, or close() was called): load it again");
+    return lm;
+}
+
+void Model::close()
+{
+    lm = nullptr;
+    tokenizer = nullptr;
+    files = nullptr;
+    owner.reset();
+}
 
 const Model& model_arg(const py::handle& value, const std::string& what)
 {
@@ -301,6 +319,7 @@ Model load(const py::object& path_like, const py::object& tokenizer, bool verify
     m.files = &loaded->files;
     m.path = path;
     m.tokenizer_option = tokenizer_path;
+    m.verify = verify;
     m.owner = std::move(loaded);
     return m;
 }
@@ -309,14 +328,18 @@ void bind_model(py::module_& m)
 {
     py::class_<Model>(m, "Model", "A loaded model (embedlab.load) or a run's compressed model (Run.model).")
         .def_readonly("path", &Model::path)
-        .def_property_readonly("config",
-                               [](const Model& x) { return to_python(model_config_json(x.lm->config())); })
-        .def_property_readonly("architecture", [](const Model& x) { return x.lm->config().type_name(); })
-        .def_property_readonly("vocab_size", [](const Model& x) { return x.lm->config().vocab_size; })
-        .def_property_readonly("dim", [](const Model& x) { return x.lm->config().embedding_dim(); })
+        .def_property_readonly(
+            "config", [](const Model& x) { return to_python(model_config_json(x.live()->config())); })
+        .def_property_readonly("architecture", [](const Model& x) { return x.live()->config().type_name(); })
+        .def_property_readonly("vocab_size", [](const Model& x) { return x.live()->config().vocab_size; })
+        .def_property_readonly("dim", [](const Model& x) { return x.live()->config().embedding_dim(); })
         .def_property_readonly("embedding_kind",
-                               [](const Model& x) { return x.lm->token_embedding().kind(); })
-        .def_property_readonly("warnings", [](const Model& x) { return x.files->warnings; })
+                               [](const Model& x) { return x.live()->token_embedding().kind(); })
+        .def_property_readonly("warnings",
+                               [](const Model& x) {
+                                   x.live();
+                                   return x.files->warnings;
+                               })
         .def(
             "tokenize",
             [](const Model& x, const std::string& text) {
@@ -328,7 +351,7 @@ void bind_model(py::module_& m)
             "detokenize",
             [](const Model& x, const py::handle& ids) {
                 return tokenizer_of(x, "detokenize")
-                    .decode(token_ids(ids, x.lm->config().vocab_size, "detokenize"));
+                    .decode(token_ids(ids, x.live()->config().vocab_size, "detokenize"));
             },
             py::arg("ids"))
         .def("embedding_table", &embedding_table,
@@ -338,7 +361,6 @@ void bind_model(py::module_& m)
              py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
              py::arg("batch") = 0, py::arg("progress") = py::none(),
              "Perplexity by METHODS.md section 0: eval --json's fields.")
-        .def("logits", &logits, py::arg("ids"), "Logits [n, V] float32 of one sequence of ids.")
         .def("export_onnx", &export_onnx_to, py::arg("path"), py::kw_only(), py::arg("with_past") = false,
              py::arg("external_data") = false, py::arg("overwrite") = false, py::arg("progress") = py::none(),
              "The model (decoder or encoder) as an ONNX graph with the token table as stored (export "
@@ -357,8 +379,11 @@ void bind_model(py::module_& m)
              "default (0.05, hf 0); ignore_eos=True goes on past the end-of-sequence token.")
         .def("divergence", &divergence, py::arg("reference"), py::kw_only(), py::arg("text") = py::none(),
              py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
-             py::arg("progress") = py::none(),
-             "KL(P_reference || P_model) per scored token and top-1 agreement: eval --reference's fields.")
+             py::arg("per_token") = false, py::arg("progress") = py::none(),
+             "KL(P_reference || P_model) per scored token and top-1 agreement: eval --reference's fields. "
+             "per_token=True adds 'per_token', each scored position in scoring order as NumPy arrays: "
+             "input and target (int32: the last id read, the id predicted), kl, nll and reference_nll "
+             "(float64, nats) and same_top (bool: the two argmaxes agree).")
         .def("llamacpp_divergence", &llamacpp_divergence, py::arg("file"), py::kw_only(),
              py::arg("progress") = py::none(),
              "llama-perplexity --kl-divergence against the base log-probabilities its "
@@ -367,10 +392,42 @@ void bind_model(py::module_& m)
              py::arg("progress") = py::none(),
              "sst2, mc, GLUE's classification tasks on a classifier (accuracy; cola mcc, mrpc and qqp f1) "
              "or stsb (correlation): task --json's fields.")
+        .def(
+            "close", [](Model& x) { x.close(); },
+            "Releases this handle's share of the model now (as the end of a with block does); other "
+            "handles (a with_table model, a Run) keep theirs, and arrays already returned stay valid. "
+            "Any later call raises InputError.")
+        .def("__enter__",
+             [](const py::object& self) {
+                 self.cast<const Model&>().live();
+                 return self;
+             })
+        .def("__exit__", [](Model& x, const py::args&) { x.close(); })
+        // Pickled by path (absolute), tokenizer= and verify=: unpickling loads the files again.
+        .def(py::pickle(
+            [](const Model& x) {
+                x.live();
+                if (!x.unpicklable.empty())
+                    throw py::type_error("cannot pickle " + x.path + ": " + x.unpicklable);
+                const auto absolute = [](const std::string& p) {
+                    return py::str(std::filesystem::absolute(p).string());
+                };
+                return py::make_tuple(absolute(x.path),
+                                      x.tokenizer_option.empty() ? py::object(py::none())
+                                                                 : py::object(absolute(x.tokenizer_option)),
+                                      x.verify);
+            },
+            [](const py::tuple& state) {
+                if (state.size() != 3)
+                    throw InputError("Model.__setstate__: not an embedlab.Model's pickled state");
+                return load(state[0], state[1], state[2].cast<bool>());
+            }))
         .def("__repr__", [](const Model& x) {
-            return "<embedlab.Model " + x.path + ": " + x.lm->config().type_name() + ", V " +
-                   std::to_string(x.lm->config().vocab_size) + ", embedding " +
-                   x.lm->token_embedding().kind() + encoder_repr(x.lm->config()) + ">";
+            if (!x.lm)
+                return "<embedlab.Model " + x.path + ": closed>";
+            return "<embedlab.Model " + x.path + ": " + x.live()->config().type_name() + ", V " +
+                   std::to_string(x.live()->config().vocab_size) + ", embedding " +
+                   x.live()->token_embedding().kind() + encoder_repr(x.live()->config()) + ">";
         });
 }
 

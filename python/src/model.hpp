@@ -21,6 +21,15 @@ struct Model {
     std::string path;
     std::string tokenizer_option; // load's tokenizer=, for a compress() of this model
     std::string run_source;       // a run's model: the model the run compressed ("" otherwise)
+    bool verify = true;           // load's verify=, for pickling
+    // Why it cannot be pickled by its path ("" when it can): a run's model or with_table's.
+    std::string unpicklable;
+
+    // The model, or InputError once close() (the end of a with block) released it.
+    const LanguageModel* live() const;
+    // Releases this handle's share of the model (arrays already returned stay valid).
+    // Not while another thread's call on this handle runs: close after it returns.
+    void close();
 };
 
 // An argument that must be a Model (compare=, reference=): TypeError naming `what` otherwise.
@@ -32,6 +41,8 @@ void bind_model(py::module_& m);
 void bind_encoder(py::module_& m);
 // with_table and token_losses (tables.cpp), added to the bound Model class.
 void bind_tables(py::module_& m);
+// logits, hidden_states and loglikelihood (arrays.cpp), added to the bound Model class.
+void bind_arrays(py::module_& m);
 // ", encoder, head classification (negative, positive), pooling cls" for Model's repr; "" for decoders.
 std::string encoder_repr(const ModelConfig& config);
 

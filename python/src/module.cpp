@@ -23,6 +23,7 @@
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
 #include "embedlab/table_method.hpp"
+#include "embedlab/token_damage.hpp"
 #include "model.hpp"
 #include "progress.hpp"
 
@@ -30,10 +31,19 @@ namespace embedlab::python {
 
 namespace {
 
-// A finished run, shared with the Models it hands out.
+// A finished run, shared with the Models it hands out; or one load_run read back from
+// a compressed directory (its embedlab.json, model and factors; no results row).
 struct Run {
     std::shared_ptr<CompressionRun> run;
+    std::string dir;                                        // load_run's directory ("" in memory)
+    std::shared_ptr<const nlohmann::ordered_json> manifest; // load_run's embedlab.json
+    bool verify = true;                                     // load_run's verify=, for pickling
 };
+
+bool saved(const Run& r)
+{
+    return r.manifest != nullptr;
+}
 
 std::string without_job_prefix(const std::string& message, const std::string& label)
 {
@@ -107,12 +117,9 @@ Source source_of(const py::handle& model, const std::string& label)
     return {path_arg(model, label + ": model"), ""};
 }
 
-Run compress(const py::object& model, const std::string& method, const py::object& callback,
-             const py::kwargs& fields)
+// A checked request run as compress() runs it.
+Run run_request(const CompressionRequest& request, PythonProgress& progress)
 {
-    const auto source = source_of(model, "compress");
-    const auto request = request_from(source.path, source.tokenizer, method, fields, "compress");
-    PythonProgress progress(callback, "compress: progress");
     auto run = without_gil(progress, [&] {
         // As run_compression(request) does, with the check against the model between (the CLI's order).
         const auto report = progress.experiment();
@@ -132,6 +139,15 @@ Run compress(const py::object& model, const std::string& method, const py::objec
         return r;
     });
     return Run{std::move(run)};
+}
+
+Run compress(const py::object& model, const std::string& method, const py::object& callback,
+             const py::kwargs& fields)
+{
+    const auto source = source_of(model, "compress");
+    const auto request = request_from(source.path, source.tokenizer, method, fields, "compress");
+    PythonProgress progress(callback, "compress: progress");
+    return run_request(request, progress);
 }
 
 // A run on a table alone (compress_table): no model, so no summary, model or export.
@@ -194,8 +210,8 @@ Run compress_table_alone(const py::handle& table, const std::string& method, con
     if (context && (model_params != 0 || !tied || positions != 0 || stored_type))
         throw InputError(label + ": give model= or model_params=, tied=, positions=, stored_type=, not both");
     const auto request = request_from("", "", method, fields, label);
-    const auto rows = table_arg(table, context ? context->lm->config().vocab_size : -1,
-                                context ? context->lm->config().embedding_dim() : -1, label + ": table");
+    const auto rows = table_arg(table, context ? context->live()->config().vocab_size : -1,
+                                context ? context->live()->config().embedding_dim() : -1, label + ": table");
     const int64_t d = rows.size(1);
     check_request(request, d, label, keyword);
     const auto spec = table_spec(request, d);
@@ -204,10 +220,10 @@ Run compress_table_alone(const py::handle& table, const std::string& method, con
     run->request = request;
     without_gil(progress, [&] {
         if (context) {
-            const auto breakdown = context->lm->parameter_breakdown();
+            const auto breakdown = context->live()->parameter_breakdown();
             auto c = compress_table(rows, spec, breakdown.total(), progress.plain("compress " + method));
             // As a run of the model's file accounts its table.
-            apply_model_context(c.accounting, context->lm->config().tied_embeddings,
+            apply_model_context(c.accounting, context->live()->config().tied_embeddings,
                                 breakdown.position_embedding);
             apply_energy(c.accounting, request_energy(request));
             apply_storage(c.accounting, context->files ? token_embedding_stored_type(*context->files) : "",
@@ -243,7 +259,7 @@ void check_requests(const py::object& model, const std::string& method, const py
     }
     ModelConfig config;
     if (source.model) {
-        config = source.model->lm->config();
+        config = source.model->live()->config();
     } else {
         py::gil_scoped_release release;
         config = read_model_files(source.path, WeightValues::ShapesOnly).config;
@@ -393,17 +409,198 @@ Model run_model(const Run& r)
     m.lm = &r.run->compressed_model();
     m.tokenizer = r.run->model.tokenizer.get();
     m.files = &r.run->model.files;
-    m.path = r.run->request.model + " (" + describe_request(r.run->request) + ")";
+    m.path = saved(r) ? r.dir : r.run->request.model + " (" + describe_request(r.run->request) + ")";
     m.tokenizer_option = r.run->request.tokenizer;
     m.run_source = r.run->request.model;
+    m.unpicklable = "a run's compressed model; pickle the Run instead";
     m.owner = r.run;
     return m;
+}
+
+// load_run's request: embedlab.json's parameters with the source model and the
+// evaluation's text and ctx; the method alone when they do not read back as a request.
+CompressionRequest saved_request(const nlohmann::ordered_json& manifest)
+{
+    const auto member = [](const nlohmann::ordered_json& j, const char* key) {
+        return j.is_object() && j.contains(key) ? j[key] : nlohmann::ordered_json();
+    };
+    const auto source = member(member(manifest, "source"), "path");
+    const auto evaluation = member(manifest, "evaluation");
+    auto fields = member(manifest, "parameters");
+    if (!fields.is_object())
+        fields = nlohmann::ordered_json::object();
+    if (source.is_string())
+        fields["model"] = source;
+    if (member(evaluation, "text").is_string())
+        fields["eval_text"] = evaluation["text"];
+    for (const char* key : {"ctx", "stride"})
+        if (member(evaluation, key).is_number_integer())
+            fields[key] = evaluation[key];
+    try {
+        return request_from_json(fields);
+    } catch (const InputError&) {
+        CompressionRequest r;
+        r.model = source.is_string() ? source.get<std::string>() : "";
+        r.method = member(manifest, "method").is_string() ? manifest["method"].get<std::string>() : "";
+        return r;
+    }
+}
+
+// The factors a directory stores at a type (embedlab.json's stored_types) as their
+// bytes, as a run in memory holds them: as read (uint8); f16 and bf16 read as float32
+// back to their bytes (exact: each value was one of theirs).
+void read_stored_factors(CompressedEmbedding& c, const nlohmann::ordered_json& manifest,
+                         const std::filesystem::path& dir)
+{
+    if (!manifest.contains("stored_types") || !manifest["stored_types"].is_object() ||
+        manifest["stored_types"].empty())
+        return;
+    const auto weights = load_safetensors(dir / "model.safetensors");
+    const auto types = manifest["stored_types"];
+    for (const auto& [name, type_json] : types.items()) {
+        const auto found = weights.find(name);
+        if (found == weights.end() || !type_json.is_string())
+            continue; // the loader has refused such a directory already
+        const auto type = type_json.get<std::string>();
+        torch::Tensor bytes = found->second;
+        if ((type == "f16" || type == "bf16") && bytes.is_floating_point()) {
+            const auto values = bytes.to(type == "f16" ? torch::kHalf : torch::kBFloat16).contiguous();
+            bytes = torch::from_blob(values.data_ptr(), {values.numel() * 2}, torch::kUInt8).clone();
+        }
+        c.stored_tensors.emplace_back(name, bytes);
+        c.stored_types[name] = type;
+    }
+    c.factors_stored = true;
+}
+
+Run load_run(const py::object& dir_like, bool verify)
+{
+    const auto dir = path_arg(dir_like, "load_run: dir");
+    auto run = std::make_shared<CompressionRun>();
+    auto manifest = std::make_shared<nlohmann::ordered_json>();
+    {
+        py::gil_scoped_release release;
+        LoadOptions options;
+        options.verify = verify;
+        run->model = load_model(dir, options);
+        if (run->model.files.embedlab_manifest.empty())
+            throw InputError("load_run: " + dir +
+                             " is not an EmbedLab compressed directory (it has no embedlab.json); "
+                             "embedlab.load reads a model");
+        *manifest = nlohmann::ordered_json::parse(run->model.files.embedlab_manifest);
+        run->request = saved_request(*manifest);
+        const auto* method = find_method(run->request.method);
+        if (method && method->part == CompressedPart::TokenEmbedding) {
+            CompressedEmbedding c;
+            c.embedding = run->model.model->shared_token_embedding();
+            read_stored_factors(c, *manifest, dir);
+            run->embedding = std::move(c);
+        }
+    }
+    return Run{std::move(run), dir, std::move(manifest), verify};
+}
+
+void refuse_saved(const Run& r, const std::string& what, const std::string& instead)
+{
+    if (saved(r))
+        throw InputError("Run." + what + ": this run was read back from " + r.dir + " (load_run), " +
+                         instead);
+}
+
+// Run.token_damage: per vocabulary id, how the compressed table damaged the predictions
+// on a text, against the reference (the original model, loaded again when not given).
+py::dict run_token_damage(const Run& r, const py::object& reference, const py::object& text,
+                          const py::object& ids, std::optional<int64_t> ctx, std::optional<int64_t> stride,
+                          const py::object& callback)
+{
+    const std::string what = "Run.token_damage";
+    refuse_table_only(r, "token_damage");
+    refuse_table_only_flat(r);
+    const Model compressed = run_model(r);
+    std::optional<Model> original;
+    if (reference.is_none())
+        original = load(py::str(r.run->request.model),
+                        r.run->request.tokenizer.empty() ? py::object(py::none())
+                                                         : py::object(py::str(r.run->request.tokenizer)),
+                        true);
+    const Model& ref = original ? *original : model_arg(reference, what + ": reference");
+    const int64_t vocab = compressed.live()->config().vocab_size;
+    if (!text.is_none() && !ids.is_none())
+        throw InputError(what + ": give at most one of text= or ids= (neither: the run's evaluation text)");
+    std::vector<int32_t> input;
+    if (!ids.is_none()) {
+        input = token_ids(ids, vocab, what);
+    } else if (text.is_none() && r.run->request.has_eval_ids) {
+        input = r.run->request.eval_ids;
+    } else {
+        if (text.is_none() && r.run->request.eval_text.empty())
+            throw InputError(what + ": the run evaluated no text; give text= or ids=");
+        const Tokenizer* tokenizer = compressed.tokenizer ? compressed.tokenizer : ref.tokenizer;
+        if (!tokenizer)
+            throw InputError(what + ": " + compressed.path + " has no tokenizer; give ids=");
+        input = tokenizer->encode(text.is_none() ? read_text_file(r.run->request.eval_text)
+                                                 : str_arg(text, what + ": text"));
+    }
+    const int64_t context = std::min(compressed.live()->max_context(), ref.live()->max_context());
+    const int64_t c =
+        ctx.value_or(r.run->request.ctx > 0 ? r.run->request.ctx : std::min<int64_t>(128, context));
+    if (input.size() < 2)
+        throw InputError(what + ": the input has " + std::to_string(input.size()) +
+                         " token(s); at least 2 are needed");
+    if (c < 1 || c > context)
+        throw InputError(what + ": ctx=" + std::to_string(c) + " is outside 1.." + std::to_string(context) +
+                         " (the models' context)");
+    const int64_t s = stride.value_or(!ctx && r.run->request.stride > 0 ? r.run->request.stride : c);
+    if (s < 1 || s > c)
+        throw InputError(what + ": stride must be between 1 and ctx (" + std::to_string(c) + "), got " +
+                         std::to_string(s));
+    PythonProgress progress(callback, what + ": progress");
+    auto damage = without_gil(progress, [&] {
+        const auto d = evaluate_divergence(*compressed.live(), *ref.live(), input, {.ctx = c, .stride = s},
+                                           progress.plain("divergence"));
+        return token_damage(*compressed.live(), *ref.live(), d.positions);
+    });
+    py::dict out;
+    out["buckets"] = to_python(token_damage_buckets_json(damage));
+    out["cosine"] = vector_array(std::move(damage.cosine));
+    out["target_count"] = vector_array(std::move(damage.target_count));
+    out["kl_as_target"] = vector_array(std::move(damage.kl_as_target));
+    out["input_count"] = vector_array(std::move(damage.input_count));
+    out["kl_as_input"] = vector_array(std::move(damage.kl_as_input));
+    out["bucket"] = vector_array(std::move(damage.bucket));
+    return out;
+}
+
+// Pickled state: ("dir", directory, verify) for load_run's runs, ("request", its JSON)
+// for a run in memory, which unpickling runs again (the methods are seeded).
+py::tuple run_state(const Run& r)
+{
+    if (table_only(r))
+        throw py::type_error("cannot pickle a compress_table run: it holds the caller's table; pickle the "
+                             "table (or np.save it) and the method's keywords");
+    if (saved(r))
+        return py::make_tuple("dir", std::filesystem::absolute(r.dir).string(), r.verify);
+    return py::make_tuple("request", request_json(r.run->request).dump());
+}
+
+Run run_from_state(const py::tuple& state)
+{
+    const auto kind = state.size() > 0 ? py::str(state[0]).cast<std::string>() : "";
+    if (kind == "dir" && state.size() == 3)
+        return load_run(state[1], state[2].cast<bool>());
+    if (kind != "request" || state.size() != 2)
+        throw InputError("Run.__setstate__: not an embedlab.Run's pickled state");
+    const auto request = request_from_json(nlohmann::ordered_json::parse(state[1].cast<std::string>()));
+    check_request(request, 0, "compress", keyword);
+    PythonProgress progress(py::none(), "compress: progress");
+    return run_request(request, progress);
 }
 
 py::object export_run_to(const Run& r, const py::object& dir_path, bool dense, bool overwrite,
                          const py::object& callback)
 {
     refuse_table_only(r, "export");
+    refuse_saved(r, "export", "where it is written already; copy the directory");
     const auto dir = path_arg(dir_path, "export: dir");
     PythonProgress progress(callback, "export: progress");
     return to_python(without_gil(progress, [&] {
@@ -489,14 +686,20 @@ PYBIND11_MODULE(_embedlab, m)
     bind_model(m);
     bind_encoder(m);
     bind_tables(m);
+    bind_arrays(m);
     py::class_<Run>(m, "Run", "A finished compression run (embedlab.compress), kept in memory.")
         .def_property_readonly("summary",
                                [](const Run& r) {
                                    refuse_table_only(r, "summary");
+                                   refuse_saved(r, "summary",
+                                                "whose embedlab.json has no results row (the engine makes "
+                                                "one while it runs); see record['evaluation']");
                                    return to_python(summary_json(r.run->summary));
                                })
         .def_property_readonly("record",
                                [](const Run& r) {
+                                   if (saved(r))
+                                       return to_python(*r.manifest);
                                    auto j = run_json(*r.run);
                                    if (table_only(r)) // no model: no summary row
                                        j.erase("summary");
@@ -531,13 +734,27 @@ PYBIND11_MODULE(_embedlab, m)
         .def("export", &export_run_to, py::arg("dir"), py::kw_only(), py::arg("dense") = false,
              py::arg("overwrite") = false, py::arg("progress") = py::none(),
              "Writes the run as compress --out does (nothing refitted); returns embedlab.json as written.")
-        .def("__repr__",
-             [](const Run& r) { return "<embedlab.Run " + describe_request(r.run->request) + ">"; });
+        .def("token_damage", &run_token_damage, py::arg("reference") = py::none(), py::kw_only(),
+             py::arg("text") = py::none(), py::arg("ids") = py::none(), py::arg("ctx") = py::none(),
+             py::arg("stride") = py::none(), py::arg("progress") = py::none(),
+             "Per vocabulary id, what eval --reference --per-token writes: cosine (compressed row against "
+             "the reference's), target_count, kl_as_target, input_count, kl_as_input (float64 / int64 "
+             "[V]; KL NaN where the id never occurs) and bucket (int32 [V]), plus buckets (eval "
+             "--reference's damage_by_frequency). reference=None loads the original the run compressed; "
+             "text=/ids= default to the run's evaluation text, ctx/stride to its own.")
+        .def(py::pickle(&run_state, &run_from_state))
+        .def("__repr__", [](const Run& r) {
+            return "<embedlab.Run " + describe_request(r.run->request) +
+                   (saved(r) ? " read from " + r.dir : std::string()) + ">";
+        });
 
     m.def("version", [] { return std::string(EMBEDLAB_VERSION); });
     m.def("load", &load, py::arg("path"), py::kw_only(), py::arg("tokenizer") = py::none(),
           py::arg("verify") = true,
           "Loads a Hugging Face directory, a .gguf, a llama2.c .bin or a compressed directory.");
+    m.def("load_run", &load_run, py::arg("dir"), py::kw_only(), py::arg("verify") = true,
+          "A Run read back from a compressed directory (compress --out, Run.export): its record "
+          "(embedlab.json), request, factors as stored, model and embedding_table(); no summary row.");
     m.def("compress", &compress, py::arg("model"), py::arg("method"), py::kw_only(),
           py::arg("progress") = py::none(),
           "One compression run: the keywords are the request's JSON fields (rank=32, eval_text=...).");

@@ -7,8 +7,29 @@ namespace embedlab::python {
 PythonProgress::PythonProgress(py::object callback, std::string name)
     : callback_(std::move(callback)), name_(std::move(name))
 {
+    const bool is_progress = name_.ends_with(": progress"); // not generate's on_token
+    if (is_progress && py::isinstance<py::bool_>(callback_)) {
+        own_bar_ = callback_.cast<bool>();
+        // The call's name without the argument's: "compress: progress" -> "compress".
+        const auto label = name_.substr(0, name_.find(':'));
+        callback_ = own_bar_ ? py::module_::import("embedlab._progress").attr("Bar")(label) : py::none();
+    }
     if (!callback_.is_none() && !PyCallable_Check(callback_.ptr()))
-        throw py::type_error(name_ + " must be a callable or None, not " + type_name(callback_));
+        throw py::type_error(name_ +
+                             (is_progress ? " must be a callable, True, False or None, not "
+                                          : " must be a callable or None, not ") +
+                             type_name(callback_));
+}
+
+PythonProgress::~PythonProgress()
+{
+    if (!own_bar_)
+        return;
+    try {
+        callback_.attr("close")();
+    } catch (py::error_already_set& e) {
+        e.discard_as_unraisable(__func__); // a destructor cannot raise
+    }
 }
 
 bool PythonProgress::report(const std::string& stage, int64_t done, int64_t total, double overall)

@@ -5,6 +5,8 @@
 // engine, which stops with Cancelled; rethrow_pending() then raises the callable's
 // exception or the KeyboardInterrupt in place of embedlab.Cancelled. The callable must
 // return None, True or False: anything else stops the work with a TypeError naming it.
+// progress=True is embedlab._progress.Bar (a tqdm bar, or a plain line without tqdm),
+// closed when the call ends; progress=False is None.
 #pragma once
 
 #include <functional>
@@ -25,6 +27,9 @@ public:
     // `name`: the call and the argument, for TypeErrors ("embed: progress"); TypeError now
     // when `callback` is neither None nor callable.
     PythonProgress(py::object callback, std::string name);
+    ~PythonProgress(); // with the GIL: closes progress=True's bar
+    PythonProgress(const PythonProgress&) = delete;
+    PythonProgress& operator=(const PythonProgress&) = delete;
     // Called without the GIL.
     bool report(const std::string& stage, int64_t done, int64_t total, double overall);
     // Called without the GIL: runs `python_call` with it (after Python's signal handlers);
@@ -39,6 +44,7 @@ public:
 
 private:
     py::object callback_;
+    bool own_bar_ = false; // progress=True: callback_ is a Bar to close
     std::string name_;
     std::optional<py::error_already_set> error_;
 };

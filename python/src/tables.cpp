@@ -25,8 +25,8 @@ struct TableModel {
 
 Model with_table(const Model& m, const py::handle& table)
 {
-    const auto& config = m.lm->config();
-    if (m.lm->lora())
+    const auto& config = m.live()->config();
+    if (m.live()->lora())
         throw InputError("with_table: " + m.path +
                          " has LoRA adapters, which may adapt the token table itself; merge them first "
                          "(finetune --merge) or use the model without them");
@@ -37,15 +37,17 @@ Model with_table(const Model& m, const py::handle& table)
         py::gil_scoped_release release;
         // The same weights (handles, not copies), the table replaced: a tied head reads the
         // new rows through the token embedding; an untied head keeps its own weight.
-        WeightMap weights = m.lm->weights();
+        WeightMap weights = m.live()->weights();
         weights[token_table_name(config.arch)] = rows;
-        out->lm = std::make_unique<LanguageModel>(config, std::move(weights),
-                                                  std::make_shared<DenseTokenEmbedding>(rows),
-                                                  "with_table: " + m.path, m.lm->shared_position_embedding());
+        out->lm = std::make_unique<LanguageModel>(
+            config, std::move(weights), std::make_shared<DenseTokenEmbedding>(rows), "with_table: " + m.path,
+            m.live()->shared_position_embedding());
     }
     Model result = m;
     result.lm = out->lm.get();
     result.path = m.path + " (with_table)";
+    result.unpicklable = "a with_table model holds a table in memory; pickle the table (or np.save it) and "
+                         "call with_table again";
     result.owner = std::move(out);
     return result;
 }
@@ -56,11 +58,12 @@ std::vector<int32_t> loss_ids(const Model& m, const py::object& text, const py::
     if (text.is_none() == ids.is_none())
         throw InputError("token_losses: give exactly one of text= or ids=");
     if (!text.is_none()) {
+        m.live();
         if (!m.tokenizer)
             throw InputError("token_losses: " + m.path + " was loaded without a tokenizer");
         return m.tokenizer->encode(str_arg(text, "token_losses: text"));
     }
-    return token_ids(ids, m.lm->config().vocab_size, "token_losses");
+    return token_ids(ids, m.live()->config().vocab_size, "token_losses");
 }
 
 py::array token_losses(const Model& m, const py::object& text, const py::object& ids, int64_t ctx,
@@ -72,9 +75,10 @@ py::array token_losses(const Model& m, const py::object& text, const py::object&
                          " token(s); at least 2 are needed");
     if (ctx < 1)
         throw InputError("token_losses: ctx must be at least 1, got " + std::to_string(ctx));
-    if (ctx > m.lm->max_context())
+    if (ctx > m.live()->max_context())
         throw InputError("token_losses: ctx=" + std::to_string(ctx) + " exceeds the " +
-                         std::to_string(m.lm->max_context()) + "-token context the model was trained for");
+                         std::to_string(m.live()->max_context()) +
+                         "-token context the model was trained for");
     const int64_t s = stride.value_or(ctx);
     if (s < 1 || s > ctx)
         throw InputError("token_losses: stride must be between 1 and ctx (" + std::to_string(ctx) +
@@ -84,7 +88,7 @@ py::array token_losses(const Model& m, const py::object& text, const py::object&
     // The engine's per-position NLLs are kept by its divergence evaluation; against the
     // model itself its scored positions and NLLs are perplexity's.
     auto d = without_gil(progress, [&] {
-        return evaluate_divergence(*m.lm, *m.lm, input, options, progress.plain("token_losses"));
+        return evaluate_divergence(*m.live(), *m.live(), input, options, progress.plain("token_losses"));
     });
     auto nll = std::make_shared<std::vector<double>>(std::move(d.positions.nll));
     py::capsule base(new std::shared_ptr<std::vector<double>>(nll),

@@ -165,7 +165,7 @@ def test_wrong_types_are_type_errors_naming_the_argument(llama, tinyllama):
         llama.perplexity(text=5)
     with pytest.raises(TypeError, match="perplexity: progress must return None, True or False, not str"):
         llama.perplexity(ids=np.arange(1, 40), ctx=8, progress=lambda *a: "no")
-    with pytest.raises(TypeError, match="perplexity: progress must be a callable or None, not int"):
+    with pytest.raises(TypeError, match="perplexity: progress must be a callable, True, False or None, not int"):
         llama.perplexity(ids=np.arange(1, 40), ctx=8, progress=5)
     with pytest.raises(TypeError, match="generate: on_token must return None, True or False, not int"):
         llama.generate("a", max_tokens=3, on_token=lambda t: 0)

@@ -509,8 +509,11 @@ def test_float_ids_are_refused(llama):
     for ids in (np.array([1.0, 2.0, 3.0]), [1.5, 2, 3], [[1, 2], [3, 4]], "1 2 3", [True, False, True]):
         with pytest.raises(embedlab.InputError, match="1-D sequence of integers"):
             llama.perplexity(ids=ids)
-        with pytest.raises(embedlab.InputError, match="1-D sequence of integers"):
-            llama.logits(ids)
+        if not isinstance(ids, list) or not isinstance(ids[0], list):  # logits takes a batch
+            with pytest.raises(embedlab.InputError, match="1-D sequence of integers"):
+                llama.logits(ids)
+    with pytest.raises(embedlab.InputError, match=r"logits: ids\[1\]: token ids must be a 1-D sequence of integers"):
+        llama.logits([[1, 2], [3.5, 4]])
     # Any integer type is taken, as its values.
     ids = [9038, 2501, 263, 931]
     expected = llama.perplexity(ids=ids)["ppl"]

@@ -1,0 +1,141 @@
+"""Runs and models as objects (issue 64): load_run() reads a compressed directory back
+(record, request, factors as stored, model), Model and Run pickle (by path and
+settings), and `with embedlab.load(...) as m:` releases the model."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import embedlab
+from conftest import without_timing
+
+
+@pytest.fixture(scope="module")
+def gpt2(tinygpt2):
+    return embedlab.load(tinygpt2)
+
+
+@pytest.fixture(scope="module")
+def text(short_text):
+    return short_text.read_text(encoding="utf-8")
+
+
+# --- load_run -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", [None, "f16", "bf16", "q8_0"])
+def test_load_run_reads_back_what_export_wrote(gpt2, short_text, text, tmp_path, store):
+    fields = {"store": store} if store else {}
+    run = embedlab.compress(gpt2, "pca", rank=32, eval_text=short_text, **fields)
+    manifest = run.export(tmp_path / "pca")
+    back = embedlab.load_run(tmp_path / "pca")
+    assert back.record == manifest
+    assert back.factor_types == run.factor_types
+    assert set(back.factors) == set(run.factors) == {"mu", "Z", "P"}
+    for name in run.factors:
+        assert back.factors[name].dtype == run.factors[name].dtype, name
+        np.testing.assert_array_equal(back.factors[name], run.factors[name], err_msg=name)
+        np.testing.assert_array_equal(back.factors_f32[name], run.factors_f32[name], err_msg=name)
+    # The stored bytes are the accounting's.
+    assert sum(a.nbytes for a in back.factors.values()) == back.record["accounting"]["storage"]["bytes_after"]
+    np.testing.assert_array_equal(back.embedding_table(), run.embedding_table())
+    assert back.model.perplexity(text=text)["ppl"] == run.summary["ppl"]
+    assert back.request["method"] == "pca" and back.request["rank"] == 32
+    assert back.request["model"] == manifest["source"]["path"]
+    assert back.request.get("store") == store
+    assert repr(back) == f"<embedlab.Run {repr(run)[len('<embedlab.Run '):-1]} read from {tmp_path / 'pca'}>"
+
+
+def test_a_loaded_run_refuses_what_it_does_not_have(gpt2, tmp_path, short_text):
+    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
+    run.export(tmp_path / "r")
+    back = embedlab.load_run(str(tmp_path / "r"))
+    with pytest.raises(embedlab.InputError, match=r"Run.summary: this run was read back from .*/r \(load_run\), "
+                                                  r"whose embedlab.json has no results row"):
+        back.summary
+    with pytest.raises(embedlab.InputError, match="Run.export: this run was read back from .* copy the directory"):
+        back.export(tmp_path / "again")
+    with pytest.raises(embedlab.InputError, match="compress: model is a run's compressed model"):
+        embedlab.compress(back.model, "pca", rank=2)
+    # Its token damage defaults to its own evaluation text and the source model.
+    damage = back.token_damage()
+    np.testing.assert_array_equal(damage["cosine"], run.token_damage()["cosine"])
+
+
+def test_load_run_refuses_a_model_that_is_not_a_run(tinygpt2, tmp_path):
+    with pytest.raises(embedlab.InputError, match=r"load_run: .*tinygpt2 is not an EmbedLab compressed directory "
+                                                  r"\(it has no embedlab.json\); embedlab.load reads a model"):
+        embedlab.load_run(tinygpt2)
+    with pytest.raises(embedlab.InputError, match="no-such"):
+        embedlab.load_run(tmp_path / "no-such")
+
+
+# --- pickle --------------------------------------------------------------------------------
+
+
+def test_a_model_pickles_by_path(gpt2, tinygpt2, text, tmp_path, monkeypatch):
+    data = pickle.dumps(gpt2)
+    assert len(data) < 1000  # the path and the settings, not the weights
+    monkeypatch.chdir(tmp_path)  # the path is absolute: another folder unpickles it
+    back = pickle.loads(data)
+    assert back.path == str(tinygpt2)
+    assert back.perplexity(text=text)["ppl"] == gpt2.perplexity(text=text)["ppl"]
+
+
+def test_models_held_in_memory_refuse_pickling(gpt2):
+    other = gpt2.with_table(gpt2.embedding_table())
+    with pytest.raises(TypeError, match=r"cannot pickle .* \(with_table\): a with_table model holds a table in "
+                                        r"memory; pickle the table"):
+        pickle.dumps(other)
+    run = embedlab.compress(gpt2, "pca", rank=2)
+    with pytest.raises(TypeError, match="a run's compressed model; pickle the Run instead"):
+        pickle.dumps(run.model)
+    table_run = embedlab.compress_table(gpt2.embedding_table()[:500], "pca", rank=2)
+    with pytest.raises(TypeError, match="cannot pickle a compress_table run"):
+        pickle.dumps(table_run)
+
+
+def test_a_run_pickles_by_its_request_and_runs_again(gpt2, short_text):
+    run = embedlab.compress(gpt2, "svd", rank=8, eval_text=short_text)
+    data = pickle.dumps(run)
+    assert len(data) < 2000
+    back = pickle.loads(data)
+    assert back.request == run.request
+    assert without_timing(back.summary) == without_timing(run.summary)
+    for name in run.factors:
+        np.testing.assert_array_equal(back.factors[name], run.factors[name])
+
+
+def test_a_loaded_run_pickles_by_its_directory(gpt2, tmp_path):
+    embedlab.compress(gpt2, "pca", rank=4).export(tmp_path / "d")
+    back = pickle.loads(pickle.dumps(embedlab.load_run(tmp_path / "d")))
+    assert back.record == embedlab.load_run(tmp_path / "d").record
+    with pytest.raises(embedlab.InputError, match="not an embedlab.Run's pickled state"):
+        embedlab.Run.__new__(embedlab.Run).__setstate__(("what",))
+
+
+# --- with ... as m ---------------------------------------------------------------------------
+
+
+def test_with_releases_the_model(stories):
+    with embedlab.load(stories) as m:
+        table = m.embedding_table()
+        copy = np.array(table)
+        ppl = m.perplexity(text="Once upon a time there was a cat. She liked to play.")["ppl"]
+        assert ppl > 1
+    assert repr(m) == f"<embedlab.Model {stories}: closed>"
+    for call in (lambda: m.perplexity(text="a b c"), lambda: m.tokenize("a"), lambda: m.vocab_size,
+                 lambda: m.warnings, lambda: m.with_table(copy), lambda: pickle.dumps(m)):
+        with pytest.raises(embedlab.InputError, match=r"stories260K.gguf is closed \(its with block ended, or "
+                                                      r"close\(\) was called\): load it again"):
+            call()
+    np.testing.assert_array_equal(table, copy)  # an array returned before stays valid
+    m.close()  # twice is fine
+
+
+def test_closing_one_handle_leaves_the_others(stories):
+    m = embedlab.load(stories)
+    other = m.with_table(m.embedding_table())
+    m.close()
+    assert other.perplexity(text="Once upon a time there was a cat.")["tokens"] > 0
