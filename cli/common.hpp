@@ -101,6 +101,7 @@ int command_export(const std::vector<std::string>& argv);
 int command_bench(const std::vector<std::string>& argv);
 int command_account(const std::vector<std::string>& argv);
 int command_compress(const std::vector<std::string>& argv);
+int command_trim(const std::vector<std::string>& argv); // command_trim.cpp
 int command_sweep(const std::vector<std::string>& argv);
 int command_neighbours(const std::vector<std::string>& argv);
 int command_fourier_map(const std::vector<std::string>& argv);

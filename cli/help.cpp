@@ -119,7 +119,19 @@ commands:
 
 // From fourier-map to the first sweep block, which the methods' sweep blocks follow.
 const char* const kBeforeSweepMethods =
-    R"(  fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
+    R"(  trim     MODEL --freq-text FILE (--keep N | --coverage C) --out DIR [--keep-tokens FILE]
+           [--eval-text FILE [--ctx N]] [--force] [--json]
+                                               vocabulary trimming: a plain model directory with the
+                                               tokens FILE uses most (--keep: N tokens in all;
+                                               --coverage: the fewest covering C of its token
+                                               occurrences, C in (0, 1]) plus the special tokens, the
+                                               tokens that encode any text and --keep-tokens' lines (as
+                                               the vocabulary spells them); table and head cut, tokenizer
+                                               rewritten (byte-level BPE, WordPiece, SentencePiece BPE);
+                                               texts of kept tokens encode as before; trim.json records
+                                               it, and with --eval-text bits per byte, changed tokens and
+                                               the original's probability on dropped ids
+  fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
                                                features T, MLP(T), E, original rows and neighbour
                                                cosines for ids A..B-1 (at most 4096)
   neighbours [MODEL] --freq-text FILE --keep-ratio R --k K (--token STRING | --id N) [--json]
@@ -427,6 +439,7 @@ const std::vector<CommandGroup>& command_groups()
         {"Compress",
          {{"compress",
            "write a compressed model directory (pca, svd, tt, tucker, lle, fourier, quant, aq, flat)"},
+          {"trim", "cut the vocabulary to the tokens a domain text uses (a plain model directory)"},
           {"sweep", "one row per setting: params, ratio, ppl, delta ln PPL (also on Slurm)"},
           {"sweep-status", "a Slurm sweep's tasks"},
           {"sweep-collect", "wait for a Slurm sweep and print its rows"},

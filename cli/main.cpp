@@ -51,6 +51,7 @@ constexpr CommandEntry kCommands[] = {
     {"export", embedlab::cli::command_export},
     {"account", embedlab::cli::command_account},
     {"compress", embedlab::cli::command_compress},
+    {"trim", embedlab::cli::command_trim},
     {"sweep", embedlab::cli::command_sweep},
     {"sweep-status", embedlab::cli::command_sweep_status},
     {"sweep-collect", embedlab::cli::command_sweep_collect},
