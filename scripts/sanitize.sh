@@ -12,8 +12,10 @@
 # under the same sanitizers besides.
 # The build is only what these tests link (the engine, with its precompiled header, and
 # no GUI), at -O1 with line tables only (-g1): the level ASan is meant for, with
-# file:line in every report, and cheaper to compile than -O2 -g. ccache (when
-# installed) keeps it for the next run (cmake/Ccache.cmake).
+# file:line in every report, and cheaper to compile than -O2 -g. A program run with
+# suite filters is built from only the test files that define those suites
+# (EMBEDLAB_SANITIZE_RUNS, cmake/TestSources.cmake). ccache (when installed) keeps it
+# for the next run (cmake/Ccache.cmake).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-tests
@@ -34,7 +36,8 @@ TARGETS=()
 for s in "${SUITES[@]}"; do TARGETS+=("${s%%:*}"); done
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DEMBEDLAB_SANITIZE="address;undefined" -DEMBEDLAB_BUILD_GUI=OFF > /dev/null
+  -DEMBEDLAB_SANITIZE="address;undefined" -DEMBEDLAB_BUILD_GUI=OFF \
+  -DEMBEDLAB_SANITIZE_RUNS="$(IFS=';'; echo "${SUITES[*]}")" > /dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target "${TARGETS[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

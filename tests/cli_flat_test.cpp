@@ -15,16 +15,16 @@ using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
 // The calibration text (fit) and the evaluation text.
-struct Texts : embedlab::test::TextSlices {
-    Texts() : TextSlices(30000, 6000) {}
+struct FlatTexts : embedlab::test::TextSlices {
+    FlatTexts() : TextSlices(30000, 6000) {}
 };
 
-std::vector<std::string> calib_args(const Texts& t)
+std::vector<std::string> calib_args(const FlatTexts& t)
 {
     return {"--calib-text", t.fit, "--samples", "24", "--seqlen", "64", "--seed", "7", "--quiet"};
 }
 
-nlohmann::json compress_flat(const Texts& t, const std::string& model, const std::string& remaining,
+nlohmann::json compress_flat(const FlatTexts& t, const std::string& model, const std::string& remaining,
                              const std::string& out, std::vector<std::string> extra = {})
 {
     std::vector<std::string> args{"compress", model,   "--method", "flat",        "--remaining",
@@ -36,7 +36,7 @@ nlohmann::json compress_flat(const Texts& t, const std::string& model, const std
     return json_of(cli(args));
 }
 
-nlohmann::json eval_dir(const Texts& t, const std::string& dir)
+nlohmann::json eval_dir(const FlatTexts& t, const std::string& dir)
 {
     return json_of(cli({"eval", dir, "--text", t.eval, "--ctx", "64", "--json", "--quiet"}));
 }
@@ -59,7 +59,7 @@ double sum(const nlohmann::json& a)
 // directory reloads to exactly the perplexity measured before saving.
 void round_trip(const std::string& model, int64_t kv_heads)
 {
-    Texts t;
+    FlatTexts t;
     const auto full = compress_flat(t, model, "1", (t.dir / "full").string());
     ASSERT_TRUE(full.is_object());
     const double base = full["evaluation"]["baseline"]["ppl"];
@@ -114,7 +114,7 @@ TEST(CliFlat, LlamaGroupedQueryRoundTripWithMlp)
     const auto model = (embedlab::test::shared_dir() / "models/tinyllama").string();
     round_trip(model, 2);
     // Nystrom MLP at remaining 1 keeps every channel and is exact too.
-    Texts t;
+    FlatTexts t;
     const auto m = compress_flat(t, model, "1", (t.dir / "mlp").string(), {"--mlp"});
     ASSERT_TRUE(m.is_object());
     EXPECT_EQ(m["mlp_widths"], nlohmann::json({352, 352, 352, 352}));
@@ -134,7 +134,7 @@ TEST(CliFlat, LlamaGroupedQueryRoundTripWithMlp)
 // the target and what was achieved.
 TEST(CliFlat, WholeDecoderTargetRatio)
 {
-    Texts t;
+    FlatTexts t;
     const std::string model = std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/tinygpt2-f16";
     auto run = [&](const std::string& out, std::vector<std::string> extra) {
         std::vector<std::string> args{"compress", model, "--method", "flat", "--out", (t.dir / out).string(),
@@ -171,7 +171,7 @@ TEST(CliFlat, WholeDecoderTargetRatio)
 
 TEST(CliFlat, ImportanceFeedsAllocate)
 {
-    Texts t;
+    FlatTexts t;
     std::vector<std::string> args{"importance", "--json"};
     for (const auto& a : calib_args(t))
         args.push_back(a);
@@ -232,7 +232,7 @@ TEST(CliFlat, AllocateOnGivenScores)
 
 TEST(CliFlat, SweepPrintsBothAllocations)
 {
-    Texts t;
+    FlatTexts t;
     // Each row is an experiment request (issue 37), so --divergence adds its columns as on
     // every other sweep.
     std::vector<std::string> args{"sweep", "--method", "flat", "--remainings", "1,0.5",       "--eval-text",
@@ -260,7 +260,7 @@ TEST(CliFlat, SweepPrintsBothAllocations)
 // by the registry's default), and each row's ratio of the part compressed counts them.
 TEST(CliFlat, SweepByTargetRatioCountsTheMlpsItCompresses)
 {
-    Texts t;
+    FlatTexts t;
     std::vector<std::string> args{"sweep", "--method", "flat", "--target-ratios", "0.8",  "--eval-text",
                                   t.eval,  "--ctx",    "64",   "--allocation",    "iprs", "--json"};
     for (const auto& a : calib_args(t))
@@ -286,7 +286,7 @@ TEST(CliFlat, SweepByTargetRatioCountsTheMlpsItCompresses)
 
 TEST(CliFlat, BadInputIsNamed)
 {
-    Texts t;
+    FlatTexts t;
     embedlab::test::TempDir out;
     auto error_of = [&](std::vector<std::string> extra) {
         std::vector<std::string> args{"compress", "--method",           "flat",

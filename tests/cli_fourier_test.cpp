@@ -14,7 +14,7 @@ using embedlab::test::json_of; // shared in cli_support.hpp
 namespace fs = std::filesystem;
 
 // About 350 tokens of the bundled sample text: a few seconds per evaluation.
-std::string short_text(const embedlab::test::TempDir& dir)
+std::string short_text_path(const embedlab::test::TempDir& dir)
 {
     const auto text =
         embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
@@ -35,7 +35,7 @@ void expect_bad(const std::vector<std::string>& args, const std::string& flag)
 TEST(CliFourier, CompressEvalAndMapRoundTrip)
 {
     embedlab::test::TempDir dir;
-    const auto text = short_text(dir);
+    const auto text = short_text_path(dir);
     const auto out = (dir / "fourier").string();
     const auto m = json_of(cli({"compress", "--method", "fourier", "--mlp",       "geglu", "--hidden-ratio",
                                 "0.25",     "--steps",  "12",      "--fit-batch", "1024",  "--seed",

@@ -29,7 +29,7 @@ fs::path model_copy(const TempDir& dir, const std::string& name)
     return m;
 }
 
-fs::path sst2_file(const TempDir& dir)
+fs::path sst2_dev_file(const TempDir& dir)
 {
     std::ofstream(dir / "dev.tsv") << "sentence\tlabel\na lovely film .\t1\na dull , tired mess .\t0\n";
     return dir / "dev.tsv";
@@ -42,7 +42,7 @@ TEST(OutputsNeverInputs, ForceNeverWritesIntoAModelsFiles)
 {
     TempDir dir;
     const auto m1 = model_copy(dir, "m1");
-    const auto data = sst2_file(dir).string();
+    const auto data = sst2_dev_file(dir).string();
     const auto weights = read_text(m1 / "model.safetensors");
     const auto config = read_text(m1 / "config.json");
     fs::create_directories(dir / "elsewhere");

@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path encoders()
+fs::path onnx_encoders()
 {
     return fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders";
 }
@@ -76,7 +76,7 @@ TEST_P(EncoderOnnx, RuntimeGivesEmbedLabsHiddenStatesPoolingAndHead)
 {
     if (!test::have_onnxruntime())
         GTEST_SKIP() << test::onnxruntime_skip_reason();
-    const auto lm = load_model(encoders() / GetParam());
+    const auto lm = load_model(onnx_encoders() / GetParam());
     test::TempDir tmp;
     const auto report = export_onnx(lm, tmp / "m.onnx", {});
     EXPECT_EQ(report.architecture, lm.model->config().type_name());
@@ -92,7 +92,7 @@ TEST(EncoderOnnxCompressed, MaskedLmHeadRunsThroughTheFactors)
     if (!test::have_onnxruntime())
         GTEST_SKIP() << test::onnxruntime_skip_reason();
     CompressionRequest r;
-    r.model = (encoders() / "distilbert-mlm").string();
+    r.model = (onnx_encoders() / "distilbert-mlm").string();
     r.method = "pca";
     r.rank = 8;
     const auto run = run_compression(r);
@@ -101,13 +101,13 @@ TEST(EncoderOnnxCompressed, MaskedLmHeadRunsThroughTheFactors)
     test::TempDir tmp;
     const auto report = export_onnx(m, tmp / "pca.onnx", {}, {}, {});
     EXPECT_NE(testing::PrintToString(report.notes).find("pca factors"), std::string::npos);
-    const auto lm = load_model(encoders() / "distilbert-mlm");
+    const auto lm = load_model(onnx_encoders() / "distilbert-mlm");
     expect_runtime_matches(m, *lm.tokenizer, tmp / "pca.onnx");
 }
 
 TEST(EncoderOnnxCompressed, WithPastIsForDecoders)
 {
-    const auto lm = load_model(encoders() / "minilm-st");
+    const auto lm = load_model(onnx_encoders() / "minilm-st");
     test::TempDir tmp;
     test::expect_input_error([&] { export_onnx(lm, tmp / "m.onnx", {.with_past = true}); },
                              "--with-past is for decoders");

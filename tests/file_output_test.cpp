@@ -39,16 +39,7 @@ std::string raw_bytes(const torch::Tensor& t)
     return {static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel() * c.element_size())};
 }
 
-// Runs `write` expecting InputError whose message contains `needle`.
-template <typename F> void expect_input_error(F&& write, const std::string& needle)
-{
-    try {
-        write();
-        FAIL() << "no InputError";
-    } catch (const embedlab::InputError& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-}
+using embedlab::test::expect_input_error;
 
 } // namespace
 

@@ -14,7 +14,7 @@ using namespace embedlab;
 
 namespace {
 
-torch::Tensor random_table(int64_t V, int64_t d, uint64_t seed = 3)
+torch::Tensor sparse_random_table(int64_t V, int64_t d, uint64_t seed = 3)
 {
     torch::manual_seed(seed);
     return torch::randn({V, d}) * torch::linspace(1.5, 0.2, d) + 0.3;
@@ -150,7 +150,7 @@ TEST(PartialSparse, NearestCommonMatchesBruteForceAcrossBlocks)
 {
     // 2571 rare rows: two similarity blocks. Zero rows on both sides.
     const int64_t V = 3000, d = 16, k = 4;
-    auto E = random_table(V, d, 11);
+    auto E = sparse_random_table(V, d, 11);
     E[10].zero_(); // common
     E[11].zero_(); // rare
     std::vector<int64_t> common, rare;
@@ -200,7 +200,7 @@ TEST(PartialSparse, NearestCommonMatchesBruteForceAcrossBlocks)
 TEST(PartialSparse, NearestCommonBreaksTiesToTheLowerId)
 {
     const int64_t V = 120, d = 8;
-    auto E = random_table(V, d, 2);
+    auto E = sparse_random_table(V, d, 2);
     // Identical common rows at both ends of the column range and in the middle.
     const auto dup = torch::randn({d});
     for (int64_t id : {117, 1, 64})
@@ -256,7 +256,7 @@ TEST(NearestCommon, NearTiesAreRankedInDoubleWhateverTheThreads)
 TEST(PartialSparse, RareCosineStatisticsSpanBlocks)
 {
     const int64_t V = 9000;
-    const auto E = random_table(V, 8, 4);
+    const auto E = sparse_random_table(V, 8, 4);
     auto split = std::make_shared<FrequencySplit>(even_odd_split(V)); // 4,500 rare rows
     const auto c = compress_table(E, {.method = "lle", .split = split, .k = 3});
     const auto& stats = c.fit["rare_cosine"];
@@ -275,7 +275,7 @@ TEST(PartialSparse, RareCosineStatisticsSpanBlocks)
 TEST(PartialSparse, LleWeightsSumToOneAndCommonRowsStayExact)
 {
     const int64_t V = 400, d = 24;
-    const auto E = random_table(V, d, 4);
+    const auto E = sparse_random_table(V, d, 4);
     const auto split = even_odd_split(V);
     const auto fit = fit_partial_sparse(E, split, {.kind = PartialSparseKind::LLE, .k = 5});
     EXPECT_EQ(fit.weights.sizes(), (std::vector<int64_t>{200, 5}));
@@ -300,7 +300,7 @@ TEST(PartialSparse, LleWeightsSumToOneAndCommonRowsStayExact)
 TEST(PartialSparse, FitWeightsMatchLleWeightsRowByRow)
 {
     const int64_t V = 120, d = 10, k = 4;
-    const auto E = random_table(V, d, 15);
+    const auto E = sparse_random_table(V, d, 15);
     for (double reg : {1e-3, 0.5}) {
         const auto fit = fit_partial_sparse(E, even_odd_split(V), {.k = k, .reg = reg});
         for (int64_t r = 0; r < fit.rare_ids.size(0); ++r) {
@@ -394,7 +394,7 @@ TEST(PartialSparse, LleRegularisedTwoNeighbourCaseMatchesHandComputation)
 TEST(PartialSparse, ZeroNormRowsGiveZeroRowsAndNoNaN)
 {
     const int64_t V = 60, d = 8;
-    auto E = random_table(V, d, 6);
+    auto E = sparse_random_table(V, d, 6);
     E[0].zero_(); // common
     E[1].zero_(); // rare
     E[3].zero_(); // rare
@@ -449,7 +449,7 @@ TEST(PartialSparse, LleBeatsUnkOnAStructuredTable)
 TEST(PartialSparse, UnkUsesTheUnkRowOrTheMeanOfCommonRows)
 {
     const int64_t V = 50, d = 6;
-    const auto E = random_table(V, d, 8);
+    const auto E = sparse_random_table(V, d, 8);
     const auto split = even_odd_split(V);
     PartialSparseTokenEmbedding with_unk(
         fit_partial_sparse(E, split, {.kind = PartialSparseKind::Unk, .unk_id = 7}));
@@ -469,7 +469,7 @@ TEST(PartialSparse, UnkUsesTheUnkRowOrTheMeanOfCommonRows)
 TEST(PartialSparse, PcaBaselineMatchesLowRankPcaAndIsExactAtFullRank)
 {
     const int64_t V = 300, d = 12;
-    const auto E = random_table(V, d, 9);
+    const auto E = sparse_random_table(V, d, 9);
     const auto split = even_odd_split(V);
     const auto rare = ids_of(split.rare);
     PartialSparseTokenEmbedding full(fit_partial_sparse(E, split, {.kind = PartialSparseKind::PCA, .k = d}));
@@ -500,7 +500,7 @@ TEST(PartialSparse, IndicesTakeTheWidthTheVocabularyNeeds)
 
 TEST(PartialSparse, ParameterCounts)
 {
-    const auto E = random_table(50, 8, 10);
+    const auto E = sparse_random_table(50, 8, 10);
     std::vector<int64_t> common, rare;
     for (int64_t v = 0; v < 50; ++v)
         (v < 20 ? common : rare).push_back(v);
@@ -524,7 +524,7 @@ TEST(PartialSparse, ParameterCounts)
 TEST(PartialSparse, ProjectEqualsLookupOfAllIdsTimesHidden)
 {
     const int64_t V = 90, d = 10;
-    const auto E = random_table(V, d, 12);
+    const auto E = sparse_random_table(V, d, 12);
     const auto split = even_odd_split(V);
     const auto h = torch::randn({5, d});
     for (auto kind : {PartialSparseKind::LLE, PartialSparseKind::Unk, PartialSparseKind::PCA}) {
@@ -549,7 +549,7 @@ TEST(PartialSparse, ProjectEqualsLookupOfAllIdsTimesHidden)
 TEST(PartialSparse, FitRejectsBadOptionsAndSplits)
 {
     const int64_t V = 20, d = 4;
-    auto E = random_table(V, d, 13);
+    auto E = sparse_random_table(V, d, 13);
     const auto split = even_odd_split(V);
     EXPECT_THROW(fit_partial_sparse(E, split, {.k = 0}), InputError);
     EXPECT_THROW(fit_partial_sparse(E, split, {.k = 11}), InputError); // |V_C| = 10
@@ -574,7 +574,7 @@ TEST(PartialSparse, FitRejectsBadOptionsAndSplits)
 
 TEST(PartialSparse, ConstructorRejectsABadPartitionOrShapes)
 {
-    const auto E = random_table(20, 4, 14);
+    const auto E = sparse_random_table(20, 4, 14);
     const auto fit = fit_partial_sparse(E, even_odd_split(20), {.k = 2});
     EXPECT_NO_THROW(PartialSparseTokenEmbedding{fit});
     auto expect_bad = [](PartialSparseFit f, const char* what) {
@@ -749,7 +749,7 @@ TEST(NearestCommonIvf, ReportsRecallAndIsDeterministicForASeed)
 TEST(NearestCommonIvf, RejectsBadOptionsNamingThem)
 {
     const int64_t V = 40;
-    const auto E = random_table(V, 6, 8);
+    const auto E = sparse_random_table(V, 6, 8);
     const auto split = even_odd_split(V); // |V_C| = 20
     auto fit_error = [&](KnnOptions o) {
         o.kind = KnnKind::IVF;

@@ -10,7 +10,7 @@ using namespace embedlab;
 
 namespace {
 
-torch::Tensor random_table(int64_t V, int64_t d, uint64_t seed = 5)
+torch::Tensor tt_random_table(int64_t V, int64_t d, uint64_t seed = 5)
 {
     torch::manual_seed(seed);
     return torch::randn({V, d}) * torch::linspace(1.5, 0.2, d) + 0.3;
@@ -56,7 +56,7 @@ torch::Tensor reference_tt_row(const torch::Tensor& x, const std::vector<int64_t
 TEST(TensorTrain, MatchesTextbookTtSvdRowByRow)
 {
     const std::vector<int64_t> shape{4, 3, 5}, ranks{1, 3, 4, 1};
-    auto E = random_table(20, 60);
+    auto E = tt_random_table(20, 60);
     const auto fit = fit_tensor_train(E, {.shape = shape, .ranks = ranks});
     ASSERT_EQ(fit.cores.size(), 3u);
     EXPECT_EQ(fit.cores[0].sizes(), (std::vector<int64_t>{20, 1, 4, 3}));
@@ -75,7 +75,7 @@ TEST(TensorTrain, MatchesTextbookTtSvdRowByRow)
 TEST(TensorTrain, CapRanksAreLossless)
 {
     const std::vector<int64_t> shape{2, 3, 2, 4};
-    auto E = random_table(30, 48);
+    auto E = tt_random_table(30, 48);
     const auto caps = tt_rank_caps(shape);
     TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = shape, .ranks = caps}));
     EXPECT_TRUE(torch::allclose(emb.lookup(torch::arange(30, torch::kLong)), E, 1e-4, 1e-4));
@@ -101,7 +101,7 @@ TEST(TensorTrain, TensorisesRowsLittleEndian)
 TEST(TensorTrain, EpsBoundHoldsForEveryRowAndRanksStayUnderCaps)
 {
     const std::vector<int64_t> shape{4, 4, 6};
-    auto E = random_table(64, 96, 9);
+    auto E = tt_random_table(64, 96, 9);
     for (double eps : {0.05, 0.3, 0.6}) {
         const auto fit = fit_tensor_train(E, {.shape = shape, .eps = eps});
         TensorTrainTokenEmbedding emb(fit);
@@ -125,7 +125,7 @@ TEST(TensorTrain, EpsBoundHoldsForEveryRowAndRanksStayUnderCaps)
 
 TEST(TensorTrain, TiedHeadFromCoresEqualsDenseHead)
 {
-    auto E = random_table(5000, 24); // more rows than one contraction block
+    auto E = tt_random_table(5000, 24); // more rows than one contraction block
     TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = {2, 3, 4}, .ranks = {1, 2, 3, 1}}));
     auto dense = emb.lookup(torch::arange(5000, torch::kLong));
     auto h = torch::randn({7, 24});
@@ -140,7 +140,7 @@ TEST(TensorTrain, TiedHeadFromCoresEqualsDenseHead)
 TEST(TensorTrain, ParameterCountMatchesAccountingAndCoresRoundTrip)
 {
     const std::vector<int64_t> shape{4, 4, 6}, ranks{1, 3, 5, 1};
-    auto E = random_table(40, 96);
+    auto E = tt_random_table(40, 96);
     TensorTrainTokenEmbedding emb(fit_tensor_train(E, {.shape = shape, .ranks = ranks}));
     EXPECT_EQ(emb.parameter_count(), account_tensor_train(40, shape, ranks).params_after);
     EXPECT_EQ(emb.parameter_count(), 40 * (1 * 4 * 3 + 3 * 4 * 5 + 5 * 6 * 1));
@@ -153,7 +153,7 @@ TEST(TensorTrain, RanksBeyondTheUnfoldingArePaddedWithZeros)
 {
     // r_1 = 1 makes the second unfolding 2 x 4, so r_2 = 4 (its cap) cannot all be used.
     const std::vector<int64_t> shape{2, 2, 2, 2};
-    auto E = random_table(10, 16);
+    auto E = tt_random_table(10, 16);
     TensorTrainTokenEmbedding padded(fit_tensor_train(E, {.shape = shape, .ranks = {1, 1, 4, 2, 1}}));
     TensorTrainTokenEmbedding plain(fit_tensor_train(E, {.shape = shape, .ranks = {1, 1, 2, 2, 1}}));
     const auto ids = torch::arange(10, torch::kLong);
@@ -162,7 +162,7 @@ TEST(TensorTrain, RanksBeyondTheUnfoldingArePaddedWithZeros)
 
 TEST(TensorTrain, BadInputIsRefusedWithAMessage)
 {
-    auto E = random_table(10, 24);
+    auto E = tt_random_table(10, 24);
     auto message = [&](const TensorTrainOptions& o, const torch::Tensor& t) {
         try {
             fit_tensor_train(t, o);
@@ -222,7 +222,7 @@ std::vector<int64_t> reference_row_ranks(const torch::Tensor& x, const std::vect
 torch::Tensor mixed_rank_table(int64_t V, const std::vector<int64_t>& shape)
 {
     auto E =
-        random_table(V, std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()), 11);
+        tt_random_table(V, std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()), 11);
     for (int64_t t = 0; t < V; t += 3) {
         auto row = torch::ones({1});
         for (auto it = shape.rbegin(); it != shape.rend(); ++it) // little-endian: I_1 fastest

@@ -15,7 +15,7 @@ namespace {
 
 using test::cli;
 
-LoadedModel bundled()
+LoadedModel bundled_with_tokenizer()
 {
     return load_model(std::filesystem::path(EMBEDLAB_SOURCE_DIR) / "resources/models/stories260K.gguf",
                       {.need_tokenizer = true});
@@ -37,8 +37,8 @@ TEST(TokenDamage, FrequencyBucketsAreLog2Spaced)
 // it are averaged where they belong.
 TEST(TokenDamage, OneDamagedRowShowsWhereItIsReadAndPredicted)
 {
-    const auto original = bundled();
-    auto damaged = bundled();
+    const auto original = bundled_with_tokenizer();
+    auto damaged = bundled_with_tokenizer();
     const int64_t V = original.model->config().vocab_size;
     const auto table = dense_table(&original.model->token_embedding())->clone();
     const auto ids =

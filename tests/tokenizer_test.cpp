@@ -40,7 +40,7 @@ void expect_input_error(const std::function<void()>& call, const std::string& ne
 
 const char* const reference_texts[] = {"tinystories-heldout", "wikitext2-test-50k", "wikitext2-test"};
 
-std::vector<int32_t> reference_ids(const std::string& model, const std::string& text)
+std::vector<int32_t> reference_token_ids(const std::string& model, const std::string& text)
 {
     const auto file = shared_dir() / "reference" / ("tokens-" + model + "-" + text + ".json");
     return nlohmann::json::parse(read_text(file)).at("ids").get<std::vector<int32_t>>();
@@ -53,7 +53,8 @@ std::string data_text(const std::string& name)
 
 // Equality of long id lists, reporting the first difference instead of
 // printing hundreds of thousands of ids.
-::testing::AssertionResult same_ids(const std::vector<int32_t>& actual, const std::vector<int32_t>& expected)
+::testing::AssertionResult same_token_ids(const std::vector<int32_t>& actual,
+                                          const std::vector<int32_t>& expected)
 {
     const size_t n = std::min(actual.size(), expected.size());
     for (size_t i = 0; i < n; ++i)
@@ -158,7 +159,7 @@ TEST_P(Gpt2Reference, IdsMatchExactly)
     std::cout << "[ timing   ] " << c.model << " " << c.text << ": " << text.size() << " bytes -> "
               << ids.size() << " ids in " << seconds << " s\n";
 
-    EXPECT_TRUE(same_ids(ids, reference_ids(c.model, c.text)));
+    EXPECT_TRUE(same_token_ids(ids, reference_token_ids(c.model, c.text)));
     EXPECT_EQ(tok->decode(ids), text);
 }
 
@@ -189,7 +190,7 @@ TEST_P(SentencePieceReference, IdsMatchExactly)
     const auto tok = embedlab::load_sentencepiece(shared_dir() / "models" / "tinyllama" / "tokenizer.model");
     const std::string text = data_text(GetParam());
     const auto ids = tok->encode(text);
-    EXPECT_TRUE(same_ids(ids, reference_ids("tinyllama", GetParam())));
+    EXPECT_TRUE(same_token_ids(ids, reference_token_ids("tinyllama", GetParam())));
     EXPECT_EQ(tok->decode(ids), text);
 }
 
@@ -212,7 +213,7 @@ TEST(Llama2cTokenizer, Stories260KIdsMatchExactly)
     const std::string text = first_code_points(data_text("tinystories-heldout"), 6000);
     ASSERT_GT(text.size(), 6000u);
     const auto ids = load_tok512()->encode(text);
-    EXPECT_TRUE(same_ids(ids, reference_ids("stories260K", "tinystories-6000")));
+    EXPECT_TRUE(same_token_ids(ids, reference_token_ids("stories260K", "tinystories-6000")));
 }
 
 TEST(ScoredVocabTokenizer, GgufStyleVocabGivesTheLlama2cIds)
@@ -223,10 +224,10 @@ TEST(ScoredVocabTokenizer, GgufStyleVocabGivesTheLlama2cIds)
     EXPECT_EQ(gguf->kind(), "gguf-llama");
     const std::string text = first_code_points(data_text("tinystories-heldout"), 6000);
     const auto ids = gguf->encode(text);
-    EXPECT_TRUE(same_ids(ids, reference_ids("stories260K", "tinystories-6000")));
+    EXPECT_TRUE(same_token_ids(ids, reference_token_ids("stories260K", "tinystories-6000")));
     EXPECT_EQ(gguf->decode(ids), text);
-    EXPECT_TRUE(same_ids(gguf->encode(data_text("tinystories-heldout")),
-                         load_tok512()->encode(data_text("tinystories-heldout"))));
+    EXPECT_TRUE(same_token_ids(gguf->encode(data_text("tinystories-heldout")),
+                               load_tok512()->encode(data_text("tinystories-heldout"))));
 }
 
 // ---- behaviour ---------------------------------------------------------------------
@@ -399,7 +400,7 @@ TEST(Tokenizers, SmallWindowsGiveTheIdsOfTheWholeMerge)
             set_merge_window_bytes(size_t{1} << 40);
             const auto whole = tok->encode(text);
             set_merge_window_bytes(64);
-            EXPECT_TRUE(same_ids(tok->encode(text), whole)) << name << ", " << what;
+            EXPECT_TRUE(same_token_ids(tok->encode(text), whole)) << name << ", " << what;
         }
 }
 
@@ -463,7 +464,7 @@ TEST(Gpt2Bpe, ConcurrentEncodesAgree)
     EMBEDLAB_REQUIRE_SHARED();
     const auto tok = embedlab::load_hf_tokenizer_json(gpt2_dir() / "tokenizer.json");
     const std::string text = data_text("wikitext2-test-50k");
-    const auto expected = reference_ids("tinygpt2", "wikitext2-test-50k");
+    const auto expected = reference_token_ids("tinygpt2", "wikitext2-test-50k");
     std::vector<std::vector<int32_t>> results(4);
     std::vector<std::thread> threads;
     for (auto& r : results)
@@ -471,7 +472,7 @@ TEST(Gpt2Bpe, ConcurrentEncodesAgree)
     for (auto& t : threads)
         t.join();
     for (const auto& r : results)
-        EXPECT_TRUE(same_ids(r, expected));
+        EXPECT_TRUE(same_token_ids(r, expected));
 }
 
 // Llama's vocabularies (SentencePiece and llama2.c's): <unk> 0, <s> 1, </s> 2.

@@ -34,7 +34,7 @@ const Tokenizer& wordpiece()
 }
 
 // The bundled sample text in the fixtures' 2,000-id WordPiece vocabulary.
-const std::vector<int32_t>& sample_ids()
+const std::vector<int32_t>& encoder_sample_ids()
 {
     static const auto ids = wordpiece().encode(read_text_file(default_sample_text_path()));
     return ids;
@@ -76,7 +76,7 @@ std::set<std::string> stored_names(const fs::path& file)
     return names;
 }
 
-double mean(const std::vector<double>& v, size_t from, size_t to)
+double mean_of(const std::vector<double>& v, size_t from, size_t to)
 {
     double s = 0;
     for (size_t i = from; i < to; ++i)
@@ -130,12 +130,12 @@ class TrainEncoderEmbedding : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainEncoderEmbedding, MaskedLmLowersTheLossAndReloadsAsBertForMaskedLm)
 {
-    const auto& ids = sample_ids();
+    const auto& ids = encoder_sample_ids();
     ASSERT_GT(ids.size(), 3000u);
     const std::vector<int32_t> train(ids.begin(), ids.end() - 600), held(ids.end() - 600, ids.end());
     const auto r = train_from_scratch(bert_options(GetParam(), 30), train);
     ASSERT_EQ(r.loss_curve.size(), 30u);
-    EXPECT_LT(mean(r.loss_curve, 25, 30), mean(r.loss_curve, 0, 5) - 0.5) << GetParam();
+    EXPECT_LT(mean_of(r.loss_curve, 25, 30), mean_of(r.loss_curve, 0, 5) - 0.5) << GetParam();
     EXPECT_NEAR(r.loss_curve.front(), std::log(2000.0), 0.3); // uniform over the vocabulary at the start
     const auto& c = r.model->config();
     EXPECT_TRUE(c.is_encoder());
