@@ -99,48 +99,68 @@ fi
 # $BUILD_DIR/logs/setup-onnxruntime.log). Without npm or the registry, a warning says that
 # the ONNX Runtime tests will skip, and the set-up goes on.
 ONNXRUNTIME_VERSION=1.30.0
-# The test-only tools from npm (--with-tests only): ONNX Runtime, and the sampler tests'
+TRANSFORMERS_JS_VERSION=4.3.2
+# The test-only tools from npm (--with-tests only): ONNX Runtime, transformers.js, and the sampler tests'
 # oracle, llama.cpp's own samplers (tests/tools/llamacpp_sampler.cpp) built against
 # ../shared/tools/llama.cpp with node-llama-cpp's bundled headers.
 install_test_tools() {
   install_onnxruntime
+  install_transformers_js
   [ "$MODE" != tests ] || scripts/build-llamacpp-sampler.sh
 }
 
 install_onnxruntime() {
-  [ "$MODE" = tests ] || return 0
   local dir=${BUILD_DIR:-build}/test-tools/onnxruntime
-  local package=$dir/node_modules/onnxruntime-node/package.json
-  if [ -f "$package" ] &&
-    [ "$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$package" | head -n 1)" = "$ONNXRUNTIME_VERSION" ]; then
-    echo "setup: ONNX Runtime for the tests (npm onnxruntime-node $ONNXRUNTIME_VERSION) already installed in $dir"
+  install_npm_tool "ONNX Runtime" onnxruntime-node "$ONNXRUNTIME_VERSION" "$dir" "a 115 MB download" \
+    "the ONNX Runtime tests will skip" || return 0
+  # The package's macOS and Windows libraries (220 MB).
+  rm -rf "$dir/node_modules/onnxruntime-node/bin/napi-v6/"{darwin,win32}
+}
+
+# transformers.js's tokenizers (no model is downloaded): the oracle of the trimmed
+# tokenizer.json files (tests/trim_test.cpp), in $BUILD_DIR/test-tools/transformers.
+install_transformers_js() {
+  install_npm_tool "transformers.js" @huggingface/transformers "$TRANSFORMERS_JS_VERSION" \
+    "${BUILD_DIR:-build}/test-tools/transformers" "475 MB installed" \
+    "the transformers.js tokenizer checks will skip" || return 0
+}
+
+# install_npm_tool LABEL PACKAGE VERSION DIR SIZE SKIPPED: npm's PACKAGE@VERSION into DIR
+# (--with-tests only; nothing when that version is there). Returns 1 when it is not
+# installed (a warning says SKIPPED), 0 otherwise.
+install_npm_tool() {
+  local label=$1 package=$2 version=$3 dir=$4 size=$5 skipped=$6
+  [ "$MODE" = tests ] || return 1
+  local manifest=$dir/node_modules/$package/package.json
+  if [ -f "$manifest" ] &&
+    [ "$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$manifest" | head -n 1)" = "$version" ]; then
+    echo "setup: $label for the tests (npm $package $version) already installed in $dir"
     return 0
   fi
   if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-    echo "setup: warning: no npm (or no node): ONNX Runtime (npm onnxruntime-node) is not installed, and the ONNX Runtime tests will skip" >&2
-    return 0
+    echo "setup: warning: no npm (or no node): $label (npm $package) is not installed, and $skipped" >&2
+    return 1
   fi
   local log_dir=${BUILD_DIR:-build}/logs
-  local log=$log_dir/setup-onnxruntime.log
+  local log=$log_dir/setup-$(basename "$dir").log
   mkdir -p "$log_dir" "$dir"
-  echo "setup: installing ONNX Runtime for the tests with npm (onnxruntime-node $ONNXRUNTIME_VERSION, a 115 MB download, usually 10-30 s) into $dir; npm's output goes to $log"
-  printf '{\n  "description": "ONNX Runtime for EmbedLab'"'"'s tests: written by scripts/setup.sh --with-tests",\n  "private": true\n}\n' >"$dir/package.json"
+  echo "setup: installing $label for the tests with npm ($package $version, $size, usually 10-30 s) into $dir; npm's output goes to $log"
+  printf '{\n  "description": "%s for EmbedLab'"'"'s tests: written by scripts/setup.sh --with-tests",\n  "private": true\n}\n' "$label" >"$dir/package.json"
   local start=$SECONDS status=0
   # A bound on the time: npm retries an unreachable registry for minutes.
   (cd "$dir" && timeout 900 npm install --ignore-scripts --no-audit --no-fund --save-exact \
     --cache "$PWD/.npm-cache" --fetch-retries 1 --fetch-timeout 60000 \
-    "onnxruntime-node@$ONNXRUNTIME_VERSION") >"$log" 2>&1 || status=$?
+    "$package@$version") >"$log" 2>&1 || status=$?
   if [ "$VERBOSE" = 1 ]; then
     cat "$log"
   fi
-  if [ "$status" != 0 ] || [ ! -f "$package" ]; then
-    echo "setup: warning: npm install onnxruntime-node@$ONNXRUNTIME_VERSION failed (exit $status; registry unreachable?) after $((SECONDS - start)) s: the ONNX Runtime tests will skip. npm said (all of it is in $log):" >&2
+  if [ "$status" != 0 ] || [ ! -f "$manifest" ]; then
+    echo "setup: warning: npm install $package@$version failed (exit $status; registry unreachable?) after $((SECONDS - start)) s: $skipped. npm said (all of it is in $log):" >&2
     grep -m 4 '^npm error' "$log" >&2 || tail -n 5 "$log" >&2
-    return 0
+    return 1
   fi
-  # npm's cache, and the package's macOS and Windows libraries (220 MB).
-  rm -rf "$dir/.npm-cache" "$dir/node_modules/onnxruntime-node/bin/napi-v6/"{darwin,win32}
-  echo "setup: installed ONNX Runtime $ONNXRUNTIME_VERSION for the tests in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1) in $dir)"
+  rm -rf "$dir/.npm-cache"
+  echo "setup: installed $label $version for the tests in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1) in $dir)"
 }
 
 missing=()

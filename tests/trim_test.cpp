@@ -591,16 +591,19 @@ TEST(Trim, CliWritesTheDirectoryAndRefusesWithTheEnginesMessage)
     EXPECT_FALSE(fs::exists(out / "u"));
 }
 
-// --- transformers.js on the rewritten tokenizer.json (tests/data/encoders/README.md says
-// how it is installed; it is not installed by setup.sh).
+// --- transformers.js on the rewritten tokenizer.json (scripts/setup.sh --with-tests
+// installs it; the test skips with the reason without it).
 
 TEST(Trim, TransformersJsGivesTheSameIdsOnTheRewrittenTokenizerJson)
 {
     const char* env = std::getenv("EMBEDLAB_TJS_MODULES");
-    const fs::path modules = env ? fs::path(env) : fs::path("/work/tjs/node_modules");
+    // scripts/setup.sh --with-tests installs it into <build>/test-tools/transformers.
+    const fs::path modules = env ? fs::path(env)
+                                 : fs::read_symlink("/proc/self/exe").parent_path().parent_path() /
+                                       "test-tools/transformers/node_modules";
     if (!fs::exists(modules / "@huggingface/transformers"))
         GTEST_SKIP() << "transformers.js is not installed at " << modules
-                     << " (npm install --ignore-scripts @huggingface/transformers there, or set "
+                     << " (scripts/setup.sh --with-tests installs it, or set "
                         "EMBEDLAB_TJS_MODULES)";
     TempDir out;
     std::vector<std::string> texts(corpus().lines.begin(), corpus().lines.begin() + 40);
@@ -619,6 +622,10 @@ console.log(JSON.stringify(texts.map((t) => tok.encode(t, { add_special_tokens: 
 )");
     for (const auto& [name, dir] : {std::pair{"g", gpt2_dir()}, std::pair{"b", bert_dir()}}) {
         trim(dir, out / name, with_coverage(0.99));
+        // transformers.js needs a tokenizer_config.json (Hugging Face's Python does not);
+        // the fixture has none, so the trimmed directory has none either.
+        if (!fs::exists(out / name / "tokenizer_config.json"))
+            write_file(out / name / "tokenizer_config.json", "{}");
         const std::string cmd = "node " + quote((out / "run.mjs").string()) + " " + quote(modules.string()) +
                                 " " + quote((out / name).string()) + " " +
                                 quote((out / "texts.json").string()) + " > " +
