@@ -14,6 +14,7 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/generate.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/quantised_table.hpp"
 #include "llama_cpp_tools.hpp"
 #include "shared_models.hpp"
 #include "test_support.hpp"
@@ -110,6 +111,56 @@ TEST(Generate, GreedyTokensAreTheFullForwardsArgmax)
         EXPECT_NEAR(row[g.tokens[i].id].item<double>(), g.tokens[i].logprob, 1e-4) << "token " << i;
         ASSERT_EQ(g.tokens[i].top.size(), 5u);
         EXPECT_EQ(g.tokens[i].top[0].id, g.tokens[i].id);
+    }
+}
+
+// Issue 63 item 3: a tied quant table of q8_0 / q4_0 blocks generates through its blocks
+// (block_head): its logits equal the dense head over the dequantised rows (double
+// precision, computed apart) within 1e-5 of the largest logit, and greedy tokens are the
+// full forward's (dense head) token for token. Other tables keep the rebuilt rows.
+TEST(Generate, AQuantTableGeneratesThroughItsBlocksWithTheDenseHeadsTokens)
+{
+    auto c = test::tiny_config(Architecture::GPT2);
+    c.hidden_size = 64; // two 32-value blocks a row
+    c.vocab_size = 300;
+    for (const std::string type : {"q8_0", "q4_0"}) {
+        auto m = tiny_model(c);
+        const auto table = m->weights().at("wte.weight") * 8.0; // logits of a few units
+        m->set_token_embedding(quantise_table(table, type));
+        ASSERT_TRUE(m->has_block_head()) << type;
+        const auto rows = m->head_rows();
+        ASSERT_TRUE(rows.defined()) << type;
+        const auto hidden = torch::randn({3, c.hidden_size}, torch::TensorOptions().dtype(torch::kFloat32));
+        const auto reference = torch::matmul(hidden.to(torch::kDouble), rows.to(torch::kDouble).t());
+        const double scale = reference.abs().max().item<double>();
+        EXPECT_GT(scale, 1.0) << type;
+        const double diff = (m->block_head(hidden).to(torch::kDouble) - reference).abs().max().item<double>();
+        EXPECT_LT(diff, 1e-5 * scale) << type << ": max |diff| " << diff << " of " << scale;
+
+        const auto prompt = tiny_prompt(4, c.vocab_size);
+        const auto g = generate(*m, nullptr, prompt, {.max_tokens = 12, .stop_at_eos = false});
+        ASSERT_EQ(g.tokens.size(), 12u) << type;
+        std::vector<int32_t> all = prompt;
+        for (const auto& t : g.tokens)
+            all.push_back(t.id);
+        const auto logp = torch::log_softmax(m->logits(as_ids(all))[0].to(torch::kDouble), -1);
+        for (size_t i = 0; i < g.tokens.size(); ++i) {
+            const auto row = logp[static_cast<int64_t>(prompt.size() + i - 1)];
+            EXPECT_EQ(row.argmax().item<int64_t>(), g.tokens[i].id) << type << " token " << i;
+            EXPECT_NEAR(row[g.tokens[i].id].item<double>(), g.tokens[i].logprob, 1e-4)
+                << type << " token " << i;
+        }
+    }
+    auto f16 = tiny_model(c); // rebuilt rows: f16 is a conversion, not blocks
+    f16->set_token_embedding(quantise_table(f16->weights().at("wte.weight"), "f16"));
+    EXPECT_FALSE(f16->has_block_head());
+    EXPECT_FALSE(tiny_model(c)->has_block_head());
+    try {
+        tiny_model(c)->block_head(torch::zeros({1, c.hidden_size}));
+        ADD_FAILURE() << "a dense head has no blocks";
+    } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(),
+                     "block_head: the model's head is not a tied quant table of q8_0 or q4_0 blocks (dense)");
     }
 }
 

@@ -207,6 +207,13 @@ public:
     // (and ignored by head) for an untied head or an embedding that needs no rebuild.
     torch::Tensor head_rows() const;
     torch::Tensor head(const torch::Tensor& hidden, const torch::Tensor& rows) const;
+    // Issue 63 item 3: whether the tied head reads a quant table's q8_0 or q4_0 blocks
+    // directly (block_head), a quarter or an eighth of the rebuilt float rows' bytes:
+    // generation's one-row heads then hold no head_rows().
+    bool has_block_head() const;
+    // hidden [N, d] -> logits [N, V] from those blocks; equal to head(hidden, head_rows())
+    // up to float summation order. InputError when has_block_head() is false.
+    torch::Tensor block_head(const torch::Tensor& hidden) const;
     // ids [B, T] -> logits [B, T, V].
     torch::Tensor logits(const torch::Tensor& ids) const;
     // The same logits with autograd recording, for training adapters: no

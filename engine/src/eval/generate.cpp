@@ -137,7 +137,13 @@ int64_t prompt_part(const ModelConfig& c, int64_t cached, int64_t T)
 // One model reading a sequence token by token; logits() is the next-token row [V].
 class Reader {
 public:
-    explicit Reader(const LanguageModel& model) : model_(model), rows_(model.head_rows()) {}
+    // A tied quant table of q8_0 / q4_0 blocks is read as stored (no float rows held);
+    // low-rank and Tucker heads run from their factors in head() (project()); the rest
+    // rebuild their rows once, since rebuilding per token costs more than the product.
+    explicit Reader(const LanguageModel& model)
+        : model_(model), blocks_(model.has_block_head()), rows_(blocks_ ? torch::Tensor() : model.head_rows())
+    {
+    }
 
     void read(const torch::Tensor& ids) // [1, T]
     {
@@ -145,12 +151,14 @@ public:
         torch::Tensor h;
         for (int64_t at = 0; at < T; at += part) // through the cache, a part at a time
             h = model_.hidden_states(ids.narrow(1, at, std::min(part, T - at)), cache_);
-        logits_ = model_.head(h[0].narrow(0, h.size(1) - 1, 1), rows_)[0];
+        const auto last = h[0].narrow(0, h.size(1) - 1, 1);
+        logits_ = (blocks_ ? model_.block_head(last) : model_.head(last, rows_))[0];
     }
     const torch::Tensor& logits() const { return logits_; }
 
 private:
     const LanguageModel& model_;
+    bool blocks_;
     torch::Tensor rows_;
     KvCache cache_;
     torch::Tensor logits_;
