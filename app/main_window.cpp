@@ -31,6 +31,8 @@
 #include <QMimeData>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -87,7 +89,7 @@ MainWindow::MainWindow(QWidget* parent)
     facts_->setWordWrap(true);
     layout->addWidget(facts_);
     layout->addWidget(chart_, 1);
-    tabs_->addTab(model_panel, "Model");
+    addPage(model_panel, "Model");
     auto* spectrum_controls = new QWidget(this);
     auto* sc = new QHBoxLayout(spectrum_controls);
     sc->setContentsMargins(0, 0, 0, 0);
@@ -128,8 +130,8 @@ MainWindow::MainWindow(QWidget* parent)
     sc->addWidget(value_heads_);
     sc->addWidget(clear);
     sc->addStretch(1);
-    tabs_->addTab(withControls(spectrum_, spectrum_controls), "Spectrum");
-    tabs_->addTab(allocation_, "IPRS allocation");
+    addPage(withControls(spectrum_, spectrum_controls), "Spectrum");
+    addPage(allocation_, "IPRS allocation");
     auto* results_controls = new QWidget(this);
     auto* rc = new QHBoxLayout(results_controls);
     rc->setContentsMargins(0, 0, 0, 0);
@@ -138,7 +140,7 @@ MainWindow::MainWindow(QWidget* parent)
     export_button_->setToolTip("Write the selected row's compressed model (factorised, optionally dense)");
     connect(export_button_, &QPushButton::clicked, this, &MainWindow::chooseExport);
     results_->setBaselineMethods(baseline_methods()); // quant: a method read against it at equal bytes
-    tabs_->addTab(withControls(results_, results_controls), "Results");
+    addPage(withControls(results_, results_controls), "Results");
     connect(method_panel_, &MethodPanel::methodChanged, this, [this] {
         if (!model_path_.isEmpty())
             chooseTableDefault(model_path_);
@@ -219,8 +221,8 @@ MainWindow::MainWindow(QWidget* parent)
              fourier_update})
         fc->addWidget(w);
     fc->addStretch(1);
-    tabs_->addTab(withControls(fourier_, fourier_controls), "Fourier map");
-    tabs_->addTab(tt_, "Tensor-Train");
+    addPage(withControls(fourier_, fourier_controls), "Fourier map");
+    addPage(tt_, "Tensor-Train");
 
     lle_keep_->setPrefix("keep ratio ");
     lle_keep_->setRange(0.01, 1.0);
@@ -246,7 +248,7 @@ MainWindow::MainWindow(QWidget* parent)
              lle_update})
         lc->addWidget(w);
     lc->addStretch(1);
-    tabs_->addTab(withControls(lle_, lle_controls), "LLE neighbours");
+    addPage(withControls(lle_, lle_controls), "LLE neighbours");
     // Which tokens a results row damages: beside the graph, which it colours.
     auto* damage = new DamagePanel(
         lle_, jobs_,
@@ -278,12 +280,12 @@ MainWindow::MainWindow(QWidget* parent)
                 });
             });
     connect(tabs_, &QTabWidget::currentChanged, damage, [this, damage] {
-        if (tabs_->currentWidget() == lle_->parentWidget())
+        if (showing(lle_))
             damage->refreshRuns();
     });
     // Compare: the results rows that ran here, beside their original; a worst token opens the graph.
     auto* compare_view = new views::CompareView(this);
-    tabs_->addTab(compare_view, "Compare");
+    addPage(compare_view, "Compare");
     auto* compare_tab = new CompareTab(
         compare_view, jobs_,
         [this] {
@@ -304,7 +306,7 @@ MainWindow::MainWindow(QWidget* parent)
         lle_->showToken(id);
     });
     connect(tabs_, &QTabWidget::currentChanged, compare_tab, [this, compare_view, compare_tab] {
-        if (tabs_->currentWidget() == compare_view)
+        if (showing(compare_view))
             compare_tab->refreshRuns(results_->selectedRow());
     });
     connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::computeShownView);
@@ -441,13 +443,39 @@ MainWindow::MainWindow(QWidget* parent)
                     [this] { QMessageBox::information(this, "Keyboard shortcuts", shortcutsText()); });
 
     qApp->installEventFilter(this); // see eventFilter: shortcuts from any widget
-    resize(1100, 780);
+    // A laptop's size, within the screen's work area (issue 61: 780 px did not fit 768).
+    QSize size(1366, 700);
+    if (const QScreen* screen = QGuiApplication::primaryScreen())
+        size = size.boundedTo(screen->availableGeometry().size() - QSize(0, 30)); // the title bar
+    resize(size);
     QSettings settings;
     restoreGeometry(settings.value("window/geometry").toByteArray());
     restoreState(settings.value("window/state").toByteArray());
 }
 
 MainWindow::~MainWindow() = default;
+
+void MainWindow::addPage(QWidget* page, const QString& name)
+{
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidget(page);
+    tabs_->addTab(scroll, name);
+}
+
+QWidget* MainWindow::pageOf(const QWidget* view) const
+{
+    for (int i = 0; i < tabs_->count(); ++i)
+        if (tabs_->widget(i)->isAncestorOf(view))
+            return tabs_->widget(i);
+    return nullptr;
+}
+
+bool MainWindow::showing(const QWidget* view) const
+{
+    return tabs_->currentWidget() && tabs_->currentWidget() == pageOf(view);
+}
 
 QWidget* MainWindow::withControls(QWidget* view, QWidget* controls)
 {
@@ -460,14 +488,17 @@ QWidget* MainWindow::withControls(QWidget* view, QWidget* controls)
 
 bool MainWindow::showView(const QString& name)
 {
-    const QHash<QString, QWidget*> views{
-        {"model", tabs_->widget(0)},           {"spectrum", spectrum_->parentWidget()},
-        {"allocation", allocation_},           {"results", results_->parentWidget()},
-        {"fourier", fourier_->parentWidget()}, {"tt", tt_},
-        {"lle", lle_->parentWidget()},         {"compare", findChild<views::CompareView*>()}};
+    const QHash<QString, QWidget*> views{{"model", chart_},
+                                         {"spectrum", spectrum_},
+                                         {"allocation", allocation_},
+                                         {"results", results_},
+                                         {"fourier", fourier_},
+                                         {"tt", tt_},
+                                         {"lle", lle_},
+                                         {"compare", findChild<views::CompareView*>()}};
     if (!views.contains(name))
         return false;
-    tabs_->setCurrentWidget(views[name]);
+    tabs_->setCurrentWidget(pageOf(views[name]));
     return true;
 }
 
@@ -479,23 +510,22 @@ QStringList MainWindow::viewNames()
 MainWindow::TabPlot MainWindow::currentTabPlot() const
 {
     // One place says which plot a tab shows; Export figure and Export data both read it.
-    QWidget* tab = tabs_->currentWidget();
     const auto of = [](const auto* view) -> TabPlot {
         return {view->plot(), [view] { return view->dataTables(); }};
     };
-    if (tab == tabs_->widget(0))
+    if (showing(chart_))
         return of(chart_);
-    if (tab == spectrum_->parentWidget())
+    if (showing(spectrum_))
         return of(spectrum_);
-    if (tab == allocation_)
+    if (showing(allocation_))
         return of(allocation_);
-    if (tab == results_->parentWidget())
+    if (showing(results_))
         return of(results_);
-    if (tab == fourier_->parentWidget())
+    if (showing(fourier_))
         return of(fourier_);
-    if (tab == tt_)
+    if (showing(tt_))
         return of(tt_);
-    if (tab == lle_->parentWidget()) // the graph's own CSV comes first (exportData), then the damage's
+    if (showing(lle_)) // the graph's own CSV comes first (exportData), then the damage's
         return {lle_->plot(), [this] {
                     QVector<views::DataTable> tables;
                     if (auto* damage = lle_->findChild<views::TokenDamageView*>();
@@ -541,7 +571,7 @@ QString MainWindow::exportData(const QString& file, QStringList* written)
         written->clear();
     QVector<views::DataTable> tables = currentDataTables();
     QStringList files;
-    if (tabs_->currentWidget() == lle_->parentWidget()) {
+    if (showing(lle_)) {
         if (lle_->data().x.isEmpty())
             return file + ": the neighbour graph has not been computed yet";
         if (const QString error = lle_->exportCoordinatesCsv(file); !error.isEmpty())

@@ -169,6 +169,12 @@ private:
     void rememberModel(const QString& path);
     void fillRecentMenu();
     QWidget* withControls(QWidget* view, QWidget* controls);
+    // A tab whose page scrolls when the window is shorter or narrower than the page's
+    // minimum: no page sets the window's minimum size (issue 61: a 768-px screen with a
+    // taskbar leaves about 700 px for the window).
+    void addPage(QWidget* page, const QString& name);
+    QWidget* pageOf(const QWidget* view) const; // the tab page holding `view` (null: none)
+    bool showing(const QWidget* view) const;    // `view` is on the current tab
     void applySpectrumOverlays();
 
     QTabWidget* tabs_;

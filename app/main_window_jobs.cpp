@@ -297,12 +297,11 @@ void MainWindow::applySpectrumOverlays()
 
 void MainWindow::computeShownView()
 {
-    QWidget* tab = tabs_->currentWidget();
-    if (tab == fourier_->parentWidget())
+    if (showing(fourier_))
         computeFourierMap();
-    else if (tab == tt_)
+    else if (showing(tt_))
         computeTensorTrain();
-    else if (tab == lle_->parentWidget())
+    else if (showing(lle_))
         computeNeighbourGraph();
 }
 

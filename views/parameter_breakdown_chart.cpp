@@ -4,6 +4,7 @@
 #include <qcustomplot.h>
 
 #include "plot_interaction.hpp"
+#include "plot_view.hpp"
 
 namespace embedlab::views {
 
@@ -20,7 +21,7 @@ ParameterBreakdownChart::ParameterBreakdownChart(QWidget* parent) : DataPlotView
     highlight_->setBrush(QColor(214, 96, 77));
     highlight_->setPen(Qt::NoPen);
     plot_->yAxis->setLabel("parameters (millions)");
-    plot_->setMinimumHeight(220);
+    keep_readable_size(plot_); // a scrolled Model tab leaves it no more
     // The parts span decades (norms of thousands beside tables of millions): a log
     // axis on request. The parts are categories: zoom and pan the counts only.
     install_navigation(plot_)->addLogToggle(plot_->yAxis, "parameter axis");

@@ -231,6 +231,55 @@ void place_legend_below(QCustomPlot* plot, QCPLegend* legend, int columns)
     legend->setColumnSpacing(10);
     legend->setWrap(std::max(columns, 1));
     legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+    // A legend's largest size is that of its entries: with none (no runs yet), 8 px,
+    // which held the axes above it to a 130-px sliver (issue 61). Any width will do
+    // (a set maximum wins over the entries'; QWIDGETSIZE_MAX means "unset" and
+    // QWIDGETSIZE_MAX - 1 overflows with the margins added).
+    legend->setMaximumSize(1 << 20, legend->maximumSize().height());
+}
+
+namespace {
+constexpr const char* kPlaceholderName = "empty_plot_placeholder";
+
+QCPItemText* placeholder_item(const QCustomPlot* plot)
+{
+    for (int i = 0; i < plot->itemCount(); ++i)
+        if (plot->item(i)->objectName() == kPlaceholderName)
+            return qobject_cast<QCPItemText*>(plot->item(i));
+    return nullptr;
+}
+} // namespace
+
+void show_placeholder(QCustomPlot* plot, const QString& text)
+{
+    QCPItemText* note = placeholder_item(plot);
+    if (!text.isEmpty() && !note) {
+        note = new QCPItemText(plot);
+        note->setObjectName(kPlaceholderName);
+        note->setClipToAxisRect(false);
+        note->position->setType(QCPItemPosition::ptAxisRectRatio);
+        note->position->setCoords(0.5, 0.5);
+        note->setPositionAlignment(Qt::AlignCenter);
+        note->setTextAlignment(Qt::AlignCenter);
+        note->setColor(QColor(90, 90, 90));
+        note->setPadding(QMargins(8, 6, 8, 6));
+    }
+    if (note) {
+        if (text.isEmpty())
+            plot->removeItem(note);
+        else
+            note->setText(text);
+    }
+    for (QCPAxis* axis : plot->axisRect()->axes()) {
+        axis->setTicks(text.isEmpty());
+        axis->setTickLabels(text.isEmpty());
+    }
+}
+
+QString placeholder(const QCustomPlot* plot)
+{
+    const QCPItemText* note = placeholder_item(plot);
+    return note ? note->text() : QString();
 }
 
 QHBoxLayout* lay_out_view(QWidget* view, const QString& about, QWidget* main)

@@ -83,6 +83,12 @@ PlotNavigation* navigation(const QCustomPlot* plot); // nullptr if none installe
 // `columns` entries a row, compact and frameless.
 void place_legend_below(QCustomPlot* plot, QCPLegend* legend, int columns);
 
+// What an empty plot says in place of its data ("" takes it away): centred in the
+// axes, whose ticks and tick labels are hidden meanwhile (an empty plot's ticks mean
+// nothing, and squeezed they collide). Lines are split at '\n'.
+void show_placeholder(QCustomPlot* plot, const QString& text);
+QString placeholder(const QCustomPlot* plot); // the text shown ("": none)
+
 // A view's frame, the same on every view: the "What am I seeing." paragraph
 // `about` (word-wrapped) on top, `main` (the plot, or what holds it) taking the
 // spare height, and under it a row for the view's controls, returned for the

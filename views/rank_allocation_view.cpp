@@ -90,12 +90,14 @@ void RankAllocationView::redraw()
 {
     plot_->clearGraphs();
     plot_->clearItems();
-    if (!data_.unavailable.isEmpty()) {
-        auto* note = new QCPItemText(plot_);
-        note->position->setType(QCPItemPosition::ptAxisRectRatio);
-        note->position->setCoords(0.5, 0.5);
-        note->setText(data_.unavailable);
-        ranks_->setText(data_.unavailable);
+    // Nothing to allocate (an encoder, or no model yet): said in the axes, no ticks.
+    const QString empty = !data_.unavailable.isEmpty() ? data_.unavailable
+                          : data_.normalised.isEmpty() ? QString("No model analysed yet")
+                                                       : QString();
+    show_placeholder(plot_, empty);
+    plot_->legend->setVisible(empty.isEmpty());
+    if (!empty.isEmpty()) {
+        ranks_->setText(empty);
         plot_->replot();
         return;
     }

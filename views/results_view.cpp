@@ -237,9 +237,9 @@ ResultsView::ResultsView(QWidget* parent)
     // One line on the tab (issue 61: three wrapped lines cost the table its rows at
     // 1366x768); the whole explanation is its tooltip.
     about->setToolTip(about->text());
-    about->setText("<b>What am I seeing?</b> (hover for the explanation) One row per finished compression "
-                   "job; lower left is better.");
+    about->setText("<b>What am I seeing?</b> One row per finished run; lower left is better.");
     about->setTextFormat(Qt::RichText);
+    about->setWordWrap(true); // narrower than its line, it wraps: never the tab's minimum width
     // The selected row's KL per window beside the Pareto plot, shown for rows that measured it.
     auto* plots = new QSplitter(Qt::Horizontal, this);
     plots->addWidget(plot_);
@@ -252,12 +252,14 @@ ResultsView::ResultsView(QWidget* parent)
     auto* split = new QSplitter(Qt::Vertical, this);
     split->setObjectName("results_split");
     split->addWidget(table_);
-    // At least four rows of the table beside the plot's readable minimum (issue 61).
+    // At least three rows of the table beside the plot's readable minimum, and a third of
+    // the height beyond (issue 61: the tab fits a 1366x768 screen with a taskbar).
     table_->setMinimumHeight(table_->horizontalHeader()->sizeHint().height() +
-                             4 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth() +
+                             3 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth() +
                              2);
     split->addWidget(plots);
     split->setChildrenCollapsible(false);
+    split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 2);
     x_metric_->addItems({"parameter ratio", "bytes ratio"});
     // The user's pick: the default rule sets the box with signals blocked. Connected before
@@ -284,7 +286,9 @@ ResultsView::ResultsView(QWidget* parent)
     connect(y_scale_, &QComboBox::currentIndexChanged, this, [this] { y_scale_chosen_ = true; });
     for (QComboBox* box : {x_metric_, y_metric_, y_scale_})
         connect(box, &QComboBox::currentIndexChanged, this, [this] { rebuildPlot(); });
+    // The explanation and the plot's choices share a row (issue 61: a row less for the table).
     auto* filter_row = new QHBoxLayout;
+    filter_row->addWidget(about, 1);
     filter_row->addWidget(new QLabel("Model", this));
     filter_row->addWidget(model_filter_);
     filter_row->addWidget(new QLabel("x axis", this));
@@ -292,9 +296,8 @@ ResultsView::ResultsView(QWidget* parent)
     filter_row->addWidget(new QLabel("y axis", this));
     filter_row->addWidget(y_metric_);
     filter_row->addWidget(y_scale_);
-    filter_row->addStretch(1);
     auto* layout = new QVBoxLayout(this);
-    layout->addWidget(about);
+    layout->setContentsMargins(0, 0, 0, 0); // the tab's own margins frame it
     layout->addLayout(filter_row);
     layout->addWidget(split, 1);
     rebuildPlot();
@@ -727,6 +730,7 @@ void ResultsView::rebuildPlot()
         }
     }
     plot_->legend->setVisible(!methods_.empty()); // no empty frame before the first run
+    show_placeholder(plot_, emptyText());
     QString x_label = x_metric_->currentIndex() == 0 ? "compression ratio (compressed / original parameters)"
                                                      : "bytes ratio (stored bytes after / before)";
     int without_x = 0;
@@ -757,6 +761,25 @@ void ResultsView::rebuildPlot()
     selectRow(selected_ < static_cast<int>(rows_.size()) && (selected_ < 0 || shown_row(selected_))
                   ? selected_
                   : -1);
+}
+
+QString ResultsView::emptyText() const
+{
+    int shown = 0, drawn = 0;
+    for (const auto& rows : method_rows_)
+        for (int row : rows) {
+            ++shown;
+            drawn += std::isfinite(xOf(row)) && std::isfinite(plotted(row));
+        }
+    if (shown == 0)
+        return "No runs yet.\nChoose a method above and press Run:\neach finished run is a point here.";
+    if (drawn > 0)
+        return {};
+    return QString("None of the %1 shown run%2 has a value for %3\non this x axis (the boxes' tooltips say "
+                   "what each needs).")
+        .arg(shown)
+        .arg(shown == 1 ? "" : "s")
+        .arg(y_metric_->currentText());
 }
 
 void ResultsView::selectRow(int row)

@@ -112,6 +112,7 @@ signals:
 
 private:
     void rebuildPlot();
+    QString emptyText() const; // what the plot says with no point to draw ("": it has some)
     QList<QStandardItem*> rowItems(const ResultRow& r, int index) const;
     double metric(int row) const;  // the y metric of a run
     double xOf(int row) const;     // its x (the x axis' ratio; NaN: not drawn)

@@ -137,6 +137,10 @@ void TokenDamageView::draw()
     plot_->yAxis->setRange(0, top > 0 ? top * 1.12 : 1);
     plot_->yAxis2->setRange(0, 1.05);
     stats_->setText(summary());
+    // Before the first run: what to do, in the axes, not an empty frame and bare ticks.
+    show_placeholder(plot_, R == 0 ? "No damage measured yet:\nchoose a run above and press Compute damage."
+                                   : QString());
+    plot_->legend->setVisible(R > 0);
     plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
