@@ -1,10 +1,14 @@
 // The method panel's pages generated from the registry (issue 59 item 3): every
-// built-in method with its fields' widgets and the engine's ranges, and a method
-// registered at run time (its own program: the registration must not leak into the
-// other GUI tests).
+// built-in method with its fields' widgets and the engine's ranges, a method
+// registered at run time, and the tests' toy method (toy_method.hpp) with a field of
+// its own run from the window to a Results row (its own program: the registrations
+// must not leak into the other GUI tests).
 #include "checked_spin_box.hpp"
 #include "gui_test_support.hpp"
 #include "method_panel.hpp"
+#include "results_view.hpp"
+#include "toy_method.hpp"
+#include "workbench_support.hpp"
 
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/method_registry.hpp"
@@ -17,6 +21,7 @@
 #include <QSpinBox>
 #include <QStackedWidget>
 #include <QStandardItemModel>
+#include <QStatusBar>
 #include <algorithm>
 #include <gtest/gtest.h>
 
@@ -176,6 +181,58 @@ TEST(MethodPanelPages, OffersAMethodRegisteredAtRunTime)
     again.rank = 20;
     panel.setRequest(again);
     EXPECT_EQ(box->value(), 20);
+}
+
+// The toy's own field (density, in (0, 1]) is a box on its page with the field's
+// label; a value outside is refused in place and Run queues nothing; a valid one runs
+// the toy from the window to a Results row.
+TEST(MethodPanelPages, RunsTheToysOwnFieldToAResultsRow)
+{
+    toy_method::register_toy_once();
+    embedlab::app::MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    embedlab::test::open_bundled(window); // gpt2's shape at d = 128, V = 50257
+    MethodPanel& panel = *window.methodPanel();
+    ASSERT_TRUE(MethodPanel::methods().contains("randproj"));
+    auto* density = field_widget<QDoubleSpinBox>(panel, "randproj", "density");
+    ASSERT_NE(density, nullptr) << "the toy's own field has its box";
+    EXPECT_EQ(panel.method(), "randproj");
+    EXPECT_DOUBLE_EQ(density->value(), 1.0) << "the field's default";
+    EXPECT_TRUE(density->prefix().startsWith("Density")) << "the field's label";
+    EXPECT_TRUE(
+        density->toolTip().contains("share of R's entries drawn nonzero (a sparse projection): (0, 1]"))
+        << density->toolTip().toStdString();
+    auto* run = panel.findChild<QPushButton*>("run");
+    ASSERT_NE(run, nullptr);
+    embedlab::test::type_number(density, "1.5");
+    embedlab::test::press_key(density, Qt::Key_Return);
+    EXPECT_TRUE(panel.problem().contains("1.5 is outside")) << panel.problem().toStdString();
+    run->click();
+    EXPECT_TRUE(window.statusBar()->currentMessage().startsWith("Not run: "))
+        << window.statusBar()->currentMessage().toStdString();
+    EXPECT_TRUE(window.jobs().idle()) << "density 1.5 must not run";
+
+    embedlab::test::type_number(density, "0.5");
+    embedlab::test::press_key(density, Qt::Key_Return);
+    EXPECT_EQ(panel.problem(), "");
+    const auto request = panel.request();
+    EXPECT_EQ(request.method_fields.at("density"), 0.5);
+    const double r = double(request.rank); // the workbench's first rank
+    ASSERT_GT(r, 0);
+    run->click();
+    ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }));
+    const auto& rows = window.resultsView()->rows();
+    ASSERT_EQ(rows.size(), 1u) << window.statusBar()->currentMessage().toStdString();
+    const double V = 50257, d = 128;
+    EXPECT_EQ(rows[0].method, "randproj");
+    EXPECT_EQ(rows[0].parameters, "rank " + std::to_string(request.rank));
+    EXPECT_DOUBLE_EQ(double(rows[0].params_after), V * r + r * d);
+    EXPECT_TRUE(std::isfinite(rows[0].ppl) && rows[0].ppl > 1);
+    // Shown back from a request: the box holds the field's value.
+    auto again = request;
+    again.method_fields["density"] = 0.25;
+    panel.setRequest(again);
+    EXPECT_DOUBLE_EQ(density->value(), 0.25);
 }
 
 } // namespace

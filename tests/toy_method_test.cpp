@@ -1,11 +1,11 @@
 // Issue 37's proof that a method is one unit: a toy method (a Gaussian random
-// projection, E ~ (E R) pinv(R)) registered from this file alone runs through the
-// CLI's flag parser, the request's JSON form, run_compression, export_run, reload and
-// eval, with no other file knowing it. Issue 59 item 1: it stores itself in a form of
-// its own (randproj.ER, randproj.pinvR: names no other method uses), which the loader
-// checks and rebuilds, and its embedding exports to ONNX. Its own executable:
+// projection, E ~ (E R) pinv(R); toy_method.hpp) registered from the tests alone runs
+// through the CLI's flag parser, the request's JSON form, run_compression, export_run,
+// reload and eval, with no other file knowing it. Issue 59: it stores itself in a form
+// of its own (randproj.ER, randproj.pinvR: names no other method uses), which the
+// loader checks and rebuilds, its embedding exports to ONNX, and its own field
+// (density) is a flag, a JSON key, a checked range and a help line. Its own executable:
 // registering changes the registry for the rest of the process.
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,148 +23,12 @@
 #include "onnx_runtime.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
+#include "toy_method.hpp"
 
 namespace {
 
 using embedlab::test::TempDir;
-
-// The toy's rank is the projection's width: its own label and help (issue 59).
-embedlab::FieldDoc toy_rank_doc()
-{
-    embedlab::FieldDoc rank = embedlab::default_field_doc("rank");
-    rank.label = "Projection width";
-    rank.help = "columns of the Gaussian projection R";
-    return rank;
-}
-
-// The toy's registry row: its one field, its check and its words; stored in its own
-// form "randproj" (below).
-embedlab::MethodDescriptor toy_row()
-{
-    return {
-        .name = "randproj",
-        .part = embedlab::CompressedPart::TokenEmbedding,
-        .summary = "a Gaussian random projection of the rows (a test's toy)",
-        .tied_head_from_factors = true,
-        .stored_as = "randproj",
-        .fields = {"rank"},
-        .check =
-            [](const embedlab::CompressionRequest& r, int64_t d, const embedlab::RequestFail& fail) {
-                if (r.rank < 1 || (d > 0 && r.rank > d))
-                    fail("rank", std::to_string(r.rank) + " is outside 1..d");
-            },
-        .describe =
-            [](const embedlab::CompressionRequest& r) { return "randproj rank " + std::to_string(r.rank); },
-        .field_docs = {{"rank", toy_rank_doc()}},
-        .example = R"({"rank": 6})"};
-}
-
-// The toy's table: the low-rank product of the projected rows E R [V, r] and pinv(R)
-// [r, d], which it stores under its own names and exports through the low-rank graph.
-class RandomProjectionEmbedding final : public embedlab::TokenEmbedding {
-public:
-    explicit RandomProjectionEmbedding(const embedlab::LowRankFit& fit) : product_(fit) {}
-    int64_t vocab_size() const override { return product_.vocab_size(); }
-    int64_t dim() const override { return product_.dim(); }
-    torch::Tensor lookup(const torch::Tensor& ids) const override { return product_.lookup(ids); }
-    torch::Tensor project(const torch::Tensor& hidden) const override { return product_.project(hidden); }
-    int64_t parameter_count() const override { return product_.parameter_count(); }
-    std::string kind() const override { return "randproj"; }
-    std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override
-    {
-        return {{"randproj.ER", product_.Z()}, {"randproj.pinvR", product_.P()}};
-    }
-    std::string onnx_lookup(embedlab::onnx::Graph& graph, const std::string& ids) const override
-    {
-        return product_.onnx_lookup(graph, ids);
-    }
-    std::string onnx_project(embedlab::onnx::Graph& graph, const std::string& hidden) const override
-    {
-        return product_.onnx_project(graph, hidden);
-    }
-
-private:
-    embedlab::LowRankTokenEmbedding product_;
-};
-
-std::shared_ptr<const RandomProjectionEmbedding> projection_embedding(torch::Tensor ER, torch::Tensor pinvR)
-{
-    embedlab::LowRankFit fit{.kind = embedlab::LowRankKind::LRF, .rank = ER.size(1)};
-    fit.mu = torch::zeros({pinvR.size(1)}, torch::kFloat32);
-    fit.Z = std::move(ER);
-    fit.P = std::move(pinvR);
-    return std::make_shared<RandomProjectionEmbedding>(fit);
-}
-
-// The toy's stored form: its rank, checked against the table's width, and its two tensors.
-embedlab::StoredForm toy_form()
-{
-    return {.name = "randproj", .layout = [](const embedlab::StoredBlock& b, embedlab::TableLayout& t) {
-                const int64_t r = b.integer("rank");
-                if (r < 1 || r > t.dim)
-                    b.fail("randproj's projection width " + std::to_string(r) + " is outside 1.." +
-                           std::to_string(t.dim));
-                t.parameters = {{"rank", r}};
-                t.needs("randproj.ER", {t.rows, r});
-                t.needs("randproj.pinvR", {r, t.dim});
-            }};
-}
-
-embedlab::StoredFormRebuild toy_rebuild()
-{
-    return {.form = "randproj",
-            .rebuild = [](const embedlab::TableLayout&,
-                          embedlab::StoredTensors& f) -> std::shared_ptr<const embedlab::TokenEmbedding> {
-                return projection_embedding(f.at("randproj.ER"), f.at("randproj.pinvR"));
-            }};
-}
-
-class RandomProjection final : public embedlab::TableMethod {
-public:
-    std::string name() const override { return "randproj"; }
-    void fit(const torch::Tensor& table, embedlab::CompressedEmbedding& out, int64_t model_params,
-             const embedlab::ProgressFn&) const override
-    {
-        const int64_t V = table.size(0), d = table.size(1), r = out.spec.rank;
-        auto gen = at::make_generator<at::CPUGeneratorImpl>(out.spec.seed);
-        const auto R = torch::randn({d, r}, gen, torch::kFloat32);
-        out.embedding =
-            projection_embedding(torch::matmul(table, R).contiguous(), torch::linalg_pinv(R).contiguous());
-        out.accounting = embedlab::account_low_rank(embedlab::LowRankKind::LRF, V, d, r, {}, model_params);
-        out.accounting.method = "randproj";
-        out.fit = {{"projection", "gaussian"}};
-    }
-    void spec_fields(const embedlab::CompressionSpec& spec, nlohmann::ordered_json& j) const override
-    {
-        j["rank"] = spec.rank;
-    }
-    bool fit_is_seeded() const override { return true; }
-    std::string parameters(const embedlab::CompressionSpec& spec) const override
-    {
-        return "rank " + std::to_string(spec.rank);
-    }
-    void fill_account_defaults(embedlab::CompressionRequest&) const override {}
-    embedlab::EmbeddingAccounting account(const embedlab::CompressionRequest& r, int64_t vocab, int64_t dim,
-                                          int64_t model_params) const override
-    {
-        auto a = embedlab::account_low_rank(embedlab::LowRankKind::LRF, vocab, dim, r.rank, {}, model_params);
-        a.method = "randproj";
-        return a;
-    }
-};
-
-void register_toy_once()
-{
-    static const bool registered = [] {
-        embedlab::register_method(toy_row());
-        static const RandomProjection method;
-        embedlab::register_table_method(method);
-        embedlab::register_stored_form(toy_form());
-        embedlab::register_stored_rebuild(toy_rebuild());
-        return true;
-    }();
-    (void)registered;
-}
+using namespace toy_method;
 
 } // namespace
 
@@ -177,13 +41,27 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
     // The CLI's parser: compress's flags are generated from the fields, so --rank is "rank".
     std::set<std::string> valued{"--method"}, switches;
     embedlab::cli::add_method_flags(valued, switches);
-    const embedlab::cli::Args args("compress", {"--method", "randproj", "--rank", "6"}, valued, switches);
+    // Its own field "density" is --density, read as its type into the request's method_fields.
+    const embedlab::cli::Args args("compress", {"--method", "randproj", "--rank", "6", "--density", "0.5"},
+                                   valued, switches);
     embedlab::CompressionRequest request;
     request.model = model.string();
     request.method = *args.get("--method");
     embedlab::cli::method_flags_into(args, request);
     EXPECT_EQ(request.rank, 6);
+    EXPECT_EQ(request.method_fields.at("density"), 0.5);
+    EXPECT_EQ(embedlab::request_field_value(embedlab::CompressionRequest{}, "density"), 1.0); // its default
     EXPECT_EQ(embedlab::describe_request(request), "randproj rank 6");
+    // Out of its range, the CLI names the flag and the field's range.
+    const embedlab::cli::Args dense("compress", {"--method", "randproj", "--rank", "6", "--density", "1.5"},
+                                    valued, switches);
+    auto too_dense = request;
+    embedlab::cli::method_flags_into(dense, too_dense);
+    EXPECT_EQ(
+        embedlab::test::input_error_of(
+            [&] { embedlab::check_request(too_dense, 16, "compress", embedlab::cli::method_field_flag); },
+            "density 1.5 was accepted"),
+        "compress: --density 1.5 is outside (0, 1]");
 
     // `help compress` lists it, generated from its row: summary, field, range, help, example.
     const std::string help = embedlab::cli::command_help("compress");
@@ -193,6 +71,12 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
               std::string::npos)
         << block;
     EXPECT_NE(block.find("e.g. --method randproj --rank 6"), std::string::npos) << block;
+    const auto density_at = block.find("[--density P (1.0)]");
+    ASSERT_NE(density_at, std::string::npos) << block;
+    const auto density_line = block.substr(density_at, block.find('\n', density_at) - density_at);
+    EXPECT_NE(density_line.find("(0, 1]: share of R's entries drawn nonzero (a sparse projection)"),
+              std::string::npos)
+        << density_line;
     // Its field's doc is the range its check holds: a rank beyond d is refused.
     EXPECT_EQ(embedlab::method_field_doc(embedlab::method_descriptor("randproj"), "rank").label,
               "Projection width");
@@ -204,8 +88,26 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
     const auto json = embedlab::request_json(request);
     EXPECT_EQ(json["method"], "randproj");
     EXPECT_EQ(json["rank"], 6);
+    EXPECT_EQ(json["density"], 0.5); // its own field, under its name
     const auto back = embedlab::request_from_json(json);
     EXPECT_EQ(embedlab::request_json(back), json);
+    EXPECT_EQ(back.method_fields.at("density"), 0.5);
+    // Its own field is checked as the built-in ones: its type, its range, and no other method takes it.
+    auto mistyped = json;
+    mistyped["density"] = "half";
+    EXPECT_EQ(
+        embedlab::test::input_error_of([&] { embedlab::request_from_json(mistyped); }, "a string density"),
+        "job: \"density\" must be a finite number");
+    auto outside = json;
+    outside["density"] = -0.25;
+    EXPECT_EQ(embedlab::test::input_error_of([&] { embedlab::request_from_json(outside); }, "density -0.25"),
+              "job: density -0.25 is outside (0, 1]");
+    const auto on_pca = embedlab::test::input_error_of(
+        [&] {
+            embedlab::request_from_json({{"model", "m"}, {"method", "pca"}, {"rank", 3}, {"density", 0.5}});
+        },
+        "pca took randproj's density");
+    EXPECT_EQ(on_pca, "job: density does not apply to method pca");
     auto wrong = json;
     wrong["k"] = 3;
     const auto taken_field = embedlab::test::input_error_of([&] { embedlab::request_from_json(wrong); },
@@ -223,6 +125,7 @@ TEST(ToyMethod, RegisteredFromATestItRunsThroughEveryFrontDoor)
     EXPECT_GT(run.embedding->reconstruction.mean_cosine, 0.1);
     EXPECT_LT(run.embedding->reconstruction.mean_cosine, 1.0);
     EXPECT_TRUE(std::isfinite(run.summary.ppl));
+    EXPECT_EQ(run.embedding->fit["density"], 0.5); // the fit read its own field
 
     // export_run writes it in its own stored form; reloading gives the same model.
     const auto out = dir / "randproj";
@@ -318,6 +221,17 @@ TEST(ToyMethod, RegistrationRefusesWhatItCannotRun)
         [&] { embedlab::register_method(typo); }, "a field that is not the request's was registered");
     EXPECT_NE(unknown_field.find("\"rnak\", which is not a request field"), std::string::npos)
         << unknown_field;
+    auto shadowing = toy_row();
+    shadowing.name = "randproj3";
+    shadowing.own_fields[0].name = "rank";
+    EXPECT_EQ(embedlab::test::input_error_of([&] { embedlab::register_method(shadowing); }, "own rank"),
+              "register_method: method 'randproj3's field \"rank\" is taken (a request field already)");
+    auto bad_default = toy_row();
+    bad_default.name = "randproj4";
+    bad_default.own_fields[0].name = "density4";
+    bad_default.own_fields[0].default_value = 2.0;
+    EXPECT_EQ(embedlab::test::input_error_of([&] { embedlab::register_method(bad_default); }, "default 2"),
+              "register_method: method 'randproj4's field \"density4\" has a default 2.0 outside (0, 1]");
     EXPECT_THROW(embedlab::register_table_method(RandomProjection{}), embedlab::InputError); // taken too
     EXPECT_THROW(embedlab::register_stored_form(toy_form()), embedlab::InputError);          // and its form
     EXPECT_THROW(embedlab::register_stored_rebuild(toy_rebuild()), embedlab::InputError);

@@ -51,6 +51,8 @@ struct CompressionSpec {
     int64_t codebooks = 32, codewords = 16; // aq: M, K
     double clip = 0.001;                    // aq: the gradients' global norm bound (0: none)
     int64_t holdout = 640;                  // aq: held-out rows picking the checkpoint (0: last step)
+    // A registered method's own fields (MethodField), each given or at its default: {"name": value}.
+    nlohmann::ordered_json method_fields = nlohmann::ordered_json::object();
 };
 
 // Methods compress_table knows (registered ones too), for messages and the CLI.

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,10 @@ struct CompressionRequest {
 
     uint64_t seed = 0; // fourier fit, calibration windows, LoRA training, lle ivf
 
+    // The values given for methods' own fields (MethodField), by name; a field not
+    // here has its default (request_field_value).
+    std::map<std::string, nlohmann::ordered_json> method_fields;
+
     bool evaluates() const { return !eval_text.empty() || has_eval_ids; }
 };
 
@@ -146,11 +151,10 @@ nlohmann::ordered_json request_json(const CompressionRequest& request);
 // out, dense, force, measure). InputError("job: ...") naming a mistyped or
 // out-of-range field, an unknown method, or a field the method does not take.
 CompressionRequest request_from_json(const nlohmann::ordered_json& json);
-// The request's JSON field names, and those naming input files (uploaded to a host).
+// The request's JSON field names (the built-in ones, then every registered method's own
+// fields), and those naming input files (uploaded to a host).
 const std::vector<std::string>& request_fields();
-// A field's JSON type: how a front end reads it (the CLI: a switch for Bool, "a,b,c"
-// for Integers) before set_request_field checks it. InputError for an unknown name.
-enum class RequestFieldType { String, Bool, Integer, Number, Integers, TokenIds };
+// A field's JSON type (RequestFieldType, method_registry.hpp). InputError for an unknown name.
 RequestFieldType request_field_type(const std::string& name);
 // Sets one field from its JSON value with request_from_json's type checks (InputError
 // "job: \"<name>\" must be ..."); the ranges are check_request's.

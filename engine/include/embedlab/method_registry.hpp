@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace embedlab {
 
 struct CompressionRequest; // experiment_request.hpp
@@ -86,6 +88,22 @@ struct FieldDoc {
     std::string applies_with;
 };
 
+// A request field's JSON type: how a front end reads it (the CLI: a switch for Bool,
+// "a,b,c" for Integers) before set_request_field checks it.
+enum class RequestFieldType { String, Bool, Integer, Number, Integers, TokenIds };
+
+// A field a method declares for itself (issue 59): a request field no other method
+// has, whose value lives in CompressionRequest::method_fields under its name. The
+// request's JSON, its checks (the doc's range, "is outside ..."), the CLI's flag
+// (--proj-density for "proj_density"), help and the GUI's box take it as they take
+// the built-in fields.
+struct MethodField {
+    std::string name;      // JSON key: lower case, digits and '_'
+    RequestFieldType type; // Integer, Number or String (doc.choices: one of a set)
+    nlohmann::ordered_json default_value;
+    FieldDoc doc;
+};
+
 struct MethodDescriptor {
     Method id;
     const char* name;    // as on the command line and in JSON: "pca", "lle-unk", ...
@@ -109,7 +127,10 @@ struct MethodDescriptor {
     const char* stored_as = "";
     // The request fields it takes beyond every method's (model, evaluation, task, seed;
     // positions with `positions`, lora_* with `lora`).
+    // register_method appends the names of own_fields.
     std::vector<std::string> fields;
+    // The fields it declares for itself (MethodField), beyond the request's own.
+    std::vector<MethodField> own_fields;
     // Its fields' ranges and combinations, d > 0 the model's width (0: unknown yet).
     std::function<void(const CompressionRequest&, int64_t d, const RequestFail&)> check;
     // The request in a few words, e.g. "pca rank 32" (describe_request adds LoRA).
@@ -126,14 +147,17 @@ struct MethodDescriptor {
 // The registry: one row per method, in the order help texts list them (the built-in
 // rows first, then those registered; a deque, so rows never move).
 const std::deque<MethodDescriptor>& method_registry();
-// Adds a method (id Method::External). InputError if its name is taken or it has no
-// check or describe.
+// Adds a method (id Method::External). InputError if its name is taken, it has no
+// check or describe, or an own field is malformed (a taken name, a default outside its
+// range, a type other than Integer, Number or String).
 const MethodDescriptor& register_method(MethodDescriptor method);
 // InputError "unknown method 'x' (pca, svd, ...)" for a name not in the registry.
 const MethodDescriptor& method_descriptor(const std::string& name);
 const MethodDescriptor& method_descriptor(Method id);
 // The registry row of `name`, or null (stored kinds such as "lrf" are not methods).
 const MethodDescriptor* find_method(const std::string& name);
+// The own field `name` of whichever method declares it, or null.
+const MethodField* find_method_field(const std::string& name);
 // "pca, svd, tt, ..." for messages.
 std::string method_names(const char* separator = ", ");
 

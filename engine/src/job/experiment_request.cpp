@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <string_view>
 #include <type_traits>
 
@@ -550,16 +551,52 @@ bool applies(const Field& f, const MethodDescriptor& m)
     return std::find(m.fields.begin(), m.fields.end(), f.name) != m.fields.end();
 }
 
+// An own field's value read with the built-in fields' type checks and messages.
+Json own_field_json(const MethodField& f, const Json& j)
+{
+    switch (f.type) {
+    case RequestFieldType::Integer:
+        if (!j.is_number_integer())
+            bad(f.name, "must be an integer");
+        if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+            bad(f.name, "is too large");
+        return j.get<int64_t>();
+    case RequestFieldType::Number:
+        if (!j.is_number() || !std::isfinite(j.get<double>()))
+            bad(f.name, "must be a finite number");
+        return j.get<double>();
+    default:
+        if (!j.is_string())
+            bad(f.name, "must be a string");
+        return j;
+    }
+}
+
+bool method_declares(const MethodDescriptor& m, const std::string& field)
+{
+    return std::any_of(m.own_fields.begin(), m.own_fields.end(),
+                       [&](const MethodField& f) { return f.name == field; });
+}
+
 } // namespace
 
 const std::vector<std::string>& request_fields()
 {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> n;
+    // The built-in names, then the registered methods' own (rebuilt when a row is added;
+    // register_method finishes before other threads read, method_registry.hpp).
+    static std::mutex guard;
+    static std::vector<std::string> names;
+    static size_t rows_seen = 0;
+    const std::lock_guard lock(guard);
+    if (names.empty() || rows_seen != method_registry().size()) {
+        names.clear();
         for (const auto& f : fields())
-            n.push_back(f.name);
-        return n;
-    }();
+            names.push_back(f.name);
+        for (const auto& m : method_registry())
+            for (const auto& f : m.own_fields)
+                names.push_back(f.name);
+        rows_seen = method_registry().size();
+    }
     return names;
 }
 
@@ -579,11 +616,16 @@ const FieldDoc& default_field_doc(const std::string& name)
     for (const auto& f : fields())
         if (name == f.name)
             return none; // a field no method owns (model, eval_text, ...): no doc
+    if (const MethodField* own = find_method_field(name))
+        return own->doc;
     throw InputError("request: no field \"" + name + "\"");
 }
 
 const FieldDoc& method_field_doc(const MethodDescriptor& method, const std::string& field)
 {
+    for (const auto& own : method.own_fields)
+        if (own.name == field)
+            return own.doc;
     for (const auto& [name, doc] : method.field_docs)
         if (name == field)
             return doc;
@@ -654,6 +696,8 @@ RequestFieldType request_field_type(const std::string& name)
     for (const auto& f : fields())
         if (name == f.name)
             return f.type;
+    if (const MethodField* own = find_method_field(name))
+        return own->type;
     throw InputError("request: no field \"" + name + "\"");
 }
 
@@ -662,6 +706,10 @@ void set_request_field(CompressionRequest& request, const std::string& name, con
     for (const auto& f : fields())
         if (name == f.name)
             return f.read(value, request);
+    if (const MethodField* own = find_method_field(name)) {
+        request.method_fields[name] = own_field_json(*own, value);
+        return;
+    }
     throw InputError("request: no field \"" + name + "\"");
 }
 
@@ -670,6 +718,10 @@ Json request_field_value(const CompressionRequest& request, const std::string& n
     for (const auto& f : fields())
         if (name == f.name)
             return f.value(request);
+    if (const MethodField* own = find_method_field(name)) {
+        const auto given = request.method_fields.find(name);
+        return given != request.method_fields.end() ? given->second : own->default_value;
+    }
     throw InputError("request: no field \"" + name + "\"");
 }
 
@@ -679,6 +731,8 @@ Json request_json(const CompressionRequest& request)
     for (const auto& f : fields())
         if (f.is_set(request) || std::string(f.name) == "model" || std::string(f.name) == "method")
             j[f.name] = f.value(request);
+    for (const auto& [name, value] : request.method_fields)
+        j[name] = value;
     return j;
 }
 
@@ -690,6 +744,9 @@ CompressionRequest request_from_json(const Json& json)
     for (const auto& f : fields())
         if (json.contains(f.name))
             f.read(json[f.name], r);
+    for (const auto& [key, value] : json.items())
+        if (find_method_field(key))
+            set_request_field(r, key, value);
     if (r.model.empty())
         throw InputError("job: \"model\" is required");
     if (r.method.empty())
@@ -713,6 +770,9 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
     for (const auto& f : fields())
         if (f.is_set(r) && !applies(f, m))
             fail(f.name, "does not apply to method " + r.method);
+    for (const auto& [name, value] : r.method_fields)
+        if (!method_declares(m, name))
+            fail(name, "does not apply to method " + r.method);
     // omega divides by the original's memory energy, nu (V d + l d): nu 0 made it inf or NaN.
     if (!(r.nu > 0 && r.nu <= 1e12))
         fail("nu", short_number(r.nu) + " must lie in (0, 1e12] (omega divides by the original table's "
@@ -736,6 +796,9 @@ void check_request(const CompressionRequest& r, int64_t d, const std::string& la
             if (!field_value_allowed(doc, f.value(r), d))
                 fail(f.name, f.value(r).dump() + " is outside " + field_range_text(doc, d));
         }
+    for (const auto& [name, value] : r.method_fields)
+        if (const FieldDoc& doc = method_field_doc(m, name); !field_value_allowed(doc, value, d))
+            fail(name, value.dump() + " is outside " + field_range_text(doc, d));
     if (!r.store.empty() && r.store != "f32" && !find_quant_type(r.store))
         fail("store", "'" + r.store + "' is not a stored type: f32, " + quant_type_names());
     if (!r.store.empty() && r.store != "f32" && r.lora_rank > 0)

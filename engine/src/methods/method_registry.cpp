@@ -23,6 +23,29 @@ std::deque<MethodDescriptor>& registry()
     return methods;
 }
 
+// An own field is a name no field has yet, of a type the front ends read, whose
+// default its own range holds.
+void check_own_field(const std::string& method, const MethodField& f)
+{
+    const std::string what = "register_method: method '" + method + "'s field \"" + f.name + "\" ";
+    const bool plain = !f.name.empty() && std::all_of(f.name.begin(), f.name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!plain)
+        throw InputError(what + "must be lower case letters, digits and '_'");
+    const auto& known = request_fields();
+    if (std::find(known.begin(), known.end(), f.name) != known.end())
+        throw InputError(what + "is taken (a request field already)");
+    const bool typed = (f.type == RequestFieldType::Integer && f.default_value.is_number_integer()) ||
+                       (f.type == RequestFieldType::Number && f.default_value.is_number()) ||
+                       (f.type == RequestFieldType::String && f.default_value.is_string());
+    if (!typed)
+        throw InputError(what + "must be an Integer, Number or String field with a default of its type");
+    if (!field_value_allowed(f.doc, f.default_value, 0))
+        throw InputError(what + "has a default " + f.default_value.dump() + " outside " +
+                         field_range_text(f.doc));
+}
+
 } // namespace
 
 const std::deque<MethodDescriptor>& method_registry()
@@ -41,8 +64,26 @@ const MethodDescriptor& register_method(MethodDescriptor method)
         if (std::find(request_fields().begin(), request_fields().end(), field) == request_fields().end())
             throw InputError("register_method: method '" + name + "' takes \"" + field +
                              "\", which is not a request field (" + joined(request_fields(), ", ") + ")");
+    for (size_t i = 0; i < method.own_fields.size(); ++i) {
+        check_own_field(name, method.own_fields[i]);
+        for (size_t j = 0; j < i; ++j)
+            if (method.own_fields[j].name == method.own_fields[i].name)
+                throw InputError("register_method: method '" + name + "' declares \"" +
+                                 method.own_fields[i].name + "\" twice");
+    }
+    for (const auto& own : method.own_fields)
+        method.fields.push_back(own.name);
     method.id = Method::External;
     return registry().emplace_back(std::move(method));
+}
+
+const MethodField* find_method_field(const std::string& name)
+{
+    for (const auto& m : method_registry())
+        for (const auto& f : m.own_fields)
+            if (f.name == name)
+                return &f;
+    return nullptr;
 }
 
 std::string method_names(const char* separator)

@@ -200,6 +200,8 @@ CompressionSpec table_spec(const CompressionRequest& r, int64_t d)
     spec.codewords = r.codewords;
     spec.clip = r.clip;
     spec.holdout = r.holdout;
+    for (const auto& own : method_descriptor(r.method).own_fields)
+        spec.method_fields[own.name] = request_field_value(r, own.name);
     method.complete_spec(spec, r, d);
     return spec;
 }
