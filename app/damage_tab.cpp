@@ -81,8 +81,11 @@ void DamagePanel::refreshRuns()
     }
     first_->setCurrentIndex(first_->findText(a) >= 0 ? first_->findText(a) : first_->count() - 1);
     second_->setCurrentIndex(std::max(second_->findText(b), 0));
+    // The line says what to do next; once runs exist the old "no run yet" would be wrong.
     if (runs_.isEmpty())
         status_->setText("No compressed run yet: run one on the Results tab to see which tokens it damages.");
+    else if (status_->text().startsWith("No compressed run"))
+        status_->setText("Choose a run and press Compute damage.");
 }
 
 void DamagePanel::chooseRuns(int first, int second)

@@ -491,6 +491,8 @@ TEST(LaptopScreen, TheDamagePlotIsReadableEmptyAndMeasured)
     ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }));
     ASSERT_TRUE(window.showView("results"));
     ASSERT_TRUE(window.showView("lle")); // back on the tab: its run list has the run
+    // With a run listed, the line under the boxes no longer says there is none.
+    EXPECT_EQ(panel->status(), "Choose a run and press Compute damage.");
     panel->chooseRuns(0);
     ASSERT_GT(panel->compute(), 0);
     ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }, 600000));
