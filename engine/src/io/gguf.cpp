@@ -19,23 +19,10 @@ namespace embedlab::io {
 
 namespace {
 
-class Metadata {
+// The shared typed reads, and the checks a model's numbers need.
+class Metadata : public GgufKeys {
 public:
-    Metadata(const GgufFile& gguf, const std::string& label) : gguf_(gguf), label_(label) {}
-
-    [[noreturn]] void fail(const std::string& problem) const { throw InputError(label_ + ": " + problem); }
-
-    std::optional<int64_t> integer(const std::string& key) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return std::nullopt;
-        if (!v->is_integer())
-            fail("metadata '" + key + "' must be an integer");
-        const bool is_signed = v->type == GgufType::Int8 || v->type == GgufType::Int16 ||
-                               v->type == GgufType::Int32 || v->type == GgufType::Int64;
-        return is_signed ? v->i : static_cast<int64_t>(std::min<uint64_t>(v->u, INT64_MAX));
-    }
+    using GgufKeys::GgufKeys;
 
     int64_t positive(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const
     {
@@ -46,36 +33,6 @@ public:
         if (value <= 0)
             fail("metadata '" + key + "' must be positive (got " + std::to_string(value) + ")");
         return value;
-    }
-
-    double real(const std::string& key, double fallback) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return fallback;
-        if (!v->is_float())
-            fail("metadata '" + key + "' must be a float");
-        return v->f;
-    }
-
-    std::optional<std::string> string(const std::string& key) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return std::nullopt;
-        if (v->type != GgufType::String)
-            fail("metadata '" + key + "' must be a string");
-        return v->s;
-    }
-
-    bool boolean(const std::string& key, bool fallback) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return fallback;
-        if (v->type != GgufType::Bool)
-            fail("metadata '" + key + "' must be a bool");
-        return v->u != 0;
     }
 
     // A float that must be > 0 (epsilons, RoPE bases): 0 or less computes NaN.
@@ -106,18 +63,6 @@ public:
                  ": a rotary base must be at least 1 (below it the rotation frequencies overflow)");
         return v;
     }
-
-    const GgufValue* array(const std::string& key, GgufType elem) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (v && (v->type != GgufType::Array || v->elem_type != elem))
-            fail("metadata '" + key + "' is not an array of the expected type");
-        return v;
-    }
-
-private:
-    const GgufFile& gguf_;
-    std::string label_;
 };
 
 // The GGUF architectures EmbedLab reads: gpt2 and its rotary decoder family.

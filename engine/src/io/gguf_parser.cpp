@@ -377,4 +377,62 @@ std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedF
     return sizes;
 }
 
+void GgufKeys::fail(const std::string& problem) const
+{
+    throw InputError(where_ + ": " + problem);
+}
+
+std::optional<int64_t> GgufKeys::integer(const std::string& key) const
+{
+    const GgufValue* v = find(key);
+    if (!v)
+        return std::nullopt;
+    if (!v->is_integer())
+        fail("metadata '" + key + "' must be an integer");
+    const bool is_signed = v->type == GgufType::Int8 || v->type == GgufType::Int16 ||
+                           v->type == GgufType::Int32 || v->type == GgufType::Int64;
+    return is_signed ? v->i : static_cast<int64_t>(std::min<uint64_t>(v->u, INT64_MAX));
+}
+
+double GgufKeys::real(const std::string& key, double fallback) const
+{
+    const GgufValue* v = find(key);
+    if (!v)
+        return fallback;
+    if (!v->is_float())
+        fail("metadata '" + key + "' must be a float");
+    return v->f;
+}
+
+std::optional<std::string> GgufKeys::string(const std::string& key) const
+{
+    const GgufValue* v = find(key);
+    if (!v)
+        return std::nullopt;
+    if (v->type != GgufType::String)
+        fail("metadata '" + key + "' must be a string");
+    return v->s;
+}
+
+bool GgufKeys::boolean(const std::string& key, bool fallback) const
+{
+    const GgufValue* v = find(key);
+    if (!v)
+        return fallback;
+    if (v->type != GgufType::Bool)
+        fail("metadata '" + key + "' must be a bool");
+    return v->u != 0;
+}
+
+const GgufValue* GgufKeys::array(const std::string& key, GgufType element) const
+{
+    const GgufValue* v = find(key);
+    if (v && (v->type != GgufType::Array || v->elem_type != element))
+        fail("metadata '" + key + "' is not an array of " +
+             (element == GgufType::String  ? "strings"
+              : element == GgufType::Int32 ? "int32"
+                                           : "the expected type"));
+    return v;
+}
+
 } // namespace embedlab::io

@@ -86,4 +86,23 @@ std::optional<uint64_t> ggml_float_type_size(uint32_t type);
 // Throws InputError naming the file and the tensor.
 std::vector<uint64_t> check_gguf_tensor_data(const GgufFile& gguf, const MappedFile& file);
 
+// Typed reads of a parsed file's metadata, each refusal an InputError "<where>: <problem>"
+// naming the key: the model reader (gguf.cpp) and the tokenizer reader build on it.
+class GgufKeys {
+public:
+    GgufKeys(const GgufFile& gguf, std::string where) : gguf_(gguf), where_(std::move(where)) {}
+    [[noreturn]] void fail(const std::string& problem) const;
+    const GgufValue* find(const std::string& key) const { return gguf_.find(key); }
+    std::optional<int64_t> integer(const std::string& key) const; // unsigned values clamp at INT64_MAX
+    double real(const std::string& key, double fallback) const;
+    std::optional<std::string> string(const std::string& key) const;
+    bool boolean(const std::string& key, bool fallback) const;
+    // The array at `key` of `element`s, or null when absent.
+    const GgufValue* array(const std::string& key, GgufType element) const;
+
+private:
+    const GgufFile& gguf_;
+    std::string where_;
+};
+
 } // namespace embedlab::io

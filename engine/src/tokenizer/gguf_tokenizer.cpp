@@ -54,55 +54,10 @@ constexpr BpePreTokenizer bpe_pre_tokenizers[] = {
     {"qwen2", SplitPattern::qwen2, false, false, true},
 };
 
-class Keys {
+// The shared typed reads (io::GgufKeys), and the tokenizer's own keys.
+class Keys : public io::GgufKeys {
 public:
-    Keys(const GgufFile& gguf, const std::filesystem::path& file) : gguf_(gguf), file_(file) {}
-
-    [[noreturn]] void fail(const std::string& problem) const
-    {
-        throw InputError(file_message(file_, problem));
-    }
-
-    const GgufValue* array(const std::string& key, GgufType element) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (v && (v->type != GgufType::Array || v->elem_type != element))
-            fail("metadata '" + key + "' is not an array of " +
-                 (element == GgufType::String ? "strings" : "int32"));
-        return v;
-    }
-
-    std::optional<std::string> string(const std::string& key) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return std::nullopt;
-        if (v->type != GgufType::String)
-            fail("metadata '" + key + "' must be a string");
-        return v->s;
-    }
-
-    bool boolean(const std::string& key, bool fallback) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return fallback;
-        if (v->type != GgufType::Bool)
-            fail("metadata '" + key + "' must be a bool");
-        return v->u != 0;
-    }
-
-    std::optional<int64_t> integer(const std::string& key) const
-    {
-        const GgufValue* v = gguf_.find(key);
-        if (!v)
-            return std::nullopt;
-        if (!v->is_integer())
-            fail("metadata '" + key + "' must be an integer");
-        const bool is_signed = v->type == GgufType::Int8 || v->type == GgufType::Int16 ||
-                               v->type == GgufType::Int32 || v->type == GgufType::Int64;
-        return is_signed ? v->i : static_cast<int64_t>(std::min<uint64_t>(v->u, INT64_MAX));
-    }
+    Keys(const GgufFile& gguf, const std::filesystem::path& file) : GgufKeys(gguf, file.string()) {}
 
     // A token id key; nullopt when absent, llama.cpp's "none" (-1 / 0xFFFFFFFF) or
     // outside the vocabulary (io/gguf.cpp warns about the last when it reads the model).
@@ -128,10 +83,6 @@ public:
             out[k] = static_cast<int32_t>(types->element(k).i);
         return out;
     }
-
-private:
-    const GgufFile& gguf_;
-    const std::filesystem::path& file_;
 };
 
 std::string known_pre_tokenizers()
