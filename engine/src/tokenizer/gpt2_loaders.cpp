@@ -181,8 +181,10 @@ ByteLevelBpeSpec parse_hf_tokenizer_json(const json& root, const std::filesystem
 
 using namespace tokenizer_impl;
 
-std::unique_ptr<Tokenizer> load_gpt2_bpe(const std::filesystem::path& vocab_json,
-                                         const std::filesystem::path& merges_txt)
+namespace tokenizer_impl {
+
+ByteLevelBpeSpec gpt2_files_spec(const std::filesystem::path& vocab_json,
+                                 const std::filesystem::path& merges_txt)
 {
     ByteLevelBpeSpec spec;
     spec.source = vocab_json;
@@ -210,7 +212,15 @@ std::unique_ptr<Tokenizer> load_gpt2_bpe(const std::filesystem::path& vocab_json
     for (const auto& [token, id] : spec.vocab)
         if (token == "<|endoftext|>")
             spec.added_tokens.push_back({id, token, true});
-    return make_byte_level_bpe(std::move(spec));
+    return spec;
+}
+
+} // namespace tokenizer_impl
+
+std::unique_ptr<Tokenizer> load_gpt2_bpe(const std::filesystem::path& vocab_json,
+                                         const std::filesystem::path& merges_txt)
+{
+    return make_byte_level_bpe(gpt2_files_spec(vocab_json, merges_txt));
 }
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::filesystem::path& tokenizer_json)

@@ -14,4 +14,9 @@ namespace embedlab::tokenizer_impl {
 // `file` when it is not a byte-level BPE this engine reproduces exactly.
 ByteLevelBpeSpec parse_hf_tokenizer_json(const nlohmann::json& root, const std::filesystem::path& file);
 
+// The spec GPT-2's vocab.json + merges.txt describe (load_gpt2_bpe's, and what vocabulary
+// trimming rewrites); InputError naming the file at fault.
+ByteLevelBpeSpec gpt2_files_spec(const std::filesystem::path& vocab_json,
+                                 const std::filesystem::path& merges_txt);
+
 } // namespace embedlab::tokenizer_impl

@@ -101,44 +101,6 @@ TrimVocabulary byte_level_vocabulary(const ByteLevelBpeSpec& spec)
     return v;
 }
 
-// vocab.json + merges.txt as load_gpt2_bpe reads them (the loader itself keeps no spec).
-ByteLevelBpeSpec gpt2_files_spec(const fs::path& dir)
-{
-    ByteLevelBpeSpec spec;
-    const Json vocab = read_json_file(dir / "vocab.json");
-    if (!vocab.is_object())
-        throw InputError(
-            file_message(dir / "vocab.json", "the vocabulary is not a JSON object of token -> id"));
-    for (const auto& [text, id] : vocab.items()) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-            throw InputError(
-                file_message(dir / "vocab.json", "token \"" + printable_utf8(text) + "\" has no valid id"));
-        spec.vocab.emplace_back(text, id.get<int32_t>());
-        if (text == "<|endoftext|>")
-            spec.added_tokens.push_back({id.get<int32_t>(), text, true});
-    }
-    const std::string text = read_file_bytes(dir / "merges.txt");
-    size_t number = 0;
-    for (size_t pos = 0; pos < text.size();) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string::npos)
-            end = text.size();
-        std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
-        ++number;
-        if (!line.empty() && line.back() == '\r')
-            line.remove_suffix(1);
-        if (line.empty() || (number == 1 && line.starts_with("#version")))
-            continue;
-        const size_t space = line.find(' ');
-        if (space == std::string_view::npos)
-            throw InputError(file_message(dir / "merges.txt", "line " + std::to_string(number) +
-                                                                  " is not two tokens separated by a space"));
-        spec.merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
-    }
-    return spec;
-}
-
 TrimVocabulary wordpiece_vocabulary(const std::vector<std::pair<std::string, int32_t>>& pairs,
                                     const std::string& prefix, const std::string& unk,
                                     const std::vector<int32_t>& added)
@@ -655,7 +617,7 @@ TrimVocabulary read_trim_vocabulary(const fs::path& dir)
                 }
             }
         } else if (gpt2_files) {
-            v = byte_level_vocabulary(gpt2_files_spec(dir));
+            v = byte_level_vocabulary(gpt2_files_spec(dir / "vocab.json", dir / "merges.txt"));
             v.files = {"vocab.json", "merges.txt"};
         } else if (is_file(dir / "vocab.txt") && !is_file(dir / "tokenizer.model")) {
             v = wordpiece_txt_vocabulary(dir);
