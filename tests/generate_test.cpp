@@ -164,16 +164,7 @@ TEST(Generate, AQuantTableGeneratesThroughItsBlocksWithTheDenseHeadsTokens)
     }
 }
 
-// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
-long status_kb(const std::string& field)
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind(field + ":", 0) == 0)
-            return std::atol(line.c_str() + field.size() + 1);
-    return -1;
-}
+using embedlab::test::status_kb;
 
 // A long prompt is read through the cache a part at a time (issue 63 item 5): attention's
 // scores stay near 64 MiB a layer instead of [heads, T, T] twice (620 MB here), and the
@@ -188,8 +179,7 @@ TEST(Generate, ALongPromptIsReadInPartsWithTheFullForwardsTokens)
     const auto m = tiny_model(c);
     const auto prompt = tiny_prompt(1100, c.vocab_size);
     {
-        std::ofstream reset("/proc/self/clear_refs");
-        if (!(reset << "5" << std::flush))
+        if (!embedlab::test::reset_peak_rss())
             GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak resident set";
     }
     const long before = status_kb("VmRSS");

@@ -31,23 +31,7 @@ void write(const fs::path& p, const std::string& text)
     std::ofstream(p, std::ios::binary) << text;
 }
 
-// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
-long status_kb(const std::string& field)
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind(field + ":", 0) == 0)
-            return std::atol(line.c_str() + field.size() + 1);
-    return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0); false when it cannot.
-bool reset_peak()
-{
-    std::ofstream reset("/proc/self/clear_refs");
-    return static_cast<bool>(reset << "5" << std::flush);
-}
+using embedlab::test::status_kb;
 
 // A one-task sweep directory as `sweep --slurm` writes it, submitted as job 4242, with a
 // fake squeue on PATH that reports nothing queued.
@@ -134,7 +118,7 @@ TEST(EventLogs, ALargeLogIsReadInBoundedMemory)
         out << kResult;
         size += kResult.size();
     }
-    if (!reset_peak())
+    if (!embedlab::test::reset_peak_rss())
         GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs)";
     const long before = status_kb("VmRSS");
     const auto tasks = embedlab::slurm_sweep_status(s.sweep);

@@ -280,16 +280,7 @@ TEST(OnnxExport, HalfPrecisionInitializersConvertAsWritten)
     }
 }
 
-// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
-long status_kb(const std::string& field)
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind(field + ":", 0) == 0)
-            return std::atol(line.c_str() + field.size() + 1);
-    return -1;
-}
+using embedlab::test::status_kb;
 
 // Exporting holds the model's weights once (issue 57 item 9): the peak resident set grows
 // by less than a quarter of the weights' bytes, inline and with external data (it grew by
@@ -309,8 +300,7 @@ TEST(OnnxExport, PeakMemoryIsTheModelNotTwice)
     export_to(*m, tmp.path() / "warm.onnx"); // the ONNX schemas' first load
     for (const bool external : {false, true}) {
         {
-            std::ofstream reset("/proc/self/clear_refs");
-            if (!(reset << "5" << std::flush))
+            if (!embedlab::test::reset_peak_rss())
                 GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak resident set";
         }
         const long before = status_kb("VmRSS");

@@ -109,6 +109,25 @@ private:
     std::filesystem::path path_;
 };
 
+// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1: the peak-memory tests' reading.
+inline long status_kb(const std::string& field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(field + ":", 0) == 0)
+            return std::atol(line.c_str() + field.size() + 1);
+    return -1;
+}
+
+// Resets the peak resident set (VmHWM) to the current one (writing 5 to clear_refs, Linux
+// >= 4.0); false when it cannot, and a test measuring a peak then skips.
+inline bool reset_peak_rss()
+{
+    std::ofstream reset("/proc/self/clear_refs");
+    return static_cast<bool>(reset << "5" << std::flush);
+}
+
 } // namespace embedlab::test
 
 #include <unistd.h>

@@ -244,16 +244,7 @@ TEST(Tokenizers, EmptyTextGivesNoIds)
     EXPECT_EQ(load_tok512()->decode({}), "");
 }
 
-// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1.
-long status_kb(const std::string& field)
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind(field + ":", 0) == 0)
-            return std::atol(line.c_str() + field.size() + 1);
-    return -1;
-}
+using embedlab::test::status_kb;
 
 // Encodes text and measures the peak RSS it added (measured false when the peak
 // cannot be reset).
@@ -266,9 +257,7 @@ struct EncodeCost {
 EncodeCost encode_measured(const Tokenizer& tok, const std::string& text)
 {
     EncodeCost cost;
-    // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
-    std::ofstream reset("/proc/self/clear_refs");
-    if (!(reset << "5" << std::flush))
+    if (!embedlab::test::reset_peak_rss())
         return cost;
     const long before = status_kb("VmRSS");
     cost.ids = tok.encode(text);
