@@ -9,8 +9,8 @@
 
 Every number comes from the engine the CLI and the workbench run (the compiled
 module _embedlab); this file adds only sweep_iter() and sweep(), loops over compress(),
-to_pandas(), and the checks that say, at import, what is missing (NumPy) or which
-interpreter the module is for.
+Run.row (the summary beside the record's reconstruction figures), to_pandas(), and the
+checks that say, at import, what is missing (NumPy) or which interpreter the module is for.
 """
 
 import itertools
@@ -105,16 +105,33 @@ def _pandas():
 
 
 class Sweep(list):
-    """sweep()'s rows: a list of Run.summary dicts, in the grid's itertools.product order."""
+    """sweep()'s rows: a list of Run.row dicts, in the grid's itertools.product order."""
 
     def to_pandas(self):
         """The rows as a pandas.DataFrame, one row per run, a column per summary field."""
         return _pandas().DataFrame(list(self))
 
 
+def _run_row(self):
+    """The run's summary with the table's reconstruction beside mean_cosine: relative_frobenius
+    (||E - E_hat||_F / ||E||_F) and explained_variance (the share of the table's variance the
+    kept components hold: pca and svd; None for methods without it, and both None for flat)."""
+    record = self.record
+    row = {}
+    for key, value in self.summary.items():
+        row[key] = value
+        if key == "mean_cosine":
+            row["relative_frobenius"] = record.get("reconstruction", {}).get("relative_frobenius")
+            row["explained_variance"] = record.get("fit", {}).get("explained_variance_at_rank")
+    return row
+
+
+Run.row = property(_run_row)
+
+
 def _run_to_pandas(self):
-    """This run's summary as a one-row pandas.DataFrame (the columns of Sweep.to_pandas())."""
-    return _pandas().DataFrame([self.summary])
+    """This run's row as a one-row pandas.DataFrame (the columns of Sweep.to_pandas())."""
+    return _pandas().DataFrame([self.row])
 
 
 Run.to_pandas = _run_to_pandas
@@ -122,8 +139,9 @@ Run.to_pandas = _run_to_pandas
 
 def _run_to_torch(self):
     """The compressed token table as a torch.nn.Module (needs PyTorch): forward(ids) gives
-    the rows [..., d], head(hidden) the tied head's logits [..., V]. pca and svd keep their
-    factors Z, P (, mu) as parameters (factorised=True); other methods the rows as rebuilt."""
+    the rows [..., d], head(hidden) the tied head's logits [..., V]. pca, svd, tt (uniform
+    ranks) and tucker keep their factors as parameters (factorised=True), quant its table
+    dequantised; any other method raises InputError naming these."""
     from ._torch import to_torch
 
     return to_torch(self)
@@ -154,7 +172,7 @@ def sweep_iter(model, method, grid, *, progress=None, **fields):
     are the fields every run shares; progress is compress()'s (True: a bar per run).
     Every row's request is checked (against the model's shape too) here, before the
     first run: a bad value fails at once, naming its row. A run holds its model in
-    memory while it is referenced: keep run.summary rather than the runs.
+    memory while it is referenced: keep run.row (sweep()'s rows) rather than the runs.
     """
     settings = _grid_settings(grid, fields)
     _check_requests(model, method, [
@@ -168,16 +186,17 @@ def sweep_iter(model, method, grid, *, progress=None, **fields):
 
 
 def sweep(model, method, grid, *, progress=None, **fields):
-    """One compress() per combination of grid's values; the runs' summaries as rows.
+    """One compress() per combination of grid's values; the runs' rows.
 
-    As sweep_iter(), keeping each run's summary only (one run's model in memory at a
-    time). Returns a Sweep: a list of Run.summary dicts, with to_pandas(). An error or a
-    Ctrl-C keeps the rows finished before it: the exception carries them as exc.rows.
+    As sweep_iter(), keeping each run's row only (one run's model in memory at a time).
+    Returns a Sweep: a list of Run.row dicts (the summary, with relative_frobenius and
+    explained_variance), with to_pandas(). An error or a Ctrl-C keeps the rows finished
+    before it: the exception carries them as exc.rows.
     """
     rows = Sweep()
     try:
         for run in sweep_iter(model, method, grid, progress=progress, **fields):
-            rows.append(run.summary)
+            rows.append(run.row)
             del run  # one run's model in memory at a time
     except BaseException as e:
         try:

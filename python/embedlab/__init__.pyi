@@ -70,14 +70,21 @@ class Model:
     def hidden_states(
         self, ids: TokenIds, *, layers: Union[int, Sequence[int], None] = None, progress: Progress = None
     ) -> npt.NDArray[np.float32]: ...
-    # lm-evaluation-harness's loglikelihood (nats): two str -> float, two lists -> float64 [n].
+    # lm-evaluation-harness's loglikelihood (nats): two str -> float, two lists -> float64 [n];
+    # greedy=True: the harness's (logprob, is_greedy), with lists (float64 [n], bool [n]).
     def loglikelihood(
         self,
         context: Union[str, Sequence[str]],
         continuation: Union[str, Sequence[str]],
         *,
+        greedy: bool = False,
         progress: Progress = None,
-    ) -> Union[float, npt.NDArray[np.float64]]: ...
+    ) -> Union[
+        float,
+        npt.NDArray[np.float64],
+        tuple[float, bool],
+        tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]],
+    ]: ...
     # Releases the model (also at the end of `with embedlab.load(...) as m:`).
     def close(self) -> None: ...
     def __enter__(self) -> Model: ...
@@ -174,8 +181,12 @@ class Model:
     ) -> dict[str, Any]: ...
 
 class Run:
+    # The results row; a load_run run's is read back from embedlab.json (seconds None, host "").
     @property
     def summary(self) -> dict[str, Any]: ...
+    # The summary with relative_frobenius and explained_variance (None where the method has none).
+    @property
+    def row(self) -> dict[str, Any]: ...
     @property
     def record(self) -> dict[str, Any]: ...
     @property
@@ -207,20 +218,21 @@ class Run:
         stride: Optional[int] = None,
         progress: Progress = None,
     ) -> dict[str, Any]: ...
-    # The summary as a one-row pandas.DataFrame (ImportError without pandas).
+    # The row as a one-row pandas.DataFrame (ImportError without pandas).
     def to_pandas(self) -> Any: ...
     # The compressed table as a torch.nn.Module (ImportError without PyTorch): forward(ids)
-    # rows [..., d], head(hidden) logits [..., V]; pca/svd factorised, else the rebuilt rows.
+    # rows [..., d], head(hidden) logits [..., V]; pca, svd, tt (uniform ranks), tucker
+    # factorised, quant dequantised; any other method raises InputError.
     def to_torch(self) -> Any: ...
 
-# sweep()'s rows (Run.summary dicts).
+# sweep()'s rows (Run.row dicts).
 class Sweep(list[dict[str, Any]]):
     def to_pandas(self) -> Any: ...
 
 def version() -> str: ...
 def methods() -> list[dict[str, Any]]: ...
 def load(path: PathLike, *, tokenizer: Optional[PathLike] = None, verify: bool = True) -> Model: ...
-# A Run read back from a compressed directory: record, request, factors, model; no summary.
+# A Run read back from a compressed directory: record, summary, request, factors, model.
 def load_run(dir: PathLike, *, verify: bool = True) -> Run: ...
 def compress(model: Union[Model, PathLike], method: str, *, progress: Progress = None, **kwargs: Any) -> Run: ...
 # A table method on a table [V, d] without a model file: a Run with record (no summary,

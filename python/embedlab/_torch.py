@@ -2,15 +2,19 @@
 PyTorch code (training, a custom model). Needs PyTorch for this interpreter (Debian:
 python3-torch); the module itself never imports it otherwise.
 
-pca and svd keep their factors as parameters (rows = Z[ids] @ P (+ mu)): the module has the
-run's parameter count and trains as the factorisation. Every other method (tt, tucker, lle,
-fourier, quant, ...) gives the rows its lookup rebuilds, as a dense table (a parameter
-[V, d]): the same rows, not the same parameters. `factorised` says which.
+Each supported method keeps the parameters it stores, and rebuilds rows in PyTorch as
+EmbedLab's lookup does:
+  pca, svd  rows = Z[ids] @ P (+ mu)                       parameters Z [V, k], P [k, d], mu [d]
+  tt        the cores' product per token, mode 1 fastest   parameters core0..coreN-1 [V, r, I_k, r']
+  tucker    G[ids] x_1 U_1 .. x_N U_N, mode 1 fastest      parameters core [V, r_1..r_N], factor0..
+  quant     the table dequantised (EmbedLab's decoder)     parameter rows [V, d] (factorised False)
+Any other method (lle*, fourier, aq, flat) and tt with per-token ranks are refused, naming
+these; their rows as a dense table are torch.from_numpy(run.embedding_table()).
 """
 
 import numpy as np
 
-LOW_RANK = ("pca", "svd")
+SUPPORTED = ("pca", "svd", "tt", "tucker", "quant")
 
 
 def _torch():
@@ -24,53 +28,101 @@ def _torch():
     return torch
 
 
+def _refuse(why):
+    from . import InputError
+
+    raise InputError(f"Run.to_torch: {why}; to_torch builds {', '.join(SUPPORTED[:-1])} and {SUPPORTED[-1]} "
+                     "(tt with uniform ranks); for the rows as a dense table use "
+                     "torch.nn.Embedding.from_pretrained(torch.from_numpy(run.embedding_table()))")
+
+
+def _check_supported(run, method, factors):
+    if method not in SUPPORTED:
+        _refuse(f"method '{method or 'none'}' is not supported")
+    if method == "tt" and "core0" not in factors:
+        _refuse("this tt run has per-token ranks (packed cores), which are not supported")
+
+
 def to_torch(run):
     """The run's token table as a torch.nn.Module: forward(ids) -> rows [..., d] float32,
     head(hidden) -> logits [..., V] through the same rows (a tied output head)."""
     torch = _torch()
     method = run.request.get("method", "")
     factors = run.factors_f32
+    _check_supported(run, method, factors)
+    if method == "quant":  # the blocks decoded by the engine's own decoder
+        from . import dequantize
+
+        table = dequantize(run.factors["blocks"], run.factor_types["blocks"])
+    param = lambda a: torch.nn.Parameter(torch.from_numpy(np.array(a, dtype=np.float32)))  # noqa: E731
 
     class CompressedEmbedding(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.method = method
-            self.factorised = method in LOW_RANK
-            param = lambda a: torch.nn.Parameter(torch.from_numpy(np.array(a, dtype=np.float32)))  # noqa: E731
-            if self.factorised:
+            self.factorised = method != "quant"
+            self.mu = None
+            if method in ("pca", "svd"):
                 self.Z = param(factors["Z"])  # [V, k]
                 self.P = param(factors["P"])  # [k, d]
                 self.mu = param(factors["mu"]) if "mu" in factors else None  # [d] (pca)
+            elif method == "tt":
+                self.cores = torch.nn.ParameterList(
+                    param(factors[f"core{k}"]) for k in range(sum(n.startswith("core") for n in factors)))
+            elif method == "tucker":
+                self.core = param(factors["core"])  # [V, r_1..r_N]
+                self.factors = torch.nn.ParameterList(
+                    param(factors[f"factor{k}"]) for k in range(self.core.dim() - 1))  # [I_k, r_k]
             else:
-                self.rows = param(run.embedding_table())  # [V, d]
+                self.rows = param(table)  # [V, d]
 
         @property
         def vocab_size(self):
-            return (self.Z if self.factorised else self.rows).shape[0]
+            return self._first().shape[0]
+
+        def _first(self):
+            return {"tt": lambda: self.cores[0], "tucker": lambda: self.core,
+                    "quant": lambda: self.rows}.get(self.method, lambda: self.Z)()
+
+        def _rows(self, flat):
+            """The rows [n, d] of flat ids [n], as EmbedLab's lookup builds them."""
+            if self.method in ("pca", "svd"):
+                rows = torch.nn.functional.embedding(flat, self.Z) @ self.P
+                return rows + self.mu if self.mu is not None else rows
+            if self.method == "quant":
+                return torch.nn.functional.embedding(flat, self.rows)
+            if self.method == "tt":  # [n, I_1, r_1] then each core: [n, I_1..I_k, r_k]
+                y = self.cores[0][flat][:, 0]
+                for core in self.cores[1:]:
+                    y = torch.einsum("n...a,naib->n...ib", y, core[flat])
+                y = y[..., 0]
+            else:  # tucker: each mode's product moves that mode last: [n, I_1..I_N]
+                y = self.core[flat]
+                for u in self.factors:
+                    y = torch.tensordot(y, u, dims=([1], [1]))
+            # Mode 1 varies fastest in EmbedLab's rows (little-endian, TensorSLM eq. 6).
+            return y.permute(0, *range(y.dim() - 1, 0, -1)).reshape(flat.shape[0], -1)
 
         def table(self):
             """Every row [V, d]."""
-            if not self.factorised:
+            if self.method == "quant":
                 return self.rows
-            rows = self.Z @ self.P
-            return rows + self.mu if self.mu is not None else rows
+            return self._rows(torch.arange(self.vocab_size))
 
         def forward(self, ids):
-            if not self.factorised:
-                return torch.nn.functional.embedding(ids, self.rows)
-            rows = torch.nn.functional.embedding(ids, self.Z) @ self.P
-            return rows + self.mu if self.mu is not None else rows
+            flat = ids.reshape(-1)
+            return self._rows(flat).reshape(*ids.shape, -1)
 
         def head(self, hidden):
             """hidden [..., d] -> logits [..., V] = hidden @ table().T, factorised where it is."""
-            if not self.factorised:
-                return hidden @ self.rows.T
+            if self.method not in ("pca", "svd"):
+                return hidden @ self.table().T
             logits = (hidden @ self.P.T) @ self.Z.T
             return logits + (hidden @ self.mu).unsqueeze(-1) if self.mu is not None else logits
 
         def extra_repr(self):
-            shapes = {"Z": self.Z.shape, "P": self.P.shape} if self.factorised else {"rows": self.rows.shape}
+            shapes = {name: tuple(p.shape) for name, p in self.named_parameters()}
             return f"method={self.method}, factorised={self.factorised}, " + ", ".join(
-                f"{k}={tuple(v)}" for k, v in shapes.items())
+                f"{k}={v}" for k, v in shapes.items())
 
     return CompressedEmbedding()

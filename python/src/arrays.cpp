@@ -188,7 +188,7 @@ py::array hidden_states(const Model& m, const py::handle& ids, const py::object&
 // The harness's loglikelihood request through evaluate_task: each pair an example with
 // one continuation, scored as the zero-shot tasks score their choices.
 py::object loglikelihood(const Model& m, const py::object& context, const py::object& continuation,
-                         const py::object& callback)
+                         bool greedy, const py::object& callback)
 {
     const std::string what = "loglikelihood";
     m.live();
@@ -216,11 +216,21 @@ py::object loglikelihood(const Model& m, const py::object& context, const py::ob
     const auto r = without_gil(
         progress, [&] { return evaluate_task(*m.live(), *m.tokenizer, data, progress.plain(what)); });
     std::vector<double> scores;
-    for (const auto& e : r.examples)
+    std::vector<uint8_t> greedy_flags;
+    for (const auto& e : r.examples) {
         scores.push_back(e.loglik.at(0));
-    if (one)
-        return py::float_(scores.front());
-    return vector_array(std::move(scores));
+        greedy_flags.push_back(e.greedy.at(0) ? 1 : 0);
+    }
+    if (one) {
+        const py::float_ score(scores.front());
+        if (greedy)
+            return py::make_tuple(score, py::bool_(greedy_flags.front() != 0));
+        return score;
+    }
+    auto score_array = vector_array(std::move(scores));
+    if (!greedy)
+        return score_array;
+    return py::make_tuple(score_array, vector_array(std::move(greedy_flags), "bool"));
 }
 
 } // namespace
@@ -240,11 +250,13 @@ void bind_arrays(py::module_& module)
              "final hidden states (after a decoder's last norm), negative from the end; a list gives "
              "[len(layers), n, d].")
         .def("loglikelihood", &loglikelihood, py::arg("context"), py::arg("continuation"), py::kw_only(),
-             py::arg("progress") = py::none(),
+             py::arg("greedy") = false, py::arg("progress") = py::none(),
              "lm-evaluation-harness's loglikelihood: the summed log-probability (nats) of the "
              "continuation's tokens after the context (the context's trailing spaces move to the "
              "continuation; no BOS; cut from the left to the model's context), as task scores a choice. "
-             "Two str: a float; two lists of str: float64 [n].");
+             "Two str: a float; two lists of str: float64 [n]. greedy=True returns what the harness "
+             "returns, (logprob, is_greedy): is_greedy whether every continuation token is the argmax "
+             "of the logits at its position (a bool; with lists, bool [n]).");
 }
 
 } // namespace embedlab::python

@@ -22,6 +22,7 @@
 #include "embedlab/model_files.hpp"
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
+#include "embedlab/saved_summary.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/token_damage.hpp"
 #include "model.hpp"
@@ -688,14 +689,14 @@ PYBIND11_MODULE(_embedlab, m)
     bind_tables(m);
     bind_arrays(m);
     py::class_<Run>(m, "Run", "A finished compression run (embedlab.compress), kept in memory.")
-        .def_property_readonly("summary",
-                               [](const Run& r) {
-                                   refuse_table_only(r, "summary");
-                                   refuse_saved(r, "summary",
-                                                "whose embedlab.json has no results row (the engine makes "
-                                                "one while it runs); see record['evaluation']");
-                                   return to_python(summary_json(r.run->summary));
-                               })
+        .def_property_readonly(
+            "summary",
+            [](const Run& r) {
+                refuse_table_only(r, "summary");
+                if (saved(r)) // the row the run that wrote it made, timing aside
+                    return to_python(summary_json(summary_from_record(*r.manifest, "Run.summary: " + r.dir)));
+                return to_python(summary_json(r.run->summary));
+            })
         .def_property_readonly("record",
                                [](const Run& r) {
                                    if (saved(r))

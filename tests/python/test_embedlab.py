@@ -739,9 +739,9 @@ def test_sweep_equals_separate_runs(llama, pca16, short_text):
     assert len(rows) == 2 and all(isinstance(r, dict) for r in rows)
     assert [r["parameters"] for r in rows] == ["rank 8", "rank 16"]
     assert rows[0]["params_after"] < rows[1]["params_after"]
-    assert without_timing(rows[1]) == without_timing(pca16.summary)
+    assert without_timing(rows[1]) == without_timing(pca16.row)
     eight = embedlab.compress(llama, "pca", rank=8, eval_text=str(short_text))
-    assert without_timing(rows[0]) == without_timing(eight.summary)
+    assert without_timing(rows[0]) == without_timing(eight.row)
     assert calls  # progress reached every run
 
 

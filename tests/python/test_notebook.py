@@ -140,6 +140,31 @@ def test_sweep_iter_yields_runs_as_they_finish(gpt2, short_text):
     assert rest[0].summary["ppl"] == one.summary["ppl"]
 
 
+def test_sweep_rows_carry_the_reconstruction_bytes_and_kl(gpt2, short_text):
+    E = gpt2.embedding_table().astype(np.float64)
+    rows = embedlab.sweep(gpt2, "pca", {"rank": [4, 16]}, eval_text=short_text, divergence=True)
+    centred = E - E.mean(axis=0)
+    eigenvalues = np.sort(np.linalg.eigvalsh(centred.T @ centred))[::-1]
+    runs = list(embedlab.sweep_iter(gpt2, "pca", {"rank": [4, 16]}, eval_text=short_text, divergence=True))
+    for row, run, rank in zip(rows, runs, (4, 16)):
+        assert list(row) == list(run.row) and row["ppl"] == run.row["ppl"]
+        keys = list(row)
+        assert keys[keys.index("mean_cosine") + 1:keys.index("mean_cosine") + 3] == ["relative_frobenius",
+                                                                                      "explained_variance"]
+        # Against NumPy: the rebuilt rows' error, and PCA's share of the variance at the rank.
+        error = np.linalg.norm(E - run.embedding_table()) / np.linalg.norm(E)
+        assert row["relative_frobenius"] == pytest.approx(error, rel=1e-4)
+        assert row["explained_variance"] == pytest.approx(eigenvalues[:rank].sum() / eigenvalues.sum(), rel=1e-4)
+        assert row["bytes_after"] == 4 * run.record["accounting"]["params_after"]
+        assert row["kl_mean"] > 0 and 0 <= row["top1_agreement"] <= 1
+    assert rows[0]["relative_frobenius"] > rows[1]["relative_frobenius"]
+    # A method without a variance share: None; without divergence=True: no KL.
+    quant = embedlab.compress(gpt2, "quant", type="q8_0")
+    assert quant.row["explained_variance"] is None and quant.row["kl_mean"] is None
+    error = np.linalg.norm(E - quant.embedding_table()) / np.linalg.norm(E)
+    assert quant.row["relative_frobenius"] == pytest.approx(error, rel=1e-4)
+
+
 pandas_missing = pytest.mark.skipif(importlib.util.find_spec("pandas") is None,
                                     reason="pandas is not importable (apt: python3-pandas)")
 
@@ -154,7 +179,7 @@ def test_to_pandas_of_a_sweep_and_of_a_run(gpt2, short_text):
     assert frame["parameters"].tolist() == ["rank 2", "rank 4"]
     run = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
     one = run.to_pandas()
-    assert len(one) == 1 and list(one.columns) == list(run.summary)
+    assert len(one) == 1 and list(one.columns) == list(run.row)
     assert one["delta_ln_ppl"][0] == run.summary["delta_ln_ppl"]
     assert one["ppl"][0] == frame["ppl"][1]
 

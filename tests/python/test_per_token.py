@@ -262,6 +262,32 @@ def test_loglikelihood_of_lists_and_the_cli_tasks_choice(stories_model, stories,
     assert stories_model.task("mc", tmp_path / "mc.jsonl")["accuracy"] == pytest.approx(accuracy, abs=1e-12)
 
 
+def numpy_is_greedy(model, context, continuation):
+    """The harness's is_greedy on the model's logits: every continuation token is the argmax."""
+    kept = context.rstrip(" ")
+    continuation = context[len(kept):] + continuation
+    context_ids = list(model.tokenize(kept))
+    sequence = context_ids + list(model.tokenize(kept + continuation))[len(context_ids):]
+    n = len(sequence) - len(context_ids)
+    greedy = np.argmax(model.logits(sequence[:-1]), axis=-1)
+    return bool(all(greedy[len(sequence) - 1 - n + i] == sequence[len(sequence) - n + i] for i in range(n)))
+
+
+def test_loglikelihood_is_greedy_against_the_argmax_of_the_logits(stories_model):
+    context = "Once upon a time"
+    # The model's own greedy continuation (no BOS, as loglikelihood reads it), and others.
+    greedy_text = stories_model.generate(context, max_tokens=4, bos=False)["text"]
+    continuations = [greedy_text, greedy_text[:-1] + "Q", " there was a little girl", " dog."]
+    expected = [numpy_is_greedy(stories_model, context, c) for c in continuations]
+    assert True in expected and False in expected  # both answers are exercised
+    got = [stories_model.loglikelihood(context, c, greedy=True) for c in continuations]
+    assert [g for _, g in got] == expected and all(isinstance(g, bool) for _, g in got)
+    assert [score for score, _ in got] == [stories_model.loglikelihood(context, c) for c in continuations]
+    scores, flags = stories_model.loglikelihood([context] * len(continuations), continuations, greedy=True)
+    assert flags.dtype == np.bool_ and flags.tolist() == expected
+    np.testing.assert_array_equal(scores, [score for score, _ in got])
+
+
 def test_loglikelihood_refusals(stories_model):
     with pytest.raises(embedlab.InputError, match="loglikelihood: 2 contexts and 1 continuations"):
         stories_model.loglikelihood(["a", "b"], [" c"])

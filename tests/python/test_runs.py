@@ -47,13 +47,58 @@ def test_load_run_reads_back_what_export_wrote(gpt2, short_text, text, tmp_path,
     assert repr(back) == f"<embedlab.Run {repr(run)[len('<embedlab.Run '):-1]} read from {tmp_path / 'pca'}>"
 
 
+# Settings whose rows exercise each part of the reader: the divergence and its windows,
+# stored factors (", stored f16", their bytes), a compressed position table (" + positions",
+# the model's bytes), quant's block bytes, tt's ranks, lle's split (" 146 rare"), no evaluation.
+SAVED_SUMMARY_RUNS = {
+    "pca divergence": ("pca", {"rank": 8, "divergence": True}),
+    "pca stored f16": ("pca", {"rank": 8, "store": "f16"}),
+    "pca positions": ("pca", {"rank": 8, "positions": True}),
+    "pca positions stored q8_0": ("pca", {"rank": 8, "positions": True, "store": "q8_0"}),
+    "quant q8_0": ("quant", {"type": "q8_0"}),
+    "tt": ("tt", {"shape": [4, 4, 8], "ranks": [1, 4, 4, 1]}),
+    "lle": ("lle", {"keep_ratio": 0.5, "k": 4, "freq": True}),
+    "no evaluation": ("svd", {"rank": 4, "eval": False}),
+}
+
+
+@pytest.mark.parametrize("name", list(SAVED_SUMMARY_RUNS))
+def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_text, tmp_path, name):
+    method, fields = SAVED_SUMMARY_RUNS[name]
+    fields = dict(fields)
+    if fields.pop("freq", False):
+        fields["freq_text"] = short_text
+    if fields.pop("eval", True):
+        fields["eval_text"] = short_text
+    run = embedlab.compress(gpt2, method, **fields)
+    run.export(tmp_path / "run")
+    back = embedlab.load_run(tmp_path / "run").summary
+    wrote = run.summary
+    # What embedlab.json does not record: the run's wall time and its machine.
+    assert back["seconds"] is None and back["host"] == ""
+    assert without_timing({**back, "host": None}) == without_timing({**wrote, "host": None})
+    assert list(back) == list(wrote)
+    assert back["model_bytes_after"] is not None  # a Hugging Face source of one dtype: always known
+    if "divergence" in fields:
+        assert back["kl_mean"] == wrote["kl_mean"] and len(back["window_kl"]) > 1
+    if "eval_text" not in fields:
+        assert back["ppl"] is None and back["eval_tokens"] == 0 and back["eval_text"] == ""
+
+
+def test_a_loaded_flat_runs_summary_is_refused_naming_why(gpt2, tmp_path, short_text):
+    run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=short_text, samples=4, seqlen=32)
+    run.export(tmp_path / "flat")
+    back = embedlab.load_run(tmp_path / "flat")
+    with pytest.raises(embedlab.InputError, match=r"Run.summary: .*/flat: the record is not a table method's "
+                                                  r"compressed directory \(method flat\); a results row is read "
+                                                  r"back from a token-table method's compress --out"):
+        back.summary
+
+
 def test_a_loaded_run_refuses_what_it_does_not_have(gpt2, tmp_path, short_text):
     run = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
     run.export(tmp_path / "r")
     back = embedlab.load_run(str(tmp_path / "r"))
-    with pytest.raises(embedlab.InputError, match=r"Run.summary: this run was read back from .*/r \(load_run\), "
-                                                  r"whose embedlab.json has no results row"):
-        back.summary
     with pytest.raises(embedlab.InputError, match="Run.export: this run was read back from .* copy the directory"):
         back.export(tmp_path / "again")
     with pytest.raises(embedlab.InputError, match="compress: model is a run's compressed model"):

@@ -1,7 +1,7 @@
 """Run.to_torch() (issue 64): the compressed token table as a torch.nn.Module whose rows
-and tied-head logits are EmbedLab's, factorised for pca and svd (the run's parameter
-count), the rebuilt rows for the other methods. Skipped without PyTorch for this
-interpreter (Debian: python3-torch)."""
+and tied-head logits are EmbedLab's, factorised for pca, svd, tt and tucker (the run's
+parameter count, rows rebuilt in PyTorch), quant's table dequantised; other methods are
+refused naming these. Skipped without PyTorch for this interpreter (Debian: python3-torch)."""
 
 import sys
 
@@ -28,8 +28,12 @@ def test_to_torch_without_torch_says_what_to_install(stories_model, monkeypatch)
     ("pca", {"rank": 16}, True),
     ("pca", {"rank": 16, "store": "f16"}, True),
     ("svd", {"rank": 8}, True),
-    ("tt", {"eps": 0.5}, False),
+    ("tt", {"shape": [4, 2, 8], "ranks": [1, 3, 5, 1]}, True),
+    ("tt", {"shape": [8, 8], "ranks": [1, 4, 1], "store": "bf16"}, True),
+    ("tt", {"eps": 0.5, "uniform_ranks": True}, True),
+    ("tucker", {"shape": [4, 2, 8], "ranks": [3, 2, 5]}, True),
     ("quant", {"type": "q4_0"}, False),
+    ("quant", {"type": "q8_0"}, False),
 ])
 def test_to_torch_gives_embedlabs_rows_and_logits(stories_model, stories, method, fields, factorised):
     torch = pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
@@ -44,6 +48,8 @@ def test_to_torch_gives_embedlabs_rows_and_logits(stories_model, stories, method
         rows = module(ids)
         assert rows.dtype == torch.float32 and tuple(rows.shape) == (V, d)
         np.testing.assert_allclose(rows.numpy(), run.embedding_table(), rtol=0, atol=1e-6)
+        some = torch.tensor([[3, 1, 4], [1, 5, 9]])  # any shape of ids: rows [..., d]
+        np.testing.assert_allclose(module(some).numpy(), run.embedding_table()[some.numpy()], rtol=0, atol=1e-6)
         np.testing.assert_allclose(module.table().numpy(), run.embedding_table(), rtol=0, atol=1e-6)
         # The tied head on the compressed model's own final hidden states gives its logits.
         text_ids = stories_model.tokenize("Once upon a time there was a little cat named Tom.")
@@ -63,3 +69,25 @@ def test_to_torch_trains_as_the_factorisation(stories_model):
     with torch.no_grad():
         module.Z.zero_()
     assert np.abs(run.factors_f32["Z"]).sum() > 0
+
+
+@pytest.mark.parametrize("method, fields, why", [
+    ("fourier", {"steps": 2}, "method 'fourier' is not supported"),
+    ("tt", {"eps": 0.5}, r"this tt run has per-token ranks \(packed cores\), which are not supported"),
+])
+def test_to_torch_refuses_what_it_cannot_rebuild_naming_what_it_can(stories_model, method, fields, why):
+    pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
+    run = embedlab.compress(stories_model, method, **fields)
+    with pytest.raises(embedlab.InputError, match=rf"Run.to_torch: {why}; to_torch builds pca, svd, tt, tucker "
+                                                  r"and quant \(tt with uniform ranks\); for the rows as a dense "
+                                                  r"table use torch.nn.Embedding.from_pretrained"):
+        run.to_torch()
+
+
+def test_to_torch_tucker_trains_its_core_rows_and_shared_factors(stories_model):
+    torch = pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
+    run = embedlab.compress(stories_model, "tucker", shape=[4, 2, 8], ranks=[3, 2, 5])
+    module = run.to_torch()
+    module(torch.tensor([2, 7])).pow(2).sum().backward()
+    assert module.core.grad[2].abs().sum() > 0 and module.core.grad[3].abs().sum() == 0  # rows read only
+    assert all(u.grad.abs().sum() > 0 for u in module.factors)

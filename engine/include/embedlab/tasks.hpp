@@ -100,6 +100,9 @@ struct TaskExampleResult {
     int64_t choice_norm = 0; // argmax of loglik / continuation characters
     std::vector<double> loglik;
     std::vector<int64_t> continuation_tokens;
+    // Per choice: every continuation token is the model's argmax at its position (the
+    // harness's is_greedy, as its loglikelihood request returns it).
+    std::vector<bool> greedy;
     bool truncated = false; // the context was cut from the left to fit
 };
 

@@ -113,6 +113,7 @@ TaskResult evaluate_task(const LanguageModel& model, const Tokenizer& tokenizer,
                            "the task is not scored");
             out.loglik.push_back(score);
             out.continuation_tokens.push_back(n);
+            out.greedy.push_back(logp.argmax(-1).eq(targets.squeeze(1)).all().item<bool>());
             per_char.push_back(score /
                                static_cast<double>(std::max<int64_t>(1, characters(continuation_text))));
         }
