@@ -427,6 +427,24 @@ TEST(Trim, MaskedLmHeadAndItsBiasAreCut)
     expect_logits_restricted(distilbert_mlm_dir(), out / "t", report.kept);
 }
 
+// Only a head over the vocabulary loses the dropped ids: a sequence classifier's or a
+// sentence encoder's outputs keep their shape, and the record says so.
+TEST(Trim, TheRecordSaysWhichOutputCoversOnlyTheKeptTokens)
+{
+    TempDir out;
+    const auto said = [&](const fs::path& model, const std::string& name) {
+        return trim(model, out / name, with_coverage(0.5)).record["output_distribution"].get<std::string>();
+    };
+    EXPECT_EQ(said(gpt2_dir(), "g"), "over the kept tokens only (the original's logits at the kept ids)");
+    EXPECT_EQ(said(distilbert_mlm_dir(), "m"),
+              "masked-LM logits over the kept tokens only (the original's logits at the kept ids)");
+    const std::string unchanged =
+        "none over tokens: the encoder's outputs (hidden states, pooled embeddings, "
+        "class logits) keep their shape";
+    EXPECT_EQ(said(bert_dir(), "b"), unchanged);
+    EXPECT_EQ(said(source() / "tests/data/encoders/minilm-st", "s"), unchanged);
+}
+
 // --- The record's evaluation.
 
 TEST(Trim, RecordsDroppedMassAsTheOriginalsProbabilityOnDroppedIds)

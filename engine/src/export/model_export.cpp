@@ -248,7 +248,9 @@ void add_vocabulary(GgufPlan& plan, const LoadedModel& lm)
     if (!scores.empty())
         m.set_float32_array("tokenizer.ggml.scores", scores);
     m.set_int32_array("tokenizer.ggml.token_type", types);
-    if (!v->merges.empty())
+    // A byte-level BPE writes its list even when empty (a vocabulary trimmed to its byte
+    // tokens): llama.cpp refuses a gpt2 vocabulary without the key, and so does EmbedLab.
+    if (!v->merges.empty() || v->model == "gpt2")
         m.set_string_array("tokenizer.ggml.merges", v->merges);
     if (v->bos_id >= 0)
         m.set_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v->bos_id));

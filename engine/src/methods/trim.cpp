@@ -445,6 +445,18 @@ Json evaluate_trim(const fs::path& original_dir, const fs::path& trimmed_dir, co
     return e;
 }
 
+// What the trimmed model's output covers: only a head over the vocabulary loses the dropped ids.
+std::string output_distribution(const ModelConfig& c)
+{
+    const std::string kept = "over the kept tokens only (the original's logits at the kept ids)";
+    if (!c.is_encoder())
+        return kept;
+    if (c.encoder_head == EncoderHead::MaskedLM)
+        return "masked-LM logits " + kept;
+    return "none over tokens: the encoder's outputs (hidden states, pooled embeddings, class logits) keep "
+           "their shape";
+}
+
 Json budget_json(const TrimOptions& o)
 {
     Json j = {{"freq_text", absolute_text(o.freq_text)}, {"freq_text_sha256", sha256_file(o.freq_text)}};
@@ -604,7 +616,7 @@ TrimReport trim_model(const fs::path& model, const fs::path& out, const TrimOpti
     record["bytes_after"] = bytes_after;
     record["bytes_ratio"] = static_cast<double>(bytes_after) / static_cast<double>(bytes_before);
     record["weights_files"] = detail::file_digests(dir.path(), output_names);
-    record["output_distribution"] = "over the kept tokens only (the original's logits at the kept ids)";
+    record["output_distribution"] = output_distribution(config);
     if (evaluate)
         record["evaluation"] = evaluate_trim(model, dir.path(), vocab, kept, options, stages, n_inputs + 1);
     write_file_atomic(dir.path() / "trim.json", record.dump(2) + "\n");

@@ -89,9 +89,11 @@ ScoredVocabTokenizer::ScoredVocabTokenizer(ScoredVocab vocab, std::string kind, 
     }
     std::stable_sort(user_defined_.begin(), user_defined_.end(),
                      [](std::string_view a, std::string_view b) { return a.size() > b.size(); });
-    // llama2.c's tokenizer.bin stores spaces as ' ', GGUF and .model files as '▁'.
+    // llama2.c's tokenizer.bin stores spaces as ' ', GGUF and .model files as '▁'. A GGUF
+    // spells a space '▁' even when no piece holds one (a vocabulary trimmed to its byte
+    // pieces): llama.cpp then falls back to the bytes of '▁', not to the byte 0x20.
     space_ = sentencepiece ? (options_.escape_whitespaces ? std::string(sp_space) : " ")
-                           : (any_sp_space ? std::string(sp_space) : " ");
+                           : (any_sp_space || kind_ != "llama2c" ? std::string(sp_space) : " ");
 
     cut_before_space_ = !(sentencepiece && options_.whitespace_as_suffix) &&
                         (sentencepiece || token_ids_.contains(space_)) &&
