@@ -74,16 +74,19 @@ print(f"mean of token_losses {losses.mean():.8f} = nll_per_token {base['nll_per_
 
 # %% [markdown]
 # ## Compress with PCA at several ranks, as each run finishes
-# `sweep_iter` checks every row first, then yields one `Run` at a time; keep the summaries.
+# `sweep_iter` checks every row first, then yields one `Run` at a time; keep each run's `row`
+# (its summary with the table's `relative_frobenius` and `explained_variance`, as `sweep` keeps).
 
 # %%
 eval_file = OUT / "eval.txt"
 eval_file.write_text(model.detokenize(ids), encoding="utf-8")
 rows = embedlab.Sweep()
 for run in embedlab.sweep_iter(model, "pca", {"rank": [8, 16, 32, 64]}, eval_text=eval_file, progress=True):
-    rows.append(run.summary)
-    print(f"{run.summary['parameters']}: delta ln PPL {run.summary['delta_ln_ppl']:+.4f}, "
-          f"{run.summary['bytes_after'] / 2**20:.2f} MiB")
+    row = run.row
+    rows.append(row)
+    print(f"{row['parameters']}: delta ln PPL {row['delta_ln_ppl']:+.4f}, {row['bytes_after'] / 2**20:.2f} MiB, "
+          f"relative Frobenius error {row['relative_frobenius']:.4f}, "
+          f"explained variance {row['explained_variance']:.4f}")
 
 # %% [markdown]
 # ## Compare with quantising the table (the same evaluation, bytes as stored)
@@ -91,7 +94,7 @@ for run in embedlab.sweep_iter(model, "pca", {"rank": [8, 16, 32, 64]}, eval_tex
 # %%
 quantised = embedlab.sweep(model, "quant", {"type": ["q8_0", "q4_0"]}, eval_text=eval_file)
 both = embedlab.Sweep(rows + quantised)
-show(both, ["method", "parameters", "bytes_after", "ppl", "delta_ln_ppl"])
+show(both, ["method", "parameters", "bytes_after", "ppl", "delta_ln_ppl", "relative_frobenius"])
 if HAVE_PLOTS:
     fig, ax = plt.subplots(figsize=(6, 4))
     for method, marker in (("pca", "o-"), ("quant", "s")):

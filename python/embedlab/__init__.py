@@ -140,8 +140,9 @@ Run.to_pandas = _run_to_pandas
 def _run_to_torch(self):
     """The compressed token table as a torch.nn.Module (needs PyTorch): forward(ids) gives
     the rows [..., d], head(hidden) the tied head's logits [..., V]. pca, svd, tt (uniform
-    ranks) and tucker keep their factors as parameters (factorised=True), quant its table
-    dequantised; any other method raises InputError naming these."""
+    ranks), tucker, lle, lle-unk and lle-pca keep their stored values as parameters
+    (factorised=True; lle's ids as buffers), quant its table dequantised; any other method
+    raises InputError naming these."""
     from ._torch import to_torch
 
     return to_torch(self)

@@ -221,8 +221,9 @@ class Run:
     # The row as a one-row pandas.DataFrame (ImportError without pandas).
     def to_pandas(self) -> Any: ...
     # The compressed table as a torch.nn.Module (ImportError without PyTorch): forward(ids)
-    # rows [..., d], head(hidden) logits [..., V]; pca, svd, tt (uniform ranks), tucker
-    # factorised, quant dequantised; any other method raises InputError.
+    # rows [..., d], head(hidden) logits [..., V]; pca, svd, tt (uniform ranks), tucker,
+    # lle, lle-unk, lle-pca factorised (rare rows rebuilt as the engine does), quant
+    # dequantised; any other method raises InputError.
     def to_torch(self) -> Any: ...
 
 # sweep()'s rows (Run.row dicts).

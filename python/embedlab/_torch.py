@@ -7,14 +7,23 @@ EmbedLab's lookup does:
   pca, svd  rows = Z[ids] @ P (+ mu)                       parameters Z [V, k], P [k, d], mu [d]
   tt        the cores' product per token, mode 1 fastest   parameters core0..coreN-1 [V, r, I_k, r']
   tucker    G[ids] x_1 U_1 .. x_N U_N, mode 1 fastest      parameters core [V, r_1..r_N], factor0..
+  lle*      common ids read common_rows [C, d]; a rare id's row is rebuilt as
+            EmbedLab's rebuild_rare() does it (partial_sparse.cpp):
+    lle     u = sum_j w_j x_j / ||x_j|| over its k common neighbours (a zero x_j adds
+            nothing), row = norm u / ||u|| (a zero u gives a zero row), in float64
+                                                         parameters weights [R, k], norms [R]
+    lle-unk row = fallback                               parameter fallback [d]
+    lle-pca row = mean + coords[slot] @ basis            parameters coords [R, k], basis [k, d], mean [d]
+            The ids (common ids, lle's neighbours) are buffers, not parameters.
   quant     the table dequantised (EmbedLab's decoder)     parameter rows [V, d] (factorised False)
-Any other method (lle*, fourier, aq, flat) and tt with per-token ranks are refused, naming
+Any other method (fourier, aq, flat) and tt with per-token ranks are refused, naming
 these; their rows as a dense table are torch.from_numpy(run.embedding_table()).
 """
 
 import numpy as np
 
-SUPPORTED = ("pca", "svd", "tt", "tucker", "quant")
+SUPPORTED = ("pca", "svd", "tt", "tucker", "lle", "lle-unk", "lle-pca", "quant")
+PARTIAL_SPARSE = ("lle", "lle-unk", "lle-pca")
 
 
 def _torch():
@@ -43,6 +52,19 @@ def _check_supported(run, method, factors):
         _refuse("this tt run has per-token ranks (packed cores), which are not supported")
 
 
+def _partial_sparse_slots(factors, vocab):
+    """Each id's place [V] as the engine's partition_slots(): >= 0 its common slot, < 0
+    -(rare slot) - 1. The rare ids are the stored list if there is one (an earlier
+    directory), else every id not common, ascending, as the fit makes them."""
+    common = np.asarray(factors["common_ids"], dtype=np.int64)
+    unset = np.iinfo(np.int64).min
+    slot = np.full(vocab, unset, dtype=np.int64)
+    slot[common] = np.arange(common.size)
+    rare = np.asarray(factors["rare_ids"], dtype=np.int64) if "rare_ids" in factors else np.flatnonzero(slot == unset)
+    slot[rare] = -np.arange(rare.size) - 1
+    return slot
+
+
 def to_torch(run):
     """The run's token table as a torch.nn.Module: forward(ids) -> rows [..., d] float32,
     head(hidden) -> logits [..., V] through the same rows (a tied output head)."""
@@ -55,6 +77,7 @@ def to_torch(run):
 
         table = dequantize(run.factors["blocks"], run.factor_types["blocks"])
     param = lambda a: torch.nn.Parameter(torch.from_numpy(np.array(a, dtype=np.float32)))  # noqa: E731
+    id_buffer = lambda a: torch.from_numpy(np.array(a, dtype=np.int64))  # noqa: E731
 
     class CompressedEmbedding(torch.nn.Module):
         def __init__(self):
@@ -69,6 +92,22 @@ def to_torch(run):
             elif method == "tt":
                 self.cores = torch.nn.ParameterList(
                     param(factors[f"core{k}"]) for k in range(sum(n.startswith("core") for n in factors)))
+            elif method in PARTIAL_SPARSE:
+                slot = _partial_sparse_slots(factors, run.record["accounting"]["vocab"])
+                self.register_buffer("slot", id_buffer(slot))  # [V]
+                self.register_buffer("common_ids", id_buffer(factors["common_ids"]))  # [C]
+                self.common_rows = param(factors["common_rows"])  # [C, d]
+                if method == "lle":  # the neighbours' token ids as their common slots [R, k]
+                    neighbours = np.asarray(factors["neighbour_ids"], dtype=np.int64)
+                    self.register_buffer("neighbour_slots", id_buffer(slot[neighbours]))
+                    self.weights = param(factors["weights"])  # [R, k]
+                    self.norms = param(factors["norms"])  # [R]
+                elif method == "lle-unk":
+                    self.fallback = param(factors["fallback"])  # [d]
+                else:
+                    self.coords = param(factors["coords"])  # [R, k]
+                    self.basis = param(factors["basis"])  # [k, d]
+                    self.mean = param(factors["mean"])  # [d]
             elif method == "tucker":
                 self.core = param(factors["core"])  # [V, r_1..r_N]
                 self.factors = torch.nn.ParameterList(
@@ -78,7 +117,7 @@ def to_torch(run):
 
         @property
         def vocab_size(self):
-            return self._first().shape[0]
+            return self.slot.shape[0] if self.method in PARTIAL_SPARSE else self._first().shape[0]
 
         def _first(self):
             return {"tt": lambda: self.cores[0], "tucker": lambda: self.core,
@@ -91,6 +130,8 @@ def to_torch(run):
                 return rows + self.mu if self.mu is not None else rows
             if self.method == "quant":
                 return torch.nn.functional.embedding(flat, self.rows)
+            if self.method in PARTIAL_SPARSE:
+                return self._partial_sparse_rows(flat)
             if self.method == "tt":  # [n, I_1, r_1] then each core: [n, I_1..I_k, r_k]
                 y = self.cores[0][flat][:, 0]
                 for core in self.cores[1:]:
@@ -102,6 +143,36 @@ def to_torch(run):
                     y = torch.tensordot(y, u, dims=([1], [1]))
             # Mode 1 varies fastest in EmbedLab's rows (little-endian, TensorSLM eq. 6).
             return y.permute(0, *range(y.dim() - 1, 0, -1)).reshape(flat.shape[0], -1)
+
+        def _partial_sparse_rows(self, flat):
+            """lookup(): common rows read, only the looked-up rare rows rebuilt."""
+            slot = self.slot[flat]
+            common = (slot >= 0).nonzero().reshape(-1)
+            rare = (slot < 0).nonzero().reshape(-1)
+            out = self.common_rows.new_zeros(flat.shape[0], self.common_rows.shape[1])
+            out = out.index_put((common,), self.common_rows[slot[common]])
+            return out.index_put((rare,), self._rare_rows(-slot[rare] - 1))
+
+        def _rare_rows(self, rare):
+            """rebuild_rare() of rare slots [n] -> [n, d] float32."""
+            if self.method == "lle-unk":
+                return self.fallback.expand(rare.shape[0], -1)
+            if self.method == "lle-pca":
+                return torch.addmm(self.mean, self.coords[rare], self.basis)
+            # lle, in float64 as the engine; a zero neighbour adds nothing and a zero sum
+            # gives a zero row (the norms of 1 in their place keep the gradients finite).
+            def norm_or_one(v):  # ||v|| over the last axis, and where it is zero
+                square = v.pow(2).sum(-1)
+                zero = square == 0
+                return torch.where(zero, torch.ones_like(square), square).sqrt(), zero
+
+            x = self.common_rows.double()[self.neighbour_slots[rare]]  # [n, k, d]
+            nx, zero_x = norm_or_one(x)  # [n, k]
+            a = torch.where(zero_x, torch.zeros_like(nx), self.weights[rare].double() / nx)
+            u = (a.unsqueeze(-1) * x).sum(1)  # [n, d]
+            nu, zero_u = norm_or_one(u)  # [n]
+            scale = torch.where(zero_u, torch.zeros_like(nu), self.norms[rare].double() / nu)
+            return (u * scale.unsqueeze(-1)).float()
 
         def table(self):
             """Every row [V, d]."""

@@ -1,7 +1,8 @@
 """Run.to_torch() (issue 64): the compressed token table as a torch.nn.Module whose rows
-and tied-head logits are EmbedLab's, factorised for pca, svd, tt and tucker (the run's
-parameter count, rows rebuilt in PyTorch), quant's table dequantised; other methods are
-refused naming these. Skipped without PyTorch for this interpreter (Debian: python3-torch)."""
+and tied-head logits are EmbedLab's, factorised for pca, svd, tt, tucker, lle, lle-unk and
+lle-pca (the run's parameter count less its stored ids, rows rebuilt in PyTorch), quant's
+table dequantised; other methods are refused naming these. Skipped without PyTorch for
+this interpreter (Debian: python3-torch)."""
 
 import sys
 
@@ -32,17 +33,25 @@ def test_to_torch_without_torch_says_what_to_install(stories_model, monkeypatch)
     ("tt", {"shape": [8, 8], "ranks": [1, 4, 1], "store": "bf16"}, True),
     ("tt", {"eps": 0.5, "uniform_ranks": True}, True),
     ("tucker", {"shape": [4, 2, 8], "ranks": [3, 2, 5]}, True),
+    ("lle", {"keep_ratio": 0.3, "k": 4}, True),
+    ("lle", {"keep_ratio": 0.1, "k": 8, "store": "bf16"}, True),
+    ("lle-unk", {"keep_ratio": 0.3}, True),
+    ("lle-pca", {"keep_ratio": 0.3, "k": 8}, True),
     ("quant", {"type": "q4_0"}, False),
     ("quant", {"type": "q8_0"}, False),
 ])
-def test_to_torch_gives_embedlabs_rows_and_logits(stories_model, stories, method, fields, factorised):
+def test_to_torch_gives_embedlabs_rows_and_logits(stories_model, stories, heldout, method, fields, factorised):
     torch = pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
+    if method.startswith("lle"):
+        fields = dict(fields, freq_text=heldout)
     run = embedlab.compress(stories, method, **fields)
     module = run.to_torch()
     assert isinstance(module, torch.nn.Module) and module.factorised == factorised
     V, d = stories_model.vocab_size, stories_model.dim
     parameters = sum(p.numel() for p in module.parameters())
-    assert parameters == (run.record["accounting"]["params_after"] if factorised else V * d)
+    # The stored ids (lle's common and neighbour ids) are buffers, not parameters.
+    ids = sum(a.size for name, a in run.factors.items() if name.endswith("_ids"))
+    assert parameters == (run.record["accounting"]["params_after"] - ids if factorised else V * d)
     ids = torch.arange(V)
     with torch.no_grad():
         rows = module(ids)
@@ -78,8 +87,9 @@ def test_to_torch_trains_as_the_factorisation(stories_model):
 def test_to_torch_refuses_what_it_cannot_rebuild_naming_what_it_can(stories_model, method, fields, why):
     pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
     run = embedlab.compress(stories_model, method, **fields)
-    with pytest.raises(embedlab.InputError, match=rf"Run.to_torch: {why}; to_torch builds pca, svd, tt, tucker "
-                                                  r"and quant \(tt with uniform ranks\); for the rows as a dense "
+    with pytest.raises(embedlab.InputError, match=rf"Run.to_torch: {why}; to_torch builds pca, svd, tt, tucker, "
+                                                  r"lle, lle-unk, lle-pca and quant \(tt with uniform ranks\); for "
+                                                  r"the rows as a dense "
                                                   r"table use torch.nn.Embedding.from_pretrained"):
         run.to_torch()
 
@@ -91,3 +101,29 @@ def test_to_torch_tucker_trains_its_core_rows_and_shared_factors(stories_model):
     module(torch.tensor([2, 7])).pow(2).sum().backward()
     assert module.core.grad[2].abs().sum() > 0 and module.core.grad[3].abs().sum() == 0  # rows read only
     assert all(u.grad.abs().sum() > 0 for u in module.factors)
+
+
+def test_to_torch_lle_trains_its_common_rows_and_rare_codes(stories_model, heldout):
+    """A rare id's row reads its k neighbours' common rows and its own weights and norm;
+    the ids stay buffers, and the rows and weights it does not read get no gradient."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
+    run = embedlab.compress(stories_model, "lle", freq_text=heldout, keep_ratio=0.3, k=4)
+    module = run.to_torch()
+    assert {name for name, _ in module.named_parameters()} == {"common_rows", "weights", "norms"}
+    assert {name for name, _ in module.named_buffers()} == {"slot", "common_ids", "neighbour_slots"}
+    common = run.factors["common_ids"].astype(np.int64)
+    rare = np.setdiff1d(np.arange(stories_model.vocab_size), common)  # ascending: rare slot order
+    token, slot = int(rare[5]), 5
+    module(torch.tensor([token])).pow(2).sum().backward()
+    neighbours = [int(np.flatnonzero(common == n)[0]) for n in run.factors["neighbour_ids"][slot]]
+    read = torch.zeros(common.size, dtype=torch.bool)
+    read[neighbours] = True
+    assert (module.common_rows.grad[read].abs().sum(1) > 0).all()
+    assert module.common_rows.grad[~read].abs().sum() == 0
+    assert module.weights.grad[slot].abs().sum() > 0 and module.norms.grad[slot] != 0
+    assert module.weights.grad.abs().sum() == module.weights.grad[slot].abs().sum()
+    # A common id reads its stored row only.
+    module.zero_grad()
+    module(torch.tensor([int(common[0])])).sum().backward()
+    assert module.common_rows.grad[0].abs().sum() > 0 and module.common_rows.grad[1:].abs().sum() == 0
+    assert module.weights.grad.abs().sum() == 0
