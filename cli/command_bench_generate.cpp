@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "embedlab/generate.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "llamacpp_compare.hpp"
 #include "machine_limits.hpp"
 
@@ -34,7 +35,7 @@ Speed speed_of(const std::vector<double>& tokens_per_second)
 int bench_generate(const std::vector<std::string>& argv)
 {
     Args args("bench generate", argv,
-              {"--prompt-tokens", "--tokens", "--repeat", "--tokenizer", "--llamacpp"},
+              {"--prompt-tokens", "--tokens", "--repeat", "--tokenizer", "--llamacpp", "--weights"},
               {"--json", "--quiet", "--compare-llamacpp"});
     std::vector<std::filesystem::path> models;
     for (const auto& m : args.positional())
@@ -46,12 +47,15 @@ int bench_generate(const std::vector<std::string>& argv)
     const int repeat = static_cast<int>(args.get_int("--repeat", 3, 1, 100));
     const auto llamacpp =
         requested_llamacpp(args.get("--llamacpp"), args.has("--compare-llamacpp"), "bench generate");
+    const auto weights = parse_generation_weights(args.get("--weights").value_or("half"));
 
     // The machine's limits first, on a quiet machine: each row's share of them (issue 63).
     const MachineLimits limits = measure_machine();
     Json results = Json::array();
     for (const auto& path : models) {
-        const auto lm = load_model(path, load_options(args)); // the GGUF export needs the tokenizer
+        // The GGUF export needs the tokenizer.
+        const auto lm = load_model_for_generation(path, load_options(args), weights);
+        const bool half = holds_half_weights(*lm.model);
         const int64_t V = lm.model->config().vocab_size;
         if (prompt_tokens + tokens > lm.model->max_context())
             throw InputError("bench generate: " + std::to_string(prompt_tokens) + " + " +
@@ -74,10 +78,13 @@ int bench_generate(const std::vector<std::string>& argv)
         }
         const auto ours_pp = speed_of(pp), ours_tg = speed_of(tg);
         const auto b = lm.model->parameter_breakdown();
-        const auto cost = token_cost(b.attention, b.mlp, b.norms,
-                                     lm.model->config().tied_embeddings ? b.token_embedding : b.output_head);
+        auto cost = token_cost(b.attention, b.mlp, b.norms,
+                               lm.model->config().tied_embeddings ? b.token_embedding : b.output_head);
+        if (half) // 2 bytes a weight (the norms' few float32 values aside)
+            cost.weight_bytes /= 2;
         Json row = {{"model", path.string()},
                     {"embedding", lm.model->token_embedding().kind()},
+                    {"weights", half ? "half" : "f32"},
                     {"pp_tokens_per_second", ours_pp.mean},
                     {"pp_stddev", ours_pp.stddev},
                     {"tg_tokens_per_second", ours_tg.mean},
@@ -90,10 +97,11 @@ int bench_generate(const std::vector<std::string>& argv)
                     {"pp_share_of_gemm_peak", ours_pp.mean * cost.flops / 1e9 / limits.gemm_gflops}};
         if (llamacpp) {
             if (!args.has("--quiet"))
-                std::fprintf(stderr, "bench %s: llama-bench (f32 GGUF export)\n",
-                             path.filename().string().c_str());
+                std::fprintf(stderr, "bench %s: llama-bench (%s GGUF export)\n",
+                             path.filename().string().c_str(), half ? "f16" : "f32");
             const auto ref =
-                run_llama_bench(*llamacpp, lm, prompt_tokens, tokens, repeat, at::get_num_threads());
+                run_llama_bench(*llamacpp, lm, prompt_tokens, tokens, repeat, at::get_num_threads(),
+                                half ? GgufExportType::F16 : GgufExportType::F32);
             if (!ref.skipped.empty()) {
                 row["llamacpp"] = {{"skipped", ref.skipped}};
             } else {
@@ -140,9 +148,10 @@ int bench_generate(const std::vector<std::string>& argv)
         } else if (r.contains("llamacpp")) {
             lpp = ltg = "skipped";
         }
+        const std::string embedding =
+            r["embedding"].get<std::string>() + (r["weights"] == "half" ? " (half)" : "");
         std::printf("%-36s %-12s %18s %18s %18s %18s\n", r["model"].get<std::string>().c_str(),
-                    r["embedding"].get<std::string>().c_str(),
-                    cell(r, "pp_tokens_per_second", "pp_stddev").c_str(),
+                    embedding.c_str(), cell(r, "pp_tokens_per_second", "pp_stddev").c_str(),
                     cell(r, "tg_tokens_per_second", "tg_stddev").c_str(), lpp.c_str(), ltg.c_str());
         std::printf(
             "  tg reads %.2f GB/s of weights (%.0f%% of the read bandwidth); pp computes %.1f GFLOP/s "

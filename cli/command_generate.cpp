@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/generate.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/text_format.hpp"
 #include "progress_printer.hpp"
 
@@ -63,7 +64,7 @@ int command_generate(const std::vector<std::string>& argv)
 {
     Args args("generate", argv,
               {"--prompt", "--prompt-file", "--max-tokens", "--temperature", "--top-k", "--top-p", "--min-p",
-               "--sampler", "--seed", "--stop", "--compare", "--tokenizer", "--top-n"},
+               "--sampler", "--seed", "--stop", "--compare", "--tokenizer", "--top-n", "--weights"},
               {"--json", "--quiet", "--no-verify", "--no-bos", "--ignore-eos"});
     if (args.has("--prompt") == args.has("--prompt-file"))
         throw InputError("generate: give exactly one of --prompt TEXT or --prompt-file FILE");
@@ -93,7 +94,8 @@ int command_generate(const std::vector<std::string>& argv)
 
     const auto path = model_argument(args);
     const auto options_load = load_options(args);
-    auto lm = load_model(path, options_load);
+    const auto weights = parse_generation_weights(args.get("--weights").value_or("half"));
+    auto lm = load_model_for_generation(path, options_load, weights);
     print_warnings(lm.files.warnings);
     const auto ids = prompt_ids(*lm.tokenizer, prompt, !args.has("--no-bos"));
     if (ids.empty())
@@ -101,7 +103,7 @@ int command_generate(const std::vector<std::string>& argv)
 
     std::optional<LoadedModel> original;
     if (const auto compare = args.get("--compare")) {
-        original = load_model(*compare, options_load);
+        original = load_model_for_generation(*compare, options_load, weights);
         print_warnings(original->files.warnings);
         if (prompt_ids(*original->tokenizer, prompt, !args.has("--no-bos")) != ids)
             throw InputError("generate: " + path.string() + " and " + *compare +

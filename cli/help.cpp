@@ -56,7 +56,7 @@ commands:
                                                --json: {"pooling", "dim", "embeddings": [[...], ...]}
   generate [MODEL] (--prompt TEXT | --prompt-file FILE) [--max-tokens N (64)] [--temperature T (0: greedy)]
            [--top-k K] [--top-p P] [--min-p P] [--sampler llamacpp|hf] [--seed S] [--stop STRING ..]
-           [--ignore-eos] [--no-bos] [--top-n N (5)] [--json]
+           [--ignore-eos] [--no-bos] [--top-n N (5)] [--weights half|f32] [--json]
            [--compare ORIGINAL]                the continuation, streamed (KV cache); BOS first when the
                                                tokenizer has its own; sampling (--sampler): llamacpp
                                                (default) top-k, top-p, min-p (default 0.05), temperature;
@@ -65,7 +65,9 @@ commands:
                                                end-of-sequence token; --compare: the original's continuation
                                                from the same prompt and seed, and per generated token
                                                KL(P_original || P_model) and the token's rank under the
-                                               original; --json: ids, text, log-probabilities, top-N, timings
+                                               original; --json: ids, text, log-probabilities, top-N, timings;
+                                               --weights: an f16/bf16 model's matrices kept as stored
+                                               (half, the default) or widened to float32 (f32)
   export   [MODEL] --out PATH [--format gguf|hf|onnx] [--type f32|f16|q8_0] [--force] [--json]
            [--embedding-type T] [--output-type T]  a GGUF file llama.cpp runs (compressed tables made
                                                dense; default f16), or a dense Hugging Face directory;
@@ -82,9 +84,10 @@ commands:
                                                tokens per second, one window at a time vs batched;
                                                GFLOP/s and their share of the machine's GEMM peak
   bench generate [MODEL...] [--prompt-tokens P (128)] [--tokens N (128)] [--repeat R (3)]
-           [--compare-llamacpp [--llamacpp PATH]] [--json]
+           [--compare-llamacpp [--llamacpp PATH]] [--weights half|f32] [--json]
                                                prompt processing (pp) and generation (tg) tokens/s over
-                                               the KV cache; with llama-bench on the f32 GGUF export;
+                                               the KV cache; with llama-bench on the f32 GGUF export
+                                               (f16 when the model's f16/bf16 weights are kept half);
                                                tg's GB/s of weights read and pp's GFLOP/s, as shares
                                                of the machine's read bandwidth and GEMM peak
   bench machine [--json]                       this machine's limits: memory read and triad bandwidth

@@ -83,11 +83,13 @@ namespace {
 
 // The model as an f32 GGUF in `work`, and the tool folder's libraries linked into it;
 // the reason llama.cpp cannot run it when it cannot.
-std::string prepare_llamacpp_run(const fs::path& tool, const LoadedModel& model, const WorkDir& work)
+// The export is named model-f32.gguf whatever `type` is: the callers' one name for it.
+std::string prepare_llamacpp_run(const fs::path& tool, const LoadedModel& model, const WorkDir& work,
+                                 GgufExportType type = GgufExportType::F32)
 {
     if (const auto refusal = gguf_export_refusal(model); !refusal.empty())
         return "no GGUF export: " + refusal;
-    export_gguf(model, work.path() / "model-f32.gguf", {.type = GgufExportType::F32});
+    export_gguf(model, work.path() / "model-f32.gguf", {.type = type});
     recreate_soname_links(tool.parent_path(), work.path() / "lib");
     return {};
 }
@@ -140,7 +142,7 @@ LlamaCppRun run_llamacpp_ppl(const fs::path& tool, const LoadedModel& model, std
 }
 
 LlamaBenchRun run_llama_bench(const fs::path& tool, const LoadedModel& model, int64_t prompt_tokens,
-                              int64_t generated_tokens, int repetitions, int threads)
+                              int64_t generated_tokens, int repetitions, int threads, GgufExportType type)
 {
     LlamaBenchRun run;
     const fs::path bench = tool.parent_path() / "llama-bench";
@@ -149,7 +151,7 @@ LlamaBenchRun run_llama_bench(const fs::path& tool, const LoadedModel& model, in
         return run;
     }
     WorkDir work("embedlab-bench-llamacpp");
-    run.skipped = prepare_llamacpp_run(tool, model, work);
+    run.skipped = prepare_llamacpp_run(tool, model, work, type);
     if (!run.skipped.empty())
         return run;
     const auto result = run_tool(bench, work,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "embedlab/model.hpp"
+#include "embedlab/model_export.hpp"
 
 namespace embedlab::cli {
 
@@ -35,8 +36,8 @@ LlamaCppRun run_llamacpp_ppl(const std::filesystem::path& tool, const LoadedMode
                              std::span<const int32_t> ids, int64_t ctx, int threads);
 
 // bench generate --compare-llamacpp: llama.cpp's own llama-bench (beside `tool`) on
-// the f32 GGUF export: prompt processing of `prompt_tokens` (pp) and generation of
-// `generated_tokens` from an empty cache (tg), tokens/s mean and deviation.
+// the GGUF export at `type` (f32; f16 beside half weights): prompt processing of `prompt_tokens` (pp) and
+// generation of `generated_tokens` from an empty cache (tg), tokens/s mean and deviation.
 struct LlamaBenchRun {
     std::string skipped;
     struct Speed {
@@ -44,6 +45,7 @@ struct LlamaBenchRun {
     } pp, tg;
 };
 LlamaBenchRun run_llama_bench(const std::filesystem::path& tool, const LoadedModel& model,
-                              int64_t prompt_tokens, int64_t generated_tokens, int repetitions, int threads);
+                              int64_t prompt_tokens, int64_t generated_tokens, int repetitions, int threads,
+                              GgufExportType type = GgufExportType::F32);
 
 } // namespace embedlab::cli

@@ -15,6 +15,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/model_files.hpp"
 #include "test_support.hpp"
@@ -501,6 +502,33 @@ TEST(BadHfModel, ShapesOnlyScansTheStoredBits)
             EXPECT_TRUE(shapes.weights.at(name).is_meta()) << name;
             EXPECT_EQ(shapes.weights.at(name).sizes(), t.sizes()) << name;
         }
+    }
+}
+
+// Generation keeps f16/bf16 matrices as stored (generation_weights.hpp): they are scanned
+// from their bits and give the float32 load's warnings.
+TEST(BadHfModel, HalfMatricesKeptForGenerationAreScannedToo)
+{
+    WeightMap w = gpt2_weights();
+    w["h.0.mlp.c_fc.bias"][3] = NAN;
+    w["wpe.weight"][0][0] = INFINITY;
+    w["h.0.attn.c_attn.weight"][1][2] = NAN;
+    for (const auto dtype : {torch::kFloat16, torch::kBFloat16}) {
+        SCOPED_TRACE(c10::toString(dtype));
+        TempDir dir;
+        fs::create_directories(dir / "m");
+        write_file(dir / "m" / "config.json", gpt2_config().dump());
+        std::vector<std::pair<std::string, torch::Tensor>> stored;
+        for (const auto& [name, t] : w)
+            stored.emplace_back(name, t.to(dtype));
+        write_safetensors(dir / "m" / "model.safetensors", stored);
+        const auto f32 = load_model(dir / "m", {.need_tokenizer = false});
+        const auto half =
+            load_model_for_generation(dir / "m", {.need_tokenizer = false}, GenerationWeights::Half);
+        EXPECT_TRUE(holds_half_weights(*half.model));
+        EXPECT_EQ(half.model->weights().at("h.0.attn.c_attn.weight").scalar_type(), dtype);
+        EXPECT_EQ(half.files.warnings.size(), 3u);
+        EXPECT_EQ(half.files.warnings, f32.files.warnings);
     }
 }
 

@@ -116,6 +116,43 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
 }
 
 namespace {
+thread_local bool keeping_half_matrices = false;
+} // namespace
+
+KeepHalfMatrices::KeepHalfMatrices() : previous_(keeping_half_matrices)
+{
+    keeping_half_matrices = true;
+}
+
+KeepHalfMatrices::~KeepHalfMatrices()
+{
+    keeping_half_matrices = previous_;
+}
+
+bool KeepHalfMatrices::active()
+{
+    return keeping_half_matrices;
+}
+
+torch::Tensor half_tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset,
+                                      StoredType type, const std::vector<int64_t>& shape)
+{
+    const auto options =
+        torch::TensorOptions().dtype(type == StoredType::F16 ? torch::kHalf : torch::kBFloat16);
+    const int64_t n = element_count(shape);
+    const uint8_t* src = file->data() + offset;
+    if (n > 0 && reinterpret_cast<uintptr_t>(src) % 2 == 0) {
+        std::shared_ptr<MappedFile> keep_alive = file;
+        return torch::from_blob(
+            const_cast<uint8_t*>(src), shape, [keep_alive](void*) mutable { keep_alive.reset(); }, options);
+    }
+    torch::Tensor out = torch::empty(shape, options);
+    std::memcpy(out.data_ptr(), src, static_cast<size_t>(n) * 2);
+    file->release(offset, static_cast<uint64_t>(n) * 2);
+    return out;
+}
+
+namespace {
 
 // Exponent all ones: Inf when the mantissa is zero, NaN otherwise. Blocks are
 // tested branch-free (vectorised) and only a hit is looked at value by value.

@@ -31,6 +31,25 @@ float bf16_to_f32(uint16_t bits);
 torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
                                  const std::vector<int64_t>& shape);
 
+// While one lives on a thread, the safetensors reader keeps f16/bf16 matrices (2-D
+// tensors) in their stored type instead of converting them to float32
+// (load_model_for_generation: generation reads half the bytes per token).
+class KeepHalfMatrices {
+public:
+    KeepHalfMatrices();
+    ~KeepHalfMatrices();
+    KeepHalfMatrices(const KeepHalfMatrices&) = delete;
+    KeepHalfMatrices& operator=(const KeepHalfMatrices&) = delete;
+    static bool active(); // on this thread
+private:
+    bool previous_;
+};
+
+// A kHalf (F16) or kBFloat16 (BF16) tensor of `shape` from the bytes at `offset`,
+// wrapped without copying when 2-byte aligned (the tensor keeps `file` mapped).
+torch::Tensor half_tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset,
+                                      StoredType type, const std::vector<int64_t>& shape);
+
 // Whether `n` stored values at `src` hold NaN or Inf, read straight from their
 // bits (no float32 copy; inspect scans 16-bit files this way).
 struct NonFinite {

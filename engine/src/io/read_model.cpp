@@ -26,24 +26,29 @@ std::string lowercase_extension(const fs::path& p)
 // One warning per tensor holding non-finite values: they usually mean a broken
 // conversion, but the model may still be inspected. Tensors without values
 // (WeightValues::ShapesOnly) were scanned by their reader. A float32 file's
-// tensors wrap its mapping: their pages are dropped once scanned (nothing has
-// edited them yet), so only what a caller reads is resident.
+// tensors (and f16/bf16 ones kept for generation) wrap its mapping: their pages are dropped once scanned
+// (nothing has edited them yet), so only what a caller reads is resident.
 void warn_non_finite(ModelFiles& mf)
 {
-    constexpr int64_t chunk = 16 << 20; // floats
+    constexpr int64_t chunk = 16 << 20; // values
     for (const auto& [name, tensor] : mf.weights) {
-        if (tensor.scalar_type() != torch::kFloat32 || tensor.is_meta())
+        const auto dtype = tensor.scalar_type();
+        const bool half = dtype == torch::kHalf || dtype == torch::kBFloat16; // kept as stored (generation)
+        if ((dtype != torch::kFloat32 && !half) || tensor.is_meta())
             continue; // index tensors, shapes without values
         const torch::Tensor c = tensor.contiguous();
-        const float* data = c.data_ptr<float>();
+        const auto* data = static_cast<const uint8_t*>(c.data_ptr());
+        const auto stored = dtype == torch::kFloat32 ? io::StoredType::F32
+                            : dtype == torch::kHalf  ? io::StoredType::F16
+                                                     : io::StoredType::BF16;
+        const int64_t size = static_cast<int64_t>(io::stored_type_size(stored));
         io::NonFinite found;
         for (int64_t at = 0, n = c.numel(); at < n; at += chunk) {
             const int64_t count = std::min(chunk, n - at);
-            const auto f =
-                io::scan_non_finite(reinterpret_cast<const uint8_t*>(data + at), io::StoredType::F32, count);
+            const auto f = io::scan_non_finite(data + at * size, stored, count);
             found.nan |= f.nan;
             found.inf |= f.inf;
-            io::MappedFile::release_if_mapped(data + at, static_cast<uint64_t>(count) * sizeof(float));
+            io::MappedFile::release_if_mapped(data + at * size, static_cast<uint64_t>(count * size));
         }
         if (const auto warning = io::non_finite_warning(name, found); !warning.empty())
             mf.warnings.push_back(warning);

@@ -61,7 +61,10 @@ SafetensorsFile load_safetensors_file(const std::filesystem::path& file, WeightV
         const uint64_t offset = header.data_start + e.begin;
         out.stored_types.insert(e.dtype);
         if (values == WeightValues::Load) {
-            out.weights[e.name] = tensor_from_mapped(mapped, offset, *type, e.shape);
+            const bool keep_half =
+                KeepHalfMatrices::active() && e.shape.size() == 2 && *type != StoredType::F32;
+            out.weights[e.name] = keep_half ? half_tensor_from_mapped(mapped, offset, *type, e.shape)
+                                            : tensor_from_mapped(mapped, offset, *type, e.shape);
             continue;
         }
         out.weights[e.name] =

@@ -307,7 +307,7 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
     if (c.embedding_scale != 1.0)
         x = x * c.embedding_scale;
     if (c.projects_embedding()) // OPT-350m: the table's width to d
-        x = torch::matmul(x, w("model.project_in.weight").t());
+        x = detail::times_transposed(x, w("model.project_in.weight"));
     if (c.learned_positions)
         x = x + w("model.embed_positions.weight").narrow(0, c.position_offset + start, T);
     for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -369,7 +369,7 @@ torch::Tensor LanguageModel::llama_hidden(const torch::Tensor& ids, ForwardObser
     if (c.final_norm)
         x = norm(x, "model.norm");
     if (c.projects_embedding()) // back to the table's width for the head
-        x = torch::matmul(x, w("model.project_out.weight").t());
+        x = detail::times_transposed(x, w("model.project_out.weight"));
     return x;
 }
 

@@ -9,9 +9,11 @@
 
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/text_format.hpp"
+#include "io/dtype_convert.hpp"
 #include "io/gguf_parser.hpp"
 #include "io/mapped_file.hpp"
 #include "model/manifest_support.hpp"
@@ -148,6 +150,36 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
     if (!out.files.embedlab_manifest.empty())
         attach_lora_from_directory(*out.model, out.files.embedlab_manifest, out.files.path);
     return out;
+}
+
+GenerationWeights parse_generation_weights(const std::string& text)
+{
+    if (text == "half")
+        return GenerationWeights::Half;
+    if (text == "f32")
+        return GenerationWeights::F32;
+    throw InputError("--weights: '" + text + "' is not a weight precision; expected half or f32");
+}
+
+LoadedModel load_model_for_generation(const std::filesystem::path& model, const LoadOptions& options,
+                                      GenerationWeights weights)
+{
+    std::error_code ec;
+    // Compressed directories' factor tensors are read as float32 by their embeddings
+    // (MODEL may name a file inside the directory, as load_model allows).
+    const auto dir = std::filesystem::is_directory(model, ec) ? model : model.parent_path();
+    const bool compressed = std::filesystem::exists(dir / "embedlab.json", ec);
+    if (weights == GenerationWeights::F32 || compressed)
+        return load_model(model, options);
+    const io::KeepHalfMatrices keep_half;
+    return load_model(model, options);
+}
+
+bool holds_half_weights(const LanguageModel& model)
+{
+    return std::any_of(model.weights().begin(), model.weights().end(), [](const auto& entry) {
+        return entry.second.scalar_type() == torch::kHalf || entry.second.scalar_type() == torch::kBFloat16;
+    });
 }
 
 std::string sha256_file(const std::filesystem::path& file)

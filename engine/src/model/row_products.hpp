@@ -6,11 +6,13 @@
 // cache-resident) is multiplied on the calling thread with Eigen: OpenBLAS would wake
 // its other threads for it, and waking costs more than such a product (tinyllama's
 // generation spent a third of its time in sched_yield and the kernel). Several rows
-// keep the matrix product.
+// keep the matrix product. Half-precision weights go to half_products.hpp.
 #pragma once
 
 #include <Eigen/Core>
 #include <torch/types.h>
+
+#include "model/half_products.hpp"
 
 namespace embedlab::detail {
 
@@ -58,6 +60,8 @@ inline torch::Tensor with_last_dim(const torch::Tensor& y, const torch::Tensor& 
 inline torch::Tensor times_transposed(const torch::Tensor& x, const torch::Tensor& W,
                                       const torch::Tensor& bias = {})
 {
+    if (is_half(W)) // an f16/bf16 model's weights kept as stored (generation)
+        return half_times_transposed(x, W, bias);
     if (!single_row(x))
         return bias.defined() ? torch::linear(x, W, bias) : torch::matmul(x, W.t());
     if (on_calling_thread(W, x, bias))
@@ -69,6 +73,8 @@ inline torch::Tensor times_transposed(const torch::Tensor& x, const torch::Tenso
 // bias + x W for W [in, out] (GPT-2's Conv1D layout); x [N, in].
 inline torch::Tensor add_times(const torch::Tensor& bias, const torch::Tensor& x, const torch::Tensor& W)
 {
+    if (is_half(W))
+        return half_add_times(bias, x, W);
     if (!single_row(x))
         return torch::addmm(bias, x, W);
     if (on_calling_thread(W, x, bias))

@@ -210,7 +210,10 @@ void check_weights(const ModelConfig& c, const WeightMap& weights, const std::st
             throw InputError(label + ": tensor '" + e.name + "' has shape " +
                              shape_string(it->second.sizes()) + ", expected " + shape_string(e.shape) +
                              " from the config");
-        if (it->second.scalar_type() != torch::kFloat32)
+        // Matrices may stay f16/bf16 as stored (load_model_for_generation); the rest is float32.
+        const bool kept_half = it->second.dim() == 2 && (it->second.scalar_type() == torch::kHalf ||
+                                                         it->second.scalar_type() == torch::kBFloat16);
+        if (it->second.scalar_type() != torch::kFloat32 && !kept_half)
             throw InputError(label + ": tensor '" + e.name + "' is not float32 after loading");
     }
 }

@@ -7,7 +7,9 @@ DenseTokenEmbedding::DenseTokenEmbedding(torch::Tensor table) : table_(std::move
 
 torch::Tensor DenseTokenEmbedding::lookup(const torch::Tensor& ids) const
 {
-    return torch::embedding(table_, ids);
+    auto rows = torch::embedding(table_, ids);
+    // A half table (generation's f16/bf16 weights as stored): float32 rows, as the model computes.
+    return rows.scalar_type() == torch::kFloat32 ? rows : rows.to(torch::kFloat32);
 }
 
 torch::Tensor DenseTokenEmbedding::project(const torch::Tensor& hidden) const

@@ -1,0 +1,34 @@
+// Raw kernels for products of float32 rows with half-precision (f16 or bf16) weight
+// matrices, accumulated in float32. Torch-free, so that the AVX2 file
+// (half_kernels_avx2.cpp, the only file compiled with -mavx2 -mfma -mf16c) holds no
+// inline function another file could link to. half_products.hpp chooses between
+// the two at run time and splits the work over threads.
+// Usage: rows_dot_portable(HalfFormat::F16, W, in, 0, out, x, 1, y, out) for y = W x.
+// Thread safety: pure functions over the ranges given; callers split the outputs.
+#pragma once
+
+#include <cstdint>
+
+namespace embedlab::detail {
+
+enum class HalfFormat { F16, BF16 };
+
+// W [out, in] (torch::linear's layout), x [rows, in]: for o in [o_begin, o_end) and
+// n < rows, y[n * ldy + o] = sum_i x[n * in + i] * W[o * in + i].
+void rows_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                       const float* x, int64_t rows, float* y, int64_t ldy);
+void rows_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                   const float* x, int64_t rows, float* y, int64_t ldy);
+
+// W [in, out] (GPT-2's Conv1D layout), x [rows, in]: for c in [c_begin, c_end) and
+// n < rows, y[n * ldy + c] = sum_i x[n * in + i] * W[i * out + c].
+void columns_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
+                          int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy);
+void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
+                      int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy);
+
+// dst[i] = src[i] as float32, for i < n (exact: every half value is a float).
+void widen_portable(HalfFormat format, const uint16_t* src, float* dst, int64_t n);
+void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n);
+
+} // namespace embedlab::detail

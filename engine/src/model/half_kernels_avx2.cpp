@@ -1,0 +1,212 @@
+// The AVX2/FMA/F16C kernels of half_kernels.hpp. This file alone is compiled with
+// -mavx2 -mfma -mf16c (engine/CMakeLists.txt) and includes no torch header;
+// half_products.cpp calls it only where the CPU has all three. Elsewhere (arm64, the
+// Raspberry Pi build) the names forward to the portable kernels, never chosen there.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "model/half_kernels.hpp"
+
+namespace embedlab::detail {
+
+namespace {
+
+struct F16 {
+    static __m256 load8(const uint16_t* p)
+    {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    static float one(uint16_t bits) { return _cvtsh_ss(bits); }
+};
+
+struct BF16 { // a bf16 value is the top half of a float32's bits
+    static __m256 load8(const uint16_t* p)
+    {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+    static float one(uint16_t bits)
+    {
+        const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+        float f;
+        std::memcpy(&f, &wide, sizeof f);
+        return f;
+    }
+};
+
+float horizontal_sum(__m256 v)
+{
+    const __m128 pair = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 two = _mm_add_ps(pair, _mm_movehl_ps(pair, pair));
+    return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
+}
+
+// NB rows of x against one weight row w; U vectors of 8 per row per step keep
+// enough independent FMAs in flight (4 for one row, 2 each for several).
+template <typename Format, int NB> void dot_one_row(const uint16_t* w, int64_t in, const float* x, float* out)
+{
+    constexpr int U = NB == 1 ? 4 : 2;
+    constexpr int64_t step = 8 * U;
+    __m256 acc[NB][U];
+    for (int n = 0; n < NB; ++n)
+        for (int u = 0; u < U; ++u)
+            acc[n][u] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + step <= in; i += step) {
+        __m256 wv[U];
+        for (int u = 0; u < U; ++u)
+            wv[u] = Format::load8(w + i + 8 * u);
+        for (int n = 0; n < NB; ++n)
+            for (int u = 0; u < U; ++u)
+                acc[n][u] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(x + n * in + i + 8 * u), acc[n][u]);
+    }
+    for (; i + 8 <= in; i += 8) {
+        const __m256 wv = Format::load8(w + i);
+        for (int n = 0; n < NB; ++n)
+            acc[n][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + n * in + i), acc[n][0]);
+    }
+    for (int n = 0; n < NB; ++n) {
+        __m256 total = acc[n][0];
+        for (int u = 1; u < U; ++u)
+            total = _mm256_add_ps(total, acc[n][u]);
+        float s = horizontal_sum(total);
+        for (int64_t j = i; j < in; ++j)
+            s += Format::one(w[j]) * x[n * in + j];
+        out[n] = s;
+    }
+}
+
+template <typename Format>
+void rows_dot(const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x, int64_t rows,
+              float* y, int64_t ldy)
+{
+    float out[4];
+    for (int64_t o = o_begin; o < o_end; ++o) {
+        const uint16_t* w = W + o * in;
+        for (int64_t n = 0; n < rows; n += 4) {
+            const int64_t nb = rows - n < 4 ? rows - n : 4;
+            const float* xn = x + n * in;
+            switch (nb) {
+            case 1:
+                dot_one_row<Format, 1>(w, in, xn, out);
+                break;
+            case 2:
+                dot_one_row<Format, 2>(w, in, xn, out);
+                break;
+            case 3:
+                dot_one_row<Format, 3>(w, in, xn, out);
+                break;
+            default:
+                dot_one_row<Format, 4>(w, in, xn, out);
+                break;
+            }
+            for (int64_t k = 0; k < nb; ++k)
+                y[(n + k) * ldy + o] = out[k];
+        }
+    }
+}
+
+// 64 columns (8 vectors) at a time, then 8, then one by one.
+template <typename Format>
+void columns_dot(const uint16_t* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end, const float* x,
+                 int64_t rows, float* y, int64_t ldy)
+{
+    for (int64_t n = 0; n < rows; ++n) {
+        const float* xn = x + n * in;
+        float* yn = y + n * ldy;
+        int64_t c = c_begin;
+        for (; c + 64 <= c_end; c += 64) {
+            __m256 acc[8];
+            for (auto& a : acc)
+                a = _mm256_setzero_ps();
+            for (int64_t i = 0; i < in; ++i) {
+                const __m256 xi = _mm256_broadcast_ss(xn + i);
+                const uint16_t* w = W + i * out + c;
+                for (int v = 0; v < 8; ++v)
+                    acc[v] = _mm256_fmadd_ps(Format::load8(w + 8 * v), xi, acc[v]);
+            }
+            for (int v = 0; v < 8; ++v)
+                _mm256_storeu_ps(yn + c + 8 * v, acc[v]);
+        }
+        for (; c + 8 <= c_end; c += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t i = 0; i < in; ++i)
+                acc = _mm256_fmadd_ps(Format::load8(W + i * out + c), _mm256_broadcast_ss(xn + i), acc);
+            _mm256_storeu_ps(yn + c, acc);
+        }
+        for (; c < c_end; ++c) {
+            float s = 0.f;
+            for (int64_t i = 0; i < in; ++i)
+                s += Format::one(W[i * out + c]) * xn[i];
+            yn[c] = s;
+        }
+    }
+}
+
+template <typename Format> void widen(const uint16_t* src, float* dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, Format::load8(src + i));
+    for (; i < n; ++i)
+        dst[i] = Format::one(src[i]);
+}
+
+} // namespace
+
+void rows_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                   const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    if (format == HalfFormat::F16)
+        rows_dot<F16>(W, in, o_begin, o_end, x, rows, y, ldy);
+    else
+        rows_dot<BF16>(W, in, o_begin, o_end, x, rows, y, ldy);
+}
+
+void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
+                      int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    if (format == HalfFormat::F16)
+        columns_dot<F16>(W, in, out, c_begin, c_end, x, rows, y, ldy);
+    else
+        columns_dot<BF16>(W, in, out, c_begin, c_end, x, rows, y, ldy);
+}
+
+void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
+{
+    if (format == HalfFormat::F16)
+        widen<F16>(src, dst, n);
+    else
+        widen<BF16>(src, dst, n);
+}
+
+} // namespace embedlab::detail
+
+#else // not x86-64
+
+#include "model/half_kernels.hpp"
+
+namespace embedlab::detail {
+
+void rows_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                   const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    rows_dot_portable(format, W, in, o_begin, o_end, x, rows, y, ldy);
+}
+
+void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
+                      int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    columns_dot_portable(format, W, in, out, c_begin, c_end, x, rows, y, ldy);
+}
+
+void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
+{
+    widen_portable(format, src, dst, n);
+}
+
+} // namespace embedlab::detail
+
+#endif

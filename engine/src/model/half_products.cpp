@@ -1,0 +1,194 @@
+#include "model/half_products.hpp"
+
+#include <ATen/Parallel.h>
+
+#include "embedlab/error.hpp"
+#include "io/dtype_convert.hpp"
+#include "model/half_kernels.hpp"
+
+namespace embedlab::detail {
+
+namespace {
+
+// A product of at most this many weight values runs on the calling thread: waking
+// the others costs more (row_products.hpp's kCallingThreadWeight, in half values).
+constexpr int64_t kValuesPerTask = int64_t{1} << 18;
+// Prompt tiles: at most 32 MB of float32 widened at a time (a 0.5B model's layer matrices
+// in one tile: wide enough for sgemm).
+constexpr int64_t kTileValues = int64_t{1} << 23;
+
+float widen_one(HalfFormat format, uint16_t bits)
+{
+    return format == HalfFormat::F16 ? io::f16_to_f32(bits) : io::bf16_to_f32(bits);
+}
+
+HalfFormat format_of(const torch::Tensor& W)
+{
+    return W.scalar_type() == torch::kHalf ? HalfFormat::F16 : HalfFormat::BF16;
+}
+
+const uint16_t* half_bits(const torch::Tensor& W)
+{
+    return static_cast<const uint16_t*>(W.data_ptr());
+}
+
+void check_half_weight(const torch::Tensor& W)
+{
+    if (!is_half(W) || W.dim() != 2 || !W.is_contiguous())
+        throw InputError("half-precision product: the weight must be a contiguous 2-D f16/bf16 matrix");
+}
+
+// Float32 [count, width] copy of the rows [first, first + count) of a half matrix, on the
+// calling thread: between OpenBLAS's sgemm calls its threads spin, and waking libtorch's
+// for the copy made the two pools fight over the cores (a fifth of a prompt's time in
+// sched_yield, the prompt at half the float32 path's speed).
+torch::Tensor widen_rows(const torch::Tensor& W, int64_t first, int64_t count, HalfKernel kernel)
+{
+    const int64_t width = W.size(1);
+    auto out = torch::empty({count, width}, torch::kFloat32);
+    const uint16_t* src = half_bits(W) + first * width;
+    float* dst = out.data_ptr<float>();
+    if (kernel == HalfKernel::Avx2)
+        widen_avx2(format_of(W), src, dst, count * width);
+    else
+        widen_portable(format_of(W), src, dst, count * width);
+    return out;
+}
+
+torch::Tensor float_rows(const torch::Tensor& x, int64_t in)
+{
+    return x.reshape({-1, in}).to(torch::kFloat32).contiguous();
+}
+
+torch::Tensor with_bias(torch::Tensor y, const torch::Tensor& bias)
+{
+    return bias.defined() ? y.add_(bias.to(torch::kFloat32)) : y;
+}
+
+} // namespace
+
+void rows_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                       const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    for (int64_t o = o_begin; o < o_end; ++o)
+        for (int64_t n = 0; n < rows; ++n) {
+            float s = 0.f;
+            for (int64_t i = 0; i < in; ++i)
+                s += widen_one(format, W[o * in + i]) * x[n * in + i];
+            y[n * ldy + o] = s;
+        }
+}
+
+void columns_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
+                          int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    for (int64_t n = 0; n < rows; ++n) {
+        float* yn = y + n * ldy;
+        for (int64_t c = c_begin; c < c_end; ++c)
+            yn[c] = 0.f;
+        for (int64_t i = 0; i < in; ++i) { // row by row: the weight is read in order
+            const float xi = x[n * in + i];
+            for (int64_t c = c_begin; c < c_end; ++c)
+                yn[c] += widen_one(format, W[i * out + c]) * xi;
+        }
+    }
+}
+
+void widen_portable(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i)
+        dst[i] = widen_one(format, src[i]);
+}
+
+bool is_half(const torch::Tensor& t)
+{
+    return t.defined() && (t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16);
+}
+
+HalfKernel fastest_half_kernel()
+{
+#if defined(__x86_64__)
+    static const bool avx2 =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    constexpr bool avx2 = false; // the Raspberry Pi's arm64: the portable kernels
+#endif
+    return avx2 ? HalfKernel::Avx2 : HalfKernel::Portable;
+}
+
+const char* half_kernel_name(HalfKernel kernel)
+{
+    return kernel == HalfKernel::Avx2 ? "avx2" : "portable";
+}
+
+torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor& W, const torch::Tensor& bias,
+                                    HalfKernel kernel)
+{
+    check_half_weight(W);
+    const int64_t out = W.size(0), in = W.size(1);
+    const auto rows = float_rows(x, in);
+    const int64_t N = rows.size(0);
+    auto shape = x.sizes().vec();
+    shape.back() = out;
+    if (N > kHalfKernelRows) {
+        auto y = torch::empty({N, out}, torch::kFloat32);
+        const int64_t tile = std::max<int64_t>(1, kTileValues / std::max<int64_t>(in, 1));
+        for (int64_t first = 0; first < out; first += tile) {
+            const int64_t count = std::min(tile, out - first);
+            y.narrow(1, first, count).copy_(torch::mm(rows, widen_rows(W, first, count, kernel).t()));
+        }
+        return with_bias(y, bias).view(shape);
+    }
+    auto y = torch::empty({N, out}, torch::kFloat32);
+    const auto format = format_of(W);
+    const uint16_t* w = half_bits(W);
+    const float* xs = rows.data_ptr<float>();
+    float* ys = y.data_ptr<float>();
+    const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(in, 1));
+    at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+        if (kernel == HalfKernel::Avx2)
+            rows_dot_avx2(format, w, in, begin, end, xs, N, ys, out);
+        else
+            rows_dot_portable(format, w, in, begin, end, xs, N, ys, out);
+    });
+    return with_bias(y, bias).view(shape);
+}
+
+torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, const torch::Tensor& W,
+                             HalfKernel kernel)
+{
+    check_half_weight(W);
+    const int64_t in = W.size(0), out = W.size(1);
+    const auto rows = float_rows(x, in);
+    const int64_t N = rows.size(0);
+    auto shape = x.sizes().vec();
+    shape.back() = out;
+    if (N > kHalfKernelRows) { // tiles of the weight's rows: y += x[:, tile] W[tile, :]
+        auto y = bias.defined() ? bias.to(torch::kFloat32).expand({N, out}).contiguous()
+                                : torch::zeros({N, out}, torch::kFloat32);
+        const int64_t tile = std::max<int64_t>(1, kTileValues / std::max<int64_t>(out, 1));
+        for (int64_t first = 0; first < in; first += tile) {
+            const int64_t count = std::min(tile, in - first);
+            y.addmm_(rows.narrow(1, first, count), widen_rows(W, first, count, kernel));
+        }
+        return y.view(shape);
+    }
+    auto y = torch::empty({N, out}, torch::kFloat32);
+    const auto format = format_of(W);
+    const uint16_t* w = half_bits(W);
+    const float* xs = rows.data_ptr<float>();
+    float* ys = y.data_ptr<float>();
+    constexpr int64_t block = 64; // columns per task unit: the AVX2 kernel's width
+    const int64_t blocks = (out + block - 1) / block;
+    const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(in * block, 1));
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+        const int64_t c_begin = begin * block, c_end = std::min(out, end * block);
+        if (kernel == HalfKernel::Avx2)
+            columns_dot_avx2(format, w, in, out, c_begin, c_end, xs, N, ys, out);
+        else
+            columns_dot_portable(format, w, in, out, c_begin, c_end, xs, N, ys, out);
+    });
+    return with_bias(y, bias).view(shape);
+}
+
+} // namespace embedlab::detail

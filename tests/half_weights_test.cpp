@@ -1,0 +1,180 @@
+// Generation with an f16/bf16 model's matrices kept in half precision
+// (generation_weights.hpp, model/half_products.hpp): the kernels equal float32
+// products of the widened weights, greedy tokens equal the float32 path's on every
+// half fixture with logits within 1e-4 of the largest, and `generate --weights half`
+// holds the stored bytes where `--weights f32` holds twice them.
+#include <gtest/gtest.h>
+
+#include "cli_support.hpp"
+#include "embedlab/error.hpp"
+#include "embedlab/generate.hpp"
+#include "embedlab/generation_weights.hpp"
+#include "embedlab/model.hpp"
+#include "model/half_products.hpp"
+#include "shared_models.hpp"
+#include "test_support.hpp"
+#include "tiny_models.hpp"
+
+namespace embedlab {
+namespace {
+
+using detail::HalfKernel;
+
+std::vector<HalfKernel> half_kernels_here()
+{
+    std::vector<HalfKernel> kernels{HalfKernel::Portable};
+    if (detail::fastest_half_kernel() == HalfKernel::Avx2)
+        kernels.push_back(HalfKernel::Avx2);
+    return kernels;
+}
+
+// Largest |a - b| over the largest |b|.
+double relative_gap(const torch::Tensor& a, const torch::Tensor& b)
+{
+    return (a - b).abs().max().item<double>() / std::max(1e-30, b.abs().max().item<double>());
+}
+
+// Both layouts, f16 and bf16, 1..6 rows (the kernel up to kHalfKernelRows, the tiled
+// sgemm above; 66000 x 128 takes two tiles), sizes with tails after the 32- and 64-wide
+// steps, with and without bias.
+TEST(HalfProducts, EqualTheFloat32ProductOfTheWidenedWeights)
+{
+    torch::manual_seed(63);
+    for (const auto dtype : {torch::kHalf, torch::kBFloat16})
+        for (const auto& [out, in] :
+             {std::pair<int64_t, int64_t>{70, 37}, {200, 128}, {3000, 96}, {66000, 128}})
+            for (int64_t rows : {1, 2, 3, 4, 5, 6}) {
+                const auto W = torch::randn({out, in}).to(dtype);
+                const auto Wt = torch::randn({in, out}).to(dtype); // Conv1D layout
+                const auto x = torch::randn({rows, in});
+                const auto bias = torch::randn({out});
+                const auto expected = torch::matmul(x, W.to(torch::kFloat32).t()) + bias;
+                const auto expected_conv = torch::addmm(bias, x, Wt.to(torch::kFloat32));
+                for (const auto kernel : half_kernels_here()) {
+                    const std::string what = std::string(detail::half_kernel_name(kernel)) + " " +
+                                             c10::toString(dtype) + " " + std::to_string(out) + "x" +
+                                             std::to_string(in) + " rows " + std::to_string(rows);
+                    const auto y = detail::half_times_transposed(x, W, bias, kernel);
+                    ASSERT_EQ(y.scalar_type(), torch::kFloat32);
+                    ASSERT_EQ(y.sizes(), expected.sizes()) << what;
+                    EXPECT_LT(relative_gap(y, expected), 1e-5) << what;
+                    EXPECT_LT(relative_gap(detail::half_times_transposed(x, W, {}, kernel), expected - bias),
+                              1e-5)
+                        << what;
+                    EXPECT_LT(relative_gap(detail::half_add_times(bias, x, Wt, kernel), expected_conv), 1e-5)
+                        << what << " (Conv1D)";
+                }
+            }
+}
+
+TEST(HalfProducts, ASingleRowKeepsItsLeadingShape)
+{
+    const auto W = torch::randn({5, 8}).to(torch::kHalf);
+    const auto x = torch::randn({1, 1, 8});
+    EXPECT_EQ(detail::half_times_transposed(x, W, {}).sizes(), (std::vector<int64_t>{1, 1, 5}));
+}
+
+TEST(GenerationWeights, ParsesHalfAndF32AndNamesTheOptionOtherwise)
+{
+    EXPECT_EQ(parse_generation_weights("half"), GenerationWeights::Half);
+    EXPECT_EQ(parse_generation_weights("f32"), GenerationWeights::F32);
+    try {
+        parse_generation_weights("f16");
+        FAIL() << "no InputError";
+    } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(), "--weights: 'f16' is not a weight precision; expected half or f32");
+    }
+}
+
+std::vector<test::SharedModel> half_fixtures()
+{
+    std::vector<test::SharedModel> models{{"tinygpt2-f16", "models/tinygpt2-f16"}};
+    for (const auto& m : test::shared_models())
+        if (m.dir.string().starts_with("models/zoo/")) // f16 or bf16 safetensors, every one
+            models.push_back(m);
+    return models;
+}
+
+// Logits [T, V] of each position read one token at a time through a KV cache (generation's path).
+torch::Tensor logits_token_by_token(const LanguageModel& m, const torch::Tensor& ids)
+{
+    KvCache cache;
+    std::vector<torch::Tensor> rows;
+    for (int64_t t = 0; t < ids.size(1); ++t)
+        rows.push_back(m.head(m.hidden_states(ids.narrow(1, t, 1), cache)[0]));
+    return torch::cat(rows, 0);
+}
+
+// Greedy tokens identical, logits (one token at a time, and a prompt read at once)
+// within 1e-4 of the largest logit; the float32 load (evaluation's) holds no half weight.
+TEST(HalfWeights, GreedyTokensAndLogitsEqualTheFloat32PathOnEveryHalfFixture)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    for (const auto& fixture : half_fixtures()) {
+        const auto dir = test::shared_dir() / fixture.dir;
+        const auto f32 = load_model(dir, {.need_tokenizer = false});
+        const auto half = load_model_for_generation(dir, {.need_tokenizer = false}, GenerationWeights::Half);
+        const auto forced = load_model_for_generation(dir, {.need_tokenizer = false}, GenerationWeights::F32);
+        EXPECT_FALSE(holds_half_weights(*f32.model)) << fixture.name;
+        EXPECT_FALSE(holds_half_weights(*forced.model)) << fixture.name;
+        ASSERT_TRUE(holds_half_weights(*half.model)) << fixture.name;
+
+        const int64_t V = f32.model->config().vocab_size;
+        const auto prompt = test::spread_ids(8, V, 7, 3);
+        const GenerationOptions greedy{.max_tokens = 24, .stop_at_eos = false, .top_n = 0};
+        const auto expected = generate(*f32.model, nullptr, prompt, greedy);
+        const auto got = generate(*half.model, nullptr, prompt, greedy);
+        ASSERT_EQ(got.tokens.size(), expected.tokens.size()) << fixture.name;
+        std::vector<int64_t> ids(prompt.begin(), prompt.end());
+        for (size_t i = 0; i < got.tokens.size(); ++i) {
+            EXPECT_EQ(got.tokens[i].id, expected.tokens[i].id) << fixture.name << " token " << i;
+            ids.push_back(expected.tokens[i].id);
+        }
+        const auto sequence = torch::tensor(ids, torch::kLong).unsqueeze(0);
+        const auto reference = f32.model->logits(sequence)[0];
+        EXPECT_LT(relative_gap(logits_token_by_token(*half.model, sequence), reference), 1e-4)
+            << fixture.name;
+        EXPECT_LT(relative_gap(half.model->logits(sequence)[0], reference), 1e-4)
+            << fixture.name << " (prompt)";
+    }
+}
+
+// `embedlab-cli generate` under /usr/bin/time (a small process forking it, so the
+// peak is the CLI's own): the JSON's generated ids and the peak RSS in kB.
+std::pair<nlohmann::json, long> generate_ids_and_peak_kb(const std::filesystem::path& model,
+                                                         const std::string& weights, const test::TempDir& dir)
+{
+    const auto peak_file = (dir / ("peak-" + weights)).string();
+    const auto run =
+        test::cli({"generate", model.string(), "--prompt", "Once upon a time", "--max-tokens", "6",
+                   "--weights", weights, "--json"},
+                  {"EMBEDLAB_THREADS=1", "OMP_NUM_THREADS=1", "/usr/bin/time", "-f", "%M", "-o", peak_file});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return {test::json_of(run)["ids"], std::atol(test::read_text(peak_file).c_str())};
+}
+
+// A 2-layer gpt2-small-shaped model in f16 (54 M weights, 107 MB stored): `--weights half`
+// (the default) holds them as stored, `--weights f32` as float32; same tokens.
+TEST(HalfWeightsCli, GenerateHoldsTheWeightsAsStoredAndF32TwiceThat)
+{
+    test::TempDir dir;
+    const auto model = dir / "gpt2-f16";
+    const auto synth = test::cli({"synth", "--like", "gpt2-small", "--layers", "2", "--dtype", "f16", "--out",
+                                  model.string(), "--quiet"});
+    ASSERT_EQ(synth.exit_code, 0) << synth.err;
+    const double stored_kb =
+        static_cast<double>(std::filesystem::file_size(model / "model.safetensors")) / 1024;
+    const auto [half_ids, half_kb] = generate_ids_and_peak_kb(model, "half", dir);
+    const auto [f32_ids, f32_kb] = generate_ids_and_peak_kb(model, "f32", dir);
+    EXPECT_EQ(half_ids, f32_ids);
+    EXPECT_EQ(half_ids.size(), 6u);
+    // float32 holds the weights twice over: its peak exceeds half's by about the stored bytes.
+    EXPECT_GT(static_cast<double>(f32_kb - half_kb), 0.8 * stored_kb)
+        << "peak " << half_kb << " kB with half weights, " << f32_kb << " kB with f32, " << stored_kb
+        << " kB stored";
+    EXPECT_LT(static_cast<double>(half_kb), 1.25 * stored_kb + 400'000) // 400 MB: libtorch, the tokenizer
+        << "peak " << half_kb << " kB with half weights";
+}
+
+} // namespace
+} // namespace embedlab
