@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common.hpp"
+#include "compress_chain.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/fourier_mlp.hpp"
 #include "embedlab/table_method.hpp"
@@ -81,12 +82,16 @@ void print_summary(const CompressionRun& run, const Json& manifest, const std::s
 
 int command_compress(const std::vector<std::string>& argv)
 {
-    if (peek_option(argv, "--method") == "flat")
+    if (peek_option(argv, "--method") == "trim" || !peek_option(argv, "--then").empty())
+        return compress_chain(argv); // trim, alone or with a method after it
+    // A method of the attention values (flat) has its own flags and path.
+    const auto* peeked = find_method(peek_option(argv, "--method"));
+    if (peeked && peeked->part == CompressedPart::AttentionValues)
         return compress_flat(argv);
     // compress's own flags, then every method's fields as flags (method_flags.hpp).
-    std::set<std::string> valued{"--method", "--out",       "--eval-text",  "--ctx",
-                                 "--stride", "--batch",     "--tokenizer",  "--seed",
-                                 "--task",   "--task-data", "--task-limit", "--eval-tokens"},
+    std::set<std::string> valued{"--method",     "--out",         "--eval-text", "--ctx",  "--stride",
+                                 "--batch",      "--tokenizer",   "--seed",      "--task", "--task-data",
+                                 "--task-limit", "--eval-tokens", "--then-store"},
         switches{"--dense", "--force", "--positions", "--json", "--quiet", "--divergence"};
     add_method_flags(valued, switches);
     Args args("compress", argv, valued, switches);
@@ -118,6 +123,11 @@ int command_compress(const std::vector<std::string>& argv)
     args.get_double("--tau", request.tau, 0, 1e12);
     args.get_int("--tokens", request.energy_tokens, 0, int64_t{1} << 40);
     method_flags_into(args, request);
+    if (const auto store = args.get("--then-store")) { // a chain of one method: its stored type
+        if (args.has("--store"))
+            throw InputError("compress: --store and --then-store name the same step's stored type; give one");
+        request.store = *store;
+    }
     for (const auto& o : kKnnOptions)
         if (!lle && args.has(o))
             throw InputError("compress: " + o + " applies to --method lle (its neighbour search)");

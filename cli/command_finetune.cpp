@@ -139,11 +139,11 @@ int command_finetune(const std::vector<std::string>& argv)
     if (eval.enabled())
         before = eval.run(model, "eval " + method);
 
-    // A fourier table trains its own MLP (PETE keeps no per-token parameters);
-    // --fourier-row-lora keeps the V x r row adapter every other table gets.
+    // A table with weights shared by every row trains them (fourier: its MLP; PETE keeps
+    // no per-token parameters); --fourier-row-lora keeps the V x r row adapter every
+    // other table gets.
     const bool row_lora = args.has("--fourier-row-lora");
-    const auto* table_method = find_method(method); // null for tables no method writes (lrf)
-    const bool fourier = table_method && table_method->id == Method::Fourier;
+    const bool fourier = model.token_embedding().trainable_shared_weights().has_value();
     if (row_lora && !fourier)
         throw InputError("finetune: --fourier-row-lora applies to fourier tables, not " + method);
     const bool fourier_mlp = fourier && !row_lora && !from_scratch;

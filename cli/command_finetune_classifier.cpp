@@ -72,19 +72,22 @@ std::optional<ClassifierProtocolOptions> protocol_options(const Args& args,
     if (!k.empty() && !k_auto)
         given = args.get_int_list("--k", 1, 1 << 20);
     for (const auto& method : comma_list(args.required("--compress", "lle|lle-unk|lle-pca[,..]"))) {
-        if (method != "lle" && method != "lle-unk" && method != "lle-pca")
+        // The protocol's methods are the frequency-split family (the registry's lle rows).
+        const auto* row = find_method(method);
+        if (!row || !row->needs_frequency_text)
             throw InputError("finetune: --compress takes lle, lle-unk or lle-pca (comma-separated), not '" +
                              method + "'");
-        if (method != "lle-unk" && k.empty())
+        const bool k_required = method_field_doc(*row, "k").required; // lle-unk's k is optional
+        if (k_required && k.empty())
             throw InputError("finetune: --compress " + method +
                              " needs --k K[,K2..] or --k auto (chosen on a 10% validation split of --train, "
                              "seed 42, as the paper)");
         for (const double r : ratios)
             o.settings.push_back({.method = method,
                                   .keep_ratio = r,
-                                  .ks = method == "lle-unk" ? std::vector<int64_t>{0}
-                                        : k_auto            ? auto_ks(method)
-                                                            : given});
+                                  .ks = !k_required ? std::vector<int64_t>{0}
+                                        : k_auto    ? auto_ks(method)
+                                                    : given});
     }
     o.select_k = k_auto || given.size() > 1;
     return o; // --freq-text is read once the tokenizer is loaded (run_protocol)

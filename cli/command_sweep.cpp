@@ -226,7 +226,9 @@ void sweep_print_original(const Json& sweep)
 
 int command_sweep(const std::vector<std::string>& argv)
 {
-    if (peek_option(argv, "--method") == "flat")
+    // A method of the attention values (flat) sweeps through its own flags and path.
+    const auto* peeked = find_method(peek_option(argv, "--method"));
+    if (peeked && peeked->part == CompressedPart::AttentionValues)
         return sweep_flat(argv);
     // sweep's own flags, then every method's sweep options (its grammar in the registry).
     std::set<std::string> valued{
@@ -250,7 +252,7 @@ int command_sweep(const std::vector<std::string>& argv)
     if (!method || !method->sweep.settings) {
         std::string sweepable;
         for (const auto& m : method_registry())
-            if (m.sweep.settings || m.id == Method::Flat)
+            if (m.sweep.settings || m.part == CompressedPart::AttentionValues) // flat: sweep_flat
                 sweepable += (sweepable.empty() ? "" : "|") + std::string(m.name);
         throw InputError(
             "sweep: --method " + sweepable + " is required" +

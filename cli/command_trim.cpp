@@ -1,12 +1,11 @@
 // embedlab-cli trim: vocabulary trimming (engine: trim.hpp).
 #include "common.hpp"
+#include "compress_chain.hpp"
 #include "embedlab/text_format.hpp"
 #include "embedlab/trim.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
-
-namespace {
 
 TrimOptions trim_options(const Args& args)
 {
@@ -25,6 +24,8 @@ TrimOptions trim_options(const Args& args)
     o.overwrite = args.has("--force");
     return o;
 }
+
+namespace {
 
 void print_summary(const TrimReport& r)
 {

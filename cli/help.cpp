@@ -134,6 +134,16 @@ const char* const kBeforeSweepMethods =
                                                texts of kept tokens encode as before; trim.json records
                                                it, and with --eval-text bits per byte, changed tokens and
                                                the original's probability on dropped ids
+  compress MODEL --method trim --freq-text FILE (--keep N | --coverage C) [--keep-tokens FILE] --out DIR
+           [--then METHOD + its flags [--then-store TYPE]] [--eval-text FILE [--ctx N]] [--force] [--json]
+                                               trim as a compress step (DIR: trim's directory and
+                                               run.json), or a chain in one job: trim, then METHOD on the
+                                               trimmed model, its factors stored at TYPE; DIR appears
+                                               only when every step finished; embedlab.json's "pipeline"
+                                               records every step and the whole chain's bytes against the
+                                               original (a worker job: "pipeline": [steps]); lle after
+                                               trim reads the same --freq-text. --method M --then-store
+                                               TYPE alone is M's --store TYPE
   fourier-map [MODEL | FOURIER_DIR] --ids A:B [--dir FOURIER_DIR] [--json]
                                                features T, MLP(T), E, original rows and neighbour
                                                cosines for ids A..B-1 (at most 4096)

@@ -182,8 +182,7 @@ std::vector<std::string> compress_command(const CompressionRequest& request, con
                                                                       {"task_data", "--task-data"},
                                                                       {"task_limit", "--task-limit"},
                                                                       {"seed", "--seed"}};
-    const bool flat = request.method == method_descriptor(Method::Flat).name;
-    const bool lle = !flat && method_descriptor(request.method).needs_frequency_text;
+    const bool lle = method_descriptor(request.method).needs_frequency_text;
     std::vector<std::string> argv{"embedlab-cli", "compress", request.model, "--method", request.method};
     for (const auto& [field, value] : json.items()) {
         if (field == "model" || field == "method")

@@ -11,7 +11,7 @@ set(EMBEDLAB_FORMATS_SOURCES
   methods/request_low_rank.cpp methods/request_tensor_train.cpp methods/request_tucker.cpp
   methods/request_partial_sparse.cpp methods/request_fourier.cpp methods/request_quant.cpp methods/quant_types.cpp methods/request_aq.cpp
   methods/request_flat.cpp methods/stored_forms.cpp
-  job/job_check.cpp job/experiment_request.cpp job/results.cpp
+  job/job_check.cpp job/experiment_request.cpp job/results.cpp job/pipeline_request.cpp
   remote/worker_events.cpp)
 list(TRANSFORM EMBEDLAB_FORMATS_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/src/)
 # Every tokenizer.

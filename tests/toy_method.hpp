@@ -91,6 +91,15 @@ public:
     {
         return product_.onnx_project(graph, hidden);
     }
+    // Its rows are ER pinvR: by saying so it gets LoRA on its factors and their merge,
+    // named nowhere else (issue 59). Fitted to the table, not drawn at random.
+    std::optional<embedlab::LowRankFactors> low_rank_factors() const override
+    {
+        return embedlab::LowRankFactors{
+            .mu = product_.mu(), .Z = product_.Z(), .P = product_.P(), .fitted = true};
+    }
+    std::shared_ptr<const embedlab::TokenEmbedding>
+    with_low_rank_factors(const embedlab::LowRankFactors& factors) const override;
 
 private:
     embedlab::LowRankTokenEmbedding product_;
@@ -104,6 +113,12 @@ inline std::shared_ptr<const RandomProjectionEmbedding> projection_embedding(tor
     fit.Z = std::move(ER);
     fit.P = std::move(pinvR);
     return std::make_shared<RandomProjectionEmbedding>(fit);
+}
+
+inline std::shared_ptr<const embedlab::TokenEmbedding>
+RandomProjectionEmbedding::with_low_rank_factors(const embedlab::LowRankFactors& factors) const
+{
+    return projection_embedding(factors.Z, factors.P);
 }
 
 // The toy's stored form: its rank, checked against the table's width, and its two tensors.

@@ -14,6 +14,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/lora.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/onnx_export.hpp"
 #include "embedlab/stored_form.hpp"
@@ -262,4 +263,56 @@ TEST(ToyMethod, EveryTableMethodNamesAFormWithARebuild)
     const auto flat = embedlab::test::input_error_of(
         [] { embedlab::stored_form_of("flat", "m/embedlab.json"); }, "flat has a stored form");
     EXPECT_EQ(flat, "m/embedlab.json: unknown method 'flat'");
+}
+
+// Issue 59: a capability is provided by overriding, not by being named. The toy says its
+// rows are ER pinvR (low_rank_factors), and LoRA then adapts those two factors and merges
+// into them as it does for pca/svd/lrf; before, LoRA knew only LowRankTokenEmbedding, gave
+// the toy a [V, d] row correction and refused to merge it.
+TEST(ToyMethod, LoraAdaptsAndMergesTheFactorsItDeclares)
+{
+    using namespace embedlab;
+    const ModelConfig c = test::tiny_config(Architecture::Llama);
+    LanguageModel model(c, test::random_weights(c), "toy lora");
+    const int64_t V = c.vocab_size, d = c.hidden_size, r = 5;
+    torch::manual_seed(11);
+    const auto R = torch::randn({d, r});
+    const auto table = *dense_table(&model.token_embedding());
+    const auto ER = torch::matmul(table, R).contiguous(), pinvR = torch::linalg_pinv(R).contiguous();
+    model.set_token_embedding(projection_embedding(ER, pinvR));
+
+    const auto adapters =
+        make_lora_adapters(model, {.rank = 2, .alpha = 3, .targets = {"embedding"}, .seed = 5});
+    ASSERT_EQ(adapters->adapters.size(), 2u); // Z and P, not one [V, d] correction E
+    const auto& aZ = adapters->adapters.at("embedding.Z");
+    const auto& aP = adapters->adapters.at("embedding.P");
+    EXPECT_EQ(aZ.B.sizes().vec(), (std::vector<int64_t>{V, 2}));
+    EXPECT_EQ(aZ.A.sizes().vec(), (std::vector<int64_t>{2, r}));
+    EXPECT_EQ(aP.B.sizes().vec(), (std::vector<int64_t>{r, 2}));
+    EXPECT_EQ(aP.A.sizes().vec(), (std::vector<int64_t>{2, d}));
+    {
+        torch::NoGradGuard no_grad; // B starts at zero: move it so the adapters change the rows
+        aZ.B.normal_(0, 0.5);
+        aP.B.normal_(0, 0.5);
+    }
+    attach_lora(model, adapters);
+
+    // The rows the adapted model looks up: (ER + s BZ AZ)(pinvR + s BP AP), in double.
+    const double s = 3.0 / 2.0;
+    const auto dbl = [](const torch::Tensor& t) { return t.detach().to(torch::kDouble); };
+    const auto want = torch::matmul(dbl(ER) + s * torch::matmul(dbl(aZ.B), dbl(aZ.A)),
+                                    dbl(pinvR) + s * torch::matmul(dbl(aP.B), dbl(aP.A)));
+    const auto all_ids = torch::arange(V, torch::kLong);
+    const auto adapted_rows = model.token_embedding().lookup(all_ids).detach();
+    EXPECT_LT((adapted_rows.to(torch::kDouble) - want).abs().max().item<double>(), 1e-4);
+    EXPECT_GT((adapted_rows - table).abs().max().item<double>(), 1e-3); // the adapters did change them
+
+    const auto ids = torch::tensor({{3, 17, 42, 8, 0, 49}}, torch::kLong);
+    const auto before = model.logits(ids);
+    merge_lora(model); // folded into the toy's own factors, the toy's own kind
+    EXPECT_EQ(model.lora(), nullptr);
+    EXPECT_EQ(model.token_embedding().kind(), "randproj");
+    EXPECT_EQ(model.token_embedding().lora_base(), nullptr);
+    EXPECT_TRUE(torch::allclose(model.token_embedding().lookup(all_ids), adapted_rows, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(model.logits(ids), before, 1e-4, 1e-4));
 }

@@ -120,6 +120,8 @@ public:
     std::string kind() const override { return "fourier"; }
     std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override; // fourier.w_in ...
     const FourierParams& params() const { return p_; }
+    // The MLP (and norm) as fresh leaves requiring grad: finetune's fourier-mlp mode.
+    std::optional<TrainableCopy> trainable_shared_weights() const override;
 
     // The pieces of E for inspection (fourier-map): features [n, d] -> MLP(T) [n, d],
     // and T + MLP(T) (+ norm) = E.

@@ -15,9 +15,10 @@
 // its Conv1D weights are stored [in, out], so a merge adds (scale B A)^T):
 //   gpt2 : h.{i}.attn.{q,k,v}, h.{i}.attn.c_proj (o), h.{i}.mlp.{c_fc,c_proj}
 //   llama: model.layers.{i}.self_attn.{q,k,v,o}_proj, model.layers.{i}.mlp.{gate,up,down}_proj
-//   embedding: "embedding.Z" [V, k] and "embedding.P" [k, d] for pca/svd/lrf (the
-//          input lookup and the tied head both use Z + dZ and P + dP); for any other
-//          compressed table "embedding.E" [V, d], a correction to its rows.
+//   embedding: "embedding.Z" [V, k] and "embedding.P" [k, d] for a table with
+//          low_rank_factors() (pca/svd/lrf: the input lookup and the tied head both use
+//          Z + dZ and P + dP); for any other compressed table "embedding.E" [V, d], a
+//          correction to its rows.
 // An adapter's rank is capped at min(out, in): a larger rank adds nothing.
 // Thread safety: adapters are tensors shared with the model; train or read, not both at once.
 #pragma once
@@ -102,7 +103,9 @@ public:
     int64_t parameter_count() const override { return base_->parameter_count(); }
     std::string kind() const override { return base_->kind(); }
     const std::shared_ptr<const TokenEmbedding>& base() const { return base_; }
-    // The base with the adapters folded in (pca/svd/lrf only; InputError otherwise).
+    const TokenEmbedding* lora_base() const override { return base_.get(); }
+    // The base with the adapters folded in (a base with low_rank_factors() only, as
+    // low_rank_with_adapters; InputError otherwise).
     std::shared_ptr<const TokenEmbedding> merged() const;
 
 private:
@@ -111,6 +114,11 @@ private:
     std::shared_ptr<const LoraAdapters> adapters_;
     mutable std::shared_ptr<const TokenEmbedding> onnx_merged_; // merged() for an ONNX export
 };
+
+// `base` with the embedding adapters of `adapters` folded into its low-rank factors, as
+// plain tensors (merge_lora). InputError when `base` has no low_rank_factors().
+std::shared_ptr<const TokenEmbedding> low_rank_with_adapters(const TokenEmbedding& base,
+                                                             const LoraAdapters& adapters);
 
 // A low-rank factorised embedding from random initialisation (the paper's LRF):
 // Z [V, k] ~ N(0, 1), P [k, d] ~ N(0, 0.02^2 / k), so that the rows of Z P have

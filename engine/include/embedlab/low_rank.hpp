@@ -50,7 +50,10 @@ public:
         return kind_ == LowRankKind::PCA ? "pca" : kind_ == LowRankKind::SVD ? "svd" : "lrf";
     }
     std::vector<std::pair<std::string, torch::Tensor>>
-    stored_tensors() const override; // <kind>.Z, .P (pca: .mu)
+    stored_tensors() const override;                                 // <kind>.Z, .P (pca: .mu)
+    std::optional<LowRankFactors> low_rank_factors() const override; // fitted unless lrf
+    // The same kind (pca, svd, lrf) over `factors`.
+    std::shared_ptr<const TokenEmbedding> with_low_rank_factors(const LowRankFactors& factors) const override;
 
     LowRankKind low_rank_kind() const { return kind_; }
     const torch::Tensor& mu() const { return mu_; } // [d]; zeros for SVD

@@ -34,6 +34,26 @@ namespace onnx {
 class Graph; // the ONNX export's graph (engine/src/io/onnx_graph.hpp, onnx_export.hpp)
 }
 
+// A table's rows as mu + Z P (TokenEmbedding::low_rank_factors).
+struct LowRankFactors {
+    torch::Tensor mu; // [d]; zeros when the rows are not centred
+    torch::Tensor Z;  // [V, k]
+    torch::Tensor P;  // [k, d]
+    // Fitted to a table (pca, svd); false for factors drawn at random (lrf), which
+    // fine-tuning --from-scratch has no fitted table to replace with.
+    bool fitted = true;
+};
+
+class TokenEmbedding;
+
+// A copy of an embedding whose weights shared by every row are fresh leaves that
+// require grad (TokenEmbedding::trainable_shared_weights).
+struct TrainableCopy {
+    std::shared_ptr<const TokenEmbedding> embedding; // holds `tensors`
+    std::vector<torch::Tensor> tensors;              // what training moves
+    std::string description;                         // for the record: "the Fourier MLP (...)"
+};
+
 // Token embedding table, dense or compressed.
 class TokenEmbedding {
 public:
@@ -71,6 +91,27 @@ public:
     // is looked up in the graph (onnx_lookup of 0..V-1) when it runs, then one product:
     // the rows are rebuilt, never stored. Empty when onnx_lookup is.
     virtual std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const;
+
+    // Capabilities a method provides by overriding (issue 59): callers ask for them
+    // instead of naming an embedding's class, so a new method needs no edit elsewhere.
+    // The [V, d] table of a plain dense embedding; null for a compressed one.
+    virtual const torch::Tensor* plain_table() const { return nullptr; }
+    // Its rows as mu + Z P when it stores them so (pca, svd, lrf): LoRA then adapts Z
+    // and P, and a merge folds the adapters into them. Empty by default.
+    virtual std::optional<LowRankFactors> low_rank_factors() const { return std::nullopt; }
+    // The same kind of embedding over other factors of low_rank_factors()'s shapes (a
+    // LoRA merge, a copy for training). By default InputError: it has no such factors.
+    virtual std::shared_ptr<const TokenEmbedding> with_low_rank_factors(const LowRankFactors& factors) const;
+    // The table under the adapters when this wraps one (LoRA, lora.hpp); null for a table.
+    virtual const TokenEmbedding* lora_base() const { return nullptr; }
+    // Weights shared by every row that recovery fine-tuning may train in full (fourier:
+    // its MLP), in a copy of this embedding. Empty by default: it has none.
+    virtual std::optional<TrainableCopy> trainable_shared_weights() const { return std::nullopt; }
+    // The tied head computed straight from stored blocks (quant's q8_0 / q4_0 rows, a
+    // quarter or an eighth of the float rows' bytes): hidden [N, d] -> logits [N, V],
+    // up to float summation order. Undefined when has_block_head() is false (the default).
+    virtual bool has_block_head() const { return false; }
+    virtual torch::Tensor block_head(const torch::Tensor& /*hidden*/) const { return {}; }
 };
 
 class DenseTokenEmbedding final : public TokenEmbedding {
@@ -84,6 +125,7 @@ public:
     std::string kind() const override { return "dense"; }
     std::string onnx_lookup(onnx::Graph& graph, const std::string& ids) const override;
     std::string onnx_project(onnx::Graph& graph, const std::string& hidden) const override;
+    const torch::Tensor* plain_table() const override { return &table_; }
     const torch::Tensor& table() const { return table_; }
 
 private:
@@ -93,8 +135,7 @@ private:
 // The table of a dense token embedding; null when `embedding` is null or compressed.
 inline const torch::Tensor* dense_table(const TokenEmbedding* embedding)
 {
-    const auto* dense = dynamic_cast<const DenseTokenEmbedding*>(embedding);
-    return dense ? &dense->table() : nullptr;
+    return embedding ? embedding->plain_table() : nullptr;
 }
 
 // Sees the activations of a forward pass (FLAT-LLM calibration). The tensors

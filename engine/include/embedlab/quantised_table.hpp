@@ -38,6 +38,10 @@ public:
     std::string kind() const override { return "quant"; }
     std::vector<std::pair<std::string, torch::Tensor>> stored_tensors() const override; // quant.blocks
     std::string stored_row_type() const override { return type(); }
+    // q8_0 and q4_0 rows (d a multiple of 32): the head from the blocks as stored
+    // (quantised_block_head.cpp), each block's sum scaled by its half-precision scale.
+    bool has_block_head() const override;
+    torch::Tensor block_head(const torch::Tensor& hidden) const override;
 
     const std::string& type() const { return type_; } // "q4_k"
     const torch::Tensor& blocks() const { return blocks_; }

@@ -68,6 +68,8 @@
 
 namespace embedlab {
 
+class FourierTokenEmbedding; // fourier_embedding.hpp
+
 struct ScratchConfig {
     std::string name; // "tiny", "small" ("custom": any sizes, for tests)
     int64_t vocab = 0, dim = 0, layers = 0, heads = 0, positions = 0;
@@ -132,7 +134,9 @@ using ScratchProgressFn = std::function<bool(const ScratchStep&)>;
 struct ScratchResult {
     ScratchOptions options;
     std::unique_ptr<LanguageModel> model; // trained; plain tensors, no autograd state
-    std::vector<double> loss_curve;       // every step's batch loss
+    // model's token table when options.embedding.fourier (null for a learned table).
+    std::shared_ptr<const FourierTokenEmbedding> fourier;
+    std::vector<double> loss_curve; // every step's batch loss
     int64_t steps = 0, planned_steps = 0;
     int64_t tokens = 0; // batch x seqlen x steps
     double seconds = 0; // training steps only

@@ -862,10 +862,10 @@ std::vector<MethodApplicability> method_applicability(const ModelConfig& config)
     // Every method compresses the token table, which every architecture has;
     // FLAT-LLM needs per-head value and output projections, which all have too.
     // Position compression is the exception: only gpt2 learns a position table.
-    // Encoders: FLAT-LLM calibrates on next-token windows, which an encoder does not read.
+    // Encoders: a method calibrating on next-token windows (FLAT-LLM) has none to read.
     std::vector<MethodApplicability> out;
     for (const auto& m : method_registry()) {
-        if (config.is_encoder() && std::string_view(m.name) == "flat")
+        if (config.is_encoder() && m.needs_calibration_text)
             out.push_back({m.name, false, "not implemented for encoders (" + config.type_name() + ")"});
         else
             out.push_back({m.name, true, ""});

@@ -13,6 +13,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/pipeline.hpp"
 #include "embedlab/power.hpp"
 #include "job/job_check.hpp"
 
@@ -38,25 +39,20 @@ ProgressFn progress_events(const std::string& stage, const JobEventFn& events, c
     };
 }
 
-// A compress job is an experiment request (experiment.hpp) plus, optionally, an
-// output directory and a measurement of the written model.
-Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
+// The experiment's progress as job events (at most every 100 ms, each new stage, the
+// end); cancellation checked at each call.
+ExperimentProgressFn experiment_events(const JobEventFn& events, const CancelFn& cancelled)
 {
-    const CompressionRequest request = request_from_json(job);
-    const std::string out = job.value("out", "");
-    const bool force = job.value("force", false);
-    if (!out.empty())
-        check_export_target(out, force, request_inputs(request)); // now, not after the work
-    auto last = std::chrono::steady_clock::time_point{};
-    std::string last_stage;
-    auto run = run_compression(request, [&](const ExperimentProgress& p) {
+    auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+    auto last_stage = std::make_shared<std::string>();
+    return [=](const ExperimentProgress& p) {
         if (cancelled && cancelled())
             return false;
         const auto now = std::chrono::steady_clock::now();
         if (events &&
-            (p.stage != last_stage || p.done >= p.total || now - last >= std::chrono::milliseconds(100))) {
-            last = now;
-            last_stage = p.stage;
+            (p.stage != *last_stage || p.done >= p.total || now - *last >= std::chrono::milliseconds(100))) {
+            *last = now;
+            *last_stage = p.stage;
             events(Json{{"event", "progress"},
                         {"stage", p.stage},
                         {"done", p.done},
@@ -64,7 +60,52 @@ Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& can
                         {"overall", p.overall}});
         }
         return true;
-    });
+    };
+}
+
+// With "measure": the written model measured, on the job's eval_text.
+void measure_written(Json& result, const Json& job, const std::string& eval_text, const JobEventFn& events,
+                     const CancelFn& cancelled)
+{
+    if (!job.contains("measure"))
+        return;
+    Json options = job["measure"];
+    options.erase("text"); // the measured text is the job's eval_text, an uploaded input
+    if (!eval_text.empty())
+        options["text"] = eval_text;
+    result["measure"] = measure_model(std::string(job["out"]), options,
+                                      progress_events("measure", events, cancelled), cancelled);
+}
+
+// A pipeline (pipeline.hpp): trim, then a method, one record.
+Json run_pipeline_job(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
+{
+    const PipelineRequest request = pipeline_from_json(job);
+    const std::string out = job.value("out", "");
+    const auto run = run_pipeline(
+        request, out, {.overwrite = job.value("force", false), .dense = job.value("dense", false)},
+        experiment_events(events, cancelled));
+    Json result = {{"kind", "compress"}, {"summary", summary_json(run.summary)}, {"record", run.record}};
+    if (out.empty())
+        return result;
+    result["out"] = out;
+    result["manifest"] = run.manifest;
+    measure_written(result, job, request.request.eval_text, events, cancelled);
+    return result;
+}
+
+// A compress job is an experiment request (experiment.hpp) plus, optionally, an
+// output directory and a measurement of the written model.
+Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& cancelled)
+{
+    if (is_pipeline_json(job))
+        return run_pipeline_job(job, events, cancelled);
+    const CompressionRequest request = request_from_json(job);
+    const std::string out = job.value("out", "");
+    const bool force = job.value("force", false);
+    if (!out.empty())
+        check_export_target(out, force, request_inputs(request)); // now, not after the work
+    auto run = run_compression(request, experiment_events(events, cancelled));
     Json result = {{"kind", "compress"}, {"summary", summary_json(run.summary)}};
     if (out.empty()) {
         result["record"] = run_json(run);
@@ -73,15 +114,8 @@ Json run_compress(const Json& job, const JobEventFn& events, const CancelFn& can
     result["out"] = out;
     result["manifest"] = export_run(run, out, {.dense = job.value("dense", false), .overwrite = force},
                                     progress_events("write", events, cancelled));
-    if (job.contains("measure")) {
-        run = CompressionRun{}; // release the models before measuring the written one
-        Json options = job["measure"];
-        options.erase("text"); // the measured text is the job's eval_text, an uploaded input
-        if (!request.eval_text.empty())
-            options["text"] = request.eval_text;
-        result["measure"] =
-            measure_model(out, options, progress_events("measure", events, cancelled), cancelled);
-    }
+    run = CompressionRun{}; // release the models before measuring the written one
+    measure_written(result, job, request.eval_text, events, cancelled);
     return result;
 }
 

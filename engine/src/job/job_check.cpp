@@ -6,6 +6,7 @@
 #include "embedlab/error.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/job.hpp"
+#include "embedlab/pipeline_request.hpp"
 
 namespace embedlab {
 
@@ -105,7 +106,9 @@ void check_job(const Json& job)
     detail::job_string(job, "model", true);
     for (const auto& f : {"text", "eval_text", "out"})
         detail::job_string(job, f, false);
-    if (kind == "compress") {
+    if (kind == "compress" && is_pipeline_json(job)) {
+        pipeline_from_json(job); // a chain (pipeline_request.hpp): its steps name their fields
+    } else if (kind == "compress") {
         // A compress job is an experiment request (experiment_request.hpp) plus where it goes.
         const auto& known = request_fields();
         for (const auto& [key, value] : job.items())

@@ -440,12 +440,9 @@ namespace {
 
 PartialSparseKind protocol_kind(const std::string& method)
 {
-    if (method == "lle")
-        return PartialSparseKind::LLE;
-    if (method == "lle-unk")
-        return PartialSparseKind::Unk;
-    if (method == "lle-pca")
-        return PartialSparseKind::PCA;
+    for (const auto kind : {PartialSparseKind::LLE, PartialSparseKind::Unk, PartialSparseKind::PCA})
+        if (method == partial_sparse_method_name(kind))
+            return kind;
     throw InputError("the protocol compresses with lle, lle-unk or lle-pca, not '" + method + "'");
 }
 
@@ -640,7 +637,7 @@ nlohmann::ordered_json setting_json(const ProtocolSettingResult& s)
                                {"keep_ratio", s.setting.keep_ratio},
                                {"common", s.common},
                                {"rare", s.rare}};
-    if (s.setting.method != "lle-unk") {
+    if (protocol_kind(s.setting.method) != PartialSparseKind::Unk) { // its fallback row takes no k
         row["k"] = s.setting.ks[s.chosen];
         row["k_candidates"] = s.setting.ks;
         row["k_chosen_by"] =

@@ -10,9 +10,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
 
-#include "embedlab/fourier_embedding.hpp"
 #include "embedlab/json_members.hpp"
-#include "embedlab/low_rank.hpp"
 #include "methods/loss_check.hpp"
 #include "methods/micro_batch.hpp"
 #include "methods/training_memory.hpp"
@@ -171,15 +169,13 @@ void copy_inference_tensors(LanguageModel& model)
     if (const auto* pos = dense_table(model.position_embedding()))
         if (pos->is_inference())
             model.set_position_embedding(std::make_shared<DenseTokenEmbedding>(pos->clone()));
-    if (const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&model.token_embedding()))
-        if (lr->Z().is_inference() || lr->P().is_inference() || lr->mu().is_inference()) {
-            LowRankFit fit;
-            fit.kind = lr->low_rank_kind();
-            fit.rank = lr->Z().size(1);
-            fit.mu = lr->mu().clone();
-            fit.Z = lr->Z().clone();
-            fit.P = lr->P().clone();
-            model.set_token_embedding(std::make_shared<LowRankTokenEmbedding>(fit));
+    const auto& table = model.token_embedding();
+    if (auto f = table.low_rank_factors())
+        if (f->Z.is_inference() || f->P.is_inference() || f->mu.is_inference()) {
+            f->mu = f->mu.clone();
+            f->Z = f->Z.clone();
+            f->P = f->P.clone();
+            model.set_token_embedding(table.with_low_rank_factors(*f));
         }
 }
 
@@ -221,15 +217,16 @@ Trainable prepare_recovery(LanguageModel& model, const LoraOptions& lora, bool f
     LoraOptions options = lora;
     Json trains = Json::array();
     if (from_scratch) {
-        const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&model.token_embedding());
-        if (!lr || lr->low_rank_kind() == LowRankKind::LRF)
+        const auto& table = model.token_embedding();
+        const auto factors = table.low_rank_factors();
+        if (!factors || !factors->fitted)
             throw InputError("finetune: --from-scratch (lrf) replaces a pca or svd table, not " +
-                             model.token_embedding().kind());
+                             table.kind());
         const auto fresh =
-            random_low_rank_embedding(lr->vocab_size(), lr->dim(), lr->Z().size(1), lora.seed + 1);
+            random_low_rank_embedding(table.vocab_size(), table.dim(), factors->Z.size(1), lora.seed + 1);
         model.set_token_embedding(fresh);
-        const auto& f = dynamic_cast<const LowRankTokenEmbedding&>(*fresh);
-        t.params = {f.Z(), f.P()};
+        const auto f = *fresh->low_rank_factors();
+        t.params = {f.Z, f.P};
         trains.push_back("embedding factors Z, P (in full, from random initialisation)");
         options.targets.erase("embedding");
     }
@@ -247,24 +244,17 @@ Trainable prepare_fourier_mlp_recovery(LanguageModel& model, const LoraOptions& 
 {
     if (model.lora())
         throw InputError("finetune: the model already has LoRA adapters; merge them first (--merge)");
-    const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&model.token_embedding());
-    if (!fe)
+    const auto shared = model.token_embedding().trainable_shared_weights();
+    if (!shared)
         throw InputError("finetune: training the Fourier MLP needs a fourier table, not " +
                          model.token_embedding().kind());
     copy_inference_tensors(model);
     c10::InferenceMode no_inference(false);
-    FourierParams p = fe->params();
-    for (auto* t : p.learned())
-        *t = t->detach().clone().requires_grad_(true);
-    auto trainable = std::make_shared<FourierTokenEmbedding>(std::move(p));
-    model.set_token_embedding(trainable);
+    model.set_token_embedding(shared->embedding);
     Trainable t;
-    const auto& q = trainable->params(); // the tensors the model now holds
-    t.params = q.learned_tensors();
+    t.params = shared->tensors; // the tensors the model now holds
     Json trains = Json::array();
-    trains.push_back(std::string("the Fourier MLP (") +
-                     (q.mlp == FourierMlp::GeGLU ? "w_in, b_in, w_out, b_out" : "w_in, b_in") +
-                     (q.norm ? ", norm" : "") + ") in full: no per-token parameters");
+    trains.push_back(shared->description + " in full: no per-token parameters");
     LoraOptions options = lora;
     options.targets.erase("embedding");
     Json lora_json;

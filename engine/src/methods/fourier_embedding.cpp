@@ -214,6 +214,22 @@ torch::Tensor FourierTokenEmbedding::project(const torch::Tensor& hidden) const
     return logits.reshape(sizes);
 }
 
+std::optional<TrainableCopy> FourierTokenEmbedding::trainable_shared_weights() const
+{
+    c10::InferenceMode no_inference(false);
+    FourierParams p = p_;
+    for (auto* t : p.learned())
+        *t = t->detach().clone().requires_grad_(true);
+    auto copy = std::make_shared<FourierTokenEmbedding>(std::move(p));
+    const auto& q = copy->params(); // the tensors the copy holds
+    return TrainableCopy{.embedding = copy,
+                         .tensors = q.learned_tensors(),
+                         .description =
+                             std::string("the Fourier MLP (") +
+                             (q.mlp == FourierMlp::GeGLU ? "w_in, b_in, w_out, b_out" : "w_in, b_in") +
+                             (q.norm ? ", norm" : "") + ")"};
+}
+
 int64_t FourierTokenEmbedding::parameter_count() const
 {
     int64_t n = p_.w_in.numel() + p_.b_in.numel();

@@ -11,18 +11,26 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-const LowRankTokenEmbedding* low_rank_base(const TokenEmbedding& e)
-{
-    if (const auto* l = dynamic_cast<const LoraTokenEmbedding*>(&e))
-        return dynamic_cast<const LowRankTokenEmbedding*>(l->base().get());
-    return dynamic_cast<const LowRankTokenEmbedding*>(&e);
-}
-
 const TokenEmbedding& base_of(const TokenEmbedding& e)
 {
-    if (const auto* l = dynamic_cast<const LoraTokenEmbedding*>(&e))
-        return *l->base();
-    return e;
+    const auto* base = e.lora_base();
+    return base ? *base : e;
+}
+
+// The factors of `base` plus the scaled embedding adapters (Z + dZ, P + dP); empty
+// when `base` has no low-rank factors.
+std::optional<LowRankFactors> adapted_factors(const TokenEmbedding& base, const LoraAdapters& adapters)
+{
+    auto f = base.low_rank_factors();
+    if (!f)
+        return std::nullopt;
+    const double s = adapters.scale();
+    // Z + dZ is [V, k]: cheaper to form once than to push every hidden state through B.
+    if (const auto it = adapters.adapters.find("embedding.Z"); it != adapters.adapters.end())
+        f->Z = f->Z + it->second.delta() * s;
+    if (const auto it = adapters.adapters.find("embedding.P"); it != adapters.adapters.end())
+        f->P = f->P + it->second.delta() * s;
+    return f;
 }
 
 std::string shape_text(c10::IntArrayRef s)
@@ -115,9 +123,9 @@ std::vector<LoraTarget> lora_targets(const LanguageModel& model)
         }
     }
     const auto& e = base_of(model.token_embedding());
-    if (const auto* lr = low_rank_base(model.token_embedding())) {
-        t.push_back({"embedding.Z", "embedding", lr->Z().size(0), lr->Z().size(1)});
-        t.push_back({"embedding.P", "embedding", lr->P().size(0), lr->P().size(1)});
+    if (const auto f = e.low_rank_factors()) {
+        t.push_back({"embedding.Z", "embedding", f->Z.size(0), f->Z.size(1)});
+        t.push_back({"embedding.P", "embedding", f->P.size(0), f->P.size(1)});
     } else if (!dense_table(&e)) {
         t.push_back({"embedding.E", "embedding", e.vocab_size(), e.dim()});
     }
@@ -191,8 +199,9 @@ void merge_lora(LanguageModel& model)
     const LoraAdapters* lora = model.lora();
     if (!lora)
         return;
-    const auto* wrapped = dynamic_cast<const LoraTokenEmbedding*>(&model.token_embedding());
-    std::shared_ptr<const TokenEmbedding> embedding = wrapped ? wrapped->merged() : nullptr; // may throw
+    // attach_lora wrapped the table with these same adapters when any is an embedding's.
+    const auto* base = model.token_embedding().lora_base();
+    std::shared_ptr<const TokenEmbedding> embedding = base ? low_rank_with_adapters(*base, *lora) : nullptr;
     c10::InferenceMode no_inference(false);
     torch::NoGradGuard no_grad;
     const double s = lora->scale();
@@ -238,22 +247,8 @@ LoraTokenEmbedding::LoraTokenEmbedding(std::shared_ptr<const TokenEmbedding> bas
 
 std::shared_ptr<const TokenEmbedding> LoraTokenEmbedding::effective_low_rank() const
 {
-    const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(base_.get());
-    if (!lr)
-        return nullptr;
-    const double s = adapters_->scale();
-    LowRankFit fit;
-    fit.kind = lr->low_rank_kind();
-    fit.rank = lr->Z().size(1);
-    fit.mu = lr->mu();
-    fit.Z = lr->Z();
-    fit.P = lr->P();
-    // Z + dZ is [V, k]: cheaper to form once than to push every hidden state through B.
-    if (const auto it = adapters_->adapters.find("embedding.Z"); it != adapters_->adapters.end())
-        fit.Z = fit.Z + it->second.delta() * s;
-    if (const auto it = adapters_->adapters.find("embedding.P"); it != adapters_->adapters.end())
-        fit.P = fit.P + it->second.delta() * s;
-    return std::make_shared<LowRankTokenEmbedding>(fit);
+    const auto f = adapted_factors(*base_, *adapters_);
+    return f ? base_->with_low_rank_factors(*f) : nullptr;
 }
 
 torch::Tensor LoraTokenEmbedding::lookup(const torch::Tensor& ids) const
@@ -279,20 +274,22 @@ torch::Tensor LoraTokenEmbedding::project(const torch::Tensor& hidden) const
 
 std::shared_ptr<const TokenEmbedding> LoraTokenEmbedding::merged() const
 {
-    const auto e = effective_low_rank();
-    if (!e)
+    return low_rank_with_adapters(*base_, *adapters_);
+}
+
+std::shared_ptr<const TokenEmbedding> low_rank_with_adapters(const TokenEmbedding& base,
+                                                             const LoraAdapters& adapters)
+{
+    auto f = adapted_factors(base, adapters);
+    if (!f)
         throw InputError("lora: merging embedding adapters needs a pca, svd or lrf table, not " +
-                         base_->kind() + " (save without --merge)");
+                         base.kind() + " (save without --merge)");
     c10::InferenceMode no_inference(false);
     torch::NoGradGuard no_grad;
-    const auto& lr = dynamic_cast<const LowRankTokenEmbedding&>(*e);
-    LowRankFit fit;
-    fit.kind = lr.low_rank_kind();
-    fit.rank = lr.Z().size(1);
-    fit.mu = lr.mu().detach().clone();
-    fit.Z = lr.Z().detach().clone();
-    fit.P = lr.P().detach().clone();
-    return std::make_shared<LowRankTokenEmbedding>(fit);
+    f->mu = f->mu.detach().clone();
+    f->Z = f->Z.detach().clone();
+    f->P = f->P.detach().clone();
+    return base.with_low_rank_factors(*f);
 }
 
 std::shared_ptr<const TokenEmbedding> random_low_rank_embedding(int64_t vocab, int64_t dim, int64_t rank,

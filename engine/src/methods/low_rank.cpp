@@ -115,6 +115,23 @@ torch::Tensor LowRankTokenEmbedding::project(const torch::Tensor& hidden) const
     return logits;
 }
 
+std::optional<LowRankFactors> LowRankTokenEmbedding::low_rank_factors() const
+{
+    return LowRankFactors{.mu = mu_, .Z = Z_, .P = P_, .fitted = kind_ != LowRankKind::LRF};
+}
+
+std::shared_ptr<const TokenEmbedding>
+LowRankTokenEmbedding::with_low_rank_factors(const LowRankFactors& f) const
+{
+    LowRankFit fit;
+    fit.kind = kind_;
+    fit.rank = f.Z.size(1);
+    fit.mu = f.mu;
+    fit.Z = f.Z;
+    fit.P = f.P;
+    return std::make_shared<LowRankTokenEmbedding>(fit);
+}
+
 int64_t LowRankTokenEmbedding::parameter_count() const
 {
     return Z_.numel() + P_.numel() + (kind_ == LowRankKind::PCA ? mu_.numel() : 0);

@@ -133,20 +133,21 @@ FourierParams initial_fourier(const ScratchOptions& o, at::Generator& gen)
     return p;
 }
 
-// The trained model with plain tensors (no autograd history or requires_grad).
-std::unique_ptr<LanguageModel> detached_model(const LanguageModel& m)
+// The trained model with plain tensors (no autograd history or requires_grad); `fourier`
+// (the model's table when it is one, else null) becomes a plain copy of it.
+std::unique_ptr<LanguageModel> detached_model(const LanguageModel& m,
+                                              std::shared_ptr<const FourierTokenEmbedding>& fourier)
 {
     WeightMap w;
     for (const auto& [name, t] : m.weights())
         w.emplace(name, t.detach().clone());
-    const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&m.token_embedding());
-    if (!fe)
+    if (!fourier)
         return std::make_unique<LanguageModel>(m.config(), std::move(w), "trained model");
-    FourierParams p = fe->params();
+    FourierParams p = fourier->params();
     for (auto* t : p.learned())
         *t = t->detach().clone();
-    return std::make_unique<LanguageModel>(
-        m.config(), std::move(w), std::make_shared<FourierTokenEmbedding>(std::move(p)), "trained model");
+    fourier = std::make_shared<FourierTokenEmbedding>(std::move(p));
+    return std::make_unique<LanguageModel>(m.config(), std::move(w), fourier, "trained model");
 }
 
 void copy_file_into(const fs::path& from, const fs::path& dir)
@@ -411,6 +412,7 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
     WeightMap weights = initial_weights(config, !o.embedding.fourier, o.special.pad, gen);
     const bool mlm = scratch_objective(o) == "mlm";
     std::unique_ptr<LanguageModel> model;
+    std::shared_ptr<const FourierTokenEmbedding> fourier; // model's table, when it is one
     std::vector<torch::Tensor> decay, no_decay;
     for (const auto& [name, t] : weights)
         (t.dim() >= 2 ? decay : no_decay).push_back(t);
@@ -420,6 +422,7 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
         for (const auto& t : p.learned_tensors())
             (t.dim() >= 2 ? decay : no_decay).push_back(t);
         model = std::make_unique<LanguageModel>(config, std::move(weights), fe, "scratch model");
+        fourier = fe;
     } else {
         model = std::make_unique<LanguageModel>(config, std::move(weights), "scratch model");
     }
@@ -498,7 +501,8 @@ ScratchResult train_from_scratch(const ScratchOptions& o, std::span<const int32_
     if (r.planned_steps == 0)
         r.planned_steps = r.steps;
     r.seconds = elapsed();
-    r.model = detached_model(*model);
+    r.model = detached_model(*model, fourier);
+    r.fourier = fourier;
     const auto breakdown = r.model->parameter_breakdown();
     r.embedding_parameters = breakdown.token_embedding;
     r.total_parameters = breakdown.total();
@@ -608,7 +612,7 @@ Json save_trained_model(const ScratchResult& r, const fs::path& out, const SaveT
     for (const auto& [name, t] : model.weights())
         weights.emplace(name, t.detach());
     auto tensors = io::native_hf_tensors(model.config(), weights);
-    const auto* fe = dynamic_cast<const FourierTokenEmbedding*>(&model.token_embedding());
+    const auto* fe = r.fourier.get(); // model's table when it is one
     Json factors = Json::object();
     if (fe)
         for (const auto& [name, t] : embedding_factor_tensors(*fe, prefix)) {

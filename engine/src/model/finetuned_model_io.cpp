@@ -20,9 +20,8 @@ namespace {
 
 const TokenEmbedding& unwrapped(const TokenEmbedding& e)
 {
-    if (const auto* l = dynamic_cast<const LoraTokenEmbedding*>(&e))
-        return *l->base();
-    return e;
+    const auto* base = e.lora_base();
+    return base ? *base : e;
 }
 
 } // namespace
@@ -66,15 +65,15 @@ Json save_finetuned_model(const LoadedModel& source, const LanguageModel& model,
 
     // A table trained from random initialisation is a method of its own.
     if (table.kind() != manifest.value("method", "")) {
-        const auto* lr = dynamic_cast<const LowRankTokenEmbedding*>(&table);
-        if (!lr || lr->low_rank_kind() != LowRankKind::LRF)
+        const auto factors = table.low_rank_factors();
+        if (!factors || factors->fitted)
             throw InputError(label + ": the token table changed kind to " + table.kind() +
                              " during fine-tuning");
-        const int64_t k = lr->Z().size(1);
+        const int64_t k = factors->Z.size(1);
         manifest["method"] = "lrf";
         manifest["parameters"] = {{"rank", k}};
         manifest["accounting"] =
-            accounting_json(account_low_rank(LowRankKind::LRF, lr->vocab_size(), lr->dim(), k));
+            accounting_json(account_low_rank(LowRankKind::LRF, table.vocab_size(), table.dim(), k));
         manifest["fit"] = {{"initialisation", "random: Z ~ N(0, 1), P ~ N(0, 0.02^2 / k)"},
                            {"replaced", manifest.value("method", "")}};
         manifest.erase("reconstruction");

@@ -1,7 +1,13 @@
+#include "embedlab/error.hpp"
 #include "embedlab/model.hpp"
 #include "model/row_products.hpp"
 
 namespace embedlab {
+
+std::shared_ptr<const TokenEmbedding> TokenEmbedding::with_low_rank_factors(const LowRankFactors&) const
+{
+    throw InputError("embedding kind '" + kind() + "' has no low-rank factors to replace");
+}
 
 DenseTokenEmbedding::DenseTokenEmbedding(torch::Tensor table) : table_(std::move(table)) {}
 

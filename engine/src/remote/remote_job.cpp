@@ -13,6 +13,7 @@
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/pipeline_request.hpp"
 #include "embedlab/remote.hpp"
 #include "remote/worker_events.hpp"
 
@@ -278,6 +279,9 @@ Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, co
     for (const auto& field : job_input_fields())
         if (job.contains(field))
             inputs.emplace_back(field, describe_input(field, job[field].get<std::string>()));
+    for (const auto& pointer : pipeline_input_pointers(job)) // a chain's steps name files too
+        inputs.emplace_back(pointer,
+                            describe_input(pointer, job.at(Json::json_pointer(pointer)).get<std::string>()));
     // What this job copied is removed again if it fails (issue 24 item 12).
     std::vector<std::string> uploaded;
     auto remove_uploads = [&] {
@@ -292,7 +296,7 @@ Json run_remote_job(SshSession& s, const Json& job, const JobEventFn& events, co
             check_cancel();
             if (upload(s, in, events))
                 uploaded.push_back(s.remote_path({"blobs", in.digest}));
-            remote_job[field] = in.relative;
+            remote_job[Json::json_pointer(field.front() == '/' ? field : "/" + field)] = in.relative;
         }
         return run_uploaded_job(s, remote_job, local_out, force, events, cancelled);
     } catch (...) {

@@ -17,6 +17,7 @@
 #include "embedlab/job.hpp"
 #include "embedlab/json_members.hpp"
 #include "embedlab/name_table.hpp"
+#include "embedlab/pipeline_request.hpp"
 #include "embedlab/remote.hpp"
 #include "embedlab/subprocess.hpp"
 #include "embedlab/text_format.hpp"
@@ -444,6 +445,10 @@ void write_slurm_sweep(const fs::path& dir, const std::vector<Json>& jobs, const
             for (const auto& field : job_input_fields())
                 if (job.contains(field) && job[field].is_string() && !job[field].get<std::string>().empty())
                     job[field] = fs::absolute(job[field].get<std::string>()).lexically_normal().string();
+            for (const auto& pointer : pipeline_input_pointers(job)) { // a chain's steps name files too
+                auto& path = job[Json::json_pointer(pointer)];
+                path = fs::absolute(path.get<std::string>()).lexically_normal().string();
+            }
             write_file_atomic(dir / ("job-" + std::to_string(i) + ".json"), job.dump(1) + "\n");
         }
         write_file_atomic(dir / "sweep.sh", kBatchScript);
