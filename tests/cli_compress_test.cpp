@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
@@ -137,7 +139,7 @@ TEST(CliCompress, SweepTakesEachMethodsOwnListsAndRefusesAnothersByName)
         std::vector<std::string> argv{"sweep"};
         argv.insert(argv.end(), args.begin(), args.end());
         argv.insert(argv.end(), {"--eval-text", text});
-        const CliRun r = cli(argv);
+        const CliRun r = cli_here(argv);
         EXPECT_EQ(r.exit_code, 2) << r.err;
         EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err << "wanted: " << needle;
     }
@@ -171,7 +173,7 @@ TEST(CliCompress, BadArgumentsFailBeforeAnyWorkAndWriteNothing)
          "k does not apply to method pca"},
     };
     for (const auto& c : cases) {
-        const CliRun r = cli(c.args);
+        const CliRun r = cli_here(c.args);
         EXPECT_EQ(r.exit_code, 2) << r.err;
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
         EXPECT_FALSE(fs::exists(out)) << c.needle;
@@ -200,7 +202,8 @@ TEST(CliCompress, ForceNeverReplacesWhatEmbedLabDidNotWrite)
         {model, "is the input"}, // the input model: never an output
     };
     for (const auto& [out, needle] : refused) {
-        const auto r = cli({"compress", model, "--method", "pca", "--rank", "4", "--out", out, "--force"});
+        const auto r =
+            cli_here({"compress", model, "--method", "pca", "--rank", "4", "--out", out, "--force"});
         EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
         EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
     }
@@ -242,7 +245,8 @@ TEST(CliBench, TensorTrainPerTokenRanksStoreLessThanUniform)
     // A row within its own eps bound either way; uniform ranks fit the table at least as well.
     EXPECT_LE(uniform["relative_frobenius"].get<double>(), own["relative_frobenius"].get<double>() + 1e-9);
     EXPECT_LE(own["relative_frobenius"].get<double>(), 0.5 + 1e-6);
-    const auto refused = cli({"bench", "tt", "--vocab", "3000", "--dim", "64", "--uniform-ranks", "--quiet"});
+    const auto refused =
+        cli_here({"bench", "tt", "--vocab", "3000", "--dim", "64", "--uniform-ranks", "--quiet"});
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_NE(refused.err.find("--uniform-ranks goes with --eps"), std::string::npos) << refused.err;
 }
@@ -253,10 +257,10 @@ TEST(CliBench, LookupTakesAnyTableMethodByItsFlags)
 {
     const std::vector<std::string> base{"bench",    "lookup", "--vocab", "300", "--dim",  "64",
                                         "--repeat", "2",      "--batch", "64",  "--json", "--quiet"};
-    auto with = [&](std::vector<std::string> more) {
+    auto with = [&](std::vector<std::string> more, bool in_process = false) {
         auto args = base;
         args.insert(args.end(), more.begin(), more.end());
-        return cli(args);
+        return in_process ? cli_here(args) : cli(args);
     };
     const auto quant = json_of(with({"--method", "quant", "--type", "q4_0"}));
     EXPECT_EQ(quant["setting"], "type q4_0");
@@ -276,7 +280,7 @@ TEST(CliBench, LookupTakesAnyTableMethodByItsFlags)
              {{"--method", "dense", "--rank", "3"}, "--method dense takes no method flags"},
              {{"--method", "tt", "--rank", "3"}, "bench lookup: --rank does not apply to method tt"},
              {{"--method", "quant", "--type", "q4_k"}, "the width d = 64 is not a multiple of 256"}}) {
-        const auto refused = with(r.args);
+        const auto refused = with(r.args, true);
         EXPECT_EQ(refused.exit_code, 2) << r.message;
         EXPECT_NE(refused.err.find(r.message), std::string::npos) << refused.err;
     }
@@ -302,8 +306,8 @@ TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
     EXPECT_NEAR(rows[0]["kl_mean"].get<double>(), d["kl_mean"].get<double>(), 1e-12);
     EXPECT_LT(rows[1]["kl_mean"].get<double>(), 1e-6); // rank 128 = d: lossless
     EXPECT_EQ(rows[1]["top1_agreement"], 1.0);
-    const auto refused = cli({"compress", "--method", "pca", "--rank", "16", "--divergence", "--out",
-                              (dir / "no-eval").string(), "--quiet"});
+    const auto refused = cli_here({"compress", "--method", "pca", "--rank", "16", "--divergence", "--out",
+                                   (dir / "no-eval").string(), "--quiet"});
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_NE(refused.err.find("divergence needs an evaluation"), std::string::npos) << refused.err;
     EXPECT_FALSE(fs::exists(dir / "no-eval"));
@@ -335,8 +339,8 @@ TEST(CliCompress, TaskAccuracyIsRecorded)
     ASSERT_TRUE(sweep.is_object());
     EXPECT_EQ(sweep["rows"][0]["task_accuracy"], t["accuracy"]);
     EXPECT_EQ(sweep["rows"][0]["task_n"], 2);
-    const auto refused = cli({"compress", "--method", "pca", "--rank", "16", "--task", "sst2", "--out",
-                              (dir / "no-data").string(), "--quiet"});
+    const auto refused = cli_here({"compress", "--method", "pca", "--rank", "16", "--task", "sst2", "--out",
+                                   (dir / "no-data").string(), "--quiet"});
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_NE(refused.err.find("task_data is required"), std::string::npos) << refused.err;
     EXPECT_FALSE(fs::exists(dir / "no-data"));

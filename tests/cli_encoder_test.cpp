@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 namespace embedlab::test {
@@ -58,10 +59,11 @@ TEST(CliEncoder, EmbedPrintsTheModelsOwnPoolingOrTheOneAskedFor)
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     EXPECT_EQ(std::count(plain.out.begin(), plain.out.end(), '\n'), 3);
 
-    const auto bad = cli({"embed", fixture("minilm-st"), "--text", text, "--pooling", "weightedmean"});
+    const auto bad = cli_here({"embed", fixture("minilm-st"), "--text", text, "--pooling", "weightedmean"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("--pooling must be cls, mean, max or model"), std::string::npos) << bad.err;
-    const auto empty = cli({"embed", fixture("minilm-st"), "--text", write(dir.path() / "empty.txt", "")});
+    const auto empty =
+        cli_here({"embed", fixture("minilm-st"), "--text", write(dir.path() / "empty.txt", "")});
     EXPECT_EQ(empty.exit_code, 2);
     EXPECT_NE(empty.err.find("empty.txt: the text is empty"), std::string::npos) << empty.err;
 }
@@ -103,7 +105,8 @@ TEST(CliEncoder, EmbedWorksOnADecoderByMeanOfHiddenStates)
     EXPECT_EQ(j["pooling"], "mean");
     EXPECT_EQ(j["dim"], 128);
     // An empty line has no ids for a decoder: named by its number and the file.
-    const auto r = cli({"embed", model.string(), "--text", write(dir.path() / "e.txt", "Once\n\nupon\n")});
+    const auto r =
+        cli_here({"embed", model.string(), "--text", write(dir.path() / "e.txt", "Once\n\nupon\n")});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("e.txt: text 2 has no tokens"), std::string::npos) << r.err;
 }
@@ -137,7 +140,7 @@ TEST(CliEncoder, EvalGivesPseudoPerplexityAndRefusesDecoderOptions)
                      "--reference", fixture("distilbert-mlm"), "--json", "--quiet"}));
     EXPECT_LT(k["masked"].get<int64_t>(), j["masked"].get<int64_t>());
     EXPECT_NEAR(k["kl"].get<double>(), 0.0, 1e-12);
-    const auto body = cli({"eval", fixture("minilm-st"), "--text", text});
+    const auto body = cli_here({"eval", fixture("minilm-st"), "--text", text});
     EXPECT_EQ(body.exit_code, 2);
     EXPECT_NE(body.err.find("without a masked-LM head"), std::string::npos) << body.err;
 }
@@ -169,7 +172,7 @@ TEST(CliEncoder, TaskUsesTheClassifierHeadAndTheModelsPooling)
     EXPECT_GT(small["retrieval_agreement_top10"].get<double>(), 0.0);
     EXPECT_LT(small["retrieval_agreement_top10"].get<double>(), 1.0);
     const auto refused =
-        cli({"task", "sst2", fixture("minilm-st"), "--data", glue("SST-2/dev.tsv").string()});
+        cli_here({"task", "sst2", fixture("minilm-st"), "--data", glue("SST-2/dev.tsv").string()});
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_NE(refused.err.find("an encoder without a classifier"), std::string::npos) << refused.err;
 }
@@ -228,7 +231,7 @@ TEST(CliEncoder, ExportHfKeepsTheSentenceTransformersModules)
     EXPECT_EQ(json_of(cli({"embed", out, "--text", text, "--json"}))["embeddings"],
               json_of(cli({"embed", fixture("minilm-st"), "--text", text, "--json"}))["embeddings"]);
     // A sequence classifier's head cannot run in llama.cpp's bert graph: refused by name.
-    const auto gguf = cli({"export", fixture("bert-cls"), "--out", (dir.path() / "x.gguf").string()});
+    const auto gguf = cli_here({"export", fixture("bert-cls"), "--out", (dir.path() / "x.gguf").string()});
     EXPECT_EQ(gguf.exit_code, 2);
     EXPECT_NE(gguf.err.find("a sequence classifier: llama.cpp's bert graph has no pooler"), std::string::npos)
         << gguf.err;
@@ -286,8 +289,8 @@ TEST(CliEncoder, FinetuneTrainsAClassifierThatTheTaskReadsBack)
         json_of(cli({"task", "sst2", out, "--data", dev, "--limit", "200", "--json", "--quiet"}));
     EXPECT_GT(task["accuracy"].get<double>(), 0.0);
     // Never over what it did not write.
-    const auto again = cli({"finetune", fixture("distilbert-mlm"), "--head", "classification", "--task",
-                            "sst2", "--train", dev, "--steps", "1", "--out", out});
+    const auto again = cli_here({"finetune", fixture("distilbert-mlm"), "--head", "classification", "--task",
+                                 "sst2", "--train", dev, "--steps", "1", "--out", out});
     EXPECT_EQ(again.exit_code, 2);
 }
 
@@ -310,12 +313,12 @@ TEST(CliEncoder, PairTaskFinetuneAndTaskReadEachOther)
     EXPECT_EQ(task["task"], "rte");
     EXPECT_EQ(task["n"], 4);
     EXPECT_DOUBLE_EQ(task["accuracy"].get<double>(), j["training"]["eval"]["accuracy"].get<double>());
-    const auto wrong = cli({"task", "mrpc", out, "--data", mrpc});
+    const auto wrong = cli_here({"task", "mrpc", out, "--data", mrpc});
     EXPECT_EQ(wrong.exit_code, 2);
     EXPECT_NE(wrong.err.find("the task's label 'not_equivalent' is none of the model's labels"),
               std::string::npos)
         << wrong.err;
-    const auto text = cli({"task", "mrpc", fixture("bert-cls"), "--data", mrpc});
+    const auto text = cli_here({"task", "mrpc", fixture("bert-cls"), "--data", mrpc});
     EXPECT_EQ(text.exit_code, 2) << text.out;
 }
 
@@ -411,8 +414,8 @@ TEST(CliEncoder, FullFinetuneIsThePapersProtocol)
               frozen["training"]["trainable_parameters"].get<int64_t>())
         << "every weight, not the head alone";
     const auto both =
-        cli({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "rte", "--train", rte,
-             "--full", "--body-lr", "1e-3", "--out", (dir.path() / "x").string()});
+        cli_here({"finetune", fixture("bert-cls"), "--head", "classification", "--task", "rte", "--train",
+                  rte, "--full", "--body-lr", "1e-3", "--out", (dir.path() / "x").string()});
     EXPECT_EQ(both.exit_code, 2);
     EXPECT_NE(both.err.find("--body-lr does not apply"), std::string::npos) << both.err;
 }
@@ -529,7 +532,7 @@ TEST(CliEncoder, ProtocolRecordsTrialsAndTheChosenK)
             a.push_back(args[i]);
         }
         a.insert(a.end(), extra.begin(), extra.end());
-        const auto r = cli(a);
+        const auto r = cli_here(a);
         EXPECT_EQ(r.exit_code, 2) << r.out;
         EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
     };

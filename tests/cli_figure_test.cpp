@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 // libtorch (through cli_support.hpp) before any Qt header.
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 #include <QImage>
@@ -17,6 +18,7 @@
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 using embedlab::test::TempDir;
 namespace fs = std::filesystem;
@@ -132,7 +134,7 @@ TEST(CliFigure, BadInputExitsTwoNamingTheProblemAndWritesNothing)
         {{"demo", "--out", (dir / "garbage.json").string()}, "garbage.json: exists and is not a directory"},
     };
     for (const auto& c : cases) {
-        const auto r = cli(c.args);
+        const auto r = cli_here(c.args);
         EXPECT_EQ(r.exit_code, 2) << c.names << "\n" << r.err;
         EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err; // one line

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
@@ -107,7 +109,7 @@ TEST_F(FinetuneCli, FromScratchIsTheLrfBaseline)
 TEST_F(FinetuneCli, BadInputNamesTheProblem)
 {
     auto expect = [](const std::vector<std::string>& args, const std::string& part) {
-        const auto r = cli(args);
+        const auto r = cli_here(args);
         EXPECT_EQ(r.exit_code, 2) << r.err;
         EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
     };

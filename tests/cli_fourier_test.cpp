@@ -4,11 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 using embedlab::test::json_of; // shared in cli_support.hpp
 namespace fs = std::filesystem;
@@ -25,7 +27,7 @@ std::string short_text_path(const embedlab::test::TempDir& dir)
 // Exit code 2 and a message naming `flag`.
 void expect_bad(const std::vector<std::string>& args, const std::string& flag)
 {
-    const auto r = cli(args);
+    const auto r = cli_here(args);
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
 }

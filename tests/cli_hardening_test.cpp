@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/output_checks.hpp"
@@ -19,6 +20,7 @@
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 using embedlab::test::expect_refused;
 using embedlab::test::read_text;
@@ -47,15 +49,17 @@ TEST(Hardening, TaskOutRefusesItsInputAndAnExistingFileWithoutForce)
     for (const auto& force : {std::vector<std::string>{}, std::vector<std::string>{"--force"}}) {
         std::vector<std::string> args{"task", "sst2", "--data", data, "--out", data, "--quiet"};
         args.insert(args.end(), force.begin(), force.end());
-        expect_refused(cli(args), "is the input");
+        expect_refused(cli_here(args), "is the input");
         EXPECT_EQ(read_text(data), before);
     }
     write(dir / "mine.jsonl", "my notes\n");
-    expect_refused(cli({"task", "sst2", "--data", data, "--out", (dir / "mine.jsonl").string(), "--quiet"}),
-                   "already exists (use --force");
+    expect_refused(
+        cli_here({"task", "sst2", "--data", data, "--out", (dir / "mine.jsonl").string(), "--quiet"}),
+        "already exists (use --force");
     EXPECT_EQ(read_text(dir / "mine.jsonl"), "my notes\n");
-    expect_refused(cli({"task", "sst2", "--data", data, "--out", dir.path().string(), "--force", "--quiet"}),
-                   "is a directory");
+    expect_refused(
+        cli_here({"task", "sst2", "--data", data, "--out", dir.path().string(), "--force", "--quiet"}),
+        "is a directory");
     const auto ok =
         cli({"task", "sst2", "--data", data, "--out", (dir / "mine.jsonl").string(), "--force", "--quiet"});
     ASSERT_EQ(ok.exit_code, 0) << ok.err;
@@ -69,8 +73,8 @@ TEST(Hardening, ForceKeepsADirectoryWithAForeignOrEditedManifest)
     const auto photos = dir / "photos";
     write(photos / "2024" / "img.jpg", "x");
     write(photos / "embedlab.json", "notes");
-    const auto r =
-        cli({"compress", "--method", "pca", "--rank", "4", "--out", photos.string(), "--force", "--quiet"});
+    const auto r = cli_here(
+        {"compress", "--method", "pca", "--rank", "4", "--out", photos.string(), "--force", "--quiet"});
     expect_refused(r, "not written by EmbedLab");
     EXPECT_EQ(read_text(photos / "2024" / "img.jpg"), "x");
     EXPECT_EQ(read_text(photos / "embedlab.json"), "notes");
@@ -82,7 +86,7 @@ TEST(Hardening, ForceKeepsADirectoryWithAForeignOrEditedManifest)
     EXPECT_TRUE(fs::exists(out / embedlab::kWrittenFilesName));
     write(out / "analysis" / "notes.txt", "mine");
     expect_refused(
-        cli({"compress", "--method", "pca", "--rank", "8", "--out", out.string(), "--force", "--quiet"}),
+        cli_here({"compress", "--method", "pca", "--rank", "8", "--out", out.string(), "--force", "--quiet"}),
         "analysis/notes.txt");
     EXPECT_EQ(read_text(out / "analysis" / "notes.txt"), "mine");
     fs::remove_all(out / "analysis");
@@ -90,7 +94,7 @@ TEST(Hardening, ForceKeepsADirectoryWithAForeignOrEditedManifest)
         std::ofstream(out / "config.json", std::ios::app) << "\n"; // edited by hand
     }
     expect_refused(
-        cli({"compress", "--method", "pca", "--rank", "8", "--out", out.string(), "--force", "--quiet"}),
+        cli_here({"compress", "--method", "pca", "--rank", "8", "--out", out.string(), "--force", "--quiet"}),
         "changed since EmbedLab wrote them (config.json)");
     // Untouched, it is replaced.
     fs::remove_all(out);
@@ -107,8 +111,8 @@ TEST(Hardening, SynthForceReplacesOnlyItsOwnOutput)
 {
     TempDir dir;
     const auto model = embedlab::test::write_tiny_hf_model(dir / "real", embedlab::Architecture::Llama);
-    expect_refused(cli({"synth", "--like", "smollm2-135m", "--layers", "1", "--out", model.string(),
-                        "--force", "--quiet"}),
+    expect_refused(cli_here({"synth", "--like", "smollm2-135m", "--layers", "1", "--out", model.string(),
+                             "--force", "--quiet"}),
                    "not written by EmbedLab");
     EXPECT_TRUE(fs::exists(model / "model.safetensors"));
 }
@@ -121,20 +125,20 @@ TEST(Hardening, ExportForceReplacesOnlyAGgufEmbedLabWrote)
     fs::copy_file(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/models/stories260K.gguf",
                   dir / "downloaded.gguf");
     const std::string gguf = read_text(dir / "downloaded.gguf");
-    expect_refused(cli({"export", "--out", (dir / "downloaded.gguf").string(), "--force", "--quiet"}),
+    expect_refused(cli_here({"export", "--out", (dir / "downloaded.gguf").string(), "--force", "--quiet"}),
                    "is a GGUF file EmbedLab did not write");
     EXPECT_EQ(read_text(dir / "downloaded.gguf"), gguf);
     const auto ours = (dir / "ours.gguf").string();
     ASSERT_EQ(cli({"export", "--out", ours, "--type", "f32", "--quiet"}).exit_code, 0);
-    expect_refused(cli({"export", "--out", ours, "--quiet"}), "already exists (use --force");
+    expect_refused(cli_here({"export", "--out", ours, "--quiet"}), "already exists (use --force");
     const auto again = cli({"export", "--out", ours, "--type", "f16", "--force", "--quiet"});
     EXPECT_EQ(again.exit_code, 0) << again.err;
 
     const auto pca = (dir / "pca").string();
     ASSERT_EQ(cli({"compress", "--method", "pca", "--rank", "4", "--out", pca, "--quiet"}).exit_code, 0);
     write(dir / "train.txt", "Once upon a time there was a cat. The cat sat on the mat.\n");
-    expect_refused(cli({"finetune", pca, "--train-text", (dir / "train.txt").string(), "--steps", "1",
-                        "--out", pca, "--force", "--quiet"}),
+    expect_refused(cli_here({"finetune", pca, "--train-text", (dir / "train.txt").string(), "--steps", "1",
+                             "--out", pca, "--force", "--quiet"}),
                    "is the input");
     EXPECT_TRUE(fs::exists(fs::path(pca) / "embedlab.json"));
 }
@@ -164,7 +168,7 @@ TEST(Hardening, WorkThatCannotFitIsRefusedBeforeItStarts)
     }
     write(dir / "t.txt", "Once upon a time.\n");
     expect_refused(
-        cli({"sweep", "--method", "pca", "--ranks", ranks, "--eval-text", (dir / "t.txt").string()}),
+        cli_here({"sweep", "--method", "pca", "--ranks", ranks, "--eval-text", (dir / "t.txt").string()}),
         "--ranks has more than 256 values");
     EXPECT_THROW(
         embedlab::check_fits_on_disk(dir / "model", uint64_t{1} << 62, "synth: model", "fewer layers"),
@@ -181,8 +185,9 @@ TEST(Hardening, ConfigValuesThatOverflowAreRefusedAndNonFiniteLossIsAnError)
     config["rope_theta"] = 1e-300;
     write(model / "config.json", config.dump());
     write(dir / "ids.txt", "1 2 3 4 5 6 7 8 9 10");
-    expect_refused(cli({"eval", model.string(), "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--json"}),
-                   "a rotary base must be at least 1");
+    expect_refused(
+        cli_here({"eval", model.string(), "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--json"}),
+        "a rotary base must be at least 1");
 
     // Weights so large the logits overflow: an error, not a null perplexity.
     const auto big = dir / "big";
@@ -193,7 +198,8 @@ TEST(Hardening, ConfigValuesThatOverflowAreRefusedAndNonFiniteLossIsAnError)
     for (auto& [name, t] : w)
         tensors.emplace_back(name, name.find("norm") != std::string::npos ? t * 1e37 : t);
     embedlab::write_safetensors(big / "model.safetensors", tensors, {{"format", "pt"}});
-    const auto r = cli({"eval", big.string(), "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--json"});
+    const auto r =
+        cli_here({"eval", big.string(), "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--json"});
     expect_refused(r, "non-finite loss");
     EXPECT_EQ(r.out.find("null"), std::string::npos) << r.out;
 }
@@ -215,39 +221,40 @@ TEST(Hardening, EveryCommandThatReportsANumberRefusesAModelThatOverflows)
     };
     auto ok = cli(with({"generate", good, "--json"}, prompt));
     ASSERT_EQ(ok.exit_code, 0) << ok.err;
-    auto r = cli(with({"generate", bad, "--json"}, prompt));
+    auto r = cli_here(with({"generate", bad, "--json"}, prompt));
     expect_refused(r, "the model's forward pass gave non-finite logits for generated token 1 (");
     expect_refused(r, "its weights or config values");
     EXPECT_EQ(r.out.find("null"), std::string::npos) << r.out;
-    r = cli(with({"generate", good, "--compare", bad}, prompt));
+    r = cli_here(with({"generate", good, "--compare", bad}, prompt));
     expect_refused(r, "the reference model's forward pass gave non-finite logits for generated token 1");
     EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
 
     write(dir / "ids.txt", "1 2 3 4 5 6 7 8 9 10 11 12");
-    r = cli({"eval", good, "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--reference", bad, "--json"});
+    r = cli_here(
+        {"eval", good, "--ids", (dir / "ids.txt").string(), "--ctx", "8", "--reference", bad, "--json"});
     expect_refused(r, "the reference model's forward pass gave non-finite logits in window 1");
 
     const auto data = sst2_file(dir).string();
     ok = cli({"task", "sst2", good, "--data", data, "--json", "--quiet"});
     ASSERT_EQ(ok.exit_code, 0) << ok.err;
-    expect_refused(cli({"task", "sst2", bad, "--data", data, "--json", "--quiet"}),
+    expect_refused(cli_here({"task", "sst2", bad, "--data", data, "--json", "--quiet"}),
                    "the model's forward pass gave a non-finite log-likelihood");
-    expect_refused(cli({"task", "sst2", good, "--data", data, "--reference", bad, "--json", "--quiet"}),
+    expect_refused(cli_here({"task", "sst2", good, "--data", data, "--reference", bad, "--json", "--quiet"}),
                    "the reference " + bad + ": the model's forward pass gave a non-finite log-likelihood");
     const auto bert =
         write_overflowing_encoder(dir / "bert", "bert-cls", "layer.0.output.dense.weight").string();
-    expect_refused(cli({"task", "sst2", bert, "--data", data, "--json", "--quiet"}),
+    expect_refused(cli_here({"task", "sst2", bert, "--data", data, "--json", "--quiet"}),
                    "the model's forward pass gave non-finite classifier logits for example 1");
 
     const auto minilm =
         write_overflowing_encoder(dir / "minilm", "minilm-st", "layer.0.output.dense.weight").string();
     const auto stsb = (fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/glue_formats/stsb.tsv").string();
-    r = cli({"task", "stsb", minilm, "--data", stsb, "--json", "--quiet"});
+    r = cli_here({"task", "stsb", minilm, "--data", stsb, "--json", "--quiet"});
     expect_refused(r, "the model's forward pass gave a non-finite embedding of pair 1's first sentence");
     EXPECT_EQ(r.out.find("spearman"), std::string::npos) << r.out;
 
     write(dir / "lines.txt", "a dog runs .\na man plays the guitar .\n");
-    r = cli({"embed", minilm, "--text", (dir / "lines.txt").string(), "--quiet"});
+    r = cli_here({"embed", minilm, "--text", (dir / "lines.txt").string(), "--quiet"});
     expect_refused(r, "the model's forward pass gave a non-finite embedding of text 1 (");
     EXPECT_EQ(r.err.find("lines.txt:"), std::string::npos) << "the model's fault, not the text's: " << r.err;
     EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
@@ -258,15 +265,15 @@ TEST(Hardening, JobFilesWithWrongTypesOrDuplicateKeysAreInputErrors)
 {
     TempDir dir;
     write(dir / "kind.json", R"({"kind": 5})");
-    auto r = cli({"worker", "--job", (dir / "kind.json").string()});
+    auto r = cli_here({"worker", "--job", (dir / "kind.json").string()});
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_NE(r.out.find("\\\"kind\\\" must be"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("type must be string"), std::string::npos) << r.out;
     write(dir / "twice.json", R"({"kind": "eval", "model": "a", "model": "b", "text": "t"})");
-    expect_refused(cli({"remote", "run", "localhost", (dir / "twice.json").string()}),
+    expect_refused(cli_here({"remote", "run", "localhost", (dir / "twice.json").string()}),
                    "key 'model' appears twice");
     write(dir / "worker-twice.json", R"({"kind": "eval", "kind": "measure"})");
-    r = cli({"worker", "--job", (dir / "worker-twice.json").string()});
+    r = cli_here({"worker", "--job", (dir / "worker-twice.json").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("appears twice"), std::string::npos) << r.err;
 }
@@ -274,7 +281,8 @@ TEST(Hardening, JobFilesWithWrongTypesOrDuplicateKeysAreInputErrors)
 // Item 10: control characters from files and arguments were echoed raw.
 TEST(Hardening, ControlCharactersInMessagesAreEscaped)
 {
-    const auto r = cli({"synth", "--like", "x\x1b[2J\x1b]0;PWNED\x07", "--out", "/nonexistent/x", "--quiet"});
+    const auto r =
+        cli_here({"synth", "--like", "x\x1b[2J\x1b]0;PWNED\x07", "--out", "/nonexistent/x", "--quiet"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find('\x07'), std::string::npos) << r.err;
@@ -286,25 +294,25 @@ TEST(Hardening, ControlCharactersInMessagesAreEscaped)
 TEST(Hardening, ArgumentsAreReadAsTheUserMeantThem)
 {
     TempDir dir;
-    expect_refused(cli({"inspect", "-x"}), "unknown option -x");
-    expect_refused(cli({"compress", "--method", "pca", "--rank", "--out", (dir / "d").string()}),
+    expect_refused(cli_here({"inspect", "-x"}), "unknown option -x");
+    expect_refused(cli_here({"compress", "--method", "pca", "--rank", "--out", (dir / "d").string()}),
                    "option --rank needs a value (it is followed by the option --out)");
-    expect_refused(
-        cli({"compress", "--method", "pca", "--rank", "4", "--rank", "8", "--out", (dir / "d").string()}),
-        "option --rank is given twice ('4' and '8')");
+    expect_refused(cli_here({"compress", "--method", "pca", "--rank", "4", "--rank", "8", "--out",
+                             (dir / "d").string()}),
+                   "option --rank is given twice ('4' and '8')");
     EXPECT_FALSE(fs::exists(dir / "d"));
     write(dir / "ids.txt", "5 7 abc 9");
-    expect_refused(cli({"eval", "--ids", (dir / "ids.txt").string()}),
+    expect_refused(cli_here({"eval", "--ids", (dir / "ids.txt").string()}),
                    "the 3rd entry, 'abc', is not a token id");
     // --out under a regular file: refused before any work.
     write(dir / "file", "x");
     expect_refused(
-        cli({"compress", "--method", "pca", "--rank", "4", "--out", (dir / "file" / "sub").string()}),
+        cli_here({"compress", "--method", "pca", "--rank", "4", "--out", (dir / "file" / "sub").string()}),
         "is not a directory");
-    expect_refused(
-        cli({"train", "--config", "tiny", "--embedding", "table", "--train-text", (dir / "ids.txt").string(),
-             "--steps", "1", "--hidden-ratio", "0", "--out", (dir / "t").string()}),
-        "hidden ratio must be in (0");
+    expect_refused(cli_here({"train", "--config", "tiny", "--embedding", "table", "--train-text",
+                             (dir / "ids.txt").string(), "--steps", "1", "--hidden-ratio", "0", "--out",
+                             (dir / "t").string()}),
+                   "hidden ratio must be in (0");
 }
 
 // Item 12: a manifest that is not an object was reported as listing no weights.
@@ -316,18 +324,19 @@ TEST(Hardening, ManifestThatIsNotAnObjectIsNamedSo)
               0);
     const std::string manifest = read_text(out / "embedlab.json");
     write(out / "embedlab.json", "[]");
-    expect_refused(cli({"inspect", out.string()}), "not a JSON object");
+    expect_refused(cli_here({"inspect", out.string()}), "not a JSON object");
     // Fields other tools read must agree with the rest.
     auto m = nlohmann::json::parse(manifest);
     m["parameters"]["method"] = "svd";
     write(out / "embedlab.json", m.dump());
-    expect_refused(cli({"inspect", out.string()}), "parameters.method \"svd\" differs from method 'pca'");
+    expect_refused(cli_here({"inspect", out.string()}),
+                   "parameters.method \"svd\" differs from method 'pca'");
     m = nlohmann::json::parse(manifest);
     m["weights_files"][0]["bytes"] = 1;
     write(out / "embedlab.json", m.dump());
-    expect_refused(cli({"inspect", out.string()}), "embedlab.json records 1");
+    expect_refused(cli_here({"inspect", out.string()}), "embedlab.json records 1");
     write(out / "embedlab.json", R"({"format": "x", "format": "y"})");
-    expect_refused(cli({"inspect", out.string()}), "appears twice");
+    expect_refused(cli_here({"inspect", out.string()}), "appears twice");
 }
 
 // Items 12, 13: a tokenizer.json that is a FIFO was "no tokenizer found"; a broken one
@@ -342,10 +351,10 @@ TEST(Hardening, TokenizerJsonIsReadFirstAndNamedWhenUnusable)
     const std::vector<std::string> tokenize{"tokenize", model.string(), "--text", (dir / "t.txt").string()};
     ASSERT_EQ(cli(tokenize).exit_code, 0);
     write(model / "tokenizer.json", R"({"version": "1.0"})");
-    expect_refused(cli(tokenize), "vocab.json and merges.txt beside it are not used instead");
+    expect_refused(cli_here(tokenize), "vocab.json and merges.txt beside it are not used instead");
     fs::remove(model / "tokenizer.json");
     ASSERT_EQ(::mkfifo((model / "tokenizer.json").c_str(), 0600), 0);
-    expect_refused(cli(tokenize), "tokenizer.json: is not a regular file (a FIFO)");
+    expect_refused(cli_here(tokenize), "tokenizer.json: is not a regular file (a FIFO)");
 }
 
 // Item 11: a failed sbatch left the sweep directory behind; its message doubled "sbatch: ".
@@ -377,13 +386,13 @@ TEST(Hardening, FailedSubmissionLeavesNoSweepDirectory)
 // inf, exit 0 (V d wrapped to 0); the engine's accounting now refuses any count beyond 2^62.
 TEST(Hardening, AccountRefusesATableTooLargeToCount)
 {
-    auto r =
-        cli({"account", "--method", "pca", "--vocab", "1099511627776", "--dim", "16777216", "--rank", "8"});
+    auto r = cli_here(
+        {"account", "--method", "pca", "--vocab", "1099511627776", "--dim", "16777216", "--rank", "8"});
     expect_refused(r, "account: vocab x dim = 1099511627776 x 16777216 = 18446744073709551616 parameters "
                       "exceeds what EmbedLab counts (2^62)");
     EXPECT_TRUE(r.out.empty()) << r.out;
-    r = cli({"account", "--method", "tt", "--vocab", "1099511627776", "--shape", "4096,4096", "--ranks",
-             "1,8,1", "--json"});
+    r = cli_here({"account", "--method", "tt", "--vocab", "1099511627776", "--shape", "4096,4096", "--ranks",
+                  "1,8,1", "--json"});
     expect_refused(r, "exceeds what EmbedLab counts (2^62)");
     EXPECT_TRUE(r.out.empty()) << r.out;
 }

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/experiment_request.hpp"
 #include "help.hpp"
@@ -15,6 +16,7 @@
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 
 std::set<std::string> listed_commands()
 {
@@ -29,8 +31,8 @@ TEST(CliHelp, HelpIsOneScreenOfCommandsGroupedByTask)
 {
     const auto r = cli({"--help"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(cli({"help"}).out, r.out);
-    EXPECT_EQ(cli({"-h"}).out, r.out);
+    EXPECT_EQ(cli_here({"help"}).out, r.out);
+    EXPECT_EQ(cli_here({"-h"}).out, r.out);
     EXPECT_LE(std::count(r.out.begin(), r.out.end(), '\n'), 50) << r.out;
     for (const auto& group : embedlab::cli::command_groups()) {
         EXPECT_NE(r.out.find(group.title + ":\n"), std::string::npos) << group.title;
@@ -39,7 +41,7 @@ TEST(CliHelp, HelpIsOneScreenOfCommandsGroupedByTask)
     }
     EXPECT_NE(r.out.find("help COMMAND"), std::string::npos);
     // No arguments at all: the same list on stderr, exit 2 (a mistake, not a request).
-    const auto none = cli({});
+    const auto none = cli_here({});
     EXPECT_EQ(none.exit_code, 2);
     EXPECT_EQ(none.err, r.out);
 }
@@ -48,7 +50,7 @@ TEST(CliHelp, EveryCommandHasHelpAndIsDispatched)
 {
     const auto names = listed_commands();
     // Every block of the whole reference is a listed command's.
-    const auto all = cli({"help", "--all"});
+    const auto all = cli_here({"help", "--all"});
     ASSERT_EQ(all.exit_code, 0) << all.err;
     std::istringstream in(all.out);
     std::set<std::string> in_reference;
@@ -57,7 +59,7 @@ TEST(CliHelp, EveryCommandHasHelpAndIsDispatched)
             in_reference.insert(line.substr(2, line.find(' ', 2) - 2));
     EXPECT_EQ(in_reference, names);
     // main.cpp's dispatch table runs exactly the listed commands.
-    const auto dispatched = cli({"help", "--commands"});
+    const auto dispatched = cli_here({"help", "--commands"});
     ASSERT_EQ(dispatched.exit_code, 0) << dispatched.err;
     std::istringstream lines(dispatched.out);
     std::set<std::string> run;
@@ -67,15 +69,15 @@ TEST(CliHelp, EveryCommandHasHelpAndIsDispatched)
     for (const auto& name : names)
         EXPECT_NE(embedlab::cli::command_help(name).find("\n  " + name + " "), std::string::npos) << name;
     // Through the program, both spellings (one process each costs libtorch's start-up).
-    const auto help = cli({"help", "eval"});
+    const auto help = cli_here({"help", "eval"});
     ASSERT_EQ(help.exit_code, 0) << help.err;
     EXPECT_EQ(help.out, embedlab::cli::command_help("eval"));
-    EXPECT_EQ(cli({"eval", "--help"}).out, help.out);
+    EXPECT_EQ(cli_here({"eval", "--help"}).out, help.out);
 }
 
 TEST(CliHelp, OneCommandsOptions)
 {
-    const auto r = cli({"help", "compress"});
+    const auto r = cli_here({"help", "compress"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, embedlab::cli::command_help("compress"));
     for (const char* flag :
@@ -108,8 +110,8 @@ TEST(CliHelp, OneCommandsOptions)
     }
     EXPECT_EQ(r.out.find("\n  sweep "), std::string::npos) << "only compress's blocks";
     EXPECT_NE(r.out.find("MODEL is a Hugging Face directory"), std::string::npos);
-    EXPECT_EQ(cli({"bench", "eval", "--help"}).out, cli({"help", "bench"}).out);
-    const auto unknown = cli({"help", "compres"});
+    EXPECT_EQ(cli_here({"bench", "eval", "--help"}).out, cli_here({"help", "bench"}).out);
+    const auto unknown = cli_here({"help", "compres"});
     EXPECT_EQ(unknown.exit_code, 2);
     EXPECT_NE(unknown.err.find("unknown command 'compres'"), std::string::npos) << unknown.err;
     EXPECT_TRUE(unknown.out.empty());
@@ -126,7 +128,7 @@ TEST(CliHelp, DocsHoldTheWholeReference)
     const auto from = start + heading.size();
     const auto end = doc.find("```\n", from);
     ASSERT_NE(end, std::string::npos);
-    const auto all = cli({"help", "--all"});
+    const auto all = cli_here({"help", "--all"});
     ASSERT_EQ(all.exit_code, 0);
     EXPECT_EQ(doc.substr(from, end - from), all.out)
         << "docs/cli.md differs from `embedlab-cli help --all`: paste the program's output into it";

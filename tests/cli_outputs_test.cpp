@@ -6,11 +6,13 @@
 
 #include <sys/wait.h>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 using embedlab::test::expect_refused;
 using embedlab::test::read_text;
@@ -52,15 +54,16 @@ TEST(OutputsNeverInputs, ForceNeverWritesIntoAModelsFiles)
          {(m1 / "model.safetensors").string(), (dir / "m1" / ".." / "m1" / "config.json").string(),
           (dir / "elsewhere" / "link.jsonl").string(), (dir / "elsewhere" / "hard.jsonl").string()}) {
         SCOPED_TRACE(out);
-        expect_refused(cli({"task", "sst2", m1.string(), "--data", data, "--out", out, "--force", "--quiet"}),
-                       "an input is never an output");
+        expect_refused(
+            cli_here({"task", "sst2", m1.string(), "--data", data, "--out", out, "--force", "--quiet"}),
+            "an input is never an output");
     }
     // --reference's directory is an input too.
     const auto m2 = model_copy(dir, "m2");
     const auto text = (dir / "t.txt").string();
     std::ofstream(text) << "Once upon a time there was a little cat. It liked to play in the sun.\n";
-    expect_refused(cli({"eval", m1.string(), "--text", text, "--reference", m2.string(), "--per-token",
-                        (m2 / "config.json").string(), "--force"}),
+    expect_refused(cli_here({"eval", m1.string(), "--text", text, "--reference", m2.string(), "--per-token",
+                             (m2 / "config.json").string(), "--force"}),
                    "an input is never an output");
     EXPECT_EQ(read_text(m1 / "model.safetensors"), weights);
     EXPECT_EQ(read_text(m1 / "config.json"), config);

@@ -8,11 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 
 namespace {
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 
 size_t line_count(const std::string& s)
@@ -109,8 +111,8 @@ TEST(Cli, EvalAgainstAReferenceReportsDivergence)
     ASSERT_EQ(self.exit_code, 0) << self.err;
     EXPECT_EQ(nlohmann::json::parse(self.out)["kl_mean"].get<double>(), 0.0);
     EXPECT_EQ(nlohmann::json::parse(self.out)["top1_agreement"].get<double>(), 1.0);
-    const CliRun other = cli({"eval", model, "--text", (dir / "t.txt").string(), "--reference",
-                              std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf"});
+    const CliRun other = cli_here({"eval", model, "--text", (dir / "t.txt").string(), "--reference",
+                                   std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/stories260K.gguf"});
     EXPECT_EQ(other.exit_code, 2);
     EXPECT_NE(other.err.find("tokenize"), std::string::npos) << other.err;
 }
@@ -176,7 +178,7 @@ TEST(Cli, BadInputExitsWithTwoAndOneClearLine)
         {{"compress", "--method", "svd", "--rank", "8", "--out", ""}, "output directory name is empty"},
     };
     for (const auto& c : cases) {
-        const CliRun r = cli(c.args);
+        const CliRun r = cli_here(c.args);
         EXPECT_EQ(r.exit_code, 2) << c.args[0] << " " << r.err;
         EXPECT_EQ(line_count(r.err), 1u) << r.err;
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "wanted: " << c.needle;
@@ -210,7 +212,7 @@ TEST(Cli, AccountPrintsTableTwoWithoutAModel)
     ASSERT_EQ(tt.exit_code, 0) << tt.err;
     EXPECT_EQ(nlohmann::json::parse(tt.out)["params_per_token"], 208);
     const CliRun bad =
-        cli({"account", "--method", "tt", "--vocab", "50257", "--dim", "768", "--shape", "8,8,10"});
+        cli_here({"account", "--method", "tt", "--vocab", "50257", "--dim", "768", "--shape", "8,8,10"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("product 640"), std::string::npos) << bad.err;
 
@@ -222,11 +224,12 @@ TEST(Cli, AccountPrintsTableTwoWithoutAModel)
     const auto q = nlohmann::json::parse(quant.out);
     EXPECT_EQ(q["storage"]["bytes_after"], 32000 * 4 * 18);
     EXPECT_EQ(q["storage"]["bytes_before"], 32000 * 128 * 4);
-    const CliRun lle = cli({"account", "--method", "lle", "--vocab", "32000", "--dim", "128", "--k", "5"});
+    const CliRun lle =
+        cli_here({"account", "--method", "lle", "--vocab", "32000", "--dim", "128", "--k", "5"});
     EXPECT_EQ(lle.exit_code, 2);
     EXPECT_NE(lle.err.find("counted only after a fit"), std::string::npos) << lle.err;
-    const CliRun not_its = cli({"account", "--method", "tucker", "--vocab", "100", "--shape", "8,16",
-                                "--ranks", "4,8", "--nu", "3"});
+    const CliRun not_its = cli_here({"account", "--method", "tucker", "--vocab", "100", "--shape", "8,16",
+                                     "--ranks", "4,8", "--nu", "3"});
     EXPECT_EQ(not_its.exit_code, 2);
     EXPECT_NE(not_its.err.find("account: --nu does not apply to method tucker"), std::string::npos)
         << not_its.err;

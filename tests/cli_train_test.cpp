@@ -9,10 +9,12 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/resources.hpp"
 
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::json_of;
 namespace fs = std::filesystem;
 
@@ -148,7 +150,7 @@ TEST(TrainCliBadInput, ExitsWithTwoAndOneLine)
     auto expect_error = [&](std::vector<std::string> extra, const std::string& part) {
         std::vector<std::string> a{"train", "--train-text", texts_->fit, "--out", (*tmp_ / "bad").string()};
         a.insert(a.end(), extra.begin(), extra.end());
-        const auto r = cli(a);
+        const auto r = cli_here(a);
         EXPECT_EQ(r.exit_code, 2) << part << ": " << r.err;
         EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -171,8 +173,8 @@ TEST(TrainCliBadInput, ExitsWithTwoAndOneLine)
                  "--mask-rate is for --objective mlm");
     EXPECT_FALSE(fs::exists(*tmp_ / "bad"));
     // An existing directory train did not write is never replaced.
-    const auto r = cli({"train", "--config", "tiny", "--embedding", "table", "--steps", "1", "--train-text",
-                        texts_->fit, "--out", tmp_->path().string(), "--force"});
+    const auto r = cli_here({"train", "--config", "tiny", "--embedding", "table", "--steps", "1",
+                             "--train-text", texts_->fit, "--out", tmp_->path().string(), "--force"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
 }
 

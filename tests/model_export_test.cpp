@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/error.hpp"
 #include "embedlab/eval.hpp"
@@ -557,15 +558,15 @@ TEST(ExportCli, BadTypeAndTakenOutputAreRefused)
     EMBEDLAB_REQUIRE_SHARED();
     test::TempDir tmp;
     const auto model = (shared_dir() / "models" / "zoo" / "qwen3").string();
-    auto r = test::cli({"export", model, "--type", "q4_k", "--out", (tmp.path() / "x.gguf").string()});
+    auto r = test::cli_here({"export", model, "--type", "q4_k", "--out", (tmp.path() / "x.gguf").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("GGUF exports are f32, f16 or q8_0"), std::string::npos) << r.err;
     std::ofstream(tmp.path() / "taken.gguf") << "x";
-    r = test::cli({"export", model, "--out", (tmp.path() / "taken.gguf").string()});
+    r = test::cli_here({"export", model, "--out", (tmp.path() / "taken.gguf").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
     EXPECT_EQ(test::read_text(tmp.path() / "taken.gguf"), "x");
-    r = test::cli({"export", model, "--format", "safetensors", "--out", (tmp.path() / "y").string()});
+    r = test::cli_here({"export", model, "--format", "safetensors", "--out", (tmp.path() / "y").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("use gguf, hf or onnx"), std::string::npos) << r.err;
 }

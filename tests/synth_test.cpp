@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/synth_model.hpp"
 
@@ -15,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using embedlab::test::cli;
+using embedlab::test::cli_here;
 using embedlab::test::CliRun;
 using embedlab::test::read_text;
 using embedlab::test::TempDir;
@@ -241,21 +243,21 @@ TEST(Synth, BadInputIsExitTwoAndLeavesNoDirectory)
     TempDir tmp;
     const auto out = (tmp / "m").string();
 
-    CliRun r = cli({"synth", "--like", "gpt3", "--out", out});
+    CliRun r = cli_here({"synth", "--like", "gpt3", "--out", out});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("unknown model 'gpt3'"), std::string::npos) << r.err;
     for (const auto& name : model_names())
         EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
 
-    r = cli({"synth", "--like", "gpt2-small", "--out", out, "--layers", "0"});
+    r = cli_here({"synth", "--like", "gpt2-small", "--out", out, "--layers", "0"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--layers"), std::string::npos) << r.err;
 
-    r = cli({"synth", "--like", "gpt2-small", "--out", out, "--dtype", "f8"});
+    r = cli_here({"synth", "--like", "gpt2-small", "--out", out, "--dtype", "f8"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("f32, f16 or bf16"), std::string::npos) << r.err;
 
-    r = cli({"synth", "--out", out});
+    r = cli_here({"synth", "--out", out});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--like"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));
@@ -263,10 +265,10 @@ TEST(Synth, BadInputIsExitTwoAndLeavesNoDirectory)
     // An existing directory stays as it was, with or without --force when EmbedLab did not write it.
     fs::create_directory(out);
     std::ofstream(fs::path(out) / "notes.txt") << "mine";
-    r = cli({"synth", "--like", "smollm2-135m", "--out", out, "--layers", "1"});
+    r = cli_here({"synth", "--like", "smollm2-135m", "--out", out, "--layers", "1"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("already exists (use --force"), std::string::npos) << r.err;
-    r = cli({"synth", "--like", "smollm2-135m", "--out", out, "--layers", "1", "--force"});
+    r = cli_here({"synth", "--like", "smollm2-135m", "--out", out, "--layers", "1", "--force"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("not written by EmbedLab"), std::string::npos) << r.err;
     EXPECT_EQ(read_text(fs::path(out) / "notes.txt"), "mine");

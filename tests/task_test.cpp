@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/resources.hpp"
@@ -200,7 +201,7 @@ TEST(TaskCli, RunsAndRefusesBadData)
          "different vocabularies"},
     };
     for (const auto& c : cases) {
-        const auto bad = cli(c.args);
+        const auto bad = test::cli_here(c.args);
         EXPECT_EQ(bad.exit_code, 2) << bad.err;
         EXPECT_NE(bad.err.find(c.needle), std::string::npos) << bad.err << "wanted: " << c.needle;
         EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cli_in_process.hpp"
 #include "cli_support.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/model.hpp"
@@ -125,7 +126,7 @@ TEST(TokenDamage, EvalWritesThePerTokenFileOnceAndRefusesToOverwriteIt)
     const std::string csv = test::read_text(dir / "tokens.csv");
     EXPECT_NE(csv.find("\n50256,\"<|endoftext|>\","), std::string::npos) << csv.substr(csv.size() - 200);
 
-    const auto again = cli(eval);
+    const auto again = test::cli_here(eval);
     EXPECT_EQ(again.exit_code, 2);
     EXPECT_NE(again.err.find("tokens.csv"), std::string::npos) << again.err;
     EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
@@ -136,11 +137,12 @@ TEST(TokenDamage, EvalWritesThePerTokenFileOnceAndRefusesToOverwriteIt)
     EXPECT_NE(forced.out.find("same top p"), std::string::npos) << forced.out;
     EXPECT_NE(forced.out.find("damage by frequency"), std::string::npos) << forced.out;
 
-    const auto alone = cli({"eval", model, "--text", (dir / "t.txt").string(), "--per-token", "x.csv"});
+    const auto alone =
+        test::cli_here({"eval", model, "--text", (dir / "t.txt").string(), "--per-token", "x.csv"});
     EXPECT_EQ(alone.exit_code, 2);
     EXPECT_NE(alone.err.find("--per-token needs --reference"), std::string::npos) << alone.err;
     const auto mixed =
-        cli({"eval", model, "--text", (dir / "t.txt").string(), "--reference-logits", "x.kld"});
+        test::cli_here({"eval", model, "--text", (dir / "t.txt").string(), "--reference-logits", "x.kld"});
     EXPECT_EQ(mixed.exit_code, 2);
     EXPECT_NE(mixed.err.find("drop --text"), std::string::npos) << mixed.err;
 }
