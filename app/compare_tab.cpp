@@ -70,6 +70,12 @@ void CompareTab::refreshRuns(int row)
     view_->setRuns(names, current);
 }
 
+const CompareTab::Run* CompareTab::shownRun() const
+{
+    const int i = view_->currentRun();
+    return i >= 0 && i < runs_.size() ? &runs_[i] : nullptr;
+}
+
 const CompareTab::Run* CompareTab::chosen()
 {
     refreshRuns(-1);
@@ -148,28 +154,29 @@ int CompareTab::measure()
         view_->setStatus("Paste or open a text first.");
         return -1;
     }
-    view_->setStatus("Reading the text with both models ...");
+    view_->setStatus("Reading the text with " + run->name + " and its original ...");
     QPointer<views::CompareView> view = view_;
     const CompressionRequest request = run->request;
-    text_job_ =
-        jobs_.submit("compare: text with " + run->name, [view, request, text](const ProgressFn& progress) {
-            const auto r = compare_text(request, text, progress);
-            views::CompareTextData data;
-            for (const auto& t : r.tokens)
-                data.tokens.push_back(view_token(t));
-            for (int64_t at : r.worst)
-                data.worst.push_back(static_cast<int>(at));
-            data.total_tokens = static_cast<int>(r.total_tokens);
-            QString status = QString("%1 tokens; mean KL(original || compressed) %2 nats per predicted token")
-                                 .arg(r.tokens.size())
-                                 .arg(r.mean_kl, 0, 'g', 3);
-            if (r.total_tokens > static_cast<int64_t>(r.tokens.size()))
-                status += QString(" (the first %1 of %2)").arg(r.tokens.size()).arg(r.total_tokens);
-            return std::function<void()>([view, data, status] {
-                if (view)
-                    view->setTextData(data, status);
-            });
+    text_job_ = jobs_.submit("compare: text with " + run->name, [view, request, text, name = run->name](
+                                                                    const ProgressFn& progress) {
+        const auto r = compare_text(request, text, progress);
+        views::CompareTextData data;
+        data.run = name;
+        for (const auto& t : r.tokens)
+            data.tokens.push_back(view_token(t));
+        for (int64_t at : r.worst)
+            data.worst.push_back(static_cast<int>(at));
+        data.total_tokens = static_cast<int>(r.total_tokens);
+        QString status = QString("%1 tokens; mean KL(original || compressed) %2 nats per predicted token")
+                             .arg(r.tokens.size())
+                             .arg(r.mean_kl, 0, 'g', 3);
+        if (r.total_tokens > static_cast<int64_t>(r.tokens.size()))
+            status += QString(" (the first %1 of %2)").arg(r.tokens.size()).arg(r.total_tokens);
+        return std::function<void()>([view, data, status] {
+            if (view)
+                view->setTextData(data, status);
         });
+    });
     return text_job_;
 }
 

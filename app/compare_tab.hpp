@@ -37,6 +37,7 @@ public:
     int measure();  // the text mode's job
     void stop();
     int generateJob() const { return generate_job_; }
+    const Run* shownRun() const; // the run the box shows (null: none), as last listed
 
 private:
     const Run* chosen();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <QComboBox>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPointer>
@@ -65,6 +66,27 @@ DamagePanel::DamagePanel(views::NeighbourGraphView* graph, JobController& jobs, 
     layout->addWidget(view_, 1);
     connect(compute_button, &QPushButton::clicked, this, &DamagePanel::compute);
     connect(colour_, &QComboBox::currentIndexChanged, this, &DamagePanel::applyColour);
+    for (QComboBox* box : {first_, second_})
+        connect(box, &QComboBox::currentIndexChanged, this, &DamagePanel::dropStale);
+    refreshRuns();
+}
+
+void DamagePanel::setModel(const QString& model)
+{
+    model_ = model;
+    view_->setData({});
+    damaged_.clear();
+    measured_.clear();
+    kl_.clear();
+    one_minus_cos_.clear();
+    {
+        const QSignalBlocker block(colour_); // the graph is reset with the model
+        colour_->setCurrentIndex(LleCosine);
+    }
+    graph_->setTokenValues({}, {});
+    status_->clear();
+    first_->setCurrentIndex(-1); // the new model's latest run is chosen below
+    second_->setCurrentIndex(0); // none beside
     refreshRuns();
 }
 
@@ -72,20 +94,58 @@ void DamagePanel::refreshRuns()
 {
     const QString a = first_->currentText(), b = second_->currentText();
     runs_ = runs_fn_();
-    first_->clear();
-    second_->clear();
-    second_->addItem("(none)");
-    for (const auto& run : runs_) {
-        first_->addItem(run.name);
-        second_->addItem(run.name);
+    {
+        const QSignalBlocker block_first(first_), block_second(second_); // one check below
+        first_->clear();
+        second_->clear();
+        second_->addItem("(none)");
+        // The loaded model's latest run, or none (another model's numbers are not its).
+        int latest = model_.isEmpty() ? static_cast<int>(runs_.size()) - 1 : -1, kept = -1;
+        for (int i = 0; i < runs_.size(); ++i) {
+            first_->addItem(runs_[i].name);
+            second_->addItem(runs_[i].name);
+            if (runs_[i].model == model_)
+                latest = i;
+            if (runs_[i].name == a)
+                kept = i; // chosen by hand, another model's too (setModel forgets it)
+        }
+        first_->setCurrentIndex(kept >= 0 ? kept : latest);
+        second_->setCurrentIndex(std::max(second_->findText(b), 0));
     }
-    first_->setCurrentIndex(first_->findText(a) >= 0 ? first_->findText(a) : first_->count() - 1);
-    second_->setCurrentIndex(std::max(second_->findText(b), 0));
+    dropStale();
     // The line says what to do next; once runs exist the old "no run yet" would be wrong.
     if (runs_.isEmpty())
         status_->setText("No compressed run yet: run one on the Results tab to see which tokens it damages.");
-    else if (status_->text().startsWith("No compressed run"))
+    else if (first_->currentIndex() < 0)
+        status_->setText("No run of " + QFileInfo(model_).fileName() +
+                         " yet: run one on the Results tab, or choose another model's run.");
+    else if (status_->text().startsWith("No compressed run") || status_->text().startsWith("No run of") ||
+             status_->text().isEmpty())
         status_->setText("Choose a run and press Compute damage.");
+}
+
+QStringList DamagePanel::chosenNames() const
+{
+    QStringList names{first_->currentText()};
+    if (second_->currentIndex() > 0 && second_->currentText() != names[0])
+        names << second_->currentText();
+    return names;
+}
+
+void DamagePanel::dropStale()
+{
+    // Issue 61 item 3: the plot and the graph's colours never stand under another run's name.
+    if (measured_.isEmpty() || measured_ == chosenNames())
+        return;
+    const QString was = measured_.join(" and ");
+    view_->setData({});
+    damaged_.clear();
+    measured_.clear();
+    kl_.clear();
+    one_minus_cos_.clear();
+    graph_->setTokenValues({}, {});
+    status_->setText("The damage shown was for " + was + ": press Compute damage for " +
+                     chosenNames().join(" and ") + ".");
 }
 
 void DamagePanel::chooseRuns(int first, int second)
@@ -126,11 +186,20 @@ int DamagePanel::compute()
         }
         data.label = QString::fromStdString(chosen[0].request.model);
         const QString name = chosen[0].name;
-        return std::function<void()>([self, data, kl, one_minus_cos, name] {
+        QStringList names;
+        for (const auto& run : chosen)
+            names << run.name;
+        return std::function<void()>([self, data, kl, one_minus_cos, name, names] {
             if (!self)
                 return;
+            if (self->chosenNames() != names) { // chosen others while it measured
+                self->status_->setText("Not shown: the damage was measured for " + names.join(" and ") +
+                                       ": press Compute damage for the runs chosen now.");
+                return;
+            }
             self->view_->setData(data);
             self->damaged_ = name;
+            self->measured_ = names;
             self->kl_ = kl;
             self->one_minus_cos_ = one_minus_cos;
             self->status_->setText(self->view_->summary());

@@ -8,6 +8,8 @@
 #include <QPainter>
 #include <QStyledItemDelegate>
 #include <QTimer>
+#include <algorithm>
+#include <cmath>
 
 #include "job_controller.hpp"
 
@@ -17,11 +19,6 @@ namespace {
 
 const QColor kErrorColour(176, 0, 0);
 constexpr int kMargin = 4; // around an error's wrapped text
-
-QString seconds(const QElapsedTimer& clock)
-{
-    return QString::number(clock.elapsed() / 1000.0, 'f', 1) + " s";
-}
 
 // Draws the progress cells (a bar, its percentage beside it in the text colour)
 // and sizes an error's line to its wrapped text at the list's width.
@@ -102,6 +99,24 @@ QRect JobList::barRect(const QRect& cell, const QFontMetrics& metrics)
     return QRect(QPoint(cell.left() + 3, cell.top() + 3), QPoint(text.left() - 4, cell.bottom() - 3));
 }
 
+QString JobList::timeText(qint64 elapsed_ms, double fraction)
+{
+    const QString elapsed = QString::number(elapsed_ms / 1000.0, 'f', 1) + " s";
+    // Issue 61 item 7: a long run's "1 %" alone says nothing of when it ends. Too early
+    // (under 3 s, under 1 %) the pace is not yet known; done, nothing is left.
+    if (elapsed_ms < 3000 || fraction < 0.01 || fraction >= 1.0)
+        return elapsed;
+    const double left = elapsed_ms / 1000.0 * (1.0 - fraction) / fraction; // seconds at this pace
+    QString in;
+    if (left < 90)
+        in = QString("%1 s").arg(std::max(1.0, std::round(left / 5) * 5));
+    else if (left < 90 * 60)
+        in = QString("%1 min").arg(std::round(left / 60));
+    else
+        in = QString("%1 h").arg(left / 3600, 0, 'f', 1);
+    return elapsed + ", about " + in + " left";
+}
+
 JobList::JobList(JobController& jobs, QWidget* parent) : QTreeWidget(parent), jobs_(jobs)
 {
     setObjectName("job_list");
@@ -138,12 +153,13 @@ JobList::JobList(JobController& jobs, QWidget* parent) : QTreeWidget(parent), jo
     connect(ticker, &QTimer::timeout, this, [this] {
         const int id = jobs_.running();
         if (auto* line = items_.value(id); line && clocks_.contains(id))
-            line->setText(kTime, seconds(clocks_[id]));
+            line->setText(kTime, timeText(clocks_[id].elapsed(), fractions_.value(id)));
     });
     ticker->start(200);
     connect(&jobs_, &JobController::progress, this, [this](int id, qint64 done, qint64 total) {
         if (auto* line = items_.value(id))
             line->setData(kProgress, kProgressRole, total > 0 ? static_cast<int>(1000 * done / total) : 0);
+        fractions_[id] = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0.0;
         setState(id, "running");
     });
     connect(&jobs_, &JobController::finished, this, [this](int id, double) {
@@ -186,11 +202,11 @@ void JobList::setState(int id, const QString& state)
     if (state == "running" && cancelling_.contains(id))
         return;
     if (state != "running")
-        cancelling_.remove(id), status_.remove(id);
+        cancelling_.remove(id), status_.remove(id), fractions_.remove(id);
     states_[id] = state;
     line->setText(kState, state == "running" && status_.contains(id) ? status_[id] : state);
     if (clocks_.contains(id))
-        line->setText(kTime, seconds(clocks_[id]));
+        line->setText(kTime, timeText(clocks_[id].elapsed(), fractions_.value(id)));
 }
 
 void JobList::setCancelling(int id)

@@ -43,6 +43,9 @@ public:
     // Where a progress cell draws its bar, and its percentage beside it (not over it).
     static QRect barRect(const QRect& cell, const QFontMetrics& metrics);
     static QRect percentRect(const QRect& cell, const QFontMetrics& metrics);
+    // The Time column: the elapsed time and, once a running job has done `fraction` (0..1]
+    // for a few seconds, the time left at that pace ("20.0 s, about 3 min left").
+    static QString timeText(qint64 elapsed_ms, double fraction);
 
 signals:
     void cancelRequested(int id);
@@ -57,8 +60,9 @@ private:
     JobController& jobs_;
     QHash<int, QTreeWidgetItem*> items_;
     QHash<int, QElapsedTimer> clocks_;
-    QHash<int, QString> states_; // queued, running, done, failed, cancelled
-    QHash<int, QString> status_; // a running job's own
+    QHash<int, double> fractions_; // a running job's progress, 0..1
+    QHash<int, QString> states_;   // queued, running, done, failed, cancelled
+    QHash<int, QString> status_;   // a running job's own
     QHash<int, QString> errors_;
     QSet<int> cancelling_;
 };

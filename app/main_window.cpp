@@ -6,6 +6,7 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QCloseEvent>
+#include <QComboBox>
 #include <QDesktopServices>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -213,7 +214,8 @@ MainWindow::MainWindow(QWidget* parent)
             return;
         }
         lazy_started_.remove("fourier");
-        computeFourierMap();
+        if (computeFourierMap() > 0)
+            clearRefusal();
     });
     for (QWidget* w : std::initializer_list<QWidget*>{
              fourier_first_, fourier_count_,
@@ -241,7 +243,8 @@ MainWindow::MainWindow(QWidget* parent)
             return;
         }
         lazy_started_.remove("lle");
-        computeNeighbourGraph();
+        if (computeNeighbourGraph() > 0)
+            clearRefusal();
     });
     for (QWidget* w : std::initializer_list<QWidget*>{
              lle_keep_, lle_k_, new ProblemLabel({lle_keep_, lle_k_}, "Not updated while ", this),
@@ -259,7 +262,7 @@ MainWindow::MainWindow(QWidget* parent)
                 if (const auto source = row_sources_.constFind(row); source != row_sources_.cend())
                     runs.push_back({QString::fromStdString(rows[row].method + " " + rows[row].parameters) +
                                         " (" + QFileInfo(source->model).fileName() + ")",
-                                    source->request});
+                                    source->request, source->model});
             return runs;
         },
         this);
@@ -301,16 +304,41 @@ MainWindow::MainWindow(QWidget* parent)
             return runs;
         },
         [this](int id) { cancelJob(id); }, this);
-    connect(compare_view, &views::CompareView::tokenChosen, this, [this](int id) {
+    connect(compare_view, &views::CompareView::tokenChosen, this, [this, compare_tab](int id) {
         showView("lle");
-        lle_->showToken(id);
+        // The rare/common split is LLE's: another method's token is only located on the map.
+        const CompareTab::Run* run = compare_tab->shownRun();
+        const bool lle_run = !run || run->request.method.rfind("lle", 0) == 0;
+        lle_->showToken(id, lle_run ? QString() : run->name);
     });
-    connect(tabs_, &QTabWidget::currentChanged, compare_tab, [this, compare_view, compare_tab] {
+    // The run box follows a row chosen on the Results tab since the Compare tab was last
+    // shown, not every return to it (its computed views are for the run it shows).
+    auto follow_row = std::make_shared<int>(-1);
+    connect(results_, &views::ResultsView::rowSelected, this, [follow_row](int row) { *follow_row = row; });
+    connect(results_, &views::ResultsView::rowRemoved, this, [follow_row] { *follow_row = -1; });
+    connect(tabs_, &QTabWidget::currentChanged, compare_tab, [this, compare_view, compare_tab, follow_row] {
         if (showing(compare_view))
-            compare_tab->refreshRuns(results_->selectedRow());
+            compare_tab->refreshRuns(std::exchange(*follow_row, -1));
     });
     connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::computeShownView);
     setCentralWidget(tabs_);
+    // A message said on one tab (a refusal, the Tensor-Train tab's pick) is not left
+    // standing on another; a failure stays (the job list has it too).
+    connect(statusBar(), &QStatusBar::messageChanged, this, [this](const QString& message) {
+        if (!message.isEmpty())
+            message_tab_ = tabs_->currentIndex();
+    });
+    connect(tabs_, &QTabWidget::currentChanged, this, [this](int tab) {
+        if (tab != message_tab_ && !statusBar()->currentMessage().startsWith("Failed"))
+            statusBar()->clearMessage();
+    });
+    // The Tensor-Train tab says it is computing until its job ends, however it ends.
+    const auto tt_ended = [this](int id) {
+        if (id == tt_job_)
+            tt_->setComputing({});
+    };
+    connect(&jobs_, &JobController::failed, this, tt_ended);
+    connect(&jobs_, &JobController::cancelled, this, tt_ended);
 
     auto* dock = new QDockWidget("Jobs", this);
     dock->setObjectName("jobs");
@@ -336,6 +364,8 @@ MainWindow::MainWindow(QWidget* parent)
     export_model_ = file->addAction("Export compressed &model...", QKeySequence("Ctrl+Shift+E"), this,
                                     &MainWindow::chooseExport);
     connect(results_, &views::ResultsView::rowSelected, this, &MainWindow::updateExportEnabled);
+    connect(results_->modelFilterBox(), &QComboBox::currentIndexChanged, this,
+            &MainWindow::applyResultsYAxis);
     // Row indices above a deleted row move down: so do the rows' sources.
     connect(results_, &views::ResultsView::rowRemoved, this, [this](int row) {
         DeletedRow deleted{row, {}, {}, row < saved_rows_};
@@ -455,12 +485,39 @@ MainWindow::MainWindow(QWidget* parent)
 
 MainWindow::~MainWindow() = default;
 
+namespace {
+
+// A tab page's frame in its scroll area. QScrollArea scrolls a page whose layout has a
+// height-for-width (word-wrapped labels) down to its preferred height, not its minimum:
+// the LLE tab scrolled 34 px at 1366x700 with room for all of it. This frame has no
+// height-for-width of its own, so the page scrolls only below its minimum size.
+class PageFrame : public QWidget {
+public:
+    PageFrame(QWidget* page, QWidget* parent) : QWidget(parent), page_(page) { page_->setParent(this); }
+    QSize sizeHint() const override { return page_->sizeHint(); }
+    QSize minimumSizeHint() const override { return page_->minimumSizeHint(); }
+
+protected:
+    void resizeEvent(QResizeEvent*) override { page_->setGeometry(rect()); }
+    bool event(QEvent* e) override
+    {
+        if (e->type() == QEvent::LayoutRequest)
+            updateGeometry(); // the page's minimum changed (a method's row, a side page)
+        return QWidget::event(e);
+    }
+
+private:
+    QWidget* page_;
+};
+
+} // namespace
+
 void MainWindow::addPage(QWidget* page, const QString& name)
 {
     auto* scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
-    scroll->setWidget(page);
+    scroll->setWidget(new PageFrame(page, scroll));
     tabs_->addTab(scroll, name);
 }
 
@@ -547,20 +604,51 @@ QVector<views::DataTable> MainWindow::currentDataTables() const
     return current.tables ? current.tables() : QVector<views::DataTable>{};
 }
 
+QString MainWindow::nothingToExport() const
+{
+    const QString tab = "The " + tabs_->tabText(tabs_->currentIndex()) + " tab";
+    if (!currentPlot())
+        return tab + " has no figure to export";
+    const auto tables = currentDataTables();
+    const bool empty =
+        std::all_of(tables.begin(), tables.end(), [](const auto& t) { return t.rows.isEmpty(); });
+    if (showing(lle_) ? lle_->data().x.isEmpty() : empty)
+        return tab + " has nothing to export yet: its plot is empty";
+    return {};
+}
+
+QString MainWindow::proposedExportFile(const QString& suffix) const
+{
+    const QString folder = QSettings().value("export/folder", QDir::homePath()).toString();
+    QString name = tabs_->tabText(tabs_->currentIndex()).toLower().replace(' ', '-');
+    if (!model_path_.isEmpty()) {
+        const QFileInfo model(model_path_);
+        name.prepend((model.isDir() ? model.fileName() : model.completeBaseName()) + "-");
+    }
+    return QDir(folder).filePath(name + "." + suffix);
+}
+
+namespace {
+void remember_export_folder(const QString& file)
+{
+    QSettings().setValue("export/folder", QFileInfo(file).absolutePath());
+}
+} // namespace
+
 void MainWindow::exportFigure()
 {
-    if (!currentPlot()) {
-        statusBar()->showMessage("The " + tabs_->tabText(tabs_->currentIndex()) +
-                                 " tab has no figure to export");
+    if (!currentPlot()) { // an empty plot is still a figure (its axes and what it says)
+        statusBar()->showMessage(nothingToExport());
         return;
     }
     views::FigureExportDialog dialog(this);
     if (dialog.exec() != QDialog::Accepted)
         return;
-    const QString file = QFileDialog::getSaveFileName(this, "Export figure", "figure.pdf",
+    const QString file = QFileDialog::getSaveFileName(this, "Export figure", proposedExportFile("pdf"),
                                                       "PDF (*.pdf);;SVG (*.svg);;PNG (*.png)");
     if (file.isEmpty())
         return;
+    remember_export_folder(file);
     const QString error = views::exportFigure(currentPlot(), file, dialog.options());
     statusBar()->showMessage(error.isEmpty() ? "Wrote " + file : error);
 }
@@ -599,10 +687,15 @@ QString MainWindow::exportData(const QString& file, QStringList* written)
 
 void MainWindow::exportDataInteractively()
 {
-    const QString name = tabs_->tabText(tabs_->currentIndex()).toLower().replace(' ', '_');
-    const QString file = QFileDialog::getSaveFileName(this, "Export data", name + ".csv", "CSV (*.csv)");
+    if (const QString nothing = nothingToExport(); !nothing.isEmpty()) {
+        statusBar()->showMessage(nothing);
+        return;
+    }
+    const QString file =
+        QFileDialog::getSaveFileName(this, "Export data", proposedExportFile("csv"), "CSV (*.csv)");
     if (file.isEmpty())
         return;
+    remember_export_folder(file);
     QStringList files;
     const QString error = exportData(file, &files);
     statusBar()->showMessage(error.isEmpty() ? "Wrote " + files.join(", ") : error);
@@ -1032,8 +1125,11 @@ void MainWindow::openModel(const QString& path)
             model_path_ = path;
             model_dim_ = summary.hidden_size;
             model_encoder_ = summary.encoder;
-            if (model_encoder_) // no perplexity: the plot shows what every encoder run has
-                results_->setYAxis("1 − mean cosine", false);
+            if (model_encoder_)
+                encoder_models_.insert(path);
+            followModelInResults();
+            if (auto* damage = findChild<DamagePanel*>())
+                damage->setModel(path); // its plot and colour-by were the previous model's
             model_vocab_ = summary.vocab_size;
             method_panel_->setDimension(static_cast<int>(summary.hidden_size));
             // Controls clamp to the new model's ranges.
@@ -1078,6 +1174,47 @@ void MainWindow::resetViews()
         lle_->setData({});
     if (!chart_->data().bars.isEmpty())
         chart_->setData({});
+}
+
+void MainWindow::clearRefusal()
+{
+    if (statusBar()->currentMessage().startsWith("Not run"))
+        statusBar()->clearMessage();
+}
+
+void MainWindow::followModelInResults()
+{
+    bool has_rows = false;
+    for (const auto& r : results_->rows())
+        has_rows = has_rows || QString::fromStdString(r.model) == model_path_;
+    // No row yet: every model's; its first row switches the filter to it (ResultsView::addRow).
+    results_->setModelFilter(has_rows ? model_path_ : QString());
+    applyResultsYAxis();
+}
+
+void MainWindow::applyResultsYAxis()
+{
+    // An encoder has no perplexity: its rows are drawn by what every encoder run has,
+    // but only while no other model's rows share the axis.
+    const QString filter = results_->modelFilter();
+    bool any = false, all_encoders = true;
+    for (const auto& r : results_->rows()) {
+        const QString model = QString::fromStdString(r.model);
+        if (!filter.isEmpty() && model != filter)
+            continue;
+        any = true;
+        all_encoders = all_encoders && encoder_models_.contains(model);
+    }
+    if (!any)
+        all_encoders = model_encoder_;
+    const QString cosine = "1 − mean cosine";
+    if (all_encoders && results_->yMetric() != cosine) {
+        y_before_encoders_ = results_->yMetric();
+        y_symlog_before_encoders_ = results_->ySymlog();
+        results_->setYAxis(cosine, false);
+    } else if (!all_encoders && results_->yMetric() == cosine && !y_before_encoders_.isEmpty()) {
+        results_->setYAxis(std::exchange(y_before_encoders_, {}), y_symlog_before_encoders_);
+    }
 }
 
 void MainWindow::chooseModelDirectory()

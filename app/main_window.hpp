@@ -110,6 +110,12 @@ public:
     // Closing with results not saved (session or results export) asks first; tests turn it off.
     void setAskBeforeDiscarding(bool ask) { ask_before_discarding_ = ask; }
     QString shortcutsText() const; // Help > Keyboard shortcuts, one "keys<TAB>action" per line
+    // Why Export data (or, with no plot at all, Export figure) has nothing to write from
+    // the current tab ("": something to export): said before any dialog opens.
+    QString nothingToExport() const;
+    // The file an export dialog proposes: in the folder last exported to, named by the
+    // model and the tab ("tinyllama-compare.pdf").
+    QString proposedExportFile(const QString& suffix) const;
     // The model a drag carries: the first local directory, .gguf or .bin among its
     // URLs ("" if none); dropping it opens it.
     static QString droppedModel(const QMimeData* data);
@@ -176,6 +182,10 @@ private:
     QWidget* pageOf(const QWidget* view) const; // the tab page holding `view` (null: none)
     bool showing(const QWidget* view) const;    // `view` is on the current tab
     void applySpectrumOverlays();
+    // Issue 61 item 4: the Results filter shows the loaded model's rows (all while it has
+    // none), and the y axis is 1 − mean cosine while every row shown is an encoder's.
+    void followModelInResults();
+    void applyResultsYAxis();
 
     QTabWidget* tabs_;
     QLabel* facts_;
@@ -229,8 +239,14 @@ private:
     QString model_path_;            // the shown model ("" until one loaded)
     int64_t model_dim_ = 0;         // its hidden size
     bool model_encoder_ = false;    // an encoder: runs are scored without perplexity
-    int64_t model_vocab_ = 0;       // and vocabulary
-    QSet<QString> lazy_started_;    // "fourier", "tt", "lle" queued for model_path_
+    QSet<QString> encoder_models_;  // every encoder loaded in this session (rows' model field)
+    QString y_before_encoders_;     // the y axis before applyResultsYAxis chose the cosine ("": none)
+    bool y_symlog_before_encoders_ = false;
+    int tt_job_ = -1;            // the Tensor-Train candidates' job (the tab says computing meanwhile)
+    int message_tab_ = -1;       // the tab the status bar's message was said on
+    void clearRefusal();         // a "Not run: ..." message, once a run or update is queued
+    int64_t model_vocab_ = 0;    // and vocabulary
+    QSet<QString> lazy_started_; // "fourier", "tt", "lle" queued for model_path_
     JobController jobs_;
 };
 

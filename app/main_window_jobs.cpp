@@ -65,6 +65,7 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
         statusBar()->showMessage(QString("Not run: %1").arg(QString::fromUtf8(e.what())));
         return -1;
     }
+    clearRefusal(); // an earlier refusal is not this run's
     auto job_id = std::make_shared<std::atomic<int>>(0);
     // A Slurm job's state ("Slurm 12: pending") replaces "running" in the job list.
     const StatusFn status = jobStatus(job_id);
@@ -93,6 +94,7 @@ void MainWindow::addCompressionRow(const RunSummary& r, const CompressionRequest
                                    const RunTarget& target, const QString& model)
 {
     const int row = results_->addRow(r);
+    applyResultsYAxis();          // the first encoder row of a table with no other model's
     row_requests_[row] = request; // Copy as command etc. reproduce this one run, also a sweep's
     if (r.ratio > 1)
         statusBar()->showMessage(
@@ -130,6 +132,7 @@ int MainWindow::runSweep(const std::vector<CompressionRequest>& chosen, const Ru
             return -1;
         }
     }
+    clearRefusal();
     const auto n = static_cast<int>(requests.size());
     auto job_id = std::make_shared<std::atomic<int>>(0);
     // The job list's state: which run of how many ("3/16: pca rank 24"), or the array's.
@@ -331,19 +334,21 @@ int MainWindow::computeTensorTrain()
     // model's table first, if not yet) at the balanced shape.
     const CompressionRequest base = method_panel_->request("tt");
     const bool pick = takeTableDefault(base, model_path_);
-    return jobs_.submit(
-        "Tensor-Train candidates",
-        [this, path = model_path_, base, pick](const ProgressFn& progress) -> std::function<void()> {
-            const auto picked = pick ? table_default(path.toStdString(), base, progress) : std::nullopt;
-            const double eps = picked ? picked->request.eps : base.eps;
-            const auto r = tensor_train_candidates(path.toStdString(), {0.1, 0.2, 0.3, 0.4, 0.5}, 6, progress,
-                                                   kTensorTrainCandidateRows, eps);
-            return [this, data = tt_view_data(r, path), picked, base, path] {
-                if (picked)
-                    applyTableDefault(*picked, base, path);
-                tt_->setData(data);
-            };
-        });
+    tt_->setComputing("computing the Tensor-Train candidates ...");
+    return tt_job_ = jobs_.submit(
+               "Tensor-Train candidates",
+               [this, path = model_path_, base, pick](const ProgressFn& progress) -> std::function<void()> {
+                   const auto picked =
+                       pick ? table_default(path.toStdString(), base, progress) : std::nullopt;
+                   const double eps = picked ? picked->request.eps : base.eps;
+                   const auto r = tensor_train_candidates(path.toStdString(), {0.1, 0.2, 0.3, 0.4, 0.5}, 6,
+                                                          progress, kTensorTrainCandidateRows, eps);
+                   return [this, data = tt_view_data(r, path), picked, base, path] {
+                       if (picked)
+                           applyTableDefault(*picked, base, path);
+                       tt_->setData(data);
+                   };
+               });
 }
 
 int MainWindow::computeNeighbourGraph()

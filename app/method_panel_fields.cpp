@@ -309,11 +309,12 @@ QWidget* MethodPanel::fieldWidget(const MethodDescriptor& m, const std::string& 
     if (w == frequency_text_ || w == calibration_text_)
         return w;
     if (auto* s = qobject_cast<QAbstractSpinBox*>(w)) {
-        // Sized for a 9-digit number, not the range's end (1e12 is 13 digits and 2 decimals).
+        // Sized for a 6-digit number, not the range's end (1e12 is 13 digits and 2 decimals):
+        // a longer one scrolls inside its box; the pca row fits 1366 px (issue 61).
         const auto* i = qobject_cast<QSpinBox*>(w);
         const auto* d = qobject_cast<QDoubleSpinBox*>(w);
         const QString widest =
-            (i ? i->prefix() : d->prefix()) + "000000000.00" + (i ? i->suffix() : d->suffix());
+            (i ? i->prefix() : d->prefix()) + (i ? "000000" : "000000.00") + (i ? i->suffix() : d->suffix());
         const int fit = s->fontMetrics().horizontalAdvance(widest) + 2 * s->fontMetrics().height() + 8;
         if (s->sizeHint().width() > fit)
             s->setMaximumWidth(fit);

@@ -23,6 +23,7 @@
 #include <iostream>
 #include <qcustomplot.h>
 
+#include "compare_view.hpp"
 #include "damage_tab.hpp"
 #include "embedlab/results.hpp"
 #include "main_window.hpp"
@@ -312,6 +313,24 @@ TEST(LaptopScreen, Screenshots)
     panel->setHost("Slurm cluster");
     QApplication::processEvents();
     EXPECT_TRUE(window.grab().save(dir + "/slurm.png"));
+    panel->setHost("");
+    // Issue 61 item 3: the Compare tab's text coloured for pca rank 32, then pca rank 8
+    // chosen on the Results tab: the colouring is cleared and says for which run it was.
+    auto* compare = window.findChild<embedlab::views::CompareView*>();
+    ASSERT_NE(compare, nullptr);
+    window.showView("compare");
+    compare->showMode(1);
+    compare->setInputText("Once upon a time, there was a little girl named Lily. She liked to play outside "
+                          "in the park with her friends, and one day she found a shiny red ball.");
+    compare->measureButton()->click();
+    ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }));
+    QApplication::processEvents();
+    EXPECT_TRUE(window.grab().save(dir + "/compare-text.png"));
+    window.showView("results");
+    window.resultsView()->selectRow(0);
+    window.showView("compare");
+    QApplication::processEvents();
+    EXPECT_TRUE(window.grab().save(dir + "/compare-switched.png"));
 }
 
 // Item 1: the window's minimum height (742 px before: the Results tab's plot, table and

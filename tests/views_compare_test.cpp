@@ -210,6 +210,62 @@ TEST(CompareJump, ShowTokenSelectsARareTokenAlsoWhenTheGraphComesLater)
     EXPECT_EQ(view.selectedToken(), 50);
 }
 
+// Issue 61 item 3: the text's colouring names its run; choosing another run clears it
+// (and the generated columns), and a result for a run no longer chosen is not shown.
+TEST(CompareView, ComputedViewsNameTheirRunAndAreClearedForAnother)
+{
+    CompareView view;
+    view.setRuns({"pca rank 16 (m)", "svd rank 32 (m)"}, 1);
+    embedlab::views::CompareTextData data;
+    data.run = "svd rank 32 (m)";
+    data.tokens = {token(5, "Once", qQNaN()), token(6, " upon", 0.2)};
+    data.worst = {1};
+    data.total_tokens = 2;
+    view.showMode(1);
+    view.setTextData(data, "2 tokens");
+    EXPECT_EQ(view.status()->text(), "svd rank 32 (m): 2 tokens");
+    EXPECT_EQ(view.worstList()->count(), 1);
+    view.startGeneration("m", "svd rank 32 (m)");
+    view.appendToken(CompareView::Compressed, token(7, " a", 0.1));
+    view.finishGeneration("done");
+
+    view.runBox()->setCurrentIndex(0);
+    EXPECT_EQ(view.tokenCount(CompareView::Text), 0);
+    EXPECT_EQ(view.worstList()->count(), 0);
+    EXPECT_EQ(
+        view.status()->text(),
+        "The colouring was for svd rank 32 (m): press Colour by KL to read the text with pca rank 16 (m).");
+    EXPECT_EQ(view.tokenCount(CompareView::Compressed), 0);
+    EXPECT_TRUE(view.generatedRun().isEmpty());
+
+    view.setTextData(data, "2 tokens"); // svd's, arriving late
+    EXPECT_EQ(view.tokenCount(CompareView::Text), 0);
+    EXPECT_TRUE(view.status()->text().startsWith("Not shown")) << view.status()->text().toStdString();
+    // Listed again (a return to the tab) with the same run chosen: nothing is cleared.
+    data.run = "pca rank 16 (m)";
+    view.setTextData(data, "2 tokens");
+    view.setRuns({"pca rank 16 (m)", "svd rank 32 (m)"}, 0);
+    EXPECT_EQ(view.tokenCount(CompareView::Text), 2);
+    EXPECT_EQ(view.textRun(), "pca rank 16 (m)");
+}
+
+// Issue 61 item 3: a worst token of a run that is not LLE's is ringed on the map, and the
+// rare/common split is said to be LLE's, not called "not a rare token".
+TEST(CompareJump, AnotherMethodsCommonTokenIsRingedWithoutLlesVerdict)
+{
+    embedlab::views::NeighbourGraphView view;
+    view.setData(embedlab::test::spiral_neighbour_graph(60, 40, 3));
+    auto* stats = view.findChild<QLabel*>("neighbour_stats");
+    ASSERT_NE(stats, nullptr);
+    EXPECT_FALSE(view.showToken(3));
+    EXPECT_TRUE(stats->text().contains("is not a rare token")) << "an LLE run's common token";
+    EXPECT_FALSE(view.showToken(3, "svd rank 32 (m)"));
+    EXPECT_FALSE(stats->text().contains("not a rare token")) << stats->text().toStdString();
+    EXPECT_TRUE(stats->text().contains("svd rank 32 (m)")) << stats->text().toStdString();
+    EXPECT_TRUE(view.showToken(50, "svd rank 32 (m)")) << "a rare token: its neighbours";
+    EXPECT_EQ(view.selectedToken(), 50);
+}
+
 namespace {
 
 struct Workbench {

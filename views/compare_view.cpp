@@ -180,16 +180,47 @@ CompareView::CompareView(QWidget* parent)
     connect(prompt_, &QLineEdit::returnPressed, this, generate);
     connect(stop_, &QPushButton::clicked, this, &CompareView::stopRequested);
     connect(measure_, &QPushButton::clicked, this, &CompareView::measureRequested);
+    connect(runs_, &QComboBox::currentIndexChanged, this, &CompareView::dropStaleViews);
     connect(worst_, &QListWidget::itemClicked, this,
             [this](QListWidgetItem* item) { chooseWorst(worst_->row(item)); });
 }
 
 void CompareView::setRuns(const QStringList& names, int current)
 {
-    runs_->clear();
-    runs_->addItems(names);
-    runs_->setCurrentIndex(names.isEmpty() ? -1 : std::clamp(current, 0, static_cast<int>(names.size()) - 1));
-    runs_->setPlaceholderText("no compressed run yet: run one on the Results tab");
+    {
+        const QSignalBlocker block(runs_); // one check below, not one per item
+        runs_->clear();
+        runs_->addItems(names);
+        runs_->setCurrentIndex(names.isEmpty() ? -1
+                                               : std::clamp(current, 0, static_cast<int>(names.size()) - 1));
+        runs_->setPlaceholderText("no compressed run yet: run one on the Results tab");
+    }
+    dropStaleViews();
+}
+
+void CompareView::dropStaleViews()
+{
+    // Issue 61 item 3: never one run's numbers under another run's name. (With no run
+    // listed the shown views keep theirs: they name it.)
+    const QString chosen = runs_->currentText();
+    if (chosen.isEmpty())
+        return;
+    if (!text_run_.isEmpty() && text_run_ != chosen) {
+        clearPane(Text);
+        worst_->clear();
+        text_status_->setText("The colouring was for " + text_run_ +
+                              ": press Colour by KL to read the text with " + chosen + ".");
+        text_run_.clear();
+    }
+    if (!generating_ && !generated_run_.isEmpty() && generated_run_ != chosen) {
+        for (Pane p : {Original, Compressed})
+            clearPane(p);
+        titles_[Original]->setText("original");
+        titles_[Compressed]->setText("compressed");
+        generate_status_->setText("The texts were generated with " + generated_run_ +
+                                  ": press Generate to continue the prompt with " + chosen + ".");
+        generated_run_.clear();
+    }
 }
 
 int CompareView::currentRun() const
@@ -234,6 +265,7 @@ void CompareView::startGeneration(const QString& original_name, const QString& c
     }
     titles_[Original]->setText("<b>original</b> " + original_name.toHtmlEscaped());
     titles_[Compressed]->setText("<b>compressed</b> " + compressed_name.toHtmlEscaped());
+    generated_run_ = compressed_name;
     generating_ = true;
     generate_->setEnabled(false);
     stop_->setEnabled(true);
@@ -265,6 +297,7 @@ void CompareView::finishGeneration(const QString& status)
     generate_->setEnabled(true);
     stop_->setEnabled(false);
     generate_status_->setText(status);
+    dropStaleViews(); // the run was changed while it generated
 }
 
 QString CompareView::inputText() const
@@ -279,6 +312,13 @@ void CompareView::setInputText(const QString& text)
 
 void CompareView::setTextData(const CompareTextData& data, const QString& status)
 {
+    if (!data.run.isEmpty() && !runs_->currentText().isEmpty() &&
+        data.run != runs_->currentText()) { // chosen another while it ran
+        text_status_->setText("Not shown: the colouring was for " + data.run + ", and " +
+                              runs_->currentText() + " is chosen now: press Colour by KL.");
+        return;
+    }
+    text_run_ = data.run;
     clearPane(Text);
     for (const auto& t : data.tokens)
         appendToken(Text, t);
@@ -299,7 +339,7 @@ void CompareView::setTextData(const CompareTextData& data, const QString& status
         item->setData(Qt::UserRole + 1, at);
         item->setBackground(klColour(t.kl));
     }
-    text_status_->setText(status);
+    text_status_->setText(data.run.isEmpty() ? status : data.run + ": " + status);
 }
 
 void CompareView::chooseWorst(int row)

@@ -41,6 +41,7 @@ struct CompareToken {
 };
 
 struct CompareTextData {
+    QString run; // the compressed run it was computed for, as the run box names it
     QVector<CompareToken> tokens;
     QVector<int> worst; // token positions, largest KL first
     int total_tokens = 0;
@@ -63,13 +64,16 @@ public:
     // below 0.001, yellow at 0.03, red from 1 up (log scale); none for NaN.
     static QColor klColour(double kl);
 
-    // The results rows that can be compared ("" entries are not offered).
+    // The results rows that can be compared ("" entries are not offered). A computed
+    // view (generated columns, the text's colouring and worst list) names its run; when
+    // the chosen run is another one, it is cleared and the status says what to press.
     void setRuns(const QStringList& names, int current);
     int currentRun() const; // index into the names, -1: none
     CompareOptions options() const;
 
     // Generate mode: cleared and Stop enabled, then tokens as they come, then done.
     void startGeneration(const QString& original_name, const QString& compressed_name);
+    QString generatedRun() const { return generated_run_; } // "" : nothing generated shown
     void appendToken(Pane pane, const CompareToken& token);
     void finishGeneration(const QString& status);
     bool generating() const { return generating_; }
@@ -77,8 +81,10 @@ public:
     // Text mode.
     QString inputText() const;
     void setInputText(const QString& text);
+    // Shown with the run named, unless data.run is no longer the chosen run (dropped, said).
     void setTextData(const CompareTextData& data, const QString& status);
-    void setStatus(const QString& status); // the shown mode's status line
+    QString textRun() const { return text_run_; } // the run the colouring is for ("": none)
+    void setStatus(const QString& status);        // the shown mode's status line
 
     void showMode(int mode); // 0: generate, 1: text
     int tokenCount(Pane pane) const { return static_cast<int>(tokens_[pane].size()); }
@@ -113,6 +119,7 @@ protected:
 private:
     void clearPane(Pane pane);
     void chooseWorst(int row);
+    void dropStaleViews(); // what was computed for a run no longer chosen
 
     QTabWidget* modes_;
     QComboBox* runs_;
@@ -132,6 +139,7 @@ private:
     QVector<CompareToken> tokens_[3];
     QVector<int> positions_[3]; // each token's first character; -1 when it added none
     bool generating_ = false;
+    QString generated_run_, text_run_; // the runs the shown columns and colouring were computed for
 };
 
 } // namespace embedlab::views

@@ -167,6 +167,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     const QFontMetrics metrics(label_font);
     hist_rect_->setMinimumSize(
         metrics.boundingRect(QRect(), Qt::TextDontClip, cosine_axis->label()).width() + 4, 0);
+    cosine_axis->ticker()->setTickCount(3); // a narrow axis: "0 0.20.40.60.8 1" collided (issue 61)
     hist_rect_->axis(QCPAxis::atLeft)->setLabel("rare tokens");
     hist_ = new QCPBars(hist_rect_->axis(QCPAxis::atBottom), hist_rect_->axis(QCPAxis::atLeft));
     hist_->setBrush(QColor(31, 119, 180, 170));
@@ -252,6 +253,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
         split);
     controls->addWidget(search_);
     controls->addWidget(go);
+    stats_->setObjectName("neighbour_stats");
     controls->addWidget(stats_, 1);
     controls->addWidget(csv);
 
@@ -381,7 +383,7 @@ void NeighbourGraphView::draw()
     }
     showLayout(shown);
     if (pending_ >= 0 && V > 0)
-        showToken(std::exchange(pending_, -1));
+        showToken(std::exchange(pending_, -1), std::exchange(pending_run_, {}));
 }
 
 int NeighbourGraphView::rareTokenAt(const QPointF& pixel, double radius) const
@@ -430,14 +432,26 @@ bool NeighbourGraphView::selectToken(int id)
     return true;
 }
 
-bool NeighbourGraphView::showToken(int id)
+bool NeighbourGraphView::showToken(int id, const QString& other_run)
 {
     if (data_.x.isEmpty()) {
         pending_ = id;
+        pending_run_ = other_run;
         return false;
     }
     if (selectToken(id))
         return true;
+    if (!other_run.isEmpty() && id >= 0 && id < lx_.size()) { // ringed where it is, the selection kept
+        highlighted_ = id;
+        drawSelection();
+        stats_->setText(
+            QString("%1token %2, from the worst predictions of %3: ringed on the map. Only LLE "
+                    "splits rare from common tokens; this run compresses every row.")
+                .arg(id < data_.tokens.size() ? "'" + escaped_token(data_.tokens[id]) + "' " : QString())
+                .arg(id)
+                .arg(other_run));
+        return false;
+    }
     stats_->setText(QString("'%1' (token %2) is not a rare token: common tokens are kept as they are")
                         .arg(escaped_token(data_.tokens.value(id)))
                         .arg(id));

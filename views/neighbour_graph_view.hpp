@@ -140,7 +140,9 @@ public slots:
     bool search(const QString& text);
     // Another view's token (the Compare tab's): selected when rare, else said to be
     // common; with no graph yet, selected once one is drawn. True when selected now.
-    bool showToken(int id);
+    // `other_run` names a run that is not LLE's (svd rank 32 (tinyllama)): a token the
+    // split keeps common is then ringed and the split is said to be LLE's, not that run's.
+    bool showToken(int id, const QString& other_run = {});
 
 signals:
     void tokenSelected(int id);
@@ -183,6 +185,7 @@ private:
     int selected_ = -1;
     int highlighted_ = -1;
     int pending_ = -1;                // showToken's id while no graph is drawn
+    QString pending_run_;             // and its other_run
     int always_ = 1;                  // labels_ always shown: the selected token, a searched one
     QVector<double> values_;          // setTokenValues'
     QString values_label_;            // what they are ("" : none)

@@ -124,8 +124,20 @@ TensorTrainView::TensorTrainView(QWidget* parent)
     install_hover(plot_, [this](const QPointF& p) { return hoverText(p); });
 }
 
+void TensorTrainView::setComputing(const QString& what)
+{
+    computing_ = what;
+    stats_->setText(summary());
+    if (data_.candidates.isEmpty()) {
+        show_placeholder(plot_, what);
+        plot_->replot(QCustomPlot::rpQueuedReplot);
+    }
+}
+
 void TensorTrainView::draw()
 {
+    computing_.clear();
+    show_placeholder(plot_, {});
     for (auto* s : series_)
         plot_->removePlottable(s);
     series_.clear();
@@ -201,7 +213,7 @@ void TensorTrainView::setWeights(double nu, double tau)
 QString TensorTrainView::summary() const
 {
     if (selected_ < 0)
-        return "no Tensor-Train candidates";
+        return computing_.isEmpty() ? QString("no Tensor-Train candidates") : computing_;
     const auto& c = data_.candidates[selected_];
     const auto e = weighedEnergy(c, nu(), tau());
     const QString weights = counted(c) ? QString("ν %1, τ %2").arg(nu(), 0, 'g', 4).arg(tau(), 0, 'g', 4)

@@ -60,6 +60,8 @@ public:
     double nu() const;
     double tau() const;
     QString summary() const;
+    // Said (read-out and plot) while the candidates are computed; setData ends it.
+    void setComputing(const QString& what);
     // Every candidate (shape, ranks, eps, the plotted ratio and error, ...) and the
     // energy bars at the shown weights.
     QVector<DataTable> dataTables() const override;
@@ -84,6 +86,7 @@ private:
     QVector<QCPCurve*> series_;
     QVector<QVector<int>> series_rows_;
     int selected_ = -1;
+    QString computing_; // setComputing's text until setData
 };
 
 } // namespace embedlab::views
