@@ -139,3 +139,18 @@ def test_offline_install_into_a_venv_imports_and_runs(venv, tmp_path):
     p = subprocess.run([str(venv), "-m", "pip", "show", "embedlab"], capture_output=True, text=True, timeout=120,
                        env=e)
     assert f"Version: {embedlab.__version__}" in p.stdout
+
+
+def test_the_suite_passes_against_the_venvs_install(venv):
+    """Part of this suite (the stub and the arguments) run by the venv's interpreter, against the
+    installed copy: the package works as installed, not only from build/python."""
+    e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import embedlab, pathlib, sys, pytest; "
+            f"assert pathlib.Path(embedlab.__file__).is_relative_to({str(venv.parent.parent)!r}), embedlab.__file__; "
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'tests/python/test_stub.py', "
+            "'tests/python/test_arguments.py']))")
+    p = subprocess.run([str(venv), "-B", "-c", code], capture_output=True, text=True, timeout=300, env=e,
+                       cwd=REPO)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    passed = re.search(r"\b(\d+) passed\b", p.stdout)
+    assert passed and int(passed.group(1)) >= 20 and "skipped" not in p.stdout, p.stdout[-500:]
