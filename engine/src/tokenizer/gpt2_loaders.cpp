@@ -183,6 +183,24 @@ using namespace tokenizer_impl;
 
 namespace tokenizer_impl {
 
+void for_each_merges_line(std::string_view text,
+                          const std::function<void(std::string_view line, bool version)>& visit)
+{
+    size_t line_number = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string_view::npos)
+            end = text.size();
+        std::string_view line = text.substr(pos, end - pos);
+        pos = end + 1;
+        ++line_number;
+        if (!line.empty() && line.back() == '\r')
+            line.remove_suffix(1);
+        if (!line.empty())
+            visit(line, line_number == 1 && line.starts_with("#version"));
+    }
+}
+
 ByteLevelBpeSpec gpt2_files_spec(const std::filesystem::path& vocab_json,
                                  const std::filesystem::path& merges_txt)
 {
@@ -192,21 +210,10 @@ ByteLevelBpeSpec gpt2_files_spec(const std::filesystem::path& vocab_json,
     spec.vocab = parse_vocab(read_json_file(vocab_json), vocab_json);
 
     // merges.txt: an optional "#version" line, then one "a b" merge per line.
-    const std::string text = read_file_bytes(merges_txt);
-    size_t line_number = 0;
-    for (size_t pos = 0; pos < text.size();) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string::npos)
-            end = text.size();
-        std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
-        ++line_number;
-        if (!line.empty() && line.back() == '\r')
-            line.remove_suffix(1);
-        if (line.empty() || (line_number == 1 && line.starts_with("#version")))
-            continue;
-        spec.merges.push_back(split_merge(line, merges_txt, spec.merges.size() + 1));
-    }
+    for_each_merges_line(read_file_bytes(merges_txt), [&](std::string_view line, bool version) {
+        if (!version)
+            spec.merges.push_back(split_merge(line, merges_txt, spec.merges.size() + 1));
+    });
 
     // GPT-2's one special token is part of vocab.json itself.
     for (const auto& [token, id] : spec.vocab)

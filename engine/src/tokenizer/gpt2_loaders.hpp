@@ -3,6 +3,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -18,5 +20,10 @@ ByteLevelBpeSpec parse_hf_tokenizer_json(const nlohmann::json& root, const std::
 // trimming rewrites); InputError naming the file at fault.
 ByteLevelBpeSpec gpt2_files_spec(const std::filesystem::path& vocab_json,
                                  const std::filesystem::path& merges_txt);
+
+// merges.txt's lines in order, '\r' stripped and empty lines skipped: `version` is true
+// for a first line "#version ...", which is no merge (the loader skips it, trimming keeps it).
+void for_each_merges_line(std::string_view text,
+                          const std::function<void(std::string_view line, bool version)>& visit);
 
 } // namespace embedlab::tokenizer_impl

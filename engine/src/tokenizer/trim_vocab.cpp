@@ -483,28 +483,15 @@ std::string trimmed_tokenizer_json(const fs::path& file, const Renumbering& renu
 std::string trimmed_merges_txt(const fs::path& dir, const OrderedJson& kept_vocab)
 {
     const TextSet vocab = vocab_texts(kept_vocab);
-    const std::string text = read_file_bytes(dir / "merges.txt");
     std::string out;
-    size_t number = 0;
-    for (size_t pos = 0; pos < text.size();) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string::npos)
-            end = text.size();
-        std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
-        ++number;
-        if (!line.empty() && line.back() == '\r')
-            line.remove_suffix(1);
-        if (number == 1 && line.starts_with("#version")) {
-            out.append(line).push_back('\n');
-            continue;
-        }
-        const size_t space = line.find(' ');
-        if (line.empty() || space == std::string_view::npos)
-            continue;
-        if (merge_kept(std::string(line.substr(0, space)), std::string(line.substr(space + 1)), vocab))
-            out.append(line).push_back('\n');
-    }
+    tokenizer_impl::for_each_merges_line(
+        read_file_bytes(dir / "merges.txt"), [&](std::string_view line, bool version) {
+            const size_t space = line.find(' ');
+            if (version ||
+                (space != std::string_view::npos &&
+                 merge_kept(std::string(line.substr(0, space)), std::string(line.substr(space + 1)), vocab)))
+                out.append(line).push_back('\n');
+        });
     return out;
 }
 
