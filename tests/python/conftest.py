@@ -72,6 +72,21 @@ def stories(shared):
     return need(shared / "models" / "stories260K" / "stories260K.gguf", "the stories260K model")
 
 
+# The two small models most test files read, loaded once per test file.
+@pytest.fixture(scope="module")
+def stories_model(stories):
+    import embedlab
+
+    return embedlab.load(stories)
+
+
+@pytest.fixture(scope="module")
+def gpt2(tinygpt2):
+    import embedlab
+
+    return embedlab.load(tinygpt2)
+
+
 @pytest.fixture(scope="session")
 def heldout(shared):
     return need(shared / "data" / "tinystories-heldout.txt", "the held-out TinyStories text")

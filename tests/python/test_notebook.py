@@ -14,16 +14,6 @@ from embedlab import _progress
 
 
 @pytest.fixture(scope="module")
-def stories_model(stories):
-    return embedlab.load(stories)
-
-
-@pytest.fixture(scope="module")
-def gpt2(tinygpt2):
-    return embedlab.load(tinygpt2)
-
-
-@pytest.fixture(scope="module")
 def ids(stories_model, heldout):
     return stories_model.tokenize(heldout.read_text(encoding="utf-8")[:20000])
 

@@ -13,16 +13,6 @@ import embedlab
 
 
 @pytest.fixture(scope="module")
-def stories_model(stories):
-    return embedlab.load(stories)
-
-
-@pytest.fixture(scope="module")
-def gpt2(tinygpt2):
-    return embedlab.load(tinygpt2)
-
-
-@pytest.fixture(scope="module")
 def text(short_text):
     return short_text.read_text(encoding="utf-8")
 

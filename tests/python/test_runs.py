@@ -12,11 +12,6 @@ from conftest import without_timing
 
 
 @pytest.fixture(scope="module")
-def gpt2(tinygpt2):
-    return embedlab.load(tinygpt2)
-
-
-@pytest.fixture(scope="module")
 def text(short_text):
     return short_text.read_text(encoding="utf-8")
 

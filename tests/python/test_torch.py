@@ -12,11 +12,6 @@ import pytest
 import embedlab
 
 
-@pytest.fixture(scope="module")
-def stories_model(stories):
-    return embedlab.load(stories)
-
-
 def test_to_torch_without_torch_says_what_to_install(stories_model, monkeypatch):
     run = embedlab.compress(stories_model, "pca", rank=4)
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
