@@ -17,14 +17,6 @@ namespace embedlab::cli {
 
 namespace {
 
-// The paper's k ranges (section 3.3: lle 1..5; section 3.4: the PCA baseline 1..10).
-std::vector<int64_t> auto_ks(const std::string& method)
-{
-    std::vector<int64_t> ks(method == "lle-pca" ? 10 : 5);
-    std::iota(ks.begin(), ks.end(), int64_t{1});
-    return ks;
-}
-
 std::vector<std::string> comma_list(const std::string& text)
 {
     std::vector<std::string> out;
@@ -86,7 +78,7 @@ std::optional<ClassifierProtocolOptions> protocol_options(const Args& args,
             o.settings.push_back({.method = method,
                                   .keep_ratio = r,
                                   .ks = !k_required ? std::vector<int64_t>{0}
-                                        : k_auto    ? auto_ks(method)
+                                        : k_auto    ? row->classifier_protocol_ks // the paper's range
                                                     : given});
     }
     o.select_k = k_auto || given.size() > 1;

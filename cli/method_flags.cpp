@@ -58,7 +58,8 @@ std::string field_flag(const std::string& field)
 
 std::string method_flag(const MethodDescriptor& method, const std::string& field)
 {
-    if (method.id == Method::Flat && field == "compress_mlp")
+    // flat's compress_mlp (the one method whose target ratio compresses the MLP) reads --mlp.
+    if (method.target_compresses_mlp && field == "compress_mlp")
         return "--mlp";
     return field_flag(field);
 }

@@ -8,12 +8,14 @@ set(EMBEDLAB_FORMATS_SOURCES
   io/llamacpp_logits.cpp
   model/manifest_layout.cpp
   methods/accounting.cpp methods/fourier_mlp.cpp methods/method_registry.cpp
-  methods/request_low_rank.cpp methods/request_tensor_train.cpp methods/request_tucker.cpp
-  methods/request_partial_sparse.cpp methods/request_fourier.cpp methods/request_quant.cpp methods/quant_types.cpp methods/request_aq.cpp
-  methods/request_flat.cpp methods/stored_forms.cpp
+  methods/quant_types.cpp methods/stored_forms.cpp
   job/job_check.cpp job/experiment_request.cpp job/results.cpp job/pipeline_request.cpp
   remote/worker_events.cpp)
 list(TRANSFORM EMBEDLAB_FORMATS_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/src/)
+# Every method family's registry rows and stored forms (request_<family>.cpp): a new
+# method's file joins with no edit here.
+file(GLOB EMBEDLAB_METHOD_ROW_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/src/methods/request_*.cpp)
+list(APPEND EMBEDLAB_FORMATS_SOURCES ${EMBEDLAB_METHOD_ROW_SOURCES})
 # Every tokenizer.
 file(GLOB EMBEDLAB_TOKENIZER_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/src/tokenizer/*.cpp)
 list(APPEND EMBEDLAB_FORMATS_SOURCES ${EMBEDLAB_TOKENIZER_SOURCES})

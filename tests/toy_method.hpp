@@ -1,7 +1,8 @@
 // The test's toy method (issue 37, 59): a seeded Gaussian random projection,
 // E ~ (E R) pinv(R), registered from the tests alone: its registry row with a field of
 // its own ("density"), its TableMethod, its stored form (randproj.ER, randproj.pinvR)
-// and the form's rebuild. toy_method_test.cpp runs it through every front door;
+// and the form's rebuild, and its own energy model (recorded_energy).
+// toy_method_test.cpp runs it through every front door;
 // app_method_panel_test.cpp picks it in the workbench.
 //
 //   toy_method::register_toy_once(); // then "randproj" is a method like the others
@@ -170,6 +171,17 @@ public:
     std::string parameters(const embedlab::CompressionSpec& spec) const override
     {
         return "rank " + std::to_string(spec.rank);
+    }
+    void accounting_fields(const embedlab::EmbeddingAccounting& a, nlohmann::ordered_json& j) const override
+    {
+        j["rank"] = a.rank;
+    }
+    // Its own energy model (issue 59): the product's, as TensorSLM's eqs. 2-5 give svd's.
+    std::optional<embedlab::EnergyEstimate> recorded_energy(const nlohmann::json& accounting, int64_t vocab,
+                                                            int64_t dim,
+                                                            const embedlab::EnergyOptions& o) const override
+    {
+        return embedlab::svd_energy(vocab, dim, accounting.at("rank").get<int64_t>(), o);
     }
     void fill_account_defaults(embedlab::CompressionRequest&) const override {}
     embedlab::EmbeddingAccounting account(const embedlab::CompressionRequest& r, int64_t vocab, int64_t dim,

@@ -14,6 +14,7 @@
 
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
+#include "embedlab/job.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/low_rank.hpp"
 #include "embedlab/onnx_export.hpp"
@@ -315,4 +316,31 @@ TEST(ToyMethod, LoraAdaptsAndMergesTheFactorsItDeclares)
     EXPECT_EQ(model.token_embedding().lora_base(), nullptr);
     EXPECT_TRUE(torch::allclose(model.token_embedding().lookup(all_ids), adapted_rows, 1e-5, 1e-5));
     EXPECT_TRUE(torch::allclose(model.logits(ids), before, 1e-4, 1e-4));
+}
+
+// Issue 59: TensorSLM's energy model is a method's own. The toy declares a closed form
+// (its product's, as svd's: recorded_energy) and measure's energy_model reports it under
+// the toy's name; before, measure knew pca, svd and tt by name and said "not modelled".
+TEST(ToyMethod, MeasureReportsTheEnergyModelTheMethodProvides)
+{
+    register_toy_once();
+    TempDir dir;
+    const auto model = embedlab::test::write_tiny_hf_model(dir / "tiny", embedlab::Architecture::Llama);
+    embedlab::CompressionRequest request{.model = model.string(), .method = "randproj", .rank = 6};
+    request.eval_ids = {1, 5, 9, 2, 7, 3, 11, 4, 8, 6, 10, 12, 13, 14, 15, 16};
+    request.has_eval_ids = true;
+    const auto out = dir / "randproj";
+    embedlab::export_run(embedlab::run_compression(request), out);
+    const auto measured = embedlab::measure_model(
+        out, {{"tokens", 8}, {"repeat", 1}, {"lookups", 4}, {"power", "off"}}, {}, {});
+    const auto& energy = measured["energy_model"];
+    EXPECT_EQ(energy["method"], "randproj");
+    const embedlab::EnergyOptions o{
+        .nu = energy["nu"].get<double>(), .tau = energy["tau"].get<double>(), .tokens = 8};
+    const auto want = embedlab::svd_energy(50, 16, 6, o);
+    ASSERT_TRUE(energy["compressed"].is_number()) << energy.dump();
+    EXPECT_DOUBLE_EQ(energy["compressed"].get<double>(), want.compressed_nu + want.compressed_tau);
+    EXPECT_DOUBLE_EQ(energy["compressed_memory"].get<double>(), want.compressed_nu);
+    EXPECT_DOUBLE_EQ(energy["omega"].get<double>(), want.omega);
+    EXPECT_DOUBLE_EQ(energy["original"].get<double>(), want.original_nu + want.original_tau);
 }

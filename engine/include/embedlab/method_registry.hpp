@@ -9,7 +9,8 @@
 // A method declares the request fields it takes (experiment_request.hpp), checks them,
 // describes a request in a few words and names the stored form of its factors
 // (stored_form.hpp); one file per method family, engine/src/methods/request_*.cpp,
-// holds its row. register_method adds a row at run time (a test's toy method).
+// registers its rows itself (EMBEDLAB_BUILTIN_ROWS; the families' one list is
+// methods/builtin_methods.hpp). register_method adds a row at run time (a test's toy method).
 //
 // Torch-free. Thread safety: the built-in rows never change; register_method must
 // finish before any other thread reads the registry.
@@ -28,8 +29,10 @@ namespace embedlab {
 
 struct CompressionRequest; // experiment_request.hpp
 
-// Every method EmbedLab runs, by what it compresses (METHODS.md 1-5); External: one
-// added by register_method, known by its name alone.
+// The built-in methods of METHODS.md 1-5 by id; External: any other (one added by
+// register_method, or a built-in row that sets none), known by its name alone. Code
+// outside a method's own files reads the row's flags and the TableMethod's virtuals,
+// not this id (kept for the front ends' few uses).
 enum class Method { PCA, SVD, TT, Tucker, LLE, LLEUnk, LLEPCA, Fourier, Quant, AQ, Flat, External };
 enum class CompressedPart { TokenEmbedding, AttentionValues };
 
@@ -105,9 +108,9 @@ struct MethodField {
 };
 
 struct MethodDescriptor {
-    Method id;
-    const char* name;    // as on the command line and in JSON: "pca", "lle-unk", ...
-    CompressedPart part; // what the ratio of a run is of
+    Method id = Method::External; // a new method needs no enum value
+    const char* name;             // as on the command line and in JSON: "pca", "lle-unk", ...
+    CompressedPart part;          // what the ratio of a run is of
     const char* summary;
     bool needs_frequency_text = false; // lle family: common/rare split
     bool needs_calibration_text = false;
@@ -121,6 +124,12 @@ struct MethodDescriptor {
     // The baseline the others are read against at equal bytes (quant: the table in a
     // llama.cpp block format); the demo's report names the best run within its bytes.
     bool bytes_baseline = false;
+    // LoRA recovery trains the table's own network instead of adapters on its factors
+    // (fourier: PETE keeps no per-token parameters, so its MLP is what recovers).
+    bool recovery_trains_table_network = false;
+    // The k values finetune's classifier protocol selects among when --k is not given
+    // (the LLE paper's ranges: lle 1..5, section 3.3; lle-pca 1..10, section 3.4).
+    std::vector<int64_t> classifier_protocol_ks;
     // The stored form of its token table (stored_form.hpp): "pca", "svd", "lrf", "tt",
     // "tucker", "lle", "lle-unk", "lle-pca", "fourier", "quant", "aq" or one registered;
     // empty for flat.

@@ -15,8 +15,8 @@
 // A method's registry row names its form (MethodDescriptor::stored_as); a form whose
 // names_a_method is set is also a manifest's method on its own (lrf: the low-rank
 // factors finetune --from-scratch trains, which no method fits). Each built-in form is
-// defined beside its method (engine/src/methods/request_*.cpp), listed once in
-// stored_forms.cpp. Torch-free: the manifest fuzzer reaches every form's checks.
+// defined and registered beside its method (engine/src/methods/request_*.cpp,
+// EMBEDLAB_BUILTIN_ROWS). Torch-free: the manifest fuzzer reaches every form's checks.
 // Thread safety: the built-in forms never change; register_stored_form must finish
 // before any other thread reads the list.
 #pragma once
@@ -82,6 +82,9 @@ struct StoredForm {
     std::string name; // as a registry row's stored_as names it
     // A manifest may name it as its method (lrf), not only a registry row's stored_as.
     bool names_a_method = false;
+    // The bytes a value of its tensors takes as written where no stored type (--store)
+    // applies: 4 for float32 factors, 1 for quant's ggml blocks (uint8).
+    double value_bytes = 4;
     // Reads and checks the block's parameters for a table of t.rows x t.dim, sets
     // t.parameters and declares t's tensors with t.needs.
     std::function<void(const StoredBlock& block, TableLayout& t)> layout;

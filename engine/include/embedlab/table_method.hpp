@@ -2,7 +2,8 @@
 // its stored parameters and accounting look like in JSON, and how a results row names
 // its settings. compress_table, spec_json, accounting_json and the experiment API call
 // these; none of them dispatches on a method name. Each method is one file in
-// engine/src/methods/table_*.cpp, listed once in table_methods.cpp; its registry row
+// engine/src/methods/table_*.cpp, which registers it (EMBEDLAB_BUILTIN_TABLES,
+// methods/builtin_methods.hpp: the families' one list); its registry row
 // (fields, checks) and its stored form's layout are the torch-free request_*.cpp beside
 // it, and the table_*.cpp holds the form's rebuild (StoredFormRebuild) and its
 // embedding's stored_tensors. register_table_method adds one at run time, after
@@ -95,6 +96,15 @@ public:
     virtual std::string accounting_note(const EmbeddingAccounting&) const { return {}; }
     // Whether the fit draws from spec.seed: embedlab.json records the seed (0 otherwise).
     virtual bool fit_is_seeded() const { return false; }
+    // Its table's energy under TensorSLM's model (METHODS 5, eqs. 2-5) for a [vocab, dim]
+    // table, from the "accounting" block its fit recorded in embedlab.json (measure's
+    // energy_model). None by default: no closed form. InputError names the bad field.
+    virtual std::optional<EnergyEstimate> recorded_energy(const nlohmann::json& /*accounting*/,
+                                                          int64_t /*vocab*/, int64_t /*dim*/,
+                                                          const EnergyOptions& /*options*/) const
+    {
+        return std::nullopt;
+    }
 };
 
 // One setting's accounting without a table, checked: the method's defaults, then

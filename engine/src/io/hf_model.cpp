@@ -8,6 +8,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/file_input.hpp"
+#include "embedlab/json_input.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/readers.hpp"
@@ -117,6 +118,39 @@ void apply_layer_dims(ModelConfig& config, const std::string& manifest_text, con
     detail::check_layer_dims(config, label);
 }
 
+std::string shape_text(c10::IntArrayRef s)
+{
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) { // piece by piece: GCC 12's -Wrestrict misfires
+        if (i)
+            out += ", ";
+        out += std::to_string(s[i]);
+    }
+    return out + "]";
+}
+
+// A method that changes the model's own tensors (FLAT-LLM narrows the value heads and
+// MLPs) lists them in embedlab.json's "changed_tensors" with their shapes; each must be
+// in the file at that shape, as a table's factor_tensors must (the same messages).
+void check_changed_tensors(const std::string& manifest_text, const WeightMap& weights,
+                           const std::string& where)
+{
+    const auto m = parse_json_unique<nlohmann::json>(manifest_text, where);
+    if (!m.is_object() || !m.contains("changed_tensors"))
+        return;
+    if (!m["changed_tensors"].is_object())
+        throw InputError(where + ": changed_tensors must map tensor names to shapes");
+    for (const auto& [name, listed] : m["changed_tensors"].items()) {
+        const auto shape = detail::json_integers(listed, "the shape of '" + name + "'", where);
+        const auto it = weights.find(name);
+        if (it == weights.end())
+            throw InputError(where + ": lists tensor '" + name + "' but model.safetensors does not have it");
+        if (it->second.sizes() != c10::IntArrayRef(shape))
+            throw InputError(where + ": says '" + name + "' has shape " + shape_text(shape) +
+                             " but model.safetensors stores " + shape_text(it->second.sizes()));
+    }
+}
+
 // A directory EmbedLab wrote holds its own files: a symlink leading out of it (to
 // weights elsewhere, to /etc/passwd) is not what the manifest's digests describe.
 // One rule for every file of it, config.json, the weights, the tokenizer, the
@@ -220,6 +254,8 @@ ModelFiles read_hf_directory(const fs::path& dir, WeightValues values)
     }
     check_weights_against_config(mf.config, mf.weights, config_path.string(), weights_label, !compressed);
     refuse_unused_tensors(mf.config, mf.weights, weights_label, !compressed);
+    if (compressed)
+        check_changed_tensors(mf.embedlab_manifest, mf.weights, manifest.string());
     for (const auto& [name, warning] : loaded.non_finite) // last, as read_model_files' own scan
         mf.warnings.push_back(warning);
     return mf;

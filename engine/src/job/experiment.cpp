@@ -1,7 +1,8 @@
 // run_compression and export_run (experiment.hpp): the one implementation of
-// "fit, recover, evaluate, record, export" that every front end calls.
+// "fit, recover, evaluate, record, export" that every front end calls. The steps are
+// the same for every method; a method's own work is its part's CompressionUnit
+// (compression_unit.hpp: run_table.cpp, run_flat.cpp).
 #include "embedlab/experiment.hpp"
-#include "embedlab/table_method.hpp"
 #include "embedlab/text_format.hpp"
 
 #include <sys/stat.h>
@@ -17,26 +18,27 @@
 #include <optional>
 #include <tuple>
 
-#include "embedlab/compressed_model.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/finetune.hpp"
-#include "embedlab/flat_llm.hpp"
-#include "embedlab/lora.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tasks.hpp"
-#include "embedlab/tensor_train.hpp"
 #include "embedlab/tokenizer.hpp"
 #include "eval/classifier_task.hpp"
+#include "job/compression_unit.hpp"
+#include "job/run_steps.hpp"
 
 namespace embedlab {
 
 using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
+using run_steps::EvalInput;
+using run_steps::kNaN;
+using run_steps::RunInputs;
+using run_steps::StagedProgress;
+using run_steps::Training;
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string host_name()
 {
@@ -45,48 +47,6 @@ std::string host_name()
         return "localhost";
     return buf;
 }
-
-// One progress bar over the run's stages, each weighted by its usual share of the time.
-class StagedProgress {
-public:
-    StagedProgress(ExperimentProgressFn fn, std::vector<std::pair<std::string, double>> stages)
-        : fn_(std::move(fn)), stages_(std::move(stages))
-    {
-        for (const auto& s : stages_)
-            total_ += s.second;
-    }
-
-    ProgressFn stage(const std::string& name) const
-    {
-        if (!fn_)
-            return {};
-        // The stage of that name, else the one it extends ("compress pca" is "compress"):
-        // "compress positions" has a row of its own after "compress".
-        size_t at = stages_.size();
-        for (size_t i = 0; i < stages_.size() && at == stages_.size(); ++i)
-            if (stages_[i].first == name)
-                at = i;
-        for (size_t i = 0; i < stages_.size() && at == stages_.size(); ++i)
-            if (name.rfind(stages_[i].first + " ", 0) == 0)
-                at = i;
-        double before = 0, weight = 0;
-        for (size_t i = 0; i < stages_.size(); ++i)
-            if (i < at)
-                before += stages_[i].second;
-            else if (i == at)
-                weight = stages_[i].second;
-        return [=, this](int64_t done, int64_t total) {
-            const double part = total > 0 ? std::clamp(double(done) / double(total), 0.0, 1.0) : 0.0;
-            return fn_(
-                {name, done, total, total_ > 0 ? std::min(1.0, (before + weight * part) / total_) : 0});
-        };
-    }
-
-private:
-    ExperimentProgressFn fn_;
-    std::vector<std::pair<std::string, double>> stages_;
-    double total_ = 0;
-};
 
 // What identifies the bytes of `path` (a file, or every file under a directory) for the
 // process's caches: each file's name, size, device, inode and change time. The kernel
@@ -121,19 +81,6 @@ std::string file_identity(const fs::path& path)
     for (const auto& f : files)
         add(f);
     return key;
-}
-
-// The bytes of a compressed table's tensors as an export writes them: the stored
-// types' blocks where --store chose one, every other factor at its own width.
-double written_factor_bytes(const CompressedEmbedding& c, const std::string& prefix)
-{
-    double bytes = 0;
-    for (const auto& [name, stored] : c.stored_tensors)
-        bytes += static_cast<double>(stored.numel() * static_cast<int64_t>(stored.element_size()));
-    for (const auto& [name, t] : embedding_factor_tensors(*c.embedding, prefix))
-        if (!c.stored_types.contains(name))
-            bytes += static_cast<double>(t.numel() * static_cast<int64_t>(t.element_size()));
-    return bytes;
 }
 
 // Original-model perplexities by model, ids and protocol, for the process.
@@ -255,20 +202,6 @@ bool same_file(const std::string& a, const std::string& b)
     return !ea && !eb && ca == cb;
 }
 
-Json text_json(const std::string& path, size_t tokens)
-{
-    return {{"path", fs::absolute(path).lexically_normal().string()},
-            {"sha256", sha256_file(path)},
-            {"tokens", tokens}};
-}
-
-// The evaluation the request asks for: its ids, the protocol, and where they came from.
-struct EvalInput {
-    std::vector<int32_t> ids;
-    PerplexityOptions options;
-    int64_t text_ids = 0; // ids in the whole text (before eval_tokens)
-};
-
 EvalInput eval_input(const CompressionRequest& r, const LoadedModel& lm)
 {
     EvalInput e;
@@ -340,27 +273,7 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
     return j;
 }
 
-CompressionSpec embedding_spec(const CompressionRequest& r, const MethodDescriptor& m, const LoadedModel& lm,
-                               std::shared_ptr<const FrequencySplit> split)
-{
-    CompressionSpec spec = table_spec(r, lm.model->config().embedding_dim());
-    spec.split = std::move(split);
-    spec.unk_id = m.needs_frequency_text && lm.tokenizer ? lm.tokenizer->unk_id().value_or(-1) : -1;
-    return spec;
-}
-
-std::string embedding_parameters(const CompressedEmbedding& c, const MethodDescriptor& m)
-{
-    return table_method(m.name).parameters(c.spec) + (c.spec.store.empty() ? "" : ", stored " + c.spec.store);
-}
-
-// LoRA recovery (METHODS 1): the ids to train on, never one the run is evaluated on.
-struct Training {
-    std::vector<int32_t> ids;
-    int64_t first_id = 0; // ids[0] is the text's id number first_id
-    TrainOptions options;
-};
-
+// LoRA recovery's training ids (METHODS 1), never one the run is evaluated on.
 Training recovery_training(const CompressionRequest& r, const LoadedModel& lm, int64_t evaluated_ids)
 {
     Training t;
@@ -384,33 +297,6 @@ Training recovery_training(const CompressionRequest& r, const LoadedModel& lm, i
     }
     check_train_options(t.options, static_cast<int64_t>(t.ids.size()), lm.model->max_context(), r.train_text);
     return t;
-}
-
-Json recover(CompressionRun& run, const Training& t, const ProgressFn& progress)
-{
-    const auto& r = run.request;
-    auto& model = *run.model.model;
-    const LoraOptions lora{
-        .rank = r.lora_rank, .alpha = 2.0 * static_cast<double>(r.lora_rank), .seed = r.seed};
-    // A fourier table trains its own MLP (PETE keeps no per-token parameters), as
-    // finetune does; every other table gets its factors or row adapter trained.
-    const bool fourier_mlp = method_descriptor(r.method).id == Method::Fourier;
-    const Trainable trainable = fourier_mlp ? prepare_fourier_mlp_recovery(model, lora)
-                                            : prepare_recovery(model, lora, /*from_scratch=*/false);
-    const auto result = train_next_token(
-        model, trainable.params, t.ids, t.options,
-        [&](const TrainStep& s) { return !progress || progress(s.step, s.steps); }, r.train_text);
-    Json record = {{"mode", trainable.description["mode"]},
-                   {"method", model.token_embedding().kind()},
-                   {"trains", trainable.description["trains"]},
-                   {"frozen", trainable.description["frozen"]},
-                   {"lora", trainable.description["lora"]},
-                   {"training", training_json(result, r.train_text, sha256_file(r.train_text), t.ids.size())},
-                   {"by", "EmbedLab experiment API (LoRA recovery of a compressed embedding)"}};
-    record["training"]["ids_from"] = t.first_id; // the evaluated ids come before
-    if (fourier_mlp)                             // the trained MLP is the table an export writes
-        run.embedding->embedding = model.shared_token_embedding();
-    return record;
 }
 
 } // namespace
@@ -461,9 +347,20 @@ Json FrequencyText::json() const
             {"rare", split->rare.size()}};
 }
 
+const CompressionUnit& compression_unit(const MethodDescriptor& method)
+{
+    switch (method.part) {
+    case CompressedPart::TokenEmbedding:
+        return table_compression_unit();
+    case CompressedPart::AttentionValues:
+        return attention_values_compression_unit();
+    }
+    throw InputError(std::string(method.name) + ": compresses a part this build cannot run");
+}
+
 const LanguageModel& CompressionRun::compressed_model() const
 {
-    return flat ? *flat->model : *model.model;
+    return compression_unit(method_descriptor(request.method)).compressed_model(*this);
 }
 
 LoadOptions request_load_options(const CompressionRequest& request)
@@ -477,61 +374,6 @@ LoadOptions request_load_options(const CompressionRequest& request)
     return load;
 }
 
-// The run's stages weighted by their estimated floating-point work, so one progress
-// bar tracks the work (a cached baseline weighs nothing; LoRA training dwarfs a pca
-// fit). Estimates, not measurements: the bar's pace, never a reported number.
-std::vector<std::pair<std::string, double>> stage_costs(const CompressionRequest& r,
-                                                        const MethodDescriptor& m, const ModelConfig& c,
-                                                        const EvalInput* eval, const TrainOptions* train,
-                                                        const CalibrationOptions& calib,
-                                                        double task_tokens = 0)
-{
-    const double v = double(c.vocab_size), d = double(c.hidden_size), layers = double(c.num_layers);
-    const double body = 2 * layers * (4 * d * d + 3 * d * double(c.intermediate_size)); // per position
-    const double per_token = body + 2 * v * d;                                          // + the head
-    const double tokens = eval ? double(eval->ids.size()) : 0;
-    double compress = 0;
-    if (m.part == CompressedPart::TokenEmbedding) {
-        compress = table_method(m.name).fit_work(r, v, d);
-    } else {                               // flat
-        compress = 8 * layers * d * d * d; // per-head eigendecompositions, absorbed products
-        if (calib.mlp) { // MLP covariances beyond the budget: a pass (to its group's last layer) per group
-            const double f = double(c.intermediate_size), bytes = layers * f * f * 8;
-            if (bytes > double(calib.mlp_covariance_budget))
-                compress += std::ceil(bytes / double(calib.mlp_covariance_budget)) * 0.5 *
-                            double(calib.samples) * double(calib.seqlen) * body;
-        }
-    }
-    std::vector<std::pair<std::string, double>> stages{{"load", 0}};
-    if (m.part == CompressedPart::AttentionValues)
-        stages.emplace_back("calibrate", double(calib.samples) * double(calib.seqlen) * per_token);
-    if (eval)
-        stages.emplace_back("eval original",
-                            baseline_cached(r, eval->ids, eval->options) ? 0 : tokens * per_token);
-    if (!r.task.empty())
-        stages.emplace_back("task original", task_cached(r) ? 0 : task_tokens * per_token);
-    stages.emplace_back("compress", compress);
-    if (r.positions)
-        stages.emplace_back("compress positions", 2 * double(c.max_positions) * d * d);
-    if (train)
-        stages.emplace_back("train", 3 * double(train->steps) * double(train->batch) * double(train->seqlen) *
-                                         per_token);
-    if (eval)
-        stages.emplace_back("eval compressed", tokens * per_token);
-    if (r.divergence)
-        stages.emplace_back("divergence", 2 * tokens * per_token); // both models again, window by window
-    if (!r.task.empty())
-        stages.emplace_back("task", task_tokens * per_token);
-    double total = 0;
-    for (const auto& st : stages)
-        total += st.second;
-    for (auto& st : stages) // a stage that runs is never invisible
-        if (st.first != "load" &&
-            !((st.first == "eval original" || st.first == "task original") && st.second == 0))
-            st.second = std::max(st.second, 0.01 * total);
-    return stages;
-}
-
 CompressionRun run_compression(const CompressionRequest& request, const ExperimentProgressFn& progress)
 {
     check_request(request);
@@ -542,20 +384,49 @@ CompressionRun run_compression(const CompressionRequest& request, const Experime
 
 namespace {
 
-// What a run reads before its long steps, so a bad text fails in a second.
-struct RunInputs {
-    std::optional<FrequencyText> freq;          // lle family
-    std::vector<std::string> coverage_examples; // lle: coverage_data's examples
-    std::optional<EvalInput> eval;
-    std::optional<TaskData> task;
-    std::optional<Training> training; // LoRA recovery
-    std::vector<int32_t> calib_ids;   // flat
-    CalibrationOptions calib_options;
-    double flat_remaining = 0; // flat: remaining, or what target_ratio asks for
-};
+// The run's stages weighted by their estimated floating-point work, so one progress
+// bar tracks the work (a cached baseline weighs nothing; LoRA training dwarfs a pca
+// fit). Estimates, not measurements: the bar's pace, never a reported number.
+run_steps::Stages stage_costs(const CompressionRequest& r, const MethodFit& fit, const ModelConfig& c,
+                              const RunInputs& in)
+{
+    const double v = double(c.vocab_size), d = double(c.hidden_size);
+    const double per_token = run_steps::decoder_work_per_position(c) + 2 * v * d; // + the head
+    const double tokens = in.eval ? double(in.eval->ids.size()) : 0;
+    const double task = in.task ? task_tokens(*in.task) : 0;
+    run_steps::Stages stages{{"load", 0}};
+    for (auto& stage : fit.stages_before(per_token))
+        stages.push_back(std::move(stage));
+    if (in.eval)
+        stages.emplace_back("eval original",
+                            baseline_cached(r, in.eval->ids, in.eval->options) ? 0 : tokens * per_token);
+    if (!r.task.empty())
+        stages.emplace_back("task original", task_cached(r) ? 0 : task * per_token);
+    stages.emplace_back("compress", fit.fit_work(r, c));
+    if (r.positions)
+        stages.emplace_back("compress positions", 2 * double(c.max_positions) * d * d);
+    if (const auto& t = in.training)
+        stages.emplace_back("train", 3 * double(t->options.steps) * double(t->options.batch) *
+                                         double(t->options.seqlen) * per_token);
+    if (in.eval)
+        stages.emplace_back("eval compressed", tokens * per_token);
+    if (r.divergence)
+        stages.emplace_back("divergence", 2 * tokens * per_token); // both models again, window by window
+    if (!r.task.empty())
+        stages.emplace_back("task", task * per_token);
+    double total = 0;
+    for (const auto& st : stages)
+        total += st.second;
+    for (auto& st : stages) // a stage that runs is never invisible
+        if (st.first != "load" &&
+            !((st.first == "eval original" || st.first == "task original") && st.second == 0))
+            st.second = std::max(st.second, 0.01 * total);
+    return stages;
+}
 
 // The request against the loaded model: what its files and architecture allow.
-void check_against_model(const CompressionRequest& request, const MethodDescriptor& m, const LoadedModel& lm)
+void check_against_model(const CompressionRequest& request, const CompressionUnit& unit,
+                         const LoadedModel& lm)
 {
     if (request_load_options(request).need_tokenizer && !lm.tokenizer)
         throw InputError(request.model + ": " + request.method +
@@ -568,251 +439,58 @@ void check_against_model(const CompressionRequest& request, const MethodDescript
     if (request.positions && config.arch != Architecture::GPT2)
         throw InputError(request.model + ": positions: " + architecture_name(config.arch) +
                          " models have no learned position table");
-    if (m.part == CompressedPart::AttentionValues && !config.value_head_dims.empty())
-        throw InputError(request.model + ": is already FLAT-compressed; use the original model");
+    unit.check_model(request, lm);
 }
 
-// flat's calibration windows and its remaining ratio, checked against the model.
-void read_calibration(const CompressionRequest& request, const LoadedModel& lm, RunInputs& in)
-{
-    const auto& model = *lm.model;
-    in.flat_remaining = request.remaining;
-    if (request.target_ratio > 0) {
-        try {
-            in.flat_remaining =
-                remaining_for_target(model.config(), request.target_ratio, request_compresses_mlp(request));
-        } catch (const InputError& e) {
-            throw InputError(request.model + ": " + e.what());
-        }
-    }
-    in.calib_ids = lm.tokenizer->encode(read_text_file(request.calib_text));
-    if (in.calib_ids.empty())
-        throw InputError(request.calib_text + ": the calibration text has no tokens");
-    const int64_t context = calibration_context(model);
-    in.calib_options = {.samples = request.samples,
-                        .seqlen = request.seqlen > 0 ? request.seqlen : std::min<int64_t>(256, context),
-                        .seed = request.seed,
-                        // Sequential calibration sums the MLP covariances itself, layer by layer.
-                        .mlp = request_compresses_mlp(request) && request.calibration == "parallel"};
-    if (in.calib_options.seqlen > context)
-        throw InputError(request.calib_text + ": calibration seqlen " +
-                         std::to_string(in.calib_options.seqlen) + " is beyond the model's context (" +
-                         std::to_string(context) + ")");
-    try {
-        calibration_window_starts(static_cast<int64_t>(in.calib_ids.size()), in.calib_options.samples,
-                                  in.calib_options.seqlen, in.calib_options.seed);
-    } catch (const InputError& e) {
-        throw InputError(request.calib_text + ": " + e.what());
-    }
-}
-
-RunInputs read_run_inputs(const CompressionRequest& request, const MethodDescriptor& m, const LoadedModel& lm)
+// What every run reads before its long steps (the method's own: MethodFit), so a bad
+// text fails in a second.
+RunInputs read_run_inputs(const CompressionRequest& request, const LoadedModel& lm)
 {
     RunInputs in;
-    if (m.needs_frequency_text)
-        in.freq = read_frequency_text(request.freq_text, *lm.tokenizer, lm.model->config().vocab_size,
-                                      request.keep_ratio);
-    if (!request.coverage_data.empty())
-        in.coverage_examples = task_texts(request.coverage_task, request.coverage_data);
     if (request.evaluates())
         in.eval = eval_input(request, lm);
     if (!request.task.empty())
         in.task = read_task_data(request.task, request.task_data, {.limit = request.task_limit});
     if (request.lora_rank > 0)
         in.training = recovery_training(request, lm, in.eval ? static_cast<int64_t>(in.eval->ids.size()) : 0);
-    if (m.part == CompressedPart::AttentionValues)
-        read_calibration(request, lm, in);
     return in;
 }
 
-// flat's words for its settings: "target 0.5, remaining 0.41, iprs, mlp, ranks 3,5,..".
-std::string flat_parameters(const CompressionRequest& request, const FlatOptions& options,
-                            const FlatResult& flat)
-{
-    std::string ranks;
-    for (const auto& layer : flat.layers) { // piece by piece: GCC 12's -Wrestrict misfires on "," + string
-        if (!ranks.empty())
-            ranks += ',';
-        ranks += std::to_string(layer.rank);
-    }
-    return (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
-           "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
-           (options.mlp ? ", mlp" : "") +
-           (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") +
-           (options.calibration == FlatCalibration::Sequential && options.mlp &&
-                    options.mlp_calibration == FlatMlpCalibration::AfterAttention
-                ? ", mlp calibration after attention"
-                : "") +
-           ", ranks " + ranks;
-}
+// The original model's figures the compressed one is read against, measured before the
+// compressed part replaces the original's.
+struct OriginalFigures {
+    std::optional<PerplexityResult> perplexity;
+    std::optional<TaskResult> task;
+};
 
-// FLAT-LLM: the narrowed model and the part it compressed (METHODS 0: V and O, and the
-// MLPs when narrowed), in values and in bytes.
-void fit_flat(CompressionRun& run, const CompressionRequest& request, const RunInputs& in,
-              const StagedProgress& bar)
+OriginalFigures measure_original(const CompressionRun& run, const RunInputs& in, const StagedProgress& bar)
 {
     const auto& model = *run.model.model;
-    FlatOptions options;
-    options.remaining = in.flat_remaining;
-    options.target_ratio = request.target_ratio;
-    options.allocation = parse_rank_allocation(request.allocation);
-    options.mlp = request_compresses_mlp(request);
-    options.mlp_lambda = request.mlp_lambda;
-    options.calibration = parse_flat_calibration(request.calibration);
-    options.mlp_calibration = parse_flat_mlp_calibration(request.mlp_calibration);
-    report_progress(bar.stage("compress"), 0, 1);
-    run.flat =
-        std::make_shared<FlatResult>(flat_compress(model, *run.calibration, options, bar.stage("compress")));
-    report_progress(bar.stage("compress"), 1, 1);
+    OriginalFigures original;
+    if (in.eval)
+        original.perplexity = original_perplexity(run.request, model, in.eval->ids, in.eval->options,
+                                                  bar.stage("eval original"));
+    if (in.task)
+        original.task =
+            original_task(run.request, model, *run.model.tokenizer, *in.task, bar.stage("task original"));
+    return original;
+}
+
+// The summary's fields every run has, before its figures.
+void begin_summary(CompressionRun& run, const MethodDescriptor& m)
+{
+    const CompressionRequest& request = run.request;
     RunSummary& s = run.summary;
-    s.parameters = flat_parameters(request, options, *run.flat);
-    s.params_before = flat_compressed_params(model, options.mlp);
-    s.params_after = flat_compressed_params(*run.flat->model, options.mlp);
-    s.part = options.mlp ? "attention_values_and_mlp" : "attention_values";
-    // In bytes too (issue 38): the part as a Hugging Face source of one dtype stores it,
-    // and as the export writes the narrowed tensors (at the width the model holds them).
-    if (const double bits = run.model.files.format == ModelFormat::HuggingFace
-                                ? stored_bits_per_value(run.model.files.stored_dtype)
-                                : 0.0;
-        bits > 0) {
-        const auto value_bytes =
-            static_cast<double>(run.flat->model->weights().begin()->second.element_size());
-        s.bytes_before = static_cast<double>(s.params_before) * bits / 8;
-        s.bytes_after = static_cast<double>(s.params_after) * value_bytes;
-    }
-    s.mean_cosine = kNaN; // the embedding is untouched: no rows to compare
-}
-
-// --store (issue 38): the factors as the directory will hold them, evaluated so.
-std::optional<StoredFactorBytes> store_run_factors(CompressionRun& run, const CompressionSpec& spec,
-                                                   const torch::Tensor& table)
-{
-    if (spec.store.empty())
-        return std::nullopt;
-    const auto& config = run.model.model->config();
-    auto stored = store_factors(*run.embedding, config);
-    auto& c = *run.embedding;
-    c.reconstruction = measure_reconstruction(table, *c.embedding);
-    c.fit["stored"] = {{"type", spec.store},
-                       {"tensors", c.stored_types},
-                       {"note", "the fit's own figures are of the float32 factors; reconstruction is of "
-                                "the stored ones, read back"}};
-    if (run.positions)
-        store_factors(*run.positions, config, /*positions=*/true);
-    return stored;
-}
-
-// The table's accounting in the model's context: the tied head, the energy model, the
-// input's storage and the stored bytes, positions in eta_emb (issue 20).
-void account_table(CompressionRun& run, const CompressionRequest& request,
-                   const std::optional<StoredFactorBytes>& stored)
-{
-    const auto& model = *run.model.model;
-    const auto breakdown = model.parameter_breakdown();
-    auto& accounting = run.embedding->accounting;
-    apply_model_context(accounting, model.config().tied_embeddings, breakdown.position_embedding);
-    apply_energy(accounting, request_energy(request));
-    // Factors are float32; quant's values take its type's bits (the fit records them).
-    apply_storage(accounting, token_embedding_stored_type(run.model.files),
-                  accounting.bits_per_value_after > 0 ? accounting.bits_per_value_after : 32);
-    if (stored && accounting.bits_per_value_before > 0) { // the stored tensors' own bytes
-        const int64_t values = accounting.params_after - accounting.index_values;
-        accounting.bits_per_value_after = values > 0 ? 8.0 * static_cast<double>(stored->values) / values : 0;
-        accounting.index_bytes = stored->ids;
-        accounting.bytes_after = static_cast<double>(stored->values + stored->ids);
-        accounting.bytes_ratio = accounting.bytes_after / accounting.bytes_before;
-    }
-    if (run.positions) {
-        const auto& p = run.positions->accounting;
-        accounting.eta_emb_with_positions =
-            static_cast<double>(accounting.params_before - accounting.params_after + p.params_before -
-                                p.params_after) /
-            static_cast<double>(accounting.params_before + p.params_before);
-    }
-}
-
-// The lle family's records: the frequency text and V_C's coverage of a dataset.
-void record_frequency_text(CompressionRun& run, const CompressionRequest& request, const RunInputs& in)
-{
-    if (!in.freq)
-        return;
-    run.extra["frequency_text"] = in.freq->json();
-    if (request.coverage_data.empty())
-        return;
-    const auto cov = coverage_of_examples(*in.freq->split, *run.model.tokenizer, in.coverage_examples);
-    run.extra["example_coverage"] = {{"task", request.coverage_task},
-                                     {"data", request.coverage_data},
-                                     {"examples", cov.examples},
-                                     {"tokens", cov.tokens},
-                                     {"token_coverage", cov.token_coverage},
-                                     {"example_coverage", cov.example_coverage}};
-}
-
-// LoRA recovery (METHODS 1) of the compressed table, counted in the summary.
-void recover_table(CompressionRun& run, const CompressionRequest& request, const Training& training,
-                   const torch::Tensor& table, const StagedProgress& bar)
-{
-    const auto& model = *run.model.model;
-    RunSummary& s = run.summary;
-    run.recovery = recover(run, training, bar.stage("train"));
-    s.parameters += " + LoRA r " + std::to_string(request.lora_rank) + ", " +
-                    std::to_string(request.lora_steps) + " steps";
-    // METHODS 0: unmerged adapters are stored values (an export keeps them beside the table).
-    s.params_after += model.parameter_breakdown().adapters;
-    s.bytes_after += 4.0 * static_cast<double>(model.parameter_breakdown().adapters); // float32
-    // Issue 20 item 3: the recorded reconstruction is the recovered table's (with dZ, dP);
-    // the fit's spectrum describes the original table and the start of training.
-    auto& c = *run.embedding;
-    c.fit["before_recovery"] = {
-        {"reconstruction", reconstruction_json(c.reconstruction)},
-        {"note", "reconstruction of the table before LoRA recovery; the eigenvalues and explained "
-                 "variance here are the original table's and the fit's before training"}};
-    c.reconstruction = measure_reconstruction(table, model.token_embedding());
-    s.mean_cosine = c.reconstruction.mean_cosine;
-}
-
-// A table method: fit, store, account, put into the model (the original kept in
-// `original` for the divergence), recover; the summary's part of it.
-void fit_table(CompressionRun& run, const CompressionRequest& request, const MethodDescriptor& m,
-               const RunInputs& in, const StagedProgress& bar, std::unique_ptr<LanguageModel>& original)
-{
-    auto& model = *run.model.model;
-    const auto* dense = dense_table(&model.token_embedding());
-    if (!dense)
-        throw InputError(request.model + ": the token embedding is not a dense table (" +
-                         model.token_embedding().kind() + "); use the original model");
-    const torch::Tensor table = *dense; // a handle: the model drops its table next
-    const CompressionSpec spec = embedding_spec(request, m, run.model, in.freq ? in.freq->split : nullptr);
-    run.embedding = compress_table(table, spec, model.parameter_breakdown().total(),
-                                   bar.stage("compress " + spec.method));
-    if (request.positions)
-        run.positions =
-            compress_table(model.weights().at("wpe.weight"), spec, 0, bar.stage("compress positions"));
-    account_table(run, request, store_run_factors(run, spec, table));
-    if (request.divergence)
-        original =
-            std::make_unique<LanguageModel>(model.config(), model.weights(), model.shared_token_embedding(),
-                                            "the original", model.shared_position_embedding());
-    model.set_token_embedding(run.embedding->embedding);
-    if (!in.training) // the dense table is freed at the end of this call (LoRA measures against it)
-        model.drop_dense_token_table();
-    if (run.positions)
-        model.set_position_embedding(run.positions->embedding);
-    record_frequency_text(run, request, in);
-    RunSummary& s = run.summary;
-    s.parameters = embedding_parameters(*run.embedding, m) + (run.positions ? " + positions" : "");
-    s.params_before = run.embedding->accounting.params_before;
-    s.params_after = run.embedding->accounting.params_after;
-    if (const auto& a = run.embedding->accounting; a.bytes_after > 0)
-        s.bytes_before = a.bytes_before, s.bytes_after = a.bytes_after;
-    s.mean_cosine = run.embedding->reconstruction.mean_cosine;
-    if (in.training)
-        recover_table(run, request, *in.training, table, bar);
+    s.method = m.name;
+    s.host = host_name();
+    s.model = request.model;
+    s.eval_text = !request.eval_text.empty() ? request.eval_text : request.has_eval_ids ? "eval_ids" : "";
+    s.ppl_original = s.ppl = s.delta_ln_ppl = kNaN;
 }
 
 // The whole model as stored (issue 38): a Hugging Face input of one dtype, its
-// compressed part's bytes replaced.
-void record_model_bytes(CompressionRun& run, int64_t model_params_before)
+// compressed part's bytes replaced as the method's export writes them.
+void record_model_bytes(CompressionRun& run, const MethodFit& fit, int64_t model_params_before)
 {
     RunSummary& s = run.summary;
     const double bits = run.model.files.format == ModelFormat::HuggingFace
@@ -821,26 +499,29 @@ void record_model_bytes(CompressionRun& run, int64_t model_params_before)
     if (!(bits > 0 && std::isfinite(s.bytes_before) && std::isfinite(s.bytes_after)))
         return;
     s.model_bytes_before = static_cast<double>(model_params_before) * bits / 8;
-    // A table method's export keeps the other weights at the input's dtype; flat's
-    // writes every weight at the width the narrowed model holds them.
-    s.model_bytes_after = run.flat
-                              ? static_cast<double>(run.flat->model->parameter_breakdown().total() *
-                                                    run.flat->model->weights().begin()->second.element_size())
-                              : s.model_bytes_before - s.bytes_before + s.bytes_after;
-    // gpt2's --positions: the export writes the position table's factors in place of
-    // wpe.weight, so its bytes are replaced too (issue 62 item 5).
-    if (run.positions && !run.flat) {
-        const auto& config = run.model.model->config();
-        s.model_bytes_after += written_factor_bytes(*run.positions, "wpe.") -
-                               static_cast<double>(config.max_positions * config.hidden_size) * bits / 8;
-    }
+    s.model_bytes_after = fit.model_bytes_after(run, s.model_bytes_before, bits);
+}
+
+// The compressed model's divergence from the reference, window by window.
+void record_divergence(CompressionRun& run, const EvalInput& eval, const LanguageModel& reference,
+                       const StagedProgress& bar)
+{
+    const auto d = evaluate_divergence(run.compressed_model(), reference, eval.ids, eval.options,
+                                       bar.stage("divergence"));
+    run.evaluation["divergence"] = divergence_json(d);
+    run.evaluation["divergence"]["tokens"] = d.tokens;
+    RunSummary& s = run.summary;
+    s.kl_mean = d.kl_mean;
+    s.top1_agreement = d.top1_agreement;
+    s.window_kl = d.window_kl_mean;
+    s.window_top1 = d.window_top1;
 }
 
 // The compressed model's perplexity (and bits per byte, divergence) against the original's.
-void evaluate_run(CompressionRun& run, const CompressionRequest& request, const RunInputs& in,
-                  PerplexityResult baseline, const LanguageModel& reference, const StagedProgress& bar)
+void evaluate_run(CompressionRun& run, const MethodFit& fit, const EvalInput& eval, PerplexityResult baseline,
+                  const StagedProgress& bar)
 {
-    const EvalInput& eval = *in.eval;
+    const CompressionRequest& request = run.request;
     auto compressed =
         evaluate_perplexity(run.compressed_model(), eval.ids, eval.options, bar.stage("eval compressed"));
     if (run.model.tokenizer) { // bits per byte: comparable across tokenizations (issue 60)
@@ -848,108 +529,73 @@ void evaluate_run(CompressionRun& run, const CompressionRequest& request, const 
         add_bits_per_byte(compressed, eval.ids, *run.model.tokenizer);
     }
     run.evaluation = evaluation_json(request, eval, baseline, compressed);
-    if (in.freq && !request.eval_text.empty()) {
-        const auto cov =
-            coverage_of(*in.freq->split, *run.model.tokenizer, read_text_file(request.eval_text));
-        run.evaluation["coverage"] = {{"token_coverage", cov.token_coverage},
-                                      {"line_coverage", cov.line_coverage},
-                                      {"tokens", cov.tokens},
-                                      {"lines", cov.lines}};
-    }
     RunSummary& s = run.summary;
     s.ppl_original = baseline.ppl;
     s.ppl = compressed.ppl;
     s.delta_ln_ppl = std::log(compressed.ppl) - std::log(baseline.ppl);
-    // TensorSLM Fig. 2a's trade-off: perplexity cost per share of the table removed.
-    if (run.embedding && run.embedding->accounting.eta_emb > 0)
-        run.evaluation["delta_ln_ppl_per_eta_emb"] = s.delta_ln_ppl / run.embedding->accounting.eta_emb;
+    fit.record_evaluation(run);
     s.eval_tokens = compressed.tokens;
     s.bits_per_byte = compressed.bits_per_byte;
     s.bits_per_byte_original = baseline.bits_per_byte;
-    if (!request.divergence)
-        return;
-    const auto d = evaluate_divergence(run.compressed_model(), reference, eval.ids, eval.options,
-                                       bar.stage("divergence"));
-    run.evaluation["divergence"] = divergence_json(d);
-    run.evaluation["divergence"]["tokens"] = d.tokens;
-    s.kl_mean = d.kl_mean;
-    s.top1_agreement = d.top1_agreement;
-    s.window_kl = d.window_kl_mean;
-    s.window_top1 = d.window_top1;
+    if (request.divergence)
+        record_divergence(run, eval, fit.reference(run), bar);
 }
 
 // The zero-shot task on the compressed model, beside the original's on the same examples.
-void run_task(CompressionRun& run, const CompressionRequest& request, const TaskData& task,
-              const TaskResult& original, const StagedProgress& bar)
+void run_task(CompressionRun& run, const TaskData& task, const TaskResult& original,
+              const StagedProgress& bar)
 {
     const auto result = evaluate_task(run.compressed_model(), *run.model.tokenizer, task, bar.stage("task"));
     if (run.evaluation.is_null())
         run.evaluation = Json::object();
-    run.evaluation["task"] = task_record(request, result, original);
+    run.evaluation["task"] = task_record(run.request, result, original);
     RunSummary& s = run.summary;
-    s.task = request.task;
+    s.task = run.request.task;
     s.task_accuracy = result.accuracy;
     s.task_accuracy_original = original.accuracy;
     s.task_n = result.n;
 }
 
+// Fit (the method's own steps), then the figures every run records of it.
+void fit_and_record(CompressionRun& run, MethodFit& fit, const RunInputs& in, const StagedProgress& bar)
+{
+    const int64_t model_params_before = run.model.model->parameter_breakdown().total();
+    fit.fit(run, in, bar);
+    RunSummary& s = run.summary;
+    s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
+    record_model_bytes(run, fit, model_params_before);
+}
+
 } // namespace
 
-// Check, read the inputs, measure the original, fit, account, evaluate, record.
+// Check, read the inputs, measure the original, fit, evaluate, record: the same steps
+// for every method, its own behind its CompressionUnit (compression_unit.hpp).
 CompressionRun run_compression(const CompressionRequest& request, LoadedModel loaded,
                                const ExperimentProgressFn& progress)
 {
     const auto start = std::chrono::steady_clock::now();
     check_request(request);
     const MethodDescriptor& m = method_descriptor(request.method);
-    const bool is_flat = m.part == CompressedPart::AttentionValues;
+    const CompressionUnit& unit = compression_unit(m);
     // Loaded: the stages' weights (below) need the inputs, read first.
     if (progress && !progress({"load", 1, 1, 0.0}))
         throw Cancelled();
     CompressionRun run;
     run.request = request;
     run.model = std::move(loaded);
-    check_against_model(request, m, run.model);
-    const RunInputs in = read_run_inputs(request, m, run.model);
-    auto& model = *run.model.model;
-    const StagedProgress bar(progress, stage_costs(request, m, model.config(), in.eval ? &*in.eval : nullptr,
-                                                   in.training ? &in.training->options : nullptr,
-                                                   in.calib_options, in.task ? task_tokens(*in.task) : 0));
-    RunSummary& s = run.summary;
-    s.method = m.name;
-    s.part = is_flat ? "attention_values" : "token_embedding";
-    s.host = host_name();
-    s.model = request.model;
-    s.eval_text = !request.eval_text.empty() ? request.eval_text : request.has_eval_ids ? "eval_ids" : "";
-    s.ppl_original = s.ppl = s.delta_ln_ppl = kNaN;
-
-    if (is_flat) {
-        run.calibration = std::make_shared<Calibration>(
-            calibrate(model, in.calib_ids, in.calib_options, bar.stage("calibrate")));
-        run.extra["calibration_text"] = text_json(request.calib_text, in.calib_ids.size());
-    }
-    std::optional<PerplexityResult> baseline;
-    if (in.eval)
-        baseline =
-            original_perplexity(request, model, in.eval->ids, in.eval->options, bar.stage("eval original"));
-    std::optional<TaskResult> task_original; // before the compressed part replaces the original's
+    check_against_model(request, unit, run.model);
+    const RunInputs in = read_run_inputs(request, run.model);
+    const auto fit = unit.begin(request, run.model, in);
+    const StagedProgress bar(progress, stage_costs(request, *fit, run.model.model->config(), in));
+    begin_summary(run, m);
+    fit->prepare(run, bar);
+    const OriginalFigures original = measure_original(run, in, bar);
+    fit_and_record(run, *fit, in, bar);
+    if (original.perplexity)
+        evaluate_run(run, *fit, *in.eval, *original.perplexity, bar);
     if (in.task)
-        task_original =
-            original_task(request, model, *run.model.tokenizer, *in.task, bar.stage("task original"));
-
-    std::unique_ptr<LanguageModel> original; // for the divergence (its weights are shared handles)
-    const int64_t model_params_before = model.parameter_breakdown().total();
-    if (is_flat)
-        fit_flat(run, request, in, bar);
-    else
-        fit_table(run, request, m, in, bar, original);
-    s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
-    record_model_bytes(run, model_params_before);
-    if (baseline) // flat leaves `model` as it was: the reference
-        evaluate_run(run, request, in, *baseline, original ? *original : model, bar);
-    if (in.task)
-        run_task(run, request, *in.task, *task_original, bar);
-    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        run_task(run, *in.task, *original.task, bar);
+    run.summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return run;
 }
 
@@ -957,20 +603,7 @@ Json run_json(const CompressionRun& run)
 {
     Json j = {{"format", "embedlab-run"}, {"request", request_json(run.request)}};
     j["request"].erase("eval_ids"); // the ids can be long; the evaluation block names them
-    if (run.embedding) {
-        j["method"] = run.embedding->spec.method;
-        j["spec"] = spec_json(run.embedding->spec);
-        j["accounting"] = accounting_json(run.embedding->accounting);
-        j["reconstruction"] = reconstruction_json(run.embedding->reconstruction);
-        j["fit"] = run.embedding->fit;
-        j["fit"]["seconds"] = run.embedding->fit_seconds; // as embedlab.json has it
-    }
-    if (run.flat) {
-        j["method"] = "flat";
-        j["model_params"] = flat_params_json(*run.flat);
-        j["layers"] = flat_layers_json(*run.flat, false);
-        j["calibration"] = calibration_json(*run.calibration);
-    }
+    compression_unit(method_descriptor(run.request.method)).record(run, j);
     for (const auto& [key, value] : run.extra.items())
         j[key] = value;
     if (!run.recovery.is_null())
@@ -1006,53 +639,11 @@ Json export_run(const CompressionRun& run, const fs::path& dir, const ExportOpti
     inputs.push_back(run.model.files.path);
     check_export_target(dir, options.overwrite, inputs);
     create_parent_directories(dir);
-    const bool lora = !run.recovery.is_null();
-    if (options.dense && (run.flat || lora))
-        throw InputError(dir.string() + (run.flat
-                                             ? ": a dense copy does not apply to flat: model.safetensors "
-                                               "already holds standard tensors at the narrowed shapes"
-                                             : ": a LoRA run is written with its adapters stored beside "
-                                               "the table, as finetune writes it; it has no dense/ export"));
-    if (run.flat && run.model.files.format != ModelFormat::HuggingFace)
-        throw InputError(run.request.model +
-                         ": compressed models are written from Hugging Face directories, not " +
-                         model_format_name(run.model.files.format) + " files");
+    const CompressionUnit& unit = compression_unit(method_descriptor(run.request.method));
+    unit.check_export(run, dir, options);
     // Written inside our own temporary directory: a cancel stays possible until the commit.
     AtomicDirectory out(dir, options.overwrite);
-    Json manifest;
-    if (run.flat) {
-        manifest = save_flat_model(run.model, *run.flat, *run.calibration, out.path(),
-                                   {.overwrite = true,
-                                    .evaluation = run.evaluation,
-                                    .calibration_text = run.extra.value("calibration_text", Json())},
-                                   progress);
-    } else if (lora) {
-        const auto base_dir = out.path() / "compressed";
-        save_compressed_model(run.model, *run.embedding, base_dir, {.extra = run.extra});
-        auto base = load_model(base_dir, {.need_tokenizer = false});
-        if (auto adapters = run.model.model->shared_lora()) // the trained adapters on the table as stored
-            attach_lora(*base.model, std::move(adapters));
-        manifest = save_finetuned_model(
-            base, *base.model, out.path(),
-            {.overwrite = true, .lora = run.recovery["lora"], .finetune = run.recovery}, progress);
-        // The intermediate directory went with the swap: record where the table came from instead.
-        manifest["finetuned_from"] = {
-            {"model", fs::absolute(run.model.files.path).lexically_normal().string()},
-            {"compressed", run.summary.method + " " + run.summary.parameters},
-            {"note", "compressed and fine-tuned in one run (experiment API)"}};
-        // This run measured the recovered table against the original: not stale.
-        manifest.erase("before_finetuning");
-        manifest["reconstruction"] = reconstruction_json(run.embedding->reconstruction);
-        manifest["fit"] = run.embedding->fit;
-        if (!run.evaluation.is_null())
-            manifest["evaluation"] = run.evaluation;
-        write_file_atomic(out.path() / "embedlab.json", manifest.dump(1) + "\n");
-    } else {
-        SaveCompressedOptions save{.dense = options.dense, .overwrite = true, .evaluation = run.evaluation};
-        save.positions = run.positions ? &*run.positions : nullptr;
-        save.extra = run.extra;
-        manifest = save_compressed_model(run.model, *run.embedding, out.path(), save, progress);
-    }
+    Json manifest = unit.save(run, out.path(), options, progress);
     report_progress(progress, 1, 1);
     out.commit();
     return manifest;

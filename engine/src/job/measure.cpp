@@ -12,6 +12,7 @@
 #include "embedlab/job.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/power.hpp"
+#include "embedlab/table_method.hpp"
 #include "job/job_check.hpp"
 #include "model/manifest_layout.hpp"
 
@@ -72,32 +73,16 @@ Json energy_estimate(const std::string& manifest_text, int64_t vocab, int64_t di
     const auto m = nlohmann::json::parse(manifest_text.empty() ? "{}" : manifest_text, nullptr, false);
     const auto acc = m.is_object() && m.contains("accounting") ? m["accounting"] : nlohmann::json();
     const std::string method = acc.is_object() ? acc.value("method", "") : "";
-    const auto* known = find_method(method);
-    const Method id = known ? known->id : Method::Flat; // no closed-form energy: reported as such below
-    if (id == Method::PCA || id == Method::SVD) {
-        const auto a =
-            account_low_rank(id == Method::PCA ? LowRankKind::PCA : LowRankKind::SVD, vocab, dim,
-                             detail::json_integer(acc.at("rank"), "accounting.rank", "embedlab.json"), o);
+    const TableMethod* table = find_table_method(method);
+    if (const auto e = table ? table->recorded_energy(acc, vocab, dim, o) : std::nullopt) {
         j["method"] = method;
-        j.update(energy_json(a.energy));
-    } else if (id == Method::TT) {
-        const auto a = account_tensor_train(
-            vocab, detail::json_integers(acc.at("shape"), "accounting.shape", "embedlab.json"),
-            detail::json_integers(acc.at("ranks"), "accounting.ranks", "embedlab.json"), o);
-        j["method"] = method;
-        // Per-token ranks: the recorded N I r^2 term (a mean over tokens), not the largest ranks'.
-        const auto size = acc.find("energy_size");
-        const bool per_token = acc.contains("rank_mode") && acc["rank_mode"] == "per_token";
-        if (per_token && (size == acc.end() || !size->is_number() || !(size->get<double>() > 0)))
-            throw InputError("embedlab.json: accounting.energy_size must be a positive number for per-token "
-                             "TT ranks");
-        j.update(energy_json(per_token ? tt_energy(vocab, dim, size->get<double>(), o) : a.energy));
+        j.update(energy_json(*e));
     } else {
-        const auto e = svd_energy(vocab, dim, 1, o); // its original_* terms: the dense table
+        const auto dense = svd_energy(vocab, dim, 1, o); // its original_* terms: the dense table
         j["method"] = method.empty() ? "dense" : method;
-        j["original"] = e.original_nu + e.original_tau;
+        j["original"] = dense.original_nu + dense.original_tau;
         if (!method.empty())
-            j["compressed"] = "not modelled for this method (pca, svd, tt only)";
+            j["compressed"] = "not modelled for this method (it has no closed form)";
     }
     return j;
 }

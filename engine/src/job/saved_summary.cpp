@@ -77,11 +77,21 @@ double stored_type_bits(const std::string& type)
     return q ? q->bits_per_value : 32.0;
 }
 
+// The bytes a value takes as the manifest's method stores it (StoredForm::value_bytes:
+// quant's blocks 1), float32's 4 for a method this build does not know.
+double form_value_bytes(const Json& method)
+{
+    const std::string name = method.is_string() ? method.get<std::string>() : "";
+    const MethodDescriptor* row = find_method(name);
+    const StoredForm* form = find_stored_form(row ? row->stored_as : name);
+    return form && (row || form->names_a_method) ? form->value_bytes : 4.0;
+}
+
 // The bytes a compressed position table's factors take as written, as written_factor_bytes
-// counts them: stored types' blocks, quant's blocks a byte each, any other factor float32.
+// counts them: stored types' blocks, any other factor at its form's value width.
 double position_factor_bytes(const Json& positions)
 {
-    const double value_bytes = member(positions, "method") == "quant" ? 1.0 : 4.0;
+    const double value_bytes = form_value_bytes(member(positions, "method"));
     double bytes = 0;
     const Json& types = member(positions, "stored_types");
     for (const auto& [name, shape] : member(positions, "factor_tensors").items()) {

@@ -1,5 +1,6 @@
 // The method registry (method_registry.hpp). Torch-free: the job checker and its
-// fuzzer read it. Each built-in row is its family's (request_<family>.cpp).
+// fuzzer read it. Each built-in row is its family's (request_<family>.cpp), gathered
+// through builtin_methods.hpp's one list.
 #include "embedlab/method_registry.hpp"
 #include "methods/request_support.hpp"
 
@@ -13,13 +14,16 @@ namespace embedlab {
 
 namespace {
 
-// The built-in rows, one line per method (request_<family>.cpp), then those registered.
+// The built-in rows, each family's as it registered them (builtin_methods.hpp), then
+// those registered at run time.
 std::deque<MethodDescriptor>& registry()
 {
-    using namespace method_rows;
-    static std::deque<MethodDescriptor> methods{pca(),   svd(),     tensor_train(), tucker(),
-                                                lle(),   lle_unk(), lle_pca(),      fourier(),
-                                                quant(), aq(),      flat()};
+    static std::deque<MethodDescriptor> methods = [] {
+        std::deque<MethodDescriptor> all;
+        for (const auto& family : method_rows::builtin_rows())
+            all.insert(all.end(), family.methods.begin(), family.methods.end());
+        return all;
+    }();
     return methods;
 }
 
@@ -117,6 +121,15 @@ const MethodDescriptor& method_descriptor(Method id)
 }
 
 namespace method_rows {
+
+const std::vector<BuiltinRows>& builtin_rows()
+{
+#define EMBEDLAB_ROWS_OF(family) family##_rows(),
+    static const std::vector<BuiltinRows> all{
+        EMBEDLAB_BUILTIN_METHOD_FAMILIES(EMBEDLAB_ROWS_OF, EMBEDLAB_ROWS_OF)};
+#undef EMBEDLAB_ROWS_OF
+    return all;
+}
 
 std::vector<std::vector<int64_t>> sweep_shapes(const SweepValues& values, const std::string& method,
                                                int64_t d)

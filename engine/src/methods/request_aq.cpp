@@ -94,4 +94,7 @@ StoredForm aq_form()
             }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(aq, .methods = {aq()}, .forms = {aq_form()})
+
 } // namespace embedlab::method_rows

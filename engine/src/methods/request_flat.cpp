@@ -66,4 +66,7 @@ MethodDescriptor flat()
         .example = R"({"remaining": 0.5, "calib_text": "FILE"})"};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(flat, .methods = {flat()})
+
 } // namespace embedlab::method_rows

@@ -25,6 +25,7 @@ MethodDescriptor fourier()
             .summary = "an MLP of Fourier features of the id (METHODS 4)",
             .tied_head_from_factors = true,
             .lora = true,
+            .recovery_trains_table_network = true, // PETE keeps no per-token parameters
             .stored_as = "fourier",
             .fields = {"mlp", "hidden_ratio", "norm", "loss", "steps", "lr", "fit_batch", "weight_decay",
                        "store"},
@@ -92,5 +93,8 @@ StoredForm fourier_form()
                 t.parameters = {{"mlp", mlp}, {"norm", norm}, {"hidden", hidden}};
             }};
 }
+
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(fourier, .methods = {fourier()}, .forms = {fourier_form()})
 
 } // namespace embedlab::method_rows

@@ -94,4 +94,7 @@ StoredForm lrf_form()
     return low_rank_form("lrf", false, true);
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(low_rank, .methods = {pca(), svd()}, .forms = {pca_form(), svd_form(), lrf_form()})
+
 } // namespace embedlab::method_rows

@@ -1,6 +1,5 @@
 // The lle family's registry rows (METHODS 2): a frequency text splitting common from
 // rare tokens, the share kept, and how rare rows are rebuilt; their stored forms.
-#include <string_view>
 
 #include "embedlab/task_names.hpp"
 #include "methods/request_support.hpp"
@@ -87,37 +86,34 @@ std::vector<CompressionRequest> sweep_settings(const SweepValues& values, const 
     return out;
 }
 
-// k as each member reads it: lle's neighbours, lle-pca's basis size, lle-unk's optional k.
-FieldDoc k_doc(const char* name)
-{
-    FieldDoc k = default_field_doc("k");
-    if (std::string_view(name) == "lle-pca") {
-        k.label = "Basis size k";
-        k.help = "principal directions of the whole table a rare row is written in";
-    } else if (std::string_view(name) == "lle-unk") {
-        k.help = "neighbours averaged into the fallback row";
-        k.zero = "the mean of V_C";
-        k.required = false;
-    }
-    return k;
-}
+// What sets the family's members apart.
+struct Member {
+    Method id;
+    const char* name;
+    const char* summary;
+    bool neighbour_search; // lle proper is the one with a neighbour search
+    bool k_required;
+    FieldDoc k; // k as the member reads it: lle's neighbours, lle-pca's basis size, lle-unk's optional k
+    std::vector<int64_t> protocol_ks;
+};
 
-MethodDescriptor partial_sparse(Method id, const char* name, const char* summary, bool neighbour_search,
-                                bool k_required)
+MethodDescriptor partial_sparse(Member m)
 {
     std::vector<std::string> fields{"freq_text",     "keep_ratio",    "k",    "reg",
                                     "coverage_task", "coverage_data", "store"};
-    if (neighbour_search) // lle proper is the one with a neighbour search
+    if (m.neighbour_search)
         fields.insert(fields.end(), {"knn", "nlist", "nprobe"});
+    const bool k_required = m.k_required;
     return {
-        .id = id,
-        .name = name,
+        .id = m.id,
+        .name = m.name,
         .part = CompressedPart::TokenEmbedding,
-        .summary = summary,
+        .summary = m.summary,
         .needs_frequency_text = true,
         .tied_head_from_factors = true,
         .lora = true,
-        .stored_as = name,
+        .classifier_protocol_ks = std::move(m.protocol_ks),
+        .stored_as = m.name,
         .fields = std::move(fields),
         .check = [k_required](const CompressionRequest& r, int64_t d,
                               const RequestFail& fail) { check_partial_sparse(r, d, fail, k_required); },
@@ -128,29 +124,60 @@ MethodDescriptor partial_sparse(Method id, const char* name, const char* summary
                       [k_required](const SweepValues& values, const CompressionRequest& base, int64_t d) {
                           return sweep_settings(values, base, d, k_required);
                       }},
-        .field_docs = {{"k", k_doc(name)}},
+        .field_docs = {{"k", std::move(m.k)}},
         .example = k_required ? R"({"freq_text": "FILE", "keep_ratio": 0.5, "k": 8})"
                               : R"({"freq_text": "FILE", "keep_ratio": 0.5})"};
+}
+
+// 1..n: the LLE paper's k range for its classifier protocol.
+std::vector<int64_t> one_to(int64_t n)
+{
+    std::vector<int64_t> ks;
+    for (int64_t k = 1; k <= n; ++k)
+        ks.push_back(k);
+    return ks;
 }
 
 } // namespace
 
 MethodDescriptor lle()
 {
-    return partial_sparse(Method::LLE, "lle", "rare rows as LLE mixtures of common rows (METHODS 2)", true,
-                          true);
+    return partial_sparse({.id = Method::LLE,
+                           .name = "lle",
+                           .summary = "rare rows as LLE mixtures of common rows (METHODS 2)",
+                           .neighbour_search = true,
+                           .k_required = true,
+                           .k = default_field_doc("k"),
+                           .protocol_ks = one_to(5)}); // the paper's section 3.3
 }
 
 MethodDescriptor lle_unk()
 {
-    return partial_sparse(Method::LLEUnk, "lle-unk", "rare rows replaced by one fallback row (METHODS 2)",
-                          false, false);
+    FieldDoc k = default_field_doc("k");
+    k.help = "neighbours averaged into the fallback row";
+    k.zero = "the mean of V_C";
+    k.required = false;
+    return partial_sparse({.id = Method::LLEUnk,
+                           .name = "lle-unk",
+                           .summary = "rare rows replaced by one fallback row (METHODS 2)",
+                           .neighbour_search = false,
+                           .k_required = false,
+                           .k = std::move(k),
+                           .protocol_ks = one_to(5)});
 }
 
 MethodDescriptor lle_pca()
 {
-    return partial_sparse(Method::LLEPCA, "lle-pca", "rare rows in the table's top-k PCA basis (METHODS 2)",
-                          false, true);
+    FieldDoc k = default_field_doc("k");
+    k.label = "Basis size k";
+    k.help = "principal directions of the whole table a rare row is written in";
+    return partial_sparse({.id = Method::LLEPCA,
+                           .name = "lle-pca",
+                           .summary = "rare rows in the table's top-k PCA basis (METHODS 2)",
+                           .neighbour_search = false,
+                           .k_required = true,
+                           .k = std::move(k),
+                           .protocol_ks = one_to(10)}); // the PCA baseline's, section 3.4
 }
 
 } // namespace embedlab::method_rows
@@ -215,5 +242,9 @@ StoredForm lle_pca_form()
 {
     return partial_sparse_form("lle-pca", RareRows::Basis);
 }
+
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(partial_sparse, .methods = {lle(), lle_unk(), lle_pca()},
+                      .forms = {lle_form(), lle_unk_form(), lle_pca_form()})
 
 } // namespace embedlab::method_rows

@@ -57,7 +57,7 @@ namespace embedlab::method_rows {
 StoredForm quant_form()
 {
     return {
-        .name = "quant", .layout = [](const StoredBlock& b, TableLayout& t) {
+        .name = "quant", .value_bytes = 1, .layout = [](const StoredBlock& b, TableLayout& t) {
             const auto& type = b.field("type");
             const auto* q = type.is_string() ? find_quant_type(type.get<std::string>()) : nullptr;
             if (!q)
@@ -70,5 +70,8 @@ StoredForm quant_form()
             t.parameters = {{"type", q->name}};
         }};
 }
+
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(quant, .methods = {quant()}, .forms = {quant_form()})
 
 } // namespace embedlab::method_rows

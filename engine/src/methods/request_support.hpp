@@ -1,6 +1,6 @@
-// The built-in methods' registry rows (method_registry.hpp), one function per method,
-// defined in the method family's torch-free file request_<family>.cpp, and what
-// those files share. Internal to the engine.
+// What the built-in methods' torch-free files (request_<family>.cpp) share: how a
+// family registers its registry rows (method_registry.hpp) and stored forms
+// (stored_form.hpp), and helpers for their checks. Internal to the engine.
 #pragma once
 
 #include <algorithm>
@@ -12,34 +12,28 @@
 #include "embedlab/method_registry.hpp"
 #include "embedlab/stored_form.hpp"
 #include "embedlab/text_format.hpp"
+#include "methods/builtin_methods.hpp"
 
 namespace embedlab::method_rows {
 
-MethodDescriptor pca();
-MethodDescriptor svd();
-MethodDescriptor tensor_train();
-MethodDescriptor tucker();
-MethodDescriptor lle();
-MethodDescriptor lle_unk();
-MethodDescriptor lle_pca();
-MethodDescriptor fourier();
-MethodDescriptor quant();
-MethodDescriptor aq();
-MethodDescriptor flat();
-
-// The built-in stored forms (stored_form.hpp), each beside its method's row;
-// stored_forms.cpp lists them.
-StoredForm pca_form();
-StoredForm svd_form();
-StoredForm lrf_form(); // finetune --from-scratch's factors: a form that names a method
-StoredForm tt_form();
-StoredForm tucker_form();
-StoredForm lle_form();
-StoredForm lle_unk_form();
-StoredForm lle_pca_form();
-StoredForm fourier_form();
-StoredForm quant_form();
-StoredForm aq_form();
+// A family's built-in rows and stored forms, in the order the registry lists them.
+struct BuiltinRows {
+    const char* family; // as builtin_methods.hpp names it: "low_rank"
+    std::vector<MethodDescriptor> methods;
+    std::vector<StoredForm> forms;
+};
+// Registers a family's rows and forms, at the end of its request_<family>.cpp:
+//   EMBEDLAB_BUILTIN_ROWS(low_rank, .methods = {pca(), svd()}, .forms = {pca_form(), ..})
+#define EMBEDLAB_BUILTIN_ROWS(id, ...)                                                                       \
+    BuiltinRows id##_rows()                                                                                  \
+    {                                                                                                        \
+        return {.family = #id, __VA_ARGS__};                                                                 \
+    }
+#define EMBEDLAB_DECLARE_BUILTIN_ROWS(family) BuiltinRows family##_rows();
+EMBEDLAB_BUILTIN_METHOD_FAMILIES(EMBEDLAB_DECLARE_BUILTIN_ROWS, EMBEDLAB_DECLARE_BUILTIN_ROWS)
+#undef EMBEDLAB_DECLARE_BUILTIN_ROWS
+// Every family's, in builtin_methods.hpp's order (method_registry.cpp).
+const std::vector<BuiltinRows>& builtin_rows();
 
 // "d = 768" for messages ("d" while the width is unknown).
 inline std::string width(int64_t d)

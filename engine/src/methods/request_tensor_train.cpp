@@ -145,4 +145,7 @@ StoredForm tt_form()
         }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(tensor_train, .methods = {tensor_train()}, .forms = {tt_form()})
+
 } // namespace embedlab::method_rows

@@ -109,4 +109,7 @@ StoredForm tucker_form()
             }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_ROWS(tucker, .methods = {tucker()}, .forms = {tucker_form()})
+
 } // namespace embedlab::method_rows

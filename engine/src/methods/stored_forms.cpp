@@ -1,4 +1,4 @@
-// The stored forms (stored_form.hpp): one line listing the built-in forms, each defined
+// The stored forms (stored_form.hpp): the built-in forms, each defined and registered
 // beside its method (request_<family>.cpp), then those registered. Torch-free.
 #include "embedlab/stored_form.hpp"
 
@@ -13,10 +13,12 @@ namespace {
 
 std::deque<StoredForm>& forms()
 {
-    using namespace method_rows;
-    static std::deque<StoredForm> list{pca_form(),     svd_form(),   lrf_form(),     tt_form(),
-                                       tucker_form(),  lle_form(),   lle_unk_form(), lle_pca_form(),
-                                       fourier_form(), quant_form(), aq_form()};
+    static std::deque<StoredForm> list = [] {
+        std::deque<StoredForm> all;
+        for (const auto& family : method_rows::builtin_rows())
+            all.insert(all.end(), family.forms.begin(), family.forms.end());
+        return all;
+    }();
     return list;
 }
 

@@ -154,6 +154,9 @@ StoredFormRebuild aq_rebuild()
             }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(aq, .methods = {&aq_method()}, .rebuilds = {aq_rebuild()})
+
 } // namespace embedlab::table_support
 
 namespace embedlab {

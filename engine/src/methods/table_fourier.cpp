@@ -151,6 +151,9 @@ StoredFormRebuild fourier_rebuild()
             }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(fourier, .methods = {&fourier_method()}, .rebuilds = {fourier_rebuild()})
+
 } // namespace embedlab::table_support
 
 namespace embedlab {

@@ -3,6 +3,7 @@
 
 #include "embedlab/low_rank.hpp"
 #include "methods/table_method_support.hpp"
+#include "model/manifest_layout.hpp"
 
 namespace embedlab::table_support {
 
@@ -63,6 +64,13 @@ public:
         return account_low_rank(kind_, vocab, dim, r.rank, {}, model_params);
     }
 
+    std::optional<EnergyEstimate> recorded_energy(const nlohmann::json& accounting, int64_t vocab,
+                                                  int64_t dim, const EnergyOptions& o) const override
+    {
+        const int64_t rank = detail::json_integer(accounting.at("rank"), "accounting.rank", "embedlab.json");
+        return account_low_rank(kind_, vocab, dim, rank, o).energy;
+    }
+
 private:
     LowRankKind kind_;
 };
@@ -98,6 +106,9 @@ std::vector<StoredFormRebuild> low_rank_rebuilds()
     }
     return out;
 }
+
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(low_rank, .methods = {&pca_method(), &svd_method()}, .rebuilds = low_rank_rebuilds())
 
 } // namespace embedlab::table_support
 

@@ -1,5 +1,6 @@
-// What the table methods (table_*.cpp) share: progress sub-ranges, accounting from a
-// stored-value count, and the JSON of a few fit details. Private to engine/src/methods.
+// What the table methods (table_*.cpp) share: how a family registers its methods and
+// rebuilds, progress sub-ranges, accounting from a stored-value count, and the JSON of
+// a few fit details. Private to engine/src/methods.
 #pragma once
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "embedlab/compress.hpp"
 #include "embedlab/fourier_embedding.hpp"
 #include "embedlab/table_method.hpp"
+#include "methods/builtin_methods.hpp"
 
 namespace embedlab::table_support {
 
@@ -42,8 +44,8 @@ nlohmann::ordered_json loss_curve_json(const std::vector<FourierLossPoint>& curv
 // An EnergyEstimate's fields (TensorSLM eqs. 2-5) for accounting_json.
 nlohmann::ordered_json energy_json(const EnergyEstimate& e);
 
-// Defines a method's accessor (the list below): its one instance, built on first use
-// from the constructor's arguments, if any.
+// Defines a method's accessor: its one instance, built on first use from the
+// constructor's arguments, if any.
 #define EMBEDLAB_TABLE_METHOD_INSTANCE(accessor, Class, ...)                                                 \
     const TableMethod& accessor()                                                                            \
     {                                                                                                        \
@@ -51,26 +53,25 @@ nlohmann::ordered_json energy_json(const EnergyEstimate& e);
         return instance;                                                                                     \
     }
 
-// The methods, one function per file (table_methods.cpp lists them).
-const TableMethod& pca_method();
-const TableMethod& svd_method();
-const TableMethod& tensor_train_method();
-const TableMethod& tucker_method();
-const TableMethod& aq_method();
-const TableMethod& lle_method();
-const TableMethod& lle_unk_method();
-const TableMethod& lle_pca_method();
-const TableMethod& fourier_method();
-const TableMethod& quant_method();
-
-// The stored forms' rebuilds, beside each method (table_methods.cpp lists them):
-// pca, svd and lrf; lle, lle-unk and lle-pca.
-std::vector<StoredFormRebuild> low_rank_rebuilds();
-StoredFormRebuild tensor_train_rebuild();
-StoredFormRebuild tucker_rebuild();
-std::vector<StoredFormRebuild> partial_sparse_rebuilds();
-StoredFormRebuild fourier_rebuild();
-StoredFormRebuild quant_rebuild();
-StoredFormRebuild aq_rebuild();
+// A family's TableMethods (in the registry's order) and its stored forms' rebuilds.
+struct BuiltinTables {
+    const char* family; // as builtin_methods.hpp names it: "low_rank"
+    std::vector<const TableMethod*> methods;
+    std::vector<StoredFormRebuild> rebuilds;
+};
+// Registers a family's table methods and rebuilds, at the end of its table_<family>.cpp:
+//   EMBEDLAB_BUILTIN_TABLES(low_rank, .methods = {&pca_method(), &svd_method()}, .rebuilds = {..})
+#define EMBEDLAB_BUILTIN_TABLES(id, ...)                                                                     \
+    BuiltinTables id##_tables()                                                                              \
+    {                                                                                                        \
+        return {.family = #id, __VA_ARGS__};                                                                 \
+    }
+#define EMBEDLAB_DECLARE_BUILTIN_TABLES(family) BuiltinTables family##_tables();
+#define EMBEDLAB_NO_BUILTIN_TABLES(family)
+EMBEDLAB_BUILTIN_METHOD_FAMILIES(EMBEDLAB_DECLARE_BUILTIN_TABLES, EMBEDLAB_NO_BUILTIN_TABLES)
+#undef EMBEDLAB_DECLARE_BUILTIN_TABLES
+#undef EMBEDLAB_NO_BUILTIN_TABLES
+// Every family's that has a table half, in builtin_methods.hpp's order (table_methods.cpp).
+const std::vector<BuiltinTables>& builtin_tables();
 
 } // namespace embedlab::table_support

@@ -1,4 +1,5 @@
-// The table methods (table_method.hpp): one line per method, in the registry's order.
+// The table methods (table_method.hpp): each family's as it registered them
+// (builtin_methods.hpp), in the registry's order, then those registered at run time.
 #include <algorithm>
 #include <cctype>
 #include <deque>
@@ -6,17 +7,35 @@
 #include "embedlab/quant_types.hpp"
 #include "methods/table_method_support.hpp"
 
+namespace embedlab::table_support {
+
+// Each family's table methods and rebuilds as its table_<family>.cpp registered them,
+// in builtin_methods.hpp's order.
+const std::vector<BuiltinTables>& builtin_tables()
+{
+#define EMBEDLAB_TABLES_OF(family) family##_tables(),
+#define EMBEDLAB_ROWS_ALONE(family)
+    static const std::vector<BuiltinTables> all{
+        EMBEDLAB_BUILTIN_METHOD_FAMILIES(EMBEDLAB_TABLES_OF, EMBEDLAB_ROWS_ALONE)};
+#undef EMBEDLAB_TABLES_OF
+#undef EMBEDLAB_ROWS_ALONE
+    return all;
+}
+
+} // namespace embedlab::table_support
+
 namespace embedlab {
 
 namespace {
 
 std::vector<const TableMethod*>& methods()
 {
-    using namespace table_support;
-    static std::vector<const TableMethod*> list{
-        &pca_method(),     &svd_method(),     &tensor_train_method(), &tucker_method(), &lle_method(),
-        &lle_unk_method(), &lle_pca_method(), &fourier_method(),      &quant_method(),  &aq_method(),
-    };
+    static std::vector<const TableMethod*> list = [] {
+        std::vector<const TableMethod*> all;
+        for (const auto& family : table_support::builtin_tables())
+            all.insert(all.end(), family.methods.begin(), family.methods.end());
+        return all;
+    }();
     return list;
 }
 
@@ -52,16 +71,10 @@ namespace {
 // The built-in forms' rebuilds, then those registered (a deque: rows never move).
 std::deque<StoredFormRebuild>& rebuilds()
 {
-    using namespace table_support;
     static std::deque<StoredFormRebuild> list = [] {
         std::deque<StoredFormRebuild> all;
-        for (auto& r : low_rank_rebuilds())
-            all.push_back(std::move(r));
-        for (auto& r : partial_sparse_rebuilds())
-            all.push_back(std::move(r));
-        for (auto r :
-             {tensor_train_rebuild(), tucker_rebuild(), fourier_rebuild(), quant_rebuild(), aq_rebuild()})
-            all.push_back(std::move(r));
+        for (const auto& family : table_support::builtin_tables())
+            all.insert(all.end(), family.rebuilds.begin(), family.rebuilds.end());
         return all;
     }();
     return list;

@@ -180,6 +180,10 @@ std::vector<StoredFormRebuild> partial_sparse_rebuilds()
     return out;
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(partial_sparse, .methods = {&lle_method(), &lle_unk_method(), &lle_pca_method()},
+                        .rebuilds = partial_sparse_rebuilds())
+
 } // namespace embedlab::table_support
 
 namespace embedlab {

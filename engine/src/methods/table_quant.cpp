@@ -100,6 +100,9 @@ StoredFormRebuild quant_rebuild()
             }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(quant, .methods = {&quant_method()}, .rebuilds = {quant_rebuild()})
+
 } // namespace embedlab::table_support
 
 namespace embedlab {

@@ -7,6 +7,7 @@
 #include "embedlab/tensor_train.hpp"
 #include "embedlab/text_format.hpp"
 #include "methods/table_method_support.hpp"
+#include "model/manifest_layout.hpp"
 
 namespace embedlab::table_support {
 
@@ -178,6 +179,21 @@ public:
                (s.eps > 0 && !s.uniform_ranks ? ", per-token ranks up to " : ", ranks ") +
                joined(s.ranks, ",");
     }
+
+    // Per-token ranks: the recorded N I r^2 term (a mean over tokens), not the largest ranks'.
+    std::optional<EnergyEstimate> recorded_energy(const nlohmann::json& acc, int64_t vocab, int64_t dim,
+                                                  const EnergyOptions& o) const override
+    {
+        const auto a = account_tensor_train(
+            vocab, detail::json_integers(acc.at("shape"), "accounting.shape", "embedlab.json"),
+            detail::json_integers(acc.at("ranks"), "accounting.ranks", "embedlab.json"), o);
+        const auto size = acc.find("energy_size");
+        const bool per_token = acc.contains("rank_mode") && acc["rank_mode"] == "per_token";
+        if (per_token && (size == acc.end() || !size->is_number() || !(size->get<double>() > 0)))
+            throw InputError("embedlab.json: accounting.energy_size must be a positive number for per-token "
+                             "TT ranks");
+        return per_token ? tt_energy(vocab, dim, size->get<double>(), o) : a.energy;
+    }
 };
 
 } // namespace
@@ -202,6 +218,10 @@ StoredFormRebuild tensor_train_rebuild()
                 return std::make_shared<TensorTrainTokenEmbedding>(shape, std::move(cores), token_ranks);
             }};
 }
+
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(tensor_train, .methods = {&tensor_train_method()},
+                        .rebuilds = {tensor_train_rebuild()})
 
 } // namespace embedlab::table_support
 

@@ -111,6 +111,9 @@ StoredFormRebuild tucker_rebuild()
             }};
 }
 
+// Registers the family (builtin_methods.hpp lists it).
+EMBEDLAB_BUILTIN_TABLES(tucker, .methods = {&tucker_method()}, .rebuilds = {tucker_rebuild()})
+
 } // namespace embedlab::table_support
 
 namespace embedlab {

@@ -248,17 +248,15 @@ ScratchEmbedding parse_scratch_embedding(const std::string& name)
 {
     if (name == "table")
         return {};
-    if (name == "fourier" || name == "fourier:linear")
-        return {.fourier = true, .mlp = FourierMlp::Linear};
-    if (name == "fourier:geglu")
-        return {.fourier = true, .mlp = FourierMlp::GeGLU};
+    if (const auto mlp = parse_fourier_embedding(name))
+        return {.fourier = true, .mlp = *mlp};
     throw InputError("train: unknown embedding '" + name +
                      "' (use table, fourier, fourier:linear or fourier:geglu)");
 }
 
 std::string scratch_embedding_name(const ScratchEmbedding& e)
 {
-    return e.fourier ? std::string("fourier:") + fourier_mlp_name(e.mlp) : "table";
+    return e.fourier ? fourier_embedding_name(e.mlp) : "table";
 }
 
 std::string scratch_objective(const ScratchOptions& o)
