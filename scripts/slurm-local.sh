@@ -10,7 +10,9 @@
 #   export SLURM_CONF=<dir>/slurm.conf
 # which `start` prints as its last line. Ports EMBEDLAB_SLURM_PORT (controller,
 # default 16817) and +1 (slurmd), so a system Slurm on 6817/6818 is not touched;
-# EMBEDLAB_SLURM_MAX_ARRAY_SIZE sets MaxArraySize (default 1001, Slurm's).
+# EMBEDLAB_SLURM_MAX_ARRAY_SIZE sets MaxArraySize (default 1001, Slurm's);
+# EMBEDLAB_SLURM_SCHEDULER_PARAMETERS, if set, is SchedulerParameters (the tests'
+# batch_sched_delay=0: by Slurm's default an array task may wait up to 3 s to start).
 # Needs Debian's slurmctld, slurmd, slurm-client and munge (scripts/setup.sh
 # --with-tests) and root (slurmd starts jobs as their user). Exit status 3 when
 # the packages or root are missing, so callers can skip rather than fail.
@@ -19,6 +21,7 @@ set -euo pipefail
 DIR=${EMBEDLAB_SLURM_DIR:-/tmp/embedlab-slurm-$(id -u)}
 PORT=${EMBEDLAB_SLURM_PORT:-16817}
 MAX_ARRAY=${EMBEDLAB_SLURM_MAX_ARRAY_SIZE:-1001} # the tests lower it to check the refusal
+SCHEDULER_PARAMETERS=${EMBEDLAB_SLURM_SCHEDULER_PARAMETERS:-}
 NODE=$(hostname -s)
 CONF=$DIR/slurm.conf
 export SLURM_CONF=$CONF
@@ -98,6 +101,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
+${SCHEDULER_PARAMETERS:+SchedulerParameters=$SCHEDULER_PARAMETERS}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2

@@ -1,7 +1,7 @@
 // sweep --slurm on a real single-node Slurm (scripts/slurm-local.sh, issue 22):
 // rows equal the local sweep's, a killed task is reported failed and resubmitted,
-// refusals are one line. Each case starts and stops its own Slurm (the ctest
-// RESOURCE_LOCK keeps them one at a time); skipped where the packages are missing.
+// refusals are one line. One Slurm for the suite (the ctest RESOURCE_LOCK keeps the
+// slurm tests one at a time); skipped where the packages are missing.
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -25,11 +25,13 @@ namespace {
 const std::string kScript = std::string(EMBEDLAB_SOURCE_DIR) + "/scripts/slurm-local.sh";
 
 // The script's environment: its own directory, ports away from a dev instance,
-// and a small MaxArraySize so the refusal is cheap to reach.
+// a small MaxArraySize so the refusal is cheap to reach, and array tasks started as
+// soon as they can be (Slurm's default batch_sched_delay lets each wait up to 3 s).
 std::string slurm_env(const fs::path& dir)
 {
     return "EMBEDLAB_SLURM_DIR=" + quote(dir.string()) +
-           " EMBEDLAB_SLURM_PORT=17817 EMBEDLAB_SLURM_MAX_ARRAY_SIZE=8 ";
+           " EMBEDLAB_SLURM_PORT=17817 EMBEDLAB_SLURM_MAX_ARRAY_SIZE=8"
+           " EMBEDLAB_SLURM_SCHEDULER_PARAMETERS=batch_sched_delay=0 ";
 }
 
 // One Slurm for the suite's cases: starting and stopping it (its daemons take about
