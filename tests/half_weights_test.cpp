@@ -2,7 +2,8 @@
 // (generation_weights.hpp, model/half_products.hpp): the kernels equal float32
 // products of the widened weights, greedy tokens equal the float32 path's on every
 // half fixture with logits within 1e-4 of the largest, and `generate --weights half`
-// holds the stored bytes where `--weights f32` holds twice them.
+// holds the stored bytes where `--weights f32` holds twice them, for safetensors
+// and GGUF files alike.
 #include <gtest/gtest.h>
 
 #include "cli_support.hpp"
@@ -22,9 +23,10 @@ using detail::HalfKernel;
 
 std::vector<HalfKernel> half_kernels_here()
 {
-    std::vector<HalfKernel> kernels{HalfKernel::Portable};
-    if (detail::fastest_half_kernel() == HalfKernel::Avx2)
-        kernels.push_back(HalfKernel::Avx2);
+    std::vector<HalfKernel> kernels;
+    for (const auto kernel : {HalfKernel::Portable, HalfKernel::Avx2})
+        if (detail::cpu_runs(kernel))
+            kernels.push_back(kernel);
     return kernels;
 }
 
@@ -64,6 +66,28 @@ TEST(HalfProducts, EqualTheFloat32ProductOfTheWidenedWeights)
                     EXPECT_LT(relative_gap(detail::half_add_times(bias, x, Wt, kernel), expected_conv), 1e-5)
                         << what << " (Conv1D)";
                 }
+            }
+}
+
+// A GGUF gpt2's Conv1D matrix, held as the transposed view of its stored [out, in]
+// rows: equal to the float32 product on every kernel this CPU runs, for token-by-token
+// rows and prompts (row counts and sizes with tails after the kernels' steps).
+TEST(HalfProducts, TransposedViewsEqualTheFloat32ProductOnEveryKernel)
+{
+    torch::manual_seed(64);
+    for (const auto dtype : {torch::kHalf, torch::kBFloat16})
+        for (const auto& [out, in] : {std::pair<int64_t, int64_t>{70, 37}, {129, 900}, {3001, 96}})
+            for (int64_t rows : {1, 4, 5, 13}) {
+                const auto W = torch::randn({out, in}).to(dtype);
+                const auto x = torch::randn({rows, in});
+                const auto bias = torch::randn({out});
+                const auto expected = torch::matmul(x, W.to(torch::kFloat32).t()) + bias;
+                const auto view = W.t(); // [in, out], not contiguous
+                ASSERT_FALSE(view.is_contiguous());
+                for (const auto kernel : half_kernels_here())
+                    EXPECT_LT(relative_gap(detail::half_add_times(bias, x, view, kernel), expected), 1e-5)
+                        << detail::half_kernel_name(kernel) << " " << c10::toString(dtype) << " " << out
+                        << "x" << in << " rows " << rows;
             }
 }
 
@@ -107,36 +131,54 @@ torch::Tensor logits_token_by_token(const LanguageModel& m, const torch::Tensor&
 
 // Greedy tokens identical, logits (one token at a time, and a prompt read at once)
 // within 1e-4 of the largest logit; the float32 load (evaluation's) holds no half weight.
+void expect_half_generation_equals_f32(const std::filesystem::path& dir, const std::string& name)
+{
+    const auto f32 = load_model(dir, {.need_tokenizer = false});
+    const auto half = load_model_for_generation(dir, {.need_tokenizer = false}, GenerationWeights::Half);
+    const auto forced = load_model_for_generation(dir, {.need_tokenizer = false}, GenerationWeights::F32);
+    EXPECT_FALSE(holds_half_weights(*f32.model)) << name;
+    EXPECT_FALSE(holds_half_weights(*forced.model)) << name;
+    ASSERT_TRUE(holds_half_weights(*half.model)) << name;
+
+    const int64_t V = f32.model->config().vocab_size;
+    const auto prompt = test::spread_ids(8, V, 7, 3);
+    const GenerationOptions greedy{.max_tokens = 24, .stop_at_eos = false, .top_n = 0};
+    const auto expected = generate(*f32.model, nullptr, prompt, greedy);
+    const auto got = generate(*half.model, nullptr, prompt, greedy);
+    ASSERT_EQ(got.tokens.size(), expected.tokens.size()) << name;
+    std::vector<int64_t> ids(prompt.begin(), prompt.end());
+    for (size_t i = 0; i < got.tokens.size(); ++i) {
+        EXPECT_EQ(got.tokens[i].id, expected.tokens[i].id) << name << " token " << i;
+        ids.push_back(expected.tokens[i].id);
+    }
+    const auto sequence = torch::tensor(ids, torch::kLong).unsqueeze(0);
+    const auto reference = f32.model->logits(sequence)[0];
+    EXPECT_LT(relative_gap(logits_token_by_token(*half.model, sequence), reference), 1e-4) << name;
+    EXPECT_LT(relative_gap(half.model->logits(sequence)[0], reference), 1e-4) << name << " (prompt)";
+}
+
 TEST(HalfWeights, GreedyTokensAndLogitsEqualTheFloat32PathOnEveryHalfFixture)
 {
     EMBEDLAB_REQUIRE_SHARED();
-    for (const auto& fixture : half_fixtures()) {
-        const auto dir = test::shared_dir() / fixture.dir;
-        const auto f32 = load_model(dir, {.need_tokenizer = false});
-        const auto half = load_model_for_generation(dir, {.need_tokenizer = false}, GenerationWeights::Half);
-        const auto forced = load_model_for_generation(dir, {.need_tokenizer = false}, GenerationWeights::F32);
-        EXPECT_FALSE(holds_half_weights(*f32.model)) << fixture.name;
-        EXPECT_FALSE(holds_half_weights(*forced.model)) << fixture.name;
-        ASSERT_TRUE(holds_half_weights(*half.model)) << fixture.name;
+    for (const auto& fixture : half_fixtures())
+        expect_half_generation_equals_f32(test::shared_dir() / fixture.dir, fixture.name);
+}
 
-        const int64_t V = f32.model->config().vocab_size;
-        const auto prompt = test::spread_ids(8, V, 7, 3);
-        const GenerationOptions greedy{.max_tokens = 24, .stop_at_eos = false, .top_n = 0};
-        const auto expected = generate(*f32.model, nullptr, prompt, greedy);
-        const auto got = generate(*half.model, nullptr, prompt, greedy);
-        ASSERT_EQ(got.tokens.size(), expected.tokens.size()) << fixture.name;
-        std::vector<int64_t> ids(prompt.begin(), prompt.end());
-        for (size_t i = 0; i < got.tokens.size(); ++i) {
-            EXPECT_EQ(got.tokens[i].id, expected.tokens[i].id) << fixture.name << " token " << i;
-            ids.push_back(expected.tokens[i].id);
-        }
-        const auto sequence = torch::tensor(ids, torch::kLong).unsqueeze(0);
-        const auto reference = f32.model->logits(sequence)[0];
-        EXPECT_LT(relative_gap(logits_token_by_token(*half.model, sequence), reference), 1e-4)
-            << fixture.name;
-        EXPECT_LT(relative_gap(half.model->logits(sequence)[0], reference), 1e-4)
-            << fixture.name << " (prompt)";
-    }
+// The same for GGUF files: tinygpt2-f16 exported as an F16 GGUF (gpt2: its Conv1D
+// matrices are read through transposed views) and the zoo's BF16 GGUFs (llama's q/k
+// rows reordered, gemma2's norms, a tied head).
+TEST(HalfWeights, GreedyTokensAndLogitsEqualTheFloat32PathOnHalfGgufFiles)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    test::TempDir dir;
+    const auto exported = dir / "tinygpt2-f16.gguf";
+    const auto run = test::cli({"export", (test::shared_dir() / "models/tinygpt2-f16").string(), "--format",
+                                "gguf", "--type", "f16", "--out", exported.string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    expect_half_generation_equals_f32(exported, "tinygpt2-f16.gguf");
+    for (const char* zoo : {"smollm2-tied", "llama32-ropescaled", "qwen3", "gemma2"})
+        expect_half_generation_equals_f32(test::shared_dir() / "models/zoo" / (std::string(zoo) + ".gguf"),
+                                          std::string(zoo) + ".gguf");
 }
 
 // `embedlab-cli generate` under /usr/bin/time (a small process forking it, so the
@@ -174,6 +216,38 @@ TEST(HalfWeightsCli, GenerateHoldsTheWeightsAsStoredAndF32TwiceThat)
         << " kB stored";
     EXPECT_LT(static_cast<double>(half_kb), 1.25 * stored_kb + 400'000) // 400 MB: libtorch, the tokenizer
         << "peak " << half_kb << " kB with half weights";
+}
+
+// The same model exported as an F16 GGUF: half holds the file's matrices mapped as
+// stored, f32 widens them; same tokens. A kernel the setting names wrongly is refused.
+TEST(HalfWeightsCli, GenerateOnAnF16GgufHoldsTheWeightsAsStored)
+{
+    test::TempDir dir;
+    const auto model = dir / "gpt2-f16";
+    const auto synth = test::cli({"synth", "--like", "gpt2-small", "--layers", "2", "--dtype", "f16", "--out",
+                                  model.string(), "--quiet"});
+    ASSERT_EQ(synth.exit_code, 0) << synth.err;
+    const auto gguf = dir / "gpt2-f16.gguf";
+    const auto run =
+        test::cli({"export", model.string(), "--format", "gguf", "--type", "f16", "--out", gguf.string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const double stored_kb = static_cast<double>(std::filesystem::file_size(gguf)) / 1024;
+    const auto [half_ids, half_kb] = generate_ids_and_peak_kb(gguf, "half", dir);
+    const auto [f32_ids, f32_kb] = generate_ids_and_peak_kb(gguf, "f32", dir);
+    EXPECT_EQ(half_ids, f32_ids);
+    EXPECT_EQ(half_ids.size(), 6u);
+    EXPECT_GT(static_cast<double>(f32_kb - half_kb), 0.8 * stored_kb)
+        << "peak " << half_kb << " kB with half weights, " << f32_kb << " kB with f32, " << stored_kb
+        << " kB stored";
+    EXPECT_LT(static_cast<double>(half_kb), 1.25 * stored_kb + 400'000)
+        << "peak " << half_kb << " kB with half weights";
+
+    const auto refused = test::cli({"generate", gguf.string(), "--prompt", "Once", "--max-tokens", "1"},
+                                   {"EMBEDLAB_HALF_KERNEL=avx9"});
+    EXPECT_NE(refused.exit_code, 0);
+    EXPECT_NE(refused.err.find("EMBEDLAB_HALF_KERNEL is 'avx9': expected portable or avx2"),
+              std::string::npos)
+        << refused.err;
 }
 
 } // namespace

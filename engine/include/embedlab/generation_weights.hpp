@@ -1,5 +1,5 @@
 // Loading a model for generation (embedlab-cli generate, bench generate) with the
-// matrices of an f16/bf16 Hugging Face model kept in half precision as stored:
+// matrices of an f16/bf16 Hugging Face model or GGUF kept in half precision as stored:
 // each generated token then reads half the bytes, and the products accumulate in
 // float32 (model/half_products.hpp). Evaluation keeps load_model's float32 weights.
 // Usage: auto lm = load_model_for_generation(dir, {}, parse_generation_weights("half"));
@@ -13,8 +13,9 @@
 
 namespace embedlab {
 
-// Half: f16/bf16 matrices stay as stored (float32 models, GGUF, llama2.c and
-// EmbedLab's compressed directories load as load_model loads them); F32: all float32.
+// Half: f16/bf16 matrices (safetensors, GGUF F16/BF16) stay as stored (float32 models,
+// quantised GGUF tensors, llama2.c and EmbedLab's compressed directories load as
+// load_model loads them); F32: all float32.
 enum class GenerationWeights { Half, F32 };
 
 // "half" or "f32"; InputError naming the option otherwise.

@@ -31,7 +31,7 @@ float bf16_to_f32(uint16_t bits);
 torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
                                  const std::vector<int64_t>& shape);
 
-// While one lives on a thread, the safetensors reader keeps f16/bf16 matrices (2-D
+// While one lives on a thread, the safetensors and GGUF readers keep f16/bf16 matrices (2-D
 // tensors) in their stored type instead of converting them to float32
 // (load_model_for_generation: generation reads half the bytes per token).
 class KeepHalfMatrices {

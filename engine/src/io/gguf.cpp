@@ -362,10 +362,14 @@ StoredType stored_type(uint32_t ggml_type)
 }
 
 // A tensor as float32: float types through the mapped-file converter, quantised
-// blocks dequantised row by row (gguf_quants.hpp).
+// blocks dequantised row by row (gguf_quants.hpp). F16/BF16 matrices stay as stored,
+// wrapped over the mapped file, under KeepHalfMatrices (load_model_for_generation).
 torch::Tensor load_tensor(const GgufFile& gguf, const std::shared_ptr<MappedFile>& file,
                           const GgufTensorInfo& t)
 {
+    if ((t.type == 1 || t.type == 30) && t.ne.size() == 2 && KeepHalfMatrices::active())
+        return half_tensor_from_mapped(file, gguf.data_start + t.offset, stored_type(t.type),
+                                       row_major_shape(t));
     if (t.type == 0 || t.type == 1 || t.type == 30)
         return tensor_from_mapped(file, gguf.data_start + t.offset, stored_type(t.type), row_major_shape(t));
     auto out = torch::empty(row_major_shape(t), torch::kFloat32);
@@ -470,8 +474,11 @@ ModelFiles read_gguf(const std::shared_ptr<MappedFile>& file)
     std::set<std::string> stored_types;
     for (const auto& [name, k] : index_of) {
         const GgufTensorInfo& t = gguf.tensors[k];
-        mf.weights[name] =
-            transposed.count(name) ? load_tensor(gguf, file, t).t().contiguous() : load_tensor(gguf, file, t);
+        auto tensor = load_tensor(gguf, file, t);
+        // A half matrix stays a transposed view of the mapped rows (half_add_times reads it so).
+        if (transposed.count(name))
+            tensor = tensor.scalar_type() == torch::kFloat32 ? tensor.t().contiguous() : tensor.t();
+        mf.weights[name] = std::move(tensor);
         stored_types.insert(ggml_type_name(t.type));
     }
     mf.stored_dtype = summarize_stored_types(stored_types);

@@ -1,8 +1,11 @@
 #include "model/half_products.hpp"
 
+#include <cstdlib>
+
 #include <ATen/Parallel.h>
 
 #include "embedlab/error.hpp"
+#include "embedlab/text_format.hpp"
 #include "io/dtype_convert.hpp"
 #include "model/half_kernels.hpp"
 
@@ -55,6 +58,22 @@ torch::Tensor widen_rows(const torch::Tensor& W, int64_t first, int64_t count, H
     return out;
 }
 
+HalfKernel half_kernel_from_setting()
+{
+    const char* value = std::getenv("EMBEDLAB_HALF_KERNEL");
+    if (!value || !*value)
+        return cpu_runs(HalfKernel::Avx2) ? HalfKernel::Avx2 : HalfKernel::Portable;
+    const std::string text = value;
+    for (const auto kernel : {HalfKernel::Portable, HalfKernel::Avx2})
+        if (text == half_kernel_name(kernel)) {
+            if (!cpu_runs(kernel))
+                throw InputError("EMBEDLAB_HALF_KERNEL is '" + text +
+                                 "', which this CPU cannot run; unset it");
+            return kernel;
+        }
+    throw InputError("EMBEDLAB_HALF_KERNEL is '" + printable(text) + "': expected portable or avx2");
+}
+
 torch::Tensor float_rows(const torch::Tensor& x, int64_t in)
 {
     return x.reshape({-1, in}).to(torch::kFloat32).contiguous();
@@ -105,7 +124,7 @@ bool is_half(const torch::Tensor& t)
     return t.defined() && (t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16);
 }
 
-HalfKernel fastest_half_kernel()
+bool cpu_runs(HalfKernel kernel)
 {
 #if defined(__x86_64__)
     static const bool avx2 =
@@ -113,7 +132,13 @@ HalfKernel fastest_half_kernel()
 #else
     constexpr bool avx2 = false; // the Raspberry Pi's arm64: the portable kernels
 #endif
-    return avx2 ? HalfKernel::Avx2 : HalfKernel::Portable;
+    return kernel == HalfKernel::Portable || avx2;
+}
+
+HalfKernel fastest_half_kernel()
+{
+    static const HalfKernel kernel = half_kernel_from_setting();
+    return kernel;
 }
 
 const char* half_kernel_name(HalfKernel kernel)
@@ -124,6 +149,9 @@ const char* half_kernel_name(HalfKernel kernel)
 torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor& W, const torch::Tensor& bias,
                                     HalfKernel kernel)
 {
+    // A GGUF's gpt2 matrix: stored [out, in], held as its transposed view, read row by row.
+    if (is_half(W) && W.dim() == 2 && !W.is_contiguous() && W.t().is_contiguous())
+        return half_times_transposed(x, W.t(), bias, kernel);
     check_half_weight(W);
     const int64_t out = W.size(0), in = W.size(1);
     const auto rows = float_rows(x, in);
@@ -157,6 +185,9 @@ torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor&
 torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, const torch::Tensor& W,
                              HalfKernel kernel)
 {
+    // A GGUF's gpt2 matrix: stored [out, in], held as its transposed view, read row by row.
+    if (is_half(W) && W.dim() == 2 && !W.is_contiguous() && W.t().is_contiguous())
+        return half_times_transposed(x, W.t(), bias, kernel);
     check_half_weight(W);
     const int64_t in = W.size(0), out = W.size(1);
     const auto rows = float_rows(x, in);

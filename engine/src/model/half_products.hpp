@@ -18,8 +18,11 @@ bool is_half(const torch::Tensor& t);
 // Portable: plain C++ on every CPU; Avx2: F16C conversion and FMA (chosen when the CPU has AVX2, FMA and
 // F16C).
 enum class HalfKernel { Portable, Avx2 };
+// The fastest the CPU runs, or EMBEDLAB_HALF_KERNEL (portable, avx2: for measuring one
+// against the other; InputError for another name or one the CPU cannot run). Read once.
 HalfKernel fastest_half_kernel();
 const char* half_kernel_name(HalfKernel kernel); // "portable", "avx2"
+bool cpu_runs(HalfKernel kernel);
 
 // Up to this many rows go through the matrix-vector kernel; more take the tiled sgemm.
 constexpr int64_t kHalfKernelRows = 4;
@@ -29,6 +32,7 @@ torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor&
                                     HalfKernel kernel = fastest_half_kernel());
 
 // bias + x W for a half W [in, out] (GPT-2's Conv1D layout), x [N, in]; float32 result.
+// W may also be the transposed view of a contiguous [out, in] matrix (a GGUF's gpt2).
 torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, const torch::Tensor& W,
                              HalfKernel kernel = fastest_half_kernel());
 
