@@ -5,6 +5,8 @@
     run = embedlab.compress(model, "pca", rank=32, eval_text="heldout.txt")
     run.summary["delta_ln_ppl"], run.factors["Z"].shape   # factors as stored; factors_f32 decoded
     rows = embedlab.sweep(model, "pca", {"rank": [16, 32, 64]}, eval_text="heldout.txt")
+    chain = embedlab.compress_chain(model, [{"method": "trim", "freq_text": "domain.txt", "coverage": 0.999},
+                                            {"method": "pca", "rank": 32, "store": "q8_0"}], out="chain")
     rows.to_pandas()                                       # with pandas installed
 
 Every number comes from the engine the CLI and the workbench run (the compiled
@@ -65,6 +67,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 try:
     from ._embedlab import (  # noqa: F401  (the public names)
         Cancelled,
+        Chain,
         InputError,
         Model,
         Run,
@@ -72,6 +75,7 @@ try:
         _runtime,
         account,
         compress,
+        compress_chain,
         compress_table,
         dequantize,
         load,
@@ -90,8 +94,9 @@ except ImportError as e:
             f"cmake -DPython_EXECUTABLE={sys.executable}") from e
     raise
 
-__all__ = ["Cancelled", "InputError", "Model", "Run", "Sweep", "__version__", "account", "compress",
-           "compress_table", "dequantize", "load", "load_run", "methods", "sweep", "sweep_iter", "version"]
+__all__ = ["Cancelled", "Chain", "InputError", "Model", "Run", "Sweep", "__version__", "account", "compress",
+           "compress_chain", "compress_table", "dequantize", "load", "load_run", "methods", "sweep", "sweep_iter",
+           "version"]
 
 
 def _pandas():
@@ -139,10 +144,10 @@ Run.to_pandas = _run_to_pandas
 
 def _run_to_torch(self):
     """The compressed token table as a torch.nn.Module (needs PyTorch): forward(ids) gives
-    the rows [..., d], head(hidden) the tied head's logits [..., V]. pca, svd, tt (uniform
-    ranks), tucker, lle, lle-unk and lle-pca keep their stored values as parameters
-    (factorised=True; lle's ids as buffers), quant its table dequantised; any other method
-    raises InputError naming these."""
+    the rows [..., d], head(hidden) the tied head's logits [..., V]. pca, svd, tt (per-token
+    ranks held padded, the padding kept at zero), tucker, lle, lle-unk, lle-pca, fourier and
+    aq keep their stored values as parameters (factorised=True; ids and aq's codes as
+    buffers), quant its table dequantised; flat (no token table) raises InputError naming these."""
     from ._torch import to_torch
 
     return to_torch(self)

@@ -221,10 +221,33 @@ class Run:
     # The row as a one-row pandas.DataFrame (ImportError without pandas).
     def to_pandas(self) -> Any: ...
     # The compressed table as a torch.nn.Module (ImportError without PyTorch): forward(ids)
-    # rows [..., d], head(hidden) logits [..., V]; pca, svd, tt (uniform ranks), tucker,
-    # lle, lle-unk, lle-pca factorised (rare rows rebuilt as the engine does), quant
-    # dequantised; any other method raises InputError.
+    # rows [..., d], head(hidden) logits [..., V]; pca, svd, tt, tucker, lle, lle-unk,
+    # lle-pca, fourier and aq factorised (rows rebuilt as the engine does), quant
+    # dequantised; flat raises InputError.
     def to_torch(self) -> Any: ...
+
+# compress_chain()'s result: trim, then one method, then its stored type, as one run.
+class Chain:
+    # The chain's results row (method "chain" after trim; parameters its label).
+    @property
+    def summary(self) -> dict[str, Any]: ...
+    # The one record, as compress --json prints it (its "pipeline" block after trim).
+    @property
+    def record(self) -> dict[str, Any]: ...
+    # What out= holds (embedlab.json, or run.json for trim alone); None without out=.
+    @property
+    def manifest(self) -> Optional[dict[str, Any]]: ...
+    @property
+    def out(self) -> Optional[str]: ...
+    # Every step's settings, in order (trim's first).
+    @property
+    def steps(self) -> list[dict[str, Any]]: ...
+    # table_parameters, table_bytes, model_bytes: before (the original) and after.
+    @property
+    def whole_chain(self) -> dict[str, Any]: ...
+    # "trim 0.999 → pca rank 32 → q8_0"
+    @property
+    def label(self) -> str: ...
 
 # sweep()'s rows (Run.row dicts).
 class Sweep(list[dict[str, Any]]):
@@ -236,6 +259,19 @@ def load(path: PathLike, *, tokenizer: Optional[PathLike] = None, verify: bool =
 # A Run read back from a compressed directory: record, summary, request, factors, model.
 def load_run(dir: PathLike, *, verify: bool = True) -> Run: ...
 def compress(model: Union[Model, PathLike], method: str, *, progress: Progress = None, **kwargs: Any) -> Run: ...
+# A chain as one run, as compress --method trim ... --then METHOD ... --then-store TYPE:
+# pipeline=[{"method": "trim", "freq_text": ..., "coverage": 0.999}, {"method": "pca",
+# "rank": 32, "store": "q8_0"}]; the keywords are the evaluation's (eval_text=, ctx=).
+def compress_chain(
+    model: Union[Model, PathLike],
+    pipeline: Sequence[dict[str, Any]],
+    *,
+    out: Optional[PathLike] = None,
+    overwrite: bool = False,
+    dense: bool = False,
+    progress: Progress = None,
+    **kwargs: Any,
+) -> Chain: ...
 # A table method on a table [V, d] without a model file: a Run with record (no summary,
 # model or export); model= accounts it as that model's run does.
 def compress_table(

@@ -15,14 +15,22 @@ EmbedLab's lookup does:
     lle-unk row = fallback                               parameter fallback [d]
     lle-pca row = mean + coords[slot] @ basis            parameters coords [R, k], basis [k, d], mean [d]
             The ids (common ids, lle's neighbours) are buffers, not parameters.
+  tt, per-token ranks (eps without uniform_ranks): each token's packed cores held in the
+            conventional layout padded with zeros to each position's largest rank (the zeros
+            add nothing to a row); a gradient hook keeps the padding at zero, so training keeps
+            each token's own ranks                   parameters core0.. [V, r, I_k, r'], buffers rank_mask0..
+  fourier   the features T(p), x = 2p/(V-1) - 1, sin/cos((i/2 + 1) pi x) in float64, then
+            E = T + MLP(T) (linear: T w_in^T + b_in; geglu: (gelu(gate) * value) w_out^T + b_out)
+            and RMSNorm (eps 1e-6) with norm        parameters w_in, b_in (w_out, b_out, norm)
+  aq        rows = sum_m codebooks[m, codes[ids, m]]  parameter codebooks [M, K, d], codes a buffer
   quant     the table dequantised (EmbedLab's decoder)     parameter rows [V, d] (factorised False)
-Any other method (fourier, aq, flat) and tt with per-token ranks are refused, naming
-these; their rows as a dense table are torch.from_numpy(run.embedding_table()).
+flat (it compresses no token table) is refused, naming these; a method registered at run
+time too: its rows as a dense table are torch.from_numpy(run.embedding_table()).
 """
 
 import numpy as np
 
-SUPPORTED = ("pca", "svd", "tt", "tucker", "lle", "lle-unk", "lle-pca", "quant")
+SUPPORTED = ("pca", "svd", "tt", "tucker", "lle", "lle-unk", "lle-pca", "fourier", "aq", "quant")
 PARTIAL_SPARSE = ("lle", "lle-unk", "lle-pca")
 
 
@@ -40,16 +48,14 @@ def _torch():
 def _refuse(why):
     from . import InputError
 
-    raise InputError(f"Run.to_torch: {why}; to_torch builds {', '.join(SUPPORTED[:-1])} and {SUPPORTED[-1]} "
-                     "(tt with uniform ranks); for the rows as a dense table use "
+    raise InputError(f"Run.to_torch: {why}; to_torch builds {', '.join(SUPPORTED[:-1])} and {SUPPORTED[-1]}; "
+                     "for the rows as a dense table use "
                      "torch.nn.Embedding.from_pretrained(torch.from_numpy(run.embedding_table()))")
 
 
 def _check_supported(run, method, factors):
     if method not in SUPPORTED:
         _refuse(f"method '{method or 'none'}' is not supported")
-    if method == "tt" and "core0" not in factors:
-        _refuse("this tt run has per-token ranks (packed cores), which are not supported")
 
 
 def _partial_sparse_slots(factors, vocab):
@@ -65,6 +71,37 @@ def _partial_sparse_slots(factors, vocab):
     return slot
 
 
+def _padded_tt_cores(factors, shape):
+    """Per-token ranks: each packed core (1-D, token after token, each token's own
+    [r_k, I_k, r_k+1] row-major) as [V, R_k, I_k, R_k+1] with zeros beyond the token's
+    ranks (R: each position's largest), and the mask of the values it stores."""
+    ranks = np.asarray(factors["token_ranks"], dtype=np.int64)  # [V, N - 1]: r_1..r_N-1
+    vocab = ranks.shape[0]
+    ranks = np.concatenate([np.ones((vocab, 1), np.int64), ranks, np.ones((vocab, 1), np.int64)], axis=1)
+    largest = ranks.max(0)
+    cores, masks = [], []
+    for k, size in enumerate(shape):
+        packed = np.asarray(factors[f"packed_core{k}"], dtype=np.float32)
+        left, right = ranks[:, k], ranks[:, k + 1]
+        counts = left * size * right
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        if counts.sum() != packed.size:
+            from . import InputError
+
+            raise InputError(f"Run.to_torch: tt packed_core{k} holds {packed.size} values, its tokens' ranks "
+                             f"{counts.sum()}")
+        core = np.zeros((vocab, largest[k], size, largest[k + 1]), np.float32)
+        mask = np.zeros_like(core)
+        for a, b in set(zip(left.tolist(), right.tolist())):  # the tokens of each rank pair at once
+            tokens = np.flatnonzero((left == a) & (right == b))
+            values = packed[starts[tokens, None] + np.arange(a * size * b)]
+            core[tokens, :a, :, :b] = values.reshape(-1, a, size, b)
+            mask[tokens, :a, :, :b] = 1
+        cores.append(core)
+        masks.append(mask)
+    return cores, masks
+
+
 def to_torch(run):
     """The run's token table as a torch.nn.Module: forward(ids) -> rows [..., d] float32,
     head(hidden) -> logits [..., V] through the same rows (a tied output head)."""
@@ -72,6 +109,9 @@ def to_torch(run):
     method = run.request.get("method", "")
     factors = run.factors_f32
     _check_supported(run, method, factors)
+    from . import _embedlab
+
+    _unpack_aq_codes = _embedlab._unpack_aq_codes  # aq's packed codes, by the engine's unpacking
     if method == "quant":  # the blocks decoded by the engine's own decoder
         from . import dequantize
 
@@ -89,9 +129,30 @@ def to_torch(run):
                 self.Z = param(factors["Z"])  # [V, k]
                 self.P = param(factors["P"])  # [k, d]
                 self.mu = param(factors["mu"]) if "mu" in factors else None  # [d] (pca)
+            elif method == "tt" and "token_ranks" in factors:
+                record = run.record  # a saved run's parameters, a run in memory's spec
+                cores, masks = _padded_tt_cores(factors, record.get("parameters", record.get("spec"))["shape"])
+                self.cores = torch.nn.ParameterList(param(c) for c in cores)
+                for k, (core, mask) in enumerate(zip(self.cores, masks)):
+                    self.register_buffer(f"rank_mask{k}", torch.from_numpy(mask))
+                    core.register_hook(lambda grad, k=k: grad * getattr(self, f"rank_mask{k}"))
             elif method == "tt":
                 self.cores = torch.nn.ParameterList(
                     param(factors[f"core{k}"]) for k in range(sum(n.startswith("core") for n in factors)))
+            elif method == "fourier":
+                self.vocab = run.record["accounting"]["vocab"]
+                self.w_in = param(factors["w_in"])  # [d, d] linear, [2h, d] geglu
+                self.b_in = param(factors["b_in"])
+                self.geglu = "w_out" in factors
+                if self.geglu:
+                    self.w_out = param(factors["w_out"])  # [d, h]
+                    self.b_out = param(factors["b_out"])  # [d]
+                self.norm = param(factors["norm"]) if "norm" in factors else None  # RMSNorm's weight [d]
+            elif method == "aq":
+                self.codebooks = param(factors["codebooks"])  # [M, K, d]
+                books, words = self.codebooks.shape[:2]
+                codes = _unpack_aq_codes(run.factors["codes"], books, words)  # [V, M]
+                self.register_buffer("codes", id_buffer(codes))
             elif method in PARTIAL_SPARSE:
                 slot = _partial_sparse_slots(factors, run.record["accounting"]["vocab"])
                 self.register_buffer("slot", id_buffer(slot))  # [V]
@@ -117,10 +178,12 @@ def to_torch(run):
 
         @property
         def vocab_size(self):
+            if self.method == "fourier":
+                return self.vocab
             return self.slot.shape[0] if self.method in PARTIAL_SPARSE else self._first().shape[0]
 
         def _first(self):
-            return {"tt": lambda: self.cores[0], "tucker": lambda: self.core,
+            return {"tt": lambda: self.cores[0], "tucker": lambda: self.core, "aq": lambda: self.codes,
                     "quant": lambda: self.rows}.get(self.method, lambda: self.Z)()
 
         def _rows(self, flat):
@@ -132,6 +195,13 @@ def to_torch(run):
                 return torch.nn.functional.embedding(flat, self.rows)
             if self.method in PARTIAL_SPARSE:
                 return self._partial_sparse_rows(flat)
+            if self.method == "fourier":
+                return self._fourier_rows(flat)
+            if self.method == "aq":  # codeword c of book m is row m K + c of the books as [M K, d]
+                books, words, dim = self.codebooks.shape
+                offsets = torch.arange(books) * words
+                picked = self.codebooks.reshape(books * words, dim)[self.codes[flat] + offsets]
+                return picked.sum(1)
             if self.method == "tt":  # [n, I_1, r_1] then each core: [n, I_1..I_k, r_k]
                 y = self.cores[0][flat][:, 0]
                 for core in self.cores[1:]:
@@ -143,6 +213,26 @@ def to_torch(run):
                     y = torch.tensordot(y, u, dims=([1], [1]))
             # Mode 1 varies fastest in EmbedLab's rows (little-endian, TensorSLM eq. 6).
             return y.permute(0, *range(y.dim() - 1, 0, -1)).reshape(flat.shape[0], -1)
+
+        def _fourier_rows(self, flat):
+            """E(p) = T + MLP(T) (RMSNorm'd with norm), T the features in float64 then float32."""
+            dim = self.w_in.shape[1]
+            theta = torch.pi * ((2 * flat).double() / (self.vocab - 1) - 1)  # [n]
+            angles = theta[:, None] * torch.arange(1, (dim + 1) // 2 + 1, dtype=torch.float64)
+            # Frequency j + 1 in columns 2j (sin) and 2j + 1 (cos).
+            t = torch.stack([angles.sin(), angles.cos()], -1).reshape(flat.shape[0], -1)[:, :dim].float()
+            linear = torch.nn.functional.linear
+            if self.geglu:
+                hidden = self.w_out.shape[1]
+                gate_value = linear(t, self.w_in, self.b_in)
+                mlp = linear(torch.nn.functional.gelu(gate_value[:, :hidden]) * gate_value[:, hidden:],
+                             self.w_out, self.b_out)
+            else:
+                mlp = linear(t, self.w_in, self.b_in)
+            e = t + mlp
+            if self.norm is not None:
+                e = e * torch.rsqrt(e.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm
+            return e
 
         def _partial_sparse_rows(self, flat):
             """lookup(): common rows read, only the looked-up rare rows rebuilt."""

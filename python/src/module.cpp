@@ -1,6 +1,7 @@
 // The `embedlab` Python module (issue 43): the engine's experiment API from Python.
 // Like the CLI it is a front end: it wraps engine calls and adds no maths. Functions:
-// version, methods, load (model.cpp), compress and Run, account, dequantize;
+// version, methods, load (model.cpp), compress and Run, compress_chain and Chain (trim,
+// then a method: pipeline.hpp), account, dequantize;
 // embedlab/__init__.py adds sweep. Engine InputError -> embedlab.InputError (a ValueError), Cancelled ->
 // embedlab.Cancelled.
 #include <ATen/Parallel.h>
@@ -16,10 +17,12 @@
 #include <pybind11/stl.h>
 
 #include "convert.hpp"
+#include "embedlab/additive_quantisation.hpp"
 #include "embedlab/compressed_model.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/method_registry.hpp"
 #include "embedlab/model_files.hpp"
+#include "embedlab/pipeline.hpp"
 #include "embedlab/quant_types.hpp"
 #include "embedlab/quantised_table.hpp"
 #include "embedlab/saved_summary.hpp"
@@ -149,6 +152,126 @@ Run compress(const py::object& model, const std::string& method, const py::objec
     const auto request = request_from(source.path, source.tokenizer, method, fields, "compress");
     PythonProgress progress(callback, "compress: progress");
     return run_request(request, progress);
+}
+
+// compress_chain()'s result (pipeline.hpp): the chain's row, its one record and what
+// `out` holds ("" when the chain wrote nothing).
+struct Chain {
+    PipelineResult result;
+    std::string out;
+    std::string label; // pipeline_label: "trim 0.999 → pca rank 32 → q8_0"
+};
+
+// The chain as a JSON request, as a worker job gives it: the model, the keywords (the
+// model's evaluation fields, each a request field) and the steps.
+PipelineRequest chain_request(const Source& source, const py::handle& pipeline, const py::kwargs& fields)
+{
+    const std::string label = "compress_chain";
+    if (!py::isinstance<py::list>(pipeline) && !py::isinstance<py::tuple>(pipeline))
+        throw py::type_error(label +
+                             ": pipeline must be a list of steps, dicts such as {\"method\": \"pca\", " +
+                             "\"rank\": 32}, not " + type_name(pipeline));
+    nlohmann::ordered_json json = {{"model", source.path}};
+    if (!source.tokenizer.empty())
+        json["tokenizer"] = source.tokenizer;
+    const auto& known = request_fields();
+    for (const auto& [key, value] : fields) {
+        const auto name = key.cast<std::string>();
+        if (name == "model" || name == "method" || std::find(known.begin(), known.end(), name) == known.end())
+            throw InputError(label + ": no request field '" + name + "' (a step's fields go in its dict)");
+        json[name] = to_json(value, label + ": " + keyword(name));
+    }
+    json["pipeline"] = to_json(pipeline, label + ": pipeline");
+    return pipeline_from_json(json);
+}
+
+// The chain checked as the CLI checks it before any work (trim's options, then the steps
+// against the model's configuration), then run without the GIL.
+Chain compress_chain(const py::object& model, const py::handle& pipeline, const py::object& out_like,
+                     bool overwrite, bool dense, const py::object& callback, const py::kwargs& fields)
+{
+    const auto source = source_of(model, "compress_chain");
+    const auto request = chain_request(source, pipeline, fields);
+    const std::string out = out_like.is_none() ? "" : path_arg(out_like, "compress_chain: out");
+    PythonProgress progress(callback, "compress_chain: progress");
+    auto result = without_gil(progress, [&] {
+        if (request.trim)
+            check_trim_options(*request.trim);
+        check_pipeline_request(request,
+                               read_model_files(request.request.model, WeightValues::ShapesOnly).config);
+        return run_pipeline(request, out, {.overwrite = overwrite, .dense = dense}, progress.experiment());
+    });
+    return Chain{std::move(result), out, pipeline_label(request)};
+}
+
+// The record's block of the chain (a trimmed chain's "pipeline"), or null.
+const nlohmann::ordered_json* chain_block(const Chain& c)
+{
+    return c.result.record.contains("pipeline") ? &c.result.record["pipeline"] : nullptr;
+}
+
+// Every step's settings: a trimmed chain's steps as its record holds them; a chain of one
+// method is its request.
+py::object chain_steps(const Chain& c)
+{
+    if (const auto* block = chain_block(c))
+        return to_python((*block)["request"]["pipeline"]);
+    return to_python(nlohmann::ordered_json::array({c.result.record["request"]}));
+}
+
+// The whole chain's parameters and bytes against the original model: the record's, or
+// for a chain of one method its row's (the same fields: that run's input is the original).
+py::object chain_totals(const Chain& c)
+{
+    if (const auto* block = chain_block(c))
+        return to_python((*block)["whole_chain"]);
+    const RunSummary& s = c.result.summary;
+    const auto value = [](double v) {
+        return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+    };
+    return to_python(nlohmann::ordered_json{
+        {"table_parameters", {{"before", s.params_before}, {"after", s.params_after}, {"ratio", s.ratio}}},
+        {"table_bytes", {{"before", value(s.bytes_before)}, {"after", value(s.bytes_after)}}},
+        {"model_bytes", {{"before", value(s.model_bytes_before)}, {"after", value(s.model_bytes_after)}}}});
+}
+
+void bind_chain(py::module_& m)
+{
+    py::class_<Chain>(m, "Chain",
+                      "A finished chain (embedlab.compress_chain): trim, then a method, then its store.")
+        .def_property_readonly(
+            "summary", [](const Chain& c) { return to_python(summary_json(c.result.summary)); },
+            "The chain's results row: method \"chain\" after trim, parameters its label.")
+        .def_property_readonly(
+            "record", [](const Chain& c) { return to_python(c.result.record); },
+            "The run's one record, as compress --json prints it (the \"pipeline\" block after trim).")
+        .def_property_readonly(
+            "manifest",
+            [](const Chain& c) {
+                return c.out.empty() ? py::object(py::none()) : to_python(c.result.manifest);
+            },
+            "What out= holds (embedlab.json, or run.json for trim alone); None without out=.")
+        .def_property_readonly(
+            "out",
+            [](const Chain& c) {
+                return c.out.empty() ? py::object(py::none()) : py::object(py::str(c.out));
+            },
+            "The output directory, or None (out= not given: the record only).")
+        .def_property_readonly("steps", &chain_steps, "Every step's settings, in order (trim's first).")
+        .def_property_readonly(
+            "whole_chain", &chain_totals,
+            "table_parameters, table_bytes and model_bytes, before (the original model) and "
+            "after (the last step's).")
+        .def_property_readonly(
+            "label", [](const Chain& c) { return c.label; },
+            "The steps in a line: \"trim 0.999 → pca rank 32 → q8_0\".")
+        .def("__repr__", [](const Chain& c) {
+            std::string text = "<embedlab.Chain ";
+            text += c.label;
+            if (!c.out.empty())
+                text += " in " + c.out;
+            return text + ">";
+        });
 }
 
 // A run on a table alone (compress_table): no model, so no summary, model or export.
@@ -297,8 +420,8 @@ std::string factor_type(const CompressedEmbedding& c, const std::string& name, c
 {
     if (const auto* s = stored_factor(c, name))
         return c.stored_types.at(s->first).get<std::string>();
-    if (const auto* q = dynamic_cast<const QuantisedTokenEmbedding*>(c.embedding.get()))
-        return q->type();
+    if (const auto rows = c.embedding->stored_row_type(); !rows.empty()) // quant's blocks
+        return rows;
     switch (t.scalar_type()) {
     case torch::kFloat32:
         return "f32";
@@ -385,6 +508,18 @@ py::array dequantize(const py::handle& data, const std::string& type, const py::
     // The array's bytes, read in place (the decoder writes a new tensor).
     const auto bytes = torch::from_blob(const_cast<void*>(a.data()), {rows, row_bytes}, torch::kUInt8);
     return to_numpy(QuantisedTokenEmbedding(q->name, n, bytes).rebuilt_rows().reshape(out_shape));
+}
+
+// aq's stored codes (Run.factors["codes"]: uint8 [V, ceil(M log2 K / 8)], packed) as
+// uint8 [V, M], by the engine's own unpacking, for Run.to_torch.
+py::array unpack_aq(const py::handle& packed, int64_t codebooks, int64_t codewords)
+{
+    const py::array a = py::module_::import("numpy").attr("ascontiguousarray")(packed, "uint8");
+    if (a.ndim() != 2)
+        throw InputError("_unpack_aq_codes: the codes must be uint8 [V, row bytes], not " +
+                         std::to_string(a.ndim()) + " dimension(s)");
+    const auto bytes = torch::from_blob(const_cast<void*>(a.data()), {a.shape(0), a.shape(1)}, torch::kUInt8);
+    return to_numpy(unpack_aq_codes(bytes, codebooks, codewords));
 }
 
 // python3 -m embedlab's facts: where libtorch was loaded from and its thread count.
@@ -499,6 +634,54 @@ Run load_run(const py::object& dir_like, bool verify)
         }
     }
     return Run{std::move(run), dir, std::move(manifest), verify};
+}
+
+// A LoRA run's row from its record: the table's row as summary_from_record reads the
+// record without its LoRA blocks, then the adapters counted as recover_table counts them
+// (run_table.cpp): the settings' words, their parameters as stored values of 4 bytes.
+RunSummary lora_saved_summary(const nlohmann::ordered_json& manifest, const std::string& where)
+{
+    const auto& lora = manifest["lora"];
+    const auto training = manifest.contains("finetune")
+                              ? manifest["finetune"].value("training", nlohmann::ordered_json())
+                              : nlohmann::ordered_json();
+    if (!lora.is_object() || !lora.contains("parameters") || !lora.contains("rank") ||
+        !training.is_object() || !training.contains("steps"))
+        throw InputError(where +
+                         ": the LoRA record lacks lora.parameters, lora.rank or finetune.training.steps, "
+                         "which its row counts");
+    auto table = manifest;
+    for (const char* key : {"lora", "finetune", "finetuned_from"})
+        table.erase(key);
+    const auto adapters = lora["parameters"].get<int64_t>();
+    // model_params.before counts the adapters too (the fine-tuned model's own count).
+    if (table.contains("model_params") && table["model_params"].contains("before"))
+        table["model_params"]["before"] = table["model_params"]["before"].get<int64_t>() - adapters;
+    RunSummary s = summary_from_record(table, where);
+    s.parameters += " + LoRA r " + std::to_string(lora["rank"].get<int64_t>()) + ", " +
+                    std::to_string(training["steps"].get<int64_t>()) + " steps";
+    s.params_after += adapters;
+    s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
+    s.bytes_after += 4.0 * static_cast<double>(adapters); // float32
+    s.model_bytes_after += 4.0 * static_cast<double>(adapters);
+    return s;
+}
+
+// Run.summary of a load_run run: the row the run that wrote it made, timing aside.
+RunSummary saved_summary(const Run& r)
+{
+    const std::string where = "Run.summary: " + r.dir;
+    const auto& manifest = *r.manifest;
+    if (manifest.contains("lora") && manifest.contains("finetuned_from"))
+        return lora_saved_summary(manifest, where);
+    if (manifest.value("method", "") == "flat")
+        throw InputError(where +
+                         ": flat's record has no results row: embedlab.json lacks the row's params_before "
+                         "(the value and output projections' parameters before narrowing; it records the "
+                         "narrowed ones, storage.params_after) and its settings' words; its figures are "
+                         "in record[\"model_params\"], record[\"storage\"] and record[\"evaluation\"], "
+                         "or keep the summary of the run that wrote it");
+    return summary_from_record(manifest, where);
 }
 
 void refuse_saved(const Run& r, const std::string& what, const std::string& instead)
@@ -689,14 +872,13 @@ PYBIND11_MODULE(_embedlab, m)
     bind_tables(m);
     bind_arrays(m);
     py::class_<Run>(m, "Run", "A finished compression run (embedlab.compress), kept in memory.")
-        .def_property_readonly(
-            "summary",
-            [](const Run& r) {
-                refuse_table_only(r, "summary");
-                if (saved(r)) // the row the run that wrote it made, timing aside
-                    return to_python(summary_json(summary_from_record(*r.manifest, "Run.summary: " + r.dir)));
-                return to_python(summary_json(r.run->summary));
-            })
+        .def_property_readonly("summary",
+                               [](const Run& r) {
+                                   refuse_table_only(r, "summary");
+                                   if (saved(r)) // the row the run that wrote it made, timing aside
+                                       return to_python(summary_json(saved_summary(r)));
+                                   return to_python(summary_json(r.run->summary));
+                               })
         .def_property_readonly("record",
                                [](const Run& r) {
                                    if (saved(r))
@@ -755,10 +937,19 @@ PYBIND11_MODULE(_embedlab, m)
           "Loads a Hugging Face directory, a .gguf, a llama2.c .bin or a compressed directory.");
     m.def("load_run", &load_run, py::arg("dir"), py::kw_only(), py::arg("verify") = true,
           "A Run read back from a compressed directory (compress --out, Run.export): its record "
-          "(embedlab.json), request, factors as stored, model and embedding_table(); no summary row.");
+          "(embedlab.json), summary (the row the run that wrote it made, timing aside; flat's is refused "
+          "naming what its record lacks), request, factors as stored, model and embedding_table().");
     m.def("compress", &compress, py::arg("model"), py::arg("method"), py::kw_only(),
           py::arg("progress") = py::none(),
           "One compression run: the keywords are the request's JSON fields (rank=32, eval_text=...).");
+    bind_chain(m);
+    m.def("compress_chain", &compress_chain, py::arg("model"), py::arg("pipeline"), py::kw_only(),
+          py::arg("out") = py::none(), py::arg("overwrite") = false, py::arg("dense") = false,
+          py::arg("progress") = py::none(),
+          "A chain as one run (compress --method trim ... --then METHOD ... --then-store TYPE): pipeline is "
+          "its steps ([{\"method\": \"trim\", \"freq_text\": ..., \"coverage\": 0.999}, {\"method\": "
+          "\"pca\", \"rank\": 32, \"store\": \"q8_0\"}]), the keywords the model's evaluation fields "
+          "(eval_text=, ctx=); out= writes the directory. Refusals are the engine's, as InputError.");
     m.def("compress_table", &compress_table_alone, py::arg("table"), py::arg("method"), py::kw_only(),
           py::arg("model") = py::none(), py::arg("model_params") = 0, py::arg("tied") = true,
           py::arg("positions") = 0, py::arg("stored_type") = py::none(), py::arg("progress") = py::none(),
@@ -771,6 +962,8 @@ PYBIND11_MODULE(_embedlab, m)
           "What account --json reports for one setting, without a model.");
     m.def("dequantize", &dequantize, py::arg("data"), py::arg("type"), py::arg("shape") = py::none(),
           "A stored factor (Run.factors[name], Run.factor_types[name]) decoded to float32.");
+    m.def("_unpack_aq_codes", &unpack_aq, py::arg("packed"), py::arg("codebooks"), py::arg("codewords"),
+          "aq's packed codes as uint8 [V, M] (Run.to_torch).");
     m.def("_runtime", &runtime, "libtorch's path and thread count, for python3 -m embedlab.");
     m.def("methods", &methods, "The registry: each method's part, summary and fields (type, default).");
     m.def("_check_requests", &check_requests, py::arg("model"), py::arg("method"), py::arg("rows"),

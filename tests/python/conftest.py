@@ -21,9 +21,34 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 BUILD = Path(os.environ.get("EMBEDLAB_BUILD_DIR", REPO / "build")).resolve()
 
-# PYTHONPATH wins; without it, the build's package.
-if importlib.util.find_spec("embedlab") is None and (BUILD / "python" / "embedlab").is_dir():
+# ctest's python_module* run the suite with a venv's python against the copy pip installed
+# there (tests/python/venv_install.py), with EMBEDLAB_EXPECT_INSTALLED=1.
+EXPECT_INSTALLED = os.environ.get("EMBEDLAB_EXPECT_INSTALLED", "") not in ("", "0")
+
+# PYTHONPATH wins; without it, the build's package (never when the installed copy is expected).
+if (not EXPECT_INSTALLED and importlib.util.find_spec("embedlab") is None
+        and (BUILD / "python" / "embedlab").is_dir()):
     sys.path.insert(0, str(BUILD / "python"))
+
+
+def installed_copy_problem(package_file, prefix=sys.prefix, base_prefix=sys.base_prefix):
+    """Why package_file (embedlab.__file__) is not a venv's installed copy, or None."""
+    where = Path(package_file).resolve()
+    if prefix == base_prefix:
+        return f"{sys.executable} is not a venv's python (sys.prefix {prefix})"
+    if where.is_relative_to(BUILD / "python"):
+        return f"embedlab is imported from the build's python/ ({where}), not the venv {prefix}"
+    if not where.is_relative_to(Path(prefix).resolve()):
+        return f"embedlab is imported from {where}, outside the venv {prefix}"
+    return None
+
+
+if EXPECT_INSTALLED:
+    import embedlab as _installed
+
+    _problem = installed_copy_problem(_installed.__file__)
+    if _problem:
+        raise ImportError(f"EMBEDLAB_EXPECT_INSTALLED is set, but {_problem}")
 
 
 def pytest_configure(config):

@@ -1,6 +1,8 @@
 """The package around the module (issue 64, items 9 and a-c): NumPy checked at import,
 an interpreter of another ABI told which one the module is for, __version__ and
-python3 -m embedlab, and build/python installable offline into a venv."""
+python3 -m embedlab, and build/python installable offline into a venv. Under ctest the
+whole suite runs from such a venv (python_venv, tests/python/venv_install.py): the venv
+checks here then read that one (EMBEDLAB_VENV) instead of making their own."""
 
 import os
 import re
@@ -13,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import embedlab
-from conftest import REPO
+import venv_install
+from conftest import BUILD, EXPECT_INSTALLED, REPO, installed_copy_problem
 
 PACKAGE = Path(embedlab.__file__).resolve().parent
 
@@ -94,32 +97,19 @@ def test_python_m_embedlab_runs_as_a_command():
     assert p.returncode == 0 and p.stdout.startswith("embedlab "), p.stderr
 
 
-def debian_packages_missing(*names):
-    p = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Status}\\n", *names], capture_output=True, text=True)
-    installed = {line.split()[0] for line in p.stdout.splitlines() if line.endswith("installed")}
-    return [n for n in names if n not in installed]
-
-
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    """A venv that sees Debian's NumPy, with build/python installed into it offline."""
-    if shutil.which("dpkg-query"):
-        missing = debian_packages_missing("python3-venv", "python3-pip", "python3-setuptools")
-        if missing:
-            pytest.skip(f"offline install needs {' '.join(missing)} (Debian: apt-get install {' '.join(missing)})")
-    if not (PACKAGE.parent / "pyproject.toml").exists():
-        pytest.skip(f"{PACKAGE.parent}/pyproject.toml is absent: re-run CMake")
-    root = tmp_path_factory.mktemp("venv") / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True, timeout=120)
-    py = root / "bin" / "python"
-    # A copy: pip writes its build/ and egg-info beside the project.
-    project = tmp_path_factory.mktemp("project")
-    shutil.copytree(PACKAGE.parent, project, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("CMakeFiles", "*.cmake", "__pycache__", "build", "*.egg-info"))
-    p = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-build-isolation", "--quiet",
-                        str(project)], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return py
+    """A venv that sees Debian's NumPy, with build/python installed into it offline: ctest's
+    (python_venv, named by EMBEDLAB_VENV), or one made here."""
+    if os.environ.get("EMBEDLAB_VENV"):
+        return Path(os.environ["EMBEDLAB_VENV"]).absolute() / "bin" / "python"
+    missing = venv_install.debian_packages_missing(*venv_install.DEBIAN_PACKAGES)
+    if missing:
+        pytest.skip(f"offline install needs {' '.join(missing)} (Debian: apt-get install {' '.join(missing)})")
+    # The build's project (the package here may be an installed copy, without pyproject.toml).
+    if not (BUILD / "python" / "pyproject.toml").exists():
+        pytest.skip(f"{BUILD}/python/pyproject.toml is absent: re-run CMake")
+    return venv_install.install(BUILD / "python", tmp_path_factory.mktemp("venv") / "env")
 
 
 def test_offline_install_into_a_venv_imports_and_runs(venv, tmp_path):
@@ -142,8 +132,19 @@ def test_offline_install_into_a_venv_imports_and_runs(venv, tmp_path):
 
 
 def test_the_suite_passes_against_the_venvs_install(venv):
-    """Part of this suite (the stub and the arguments) run by the venv's interpreter, against the
-    installed copy: the package works as installed, not only from build/python."""
+    """The package works as installed, not only from build/python. Under ctest the whole suite
+    runs with the venv's python (EMBEDLAB_EXPECT_INSTALLED): this process must be that venv's,
+    importing its copy. Elsewhere, part of the suite (the stub and the arguments) runs there."""
+    if EXPECT_INSTALLED:
+        assert Path(sys.prefix).resolve() == venv.parent.parent.resolve(), (sys.prefix, venv)
+        assert installed_copy_problem(embedlab.__file__) is None
+        from importlib import metadata
+
+        files = {str(f) for f in metadata.files("embedlab")}
+        assert metadata.version("embedlab") == embedlab.__version__
+        so = next(PACKAGE.glob("_embedlab.*.so")).name
+        assert {"embedlab/__init__.pyi", "embedlab/py.typed", f"embedlab/{so}"} <= files
+        return
     e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = ("import embedlab, pathlib, sys, pytest; "
             f"assert pathlib.Path(embedlab.__file__).is_relative_to({str(venv.parent.parent)!r}), embedlab.__file__; "
@@ -154,3 +155,15 @@ def test_the_suite_passes_against_the_venvs_install(venv):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     passed = re.search(r"\b(\d+) passed\b", p.stdout)
     assert passed and int(passed.group(1)) >= 20 and "skipped" not in p.stdout, p.stdout[-500:]
+
+
+def test_the_installed_copy_check_refuses_the_builds_copy_and_a_non_venv(tmp_path):
+    # conftest's check, which EMBEDLAB_EXPECT_INSTALLED applies at the suite's start.
+    build_copy = BUILD / "python" / "embedlab" / "__init__.py"
+    problem = installed_copy_problem(build_copy, prefix=str(tmp_path), base_prefix="/usr")
+    assert "imported from the build's python/" in problem
+    assert "not a venv's python" in installed_copy_problem(tmp_path / "x.py", prefix="/usr", base_prefix="/usr")
+    assert "outside the venv" in installed_copy_problem("/opt/elsewhere/embedlab/__init__.py",
+                                                        prefix=str(tmp_path), base_prefix="/usr")
+    assert installed_copy_problem(tmp_path / "lib" / "embedlab" / "__init__.py", prefix=str(tmp_path),
+                                  base_prefix="/usr") is None

@@ -54,15 +54,19 @@ SAVED_SUMMARY_RUNS = {
     "tt": ("tt", {"shape": [4, 4, 8], "ranks": [1, 4, 4, 1]}),
     "lle": ("lle", {"keep_ratio": 0.5, "k": 4, "freq": True}),
     "no evaluation": ("svd", {"rank": 4, "eval": False}),
+    # LoRA recovery: the adapters counted in parameters, bytes and the settings' words.
+    "pca lora": ("pca", {"rank": 8, "lora_rank": 2, "lora_steps": 2, "train": True}),
 }
 
 
 @pytest.mark.parametrize("name", list(SAVED_SUMMARY_RUNS))
-def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_text, tmp_path, name):
+def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_text, heldout, tmp_path, name):
     method, fields = SAVED_SUMMARY_RUNS[name]
     fields = dict(fields)
     if fields.pop("freq", False):
         fields["freq_text"] = short_text
+    if fields.pop("train", False):
+        fields["train_text"] = heldout
     if fields.pop("eval", True):
         fields["eval_text"] = short_text
     run = embedlab.compress(gpt2, method, **fields)
@@ -80,14 +84,18 @@ def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_t
         assert back["ppl"] is None and back["eval_tokens"] == 0 and back["eval_text"] == ""
 
 
-def test_a_loaded_flat_runs_summary_is_refused_naming_why(gpt2, tmp_path, short_text):
+def test_a_loaded_flat_runs_summary_is_refused_naming_what_the_record_lacks(gpt2, tmp_path, short_text):
     run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=short_text, samples=4, seqlen=32)
     run.export(tmp_path / "flat")
     back = embedlab.load_run(tmp_path / "flat")
-    with pytest.raises(embedlab.InputError, match=r"Run.summary: .*/flat: the record is not a table method's "
-                                                  r"compressed directory \(method flat\); a results row is read "
-                                                  r"back from a token-table method's compress --out"):
+    with pytest.raises(embedlab.InputError, match=r"Run.summary: .*/flat: flat's record has no results row: "
+                                                  r"embedlab.json lacks the row's params_before \(the value and "
+                                                  r"output projections' parameters before narrowing; .*\) and its "
+                                                  r"settings' words"):
         back.summary
+    # What it does record is the run's.
+    assert back.record["storage"]["params_after"] == run.summary["params_after"]
+    assert "params_before" not in back.record["storage"]
 
 
 def test_a_loaded_run_refuses_what_it_does_not_have(gpt2, tmp_path, short_text):

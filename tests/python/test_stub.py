@@ -87,7 +87,7 @@ def class_members(cls):
     return {n: v for n, v in vars(cls).items() if not n.startswith("__")}
 
 
-@pytest.mark.parametrize("cls", ["Model", "Run"])
+@pytest.mark.parametrize("cls", ["Model", "Run", "Chain"])
 def test_class_members_match(cls):
     _, classes = stub_members()
     # Dunders (__enter__, __exit__) are in the stub for type checkers; not compared here.

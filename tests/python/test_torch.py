@@ -1,7 +1,7 @@
 """Run.to_torch() (issue 64): the compressed token table as a torch.nn.Module whose rows
 and tied-head logits are EmbedLab's, factorised for pca, svd, tt, tucker, lle, lle-unk and
-lle-pca (the run's parameter count less its stored ids, rows rebuilt in PyTorch), quant's
-table dequantised; other methods are refused naming these. Skipped without PyTorch for
+lle-pca, tt with per-token ranks, fourier and aq (the run's parameter count less its stored ids,
+rows rebuilt in PyTorch), quant's table dequantised; flat is refused naming these. Skipped without PyTorch for
 this interpreter (Debian: python3-torch)."""
 
 import sys
@@ -32,6 +32,13 @@ def test_to_torch_without_torch_says_what_to_install(stories_model, monkeypatch)
     ("lle", {"keep_ratio": 0.1, "k": 8, "store": "bf16"}, True),
     ("lle-unk", {"keep_ratio": 0.3}, True),
     ("lle-pca", {"keep_ratio": 0.3, "k": 8}, True),
+    ("tt", {"eps": 0.5}, True),  # per-token ranks: packed cores
+    ("tt", {"eps": 0.3, "store": "f16"}, True),
+    ("fourier", {"steps": 20}, True),  # linear, whose engine head folds the MLP into the hidden states
+    ("fourier", {"steps": 20, "mlp": "geglu", "norm": True}, True),
+    ("fourier", {"steps": 20, "mlp": "geglu", "hidden_ratio": 0.5, "store": "bf16"}, True),
+    ("aq", {"codebooks": 4, "codewords": 16, "steps": 50}, True),
+    ("aq", {"codebooks": 3, "codewords": 8, "steps": 50}, True),  # 3-bit codes across bytes
     ("quant", {"type": "q4_0"}, False),
     ("quant", {"type": "q8_0"}, False),
 ])
@@ -44,8 +51,14 @@ def test_to_torch_gives_embedlabs_rows_and_logits(stories_model, stories, heldou
     assert isinstance(module, torch.nn.Module) and module.factorised == factorised
     V, d = stories_model.vocab_size, stories_model.dim
     parameters = sum(p.numel() for p in module.parameters())
-    # The stored ids (lle's common and neighbour ids) are buffers, not parameters.
-    ids = sum(a.size for name, a in run.factors.items() if name.endswith("_ids"))
+    # The stored ids (lle's common and neighbour ids, aq's codes, tt's per-token ranks) are
+    # buffers, not parameters; per-token tt cores are held padded, their stored values masked.
+    ids = sum(a.size for name, a in run.factors.items() if name.endswith("_ids") or name == "token_ranks")
+    if method == "aq":
+        ids = module.codes.numel()
+        assert module.codes.shape == (V, fields["codebooks"]) and int(module.codes.max()) < fields["codewords"]
+    if "token_ranks" in run.factors:
+        parameters = int(sum(b.sum() for name, b in module.named_buffers() if name.startswith("rank_mask")))
     assert parameters == (run.record["accounting"]["params_after"] - ids if factorised else V * d)
     ids = torch.arange(V)
     with torch.no_grad():
@@ -75,18 +88,41 @@ def test_to_torch_trains_as_the_factorisation(stories_model):
     assert np.abs(run.factors_f32["Z"]).sum() > 0
 
 
-@pytest.mark.parametrize("method, fields, why", [
-    ("fourier", {"steps": 2}, "method 'fourier' is not supported"),
-    ("tt", {"eps": 0.5}, r"this tt run has per-token ranks \(packed cores\), which are not supported"),
-])
-def test_to_torch_refuses_what_it_cannot_rebuild_naming_what_it_can(stories_model, method, fields, why):
+def test_to_torch_refuses_what_has_no_token_table_naming_what_it_builds(stories_model, heldout):
     pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
-    run = embedlab.compress(stories_model, method, **fields)
-    with pytest.raises(embedlab.InputError, match=rf"Run.to_torch: {why}; to_torch builds pca, svd, tt, tucker, "
-                                                  r"lle, lle-unk, lle-pca and quant \(tt with uniform ranks\); for "
-                                                  r"the rows as a dense "
-                                                  r"table use torch.nn.Embedding.from_pretrained"):
+    run = embedlab.compress(stories_model, "flat", remaining=0.5, calib_text=heldout, samples=2, seqlen=16)
+    with pytest.raises(embedlab.InputError, match=r"Run.to_torch: method 'flat' is not supported; to_torch builds "
+                                                  r"pca, svd, tt, tucker, lle, lle-unk, lle-pca, fourier, aq and "
+                                                  r"quant; for the rows as a dense table use "
+                                                  r"torch.nn.Embedding.from_pretrained"):
         run.to_torch()
+
+
+def test_to_torch_of_a_per_token_tt_run_read_back_is_the_runs(gpt2, tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
+    run = embedlab.compress(gpt2, "tt", shape=[4, 4, 8], eps=0.6)
+    run.export(tmp_path / "tt")  # its record names the shape in parameters, not spec
+    with torch.no_grad():
+        table = run.to_torch().table().numpy()
+        np.testing.assert_array_equal(embedlab.load_run(tmp_path / "tt").to_torch().table().numpy(), table)
+    np.testing.assert_allclose(table, run.embedding_table(), rtol=0, atol=1e-6)
+
+
+def test_to_torch_per_token_tt_trains_within_each_tokens_ranks(stories_model):
+    torch = pytest.importorskip("torch", reason="PyTorch is not importable (Debian: python3-torch)")
+    run = embedlab.compress(stories_model, "tt", eps=0.5)
+    module = run.to_torch()
+    ranks = run.factors["token_ranks"]
+    assert len({tuple(r) for r in ranks}) > 1  # the tokens' ranks differ
+    masks = [module.rank_mask0, module.rank_mask1, module.rank_mask2]
+    assert all(m.min() == 0 for m in masks[1:])  # padding held
+    module(torch.arange(40)).pow(2).sum().backward()
+    for core, mask in zip(module.cores, masks):
+        assert core.grad[:40].abs().sum() > 0 and core.grad[40:].abs().sum() == 0
+        assert (core.grad * (1 - mask)).abs().sum() == 0  # the padding stays zero
+    # Token 7's first core as stored, unpacked: its own r_1 values, then zeros.
+    r1 = int(ranks[7, 0])
+    np.testing.assert_array_equal(module.cores[0][7, 0, :, r1:].detach().numpy(), 0)
 
 
 def test_to_torch_tucker_trains_its_core_rows_and_shared_factors(stories_model):
