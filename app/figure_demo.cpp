@@ -108,7 +108,8 @@ std::vector<Figure> demo_figures(const DemoRequest& request, const std::string& 
         {"tt", "Tensor-Train",
          std::string("Reconstruction error against compression ratio for factorisations of d as eps varies") +
              (request.quick ? " (quick: eps 0.2 and 0.4, two shapes)" : "") +
-             ", and the energy model of the original table, the TT and the equal-size SVD."},
+             ", and the energy model of the original table, the TT (the most accurate candidate that stores "
+             "less than the table; its bar marked larger when none is smaller) and the equal-size SVD."},
         {"pareto", "Pareto",
          "Bytes ratio (the compressed part's bytes as stored, after / before) against delta ln PPL for every "
          "run in the table, one series per method: a method is read against the quantised table (quant) at "
@@ -172,6 +173,46 @@ std::string over_one_note(const std::vector<RunSummary>& rows, int64_t d)
     return out;
 }
 
+// A fit that went nowhere (fourier's MLP after a few hundred steps): its perplexity is
+// not finite, or more than this many times the original's (delta ln PPL above 6.9).
+constexpr double kDivergedFactor = 1000;
+
+bool diverged(const RunSummary& r)
+{
+    return !std::isfinite(r.ppl) || !std::isfinite(r.delta_ln_ppl) ||
+           (r.ppl_original > 0 && r.ppl > kDivergedFactor * r.ppl_original);
+}
+
+// The PPL cell: a diverged fit's number is marked, the note under the table says why.
+std::string ppl_cell(const RunSummary& r)
+{
+    return fixed(r.ppl, 3) + (diverged(r) ? " (diverged)" : "");
+}
+
+// Why a diverged row is not the method's cost, under the table.
+std::string diverged_note(const std::vector<RunSummary>& rows)
+{
+    std::string out;
+    for (const auto& r : rows) {
+        if (!diverged(r))
+            continue;
+        out += " " + r.method + " " + r.parameters + " diverged: its perplexity is ";
+        if (std::isfinite(r.ppl) && r.ppl_original > 0) {
+            char times[32];
+            std::snprintf(times, sizeof times, "%.1e", r.ppl / r.ppl_original);
+            out += times;
+            out += " times the original's";
+        } else {
+            out += "not finite";
+        }
+        out += " (a fit is marked diverged beyond ";
+        out += fixed(kDivergedFactor, 0);
+        out += " times, or when its perplexity is not finite): the fit did not reach the table, so the row "
+               "is a failed fit, not what the method costs at a full fit.";
+    }
+    return out;
+}
+
 std::string markdown_report(const ModelSummary& model, const std::string& intro,
                             const std::vector<RunSummary>& rows, const std::vector<Figure>& figures)
 {
@@ -188,12 +229,12 @@ std::string markdown_report(const ModelSummary& model, const std::string& intro,
            << " | 0 | 0 | 1 | " << fixed(rows.front().task_accuracy_original, 4) << " | 1 | \u2014 |\n";
     for (const auto& r : rows)
         md << "| " << r.method << " | " << r.parameters << " | " << fixed(double(r.params_after), 0) << " | "
-           << fixed(r.bytes_after, 0) << " | " << fixed(r.ratio, 4) << " | " << fixed(r.ppl, 3) << " | "
+           << fixed(r.bytes_after, 0) << " | " << fixed(r.ratio, 4) << " | " << ppl_cell(r) << " | "
            << fixed(r.delta_ln_ppl, 4) << " | " << fixed(r.kl_mean, 4) << " | " << fixed(r.top1_agreement, 4)
            << " | " << fixed(r.task_accuracy, 4) << " | " << fixed(r.mean_cosine, 4) << " | "
            << fixed(r.seconds, 1) << " |\n";
     md << "\n"
-       << byte_budgets(rows) << over_one_note(rows, model.hidden_size)
+       << byte_budgets(rows) << over_one_note(rows, model.hidden_size) << diverged_note(rows)
        << " The table as [CSV](results.csv) and [JSON](results.json).\n";
     for (size_t i = 0; i < figures.size(); ++i) {
         const auto& f = figures[i];
@@ -234,12 +275,13 @@ std::string html_report(const ModelSummary& model, const std::string& intro,
         h << "<tr><td>" << html_escaped(r.method) << "</td><td>" << html_escaped(r.parameters)
           << "</td><td class=\"n\">" << fixed(double(r.params_after), 0) << "</td><td class=\"n\">"
           << fixed(r.bytes_after, 0) << "</td><td class=\"n\">" << fixed(r.ratio, 4)
-          << "</td><td class=\"n\">" << fixed(r.ppl, 3) << "</td><td class=\"n\">" << fixed(r.delta_ln_ppl, 4)
+          << "</td><td class=\"n\">" << ppl_cell(r) << "</td><td class=\"n\">" << fixed(r.delta_ln_ppl, 4)
           << "</td><td class=\"n\">" << fixed(r.kl_mean, 4) << "</td><td class=\"n\">"
           << fixed(r.top1_agreement, 4) << "</td><td class=\"n\">" << fixed(r.task_accuracy, 4)
           << "</td><td class=\"n\">" << fixed(r.mean_cosine, 4) << "</td><td class=\"n\">"
           << fixed(r.seconds, 1) << "</td></tr>\n";
-    h << "</table>\n<p>" << html_escaped(byte_budgets(rows) + over_one_note(rows, model.hidden_size))
+    h << "</table>\n<p>"
+      << html_escaped(byte_budgets(rows) + over_one_note(rows, model.hidden_size) + diverged_note(rows))
       << " The table as <a href=\"results.csv\">CSV</a> and <a "
          "href=\"results.json\">JSON</a>.</p>\n";
     for (size_t i = 0; i < figures.size(); ++i) {

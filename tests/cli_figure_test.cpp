@@ -211,6 +211,20 @@ TEST(CliFigure, QuickDemoWritesResultsEveryFigureAndTheReport)
     // Numbers for people: a flat row's cosine is a dash, never "nan".
     EXPECT_EQ(md.find("| nan |"), std::string::npos) << md;
     EXPECT_NE(md.find("\u2014"), std::string::npos) << md;
+    // Issue 61: fourier at 20 steps is far off (PPL ~1e25 against ~240): its PPL is marked
+    // diverged in both reports, and the note under the table says why; no other row is.
+    for (const auto& row : results.at("results")) {
+        const bool far_off = row.at("ppl").get<double>() > 1000 * row.at("ppl_original").get<double>();
+        const std::string cell = "| " + row.at("method").get<std::string>() + " | " +
+                                 row.at("parameters").get<std::string>() + " | ";
+        const size_t at = md.find(cell);
+        ASSERT_NE(at, std::string::npos) << cell;
+        const std::string line = md.substr(at, md.find('\n', at) - at);
+        EXPECT_EQ(line.find(" (diverged) |") != std::string::npos, far_off) << line;
+    }
+    EXPECT_NE(md.find("fourier linear MLP, 20 steps diverged: its perplexity is "), std::string::npos) << md;
+    EXPECT_NE(md.find("times the original's (a fit is marked diverged beyond 1000 times"), std::string::npos);
+    EXPECT_NE(html.find(" (diverged)</td>"), std::string::npos);
     // The practitioner's question, answered per quantised table's bytes (issue 38).
     EXPECT_NE(md.find("At or below "), std::string::npos) << md;
     EXPECT_NE(md.find("bytes of the table (type q4_0), the lowest delta ln PPL is "), std::string::npos)

@@ -8,7 +8,10 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
+#include <QHash>
+#include <QRegularExpression>
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <gtest/gtest.h>
 #include <memory>
@@ -275,4 +278,228 @@ TEST(ResultsView, SymlogWhenTheValuesSpanDecadesUntilTheUserPicks)
     EXPECT_FALSE(view.ySymlog());
     view.addRow(far_off);
     EXPECT_FALSE(view.ySymlog());
+}
+
+// Issue 61's figures: what a reader of each export needs, measured on the figure as
+// drawn (figureTexts) and on the layout it was drawn at (seen after every layout).
+namespace {
+
+// The figure's texts, and `look` run after each of its layouts (the last one is the
+// figure's: a view's own afterLayout work, such as placing labels, has run before it).
+QVector<FigureText> texts_and_layout(QCustomPlot* plot, const FigureOptions& o,
+                                     const std::function<void()>& look)
+{
+    const auto seen = QObject::connect(plot, &QCustomPlot::afterLayout, plot, look);
+    const auto texts = figureTexts(plot, o);
+    QObject::disconnect(seen);
+    return texts;
+}
+
+// Twelve series (four methods on three models), each with its own Pareto front.
+std::vector<embedlab::RunSummary> three_models_results()
+{
+    const char* models[] = {"../shared/models/tinyllama-1.1b-chat.Q8_0.gguf", "../shared/models/stories260K",
+                            "resources/models/tinygpt2-f16"};
+    const std::pair<const char*, double> methods[] = {
+        {"pca", 0.13}, {"svd", 0.2}, {"lle", 0.5}, {"quant", 0.27}};
+    std::vector<embedlab::RunSummary> rows;
+    for (int m = 0; m < 3; ++m)
+        for (const auto& [method, ratio] : methods) {
+            auto r = fx::results_fixture().front();
+            r.model = models[m];
+            r.method = method;
+            r.parameters = std::string(method) + " " + std::to_string(m);
+            r.ratio = std::string(method) == "quant" ? 1.0 : ratio;
+            r.bytes_after = r.bytes_before * (ratio + 0.05 * m);
+            r.delta_ln_ppl = 0.05 + ratio * (m + 1) * (std::string(method) == "quant" ? 0.1 : 1.0);
+            rows.push_back(r);
+        }
+    return rows;
+}
+
+// A line drawn in several fonts (a label's 'α' from a fallback font) is recorded in
+// pieces, one after the other on the line: joined again.
+QVector<FigureText> joined_pieces(const QVector<FigureText>& texts)
+{
+    QVector<FigureText> out;
+    for (const auto& t : texts) {
+        if (!out.isEmpty() && std::abs(out.back().box.top() - t.box.top()) < 1 &&
+            std::abs(out.back().box.right() - t.box.left()) < 2) {
+            out.back().text += t.text;
+            out.back().box |= t.box;
+        } else {
+            out << t;
+        }
+    }
+    return out;
+}
+
+bool is_number(const QString& s)
+{
+    bool ok = false;
+    s.toDouble(&ok);
+    return ok;
+}
+
+} // namespace
+
+// Item 1: twelve legend entries at a single column leave the Pareto axes at least 45 %
+// of the figure's height with at least 4 labelled y ticks, at every size.
+TEST(FigureLayout, ResultsOfThreeModelsKeepAReadablePlotBesideTheirLegend)
+{
+    ResultsView view;
+    view.setBaselineMethods({"quant"});
+    for (const auto& row : three_models_results())
+        view.addRow(row);
+    show_offscreen(view);
+    view.setModelFilter({}); // all models, as the user picks them
+    const auto entries = [&] {
+        int n = 0;
+        for (int i = 0; i < view.plot()->legend->itemCount(); ++i)
+            n += qobject_cast<QCPPlottableLegendItem*>(view.plot()->legend->item(i)) != nullptr;
+        return n;
+    };
+    ASSERT_EQ(entries(), 15) << "12 series and 3 fronts in the window";
+    for (const auto& size : kSizes) {
+        const FigureOptions o{.width_in = size.inches};
+        QRectF axes;
+        const auto texts = texts_and_layout(view.plot(), o, [&] { axes = view.plot()->axisRect()->rect(); });
+        const double height = figurePixels(o).height();
+        EXPECT_GE(axes.height(), 0.45 * height)
+            << size.name << ": axes " << axes.height() << " of " << height;
+        int y_ticks = 0;
+        for (const auto& t : texts)
+            y_ticks += t.box.right() <= axes.left() && t.box.center().y() >= axes.top() &&
+                       t.box.center().y() <= axes.bottom() && is_number(t.text);
+        EXPECT_GE(y_ticks, 4) << size.name;
+        for (const QString& p : figureLayoutProblems(view.plot(), o))
+            ADD_FAILURE() << size.name << ": " << p.toStdString();
+        // Every method and every model is still named.
+        for (const char* name :
+             {"pca", "svd", "lle", "tinyllama-1.1b-chat.Q8_0.gguf", "stories260K", "tinygpt2-f16"})
+            EXPECT_TRUE(std::any_of(texts.begin(), texts.end(),
+                                    [&](const FigureText& t) { return t.text.contains(name); }))
+                << name << " at " << size.name;
+        save_if_asked(view.plot(), QString("pareto_models_") + size.name, o);
+    }
+    EXPECT_EQ(entries(), 15) << "the window's legend as it was";
+}
+
+// Item 2: every shown neighbour label lies within six label heights of its point, and
+// a label not beside its point has a leader line from the point to the label.
+TEST(FigureLayout, NeighbourLabelsStayNearTheirPointsWithLeaderLines)
+{
+    NeighbourGraphView view;
+    view.setData(fx::neighbour_fixture());
+    view.selectToken(45);
+    show_offscreen(view);
+    const QRegularExpression id_of("' (\\d+)( \\(α|$)");
+    for (const auto& size : kSizes) {
+        const FigureOptions o{.width_in = size.inches};
+        QHash<int, QPointF> points;
+        QVector<QLineF> leaders;
+        const auto texts = texts_and_layout(view.plot(), o, [&] {
+            auto* rect = view.plot()->axisRect();
+            points.clear();
+            for (int id = 0; id < view.shownX().size(); ++id)
+                points[id] = QPointF(rect->axis(QCPAxis::atBottom)->coordToPixel(view.shownX()[id]),
+                                     rect->axis(QCPAxis::atLeft)->coordToPixel(view.shownY()[id]));
+            leaders.clear();
+            for (int i = 0; i < view.plot()->itemCount(); ++i)
+                if (auto* line = qobject_cast<QCPItemLine*>(view.plot()->item(i));
+                    line && line->visible() && line->objectName() == "leader")
+                    leaders << QLineF(line->start->pixelPosition(), line->end->pixelPosition());
+        });
+        int labels = 0, far = 0;
+        for (const auto& t : joined_pieces(texts)) {
+            const auto match = id_of.match(t.text);
+            if (!t.text.startsWith('\'') || !match.hasMatch())
+                continue;
+            ++labels;
+            const QPointF p = points.value(match.captured(1).toInt());
+            const QRectF box = t.box;
+            const double dx = std::max({box.left() - p.x(), 0.0, p.x() - box.right()});
+            const double dy = std::max({box.top() - p.y(), 0.0, p.y() - box.bottom()});
+            const double distance = std::hypot(dx, dy);
+            EXPECT_LE(distance, 6 * box.height()) << t.text.toStdString() << " at " << size.name;
+            if (distance <= 8)
+                continue;
+            ++far;
+            const bool led = std::any_of(leaders.begin(), leaders.end(), [&](const QLineF& l) {
+                // the drawn text sits a pixel of padding and its halo's 1.5 px inside the label's box
+                return QLineF(l.p1(), p).length() <= 2 && box.adjusted(-5, -5, 5, 5).contains(l.p2());
+            });
+            EXPECT_TRUE(led) << t.text.toStdString() << " is " << distance
+                             << " px from its point with no leader line, at " << size.name;
+        }
+        // A single column's scatter is narrower than a neighbour's label: only the token's own fits.
+        const bool narrow = size.inches < kDoubleColumnInches;
+        EXPECT_GE(labels, narrow ? 1 : 5) << size.name;
+        if (!narrow) {
+            EXPECT_GE(far, 1) << size.name << ": the crowded fixture puts some label away from its point";
+        }
+        save_if_asked(view.plot(), QString("neighbours_leaders_") + size.name, o);
+    }
+}
+
+// Item 3: each heatmap and curve names its x axis, and the curve's y axis says
+// "value of dimension 0" whole, at every size.
+TEST(FigureLayout, FourierNamesEveryAxisWhole)
+{
+    FourierMapView view;
+    view.setData(fx::fourier_fixture());
+    show_offscreen(view);
+    for (const auto& size : kSizes) {
+        const FigureOptions o{.width_in = size.inches};
+        const auto texts = figureTexts(view.plot(), o);
+        const auto count = [&](const QString& s) {
+            return std::count_if(texts.begin(), texts.end(),
+                                 [&](const FigureText& t) { return t.text == s; });
+        };
+        EXPECT_EQ(count("token id"), 3) << "under both heatmaps and the curve, at " << size.name;
+        EXPECT_EQ(count("token id p"), 1) << size.name;
+        EXPECT_EQ(count("value of dimension 0"), 1) << size.name;
+        for (const QString& p : figureLayoutProblems(view.plot(), o))
+            ADD_FAILURE() << size.name << ": " << p.toStdString();
+    }
+}
+
+// Item 4: the Model tab's figure names every part, the last one too.
+TEST(FigureLayout, ModelFigureNamesEveryPart)
+{
+    ParameterBreakdownChart view;
+    view.setData(fx::breakdown_fixture());
+    show_offscreen(view);
+    for (const auto& size : kSizes)
+        for (const auto& bar : fx::breakdown_fixture().bars)
+            EXPECT_TRUE(has_text(view.plot(), {.width_in = size.inches}, bar.label))
+                << bar.label.toStdString() << " at " << size.name;
+}
+
+// Item 5: with no panel's choice the energy bars are of a candidate that compresses
+// (the most accurate at ratio <= 1); when none compresses the bar says so.
+TEST(FigureLayout, TensorTrainHighlightsACompressingCandidateOrSaysItDoesNot)
+{
+    TensorTrainView view;
+    auto data = fx::tt_fixture();
+    data.chosen = -1; // as the demo's figure: no method panel
+    view.setData(data);
+    show_offscreen(view);
+    ASSERT_GE(view.selected(), 0);
+    EXPECT_LE(data.candidates[view.selected()].ratio, 1.0);
+    for (const auto& c : data.candidates)
+        if (c.ratio <= 1) {
+            EXPECT_GE(c.relative_error, data.candidates[view.selected()].relative_error);
+        }
+    for (auto& c : data.candidates)
+        c.ratio += 1.0; // none compresses
+    view.setData(data);
+    for (const auto& size : kSizes) {
+        const FigureOptions o{.width_in = size.inches};
+        EXPECT_FALSE(has_text(view.plot(), o, "TT"))
+            << "a TT that stores more is not called the TT, at " << size.name;
+        EXPECT_TRUE(has_text(view.plot(), o, "TT (larger)")) << size.name;
+        for (const QString& p : figureLayoutProblems(view.plot(), o))
+            ADD_FAILURE() << size.name << ": " << p.toStdString();
+    }
 }

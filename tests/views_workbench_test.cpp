@@ -415,7 +415,8 @@ TEST(NeighbourGraphView, FiftyThousandPointsInAFewGraphsAndEdgesForTheChosenToke
     EXPECT_EQ(view.selectedToken(), -1);
     ASSERT_TRUE(view.search("tok2007"));
     EXPECT_EQ(view.selectedToken(), 2007);
-    EXPECT_EQ(view.plot()->itemCount(), 5 + 6); // k edges, k + 1 labels
+    // k edges, k + 1 labels and each label's leader line (shown only for a label placed apart)
+    EXPECT_EQ(view.plot()->itemCount(), 5 + 6 + 6);
     auto* edge = qobject_cast<QCPItemLine*>(view.plot()->item(0));
     ASSERT_NE(edge, nullptr);
     EXPECT_DOUBLE_EQ(edge->end->coords().x(), view.data().x[7]); // rare slot 7's first neighbour is 7

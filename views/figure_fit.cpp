@@ -144,6 +144,7 @@ FigureFit::FigureFit(QCustomPlot* plot, const QSize& size) : plot_(plot), size_(
     layOut();
     fitAxisLabels();
     fitTickLabels();
+    fitTickOverhang();
 }
 
 FigureFit::~FigureFit()
@@ -158,6 +159,12 @@ FigureFit::~FigureFit()
             style.setSize(m.size);
             curve->setScatterStyle(style);
         }
+    }
+    for (const auto& m : margins_) {
+        if (!m.rect)
+            continue;
+        m.rect->setAutoMargins(QCP::MarginSides(QFlag(m.auto_sides)));
+        m.rect->setMargins(m.margins);
     }
     for (const auto& a : axes_) {
         if (!a.axis)
@@ -315,6 +322,44 @@ void FigureFit::fitTickLabels()
             layOut();
         }
     }
+}
+
+void FigureFit::fitTickOverhang()
+{
+    // QCPAxisPainterPrivate leaves out a horizontal tick label the viewport would cut;
+    // the axes' side margin grows by what the furthest label reaches past the figure.
+    bool changed = false;
+    for (auto* axis : shownAxes(plot_)) {
+        if (axis->orientation() != Qt::Horizontal || !axis->tickLabels() || !axis->axisRect())
+            continue;
+        double left = 0, right = size_.width();
+        for (const auto& [tick, shape] : tickShapes(axis)) {
+            left = std::min(left, shape.boundingRect().left());
+            right = std::max(right, shape.boundingRect().right());
+        }
+        const int past_left = static_cast<int>(std::ceil(-left)),
+                  past_right = static_cast<int>(std::ceil(right - size_.width()));
+        if (past_left <= 0 && past_right <= 0)
+            continue;
+        QCPAxisRect* rect = axis->axisRect();
+        if (std::none_of(margins_.begin(), margins_.end(), [&](const Margins& m) { return m.rect == rect; }))
+            margins_.push_back({rect, static_cast<int>(rect->autoMargins().toInt()), rect->margins()});
+        QMargins margins = rect->margins(); // as laid out: the automatic ones too
+        QCP::MarginSides fixed;
+        if (past_left > 0) {
+            margins.setLeft(margins.left() + past_left);
+            fixed |= QCP::msLeft;
+        }
+        if (past_right > 0) {
+            margins.setRight(margins.right() + past_right);
+            fixed |= QCP::msRight;
+        }
+        rect->setAutoMargins(rect->autoMargins() & ~fixed);
+        rect->setMargins(margins);
+        changed = true;
+    }
+    if (changed)
+        layOut();
 }
 
 void FigureFit::fitMarkers()

@@ -6,6 +6,8 @@
 //  - an axis label longer than its axis is broken into lines;
 //  - tick labels that would run into each other are thinned (numbers) or turned
 //    (categories: 30, 45 then 90 degrees), then thinned;
+//  - a tick label reaching past the figure's side (a turned last category) gets
+//    room from the axes' margin: QCustomPlot would silently not draw it;
 //  - scatter markers shrink with a narrow figure (a single column's points are
 //    not blobs).
 //
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <QFont>
+#include <QMargins>
 #include <QPointer>
 #include <QSharedPointer>
 #include <QSize>
@@ -22,6 +25,7 @@
 class QCustomPlot;
 class QCPAbstractPlottable;
 class QCPAxis;
+class QCPAxisRect;
 class QCPAxisTicker;
 class QCPLegend;
 
@@ -38,6 +42,7 @@ private:
     void fitLegends();
     void fitAxisLabels();
     void fitTickLabels();
+    void fitTickOverhang();
     void fitMarkers();
     void layOut(); // QCustomPlot's three layout phases at the figure's size
 
@@ -55,6 +60,11 @@ private:
         int tick_count;
         double rotation;
     };
+    struct Margins {
+        QPointer<QCPAxisRect> rect;
+        int auto_sides;
+        QMargins margins;
+    };
     struct Marker {
         QPointer<QCPAbstractPlottable> plottable;
         double size;
@@ -64,6 +74,7 @@ private:
     QVector<Legend> legends_;
     QVector<Axis> axes_;
     QVector<Marker> markers_;
+    QVector<Margins> margins_;
 };
 
 } // namespace embedlab::views

@@ -57,23 +57,23 @@ FourierMapView::FourierMapView(QWidget* parent)
         plot_);
     controls->addWidget(spin_);
     controls->addWidget(stats_, 1);
-    // A single column has no height to spare for four panels: the heatmaps' "token
-    // id" is said once, under the curves, and an axes may be lower than QCustomPlot's
-    // 50 px (two rows of 50 px axes and their labels are more than 208 px).
+    // A single column has no width to spare for the curves' y labels: there each
+    // curve's axis name is its title (the top axis's label), said whole; every panel
+    // keeps its x label, and an axes may be lower than QCustomPlot's 50 px (two rows
+    // of 50 px axes and their labels are more than 208 px).
     setFigureLayout(plot_, [this](const QSize& size) {
         const bool narrow = size.isValid() && size.width() < 500;
         for (auto* element : plot_->plotLayout()->elements(true))
-            if (auto* rect = qobject_cast<QCPAxisRect*>(element)) {
+            if (auto* rect = qobject_cast<QCPAxisRect*>(element))
                 rect->setMinimumSize(50, narrow ? 30 : 50);
-                if (rect != line_rect_ && rect != neighbour_rect_)
-                    rect->axis(QCPAxis::atBottom)->setLabel(narrow ? "" : "token id");
-            }
-        // The curves' short axes: short names (the caption says the rest).
+        const auto name = [narrow](QCPAxisRect* rect, const QString& label) {
+            rect->axis(QCPAxis::atLeft)->setLabel(narrow ? QString() : label);
+            rect->axis(QCPAxis::atTop)->setLabel(narrow ? label : QString());
+        };
         if (line_rect_)
-            line_rect_->axis(QCPAxis::atLeft)
-                ->setLabel(QString(narrow ? "dimension %1" : "value of dimension %1").arg(dimension_));
+            name(line_rect_, QString("value of dimension %1").arg(dimension_));
         if (neighbour_rect_)
-            neighbour_rect_->axis(QCPAxis::atLeft)->setLabel(narrow ? "cos(p, p+1)" : "cos(row p, row p+1)");
+            name(neighbour_rect_, "cos(row p, row p+1)");
     });
     rebuild();
 }

@@ -35,6 +35,21 @@ namespace embedlab::views {
 
 using namespace neighbour_map;
 
+namespace {
+
+// A label's leader: thin and grey, under the label's halo; hidden until placed apart.
+QCPItemLine* leaderLine(QCustomPlot* plot)
+{
+    auto* line = new QCPItemLine(plot);
+    line->setObjectName("leader");
+    line->setPen(QPen(QColor(90, 90, 90), 0.7));
+    line->setSelectable(false);
+    line->setVisible(false);
+    return line;
+}
+
+} // namespace
+
 NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     : DataPlotView(parent), search_(new QLineEdit(this)), stats_(readout_label(this)),
       side_(new QTabWidget(this)), list_title_(new QLabel(this)), list_(new QTableWidget(0, 4, this)),
@@ -495,6 +510,7 @@ void NeighbourGraphView::drawSelection()
     plot_->clearItems();
     labels_.clear();
     label_at_.clear();
+    leaders_.clear();
     plot_->setCurrentLayer("selection"); // edges and labels above every point
     QVector<double> sx, sy;
     if (selected_ >= 0) {
@@ -537,6 +553,7 @@ void NeighbourGraphView::drawSelection()
             pending.insert(1, {highlighted_, QPointF(lx_[highlighted_], ly_[highlighted_]), QString(), 0.0});
         always_ = highlighted_ >= 0 && highlighted_ != selected_ ? 2 : 1;
         for (const auto& l : pending) {
+            leaders_ << leaderLine(plot_);
             auto* text = halo_text(plot_);
             text->position->setCoords(l.at);
             text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
@@ -550,6 +567,7 @@ void NeighbourGraphView::drawSelection()
         }
     }
     if (selected_ < 0 && highlighted_ >= 0 && highlighted_ < lx_.size()) { // a searched common token alone
+        leaders_ << leaderLine(plot_);
         auto* text = halo_text(plot_);
         text->position->setCoords(lx_[highlighted_], ly_[highlighted_]);
         text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
@@ -615,6 +633,14 @@ void NeighbourGraphView::placeLabels()
             tries.push_back({slid, p.y() - gap - h - s * h});
             tries.push_back({slid, p.y() + gap + s * h});
         }
+        // Further out (a crowd in a narrow figure), joined to the point by a leader line:
+        // up to five lines away.
+        for (int s = 3; s <= 5; ++s)
+            for (const double dy : {-s * h, s * h}) {
+                tries.push_back({p.x() + gap, p.y() - h / 2 + dy});
+                tries.push_back({p.x() - gap - w, p.y() - h / 2 + dy});
+                tries.push_back({slid, p.y() - h / 2 + dy});
+            }
         int chosen = -1;
         for (int t = 0; t < tries.size() && chosen < 0; ++t) {
             const QRectF box(tries[t], QSizeF(w, h));
@@ -636,10 +662,22 @@ void NeighbourGraphView::placeLabels()
                     break;
                 }
         }
+        QCPItemLine* leader = leaders_.value(i);
+        if (leader)
+            leader->setVisible(false);
         if (chosen < 0)
             continue;
         text->position->setPixelPosition(tries[chosen]);
-        taken << QRectF(tries[chosen], QSizeF(w, h));
+        const QRectF box(tries[chosen], QSizeF(w, h));
+        taken << box;
+        // A label pushed away from its point by others: a thin line says whose it is.
+        const QPointF nearest(std::clamp(p.x(), box.left(), box.right()),
+                              std::clamp(p.y(), box.top(), box.bottom()));
+        if (leader && QLineF(p, nearest).length() > gap + 3) {
+            leader->start->setPixelPosition(p);
+            leader->end->setPixelPosition(nearest);
+            leader->setVisible(true);
+        }
     }
 }
 

@@ -30,6 +30,7 @@ class QDoubleSpinBox;
 class QSpinBox;
 class QCPBars;
 class QCPCurve;
+class QCPItemLine;
 class QCPItemText;
 class QCPTextElement;
 class QCPColorScale;
@@ -178,10 +179,11 @@ private:
     QLabel* list_title_;
     QTableWidget* list_;
     QCPColorScale* scale_;
-    QVector<int> rare_slot_;       // token id -> index into rare, -1 for common
-    QVector<QCPItemText*> labels_; // the selected token's first, then by |weight|
-    QVector<QPointF> label_at_;    // the labelled points, plot coordinates
-    QPointF press_;                // where the mouse went down: a click is a release near it
+    QVector<int> rare_slot_;        // token id -> index into rare, -1 for common
+    QVector<QCPItemText*> labels_;  // the selected token's first, then by |weight|
+    QVector<QPointF> label_at_;     // the labelled points, plot coordinates
+    QVector<QCPItemLine*> leaders_; // from each labelled point to its label, when apart
+    QPointF press_;                 // where the mouse went down: a click is a release near it
     int selected_ = -1;
     int highlighted_ = -1;
     int pending_ = -1;                // showToken's id while no graph is drawn

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QPointer>
 #include <QRegularExpression>
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
@@ -86,6 +87,74 @@ QString modelName(const std::string& model)
     const QString name = trimmed.section('/', -1);
     return name.isEmpty() ? QString("(unknown model)") : name;
 }
+
+// With several models a figure's legend names each method's colour and each model's
+// marker once, and each kind of front once (four methods on three models: eight
+// entries, not fifteen), so a single column keeps its height for the plot. The
+// entries are empty series that only the legend draws; restore() puts the
+// window's legend back.
+class GroupedLegend {
+public:
+    // `models`: the series' models in order of first appearance (their marker shapes).
+    void group(QCustomPlot* plot, const QStringList& methods, const QStringList& models,
+               const QStringList& baselines)
+    {
+        for (int i = 0; i < plot->legend->itemCount(); ++i)
+            if (auto* item = qobject_cast<QCPPlottableLegendItem*>(plot->legend->item(i)))
+                was_ << item->plottable();
+        for (auto& p : was_)
+            p->removeFromLegend();
+        QStringList fronts;
+        for (auto& p : was_)
+            if (auto* front = qobject_cast<QCPGraph*>(p.data())) {
+                const QString kind = front->name().section(QString::fromUtf8(" \u2014 "), 0, 0);
+                if (!fronts.contains(kind)) {
+                    fronts << kind;
+                    add(plot, kind, front->pen(), QCPScatterStyle());
+                }
+            }
+        QStringList named;
+        for (const QString& method : methods)
+            if (!named.contains(method)) {
+                named << method;
+                const QColor colour = method_colour(method);
+                const bool baseline = baselines.contains(method);
+                add(plot, baseline ? method + " (baseline)" : method, Qt::NoPen,
+                    QCPScatterStyle(baseline ? QCPScatterStyle::ssDiamond : QCPScatterStyle::ssDisc, colour,
+                                    colour, baseline ? 10 : 9));
+            }
+        const QColor grey(90, 90, 90);
+        for (int m = 0; m < models.size(); ++m)
+            add(plot, modelName(models[m].toStdString()), Qt::NoPen,
+                QCPScatterStyle(model_shape(m), grey, grey, 9));
+    }
+    void restore(QCustomPlot* plot)
+    {
+        for (auto* entry : entries_)
+            plot->removePlottable(entry);
+        for (auto& p : was_)
+            if (p)
+                p->addToLegend();
+        entries_.clear();
+        was_.clear();
+    }
+    bool grouped() const { return !entries_.isEmpty(); }
+
+private:
+    void add(QCustomPlot* plot, const QString& name, const QPen& pen, const QCPScatterStyle& marker)
+    {
+        auto* entry = plot->addGraph(plot->xAxis, plot->yAxis);
+        entry->setName(name);
+        entry->setPen(pen);
+        entry->setLineStyle(pen.style() == Qt::NoPen ? QCPGraph::lsNone : QCPGraph::lsLine);
+        entry->setScatterStyle(marker);
+        entry->addToLegend();
+        entries_ << entry;
+    }
+
+    QVector<QPointer<QCPAbstractPlottable>> was_; // the window's legend, in order
+    QVector<QCPGraph*> entries_;
+};
 
 // An undoable step as two functions (the view does the work).
 class FunctionCommand : public QUndoCommand {
@@ -186,7 +255,16 @@ ResultsView::ResultsView(QWidget* parent)
     // A figure of the plot carries the selected row's KL per window beside it, as the
     // window does (the panel is in the plot only while the figure is drawn).
     auto figure_panel = std::make_shared<std::pair<QCPLayoutGrid*, WindowPanel>>();
-    setFigureLayout(plot_, [this, figure_panel](const QSize& size) {
+    auto legend = std::make_shared<GroupedLegend>();
+    setFigureLayout(plot_, [this, figure_panel, legend](const QSize& size) {
+        QStringList models; // the series' models, when they are several
+        for (const QString& model : series_models_)
+            if (!model.isEmpty() && !models.contains(model))
+                models << model;
+        if (size.isValid() && !models.isEmpty() && !legend->grouped())
+            legend->group(plot_, methods_, models, baseline_methods_);
+        else if (!size.isValid())
+            legend->restore(plot_);
         QCPLayoutGrid* layout = plot_->plotLayout();
         auto& [group, panel] = *figure_panel;
         QCPAxisRect* pareto = plot_->axisRect();

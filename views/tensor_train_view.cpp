@@ -165,9 +165,19 @@ void TensorTrainView::draw()
     plot_->xAxis->setRange(0, x1 * 1.08);
     plot_->yAxis->setRange(0, y1 * 1.08);
     selected_ = -2; // force the update
-    setSelected(data_.candidates.isEmpty()                                    ? -1
-                : data_.chosen >= 0 && data_.chosen < data_.candidates.size() ? data_.chosen
-                                                                              : 0);
+    // The method panel's candidate; without one (the demo's figure) the most accurate
+    // that compresses: a TT storing more than the table is not shown as "the TT".
+    int shown = data_.candidates.isEmpty() ? -1 : 0;
+    if (data_.chosen >= 0 && data_.chosen < data_.candidates.size())
+        shown = static_cast<int>(data_.chosen);
+    else
+        for (int i = 0; i < data_.candidates.size(); ++i) {
+            const auto& c = data_.candidates[i];
+            if (c.ratio <= 1 && (data_.candidates[shown].ratio > 1 ||
+                                 c.relative_error < data_.candidates[shown].relative_error))
+                shown = i;
+        }
+    setSelected(shown);
 }
 
 void TensorTrainView::setSelected(int candidate)
@@ -178,6 +188,10 @@ void TensorTrainView::setSelected(int candidate)
     selected_ = candidate;
     ring_->data()->clear();
     bars_->data()->clear();
+    // The bar of a candidate that stores more than the table says so (as the legend's
+    // "larger than the table"; short, the category labels turn at a single column).
+    if (auto ticker = energy_rect_->axis(QCPAxis::atBottom)->ticker().dynamicCast<QCPAxisTickerText>())
+        ticker->ticks()[2] = candidate >= 0 && data_.candidates[candidate].ratio > 1 ? "TT (larger)" : "TT";
     if (candidate >= 0) {
         const auto& c = data_.candidates[candidate];
         ring_->addData(c.ratio, c.relative_error);
