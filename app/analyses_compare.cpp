@@ -8,9 +8,11 @@
 
 #include "analyses_internal.hpp"
 #include "compare_analyses.hpp"
+#include "embedlab/encoder.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/generate.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/tasks.hpp"
 #include "embedlab/text_divergence.hpp"
 
 namespace embedlab::app {
@@ -42,14 +44,22 @@ Pair models_of(const CompressionRequest& request, const ProgressFn& progress)
             std::make_shared<const CompressionRun>(run_compression(request, [&](const ExperimentProgress& e) {
                 return !progress || progress(static_cast<int64_t>(900 * e.overall), 1000);
             }));
-    p.original =
-        std::make_shared<const LoadedModel>(load_model(request.model, request_load_options(request)));
-    if (!p.original->tokenizer || !p.run->model.tokenizer)
-        throw InputError(request.model + " has no tokenizer: comparing text needs one");
+    LoadOptions load = request_load_options(request);
+    load.need_tokenizer = true; // the run's own may be absent (a run without an evaluation text)
+    p.original = std::make_shared<const LoadedModel>(load_model(request.model, load));
     std::lock_guard lock(pair_mutex);
     pair_key = key;
     last_pair = p;
     return p;
+}
+
+// Generation and next-token KL are a decoder's; what applies to an encoder instead.
+void refuse_encoder(const LoadedModel& model, const std::string& cannot)
+{
+    if (model.model->config().is_encoder())
+        throw InputError(model.model->config().type_name() + " is an encoder: " + cannot +
+                         "; the Embeddings page compares its sentence embeddings before and after "
+                         "compression");
 }
 
 std::vector<ComparedToken::Alternative> alternatives(const Tokenizer& tokenizer,
@@ -78,6 +88,7 @@ CompareGenerationSummary compare_generate(const CompressionRequest& request,
                                           const ComparedTokenFn& on_token, const ProgressFn& progress)
 {
     const Pair p = models_of(request, progress);
+    refuse_encoder(*p.original, "it cannot generate");
     const Tokenizer& tokenizer = *p.original->tokenizer;
     const auto ids = prompt_ids(tokenizer, options.prompt);
     if (ids.empty())
@@ -110,7 +121,7 @@ CompareGenerationSummary compare_generate(const CompressionRequest& request,
     Generation compressed;
     try {
         compressed = generate(
-            p.run->compressed_model(), p.run->model.tokenizer.get(), ids, g,
+            p.run->compressed_model(), &tokenizer, ids, g,
             [&](const GeneratedToken& t) {
                 on_token(CompareColumn::Compressed, compared(tokenizer, t));
                 ++done;
@@ -145,6 +156,7 @@ ComparedText compare_text(const CompressionRequest& request, const std::string& 
                           const ProgressFn& progress, int64_t max_tokens, int64_t worst)
 {
     const Pair p = models_of(request, progress);
+    refuse_encoder(*p.original, "it predicts no next token");
     const Tokenizer& tokenizer = *p.original->tokenizer;
     auto ids = tokenizer.encode(text);
     ComparedText r;
@@ -162,6 +174,83 @@ ComparedText compare_text(const CompressionRequest& request, const std::string& 
     r.worst = d.worst;
     for (size_t i = 1; i < ids.size(); ++i)
         r.mean_kl += d.kl[i] / static_cast<double>(ids.size() - 1);
+    return r;
+}
+
+std::vector<std::string> split_sentences(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::string sentence;
+    const auto flush = [&] {
+        const auto first = sentence.find_first_not_of(" \t\r");
+        const auto last = sentence.find_last_not_of(" \t\r");
+        if (first != std::string::npos)
+            out.push_back(sentence.substr(first, last - first + 1));
+        sentence.clear();
+    };
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '\n') {
+            flush();
+            continue;
+        }
+        sentence += c;
+        const bool ends = (c == '.' || c == '!' || c == '?') && (i + 1 == text.size() || text[i + 1] == ' ');
+        if (ends)
+            flush();
+    }
+    flush();
+    return out;
+}
+
+ComparedEmbeddings compare_embeddings(const CompressionRequest& request, const std::string& text,
+                                      const ProgressFn& progress, int64_t k)
+{
+    const auto sentences = split_sentences(text);
+    if (sentences.size() < 2)
+        throw InputError("the text has " + std::to_string(sentences.size()) +
+                         " sentence(s); comparing neighbours needs at least 2 (one per line, or ending in "
+                         "'.', '!' or '?')");
+    const Pair p = models_of(request, detail::stage(progress, 0, 600, 1000));
+    const Tokenizer& tokenizer = *p.original->tokenizer;
+    const EmbedOptions options; // the model's own pooling, as embed
+    const auto before = embed_texts(*p.original->model, tokenizer, sentences, options,
+                                    detail::stage(progress, 600, 200, 1000));
+    const auto after = embed_texts(p.run->compressed_model(), tokenizer, sentences, options,
+                                   detail::stage(progress, 800, 200, 1000));
+    const auto n = static_cast<int64_t>(sentences.size());
+    ComparedEmbeddings r;
+    r.k = std::min<int64_t>(k, n - 1);
+    r.pooling = pooling_name(before.pooling);
+    const auto unit = [](const torch::Tensor& e) {
+        const torch::Tensor v = e.to(torch::kFloat64);
+        return v / v.norm(2, 1, true).clamp_min(1e-12);
+    };
+    const torch::Tensor a = unit(before.values), b = unit(after.values);
+    const torch::Tensor own = (a * b).sum(1);
+    // Each sentence's neighbours: the most similar other sentences (itself masked out).
+    const auto nearest = [&](const torch::Tensor& e, std::vector<std::vector<int64_t>>& ids,
+                             std::vector<std::vector<double>>& sims) {
+        const torch::Tensor s = e.matmul(e.t()).fill_diagonal_(-2.0);
+        const auto [values, indices] = s.topk(r.k, 1);
+        ids.resize(static_cast<size_t>(n));
+        sims.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < r.k; ++j) {
+                ids[i].push_back(indices[i][j].item<int64_t>());
+                sims[i].push_back(values[i][j].item<double>());
+            }
+    };
+    std::vector<std::vector<int64_t>> ids_a, ids_b;
+    std::vector<std::vector<double>> sims_a, sims_b;
+    nearest(a, ids_a, sims_a);
+    nearest(b, ids_b, sims_b);
+    for (int64_t i = 0; i < n; ++i) {
+        r.sentences.push_back(
+            {sentences[i], own[i].item<double>(), ids_a[i], ids_b[i], sims_a[i], sims_b[i]});
+        r.mean_cosine += own[i].item<double>() / static_cast<double>(n);
+    }
+    r.neighbour_agreement = retrieval_agreement(before.values, after.values, r.k);
     return r;
 }
 

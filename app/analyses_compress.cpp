@@ -17,6 +17,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
+#include "embedlab/masked_lm.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/tensor_train.hpp"
@@ -128,6 +129,48 @@ RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTar
     return row;
 }
 
+RunSummary evaluate_encoder_run(const CompressionRequest& request, RunSummary row,
+                                const EncoderEvaluation& evaluation, const ProgressFn& progress)
+{
+    if (evaluation.text.empty())
+        return row;
+    auto run = kept_run(request);
+    if (!run)
+        run = std::make_shared<embedlab::CompressionRun>(
+            embedlab::run_compression(request, one_bar(stage(progress, 0, 300, 1000))));
+    LoadOptions load = request_load_options(request);
+    load.need_tokenizer = true; // [CLS], [SEP] and [MASK]
+    const auto original = load_model(request.model, load);
+    const auto& config = original.model->config();
+    if (config.encoder_head != EncoderHead::MaskedLM)
+        throw InputError(request.model + " has no masked-LM head: it has no pseudo-perplexity; its row is "
+                                         "scored by the mean cosine of its rebuilt table rows");
+    auto ids = original.tokenizer->encode(read_text_file(evaluation.text));
+    if (evaluation.max_tokens > 0 && static_cast<int64_t>(ids.size()) > evaluation.max_tokens)
+        ids.resize(static_cast<size_t>(evaluation.max_tokens));
+    MaskedLmOptions options;
+    options.ctx = evaluation.ctx > 0 ? evaluation.ctx : std::min<int64_t>(128, original.model->max_context());
+    // The original's, once per model, text, length and window (as a decoder's perplexity).
+    const std::string key = "masked-lm\n" + request.model + "\n" + evaluation.text + "\n" +
+                            std::to_string(ids.size()) + "\n" + std::to_string(options.ctx);
+    const double original_ppl = detail::original_perplexity(key, [&] {
+        return evaluate_masked_lm(*original.model, *original.tokenizer, ids, options, nullptr,
+                                  stage(progress, 300, 300, 1000))
+            .pseudo_ppl;
+    });
+    const auto compressed = evaluate_masked_lm(run->compressed_model(), *original.tokenizer, ids, options,
+                                               evaluation.divergence ? original.model.get() : nullptr,
+                                               stage(progress, 600, 400, 1000));
+    row.ppl_original = original_ppl;
+    row.ppl = compressed.pseudo_ppl;
+    row.delta_ln_ppl = std::log(compressed.pseudo_ppl) - std::log(original_ppl);
+    row.eval_tokens = compressed.masked;
+    row.eval_text = evaluation.text;
+    if (evaluation.divergence)
+        row.kl_mean = compressed.kl;
+    return row;
+}
+
 std::string export_compressed(const CompressionRequest& request, const std::string& out_dir, bool dense,
                               bool overwrite, const ProgressFn& progress)
 {
@@ -156,11 +199,14 @@ namespace {
 EmbeddingAccounting spread_sample_accounting(const CompressedEmbedding& c, int64_t v, int64_t n)
 {
     const auto& shape = c.spec.shape;
-    const auto* tt = dynamic_cast<const TensorTrainTokenEmbedding*>(c.embedding.get());
-    if (!tt || !tt->per_token_ranks())
+    // Per-token ranks are part of the TT's stored form (stored_form.hpp): "tt.token_ranks".
+    torch::Tensor sampled;
+    for (const auto& [name, tensor] : c.embedding->stored_tensors())
+        if (name == "tt.token_ranks")
+            sampled = tensor.to(torch::kInt32).contiguous(); // [n, N - 1]
+    if (!sampled.defined())
         return account_tensor_train(v, shape, c.spec.ranks, EnergyOptions{}, 0);
     const int64_t inner = static_cast<int64_t>(shape.size()) - 1;
-    const torch::Tensor sampled = tt->token_ranks().contiguous(); // [n, N - 1] int32
     const int32_t* r = sampled.data_ptr<int32_t>();
     std::vector<int32_t> ranks(static_cast<size_t>(v * inner));
     for (int64_t t = 0; t < v; ++t) {

@@ -1,6 +1,7 @@
 // The Compare tab's engine work (no libtorch, no Qt in this header): a results
-// row's compressed model beside its original, generating from one prompt or
-// reading one text. Runs on the engine thread; tokens go to a callback as they come.
+// row's compressed model beside its original, generating from one prompt, reading
+// one text, or (an encoder) embedding its sentences. Runs on the engine thread;
+// tokens go to a callback as they come.
 #pragma once
 
 #include <cstdint>
@@ -65,5 +66,29 @@ struct ComparedText {
 };
 ComparedText compare_text(const CompressionRequest& run, const std::string& text, const ProgressFn& progress,
                           int64_t max_tokens = 4096, int64_t worst = 20);
+
+// An encoder's run (it cannot generate): the sentences of `text` (split at line ends and
+// after '.', '!' or '?' followed by a space) embedded by the original and the compressed
+// model (encoder.hpp's embed_texts, the model's own pooling, as `embedlab-cli embed`),
+// each sentence's cosine between its two embeddings, and its `k` nearest other sentences
+// by cosine under each model, nearest first.
+struct ComparedSentence {
+    std::string text;
+    double cosine = 0; // cos(original embedding, compressed embedding)
+    std::vector<int64_t> neighbours_original, neighbours_compressed;
+    std::vector<double> similarity_original, similarity_compressed; // their cosines
+};
+struct ComparedEmbeddings {
+    std::vector<ComparedSentence> sentences;
+    std::string pooling;            // "cls", "mean" or "max"
+    double mean_cosine = 0;         // over sentences
+    double neighbour_agreement = 0; // retrieval_agreement at k (tasks.hpp): 1, the same neighbours
+    int64_t k = 0;
+};
+// InputError for fewer than 2 sentences (nothing to be a neighbour).
+ComparedEmbeddings compare_embeddings(const CompressionRequest& run, const std::string& text,
+                                      const ProgressFn& progress, int64_t k = 3);
+// The sentences compare_embeddings reads, trimmed, empty ones dropped.
+std::vector<std::string> split_sentences(const std::string& text);
 
 } // namespace embedlab::app

@@ -39,16 +39,17 @@ CompareTab::CompareTab(views::CompareView* view, JobController& jobs, RunsFn run
     connect(view_, &views::CompareView::generateRequested, this, &CompareTab::generate);
     connect(view_, &views::CompareView::stopRequested, this, &CompareTab::stop);
     connect(view_, &views::CompareView::measureRequested, this, &CompareTab::measure);
+    connect(view_, &views::CompareView::embedRequested, this, &CompareTab::embed);
     connect(&jobs_, &JobController::cancelled, this, [this](int id) {
         if (id == generate_job_)
             view_->finishGeneration("Stopped.");
-        else if (id == text_job_)
+        else if (id == text_job_ || id == embed_job_)
             view_->setStatus("Stopped.");
     });
     connect(&jobs_, &JobController::failed, this, [this](int id, const QString& message) {
         if (id == generate_job_)
             view_->finishGeneration("Failed: " + message);
-        else if (id == text_job_)
+        else if (id == text_job_ || id == embed_job_)
             view_->setStatus("Failed: " + message);
     });
 }
@@ -58,16 +59,18 @@ void CompareTab::refreshRuns(int row)
     const QString was = view_->currentRun() >= 0 ? runs_.value(view_->currentRun()).name : QString();
     runs_ = runs_fn_();
     QStringList names;
+    QVector<bool> encoders;
     int current = static_cast<int>(runs_.size()) - 1; // the latest, unless one is chosen
     for (int i = 0; i < runs_.size(); ++i) {
         names << runs_[i].name;
+        encoders << runs_[i].encoder;
         if (runs_[i].name == was)
             current = i;
     }
     for (int i = 0; i < runs_.size(); ++i)
         if (runs_[i].row == row)
             current = i;
-    view_->setRuns(names, current);
+    view_->setRuns(names, current, encoders);
 }
 
 const CompareTab::Run* CompareTab::shownRun() const
@@ -87,12 +90,23 @@ const CompareTab::Run* CompareTab::chosen()
     return &runs_[i];
 }
 
+bool CompareTab::refuseEncoder(const Run& run)
+{
+    if (!run.encoder)
+        return false;
+    view_->setStatus(run.name +
+                     " is an encoder: it cannot generate nor predict a next token, so there is no text or KL "
+                     "to compare. The Embeddings page compares its sentence embeddings before and after "
+                     "compression.");
+    return true;
+}
+
 int CompareTab::generate()
 {
     if (view_->generating())
         return -1;
     const Run* run = chosen();
-    if (!run)
+    if (!run || refuseEncoder(*run))
         return -1;
     const auto o = view_->options();
     if (o.prompt.trimmed().isEmpty()) {
@@ -147,7 +161,7 @@ void CompareTab::stop()
 int CompareTab::measure()
 {
     const Run* run = chosen();
-    if (!run)
+    if (!run || refuseEncoder(*run))
         return -1;
     const std::string text = view_->inputText().toStdString();
     if (view_->inputText().trimmed().isEmpty()) {
@@ -178,6 +192,57 @@ int CompareTab::measure()
         });
     });
     return text_job_;
+}
+
+int CompareTab::embed()
+{
+    const Run* run = chosen();
+    if (!run)
+        return -1;
+    const std::string text = view_->sentencesText().toStdString();
+    if (view_->sentencesText().trimmed().isEmpty()) {
+        view_->setStatus("Type or paste a few sentences first, one per line.");
+        return -1;
+    }
+    view_->setStatus("Embedding the sentences with " + run->name + " and its original ...");
+    QPointer<views::CompareView> view = view_;
+    const CompressionRequest request = run->request;
+    embed_job_ =
+        jobs_.submit("compare: embeddings with " + run->name, [view, request, text,
+                                                               name = run->name](const ProgressFn& progress) {
+            const auto r = compare_embeddings(request, text, progress);
+            views::CompareEmbeddingData data;
+            data.run = name;
+            data.pooling = QString::fromStdString(r.pooling);
+            data.mean_cosine = r.mean_cosine;
+            data.agreement = r.neighbour_agreement;
+            data.k = static_cast<int>(r.k);
+            for (const auto& s : r.sentences) {
+                views::CompareSentence v;
+                v.text = QString::fromStdString(s.text);
+                v.cosine = s.cosine;
+                for (auto id : s.neighbours_original)
+                    v.neighbours_original << static_cast<int>(id);
+                for (auto id : s.neighbours_compressed)
+                    v.neighbours_compressed << static_cast<int>(id);
+                v.similarity_original =
+                    QVector<double>(s.similarity_original.begin(), s.similarity_original.end());
+                v.similarity_compressed =
+                    QVector<double>(s.similarity_compressed.begin(), s.similarity_compressed.end());
+                data.sentences << v;
+            }
+            const QString status = QString("%1 sentences; mean cosine of each sentence's two embeddings %2; "
+                                           "their %3 nearest sentences agree %4 (1: the same)")
+                                       .arg(r.sentences.size())
+                                       .arg(r.mean_cosine, 0, 'f', 4)
+                                       .arg(r.k)
+                                       .arg(r.neighbour_agreement, 0, 'f', 3);
+            return std::function<void()>([view, data, status] {
+                if (view)
+                    view->setEmbeddingData(data, status);
+            });
+        });
+    return embed_job_;
 }
 
 } // namespace embedlab::app

@@ -25,6 +25,7 @@ public:
         int row = -1; // in the results table
         QString name; // "pca rank 16 (tinyllama)"
         CompressionRequest request;
+        bool encoder = false; // compared by its sentence embeddings (it cannot generate)
     };
     using RunsFn = std::function<QVector<Run>()>;
     using CancelFn = std::function<void(int job)>;
@@ -35,6 +36,7 @@ public:
     void refreshRuns(int row = -1);
     int generate(); // the job id, -1 when nothing can run (the view says why)
     int measure();  // the text mode's job
+    int embed();    // the embeddings mode's job
     void stop();
     int generateJob() const { return generate_job_; }
     const Run* shownRun() const; // the run the box shows (null: none), as last listed
@@ -47,7 +49,8 @@ private:
     RunsFn runs_fn_;
     CancelFn cancel_;
     QVector<Run> runs_;
-    int generate_job_ = -1, text_job_ = -1;
+    bool refuseEncoder(const Run& run); // generation and KL are a decoder's: says what applies
+    int generate_job_ = -1, text_job_ = -1, embed_job_ = -1;
 };
 
 } // namespace embedlab::app

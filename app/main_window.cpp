@@ -299,7 +299,8 @@ MainWindow::MainWindow(QWidget* parent)
                 const auto& r = results_->rows()[row];
                 const QString name = QString::fromStdString(r.method + " " + r.parameters) + " (" +
                                      QFileInfo(row_sources_[row].model).fileName() + ")";
-                runs.push_back({row, name, row_sources_[row].request});
+                runs.push_back({row, name, row_sources_[row].request,
+                                encoder_models_.contains(row_sources_[row].model)});
             }
             return runs;
         },
@@ -637,7 +638,9 @@ void remember_export_folder(const QString& file)
 
 void MainWindow::exportFigure()
 {
-    if (!currentPlot()) { // an empty plot is still a figure (its axes and what it says)
+    // Another tab's empty plot is still a figure (its axes and what it says); the Results
+    // plot without a point is not: said before any dialog, as Export data does.
+    if (!currentPlot() || (showing(results_) && !nothingToExport().isEmpty())) {
         statusBar()->showMessage(nothingToExport());
         return;
     }
@@ -722,14 +725,20 @@ bool MainWindow::saveSession(const QString& file)
             QJsonDocument::fromJson(QByteArray::fromStdString(results_json(results_->rows())));
         CompressionRequest request = method_panel_->request();
         request.model = model_path_.toStdString();
-        const QJsonObject session{{"format", "embedlab-session"},
-                                  {"version", 2},
-                                  {"model", model_path_},
-                                  {"request", qt_object(request_json(request))},
-                                  {"target", qt_object(target_json(method_panel_->target()))},
-                                  {"pareto_y", results_->yMetric()},
-                                  {"pareto_y_scale", results_->ySymlog() ? "symlog" : "linear"},
-                                  {"results", results.object()}};
+        QJsonObject encoders; // model -> "masked_lm" or "encoder": its rows' y axis and PPL notes
+        for (auto it = encoder_models_.cbegin(); it != encoder_models_.cend(); ++it)
+            encoders[it.key()] = it.value() ? "masked_lm" : "encoder";
+        QJsonObject session{{"format", "embedlab-session"},
+                            {"version", 2},
+                            {"model", model_path_},
+                            {"request", qt_object(request_json(request))},
+                            {"target", qt_object(target_json(method_panel_->target()))},
+                            {"pareto_y", results_->yMetric()},
+                            {"encoders", encoders},
+                            {"pareto_y_scale", results_->ySymlog() ? "symlog" : "linear"},
+                            {"results", results.object()}};
+        if (!y_before_encoders_.isEmpty()) // the axis the encoders' cosine replaced, back for other rows
+            session["pareto_y_before_encoders"] = y_before_encoders_;
         write_file(file.toStdString(), QJsonDocument(session).toJson().toStdString());
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
@@ -768,6 +777,13 @@ bool MainWindow::openSession(const QString& file)
         deleted_rows_.clear(); // with the results view's undo stack
         row_requests_.clear();
         row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
+        // Issue 61 item 6: a reopened encoder's rows are drawn and explained as this session's.
+        const QJsonObject encoders = session.value("encoders").toObject();
+        for (auto it = encoders.begin(); it != encoders.end(); ++it) {
+            const bool masked_lm = it.value().toString() == "masked_lm";
+            encoder_models_[it.key()] = masked_lm;
+            results_->setPerplexityNote(it.key(), encoderNote(it.key(), masked_lm));
+        }
         for (const auto& r : rows)
             results_->addRow(r);
     } catch (const std::exception& e) {
@@ -784,6 +800,9 @@ bool MainWindow::openSession(const QString& file)
     if (session.contains("pareto_y"))
         results_->setYAxis(session.value("pareto_y").toString(),
                            session.value("pareto_y_scale").toString() == "symlog");
+    y_before_encoders_ = session.value("pareto_y_before_encoders").toString();
+    y_symlog_before_encoders_ = false;
+    applyResultsYAxis(); // the reopened rows' own rule
     saved_rows_ = static_cast<int>(results_->rows().size());
     deleted_since_save_ = false;
     if (const QString model = session.value("model").toString(); !model.isEmpty() && model != model_path_)
@@ -979,10 +998,11 @@ void MainWindow::chooseExport()
     const auto& source = row_sources_[row];
     QSettings settings;
     const QString parent = settings.value("export/parent", QDir::homePath()).toString();
-    const QString name =
-        QFileInfo(source.model).completeBaseName() + "-" + QString::fromStdString(r.method) +
-        (method_descriptor(r.method).id == Method::TT ? QString("-eps%1").arg(source.request.eps)
-                                                      : QString::number(source.request.rank));
+    // Named by the run's settings as the method describes them (the registry's describe:
+    // "pca rank 16", "tt shape 4x4x8, eps 0.3"), as a copied command's --out.
+    CompressionRequest named = source.request;
+    named.model = QFileInfo(source.model).completeBaseName().toStdString();
+    const QString name = QString::fromStdString(row_output_dir(named));
 
     QDialog dialog(this);
     dialog.setWindowTitle("Export compressed model");
@@ -1125,8 +1145,15 @@ void MainWindow::openModel(const QString& path)
             model_path_ = path;
             model_dim_ = summary.hidden_size;
             model_encoder_ = summary.encoder;
-            if (model_encoder_)
-                encoder_models_.insert(path);
+            model_masked_lm_ = summary.masked_lm;
+            if (model_encoder_) {
+                encoder_models_[path] = summary.masked_lm;
+                results_->setPerplexityNote(path, encoderNote(path, summary.masked_lm));
+            }
+            method_panel_->setEvaluation(!summary.encoder    ? MethodPanel::Evaluation::Perplexity
+                                         : summary.masked_lm ? MethodPanel::Evaluation::PseudoPerplexity
+                                                             : MethodPanel::Evaluation::None,
+                                         QFileInfo(path).fileName());
             followModelInResults();
             if (auto* damage = findChild<DamagePanel*>())
                 damage->setModel(path); // its plot and colour-by were the previous model's

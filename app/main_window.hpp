@@ -167,7 +167,14 @@ private:
     void chooseExport(); // the export dialog for the selected results row
     void updateExportEnabled();
     // A finished run's results row, remembering its request (and, local, its source).
-    void withoutPerplexityOnEncoders(CompressionRequest& request) const;
+    // An encoder's request as the engine runs it (no next-token evaluation, which an encoder
+    // has not) and the evaluation the window adds (a masked-LM head's pseudo-perplexity); the
+    // refusal, saying what applies instead, or "" (issue 61 item 6).
+    QString encoderRequest(CompressionRequest& request, EncoderEvaluation& evaluation) const;
+    // What a run's job computes, for its name: " + perplexity", " + pseudo-perplexity", ...
+    QString scoredAs(const CompressionRequest& request, const EncoderEvaluation& evaluation) const;
+    // The Results tab's note on an encoder's PPL cells ("" for a decoder).
+    static QString encoderNote(const QString& model, bool masked_lm);
     void addCompressionRow(const RunSummary& row, const CompressionRequest& request, const RunTarget& target,
                            const QString& model);
     void exportFigure();
@@ -239,8 +246,11 @@ private:
     QString model_path_;            // the shown model ("" until one loaded)
     int64_t model_dim_ = 0;         // its hidden size
     bool model_encoder_ = false;    // an encoder: runs are scored without perplexity
-    QSet<QString> encoder_models_;  // every encoder loaded in this session (rows' model field)
-    QString y_before_encoders_;     // the y axis before applyResultsYAxis chose the cosine ("": none)
+    bool model_masked_lm_ = false;  // and one with a masked-LM head: pseudo-perplexity
+    // Every encoder loaded in this session or a reopened one (rows' model field): whether it
+    // has a masked-LM head. Saved with the session, for the y axis rule and the PPL notes.
+    QHash<QString, bool> encoder_models_;
+    QString y_before_encoders_; // the y axis before applyResultsYAxis chose the cosine ("": none)
     bool y_symlog_before_encoders_ = false;
     int tt_job_ = -1;            // the Tensor-Train candidates' job (the tab says computing meanwhile)
     int message_tab_ = -1;       // the tab the status bar's message was said on

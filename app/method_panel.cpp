@@ -159,7 +159,8 @@ MethodPanel::MethodPanel(QWidget* parent)
     texts->addWidget(frequency_row_);
     texts->addWidget(calibration_row_);
     texts->addWidget(train_row_);
-    texts->addWidget(textRow("Evaluate on", eval_text_, "Perplexity text (METHODS 0)"));
+    eval_row_ = textRow("Evaluate on", eval_text_, "Perplexity text (METHODS 0)");
+    texts->addWidget(eval_row_);
     texts->addWidget(eval_tokens_);
     for (QLineEdit* e : {frequency_text_, calibration_text_, train_text_, eval_text_})
         e->setPlaceholderText(bundled);
@@ -281,6 +282,43 @@ QWidget* MethodPanel::textRow(const QString& label, QLineEdit* edit, const QStri
     layout->addWidget(edit, 1);
     layout->addWidget(browse);
     return row;
+}
+
+void MethodPanel::setEvaluation(Evaluation kind, const QString& model)
+{
+    evaluation_ = kind;
+    const QString bundled = " (empty: the bundled sample text)";
+    QString text, kl;
+    switch (kind) {
+    case Evaluation::Perplexity:
+        text = "Perplexity text (METHODS 0)" + bundled;
+        kl =
+            "Also measure KL(P_original || P_compressed) and top-1 agreement on the evaluated tokens (the KL "
+            "and top-1 columns; about twice the evaluation time)";
+        break;
+    case Evaluation::PseudoPerplexity:
+        text = model +
+               " is an encoder with a masked-LM head: its pseudo-perplexity on this text, each token "
+               "masked in turn (as embedlab-cli eval)" +
+               bundled;
+        kl = "Also measure KL(P_original || P_compressed) of the masked-token predictions at the same masked "
+             "positions (the KL column)";
+        break;
+    case Evaluation::None:
+        text = model + " is an encoder without a masked-LM head: it has no perplexity to evaluate. Its rows "
+                       "are scored by the cosine of the rebuilt table rows; the Compare tab compares its "
+                       "sentence embeddings";
+        kl = model + " is an encoder without a masked-LM head: it predicts no tokens to compare, so + KL vs "
+                     "original does not apply; its rows are scored by the cosine of the rebuilt table rows "
+                     "and the Compare tab compares its sentence embeddings";
+        break;
+    }
+    eval_text_->setToolTip(text);
+    eval_row_->setToolTip(text);
+    eval_tokens_->setToolTip(text);
+    divergence_->setToolTip(kl);
+    eval_row_->setEnabled(kind != Evaluation::None);
+    eval_tokens_->setEnabled(kind != Evaluation::None);
 }
 
 CompressionRequest MethodPanel::request() const

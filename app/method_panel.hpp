@@ -109,6 +109,16 @@ public:
     // also the evaluation text.
     QString note() const;
 
+    // What the evaluation is on the loaded model (issue 61 item 6): a decoder's perplexity, an
+    // encoder's pseudo-perplexity (a masked-LM head: each token masked in turn), or none (any
+    // other encoder): then the evaluation text is disabled, and it and + KL vs original say
+    // in their tooltips what applies instead. `model` names the model in them.
+    enum class Evaluation { Perplexity, PseudoPerplexity, None };
+    void setEvaluation(Evaluation kind, const QString& model);
+    Evaluation evaluation() const { return evaluation_; }
+    QLineEdit* evaluationText() const { return eval_text_; }
+    QCheckBox* divergenceBox() const { return divergence_; }
+
     // SST-2's GLUE dev set in the project's shared data ("" if not found; sst2_dev_path()).
     static QString sst2DevPath();
 
@@ -183,6 +193,8 @@ private:
     QLineEdit* train_text_;
     QLineEdit* eval_text_;
     QSpinBox* eval_tokens_;
+    QWidget* eval_row_ = nullptr; // "Evaluate on" with its box and browse button
+    Evaluation evaluation_ = Evaluation::Perplexity;
     QComboBox* task_;      // none, SST-2 dev, an SST-2 file, a multiple-choice JSONL file
     QLineEdit* task_data_; // the chosen file
     QWidget* task_file_row_;

@@ -34,6 +34,7 @@ ModelSummary summarize_model(const std::string& path)
         s.kv_heads = c.num_kv_heads;
         s.tied = c.tied_embeddings;
         s.encoder = c.is_encoder();
+        s.masked_lm = c.is_encoder() && c.encoder_head == EncoderHead::MaskedLM;
         const auto p = lm.model->parameter_breakdown();
         s.parameters = {{"token embedding", p.token_embedding},
                         {"position embedding", p.position_embedding},

@@ -12,7 +12,8 @@ struct ModelSummary {
     std::string path, format, architecture, dtype, tokenizer;
     int64_t vocab_size = 0, hidden_size = 0, layers = 0, heads = 0, kv_heads = 0;
     bool tied = false;
-    bool encoder = false; // bert, distilbert: no perplexity, no FLAT-LLM importance
+    bool encoder = false;   // bert, distilbert: no perplexity, no FLAT-LLM importance
+    bool masked_lm = false; // an encoder with a masked-LM head: pseudo-perplexity (masked_lm.hpp)
     std::vector<std::pair<std::string, int64_t>> parameters; // part -> count
     int64_t total_parameters = 0;
     std::vector<std::string> facts;          // architecture_facts: what sets the model apart

@@ -331,6 +331,26 @@ TEST(LaptopScreen, Screenshots)
     window.showView("compare");
     QApplication::processEvents();
     EXPECT_TRUE(window.grab().save(dir + "/compare-switched.png"));
+    // Issue 61 item 6: an encoder's Results (a classifier: no perplexity; a masked-LM
+    // encoder: its pseudo-perplexity) and its Compare tab on sentence embeddings.
+    window.resize(kScreenWidth, kScreenHeight);
+    for (const char* encoder : {"bert-cls", "distilbert-mlm"}) {
+        embedlab::test::open_shown(window, QString(EMBEDLAB_SOURCE_DIR) + "/tests/data/encoders/" + encoder);
+        auto run = window.methodPanel()->request("pca");
+        run.eval_tokens = 256;
+        run.rank = 16;
+        ASSERT_GT(window.runCompression(run), 0);
+        ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }));
+        window.showView("results");
+        QApplication::processEvents();
+        EXPECT_TRUE(window.grab().save(dir + "/encoder-results-" + encoder + ".png"));
+    }
+    window.showView("compare");
+    compare->showMode(2);
+    compare->embedButton()->click();
+    ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }));
+    QApplication::processEvents();
+    EXPECT_TRUE(window.grab().save(dir + "/encoder-compare.png"));
 }
 
 // Item 1: the window's minimum height (742 px before: the Results tab's plot, table and

@@ -866,6 +866,20 @@ TEST(MainWindow, ShortcutsWorkWhileATextOrSpinFieldHasFocus)
     window.show();
     window.activateWindow();
     window.showView("results"); // the shortcut map needs the window active (below)
+    // A plot with a point: Ctrl+E on an empty Results plot says there is nothing to
+    // export instead of opening the dialog (EncoderWorkbench.CtrlEOnAnEmptyResultsPlot...).
+    embedlab::RunSummary point;
+    point.method = "pca";
+    point.parameters = "rank 8";
+    point.model = "shortcut-model";
+    point.params_before = 100;
+    point.params_after = 50;
+    point.ratio = 0.5;
+    point.ppl_original = 9;
+    point.ppl = 10;
+    point.delta_ln_ppl = 0.105;
+    point.mean_cosine = 0.9;
+    window.resultsView()->addRow(point);
     QLineEdit* text = nullptr;
     for (auto* e : window.methodPanel()->findChildren<QLineEdit*>())
         if (e->isVisible() && e->placeholderText() == "the bundled sample text")

@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QHelpEvent>
 #include <QLabel>
 #include <QLineEdit>
@@ -16,6 +17,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTextBlock>
 #include <QTextCursor>
 #include <QTextEdit>
@@ -81,7 +83,9 @@ CompareView::CompareView(QWidget* parent)
         "<b>What am I seeing.</b> A compressed model beside its original. <i>Generate</i>: both continue the "
         "prompt with the same seed; each compressed token's background is KL(P<sub>original</sub> || "
         "P<sub>compressed</sub>) of the two next-token distributions at that step. <i>Text</i>: each token's "
-        "background is the KL of the prediction that reads it. Hover a token for both models' top-5.",
+        "background is the KL of the prediction that reads it. Hover a token for both models' top-5. "
+        "<i>Embeddings</i> (an encoder's, which cannot generate): each sentence's cosine between its two "
+        "embeddings and its nearest other sentences under each model.",
         this);
     note->setWordWrap(true);
     QString legend = "KL (nats): ";
@@ -150,7 +154,10 @@ CompareView::CompareView(QWidget* parent)
     auto* right = new QWidget(this);
     auto* r = new QVBoxLayout(right);
     r->setContentsMargins(0, 0, 0, 0);
-    r->addWidget(new QLabel("Worst 20 predictions (click: show in the LLE neighbours tab)", this));
+    worst_title_ = new QLabel(this);
+    worst_title_->setObjectName("compare_worst_title");
+    worst_title_->setWordWrap(true);
+    r->addWidget(worst_title_);
     r->addWidget(worst_, 1);
     worst_->setMinimumWidth(220);
     auto* text_split = new QSplitter(Qt::Horizontal, this);
@@ -166,6 +173,7 @@ CompareView::CompareView(QWidget* parent)
 
     modes_->addTab(generate_page, "Generate");
     modes_->addTab(text_page, "Text");
+    modes_->addTab(embeddingPage(), "Embeddings");
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(note);
     layout->addLayout(top);
@@ -180,13 +188,117 @@ CompareView::CompareView(QWidget* parent)
     connect(prompt_, &QLineEdit::returnPressed, this, generate);
     connect(stop_, &QPushButton::clicked, this, &CompareView::stopRequested);
     connect(measure_, &QPushButton::clicked, this, &CompareView::measureRequested);
+    connect(embed_, &QPushButton::clicked, this, &CompareView::embedRequested);
     connect(runs_, &QComboBox::currentIndexChanged, this, &CompareView::dropStaleViews);
     connect(worst_, &QListWidget::itemClicked, this,
             [this](QListWidgetItem* item) { chooseWorst(worst_->row(item)); });
 }
 
-void CompareView::setRuns(const QStringList& names, int current)
+QWidget* CompareView::embeddingPage()
 {
+    sentences_ = new QPlainTextEdit(this);
+    sentences_->setObjectName("compare_sentences");
+    sentences_->setPlaceholderText("Sentences, one per line (or ending in '.', '!' or '?')");
+    sentences_->setPlainText("A man is playing a guitar.\nA woman is slicing an onion.\nSomeone plays an "
+                             "instrument.\nA cat sleeps on the sofa.\nA chef cuts vegetables.\nThe "
+                             "kitten is resting on a couch.");
+    sentences_->setMaximumHeight(110);
+    embed_ = new QPushButton("Compare embeddings", this);
+    embed_->setToolTip("Embed every sentence with the original and the compressed model (the model's own "
+                       "pooling, as embedlab-cli embed): the cosine between the two embeddings of each, and "
+                       "its nearest other sentences under each model");
+    embedding_title_ = new QLabel(this);
+    embedding_title_->setObjectName("compare_embedding_title");
+    embedding_title_->setWordWrap(true);
+    embedding_table_ = new QTableWidget(0, 4, this);
+    embedding_table_->setObjectName("compare_embeddings");
+    embedding_table_->setHorizontalHeaderLabels(
+        {"sentence", "cosine (original, compressed)", "nearest (original)", "nearest (compressed)"});
+    embedding_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    embedding_table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    embedding_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    embedding_table_->verticalHeader()->hide(); // the sentence is the row's name
+    embedding_table_->setWordWrap(true);
+    embedding_status_ = new QLabel(this);
+    embedding_status_->setWordWrap(true);
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(embed_);
+    buttons->addStretch(1);
+    auto* page = new QWidget(this);
+    auto* v = new QVBoxLayout(page);
+    v->addWidget(sentences_);
+    v->addLayout(buttons);
+    v->addWidget(embedding_title_);
+    v->addWidget(embedding_table_, 1);
+    v->addWidget(embedding_status_);
+    return page;
+}
+
+bool CompareView::encoderChosen() const
+{
+    const int i = runs_->currentIndex();
+    return i >= 0 && i < encoders_.size() && encoders_[i];
+}
+
+QString CompareView::sentencesText() const
+{
+    return sentences_->toPlainText();
+}
+
+void CompareView::setSentencesText(const QString& text)
+{
+    sentences_->setPlainText(text);
+}
+
+int CompareView::mode() const
+{
+    return modes_->currentIndex();
+}
+
+void CompareView::setEmbeddingData(const CompareEmbeddingData& data, const QString& status)
+{
+    if (!data.run.isEmpty() && !runs_->currentText().isEmpty() && data.run != runs_->currentText()) {
+        embedding_status_->setText("Not shown: the embeddings were for " + data.run + ", and " +
+                                   runs_->currentText() + " is chosen now: press Compare embeddings.");
+        return;
+    }
+    embedding_run_ = data.run;
+    embedding_title_->setText(QString("<b>%1</b> against its original: %2 pooling; mean cosine %3; "
+                                      "nearest-%4 agreement %5")
+                                  .arg(data.run.toHtmlEscaped(), data.pooling)
+                                  .arg(data.mean_cosine, 0, 'f', 4)
+                                  .arg(data.k)
+                                  .arg(data.agreement, 0, 'f', 3));
+    const auto neighbours = [&](const QVector<int>& ids, const QVector<double>& sims) {
+        QStringList parts;
+        for (int j = 0; j < ids.size(); ++j)
+            if (ids[j] >= 0 && ids[j] < data.sentences.size())
+                parts << QString("%1 (%2)").arg(data.sentences[ids[j]].text).arg(sims.value(j), 0, 'f', 3);
+        return parts.join("\n");
+    };
+    embedding_table_->setRowCount(static_cast<int>(data.sentences.size()));
+    for (int i = 0; i < data.sentences.size(); ++i) {
+        const auto& s = data.sentences[i];
+        auto* cosine = new QTableWidgetItem(QString::number(s.cosine, 'f', 4));
+        cosine->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        auto* after = new QTableWidgetItem(neighbours(s.neighbours_compressed, s.similarity_compressed));
+        if (s.neighbours_compressed.value(0, -1) != s.neighbours_original.value(0, -1)) {
+            after->setBackground(QColor(254, 224, 139)); // the nearest sentence changed
+            after->setToolTip("The nearest sentence differs from the original model's");
+        }
+        embedding_table_->setItem(i, 0, new QTableWidgetItem(s.text));
+        embedding_table_->setItem(i, 1, cosine);
+        embedding_table_->setItem(
+            i, 2, new QTableWidgetItem(neighbours(s.neighbours_original, s.similarity_original)));
+        embedding_table_->setItem(i, 3, after);
+    }
+    embedding_table_->resizeRowsToContents();
+    embedding_status_->setText(data.run.isEmpty() ? status : data.run + ": " + status);
+}
+
+void CompareView::setRuns(const QStringList& names, int current, const QVector<bool>& encoders)
+{
+    encoders_ = encoders;
     {
         const QSignalBlocker block(runs_); // one check below, not one per item
         runs_->clear();
@@ -203,8 +315,27 @@ void CompareView::dropStaleViews()
     // Issue 61 item 3: never one run's numbers under another run's name. (With no run
     // listed the shown views keep theirs: they name it.)
     const QString chosen = runs_->currentText();
+    const bool encoder = encoderChosen();
+    const QString cannot = encoder ? chosen + " is an encoder: it cannot generate nor predict a next token; "
+                                              "the Embeddings page compares its sentence embeddings"
+                                   : QString();
+    modes_->setTabToolTip(0, cannot);
+    modes_->setTabToolTip(1, cannot);
+    if (encoder && modes_->currentIndex() != 2)
+        modes_->setCurrentIndex(2); // what applies to it
+    worst_title_->setText(text_run_.isEmpty() || text_run_ != chosen
+                              ? QString("Worst 20 predictions (click: show in the LLE neighbours tab)")
+                              : "Worst 20 predictions of " + text_run_ +
+                                    " (click: show in the LLE neighbours tab)");
     if (chosen.isEmpty())
         return;
+    if (!embedding_run_.isEmpty() && embedding_run_ != chosen) {
+        embedding_table_->setRowCount(0);
+        embedding_title_->clear();
+        embedding_status_->setText("The embeddings were for " + embedding_run_ +
+                                   ": press Compare embeddings to embed the sentences with " + chosen + ".");
+        embedding_run_.clear();
+    }
     if (!text_run_.isEmpty() && text_run_ != chosen) {
         clearPane(Text);
         worst_->clear();
@@ -235,7 +366,8 @@ CompareOptions CompareView::options() const
 
 QLabel* CompareView::status() const
 {
-    return modes_->currentIndex() == 0 ? generate_status_ : text_status_;
+    const int mode = modes_->currentIndex();
+    return mode == 0 ? generate_status_ : mode == 1 ? text_status_ : embedding_status_;
 }
 
 void CompareView::setStatus(const QString& status)
@@ -319,6 +451,10 @@ void CompareView::setTextData(const CompareTextData& data, const QString& status
         return;
     }
     text_run_ = data.run;
+    worst_title_->setText(data.run.isEmpty()
+                              ? QString("Worst 20 predictions (click: show in the LLE neighbours tab)")
+                              : "Worst 20 predictions of " + data.run +
+                                    " (click: show in the LLE neighbours tab)");
     clearPane(Text);
     for (const auto& t : data.tokens)
         appendToken(Text, t);

@@ -3,8 +3,10 @@
 // on a background coloured by the KL between the two models at that step) and
 // Text (every token of a pasted or opened text coloured by KL(P_original ||
 // P_compressed) of its prediction, the worst listed; clicking one asks for it in
-// the neighbour graph). Hovering a token shows both models' top-5. Fed plain
-// structs token by token; the view only lays them out and maps KL to colour.
+// the neighbour graph). Hovering a token shows both models' top-5. A third mode,
+// Embeddings, is an encoder's (it cannot generate): each sentence's cosine between its
+// embeddings before and after, and its nearest other sentences under both models. Fed
+// plain structs; the view only lays them out and maps KL to colour.
 #pragma once
 
 #include <QColor>
@@ -24,6 +26,7 @@ class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
 class QTabWidget;
+class QTableWidget;
 class QTextEdit;
 
 namespace embedlab::views {
@@ -47,6 +50,21 @@ struct CompareTextData {
     int total_tokens = 0;
 };
 
+// An encoder's run (issue 61 item 6): each sentence's embedding before and after.
+struct CompareSentence {
+    QString text;
+    double cosine = 0;                                          // original against compressed
+    QVector<int> neighbours_original, neighbours_compressed;    // nearest other sentences, nearest first
+    QVector<double> similarity_original, similarity_compressed; // their cosines
+};
+struct CompareEmbeddingData {
+    QString run; // as the run box names it
+    QVector<CompareSentence> sentences;
+    QString pooling;
+    double mean_cosine = 0, agreement = 0; // agreement: shared neighbours at k, averaged
+    int k = 0;
+};
+
 struct CompareOptions {
     QString prompt;
     int max_tokens = 48;
@@ -67,8 +85,11 @@ public:
     // The results rows that can be compared ("" entries are not offered). A computed
     // view (generated columns, the text's colouring and worst list) names its run; when
     // the chosen run is another one, it is cleared and the status says what to press.
-    void setRuns(const QStringList& names, int current);
-    int currentRun() const; // index into the names, -1: none
+    // `encoders`: which runs are an encoder's (it cannot generate nor predict a next token:
+    // choosing one shows the Embeddings page, and Generate and Colour by KL say so).
+    void setRuns(const QStringList& names, int current, const QVector<bool>& encoders = {});
+    bool encoderChosen() const; // the chosen run is an encoder's
+    int currentRun() const;     // index into the names, -1: none
     CompareOptions options() const;
 
     // Generate mode: cleared and Stop enabled, then tokens as they come, then done.
@@ -86,7 +107,14 @@ public:
     QString textRun() const { return text_run_; } // the run the colouring is for ("": none)
     void setStatus(const QString& status);        // the shown mode's status line
 
-    void showMode(int mode); // 0: generate, 1: text
+    // Embeddings mode: the sentences of a text embedded before and after compression.
+    QString sentencesText() const;
+    void setSentencesText(const QString& text);
+    void setEmbeddingData(const CompareEmbeddingData& data, const QString& status);
+    QString embeddingRun() const { return embedding_run_; } // "": none shown
+
+    void showMode(int mode); // 0: generate, 1: text, 2: embeddings
+    int mode() const;
     int tokenCount(Pane pane) const { return static_cast<int>(tokens_[pane].size()); }
     const CompareToken& token(Pane pane, int index) const { return tokens_[pane][index]; }
     int tokenPosition(Pane pane, int index) const;              // its first character in the pane's document
@@ -104,12 +132,17 @@ public:
     QPushButton* measureButton() const { return measure_; }
     QComboBox* runBox() const { return runs_; }
     QListWidget* worstList() const { return worst_; }
+    QLabel* worstTitle() const { return worst_title_; } // names the run the list is for
+    QPushButton* embedButton() const { return embed_; }
+    QTableWidget* embeddingTable() const { return embedding_table_; }
+    QLabel* embeddingTitle() const { return embedding_title_; }
     QLabel* status() const;
 
 signals:
     void generateRequested();
     void stopRequested();
     void measureRequested();
+    void embedRequested();
     void openTextRequested();
     void tokenChosen(int id); // a worst-list entry clicked: its token id
 
@@ -117,6 +150,7 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
+    QWidget* embeddingPage(); // built once, by the constructor
     void clearPane(Pane pane);
     void chooseWorst(int row);
     void dropStaleViews(); // what was computed for a run no longer chosen
@@ -135,6 +169,14 @@ private:
     QPushButton* measure_;
     QListWidget* worst_;
     QLabel* text_status_;
+    QLabel* worst_title_;
+    QPlainTextEdit* sentences_;
+    QPushButton* embed_;
+    QLabel* embedding_title_;
+    QTableWidget* embedding_table_;
+    QLabel* embedding_status_;
+    QVector<bool> encoders_; // per listed run
+    QString embedding_run_;
     QTextEdit* panes_[3];
     QVector<CompareToken> tokens_[3];
     QVector<int> positions_[3]; // each token's first character; -1 when it added none

@@ -38,6 +38,7 @@ constexpr int kSortRole = Qt::UserRole + 1;
 constexpr int kRowRole = Qt::UserRole + 2;
 constexpr int kModelRole = Qt::UserRole + 3;    // the row's model path, for the model filter
 constexpr int kBaselineRole = Qt::UserRole + 4; // an "original" row's model, part and text
+constexpr int kPplColumn = 4, kDeltaColumn = 5;
 constexpr int kTaskColumn = 11, kModelColumn = 12, kBitsPerByteColumn = 14, kBytesColumn = 15;
 
 // A model's marker shape when several models are shown (diamonds are the baselines').
@@ -199,6 +200,10 @@ ResultsView::ResultsView(QWidget* parent)
     model_->horizontalHeaderItem(kBytesColumn)
         ->setToolTip("The compressed part's bytes as stored (a quantised table: its blocks; factors: "
                      "float32); the tooltip has the ratio to the input's bytes");
+    model_->horizontalHeaderItem(kPplColumn)
+        ->setToolTip("A decoder's perplexity on the evaluation text; an encoder's pseudo-perplexity (its "
+                     "masked-LM head, each token masked in turn); \u2013 where none applies (hover the "
+                     "cell for why)");
     model_->horizontalHeaderItem(kTaskColumn)
         ->setToolTip("Zero-shot task accuracy (the method panel's Task); the original's row shows the "
                      "uncompressed model's on the same examples");
@@ -422,12 +427,27 @@ QList<QStandardItem*> ResultsView::rowItems(const ResultRow& r, int index) const
         item->setData(index, kRowRole);
         item->setData(text(r.model), kModelRole);
     }
+    if (const QString note = perplexity_notes_.value(text(r.model)); !note.isEmpty())
+        for (int column : {kPplColumn, kDeltaColumn})
+            items[column]->setToolTip(note);
     if (r.ratio > 1) { // stores more than the original part: say so where the number is
         items[3]->setForeground(QColor(176, 0, 0));
         items[3]->setToolTip(
             "ratio > 1: this setting stores more values than the original; not a compression");
     }
     return items;
+}
+
+void ResultsView::setPerplexityNote(const QString& model, const QString& note)
+{
+    if (note.isEmpty())
+        perplexity_notes_.remove(model);
+    else
+        perplexity_notes_[model] = note;
+    for (int i = 0; i < model_->rowCount(); ++i)
+        if (model_->item(i, 0)->data(kModelRole).toString() == model)
+            for (int column : {kPplColumn, kDeltaColumn})
+                model_->item(i, column)->setToolTip(note);
 }
 
 int ResultsView::addRow(const ResultRow& r)

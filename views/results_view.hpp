@@ -73,6 +73,11 @@ public:
     void setBaselineMethods(const QStringList& methods);
     // The line joining `method`'s points when it is a baseline (null otherwise).
     QCPGraph* baselineLine(const QString& method) const;
+    // Why a model's PPL and Δ ln PPL cells read as they do (issue 61 item 6: an encoder's are
+    // a pseudo-perplexity, or "–" because none applies), as their tooltip: on the rows shown
+    // and on every later row of that model. "" removes it.
+    void setPerplexityNote(const QString& model, const QString& note);
+    QString perplexityNote(const QString& model) const { return perplexity_notes_.value(model); }
     static double symlogOf(double v);
     void clear();
     const std::vector<ResultRow>& rows() const { return rows_; }
@@ -146,7 +151,8 @@ private:
     QVector<QCPCurve*> method_curves_;  // methods_[m]'s series
     QVector<QVector<int>> method_rows_; // rows per series
     std::vector<int> front_rows_;
-    QSet<QString> baselines_; // model, part, text of the "original" rows shown
+    QSet<QString> baselines_;                  // model, part, text of the "original" rows shown
+    QHash<QString, QString> perplexity_notes_; // by model: the PPL cells' tooltip
     int selected_ = -1;
     QUndoStack* undo_;
 };
