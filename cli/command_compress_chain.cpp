@@ -126,10 +126,36 @@ void print_chain(const PipelineResult& r, const std::string& out)
     std::printf("  total %.3f s\n", s.seconds);
 }
 
+// A second --then: two table methods do not stack (say why, not "given twice").
+void refuse_second_method(const std::vector<std::string>& argv)
+{
+    std::vector<std::string> methods;
+    for (size_t i = 0; i < argv.size(); ++i)
+        if (argv[i] == "--then" && i + 1 < argv.size())
+            methods.push_back(argv[i + 1]);
+        else if (argv[i].rfind("--then=", 0) == 0)
+            methods.push_back(argv[i].substr(7));
+    if (methods.size() > 1)
+        throw InputError(
+            "compress: --then " + methods[1] + " after --then " + methods[0] +
+            " does not apply: " + second_method_refusal(methods[0], methods[1], "--then-store TYPE"));
+}
+
+// Says what remove_stale_chain_directories removed: files of ours, but the user's disk.
+void remove_stale_working_directories(const std::string& out)
+{
+    for (const auto& stale : remove_stale_chain_directories(out))
+        std::fprintf(stderr,
+                     "compress: removed %s, the working directory of a chain that was killed (process %ld no "
+                     "longer runs)\n",
+                     printable(stale.path.string()).c_str(), stale.pid);
+}
+
 } // namespace
 
 int compress_chain(const std::vector<std::string>& argv)
 {
+    refuse_second_method(argv);
     const Args args = chain_args(argv);
     if (args.required("--method", "trim") != "trim")
         throw InputError("compress: --then follows --method trim (a chain is trim, then one method; a single "
@@ -161,6 +187,7 @@ int compress_chain(const std::vector<std::string>& argv)
     if (!p.trim->keep_tokens.empty())
         inputs.push_back(p.trim->keep_tokens);
     prepare_output_directory(out, args.has("--force"), input_paths(args, inputs));
+    remove_stale_working_directories(out);
     StagePrinter stages(args.has("--quiet") || args.has("--json"));
     const auto result = run_pipeline(p, out, {.overwrite = args.has("--force"), .dense = args.has("--dense")},
                                      stages.callback());

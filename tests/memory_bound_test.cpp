@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,7 +19,9 @@
 #include "embedlab/error.hpp"
 #include "embedlab/slurm.hpp"
 #include "embedlab/tokenizer.hpp"
+#include "eval/decoded_size.hpp"
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 #include "tokenizer/windowed_merge.hpp"
 
 namespace {
@@ -162,6 +166,7 @@ TEST(EventLogs, AnOverlongLineIsRefusedWithTheFileAndLine)
 // with the memory, and exec keeps it).
 long long cli_peak_bytes(const std::vector<std::string>& args, const fs::path& dir)
 {
+    std::fflush(stdout); // or the child writes this process's pending output again
     const pid_t pid = ::fork();
     if (pid == 0) {
         std::freopen("/dev/null", "w", stdout);
@@ -362,6 +367,185 @@ TEST(Tokenize, PartsChangeNoId)
             EXPECT_TRUE(got == all) << user_defined << " " << text->size() << " first diff " << d << " of "
                                     << all.size() << "/" << got.size() << " spaced ids "
                                     << (text == &ending ? tok->encode(spaced).size() : 0);
+        }
+    }
+}
+
+// ---- eval ----------------------------------------------------------------------------
+
+// GPT-2's printable stand-ins for the 256 bytes (byte-level BPE's vocab.json keys).
+std::string gpt2_byte_symbol(int byte)
+{
+    const auto printable = [](int b) {
+        return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    };
+    int code = byte;
+    if (!printable(byte)) {
+        code = 256;
+        for (int b = 0; b < byte; ++b)
+            code += printable(b) ? 0 : 1;
+    }
+    std::string utf8; // code < 0x800: one or two bytes
+    if (code < 0x80)
+        utf8 += static_cast<char>(code);
+    else {
+        utf8 += static_cast<char>(0xC0 | (code >> 6));
+        utf8 += static_cast<char>(0x80 | (code & 0x3F));
+    }
+    return utf8;
+}
+
+// One small tokenizer of each family, each about one token per byte of the texts here
+// (the costliest case for memory), with vocabularies of at most 300 so that a tiny
+// model evaluates 24 MiB in seconds. Byte-level BPE: the 256 bytes and three merges;
+// SentencePiece BPE with byte fallback; WordPiece with single characters.
+void write_small_tokenizers(const fs::path& dir)
+{
+    nlohmann::json vocab;
+    for (int b = 0; b < 256; ++b)
+        vocab[gpt2_byte_symbol(b)] = b;
+    const std::string space = gpt2_byte_symbol(' ');
+    vocab[space + "t"] = 256;
+    vocab["he"] = 257;
+    vocab[space + "the"] = 258;
+    write(dir / "bpe/vocab.json", vocab.dump());
+    write(dir / "bpe/merges.txt", "#version: 0.2\n" + space + " t\nh e\n" + space + "t he\n");
+
+    std::string sp = pb_piece("<unk>", 0, 2) + pb_piece("<s>", 0, 3) + pb_piece("</s>", 0, 3);
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        sp += pb_piece(name, 0, 6); // byte pieces
+    }
+    const char* pieces[] = {"\xE2\x96\x81",   "e", "t", "a", "o", "h", "n", "\xE2\x96\x81t", "he",
+                            "\xE2\x96\x81the"};
+    for (size_t i = 0; i < std::size(pieces); ++i)
+        sp += pb_piece(pieces[i], -1.0f - static_cast<float>(i));
+    sp += pb_message(2, pb_varint(3 << 3) + pb_varint(2) + pb_varint(35 << 3) +
+                            pb_varint(1)); // BPE, byte fallback
+    sp += pb_message(3, pb_message(1, "identity"));
+    write(dir / "sentencepiece/tokenizer.model", sp);
+
+    std::string words = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (char c = '!'; c <= '~'; ++c)
+        words += std::string(1, c) + "\n";
+    for (char c = '!'; c <= '~'; ++c)
+        words += "##" + std::string(1, c) + "\n";
+    write(dir / "wordpiece/vocab.txt", words);
+}
+
+// Eval's text (issue 57 item 9): at most 5 bytes per input byte, for each tokenizer
+// family and with --json. The ids stay int32 (4 bytes per token), widened to int64 a
+// batch at a time, and bits per byte counts the decoded bytes without decoding the
+// whole text: eval was 12-13 bytes per byte. Tiny decoders read every family's ids, so
+// the forward pass costs little beside the text: byte-level BPE and SentencePiece with
+// the small vocabularies above (one id per NUL, about one per byte of the story) on a
+// 300-token model; WordPiece with bert-cls's vocabulary (as the tokenize test; a
+// character-level WordPiece vocabulary costs the tokenizer itself more than 5) on a
+// 2000-token model. Measured per byte between the first MiB of each text and 4 MiB of
+// it: the tokenizers' fixed buffers (WordPiece's 1 MiB parts: about 15 MB) are in both,
+// the growth is per byte. 4 MiB (not tokenize's 24) keeps the test to about a minute;
+// the old cost (about 38 MB for the 3 MiB) is well above the bound (23 MB).
+TEST(EvalText, PeakMemoryIsAtMostFiveBytesPerInputByte)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "ASan keeps freed memory in quarantine and pads every block: RSS says nothing here";
+#endif
+    if (::access("/usr/bin/time", X_OK) != 0)
+        GTEST_SKIP() << "needs /usr/bin/time (Debian: apt-get install time) to measure a run's peak RSS";
+    TempDir dir;
+    constexpr size_t small = size_t{1} << 20, size = size_t{4} << 20;
+    const auto story =
+        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    std::string text;
+    text.reserve(size);
+    while (text.size() < size)
+        text += story;
+    text.resize(size);
+    write(dir / "text.txt", text);
+    write(dir / "text-small.txt", text.substr(0, small));
+    write(dir / "nul.txt", std::string(size, '\0'));
+    write(dir / "nul-small.txt", std::string(small, '\0'));
+    text = {};
+    write_small_tokenizers(dir.path());
+    const auto tiny_decoder = [&](const std::string& name, int64_t vocab) {
+        embedlab::ModelConfig c = embedlab::test::tiny_config(embedlab::Architecture::GPT2);
+        c.vocab_size = vocab;
+        c.hidden_size = 8;
+        c.num_layers = 1;
+        c.num_heads = 1;
+        c.intermediate_size = 16;
+        c.max_positions = 512;
+        return embedlab::test::write_tiny_hf_model(dir / name, c, embedlab::test::random_weights(c));
+    };
+    const fs::path small_model = tiny_decoder("model-300", 300),
+                   bert_model = tiny_decoder("model-2000", 2000);
+    const fs::path bert = fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders/bert-cls";
+
+    // Each family once and --json once (each run scores every token: that is the time):
+    // NULs plain for byte-level BPE, the story with --json for SentencePiece, the story
+    // plain for WordPiece (which drops NULs). Windows of 512: the per-window work is the cost.
+    for (const auto& [tokenizer, model, input, json] :
+         {std::tuple{dir / "bpe", small_model, "nul", false},
+          std::tuple{dir / "sentencepiece", small_model, "text", true},
+          std::tuple{bert, bert_model, "text", false}}) {
+        const std::string family = tokenizer.filename().string();
+        const auto eval = [&](const std::string& file) {
+            std::vector<std::string> args{"eval",   model.string(),        "--tokenizer", tokenizer.string(),
+                                          "--text", (dir / file).string(), "--ctx",       "512",
+                                          "--quiet"};
+            if (json)
+                args.push_back("--json");
+            return cli_peak_bytes(args, dir.path());
+        };
+        const long long baseline = eval(std::string(input) + "-small.txt"),
+                        peak = eval(std::string(input) + ".txt");
+        const double per_byte = static_cast<double>(peak - baseline) / static_cast<double>(size - small);
+        std::printf("eval %s %s%s: %.2f bytes per input byte (%lld MB more for 3 MiB more)\n", family.c_str(),
+                    input, json ? " --json" : "", per_byte, (peak - baseline) >> 20);
+        EXPECT_LE(peak - baseline, 5LL * static_cast<long long>(size - small) + (8LL << 20))
+            << family << " " << input << (json ? " --json" : "") << ": " << per_byte
+            << " bytes per input byte";
+    }
+    // The small vocabularies give the costly case: about one id per byte of the story.
+    const auto sample = story.substr(0, 20000);
+    for (const char* family : {"bpe", "sentencepiece"})
+        EXPECT_GE(embedlab::load_tokenizer_from_directory(dir / family)->encode(sample).size(),
+                  9 * sample.size() / 10)
+            << family;
+}
+
+// Bits per byte counts the bytes decode gives a chunk of ids at a time: the count equals
+// the whole decode's size for every family, with chunks cut inside words, multi-byte
+// UTF-8 characters (split across byte tokens), runs of NULs, and behind a leading
+// control token (SentencePiece strips the first piece's space only).
+TEST(EvalText, DecodedBytesCountedChunkByChunkAreTheWholeDecodesBytes)
+{
+    TempDir dir;
+    write_small_tokenizers(dir.path());
+    std::vector<fs::path> tokenizers{dir / "bpe", dir / "sentencepiece", dir / "wordpiece",
+                                     fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders/bert-cls"};
+    if (embedlab::test::have_shared()) {
+        tokenizers.push_back(embedlab::test::shared_dir() / "models/tinygpt2-f16");
+        tokenizers.push_back(embedlab::test::shared_dir() / "models/tinyllama");
+    }
+    const auto story =
+        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    const std::string text =
+        " " + story.substr(0, 3000) + std::string(40, '\0') + " naïve café 日本語 Ωμέγα " +
+        "\xF0\x9F\x98\x80\xF0\x9F\x98\x80 straße\xE2\x96\x81 x" + story.substr(3000, 2000);
+    for (const auto& path : tokenizers) {
+        const auto tokenizer = embedlab::load_tokenizer_from_directory(path);
+        auto ids = tokenizer->encode(text);
+        ASSERT_GT(ids.size(), 1000u) << path;
+        for (int round = 0; round < 2; ++round) {
+            const auto whole = static_cast<int64_t>(tokenizer->decode(ids).size());
+            for (const size_t chunk : {1, 2, 3, 7, 64, 1000})
+                EXPECT_EQ(embedlab::detail::decoded_size(*tokenizer, ids, chunk), whole)
+                    << path << " chunk " << chunk << (round ? " behind a control token" : "");
+            // Behind a leading control token ([CLS], <s>) or an id of an empty decode.
+            const auto control = tokenizer->cls_id() ? *tokenizer->cls_id() : tokenizer->bos_id().value_or(0);
+            ids.insert(ids.begin(), control);
         }
     }
 }

@@ -3,6 +3,11 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +18,7 @@
 #include "embedlab/pipeline.hpp"
 #include "embedlab/results.hpp"
 #include "embedlab/slurm.hpp"
+#include "embedlab/subprocess.hpp"
 #include "test_support.hpp"
 
 namespace pipeline_test {
@@ -409,6 +415,92 @@ TEST(Pipeline, ASlurmSweepMakesTheStepsFilesAbsolute)
     EXPECT_EQ(written["pipeline"][0]["keep_tokens"], absolute("k.txt"));
     EXPECT_EQ(written["pipeline"][1]["freq_text"], absolute("g.txt"));
     EXPECT_EQ(written["pipeline"][0]["keep"], 4000);
+}
+
+// Two table methods in one chain are refused, saying why: the first's output is a
+// compressed directory, which compress refuses as a model (checked here too), and the
+// second would store only its own factors.
+TEST(Pipeline, TwoTableMethodsAreRefusedSayingWhyTheyDoNotStack)
+{
+    const std::string why =
+        "a chain is trim, then one method: lle's output is a compressed table (its factors or codes), not a "
+        "model a method takes (compress refuses an EmbedLab compressed model), and pca fitted to lle's "
+        "reconstruction would store only its own factors, so the two would not stack; ";
+    EXPECT_EQ(chain_refusal([] {
+                  embedlab::pipeline_from_json(OJson::parse(R"({"model": "m", "pipeline": [
+                      {"method": "trim", "freq_text": "f", "keep": 9},
+                      {"method": "lle", "freq_text": "f", "keep_ratio": 0.5, "k": 8},
+                      {"method": "pca", "rank": 8}]})"));
+              }),
+              "pipeline[2].method: pca after lle does not apply: " + why +
+                  "the method's \"store\" field sets the stored type of lle's factors instead");
+    TempDir dir;
+    const embedlab::test::TextSlices text(20000, 4000);
+    const std::string model = chain_model().string(), out = (dir / "out").string();
+    embedlab::test::expect_refused(
+        cli({"compress", model, "--method", "trim", "--freq-text", text.fit, "--keep", "3000", "--then",
+             "lle", "--keep-ratio", "0.5", "--then", "pca", "--rank", "8", "--out", out}),
+        "compress: --then pca after --then lle does not apply: " + why +
+            "--then-store TYPE sets the stored type of lle's factors instead");
+    EXPECT_FALSE(fs::exists(dir / "out"));
+    // The claim the message makes: a compressed directory is no model compress takes.
+    embedlab::test::expect_refused(
+        cli({"compress", chain_run().out.string(), "--method", "pca", "--rank", "8", "--out", out}),
+        "is already an EmbedLab compressed model; compress the original model");
+}
+
+// A chain killed with SIGKILL leaves its working directory `.chain.chain-PID` beside the
+// output (no destructor runs). While its process lives, nothing removes it; once it is
+// dead, the next run for the same output removes it and says so. Directories without
+// EmbedLab's marker, or whose marker names another process, are left alone.
+TEST(Pipeline, AKilledChainsWorkingDirectoryIsRemovedByTheNextRun)
+{
+    TempDir dir;
+    const embedlab::test::TextSlices text(60000, 8000);
+    const fs::path out = dir / "chain";
+    const std::vector<std::string> chain{"compress",    chain_model().string(),
+                                         "--method",    "trim",
+                                         "--freq-text", text.fit,
+                                         "--coverage",  "0.999",
+                                         "--then",      "pca",
+                                         "--rank",      "32",
+                                         "--eval-text", text.eval,
+                                         "--out",       out.string(),
+                                         "--quiet"};
+    std::vector<std::string> argv{EMBEDLAB_CLI_PATH};
+    argv.insert(argv.end(), chain.begin(), chain.end());
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    ASSERT_GE(null_fd, 0);
+    embedlab::Subprocess killed(argv, {.stdin_fd = -2, .stdout_fd = null_fd, .stderr_fd = null_fd});
+    ::close(null_fd);
+    const fs::path working = dir / (".chain.chain-" + std::to_string(killed.pid()));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (!fs::exists(working / ".embedlab-chain") && killed.running() &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_TRUE(fs::exists(working / ".embedlab-chain")) << "the chain made no working directory";
+    EXPECT_TRUE(embedlab::remove_stale_chain_directories(out).empty()) << "its process still runs";
+    ASSERT_EQ(::kill(killed.pid(), SIGKILL), 0);
+    EXPECT_EQ(killed.wait(std::chrono::seconds(30)), 128 + SIGKILL);
+    ASSERT_TRUE(fs::is_directory(working)) << "SIGKILL leaves the working directory";
+    EXPECT_FALSE(fs::exists(out));
+
+    // Named like ours but not ours: no marker; a marker naming another process.
+    fs::create_directories(dir / ".chain.chain-999999999");
+    fs::create_directories(dir / ".chain.chain-999999998");
+    fs::copy_file(working / ".embedlab-chain", dir / ".chain.chain-999999998/.embedlab-chain");
+    const auto run = cli(chain);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.err.find("compress: removed " + working.string() +
+                           ", the working directory of a chain that was killed (process " +
+                           std::to_string(killed.pid()) + " no longer runs)"),
+              std::string::npos)
+        << run.err;
+    EXPECT_FALSE(fs::exists(working));
+    EXPECT_TRUE(fs::exists(out / "embedlab.json"));
+    EXPECT_TRUE(fs::exists(dir / ".chain.chain-999999999"));
+    EXPECT_TRUE(fs::exists(dir / ".chain.chain-999999998/.embedlab-chain"));
+    EXPECT_TRUE(embedlab::remove_stale_chain_directories(out).empty());
 }
 
 } // namespace pipeline_test

@@ -19,7 +19,8 @@
 // The run: trim_model into a temporary directory beside the output (its evaluation
 // measures the original model on the evaluation text), run_compression on the trimmed
 // model, export_run to the output; the output appears only when every step finished,
-// and the temporary directory is removed whatever happens. Trim alone writes the
+// and the temporary directory is removed whatever happens (a SIGKILL leaves it, with a
+// marker file: the next run for the same output removes it). Trim alone writes the
 // trimmed model directory (trim.json as `embedlab-cli trim` writes it) and run.json.
 //
 // The record's bytes and parameters are the whole chain's against the ORIGINAL model:
@@ -34,6 +35,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +54,19 @@ struct PipelineResult {
     nlohmann::ordered_json record;   // the run's record (run_json with the "pipeline" block)
     nlohmann::ordered_json manifest; // what `out` holds (embedlab.json, or run.json for trim alone)
 };
+
+// A chain's working directory that a killed run left: `.NAME.chain-PID` beside `out`,
+// holding EmbedLab's marker file, written on this host by process PID, which no longer
+// runs (or is another process now: its start time differs).
+struct StaleWorkingDirectory {
+    std::filesystem::path path;
+    long pid = 0;
+};
+
+// Removes the stale working directories of chains for `out` (run_pipeline does so
+// before it makes its own; a front end calls it first to say what it removed).
+// Directories without the marker, another host's and a live process's are left alone.
+std::vector<StaleWorkingDirectory> remove_stale_chain_directories(const std::filesystem::path& out);
 
 // Runs the chain into `out` (an empty `out` writes nothing: the record only); a request
 // without trim runs as run_compression and export_run. InputError before any work for

@@ -41,6 +41,10 @@ nlohmann::ordered_json pipeline_json(const PipelineRequest& p);
 // steps' fields and ranges, the method against the model's config (d, whether it applies: flat on an
 // encoder), the evaluation options a trimmed chain supports. InputError naming the step's field.
 void check_pipeline_request(const PipelineRequest& p, const ModelConfig& config);
+// Why a second table method after the first is refused (two methods do not stack), for
+// the JSON's and the CLI's messages; `store_field` names how to store the factors instead.
+std::string second_method_refusal(const std::string& first, const std::string& second,
+                                  const std::string& store_field);
 // The JSON pointers ("/pipeline/0/freq_text") of the files a job's steps name, which the
 // remote runners upload (ssh) or make absolute (Slurm) as they do job_input_fields.
 std::vector<std::string> pipeline_input_pointers(const nlohmann::ordered_json& job);

@@ -7,6 +7,7 @@
 #include "embedlab/json_members.hpp"
 #include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
+#include "eval/token_windows.hpp"
 
 namespace embedlab {
 
@@ -26,14 +27,12 @@ void detail::for_each_scored_window(const LanguageModel& model, const LanguageMo
                                     const ProgressFn& progress, const ScoredWindowFn& each)
 {
     const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
-    const auto all_ids =
-        torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)
-            .to(torch::kLong);
+    const auto ids32 = int32_ids(ids); // widened per window (token_windows.hpp)
     report_progress(progress, 0, static_cast<int64_t>(windows.size()));
     for (size_t i = 0; i < windows.size(); ++i) {
         const auto& w = windows[i];
         const int64_t T = w.length - 1, first = w.first_scored, n = T - first;
-        const auto input = all_ids.narrow(0, w.start, T).unsqueeze(0);
+        const auto input = window_ids(ids32, w.start, T).unsqueeze(0);
         // Scored positions only, in float64: KL sums V terms per token.
         const auto logp =
             torch::log_softmax(model.logits(input)[0].narrow(0, first, n).to(torch::kDouble), -1);
@@ -42,7 +41,7 @@ void detail::for_each_scored_window(const LanguageModel& model, const LanguageMo
         const std::string where = "non-finite logits in window " + std::to_string(i + 1);
         require_finite(logp, "the model", where, "no divergence is reported");
         require_finite(logq, "the reference model", where, "no divergence is reported");
-        each(w, logp, logq, kl_rows(logq, logp).contiguous(), all_ids.narrow(0, w.start + 1 + first, n));
+        each(w, logp, logq, kl_rows(logq, logp).contiguous(), window_ids(ids32, w.start + 1 + first, n));
         report_progress(progress, static_cast<int64_t>(i + 1), static_cast<int64_t>(windows.size()));
     }
 }

@@ -29,6 +29,74 @@ int32_t needed(std::optional<int32_t> id, const char* what)
     return *id;
 }
 
+// The inputs to score, made in order as batches need them: a list of every input
+// held a framed window per token (about 1 KB per token at ctx 128; issue 57 item 9).
+// The random draws happen in the same order as for the whole list.
+class MaskedInputs {
+public:
+    MaskedInputs(std::span<const int32_t> ids, const MaskedLmOptions& options, int64_t cls, int64_t sep,
+                 int64_t mask)
+        : ids_(ids), every_position_(options.mask_rate == 0), rate_(options.mask_rate),
+          width_(options.ctx - 2), cls_(cls), sep_(sep), mask_(mask), rng_(options.seed)
+    {
+    }
+    // Every position in turn: one input per token; else one per window.
+    int64_t total() const
+    {
+        const auto n = static_cast<int64_t>(ids_.size());
+        return every_position_ ? n : (n + width_ - 1) / width_;
+    }
+    MaskedInput next()
+    {
+        if (!every_position_) {
+            frame(start_);
+            start_ += width_;
+            return masked_at_random();
+        }
+        if (framed_.empty() || position_ > window_length_) {
+            if (!framed_.empty())
+                start_ += width_;
+            frame(start_);
+            position_ = 1;
+        }
+        MaskedInput in{framed_, {position_}, {framed_[static_cast<size_t>(position_)]}};
+        in.ids[static_cast<size_t>(position_++)] = mask_;
+        return in;
+    }
+
+private:
+    void frame(int64_t start)
+    {
+        window_length_ = std::min(width_, static_cast<int64_t>(ids_.size()) - start);
+        framed_.assign(1, cls_);
+        framed_.insert(framed_.end(), ids_.begin() + start, ids_.begin() + start + window_length_);
+        framed_.push_back(sep_);
+    }
+    MaskedInput masked_at_random()
+    {
+        std::vector<int64_t> chosen(static_cast<size_t>(window_length_));
+        std::iota(chosen.begin(), chosen.end(), 1);
+        std::shuffle(chosen.begin(), chosen.end(), rng_);
+        const auto k = std::max<int64_t>(1, std::llround(rate_ * static_cast<double>(window_length_)));
+        chosen.resize(static_cast<size_t>(k));
+        std::sort(chosen.begin(), chosen.end());
+        MaskedInput in{framed_, chosen, {}};
+        for (const int64_t p : chosen) {
+            in.targets.push_back(framed_[static_cast<size_t>(p)]);
+            in.ids[static_cast<size_t>(p)] = mask_;
+        }
+        return in;
+    }
+
+    std::span<const int32_t> ids_;
+    bool every_position_;
+    double rate_;
+    int64_t width_, cls_, sep_, mask_;
+    std::mt19937_64 rng_;
+    int64_t start_ = 0, position_ = 0, window_length_ = 0;
+    std::vector<int64_t> framed_;
+};
+
 } // namespace
 
 MaskedLmResult evaluate_masked_lm(const LanguageModel& model, const Tokenizer& tokenizer,
@@ -51,53 +119,28 @@ MaskedLmResult evaluate_masked_lm(const LanguageModel& model, const Tokenizer& t
     const int64_t cls = needed(tokenizer.cls_id(), "[CLS]"), sep = needed(tokenizer.sep_id(), "[SEP]"),
                   mask = needed(tokenizer.mask_id(), "[MASK]");
 
-    // The inputs, window by window.
-    std::vector<MaskedInput> inputs;
-    std::mt19937_64 rng(options.seed);
-    const auto n = static_cast<int64_t>(ids.size()), width = options.ctx - 2;
-    for (int64_t start = 0; start < n; start += width) {
-        const int64_t len = std::min(width, n - start);
-        std::vector<int64_t> framed{cls};
-        framed.insert(framed.end(), ids.begin() + start, ids.begin() + start + len);
-        framed.push_back(sep);
-        std::vector<int64_t> chosen;
-        if (options.mask_rate == 0) {
-            for (int64_t p = 1; p <= len; ++p)
-                inputs.push_back({framed, {p}, {framed[static_cast<size_t>(p)]}});
-            continue;
-        }
-        chosen.resize(static_cast<size_t>(len));
-        std::iota(chosen.begin(), chosen.end(), 1);
-        std::shuffle(chosen.begin(), chosen.end(), rng);
-        const auto k = std::max<int64_t>(1, std::llround(options.mask_rate * static_cast<double>(len)));
-        chosen.resize(static_cast<size_t>(k));
-        std::sort(chosen.begin(), chosen.end());
-        MaskedInput in{framed, chosen, {}};
-        for (const int64_t p : chosen)
-            in.targets.push_back(framed[static_cast<size_t>(p)]);
-        inputs.push_back(std::move(in));
-    }
-    for (auto& in : inputs)
-        for (const int64_t p : in.positions)
-            in.ids[static_cast<size_t>(p)] = mask;
+    MaskedInputs source(ids, options, cls, sep, mask);
 
     c10::InferenceMode guard;
     MaskedLmResult r;
     double nll = 0, kl = 0;
     int64_t right = 0;
-    const auto total = static_cast<int64_t>(inputs.size());
+    const int64_t total = source.total();
     report_progress(progress, 0, total);
     for (int64_t b0 = 0; b0 < total; b0 += options.batch) {
         const int64_t count = std::min(options.batch, total - b0);
+        std::vector<MaskedInput> inputs;
         size_t T = 0;
-        for (int64_t i = b0; i < b0 + count; ++i)
-            T = std::max(T, inputs[static_cast<size_t>(i)].ids.size());
+        for (int64_t i = 0; i < count; ++i) {
+            inputs.push_back(source.next());
+            T = std::max(T, inputs.back().ids.size());
+        }
         auto batch =
             torch::full({count, static_cast<int64_t>(T)}, tokenizer.pad_id().value_or(0), torch::kLong);
         auto attention = torch::zeros({count, static_cast<int64_t>(T)}, torch::kLong);
         std::vector<int64_t> rows, cols, targets;
         for (int64_t i = 0; i < count; ++i) {
-            const auto& in = inputs[static_cast<size_t>(b0 + i)];
+            const auto& in = inputs[static_cast<size_t>(i)];
             const auto len = static_cast<int64_t>(in.ids.size());
             batch[i].narrow(0, 0, len).copy_(torch::tensor(in.ids, torch::kLong));
             attention[i].narrow(0, 0, len).fill_(1);

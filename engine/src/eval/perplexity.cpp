@@ -1,11 +1,14 @@
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "embedlab/eval.hpp"
 #include "embedlab/json_members.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/non_finite.hpp"
 #include "embedlab/tokenizer.hpp"
+#include "eval/decoded_size.hpp"
+#include "eval/token_windows.hpp"
 
 namespace embedlab {
 
@@ -25,9 +28,7 @@ private:
     int64_t done_, total_;
 };
 
-} // namespace
-
-std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t stride)
+void check_windows(int64_t n, int64_t ctx, int64_t stride)
 {
     if (ctx < 1)
         throw InputError("--ctx must be at least 1, got " + std::to_string(ctx));
@@ -36,17 +37,51 @@ std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t strid
                          std::to_string(stride));
     if (n < 2)
         throw InputError("the text has " + std::to_string(n) + " token(s); perplexity needs at least 2");
-    std::vector<EvalWindow> windows;
-    int64_t scored_until = 0; // targets 1..scored_until are already scored
-    for (int64_t start = 0;; start += stride) {
-        const int64_t end = std::min(start + ctx + 1, n);
-        const int64_t first_target = std::max(start + 1, scored_until + 1);
-        if (first_target <= end - 1)
-            windows.push_back({start, end - start, first_target - (start + 1)});
-        scored_until = end - 1;
-        if (end == n)
-            break;
+}
+
+// The protocol's windows one at a time: a list of them costs 24 bytes a window, which
+// at --ctx 1 is 24 bytes per token (issue 57 item 9).
+class WindowCursor {
+public:
+    WindowCursor(int64_t n, int64_t ctx, int64_t stride) : n_(n), ctx_(ctx), stride_(stride) { advance(); }
+    bool done() const { return !current_; }
+    const EvalWindow& peek() const { return *current_; }
+    EvalWindow next()
+    {
+        const EvalWindow w = *current_;
+        advance();
+        return w;
     }
+
+private:
+    void advance()
+    {
+        current_.reset();
+        while (!finished_ && !current_) {
+            const int64_t start = start_, end = std::min(start + ctx_ + 1, n_);
+            // Targets 1..scored_until_ are already scored.
+            const int64_t first_target = std::max(start + 1, scored_until_ + 1);
+            if (first_target <= end - 1)
+                current_ = EvalWindow{start, end - start, first_target - (start + 1)};
+            scored_until_ = end - 1;
+            finished_ = end == n_;
+            start_ += stride_;
+        }
+    }
+
+    int64_t n_, ctx_, stride_, start_ = 0, scored_until_ = 0;
+    bool finished_ = false;
+    std::optional<EvalWindow> current_;
+};
+
+} // namespace
+
+std::vector<EvalWindow> perplexity_windows(int64_t n, int64_t ctx, int64_t stride)
+{
+    check_windows(n, ctx, stride);
+    std::vector<EvalWindow> windows;
+    for (WindowCursor c(n, ctx, stride); !c.done();)
+        windows.push_back(c.next());
     return windows;
 }
 
@@ -63,7 +98,8 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
     if (ctx > model.max_context())
         throw InputError("--ctx " + std::to_string(ctx) + " exceeds the " +
                          std::to_string(model.max_context()) + "-token context the model was trained for");
-    const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
+    const auto n = static_cast<int64_t>(ids.size());
+    check_windows(n, ctx, stride);
     const int64_t V = model.config().vocab_size;
     // About 2048 positions per batch keeps the matrix products efficient (each
     // weight is packed once for the whole batch); a large model's batch is cut so
@@ -79,31 +115,28 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
                               ? options.batch_windows
                               : std::clamp<int64_t>(by_cost, 1, std::max<int64_t>(1, 2048 / ctx));
 
-    auto all_ids =
-        torch::from_blob(const_cast<int32_t*>(ids.data()), {static_cast<int64_t>(ids.size())}, torch::kInt32)
-            .to(torch::kLong);
+    const auto ids32 = detail::int32_ids(ids); // widened per batch (token_windows.hpp)
     double total_nll = 0;
     int64_t scored = 0;
-    size_t next = 0;
     // Progress in predicted positions, reported after every head chunk too: the
     // head of a large vocabulary is most of the work of a small model.
-    int64_t positions = 0, positions_done = 0;
-    for (const auto& w : windows)
-        positions += w.length - 1;
+    int64_t positions = 0, positions_done = 0, window_count = 0;
+    for (WindowCursor c(n, ctx, stride); !c.done(); ++window_count)
+        positions += c.next().length - 1;
     report_progress(progress, 0, positions);
     // A tied head that rebuilds its rows (tt, lle, fourier) does so once here, not per chunk.
     const auto head_rows = model.head_rows();
-    while (next < windows.size()) {
+    for (WindowCursor cursor(n, ctx, stride); !cursor.done();) {
         // A batch: consecutive windows of the same length.
-        size_t end = next + 1;
-        while (end < windows.size() && end - next < static_cast<size_t>(batch) &&
-               windows[end].length == windows[next].length)
-            ++end;
-        const int64_t len = windows[next].length, T = len - 1;
+        std::vector<EvalWindow> windows{cursor.next()};
+        while (!cursor.done() && windows.size() < static_cast<size_t>(batch) &&
+               cursor.peek().length == windows[0].length)
+            windows.push_back(cursor.next());
+        const int64_t len = windows[0].length, T = len - 1;
         std::vector<torch::Tensor> window_ids;
-        for (size_t i = next; i < end; ++i)
-            window_ids.push_back(all_ids.narrow(0, windows[i].start, len));
-        auto batch_ids = torch::stack(window_ids); // [B, len]
+        for (const auto& w : windows)
+            window_ids.push_back(ids32.narrow(0, w.start, len));
+        auto batch_ids = torch::stack(window_ids).to(torch::kLong); // [B, len]
         auto inputs = batch_ids.narrow(1, 0, T);
         auto targets = batch_ids.narrow(1, 1, T).reshape({-1});
         CancelBetweenLayers between_layers(progress, positions_done, positions);
@@ -124,19 +157,18 @@ PerplexityResult evaluate_perplexity(const LanguageModel& model, std::span<const
         }
         positions_done += rows;
         auto nll = torch::cat(nll_parts).view({-1, T});
-        for (size_t i = next; i < end; ++i) {
+        for (size_t i = 0; i < windows.size(); ++i) {
             const auto& w = windows[i];
-            auto row = nll[static_cast<int64_t>(i - next)].narrow(0, w.first_scored, T - w.first_scored);
+            auto row = nll[static_cast<int64_t>(i)].narrow(0, w.first_scored, T - w.first_scored);
             total_nll += row.to(torch::kDouble).sum().item<double>();
             scored += T - w.first_scored;
         }
-        next = end;
     }
 
     PerplexityResult r;
     r.ids = static_cast<int64_t>(ids.size());
     r.tokens = scored;
-    r.windows = static_cast<int64_t>(windows.size());
+    r.windows = window_count;
     r.nll_per_token = total_nll / static_cast<double>(scored);
     r.ppl = std::exp(r.nll_per_token);
     if (!std::isfinite(r.nll_per_token) || !std::isfinite(r.ppl))
@@ -158,9 +190,10 @@ void add_bits_per_byte(PerplexityResult& r, std::span<const int32_t> ids, const 
     // Every target from ids[1] on is scored once (perplexity_windows), so the scored
     // bytes are what ids[1..] add after ids[0]; decoding them with ids[0] in front keeps
     // SentencePiece's leading space and UTF-8 split across tokens as the text has them.
-    const auto all = tokenizer.decode(ids.first(static_cast<size_t>(r.tokens) + 1));
+    // Counted a chunk at a time (decoded_size.hpp), not decoded whole.
+    const int64_t all = detail::decoded_size(tokenizer, ids.first(static_cast<size_t>(r.tokens) + 1));
     const auto first = tokenizer.decode(ids.first(1));
-    const auto bytes = static_cast<int64_t>(all.size()) - static_cast<int64_t>(first.size());
+    const auto bytes = all - static_cast<int64_t>(first.size());
     if (bytes < 1)
         return;
     r.scored_bytes = bytes;

@@ -1,10 +1,14 @@
 // Stacked compression (pipeline.hpp): trim, then one method, as one job and one record.
 #include "embedlab/pipeline.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "embedlab/file_output.hpp"
@@ -21,19 +25,90 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kTrimShare = 0.4; // of the progress bar, for the trim step
 
+// The working directory of a chain for `out`: `.NAME.chain-PID` beside it (or in the
+// system's temporary directory without one).
+fs::path scratch_parent_and_prefix(const fs::path& out, std::string& prefix)
+{
+    fs::path o = out.empty() ? fs::temp_directory_path() / "embedlab" : fs::absolute(out).lexically_normal();
+    if (o.filename().empty())
+        o = o.parent_path();
+    prefix = "." + o.filename().string() + ".chain-";
+    return o.parent_path();
+}
+
+// The marker file that proves EmbedLab made a working directory, and which process on
+// which host, so a later run removes only what a dead run of ours left.
+constexpr const char* kScratchMarker = ".embedlab-chain";
+
+std::string this_host()
+{
+    char name[256] = {};
+    return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+// When process `pid` started (clock ticks after boot: /proc/PID/stat's 22nd field), so
+// a PID reused by another process is told apart; "" when it cannot be read.
+std::string process_start(long pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto comm_end = stat.rfind(')'); // the command name may hold spaces and ')'
+    if (comm_end == std::string::npos)
+        return "";
+    std::istringstream fields(stat.substr(comm_end + 1));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i) // the fields after ')' start at the 3rd
+        if (i == 22)
+            return field;
+    return "";
+}
+
+std::string marker_text(long pid)
+{
+    return "EmbedLab chain working directory\nhost " + this_host() + "\npid " + std::to_string(pid) +
+           "\nstart " + process_start(pid) + "\n";
+}
+
+// Whether the process that wrote `marker` (marker_text) is still running here; true
+// whenever that cannot be ruled out (another host, an unreadable marker).
+bool maker_may_be_running(const std::string& marker, long pid)
+{
+    std::istringstream in(marker);
+    std::string title, key, host, start;
+    long written_pid = -1;
+    if (!std::getline(in, title) || title != "EmbedLab chain working directory")
+        return true;
+    in >> key >> host;
+    if (key != "host" || host != this_host())
+        return true;
+    if (!(in >> key >> written_pid) || key != "pid" || written_pid != pid)
+        return true;
+    if (!(in >> key) || key != "start")
+        return true;
+    std::getline(in, start);
+    start.erase(0, start.find_first_not_of(' '));
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        return false;
+    // Alive, or not ours to signal: the same process only if it started when the marker says.
+    const std::string now = process_start(pid);
+    return start.empty() || now.empty() || now == start;
+}
+
 // The chain's intermediate directories, beside the output (or in the system's temporary
-// directory without one); removed when the run ends, finished or not.
+// directory without one); removed when the run ends, finished or not. A run killed
+// with SIGKILL leaves it: the next run for the same output removes it
+// (remove_stale_chain_directories), proven ours by the marker.
 class ScratchDirectory {
 public:
     explicit ScratchDirectory(const fs::path& out)
     {
-        fs::path o =
-            out.empty() ? fs::temp_directory_path() / "embedlab" : fs::absolute(out).lexically_normal();
-        if (o.filename().empty())
-            o = o.parent_path();
-        path_ = o.parent_path() / ("." + o.filename().string() + ".chain-" + std::to_string(::getpid()));
+        remove_stale_chain_directories(out);
+        std::string prefix;
+        const fs::path parent = scratch_parent_and_prefix(out, prefix); // sets prefix first
+        path_ = parent / (prefix + std::to_string(::getpid()));
         fs::remove_all(path_);
         fs::create_directories(path_);
+        write_file_atomic(path_ / kScratchMarker, marker_text(::getpid()));
     }
     ~ScratchDirectory()
     {
@@ -228,6 +303,36 @@ std::vector<fs::path> pipeline_inputs(const PipelineRequest& p)
 }
 
 } // namespace
+
+std::vector<StaleWorkingDirectory> remove_stale_chain_directories(const fs::path& out)
+{
+    std::string prefix;
+    const fs::path parent = scratch_parent_and_prefix(out, prefix);
+    std::vector<StaleWorkingDirectory> removed;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+        const std::string name = entry.path().filename().string();
+        const std::string digits = name.substr(std::min(name.size(), prefix.size()));
+        if (name.rfind(prefix, 0) != 0 || digits.empty() || digits.size() > 9 ||
+            digits.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+        const long pid = std::stol(digits);
+        std::error_code status_error;
+        const fs::path marker = entry.path() / kScratchMarker;
+        if (!fs::is_directory(fs::symlink_status(entry.path(), status_error)) ||
+            !fs::is_regular_file(fs::symlink_status(marker, status_error)))
+            continue; // not a directory EmbedLab made: left alone
+        std::ifstream in(marker);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (pid == ::getpid() || maker_may_be_running(text, pid))
+            continue;
+        std::error_code remove_error;
+        fs::remove_all(entry.path(), remove_error);
+        if (!remove_error)
+            removed.push_back({entry.path(), pid});
+    }
+    return removed;
+}
 
 PipelineResult run_pipeline(const PipelineRequest& p, const fs::path& out, const PipelineOptions& po,
                             const ExperimentProgressFn& progress)

@@ -141,6 +141,24 @@ bool is_pipeline_json(const Json& json)
             (json.contains("method") && json["method"].is_string() && json["method"] == "trim"));
 }
 
+std::string second_method_refusal(const std::string& first, const std::string& second,
+                                  const std::string& store_field)
+{
+    std::string why = "a chain is trim, then one method: ";
+    why += first;
+    why += "'s output is a compressed table (its factors or codes), not a model a method takes (compress "
+           "refuses an EmbedLab compressed model), and ";
+    why += second;
+    why += " fitted to ";
+    why += first;
+    why += "'s reconstruction would store only its own factors, so the two would not stack; ";
+    why += store_field;
+    why += " sets the stored type of ";
+    why += first;
+    why += "'s factors instead";
+    return why;
+}
+
 PipelineRequest pipeline_from_json(const Json& json)
 {
     if (!json.is_object())
@@ -167,9 +185,9 @@ PipelineRequest pipeline_from_json(const Json& json)
                              ")");
         } else if (method_step) {
             throw InputError(where + ".method: " + method + " after " +
-                             p.steps[*method_step]["method"].get<std::string>() +
-                             " does not apply: a chain is trim, then one method (its factors are no "
-                             "longer a dense table); the method's \"store\" field sets their stored type");
+                             p.steps[*method_step]["method"].get<std::string>() + " does not apply: " +
+                             second_method_refusal(p.steps[*method_step]["method"].get<std::string>(), method,
+                                                   "the method's \"store\" field"));
         } else {
             method_step = i;
         }
