@@ -127,6 +127,9 @@ TEST(Pipeline, AChainsRecordCountsTheWholeChainAgainstTheOriginalAsStored)
     EXPECT_EQ(s.method, "chain");
     EXPECT_EQ(s.parameters, "trim 0.999 → pca rank 32 → q8_0");
     EXPECT_EQ(s.model, chain_model().string());
+    // The directory names the model the chain started from, not the removed trimmed copy.
+    const OJson source = chain_read_json(c.out / "embedlab.json")["source"];
+    EXPECT_EQ(source["path"], fs::absolute(chain_model()).lexically_normal().string());
     const int64_t K = block["vocab_size"]["after"];
     EXPECT_EQ(K, block["trim"]["kept_tokens"].get<int64_t>());
     EXPECT_EQ(s.params_before, 50257 * 128);            // the original table
