@@ -19,23 +19,46 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The name a soname link stored as a small text file holds ("libllama.so.0.5.0"),
+// or empty when `file` is not such a file.
+std::string text_link_target(const fs::path& file)
+{
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec) || fs::file_size(file, ec) > 255)
+        return {};
+    std::ifstream in(file);
+    std::string target;
+    std::getline(in, target);
+    const bool plain_name = !target.empty() && target.find('/') == std::string::npos &&
+                            target.find('\0') == std::string::npos && target != "." && target != "..";
+    return plain_name ? target : std::string();
+}
+
+bool is_elf_file(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    char magic[4] = {};
+    return in.read(magic, 4) && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
+}
+
 // The tool's soname links (libllama.so.0 -> libllama.so.0.5.0) arrive as small
 // text files naming their target when shared/ was copied without symlinks (the
 // loader then says "file too short"): recreate them in `links`, which goes on
-// LD_LIBRARY_PATH; the tool's folder is left as it is.
+// LD_LIBRARY_PATH, each pointing at the ELF file its chain of names ends at in the
+// same folder (libllama.so -> libllama.so.0 -> libllama.so.0.5.0); the tool's folder
+// is left as it is.
 void recreate_soname_links(const fs::path& tool_dir, const fs::path& links)
 {
     fs::create_directories(links);
     for (const auto& e : fs::directory_iterator(tool_dir)) {
         const std::string name = e.path().filename().string();
-        std::error_code ec;
-        if (name.rfind("lib", 0) != 0 || !e.is_regular_file(ec) || e.file_size(ec) > 255)
+        if (name.rfind("lib", 0) != 0)
             continue;
-        std::ifstream in(e.path());
-        std::string target;
-        std::getline(in, target);
-        if (!target.empty() && target.find('/') == std::string::npos &&
-            fs::is_regular_file(tool_dir / target, ec))
+        std::string target = text_link_target(e.path());
+        for (int hop = 0; hop < 4 && !target.empty() && !is_elf_file(tool_dir / target); ++hop)
+            target = text_link_target(tool_dir / target);
+        std::error_code ec;
+        if (!target.empty() && is_elf_file(tool_dir / target))
             fs::create_symlink(tool_dir / target, links / name, ec);
     }
 }

@@ -1,6 +1,9 @@
 // Generation (generate.hpp): the KV cache reproduces the full forward pass on every
 // architecture, greedy decoding equals llama.cpp's argmax step by step, sampling is
-// reproducible by seed, and the CLI's generate / --compare.
+// reproducible by seed, and the CLI's generate / --compare; bench's --compare-llamacpp runs
+// from a copy of llama.cpp whose soname links are text files.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -15,6 +18,7 @@
 #include "embedlab/generate.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/quantised_table.hpp"
+#include "embedlab/subprocess.hpp"
 #include "llama_cpp_tools.hpp"
 #include "shared_models.hpp"
 #include "test_support.hpp"
@@ -452,6 +456,84 @@ TEST(GenerateCli, StopStringsSeedsAndBadInput)
     const auto top_p = test::cli({"generate", model, "--prompt", "a", "--top-p", "0"});
     EXPECT_EQ(top_p.exit_code, 2);
     EXPECT_NE(top_p.err.find("--top-p"), std::string::npos) << top_p.err;
+}
+
+// A copy of ../shared/tools/llama.cpp as it arrives without symlinks: the tools
+// copied (their RUNPATH, $ORIGIN, is then the copy), the libraries linked, and the
+// soname links text files naming their targets (libllama.so.0 holds "libllama.so.0.5.0").
+std::filesystem::path plant_llama_cpp_with_text_links(const std::filesystem::path& into)
+{
+    namespace fs = std::filesystem;
+    fs::create_directories(into);
+    for (const auto& e : fs::directory_iterator(test::llama_cpp_dir())) {
+        const auto name = e.path().filename();
+        const bool library = name.string().rfind("lib", 0) == 0;
+        if (e.is_symlink())
+            test::write_file(into / name, fs::read_symlink(e.path()).filename().string() + "\n");
+        else if (!e.is_regular_file())
+            continue;
+        else if (library && e.file_size() <= 255)
+            fs::copy_file(e.path(), into / name);
+        else if (library)
+            fs::create_symlink(e.path(), into / name);
+        else
+            fs::copy_file(e.path(), into / name);
+    }
+    return into;
+}
+
+std::vector<std::string> names_in(const std::filesystem::path& dir)
+{
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// On such a copy llama.cpp's tools do not start ("file too short"); bench generate and
+// bench eval --compare-llamacpp link the libraries afresh in their temporary folder and
+// run them, leaving the copy as it was and no temporary folder behind.
+TEST(LlamaCppCompareCli, RunsFromACopyWhoseSonameLinksAreTextFiles)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    if (!test::have_llama_cpp())
+        GTEST_SKIP() << "needs ../shared/tools/llama.cpp";
+    test::TempDir dir;
+    const auto planted = plant_llama_cpp_with_text_links(dir / "llama.cpp");
+    ASSERT_LE(std::filesystem::file_size(planted / "libllama.so.0"), 255u);
+    const auto before = names_in(planted);
+    const auto tmp = dir / "tmp";
+    std::filesystem::create_directories(tmp);
+
+    const auto direct =
+        run_command({(planted / "llama-bench").string(), "--help"}, "", std::chrono::minutes(1));
+    EXPECT_NE(direct.status, 0);
+    EXPECT_NE(direct.err.find("file too short"), std::string::npos) << direct.err;
+
+    const auto model = (test::shared_dir() / "models/tinygpt2-f16").string();
+    const auto generation =
+        test::cli({"bench", "generate", model, "--compare-llamacpp", "--llamacpp", planted.string(),
+                   "--repeat", "1", "--tokens", "8", "--prompt-tokens", "16", "--json", "--quiet"},
+                  {"TMPDIR=" + tmp.string()});
+    ASSERT_EQ(generation.exit_code, 0) << generation.err;
+    const auto bench = test::json_of(generation);
+    const auto reference = bench["results"][0]["llamacpp"];
+    ASSERT_TRUE(reference.contains("tg_tokens_per_second")) << reference.dump();
+    EXPECT_GT(reference["tg_tokens_per_second"].get<double>(), 0);
+    EXPECT_GT(reference["pp_tokens_per_second"].get<double>(), 0);
+
+    const auto evaluation = test::cli({"bench", "eval", model, "--compare-llamacpp", "--llamacpp",
+                                       planted.string(), "--ctx", "64", "--json", "--quiet"},
+                                      {"TMPDIR=" + tmp.string()});
+    ASSERT_EQ(evaluation.exit_code, 0) << evaluation.err;
+    const auto eval_reference = test::json_of(evaluation)["results"][0]["llamacpp"];
+    ASSERT_TRUE(eval_reference.contains("ppl")) << eval_reference.dump();
+    EXPECT_GT(eval_reference["tokens"].get<int64_t>(), 0);
+
+    EXPECT_EQ(names_in(planted), before);
+    EXPECT_LE(std::filesystem::file_size(planted / "libllama.so.0"), 255u);
+    EXPECT_TRUE(names_in(tmp).empty());
 }
 
 } // namespace
