@@ -44,11 +44,11 @@ void check_windows(int64_t n, int64_t ctx, int64_t stride)
 class WindowCursor {
 public:
     WindowCursor(int64_t n, int64_t ctx, int64_t stride) : n_(n), ctx_(ctx), stride_(stride) { advance(); }
-    bool done() const { return !current_; }
-    const EvalWindow& peek() const { return *current_; }
+    bool done() const { return !has_current_; }
+    const EvalWindow& peek() const { return current_; }
     EvalWindow next()
     {
-        const EvalWindow w = *current_;
+        const EvalWindow w = current_;
         advance();
         return w;
     }
@@ -56,13 +56,15 @@ public:
 private:
     void advance()
     {
-        current_.reset();
-        while (!finished_ && !current_) {
+        has_current_ = false;
+        while (!finished_ && !has_current_) {
             const int64_t start = start_, end = std::min(start + ctx_ + 1, n_);
             // Targets 1..scored_until_ are already scored.
             const int64_t first_target = std::max(start + 1, scored_until_ + 1);
-            if (first_target <= end - 1)
+            if (first_target <= end - 1) {
                 current_ = EvalWindow{start, end - start, first_target - (start + 1)};
+                has_current_ = true;
+            }
             scored_until_ = end - 1;
             finished_ = end == n_;
             start_ += stride_;
@@ -71,7 +73,8 @@ private:
 
     int64_t n_, ctx_, stride_, start_ = 0, scored_until_ = 0;
     bool finished_ = false;
-    std::optional<EvalWindow> current_;
+    bool has_current_ = false; // not std::optional: GCC 12 warns maybe-uninitialized on its copy
+    EvalWindow current_;
 };
 
 } // namespace
