@@ -92,29 +92,10 @@ CompressionRequest stored_request_from_json(const nlohmann::ordered_json& json);
 // What a job is doing beyond its progress ("Slurm 12: pending"), for the job list.
 using StatusFn = std::function<void(const std::string& status)>;
 // Runs `request` on `target`: locally run_compression (experiment.hpp), remotely
-// the same "compress" job. The row is the engine's summary of the run (results.hpp).
+// the same "compress" job. The row is the engine's summary of the run (results.hpp): an
+// encoder with a masked-LM head and an evaluation text has its pseudo-perplexity there.
 RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTarget& target = {},
                                  const ProgressFn& progress = {}, const StatusFn& status = {});
-
-// An encoder's evaluation (issue 61 item 6), which run_compression does not make: it
-// scores next-token perplexity, and an encoder reads every position at once. With a
-// masked-LM head: the pseudo-perplexity of the text's first max_tokens ids, every id
-// masked in turn (masked_lm.hpp, as `embedlab-cli eval` scores an encoder), of the
-// compressed model and of the original, and with `divergence` the mean KL between them
-// on the same masked positions.
-struct EncoderEvaluation {
-    std::string text;       // the evaluation text's file ("": none)
-    int64_t max_tokens = 0; // its first ids (0: all)
-    int64_t ctx = 0;        // window with [CLS] and [SEP] (0: min(128, the model's positions))
-    bool divergence = false;
-};
-// `row` (the run of `request`, run here) with the masked-LM numbers filled in: ppl and
-// ppl_original (pseudo-perplexities), delta_ln_ppl, eval_tokens (masked positions),
-// eval_text and, with divergence, kl_mean. The run kept in memory is used, else it is
-// fitted again (seeded). InputError for a model without a masked-LM head (a classifier or
-// sentence-transformers encoder: its row is scored by the table's mean cosine).
-RunSummary evaluate_encoder_run(const CompressionRequest& request, RunSummary row,
-                                const EncoderEvaluation& evaluation, const ProgressFn& progress = {});
 
 // Writes the compressed model of `request` (what a results row ran, locally) to
 // `out_dir` in the CLI's `compress` layout (config, tokenizer, model.safetensors

@@ -17,7 +17,6 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
-#include "embedlab/masked_lm.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/tensor_train.hpp"
@@ -126,48 +125,6 @@ RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTar
         std::make_shared<embedlab::CompressionRun>(embedlab::run_compression(request, one_bar(progress)));
     RunSummary row = run->summary;
     keep(request, std::move(run));
-    return row;
-}
-
-RunSummary evaluate_encoder_run(const CompressionRequest& request, RunSummary row,
-                                const EncoderEvaluation& evaluation, const ProgressFn& progress)
-{
-    if (evaluation.text.empty())
-        return row;
-    auto run = kept_run(request);
-    if (!run)
-        run = std::make_shared<embedlab::CompressionRun>(
-            embedlab::run_compression(request, one_bar(stage(progress, 0, 300, 1000))));
-    LoadOptions load = request_load_options(request);
-    load.need_tokenizer = true; // [CLS], [SEP] and [MASK]
-    const auto original = load_model(request.model, load);
-    const auto& config = original.model->config();
-    if (config.encoder_head != EncoderHead::MaskedLM)
-        throw InputError(request.model + " has no masked-LM head: it has no pseudo-perplexity; its row is "
-                                         "scored by the mean cosine of its rebuilt table rows");
-    auto ids = original.tokenizer->encode(read_text_file(evaluation.text));
-    if (evaluation.max_tokens > 0 && static_cast<int64_t>(ids.size()) > evaluation.max_tokens)
-        ids.resize(static_cast<size_t>(evaluation.max_tokens));
-    MaskedLmOptions options;
-    options.ctx = evaluation.ctx > 0 ? evaluation.ctx : std::min<int64_t>(128, original.model->max_context());
-    // The original's, once per model, text, length and window (as a decoder's perplexity).
-    const std::string key = "masked-lm\n" + request.model + "\n" + evaluation.text + "\n" +
-                            std::to_string(ids.size()) + "\n" + std::to_string(options.ctx);
-    const double original_ppl = detail::original_perplexity(key, [&] {
-        return evaluate_masked_lm(*original.model, *original.tokenizer, ids, options, nullptr,
-                                  stage(progress, 300, 300, 1000))
-            .pseudo_ppl;
-    });
-    const auto compressed = evaluate_masked_lm(run->compressed_model(), *original.tokenizer, ids, options,
-                                               evaluation.divergence ? original.model.get() : nullptr,
-                                               stage(progress, 600, 400, 1000));
-    row.ppl_original = original_ppl;
-    row.ppl = compressed.pseudo_ppl;
-    row.delta_ln_ppl = std::log(compressed.pseudo_ppl) - std::log(original_ppl);
-    row.eval_tokens = compressed.masked;
-    row.eval_text = evaluation.text;
-    if (evaluation.divergence)
-        row.kl_mean = compressed.kl;
     return row;
 }
 

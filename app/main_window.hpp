@@ -167,12 +167,12 @@ private:
     void chooseExport(); // the export dialog for the selected results row
     void updateExportEnabled();
     // A finished run's results row, remembering its request (and, local, its source).
-    // An encoder's request as the engine runs it (no next-token evaluation, which an encoder
-    // has not) and the evaluation the window adds (a masked-LM head's pseudo-perplexity); the
-    // refusal, saying what applies instead, or "" (issue 61 item 6).
-    QString encoderRequest(CompressionRequest& request, EncoderEvaluation& evaluation) const;
+    // An encoder's request as the engine runs it (run_compression scores a masked-LM head by
+    // pseudo-perplexity; an encoder without one has no evaluation text); the refusal, saying
+    // what applies instead, or "" (issue 61 item 6).
+    QString encoderRequest(CompressionRequest& request) const;
     // What a run's job computes, for its name: " + perplexity", " + pseudo-perplexity", ...
-    QString scoredAs(const CompressionRequest& request, const EncoderEvaluation& evaluation) const;
+    QString scoredAs(const CompressionRequest& request) const;
     // The Results tab's note on an encoder's PPL cells ("" for a decoder).
     static QString encoderNote(const QString& model, bool masked_lm);
     void addCompressionRow(const RunSummary& row, const CompressionRequest& request, const RunTarget& target,

@@ -50,18 +50,6 @@ int MainWindow::runCompression(const QString& method, int rank, double eps)
     return runCompression(request, method_panel_->target());
 }
 
-namespace {
-// The share [from, to) of a job's 1000-step bar.
-ProgressFn stage_of(const ProgressFn& progress, int64_t from, int64_t to)
-{
-    if (!progress)
-        return {};
-    return [=](int64_t done, int64_t of) {
-        return progress(from + (of > 0 ? (to - from) * done / of : 0), 1000);
-    };
-}
-} // namespace
-
 int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget& target)
 {
     if (model_path_.isEmpty()) {
@@ -70,8 +58,7 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
     }
     CompressionRequest request = chosen;
     request.model = model_path_.toStdString();
-    EncoderEvaluation encoder;
-    if (const QString refused = encoderRequest(request, encoder); !refused.isEmpty()) {
+    if (const QString refused = encoderRequest(request); !refused.isEmpty()) {
         statusBar()->showMessage("Not run: " + refused);
         return -1;
     }
@@ -86,62 +73,55 @@ int MainWindow::runCompression(const CompressionRequest& chosen, const RunTarget
     // A Slurm job's state ("Slurm 12: pending") replaces "running" in the job list.
     const StatusFn status = jobStatus(job_id);
     const int id = jobs_.submit(
-        "compress " + QString::fromStdString(describe_run(request, target)) + scoredAs(request, encoder),
-        [this, request, target, status, encoder,
+        "compress " + QString::fromStdString(describe_run(request, target)) + scoredAs(request),
+        [this, request, target, status,
          path = model_path_](const ProgressFn& progress) -> std::function<void()> {
-            const int64_t fit = encoder.text.empty() || !target.local() ? 1000 : 600;
-            auto r = compress_and_evaluate(request, target, stage_of(progress, 0, fit), status);
-            if (fit < 1000) // the encoder's pseudo-perplexity, on the run kept in memory
-                r = evaluate_encoder_run(request, r, encoder, stage_of(progress, fit, 1000));
+            const auto r = compress_and_evaluate(request, target, progress, status);
             return [this, r, request, target, path] { addCompressionRow(r, request, target, path); };
         });
     job_id->store(id);
     return id;
 }
 
-QString MainWindow::encoderRequest(CompressionRequest& request, EncoderEvaluation& evaluation) const
+QString MainWindow::encoderRequest(CompressionRequest& request) const
 {
-    // An encoder reads every position at once: it has no next-token perplexity, so the
-    // engine's run evaluates nothing. Its rows carry the table's reconstruction, with a
-    // masked-LM head its pseudo-perplexity (and masked-token KL), and when asked the task's
-    // accuracy.
-    if (!model_encoder_)
+    // An encoder reads every position at once: it has no next-token perplexity. The engine's
+    // run scores a masked-LM head by pseudo-perplexity (and masked-token KL), so the request
+    // is copied and run elsewhere as it is; without such a head the rows carry the table's
+    // reconstruction, and when asked the task's accuracy.
+    if (!model_encoder_ || model_masked_lm_)
         return {};
     const QString name = QFileInfo(model_path_).fileName();
-    if (request.divergence && !model_masked_lm_)
+    if (request.divergence)
         return name +
                " is an encoder without a masked-LM head: it predicts no tokens, so + KL vs original does "
                "not apply. Untick it: its rows are scored by the cosine of the rebuilt table rows (the "
                "cosine column, y axis 1 \u2212 mean cosine), and the Compare tab compares its sentence "
                "embeddings before and after.";
-    if (model_masked_lm_ && !request.eval_text.empty())
-        evaluation = {.text = request.eval_text,
-                      .max_tokens = request.eval_tokens,
-                      .ctx = request.ctx,
-                      .divergence = request.divergence};
-    request.eval_text.clear();
+    request.eval_text.clear(); // nothing to score it by ("Evaluate on" is disabled)
     request.eval_ids.clear();
-    request.divergence = false; // measured on the masked positions instead (evaluate_encoder_run)
+    request.has_eval_ids = false;
     return {};
 }
 
-QString MainWindow::scoredAs(const CompressionRequest& request, const EncoderEvaluation& evaluation) const
+QString MainWindow::scoredAs(const CompressionRequest& request) const
 {
     if (!model_encoder_)
         return request.divergence ? " + perplexity, KL vs original" : " + perplexity";
-    if (evaluation.text.empty())
+    if (!request.evaluates())
         return " + table cosine (an encoder: no perplexity)";
-    return evaluation.divergence ? " + pseudo-perplexity, masked-token KL" : " + pseudo-perplexity";
+    return request.divergence ? " + pseudo-perplexity, masked-token KL" : " + pseudo-perplexity";
 }
 
 QString MainWindow::encoderNote(const QString& model, bool masked_lm)
 {
     const QString name = QFileInfo(model).fileName();
     if (masked_lm)
-        return name + " is an encoder with a masked-LM head: PPL is its pseudo-perplexity on the evaluation "
-                      "text (each token masked in turn, as embedlab-cli eval scores it) and \u0394 ln PPL "
-                      "against the original's. \u2013: not measured (a run on another computer is scored "
-                      "by the table's cosine only).";
+        return name +
+               " is an encoder with a masked-LM head: PPL is its pseudo-perplexity on the evaluation "
+               "text (each token masked in turn, as embedlab-cli eval scores it) and \u0394 ln PPL "
+               "against the original's, as the engine's run records it (embedlab-cli compress --eval-text). "
+               "\u2013: not measured (no evaluation text).";
     return name + " is an encoder without a masked-LM head: it has no perplexity (\u2013). Its rows are "
                   "scored by the cosine of the rebuilt table rows (the cosine column; the y axis 1 \u2212 "
                   "mean cosine), and the Compare tab compares its sentence embeddings before and after.";
@@ -177,10 +157,9 @@ int MainWindow::runSweep(const std::vector<CompressionRequest>& chosen, const Ru
         return -1;
     }
     std::vector<CompressionRequest> requests = chosen;
-    std::vector<EncoderEvaluation> encoders; // each request's (an encoder's pseudo-perplexity)
-    for (auto& request : requests) {         // all or nothing: a refused run stops the sweep before it starts
+    for (auto& request : requests) { // all or nothing: a refused run stops the sweep before it starts
         request.model = model_path_.toStdString();
-        if (const QString refused = encoderRequest(request, encoders.emplace_back()); !refused.isEmpty()) {
+        if (const QString refused = encoderRequest(request); !refused.isEmpty()) {
             statusBar()->showMessage("Not run: " + refused);
             return -1;
         }
@@ -198,21 +177,17 @@ int MainWindow::runSweep(const std::vector<CompressionRequest>& chosen, const Ru
     auto job_id = std::make_shared<std::atomic<int>>(0);
     // The job list's state: which run of how many ("3/16: pca rank 24"), or the array's.
     const StatusFn status = jobStatus(job_id);
-    const QString name = QString("sweep of %1: %2 .. %3%4")
-                             .arg(n)
-                             .arg(QString::fromStdString(describe_request(requests.front())),
-                                  QString::fromStdString(describe_run(requests.back(), target)),
-                                  scoredAs(requests.front(), encoders.front()));
+    const QString name =
+        QString("sweep of %1: %2 .. %3%4")
+            .arg(n)
+            .arg(QString::fromStdString(describe_request(requests.front())),
+                 QString::fromStdString(describe_run(requests.back(), target)), scoredAs(requests.front()));
     const int id = jobs_.submit(
         name,
-        [this, requests, encoders, target, status,
+        [this, requests, target, status,
          path = model_path_](const ProgressFn& progress) -> std::function<void()> {
-            // Each row as its run ends (queued to the GUI thread in order, before the job's end);
-            // an encoder's pseudo-perplexity first, on the run just kept in memory.
-            const auto row = [this, &requests, &encoders, target, path](size_t i, const RunSummary& run) {
-                const RunSummary r = encoders[i].text.empty() || !target.local()
-                                         ? run
-                                         : evaluate_encoder_run(requests[i], run, encoders[i]);
+            // Each row as its run ends (queued to the GUI thread in order, before the job's end).
+            const auto row = [this, &requests, target, path](size_t i, const RunSummary& r) {
                 QMetaObject::invokeMethod(
                     this,
                     [this, r, request = requests[i], target, path] {

@@ -97,14 +97,19 @@ void TextEval::print(const Json& e)
         if (!e.contains("compressed"))
             return; // a task without a perplexity evaluation
     }
-    std::printf("  perplexity %.6f -> %.6f (delta ln PPL %+.6f) on %lld tokens, ctx %lld\n",
-                e["baseline"]["ppl"].get<double>(), e["compressed"]["ppl"].get<double>(),
-                e["delta_ln_ppl"].get<double>(), (long long)e["tokens"].get<int64_t>(),
+    const bool masked = e.value("kind", "") == "pseudo-perplexity"; // an encoder's
+    std::printf("  %s %.6f -> %.6f (delta ln PPL %+.6f) on %lld %s, ctx %lld\n",
+                masked ? "pseudo-perplexity" : "perplexity", e["baseline"]["ppl"].get<double>(),
+                e["compressed"]["ppl"].get<double>(), e["delta_ln_ppl"].get<double>(),
+                (long long)e["tokens"].get<int64_t>(), masked ? "masked positions" : "tokens",
                 (long long)e["ctx"].get<int64_t>());
     if (e["compressed"].contains("bits_per_byte") && e["baseline"].contains("bits_per_byte"))
         std::printf("  bits per byte %.6f -> %.6f\n", e["baseline"]["bits_per_byte"].get<double>(),
                     e["compressed"]["bits_per_byte"].get<double>());
-    if (e.contains("divergence"))
+    if (e.contains("divergence") && masked)
+        std::printf("  against the original: KL mean %.6f nats over the masked positions\n",
+                    e["divergence"]["kl_mean"].get<double>());
+    else if (e.contains("divergence"))
         std::printf("  against the original: KL mean %.6f nats/token (median %.6f, p99 %.6f), top-1 "
                     "agreement %.4f\n",
                     e["divergence"]["kl_mean"].get<double>(), e["divergence"]["kl_median"].get<double>(),

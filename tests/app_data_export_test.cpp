@@ -25,6 +25,7 @@
 #include <QThread>
 #include <QTimer>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -292,21 +293,13 @@ TEST(Workbench, UndoWaitsForAFocusedTextFieldsOwnUndo)
 // Issue 61 item 5: each copied form of a row, run as pasted, gives the row's numbers:
 // the command (eval_tokens now a compress flag, --out named by the settings), the JSON
 // as a worker job (it carries "kind" and "out"), and the Python call.
-TEST(Reproduce, EveryCopiedFormRunAsPastedGivesTheRowsNumbers)
+// Row 0 of `window`, copied as each form and run as pasted, gives the row's numbers;
+// its command evaluates the first `eval_tokens` ids and writes `out` (named by the model and
+// the settings).
+static void run_each_copied_form_of_row(MainWindow& window, int eval_tokens, const std::string& out)
 {
     namespace fs = std::filesystem;
-    MainWindow window;
-    window.setAskBeforeDiscarding(false);
-    open_bundled(window);
-    auto request = window.methodPanel()->request("pca");
-    request.rank = 12;
-    request.eval_tokens = 300; // the workbench's first ids, not the whole text
-    ASSERT_GT(window.runCompression(request), 0);
-    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
-    auto* results = window.resultsView();
-    ASSERT_EQ(results->rows().size(), 1u);
-    const auto row = results->rows()[0];
-    ASSERT_EQ(row.eval_tokens, 299);
+    const auto row = window.resultsView()->rows()[0];
 
     embedlab::test::TempDir dir;
     const auto in_dir = [&](const std::string& line) {
@@ -323,8 +316,8 @@ TEST(Reproduce, EveryCopiedFormRunAsPastedGivesTheRowsNumbers)
     // The command, as pasted (its program on PATH is embedlab-cli: here the built one).
     std::string command = window.rowText(0, MainWindow::RowText::Command).toStdString();
     ASSERT_EQ(command.find('#'), std::string::npos) << "every field has a flag: " << command;
-    EXPECT_NE(command.find("--eval-tokens 300"), std::string::npos) << command;
-    EXPECT_NE(command.find("--out tinygpt2-f16-pca-rank-12"), std::string::npos) << command;
+    EXPECT_NE(command.find("--eval-tokens " + std::to_string(eval_tokens)), std::string::npos) << command;
+    EXPECT_NE(command.find("--out " + out), std::string::npos) << command;
     command.replace(0, std::string("embedlab-cli").size(), cli);
     ASSERT_EQ(std::system(in_dir(command + " --json --quiet > command.json 2>&1").c_str()), 0)
         << embedlab::test::read_text(dir / "command.json");
@@ -367,6 +360,42 @@ TEST(Reproduce, EveryCopiedFormRunAsPastedGivesTheRowsNumbers)
         << embedlab::test::read_text(dir / "python.err");
     const auto by_python = nlohmann::ordered_json::parse(embedlab::test::read_text(dir / "python.json"));
     same_as_row(by_python);
+}
+
+TEST(Reproduce, EveryCopiedFormRunAsPastedGivesTheRowsNumbers)
+{
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    open_bundled(window);
+    auto request = window.methodPanel()->request("pca");
+    request.rank = 12;
+    request.eval_tokens = 300; // the workbench's first ids, not the whole text
+    ASSERT_GT(window.runCompression(request), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(window.resultsView()->rows().size(), 1u);
+    ASSERT_EQ(window.resultsView()->rows()[0].eval_tokens, 299);
+    run_each_copied_form_of_row(window, 300, "tinygpt2-f16-pca-rank-12");
+}
+
+// The same for a masked-LM encoder's row: its pseudo-perplexity is the engine's run's, so
+// the command, the worker job and the Python call give it too (issue 61 items 5-6).
+TEST(Reproduce, AnEncodersCopiedFormsGiveItsPseudoPerplexity)
+{
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    embedlab::test::open_shown(window, QString(EMBEDLAB_SOURCE_DIR) + "/tests/data/encoders/distilbert-mlm");
+    auto request = window.methodPanel()->request("pca");
+    request.rank = 16;
+    request.eval_tokens = 64;
+    request.divergence = true;
+    ASSERT_FALSE(request.eval_text.empty()) << "a masked-LM encoder is evaluated on the panel's text";
+    ASSERT_GT(window.runCompression(request), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(window.resultsView()->rows().size(), 1u) << window.statusBar()->currentMessage().toStdString();
+    const auto row = window.resultsView()->rows()[0];
+    ASSERT_EQ(row.eval_tokens, 64); // masked positions: every id in turn
+    ASSERT_TRUE(std::isfinite(row.ppl) && std::isfinite(row.kl_mean)) << row.ppl << " " << row.kl_mean;
+    run_each_copied_form_of_row(window, 64, "distilbert-mlm-pca-rank-16");
 }
 
 // Issue 61 item 7: Run with a field out of range says why in the status bar (where a user

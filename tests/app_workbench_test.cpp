@@ -1028,6 +1028,14 @@ TEST(Reproduce, CompressCommandRunsTheSameRequest)
          .ctx = 64,
          .stride = 64,
          .divergence = true},
+        // An encoder's row: the engine's pseudo-perplexity (issue 61 items 5-6).
+        {.model =
+             (std::filesystem::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders/distilbert-mlm").string(),
+         .method = "pca",
+         .rank = 16,
+         .eval_text = texts.eval,
+         .eval_tokens = 64,
+         .divergence = true},
     };
     // The manifest's parts a request decides.
     const auto decided = [](const nlohmann::ordered_json& m) {
@@ -1036,8 +1044,8 @@ TEST(Reproduce, CompressCommandRunsTheSameRequest)
             {"energy_model", m.at("accounting").value("energy_model", nlohmann::ordered_json())},
             {"seed", m.at("seed")}};
         if (m.contains("evaluation"))
-            for (const char* key : {"text", "tokens", "ctx", "stride"})
-                d["evaluation"][key] = m["evaluation"].at(key);
+            for (const char* key : {"text", "tokens", "ctx", "stride", "kind"}) // an encoder's: no stride
+                d["evaluation"][key] = m["evaluation"].value(key, nlohmann::ordered_json());
         d["divergence"] = m.contains("evaluation") && m["evaluation"].contains("divergence");
         return d;
     };
@@ -1052,7 +1060,7 @@ TEST(Reproduce, CompressCommandRunsTheSameRequest)
         ASSERT_GE(argv.size(), 5u);
         EXPECT_EQ(argv[0], "embedlab-cli");
         EXPECT_EQ(argv[1], "compress");
-        EXPECT_EQ(argv[2], model);
+        EXPECT_EQ(argv[2], request.model);
         EXPECT_EQ(argv[3], "--method");
         EXPECT_EQ(argv[4], request.method);
         argv[0] = EMBEDLAB_CLI_PATH;
@@ -1065,6 +1073,11 @@ TEST(Reproduce, CompressCommandRunsTheSameRequest)
         const auto engine = embedlab::export_run(embedlab::run_compression(request),
                                                  dir / ("engine " + std::to_string(i)), {});
         EXPECT_EQ(decided(manifest), decided(engine)) << line;
+        if (engine.contains("evaluation") && engine["evaluation"].value("kind", "") == "pseudo-perplexity") {
+            const double ppl = engine["evaluation"]["compressed"]["ppl"].get<double>();
+            EXPECT_NEAR(manifest["evaluation"]["compressed"]["ppl"].get<double>(), ppl, 1e-9 * ppl) << line;
+            EXPECT_EQ(manifest["evaluation"]["tokens"], 64) << line;
+        }
     }
     // What compress has no flag for is named, not dropped silently.
     std::vector<std::string> omitted;

@@ -220,6 +220,36 @@ TEST(CliEncoder, CompressedMaskedLmKeepsItsHeadAndItsDenseCopyLoadsInTransformer
                 1e-4 * dense["pseudo_ppl"].get<double>());
 }
 
+// compress --eval-text on a masked-LM encoder records the pseudo-perplexity that eval gives
+// the written directory (and the original), and the KL eval --reference gives.
+TEST(CliEncoder, CompressEvalTextOnAMaskedLmEncoderPrintsEvalsPseudoPerplexity)
+{
+    TempDir dir;
+    const auto out = (dir.path() / "pca16").string();
+    const auto text = write(dir.path() / "t.txt", "a sometimes tedious film about a man and his dog .\n");
+    const auto run = json_of(cli({"compress", fixture("distilbert-mlm"), "--method", "pca", "--rank", "16",
+                                  "--eval-text", text, "--divergence", "--out", out, "--json", "--quiet"}));
+    const auto& e = run["evaluation"];
+    EXPECT_EQ(e["kind"], "pseudo-perplexity");
+    const auto compressed = json_of(
+        cli({"eval", out, "--text", text, "--reference", fixture("distilbert-mlm"), "--json", "--quiet"}));
+    const auto original =
+        json_of(cli({"eval", fixture("distilbert-mlm"), "--text", text, "--json", "--quiet"}));
+    const double ppl = compressed["pseudo_ppl"].get<double>();
+    EXPECT_NEAR(e["compressed"]["ppl"].get<double>(), ppl, 1e-9 * ppl);
+    EXPECT_NEAR(e["baseline"]["ppl"].get<double>(), original["pseudo_ppl"].get<double>(),
+                1e-9 * original["pseudo_ppl"].get<double>());
+    EXPECT_EQ(e["tokens"], compressed["masked"]);
+    EXPECT_NEAR(e["divergence"]["kl_mean"].get<double>(), compressed["kl"].get<double>(),
+                1e-9 * compressed["kl"].get<double>());
+    // The plain report names what the number is.
+    const auto plain = cli({"compress", fixture("distilbert-mlm"), "--method", "pca", "--rank", "16",
+                            "--eval-text", text, "--out", (dir.path() / "again").string()});
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_NE(plain.out.find("pseudo-perplexity "), std::string::npos) << plain.out;
+    EXPECT_NE(plain.out.find("masked positions, ctx 128"), std::string::npos) << plain.out;
+}
+
 TEST(CliEncoder, ExportHfKeepsTheSentenceTransformersModules)
 {
     TempDir dir;

@@ -19,6 +19,7 @@
 #include "embedlab/flat_llm.hpp"
 #include "embedlab/format_parsers.hpp"
 #include "embedlab/job.hpp"
+#include "embedlab/masked_lm.hpp"
 #include "embedlab/resources.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/tasks.hpp"
@@ -1007,3 +1008,88 @@ TEST(ExperimentCache, AModelRewrittenInPlaceIsEvaluatedAgain)
 }
 
 } // namespace
+
+// An encoder with a masked-LM head is evaluated by run_compression as `embedlab-cli eval`
+// scores it (issue 61 items 5-6): its pseudo-perplexity, the original's, and with divergence
+// the KL on the same masked positions, each equal to the engine's masked-LM entry on the
+// exported directory; the record says it is a pseudo-perplexity.
+TEST(EncoderRun, AMaskedLmEncodersRunHasThePseudoPerplexityEvalGivesItsDirectory)
+{
+    TempDir dir;
+    const auto fixture = fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders";
+    const auto text = dir / "t.txt";
+    embedlab::test::write_file(text, "a sometimes tedious film about a man and his dog .\n"
+                                     "the cat sat on the mat and looked at the rain .\n");
+    CompressionRequest r{.model = (fixture / "distilbert-mlm").string(), .method = "pca", .rank = 16};
+    r.eval_text = text.string();
+    r.divergence = true;
+    const auto run = embedlab::run_compression(r);
+    embedlab::export_run(run, dir / "pca16", {});
+
+    const auto original = embedlab::load_model(r.model);
+    const auto compressed = embedlab::load_model(dir / "pca16");
+    EXPECT_EQ(compressed.model->token_embedding().kind(), "pca");
+    const auto ids = original.tokenizer->encode(embedlab::read_text_file(text));
+    const auto base = embedlab::evaluate_masked_lm(*original.model, *original.tokenizer, ids, {});
+    const auto eval = embedlab::evaluate_masked_lm(*compressed.model, *compressed.tokenizer, ids, {},
+                                                   original.model.get()); // eval OUT --reference ORIGINAL
+    const auto& s = run.summary;
+    EXPECT_NEAR(s.ppl, eval.pseudo_ppl, 1e-9 * eval.pseudo_ppl);
+    EXPECT_NEAR(s.ppl_original, base.pseudo_ppl, 1e-9 * base.pseudo_ppl);
+    EXPECT_NE(s.ppl, s.ppl_original);
+    EXPECT_DOUBLE_EQ(s.delta_ln_ppl, std::log(s.ppl) - std::log(s.ppl_original));
+    EXPECT_EQ(s.eval_tokens, eval.masked);
+    EXPECT_EQ(s.eval_tokens, static_cast<int64_t>(ids.size()));
+    EXPECT_NEAR(s.kl_mean, eval.kl, 1e-9 * eval.kl);
+    EXPECT_GT(s.kl_mean, 0);
+    EXPECT_TRUE(std::isnan(s.top1_agreement)); // not computed for masked positions: left empty
+    EXPECT_TRUE(s.window_kl.empty());
+    const Json record = embedlab::run_json(run);
+    const auto& e = record.at("evaluation");
+    EXPECT_EQ(e.at("kind"), "pseudo-perplexity");
+    EXPECT_EQ(e.at("compressed").at("ppl").get<double>(), s.ppl);
+    EXPECT_EQ(e.at("ctx"), 128); // eval's default window
+    EXPECT_FALSE(e.contains("stride"));
+    EXPECT_NE(e.at("divergence").at("note").get<std::string>().find("no top-1 agreement"), std::string::npos);
+    EXPECT_EQ(record.at("summary").at("ppl").get<double>(), s.ppl);
+}
+
+// An encoder without a masked-LM head has nothing to score an evaluation text by: refused
+// before any work, saying what its run records instead; a stride is refused for an encoder.
+TEST(EncoderRun, AnEvaluationIsRefusedWhereItDoesNotApplyToAnEncoder)
+{
+    TempDir dir;
+    const auto fixture = fs::path(EMBEDLAB_SOURCE_DIR) / "tests/data/encoders";
+    const auto text = dir / "t.txt";
+    embedlab::test::write_file(text, "a man and his dog .\n");
+    CompressionRequest r{.model = (fixture / "bert-cls").string(), .method = "pca", .rank = 16};
+    r.eval_text = text.string();
+    try {
+        embedlab::run_compression(r);
+        ADD_FAILURE() << "bert-cls evaluated";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("is an encoder without a masked-LM head: it has neither a "
+                                             "perplexity nor a pseudo-perplexity"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("mean cosine"), std::string::npos) << e.what();
+    }
+    r.model = (fixture / "distilbert-mlm").string();
+    r.ctx = 16;
+    r.stride = 8;
+    try {
+        embedlab::run_compression(r);
+        ADD_FAILURE() << "a stride taken for an encoder";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("is an encoder, scored by pseudo-perplexity"), std::string::npos)
+            << e.what();
+    }
+    r.stride = 0;
+    r.ctx = 2;
+    try {
+        embedlab::run_compression(r);
+        ADD_FAILURE() << "a window with no room for an id";
+    } catch (const embedlab::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("(ctx 3 or more)"), std::string::npos) << e.what();
+    }
+}

@@ -167,6 +167,21 @@ def test_masked_lm_equals_eval_json(run_cli, tmp_path):
         embedlab.load(fixture("minilm-st")).masked_lm(text=text)
 
 
+def test_compress_with_eval_text_gives_evals_pseudo_perplexity(run_cli, tmp_path):
+    """compress on a masked-LM encoder goes through run_compression: its pseudo-perplexity."""
+    path = fixture("distilbert-mlm")
+    f = tmp_path / "t.txt"
+    f.write_text("a sometimes tedious film about a man and his dog .\n", encoding="utf-8")
+    run = embedlab.compress(path, "pca", rank=16, eval_text=str(f))
+    out = tmp_path / "pca16"
+    assert run.export(str(out))["evaluation"]["kind"] == "pseudo-perplexity"
+    cli = run_cli("eval", out, "--text", f, "--json", "--quiet", parse_json=True)
+    assert run.summary["ppl"] == pytest.approx(cli["pseudo_ppl"], rel=1e-9)
+    assert run.summary["eval_tokens"] == cli["masked"]
+    original = embedlab.load(path).masked_lm(text=f.read_text(encoding="utf-8"))
+    assert run.summary["ppl_original"] == pytest.approx(original["pseudo_ppl"], rel=1e-9)
+
+
 def test_stsb_on_the_sentence_encoder_equals_the_cli(run_cli, tmp_path):
     path = fixture("minilm-st")
     dev = tmp_path / "stsb.tsv"

@@ -21,6 +21,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/finetune.hpp"
+#include "embedlab/masked_lm.hpp"
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/tasks.hpp"
 #include "embedlab/tokenizer.hpp"
@@ -117,11 +118,36 @@ PerplexityResult original_perplexity(const CompressionRequest& r, const Language
     return result;
 }
 
-bool baseline_cached(const CompressionRequest& r, const std::vector<int32_t>& ids, const PerplexityOptions& o)
+// Original-model pseudo-perplexities (an encoder's), keyed as the perplexities are.
+std::map<std::string, MaskedLmResult> masked_baselines;
+
+std::string masked_baseline_key(const CompressionRequest& r, const EvalInput& e)
 {
-    const std::string key = baseline_key(r, ids, o);
+    return "masked-lm\n" + baseline_key(r, e.ids, e.options) + "/" + std::to_string(e.masked.batch);
+}
+
+MaskedLmResult original_pseudo_perplexity(const CompressionRequest& r, const LoadedModel& lm,
+                                          const EvalInput& e, const ProgressFn& progress)
+{
+    const std::string key = masked_baseline_key(r, e);
+    {
+        std::lock_guard lock(baseline_mutex);
+        if (auto it = masked_baselines.find(key); it != masked_baselines.end()) {
+            report_progress(progress, 1, 1);
+            return it->second;
+        }
+    }
+    const auto result = evaluate_masked_lm(*lm.model, *lm.tokenizer, e.ids, e.masked, nullptr, progress);
     std::lock_guard lock(baseline_mutex);
-    return baselines.count(key) > 0;
+    masked_baselines[key] = result;
+    return result;
+}
+
+bool baseline_cached(const CompressionRequest& r, const EvalInput& e)
+{
+    const std::string key = e.masked_lm ? masked_baseline_key(r, e) : baseline_key(r, e.ids, e.options);
+    std::lock_guard lock(baseline_mutex);
+    return e.masked_lm ? masked_baselines.count(key) > 0 : baselines.count(key) > 0;
 }
 
 // The original model's zero-shot task results by model, task, file and limit, for the process.
@@ -202,6 +228,33 @@ bool same_file(const std::string& a, const std::string& b)
     return !ea && !eb && ca == cb;
 }
 
+// An encoder's evaluation: pseudo-perplexity, with `embedlab-cli eval`'s defaults (every
+// token masked in turn, ctx as a decoder's, batch 64 unless the request gives one).
+void masked_lm_protocol(const CompressionRequest& r, const LoadedModel& lm, EvalInput& e)
+{
+    const auto& config = lm.model->config();
+    if (config.encoder_head != EncoderHead::MaskedLM)
+        throw InputError(r.model + ": " + config.type_name() +
+                         " is an encoder without a masked-LM head: it has neither a perplexity nor a "
+                         "pseudo-perplexity. Run it without an evaluation (eval_text, eval_ids): its run "
+                         "records the mean cosine of the rebuilt table rows");
+    if (!lm.tokenizer)
+        throw InputError(r.model + ": its pseudo-perplexity needs the tokenizer's [CLS], [SEP] and [MASK]; "
+                                   "give the model's tokenizer");
+    if (r.stride > 0 && r.stride != e.options.ctx)
+        throw InputError("stride " + std::to_string(r.stride) + ": " + r.model +
+                         " is an encoder, scored by pseudo-perplexity on windows that do not overlap; "
+                         "give no stride");
+    if (e.options.ctx < 3)
+        throw InputError(
+            "ctx " + std::to_string(e.options.ctx) + ": " + r.model +
+            " is an encoder: its windows hold [CLS] and [SEP] around at least one id (ctx 3 or more)");
+    e.masked_lm = true;
+    e.masked.ctx = e.options.ctx;
+    if (r.batch > 0)
+        e.masked.batch = r.batch;
+}
+
 EvalInput eval_input(const CompressionRequest& r, const LoadedModel& lm)
 {
     EvalInput e;
@@ -233,6 +286,8 @@ EvalInput eval_input(const CompressionRequest& r, const LoadedModel& lm)
         throw InputError("stride " + std::to_string(e.options.stride) + " is larger than ctx " +
                          std::to_string(e.options.ctx));
     e.options.batch_windows = r.batch;
+    if (model.config().is_encoder())
+        masked_lm_protocol(r, lm, e);
     return e;
 }
 
@@ -270,6 +325,40 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
     j["compressed"] = evaluated_json(compressed);
     j["delta_ln_ppl"] = std::log(compressed.ppl) - std::log(baseline.ppl); // TensorSLM eq. 12
     j["protocol"] = "METHODS.md section 0";
+    return j;
+}
+
+// The manifest's evaluation block of an encoder: the same keys as evaluation_json where they
+// mean the same (ppl is the pseudo-perplexity, tokens the masked positions), and kind.
+Json masked_lm_evaluation_json(const CompressionRequest& r, const EvalInput& e,
+                               const MaskedLmResult& baseline, const MaskedLmResult& compressed)
+{
+    Json j = {{"kind", "pseudo-perplexity"}};
+    if (!r.eval_text.empty()) {
+        j["text"] = fs::absolute(r.eval_text).lexically_normal().string();
+        j["text_sha256"] = sha256_file(r.eval_text);
+    } else {
+        j["ids"] = "eval_ids of the request";
+    }
+    if (static_cast<int64_t>(e.ids.size()) < e.text_ids)
+        j["first_ids"] = e.ids.size(); // eval_tokens cut the text
+    j["tokens"] = compressed.masked;
+    j["ctx"] = e.masked.ctx;
+    const auto figures = [&](const MaskedLmResult& m) {
+        return Json{{"ppl", m.pseudo_ppl},
+                    {"nll_per_token", m.nll_per_token},
+                    {"masked_accuracy", m.accuracy},
+                    {"seconds", m.seconds}};
+    };
+    j["baseline"] = figures(baseline);
+    j["compressed"] = figures(compressed);
+    j["delta_ln_ppl"] = std::log(compressed.pseudo_ppl) - std::log(baseline.pseudo_ppl);
+    j["protocol"] = masked_lm_json(compressed, e.masked)["protocol"];
+    if (r.divergence)
+        j["divergence"] = {{"kl_mean", compressed.kl},
+                           {"tokens", compressed.masked},
+                           {"note", "mean KL(original || compressed) over the masked positions of the same "
+                                    "inputs (eval --reference); no top-1 agreement or per-window figures"}};
     return j;
 }
 
@@ -397,9 +486,11 @@ run_steps::Stages stage_costs(const CompressionRequest& r, const MethodFit& fit,
     run_steps::Stages stages{{"load", 0}};
     for (auto& stage : fit.stages_before(per_token))
         stages.push_back(std::move(stage));
+    // Pseudo-perplexity reads a whole window per token (masked in turn), the reference's too.
+    const double per_scored =
+        in.eval && in.eval->masked_lm ? double(in.eval->masked.ctx) * per_token : per_token;
     if (in.eval)
-        stages.emplace_back("eval original",
-                            baseline_cached(r, in.eval->ids, in.eval->options) ? 0 : tokens * per_token);
+        stages.emplace_back("eval original", baseline_cached(r, *in.eval) ? 0 : tokens * per_scored);
     if (!r.task.empty())
         stages.emplace_back("task original", task_cached(r) ? 0 : task * per_token);
     stages.emplace_back("compress", fit.fit_work(r, c));
@@ -409,8 +500,9 @@ run_steps::Stages stage_costs(const CompressionRequest& r, const MethodFit& fit,
         stages.emplace_back("train", 3 * double(t->options.steps) * double(t->options.batch) *
                                          double(t->options.seqlen) * per_token);
     if (in.eval)
-        stages.emplace_back("eval compressed", tokens * per_token);
-    if (r.divergence)
+        stages.emplace_back("eval compressed",
+                            (r.divergence && in.eval->masked_lm ? 2 : 1) * tokens * per_scored);
+    if (r.divergence && !(in.eval && in.eval->masked_lm))
         stages.emplace_back("divergence", 2 * tokens * per_token); // both models again, window by window
     if (!r.task.empty())
         stages.emplace_back("task", task * per_token);
@@ -460,6 +552,7 @@ RunInputs read_run_inputs(const CompressionRequest& request, const LoadedModel& 
 // compressed part replaces the original's.
 struct OriginalFigures {
     std::optional<PerplexityResult> perplexity;
+    std::optional<MaskedLmResult> pseudo_perplexity; // an encoder's
     std::optional<TaskResult> task;
 };
 
@@ -467,7 +560,10 @@ OriginalFigures measure_original(const CompressionRun& run, const RunInputs& in,
 {
     const auto& model = *run.model.model;
     OriginalFigures original;
-    if (in.eval)
+    if (in.eval && in.eval->masked_lm)
+        original.pseudo_perplexity =
+            original_pseudo_perplexity(run.request, run.model, *in.eval, bar.stage("eval original"));
+    else if (in.eval)
         original.perplexity = original_perplexity(run.request, model, in.eval->ids, in.eval->options,
                                                   bar.stage("eval original"));
     if (in.task)
@@ -541,6 +637,26 @@ void evaluate_run(CompressionRun& run, const MethodFit& fit, const EvalInput& ev
         record_divergence(run, eval, fit.reference(run), bar);
 }
 
+// An encoder's pseudo-perplexity against the original's, and the KL on the same masked
+// positions when divergence is asked (no top-1 agreement or per-window figures: NaN, empty).
+void evaluate_masked_run(CompressionRun& run, const MethodFit& fit, const EvalInput& eval,
+                         const MaskedLmResult& baseline, const StagedProgress& bar)
+{
+    const CompressionRequest& request = run.request;
+    const LanguageModel* reference = request.divergence ? &fit.reference(run) : nullptr;
+    const auto compressed = evaluate_masked_lm(run.compressed_model(), *run.model.tokenizer, eval.ids,
+                                               eval.masked, reference, bar.stage("eval compressed"));
+    run.evaluation = masked_lm_evaluation_json(request, eval, baseline, compressed);
+    RunSummary& s = run.summary;
+    s.ppl_original = baseline.pseudo_ppl;
+    s.ppl = compressed.pseudo_ppl;
+    s.delta_ln_ppl = std::log(compressed.pseudo_ppl) - std::log(baseline.pseudo_ppl);
+    s.eval_tokens = compressed.masked;
+    fit.record_evaluation(run);
+    if (request.divergence)
+        s.kl_mean = compressed.kl;
+}
+
 // The zero-shot task on the compressed model, beside the original's on the same examples.
 void run_task(CompressionRun& run, const TaskData& task, const TaskResult& original,
               const StagedProgress& bar)
@@ -593,6 +709,8 @@ CompressionRun run_compression(const CompressionRequest& request, LoadedModel lo
     fit_and_record(run, *fit, in, bar);
     if (original.perplexity)
         evaluate_run(run, *fit, *in.eval, *original.perplexity, bar);
+    if (original.pseudo_perplexity)
+        evaluate_masked_run(run, *fit, *in.eval, *original.pseudo_perplexity, bar);
     if (in.task)
         run_task(run, *in.task, *original.task, bar);
     run.summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

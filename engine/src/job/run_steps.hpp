@@ -20,6 +20,7 @@
 #include "embedlab/eval.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/finetune.hpp"
+#include "embedlab/masked_lm.hpp"
 #include "embedlab/tasks.hpp"
 
 namespace embedlab::run_steps {
@@ -71,10 +72,14 @@ private:
 };
 
 // The evaluation the request asks for: its ids, the protocol, and where they came from.
+// An encoder with a masked-LM head is scored by pseudo-perplexity (masked_lm.hpp) with
+// `masked`, as `embedlab-cli eval` scores it: it has no next-token perplexity.
 struct EvalInput {
     std::vector<int32_t> ids;
     PerplexityOptions options;
     int64_t text_ids = 0; // ids in the whole text (before eval_tokens)
+    bool masked_lm = false;
+    MaskedLmOptions masked; // with masked_lm: ctx as options.ctx, the request's batch if given
 };
 
 // LoRA recovery (METHODS 1): the ids to train on, never one the run is evaluated on.
