@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <list>
-#include <map>
 #include <mutex>
 #include <optional>
 
@@ -41,24 +40,6 @@ ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int
         const int64_t part = of > 0 ? weight * done / of : 0;
         return progress(offset + part, total);
     };
-}
-
-// Original-model perplexities by model, text and length (jobs run one at a time,
-// but the lock keeps this safe for any caller).
-std::mutex baseline_mutex;
-std::map<std::string, double> baseline_ppl;
-
-double original_perplexity(const std::string& key, const std::function<double()>& compute)
-{
-    {
-        std::lock_guard lock(baseline_mutex);
-        if (auto it = baseline_ppl.find(key); it != baseline_ppl.end())
-            return it->second;
-    }
-    const double ppl = compute(); // unlocked: a cancel or error caches nothing
-    std::lock_guard lock(baseline_mutex);
-    baseline_ppl[key] = ppl;
-    return ppl;
 }
 
 } // namespace detail

@@ -31,10 +31,6 @@ ProgressFn stage(const ProgressFn& progress, int64_t offset, int64_t weight, int
 // This computer's name for the results' "host" column.
 std::string host_name();
 
-// The original model's perplexity, computed once per key (model, text, length,
-// host: callers build it) and remembered for the process; safe from any thread.
-double original_perplexity(const std::string& key, const std::function<double()>& compute);
-
 // A local run the workbench still keeps in memory (the last few), or null.
 std::shared_ptr<const CompressionRun> kept_compression(const CompressionRequest& request);
 

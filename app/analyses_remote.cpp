@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -119,13 +118,10 @@ RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const
             session, job, [&](const Json& ev) { bridge.on_event(ev); }, [&] { return bridge.cancelled(); });
         report_progress(progress, 1000, 1000);
 
+        // The job evaluates the original on the host, on these ids, with this request's ctx
+        // and stride: its own baseline, never one cached from another request or an earlier
+        // state of the host's files.
         RunSummary r = summary_from_json(result.at("summary"));
-        // The job evaluates the original on the host anyway; the cache keeps every
-        // row of this host, model and text on one baseline.
-        const std::string key = host + "\n" + model + "\n" + text + "\n" + std::to_string(e.eval_ids.size());
-        const double job_baseline = r.ppl_original;
-        r.ppl_original = original_perplexity(key, [&] { return job_baseline; });
-        r.delta_ln_ppl = std::log(r.ppl) - std::log(r.ppl_original); // TensorSLM eq. 12
         r.model = model;
         r.eval_text = text;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

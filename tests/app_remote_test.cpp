@@ -300,6 +300,17 @@ TEST(AnalysesRemote, RowsEqualTheLocalRows)
         else
             EXPECT_LT(relative(remote.mean_cosine, local.mean_cosine), 1e-6) << method;
     }
+    // Each row's baseline is its own job's: another ctx on the same model and text gives
+    // its own original perplexity (a cache keyed by host, model and text gave the first's).
+    auto target = remote_target(s);
+    target.remote_cli = worker_in(dir).cli;
+    target.remote_dir = worker_in(dir).dir;
+    auto request = remote_request("pca");
+    const auto first = app::compress_and_evaluate(request, target);
+    request.ctx = request.stride = 32;
+    const auto shorter = app::compress_and_evaluate(request, target);
+    EXPECT_LT(relative(shorter.ppl_original, app::compress_and_evaluate(request).ppl_original), 1e-6);
+    EXPECT_GT(relative(shorter.ppl_original, first.ppl_original), 1e-4);
     EXPECT_EQ(tmp.scratch_dirs(), 0);
     // Nothing compressed is left on the host: the jobs' directories are removed.
     EXPECT_FALSE(fs::exists(dir / "remote" / "jobs") && !fs::is_empty(dir / "remote" / "jobs"));
