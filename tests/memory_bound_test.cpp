@@ -26,6 +26,23 @@
 
 namespace {
 
+std::string heldout_story()
+{
+    return embedlab::test::read_text(std::filesystem::path(EMBEDLAB_SOURCE_DIR) /
+                                     "resources/texts/tinystories-heldout.txt");
+}
+
+// `story` repeated and cut to `size` bytes: a large text of ordinary English.
+std::string story_of_size(const std::string& story, size_t size)
+{
+    std::string text;
+    text.reserve(size);
+    while (text.size() < size)
+        text += story;
+    text.resize(size);
+    return text;
+}
+
 namespace fs = std::filesystem;
 using embedlab::test::TempDir;
 
@@ -205,13 +222,8 @@ TEST(Tokenize, PeakMemoryIsAtMostFiveBytesPerInputByte)
         GTEST_SKIP() << "needs /usr/bin/time (Debian: apt-get install time) to measure a run's peak RSS";
     TempDir dir;
     constexpr size_t size = size_t{24} << 20;
-    const auto story =
-        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
-    std::string text;
-    text.reserve(size);
-    while (text.size() < size)
-        text += story;
-    text.resize(size);
+    const auto story = heldout_story();
+    std::string text = story_of_size(story, size);
     write(dir / "text.txt", text);
     write(dir / "nul.txt", std::string(size, '\0'));
     write(dir / "word.txt", std::string(size, 'a'));
@@ -326,8 +338,7 @@ TEST(Tokenize, PartsChangeNoId)
         ~Restore() { set_merge_window_bytes(size_t{1} << 16); }
     } restore;
     std::string mixed;
-    const auto story =
-        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    const auto story = heldout_story();
     while (mixed.size() < (size_t{3} << 20)) {
         mixed += story.substr(random() % 10000, random() % 20000);
         mixed += std::string(random() % 3000, "  \0\xFF\xE2"[random() % 5]);
@@ -455,13 +466,8 @@ TEST(EvalText, PeakMemoryIsAtMostFiveBytesPerInputByte)
         GTEST_SKIP() << "needs /usr/bin/time (Debian: apt-get install time) to measure a run's peak RSS";
     TempDir dir;
     constexpr size_t small = size_t{1} << 20, size = size_t{4} << 20;
-    const auto story =
-        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
-    std::string text;
-    text.reserve(size);
-    while (text.size() < size)
-        text += story;
-    text.resize(size);
+    const auto story = heldout_story();
+    std::string text = story_of_size(story, size);
     write(dir / "text.txt", text);
     write(dir / "text-small.txt", text.substr(0, small));
     write(dir / "nul.txt", std::string(size, '\0'));
@@ -529,8 +535,7 @@ TEST(EvalText, DecodedBytesCountedChunkByChunkAreTheWholeDecodesBytes)
         tokenizers.push_back(embedlab::test::shared_dir() / "models/tinygpt2-f16");
         tokenizers.push_back(embedlab::test::shared_dir() / "models/tinyllama");
     }
-    const auto story =
-        embedlab::test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) / "resources/texts/tinystories-heldout.txt");
+    const auto story = heldout_story();
     const std::string text =
         " " + story.substr(0, 3000) + std::string(40, '\0') + " naïve café 日本語 Ωμέγα " +
         "\xF0\x9F\x98\x80\xF0\x9F\x98\x80 straße\xE2\x96\x81 x" + story.substr(3000, 2000);

@@ -303,11 +303,10 @@ Json evaluated_json(const PerplexityResult& r)
     return j;
 }
 
-// The manifest's evaluation block (METHODS 0), as `compress --eval-text` has always written it.
-Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const PerplexityResult& baseline,
-                     const PerplexityResult& compressed)
+// What an evaluation block says of its input: the text (path, sha256) or the request's ids,
+// and how many of them were evaluated when eval_tokens cut the text.
+void add_evaluated_input(Json& j, const CompressionRequest& r, const EvalInput& e)
 {
-    Json j;
     if (!r.eval_text.empty()) {
         j["text"] = fs::absolute(r.eval_text).lexically_normal().string();
         j["text_sha256"] = sha256_file(r.eval_text);
@@ -316,6 +315,14 @@ Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const Perp
     }
     if (static_cast<int64_t>(e.ids.size()) < e.text_ids)
         j["first_ids"] = e.ids.size(); // eval_tokens cut the text
+}
+
+// The manifest's evaluation block (METHODS 0), as `compress --eval-text` has always written it.
+Json evaluation_json(const CompressionRequest& r, const EvalInput& e, const PerplexityResult& baseline,
+                     const PerplexityResult& compressed)
+{
+    Json j;
+    add_evaluated_input(j, r, e);
     j["tokens"] = compressed.tokens;
     if (compressed.scored_bytes > 0)
         j["scored_bytes"] = compressed.scored_bytes;
@@ -334,14 +341,7 @@ Json masked_lm_evaluation_json(const CompressionRequest& r, const EvalInput& e,
                                const MaskedLmResult& baseline, const MaskedLmResult& compressed)
 {
     Json j = {{"kind", "pseudo-perplexity"}};
-    if (!r.eval_text.empty()) {
-        j["text"] = fs::absolute(r.eval_text).lexically_normal().string();
-        j["text_sha256"] = sha256_file(r.eval_text);
-    } else {
-        j["ids"] = "eval_ids of the request";
-    }
-    if (static_cast<int64_t>(e.ids.size()) < e.text_ids)
-        j["first_ids"] = e.ids.size(); // eval_tokens cut the text
+    add_evaluated_input(j, r, e);
     j["tokens"] = compressed.masked;
     j["ctx"] = e.masked.ctx;
     const auto figures = [&](const MaskedLmResult& m) {
