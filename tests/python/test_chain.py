@@ -3,6 +3,7 @@ runs the CLI's `compress --method trim ... --then pca ... --then-store q8_0` thr
 engine call (run_pipeline), so its record, its directory and its refusals are the CLI's."""
 
 import json
+import os
 import re
 
 import pytest
@@ -62,9 +63,9 @@ def test_a_chains_directory_is_the_clis(chain_pair):
     manifest = json.loads((folder / "python" / "embedlab.json").read_text())
     assert chain.manifest == manifest
     cli_manifest = json.loads((folder / "cli" / "embedlab.json").read_text())
-    # source.path names each run's own intermediate (trimmed) directory, removed after it.
+    # source.path names the model the chain started from, not its removed trimmed copy.
     for m in (manifest, cli_manifest):
-        assert m["source"].pop("path").endswith("/trimmed")
+        assert m["source"]["path"] == os.path.normpath(os.path.abspath(MODEL))
     assert comparable(manifest) == comparable(cli_manifest)
     for name in ("model.safetensors", "tokenizer.json", "vocab.json", "merges.txt", "config.json"):
         assert (folder / "python" / name).read_bytes() == (folder / "cli" / name).read_bytes(), name
