@@ -542,39 +542,3 @@ TEST(LaptopScreen, TheDamagePlotIsReadableEmptyAndMeasured)
     EXPECT_TRUE(plot->legend->visible());
     expect_readable_plot(plot, "damage, one run");
 }
-
-// No control drawn over another: at 1366x768 a row too wide for the window squeezed
-// "Colour by"'s box under "Density shading" on the LLE tab (t-SNE's settings now have a row).
-TEST(LaptopScreen, NoControlIsDrawnOverAnotherOnAnyTab)
-{
-    MainWindow window;
-    show_on_laptop(window);
-    embedlab::test::open_bundled(window); // the boxes' contents are the model's (their widths)
-    window.resize(kScreenWidth, kScreenHeight);
-    for (const QString& name : MainWindow::viewNames()) {
-        ASSERT_TRUE(window.showView(name)) << name.toStdString();
-        ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }, 300000));
-        QApplication::processEvents();
-        std::vector<QWidget*> controls;
-        for (QWidget* w : window.findChildren<QWidget*>())
-            if (w->isVisible() && (qobject_cast<QAbstractButton*>(w) || qobject_cast<QComboBox*>(w) ||
-                                   qobject_cast<QAbstractSpinBox*>(w) || qobject_cast<QLineEdit*>(w)))
-                if (!qobject_cast<QComboBox*>(w->parentWidget()) &&
-                    !qobject_cast<QAbstractSpinBox*>(w->parentWidget()))
-                    controls.push_back(w);
-        for (size_t i = 0; i < controls.size(); ++i)
-            for (size_t j = i + 1; j < controls.size(); ++j) {
-                QWidget* a = controls[i];
-                QWidget* b = controls[j];
-                if (a->parentWidget() != b->parentWidget())
-                    continue; // only siblings share a layout
-                EXPECT_FALSE(a->geometry().intersects(b->geometry()))
-                    << name.toStdString() << ": '" << a->objectName().toStdString() << "' ("
-                    << a->metaObject()->className() << ") at " << a->geometry().x() << ","
-                    << a->geometry().y() << " " << a->width() << "x" << a->height() << " over '"
-                    << b->objectName().toStdString() << "' (" << b->metaObject()->className() << ") at "
-                    << b->geometry().x() << "," << b->geometry().y() << " " << b->width() << "x"
-                    << b->height();
-            }
-    }
-}

@@ -306,21 +306,17 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     sample_->setValue(5000);
     sample_->setPrefix("sample ");
     sample_->setGroupSeparatorShown(true);
-    // Third row: t-SNE's settings beside the layout's note (on the second row they squeezed
-    // "Colour by" under "Density shading" at 1366 px).
-    auto* tsne_row = new QHBoxLayout;
     for (QWidget* w : std::initializer_list<QWidget*>{perplexity_, iterations_, seed_, sample_})
-        tsne_row->addWidget(w);
+        map_row->addWidget(w);
     auto* run_tsne = new QPushButton("Compute t-SNE", this);
     run_tsne->setToolTip("Barnes-Hut t-SNE (van der Maaten 2014) over the sample, on the table's first 50 "
                          "principal components; early exaggeration 12 for 250 iterations");
     connect(run_tsne, &QPushButton::clicked, this, &NeighbourGraphView::requestLayout);
-    tsne_row->addWidget(run_tsne);
-    tsne_row->addWidget(layout_note_, 1);
+    map_row->addWidget(run_tsne);
     map_row->addStretch(1);
     auto* frame = qobject_cast<QVBoxLayout*>(layout());
     frame->addLayout(map_row);
-    frame->addLayout(tsne_row);
+    frame->addWidget(layout_note_);
     connect(colour_, &QComboBox::currentIndexChanged, this, [this] {
         drawValues();
         fillChosenList();
