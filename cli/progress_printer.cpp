@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <string>
 
 #include <unistd.h>
 
@@ -50,14 +51,16 @@ bool ProgressPrinter::report(int64_t done, int64_t total)
     if (quiet_ || total <= 0)
         return true;
     const int percent = static_cast<int>(100 * done / total);
+    // Counts in "%" units are shares of the stage's work: "(1000/2000 %)" says nothing more.
+    const std::string counts =
+        unit_ == "%" ? std::string()
+                     : " (" + std::to_string(done) + "/" + std::to_string(total) + " " + unit_ + ")";
     if (tty_) {
-        std::fprintf(stderr, "\r%s: %3d%% (%lld/%lld %s)", what_.c_str(), percent,
-                     static_cast<long long>(done), static_cast<long long>(total), unit_.c_str());
+        std::fprintf(stderr, "\r%s: %3d%%%s", what_.c_str(), percent, counts.c_str());
         drew_ = true;
     } else if (percent / 10 != last_decile_) {
         last_decile_ = percent / 10;
-        std::fprintf(stderr, "%s: %d%% (%lld/%lld %s)\n", what_.c_str(), percent,
-                     static_cast<long long>(done), static_cast<long long>(total), unit_.c_str());
+        std::fprintf(stderr, "%s: %d%%%s\n", what_.c_str(), percent, counts.c_str());
     }
     std::fflush(stderr);
     return true;
