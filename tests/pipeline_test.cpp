@@ -130,6 +130,12 @@ TEST(Pipeline, AChainsRecordCountsTheWholeChainAgainstTheOriginalAsStored)
     // The directory names the model the chain started from, not the removed trimmed copy.
     const OJson source = chain_read_json(c.out / "embedlab.json")["source"];
     EXPECT_EQ(source["path"], fs::absolute(chain_model()).lexically_normal().string());
+    // ...while its digests are the trimmed files', whose tensors the directory holds.
+    EXPECT_EQ(source["trimmed_by"], "pipeline (its trim step; files: the trimmed model's)");
+    ASSERT_FALSE(source["files"].empty());
+    EXPECT_EQ(source["files"][0]["file"], "model.safetensors");
+    EXPECT_NE(source["files"][0]["sha256"], embedlab::sha256_file(chain_model() / "model.safetensors"));
+    EXPECT_EQ(source["files"][0]["sha256"].get<std::string>().size(), 64u);
     const int64_t K = block["vocab_size"]["after"];
     EXPECT_EQ(K, block["trim"]["kept_tokens"].get<int64_t>());
     EXPECT_EQ(s.params_before, 50257 * 128);            // the original table

@@ -14,7 +14,6 @@
 #include "embedlab/file_output.hpp"
 #include "embedlab/model_files.hpp"
 #include "embedlab/text_format.hpp"
-#include "model/manifest_support.hpp"
 
 namespace embedlab {
 
@@ -365,10 +364,9 @@ PipelineResult run_pipeline(const PipelineRequest& p, const fs::path& out, const
     result.summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     run.extra["pipeline"] = pipeline_block(p, trim, result.summary);
     // The model the chain started from, not the trimmed copy in the removed working directory
-    // (the digests stay the trimmed files', whose tensors `out` holds).
-    run.extra["source"] = detail::source_json(run.model);
-    run.extra["source"]["path"] = fs::absolute(p.request.model).lexically_normal().string();
-    run.extra["source"]["trimmed_by"] = "pipeline (its trim step; files: the trimmed model's)";
+    // (the manifest's digests stay the trimmed files', whose tensors `out` holds).
+    run.extra["source"] = {{"path", fs::absolute(p.request.model).lexically_normal().string()},
+                           {"trimmed_by", "pipeline (its trim step; files: the trimmed model's)"}};
     result.record = run_json(run);
     result.record["request"] = pipeline_json(p);
     result.record["summary"] = summary_json(result.summary);

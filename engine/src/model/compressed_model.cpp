@@ -210,9 +210,10 @@ Json save_compressed_model(const LoadedModel& source, const CompressedEmbedding&
     manifest["created"] = utc_now();
     if (!options.evaluation.is_null())
         manifest["evaluation"] = options.evaluation;
+    // An object in `extra` adds to the manifest's object of that name (a chain's
+    // source.path) rather than replacing it: its file digests are computed once.
     if (options.extra.is_object())
-        for (const auto& [key, value] : options.extra.items())
-            manifest[key] = value;
+        manifest.update(options.extra, /*merge_objects=*/true);
 
     if (options.dense) {
         const fs::path dense = dir.path() / "dense";
