@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -16,8 +18,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "embedlab/divergence_report.hpp"
 #include "embedlab/error.hpp"
+#include "embedlab/eval.hpp"
 #include "embedlab/slurm.hpp"
+#include "embedlab/token_damage.hpp"
 #include "embedlab/tokenizer.hpp"
 #include "eval/decoded_size.hpp"
 #include "test_support.hpp"
@@ -460,7 +465,7 @@ void write_small_tokenizers(const fs::path& dir)
 // the forward pass costs little beside the text: byte-level BPE and SentencePiece with
 // the small vocabularies above (one id per NUL, about one per byte of the story) on a
 // 300-token model; WordPiece with bert-cls's vocabulary (as the tokenize test; a
-// character-level WordPiece vocabulary costs the tokenizer itself more than 5) on a
+// character-level one is Tokenize.ACharacterLevelWordPieceVocabulary...) on a
 // 2000-token model. Measured per byte between the first MiB of each text and 4 MiB of
 // it: the tokenizers' fixed buffers (WordPiece's 1 MiB parts: about 15 MB) are in both,
 // the growth is per byte. 4 MiB (not tokenize's 24), one run per family, keeps it to about 40 s;
@@ -524,6 +529,151 @@ TEST(EvalText, PeakMemoryIsAtMostFiveBytesPerInputByte)
         EXPECT_GE(embedlab::load_tokenizer_from_directory(dir / family)->encode(sample).size(),
                   9 * sample.size() / 10)
             << family;
+}
+
+// A GPT-2 decoder of width 8 and one layer over `vocab` tokens, written to `dir`: cheap
+// enough that the text, not the forward pass, is what a run holds.
+fs::path write_small_decoder(const fs::path& dir, int64_t vocab, uint64_t seed)
+{
+    embedlab::ModelConfig c = embedlab::test::tiny_config(embedlab::Architecture::GPT2);
+    c.vocab_size = vocab;
+    c.hidden_size = 8;
+    c.num_layers = 1;
+    c.num_heads = 1;
+    c.intermediate_size = 16;
+    c.max_positions = 128;
+    return embedlab::test::write_tiny_hf_model(dir, c, embedlab::test::random_weights(c, seed));
+}
+
+// A character-level WordPiece vocabulary (each letter a token, about 0.8 ids per byte of
+// the story) held its ids at 7.2-9 bytes per input byte: the ids outgrew a quarter-id-
+// per-byte guess twice and the heap kept each outgrown block (init_runtime keeps freed
+// blocks resident). Now room for one id per byte is reserved at once: the text and its
+// int32 ids, at most 5. Measured between 4 and 24 MiB of the story, so the tokenizer's
+// fixed buffers (1 MiB parts) are in both: 7.19 bytes per byte before (144 MB for the
+// 20 MiB more, over the 108 MB bound), 4.17 after.
+TEST(Tokenize, ACharacterLevelWordPieceVocabularyIsAtMostFiveBytesPerInputByte)
+{
+    if (const char* why = peak_rss_unmeasurable())
+        GTEST_SKIP() << why;
+    TempDir dir;
+    constexpr size_t small = size_t{4} << 20, size = size_t{24} << 20;
+    const auto story = heldout_story();
+    std::string text = story_of_size(story, size);
+    write(dir / "text.txt", text);
+    write(dir / "text-small.txt", text.substr(0, small));
+    text = {};
+    write_small_tokenizers(dir.path());
+    const fs::path model = write_small_decoder(dir / "model", 300, 7);
+    const auto tokenize = [&](const std::string& file) {
+        return cli_peak_bytes({"tokenize", model.string(), "--tokenizer", (dir / "wordpiece").string(),
+                               "--text", (dir / file).string()},
+                              dir.path());
+    };
+    const long long baseline = tokenize("text-small.txt"), peak = tokenize("text.txt");
+    const double per_byte = static_cast<double>(peak - baseline) / static_cast<double>(size - small);
+    std::printf(
+        "tokenize, character-level WordPiece: %.2f bytes per input byte (%lld MB more for 20 MiB more)\n",
+        per_byte, (peak - baseline) >> 20);
+    EXPECT_LE(peak - baseline, 5LL * static_cast<long long>(size - small) + (8LL << 20))
+        << per_byte << " bytes per input byte";
+    // The costly case: most bytes are an id.
+    const auto sample = story.substr(0, 20000);
+    EXPECT_GE(embedlab::load_tokenizer_from_directory(dir / "wordpiece")->encode(sample).size(),
+              7 * sample.size() / 10);
+}
+
+// eval --reference kept every scored position's ids, NLLs, KL and agreement (and
+// copies for the statistics): 75.7 bytes per scored position. Now 16 (its KL and
+// Delta-p in float64, which the percentiles need exactly), plus the ids (4) and the ids
+// file read (2 bytes an id here): at most 32 allowed. Ids of a 16-token vocabulary,
+// so two tiny decoders score 768 Ki positions in seconds; measured between 256 Ki
+// and 1 Mi ids: 75.7 bytes per position before (57 MB, over the 33 MB bound), 22 after.
+TEST(EvalText, AReferenceReportIsAtMost32BytesPerScoredPosition)
+{
+    if (const char* why = peak_rss_unmeasurable())
+        GTEST_SKIP() << why;
+    TempDir dir;
+    constexpr size_t small = size_t{1} << 18, size = size_t{1} << 20;
+    std::mt19937 random(57);
+    std::string ids;
+    for (size_t i = 0; i < size; ++i) {
+        ids += std::to_string(random() % 16);
+        ids += ' ';
+        if (i + 1 == small)
+            write(dir / "ids-small.txt", ids);
+    }
+    write(dir / "ids.txt", ids);
+    ids = {};
+    const fs::path model = write_small_decoder(dir / "model", 16, 7),
+                   reference = write_small_decoder(dir / "reference", 16, 8);
+    const auto eval = [&](const std::string& file) {
+        return cli_peak_bytes({"eval", model.string(), "--reference", reference.string(), "--ids",
+                               (dir / file).string(), "--ctx", "128", "--quiet", "--json"},
+                              dir.path());
+    };
+    const long long baseline = eval("ids-small.txt"), peak = eval("ids.txt");
+    const auto positions = static_cast<double>(size - small); // ctx 128: all but one id a window
+    const double per_position = static_cast<double>(peak - baseline) / positions;
+    std::printf("eval --reference: %.2f bytes per scored position (%lld MB more for %.0f more)\n",
+                per_position, (peak - baseline) >> 20, positions);
+    EXPECT_LE(static_cast<double>(peak - baseline), 32 * positions + (8 << 20))
+        << per_position << " bytes per scored position";
+}
+
+// The report eval --reference prints is evaluate_divergence then token_damage, bit for
+// bit: every statistic, every token's counts, cosine and KL, every bucket, with windows
+// that overlap (stride < ctx) and without, and ids whose counts fill many buckets.
+TEST(EvalText, TheReferenceReportIsTheDivergenceThenTheDamageBitForBit)
+{
+    TempDir dir;
+    const auto model =
+        embedlab::load_model(write_small_decoder(dir / "model", 64, 7), {.need_tokenizer = false});
+    const auto reference =
+        embedlab::load_model(write_small_decoder(dir / "reference", 64, 8), {.need_tokenizer = false});
+    std::mt19937 random(60);
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 5000; ++i) // skewed: id k about twice as often as id k + 1, for the first ids
+        ids.push_back(static_cast<int32_t>(
+            std::min<uint32_t>(63, std::countr_zero(random() | 1u << 31) * 3 + random() % 3)));
+    const auto same_bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+    };
+    for (const auto& [ctx, stride] : {std::pair{64, 64}, std::pair{48, 17}, std::pair{100, 99}}) {
+        const embedlab::PerplexityOptions options{.ctx = ctx, .stride = stride};
+        const auto d = embedlab::evaluate_divergence(*model.model, *reference.model, ids, options);
+        const auto damage = embedlab::token_damage(*model.model, *reference.model, d.positions);
+        const auto report =
+            embedlab::evaluate_divergence_report(*model.model, *reference.model, ids, options);
+        const auto& r = report.divergence;
+        const std::string where = "ctx " + std::to_string(ctx) + " stride " + std::to_string(stride);
+        EXPECT_EQ(embedlab::divergence_json(r).dump(), embedlab::divergence_json(d).dump()) << where;
+        for (const auto& [got, want] : {std::pair{r.ppl, d.ppl},
+                                        {r.reference_ppl, d.reference_ppl},
+                                        {r.delta_ln_ppl, d.delta_ln_ppl},
+                                        {r.kl_mean, d.kl_mean},
+                                        {r.kl_median, d.kl_median},
+                                        {r.top1_agreement, d.top1_agreement}})
+            EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << where;
+        EXPECT_EQ(r.tokens, d.tokens) << where;
+        EXPECT_EQ(r.windows, d.windows) << where;
+        EXPECT_EQ(r.ctx, d.ctx) << where;
+        EXPECT_EQ(r.stride, d.stride) << where;
+        EXPECT_EQ(r.positions.size(), 0u) << where;
+        EXPECT_EQ(embedlab::token_damage_buckets_json(report.damage).dump(),
+                  embedlab::token_damage_buckets_json(damage).dump())
+            << where;
+        EXPECT_GE(damage.buckets.size(), 6u) << where; // counts from 0 to hundreds
+        EXPECT_TRUE(same_bits(report.damage.cosine, damage.cosine)) << where;
+        EXPECT_TRUE(same_bits(report.damage.kl_as_target, damage.kl_as_target)) << where;
+        EXPECT_TRUE(same_bits(report.damage.kl_as_input, damage.kl_as_input)) << where;
+        EXPECT_EQ(report.damage.target_count, damage.target_count) << where;
+        EXPECT_EQ(report.damage.input_count, damage.input_count) << where;
+        EXPECT_EQ(report.damage.bucket, damage.bucket) << where;
+        EXPECT_EQ(embedlab::token_damage_csv(report.damage, nullptr),
+                  embedlab::token_damage_csv(damage, nullptr))
+            << where;
+    }
 }
 
 // Bits per byte counts the bytes decode gives a chunk of ids at a time: the count equals

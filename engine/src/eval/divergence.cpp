@@ -2,11 +2,14 @@
 // the perplexity protocol's windows (METHODS.md 0).
 #include <chrono>
 #include <cmath>
+#include <utility>
 
+#include "embedlab/divergence_report.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/json_members.hpp"
 #include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
+#include "eval/token_damage_passes.hpp"
 #include "eval/token_windows.hpp"
 
 namespace embedlab {
@@ -46,12 +49,13 @@ void detail::for_each_scored_window(const LanguageModel& model, const LanguageMo
     }
 }
 
-DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageModel& reference,
-                                     std::span<const int32_t> ids, const PerplexityOptions& options,
-                                     const ProgressFn& progress)
+namespace {
+
+// The protocol's context and stride for the two models; InputError when the
+// vocabularies differ or ctx exceeds either model's context.
+std::pair<int64_t, int64_t> checked_ctx_stride(const LanguageModel& model, const LanguageModel& reference,
+                                               const PerplexityOptions& options)
 {
-    c10::InferenceMode guard;
-    const auto t0 = std::chrono::steady_clock::now();
     const int64_t V = model.config().vocab_size;
     if (reference.config().vocab_size != V)
         throw InputError("the reference model has a vocabulary of " +
@@ -62,6 +66,24 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
         if (ctx > m->max_context())
             throw InputError("--ctx " + std::to_string(ctx) + " exceeds the " +
                              std::to_string(m->max_context()) + "-token context it was trained for");
+    return {ctx, stride};
+}
+
+// Target ids' negative log-probabilities [n] from log-probabilities [n, V].
+torch::Tensor target_nll(const torch::Tensor& logp, const torch::Tensor& targets)
+{
+    return -logp.gather(1, targets.unsqueeze(1)).squeeze(1).contiguous();
+}
+
+} // namespace
+
+DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageModel& reference,
+                                     std::span<const int32_t> ids, const PerplexityOptions& options,
+                                     const ProgressFn& progress)
+{
+    c10::InferenceMode guard;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto [ctx, stride] = checked_ctx_stride(model, reference, options);
     DivergenceResult r;
     auto& s = r.positions;
     detail::for_each_scored_window(
@@ -71,8 +93,8 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
             const int64_t n = targets.size(0);
             const auto same = logp.argmax(-1).eq(logq.argmax(-1)).to(torch::kUInt8).contiguous();
             append(s.kl, kl);
-            append(s.nll, -logp.gather(1, targets.unsqueeze(1)).squeeze(1).contiguous());
-            append(s.reference_nll, -logq.gather(1, targets.unsqueeze(1)).squeeze(1).contiguous());
+            append(s.nll, target_nll(logp, targets));
+            append(s.reference_nll, target_nll(logq, targets));
             append(s.same_top, same);
             const auto* t = ids.data() + w.start + w.first_scored;
             s.input.insert(s.input.end(), t, t + n);
@@ -86,6 +108,65 @@ DivergenceResult evaluate_divergence(const LanguageModel& model, const LanguageM
     r.stride = stride;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
+}
+
+DivergenceReport evaluate_divergence_report(const LanguageModel& model, const LanguageModel& reference,
+                                            std::span<const int32_t> ids, const PerplexityOptions& options,
+                                            const ProgressFn& progress)
+{
+    c10::InferenceMode guard;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto [ctx, stride] = checked_ctx_stride(model, reference, options);
+    const int64_t V = model.config().vocab_size;
+    // Position p of a window reads ids[w.start + w.first_scored + p] and predicts the next id.
+    const auto windows = perplexity_windows(static_cast<int64_t>(ids.size()), ctx, stride);
+    size_t positions = 0;
+    for (const auto& w : windows)
+        positions += static_cast<size_t>(w.length - 1 - w.first_scored);
+    DivergenceReport report;
+    DivergenceResult& r = report.divergence;
+    detail::DivergenceSums sums;
+    std::vector<double> kl_values, delta_p;
+    kl_values.reserve(positions); // exact: no outgrown blocks left in the heap
+    delta_p.reserve(positions);
+    std::vector<int64_t> same_as_target(static_cast<size_t>(V), 0);
+    detail::for_each_scored_window(
+        model, reference, ids, ctx, stride, progress,
+        [&](const EvalWindow& w, const torch::Tensor& logp, const torch::Tensor& logq,
+            const torch::Tensor& kl, const torch::Tensor& targets) {
+            const int64_t n = targets.size(0);
+            const auto same = logp.argmax(-1).eq(logq.argmax(-1)).to(torch::kUInt8).contiguous();
+            const auto nll = target_nll(logp, targets), reference_nll = target_nll(logq, targets);
+            const double *k = kl.data_ptr<double>(), *p = nll.data_ptr<double>(),
+                         *q = reference_nll.data_ptr<double>();
+            const uint8_t* agree = same.data_ptr<uint8_t>();
+            const int32_t* target = ids.data() + w.start + w.first_scored + 1;
+            for (int64_t j = 0; j < n; ++j) {
+                kl_values.push_back(k[j]);
+                delta_p.push_back(sums.add(p[j], q[j], k[j], agree[j] != 0));
+                if (agree[j] && target[j] >= 0 && target[j] < V)
+                    ++same_as_target[static_cast<size_t>(target[j])];
+            }
+            r.window_kl_mean.push_back(kl.mean().item<double>());
+            r.window_top1.push_back(same.to(torch::kDouble).mean().item<double>());
+            ++r.windows;
+        });
+    report.damage = detail::token_damage_over(
+        model, reference, positions,
+        [&](const detail::DamagePositionFn& each) {
+            size_t i = 0;
+            for (const auto& w : windows) {
+                const int32_t* input = ids.data() + w.start + w.first_scored;
+                for (int64_t j = 0, n = w.length - 1 - w.first_scored; j < n; ++j)
+                    each(input[j], input[j + 1], kl_values[i++]);
+            }
+        },
+        same_as_target);
+    detail::fill_divergence_statistics(r, sums, kl_values, delta_p); // sorts both
+    r.ctx = ctx;
+    r.stride = stride;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return report;
 }
 
 nlohmann::ordered_json divergence_json(const DivergenceResult& d)

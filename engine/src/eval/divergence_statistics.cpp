@@ -56,8 +56,8 @@ double median(const std::vector<double>& sorted)
     return n % 2 == 0 ? 0.5 * (sorted[n / 2] + sorted[n / 2 - 1]) : sorted[n / 2];
 }
 
-// Sorts `values` and writes its maximum, median, minimum and the percentiles asked for.
-void summarise(std::vector<double> values, double& max, double& med, double& min,
+// Sorts `values` (in place) and writes its maximum, median, minimum and the percentiles asked for.
+void summarise(std::vector<double>& values, double& max, double& med, double& min,
                std::initializer_list<std::pair<float, double*>> percentiles)
 {
     std::sort(values.begin(), values.end());
@@ -70,29 +70,46 @@ void summarise(std::vector<double> values, double& max, double& med, double& min
 
 } // namespace
 
+double DivergenceSums::add(double nll, double reference_nll, double kl, bool same_top)
+{
+    nll_ += nll;
+    nll2_ += nll * nll;
+    base_ += reference_nll;
+    base2_ += reference_nll * reference_nll;
+    nll_base_ += nll * reference_nll;
+    kld_ += kl;
+    kld2_ += kl * kl;
+    const double delta_p = std::exp(-nll) - std::exp(-reference_nll);
+    dp_ += delta_p;
+    dp2_ += delta_p * delta_p;
+    dp4_ += delta_p * delta_p * delta_p * delta_p;
+    same_ += same_top ? 1 : 0;
+    ++count_;
+    return delta_p;
+}
+
 void fill_divergence_statistics(DivergenceResult& r)
 {
     const ScoredPositions& s = r.positions;
-    const size_t n = s.size();
+    DivergenceSums sums;
+    std::vector<double> delta_p;
+    delta_p.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i)
+        delta_p.push_back(sums.add(s.nll[i], s.reference_nll[i], s.kl[i], s.same_top[i] != 0));
+    std::vector<double> kl = s.kl;
+    fill_divergence_statistics(r, sums, kl, delta_p);
+}
+
+void fill_divergence_statistics(DivergenceResult& r, const DivergenceSums& sums, std::vector<double>& kl,
+                                std::vector<double>& delta_p)
+{
+    const size_t n = sums.count_;
     if (n == 0)
         throw InputError("divergence: no scored positions");
-    double nll = 0, nll2 = 0, base = 0, base2 = 0, nll_base = 0, kld = 0, kld2 = 0, dp = 0, dp2 = 0, dp4 = 0;
-    size_t same = 0;
-    std::vector<double> delta_p(n);
-    for (size_t i = 0; i < n; ++i) {
-        nll += s.nll[i];
-        nll2 += s.nll[i] * s.nll[i];
-        base += s.reference_nll[i];
-        base2 += s.reference_nll[i] * s.reference_nll[i];
-        nll_base += s.nll[i] * s.reference_nll[i];
-        kld += s.kl[i];
-        kld2 += s.kl[i] * s.kl[i];
-        delta_p[i] = std::exp(-s.nll[i]) - std::exp(-s.reference_nll[i]);
-        dp += delta_p[i];
-        dp2 += delta_p[i] * delta_p[i];
-        dp4 += delta_p[i] * delta_p[i] * delta_p[i] * delta_p[i];
-        same += s.same_top[i];
-    }
+    const double nll = sums.nll_, nll2 = sums.nll2_, base = sums.base_, base2 = sums.base2_,
+                 nll_base = sums.nll_base_, kld = sums.kld_, kld2 = sums.kld2_, dp = sums.dp_,
+                 dp2 = sums.dp2_, dp4 = sums.dp4_;
+    const size_t same = sums.same_;
     r.tokens = static_cast<int64_t>(n);
 
     const auto log_ppl = mean_and_uncertainty(nll, nll2, n);
@@ -120,7 +137,7 @@ void fill_divergence_statistics(DivergenceResult& r)
     const auto kl_mean = mean_and_uncertainty(kld, kld2, n);
     r.kl_mean = kl_mean.mean;
     r.kl_mean_uncertainty = kl_mean.uncertainty;
-    summarise(s.kl, r.kl_max, r.kl_median, r.kl_min,
+    summarise(kl, r.kl_max, r.kl_median, r.kl_min,
               {{0.999f, &r.kl_p999},
                {0.990f, &r.kl_p99},
                {0.950f, &r.kl_p95},
@@ -133,7 +150,7 @@ void fill_divergence_statistics(DivergenceResult& r)
     const auto p_diff = mean_and_uncertainty(dp, dp2, n);
     r.delta_p_mean = p_diff.mean;
     r.delta_p_mean_uncertainty = p_diff.uncertainty;
-    summarise(std::move(delta_p), r.delta_p_max, r.delta_p_median, r.delta_p_min,
+    summarise(delta_p, r.delta_p_max, r.delta_p_median, r.delta_p_min,
               {{0.999f, &r.delta_p_p999},
                {0.990f, &r.delta_p_p99},
                {0.950f, &r.delta_p_p95},

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "embedlab/eval.hpp"
 
@@ -29,8 +30,29 @@ void for_each_scored_window(const LanguageModel& model, const LanguageModel& ref
                             std::span<const int32_t> ids, int64_t ctx, int64_t stride,
                             const ProgressFn& progress, const ScoredWindowFn& each);
 
-// Fills every statistic of `r` from r.positions (tokens included); InputError
+// The running float64 sums of llama.cpp's statistics, a position at a time in scoring
+// order: the same additions in the same order wherever the positions come from, so the
+// same bits.
+class DivergenceSums {
+public:
+    // Adds one scored position; returns its Delta-p, p_model(target) - p_reference(target).
+    double add(double nll, double reference_nll, double kl, bool same_top);
+    size_t count() const { return count_; }
+
+private:
+    friend void fill_divergence_statistics(DivergenceResult&, const DivergenceSums&, std::vector<double>&,
+                                           std::vector<double>&);
+    double nll_ = 0, nll2_ = 0, base_ = 0, base2_ = 0, nll_base_ = 0, kld_ = 0, kld2_ = 0, dp_ = 0, dp2_ = 0,
+           dp4_ = 0;
+    size_t same_ = 0, count_ = 0;
+};
+
+// Fills every statistic of `r` (tokens included) from the sums and every position's KL
+// and Delta-p, in any order (sorted here, in place, for the percentiles); InputError
 // when there are no positions.
+void fill_divergence_statistics(DivergenceResult& r, const DivergenceSums& sums, std::vector<double>& kl,
+                                std::vector<double>& delta_p);
+// The same from r.positions, which it leaves as they are.
 void fill_divergence_statistics(DivergenceResult& r);
 
 } // namespace embedlab::detail

@@ -76,6 +76,9 @@ std::vector<int32_t> read_ids_file(const std::filesystem::path& file)
     } else {
         const char* p = bytes.data() + first;
         const char* end = bytes.data() + bytes.size();
+        // Each id but the last takes a digit and a separator: the ids never outgrow this
+        // (doubling left each outgrown block resident in the heap, issue 57).
+        ids.reserve((bytes.size() - first) / 2 + 1);
         while (p < end) {
             int64_t x = 0;
             auto [q, ec] = std::from_chars(p, end, x);

@@ -1,8 +1,12 @@
 // Per-token damage of a compressed table (token_damage.hpp).
 #include "embedlab/token_damage.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+
+#include "eval/token_damage_passes.hpp"
 
 namespace embedlab {
 
@@ -66,8 +70,9 @@ std::string TokenDamageBucket::label() const
                                   : std::to_string(min_count) + "-" + std::to_string(max_count);
 }
 
-TokenDamage token_damage(const LanguageModel& model, const LanguageModel& reference,
-                         const ScoredPositions& positions)
+TokenDamage detail::token_damage_over(const LanguageModel& model, const LanguageModel& reference,
+                                      size_t positions, const ForEachDamagePosition& for_each_position,
+                                      const std::vector<int64_t>& same_as_target)
 {
     c10::InferenceMode guard;
     const int64_t V = model.config().vocab_size;
@@ -75,23 +80,25 @@ TokenDamage token_damage(const LanguageModel& model, const LanguageModel& refere
         throw InputError("token damage: the reference has a vocabulary of " +
                          std::to_string(reference.config().vocab_size) + " tokens, the model " +
                          std::to_string(V));
-    const size_t N = positions.size();
-    for (size_t i = 0; i < N; ++i)
-        for (const int32_t id : {positions.input[i], positions.target[i]})
-            if (id < 0 || id >= V)
-                throw InputError("token damage: scored position " + std::to_string(i) + " has id " +
-                                 std::to_string(id) + ", outside the vocabulary of " + std::to_string(V));
     TokenDamage d;
-    d.cosine = row_cosines(model.token_embedding(), reference.token_embedding(), V);
     d.target_count.assign(V, 0);
     d.input_count.assign(V, 0);
     std::vector<double> kl_target(V, 0.0), kl_input(V, 0.0);
-    for (size_t i = 0; i < N; ++i) {
-        ++d.target_count[positions.target[i]];
-        kl_target[positions.target[i]] += positions.kl[i];
-        ++d.input_count[positions.input[i]];
-        kl_input[positions.input[i]] += positions.kl[i];
-    }
+    size_t i = 0;
+    for_each_position([&](int32_t input, int32_t target, double kl) {
+        for (const int32_t id : {input, target})
+            if (id < 0 || id >= V)
+                throw InputError("token damage: scored position " + std::to_string(i) + " has id " +
+                                 std::to_string(id) + ", outside the vocabulary of " + std::to_string(V));
+        ++i;
+        ++d.target_count[target];
+        kl_target[target] += kl;
+        ++d.input_count[input];
+        kl_input[input] += kl;
+    });
+    if (i != positions || static_cast<int64_t>(same_as_target.size()) != V)
+        throw std::logic_error("token damage: the positions and their counts disagree");
+    d.cosine = row_cosines(model.token_embedding(), reference.token_embedding(), V);
     d.kl_as_target.resize(V);
     d.kl_as_input.resize(V);
     d.bucket.resize(V);
@@ -103,8 +110,8 @@ TokenDamage token_damage(const LanguageModel& model, const LanguageModel& refere
         last = std::max(last, d.bucket[id]);
     }
     struct Sums {
-        double cosine = 0, kl_target = 0, kl_input = 0, same = 0;
-        int64_t inputs = 0;
+        double cosine = 0, kl_target = 0, kl_input = 0;
+        int64_t same = 0, inputs = 0; // whole counts: the same in any order
     };
     std::vector<Sums> sums(last + 1);
     d.buckets.resize(last + 1);
@@ -115,23 +122,41 @@ TokenDamage token_damage(const LanguageModel& model, const LanguageModel& refere
     for (int64_t id = 0; id < V; ++id) {
         ++d.buckets[d.bucket[id]].tokens;
         sums[d.bucket[id]].cosine += d.cosine[id];
+        sums[d.bucket[id]].same += same_as_target[id];
     }
-    for (size_t i = 0; i < N; ++i) {
-        const int32_t bt = d.bucket[positions.target[i]], bi = d.bucket[positions.input[i]];
+    for_each_position([&](int32_t input, int32_t target, double kl) {
+        const int32_t bt = d.bucket[target], bi = d.bucket[input];
         ++d.buckets[bt].positions;
-        sums[bt].kl_target += positions.kl[i];
-        sums[bt].same += positions.same_top[i];
+        sums[bt].kl_target += kl;
         ++sums[bi].inputs;
-        sums[bi].kl_input += positions.kl[i];
-    }
+        sums[bi].kl_input += kl;
+    });
     for (int32_t b = 0; b <= last; ++b) {
         auto& k = d.buckets[b];
         k.mean_cosine = mean_or_nan(sums[b].cosine, k.tokens);
         k.kl_as_target = mean_or_nan(sums[b].kl_target, k.positions);
-        k.top1_as_target = mean_or_nan(sums[b].same, k.positions);
+        k.top1_as_target = mean_or_nan(static_cast<double>(sums[b].same), k.positions);
         k.kl_as_input = mean_or_nan(sums[b].kl_input, sums[b].inputs);
     }
     return d;
+}
+
+TokenDamage token_damage(const LanguageModel& model, const LanguageModel& reference,
+                         const ScoredPositions& positions)
+{
+    const size_t N = positions.size();
+    const int64_t V = model.config().vocab_size;
+    std::vector<int64_t> same_as_target(static_cast<size_t>(std::max<int64_t>(V, 0)), 0);
+    for (size_t i = 0; i < N; ++i)
+        if (positions.same_top[i] && positions.target[i] >= 0 && positions.target[i] < V)
+            ++same_as_target[positions.target[i]];
+    return detail::token_damage_over(
+        model, reference, N,
+        [&](const detail::DamagePositionFn& each) {
+            for (size_t i = 0; i < N; ++i)
+                each(positions.input[i], positions.target[i], positions.kl[i]);
+        },
+        same_as_target);
 }
 
 nlohmann::ordered_json token_damage_buckets_json(const TokenDamage& damage)
