@@ -10,6 +10,8 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/flat_llm.hpp"
 #include "embedlab/resources.hpp"
+#include "embedlab/results.hpp"
+#include "embedlab/saved_summary.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -41,6 +43,33 @@ std::string flat_unit_load_error(const std::filesystem::path& dir)
 void flat_unit_write_manifest(const std::filesystem::path& dir, const FlatUnitJson& manifest)
 {
     std::ofstream(dir / "embedlab.json") << manifest.dump(1) << "\n";
+}
+
+std::string flat_unit_row_error(const FlatUnitJson& manifest)
+{
+    try {
+        embedlab::summary_from_record(manifest, "dir");
+    } catch (const embedlab::InputError& e) {
+        return e.what();
+    }
+    return "(read)";
+}
+
+// The part flat narrows, counted here from gpt2's weights: V's third of c_attn (weight and
+// bias) and the attention's c_proj weight; with the MLPs, c_fc (weight, bias) and their c_proj weight.
+int64_t flat_unit_part_values(const embedlab::LanguageModel& m, bool mlp)
+{
+    const int64_t d = m.config().hidden_size;
+    int64_t n = 0;
+    for (int64_t l = 0; l < m.config().num_layers; ++l) {
+        const auto w = [&](const std::string& name) {
+            return m.weights().at("h." + std::to_string(l) + "." + name);
+        };
+        n += w("attn.c_attn.weight").size(0) * d + d + w("attn.c_proj.weight").numel();
+        if (mlp)
+            n += w("mlp.c_fc.weight").numel() + w("mlp.c_fc.bias").numel() + w("mlp.c_proj.weight").numel();
+    }
+    return n;
 }
 
 std::string flat_unit_shape(const std::vector<int64_t>& shape)
@@ -133,4 +162,84 @@ TEST(FlatUnit, ExportRefusesADenseCopyBeforeWriting)
                                              "already holds standard tensors at the narrowed shapes");
     }
     EXPECT_FALSE(std::filesystem::exists(dir / "dense"));
+}
+
+// Issue 64: a flat directory's embedlab.json keeps its row's figures before narrowing
+// (storage.params_before, bytes_before) and its settings' words (settings), so the row read
+// back from it (summary_from_record, load_run's Run.summary) is the row of the run that wrote
+// it, timing and host aside: evaluated with its divergence, narrowing the MLPs for a target,
+// and narrowing nothing (remaining 1: no tensor changed, the part's bytes still counted at the
+// model's width). A record written before them is refused, naming what it lacks.
+TEST(FlatUnit, SavedRecordGivesTheRowOfTheRunThatWroteIt)
+{
+    embedlab::test::TempDir dir;
+    auto evaluated = flat_unit_request();
+    evaluated.eval_text = evaluated.calib_text;
+    evaluated.eval_tokens = 256, evaluated.ctx = 64, evaluated.divergence = true;
+    auto target = flat_unit_request();
+    target.remaining = 0, target.target_ratio = 0.8; // narrows the MLPs too
+    target.samples = 24, target.seqlen = 64;         // enough tokens for the Nystrom solve
+    auto whole = flat_unit_request();
+    whole.remaining = 1;
+    const std::vector<std::pair<std::string, embedlab::CompressionRequest>> cases{
+        {"evaluated", evaluated}, {"target", target}, {"whole", whole}};
+    for (const auto& [name, request] : cases) {
+        SCOPED_TRACE(name);
+        const auto run = embedlab::run_compression(request);
+        const bool mlp = run.flat->options.mlp;
+        EXPECT_EQ(mlp, name == "target");
+        const auto out = dir / name;
+        const auto manifest = embedlab::export_run(run, out);
+        const auto& storage = manifest["storage"];
+        EXPECT_EQ(manifest["changed_tensors"].empty(), name == "whole");
+        EXPECT_EQ(storage["bytes_per_value"], 4); // float32, as the model holds them
+        EXPECT_EQ(storage["params_before"].get<int64_t>(), flat_unit_part_values(*run.model.model, mlp));
+        EXPECT_EQ(storage["params_before"].get<int64_t>(), run.summary.params_before);
+        EXPECT_EQ(storage["bytes_before"].get<double>(),
+                  2.0 * run.summary.params_before); // the source is f16
+        EXPECT_EQ(manifest["settings"], run.summary.parameters);
+        const std::string words = name == "target"  ? "target 0.8, remaining "
+                                  : name == "whole" ? "remaining 1, iprs, ranks "
+                                                    : "remaining 0.5, iprs, ranks ";
+        EXPECT_EQ(manifest["settings"].get<std::string>().rfind(words, 0), 0u) << manifest["settings"];
+
+        auto wrote = embedlab::summary_json(run.summary);
+        auto back = embedlab::summary_json(embedlab::summary_from_record(manifest, out.string()));
+        EXPECT_TRUE(back["seconds"].is_null());
+        EXPECT_EQ(back["host"], "");
+        EXPECT_EQ(back["model"], manifest["source"]["path"]);
+        EXPECT_TRUE(
+            std::filesystem::equivalent(back["model"].get<std::string>(), wrote["model"].get<std::string>()));
+        if (request.evaluates()) {
+            EXPECT_TRUE(std::filesystem::equivalent(back["eval_text"].get<std::string>(),
+                                                    wrote["eval_text"].get<std::string>()));
+            EXPECT_GT(back["window_kl"].size(), 1u);
+        }
+        for (auto* row : {&wrote, &back})
+            for (const char* unrecorded : {"seconds", "host", "model", "eval_text"})
+                row->erase(unrecorded);
+        EXPECT_EQ(back.dump(1), wrote.dump(1));
+        EXPECT_FALSE(back["model_bytes_after"].is_null());
+    }
+
+    // Written before 2026-11-29: neither field, or one of them.
+    auto old = embedlab::export_run(embedlab::run_compression(flat_unit_request()), dir / "old");
+    old["storage"].erase("params_before");
+    old["storage"].erase("bytes_before");
+    const std::string tail =
+        " (the part's parameters before narrowing and the settings' words, which flat records "
+        "written before 2026-11-29 do not keep); its figures are in model_params, storage and "
+        "evaluation; compress it again to read its row back";
+    auto without_settings = old;
+    without_settings.erase("settings");
+    EXPECT_EQ(
+        flat_unit_row_error(without_settings),
+        "dir: flat's record has no results row: embedlab.json lacks storage.params_before and settings" +
+            tail);
+    EXPECT_EQ(flat_unit_row_error(old),
+              "dir: flat's record has no results row: embedlab.json lacks storage.params_before" + tail);
+    auto without_words = without_settings;
+    without_words["storage"]["params_before"] = 1;
+    EXPECT_EQ(flat_unit_row_error(without_words),
+              "dir: flat's record has no results row: embedlab.json lacks settings" + tail);
 }

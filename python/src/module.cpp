@@ -674,14 +674,7 @@ RunSummary saved_summary(const Run& r)
     const auto& manifest = *r.manifest;
     if (manifest.contains("lora") && manifest.contains("finetuned_from"))
         return lora_saved_summary(manifest, where);
-    if (manifest.value("method", "") == "flat")
-        throw InputError(where +
-                         ": flat's record has no results row: embedlab.json lacks the row's params_before "
-                         "(the value and output projections' parameters before narrowing; it records the "
-                         "narrowed ones, storage.params_after) and its settings' words; its figures are "
-                         "in record[\"model_params\"], record[\"storage\"] and record[\"evaluation\"], "
-                         "or keep the summary of the run that wrote it");
-    return summary_from_record(manifest, where);
+    return summary_from_record(manifest, where); // flat's too, from its settings and storage
 }
 
 void refuse_saved(const Run& r, const std::string& what, const std::string& instead)

@@ -167,3 +167,53 @@ def test_the_installed_copy_check_refuses_the_builds_copy_and_a_non_venv(tmp_pat
                                                         prefix=str(tmp_path), base_prefix="/usr")
     assert installed_copy_problem(tmp_path / "lib" / "embedlab" / "__init__.py", prefix=str(tmp_path),
                                   base_prefix="/usr") is None
+
+
+# --- the examples from the install (ctest's python_example, python_notebook) -------------------
+
+EXAMPLE_RUNNER = REPO / "tests" / "python" / "run_installed_example.py"
+
+
+def run_example(python, script, *, env=None, cwd):
+    e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    e.update(env or {})
+    return subprocess.run([str(python), str(EXAMPLE_RUNNER), str(BUILD), str(script), "--flag", "x"],
+                          capture_output=True, text=True, timeout=120, env=e, cwd=cwd)
+
+
+def test_an_example_runs_from_the_venvs_install_and_fails_from_build_python(venv, tmp_path):
+    if not (BUILD / "python" / "embedlab" / "__init__.py").exists():
+        pytest.skip(f"{BUILD}/python has no built package to import by mistake")
+    example = tmp_path / "example.py"
+    example.write_text("import sys\nimport embedlab\nprint(embedlab.account('pca', 512, 64, rank=8)['params_after'],"
+                       " sys.argv[1:], __name__)\nsys.exit(77 if 'skip' in sys.argv else 0)\n")
+    ok = run_example(venv, example, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == f"{512 * 8 + 8 * 64 + 64} ['--flag', 'x'] __main__\n"  # as `python example.py --flag x`
+    venv_package = Path(venv.parent.parent).resolve()
+    assert ok.stderr.startswith(f"run_installed_example: example.py imported embedlab from {venv_package}/"), ok.stderr
+
+    # The build's copy first on PYTHONPATH, or put on sys.path by the example itself: refused.
+    from_build = run_example(venv, example, env={"PYTHONPATH": str(BUILD / "python")}, cwd=tmp_path)
+    assert from_build.returncode == 1
+    build_init = (BUILD / "python" / "embedlab" / "__init__.py").resolve()
+    assert from_build.stderr.splitlines()[-1].startswith(
+        f"run_installed_example: example.py (exit status 0): embedlab was imported from the build's python/ "
+        f"({build_init}), not from the venv "), from_build.stderr
+    inserting = tmp_path / "inserting.py"
+    inserting.write_text(f"import sys\nsys.path.insert(0, {str(BUILD / 'python')!r})\nimport embedlab\n")
+    assert "from the build's python/" in run_example(venv, inserting, cwd=tmp_path).stderr
+
+    # An example that never imported embedlab, a skip included, fails: the install is what is tested.
+    skipping = tmp_path / "skipping.py"
+    skipping.write_text("import sys\nsys.exit(77)\n")
+    p = run_example(venv, skipping, cwd=tmp_path)
+    assert p.returncode == 1 and p.stderr.endswith(
+        "skipping.py (exit status 77): the example did not import embedlab (see its output above)\n"), p.stderr
+    # Its own skip once embedlab is imported is kept (ctest's SKIP_RETURN_CODE 77).
+    example_skip = tmp_path / "skip.py"
+    example_skip.write_text(example.read_text().replace("'skip' in sys.argv", "True"))
+    assert run_example(venv, example_skip, cwd=tmp_path).returncode == 77
+    # Not a venv's python.
+    p = run_example(sys.base_prefix + "/bin/python3", example, cwd=tmp_path)
+    assert p.returncode == 1 and "is not a venv's python" in p.stderr, p.stderr

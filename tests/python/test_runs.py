@@ -2,6 +2,7 @@
 (record, request, factors as stored, model), Model and Run pickle (by path and
 settings), and `with embedlab.load(...) as m:` releases the model."""
 
+import json
 import pickle
 
 import numpy as np
@@ -56,6 +57,10 @@ SAVED_SUMMARY_RUNS = {
     "no evaluation": ("svd", {"rank": 4, "eval": False}),
     # LoRA recovery: the adapters counted in parameters, bytes and the settings' words.
     "pca lora": ("pca", {"rank": 8, "lora_rank": 2, "lora_steps": 2, "train": True}),
+    # flat: the value heads' part before and after, its words (ranks per layer), its KL; and
+    # with a target, the MLPs narrowed too (a Nystrom solve: more calibration tokens).
+    "flat divergence": ("flat", {"remaining": 0.5, "calib": True, "samples": 4, "seqlen": 32, "divergence": True}),
+    "flat target mlp": ("flat", {"target_ratio": 0.8, "calib": True, "samples": 16, "seqlen": 64}),
 }
 
 
@@ -67,6 +72,8 @@ def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_t
         fields["freq_text"] = short_text
     if fields.pop("train", False):
         fields["train_text"] = heldout
+    if fields.pop("calib", False):
+        fields["calib_text"] = heldout
     if fields.pop("eval", True):
         fields["eval_text"] = short_text
     run = embedlab.compress(gpt2, method, **fields)
@@ -84,18 +91,40 @@ def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_t
         assert back["ppl"] is None and back["eval_tokens"] == 0 and back["eval_text"] == ""
 
 
-def test_a_loaded_flat_runs_summary_is_refused_naming_what_the_record_lacks(gpt2, tmp_path, short_text):
-    run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=short_text, samples=4, seqlen=32)
-    run.export(tmp_path / "flat")
+def test_a_loaded_flat_runs_record_carries_its_rows_words_and_part_before(gpt2, tmp_path, short_text, heldout):
+    run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=heldout, samples=4, seqlen=32,
+                            eval_text=short_text)
+    manifest = run.export(tmp_path / "flat")
+    # The fields the row needs, beside the ones that were always there (their names unchanged).
+    assert manifest["settings"] == run.summary["parameters"]
+    assert manifest["settings"].startswith("remaining 0.5, iprs, ranks ")
+    storage = manifest["storage"]
+    assert storage["params_before"] == run.summary["params_before"]
+    assert storage["bytes_before"] == run.summary["bytes_before"]
+    assert storage["params_after"] == run.summary["params_after"]
+    assert storage["bytes_after"] == run.summary["bytes_after"]
+    assert embedlab.load_run(tmp_path / "flat").row == run.row | {"seconds": None, "host": ""}
+
+
+def test_a_flat_record_written_before_its_row_fields_is_refused_naming_them(gpt2, tmp_path, short_text, heldout):
+    run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=heldout, samples=4, seqlen=32)
+    manifest = run.export(tmp_path / "flat")
+    # As flat wrote embedlab.json before 2026-11-29 (the tensors' digests are unchanged).
+    del manifest["settings"], manifest["storage"]["params_before"], manifest["storage"]["bytes_before"]
+    (tmp_path / "flat" / "embedlab.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     back = embedlab.load_run(tmp_path / "flat")
-    with pytest.raises(embedlab.InputError, match=r"Run.summary: .*/flat: flat's record has no results row: "
-                                                  r"embedlab.json lacks the row's params_before \(the value and "
-                                                  r"output projections' parameters before narrowing; .*\) and its "
-                                                  r"settings' words"):
+    with pytest.raises(embedlab.InputError) as refused:
         back.summary
-    # What it does record is the run's.
+    assert str(refused.value) == (
+        f"Run.summary: {tmp_path / 'flat'}: flat's record has no results row: embedlab.json lacks "
+        "storage.params_before and settings (the part's parameters before narrowing and the settings' words, "
+        "which flat records written before 2026-11-29 do not keep); its figures are in model_params, storage and "
+        "evaluation; compress it again to read its row back")
+    with pytest.raises(embedlab.InputError, match="lacks storage.params_before and settings"):
+        back.row
+    # What it does record still reads back.
     assert back.record["storage"]["params_after"] == run.summary["params_after"]
-    assert "params_before" not in back.record["storage"]
+    assert back.model.config["value_head_dims"] == run.model.config["value_head_dims"]
 
 
 def test_a_loaded_run_refuses_what_it_does_not_have(gpt2, tmp_path, short_text):

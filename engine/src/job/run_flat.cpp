@@ -6,8 +6,8 @@
 
 #include "embedlab/file_output.hpp"
 #include "embedlab/flat_llm.hpp"
-#include "embedlab/text_format.hpp"
 #include "job/compression_unit.hpp"
+#include "model/flat_settings.hpp"
 
 namespace embedlab {
 
@@ -23,27 +23,6 @@ Json text_json(const std::string& path, size_t tokens)
     return {{"path", fs::absolute(path).lexically_normal().string()},
             {"sha256", sha256_file(path)},
             {"tokens", tokens}};
-}
-
-// flat's words for its settings: "target 0.5, remaining 0.41, iprs, mlp, ranks 3,5,..".
-std::string flat_parameters(const CompressionRequest& request, const FlatOptions& options,
-                            const FlatResult& flat)
-{
-    std::string ranks;
-    for (const auto& layer : flat.layers) { // piece by piece: GCC 12's -Wrestrict misfires on "," + string
-        if (!ranks.empty())
-            ranks += ',';
-        ranks += std::to_string(layer.rank);
-    }
-    return (request.target_ratio > 0 ? "target " + short_number(request.target_ratio) + ", " : "") +
-           "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
-           (options.mlp ? ", mlp" : "") +
-           (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") +
-           (options.calibration == FlatCalibration::Sequential && options.mlp &&
-                    options.mlp_calibration == FlatMlpCalibration::AfterAttention
-                ? ", mlp calibration after attention"
-                : "") +
-           ", ranks " + ranks;
 }
 
 FlatOptions flat_options(const CompressionRequest& request, double remaining)
@@ -106,7 +85,7 @@ public:
             flat_compress(model, *run.calibration, options, bar.stage("compress")));
         report_progress(bar.stage("compress"), 1, 1);
         RunSummary& s = run.summary;
-        s.parameters = flat_parameters(request_, options, *run.flat);
+        s.parameters = flat_settings_words(*run.flat);
         s.params_before = flat_compressed_params(model, options.mlp);
         s.params_after = flat_compressed_params(*run.flat->model, options.mlp);
         s.part = options.mlp ? "attention_values_and_mlp" : "attention_values";

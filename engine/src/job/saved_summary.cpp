@@ -1,5 +1,6 @@
 // A results row read back from embedlab.json (saved_summary.hpp): the same figures the
-// experiment API's run_compression put in its RunSummary, from where export_run wrote them.
+// experiment API's run_compression put in its RunSummary, from where export_run wrote them
+// (a table method's, run_table.cpp; flat's, run_flat.cpp and save_flat_model).
 #include "embedlab/saved_summary.hpp"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "embedlab/partial_sparse.hpp"
 #include "embedlab/quant_types.hpp"
 #include "embedlab/table_method.hpp"
+#include "embedlab/text_format.hpp"
 
 namespace embedlab {
 
@@ -151,20 +153,70 @@ void add_evaluation(RunSummary& s, const Json& evaluation)
     }
 }
 
+// A FLAT-LLM directory's row (run_flat.cpp's FlatFit::fit, save_flat_model): the part it
+// narrowed, before and after, in parameters and bytes; the whole model's bytes at the
+// width the narrowed model holds its weights.
+RunSummary flat_summary(const Json& manifest, const std::string& where)
+{
+    const Json& storage = member(manifest, "storage");
+    std::vector<std::string> missing;
+    if (!storage.contains("params_before"))
+        missing.push_back("storage.params_before");
+    if (!manifest.contains("settings"))
+        missing.push_back("settings");
+    if (!missing.empty())
+        throw InputError(where + ": flat's record has no results row: embedlab.json lacks " +
+                         joined(missing, " and ") +
+                         " (the part's parameters before narrowing and the settings' words, which flat "
+                         "records written before 2026-11-29 do not keep); its figures are in "
+                         "model_params, storage and evaluation; compress it again to read its row back");
+    try {
+        RunSummary s;
+        s.method = "flat";
+        s.parameters = manifest.at("settings").get<std::string>();
+        s.part = storage.at("part").get<std::string>();
+        s.params_before = storage.at("params_before").get<int64_t>();
+        s.params_after = storage.at("params_after").get<int64_t>();
+        s.ratio = static_cast<double>(s.params_after) / static_cast<double>(s.params_before);
+        s.mean_cosine = s.seconds = kNaN; // no rows compared; not recorded
+        const Json& source = member(member(manifest, "source"), "path");
+        s.model = source.is_string() ? source.get<std::string>() : "";
+        s.ppl_original = s.ppl = s.delta_ln_ppl = kNaN;
+        if (const double before = number(storage, "bytes_before"); std::isfinite(before)) {
+            s.bytes_before = before;
+            s.bytes_after = storage.at("bytes_after").get<double>();
+            const Json& params = manifest.at("model_params");
+            const Json& dtype = member(member(manifest, "source"), "stored_dtype");
+            const double bits = dtype.is_string() ? stored_bits_per_value(dtype.get<std::string>()) : 0.0;
+            s.model_bytes_before = params.at("before").get<double>() * bits / 8;
+            s.model_bytes_after =
+                params.at("after").get<double>() * storage.at("bytes_per_value").get<double>();
+        }
+        add_evaluation(s, member(manifest, "evaluation"));
+        return s;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(where +
+                         ": embedlab.json's settings, storage or model_params is missing or mistyped (" +
+                         e.what() + ")");
+    }
+}
+
 } // namespace
 
 RunSummary summary_from_record(const Json& manifest, const std::string& where)
 {
     const std::string method_name =
         member(manifest, "method").is_string() ? manifest["method"].get<std::string>() : "";
-    // A method of this build that is no table method (flat) wrote a directory of another kind.
+    if (method_name == "flat" && member(manifest, "format") == "embedlab-compressed-model")
+        return flat_summary(manifest, where);
+    // A method of this build that is no table method wrote a directory of another kind.
     const bool other_kind = find_method(method_name) && !find_table_method(method_name);
     if (member(manifest, "format") != "embedlab-compressed-model" || other_kind ||
         manifest.contains("finetune") || manifest.contains("finetuned_from"))
-        throw InputError(
-            where + ": the record is not a table method's compressed directory (" +
-            (method_name.empty() ? std::string("no method") : "method " + method_name) +
-            "); a results row is read back from a token-table method's compress --out (without LoRA)");
+        throw InputError(where + ": the record is not a table method's compressed directory (" +
+                         (method_name.empty() ? std::string("no method") : "method " + method_name) +
+                         "); a results row is read back from a token-table method's or flat's compress --out "
+                         "(without LoRA)");
     const TableMethod* method = find_table_method(method_name);
     if (!method)
         throw InputError(where + ": method '" + method_name + "' is not a table method of this build");

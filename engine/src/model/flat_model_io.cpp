@@ -2,16 +2,39 @@
 // the ordinary Hugging Face path plus the manifest's layer dimensions.
 #include <chrono>
 
+#include "embedlab/accounting.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/flat_llm.hpp"
 #include "embedlab/json_members.hpp"
+#include "embedlab/text_format.hpp"
 #include "io/canonical_weights.hpp"
+#include "model/flat_settings.hpp"
 #include "model/manifest_support.hpp"
 
 namespace embedlab {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
+
+std::string flat_settings_words(const FlatResult& flat)
+{
+    const FlatOptions& options = flat.options;
+    std::string ranks;
+    for (const auto& layer : flat.layers) { // piece by piece: GCC 12's -Wrestrict misfires on "," + string
+        if (!ranks.empty())
+            ranks += ',';
+        ranks += std::to_string(layer.rank);
+    }
+    return (options.target_ratio > 0 ? "target " + short_number(options.target_ratio) + ", " : "") +
+           "remaining " + short_number(options.remaining) + ", " + rank_allocation_name(options.allocation) +
+           (options.mlp ? ", mlp" : "") +
+           (options.calibration == FlatCalibration::Parallel ? ", parallel calibration" : "") +
+           (options.calibration == FlatCalibration::Sequential && options.mlp &&
+                    options.mlp_calibration == FlatMlpCalibration::AfterAttention
+                ? ", mlp calibration after attention"
+                : "") +
+           ", ranks " + ranks;
+}
 
 Json calibration_json(const Calibration& c)
 {
@@ -127,7 +150,9 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
     manifest["model_params"] = flat_params_json(flat);
     // What the part compressed holds on disk (issue 36): its values at the width the
     // changed tensors are written (the model's; all of them share it).
-    int64_t value_bytes = 0;
+    // Nothing narrowed (remaining 1): the width the model holds every weight at.
+    int64_t value_bytes =
+        changed.empty() ? static_cast<int64_t>(model.weights().begin()->second.element_size()) : 0;
     for (const auto& [name, shape] : changed.items()) {
         const int64_t b = static_cast<int64_t>(model.weights().at(name).element_size());
         if (value_bytes != 0 && b != value_bytes)
@@ -139,6 +164,13 @@ Json save_flat_model(const LoadedModel& source, const FlatResult& flat, const Ca
                            {"params_after", part_after},
                            {"bytes_per_value", value_bytes},
                            {"bytes_after", part_after * value_bytes}};
+    // The row's figures before narrowing (since 2026-11-29; Run.summary of load_run reads
+    // them): the part's parameters in the source, and its bytes as the source stores them.
+    const int64_t part_before = flat_compressed_params(*source.model, flat.options.mlp);
+    manifest["storage"]["params_before"] = part_before;
+    if (const double bits = stored_bits_per_value(source.files.stored_dtype); bits > 0)
+        manifest["storage"]["bytes_before"] = static_cast<double>(part_before) * bits / 8;
+    manifest["settings"] = flat_settings_words(flat); // the row's words for the settings
     manifest["weights_files"] = detail::file_digests(dir.path(), {"model.safetensors"});
     manifest["source"] = detail::source_json(source);
     manifest["seed"] = calibration.options.seed;
