@@ -97,6 +97,18 @@ using StatusFn = std::function<void(const std::string& status)>;
 RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTarget& target = {},
                                  const ProgressFn& progress = {}, const StatusFn& status = {});
 
+// A chain (pipeline_request.hpp, issue 60: trim, then one method, then its store) as one job,
+// from its JSON request (the method panel's chainJson() with the model filled in), checked
+// first as the CLI's --then checks it (check_trim_options, check_pipeline_request against the
+// model's config: InputError before any work). Locally run_pipeline with no output (the record
+// only); on an ssh host the same "compress" job with its "pipeline" list (the runner uploads
+// the files its steps name); on Slurm a one-task array. The row is the chain's (method
+// "chain" after trim, parameters its label: "trim 0.999 → pca rank 32 → q8_0").
+RunSummary compress_chain_and_evaluate(const nlohmann::ordered_json& pipeline, const RunTarget& target = {},
+                                       const ProgressFn& progress = {}, const StatusFn& status = {});
+// The checks alone (what compress_chain_and_evaluate does first), for a refusal before queueing.
+void check_chain(const nlohmann::ordered_json& pipeline);
+
 // Writes the compressed model of `request` (what a results row ran, locally) to
 // `out_dir` in the CLI's `compress` layout (config, tokenizer, model.safetensors
 // with the factors, embedlab.json); with `dense` also out_dir/dense/, a plain Hugging

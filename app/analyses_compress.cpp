@@ -17,6 +17,8 @@
 #include "embedlab/experiment.hpp"
 #include "embedlab/file_output.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/model_files.hpp"
+#include "embedlab/pipeline.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/tensor_train.hpp"
 
@@ -107,6 +109,25 @@ RunSummary compress_and_evaluate(const CompressionRequest& request, const RunTar
     RunSummary row = run->summary;
     keep(request, std::move(run));
     return row;
+}
+
+void check_chain(const nlohmann::ordered_json& pipeline)
+{
+    const PipelineRequest p = pipeline_from_json(pipeline);
+    if (p.trim)
+        check_trim_options(*p.trim);
+    check_pipeline_request(p, read_model_files(p.request.model, WeightValues::ShapesOnly).config);
+}
+
+RunSummary compress_chain_and_evaluate(const nlohmann::ordered_json& pipeline, const RunTarget& target,
+                                       const ProgressFn& progress, const StatusFn& status)
+{
+    check_chain(pipeline);
+    if (target.slurm)
+        return detail::slurm_chain_and_evaluate(pipeline, target, progress, status);
+    if (!target.host.empty())
+        return detail::remote_chain_and_evaluate(pipeline, target, progress);
+    return run_pipeline(pipeline_from_json(pipeline), {}, {}, one_bar(progress)).summary;
 }
 
 std::string export_compressed(const CompressionRequest& request, const std::string& out_dir, bool dense,

@@ -47,6 +47,12 @@ struct RemoteWorker {
 RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
                                         const ProgressFn& progress, const RemoteWorker& worker);
 
+// A chain (pipeline_request.hpp) as the same "compress" job with its "pipeline" list.
+RunSummary remote_chain_and_evaluate(const nlohmann::ordered_json& pipeline, const RunTarget& target,
+                                     const ProgressFn& progress);
+RunSummary remote_chain_and_evaluate(const nlohmann::ordered_json& pipeline, const RunTarget& target,
+                                     const ProgressFn& progress, const RemoteWorker& worker);
+
 // analyses_slurm.cpp: a request on a Slurm target, as a one-task Slurm job array;
 // its state ("Slurm 12: pending", ... "running on node3") goes to `status`.
 RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
@@ -57,5 +63,8 @@ std::vector<std::pair<size_t, std::string>>
 slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& requests, const RunTarget& target,
                                   const ProgressFn& progress, const StatusFn& status,
                                   const std::function<void(size_t, const RunSummary&)>& row);
+// A chain's job (its pipeline JSON) as a one-task array.
+RunSummary slurm_chain_and_evaluate(const nlohmann::ordered_json& pipeline, const RunTarget& target,
+                                    const ProgressFn& progress, const StatusFn& status);
 
 } // namespace embedlab::app::detail

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "analyses_internal.hpp"
 #include "embedlab/eval.hpp"
@@ -77,34 +78,21 @@ RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const
     return remote_compress_and_evaluate(request, target, progress, worker);
 }
 
-RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
-                                        const ProgressFn& progress, const RemoteWorker& worker)
+namespace {
+
+// `job` run by the worker on target.host, its row named by the local model and text;
+// errors name the host.
+RunSummary run_on_host(const std::function<Json()>& make_job, const RunTarget& target,
+                       const ProgressFn& progress, const RemoteWorker& worker, const std::string& model,
+                       const std::string& text)
 {
     const auto start = std::chrono::steady_clock::now();
     const std::string& host = target.host;
-    const std::string& model = request.model;
-    const std::string& text = request.eval_text;
     try {
         const HostSpec spec = parse_host(host);
         if (!target.ssh_config.empty() && !fs::is_regular_file(target.ssh_config))
             throw InputError(target.ssh_config + ": no such ssh config file");
-        // Locally only what the job needs: d for the request, and the evaluated ids,
-        // sent as ids (the job schema carries them: nothing is decoded and re-encoded).
-        auto e = request;
-        {
-            auto lm = load_model(model);
-            check_request(request, lm.model->config().hidden_size);
-            auto ids = lm.tokenizer->encode(read_text_file(text));
-            if (request.eval_tokens > 0 && static_cast<int64_t>(ids.size()) > request.eval_tokens)
-                ids.resize(static_cast<size_t>(request.eval_tokens));
-            e.eval_text.clear();
-            e.eval_tokens = 0;
-            e.eval_ids = std::move(ids);
-            e.has_eval_ids = true;
-        }
-        Json job = request_json(e);
-        job["kind"] = "compress"; // no "out": the row needs only the numbers
-
+        const Json job = make_job();
         RemoteOptions options;
         options.ssh_config = target.ssh_config;
         options.remote_cli = worker.cli;
@@ -136,6 +124,58 @@ RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const
     } catch (const nlohmann::json::exception& e) {
         throw RemoteError(host + ": the worker's result lacks a field the row needs (" + e.what() + ")");
     }
+}
+
+} // namespace
+
+RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
+                                        const ProgressFn& progress, const RemoteWorker& worker)
+{
+    const auto job = [&] {
+        // Locally only what the job needs: d for the request, and the evaluated ids,
+        // sent as ids (the job schema carries them: nothing is decoded and re-encoded).
+        auto e = request;
+        {
+            auto lm = load_model(request.model);
+            check_request(request, lm.model->config().hidden_size);
+            auto ids = lm.tokenizer->encode(read_text_file(request.eval_text));
+            if (request.eval_tokens > 0 && static_cast<int64_t>(ids.size()) > request.eval_tokens)
+                ids.resize(static_cast<size_t>(request.eval_tokens));
+            e.eval_text.clear();
+            e.eval_tokens = 0;
+            e.eval_ids = std::move(ids);
+            e.has_eval_ids = true;
+        }
+        Json j = request_json(e);
+        j["kind"] = "compress"; // no "out": the row needs only the numbers
+        return j;
+    };
+    return run_on_host(job, target, progress, worker, request.model, request.eval_text);
+}
+
+RunSummary remote_chain_and_evaluate(const Json& pipeline, const RunTarget& target,
+                                     const ProgressFn& progress, const RemoteWorker& worker)
+{
+    // The chain's text goes as a file (the runner uploads it and the files its steps name):
+    // a trimmed chain's models tokenize it each their own way, so it cannot go as ids.
+    const auto job = [&] {
+        Json j = pipeline;
+        j["kind"] = "compress"; // no "out": the row needs only the numbers
+        return j;
+    };
+    return run_on_host(job, target, progress, worker, pipeline.value("model", ""),
+                       pipeline.value("eval_text", ""));
+}
+
+RunSummary remote_chain_and_evaluate(const Json& pipeline, const RunTarget& target,
+                                     const ProgressFn& progress)
+{
+    RemoteWorker worker;
+    if (!target.remote_cli.empty())
+        worker.cli = target.remote_cli;
+    if (!target.remote_dir.empty())
+        worker.dir = target.remote_dir;
+    return remote_chain_and_evaluate(pipeline, target, progress, worker);
 }
 
 } // namespace embedlab::app::detail

@@ -98,21 +98,15 @@ RunSummary slurm_compress_and_evaluate(const CompressionRequest& request, const 
     return row;
 }
 
+namespace {
+
+// `jobs` as ONE array; `row` gets each task's row as it ends. The failed tasks: (index, why).
 std::vector<std::pair<size_t, std::string>>
-slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& requests, const RunTarget& target,
-                                  const ProgressFn& progress, const StatusFn& status,
-                                  const std::function<void(size_t, const RunSummary&)>& row)
+slurm_jobs(const std::vector<Json>& jobs, const std::string& model, const RunTarget& target,
+           const ProgressFn& progress, const StatusFn& status,
+           const std::function<void(size_t, const RunSummary&)>& row)
 {
-    const auto n = static_cast<int64_t>(requests.size());
-    if (n == 0)
-        return {};
-    std::vector<Json> jobs;
-    for (const auto& request : requests) {
-        Json job = request_json(request);
-        job["kind"] =
-            "compress"; // no "out": a row needs only the numbers; write_slurm_sweep makes paths absolute
-        jobs.push_back(std::move(job));
-    }
+    const auto n = static_cast<int64_t>(jobs.size());
     SlurmOptions options;
     options.partition = target.slurm_partition;
     options.time = target.slurm_time;
@@ -123,7 +117,7 @@ slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& request
     require_slurm_tool("squeue", "Slurm");
     require_slurm_controller();
     const fs::path dir = new_sweep_dir();
-    write_slurm_sweep(dir, jobs, {{"model", requests.front().model}, {"from", "workbench"}});
+    write_slurm_sweep(dir, jobs, {{"model", model}, {"from", "workbench"}});
     const std::string job_id = submit_slurm_sweep(dir, &options); // ONE array of n tasks
     report_progress(progress, 0, 1000 * n);
     std::vector<std::pair<size_t, std::string>> failed;
@@ -188,6 +182,38 @@ slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& request
         fs::remove_all(dir, ec); // the numbers are in the rows; a failed task's logs stay
     }
     return failed;
+}
+
+} // namespace
+
+std::vector<std::pair<size_t, std::string>>
+slurm_sweep_compress_and_evaluate(const std::vector<CompressionRequest>& requests, const RunTarget& target,
+                                  const ProgressFn& progress, const StatusFn& status,
+                                  const std::function<void(size_t, const RunSummary&)>& row)
+{
+    if (requests.empty())
+        return {};
+    std::vector<Json> jobs;
+    for (const auto& request : requests) {
+        Json job = request_json(request);
+        job["kind"] =
+            "compress"; // no "out": a row needs only the numbers; write_slurm_sweep makes paths absolute
+        jobs.push_back(std::move(job));
+    }
+    return slurm_jobs(jobs, requests.front().model, target, progress, status, row);
+}
+
+RunSummary slurm_chain_and_evaluate(const Json& pipeline, const RunTarget& target, const ProgressFn& progress,
+                                    const StatusFn& status)
+{
+    Json job = pipeline;
+    job["kind"] = "compress"; // write_slurm_sweep makes the steps' paths absolute too
+    RunSummary row;
+    const auto failed = slurm_jobs({job}, pipeline.value("model", ""), target, progress, status,
+                                   [&](size_t, const RunSummary& r) { row = r; });
+    if (!failed.empty())
+        throw RemoteError(failed.front().second);
+    return row;
 }
 
 } // namespace embedlab::app::detail

@@ -34,6 +34,19 @@ views::TokenDamageRun view_run(const QString& name, const DamageResult& r)
     return v;
 }
 
+// A box as narrow as the side page needs (the map has most of the width): its text cut
+// at the box's edge, the list whole, and the chosen item's whole text in its tooltip.
+void let_shrink(QComboBox* box, const QString& about)
+{
+    box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    box->setMinimumContentsLength(8);
+    const auto describe = [box, about] {
+        box->setToolTip(box->currentText().isEmpty() ? about : box->currentText() + "\n" + about);
+    };
+    QObject::connect(box, &QComboBox::currentTextChanged, box, describe);
+    describe();
+}
+
 } // namespace
 
 DamagePanel::DamagePanel(views::NeighbourGraphView* graph, JobController& jobs, RunsFn runs, QWidget* parent)
@@ -41,10 +54,10 @@ DamagePanel::DamagePanel(views::NeighbourGraphView* graph, JobController& jobs, 
       second_(new QComboBox(this)), colour_(new QComboBox(this)), status_(new QLabel(this)),
       view_(new views::TokenDamageView(this))
 {
-    first_->setToolTip("The compressed run (a Results row) measured against its original");
-    second_->setToolTip("A second run drawn beside it in the plot (pca against lle at the same bytes)");
+    let_shrink(first_, "The compressed run (a Results row) measured against its original");
+    let_shrink(second_, "A second run drawn beside it in the plot (pca against lle at the same bytes)");
     colour_->addItems({"LLE reconstruction cosine", "damage: KL as target", "damage: 1 − cosine"});
-    colour_->setToolTip("What colours the neighbour graph: the damage is the first run's, every token's");
+    let_shrink(colour_, "What colours the neighbour graph: the damage is the first run's, every token's");
     auto* compute_button = new QPushButton("Compute damage", this);
     compute_button->setToolTip(
         "KL per target token and rebuild cosine per row, on the run's evaluation text");

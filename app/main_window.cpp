@@ -1,6 +1,7 @@
 #include "main_window.hpp"
 
 #include <cctype>
+#include <cmath>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -43,6 +44,7 @@
 #include <QUndoStack>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <optional>
 
 #include "analyses.hpp"
@@ -51,6 +53,7 @@
 #include "compare_view.hpp"
 #include "damage_tab.hpp"
 #include "embedlab/experiment_request.hpp"
+#include "embedlab/pipeline_request.hpp"
 #include "figure_export.hpp"
 #include "fourier_map_view.hpp"
 #include "jobs_dock.hpp"
@@ -70,6 +73,17 @@ namespace embedlab::app {
 
 namespace {
 constexpr int kRecentModels = 8;
+
+// Rows at or after `row` moved by `by` (-1: `row` deleted, its entry dropped; +1: a row put back there).
+template <class T> QHash<int, T> rows_moved(const QHash<int, T>& rows, int row, int by)
+{
+    QHash<int, T> moved;
+    for (auto it = rows.begin(); it != rows.end(); ++it)
+        if (by > 0 || it.key() != row)
+            moved.insert(it.key() > row || (by > 0 && it.key() == row) ? it.key() + by : it.key(),
+                         it.value());
+    return moved;
+}
 } // namespace
 
 MainWindow::MainWindow(QWidget* parent)
@@ -146,8 +160,12 @@ MainWindow::MainWindow(QWidget* parent)
         if (!model_path_.isEmpty())
             chooseTableDefault(model_path_);
     });
-    connect(method_panel_, &MethodPanel::runRequested, this,
-            [this] { runSweep(method_panel_->requests(), method_panel_->target()); });
+    connect(method_panel_, &MethodPanel::runRequested, this, [this] {
+        if (const auto chain = method_panel_->chainJson()) // Then... made a chain: one job
+            runChain(*chain, method_panel_->target());
+        else
+            runSweep(method_panel_->requests(), method_panel_->target());
+    });
     // Issue 61 item 7: a refused Run says why where the user looks after pressing it.
     connect(method_panel_, &MethodPanel::runRefused, this,
             [this](const QString& reason) { statusBar()->showMessage("Not run: " + reason); });
@@ -182,7 +200,8 @@ MainWindow::MainWindow(QWidget* parent)
         results_->table()->setCurrentIndex(index); // the row under the cursor is the one acted on
         QMenu menu(this);
         menu.addAction(export_model_);
-        const bool has_request = row_requests_.contains(results_->selectedRow());
+        const bool has_request =
+            row_requests_.contains(results_->selectedRow()) || row_chains_.contains(results_->selectedRow());
         for (auto* copy : {copy_command_, copy_json_, copy_python_}) {
             copy->setEnabled(has_request);
             menu.addAction(copy);
@@ -369,11 +388,14 @@ MainWindow::MainWindow(QWidget* parent)
             &MainWindow::applyResultsYAxis);
     // Row indices above a deleted row move down: so do the rows' sources.
     connect(results_, &views::ResultsView::rowRemoved, this, [this](int row) {
-        DeletedRow deleted{row, {}, {}, row < saved_rows_};
+        DeletedRow deleted{row, {}, {}, {}, row < saved_rows_};
         if (row_sources_.contains(row))
             deleted.source = row_sources_[row];
         if (row_requests_.contains(row))
             deleted.request = row_requests_[row];
+        if (row_chains_.contains(row))
+            deleted.chain = row_chains_[row];
+        row_chains_ = rows_moved(row_chains_, row, -1);
         deleted_rows_.push_back(deleted);
         QHash<int, RowSource> moved;
         for (auto it = row_sources_.begin(); it != row_sources_.end(); ++it)
@@ -400,11 +422,14 @@ MainWindow::MainWindow(QWidget* parent)
         QHash<int, CompressionRequest> requests;
         for (auto it = row_requests_.begin(); it != row_requests_.end(); ++it)
             requests.insert(it.key() >= row ? it.key() + 1 : it.key(), it.value());
+        row_chains_ = rows_moved(row_chains_, row, +1);
         if (deleted.row == row) {
             if (deleted.source)
                 moved.insert(row, *deleted.source);
             if (deleted.request)
                 requests.insert(row, *deleted.request);
+            if (deleted.chain)
+                row_chains_.insert(row, *deleted.chain);
             saved_rows_ += deleted.saved;
         }
         row_sources_ = moved;
@@ -776,6 +801,7 @@ bool MainWindow::openSession(const QString& file)
         results_->clear();
         deleted_rows_.clear(); // with the results view's undo stack
         row_requests_.clear();
+        row_chains_.clear();
         row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
         // Issue 61 item 6: a reopened encoder's rows are drawn and explained as this session's.
         const QJsonObject encoders = session.value("encoders").toObject();
@@ -921,15 +947,88 @@ std::string python_literal(const nlohmann::ordered_json& v)
             text += (text.size() > 1 ? ", " : "") + python_literal(e);
         return text + "]";
     }
+    if (v.is_object()) { // a chain's step
+        std::string text = "{";
+        for (const auto& [key, value] : v.items())
+            text += (text.size() > 1 ? ", " : "") + nlohmann::ordered_json(key).dump() + ": " +
+                    python_literal(value);
+        return text + "}";
+    }
     return v.dump(); // a string (JSON's escapes are Python's) or a number
+}
+
+// A folder name from a run's words: letters, digits, '.' and '_', the rest one '-'.
+std::string folder_name(const std::string& name);
+
+// A chain's row (its pipeline request) as the CLI's line: compress --method trim and trim's
+// fields as flags, --then METHOD and the method's flags as compress_command writes them
+// (a flag trim already gave, the shared --freq-text, once), --then-store its store.
+std::string chain_command(const nlohmann::ordered_json& pipeline, const std::string& out)
+{
+    const PipelineRequest p = pipeline_from_json(pipeline);
+    if (!p.trim)
+        return cli::shell_command_line(cli::compress_command(p.request, out));
+    std::vector<std::string> argv{"embedlab-cli", "compress", p.request.model, "--method", "trim"};
+    for (const auto& [key, value] : p.steps[0].items()) {
+        if (key == "method")
+            continue;
+        std::string flag = "--" + key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        argv.push_back(flag);
+        argv.push_back(value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    std::vector<std::string> omitted;
+    if (p.request.method.empty()) { // trim alone: its evaluation text and window
+        if (!p.request.eval_text.empty())
+            argv.insert(argv.end(), {"--eval-text", p.request.eval_text});
+        if (p.request.ctx > 0)
+            argv.insert(argv.end(), {"--ctx", std::to_string(p.request.ctx)});
+    } else {
+        CompressionRequest method = p.request;
+        method.store.clear(); // --then-store
+        const std::vector<std::string> words = cli::compress_command(method, out, &omitted);
+        argv.insert(argv.end(), {"--then", p.request.method});
+        for (size_t i = 5; i + 2 < words.size(); ++i) { // past "--method M", before "--out OUT"
+            const bool valued = i + 1 < words.size() - 2 && words[i + 1].rfind("--", 0) != 0;
+            const auto given = std::search(argv.begin(), argv.end(), words.begin() + static_cast<long>(i),
+                                           words.begin() + static_cast<long>(i + (valued ? 2 : 1)));
+            if (given == argv.end())
+                argv.insert(argv.end(), words.begin() + static_cast<long>(i),
+                            words.begin() + static_cast<long>(i + (valued ? 2 : 1)));
+            i += valued ? 1 : 0;
+        }
+        if (!p.request.store.empty())
+            argv.insert(argv.end(), {"--then-store", p.request.store});
+    }
+    argv.insert(argv.end(), {"--out", out});
+    std::string line = cli::shell_command_line(argv);
+    for (size_t i = 0; i < omitted.size(); ++i)
+        line += (i == 0 ? "  # not settable by a compress flag: " : ", ") + omitted[i];
+    return line;
+}
+
+// A chain's row as a compress_chain call: its steps, and its top fields as keywords.
+std::string chain_python(const nlohmann::ordered_json& pipeline)
+{
+    std::string call = "import embedlab\nchain = embedlab.compress_chain(" +
+                       nlohmann::ordered_json(pipeline.value("model", "")).dump() + ", " +
+                       python_literal(pipeline["pipeline"]);
+    for (const auto& [field, value] : pipeline.items())
+        if (field != "model" && field != "pipeline")
+            call += ", " + field + "=" + python_literal(value);
+    return call + ")\nprint(chain.summary)\n";
 }
 
 // Where a copied row writes its model: named by the model and the run's settings
 // ("tinyllama-pca-rank-32"), so two rows' pasted commands do not collide.
 std::string row_output_dir(const CompressionRequest& request)
 {
-    std::string name =
-        std::filesystem::path(request.model).filename().string() + "-" + describe_request(request);
+    return folder_name(std::filesystem::path(request.model).filename().string() + "-" +
+                       describe_request(request));
+}
+
+std::string folder_name(const std::string& name)
+{
     std::string out;
     for (char c : name) {
         const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
@@ -947,6 +1046,23 @@ std::string row_output_dir(const CompressionRequest& request)
 
 QString MainWindow::rowText(int row, RowText as) const
 {
+    if (row_chains_.contains(row)) {
+        const nlohmann::ordered_json& pipeline = row_chains_[row];
+        const std::string out =
+            folder_name(std::filesystem::path(pipeline.value("model", "")).filename().string() + "-" +
+                        pipeline_label(pipeline_from_json(pipeline)));
+        switch (as) {
+        case RowText::Command:
+            return QString::fromStdString(chain_command(pipeline, out));
+        case RowText::JsonRequest: { // the pipeline job embedlab-cli worker --job runs
+            nlohmann::ordered_json job = {{"kind", "compress"}, {"out", out}};
+            job.update(pipeline);
+            return QString::fromStdString(job.dump(2)) + "\n";
+        }
+        case RowText::Python:
+            return QString::fromStdString(chain_python(pipeline));
+        }
+    }
     if (!row_requests_.contains(row))
         return {};
     const CompressionRequest& request = row_requests_[row];
@@ -1157,6 +1273,8 @@ void MainWindow::openModel(const QString& path)
             followModelInResults();
             if (auto* damage = findChild<DamagePanel*>())
                 damage->setModel(path); // its plot and colour-by were the previous model's
+            if (auto* compare = findChild<views::CompareView*>())
+                compare->setLoadedModel(QFileInfo(path).fileName(), summary.encoder);
             model_vocab_ = summary.vocab_size;
             method_panel_->setDimension(static_cast<int>(summary.hidden_size));
             // Controls clamp to the new model's ranges.
@@ -1221,25 +1339,27 @@ void MainWindow::followModelInResults()
 
 void MainWindow::applyResultsYAxis()
 {
-    // An encoder has no perplexity: its rows are drawn by what every encoder run has,
-    // but only while no other model's rows share the axis.
+    // An encoder without a masked-LM head has no perplexity: its rows are drawn by what
+    // every encoder run has, but only while no row shown has a perplexity (a masked-LM
+    // encoder's rows have their pseudo-perplexity's Δ ln PPL, as a decoder's have theirs).
     const QString filter = results_->modelFilter();
-    bool any = false, all_encoders = true;
+    bool any = false, cosine_only = true;
     for (const auto& r : results_->rows()) {
         const QString model = QString::fromStdString(r.model);
         if (!filter.isEmpty() && model != filter)
             continue;
         any = true;
-        all_encoders = all_encoders && encoder_models_.contains(model);
+        const bool perplexity = std::isfinite(r.ppl) && std::isfinite(r.delta_ln_ppl) && r.ppl > 0;
+        cosine_only = cosine_only && encoder_models_.contains(model) && !perplexity;
     }
     if (!any)
-        all_encoders = model_encoder_;
+        cosine_only = model_encoder_ && !model_masked_lm_;
     const QString cosine = "1 − mean cosine";
-    if (all_encoders && results_->yMetric() != cosine) {
+    if (cosine_only && results_->yMetric() != cosine) {
         y_before_encoders_ = results_->yMetric();
         y_symlog_before_encoders_ = results_->ySymlog();
         results_->setYAxis(cosine, false);
-    } else if (!all_encoders && results_->yMetric() == cosine && !y_before_encoders_.isEmpty()) {
+    } else if (!cosine_only && results_->yMetric() == cosine && !y_before_encoders_.isEmpty()) {
         results_->setYAxis(std::exchange(y_before_encoders_, {}), y_symlog_before_encoders_);
     }
 }

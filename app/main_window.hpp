@@ -70,6 +70,11 @@ public:
     // ends; its cancel stops the rest. One request: runCompression. -1 as there, or
     // when a request is refused (all or nothing).
     int runSweep(const std::vector<CompressionRequest>& requests, const RunTarget& target = {});
+    // Queues a chain (issue 60: the method panel's chainJson(), the engine's pipeline request;
+    // its model replaced by the shown one) as ONE job on `target`; its row is the chain's own
+    // (labelled by its steps), copied as the CLI's --then line, the JSON pipeline job or a
+    // compress_chain call. -1 as runCompression, when the engine refuses the chain.
+    int runChain(const nlohmann::ordered_json& pipeline, const RunTarget& target = {});
     // Queues writing results row `row`'s compressed model to `dir` (the CLI's
     // compress layout; `dense` adds dir/dense/). Returns the job id, -1 if the row
     // did not come from a compression job. An existing dir fails unless `overwrite`.
@@ -177,6 +182,7 @@ private:
     static QString encoderNote(const QString& model, bool masked_lm);
     void addCompressionRow(const RunSummary& row, const CompressionRequest& request, const RunTarget& target,
                            const QString& model);
+    void addChainRow(const RunSummary& row, const nlohmann::ordered_json& pipeline);
     void exportFigure();
     void exportDataInteractively();
     void rememberModel(const QString& path);
@@ -190,7 +196,8 @@ private:
     bool showing(const QWidget* view) const;    // `view` is on the current tab
     void applySpectrumOverlays();
     // Issue 61 item 4: the Results filter shows the loaded model's rows (all while it has
-    // none), and the y axis is 1 − mean cosine while every row shown is an encoder's.
+    // none), and the y axis is 1 − mean cosine while every row shown is an encoder's
+    // without a perplexity (a masked-LM encoder's rows have Δ ln PPL).
     void followModelInResults();
     void applyResultsYAxis();
 
@@ -214,7 +221,8 @@ private:
     QAction* copy_command_; // the selected results row as an embedlab-cli line (rowText)
     QAction* copy_json_;    // ... as its request's JSON
     QAction* copy_python_;  // ... as a Python call
-    QHash<int, CompressionRequest> row_requests_; // every run's request (local or remote), by row
+    QHash<int, CompressionRequest> row_requests_;   // every run's request (local or remote), by row
+    QHash<int, nlohmann::ordered_json> row_chains_; // a chain's row: its pipeline request, by row
     QPushButton* export_button_;
     // What produced each results row (by row index), so it can be exported.
     struct RowSource {
@@ -228,6 +236,7 @@ private:
         int row = -1;
         std::optional<RowSource> source;
         std::optional<CompressionRequest> request;
+        std::optional<nlohmann::ordered_json> chain;
         bool saved = false; // among the first saved_rows_
     };
     QVector<DeletedRow> deleted_rows_;

@@ -16,6 +16,7 @@
 
 #include "analyses.hpp"
 #include "analyses_sweep.hpp"
+#include "embedlab/pipeline_request.hpp"
 #include "fourier_map_view.hpp"
 #include "main_window.hpp"
 #include "method_panel.hpp"
@@ -140,6 +141,45 @@ void MainWindow::addCompressionRow(const RunSummary& r, const CompressionRequest
                 .arg(r.ratio, 0, 'f', 2));
     if (target.host.empty()) // a remote row's model stays on the host (Slurm's refits here)
         row_sources_[row] = {model, request};
+    results_->selectRow(row);
+    updateExportEnabled();
+}
+
+int MainWindow::runChain(const nlohmann::ordered_json& chosen, const RunTarget& target)
+{
+    if (model_path_.isEmpty()) {
+        statusBar()->showMessage("Open a model first");
+        return -1;
+    }
+    nlohmann::ordered_json pipeline = chosen;
+    pipeline["model"] = model_path_.toStdString();
+    std::string label;
+    try {
+        check_chain(pipeline); // the engine's checks, against this model's config
+        label = pipeline_label(pipeline_from_json(pipeline));
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(QString("Not run: %1").arg(QString::fromUtf8(e.what())));
+        return -1;
+    }
+    clearRefusal();
+    auto job_id = std::make_shared<std::atomic<int>>(0);
+    const StatusFn status = jobStatus(job_id);
+    const std::string where = target.slurm ? " on Slurm" : target.host.empty() ? "" : " on " + target.host;
+    const int id =
+        jobs_.submit(QString::fromStdString("compress chain " + label + where),
+                     [this, pipeline, target, status](const ProgressFn& progress) -> std::function<void()> {
+                         const auto r = compress_chain_and_evaluate(pipeline, target, progress, status);
+                         return [this, r, pipeline] { addChainRow(r, pipeline); };
+                     });
+    job_id->store(id);
+    return id;
+}
+
+void MainWindow::addChainRow(const RunSummary& r, const nlohmann::ordered_json& pipeline)
+{
+    const int row = results_->addRow(r); // method "chain", parameters its steps: a point of its own
+    applyResultsYAxis();
+    row_chains_[row] = pipeline; // Copy as command etc. reproduce the chain
     results_->selectRow(row);
     updateExportEnabled();
 }

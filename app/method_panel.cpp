@@ -166,7 +166,8 @@ MethodPanel::MethodPanel(QWidget* parent)
         e->setPlaceholderText(bundled);
     frequency_text_->setObjectName("freq_text");
     calibration_text_->setObjectName("calib_text");
-    buildPages(); // each registry method's page, its fields' widgets
+    buildPages();    // each registry method's page, its fields' widgets
+    buildChain(top); // Then..., its step and trim's page
 
     // A zero-shot task after the evaluation (tasks.hpp): the task accuracy column.
     task_->addItem("no task", "none");
@@ -226,11 +227,15 @@ MethodPanel::MethodPanel(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(top);
-    layout->addWidget(options_);
+    auto* steps = new QHBoxLayout; // a chain's trim beside its method's page
+    steps->addWidget(trim_page_);
+    steps->addWidget(options_, 1);
+    layout->addLayout(steps);
     layout->addLayout(texts);
     // The task and where it runs share a row (issue 61: the tab fits 768 px high).
     task_row->addLayout(where, 1);
     layout->addLayout(task_row);
+    layout->addWidget(chain_label_);
     layout->addWidget(problem_);
     layout->addWidget(note_);
     note_->setStyleSheet("color: #8a5a00;");
@@ -624,12 +629,22 @@ std::vector<std::pair<std::string, QAbstractSpinBox*>> MethodPanel::fieldBoxes()
 
 QString MethodPanel::problem() const
 {
-    if (const QString numbers = first_problem(numberBoxes(), this); !numbers.isEmpty())
+    QList<QWidget*> boxes = numberBoxes();
+    for (const auto& f : trim_fields_) // a hidden page's boxes are skipped
+        if (qobject_cast<QAbstractSpinBox*>(f.widget))
+            boxes << f.widget;
+    if (const QString numbers = first_problem(boxes, this); !numbers.isEmpty())
         return numbers;
     if (const QString lists = listProblem(); !lists.isEmpty())
         return lists;
     if (const int64_t runs = sweepSize(); runs > kMaxSweepRuns)
         return QString("the sweep has %1 runs (at most %2: sweep fewer values)").arg(runs).arg(kMaxSweepRuns);
+    if (chainShown()) {
+        if (sweepSize() > 1)
+            return "a chain runs one setting: type one value in each box, not a sweep";
+        if (const QString chain = chainProblem(); !chain.isEmpty())
+            return chain; // the engine's refusal, as the CLI's --then and a JSON pipeline get it
+    }
     return slurmProblem();
 }
 
@@ -641,13 +656,23 @@ void MethodPanel::showProblem()
     slurm_partition_->setStyleSheet(slurm.contains("partition '") ? "QLineEdit { border: 2px solid #b00000; }"
                                                                   : "");
     const QString p = problem();
-    problem_->setText(p.isEmpty() ? QString() : "Not run while " + p + ".");
+    const bool engine_refusal = !p.isEmpty() && chainShown() && p == chainProblem(); // its own sentence
+    problem_->setText(p.isEmpty()      ? QString()
+                      : engine_refusal ? "Not run: " + p
+                                       : "Not run while " + p + ".");
     problem_->setVisible(!p.isEmpty());
+    if (chain_label_) { // the chain in words follows every field
+        const bool chain = chainShown();
+        chain_label_->setText(chain ? "Chain: " + chainLabel() + " (one job, one record)" : QString());
+        chain_label_->setVisible(chain);
+    }
     showRuns();
 }
 
-void MethodPanel::showOptionsFor(const QString& method)
+void MethodPanel::showOptionsFor(const QString& chosen)
 {
+    // A chain shows its registry method's page (trim's is its own); a method alone, its own.
+    const QString method = then_row_ ? registryStep() : chosen;
     for (int i = 0; i < static_cast<int>(pages_.size()); ++i)
         if (pages_[i].method == method.toStdString())
             options_->setCurrentIndex(i);
@@ -656,7 +681,7 @@ void MethodPanel::showOptionsFor(const QString& method)
     if (QWidget* shown = options_->currentWidget())
         shown->lower();
     const auto* m = find_method(method.toStdString()); // the registry says what each method takes
-    const bool embedding = !m || m->part == CompressedPart::TokenEmbedding;
+    const bool embedding = m ? m->part == CompressedPart::TokenEmbedding : !chainTrims();
     lora_->setVisible(embedding);
     lora_rank_->setVisible(embedding && lora_->isChecked());
     lora_steps_->setVisible(embedding && lora_->isChecked());
@@ -665,13 +690,17 @@ void MethodPanel::showOptionsFor(const QString& method)
     remote_cli_->setVisible(ssh_config_->isVisibleTo(this));
     for (QWidget* w : std::initializer_list<QWidget*>{slurm_partition_, slurm_time_, slurm_array_limit_})
         w->setVisible(host == kSlurm);
-    frequency_row_->setVisible(m && m->needs_frequency_text);
+    // trim reads the frequency text too (its page holds the shared row's field).
+    frequency_row_->setVisible((m && m->needs_frequency_text) || chainTrims());
     calibration_row_->setVisible(m && m->needs_calibration_text);
     train_row_->setVisible(embedding && lora_->isChecked());
     const QString task = task_->currentData().toString();
     task_file_row_->setVisible(task != "none" && task != "sst2-dev");
     task_limit_->setVisible(task != "none");
-    showProblem(); // a hidden box's problem no longer stops a run
+    if (chain_label_)
+        showChain(); // and showProblem: a hidden box's problem no longer stops a run
+    else
+        showProblem();
     showNotes();
 }
 

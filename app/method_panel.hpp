@@ -32,9 +32,12 @@
 #include <QWidget>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "analyses.hpp"
 #include "embedlab/method_registry.hpp"
@@ -42,10 +45,12 @@
 class QAbstractSpinBox;
 class QCheckBox;
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QDoubleSpinBox;
 class QLineEdit;
 class QPushButton;
+class QScrollArea;
 class QSpinBox;
 class QStackedWidget;
 
@@ -119,6 +124,20 @@ public:
     QLineEdit* evaluationText() const { return eval_text_; }
     QCheckBox* divergenceBox() const { return divergence_; }
 
+    // The chain (issue 60). thenMethod(): the step Then... added ("" none); setThen adds
+    // one ("" removes it). chainJson(): the pipeline request Run queues while the method
+    // is trim or a step is added (model "": the window's), else nullopt; the method step's
+    // fields as request() reads them, evaluation fields at the top (a trimmed chain evaluates
+    // the whole text: eval_tokens does not apply to it). chainLabel(): the engine's label
+    // ("trim 0.999 → pca rank 32 → q8_0"), or the steps' names while refused. chainProblem():
+    // the engine's refusal of the chain as built ("" none).
+    QString thenMethod() const;
+    void setThen(const QString& method);
+    std::optional<nlohmann::ordered_json> chainJson() const;
+    QString chainLabel() const;
+    QString chainProblem() const;
+    static const QString kTrimStep; // "trim": a chain's step that is no registry method
+
     // SST-2's GLUE dev set in the project's shared data ("" if not found; sst2_dev_path()).
     static QString sst2DevPath();
 
@@ -163,6 +182,20 @@ private:
     void buildPages();
     QWidget* fieldWidget(const MethodDescriptor& m, const std::string& field, const FieldDoc& doc,
                          QWidget* page);
+    // The widget of a field by its JSON type and first value (fieldWidget's and trim's).
+    QWidget* typedFieldWidget(const std::string& field, RequestFieldType type, const FieldDoc& doc,
+                              const nlohmann::ordered_json& first, QWidget* page);
+    // The chain's widgets (method_panel_chain.cpp): Then..., its step's box and x, the
+    // chain in words, and trim's page; trim added to the method box.
+    void buildChain(QHBoxLayout* row);
+    QString registryStep() const; // the chain's registry method, whose page is shown ("" none)
+    bool chainShown() const;      // the method is trim or a step is added
+    bool chainTrims() const;      // trim is one of its steps (its page is shown)
+    QScrollArea* scrollPage(QWidget* page, const QString& name);
+    std::optional<nlohmann::ordered_json> chainSteps(QString* problem) const; // the JSON, or why not
+    // A field widget's value as JSON (a text row: its path or the bundled text's; null: unreadable).
+    nlohmann::ordered_json fieldValue(const FieldWidget& f, RequestFieldType type) const;
+    void showChain();
     const MethodPage* page(const std::string& method) const;
     QWidget* box(const std::string& method, const std::string& field) const; // null if none
     // The page's fields into `r` (sweep values from `with`); the fields whose applies_with
@@ -205,6 +238,13 @@ private:
     QPushButton* run_;
     QLabel* problem_;
     QLabel* note_;
+    // The chain (method_panel_chain.cpp).
+    QPushButton* then_ = nullptr;      // "Then...": adds a step after the chosen method
+    QWidget* then_row_ = nullptr;      // "then" [method] [x] while a step is added
+    QComboBox* then_method_ = nullptr; // the added step's method
+    QLabel* chain_label_ = nullptr;    // the chain in words
+    QWidget* trim_page_ = nullptr;     // trim's fields, while trim is a step
+    std::vector<FieldWidget> trim_fields_;
 };
 
 } // namespace embedlab::app

@@ -69,6 +69,13 @@ std::optional<Presentation> presentation(const std::string& field)
     return std::nullopt;
 }
 
+// A field of the request (experiment_request.hpp), not a chain step's own (trim's coverage).
+bool is_request_field(const std::string& field)
+{
+    const auto& known = request_fields();
+    return std::find(known.begin(), known.end(), field) != known.end();
+}
+
 // What the empty value of an optional choice means.
 QString empty_choice_text(const std::string& field)
 {
@@ -197,14 +204,13 @@ bool fits_width(const QString& choice, int d)
 }
 
 // A field widget's tooltip: the doc's help, its range for width d, the sweep grammar.
-QString field_tip(const std::string& field, const FieldDoc& doc, int d)
+QString field_tip(RequestFieldType type, const FieldDoc& doc, int d)
 {
     QString tip = QString::fromStdString(doc.help);
     if (const std::string range = field_range_text(doc, d); !range.empty())
         tip += QString::fromStdString(": " + range);
     if (doc.required)
         tip += " (required)";
-    const RequestFieldType type = request_field_type(field);
     if (type == RequestFieldType::Integer || type == RequestFieldType::Number)
         tip += "\nA sweep runs once per value: a list 8,16,32 or a range start:stop:step, 8:128:8";
     return tip;
@@ -216,8 +222,6 @@ QWidget* MethodPanel::fieldWidget(const MethodDescriptor& m, const std::string& 
                                   QWidget* page)
 {
     const RequestFieldType type = request_field_type(field);
-    const QString name = QString::fromStdString(field), label = QString::fromStdString(doc.label);
-    const QString tip = field_tip(field, doc, dimension_);
     // The first value: the workbench's, else the method's example, else the request's default.
     Json first = request_field_value(CompressionRequest{}, field);
     if (!m.example.empty())
@@ -225,6 +229,14 @@ QWidget* MethodPanel::fieldWidget(const MethodDescriptor& m, const std::string& 
             first = example[field];
     if (const Json& wb = workbench_defaults(); wb.contains(m.name) && wb[m.name].contains(field))
         first = wb[m.name][field];
+    return typedFieldWidget(field, type, doc, first, page);
+}
+
+QWidget* MethodPanel::typedFieldWidget(const std::string& field, RequestFieldType type, const FieldDoc& doc,
+                                       const Json& first, QWidget* page)
+{
+    const QString name = QString::fromStdString(field), label = QString::fromStdString(doc.label);
+    const QString tip = field_tip(type, doc, dimension_);
     QWidget* w = nullptr;
     if (field == "freq_text")
         w = frequency_text_; // the shared rows, shown for the methods that read them
@@ -232,7 +244,9 @@ QWidget* MethodPanel::fieldWidget(const MethodDescriptor& m, const std::string& 
         w = calibration_text_;
     else if (type == RequestFieldType::Integer || type == RequestFieldType::Number) {
         // The panel's old texts for a field as every method reads it; a method's own label else.
-        const auto shown = doc.label == default_field_doc(field).label ? presentation(field) : std::nullopt;
+        const auto shown = is_request_field(field) && doc.label == default_field_doc(field).label
+                               ? presentation(field)
+                               : std::nullopt;
         const QString prefix = shown ? shown->prefix : label + " = ";
         const QString suffix = shown              ? shown->suffix
                                : doc.unit.empty() ? QString()
@@ -354,22 +368,27 @@ void MethodPanel::buildPages()
         layout->addStretch(1);
         // A page wider than the window scrolls sideways rather than widening the window
         // (issue 61: the tt and flat pages were 1600 px wide); its height stays the row's.
-        auto* scroll = new QScrollArea(this);
-        scroll->setObjectName(QString::fromLatin1(m.name) + "_page");
-        scroll->setFrameShape(QFrame::NoFrame);
-        scroll->setWidgetResizable(true);
-        scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-        scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
-        scroll->setWidget(w);
-        scroll->setFixedHeight(w->sizeHint().height() + scroll->horizontalScrollBar()->sizeHint().height());
-        scroll->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
-        options_->addWidget(scroll);
+        options_->addWidget(scrollPage(w, QString::fromLatin1(m.name) + "_page"));
         pages_.push_back(std::move(p));
         method_->addItem(QString::fromLatin1(m.name));
         method_->setItemData(method_->count() - 1, QString::fromLatin1(m.summary), Qt::ToolTipRole);
         tips << QString("%1: %2").arg(m.name, m.summary);
     }
     method_->setToolTip(tips.join("\n"));
+}
+
+QScrollArea* MethodPanel::scrollPage(QWidget* w, const QString& name)
+{
+    auto* scroll = new QScrollArea(this);
+    scroll->setObjectName(name);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidgetResizable(true);
+    scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    scroll->setWidget(w);
+    scroll->setFixedHeight(w->sizeHint().height() + scroll->horizontalScrollBar()->sizeHint().height());
+    scroll->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+    return scroll;
 }
 
 const MethodPanel::MethodPage* MethodPanel::page(const std::string& method) const
@@ -389,14 +408,19 @@ QWidget* MethodPanel::box(const std::string& method, const std::string& field) c
     return nullptr;
 }
 
+Json MethodPanel::fieldValue(const FieldWidget& f, RequestFieldType type) const
+{
+    if (f.widget == frequency_text_ || f.widget == calibration_text_)
+        return Json(textOf(qobject_cast<QLineEdit*>(f.widget)).toStdString());
+    return widget_value(f.widget, type);
+}
+
 void MethodPanel::readPage(const MethodPage& p, CompressionRequest& r,
                            const std::map<std::string, double>& with, bool raw) const
 {
     for (const auto& f : p.fields) {
         const RequestFieldType type = request_field_type(f.field);
-        Json v = f.widget == frequency_text_ || f.widget == calibration_text_
-                     ? Json(textOf(qobject_cast<QLineEdit*>(f.widget)).toStdString())
-                     : widget_value(f.widget, type);
+        Json v = fieldValue(f, type);
         if (const auto it = with.find(f.field); it != with.end())
             v = type == RequestFieldType::Integer ? Json(static_cast<int64_t>(it->second)) : Json(it->second);
         if (v.is_null())
@@ -448,7 +472,8 @@ void MethodPanel::showApplies()
 
 QString MethodPanel::listProblem() const
 {
-    if (const auto* p = page(method().toStdString()))
+    const QString shown = chainShown() ? registryStep() : method();
+    if (const auto* p = page(shown.toStdString()))
         for (const auto& f : p->fields)
             if (auto* e = qobject_cast<QLineEdit*>(f.widget);
                 e && e->isEnabled() && request_field_type(f.field) == RequestFieldType::Integers &&
@@ -469,7 +494,7 @@ void MethodPanel::setDimension(int d)
                 if (auto* s = qobject_cast<CheckedSpinBox*>(f.widget))
                     s->setMaximum(d);
                 // The range in the tooltip says d (a marked box shows its problem or sweep instead).
-                const QString tip = field_tip(f.field, *f.doc, d);
+                const QString tip = field_tip(request_field_type(f.field), *f.doc, d);
                 f.widget->setProperty("plain_tooltip", tip);
                 if (!f.widget->property("marked").toBool())
                     f.widget->setToolTip(tip);

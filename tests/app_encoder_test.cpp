@@ -11,6 +11,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
+#include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -25,6 +26,7 @@
 #include <QTimer>
 #include <cmath>
 #include <gtest/gtest.h>
+#include <qcustomplot.h>
 
 #include "compare_analyses.hpp"
 #include "compare_view.hpp"
@@ -398,4 +400,93 @@ TEST(EncoderWorkbench, TheExportDialogNamesTheRowsSettings)
     export_model->trigger();
     QApplication::processEvents();
     EXPECT_TRUE(proposed.endsWith("-quant-q8_0")) << proposed.toStdString();
+}
+
+// Issue 61: the Results plot's y axis is 1 − mean cosine only while every shown row lacks
+// a perplexity (an encoder without a masked-LM head); a masked-LM encoder's rows have
+// their pseudo-perplexity and are drawn by their Δ ln PPL, as a decoder's are.
+TEST(EncoderWorkbench, AMaskedLmEncodersRowsAreDrawnByTheirDeltaLnPpl)
+{
+    EncoderWindow w;
+    MainWindow& window = *w.window;
+    auto* results = window.resultsView();
+    const QString masked_lm = encoder_model("distilbert-mlm");
+    open_shown(window, masked_lm);
+    EXPECT_EQ(results->yMetric(), QString("Δ ln PPL")) << "before its first row";
+    auto request = window.methodPanel()->request("pca");
+    request.rank = 16;
+    request.eval_tokens = 64;
+    ASSERT_GT(window.runCompression(request), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(results->rows().size(), 1u) << window.statusBar()->currentMessage().toStdString();
+    const auto row = results->rows()[0];
+    ASSERT_TRUE(std::isfinite(row.ppl) && std::isfinite(row.delta_ln_ppl)) << row.ppl;
+    EXPECT_EQ(results->yMetric(), QString("Δ ln PPL"));
+    QCPCurve* pca = results->series("pca");
+    ASSERT_NE(pca, nullptr);
+    ASSERT_EQ(pca->data()->size(), 1);
+    EXPECT_DOUBLE_EQ(pca->data()->at(0)->value, results->ySymlog()
+                                                    ? embedlab::views::ResultsView::symlogOf(row.delta_ln_ppl)
+                                                    : row.delta_ln_ppl);
+
+    // A classifier's rows (no head, no perplexity) are drawn by the cosine; back on the
+    // masked-LM encoder's rows, Δ ln PPL again.
+    open_shown(window, encoder_model("bert-cls"));
+    auto cls = window.methodPanel()->request("pca");
+    cls.rank = 16;
+    ASSERT_GT(window.runCompression(cls), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_EQ(results->rows().size(), 2u) << window.statusBar()->currentMessage().toStdString();
+    ASSERT_EQ(results->modelFilter(), encoder_model("bert-cls"));
+    EXPECT_EQ(results->yMetric(), QString("1 − mean cosine"));
+    QComboBox* filter = results->modelFilterBox();
+    filter->setCurrentIndex(filter->findData(masked_lm)); // as a user picks it
+    EXPECT_EQ(results->yMetric(), QString("Δ ln PPL"));
+}
+
+// Issue 61: the Compare tab's Embeddings page is an encoder's: disabled, its tooltip
+// saying why, while a decoder is loaded or a decoder's run is chosen; enabled (and shown)
+// for an encoder's run.
+TEST(EncoderWorkbench, TheEmbeddingsPageIsOnlyAnEncoders)
+{
+    EncoderWindow w;
+    MainWindow& window = *w.window;
+    auto* compare = window.findChild<embedlab::views::CompareView*>();
+    ASSERT_NE(compare, nullptr);
+    QTabWidget* modes = nullptr;
+    for (auto* tabs : compare->findChildren<QTabWidget*>())
+        if (tabs->count() == 3 && tabs->tabText(2) == "Embeddings")
+            modes = tabs;
+    ASSERT_NE(modes, nullptr);
+    embedlab::test::open_bundled(window);
+    const QString decoder = QFileInfo(QString::fromStdString(embedlab::app::default_model())).fileName();
+    ASSERT_TRUE(window.showView("compare"));
+    EXPECT_FALSE(modes->isTabEnabled(2)) << "a decoder loaded, no run yet";
+    EXPECT_TRUE(modes->tabToolTip(2).startsWith(decoder + " is a decoder"))
+        << modes->tabToolTip(2).toStdString();
+    EXPECT_TRUE(modes->tabToolTip(2).contains("encoder's sentence embeddings"));
+
+    auto request = window.methodPanel()->request("pca");
+    request.rank = 16;
+    request.eval_tokens = 64;
+    ASSERT_GT(window.runCompression(request), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    open_shown(window, encoder_model("bert-cls"));
+    auto cls = window.methodPanel()->request("pca");
+    cls.rank = 16;
+    ASSERT_GT(window.runCompression(cls), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    ASSERT_TRUE(window.showView("results"));
+    ASSERT_TRUE(window.showView("compare")); // as a user returns to it: its runs listed anew
+    ASSERT_EQ(compare->runBox()->count(), 2) << window.statusBar()->currentMessage().toStdString();
+    ASSERT_TRUE(compare->encoderChosen()) << "the latest run, the encoder's";
+    EXPECT_TRUE(modes->isTabEnabled(2));
+    EXPECT_EQ(modes->tabToolTip(2), "");
+    EXPECT_EQ(compare->mode(), 2);
+
+    compare->runBox()->setCurrentIndex(0); // the decoder's run, with an encoder loaded
+    const QString run = compare->runBox()->currentText();
+    EXPECT_FALSE(modes->isTabEnabled(2));
+    EXPECT_TRUE(modes->tabToolTip(2).startsWith(run + " is a decoder")) << modes->tabToolTip(2).toStdString();
+    EXPECT_NE(compare->mode(), 2) << "the disabled page gave way";
 }

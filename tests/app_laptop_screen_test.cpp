@@ -10,6 +10,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QHeaderView>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QScrollArea>
@@ -541,4 +542,74 @@ TEST(LaptopScreen, TheDamagePlotIsReadableEmptyAndMeasured)
     EXPECT_EQ(embedlab::views::placeholder(plot), "");
     EXPECT_TRUE(plot->legend->visible());
     expect_readable_plot(plot, "damage, one run");
+}
+
+namespace {
+
+// What names `w` in a failure: its object name, else a button's text, else its class.
+std::string widget_name(const QWidget* w)
+{
+    QString name = w->objectName();
+    if (name.isEmpty())
+        if (const auto* button = qobject_cast<const QAbstractButton*>(w))
+            name = button->text();
+    if (name.isEmpty())
+        if (const auto* label = qobject_cast<const QLabel*>(w))
+            name = label->text().left(30);
+    return name.toStdString() + " (" + w->metaObject()->className() + ") at " + std::to_string(w->x()) + "," +
+           std::to_string(w->y()) + " " + std::to_string(w->width()) + "x" + std::to_string(w->height());
+}
+
+// No two visible siblings under `root` overlap: a layout with more to hold than room
+// draws one widget over the next. A combo box's or spin box's inner parts are its own.
+int expect_no_sibling_overlaps(QWidget* root, const std::string& where)
+{
+    QHash<QWidget*, QVector<QWidget*>> by_parent;
+    for (QWidget* w : root->findChildren<QWidget*>()) {
+        QWidget* parent = w->parentWidget();
+        if (!w->isVisible() || w->isWindow() || w->size().isEmpty() || qobject_cast<QComboBox*>(parent) ||
+            qobject_cast<QAbstractSpinBox*>(parent))
+            continue;
+        by_parent[parent].push_back(w);
+    }
+    int pairs = 0;
+    for (const QVector<QWidget*>& siblings : std::as_const(by_parent))
+        for (int i = 0; i < siblings.size(); ++i)
+            for (int j = i + 1; j < siblings.size(); ++j) {
+                ++pairs;
+                EXPECT_FALSE(siblings[i]->geometry().intersects(siblings[j]->geometry()))
+                    << where << ": " << widget_name(siblings[i]) << " over " << widget_name(siblings[j]);
+            }
+    return pairs;
+}
+
+} // namespace
+
+// Issue 61: at 1366x768 with the bundled model (the boxes' widths are its contents') no
+// widget of any tab, or of a tab inside it, is drawn over a sibling: the LLE tab's second
+// row was wider than the window and squeezed "Colour by"'s box under "Density shading".
+TEST(LaptopScreen, NoWidgetIsDrawnOverASiblingOnAnyTab)
+{
+    MainWindow window;
+    show_on_laptop(window);
+    embedlab::test::open_bundled(window);
+    window.resize(kScreenWidth, kScreenHeight);
+    auto* tabs = window.findChild<QTabWidget*>();
+    ASSERT_NE(tabs, nullptr);
+    int pairs = 0;
+    for (int i = 0; i < tabs->count(); ++i) {
+        tabs->setCurrentIndex(i);
+        ASSERT_TRUE(embedlab::test::wait_for([&] { return window.jobs().idle(); }, 300000));
+        QApplication::processEvents();
+        const std::string name = tab_name(tabs, i).toStdString();
+        pairs += expect_no_sibling_overlaps(&window, name);
+        QWidget* page = tabs->widget(i);
+        for (auto* inner : page->findChildren<QTabWidget*>())
+            for (int j = 0; j < inner->count(); ++j) {
+                inner->setCurrentIndex(j);
+                QApplication::processEvents();
+                pairs += expect_no_sibling_overlaps(page, name + " > " + inner->tabText(j).toStdString());
+            }
+    }
+    EXPECT_GT(pairs, 100) << "the widgets of every tab were looked at";
 }

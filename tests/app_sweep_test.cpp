@@ -307,61 +307,14 @@ TEST(Sweep, CancelStopsTheRemainingRuns)
     EXPECT_EQ(results->rows().size(), rows);
 }
 
-// The fake sbatch's body: each task of --array=A-B run here, one after another, as a
-// node runs it (stdin /dev/null: the worker takes a closed pipe for a cancel), its
-// output where --output and --error say; then the array job's id.
-constexpr const char* kFakeSbatch = R"sh(for a; do
-  case "$a" in
-    --array=*) array=${a#--array=}; array=${array%%[%]*} ;;
-    --output=*) out=${a#--output=} ;;
-    --error=*) err=${a#--error=} ;;
-    --*) ;;
-    *) set -- "$@" "$a" ;;
-  esac
-done
-# the positionals, appended after the options: the script, the cli and the sweep directory
-while [ $# -gt 3 ]; do shift; done
-first=${array%-*}; last=${array#*-}
-i=$first
-while [ "$i" -le "$last" ]; do
-  task_out=$(echo "$out" | sed "s/%a/$i/"); task_err=$(echo "$err" | sed "s/%a/$i/")
-  SLURM_ARRAY_TASK_ID=$i SLURMD_NODENAME=fake sh "$1" "$2" "$3" < /dev/null > "$task_out" 2> "$task_err"
-  i=$((i + 1))
-done
-echo 4242
-)sh";
-
 // On Slurm the sweep is ONE array of all its runs. A fake sbatch (on PATH) records
 // its arguments and runs each task's batch script itself, as a node would; squeue
 // has nothing queued, so each task's state is read from its events, as on a cluster.
 TEST(Sweep, OnSlurmTheSweepIsOneJobArray)
 {
     namespace fs = std::filesystem;
-    QTemporaryDir dir;
-    const fs::path root = dir.path().toStdString(), bin = root / "bin", log = root / "sbatch.log";
-    fs::create_directories(bin);
-    const auto script = [&](const char* name, const std::string& body) {
-        std::ofstream(bin / name) << "#!/bin/sh\n" << body;
-        fs::permissions(bin / name, fs::perms::owner_all);
-    };
-    script("sbatch", "echo \"$@\" >> '" + log.string() + "'\n" + kFakeSbatch);
-    script("squeue", "exit 0\n");
-    script("scancel", "exit 0\n");
-    script("scontrol", "[ \"$1\" = show ] && echo 'MaxArraySize = 1001'\nexit 0\n");
-    std::ofstream(root / "slurm.conf") << "# the fake cluster's\n";
-    const QByteArray old_path = qgetenv("PATH");
-    qputenv("PATH", QByteArray::fromStdString(bin.string()) + ":" + old_path);
-    qputenv("SLURM_CONF", QByteArray::fromStdString((root / "slurm.conf").string()));
-    qputenv("EMBEDLAB_SWEEP_DIR", QByteArray::fromStdString((root / "sweeps").string()));
-    struct Restore {
-        QByteArray path;
-        ~Restore()
-        {
-            qputenv("PATH", path);
-            qunsetenv("SLURM_CONF");
-            qunsetenv("EMBEDLAB_SWEEP_DIR");
-        }
-    } restore{old_path};
+    const embedlab::test::FakeSlurm slurm;
+    const fs::path log = slurm.log();
 
     MainWindow window;
     open_bundled(window);
@@ -389,6 +342,5 @@ TEST(Sweep, OnSlurmTheSweepIsOneJobArray)
     EXPECT_EQ(rows[1].parameters, "rank 16");
     EXPECT_TRUE(std::isfinite(rows[1].ppl) && rows[1].ppl > 1);
     EXPECT_TRUE(window.rowText(1, MainWindow::RowText::Command).contains("--rank 16 "));
-    EXPECT_TRUE(fs::is_empty(root / "sweeps"))
-        << "the numbers are in the rows: the array's directory is gone";
+    EXPECT_TRUE(fs::is_empty(slurm.sweeps())) << "the numbers are in the rows: the array's directory is gone";
 }

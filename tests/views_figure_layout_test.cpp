@@ -385,6 +385,58 @@ TEST(FigureLayout, ResultsOfThreeModelsKeepAReadablePlotBesideTheirLegend)
     EXPECT_EQ(entries(), 15) << "the window's legend as it was";
 }
 
+// The neighbour labels of `view`'s figure at `size` (texts starting with the quoted token
+// and its id), each checked: within six label heights of its point, and a label not
+// beside its point (more than 8 px) joined to it by a leader line. `far` counts those.
+struct NeighbourLabels {
+    QStringList texts;
+    int far = 0;
+};
+
+NeighbourLabels checked_neighbour_labels(NeighbourGraphView& view, const Size& size)
+{
+    static const QRegularExpression id_of("' (\\d+)( \\(α|$)");
+    const FigureOptions o{.width_in = size.inches};
+    QHash<int, QPointF> points;
+    QVector<QLineF> leaders;
+    const auto texts = texts_and_layout(view.plot(), o, [&] {
+        auto* rect = view.plot()->axisRect();
+        points.clear();
+        for (int id = 0; id < view.shownX().size(); ++id)
+            points[id] = QPointF(rect->axis(QCPAxis::atBottom)->coordToPixel(view.shownX()[id]),
+                                 rect->axis(QCPAxis::atLeft)->coordToPixel(view.shownY()[id]));
+        leaders.clear();
+        for (int i = 0; i < view.plot()->itemCount(); ++i)
+            if (auto* line = qobject_cast<QCPItemLine*>(view.plot()->item(i));
+                line && line->visible() && line->objectName() == "leader")
+                leaders << QLineF(line->start->pixelPosition(), line->end->pixelPosition());
+    });
+    NeighbourLabels found;
+    for (const auto& t : joined_pieces(texts)) {
+        const auto match = id_of.match(t.text);
+        if (!t.text.startsWith('\'') || !match.hasMatch())
+            continue;
+        found.texts << t.text;
+        const QPointF p = points.value(match.captured(1).toInt());
+        const QRectF box = t.box;
+        const double dx = std::max({box.left() - p.x(), 0.0, p.x() - box.right()});
+        const double dy = std::max({box.top() - p.y(), 0.0, p.y() - box.bottom()});
+        const double distance = std::hypot(dx, dy);
+        EXPECT_LE(distance, 6 * box.height()) << t.text.toStdString() << " at " << size.name;
+        if (distance <= 8)
+            continue;
+        ++found.far;
+        const bool led = std::any_of(leaders.begin(), leaders.end(), [&](const QLineF& l) {
+            // the drawn text sits a pixel of padding and its halo's 1.5 px inside the label's box
+            return QLineF(l.p1(), p).length() <= 2 && box.adjusted(-5, -5, 5, 5).contains(l.p2());
+        });
+        EXPECT_TRUE(led) << t.text.toStdString() << " is " << distance
+                         << " px from its point with no leader line, at " << size.name;
+    }
+    save_if_asked(view.plot(), QString("neighbours_leaders_") + size.name, o);
+    return found;
+}
+
 // Item 2: every shown neighbour label lies within six label heights of its point, and
 // a label not beside its point has a leader line from the point to the label.
 TEST(FigureLayout, NeighbourLabelsStayNearTheirPointsWithLeaderLines)
@@ -393,53 +445,40 @@ TEST(FigureLayout, NeighbourLabelsStayNearTheirPointsWithLeaderLines)
     view.setData(fx::neighbour_fixture());
     view.selectToken(45);
     show_offscreen(view);
-    const QRegularExpression id_of("' (\\d+)( \\(α|$)");
     for (const auto& size : kSizes) {
-        const FigureOptions o{.width_in = size.inches};
-        QHash<int, QPointF> points;
-        QVector<QLineF> leaders;
-        const auto texts = texts_and_layout(view.plot(), o, [&] {
-            auto* rect = view.plot()->axisRect();
-            points.clear();
-            for (int id = 0; id < view.shownX().size(); ++id)
-                points[id] = QPointF(rect->axis(QCPAxis::atBottom)->coordToPixel(view.shownX()[id]),
-                                     rect->axis(QCPAxis::atLeft)->coordToPixel(view.shownY()[id]));
-            leaders.clear();
-            for (int i = 0; i < view.plot()->itemCount(); ++i)
-                if (auto* line = qobject_cast<QCPItemLine*>(view.plot()->item(i));
-                    line && line->visible() && line->objectName() == "leader")
-                    leaders << QLineF(line->start->pixelPosition(), line->end->pixelPosition());
-        });
-        int labels = 0, far = 0;
-        for (const auto& t : joined_pieces(texts)) {
-            const auto match = id_of.match(t.text);
-            if (!t.text.startsWith('\'') || !match.hasMatch())
-                continue;
-            ++labels;
-            const QPointF p = points.value(match.captured(1).toInt());
-            const QRectF box = t.box;
-            const double dx = std::max({box.left() - p.x(), 0.0, p.x() - box.right()});
-            const double dy = std::max({box.top() - p.y(), 0.0, p.y() - box.bottom()});
-            const double distance = std::hypot(dx, dy);
-            EXPECT_LE(distance, 6 * box.height()) << t.text.toStdString() << " at " << size.name;
-            if (distance <= 8)
-                continue;
-            ++far;
-            const bool led = std::any_of(leaders.begin(), leaders.end(), [&](const QLineF& l) {
-                // the drawn text sits a pixel of padding and its halo's 1.5 px inside the label's box
-                return QLineF(l.p1(), p).length() <= 2 && box.adjusted(-5, -5, 5, 5).contains(l.p2());
-            });
-            EXPECT_TRUE(led) << t.text.toStdString() << " is " << distance
-                             << " px from its point with no leader line, at " << size.name;
-        }
+        const NeighbourLabels labels = checked_neighbour_labels(view, size);
         // A single column's scatter is narrower than a neighbour's label: only the token's own fits.
         const bool narrow = size.inches < kDoubleColumnInches;
-        EXPECT_GE(labels, narrow ? 1 : 5) << size.name;
+        EXPECT_GE(labels.texts.size(), narrow ? 1 : 5) << size.name;
         if (!narrow) {
-            EXPECT_GE(far, 1) << size.name << ": the crowded fixture puts some label away from its point";
+            EXPECT_GE(labels.far, 1) << size.name
+                                     << ": the crowded fixture puts some label away from its point";
         }
-        save_if_asked(view.plot(), QString("neighbours_leaders_") + size.name, o);
     }
+}
+
+// Issue 61: a single column's axes (about 96 px) are narrower than "'common7' 7 (α 0.22)",
+// which left the selected token's label alone: the neighbours whose label without its
+// weight fits are labelled too, the heaviest first, none over another or off the axes;
+// wider figures keep the weights.
+TEST(FigureLayout, ASingleColumnLabelsAsManyNeighboursAsFit)
+{
+    NeighbourGraphView view;
+    view.setData(fx::neighbour_fixture());
+    view.selectToken(45);
+    show_offscreen(view);
+    const Size single = kSizes[0];
+    const NeighbourLabels labels = checked_neighbour_labels(view, single);
+    EXPECT_GT(labels.texts.size(), 1) << labels.texts.join(", ").toStdString();
+    EXPECT_TRUE(labels.texts.contains("'rare45' 45")) << labels.texts.join(", ").toStdString();
+    EXPECT_TRUE(labels.texts.contains("'common7' 7"))
+        << "the heaviest neighbour (α 0.22), without its weight";
+    for (const QString& text : labels.texts)
+        EXPECT_FALSE(text.contains("α")) << text.toStdString() << ": the whole label does not fit";
+    for (const QString& p : figureLayoutProblems(view.plot(), {.width_in = single.inches}))
+        ADD_FAILURE() << p.toStdString();
+    const NeighbourLabels wide = checked_neighbour_labels(view, kSizes[1]);
+    EXPECT_TRUE(wide.texts.contains("'common7' 7 (α 0.22)")) << wide.texts.join(", ").toStdString();
 }
 
 // Item 3: each heatmap and curve names its x axis, and the curve's y axis says

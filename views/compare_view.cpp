@@ -32,6 +32,8 @@ namespace embedlab::views {
 
 namespace {
 
+constexpr int kEmbeddingsPage = 2; // the modes' third page
+
 QColor mix(const QColor& a, const QColor& b, double t)
 {
     return QColor::fromRgbF(a.redF() + (b.redF() - a.redF()) * t, a.greenF() + (b.greenF() - a.greenF()) * t,
@@ -174,6 +176,7 @@ CompareView::CompareView(QWidget* parent)
     modes_->addTab(generate_page, "Generate");
     modes_->addTab(text_page, "Text");
     modes_->addTab(embeddingPage(), "Embeddings");
+    enableEmbeddings(); // no run, no model yet: not an encoder's
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(note);
     layout->addLayout(top);
@@ -321,6 +324,7 @@ void CompareView::dropStaleViews()
                                    : QString();
     modes_->setTabToolTip(0, cannot);
     modes_->setTabToolTip(1, cannot);
+    enableEmbeddings();
     if (encoder && modes_->currentIndex() != 2)
         modes_->setCurrentIndex(2); // what applies to it
     worst_title_->setText(text_run_.isEmpty() || text_run_ != chosen
@@ -352,6 +356,29 @@ void CompareView::dropStaleViews()
                                   ": press Generate to continue the prompt with " + chosen + ".");
         generated_run_.clear();
     }
+}
+
+void CompareView::setLoadedModel(const QString& name, bool encoder)
+{
+    loaded_model_ = name;
+    loaded_encoder_ = encoder;
+    enableEmbeddings();
+}
+
+void CompareView::enableEmbeddings()
+{
+    // Sentence embeddings are an encoder's: the chosen run's model, or with none listed the
+    // loaded one. (A disabled current page gives way to the next enabled one.)
+    const bool listed = runs_->currentIndex() >= 0;
+    const bool encoder = listed ? encoderChosen() : loaded_encoder_;
+    const QString decoder = listed ? runs_->currentText() : loaded_model_;
+    modes_->setTabEnabled(kEmbeddingsPage, encoder);
+    modes_->setTabToolTip(
+        kEmbeddingsPage,
+        encoder ? QString()
+                : (decoder.isEmpty() ? QString("No encoder loaded") : decoder + " is a decoder") +
+                      ": the Embeddings page compares an encoder's sentence embeddings before and after "
+                      "compression; Generate and Text compare a decoder's predictions");
 }
 
 int CompareView::currentRun() const

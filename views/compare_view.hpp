@@ -89,7 +89,10 @@ public:
     // choosing one shows the Embeddings page, and Generate and Colour by KL say so).
     void setRuns(const QStringList& names, int current, const QVector<bool>& encoders = {});
     bool encoderChosen() const; // the chosen run is an encoder's
-    int currentRun() const;     // index into the names, -1: none
+    // The loaded model (its file name) and whether it is an encoder: with no run listed, a
+    // decoder has the Embeddings page disabled, as a decoder's chosen run has.
+    void setLoadedModel(const QString& name, bool encoder);
+    int currentRun() const; // index into the names, -1: none
     CompareOptions options() const;
 
     // Generate mode: cleared and Stop enabled, then tokens as they come, then done.
@@ -153,7 +156,8 @@ private:
     QWidget* embeddingPage(); // built once, by the constructor
     void clearPane(Pane pane);
     void chooseWorst(int row);
-    void dropStaleViews(); // what was computed for a run no longer chosen
+    void dropStaleViews();   // what was computed for a run no longer chosen
+    void enableEmbeddings(); // the Embeddings page only for an encoder (its tooltip says why not)
 
     QTabWidget* modes_;
     QComboBox* runs_;
@@ -176,6 +180,8 @@ private:
     QTableWidget* embedding_table_;
     QLabel* embedding_status_;
     QVector<bool> encoders_; // per listed run
+    QString loaded_model_;   // the loaded model's file name ("": none)
+    bool loaded_encoder_ = false;
     QString embedding_run_;
     QTextEdit* panes_[3];
     QVector<CompareToken> tokens_[3];

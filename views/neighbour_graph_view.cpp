@@ -12,10 +12,13 @@
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFontMetrics>
+#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
+#include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSaveFile>
@@ -24,7 +27,9 @@
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
+#include <QWidgetAction>
 #include <qcustomplot.h>
 
 #include "figure_export.hpp"
@@ -46,6 +51,57 @@ QCPItemLine* leaderLine(QCustomPlot* plot)
     line->setSelectable(false);
     line->setVisible(false);
     return line;
+}
+
+constexpr double kLabelGap = 5; // between a point and its label: clear of the ring around it
+
+// Top-left corners for a w x h label of the point p, nearest first: right, left, the four
+// diagonals, above, below, one and two lines up or down on either side; near an edge (a
+// narrow figure) above or below, slid sideways into `area`; then, for a crowd, up to five
+// lines away (joined to the point by a leader line).
+QVector<QPointF> label_corners(const QPointF& p, double w, double h, const QRectF& area)
+{
+    constexpr double gap = kLabelGap;
+    QVector<QPointF> tries{{p.x() + gap, p.y() - h / 2},           {p.x() - gap - w, p.y() - h / 2},
+                           {p.x() + gap / 2, p.y() - gap - h},     {p.x() + gap / 2, p.y() + gap},
+                           {p.x() - gap / 2 - w, p.y() - gap - h}, {p.x() - gap / 2 - w, p.y() + gap},
+                           {p.x() - w / 2, p.y() - gap - h},       {p.x() - w / 2, p.y() + gap}};
+    for (int s = 1; s <= 2; ++s)
+        for (const double dy : {-s * h, s * h}) {
+            tries.push_back({p.x() + gap, p.y() - h / 2 + dy});
+            tries.push_back({p.x() - gap - w, p.y() - h / 2 + dy});
+        }
+    const double slid = std::clamp(p.x() - w / 2, area.left(), std::max(area.left(), area.right() - w));
+    for (int s = 0; s <= 2; ++s) {
+        tries.push_back({slid, p.y() - gap - h - s * h});
+        tries.push_back({slid, p.y() + gap + s * h});
+    }
+    for (int s = 3; s <= 5; ++s)
+        for (const double dy : {-s * h, s * h}) {
+            tries.push_back({p.x() + gap, p.y() - h / 2 + dy});
+            tries.push_back({p.x() - gap - w, p.y() - h / 2 + dy});
+            tries.push_back({slid, p.y() - h / 2 + dy});
+        }
+    return tries;
+}
+
+// The first place beside `p` inside `area` clear of every `taken` box for `label` showing
+// `words`, as the box QCPItemText draws (the text's bounding rect plus padding); with
+// nothing taken, the first inside `area`. Empty: none.
+QRectF free_label_place(const QCPItemText* label, const QString& words, const QPointF& p, const QRectF& area,
+                        const QVector<QRectF>& taken)
+{
+    const QRect bound = QFontMetrics(label->font())
+                            .boundingRect(0, 0, 0, 0, Qt::TextDontClip | label->textAlignment(), words);
+    const QMargins pad = label->padding();
+    const QSizeF size(bound.width() + pad.left() + pad.right(), bound.height() + pad.top() + pad.bottom());
+    for (const QPointF& corner : label_corners(p, size.width(), size.height(), area)) {
+        const QRectF box(corner, size);
+        if (area.contains(box) && std::none_of(taken.begin(), taken.end(),
+                                               [&](const QRectF& other) { return box.intersects(other); }))
+            return box;
+    }
+    return {};
 }
 
 } // namespace
@@ -253,8 +309,11 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(plot_);
     split->addWidget(side_);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    // The map two thirds of the width: the side pages' lists need far less (with stretch
+    // factors set, a splitter shares its width in proportion to these sizes).
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 1);
+    split->setSizes({640, 320});
     split->setChildrenCollapsible(false); // never crushes the map's axes
     auto* controls = lay_out_view(
         this,
@@ -286,7 +345,7 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     drag_->setToolTip(
         "A drag on the map: pans it, or selects the tokens in a box or lasso (listed on the right)");
     map_row->addWidget(drag_);
-    layout_->addItems({"PCA (every token)", "t-SNE (a sample; the rest placed)"});
+    layout_->addItems({"PCA (every token)", "t-SNE (a sample)"});
     layout_->setToolTip("The 2-D map: the first two principal components, or a t-SNE over a random sample "
                         "of tokens (computed as a job; the other tokens are placed at the mean of their "
                         "nearest sampled tokens)");
@@ -294,20 +353,18 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     map_row->addWidget(layout_);
     perplexity_->setRange(2, 200);
     perplexity_->setValue(30);
-    perplexity_->setPrefix("perplexity ");
     iterations_->setRange(250, 10000);
     iterations_->setSingleStep(250);
     iterations_->setValue(1000);
-    iterations_->setPrefix("iterations ");
     seed_->setRange(0, 1000000);
-    seed_->setPrefix("seed ");
     sample_->setRange(200, 50000);
     sample_->setSingleStep(1000);
     sample_->setValue(5000);
-    sample_->setPrefix("sample ");
     sample_->setGroupSeparatorShown(true);
-    for (QWidget* w : std::initializer_list<QWidget*>{perplexity_, iterations_, seed_, sample_})
-        map_row->addWidget(w);
+    // t-SNE's four settings in a menu: on the row they made it wider than a 1366-px window
+    // ("Colour by"'s box drawn under "Density shading"), and a row of their own took the
+    // map's height (issue 61).
+    map_row->addWidget(tsneSettingsButton());
     auto* run_tsne = new QPushButton("Compute t-SNE", this);
     run_tsne->setToolTip("Barnes-Hut t-SNE (van der Maaten 2014) over the sample, on the table's first 50 "
                          "principal components; early exaggeration 12 for 250 iterations");
@@ -338,6 +395,39 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     });
     layouts_.resize(1);
     fillChosenList();
+}
+
+QToolButton* NeighbourGraphView::tsneSettingsButton()
+{
+    auto* form_page = new QWidget(this);
+    auto* form = new QFormLayout(form_page);
+    form->addRow("Perplexity", perplexity_);
+    form->addRow("Iterations", iterations_);
+    form->addRow("Seed", seed_);
+    form->addRow("Sample (tokens)", sample_);
+    auto* menu = new QMenu(this);
+    auto* page = new QWidgetAction(menu);
+    page->setDefaultWidget(form_page);
+    menu->addAction(page);
+    auto* button = new QToolButton(this);
+    button->setObjectName("tsne_settings");
+    button->setText("t-SNE settings");
+    button->setPopupMode(QToolButton::InstantPopup);
+    button->setMenu(menu);
+    // The tooltip says the settings Compute t-SNE will use, without opening the menu.
+    const auto describe = [this, button] {
+        button->setToolTip(QString("Compute t-SNE uses perplexity %1, %2 iterations, seed %3, a sample of "
+                                   "%4 tokens")
+                               .arg(perplexity_->value())
+                               .arg(iterations_->value())
+                               .arg(seed_->value())
+                               .arg(QLocale().toString(sample_->value())));
+    };
+    connect(perplexity_, &QDoubleSpinBox::valueChanged, button, describe);
+    for (QSpinBox* spin : {iterations_, seed_, sample_})
+        connect(spin, &QSpinBox::valueChanged, button, describe);
+    describe();
+    return button;
 }
 
 void NeighbourGraphView::draw()
@@ -510,6 +600,7 @@ void NeighbourGraphView::drawSelection()
     plot_->clearItems();
     labels_.clear();
     label_at_.clear();
+    label_texts_.clear();
     leaders_.clear();
     plot_->setCurrentLayer("selection"); // edges and labels above every point
     QVector<double> sx, sy;
@@ -558,12 +649,14 @@ void NeighbourGraphView::drawSelection()
             text->position->setCoords(l.at);
             text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
             text->setPadding(QMargins(1, 0, 1, 0));
-            text->setText(
+            const QString compact =
                 (l.id < data_.tokens.size() ? "'" + escaped_token(data_.tokens[l.id]) + "' " : QString()) +
-                QString::number(l.id) + l.extra);
+                QString::number(l.id);
+            text->setText(compact + l.extra);
             text->setFont(QFont(font().family(), 8));
             labels_ << text;
             label_at_ << l.at;
+            label_texts_.push_back({compact + l.extra, compact});
         }
     }
     if (selected_ < 0 && highlighted_ >= 0 && highlighted_ < lx_.size()) { // a searched common token alone
@@ -579,6 +672,7 @@ void NeighbourGraphView::drawSelection()
         text->setFont(QFont(font().family(), 8));
         labels_ << text;
         label_at_ << QPointF(lx_[highlighted_], ly_[highlighted_]);
+        label_texts_.push_back({text->text(), text->text()});
         always_ = 1;
     }
     if (highlighted_ >= 0 && highlighted_ != selected_ && highlighted_ < lx_.size())
@@ -605,75 +699,35 @@ void NeighbourGraphView::placeLabels()
         points << p;
         taken << QRectF(p - QPointF(5, 5), QSizeF(10, 10));
     }
-    constexpr double gap = 5; // clear of the ring around the point
     for (int i = 0; i < labels_.size(); ++i) {
         QCPItemText* text = labels_[i];
-        // The box QCPItemText draws: the text's bounding rect plus its padding.
-        const QRect bound =
-            QFontMetrics(text->font())
-                .boundingRect(0, 0, 0, 0, Qt::TextDontClip | text->textAlignment(), text->text());
-        const QMargins pad = text->padding();
-        const double w = bound.width() + pad.left() + pad.right(),
-                     h = bound.height() + pad.top() + pad.bottom();
         const QPointF p = points[i];
-        // Top-left corners to try, nearest first: right, left, the four diagonals,
-        // above, below, then one and two lines up or down on either side.
-        QVector<QPointF> tries{{p.x() + gap, p.y() - h / 2},           {p.x() - gap - w, p.y() - h / 2},
-                               {p.x() + gap / 2, p.y() - gap - h},     {p.x() + gap / 2, p.y() + gap},
-                               {p.x() - gap / 2 - w, p.y() - gap - h}, {p.x() - gap / 2 - w, p.y() + gap},
-                               {p.x() - w / 2, p.y() - gap - h},       {p.x() - w / 2, p.y() + gap}};
-        for (int s = 1; s <= 2; ++s)
-            for (const double dy : {-s * h, s * h}) {
-                tries.push_back({p.x() + gap, p.y() - h / 2 + dy});
-                tries.push_back({p.x() - gap - w, p.y() - h / 2 + dy});
-            }
-        // Near an edge (a narrow figure): above or below, slid sideways into the axes.
-        const double slid = std::clamp(p.x() - w / 2, area.left(), std::max(area.left(), area.right() - w));
-        for (int s = 0; s <= 2; ++s) {
-            tries.push_back({slid, p.y() - gap - h - s * h});
-            tries.push_back({slid, p.y() + gap + s * h});
-        }
-        // Further out (a crowd in a narrow figure), joined to the point by a leader line:
-        // up to five lines away.
-        for (int s = 3; s <= 5; ++s)
-            for (const double dy : {-s * h, s * h}) {
-                tries.push_back({p.x() + gap, p.y() - h / 2 + dy});
-                tries.push_back({p.x() - gap - w, p.y() - h / 2 + dy});
-                tries.push_back({slid, p.y() - h / 2 + dy});
-            }
-        int chosen = -1;
-        for (int t = 0; t < tries.size() && chosen < 0; ++t) {
-            const QRectF box(tries[t], QSizeF(w, h));
-            if (!area.contains(box))
-                continue;
-            bool free = true;
-            for (const QRectF& other : taken)
-                free = free && !box.intersects(other);
-            if (free)
-                chosen = t;
+        // The whole label where it fits; else without its weight (a single column's
+        // axes are narrower than "'token' id (α 0.22)"), which most often fits.
+        const auto& [whole, compact] = label_texts_[i];
+        QString words = whole;
+        QRectF box = free_label_place(text, words, p, area, taken);
+        if (box.isEmpty() && compact != whole) {
+            words = compact;
+            box = free_label_place(text, words, p, area, taken);
         }
         // The selected (and searched) token is always labelled; a neighbour with no free place is not.
-        text->setVisible(chosen >= 0 || i < always_);
-        if (chosen < 0 && i < always_) {
-            chosen = 0;
-            for (int t = 0; t < tries.size(); ++t)
-                if (area.contains(QRectF(tries[t], QSizeF(w, h)))) {
-                    chosen = t;
-                    break;
-                }
-        }
+        if (box.isEmpty() && i < always_)
+            box = free_label_place(text, words, p, area, {});
+        if (compact != whole)
+            text->setText(words);
+        text->setVisible(!box.isEmpty());
         QCPItemLine* leader = leaders_.value(i);
         if (leader)
             leader->setVisible(false);
-        if (chosen < 0)
+        if (box.isEmpty())
             continue;
-        text->position->setPixelPosition(tries[chosen]);
-        const QRectF box(tries[chosen], QSizeF(w, h));
+        text->position->setPixelPosition(box.topLeft());
         taken << box;
         // A label pushed away from its point by others: a thin line says whose it is.
         const QPointF nearest(std::clamp(p.x(), box.left(), box.right()),
                               std::clamp(p.y(), box.top(), box.bottom()));
-        if (leader && QLineF(p, nearest).length() > gap + 3) {
+        if (leader && QLineF(p, nearest).length() > kLabelGap + 3) {
             leader->start->setPixelPosition(p);
             leader->end->setPixelPosition(nearest);
             leader->setVisible(true);

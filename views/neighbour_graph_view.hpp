@@ -19,6 +19,7 @@
 #include <QString>
 #include <QStringList>
 #include <QVector>
+#include <utility>
 
 #include "plot_view.hpp"
 
@@ -39,6 +40,7 @@ class QLineEdit;
 class QMouseEvent;
 class QTabWidget;
 class QTableWidget;
+class QToolButton;
 
 namespace embedlab::views {
 
@@ -111,6 +113,7 @@ public:
     QComboBox* layoutChooser() const { return layout_; }
     QComboBox* dragChooser() const { return drag_; }
     QCheckBox* densityToggle() const { return density_toggle_; }
+    // t-SNE's settings, in the "t-SNE settings" button's menu.
     QDoubleSpinBox* perplexitySpin() const { return perplexity_; }
     QSpinBox* iterationsSpin() const { return iterations_; }
     QSpinBox* seedSpin() const { return seed_; }
@@ -162,7 +165,8 @@ private:
     void styleMarkers(); // marker sizes for the axes' size, alpha for the density setting
     void binDensity();   // after every layout while shown
     void showLayout(int index);
-    void requestLayout(); // layoutRequested with the spins' parameters
+    void requestLayout();              // layoutRequested with the spins' parameters
+    QToolButton* tsneSettingsButton(); // the t-SNE spins in its menu, their values in its tooltip
     void pressed(QMouseEvent* event);
     void moved(QMouseEvent* event);
     void drawChosen();
@@ -179,9 +183,11 @@ private:
     QLabel* list_title_;
     QTableWidget* list_;
     QCPColorScale* scale_;
-    QVector<int> rare_slot_;        // token id -> index into rare, -1 for common
-    QVector<QCPItemText*> labels_;  // the selected token's first, then by |weight|
-    QVector<QPointF> label_at_;     // the labelled points, plot coordinates
+    QVector<int> rare_slot_;       // token id -> index into rare, -1 for common
+    QVector<QCPItemText*> labels_; // the selected token's first, then by |weight|
+    QVector<QPointF> label_at_;    // the labelled points, plot coordinates
+    // Each label's text whole ("'the' 278 (α 0.22)") and compact ("'the' 278"), tried in turn.
+    QVector<std::pair<QString, QString>> label_texts_;
     QVector<QCPItemLine*> leaders_; // from each labelled point to its label, when apart
     QPointF press_;                 // where the mouse went down: a click is a release near it
     int selected_ = -1;
