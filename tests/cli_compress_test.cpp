@@ -36,6 +36,42 @@ nlohmann::json short_sweep_rows(const std::vector<std::string>& method_args)
     return json_of(cli(args))["rows"];
 }
 
+// An SST-2 task file of three sentences (--task-limit 2 scores the first two).
+const char* kTaskTsv = "sentence\tlabel\nthe acting is superb\t1\nunflinchingly bleak and desperate\t0\n"
+                       "a charming journey\t1\n";
+
+// One pca sweep of the bundled model on the short text, read by three cases (each ran its
+// own: three processes' starts, baseline evaluations and the rank-16 and rank-128 fits):
+// ranks 4, 16, 32 and 128 (= d, lossless), with --divergence and --task sst2 (the
+// first two sentences of kTaskTsv). Its text and task file are the cases' own inputs.
+struct SharedPcaSweep {
+    embedlab::test::TempDir dir;
+    std::string text = short_text(dir).string(), tsv = (dir / "dev.tsv").string();
+    nlohmann::json rows; // in the order of the ranks
+    SharedPcaSweep()
+    {
+        std::ofstream(tsv) << kTaskTsv;
+        rows = json_of(cli({"sweep", "--method", "pca", "--ranks", "4,16,32,128", "--eval-text", text,
+                            "--ctx", "64", "--divergence", "--task", "sst2", "--task-data", tsv,
+                            "--task-limit", "2", "--json", "--quiet"}))["rows"];
+    }
+    // The row of `rank`; null (and a failure) if the sweep has none.
+    nlohmann::json row(int64_t rank) const
+    {
+        for (const auto& r : rows)
+            if (r.value("rank", int64_t{-1}) == rank)
+                return r;
+        ADD_FAILURE() << "no rank " << rank << " row in " << rows.dump();
+        return nullptr;
+    }
+};
+
+const SharedPcaSweep& shared_pca_sweep()
+{
+    static const SharedPcaSweep sweep;
+    return sweep;
+}
+
 void round_trip(const std::string& model, const std::vector<std::string>& method_args,
                 const std::string& method)
 {
@@ -107,8 +143,11 @@ TEST(CliCompress, UntiedLlamaRoundTripsForPcaSvdAndTt)
 
 TEST(CliCompress, RankSweepApproachesTheOriginalPerplexity)
 {
-    const auto rows = short_sweep_rows({"--method", "pca", "--ranks", "4,32,128"});
-    ASSERT_EQ(rows.size(), 3u);
+    const auto& sweep = shared_pca_sweep(); // ranks 4, 16, 32, 128
+    ASSERT_EQ(sweep.rows.size(), 4u) << sweep.rows.dump();
+    const auto rows = nlohmann::json::array({sweep.row(4), sweep.row(32), sweep.row(128)});
+    for (const auto& row : rows)
+        ASSERT_TRUE(row.is_object());
     EXPECT_GT(rows[0]["ppl"].get<double>(), rows[1]["ppl"].get<double>());
     EXPECT_GT(rows[1]["ppl"].get<double>(), rows[2]["ppl"].get<double>());
     EXPECT_LT(rows[0]["explained_variance"].get<double>(), rows[1]["explained_variance"].get<double>());
@@ -290,7 +329,8 @@ TEST(CliBench, LookupTakesAnyTableMethodByItsFlags)
 TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
 {
     embedlab::test::TempDir dir;
-    const auto text = short_text(dir).string();
+    const auto& shared = shared_pca_sweep();
+    const auto& text = shared.text;
     const auto j = json_of(cli({"compress", "--method", "pca", "--rank", "16", "--eval-text", text, "--ctx",
                                 "64", "--divergence", "--out", (dir / "pca").string(), "--json", "--quiet"}));
     ASSERT_TRUE(j.is_object());
@@ -298,11 +338,11 @@ TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
     EXPECT_GT(d["kl_mean"].get<double>(), 0.0);
     EXPECT_GT(d["top1_agreement"].get<double>(), 0.0);
     EXPECT_EQ(d["tokens"], j["evaluation"]["tokens"]);
-    const auto sweep = json_of(cli({"sweep", "--method", "pca", "--ranks", "16,128", "--eval-text", text,
-                                    "--ctx", "64", "--divergence", "--json", "--quiet"}));
-    ASSERT_TRUE(sweep.is_object());
-    const auto& rows = sweep["rows"];
-    ASSERT_EQ(rows.size(), 2u);
+    // The sweep's rank-16 row is the same fit on the same text; rank 128 is lossless.
+    ASSERT_EQ(shared.rows.size(), 4u) << shared.rows.dump();
+    const auto rows = nlohmann::json::array({shared.row(16), shared.row(128)});
+    for (const auto& row : rows)
+        ASSERT_TRUE(row.is_object());
     EXPECT_NEAR(rows[0]["kl_mean"].get<double>(), d["kl_mean"].get<double>(), 1e-12);
     EXPECT_LT(rows[1]["kl_mean"].get<double>(), 1e-6); // rank 128 = d: lossless
     EXPECT_EQ(rows[1]["top1_agreement"], 1.0);
@@ -318,10 +358,8 @@ TEST(CliCompress, DivergenceFromTheOriginalIsRecorded)
 TEST(CliCompress, TaskAccuracyIsRecorded)
 {
     embedlab::test::TempDir dir;
-    const auto text = short_text(dir).string();
-    const auto tsv = (dir / "dev.tsv").string();
-    std::ofstream(tsv) << "sentence\tlabel\nthe acting is superb\t1\nunflinchingly bleak and desperate\t0\n"
-                          "a charming journey\t1\n";
+    const auto& shared = shared_pca_sweep(); // its task file: kTaskTsv
+    const auto& tsv = shared.tsv;
     // Without a perplexity evaluation, the task alone.
     const auto j =
         json_of(cli({"compress", "--method", "pca", "--rank", "16", "--task", "sst2", "--task-data", tsv,
@@ -333,12 +371,11 @@ TEST(CliCompress, TaskAccuracyIsRecorded)
     EXPECT_EQ(t["n"], 2);
     EXPECT_GE(t["accuracy"].get<double>(), 0.0);
     EXPECT_TRUE(t["original"]["accuracy"].is_number());
-    const auto sweep =
-        json_of(cli({"sweep", "--method", "pca", "--ranks", "16", "--eval-text", text, "--ctx", "64",
-                     "--task", "sst2", "--task-data", tsv, "--task-limit", "2", "--json", "--quiet"}));
-    ASSERT_TRUE(sweep.is_object());
-    EXPECT_EQ(sweep["rows"][0]["task_accuracy"], t["accuracy"]);
-    EXPECT_EQ(sweep["rows"][0]["task_n"], 2);
+    // sweep --task (the shared sweep's rank-16 row): the same accuracy on the same sentences.
+    const auto row = shared.row(16);
+    ASSERT_TRUE(row.is_object());
+    EXPECT_EQ(row["task_accuracy"], t["accuracy"]);
+    EXPECT_EQ(row["task_n"], 2);
     const auto refused = cli_here({"compress", "--method", "pca", "--rank", "16", "--task", "sst2", "--out",
                                    (dir / "no-data").string(), "--quiet"});
     EXPECT_EQ(refused.exit_code, 2);

@@ -139,13 +139,14 @@ TEST(CliFlat, WholeDecoderTargetRatio)
 {
     FlatTexts t;
     const std::string model = std::string(EMBEDLAB_SOURCE_DIR) + "/resources/models/tinygpt2-f16";
-    auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    // Refusals run in this process (cli_here), as everywhere: a process start costs more.
+    auto run = [&](const std::string& out, std::vector<std::string> extra, bool refusal = false) {
         std::vector<std::string> args{"compress", model, "--method", "flat", "--out", (t.dir / out).string(),
                                       "--json"};
         for (const auto& a : calib_args(t))
             args.push_back(a);
         args.insert(args.end(), extra.begin(), extra.end());
-        return cli(args);
+        return refusal ? cli_here(args) : cli(args);
     };
     const auto j = json_of(run("target", {"--target-ratio", "0.7"}));
     ASSERT_TRUE(j.is_object());
@@ -163,11 +164,11 @@ TEST(CliFlat, WholeDecoderTargetRatio)
     ASSERT_TRUE(v.is_object());
     EXPECT_EQ(v["model_params"]["mlp_after"], v["model_params"]["mlp_before"]);
     EXPECT_NEAR(v["model_params"]["decoder_ratio"].get<double>(), 0.9, 0.03);
-    const auto far = run("far", {"--target-ratio", "0.7", "--no-mlp"});
+    const auto far = run("far", {"--target-ratio", "0.7", "--no-mlp"}, true);
     EXPECT_EQ(far.exit_code, 2);
     EXPECT_NE(far.err.find("reachable targets lie in"), std::string::npos) << far.err;
     EXPECT_FALSE(fs::exists(t.dir / "far"));
-    const auto both = run("both", {"--target-ratio", "0.7", "--remaining", "0.5"});
+    const auto both = run("both", {"--target-ratio", "0.7", "--remaining", "0.5"}, true);
     EXPECT_EQ(both.exit_code, 2);
     EXPECT_NE(both.err.find("one of --remaining R"), std::string::npos) << both.err;
 }

@@ -346,9 +346,10 @@ TEST_P(SharedGenerate, GreedyMatchesLlamaCppTokenForToken)
         for (int32_t id : all)
             ids << id << ' ';
     }
-    const auto out = stdout_of(test::llama_cpp_command("llamacpp-logits") + " " + test::quote(gguf.string()) +
-                               " " + test::quote((tmp.path() / "ids.txt").string()) + " " +
-                               std::to_string(all.size() - 1) + " 2 1" + positions); // it wants CTX + 1 ids
+    const auto out =
+        stdout_of(test::llama_cpp_command("llamacpp-logits") + " " + test::quote(gguf.string()) + " " +
+                  test::quote((tmp.path() / "ids.txt").string()) + " " + std::to_string(all.size() - 1) +
+                  " " + test::llama_cpp_threads() + " 1" + positions); // it wants CTX + 1 ids
     const auto j = json::parse(out, nullptr, false);
     ASSERT_TRUE(j.is_object()) << out;
     const auto& rows = j.at("positions");
@@ -523,9 +524,16 @@ TEST(LlamaCppCompareCli, RunsFromACopyWhoseSonameLinksAreTextFiles)
     EXPECT_GT(reference["tg_tokens_per_second"].get<double>(), 0);
     EXPECT_GT(reference["pp_tokens_per_second"].get<double>(), 0);
 
-    const auto evaluation = test::cli({"bench", "eval", model, "--compare-llamacpp", "--llamacpp",
-                                       planted.string(), "--ctx", "64", "--json", "--quiet"},
-                                      {"TMPDIR=" + tmp.string()});
+    // The first 3,000 characters of the bundled text (731 tokens): what is checked is that
+    // llama.cpp ran from the copy. The whole text (18,827 tokens) took 27 of the case's 28 s.
+    const auto text = dir / "eval.txt";
+    std::ofstream(text) << test::read_text(fs::path(EMBEDLAB_SOURCE_DIR) /
+                                           "resources/texts/tinystories-heldout.txt")
+                               .substr(0, 3000);
+    const auto evaluation =
+        test::cli({"bench", "eval", model, "--compare-llamacpp", "--llamacpp", planted.string(), "--text",
+                   text.string(), "--ctx", "64", "--json", "--quiet"},
+                  {"TMPDIR=" + tmp.string()});
     ASSERT_EQ(evaluation.exit_code, 0) << evaluation.err;
     const auto eval_reference = test::json_of(evaluation)["results"][0]["llamacpp"];
     ASSERT_TRUE(eval_reference.contains("ppl")) << eval_reference.dump();

@@ -202,15 +202,28 @@ std::pair<nlohmann::json, long> generate_ids_and_peak_kb(const std::filesystem::
     return {test::json_of(run)["ids"], std::atol(test::read_text(peak_file).c_str())};
 }
 
-// A 2-layer gpt2-small-shaped model in f16 (54 M weights, 107 MB stored): `--weights half`
+// A 2-layer gpt2-small-shaped model in f16 (54 M weights, 107 MB stored), synthesised once
+// for the two cases below (each synthesised the same one); empty if synth failed.
+std::filesystem::path synthesised_gpt2_small_f16()
+{
+    static const test::TempDir dir;
+    static const std::filesystem::path model = [] {
+        const auto out = dir / "gpt2-f16";
+        const auto synth = test::cli({"synth", "--like", "gpt2-small", "--layers", "2", "--dtype", "f16",
+                                      "--out", out.string(), "--quiet"});
+        EXPECT_EQ(synth.exit_code, 0) << synth.err;
+        return synth.exit_code == 0 ? out : std::filesystem::path();
+    }();
+    return model;
+}
+
+// The 2-layer gpt2-small-shaped model in f16 (54 M weights, 107 MB stored): `--weights half`
 // (the default) holds them as stored, `--weights f32` as float32; same tokens.
 TEST(HalfWeightsCli, GenerateHoldsTheWeightsAsStoredAndF32TwiceThat)
 {
     test::TempDir dir;
-    const auto model = dir / "gpt2-f16";
-    const auto synth = test::cli({"synth", "--like", "gpt2-small", "--layers", "2", "--dtype", "f16", "--out",
-                                  model.string(), "--quiet"});
-    ASSERT_EQ(synth.exit_code, 0) << synth.err;
+    const auto model = synthesised_gpt2_small_f16();
+    ASSERT_FALSE(model.empty()) << "synth failed";
     const double stored_kb =
         static_cast<double>(std::filesystem::file_size(model / "model.safetensors")) / 1024;
     const auto [half_ids, half_kb] = generate_ids_and_peak_kb(model, "half", dir);
@@ -230,10 +243,8 @@ TEST(HalfWeightsCli, GenerateHoldsTheWeightsAsStoredAndF32TwiceThat)
 TEST(HalfWeightsCli, GenerateOnAnF16GgufHoldsTheWeightsAsStored)
 {
     test::TempDir dir;
-    const auto model = dir / "gpt2-f16";
-    const auto synth = test::cli({"synth", "--like", "gpt2-small", "--layers", "2", "--dtype", "f16", "--out",
-                                  model.string(), "--quiet"});
-    ASSERT_EQ(synth.exit_code, 0) << synth.err;
+    const auto model = synthesised_gpt2_small_f16();
+    ASSERT_FALSE(model.empty()) << "synth failed";
     const auto gguf = dir / "gpt2-f16.gguf";
     const auto run =
         test::cli({"export", model.string(), "--format", "gguf", "--type", "f16", "--out", gguf.string()});

@@ -5,6 +5,7 @@
 // in a temporary directory put on LD_LIBRARY_PATH, leaving shared/ untouched.
 #pragma once
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -20,6 +21,18 @@ inline std::filesystem::path llama_cpp_dir()
 inline bool have_llama_cpp()
 {
     return std::filesystem::exists(llama_cpp_dir() / "llamacpp-ppl");
+}
+
+// The threads a llama.cpp tool runs on (llamacpp-ppl's THREADS, llama-perplexity's -t):
+// EMBEDLAB_THREADS when set (ctest sets 1: one test per core), else 2, the README's
+// protocol. The numbers do not depend on it (llamacpp-ppl gave the same perplexity to
+// every printed digit on 1 and 2); the time does: two ggml threads beside another test
+// took 1.5 to 2 times the CPU seconds of one, and twice the wall time.
+inline std::string llama_cpp_threads()
+{
+    const char* threads = std::getenv("EMBEDLAB_THREADS");
+    const int n = threads ? std::atoi(threads) : 0;
+    return std::to_string(n > 0 ? n : 2);
 }
 
 // The shell command that runs `tool` (quoted path, with LD_LIBRARY_PATH set).

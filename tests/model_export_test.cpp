@@ -81,7 +81,8 @@ double llamacpp_ppl(const fs::path& gguf, const fs::path& ids, int64_t ctx)
 {
     int code = -1;
     const auto out = run_command(test::llama_cpp_command("llamacpp-ppl") + " " + test::quote(gguf.string()) +
-                                     " " + test::quote(ids.string()) + " " + std::to_string(ctx) + " 2",
+                                     " " + test::quote(ids.string()) + " " + std::to_string(ctx) + " " +
+                                     test::llama_cpp_threads(),
                                  &code);
     EXPECT_EQ(code, 0) << out;
     const auto brace = out.rfind('{');
@@ -415,7 +416,8 @@ TEST(ExportGguf, CompressedModelKeepsItsPerplexity)
     int code = -1;
     const auto out = run_command(test::llama_cpp_command("llama-perplexity") + " -m " +
                                      test::quote((tmp.path() / "q8_0.gguf").string()) + " -f " +
-                                     test::quote((tmp.path() / "text.txt").string()) + " -c 128 -t 2",
+                                     test::quote((tmp.path() / "text.txt").string()) + " -c 128 -t " +
+                                     test::llama_cpp_threads(),
                                  &code);
     EXPECT_EQ(code, 0) << out;
     EXPECT_NE(out.find("Final estimate"), std::string::npos) << out;

@@ -219,8 +219,8 @@ TEST(Quant, BytesAreLlamaQuantizesForEveryType)
         const auto log = dir / "log.txt";
         const std::string command = embedlab::test::llama_cpp_command("llama-quantize") +
                                     " --token-embedding-type " + t.name + " --output-tensor-type " + t.name +
-                                    " '" + f32.string() + "' '" + out.string() + "' F32 > '" + log.string() +
-                                    "' 2>&1";
+                                    " '" + f32.string() + "' '" + out.string() + "' F32 " +
+                                    embedlab::test::llama_cpp_threads() + " > '" + log.string() + "' 2>&1";
         ASSERT_EQ(std::system(command.c_str()), 0) << embedlab::test::read_text(log);
         const auto file = embedlab::io::MappedFile::open(out);
         const auto gguf = embedlab::io::parse_gguf(*file);

@@ -56,13 +56,14 @@ public:
             << "\nAuthorizedKeysFile " << (d / "authorized_keys").string()
             << "\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPidFile "
-            << (d / "sshd.pid").string() << "\n";
+            << (d / "sshd.pid").string() << "\nAcceptEnv " << kThreadVariables << "\n";
         ssh_config = d / "ssh_config";
         std::ofstream(ssh_config) << "Host loopback\n  HostName 127.0.0.1\n  Port " << port << "\n"
                                   << "Host *\n  User " << user << "\n  IdentityFile " << (d / "id").string()
                                   << "\n  IdentitiesOnly yes\n  UserKnownHostsFile "
                                   << (d / "known_hosts").string()
-                                  << "\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n";
+                                  << "\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n"
+                                  << "  SendEnv " << kThreadVariables << "\n";
         start();
     }
 
@@ -107,6 +108,14 @@ public:
         if (server)
             kill_all();
     }
+
+    // The test's thread settings (ctest gives each test EMBEDLAB_THREADS=1, OMP_NUM_THREADS=1,
+    // OMP_WAIT_POLICY=PASSIVE) reach the commands ssh runs, as they reach a local
+    // embedlab-cli: sshd starts a session with a fresh environment, where a worker ran on
+    // every core with OpenMP spinning (1.6 x the CPU seconds of one thread, and the
+    // other test on the machine slowed down).
+    static constexpr const char* kThreadVariables =
+        "EMBEDLAB_THREADS OMP_NUM_THREADS OMP_WAIT_POLICY OPENBLAS_NUM_THREADS";
 
     TempDir dir;
     int port = 0;

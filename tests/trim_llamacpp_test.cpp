@@ -95,7 +95,8 @@ double llamacpp_perplexity(const fs::path& gguf, const std::vector<int32_t>& ids
     test::write_file(dir / "ids.txt", listed);
     const std::string out =
         output_of(test::llama_cpp_command("llamacpp-ppl") + " " + test::quote(gguf.string()) + " " +
-                  test::quote((dir / "ids.txt").string()) + " " + std::to_string(ctx) + " 2");
+                  test::quote((dir / "ids.txt").string()) + " " + std::to_string(ctx) + " " +
+                  test::llama_cpp_threads());
     const auto brace = out.rfind('{');
     if (brace == std::string::npos) {
         ADD_FAILURE() << "llamacpp-ppl printed no result: " << out;
