@@ -58,8 +58,8 @@ set("EMBEDLAB_TEST_COST_CliFourier" 7)
 set("EMBEDLAB_TEST_COST_DamagePanel" 6)
 set("EMBEDLAB_TEST_COST_MainWindow" 6)
 set("EMBEDLAB_TEST_COST_TrainCli" 6)
-set("EMBEDLAB_TEST_COST_LaptopScreen" 30) # 2026-11-29: the every-tab sibling-overlap case, 22 s
-set("EMBEDLAB_TEST_COST_WorkbenchChain" 30) # 2026-11-29, alone: a chain here, over ssh and on Slurm
+set("EMBEDLAB_TEST_COST_LaptopScreen" 12) # 2026-11-29, alone: the every-tab sibling-overlap case adds 7 s
+set("EMBEDLAB_TEST_COST_WorkbenchChain" 18) # 2026-11-29, alone: a chain here, over ssh and on Slurm
 set("EMBEDLAB_TEST_COST_Tokenizers" 5)
 set("EMBEDLAB_TEST_COST_EventLogs" 5)
 set("EMBEDLAB_TEST_COST_Quant" 5)
