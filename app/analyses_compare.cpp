@@ -11,6 +11,7 @@
 #include "embedlab/encoder.hpp"
 #include "embedlab/experiment.hpp"
 #include "embedlab/generate.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/model.hpp"
 #include "embedlab/tasks.hpp"
 #include "embedlab/text_divergence.hpp"
@@ -19,9 +20,18 @@ namespace embedlab::app {
 
 namespace {
 
+// The original's f16/bf16 matrices as stored (load_model_for_generation), which
+// generation reads as embedlab-cli generate does; loaded on the first Generate.
+struct HalfOriginal {
+    std::mutex mutex;
+    bool tried = false;
+    std::shared_ptr<const LoadedModel> loaded; // null: the files hold no half matrices
+};
+
 struct Pair {
     std::shared_ptr<const LoadedModel> original;
     std::shared_ptr<const CompressionRun> run;
+    std::shared_ptr<HalfOriginal> half = std::make_shared<HalfOriginal>();
 };
 
 // The last pair compared: Generate pressed again reloads and refits nothing.
@@ -51,6 +61,27 @@ Pair models_of(const CompressionRequest& request, const ProgressFn& progress)
     pair_key = key;
     last_pair = p;
     return p;
+}
+
+// The original as generation reads it: its half matrices when its files hold f16/bf16
+// ones (the CLI's default), else the float32 model evaluation reads.
+const LanguageModel& generation_original(const Pair& p, const CompressionRequest& request)
+{
+    const auto& stored = p.original->files.stored_dtype;
+    if (!p.original->files.embedlab_manifest.empty() || p.original->files.format == ModelFormat::Llama2c ||
+        (stored.find("F16") == std::string::npos && stored != "mixed"))
+        return *p.original->model;
+    std::lock_guard lock(p.half->mutex);
+    if (!p.half->tried) {
+        LoadOptions load = request_load_options(request);
+        load.need_tokenizer = false; // the float32 original's is used
+        auto loaded = std::make_shared<const LoadedModel>(
+            load_model_for_generation(request.model, load, GenerationWeights::Half));
+        if (holds_half_weights(*loaded->model))
+            p.half->loaded = std::move(loaded);
+        p.half->tried = true;
+    }
+    return p.half->loaded ? *p.half->loaded->model : *p.original->model;
 }
 
 // Generation and next-token KL are a decoder's; what applies to an encoder instead.
@@ -93,6 +124,7 @@ CompareGenerationSummary compare_generate(const CompressionRequest& request,
     const auto ids = prompt_ids(tokenizer, options.prompt);
     if (ids.empty())
         throw InputError("the prompt has no tokens");
+    const LanguageModel& original_model = generation_original(p, request);
     GenerationOptions g;
     g.max_tokens = options.max_tokens;
     g.sampling.temperature = options.temperature;
@@ -105,7 +137,7 @@ CompareGenerationSummary compare_generate(const CompressionRequest& request,
     std::atomic<bool> stop = false;
     std::atomic<int64_t> original_done = 0;
     auto original = std::async(std::launch::async, [&] {
-        return generate(*p.original->model, &tokenizer, ids, g, [&](const GeneratedToken& t) {
+        return generate(original_model, &tokenizer, ids, g, [&](const GeneratedToken& t) {
             on_token(CompareColumn::Original, compared(tokenizer, t));
             ++original_done;
             return !stop.load();
@@ -127,7 +159,7 @@ CompareGenerationSummary compare_generate(const CompressionRequest& request,
                 ++done;
                 return report();
             },
-            p.original->model.get());
+            &original_model);
         while (original.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
             report();
     } catch (...) {

@@ -6,6 +6,7 @@
 // libtorch before Qt (its `slots` macro).
 #include "embedlab/experiment.hpp"
 #include "embedlab/generate.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/text_divergence.hpp"
 
 #include <QAction>
@@ -33,14 +34,19 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
 
+#include "compare_analyses.hpp"
 #include "compare_view.hpp"
 #include "gui_test_support.hpp"
 #include "main_window.hpp"
 #include "model_summary.hpp"
 #include "neighbour_graph_view.hpp"
 #include "results_view.hpp"
+#include "test_paths.hpp"
 #include "token_text.hpp"
 
 using embedlab::app::MainWindow;
@@ -319,8 +325,9 @@ TEST(CompareTab, GeneratesBothColumnsWithTheEnginesKlColoursAndStops)
     EXPECT_FALSE(view.generating());
     EXPECT_TRUE(view.status()->text().contains("mean KL")) << view.status()->text().toStdString();
 
-    // The same continuations and KLs from the engine directly.
-    auto original = embedlab::load_model(w.model);
+    // The same continuations and KLs from the engine directly, the original read as
+    // embedlab-cli generate reads it (its f16 matrices as stored).
+    auto original = embedlab::load_model_for_generation(w.model, {}, embedlab::GenerationWeights::Half);
     const auto run = pca16(w.model);
     const auto ids = embedlab::prompt_ids(*original.tokenizer, "Once upon a time");
     embedlab::GenerationOptions options;
@@ -368,6 +375,74 @@ TEST(CompareTab, GeneratesBothColumnsWithTheEnginesKlColoursAndStops)
     EXPECT_EQ(view.status()->text(), "Stopped.");
     EXPECT_LT(view.tokenCount(CompareView::Compressed), 200) << "the context allows about 250";
     EXPECT_TRUE(view.generateButton()->isEnabled());
+}
+
+namespace {
+
+// embedlab-cli generate MODEL --prompt PROMPT --max-tokens N --json [EXTRA], parsed.
+nlohmann::json cli_generation(const std::string& model, const std::string& prompt, int max_tokens,
+                              const std::string& extra = "")
+{
+    std::string command = EMBEDLAB_CLI_PATH;
+    command += " generate '";
+    command += model;
+    command += "' --prompt '";
+    command += prompt;
+    command += "' --max-tokens ";
+    command += std::to_string(max_tokens);
+    command += " --json ";
+    command += extra;
+    std::string out;
+    if (FILE* pipe = popen(command.c_str(), "r")) {
+        char buffer[4096];
+        for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+            out.append(buffer, n);
+        EXPECT_EQ(pclose(pipe), 0) << command;
+    }
+    return nlohmann::json::parse(out);
+}
+
+} // namespace
+
+// Issue 63: the Compare tab generates the original from its f16 matrices as stored, as
+// embedlab-cli generate does by default: the CLI's tokens and top-5 probabilities (the
+// float32 path's differ from them in the last digits).
+TEST(CompareTab, GeneratesTheOriginalFromHalfWeightsAsTheCliDoes)
+{
+    const std::string model = embedlab::app::default_model();
+    embedlab::CompressionRequest request;
+    request.model = model;
+    request.method = "pca";
+    request.rank = 16;
+    embedlab::app::CompareGenerationOptions options;
+    options.prompt = "Once upon a time";
+    options.max_tokens = 16;
+    std::vector<embedlab::app::ComparedToken> original;
+    std::mutex mutex;
+    embedlab::app::compare_generate(
+        request, options,
+        [&](embedlab::app::CompareColumn column, const embedlab::app::ComparedToken& t) {
+            std::lock_guard lock(mutex);
+            if (column == embedlab::app::CompareColumn::Original)
+                original.push_back(t);
+        },
+        {});
+    const auto half = cli_generation(model, options.prompt, 16);
+    const auto f32 = cli_generation(model, options.prompt, 16, "--weights f32");
+    ASSERT_EQ(original.size(), half["tokens"].size());
+    ASSERT_EQ(half["ids"], f32["ids"]) << "greedy tokens do not depend on the weights' precision";
+    double half_vs_f32 = 0;
+    for (size_t i = 0; i < original.size(); ++i) {
+        const auto& cli = half["tokens"][i];
+        EXPECT_EQ(original[i].id, cli["id"].get<int>()) << i;
+        ASSERT_EQ(original[i].top.size(), cli["top"].size()) << i;
+        for (size_t j = 0; j < original[i].top.size(); ++j) {
+            const double p = cli["top"][j]["p"].get<double>();
+            EXPECT_NEAR(original[i].top[j].probability, p, 1e-12) << i << " " << j;
+            half_vs_f32 = std::max(half_vs_f32, std::abs(p - f32["tokens"][i]["top"][j]["p"].get<double>()));
+        }
+    }
+    EXPECT_GT(half_vs_f32, 1e-12) << "the two paths' sums differ in order: this test tells them apart";
 }
 
 TEST(CompareTab, TextModeListsTheWorstTwentyAndJumpsToTheNeighbourGraph)

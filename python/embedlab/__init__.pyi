@@ -134,6 +134,7 @@ class Model:
         sampler: Literal["llamacpp", "hf"] = "llamacpp",
         min_p: Optional[float] = None,
         ignore_eos: bool = False,
+        weights: Literal["half", "f32"] = "half",
     ) -> dict[str, Any]: ...
     # per_token=True adds "per_token": input, target (int32), kl, nll, reference_nll
     # (float64), same_top (bool), one per scored position.

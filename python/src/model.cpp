@@ -12,6 +12,7 @@
 #include "convert.hpp"
 #include "embedlab/eval.hpp"
 #include "embedlab/generate.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/onnx_export.hpp"
 #include "embedlab/tasks.hpp"
 #include "progress.hpp"
@@ -179,12 +180,47 @@ py::object task(const Model& m, const std::string& name, const py::object& data_
     return to_python(j);
 }
 
+// generate's weights=: "half" (the CLI's default) or "f32".
+GenerationWeights weights_arg(const std::string& weights)
+{
+    if (weights == "half")
+        return GenerationWeights::Half;
+    if (weights == "f32")
+        return GenerationWeights::F32;
+    throw InputError("generate: weights= must be \"half\" or \"f32\", not '" + weights + "'");
+}
+
+// The model generate() reads: with half weights, a loaded f16/bf16 model's matrices as
+// stored (loaded once, on first use), as embedlab-cli generate reads them; otherwise, or
+// when the files hold no half matrices after all, the float32 model itself.
+std::shared_ptr<const LanguageModel> generation_model(const Model& m, GenerationWeights weights)
+{
+    const LanguageModel* lm = m.live();
+    const std::shared_ptr<const LanguageModel> float_model(m.owner, lm);
+    const auto half = m.half_generation;
+    if (weights == GenerationWeights::F32 || !half || half->float_model != lm)
+        return float_model;
+    py::gil_scoped_release release; // loading reads the files
+    std::lock_guard lock(half->mutex);
+    if (!half->tried) {
+        auto loaded = std::make_shared<const LoadedModel>(
+            load_model_for_generation(half->path, half->options, GenerationWeights::Half));
+        if (holds_half_weights(*loaded->model))
+            half->loaded = std::move(loaded);
+        half->tried = true;
+    }
+    if (!half->loaded)
+        return float_model;
+    return {half->loaded, half->loaded->model.get()};
+}
+
 py::object generate_text(const Model& m, const py::object& prompt, const py::object& ids, int64_t max_tokens,
                          double temperature, int64_t top_k, double top_p, uint64_t seed,
                          const py::object& stop, bool bos, int64_t top_n, const py::object& compare,
                          const py::object& on_token, const std::string& sampler, std::optional<double> min_p,
-                         bool ignore_eos)
+                         bool ignore_eos, const std::string& weights_name)
 {
+    const auto weights = weights_arg(weights_name);
     if (prompt.is_none() == ids.is_none())
         throw InputError("generate: give exactly one of prompt= or ids=");
     const auto text = prompt.is_none() ? std::string() : str_arg(prompt, "generate: prompt");
@@ -220,12 +256,13 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
         stopped = !progress.pending(); // a False return, not an exception or Ctrl-C
         return false;
     };
+    const auto model = generation_model(m, weights);
+    const auto original_model = original ? generation_model(*original, weights) : nullptr;
     const auto start = std::chrono::steady_clock::now();
     Generation g;
     try {
         g = without_gil(progress, [&] {
-            return generate(*m.live(), m.tokenizer, input, options, each,
-                            original ? original->live() : nullptr);
+            return generate(*model, m.tokenizer, input, options, each, original_model.get());
         });
     } catch (const Cancelled&) {
         if (!stopped)
@@ -250,7 +287,7 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
         if (stopped)
             options.max_tokens = static_cast<int64_t>(g.tokens.size());
         const auto og = without_gil(progress, [&] {
-            return generate(*original->live(), original->tokenizer, input, options,
+            return generate(*original_model, original->tokenizer, input, options,
                             [&](const GeneratedToken&) { return progress.call([] { return py::none(); }); });
         });
         nlohmann::ordered_json o{{"model", original->path}};
@@ -291,6 +328,7 @@ void Model::close()
     tokenizer = nullptr;
     files = nullptr;
     owner.reset();
+    half_generation.reset();
 }
 
 const Model& model_arg(const py::handle& value, const std::string& what)
@@ -320,6 +358,16 @@ Model load(const py::object& path_like, const py::object& tokenizer, bool verify
     m.path = path;
     m.tokenizer_option = tokenizer_path;
     m.verify = verify;
+    // f16/bf16 matrices (any "F16"/"BF16", or a mix): generate() reads them as stored.
+    const auto& stored = loaded->files.stored_dtype;
+    if (loaded->files.embedlab_manifest.empty() && loaded->files.format != ModelFormat::Llama2c &&
+        (stored.find("F16") != std::string::npos || stored == "mixed")) {
+        m.half_generation = std::make_shared<HalfGeneration>();
+        m.half_generation->path = path;
+        m.half_generation->options = options;
+        m.half_generation->options.need_tokenizer = false; // generate() uses the Model's own
+        m.half_generation->float_model = m.lm;
+    }
     m.owner = std::move(loaded);
     return m;
 }
@@ -371,12 +419,14 @@ void bind_model(py::module_& m)
              py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("stop") = py::none(),
              py::arg("bos") = true, py::arg("top_n") = 5, py::arg("compare") = py::none(),
              py::arg("on_token") = py::none(), py::arg("sampler") = "llamacpp", py::arg("min_p") = py::none(),
-             py::arg("ignore_eos") = false,
+             py::arg("ignore_eos") = false, py::arg("weights") = "half",
              "A continuation of the prompt over a KV cache: generate --json's fields. compare=Model adds "
              "per-token KL(P_compare || P_model) and ranks, and the compared model's own continuation "
              "under 'original'; on_token(dict) is called per token (False stops). sampler: 'llamacpp' "
              "(top-k, top-p, min-p, temperature) or 'hf' (temperature first); min_p=None: the chain's "
-             "default (0.05, hf 0); ignore_eos=True goes on past the end-of-sequence token.")
+             "default (0.05, hf 0); ignore_eos=True goes on past the end-of-sequence token. weights: 'half' "
+             "(the CLI's default: an f16/bf16 model's matrices as stored, loaded once on first use) or "
+             "'f32' (the float32 weights evaluation reads).")
         .def("divergence", &divergence, py::arg("reference"), py::kw_only(), py::arg("text") = py::none(),
              py::arg("ids") = py::none(), py::arg("ctx") = 128, py::arg("stride") = py::none(),
              py::arg("per_token") = false, py::arg("progress") = py::none(),

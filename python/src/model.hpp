@@ -2,7 +2,9 @@
 // kept alive by whatever owns it. Every method wraps an engine call; none computes.
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <pybind11/pybind11.h>
@@ -12,6 +14,19 @@
 namespace embedlab::python {
 
 namespace py = pybind11;
+
+// A loaded f16/bf16 model's matrices as stored (load_model_for_generation), which
+// generate() reads by default as embedlab-cli generate does; loaded on first use and
+// released with the Model. Thread safety: `mutex` guards `tried` and `loaded`.
+struct HalfGeneration {
+    std::filesystem::path path;
+    LoadOptions options;
+    // The float32 model it stands for: a with_table copy of the Model (another table) is not.
+    const LanguageModel* float_model = nullptr;
+    std::mutex mutex;
+    bool tried = false;                        // loaded once (loaded stays null without half weights)
+    std::shared_ptr<const LoadedModel> loaded; // null: generate reads the float32 model
+};
 
 struct Model {
     std::shared_ptr<const void> owner; // a LoadedModel or a CompressionRun
@@ -24,6 +39,8 @@ struct Model {
     bool verify = true;           // load's verify=, for pickling
     // Why it cannot be pickled by its path ("" when it can): a run's model or with_table's.
     std::string unpicklable;
+    // Set by load() when the files hold f16/bf16 weights; null for a run's model.
+    std::shared_ptr<HalfGeneration> half_generation;
 
     // The model, or InputError once close() (the end of a with block) released it.
     const LanguageModel* live() const;

@@ -4,6 +4,8 @@ compared against another model, stopped by the callback."""
 import pytest
 
 import embedlab
+from conftest import need
+from conftest import without_timing as without_timing_at_any_depth
 
 PROMPT = "Once upon a time, there was a little girl named Lily."
 
@@ -97,3 +99,65 @@ def test_llamacpp_divergence_of_a_model_against_its_own_base_file(stories, heldo
     (tmp_path / "short.kld").write_bytes((tmp_path / "base.kld").read_bytes()[:-3])
     with pytest.raises(embedlab.InputError, match="short.kld"):
         model.llamacpp_divergence(tmp_path / "short.kld")
+
+
+# Issue 63: generate() reads an f16/bf16 model's matrices as stored by default, as
+# embedlab-cli generate does (--weights half); weights="f32" the float32 weights.
+@pytest.fixture(scope="module")
+def gpt2_f16_path(shared):
+    return need(shared / "models" / "tinygpt2-f16", "the tinygpt2-f16 model")
+
+
+@pytest.fixture(scope="module")
+def gpt2_f16(gpt2_f16_path):
+    return embedlab.load(gpt2_f16_path)
+
+
+def assert_equals_the_cli(ours, cli):
+    cli = without_timing_at_any_depth(cli)
+    ours = without_timing_at_any_depth(ours)
+    # The CLI also echoes its options (bos, max_tokens, ...); the generation's fields are both's.
+    common = (set(cli) & set(ours)) - {"model"}
+    assert {"prompt_ids", "ids", "text", "tokens", "stop_reason", "embedding"} <= common
+    for key in common:
+        # The CLI prints each double to the digits that read back as the same double.
+        assert ours[key] == cli[key], key
+
+
+@pytest.mark.parametrize("weights", ["half", "f32"])
+def test_generate_on_an_f16_model_equals_the_cli_with_the_same_weights(gpt2_f16, gpt2_f16_path, run_cli, weights):
+    keyword = {} if weights == "half" else {"weights": "f32"}  # half is the default
+    ours = gpt2_f16.generate(PROMPT, max_tokens=12, **keyword)
+    flag = [] if weights == "half" else ["--weights", "f32"]
+    cli = run_cli("generate", gpt2_f16_path, "--prompt", PROMPT, "--max-tokens", 12, "--json", *flag,
+                  parse_json=True)
+    assert len(ours["tokens"]) == 12
+    assert_equals_the_cli(ours, cli)
+
+
+def test_half_and_f32_generate_the_same_greedy_tokens_from_different_sums(gpt2_f16):
+    half = gpt2_f16.generate(PROMPT, max_tokens=24, ignore_eos=True)
+    f32 = gpt2_f16.generate(PROMPT, max_tokens=24, ignore_eos=True, weights="f32")
+    assert half["ids"] == f32["ids"]
+    half_lp = [t["logprob"] for t in half["tokens"]]
+    f32_lp = [t["logprob"] for t in f32["tokens"]]
+    assert half_lp == pytest.approx(f32_lp, abs=1e-4)
+    assert half_lp != f32_lp, "the half products sum in another order: the two paths are told apart"
+
+
+def test_half_weights_serve_compare_and_are_released_with_the_model(gpt2_f16_path, run_cli):
+    with embedlab.load(gpt2_f16_path) as a, embedlab.load(gpt2_f16_path) as b:
+        ours = a.generate(PROMPT, max_tokens=6, compare=b)
+    cli = run_cli("generate", gpt2_f16_path, "--prompt", PROMPT, "--max-tokens", 6, "--compare", gpt2_f16_path,
+                  "--json", parse_json=True)
+    assert [t["kl"] for t in ours["tokens"]] == [t["kl"] for t in cli["tokens"]]
+    assert ours["original"]["ids"] == cli["original"]["ids"]
+    with pytest.raises(embedlab.InputError, match="is closed"):
+        a.generate(PROMPT, max_tokens=2)
+
+
+def test_a_bad_weights_value_is_named(gpt2_f16):
+    with pytest.raises(embedlab.InputError, match=r"generate: weights= must be \"half\" or \"f32\", not 'f16'"):
+        gpt2_f16.generate(PROMPT, weights="f16")
+    with pytest.raises(TypeError):
+        gpt2_f16.generate(PROMPT, weights=16)
