@@ -65,17 +65,23 @@ std::string on_host(const std::string& host, const std::string& message)
     return message.rfind(host, 0) == 0 ? message : host + ": " + message;
 }
 
-} // namespace
-
-RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
-                                        const ProgressFn& progress)
+// The worker the target names, else the default one.
+RemoteWorker worker_for(const RunTarget& target)
 {
     RemoteWorker worker;
     if (!target.remote_cli.empty())
         worker.cli = target.remote_cli;
     if (!target.remote_dir.empty())
         worker.dir = target.remote_dir;
-    return remote_compress_and_evaluate(request, target, progress, worker);
+    return worker;
+}
+
+} // namespace
+
+RunSummary remote_compress_and_evaluate(const CompressionRequest& request, const RunTarget& target,
+                                        const ProgressFn& progress)
+{
+    return remote_compress_and_evaluate(request, target, progress, worker_for(target));
 }
 
 namespace {
@@ -170,12 +176,7 @@ RunSummary remote_chain_and_evaluate(const Json& pipeline, const RunTarget& targ
 RunSummary remote_chain_and_evaluate(const Json& pipeline, const RunTarget& target,
                                      const ProgressFn& progress)
 {
-    RemoteWorker worker;
-    if (!target.remote_cli.empty())
-        worker.cli = target.remote_cli;
-    if (!target.remote_dir.empty())
-        worker.dir = target.remote_dir;
-    return remote_chain_and_evaluate(pipeline, target, progress, worker);
+    return remote_chain_and_evaluate(pipeline, target, progress, worker_for(target));
 }
 
 } // namespace embedlab::app::detail

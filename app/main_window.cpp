@@ -743,12 +743,54 @@ nlohmann::ordered_json engine_json(const QJsonObject& o)
 
 } // namespace
 
+namespace {
+
+// A session's row number key ("3"), checked against its rows; InputError naming it else.
+int session_row(const QString& key, int rows, const char* member)
+{
+    bool ok = false;
+    const int row = key.toInt(&ok);
+    if (!ok || row < 0 || row >= rows)
+        throw InputError(std::string(member) + ": '" + key.toStdString() + "' is not a row of its " +
+                         std::to_string(rows) + " results rows");
+    return row;
+}
+
+// A session's "row_requests" / "row_chains" (saveSession's, by row), checked; InputError
+// naming a row or field that is not one.
+QHash<int, CompressionRequest> session_row_requests(const QJsonObject& session, int rows)
+{
+    QHash<int, CompressionRequest> requests; // sessions before them have none
+    const QJsonObject saved = session.value("row_requests").toObject();
+    for (auto it = saved.begin(); it != saved.end(); ++it)
+        requests[session_row(it.key(), rows, "row_requests")] =
+            stored_request_from_json(engine_json(it.value().toObject()));
+    return requests;
+}
+
+QHash<int, nlohmann::ordered_json> session_row_chains(const QJsonObject& session, int rows)
+{
+    QHash<int, nlohmann::ordered_json> chains;
+    const QJsonObject saved = session.value("row_chains").toObject();
+    for (auto it = saved.begin(); it != saved.end(); ++it) // the engine's own form (Qt sorts keys)
+        chains[session_row(it.key(), rows, "row_chains")] =
+            pipeline_json(pipeline_from_json(engine_json(it.value().toObject())));
+    return chains;
+}
+
+} // namespace
+
 bool MainWindow::saveSession(const QString& file)
 {
     try {
         const auto results =
             QJsonDocument::fromJson(QByteArray::fromStdString(results_json(results_->rows())));
-        CompressionRequest request = method_panel_->request();
+        // The panel's registry method: trim, a chain's first step, has no request of its own.
+        QString method = method_panel_->method();
+        if (!find_method(method.toStdString()))
+            method = find_method(method_panel_->thenMethod().toStdString()) ? method_panel_->thenMethod()
+                                                                            : MethodPanel::methods().front();
+        CompressionRequest request = method_panel_->request(method);
         request.model = model_path_.toStdString();
         QJsonObject encoders; // model -> "masked_lm" or "encoder": its rows' y axis and PPL notes
         for (auto it = encoder_models_.cbegin(); it != encoder_models_.cend(); ++it)
@@ -764,6 +806,16 @@ bool MainWindow::saveSession(const QString& file)
                             {"results", results.object()}};
         if (!y_before_encoders_.isEmpty()) // the axis the encoders' cosine replaced, back for other rows
             session["pareto_y_before_encoders"] = y_before_encoders_;
+        // The rows' requests and chains, by row: Copy as command etc. work after reopening.
+        QJsonObject requests, chains;
+        for (auto it = row_requests_.cbegin(); it != row_requests_.cend(); ++it)
+            requests[QString::number(it.key())] = qt_object(request_json(it.value()));
+        for (auto it = row_chains_.cbegin(); it != row_chains_.cend(); ++it)
+            chains[QString::number(it.key())] = qt_object(it.value());
+        session["row_requests"] = requests;
+        session["row_chains"] = chains;
+        if (const auto chain = method_panel_->chainJson()) // the chain the panel built
+            session["chain"] = qt_object(*chain);
         write_file(file.toStdString(), QJsonDocument(session).toJson().toStdString());
     } catch (const std::exception& e) {
         statusBar()->showMessage(QString::fromStdString(e.what()));
@@ -798,6 +850,8 @@ bool MainWindow::openSession(const QString& file)
             request = stored_request_from_json(engine_json(session.value("request").toObject()));
             target = target_from_json(engine_json(session.value("target").toObject()));
         }
+        const auto requests = session_row_requests(session, static_cast<int>(rows.size()));
+        const auto chains = session_row_chains(session, static_cast<int>(rows.size()));
         results_->clear();
         deleted_rows_.clear(); // with the results view's undo stack
         row_requests_.clear();
@@ -812,6 +866,8 @@ bool MainWindow::openSession(const QString& file)
         }
         for (const auto& r : rows)
             results_->addRow(r);
+        row_requests_ = requests;
+        row_chains_ = chains;
     } catch (const std::exception& e) {
         statusBar()->showMessage(file + ": " + QString::fromStdString(e.what()));
         return false;
@@ -821,6 +877,14 @@ bool MainWindow::openSession(const QString& file)
     } else {
         method_panel_->setRequest(*request);
         method_panel_->setTarget(target);
+        if (session.contains("chain")) {
+            try {
+                method_panel_->setChain(engine_json(session.value("chain").toObject()));
+            } catch (const std::exception& e) {
+                statusBar()->showMessage(file + ": chain: " + QString::fromStdString(e.what()));
+                return false;
+            }
+        }
     }
     // Sessions before issue 41 have no y axis: the plot keeps its own.
     if (session.contains("pareto_y"))

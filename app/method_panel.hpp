@@ -136,6 +136,11 @@ public:
     std::optional<nlohmann::ordered_json> chainJson() const;
     QString chainLabel() const;
     QString chainProblem() const;
+    // Shows a chain as chainJson() gives it (a session's): its method step as setRequest
+    // does, trim's boxes (a field the step leaves out: 0 or empty, "not given"), the method
+    // and the Then... step. The evaluation token count stays (a chain does not use it).
+    // InputError (pipeline_from_json's) for a chain that is not one.
+    void setChain(const nlohmann::ordered_json& chain);
     static const QString kTrimStep; // "trim": a chain's step that is no registry method
 
     // SST-2's GLUE dev set in the project's shared data ("" if not found; sst2_dev_path()).

@@ -6,6 +6,7 @@
 #include "embedlab/experiment_request.hpp"
 #include "embedlab/pipeline_request.hpp"
 #include "embedlab/trim.hpp"
+#include "embedlab/trim_fields.hpp"
 
 #include <algorithm>
 
@@ -23,64 +24,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Trim's fields (trim.hpp's TrimOptions as a pipeline step takes them): trim has no
-// registry row, so its docs are here; a number at 0 or an empty text is "not given".
-struct StepField {
-    const char* name;
-    RequestFieldType type;
-    Json first;
-    FieldDoc doc;
-};
-
-const std::vector<StepField>& trim_step_fields()
-{
-    static const std::vector<StepField> fields = [] {
-        FieldDoc freq{.label = "Frequencies",
-                      .value_name = "FILE",
-                      .help = "The domain text whose token counts "
-                              "decide what is kept"};
-        FieldDoc coverage{.label = "Coverage",
-                          .value_name = "C",
-                          .help = "Keep the most frequent tokens of the frequency text until they cover this "
-                                  "share of its token occurrences (or give Keep instead)",
-                          .ranged = true,
-                          .lo = 0,
-                          .hi = 1,
-                          .lo_open = true,
-                          .zero = "off"};
-        FieldDoc keep{.label = "Keep",
-                      .value_name = "N",
-                      .help = "The kept vocabulary's size, the required tokens among them (or give Coverage "
-                              "instead)",
-                      .unit = "tokens",
-                      .ranged = true,
-                      .lo = 1,
-                      .hi = 1e9,
-                      .zero = "off"};
-        FieldDoc keep_tokens{.label = "Keep tokens",
-                             .value_name = "FILE",
-                             .help =
-                                 "Tokens always kept, one per line as the vocabulary spells them (optional)"};
-        return std::vector<StepField>{{"freq_text", RequestFieldType::String, Json(""), freq},
-                                      {"coverage", RequestFieldType::Number, Json(0.999), coverage},
-                                      {"keep", RequestFieldType::Integer, Json(0), keep},
-                                      {"keep_tokens", RequestFieldType::String, Json(""), keep_tokens}};
-    }();
-    return fields;
-}
-
 // A chain's step the registry does not list: trim, the pipeline's own first step.
 bool is_trim_step(const QString& step)
 {
     return !step.isEmpty() && !find_method(step.toStdString());
-}
-
-RequestFieldType trim_field_type(const std::string& field)
-{
-    for (const auto& f : trim_step_fields())
-        if (field == f.name)
-            return f.type;
-    return RequestFieldType::String;
 }
 
 // A value a step leaves out: a number at 0 ("off") or an empty text.
@@ -90,19 +37,30 @@ bool not_given(const Json& v)
            (v.is_string() && v.get<std::string>().empty());
 }
 
+// Shows `v` in a trim box: a spin box's number, a text box's text.
+void show_step_value(QWidget* box, const Json& v)
+{
+    if (auto* i = qobject_cast<QSpinBox*>(box); i && v.is_number())
+        i->setValue(static_cast<int>(std::clamp<double>(v.get<double>(), 0, INT_MAX)));
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(box); d && v.is_number())
+        d->setValue(v.get<double>());
+    else if (auto* e = qobject_cast<QLineEdit*>(box); e && v.is_string())
+        e->setText(QString::fromStdString(v.get<std::string>()));
+}
+
 } // namespace
 
 const QString MethodPanel::kTrimStep = "trim";
 
 void MethodPanel::buildChain(QHBoxLayout* row)
 {
-    // Trim's page, built as the registry's pages are, from its fields' docs.
+    // Trim's page, built as the registry's pages are, from the engine's declarations of its fields.
     auto* w = new QWidget(this);
     auto* layout = new QHBoxLayout(w);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(new QLabel("trim:", w));
-    for (const auto& f : trim_step_fields()) {
-        QWidget* box = typedFieldWidget(f.name, f.type, f.doc, f.first, w);
+    for (const MethodField& f : trim_fields()) {
+        QWidget* box = typedFieldWidget(f.name, f.type, f.doc, f.default_value, w);
         trim_fields_.push_back({f.name, box, &f.doc});
         if (box != frequency_text_)
             box->setProperty("chain_step", kTrimStep); // a step's field, not the request's
@@ -230,7 +188,7 @@ std::optional<Json> MethodPanel::chainSteps(QString* problem) const
             }
         } else {
             for (const auto& f : trim_fields_)
-                if (const Json v = fieldValue(f, trim_field_type(f.field)); !not_given(v))
+                if (const Json v = fieldValue(f, trim_field(f.field).type); !not_given(v))
                     step[f.field] = v;
         }
         steps.push_back(step);
@@ -262,6 +220,31 @@ std::optional<Json> MethodPanel::chainSteps(QString* problem) const
     }
     json["model"] = "";
     return json;
+}
+
+void MethodPanel::setChain(const Json& chain)
+{
+    Json named = chain;
+    named["model"] = "-"; // the window's model
+    const PipelineRequest p = pipeline_from_json(named);
+    const QString table = QString::fromStdString(p.request.method);
+    const int eval_tokens = eval_tokens_->value();
+    if (!table.isEmpty())
+        setRequest(p.request); // its page and the evaluation fields
+    else
+        showText(eval_text_, p.request.eval_text);
+    eval_tokens_->setValue(eval_tokens);
+    Json trim = Json::object();
+    for (const auto& step : p.steps)
+        if (!find_method(step.value("method", "")))
+            trim = step;
+    for (const auto& f : trim_fields_) {
+        const Json not_given_value =
+            trim_field(f.field).type == RequestFieldType::String ? Json("") : Json(0);
+        show_step_value(f.widget, trim.contains(f.field) ? trim[f.field] : not_given_value);
+    }
+    setMethod(p.trim ? kTrimStep : table);
+    setThen(p.trim ? table : QString());
 }
 
 std::optional<Json> MethodPanel::chainJson() const

@@ -8,6 +8,7 @@
 #include "embedlab/model_files.hpp"
 #include "embedlab/pipeline.hpp"
 #include "embedlab/text_format.hpp"
+#include "embedlab/trim_fields.hpp"
 #include "method_flags.hpp"
 #include "progress_printer.hpp"
 #include "text_eval.hpp"
@@ -16,9 +17,19 @@ namespace embedlab::cli {
 
 namespace {
 
-// The chain's own flags: trim's budget and the steps after it.
-const std::set<std::string> kChainFlags{"--method", "--then",     "--then-store",
-                                        "--keep",   "--coverage", "--keep-tokens"};
+// The chain's own flags: the steps after trim and trim's declared fields (trim_fields.hpp)
+// but --freq-text, which lle after trim reads too.
+const std::set<std::string>& chain_flags()
+{
+    static const std::set<std::string> flags = [] {
+        std::set<std::string> own{"--method", "--then", "--then-store"};
+        for (const MethodField& f : trim_fields())
+            if (f.name != "freq_text")
+                own.insert(trim_flag(f));
+        return own;
+    }();
+    return flags;
+}
 // What trim alone reads besides its own flags.
 const std::set<std::string> kTrimAloneFlags{"--freq-text", "--eval-text", "--ctx",  "--out",
                                             "--force",     "--json",      "--quiet"};
@@ -29,7 +40,7 @@ Args chain_args(const std::vector<std::string>& argv)
                                  "--tokenizer",   "--seed",      "--task",      "--task-data", "--task-limit",
                                  "--eval-tokens", "--then",      "--then-store"},
         switches{"--dense", "--force", "--json", "--quiet", "--divergence", "--positions"};
-    valued.insert(kChainFlags.begin(), kChainFlags.end());
+    valued.insert(chain_flags().begin(), chain_flags().end());
     add_method_flags(valued, switches);
     return Args("compress", argv, valued, switches);
 }
@@ -46,7 +57,7 @@ std::vector<std::string> method_argv(const std::vector<std::string>& argv, bool 
     std::vector<std::string> out;
     for (size_t i = 0; i < argv.size(); ++i) {
         const std::string flag = flag_of(argv[i]);
-        if (!kChainFlags.count(flag) && (keep_freq_text || flag != "--freq-text"))
+        if (!chain_flags().count(flag) && (keep_freq_text || flag != "--freq-text"))
             out.push_back(argv[i]);
         else if (argv[i].find('=') == std::string::npos)
             ++i; // its value
@@ -57,7 +68,7 @@ std::vector<std::string> method_argv(const std::vector<std::string>& argv, bool 
 void refuse_method_flags(const std::vector<std::string>& argv)
 {
     for (const auto& word : argv)
-        if (word.rfind("--", 0) == 0 && !kChainFlags.count(flag_of(word)) &&
+        if (word.rfind("--", 0) == 0 && !chain_flags().count(flag_of(word)) &&
             !kTrimAloneFlags.count(flag_of(word)))
             throw InputError(
                 "compress: " + flag_of(word) +

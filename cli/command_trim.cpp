@@ -3,6 +3,7 @@
 #include "compress_chain.hpp"
 #include "embedlab/text_format.hpp"
 #include "embedlab/trim.hpp"
+#include "embedlab/trim_fields.hpp"
 #include "progress_printer.hpp"
 
 namespace embedlab::cli {
@@ -10,8 +11,8 @@ namespace embedlab::cli {
 TrimOptions trim_options(const Args& args)
 {
     TrimOptions o;
-    o.freq_text =
-        args.required("--freq-text", "FILE", "the domain text whose token counts decide what is kept");
+    const MethodField& freq = trim_field("freq_text"); // its value name and help as declared
+    o.freq_text = args.required(trim_flag(freq), freq.doc.value_name, freq.doc.help);
     if (args.has("--keep"))
         o.keep = args.get_int("--keep", 0, 1, INT32_MAX);
     if (args.has("--coverage"))
@@ -59,9 +60,10 @@ void print_summary(const TrimReport& r)
 
 int command_trim(const std::vector<std::string>& argv)
 {
-    Args args("trim", argv,
-              {"--freq-text", "--keep", "--coverage", "--keep-tokens", "--eval-text", "--ctx", "--out"},
-              {"--force", "--json", "--quiet"});
+    std::set<std::string> valued{"--eval-text", "--ctx", "--out"};
+    for (const MethodField& f : trim_fields()) // --freq-text, --coverage, --keep, --keep-tokens
+        valued.insert(trim_flag(f));
+    Args args("trim", argv, valued, {"--force", "--json", "--quiet"});
     const auto model = args.single_positional("MODEL");
     if (!model)
         throw InputError("trim: MODEL is required (a Hugging Face model directory)");

@@ -6,6 +6,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/experiment_request.hpp"
+#include "embedlab/trim_fields.hpp"
 #include "method_flags.hpp"
 
 namespace embedlab::cli {
@@ -120,21 +121,24 @@ commands:
                                                the range check_request holds, the default, what it is
 )";
 
-// From fourier-map to the first sweep block, which the methods' sweep blocks follow.
-const char* const kBeforeSweepMethods =
+// trim's usage and summary, after the methods' compress blocks; its flag rows follow,
+// generated (trim_rows).
+const char* const kTrimUsage =
     R"(  trim     MODEL --freq-text FILE (--keep N | --coverage C) --out DIR [--keep-tokens FILE]
            [--eval-text FILE [--ctx N]] [--force] [--json]
                                                vocabulary trimming: a plain model directory with the
-                                               tokens FILE uses most (--keep: N tokens in all;
-                                               --coverage: the fewest covering C of its token
-                                               occurrences, C in (0, 1]) plus the special tokens, the
+                                               tokens FILE uses most plus the special tokens, the
                                                tokens that encode any text and --keep-tokens' lines (as
                                                the vocabulary spells them); table and head cut, tokenizer
                                                rewritten (byte-level BPE, WordPiece, SentencePiece BPE);
                                                texts of kept tokens encode as before; trim.json records
                                                it, and with --eval-text bits per byte, changed tokens and
                                                the original's probability on dropped ids
-  compress MODEL --method trim --freq-text FILE (--keep N | --coverage C) [--keep-tokens FILE] --out DIR
+)";
+
+// After trim's flag rows: up to the first sweep block, which the methods' sweep blocks follow.
+const char* const kBeforeSweepMethods =
+    R"(  compress MODEL --method trim --freq-text FILE (--keep N | --coverage C) [--keep-tokens FILE] --out DIR
            [--then METHOD + its flags [--then-store TYPE]] [--eval-text FILE [--ctx N]] [--force] [--json]
                                                trim as a compress step (DIR: trim's directory and
                                                run.json), or a chain in one job: trim, then METHOD on the
@@ -382,6 +386,21 @@ std::string compress_block(const MethodDescriptor& m)
     return row(usage + " --out DIR [...]", m.summary) + rows + "           " + example + "\n";
 }
 
+// Trim's flag rows, generated from its declarations (trim_fields.hpp) as a method's are;
+// its usage lines and summary are kTrimUsage.
+std::string trim_rows()
+{
+    std::string rows;
+    for (const MethodField& f : trim_fields()) {
+        FieldDoc doc = f.doc;
+        doc.zero.clear(); // a form's "0: off"; a flag left out is off, --keep 0 is refused
+        const std::string range = field_range_text(doc);
+        rows += row("           " + trim_flag(f) + " " + f.doc.value_name,
+                    range.empty() ? f.doc.help : range + ": " + f.doc.help);
+    }
+    return rows;
+}
+
 // One method's sweep block: its list flags from the registry's sweep grammar.
 std::string sweep_block(const MethodDescriptor& m)
 {
@@ -396,6 +415,8 @@ std::string reference_text()
     std::string text = kBeforeCompressMethods;
     for (const auto& m : method_registry())
         text += compress_block(m);
+    text += kTrimUsage;
+    text += trim_rows();
     text += kBeforeSweepMethods;
     for (const auto& m : method_registry())
         if (m.sweep.settings)

@@ -10,12 +10,15 @@
 // libtorch before Qt (brief).
 #include "embedlab/pipeline_request.hpp"
 #include "embedlab/results.hpp"
+#include "embedlab/trim_fields.hpp"
 
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -33,6 +36,7 @@
 #include "main_window.hpp"
 #include "method_flags.hpp"
 #include "method_panel.hpp"
+#include "plot_view.hpp"
 #include "results_view.hpp"
 #include "sshd_fixture.hpp"
 #include "test_paths.hpp"
@@ -224,6 +228,14 @@ TEST(WorkbenchChain, TrimThenPcaBuiltWithKeysRunsAsOneRowEqualToTheClisChain)
     const QCPCurve* chains = results->series("chain");
     ASSERT_NE(chains, nullptr);
     EXPECT_EQ(chains->dataCount(), 1);
+    // In a colour of its own: no method's, registered or named by a row.
+    const QColor chain_colour = chains->pen().color();
+    for (const auto& m : embedlab::method_registry())
+        EXPECT_NE(chain_colour, embedlab::views::method_colour(QString::fromLatin1(m.name))) << m.name;
+    for (const auto& r : results->rows())
+        if (r.method != "chain")
+            EXPECT_NE(chain_colour, results->series(QString::fromStdString(r.method))->pen().color())
+                << r.method;
 
     // The CLI's chain on the same settings.
     embedlab::test::TempDir dir;
@@ -279,6 +291,24 @@ TEST(WorkbenchChain, TrimThenPcaBuiltWithKeysRunsAsOneRowEqualToTheClisChain)
         << python.toStdString();
     EXPECT_TRUE(python.endsWith(")\nprint(chain.summary)\n")) << python.toStdString();
 
+    // A saved session keeps the chain row's request: reopened, its row copies the same
+    // command and the same JSON job.
+    const QString session = QString::fromStdString((dir / "chain.embedlab").string());
+    ASSERT_TRUE(window.saveSession(session)) << window.statusBar()->currentMessage().toStdString();
+    const size_t saved_rows = results->rows().size();
+    ASSERT_TRUE(window.openSession(session)) << window.statusBar()->currentMessage().toStdString();
+    ASSERT_EQ(results->rows().size(), saved_rows);
+    results->selectRow(static_cast<int>(saved_rows) - 1);
+    EXPECT_EQ(chain_copy(window, "copy_command"), command);
+    EXPECT_EQ(Json::parse(chain_copy(window, "copy_json_request").toStdString(), nullptr, false), job);
+    ASSERT_NE(results->series("chain"), nullptr);
+    EXPECT_EQ(results->series("chain")->pen().color(), chain_colour);
+    // and the panel's chain as it was built.
+    EXPECT_EQ(panel->method(), "trim");
+    EXPECT_EQ(panel->thenMethod(), "pca");
+    EXPECT_EQ(panel->chainLabel().toStdString(), "trim 0.9 \u2192 pca rank 16 \u2192 q8_0");
+    EXPECT_EQ(frequencies->text().toStdString(), texts.fit);
+
     // x removes the step: trim alone again, then back to a method alone.
     panel->findChild<QPushButton*>("remove_then")->click();
     EXPECT_EQ(panel->thenMethod(), QString());
@@ -288,6 +318,111 @@ TEST(WorkbenchChain, TrimThenPcaBuiltWithKeysRunsAsOneRowEqualToTheClisChain)
     EXPECT_EQ(panel->method(), MethodPanel::methods().front());
     EXPECT_FALSE(panel->chainJson().has_value());
     EXPECT_FALSE(label->isVisible());
+}
+
+// Trim's page is built from the engine's declarations of its fields (trim_fields.hpp):
+// its boxes are those fields, in their order, with their labels, help, ranges and
+// first values; the frequency text is the panel's shared row.
+TEST(WorkbenchChain, TrimsPageIsTheEnginesDeclarationsOfItsFields)
+{
+    MethodPanel panel;
+    QWidget* page = panel.findChild<QWidget*>("trim_page");
+    ASSERT_NE(page, nullptr);
+    std::vector<std::string> shown;
+    for (QWidget* box : page->findChildren<QWidget*>())
+        if (box->property("chain_step").toString() == "trim")
+            shown.push_back(box->objectName().toStdString());
+    std::vector<std::string> declared;
+    for (const embedlab::MethodField& f : embedlab::trim_fields())
+        if (f.name != "freq_text")
+            declared.push_back(f.name);
+    EXPECT_EQ(shown, declared);
+    auto* frequencies = panel.findChild<QLineEdit*>("freq_text");
+    ASSERT_NE(frequencies, nullptr);
+    EXPECT_FALSE(page->isAncestorOf(frequencies)); // the shared row every frequency reader uses
+    for (const embedlab::MethodField& f : embedlab::trim_fields()) {
+        if (f.name == "freq_text")
+            continue;
+        auto* box = page->findChild<QWidget*>(QString::fromStdString(f.name));
+        ASSERT_NE(box, nullptr) << f.name;
+        EXPECT_EQ(box->property("field_label").toString().toStdString(), f.doc.label) << f.name;
+        const std::string range = embedlab::field_range_text(f.doc);
+        EXPECT_TRUE(box->toolTip().startsWith(
+            QString::fromStdString(range.empty() ? f.doc.help : f.doc.help + ": " + range)))
+            << f.name << ": " << box->toolTip().toStdString();
+        if (auto* d = qobject_cast<QDoubleSpinBox*>(box)) {
+            EXPECT_EQ(f.type, embedlab::RequestFieldType::Number) << f.name;
+            EXPECT_DOUBLE_EQ(d->value(), f.default_value.get<double>()) << f.name;
+            EXPECT_DOUBLE_EQ(d->maximum(), f.doc.hi) << f.name;
+            EXPECT_DOUBLE_EQ(d->minimum(), 0) << f.name; // 0: the doc's zero, "off"
+            EXPECT_TRUE(d->specialValueText().endsWith(QString::fromStdString(f.doc.zero))) << f.name;
+        } else if (auto* i = qobject_cast<QSpinBox*>(box)) {
+            EXPECT_EQ(f.type, embedlab::RequestFieldType::Integer) << f.name;
+            EXPECT_EQ(i->value(), f.default_value.get<int>()) << f.name;
+            EXPECT_EQ(i->maximum(), static_cast<int>(f.doc.hi)) << f.name;
+            EXPECT_EQ(i->minimum(), 0) << f.name;
+            EXPECT_TRUE(i->specialValueText().endsWith(QString::fromStdString(f.doc.zero))) << f.name;
+        } else {
+            auto* e = qobject_cast<QLineEdit*>(box);
+            ASSERT_NE(e, nullptr) << f.name;
+            EXPECT_EQ(f.type, embedlab::RequestFieldType::String) << f.name;
+            EXPECT_EQ(e->text().toStdString(), f.default_value.get<std::string>()) << f.name;
+            EXPECT_EQ(e->placeholderText().toStdString(), f.doc.value_name) << f.name;
+        }
+    }
+}
+
+// A session keeps a method row's request too: reopened in another window, its row copies
+// the same command and JSON request.
+TEST(WorkbenchChain, AReopenedSessionsMethodRowCopiesItsCommand)
+{
+    MainWindow window;
+    chain_show_window(window);
+    embedlab::test::open_bundled(window);
+    auto request = window.methodPanel()->request("pca");
+    request.rank = 8;
+    request.eval_tokens = 256;
+    ASSERT_GT(window.runCompression(request), 0);
+    ASSERT_TRUE(wait_for([&] { return window.jobs().idle(); }));
+    const int row = static_cast<int>(window.resultsView()->rows().size()) - 1;
+    ASSERT_GE(row, 0);
+    window.resultsView()->selectRow(row);
+    const QString command = chain_copy(window, "copy_command");
+    const QString json = chain_copy(window, "copy_json_request");
+    EXPECT_TRUE(command.contains("--method pca") && command.contains("--rank 8")) << command.toStdString();
+    embedlab::test::TempDir dir;
+    const QString file = QString::fromStdString((dir / "pca.embedlab").string());
+    ASSERT_TRUE(window.saveSession(file));
+
+    MainWindow other;
+    chain_show_window(other);
+    ASSERT_TRUE(other.openSession(file)) << other.statusBar()->currentMessage().toStdString();
+    other.resultsView()->selectRow(row);
+    EXPECT_EQ(chain_copy(other, "copy_command"), command);
+    EXPECT_EQ(chain_copy(other, "copy_json_request"), json);
+}
+
+// A session whose chain rows name rows it does not have is refused, naming the member.
+TEST(WorkbenchChain, ASessionsChainRowOutsideItsRowsIsRefusedNamingIt)
+{
+    MainWindow window;
+    window.setAskBeforeDiscarding(false);
+    embedlab::test::TempDir dir;
+    const QString file = QString::fromStdString((dir / "s.embedlab").string());
+    ASSERT_TRUE(window.saveSession(file));
+    QFile in(file);
+    ASSERT_TRUE(in.open(QIODevice::ReadOnly));
+    QJsonObject session = QJsonDocument::fromJson(in.readAll()).object();
+    in.close();
+    EXPECT_TRUE(session.contains("row_chains"));
+    const QJsonObject pipeline = QJsonDocument::fromJson(R"({"model": "m", "pipeline": [{"method": "trim",
+        "freq_text": "f.txt", "keep": 900}]})")
+                                     .object();
+    session["row_chains"] = QJsonObject{{"0", pipeline}};
+    embedlab::test::write_file(file.toStdString(), QJsonDocument(session).toJson().toStdString());
+    EXPECT_FALSE(window.openSession(file));
+    EXPECT_EQ(window.statusBar()->currentMessage(),
+              file + ": row_chains: '0' is not a row of its 0 results rows");
 }
 
 TEST(WorkbenchChain, TwoTableMethodsAndTwoBudgetsAreRefusedInThePanelWithTheEnginesMessages)

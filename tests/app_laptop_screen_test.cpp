@@ -16,6 +16,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSlider>
+#include <QStyle>
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -409,6 +410,28 @@ TEST(LaptopScreen, TheWindowFitsAboveATaskbarAndEveryControlCanBeReached)
     }
     panel->setMethod(method);
     panel->setTarget(target);
+}
+
+// The LLE tab's token search at 1366 px shows its whole placeholder; the exact matching
+// rules it has no room for are its tooltip.
+TEST(LaptopScreen, TheLleSearchBoxShowsItsWholePlaceholder)
+{
+    MainWindow window;
+    show_on_laptop(window);
+    ASSERT_TRUE(window.showView("lle"));
+    QApplication::processEvents();
+    auto* box = window.neighbourView()->findChild<QLineEdit*>("neighbour_search");
+    ASSERT_NE(box, nullptr);
+    ASSERT_TRUE(box->isVisible());
+    // The text's room: the box less its frame and QLineEdit's 2 px text margin each side.
+    const int frame = box->style()->pixelMetric(QStyle::PM_DefaultFrameWidth, nullptr, box);
+    const int room =
+        box->contentsRect().width() - box->textMargins().left() - box->textMargins().right() - 2 * frame - 4;
+    EXPECT_GE(room, box->fontMetrics().horizontalAdvance(box->placeholderText()))
+        << "'" << box->placeholderText().toStdString() << "' in a box " << box->width() << " px wide";
+    EXPECT_LE(window.width(), kScreenWidth);
+    for (const char* rule : {"exactly", "\u2423", "\\n", "token id"})
+        EXPECT_TRUE(box->toolTip().contains(QString::fromUtf8(rule))) << rule;
 }
 
 // Item 1 at the window's own default: it opens within a laptop screen's work area.

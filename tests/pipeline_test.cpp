@@ -19,6 +19,7 @@
 #include "embedlab/results.hpp"
 #include "embedlab/slurm.hpp"
 #include "embedlab/subprocess.hpp"
+#include "embedlab/trim_fields.hpp"
 #include "test_support.hpp"
 
 namespace pipeline_test {
@@ -239,6 +240,39 @@ template <class F> std::string chain_refusal(F&& f)
         return e.what();
     }
     return "";
+}
+
+// Trim's declared fields (trim_fields.hpp, what the workbench's page and the CLI's flags
+// are built from) are the fields a trim step takes, read into TrimOptions, with the flags
+// `trim` and `compress --method trim` take.
+TEST(Pipeline, TrimsDeclaredFieldsAreTheFieldsItsStepTakes)
+{
+    std::vector<std::string> names, flags;
+    for (const embedlab::MethodField& f : embedlab::trim_fields()) {
+        names.push_back(f.name);
+        flags.push_back(embedlab::trim_flag(f));
+        EXPECT_FALSE(f.doc.label.empty() || f.doc.help.empty() || f.doc.value_name.empty()) << f.name;
+        if (f.doc.ranged && f.default_value.get<double>() != 0) // a first value inside its range
+            EXPECT_TRUE(f.default_value.get<double>() > f.doc.lo && f.default_value.get<double>() <= f.doc.hi)
+                << f.name;
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"freq_text", "coverage", "keep", "keep_tokens"}));
+    EXPECT_EQ(flags, (std::vector<std::string>{"--freq-text", "--coverage", "--keep", "--keep-tokens"}));
+    // A step giving each declared field is read into its TrimOptions member.
+    OJson step = {{"method", "trim"}};
+    for (const embedlab::MethodField& f : embedlab::trim_fields())
+        step[f.name] = f.type == embedlab::RequestFieldType::String    ? OJson(f.name + ".txt")
+                       : f.type == embedlab::RequestFieldType::Integer ? OJson(900)
+                                                                       : OJson(0.5);
+    const auto p = embedlab::pipeline_from_json(OJson{{"model", "m"}, {"pipeline", OJson::array({step})}});
+    ASSERT_TRUE(p.trim.has_value());
+    EXPECT_EQ(p.trim->freq_text, "freq_text.txt");
+    EXPECT_EQ(p.trim->coverage, 0.5);
+    EXPECT_EQ(p.trim->keep, 900);
+    EXPECT_EQ(p.trim->keep_tokens, "keep_tokens.txt");
+    embedlab::test::expect_input_error([] { embedlab::trim_field("budget"); },
+                                       "trim has no field 'budget' (its fields: freq_text, coverage, keep, "
+                                       "keep_tokens)");
 }
 
 TEST(Pipeline, BadChainsAreRefusedNamingTheStepsField)

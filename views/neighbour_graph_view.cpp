@@ -250,7 +250,13 @@ NeighbourGraphView::NeighbourGraphView(QWidget* parent)
     connect(plot_, &QCustomPlot::mousePress, this, &NeighbourGraphView::pressed);
     connect(plot_, &QCustomPlot::mouseMove, this, &NeighbourGraphView::moved);
     connect(plot_, &QCustomPlot::mouseRelease, this, &NeighbourGraphView::clicked);
-    search_->setPlaceholderText("any token (exact: \u2423 or a space for spaces, \\n) or id");
+    // A short placeholder the box shows whole at 1366 px; the exact rules in its tooltip.
+    search_->setObjectName("neighbour_search");
+    search_->setPlaceholderText("token or id");
+    search_->setToolTip("Any token, matched exactly (\u2423 or a space for spaces, \\n for a newline), "
+                        "or a token id; Return finds it");
+    search_->setMinimumWidth(search_->fontMetrics().horizontalAdvance(search_->placeholderText()) +
+                             3 * search_->fontMetrics().height()); // the frame's and text's margins
     auto* go = new QPushButton("Find", this);
     go->setToolTip("A rare token: its neighbours; a common one: ringed and labelled on the map");
     connect(search_, &QLineEdit::returnPressed, this, [this] { search(search_->text()); });
