@@ -8,7 +8,7 @@ set(EMBEDLAB_FORMATS_SOURCES
   io/llamacpp_logits.cpp
   model/manifest_layout.cpp
   methods/accounting.cpp methods/fourier_mlp.cpp methods/method_registry.cpp
-  methods/quant_types.cpp methods/stored_forms.cpp
+  methods/quant_types.cpp methods/stored_forms.cpp methods/trim_fields.cpp
   job/job_check.cpp job/experiment_request.cpp job/results.cpp job/pipeline_request.cpp
   remote/worker_events.cpp)
 list(TRANSFORM EMBEDLAB_FORMATS_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/src/)
