@@ -487,6 +487,43 @@ TEST(SentencePiece, SpecialIdsComeFromTheModel)
     EXPECT_EQ(tok->token_text(ids.front()), " Once");
 }
 
+// Each word merges alone and a repeated one comes from the encode's word cache
+// (sentencepiece_encode.cpp). No tinyllama piece has a space after a non-space, so
+// "A B" has the ids of A then B: a text of 60,000 words (more than the cache keeps,
+// some longer than it caches, common ones recurring) twice over has the ids of the
+// text alone, twice, and a sentence the ids of its words encoded alone.
+TEST(SentencePiece, WordsHaveTheIdsOfTheirOwnEncode)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    const auto tok = embedlab::load_sentencepiece(shared_dir() / "models/tinyllama/tokenizer.model");
+    std::mt19937 random(11);
+    const std::string letters = "abcdefghijklmnopqrstuvwxyzAEIOU0189\xE4\xB8\xAD\xC3\xA9";
+    const char* common[] = {"the", "of", "and", "a", "time", "upon", "Once", "\xE4\xB8\xAD\xE6\x96\x87"};
+    std::string text;
+    for (int i = 0; i < 60000; ++i) {
+        if (i > 0)
+            text += random() % 7 == 0 ? "  " : " ";
+        if (random() % 3 == 0) {
+            text += common[random() % std::size(common)];
+            continue;
+        }
+        const size_t length = 1 + random() % 80;
+        for (size_t k = 0; k < length; ++k)
+            text += letters[random() % letters.size()]; // stray UTF-8 bytes too
+    }
+    const std::vector<int32_t> once = tok->encode(text);
+    std::vector<int32_t> twice = once;
+    twice.insert(twice.end(), once.begin(), once.end());
+    EXPECT_TRUE(tok->encode(text + " " + text) == twice);
+
+    std::vector<int32_t> by_word;
+    for (const char* word : {"Once", "upon", "a", "time", "\xE4\xB8\xAD\xE6\x96\x87", "time"}) {
+        const std::vector<int32_t> ids = tok->encode(word);
+        by_word.insert(by_word.end(), ids.begin(), ids.end());
+    }
+    EXPECT_EQ(tok->encode("Once upon a time \xE4\xB8\xAD\xE6\x96\x87 time"), by_word);
+}
+
 TEST(Llama2cTokenizer, FixedSpecialIdsAndReadableText)
 {
     EMBEDLAB_REQUIRE_SHARED();

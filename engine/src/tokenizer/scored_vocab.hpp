@@ -20,6 +20,8 @@
 
 namespace embedlab::tokenizer_impl {
 
+struct SentencePieceScratch; // sentencepiece_encode.cpp
+
 // SentencePiece / GGUF token types.
 enum TokenType : int32_t {
     type_normal = 1,
@@ -73,8 +75,16 @@ private:
     void merge_llama2c(std::string_view text, std::vector<int32_t>& ids,
                        std::vector<SymbolStart>* starts) const;
     std::vector<int32_t> encode_sentencepiece(std::string_view text) const;
+    // Merges `text` alone as merge_llama2c does; `scratch` holds the buffers and the
+    // word cache of one encode (sentencepiece_encode.cpp).
     void merge_sentencepiece(std::string_view text, std::vector<int32_t>& ids,
-                             std::vector<SymbolStart>* starts) const;
+                             std::vector<SymbolStart>* starts, SentencePieceScratch& scratch) const;
+    // libsentencepiece's merge of `text` as one run of symbols (starts' offsets plus `base`).
+    void merge_sentencepiece_run(std::string_view text, size_t base, std::vector<int32_t>& ids,
+                                 std::vector<SymbolStart>* starts, SentencePieceScratch& scratch) const;
+    // Appends the ids of one word (a span no merge crosses), from the cache when it is there.
+    void merge_sentencepiece_word(std::string_view word, std::vector<int32_t>& ids,
+                                  SentencePieceScratch& scratch) const;
     // The ids of `all` merged by `merge`, window by window when it is long
     // (windowed_merge.hpp): the merge's symbols and queue cost memory per window.
     template <class Merge> std::vector<int32_t> in_windows(std::string_view all, const Merge& merge) const;
@@ -90,6 +100,9 @@ private:
     // Every token holds space_ only in a leading run, so no merge crosses the
     // boundary between a non-space and a space: the text is merged piece by piece.
     bool cut_before_space_ = false;
+    // Some piece has type "unused": its merge halves are remembered across a whole
+    // merge call (libsentencepiece's rev_merge), so the text is not merged word by word.
+    bool any_unused_ = false;
     size_t max_token_bytes_ = 0; // the longest token
 
     // Views into vocab_.tokens, which never changes after construction.

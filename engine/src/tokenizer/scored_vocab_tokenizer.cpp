@@ -84,6 +84,7 @@ ScoredVocabTokenizer::ScoredVocabTokenizer(ScoredVocab vocab, std::string kind, 
             merge_ids_.emplace(token, id);
         if (sentencepiece && type == type_user_defined)
             user_defined_.push_back(token);
+        any_unused_ = any_unused_ || type == type_unused;
         any_sp_space = any_sp_space || token.find(sp_space) != std::string_view::npos;
         max_token_bytes_ = std::max(max_token_bytes_, token.size());
     }
@@ -329,16 +330,28 @@ CutTest ScoredVocabTokenizer::cut_test(std::string_view all, size_t begin, size_
     if (from > begin && p - from < max_token_bytes_)
         return CutTest::no; // no character start far enough left
     const size_t to = std::min(all.size(), p + reach);
-    std::vector<std::string> left, right;
-    if (!symbols(from, p, left) || !symbols(p, to, right))
-        return CutTest::no;
-    std::reverse(left.begin(), left.end());
-
     const auto merged = [&](std::string_view text) {
         const auto it = merge_ids_.find(text);
         return it != merge_ids_.end() &&
                (sentencepiece || vocab_.scores[static_cast<size_t>(it->second)] > -1e10f);
     };
+    if (sentencepiece && from < p && p < to) {
+        // no_merge_across's first test without building the symbol lists: in a run
+        // of one letter nearly every position fails it.
+        size_t last = from, end = from;
+        while (end < p) {
+            last = end;
+            end += static_cast<size_t>(next_code_point(all, end).length);
+        }
+        const auto right_length = static_cast<size_t>(next_code_point(all, p).length);
+        if (end == p && merged(all.substr(last, p - last + right_length)))
+            return CutTest::cheap_no;
+    }
+    std::vector<std::string> left, right;
+    if (!symbols(from, p, left) || !symbols(p, to, right))
+        return CutTest::no;
+    std::reverse(left.begin(), left.end());
+
     std::string joined;
     return no_merge_across(
         left, right, max_token_bytes_, [&](const std::string& t, bool single) { return single || merged(t); },
