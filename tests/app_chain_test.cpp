@@ -233,9 +233,10 @@ TEST(WorkbenchChain, TrimThenPcaBuiltWithKeysRunsAsOneRowEqualToTheClisChain)
     for (const auto& m : embedlab::method_registry())
         EXPECT_NE(chain_colour, embedlab::views::method_colour(QString::fromLatin1(m.name))) << m.name;
     for (const auto& r : results->rows())
-        if (r.method != "chain")
+        if (r.method != "chain") {
             EXPECT_NE(chain_colour, results->series(QString::fromStdString(r.method))->pen().color())
                 << r.method;
+        }
 
     // The CLI's chain on the same settings.
     embedlab::test::TempDir dir;

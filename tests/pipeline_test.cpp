@@ -252,9 +252,10 @@ TEST(Pipeline, TrimsDeclaredFieldsAreTheFieldsItsStepTakes)
         names.push_back(f.name);
         flags.push_back(embedlab::trim_flag(f));
         EXPECT_FALSE(f.doc.label.empty() || f.doc.help.empty() || f.doc.value_name.empty()) << f.name;
-        if (f.doc.ranged && f.default_value.get<double>() != 0) // a first value inside its range
+        if (f.doc.ranged && f.default_value.get<double>() != 0) { // a first value inside its range
             EXPECT_TRUE(f.default_value.get<double>() > f.doc.lo && f.default_value.get<double>() <= f.doc.hi)
                 << f.name;
+        }
     }
     EXPECT_EQ(names, (std::vector<std::string>{"freq_text", "coverage", "keep", "keep_tokens"}));
     EXPECT_EQ(flags, (std::vector<std::string>{"--freq-text", "--coverage", "--keep", "--keep-tokens"}));
