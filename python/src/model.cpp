@@ -180,16 +180,6 @@ py::object task(const Model& m, const std::string& name, const py::object& data_
     return to_python(j);
 }
 
-// generate's weights=: "half" (the CLI's default) or "f32".
-GenerationWeights weights_arg(const std::string& weights)
-{
-    if (weights == "half")
-        return GenerationWeights::Half;
-    if (weights == "f32")
-        return GenerationWeights::F32;
-    throw InputError("generate: weights= must be \"half\" or \"f32\", not '" + weights + "'");
-}
-
 // The model generate() reads: with half weights, a loaded f16/bf16 model's matrices as
 // stored (loaded once, on first use), as embedlab-cli generate reads them; otherwise, or
 // when the files hold no half matrices after all, the float32 model itself.
@@ -220,7 +210,7 @@ py::object generate_text(const Model& m, const py::object& prompt, const py::obj
                          const py::object& on_token, const std::string& sampler, std::optional<double> min_p,
                          bool ignore_eos, const std::string& weights_name)
 {
-    const auto weights = weights_arg(weights_name);
+    const auto weights = parse_generation_weights(weights_name, "generate: weights=");
     if (prompt.is_none() == ids.is_none())
         throw InputError("generate: give exactly one of prompt= or ids=");
     const auto text = prompt.is_none() ? std::string() : str_arg(prompt, "generate: prompt");

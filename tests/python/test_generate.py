@@ -157,7 +157,7 @@ def test_half_weights_serve_compare_and_are_released_with_the_model(gpt2_f16_pat
 
 
 def test_a_bad_weights_value_is_named(gpt2_f16):
-    with pytest.raises(embedlab.InputError, match=r"generate: weights= must be \"half\" or \"f32\", not 'f16'"):
+    with pytest.raises(embedlab.InputError, match=r"generate: weights=: 'f16' is not a weight precision; expected half or f32"):
         gpt2_f16.generate(PROMPT, weights="f16")
     with pytest.raises(TypeError):
         gpt2_f16.generate(PROMPT, weights=16)

@@ -18,8 +18,8 @@ namespace embedlab {
 // load_model loads them); F32: all float32.
 enum class GenerationWeights { Half, F32 };
 
-// "half" or "f32"; InputError naming the option otherwise.
-GenerationWeights parse_generation_weights(const std::string& text);
+// "half" or "f32"; InputError naming `field` (the CLI's flag, Python's keyword) otherwise.
+GenerationWeights parse_generation_weights(const std::string& text, const std::string& field = "--weights");
 
 LoadedModel load_model_for_generation(const std::filesystem::path& model, const LoadOptions& options,
                                       GenerationWeights weights);

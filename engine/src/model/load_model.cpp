@@ -152,13 +152,13 @@ LoadedModel load_model(const std::filesystem::path& model, const LoadOptions& op
     return out;
 }
 
-GenerationWeights parse_generation_weights(const std::string& text)
+GenerationWeights parse_generation_weights(const std::string& text, const std::string& field)
 {
     if (text == "half")
         return GenerationWeights::Half;
     if (text == "f32")
         return GenerationWeights::F32;
-    throw InputError("--weights: '" + text + "' is not a weight precision; expected half or f32");
+    throw InputError(field + ": '" + text + "' is not a weight precision; expected half or f32");
 }
 
 LoadedModel load_model_for_generation(const std::filesystem::path& model, const LoadOptions& options,
