@@ -121,6 +121,12 @@ void check_chain(const nlohmann::ordered_json& pipeline);
 // e.g. "pca rank 16".
 std::string export_compressed(const CompressionRequest& request, const std::string& out_dir, bool dense,
                               bool overwrite, const ProgressFn& progress);
+// A chain's row exported (issue 60): its pipeline request (compress_chain_and_evaluate's) run
+// again here into `out_dir` (every step is seeded), as `embedlab-cli compress ... --then` writes
+// it: run_pipeline's checks first (an existing out_dir as export_compressed), the output only
+// once every step finished (a cancel leaves none, or the previous one). Returns the chain's label.
+std::string export_chain(const nlohmann::ordered_json& pipeline, const std::string& out_dir, bool dense,
+                         bool overwrite, const ProgressFn& progress);
 
 // Writes bytes to `path` through the engine's atomic file output (temp + rename).
 void write_file(const std::string& path, const std::string& bytes);

@@ -147,6 +147,15 @@ std::string export_compressed(const CompressionRequest& request, const std::stri
     return run->summary.method + " " + run->summary.parameters;
 }
 
+std::string export_chain(const nlohmann::ordered_json& pipeline, const std::string& out_dir, bool dense,
+                         bool overwrite, const ProgressFn& progress)
+{
+    check_chain(pipeline);
+    const PipelineRequest p = pipeline_from_json(pipeline);
+    run_pipeline(p, out_dir, {.overwrite = overwrite, .dense = dense}, one_bar(progress));
+    return pipeline_label(p);
+}
+
 void write_file(const std::string& path, const std::string& bytes)
 {
     write_file_atomic(path, bytes);

@@ -73,17 +73,6 @@ namespace embedlab::app {
 
 namespace {
 constexpr int kRecentModels = 8;
-
-// Rows at or after `row` moved by `by` (-1: `row` deleted, its entry dropped; +1: a row put back there).
-template <class T> QHash<int, T> rows_moved(const QHash<int, T>& rows, int row, int by)
-{
-    QHash<int, T> moved;
-    for (auto it = rows.begin(); it != rows.end(); ++it)
-        if (by > 0 || it.key() != row)
-            moved.insert(it.key() > row || (by > 0 && it.key() == row) ? it.key() + by : it.key(),
-                         it.value());
-    return moved;
-}
 } // namespace
 
 MainWindow::MainWindow(QWidget* parent)
@@ -200,8 +189,8 @@ MainWindow::MainWindow(QWidget* parent)
         results_->table()->setCurrentIndex(index); // the row under the cursor is the one acted on
         QMenu menu(this);
         menu.addAction(export_model_);
-        const bool has_request =
-            row_requests_.contains(results_->selectedRow()) || row_chains_.contains(results_->selectedRow());
+        const ResultRow* record = result_rows_.find(results_->selectedRow());
+        const bool has_request = record && (record->request || record->chain);
         for (auto* copy : {copy_command_, copy_json_, copy_python_}) {
             copy->setEnabled(has_request);
             menu.addAction(copy);
@@ -278,10 +267,10 @@ MainWindow::MainWindow(QWidget* parent)
             QVector<DamagePanel::Run> runs;
             const auto& rows = results_->rows();
             for (int row = 0; row < static_cast<int>(rows.size()); ++row)
-                if (const auto source = row_sources_.constFind(row); source != row_sources_.cend())
+                if (const ResultRow* record = result_rows_.find(row); record && record->source)
                     runs.push_back({QString::fromStdString(rows[row].method + " " + rows[row].parameters) +
-                                        " (" + QFileInfo(source->model).fileName() + ")",
-                                    source->request, source->model});
+                                        " (" + QFileInfo(record->source->model).fileName() + ")",
+                                    record->source->request, record->source->model});
             return runs;
         },
         this);
@@ -313,13 +302,14 @@ MainWindow::MainWindow(QWidget* parent)
         [this] {
             QVector<CompareTab::Run> runs;
             for (int row = 0; row < static_cast<int>(results_->rows().size()); ++row) {
-                if (!row_sources_.contains(row))
+                const ResultRow* record = result_rows_.find(row);
+                if (!record || !record->source)
                     continue;
+                const RowSource& source = *record->source;
                 const auto& r = results_->rows()[row];
                 const QString name = QString::fromStdString(r.method + " " + r.parameters) + " (" +
-                                     QFileInfo(row_sources_[row].model).fileName() + ")";
-                runs.push_back({row, name, row_sources_[row].request,
-                                encoder_models_.contains(row_sources_[row].model)});
+                                     QFileInfo(source.model).fileName() + ")";
+                runs.push_back({row, name, source.request, encoder_models_.contains(source.model)});
             }
             return runs;
         },
@@ -386,54 +376,24 @@ MainWindow::MainWindow(QWidget* parent)
     connect(results_, &views::ResultsView::rowSelected, this, &MainWindow::updateExportEnabled);
     connect(results_->modelFilterBox(), &QComboBox::currentIndexChanged, this,
             &MainWindow::applyResultsYAxis);
-    // Row indices above a deleted row move down: so do the rows' sources.
+    // Row indices above a deleted row move down: so do the rows' records.
     connect(results_, &views::ResultsView::rowRemoved, this, [this](int row) {
-        DeletedRow deleted{row, {}, {}, {}, row < saved_rows_};
-        if (row_sources_.contains(row))
-            deleted.source = row_sources_[row];
-        if (row_requests_.contains(row))
-            deleted.request = row_requests_[row];
-        if (row_chains_.contains(row))
-            deleted.chain = row_chains_[row];
-        row_chains_ = rows_moved(row_chains_, row, -1);
-        deleted_rows_.push_back(deleted);
-        QHash<int, RowSource> moved;
-        for (auto it = row_sources_.begin(); it != row_sources_.end(); ++it)
-            if (it.key() != row)
-                moved.insert(it.key() > row ? it.key() - 1 : it.key(), it.value());
-        row_sources_ = moved;
-        QHash<int, CompressionRequest> requests;
-        for (auto it = row_requests_.begin(); it != row_requests_.end(); ++it)
-            if (it.key() != row)
-                requests.insert(it.key() > row ? it.key() - 1 : it.key(), it.value());
-        row_requests_ = requests;
+        deleted_rows_.push_back({row, result_rows_.take(row), row < saved_rows_});
         if (row < saved_rows_) { // rows are added at the end: the first saved_rows_ were saved
             --saved_rows_;
             deleted_since_save_ = true;
         }
         updateExportEnabled();
     });
-    // Undo puts the last deleted row back at its place: its request and source with it.
+    // Undo puts the last deleted row back at its place: its record with it.
     connect(results_, &views::ResultsView::rowRestored, this, [this](int row) {
-        const DeletedRow deleted = deleted_rows_.isEmpty() ? DeletedRow{} : deleted_rows_.takeLast();
-        QHash<int, RowSource> moved;
-        for (auto it = row_sources_.begin(); it != row_sources_.end(); ++it)
-            moved.insert(it.key() >= row ? it.key() + 1 : it.key(), it.value());
-        QHash<int, CompressionRequest> requests;
-        for (auto it = row_requests_.begin(); it != row_requests_.end(); ++it)
-            requests.insert(it.key() >= row ? it.key() + 1 : it.key(), it.value());
-        row_chains_ = rows_moved(row_chains_, row, +1);
+        DeletedRow deleted = deleted_rows_.isEmpty() ? DeletedRow{} : deleted_rows_.takeLast();
         if (deleted.row == row) {
-            if (deleted.source)
-                moved.insert(row, *deleted.source);
-            if (deleted.request)
-                requests.insert(row, *deleted.request);
-            if (deleted.chain)
-                row_chains_.insert(row, *deleted.chain);
+            result_rows_.insert(row, std::move(deleted.record));
             saved_rows_ += deleted.saved;
+        } else {
+            result_rows_.insert(row, {}); // not the row deleted last: the others still move up
         }
-        row_sources_ = moved;
-        row_requests_ = requests;
         updateExportEnabled();
     });
     updateExportEnabled();
@@ -756,26 +716,20 @@ int session_row(const QString& key, int rows, const char* member)
     return row;
 }
 
-// A session's "row_requests" / "row_chains" (saveSession's, by row), checked; InputError
-// naming a row or field that is not one.
-QHash<int, CompressionRequest> session_row_requests(const QJsonObject& session, int rows)
+// A session's "row_requests" and "row_chains" (saveSession's, by row), checked, as the rows'
+// records; InputError naming a row or field that is not one. Sessions before them have none.
+ResultRows session_result_rows(const QJsonObject& session, int rows)
 {
-    QHash<int, CompressionRequest> requests; // sessions before them have none
-    const QJsonObject saved = session.value("row_requests").toObject();
-    for (auto it = saved.begin(); it != saved.end(); ++it)
-        requests[session_row(it.key(), rows, "row_requests")] =
+    ResultRows records;
+    const QJsonObject requests = session.value("row_requests").toObject();
+    for (auto it = requests.begin(); it != requests.end(); ++it)
+        records.at(session_row(it.key(), rows, "row_requests")).request =
             stored_request_from_json(engine_json(it.value().toObject()));
-    return requests;
-}
-
-QHash<int, nlohmann::ordered_json> session_row_chains(const QJsonObject& session, int rows)
-{
-    QHash<int, nlohmann::ordered_json> chains;
-    const QJsonObject saved = session.value("row_chains").toObject();
-    for (auto it = saved.begin(); it != saved.end(); ++it) // the engine's own form (Qt sorts keys)
-        chains[session_row(it.key(), rows, "row_chains")] =
+    const QJsonObject chains = session.value("row_chains").toObject();
+    for (auto it = chains.begin(); it != chains.end(); ++it) // the engine's own form (Qt sorts keys)
+        records.at(session_row(it.key(), rows, "row_chains")).chain =
             pipeline_json(pipeline_from_json(engine_json(it.value().toObject())));
-    return chains;
+    return records;
 }
 
 } // namespace
@@ -808,10 +762,13 @@ bool MainWindow::saveSession(const QString& file)
             session["pareto_y_before_encoders"] = y_before_encoders_;
         // The rows' requests and chains, by row: Copy as command etc. work after reopening.
         QJsonObject requests, chains;
-        for (auto it = row_requests_.cbegin(); it != row_requests_.cend(); ++it)
-            requests[QString::number(it.key())] = qt_object(request_json(it.value()));
-        for (auto it = row_chains_.cbegin(); it != row_chains_.cend(); ++it)
-            chains[QString::number(it.key())] = qt_object(it.value());
+        for (int row = 0; row < result_rows_.size(); ++row) {
+            const ResultRow& record = *result_rows_.find(row);
+            if (record.request)
+                requests[QString::number(row)] = qt_object(request_json(*record.request));
+            if (record.chain)
+                chains[QString::number(row)] = qt_object(*record.chain);
+        }
         session["row_requests"] = requests;
         session["row_chains"] = chains;
         if (const auto chain = method_panel_->chainJson()) // the chain the panel built
@@ -850,13 +807,11 @@ bool MainWindow::openSession(const QString& file)
             request = stored_request_from_json(engine_json(session.value("request").toObject()));
             target = target_from_json(engine_json(session.value("target").toObject()));
         }
-        const auto requests = session_row_requests(session, static_cast<int>(rows.size()));
-        const auto chains = session_row_chains(session, static_cast<int>(rows.size()));
+        ResultRows reopened = session_result_rows(session, static_cast<int>(rows.size()));
         results_->clear();
         deleted_rows_.clear(); // with the results view's undo stack
-        row_requests_.clear();
-        row_chains_.clear();
-        row_sources_.clear(); // a reopened row's numbers stay; its model is not in memory
+        // A reopened row's numbers stay; its model is not in memory (no source).
+        result_rows_.clear();
         // Issue 61 item 6: a reopened encoder's rows are drawn and explained as this session's.
         const QJsonObject encoders = session.value("encoders").toObject();
         for (auto it = encoders.begin(); it != encoders.end(); ++it) {
@@ -866,8 +821,7 @@ bool MainWindow::openSession(const QString& file)
         }
         for (const auto& r : rows)
             results_->addRow(r);
-        row_requests_ = requests;
-        row_chains_ = chains;
+        result_rows_ = std::move(reopened);
     } catch (const std::exception& e) {
         statusBar()->showMessage(file + ": " + QString::fromStdString(e.what()));
         return false;
@@ -1091,6 +1045,13 @@ std::string row_output_dir(const CompressionRequest& request)
                        describe_request(request));
 }
 
+// ... and a chain's row: by the model and the chain's steps ("tinyllama-trim-0.9-pca-rank-16-q8_0").
+std::string chain_output_dir(const nlohmann::ordered_json& pipeline)
+{
+    return folder_name(std::filesystem::path(pipeline.value("model", "")).filename().string() + "-" +
+                       pipeline_label(pipeline_from_json(pipeline)));
+}
+
 std::string folder_name(const std::string& name)
 {
     std::string out;
@@ -1110,11 +1071,12 @@ std::string folder_name(const std::string& name)
 
 QString MainWindow::rowText(int row, RowText as) const
 {
-    if (row_chains_.contains(row)) {
-        const nlohmann::ordered_json& pipeline = row_chains_[row];
-        const std::string out =
-            folder_name(std::filesystem::path(pipeline.value("model", "")).filename().string() + "-" +
-                        pipeline_label(pipeline_from_json(pipeline)));
+    const ResultRow* record = result_rows_.find(row);
+    if (!record)
+        return {};
+    if (record->chain) {
+        const nlohmann::ordered_json& pipeline = *record->chain;
+        const std::string out = chain_output_dir(pipeline);
         switch (as) {
         case RowText::Command:
             return QString::fromStdString(chain_command(pipeline, out));
@@ -1127,9 +1089,9 @@ QString MainWindow::rowText(int row, RowText as) const
             return QString::fromStdString(chain_python(pipeline));
         }
     }
-    if (!row_requests_.contains(row))
+    if (!record->request)
         return {};
-    const CompressionRequest& request = row_requests_[row];
+    const CompressionRequest& request = *record->request;
     const auto json = request_json(request);
     switch (as) {
     case RowText::Command: {
@@ -1162,7 +1124,8 @@ QString MainWindow::rowText(int row, RowText as) const
 
 void MainWindow::updateExportEnabled()
 {
-    const bool can = row_sources_.contains(results_->selectedRow());
+    const ResultRow* record = result_rows_.find(results_->selectedRow());
+    const bool can = record && record->exportable();
     export_model_->setEnabled(can);
     export_button_->setEnabled(can);
 }
@@ -1170,19 +1133,28 @@ void MainWindow::updateExportEnabled()
 void MainWindow::chooseExport()
 {
     const int row = results_->selectedRow();
-    if (!row_sources_.contains(row)) {
+    const ResultRow* record = result_rows_.find(row);
+    if (!record || !record->exportable()) {
         statusBar()->showMessage("Select a finished compression row to export");
         return;
     }
     const auto& r = results_->rows()[row];
-    const auto& source = row_sources_[row];
     QSettings settings;
     const QString parent = settings.value("export/parent", QDir::homePath()).toString();
     // Named by the run's settings as the method describes them (the registry's describe:
-    // "pca rank 16", "tt shape 4x4x8, eps 0.3"), as a copied command's --out.
-    CompressionRequest named = source.request;
-    named.model = QFileInfo(source.model).completeBaseName().toStdString();
-    const QString name = QString::fromStdString(row_output_dir(named));
+    // "pca rank 16", "tt shape 4x4x8, eps 0.3"), as a copied command's --out; a chain by its steps.
+    QString name;
+    if (record->source) {
+        CompressionRequest named = record->source->request;
+        named.model = QFileInfo(record->source->model).completeBaseName().toStdString();
+        name = QString::fromStdString(row_output_dir(named));
+    } else {
+        name = QString::fromStdString(chain_output_dir(*record->chain));
+    }
+    const QString how = record->source ? "written from the run kept in memory (or run again: every method is "
+                                         "seeded) like <tt>embedlab-cli compress</tt>."
+                                       : "its steps run again (every step is seeded) and written like "
+                                         "<tt>embedlab-cli compress ... --then</tt>.";
 
     QDialog dialog(this);
     dialog.setWindowTitle("Export compressed model");
@@ -1205,9 +1177,8 @@ void MainWindow::chooseExport()
     connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
     auto* form = new QFormLayout(&dialog);
     form->addRow(new QLabel(
-        QString("%1, %2: written from the run kept in memory (or run again: every "
-                "method is seeded) like <tt>embedlab-cli compress</tt>.")
-            .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters).toHtmlEscaped()),
+        QString("%1, %2: %3")
+            .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters).toHtmlEscaped(), how),
         &dialog));
     form->addRow("Output directory", location);
     form->addRow("Contents", factorised);

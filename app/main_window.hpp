@@ -19,6 +19,7 @@
 #include "job_controller.hpp"
 #include "model_summary.hpp"
 #include "plot_data_export.hpp"
+#include "result_rows.hpp"
 #include "spectrum_view.hpp"
 
 class QAction;
@@ -76,8 +77,10 @@ public:
     // compress_chain call. -1 as runCompression, when the engine refuses the chain.
     int runChain(const nlohmann::ordered_json& pipeline, const RunTarget& target = {});
     // Queues writing results row `row`'s compressed model to `dir` (the CLI's
-    // compress layout; `dense` adds dir/dense/). Returns the job id, -1 if the row
-    // did not come from a compression job. An existing dir fails unless `overwrite`.
+    // compress layout; `dense` adds dir/dense/). A chain's row runs its pipeline again
+    // into `dir` (export_chain), as the job it ran as. Returns the job id, -1 if the row
+    // did not come from a compression job or chain run here (a remote or reopened row).
+    // An existing dir fails unless `overwrite`.
     int exportCompressed(int row, const QString& dir, bool dense, bool overwrite);
     // Queues the spectrum of `other` as an overlay on the Spectrum tab (-1: no model).
     int compareSpectrum(const QString& other);
@@ -182,7 +185,7 @@ private:
     static QString encoderNote(const QString& model, bool masked_lm);
     void addCompressionRow(const RunSummary& row, const CompressionRequest& request, const RunTarget& target,
                            const QString& model);
-    void addChainRow(const RunSummary& row, const nlohmann::ordered_json& pipeline);
+    void addChainRow(const RunSummary& row, const nlohmann::ordered_json& pipeline, bool ran_here);
     void exportFigure();
     void exportDataInteractively();
     void rememberModel(const QString& path);
@@ -221,22 +224,15 @@ private:
     QAction* copy_command_; // the selected results row as an embedlab-cli line (rowText)
     QAction* copy_json_;    // ... as its request's JSON
     QAction* copy_python_;  // ... as a Python call
-    QHash<int, CompressionRequest> row_requests_;   // every run's request (local or remote), by row
-    QHash<int, nlohmann::ordered_json> row_chains_; // a chain's row: its pipeline request, by row
     QPushButton* export_button_;
-    // What produced each results row (by row index), so it can be exported.
-    struct RowSource {
-        QString model;
-        CompressionRequest request; // as run: the model and evaluation text filled in
-    };
-    QHash<int, RowSource> row_sources_;
-    // A deleted results row's request and source, until Edit > Undo puts it back
+    // What produced each results row (by row index): its request, its source (exportable),
+    // its chain. One record a row, so deleting, undoing and reopening move them together.
+    ResultRows result_rows_;
+    // A deleted results row's record, until Edit > Undo puts it back
     // (the results view's undo stack: last deleted, first restored).
     struct DeletedRow {
         int row = -1;
-        std::optional<RowSource> source;
-        std::optional<CompressionRequest> request;
-        std::optional<nlohmann::ordered_json> chain;
+        ResultRow record;
         bool saved = false; // among the first saved_rows_
     };
     QVector<DeletedRow> deleted_rows_;

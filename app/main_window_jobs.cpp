@@ -132,15 +132,16 @@ void MainWindow::addCompressionRow(const RunSummary& r, const CompressionRequest
                                    const RunTarget& target, const QString& model)
 {
     const int row = results_->addRow(r);
-    applyResultsYAxis();          // the first encoder row of a table with no other model's
-    row_requests_[row] = request; // Copy as command etc. reproduce this one run, also a sweep's
+    applyResultsYAxis(); // the first encoder row of a table with no other model's
+    ResultRow& record = result_rows_.at(row);
+    record.request = request; // Copy as command etc. reproduce this one run, also a sweep's
     if (r.ratio > 1)
         statusBar()->showMessage(
             QString("%1 %2 stores %3x the original (ratio > 1): not a compression")
                 .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters))
                 .arg(r.ratio, 0, 'f', 2));
     if (target.host.empty()) // a remote row's model stays on the host (Slurm's refits here)
-        row_sources_[row] = {model, request};
+        record.source = RowSource{model, request};
     results_->selectRow(row);
     updateExportEnabled();
 }
@@ -165,21 +166,23 @@ int MainWindow::runChain(const nlohmann::ordered_json& chosen, const RunTarget& 
     auto job_id = std::make_shared<std::atomic<int>>(0);
     const StatusFn status = jobStatus(job_id);
     const std::string where = target.slurm ? " on Slurm" : target.host.empty() ? "" : " on " + target.host;
-    const int id =
-        jobs_.submit(QString::fromStdString("compress chain " + label + where),
-                     [this, pipeline, target, status](const ProgressFn& progress) -> std::function<void()> {
-                         const auto r = compress_chain_and_evaluate(pipeline, target, progress, status);
-                         return [this, r, pipeline] { addChainRow(r, pipeline); };
-                     });
+    const int id = jobs_.submit(
+        QString::fromStdString("compress chain " + label + where),
+        [this, pipeline, target, status](const ProgressFn& progress) -> std::function<void()> {
+            const auto r = compress_chain_and_evaluate(pipeline, target, progress, status);
+            return [this, r, pipeline, here = target.host.empty()] { addChainRow(r, pipeline, here); };
+        });
     job_id->store(id);
     return id;
 }
 
-void MainWindow::addChainRow(const RunSummary& r, const nlohmann::ordered_json& pipeline)
+void MainWindow::addChainRow(const RunSummary& r, const nlohmann::ordered_json& pipeline, bool ran_here)
 {
     const int row = results_->addRow(r); // method "chain", parameters its steps: a point of its own
     applyResultsYAxis();
-    row_chains_[row] = pipeline; // Copy as command etc. reproduce the chain
+    ResultRow& record = result_rows_.at(row);
+    record.chain = pipeline;            // Copy as command etc. reproduce the chain
+    record.chain_exportable = ran_here; // as a run's row: a remote one's model stays on the host
     results_->selectRow(row);
     updateExportEnabled();
 }
@@ -247,19 +250,25 @@ int MainWindow::runSweep(const std::vector<CompressionRequest>& chosen, const Ru
 
 int MainWindow::exportCompressed(int row, const QString& dir, bool dense, bool overwrite)
 {
-    if (!row_sources_.contains(row) || dir.isEmpty()) {
+    const ResultRow* record = result_rows_.find(row);
+    if (!record || !record->exportable() || dir.isEmpty()) {
         statusBar()->showMessage("Select a finished compression row to export");
         return -1;
     }
-    const RowSource source = row_sources_[row];
     const auto& r = results_->rows()[row];
+    // A run's row is written from memory or fitted again; a chain's runs its steps again.
+    const std::optional<CompressionRequest> request =
+        record->source ? std::optional(record->source->request) : std::nullopt;
+    const nlohmann::ordered_json pipeline = record->source ? nlohmann::ordered_json() : *record->chain;
     return jobs_.submit(
         QString("export %1 %2%3 to %4")
             .arg(QString::fromStdString(r.method), QString::fromStdString(r.parameters),
                  dense ? " (+ dense)" : "", dir),
-        [this, source, dir, dense, overwrite](const ProgressFn& progress) -> std::function<void()> {
-            const auto what =
-                export_compressed(source.request, dir.toStdString(), dense, overwrite, progress);
+        [this, request, pipeline, dir, dense,
+         overwrite](const ProgressFn& progress) -> std::function<void()> {
+            const auto what = request
+                                  ? export_compressed(*request, dir.toStdString(), dense, overwrite, progress)
+                                  : export_chain(pipeline, dir.toStdString(), dense, overwrite, progress);
             return [this, what, dir] {
                 statusBar()->showMessage(QString("Wrote %1 (%2)").arg(dir, QString::fromStdString(what)));
             };
