@@ -1,8 +1,10 @@
 // Running embedlab-cli from tests: exit code, stdout and stderr of one call.
+// EMBEDLAB_TEST_CLI_EXEC=1 executes every run (no fork server).
 #pragma once
 
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "cli_fork_client.hpp"
 #include "embedlab/remote.hpp"
 #include "test_support.hpp"
 
@@ -27,9 +30,23 @@ inline std::string quote(const std::string& s)
 }
 
 // `environment`: arguments of env(1) before the command, e.g. {"-u", "NAME", "A=1"}.
+// A run with no `environment` is forked by the test process's fork server
+// (cli_fork_client.hpp), else executed through sh. Runs one at a time.
 inline CliRun cli(const std::vector<std::string>& args, const std::vector<std::string>& environment = {})
 {
+    static std::mutex one_at_a_time;
+    const std::lock_guard lock(one_at_a_time);
     static embedlab::test::TempDir dir;
+    if (environment.empty()) {
+        std::vector<std::string> argv{EMBEDLAB_CLI_PATH};
+        argv.insert(argv.end(), args.begin(), args.end());
+        if (const auto run =
+                forked_cli_run(argv, "/dev/null", (dir / "out").string(), (dir / "err").string())) {
+            const int status = static_cast<int>(run->wait_status);
+            return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / "out"),
+                    read_text(dir / "err")};
+        }
+    }
     std::string cmd;
     if (!environment.empty()) {
         cmd = "env";
