@@ -9,6 +9,8 @@ the repository; whatever needs it skips, with the reason, when it is absent.
 import importlib.util
 import json
 import os
+import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -131,6 +133,20 @@ def short_text(heldout, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def brief_text(heldout, tmp_path_factory):
+    """The held-out text's first ~1500 characters, cut at a line end, as a file: about 370
+    tinygpt2 tokens, three windows of 128. For the files that evaluate tinygpt2 (V 50257) over
+    and over, where the 4000 characters of short_text cost 2.5x the time and check the same."""
+    text = heldout.read_text(encoding="utf-8")
+    cut = text.rfind("\n", 0, 1600)
+    text = text[: cut + 1 if cut > 0 else 1600]
+    path = tmp_path_factory.mktemp("text") / "brief.txt"
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
+
+
+@pytest.fixture(scope="session")
 def cli():
     exe = BUILD / "cli" / "embedlab-cli"
     if not os.access(exe, os.X_OK):
@@ -138,17 +154,122 @@ def cli():
     return exe
 
 
+class CliForkServer:
+    """embedlab-cli as a fork server (cli/fork_server.hpp, issue 58), the Python twin of
+    tests/cli_fork_client.hpp: started on the first run, it has loaded libtorch once and forks
+    a child per run, which does what an executed embedlab-cli does from main() on (a run whose
+    environment differs from the server's is executed by it instead). A run costs the command's
+    own CPU, not libtorch's 0.5 s start again. run() gives what subprocess.run gives, or None
+    when no server can be had (the caller executes the program); EMBEDLAB_TEST_CLI_EXEC=1 asks
+    for executed runs only. One run at a time."""
+
+    VARIABLE = "EMBEDLAB_CLI_FORK_SERVER"  # cli/fork_protocol.hpp's kServerVariable
+
+    @staticmethod
+    def environment():
+        """The runs' environment: this process's but pytest's PYTEST_CURRENT_TEST, which names each
+        test (so no run would have the server's environment) and which the CLI does not read."""
+        return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+    def __init__(self, exe, scratch):
+        self.exe, self.scratch = Path(exe), Path(scratch)
+        self.process = self.socket = None
+        self.broken = os.environ.get("EMBEDLAB_TEST_CLI_EXEC") == "1"
+
+    def start(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {**self.environment(), self.VARIABLE: str(theirs.fileno())}
+        try:
+            # Its own process group: a run past its timeout is killed with the server.
+            self.process = subprocess.Popen([str(self.exe)], stdin=subprocess.DEVNULL, env=env,
+                                            pass_fds=(theirs.fileno(),), start_new_session=True)
+        except OSError:
+            ours.close()
+            return False
+        finally:
+            theirs.close()
+        self.socket = ours
+        return True
+
+    @staticmethod
+    def strings(words):
+        """The wire format (cli/fork_protocol.hpp): a 4-byte count, then each string as a 4-byte
+        length and its bytes."""
+        out = [struct.pack("=I", len(words))]
+        for w in words:
+            b = os.fsencode(w)
+            out += [struct.pack("=I", len(b)), b]
+        return b"".join(out)
+
+    def receive(self, size):
+        data = b""
+        while len(data) < size:
+            chunk = self.socket.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the fork server closed its socket")
+            data += chunk
+        return data
+
+    def run(self, argv, timeout):
+        if self.broken:
+            return None
+        if self.process is None and not self.start():
+            self.broken = True
+            return None
+        out, err = self.scratch / "stdout", self.scratch / "stderr"
+        env = [f"{k}={v}" for k, v in self.environment().items()]
+        request = [os.getcwd(), os.devnull, str(out), str(err), str(len(argv)), *argv, *env]
+        self.socket.settimeout(timeout)
+        try:
+            self.socket.sendall(self.strings(request))
+            # ForkedRun: wait status, max RSS, user and system microseconds, each an int64.
+            status, _, _, _ = struct.unpack("=4q", self.receive(32))
+        except socket.timeout:
+            self.stop(kill=True)
+            self.broken = True
+            raise subprocess.TimeoutExpired(argv, timeout)
+        except OSError as e:
+            self.stop(kill=True)
+            self.broken = True
+            raise AssertionError(f"embedlab-cli's fork server stopped answering ({e}); "
+                                 "the runs from here on are executed") from e
+        if status < 0:
+            self.broken = True
+            raise AssertionError("embedlab-cli's fork server could not fork or wait for a run")
+        code = os.waitstatus_to_exitcode(status)  # -N for signal N, as subprocess reports it
+        # As subprocess.run(text=True) decodes: the locale's encoding, universal newlines.
+        return subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
+
+    def stop(self, kill=False):
+        if self.process is None:
+            return
+        if kill:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:  # the server and its runs are gone already
+                pass
+        self.socket.close()  # the end of the stream: the server ends
+        self.process.wait(timeout=30)
+        self.process = None
+
+
 @pytest.fixture(scope="session")
-def run_cli(cli):
-    """run_cli(*args) -> stdout of a successful embedlab-cli run; run_cli(*args, json=True) parses it."""
+def run_cli(cli, tmp_path_factory):
+    """run_cli(*args) -> stdout of a successful embedlab-cli run; run_cli(*args, json=True) parses it.
+    The runs go through a fork server (CliForkServer), as the C++ tests' do."""
+    server = CliForkServer(cli, tmp_path_factory.mktemp("cli-fork-server"))
 
     def run(*args, parse_json=False, check=True):
-        p = subprocess.run([str(cli), *map(str, args)], capture_output=True, text=True, timeout=120)
+        argv = [str(cli), *map(str, args)]
+        p = server.run(argv, timeout=120)
+        if p is None:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if check and p.returncode != 0:
             raise AssertionError(f"embedlab-cli {' '.join(map(str, args))} exited {p.returncode}: {p.stderr}")
         return json.loads(p.stdout) if parse_json else p
 
-    return run
+    yield run
+    server.stop()
 
 
 # safetensors, read independently of the engine: 8-byte little-endian header length,

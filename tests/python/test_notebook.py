@@ -13,6 +13,13 @@ import embedlab
 from embedlab import _progress
 
 
+# The compressions' evaluation text: tinygpt2's passes cost in its 50257 logits per token, and
+# ~370 tokens (three windows of 128) stop, sweep and tabulate as the 1,000 of short_text do.
+@pytest.fixture(scope="module")
+def eval_text(brief_text):
+    return brief_text
+
+
 @pytest.fixture(scope="module")
 def ids(stories_model, heldout):
     return stories_model.tokenize(heldout.read_text(encoding="utf-8")[:20000])
@@ -39,10 +46,10 @@ def test_progress_true_shows_a_tqdm_bar(stories_model, ids, capsys):
     assert "perplexity eval" in err and "100%|" in err, repr(err[-300:])
 
 
-def test_progress_true_on_compress_names_its_stages(tinygpt2, short_text, capsys, monkeypatch):
+def test_progress_true_on_compress_names_its_stages(tinygpt2, eval_text, capsys, monkeypatch):
     monkeypatch.setattr(_progress, "_tqdm", lambda: None)
     monkeypatch.setattr(_progress.time, "monotonic", iter(range(0, 10**6)).__next__)  # every report shown
-    embedlab.compress(tinygpt2, "pca", rank=4, eval_text=short_text, progress=True)
+    embedlab.compress(tinygpt2, "pca", rank=4, eval_text=eval_text, progress=True)
     err = capsys.readouterr().err
     for stage in ("compress: load", "compress: eval original", "compress: compress pca", "compress: eval compressed"):
         assert stage in err, (stage, err[-300:])
@@ -71,8 +78,8 @@ class Stop(Exception):
     pass
 
 
-def test_a_raising_progress_leaves_no_half_written_export(gpt2, short_text, tmp_path):
-    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
+def test_a_raising_progress_leaves_no_half_written_export(gpt2, eval_text, tmp_path):
+    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=eval_text)
     reports = []
 
     def fail_midway(stage, done, total, overall):
@@ -93,7 +100,7 @@ def test_a_raising_progress_leaves_no_half_written_export(gpt2, short_text, tmp_
     assert embedlab.load_run(tmp_path / "out").record == first
 
 
-def test_a_raising_progress_stops_compress_and_token_damage(gpt2, tinygpt2, short_text):
+def test_a_raising_progress_stops_compress_and_token_damage(gpt2, tinygpt2, eval_text):
     stages = []
 
     def fail_at_compressed_eval(stage, done, total, overall):
@@ -102,22 +109,22 @@ def test_a_raising_progress_stops_compress_and_token_damage(gpt2, tinygpt2, shor
             raise Stop(stage)
 
     with pytest.raises(Stop, match="^eval compressed$"):
-        embedlab.compress(tinygpt2, "pca", rank=4, eval_text=short_text, progress=fail_at_compressed_eval)
+        embedlab.compress(tinygpt2, "pca", rank=4, eval_text=eval_text, progress=fail_at_compressed_eval)
     assert stages.count("eval compressed") == 1
     run = embedlab.compress(gpt2, "pca", rank=4)
     with pytest.raises(embedlab.Cancelled):
-        run.token_damage(gpt2, text=short_text.read_text(encoding="utf-8"), progress=lambda *a: False)
+        run.token_damage(gpt2, text=eval_text.read_text(encoding="utf-8"), progress=lambda *a: False)
 
 
 # --- sweep_iter and to_pandas -------------------------------------------------------------
 
 
-def test_sweep_iter_yields_runs_as_they_finish(gpt2, short_text):
+def test_sweep_iter_yields_runs_as_they_finish(gpt2, eval_text):
     loads = []
     # Every row is checked when sweep_iter is called, before the first run.
     with pytest.raises(embedlab.InputError, match=r"sweep \(rank=1000\): rank= 1000 is outside 1\.\.128"):
-        embedlab.sweep_iter(gpt2, "pca", {"rank": [2, 1000]}, eval_text=short_text)
-    runs = embedlab.sweep_iter(gpt2, "pca", {"rank": [2, 4]}, eval_text=short_text,
+        embedlab.sweep_iter(gpt2, "pca", {"rank": [2, 1000]}, eval_text=eval_text)
+    runs = embedlab.sweep_iter(gpt2, "pca", {"rank": [2, 4]}, eval_text=eval_text,
                                progress=lambda stage, *a: loads.append(stage) if stage == "load" else None)
     assert loads == []  # nothing runs until asked for
     first = next(runs)
@@ -126,16 +133,16 @@ def test_sweep_iter_yields_runs_as_they_finish(gpt2, short_text):
     loads.clear()
     rest = list(runs)
     assert [r.request["rank"] for r in rest] == [4] and loads
-    one = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
+    one = embedlab.compress(gpt2, "pca", rank=4, eval_text=eval_text)
     assert rest[0].summary["ppl"] == one.summary["ppl"]
 
 
-def test_sweep_rows_carry_the_reconstruction_bytes_and_kl(gpt2, short_text):
+def test_sweep_rows_carry_the_reconstruction_bytes_and_kl(gpt2, eval_text):
     E = gpt2.embedding_table().astype(np.float64)
-    rows = embedlab.sweep(gpt2, "pca", {"rank": [4, 16]}, eval_text=short_text, divergence=True)
+    rows = embedlab.sweep(gpt2, "pca", {"rank": [4, 16]}, eval_text=eval_text, divergence=True)
     centred = E - E.mean(axis=0)
     eigenvalues = np.sort(np.linalg.eigvalsh(centred.T @ centred))[::-1]
-    runs = list(embedlab.sweep_iter(gpt2, "pca", {"rank": [4, 16]}, eval_text=short_text, divergence=True))
+    runs = list(embedlab.sweep_iter(gpt2, "pca", {"rank": [4, 16]}, eval_text=eval_text, divergence=True))
     for row, run, rank in zip(rows, runs, (4, 16)):
         assert list(row) == list(run.row) and row["ppl"] == run.row["ppl"]
         keys = list(row)
@@ -160,14 +167,14 @@ pandas_missing = pytest.mark.skipif(importlib.util.find_spec("pandas") is None,
 
 
 @pandas_missing
-def test_to_pandas_of_a_sweep_and_of_a_run(gpt2, short_text):
-    rows = embedlab.sweep(gpt2, "pca", {"rank": [2, 4]}, eval_text=short_text)
+def test_to_pandas_of_a_sweep_and_of_a_run(gpt2, eval_text):
+    rows = embedlab.sweep(gpt2, "pca", {"rank": [2, 4]}, eval_text=eval_text)
     assert isinstance(rows, embedlab.Sweep) and isinstance(rows, list) and len(rows) == 2
     frame = rows.to_pandas()
     assert list(frame.columns) == list(rows[0]) and len(frame) == 2
     assert frame["ppl"].tolist() == [r["ppl"] for r in rows]
     assert frame["parameters"].tolist() == ["rank 2", "rank 4"]
-    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
+    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=eval_text)
     one = run.to_pandas()
     assert len(one) == 1 and list(one.columns) == list(run.row)
     assert one["delta_ln_ppl"][0] == run.summary["delta_ln_ppl"]

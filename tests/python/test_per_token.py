@@ -12,14 +12,30 @@ import pytest
 import embedlab
 
 
+# tinygpt2's passes cost in its 50257 logits per token: ~370 tokens (three windows) check
+# what the 1,000 of short_text did.
 @pytest.fixture(scope="module")
-def text(short_text):
-    return short_text.read_text(encoding="utf-8")
+def eval_text(brief_text):
+    return brief_text
 
 
 @pytest.fixture(scope="module")
-def pca8(gpt2, short_text):
-    return embedlab.compress(gpt2, "pca", rank=8, eval_text=short_text)
+def text(eval_text):
+    return eval_text.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def pca8(gpt2, eval_text):
+    return embedlab.compress(gpt2, "pca", rank=8, eval_text=eval_text)
+
+
+@pytest.fixture(scope="module")
+def per_token_divergence(pca8, gpt2, text):
+    """pca8's divergence(per_token=True) on the text, which two tests read: its arrays read-only."""
+    d = pca8.model.divergence(gpt2, text=text, per_token=True)
+    for array in d["per_token"].values():
+        array.flags.writeable = False
+    return d
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +54,9 @@ def log_softmax(x):
 # --- divergence(per_token=True) --------------------------------------------------------
 
 
-def test_per_token_divergence_is_the_statistics_per_position(pca8, gpt2, text):
-    d = pca8.model.divergence(gpt2, text=text, per_token=True)
+def test_per_token_divergence_is_the_statistics_per_position(pca8, gpt2, text, per_token_divergence):
+    d = per_token_divergence
+    assert d["windows"] > 1
     p = d["per_token"]
     assert set(p) == {"input", "target", "kl", "nll", "reference_nll", "same_top"}
     assert [p[k].dtype for k in ("input", "target", "kl", "nll", "reference_nll", "same_top")] == \
@@ -70,10 +87,10 @@ def test_per_token_kl_equals_numpy_on_both_models_logits(pca8, gpt2, text):
     np.testing.assert_allclose(p["nll"], -own[np.arange(32), ids[1:]], rtol=1e-5)
 
 
-def test_per_token_kl_mean_equals_cli_eval_reference(pca8, pca8_dir, tinygpt2, gpt2, short_text, run_cli):
-    cli = run_cli("eval", pca8_dir, "--reference", tinygpt2, "--text", short_text, "--json", "--quiet",
+def test_per_token_kl_mean_equals_cli_eval_reference(pca8_dir, tinygpt2, eval_text, run_cli, per_token_divergence):
+    cli = run_cli("eval", pca8_dir, "--reference", tinygpt2, "--text", eval_text, "--json", "--quiet",
                   parse_json=True)
-    p = pca8.model.divergence(gpt2, text=short_text.read_text(encoding="utf-8"), per_token=True)["per_token"]
+    p = per_token_divergence["per_token"]  # pca8.model.divergence(gpt2, text=eval_text, per_token=True)
     assert len(p["kl"]) == cli["tokens"]
     assert p["kl"].mean() == pytest.approx(cli["kl_mean"], rel=1e-12)
     assert p["same_top"].mean() == pytest.approx(cli["top1_agreement"], rel=1e-12)
@@ -97,9 +114,9 @@ def read_damage_csv(path):
     }
 
 
-def test_token_damage_equals_cli_per_token_csv(pca8, pca8_dir, tinygpt2, gpt2, short_text, run_cli, tmp_path):
+def test_token_damage_equals_cli_per_token_csv(pca8, pca8_dir, tinygpt2, gpt2, eval_text, run_cli, tmp_path):
     csv_path = tmp_path / "tokens.csv"
-    cli = run_cli("eval", pca8_dir, "--reference", tinygpt2, "--text", short_text, "--per-token", csv_path,
+    cli = run_cli("eval", pca8_dir, "--reference", tinygpt2, "--text", eval_text, "--per-token", csv_path,
                   "--json", "--quiet", parse_json=True)
     expected = read_damage_csv(csv_path)
     # reference=None: the original the run compressed, loaded again; the run's text and ctx.
@@ -115,7 +132,7 @@ def test_token_damage_equals_cli_per_token_csv(pca8, pca8_dir, tinygpt2, gpt2, s
         np.testing.assert_allclose(damage[key], expected[key], rtol=1e-8, atol=1e-12, equal_nan=True, err_msg=key)
     assert damage["buckets"] == cli["damage_by_frequency"]
     # The same with the reference and the text given.
-    again = pca8.token_damage(gpt2, text=short_text.read_text(encoding="utf-8"))
+    again = pca8.token_damage(gpt2, text=eval_text.read_text(encoding="utf-8"))
     np.testing.assert_array_equal(again["cosine"], damage["cosine"])
     np.testing.assert_array_equal(again["kl_as_target"], damage["kl_as_target"])
 

@@ -12,18 +12,25 @@ import embedlab
 from conftest import without_timing
 
 
+# The runs' evaluation text: tinygpt2's passes cost in its 50257 logits per token, and ~370
+# tokens (three windows of 128) read back as the 1,000 of short_text do.
 @pytest.fixture(scope="module")
-def text(short_text):
-    return short_text.read_text(encoding="utf-8")
+def eval_text(brief_text):
+    return brief_text
+
+
+@pytest.fixture(scope="module")
+def text(eval_text):
+    return eval_text.read_text(encoding="utf-8")
 
 
 # --- load_run -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("store", [None, "f16", "bf16", "q8_0"])
-def test_load_run_reads_back_what_export_wrote(gpt2, short_text, text, tmp_path, store):
+def test_load_run_reads_back_what_export_wrote(gpt2, eval_text, text, tmp_path, store):
     fields = {"store": store} if store else {}
-    run = embedlab.compress(gpt2, "pca", rank=32, eval_text=short_text, **fields)
+    run = embedlab.compress(gpt2, "pca", rank=32, eval_text=eval_text, **fields)
     manifest = run.export(tmp_path / "pca")
     back = embedlab.load_run(tmp_path / "pca")
     assert back.record == manifest
@@ -65,7 +72,8 @@ SAVED_SUMMARY_RUNS = {
 
 
 @pytest.mark.parametrize("name", list(SAVED_SUMMARY_RUNS))
-def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_text, heldout, tmp_path, name):
+def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_text, eval_text, heldout, tmp_path,
+                                                                   name):
     method, fields = SAVED_SUMMARY_RUNS[name]
     fields = dict(fields)
     if fields.pop("freq", False):
@@ -75,7 +83,7 @@ def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_t
     if fields.pop("calib", False):
         fields["calib_text"] = heldout
     if fields.pop("eval", True):
-        fields["eval_text"] = short_text
+        fields["eval_text"] = eval_text
     run = embedlab.compress(gpt2, method, **fields)
     run.export(tmp_path / "run")
     back = embedlab.load_run(tmp_path / "run").summary
@@ -91,9 +99,9 @@ def test_a_loaded_runs_summary_is_the_one_of_the_run_that_wrote_it(gpt2, short_t
         assert back["ppl"] is None and back["eval_tokens"] == 0 and back["eval_text"] == ""
 
 
-def test_a_loaded_flat_runs_record_carries_its_rows_words_and_part_before(gpt2, tmp_path, short_text, heldout):
+def test_a_loaded_flat_runs_record_carries_its_rows_words_and_part_before(gpt2, tmp_path, eval_text, heldout):
     run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=heldout, samples=4, seqlen=32,
-                            eval_text=short_text)
+                            eval_text=eval_text)
     manifest = run.export(tmp_path / "flat")
     # The fields the row needs, beside the ones that were always there (their names unchanged).
     assert manifest["settings"] == run.summary["parameters"]
@@ -106,7 +114,7 @@ def test_a_loaded_flat_runs_record_carries_its_rows_words_and_part_before(gpt2, 
     assert embedlab.load_run(tmp_path / "flat").row == run.row | {"seconds": None, "host": ""}
 
 
-def test_a_flat_record_written_before_its_row_fields_is_refused_naming_them(gpt2, tmp_path, short_text, heldout):
+def test_a_flat_record_written_before_its_row_fields_is_refused_naming_them(gpt2, tmp_path, heldout):
     run = embedlab.compress(gpt2, "flat", remaining=0.5, calib_text=heldout, samples=4, seqlen=32)
     manifest = run.export(tmp_path / "flat")
     # As flat wrote embedlab.json before 2026-11-29 (the tensors' digests are unchanged).
@@ -127,8 +135,8 @@ def test_a_flat_record_written_before_its_row_fields_is_refused_naming_them(gpt2
     assert back.model.config["value_head_dims"] == run.model.config["value_head_dims"]
 
 
-def test_a_loaded_run_refuses_what_it_does_not_have(gpt2, tmp_path, short_text):
-    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=short_text)
+def test_a_loaded_run_refuses_what_it_does_not_have(gpt2, tmp_path, eval_text):
+    run = embedlab.compress(gpt2, "pca", rank=4, eval_text=eval_text)
     run.export(tmp_path / "r")
     back = embedlab.load_run(str(tmp_path / "r"))
     with pytest.raises(embedlab.InputError, match="Run.export: this run was read back from .* copy the directory"):
@@ -173,8 +181,8 @@ def test_models_held_in_memory_refuse_pickling(gpt2):
         pickle.dumps(table_run)
 
 
-def test_a_run_pickles_by_its_request_and_runs_again(gpt2, short_text):
-    run = embedlab.compress(gpt2, "svd", rank=8, eval_text=short_text)
+def test_a_run_pickles_by_its_request_and_runs_again(gpt2, eval_text):
+    run = embedlab.compress(gpt2, "svd", rank=8, eval_text=eval_text)
     data = pickle.dumps(run)
     assert len(data) < 2000
     back = pickle.loads(data)
