@@ -4,6 +4,7 @@
 // half fixture with logits within 1e-4 of the largest, and `generate --weights half`
 // holds the stored bytes where `--weights f32` holds twice them, for safetensors
 // and GGUF files alike.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include "cli_support.hpp"
@@ -89,6 +90,39 @@ TEST(HalfProducts, TransposedViewsEqualTheFloat32ProductOnEveryKernel)
                         << detail::half_kernel_name(kernel) << " " << c10::toString(dtype) << " " << out
                         << "x" << in << " rows " << rows;
             }
+}
+
+// A prompt (more than kHalfKernelRows rows) through the AVX2 kernel's tiles of 3 weight
+// rows by 4 prompt rows, and through widened sgemm: both equal the float32 product at
+// every edge (weight rows and prompt rows not multiples of the tile, widths with tails
+// after the 8-wide step, a width below one step), split over 1 to 3 threads (each
+// thread's rows start at a multiple of 3).
+TEST(HalfProducts, PromptTilesAndSgemmEqualTheFloat32ProductAtEveryEdge)
+{
+    torch::manual_seed(65);
+    const int threads = at::get_num_threads();
+    for (const int thread_count : {1, 2, 3}) {
+        at::set_num_threads(thread_count);
+        for (const auto dtype : {torch::kHalf, torch::kBFloat16})
+            for (const auto& [out, in] :
+                 {std::pair<int64_t, int64_t>{1, 5}, {2, 8}, {4, 9}, {5, 37}, {7, 16}, {70, 903}, {301, 64}})
+                for (int64_t rows : {5, 6, 7, 8, 9, 13, 130}) {
+                    const auto W = torch::randn({out, in}).to(dtype);
+                    const auto x = torch::randn({1, rows, in});
+                    const auto bias = torch::randn({out});
+                    const auto expected = torch::matmul(x, W.to(torch::kFloat32).t()) + bias;
+                    for (const auto kernel : half_kernels_here())
+                        for (const auto prompt : {detail::HalfPrompt::Tiles, detail::HalfPrompt::Sgemm}) {
+                            const auto y = detail::half_times_transposed(x, W, bias, kernel, prompt);
+                            ASSERT_EQ(y.sizes(), expected.sizes());
+                            EXPECT_LT(relative_gap(y, expected), 1e-5)
+                                << detail::half_kernel_name(kernel) << " " << detail::half_prompt_name(prompt)
+                                << " " << c10::toString(dtype) << " " << out << "x" << in << " rows " << rows
+                                << " threads " << thread_count;
+                        }
+                }
+    }
+    at::set_num_threads(threads);
 }
 
 TEST(HalfProducts, ASingleRowKeepsItsLeadingShape)
@@ -266,6 +300,13 @@ TEST(HalfWeightsCli, GenerateOnAnF16GgufHoldsTheWeightsAsStored)
     EXPECT_NE(refused.err.find("EMBEDLAB_HALF_KERNEL is 'avx9': expected portable or avx2"),
               std::string::npos)
         << refused.err;
+    const auto prompt_refused =
+        test::cli({"generate", gguf.string(), "--prompt", "Once upon a time", "--max-tokens", "1"},
+                  {"EMBEDLAB_HALF_PROMPT=blocks"});
+    EXPECT_NE(prompt_refused.exit_code, 0);
+    EXPECT_NE(prompt_refused.err.find("EMBEDLAB_HALF_PROMPT is 'blocks': expected tiles or sgemm"),
+              std::string::npos)
+        << prompt_refused.err;
 }
 
 // Issue 63 goal 5 on a 4-layer Qwen2.5-0.5B shape in f16 (196 M weights, 392 MB, 70% of

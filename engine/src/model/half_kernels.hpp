@@ -20,6 +20,11 @@ void rows_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int64_t
 void rows_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
                    const float* x, int64_t rows, float* y, int64_t ldy);
 
+// rows_dot's result for a prompt (many rows), in tiles of 3 weight rows by 4 prompt rows
+// so that each weight row is read from memory once per call (AVX2 only).
+void prompt_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                     const float* x, int64_t rows, float* y, int64_t ldy);
+
 // W [in, out] (GPT-2's Conv1D layout), x [rows, in]: for c in [c_begin, c_end) and
 // n < rows, y[n * ldy + c] = sum_i x[n * in + i] * W[i * out + c].
 void columns_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,

@@ -4,6 +4,7 @@
 // Raspberry Pi build) the names forward to the portable kernels, never chosen there.
 #if defined(__x86_64__)
 #include <algorithm>
+#include <array>
 #include <immintrin.h>
 
 #include <cstring>
@@ -164,6 +165,61 @@ void columns_dot(const uint16_t* W, int64_t in, int64_t out, int64_t c_begin, in
     }
 }
 
+// RM weight rows against RN prompt rows: each converted weight vector serves RN rows
+// and each loaded prompt vector RM weight rows (3 x 4: twelve sums, three weight and
+// one prompt vector in the sixteen registers). Sums from zero in the order of i.
+template <typename Format, int RM, int RN>
+void tile_dot(const uint16_t* w, int64_t in, const float* x, float* y, int64_t ldy)
+{
+    __m256 acc[RM][RN];
+    for (int m = 0; m < RM; ++m)
+        for (int n = 0; n < RN; ++n)
+            acc[m][n] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= in; i += 8) {
+        __m256 wv[RM];
+        for (int m = 0; m < RM; ++m)
+            wv[m] = Format::load8(w + m * in + i);
+        for (int n = 0; n < RN; ++n) {
+            const __m256 xv = _mm256_loadu_ps(x + n * in + i);
+            for (int m = 0; m < RM; ++m)
+                acc[m][n] = _mm256_fmadd_ps(wv[m], xv, acc[m][n]);
+        }
+    }
+    for (int m = 0; m < RM; ++m)
+        for (int n = 0; n < RN; ++n) {
+            float s = horizontal_sum(acc[m][n]);
+            for (int64_t j = i; j < in; ++j)
+                s += Format::one(w[m * in + j]) * x[n * in + j];
+            y[n * ldy + m] = s;
+        }
+}
+
+using TileFn = void (*)(const uint16_t* w, int64_t in, const float* x, float* y, int64_t ldy);
+
+template <typename Format, int RM> constexpr std::array<TileFn, 4> tiles_of_height()
+{
+    return {tile_dot<Format, RM, 1>, tile_dot<Format, RM, 2>, tile_dot<Format, RM, 3>,
+            tile_dot<Format, RM, 4>};
+}
+
+// Three weight rows at a time (read from memory once), each against every prompt row
+// four at a time (the prompt stays in cache); edge tiles take the smaller shapes.
+template <typename Format>
+void prompt_dot(const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x, int64_t rows,
+                float* y, int64_t ldy)
+{
+    static constexpr std::array<std::array<TileFn, 4>, 3> tiles = {
+        tiles_of_height<Format, 1>(), tiles_of_height<Format, 2>(), tiles_of_height<Format, 3>()};
+    for (int64_t o = o_begin; o < o_end; o += 3) {
+        const int64_t rm = std::min<int64_t>(3, o_end - o);
+        for (int64_t n = 0; n < rows; n += 4) {
+            const int64_t rn = std::min<int64_t>(4, rows - n);
+            tiles[rm - 1][rn - 1](W + o * in, in, x + n * in, y + n * ldy + o, ldy);
+        }
+    }
+}
+
 template <typename Format> void widen(const uint16_t* src, float* dst, int64_t n)
 {
     int64_t i = 0;
@@ -182,6 +238,15 @@ void rows_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_b
         rows_dot<F16>(W, in, o_begin, o_end, x, rows, y, ldy);
     else
         rows_dot<BF16>(W, in, o_begin, o_end, x, rows, y, ldy);
+}
+
+void prompt_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                     const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    if (format == HalfFormat::F16)
+        prompt_dot<F16>(W, in, o_begin, o_end, x, rows, y, ldy);
+    else
+        prompt_dot<BF16>(W, in, o_begin, o_end, x, rows, y, ldy);
 }
 
 void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
@@ -211,6 +276,12 @@ namespace embedlab::detail {
 
 void rows_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
                    const float* x, int64_t rows, float* y, int64_t ldy)
+{
+    rows_dot_portable(format, W, in, o_begin, o_end, x, rows, y, ldy);
+}
+
+void prompt_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t o_begin, int64_t o_end,
+                     const float* x, int64_t rows, float* y, int64_t ldy)
 {
     rows_dot_portable(format, W, in, o_begin, o_end, x, rows, y, ldy);
 }

@@ -13,9 +13,14 @@ namespace embedlab::detail {
 
 namespace {
 
-// A product of at most this many weight values runs on the calling thread: waking
-// the others costs more (row_products.hpp's kCallingThreadWeight, in half values).
-constexpr int64_t kValuesPerTask = int64_t{1} << 18;
+// Token-by-token rows (at most kHalfKernelRows) are multiplied on the calling thread:
+// the product streams the weights once and one thread already reads what memory gives
+// (the kernels' at::parallel_for ran serially until this file got -fopenmp, issue 63;
+// split over two threads, Qwen2.5-0.5B's half tg was 0.88x-0.96x one thread's in three
+// alternated runs on the shared machine, 2026-11-30).
+
+// A prompt's product of at most this many multiply-adds runs on the calling thread.
+constexpr int64_t kProductsPerTask = int64_t{1} << 20;
 // Prompt tiles: at most 32 MB of float32 widened at a time (a 0.5B model's layer matrices
 // in one tile: wide enough for sgemm).
 constexpr int64_t kTileValues = int64_t{1} << 23;
@@ -72,6 +77,18 @@ HalfKernel half_kernel_from_setting()
             return kernel;
         }
     throw InputError("EMBEDLAB_HALF_KERNEL is '" + printable(text) + "': expected portable or avx2");
+}
+
+HalfPrompt half_prompt_from_setting()
+{
+    const char* value = std::getenv("EMBEDLAB_HALF_PROMPT");
+    if (!value || !*value)
+        return HalfPrompt::Tiles;
+    const std::string text = value;
+    for (const auto prompt : {HalfPrompt::Tiles, HalfPrompt::Sgemm})
+        if (text == half_prompt_name(prompt))
+            return prompt;
+    throw InputError("EMBEDLAB_HALF_PROMPT is '" + printable(text) + "': expected tiles or sgemm");
 }
 
 torch::Tensor float_rows(const torch::Tensor& x, int64_t in)
@@ -146,18 +163,42 @@ const char* half_kernel_name(HalfKernel kernel)
     return kernel == HalfKernel::Avx2 ? "avx2" : "portable";
 }
 
+HalfPrompt half_prompt_setting()
+{
+    static const HalfPrompt prompt = half_prompt_from_setting();
+    return prompt;
+}
+
+const char* half_prompt_name(HalfPrompt prompt)
+{
+    return prompt == HalfPrompt::Tiles ? "tiles" : "sgemm";
+}
+
 torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor& W, const torch::Tensor& bias,
-                                    HalfKernel kernel)
+                                    HalfKernel kernel, HalfPrompt prompt)
 {
     // A GGUF's gpt2 matrix: stored [out, in], held as its transposed view, read row by row.
     if (is_half(W) && W.dim() == 2 && !W.is_contiguous() && W.t().is_contiguous())
-        return half_times_transposed(x, W.t(), bias, kernel);
+        return half_times_transposed(x, W.t(), bias, kernel, prompt);
     check_half_weight(W);
     const int64_t out = W.size(0), in = W.size(1);
     const auto rows = float_rows(x, in);
     const int64_t N = rows.size(0);
     auto shape = x.sizes().vec();
     shape.back() = out;
+    if (N > kHalfKernelRows && kernel == HalfKernel::Avx2 && prompt == HalfPrompt::Tiles) {
+        auto y = torch::empty({N, out}, torch::kFloat32);
+        const auto format = format_of(W);
+        const uint16_t* w = half_bits(W);
+        const float* xs = rows.data_ptr<float>();
+        float* ys = y.data_ptr<float>();
+        const int64_t triples = (out + 2) / 3; // the kernel's tiles are 3 weight rows high
+        const int64_t grain = std::max<int64_t>(1, kProductsPerTask / std::max<int64_t>(3 * in * N, 1));
+        at::parallel_for(0, triples, grain, [&](int64_t begin, int64_t end) {
+            prompt_dot_avx2(format, w, in, 3 * begin, std::min(out, 3 * end), xs, N, ys, out);
+        });
+        return with_bias(y, bias).view(shape);
+    }
     if (N > kHalfKernelRows) {
         auto y = torch::empty({N, out}, torch::kFloat32);
         const int64_t tile = std::max<int64_t>(1, kTileValues / std::max<int64_t>(in, 1));
@@ -172,13 +213,10 @@ torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor&
     const uint16_t* w = half_bits(W);
     const float* xs = rows.data_ptr<float>();
     float* ys = y.data_ptr<float>();
-    const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(in, 1));
-    at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
-        if (kernel == HalfKernel::Avx2)
-            rows_dot_avx2(format, w, in, begin, end, xs, N, ys, out);
-        else
-            rows_dot_portable(format, w, in, begin, end, xs, N, ys, out);
-    });
+    if (kernel == HalfKernel::Avx2) // on the calling thread (see the top of this file)
+        rows_dot_avx2(format, w, in, 0, out, xs, N, ys, out);
+    else
+        rows_dot_portable(format, w, in, 0, out, xs, N, ys, out);
     return with_bias(y, bias).view(shape);
 }
 
@@ -209,16 +247,10 @@ torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, 
     const uint16_t* w = half_bits(W);
     const float* xs = rows.data_ptr<float>();
     float* ys = y.data_ptr<float>();
-    constexpr int64_t block = 64; // columns per task unit: the AVX2 kernel's width
-    const int64_t blocks = (out + block - 1) / block;
-    const int64_t grain = std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(in * block, 1));
-    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-        const int64_t c_begin = begin * block, c_end = std::min(out, end * block);
-        if (kernel == HalfKernel::Avx2)
-            columns_dot_avx2(format, w, in, out, c_begin, c_end, xs, N, ys, out);
-        else
-            columns_dot_portable(format, w, in, out, c_begin, c_end, xs, N, ys, out);
-    });
+    if (kernel == HalfKernel::Avx2) // on the calling thread (see the top of this file)
+        columns_dot_avx2(format, w, in, out, 0, out, xs, N, ys, out);
+    else
+        columns_dot_portable(format, w, in, out, 0, out, xs, N, ys, out);
     return with_bias(y, bias).view(shape);
 }
 

@@ -1,9 +1,11 @@
 // Products of float32 rows with weight matrices kept in half precision (f16 or
 // bf16: an f16/bf16 model's linear layers at generation), accumulated in float32.
 // A few rows (token-by-token decoding) stream the half weights once through a
-// matrix-vector kernel, split over output rows with at::parallel_for; more rows
-// (a prompt) widen the weight to float32 a tile at a time and multiply each tile
-// with sgemm, so no float32 copy of a whole matrix is ever held.
+// matrix-vector kernel on the calling thread; more rows (a prompt) go through the AVX2
+// kernel's tiles of 3 weight rows by 4 prompt rows, split over output rows with
+// at::parallel_for (or widen the weight to float32 a tile at a time for sgemm: the
+// portable kernel, EMBEDLAB_HALF_PROMPT=sgemm), so no float32 copy of a whole matrix
+// is ever held.
 // Usage: if (detail::is_half(W)) y = detail::half_times_transposed(x, W, bias);
 // Thread safety: pure functions; safe to call from several threads.
 #pragma once
@@ -24,12 +26,23 @@ HalfKernel fastest_half_kernel();
 const char* half_kernel_name(HalfKernel kernel); // "portable", "avx2"
 bool cpu_runs(HalfKernel kernel);
 
-// Up to this many rows go through the matrix-vector kernel; more take the tiled sgemm.
+// Up to this many rows go through the matrix-vector kernel; more (a prompt) take the
+// prompt path.
 constexpr int64_t kHalfKernelRows = 4;
+
+// A prompt's product with a half W [out, in]: Tiles reads the half weight once through the
+// AVX2 kernel's 3 x 4 tiles (the portable kernel always takes Sgemm); Sgemm widens the
+// weight to float32 a tile at a time for sgemm.
+enum class HalfPrompt { Tiles, Sgemm };
+// Tiles, or EMBEDLAB_HALF_PROMPT (tiles, sgemm: for measuring one against the other;
+// InputError for another name). Read once.
+HalfPrompt half_prompt_setting();
+const char* half_prompt_name(HalfPrompt prompt); // "tiles", "sgemm"
 
 // x [.., in] W^T (+ bias) for a half W [out, in] (torch::linear's layout); float32 result.
 torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor& W, const torch::Tensor& bias,
-                                    HalfKernel kernel = fastest_half_kernel());
+                                    HalfKernel kernel = fastest_half_kernel(),
+                                    HalfPrompt prompt = half_prompt_setting());
 
 // bias + x W for a half W [in, out] (GPT-2's Conv1D layout), x [N, in]; float32 result.
 // W may also be the transposed view of a contiguous [out, in] matrix (a GGUF's gpt2).
