@@ -1,7 +1,7 @@
 // The machine's limits (machine_limits.hpp).
 #include "machine_limits.hpp"
 
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 #include <torch/types.h>
 
 #include <algorithm>

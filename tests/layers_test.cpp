@@ -3,6 +3,7 @@
 // all. Read from the sources' #include lines, so a file that crosses a layer fails here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -88,4 +89,54 @@ TEST(EngineLayers, MethodsIncludeNoExporterNorJob)
                i == "embedlab/model_export.hpp" || i == "embedlab/experiment.hpp" || i == "embedlab/job.hpp";
     });
     EXPECT_EQ(found, "") << "the exporters and jobs sit above the methods:\n" << found;
+}
+
+namespace {
+
+// The sources under engine/, cli/, python/, app/ and views/ that call parallel_for
+// (comments aside), relative to the source tree.
+std::vector<std::string> parallel_for_callers()
+{
+    static const std::regex call(R"re(\bparallel_for\s*\()re");
+    const fs::path root = EMBEDLAB_SOURCE_DIR;
+    std::vector<std::string> out;
+    for (const char* dir : {"engine", "cli", "python", "app", "views"}) {
+        if (!fs::exists(root / dir))
+            continue;
+        for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
+            const auto ext = e.path().extension();
+            if (ext != ".cpp" && ext != ".hpp" && ext != ".h")
+                continue;
+            std::ifstream in(e.path());
+            for (std::string line; std::getline(in, line);)
+                if (std::regex_search(line.substr(0, line.find("//")), call)) {
+                    out.push_back(fs::relative(e.path(), root).generic_string());
+                    break;
+                }
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+// at::parallel_for runs serially in a file compiled without OpenMP; the header that
+// refuses to compile there (embedlab/parallel_for.hpp) must be in every caller.
+TEST(EngineLayers, ParallelForCallersIncludeTheOpenMpGuard)
+{
+    const auto callers = parallel_for_callers();
+    // The check sees the callers (and not a comment's mention, half_products.hpp's).
+    EXPECT_NE(std::find(callers.begin(), callers.end(), "engine/src/methods/tensor_train.cpp"),
+              callers.end());
+    EXPECT_NE(std::find(callers.begin(), callers.end(), "cli/machine_limits.cpp"), callers.end());
+    EXPECT_EQ(std::find(callers.begin(), callers.end(), "engine/src/model/half_products.hpp"), callers.end());
+    std::string found;
+    for (const auto& file : callers) {
+        const auto includes = includes_of(fs::path(EMBEDLAB_SOURCE_DIR) / file);
+        if (std::find(includes.begin(), includes.end(), "embedlab/parallel_for.hpp") == includes.end())
+            found += "  " + file + "\n";
+    }
+    EXPECT_EQ(found, "") << "these files call at::parallel_for without including embedlab/parallel_for.hpp "
+                            "(and so perhaps without OpenMP: a serial loop):\n"
+                         << found;
 }

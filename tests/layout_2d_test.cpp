@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include "embedlab/error.hpp"
@@ -202,6 +203,25 @@ TEST(Tsne, TheSameSeedGivesTheSameLayout)
     const auto other = embedlab::tsne_layout(c.rows.data(), c.n, c.d, o);
     EXPECT_NE(other.x, a.x);
     EXPECT_NE(other.sample, a.sample);
+}
+
+// at::parallel_for ran serially until layout_2d.cpp got OpenMP: the affinities and the
+// forces split over 2 threads (chunks of at least 128 and 256 points) give the 1-thread
+// layout bit for bit (the normaliser Z is summed in point order after the forces).
+TEST(Tsne, OneAndTwoThreadsGiveTheSameLayout)
+{
+    const auto c = clusters(3, 200, 20, 5);
+    const embedlab::TsneOptions o{.perplexity = 20, .iterations = 120, .seed = 3, .sample = 600};
+    const int threads = at::get_num_threads();
+    at::set_num_threads(1);
+    const auto one = embedlab::tsne_layout(c.rows.data(), c.n, c.d, o);
+    at::set_num_threads(2);
+    const auto two = embedlab::tsne_layout(c.rows.data(), c.n, c.d, o);
+    at::set_num_threads(threads);
+    EXPECT_EQ(two.x, one.x);
+    EXPECT_EQ(two.y, one.y);
+    EXPECT_EQ(two.kl, one.kl);
+    EXPECT_GT(std::abs(one.x[0] - one.x[1]) + std::abs(one.y[0] - one.y[1]), 0.0); // a real layout
 }
 
 TEST(Tsne, RefusesBadOptionsWithWhatToChange)

@@ -801,3 +801,41 @@ TEST(NearestCommonIvf, RequestJsonCarriesTheSearch)
               std::string::npos);
     EXPECT_NE(message("nlist", "many").find("nlist\" must be an integer"), std::string::npos);
 }
+
+// at::parallel_for ran serially until the engine's files got OpenMP: both searches, the
+// LLE solves and the rare rows' rebuild split over 2 threads equal the 1-thread ones bit
+// for bit.
+TEST(PartialSparse, SearchFitAndLookupAreTheSameOnOneAndTwoThreads)
+{
+    const int64_t V = 6000;
+    const auto E = sparse_random_table(V, 32, 23);
+    const auto split = even_odd_split(V); // 3,000 rare rows against 3,000 common
+    const int threads = at::get_num_threads();
+    for (const auto kind : {KnnKind::Exact, KnnKind::IVF}) {
+        const KnnOptions knn{.kind = kind, .seed = 4, .recall_sample = 200};
+        std::vector<NearestCommon> found;
+        std::vector<PartialSparseFit> fits;
+        std::vector<torch::Tensor> rows;
+        for (const int thread_count : {1, 2}) {
+            at::set_num_threads(thread_count);
+            found.push_back(nearest_common(E, split.rare, split.common, 5, knn));
+            fits.push_back(fit_partial_sparse(E, split, {.k = 5, .knn = knn}));
+            rows.push_back(PartialSparseTokenEmbedding(fits.back()).lookup(torch::arange(V)));
+        }
+        at::set_num_threads(threads);
+        const std::string name = knn_kind_name(kind);
+        EXPECT_TRUE(torch::equal(found[1].ids, found[0].ids)) << name;
+        EXPECT_TRUE(torch::equal(found[1].cosines, found[0].cosines)) << name;
+        EXPECT_EQ(found[1].knn.recall_at_k, found[0].knn.recall_at_k) << name;
+        EXPECT_EQ(found[1].knn.kmeans_iterations, found[0].knn.kmeans_iterations) << name;
+        EXPECT_TRUE(torch::equal(fits[1].neighbour_ids, fits[0].neighbour_ids)) << name;
+        EXPECT_TRUE(torch::equal(fits[1].weights, fits[0].weights)) << name;
+        EXPECT_TRUE(torch::equal(fits[1].norms, fits[0].norms)) << name;
+        EXPECT_TRUE(torch::equal(rows[1], rows[0])) << name;
+        // The search is the fit's, and the common rows stay exact.
+        EXPECT_TRUE(torch::equal(fits[0].neighbour_ids, found[0].ids)) << name;
+        EXPECT_TRUE(torch::equal(rows[0].index_select(0, ids_of(split.common)),
+                                 E.index_select(0, ids_of(split.common))))
+            << name;
+    }
+}

@@ -430,3 +430,40 @@ TEST(TensorTrain, MovedFitGivesTheSameEmbeddingAsACopiedOne)
             << e.what();
     }
 }
+
+// at::parallel_for ran serially until the engine's files got OpenMP: a fit (each mode's
+// sweeps) and a lookup split over 2 threads equal the 1-thread ones bit for bit.
+TEST(TensorTrain, FitAndLookupAreTheSameOnOneAndTwoThreads)
+{
+    const std::vector<int64_t> shape{4, 4, 6};
+    const auto E = tt_random_table(3000, 96, 17); // sweeps of 4,096 tokens, 64 a chunk at least
+    const auto ids = torch::randperm(3000, torch::kLong).narrow(0, 0, 700);
+    const std::vector<TensorTrainOptions> modes{{.shape = shape, .eps = 0.4},
+                                                {.shape = shape, .eps = 0.4, .uniform_ranks = true},
+                                                {.shape = shape, .ranks = {1, 3, 5, 1}}};
+    const int threads = at::get_num_threads();
+    for (size_t m = 0; m < modes.size(); ++m) {
+        std::vector<TensorTrainFit> fits;
+        std::vector<torch::Tensor> rows;
+        for (const int thread_count : {1, 2}) {
+            at::set_num_threads(thread_count);
+            fits.push_back(fit_tensor_train(E, modes[m]));
+            rows.push_back(TensorTrainTokenEmbedding(fits.back()).lookup(ids));
+        }
+        at::set_num_threads(threads);
+        const auto& [one, two] = std::tie(fits[0], fits[1]);
+        EXPECT_EQ(two.ranks, one.ranks) << "mode " << m;
+        EXPECT_EQ(two.mean_needed_ranks, one.mean_needed_ranks) << "mode " << m;
+        EXPECT_EQ(two.token_ranks.defined(), one.token_ranks.defined()) << "mode " << m;
+        if (one.token_ranks.defined()) {
+            EXPECT_TRUE(torch::equal(two.token_ranks, one.token_ranks)) << "mode " << m;
+        }
+        ASSERT_EQ(two.cores.size(), one.cores.size());
+        for (size_t k = 0; k < one.cores.size(); ++k)
+            EXPECT_TRUE(torch::equal(two.cores[k], one.cores[k])) << "mode " << m << " core " << k;
+        EXPECT_TRUE(torch::equal(rows[1], rows[0])) << "mode " << m;
+        // And the lookup is the fit's: within the eps bound of the table.
+        const auto gap = (rows[0] - E.index_select(0, ids)).norm(2, 1) / E.index_select(0, ids).norm(2, 1);
+        EXPECT_LT(gap.max().item<double>(), m < 2 ? 0.4 * (1 + 1e-4) : 1.0) << "mode " << m;
+    }
+}

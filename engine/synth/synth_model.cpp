@@ -10,7 +10,7 @@
 #include <tuple>
 #include <unordered_set>
 
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 #include <nlohmann/json.hpp>
 
 #include "embedlab/file_input.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <tuple>
 
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 #include <torch/types.h>
 
 namespace embedlab {

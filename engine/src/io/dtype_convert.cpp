@@ -8,7 +8,7 @@
 
 #include "embedlab/name_table.hpp"
 
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 
 namespace embedlab::io {
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "embedlab/error.hpp"
+#include "embedlab/parallel_for.hpp"
 #include "embedlab/text_format.hpp"
 #include "io/canonical_weights.hpp"
 #include "io/dtype_convert.hpp"

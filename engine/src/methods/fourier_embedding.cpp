@@ -1,7 +1,6 @@
 #include "embedlab/fourier_embedding.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "embedlab/parallel_for.hpp"
 #include "io/onnx_graph.hpp"
 #include "methods/loss_check.hpp"
 #include "methods/table_checks.hpp"

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "embedlab/name_table.hpp"
+#include "embedlab/parallel_for.hpp"
 #include "methods/table_checks.hpp"
 
 namespace embedlab::methods {

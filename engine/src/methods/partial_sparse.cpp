@@ -10,6 +10,7 @@
 
 #include "embedlab/low_rank.hpp"
 #include "embedlab/name_table.hpp"
+#include "embedlab/parallel_for.hpp"
 #include "io/onnx_graph.hpp"
 #include "methods/neighbour_search.hpp"
 #include "methods/table_checks.hpp"

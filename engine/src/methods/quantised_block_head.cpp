@@ -5,7 +5,7 @@
 // define the values (d * q); only the order of the float sums differs from the dense head.
 // QuantisedTokenEmbedding's block_head capability (model.hpp); LanguageModel::block_head
 // asks any table for it.
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif

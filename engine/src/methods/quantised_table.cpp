@@ -1,6 +1,6 @@
 #include "embedlab/quantised_table.hpp"
 
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 
 #include <algorithm>
 #include <map>

@@ -12,6 +12,7 @@
 #include <Eigen/Dense>
 
 #include "embedlab/accounting.hpp"
+#include "embedlab/parallel_for.hpp"
 #include "io/onnx_graph.hpp"
 #include "methods/table_checks.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include <ATen/Parallel.h>
+#include "embedlab/parallel_for.hpp"
 
 #include "embedlab/error.hpp"
 #include "embedlab/text_format.hpp"
