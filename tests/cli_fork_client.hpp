@@ -59,18 +59,22 @@ inline std::vector<char*> word_pointers(std::vector<std::string>& words)
     return p;
 }
 
-// The server: embedlab-cli with the socket's far end at a fixed fd (dup2 to another
-// number drops close-on-exec), signals at their defaults as std::system's child has them.
+// The server: embedlab-cli with the socket's far end at fd 3 (dup2 to another number
+// drops close-on-exec) and no other fd but 0-2, signals at their defaults as
+// std::system's child has them.
 inline bool start_cli_fork_server(CliForkServer& s)
 {
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
         return false;
-    const int server_fd = ends[1] == 100 ? 101 : 100;
+    const int server_fd = ends[1] == 3 ? 4 : 3;
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, ends[1], server_fd);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    // Nothing else of this process's: a pipe's write end held by the long-lived server
+    // would keep its reader from ever seeing the end of the stream.
+    posix_spawn_file_actions_addclosefrom_np(&actions, server_fd + 1);
     posix_spawnattr_t attributes;
     posix_spawnattr_init(&attributes);
     sigset_t defaults, none;

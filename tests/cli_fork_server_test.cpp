@@ -3,6 +3,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +69,33 @@ TEST(CliForkServer, ARunHasTheCallersDirectoryAndEnvironment)
     const CliRun refused = embedlab::test::cli({"tokenize", "--text", (dir / "story.txt").string()});
     ::unsetenv("EMBEDLAB_THREADS");
     embedlab::test::expect_refused(refused, "EMBEDLAB_THREADS");
+}
+
+// A server of its own, started while this process holds a pipe's write end (not
+// close-on-exec): the server keeps only stdin, stdout, stderr and its socket, so the
+// pipe's reader still sees the end of the stream when this process closes its end.
+TEST(CliForkServer, TheServerHoldsNoFileOfTheTestProcessButItsSocket)
+{
+    int pipe_ends[2];
+    ASSERT_EQ(::pipe(pipe_ends), 0);
+    embedlab::test::CliForkServer server;
+    ASSERT_TRUE(embedlab::test::start_cli_fork_server(server));
+    ::close(pipe_ends[1]);
+    std::set<std::string> fds;
+    // The server may still be starting: its fds are set before it runs, at posix_spawn.
+    for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(server.server) + "/fd"))
+        fds.insert(e.path().filename().string());
+    EXPECT_EQ(fds.size(), 4u) << "0, 1, 2 and the socket";
+    EXPECT_TRUE(fds.count("0") && fds.count("1") && fds.count("2"));
+    pollfd reader{pipe_ends[0], POLLIN, 0};
+    char byte = 0;
+    EXPECT_TRUE(::poll(&reader, 1, 5000) == 1 && ::read(pipe_ends[0], &byte, 1) == 0)
+        << "no end of the pipe's stream: someone else holds its write end";
+    ::close(pipe_ends[0]);
+    ::close(server.socket); // the end of its stream: the server ends
+    int status = 0;
+    ASSERT_EQ(::waitpid(server.server, &status, 0), server.server);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 // The variable only the tests' client sets, naming something that is not a socket.
