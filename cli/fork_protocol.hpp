@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+extern char** environ;
+
 // In namespace embedlab, not embedlab::cli: a visible namespace cli makes the tests'
 // unqualified cli(...) ambiguous (run_in_process.hpp).
 namespace embedlab::fork_protocol {
@@ -29,6 +31,25 @@ struct ForkedRun {
     int64_t max_rss_kb = 0;
     int64_t user_us = 0, system_us = 0;
 };
+
+// This process's environment as "NAME=value" strings, in environ's order.
+inline std::vector<std::string> environment_strings()
+{
+    std::vector<std::string> variables;
+    for (char** e = environ; e && *e; ++e)
+        variables.emplace_back(*e);
+    return variables;
+}
+
+// `words` as the null-terminated char* array exec and posix_spawn take (pointing into them).
+inline std::vector<char*> c_strings(std::vector<std::string>& words)
+{
+    std::vector<char*> p;
+    for (auto& w : words)
+        p.push_back(w.data());
+    p.push_back(nullptr);
+    return p;
+}
 
 inline bool send_all(int fd, const void* data, size_t size)
 {

@@ -17,8 +17,6 @@
 #include "fork_protocol.hpp"
 #include "process_main.hpp"
 
-extern char** environ;
-
 namespace embedlab::cli {
 namespace {
 
@@ -28,14 +26,6 @@ std::vector<std::string> sorted(std::vector<std::string> words)
 {
     std::sort(words.begin(), words.end());
     return words;
-}
-
-std::vector<std::string> own_environment()
-{
-    std::vector<std::string> variables;
-    for (char** e = environ; e && *e; ++e)
-        variables.emplace_back(*e);
-    return sorted(std::move(variables));
 }
 
 // A request: working directory, stdin, stdout, stderr, argc, argv..., environment...
@@ -74,15 +64,6 @@ void redirect(const std::string& path, int flags, int target)
     ::close(fd);
 }
 
-std::vector<char*> pointers(std::vector<std::string>& words)
-{
-    std::vector<char*> p;
-    for (auto& w : words)
-        p.push_back(w.data());
-    p.push_back(nullptr);
-    return p;
-}
-
 // In the forked child: the run's directory and files, then main()'s call, or an
 // execve when the environment is not the one the libraries loaded with.
 [[noreturn]] void run_child(Run& run, bool same_environment)
@@ -92,9 +73,9 @@ std::vector<char*> pointers(std::vector<std::string>& words)
     redirect(run.input, O_RDONLY, 0);
     redirect(run.output, O_WRONLY | O_CREAT | O_TRUNC, 1);
     redirect(run.error, O_WRONLY | O_CREAT | O_TRUNC, 2);
-    auto argv = pointers(run.argv);
+    auto argv = protocol::c_strings(run.argv);
     if (!same_environment) {
-        auto envp = pointers(run.environment);
+        auto envp = protocol::c_strings(run.environment);
         ::execve("/proc/self/exe", argv.data(), envp.data());
         fail_child("cannot execute /proc/self/exe");
     }
@@ -138,7 +119,7 @@ int serve_forked_runs(const char* socket_fd)
         return 2;
     }
     ::unsetenv(kForkServerVariable);
-    const auto environment = own_environment();
+    const auto environment = sorted(protocol::environment_strings());
     while (auto words = protocol::receive_strings(socket)) {
         auto run = parse_run(std::move(*words));
         const auto result = run ? fork_and_wait(*run, socket, environment) : protocol::ForkedRun{};

@@ -26,8 +26,6 @@
 #include "../cli/fork_protocol.hpp"
 #include "test_paths.hpp"
 
-extern char** environ;
-
 namespace embedlab::test {
 
 struct CliForkServer {
@@ -40,23 +38,6 @@ inline CliForkServer& cli_fork_server()
 {
     static CliForkServer s;
     return s;
-}
-
-inline std::vector<std::string> environment_words()
-{
-    std::vector<std::string> words;
-    for (char** e = environ; e && *e; ++e)
-        words.emplace_back(*e);
-    return words;
-}
-
-inline std::vector<char*> word_pointers(std::vector<std::string>& words)
-{
-    std::vector<char*> p;
-    for (auto& w : words)
-        p.push_back(w.data());
-    p.push_back(nullptr);
-    return p;
 }
 
 // The server: embedlab-cli with the socket's far end at fd 3 (dup2 to another number
@@ -85,9 +66,9 @@ inline bool start_cli_fork_server(CliForkServer& s)
     posix_spawnattr_setsigdefault(&attributes, &defaults);
     posix_spawnattr_setsigmask(&attributes, &none);
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    std::vector<std::string> argv{EMBEDLAB_CLI_PATH}, env = environment_words();
+    std::vector<std::string> argv{EMBEDLAB_CLI_PATH}, env = fork_protocol::environment_strings();
     env.push_back(std::string(fork_protocol::kServerVariable) + "=" + std::to_string(server_fd));
-    auto argv_p = word_pointers(argv), env_p = word_pointers(env);
+    auto argv_p = fork_protocol::c_strings(argv), env_p = fork_protocol::c_strings(env);
     const int failed =
         ::posix_spawn(&s.server, EMBEDLAB_CLI_PATH, &actions, &attributes, argv_p.data(), env_p.data());
     posix_spawn_file_actions_destroy(&actions);
@@ -127,7 +108,7 @@ inline std::optional<fork_protocol::ForkedRun> forked_cli_run(const std::vector<
     std::vector<std::string> request{std::filesystem::current_path().string(), input, output, error,
                                      std::to_string(argv.size())};
     request.insert(request.end(), argv.begin(), argv.end());
-    const auto env = environment_words();
+    const auto env = fork_protocol::environment_strings();
     request.insert(request.end(), env.begin(), env.end());
     fork_protocol::ForkedRun run;
     if (!fork_protocol::send_strings(s.socket, request) ||
