@@ -119,31 +119,30 @@ def heldout(shared):
     return need(shared / "data" / "tinystories-heldout.txt", "the held-out TinyStories text")
 
 
-@pytest.fixture(scope="session")
-def short_text(heldout, tmp_path_factory):
-    """The held-out text's first ~4000 characters, cut at a line end, as a file."""
+def _heldout_prefix(heldout, tmp_path_factory, chars, name):
+    """The held-out text's first ~`chars` characters, cut at a line end, as a file."""
     text = heldout.read_text(encoding="utf-8")
-    if len(text) > 4000:
-        cut = text.rfind("\n", 0, 4000)
-        text = text[: cut + 1 if cut > 0 else 4000]
-    path = tmp_path_factory.mktemp("text") / "short.txt"
+    if len(text) > chars:
+        cut = text.rfind("\n", 0, chars)
+        text = text[: cut + 1 if cut > 0 else chars]
+    path = tmp_path_factory.mktemp("text") / name
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
     return path
+
+
+@pytest.fixture(scope="session")
+def short_text(heldout, tmp_path_factory):
+    """The held-out text's first ~4000 characters, cut at a line end, as a file."""
+    return _heldout_prefix(heldout, tmp_path_factory, 4000, "short.txt")
 
 
 @pytest.fixture(scope="session")
 def brief_text(heldout, tmp_path_factory):
-    """The held-out text's first ~1500 characters, cut at a line end, as a file: about 370
+    """The held-out text's first ~1600 characters, cut at a line end, as a file: about 370
     tinygpt2 tokens, three windows of 128. For the files that evaluate tinygpt2 (V 50257) over
     and over, where the 4000 characters of short_text cost 2.5x the time and check the same."""
-    text = heldout.read_text(encoding="utf-8")
-    cut = text.rfind("\n", 0, 1600)
-    text = text[: cut + 1 if cut > 0 else 1600]
-    path = tmp_path_factory.mktemp("text") / "brief.txt"
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    return path
+    return _heldout_prefix(heldout, tmp_path_factory, 1600, "brief.txt")
 
 
 @pytest.fixture(scope="session")
