@@ -54,6 +54,7 @@
 #include "embedlab/low_rank.hpp"
 #include "embedlab/name_table.hpp"
 #include "embedlab/partial_sparse.hpp"
+#include "embedlab/peer_environment.hpp"
 #include "embedlab/table_method.hpp"
 #include "embedlab/tensor_train.hpp"
 #include "frequency_text.hpp"
@@ -163,14 +164,16 @@ int bench_eval(const std::vector<std::string>& argv)
               {"ctx", ctx},
               {"threads", at::get_num_threads()},
               {"openmp_wait_policy", openmp_wait_policy()},
+              {"llamacpp_openmp_wait_policy", peer_openmp_wait_policy()},
               {"machine", machine_json(limits)},
               {"results", results}};
     if (args.has("--json")) {
         print_json(j);
         return 0;
     }
-    std::printf("bench eval: %s, ctx %lld, %d threads, OMP_WAIT_POLICY %s\n", text.c_str(), (long long)ctx,
-                at::get_num_threads(), openmp_wait_policy().c_str());
+    std::printf("bench eval: %s, ctx %lld, %d threads, OMP_WAIT_POLICY %s (llama.cpp: %s)\n", text.c_str(),
+                (long long)ctx, at::get_num_threads(), openmp_wait_policy().c_str(),
+                peer_openmp_wait_policy().c_str());
     for (const auto& r : results)
         std::printf("  %s: %.1f GFLOP/s batched, %.0f%% of this machine's float32 GEMM peak (%.1f)\n",
                     r["model"].get<std::string>().c_str(), r["batched_gflops"].get<double>(),

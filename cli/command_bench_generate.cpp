@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "embedlab/generate.hpp"
 #include "embedlab/generation_weights.hpp"
+#include "embedlab/peer_environment.hpp"
 #include "llamacpp_compare.hpp"
 #include "machine_limits.hpp"
 
@@ -93,8 +94,10 @@ int bench_generate(const std::vector<std::string>& argv)
                     {"weight_bytes_per_token", cost.weight_bytes},
                     {"tg_gbps", ours_tg.mean * cost.weight_bytes / 1e9},
                     {"tg_share_of_read_bandwidth", ours_tg.mean * cost.weight_bytes / 1e9 / limits.read_gbps},
-                    {"pp_gflops", ours_pp.mean * cost.flops / 1e9},
-                    {"pp_share_of_gemm_peak", ours_pp.mean * cost.flops / 1e9 / limits.gemm_gflops}};
+                    // The head multiplies only the prompt's last row.
+                    {"pp_gflops", ours_pp.mean * cost.prompt_flops(prompt_tokens) / 1e9},
+                    {"pp_share_of_gemm_peak",
+                     ours_pp.mean * cost.prompt_flops(prompt_tokens) / 1e9 / limits.gemm_gflops}};
         if (llamacpp) {
             if (!args.has("--quiet"))
                 std::fprintf(stderr, "bench %s: llama-bench (%s GGUF export)\n",
@@ -122,15 +125,17 @@ int bench_generate(const std::vector<std::string>& argv)
               {"repeat", repeat},
               {"threads", at::get_num_threads()},
               {"openmp_wait_policy", openmp_wait_policy()},
+              {"llamacpp_openmp_wait_policy", peer_openmp_wait_policy()},
               {"machine", machine_json(limits)},
               {"results", results}};
     if (args.has("--json")) {
         print_json(j);
         return 0;
     }
-    std::printf("bench generate: pp%lld, tg%lld, %d repeats, %d threads, OMP_WAIT_POLICY %s\n",
-                (long long)prompt_tokens, (long long)tokens, repeat, at::get_num_threads(),
-                openmp_wait_policy().c_str());
+    std::printf(
+        "bench generate: pp%lld, tg%lld, %d repeats, %d threads, OMP_WAIT_POLICY %s (llama.cpp: %s)\n",
+        (long long)prompt_tokens, (long long)tokens, repeat, at::get_num_threads(),
+        openmp_wait_policy().c_str(), peer_openmp_wait_policy().c_str());
     std::printf("machine: read %.1f GB/s, float32 GEMM %.1f GFLOP/s (bench machine)\n", limits.read_gbps,
                 limits.gemm_gflops);
     std::printf("%-36s %-12s %18s %18s %18s %18s\n", "model", "embedding", "pp tok/s", "tg tok/s",

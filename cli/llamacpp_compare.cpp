@@ -9,6 +9,7 @@
 
 #include "embedlab/error.hpp"
 #include "embedlab/model_export.hpp"
+#include "embedlab/peer_environment.hpp"
 #include "embedlab/resources.hpp"
 #include "embedlab/subprocess.hpp"
 #include "work_dir.hpp"
@@ -119,8 +120,12 @@ std::string prepare_llamacpp_run(const fs::path& tool, const LoadedModel& model,
 
 CommandResult run_tool(const fs::path& tool, const WorkDir& work, std::vector<std::string> arguments)
 {
-    arguments.insert(arguments.begin(),
-                     {"env", "LD_LIBRARY_PATH=" + (work.path() / "lib").string(), tool.string()});
+    // The user's environment, not the one EmbedLab made for itself (peer_environment.hpp).
+    std::vector<std::string> prefix{"env"};
+    for (auto& unset : unset_for_peers())
+        prefix.push_back(std::move(unset));
+    prefix.insert(prefix.end(), {"LD_LIBRARY_PATH=" + (work.path() / "lib").string(), tool.string()});
+    arguments.insert(arguments.begin(), prefix.begin(), prefix.end());
     auto result = run_command(arguments, "", std::chrono::hours(2));
     if (result.status != 0)
         throw InputError(tool.string() + " failed (exit " + std::to_string(result.status) +

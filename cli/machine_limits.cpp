@@ -95,7 +95,7 @@ MachineLimits measure_machine()
 TokenCost token_cost(int64_t attention, int64_t mlp, int64_t norms, int64_t head)
 {
     const double weights = static_cast<double>(attention + mlp + norms + head);
-    return {.weight_bytes = 4 * weights, .flops = 2 * weights};
+    return {.weight_bytes = 4 * weights, .flops = 2 * weights, .head_flops = 2 * static_cast<double>(head)};
 }
 
 nlohmann::ordered_json machine_json(const MachineLimits& m)

@@ -9,6 +9,7 @@
 // Thread safety: run it alone (it uses every libtorch thread).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
@@ -29,8 +30,15 @@ MachineLimits measure_machine();
 // every decoder weight and the head (the tied table as the head; an untied model's
 // table gives one row, left out), as float32 (generation holds its weights so), and
 // 2 FLOPs per weight (attention's scores, which grow with the context, left out).
+// head_flops is the head's part of flops: a prompt read for generation multiplies only
+// its last row by the head (prompt_flops).
 struct TokenCost {
-    double weight_bytes = 0, flops = 0;
+    double weight_bytes = 0, flops = 0, head_flops = 0;
+    // FLOPs per token of a prompt of `prompt_tokens` read in one call.
+    double prompt_flops(int64_t prompt_tokens) const
+    {
+        return flops - head_flops + head_flops / static_cast<double>(std::max<int64_t>(prompt_tokens, 1));
+    }
 };
 TokenCost token_cost(int64_t attention, int64_t mlp, int64_t norms, int64_t head);
 // {threads, array_bytes, read_gbps, triad_gbps, gemm_gflops, gemm_n, cpu}

@@ -544,5 +544,56 @@ TEST(LlamaCppCompareCli, RunsFromACopyWhoseSonameLinksAreTextFiles)
     EXPECT_TRUE(names_in(tmp).empty());
 }
 
+// llama-bench runs in the user's environment, not with the OMP_WAIT_POLICY=PASSIVE the CLI
+// set for itself at start-up (llama.cpp's OpenMP threads would sleep between its steps: its
+// tg on the Qwen2.5-0.5B shape 22 instead of 32-37 tokens/s). A stand-in llama-bench
+// reports as its pp speed what it saw: 1 the variable unset, 2 set, +10 EmbedLab's marker.
+// The same runs check pp's FLOPs: the head multiplies only the prompt's last row.
+TEST(LlamaCppCompareCli, LlamaBenchGetsTheUsersOpenMpPolicyAndPpCountsTheHeadOnce)
+{
+    EMBEDLAB_REQUIRE_SHARED();
+    namespace fs = std::filesystem;
+    test::TempDir dir;
+    const auto tools = dir / "llama.cpp";
+    fs::create_directories(tools);
+    test::write_file(tools / "llamacpp-ppl", "#!/bin/sh\nexit 1\n");
+    test::write_file(tools / "llama-bench",
+                     "#!/bin/sh\n"
+                     "pp=1; [ -z \"${OMP_WAIT_POLICY+x}\" ] || pp=2\n"
+                     "[ -z \"${EMBEDLAB_SET_OMP_WAIT_POLICY+x}\" ] || pp=$((pp + 10))\n"
+                     "echo '[{\"n_gen\": 0, \"avg_ts\": '$pp', \"stddev_ts\": 0},"
+                     " {\"n_gen\": 2, \"avg_ts\": 1, \"stddev_ts\": 0}]'\n");
+    for (const auto* name : {"llamacpp-ppl", "llama-bench"})
+        fs::permissions(tools / name, fs::perms::owner_all, fs::perm_options::add);
+    const auto model = test::shared_dir() / "models/tinygpt2-f16";
+    const auto bench = [&](const std::vector<std::string>& env) {
+        const auto r = test::cli({"bench", "generate", model.string(), "--compare-llamacpp", "--llamacpp",
+                                  tools.string(), "--repeat", "1", "--tokens", "2", "--prompt-tokens", "16",
+                                  "--json", "--quiet"},
+                                 env);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return test::json_of(r);
+    };
+
+    const auto set_by_embedlab = bench({"-u", "OMP_WAIT_POLICY"});
+    EXPECT_EQ(set_by_embedlab["openmp_wait_policy"], "PASSIVE");
+    EXPECT_EQ(set_by_embedlab["llamacpp_openmp_wait_policy"], "default (spinning)");
+    EXPECT_EQ(set_by_embedlab["results"][0]["llamacpp"]["pp_tokens_per_second"], 1.0);
+    const auto set_by_user = bench({"OMP_WAIT_POLICY=PASSIVE"});
+    EXPECT_EQ(set_by_user["llamacpp_openmp_wait_policy"], "PASSIVE");
+    EXPECT_EQ(set_by_user["results"][0]["llamacpp"]["pp_tokens_per_second"], 2.0);
+
+    // tinygpt2-f16 is tied: its head is the V x d table. Half weights: 2 bytes each.
+    const auto config = nlohmann::json::parse(test::read_text(model / "config.json"));
+    const double head = config["vocab_size"].get<double>() * config["n_embd"].get<double>();
+    const auto& row = set_by_user["results"][0];
+    ASSERT_EQ(row["weights"], "half");
+    const double weights = row["weight_bytes_per_token"].get<double>() / 2;
+    const double flops_per_prompt_token = 2 * (weights - head) + 2 * head / 16;
+    EXPECT_NEAR(row["pp_gflops"].get<double>(),
+                row["pp_tokens_per_second"].get<double>() * flops_per_prompt_token / 1e9,
+                1e-9 * row["pp_gflops"].get<double>());
+}
+
 } // namespace
 } // namespace embedlab

@@ -61,8 +61,12 @@ except ImportError as e:
 # As embedlab-cli does (model.hpp's restart_with_passive_openmp): OpenMP threads that spin
 # while they wait take the cores from the next product; measured here, perplexity runs
 # 4-5x slower with libgomp's spinning default. libgomp reads this once, when it loads
-# with the compiled module just below; a user's own setting is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# with the compiled module just below; a user's own setting is kept. The second variable
+# (peer_environment.hpp) says the policy is ours, so llama.cpp run for comparison by a CLI
+# started from here gets the user's environment, not this.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["EMBEDLAB_SET_OMP_WAIT_POLICY"] = "1"
 
 try:
     from ._embedlab import (  # noqa: F401  (the public names)

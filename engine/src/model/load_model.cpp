@@ -12,6 +12,7 @@
 #include "embedlab/generation_weights.hpp"
 #include "embedlab/lora.hpp"
 #include "embedlab/model.hpp"
+#include "embedlab/peer_environment.hpp"
 #include "embedlab/text_format.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/gguf_parser.hpp"
@@ -242,10 +243,23 @@ void restart_with_passive_openmp(char** argv)
 {
     if (std::getenv("OMP_WAIT_POLICY") || !argv || !argv[0])
         return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0)
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0 || setenv(kOmpWaitPolicySetByEmbedLab, "1", 1) != 0)
         return;
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY"); // exec failed: run on, honest about the policy
+    unsetenv(kOmpWaitPolicySetByEmbedLab);
+}
+
+std::vector<std::string> unset_for_peers()
+{
+    if (!std::getenv(kOmpWaitPolicySetByEmbedLab))
+        return {};
+    return {"-u", "OMP_WAIT_POLICY", "-u", kOmpWaitPolicySetByEmbedLab};
+}
+
+std::string peer_openmp_wait_policy()
+{
+    return std::getenv(kOmpWaitPolicySetByEmbedLab) ? "default (spinning)" : openmp_wait_policy();
 }
 
 std::string openmp_wait_policy()
