@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "embedlab/error.hpp"
+#include "embedlab/generation_weights.hpp"
 #include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
+#include "model/blas_threads.hpp"
 
 namespace embedlab {
 
@@ -197,6 +200,10 @@ Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std:
     ContinuationText text(tokenizer, prompt, options.stop);
     const auto eos = tokenizer ? tokenizer->eos_id() : std::nullopt;
 
+    // Half weights: the big products run on EmbedLab's kernels, attention's on the caller.
+    std::optional<detail::OpenBlasThreads> blas_on_caller;
+    if (holds_half_weights(model) && (!reference || holds_half_weights(*reference)))
+        blas_on_caller.emplace(1);
     auto t0 = std::chrono::steady_clock::now();
     Reader reader(model);
     std::optional<Reader> reference_reader;

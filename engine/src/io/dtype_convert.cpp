@@ -116,22 +116,33 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
 }
 
 namespace {
-thread_local bool keeping_half_matrices = false;
+thread_local KeepHalfMatrices* innermost_keep_half = nullptr;
 } // namespace
 
-KeepHalfMatrices::KeepHalfMatrices() : previous_(keeping_half_matrices)
+KeepHalfMatrices::KeepHalfMatrices() : previous_(innermost_keep_half)
 {
-    keeping_half_matrices = true;
+    innermost_keep_half = this;
 }
 
 KeepHalfMatrices::~KeepHalfMatrices()
 {
-    keeping_half_matrices = previous_;
+    innermost_keep_half = previous_;
 }
 
 bool KeepHalfMatrices::active()
 {
-    return keeping_half_matrices;
+    return innermost_keep_half != nullptr;
+}
+
+std::shared_ptr<WeightArena> KeepHalfMatrices::arena_for(const MappedFile& file)
+{
+    KeepHalfMatrices* scope = innermost_keep_half;
+    if (!scope)
+        return nullptr;
+    for (const auto& [mapped, arena] : scope->arenas_)
+        if (mapped == &file)
+            return arena;
+    return scope->arenas_.emplace_back(&file, std::make_shared<WeightArena>(file.size())).second;
 }
 
 torch::Tensor half_tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset,
@@ -141,6 +152,13 @@ torch::Tensor half_tensor_from_mapped(const std::shared_ptr<MappedFile>& file, u
         torch::TensorOptions().dtype(type == StoredType::F16 ? torch::kHalf : torch::kBFloat16);
     const int64_t n = element_count(shape);
     const uint8_t* src = file->data() + offset;
+    const uint64_t bytes = static_cast<uint64_t>(n) * 2;
+    if (const auto arena = n > 0 ? KeepHalfMatrices::arena_for(*file) : nullptr)
+        if (void* copy = arena->copy_in(src, bytes)) {
+            file->release(offset, bytes);
+            return torch::from_blob(
+                copy, shape, [arena](void*) {}, options);
+        }
     if (n > 0 && reinterpret_cast<uintptr_t>(src) % 2 == 0) {
         std::shared_ptr<MappedFile> keep_alive = file;
         return torch::from_blob(

@@ -7,11 +7,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
 
 #include "io/mapped_file.hpp"
+#include "io/weight_arena.hpp"
 
 namespace embedlab::io {
 
@@ -34,6 +36,7 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
 // While one lives on a thread, the safetensors and GGUF readers keep f16/bf16 matrices (2-D
 // tensors) in their stored type instead of converting them to float32
 // (load_model_for_generation: generation reads half the bytes per token).
+// The matrices kept are copied into one WeightArena per file (huge pages: weight_arena.hpp).
 class KeepHalfMatrices {
 public:
     KeepHalfMatrices();
@@ -41,12 +44,19 @@ public:
     KeepHalfMatrices(const KeepHalfMatrices&) = delete;
     KeepHalfMatrices& operator=(const KeepHalfMatrices&) = delete;
     static bool active(); // on this thread
+    // The arena for `file`'s matrices in the innermost scope on this thread (made on
+    // first use, as large as the file); nullptr outside every scope.
+    static std::shared_ptr<WeightArena> arena_for(const MappedFile& file);
+
 private:
-    bool previous_;
+    KeepHalfMatrices* previous_;
+    std::vector<std::pair<const MappedFile*, std::shared_ptr<WeightArena>>> arenas_;
 };
 
-// A kHalf (F16) or kBFloat16 (BF16) tensor of `shape` from the bytes at `offset`,
-// wrapped without copying when 2-byte aligned (the tensor keeps `file` mapped).
+// A kHalf (F16) or kBFloat16 (BF16) tensor of `shape` from the bytes at `offset`:
+// copied into the scope's WeightArena under KeepHalfMatrices (the file's pages
+// released), else wrapped without copying when 2-byte aligned (the tensor keeps
+// `file` mapped).
 torch::Tensor half_tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset,
                                       StoredType type, const std::vector<int64_t>& shape);
 

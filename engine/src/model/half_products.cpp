@@ -7,17 +7,18 @@
 #include "embedlab/error.hpp"
 #include "embedlab/text_format.hpp"
 #include "io/dtype_convert.hpp"
+#include "model/decode_team.hpp"
 #include "model/half_kernels.hpp"
 
 namespace embedlab::detail {
 
 namespace {
 
-// Token-by-token rows (at most kHalfKernelRows) are multiplied on the calling thread:
-// the product streams the weights once and one thread already reads what memory gives
-// (the kernels' at::parallel_for ran serially until this file got -fopenmp, issue 63;
-// split over two threads, Qwen2.5-0.5B's half tg was 0.88x-0.96x one thread's in three
-// alternated runs on the shared machine, 2026-11-30).
+// A token-by-token product (at most kHalfKernelRows rows) of at least this many weights
+// is split over the threads by decode_team.hpp's spinning workers: two threads read the
+// weights faster than one (Qwen2.5-0.5B's f16 shape on huge pages, 2026-11-30: see
+// docs/measurements.md); a smaller one is done before a worker would have started.
+constexpr int64_t kSplitWeights = int64_t{1} << 17;
 
 // A prompt's product of at most this many multiply-adds runs on the calling thread.
 constexpr int64_t kProductsPerTask = int64_t{1} << 20;
@@ -213,10 +214,12 @@ torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor&
     const uint16_t* w = half_bits(W);
     const float* xs = rows.data_ptr<float>();
     float* ys = y.data_ptr<float>();
-    if (kernel == HalfKernel::Avx2) // on the calling thread (see the top of this file)
-        rows_dot_avx2(format, w, in, 0, out, xs, N, ys, out);
+    const auto rows_dot = kernel == HalfKernel::Avx2 ? rows_dot_avx2 : rows_dot_portable;
+    if (out * in < kSplitWeights)
+        rows_dot(format, w, in, 0, out, xs, N, ys, out);
     else
-        rows_dot_portable(format, w, in, 0, out, xs, N, ys, out);
+        run_split(out, 16,
+                  [&](int64_t begin, int64_t end) { rows_dot(format, w, in, begin, end, xs, N, ys, out); });
     return with_bias(y, bias).view(shape);
 }
 
@@ -247,10 +250,13 @@ torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, 
     const uint16_t* w = half_bits(W);
     const float* xs = rows.data_ptr<float>();
     float* ys = y.data_ptr<float>();
-    if (kernel == HalfKernel::Avx2) // on the calling thread (see the top of this file)
-        columns_dot_avx2(format, w, in, out, 0, out, xs, N, ys, out);
-    else
-        columns_dot_portable(format, w, in, out, 0, out, xs, N, ys, out);
+    const auto columns_dot = kernel == HalfKernel::Avx2 ? columns_dot_avx2 : columns_dot_portable;
+    if (out * in < kSplitWeights)
+        columns_dot(format, w, in, out, 0, out, xs, N, ys, out);
+    else // 64 columns at least: whole vectors, and a cache line of each row per part
+        run_split(out, 64, [&](int64_t begin, int64_t end) {
+            columns_dot(format, w, in, out, begin, end, xs, N, ys, out);
+        });
     return with_bias(y, bias).view(shape);
 }
 

@@ -1,7 +1,7 @@
 // Products of float32 rows with weight matrices kept in half precision (f16 or
 // bf16: an f16/bf16 model's linear layers at generation), accumulated in float32.
 // A few rows (token-by-token decoding) stream the half weights once through a
-// matrix-vector kernel on the calling thread; more rows (a prompt) go through the AVX2
+// matrix-vector kernel, split over the threads by decode_team.hpp; more rows (a prompt) go through the AVX2
 // kernel's tiles of 3 weight rows by 4 prompt rows, split over output rows with
 // at::parallel_for (or widen the weight to float32 a tile at a time for sgemm: the
 // portable kernel, EMBEDLAB_HALF_PROMPT=sgemm), so no float32 copy of a whole matrix
