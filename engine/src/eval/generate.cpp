@@ -12,6 +12,7 @@
 #include "embedlab/non_finite.hpp"
 #include "eval/divergence_statistics.hpp"
 #include "model/blas_threads.hpp"
+#include "model/token_decoder.hpp"
 
 namespace embedlab {
 
@@ -143,8 +144,11 @@ public:
     // A tied quant table of q8_0 / q4_0 blocks is read as stored (no float rows held);
     // low-rank and Tucker heads run from their factors in head() (project()); the rest
     // rebuild their rows once, since rebuilding per token costs more than the product.
+    // One token at a time goes through TokenDecoder where it covers the model.
     explicit Reader(const LanguageModel& model)
-        : model_(model), blocks_(model.has_block_head()), rows_(blocks_ ? torch::Tensor() : model.head_rows())
+        : model_(model), blocks_(model.has_block_head()),
+          rows_(blocks_ ? torch::Tensor() : model.head_rows()),
+          stepper_(detail::token_decoder_setting() ? detail::TokenDecoder::for_model(model) : nullptr)
     {
     }
 
@@ -152,8 +156,11 @@ public:
     {
         const int64_t T = ids.size(1), part = prompt_part(model_.config(), cache_.length(), T);
         torch::Tensor h;
-        for (int64_t at = 0; at < T; at += part) // through the cache, a part at a time
-            h = model_.hidden_states(ids.narrow(1, at, std::min(part, T - at)), cache_);
+        if (T == 1 && stepper_)
+            h = stepper_->step(ids[0][0].item<int64_t>(), cache_);
+        else
+            for (int64_t at = 0; at < T; at += part) // through the cache, a part at a time
+                h = model_.hidden_states(ids.narrow(1, at, std::min(part, T - at)), cache_);
         const auto last = h[0].narrow(0, h.size(1) - 1, 1);
         logits_ = (blocks_ ? model_.block_head(last) : model_.head(last, rows_))[0];
     }
@@ -165,6 +172,7 @@ private:
     torch::Tensor rows_;
     KvCache cache_;
     torch::Tensor logits_;
+    std::unique_ptr<detail::TokenDecoder> stepper_;
 };
 
 } // namespace

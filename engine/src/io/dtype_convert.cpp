@@ -95,6 +95,14 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
 
     const uint8_t* src = file->data() + offset;
     if (type == StoredType::F32) {
+        // A generation load's float32 matrices go to the huge-page arena as half ones do.
+        const uint64_t bytes = static_cast<uint64_t>(n) * 4;
+        if (const auto arena = shape.size() == 2 ? KeepHalfMatrices::arena_for(*file) : nullptr)
+            if (void* copy = arena->copy_in(src, bytes)) {
+                file->release(offset, bytes);
+                return torch::from_blob(
+                    copy, shape, [arena](void*) {}, f32);
+            }
         if (reinterpret_cast<uintptr_t>(src) % alignof(float) == 0) {
             std::shared_ptr<MappedFile> keep_alive = file;
             return torch::from_blob(

@@ -28,7 +28,8 @@ float bf16_to_f32(uint16_t bits);
 
 // Float32 contiguous tensor of `shape` from the bytes at `offset` in `file`.
 // The caller has checked that the bytes lie inside the file. Aligned F32 data is
-// wrapped without copying; the tensor keeps `file` mapped while it lives.
+// wrapped without copying (the tensor keeps `file` mapped while it lives), or, for a
+// matrix under KeepHalfMatrices, copied into the scope's arena.
 // Converted bytes are released from memory (MappedFile::release).
 torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
                                  const std::vector<int64_t>& shape);
@@ -36,7 +37,8 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
 // While one lives on a thread, the safetensors and GGUF readers keep f16/bf16 matrices (2-D
 // tensors) in their stored type instead of converting them to float32
 // (load_model_for_generation: generation reads half the bytes per token).
-// The matrices kept are copied into one WeightArena per file (huge pages: weight_arena.hpp).
+// The matrices kept, and float32 ones, are copied into one WeightArena per file (huge
+// pages: weight_arena.hpp).
 class KeepHalfMatrices {
 public:
     KeepHalfMatrices();

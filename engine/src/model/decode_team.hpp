@@ -20,7 +20,7 @@
 
 namespace embedlab::detail {
 
-constexpr int64_t kSpinMicroseconds = 200;
+constexpr int64_t kSpinMicroseconds = 2000;
 
 // body(begin, end) over [0, count) in at::get_num_threads() contiguous parts, each a
 // multiple of `grain` long but the last; the calling thread takes the first. Returns when

@@ -32,6 +32,18 @@ void columns_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int6
 void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t out, int64_t c_begin,
                       int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy);
 
+// The float32 twin of rows_dot for one row x (token-by-token steps on float32 weights):
+// y[o] = sum_i x[i] * W[o * in + i] for o in [o_begin, o_end).
+void rows_dot_f32_portable(const float* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x,
+                           float* y);
+void rows_dot_f32_avx2(const float* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x, float* y);
+
+// columns_dot's float32 twin for one row x: y[c] = sum_i x[i] * W[i * out + c].
+void columns_dot_f32_portable(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
+                              const float* x, float* y);
+void columns_dot_f32_avx2(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
+                          const float* x, float* y);
+
 // dst[i] = src[i] as float32, for i < n (exact: every half value is a float).
 void widen_portable(HalfFormat format, const uint16_t* src, float* dst, int64_t n);
 void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n);

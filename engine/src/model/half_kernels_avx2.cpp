@@ -258,6 +258,84 @@ void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t 
         columns_dot<BF16>(W, in, out, c_begin, c_end, x, rows, y, ldy);
 }
 
+// Four rows at a time, two sums each (eight independent FMA chains), reduced together:
+// on short rows (tinyllama's head: 128 values) one row's reduction and loop set-up cost
+// as much as its products.
+void rows_dot_f32_avx2(const float* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x, float* y)
+{
+    const int64_t vector_end = in / 16 * 16;
+    int64_t o = o_begin;
+    for (; o + 4 <= o_end; o += 4) {
+        const float* w = W + o * in;
+        __m256 a[4][2];
+        for (int r = 0; r < 4; ++r)
+            a[r][0] = a[r][1] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < vector_end; i += 16) {
+            const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+            for (int r = 0; r < 4; ++r) {
+                a[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + r * in + i), x0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(_mm256_loadu_ps(w + r * in + i + 8), x1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < 4; ++r) {
+            float s = horizontal_sum(_mm256_add_ps(a[r][0], a[r][1]));
+            for (int64_t i = vector_end; i < in; ++i)
+                s += w[r * in + i] * x[i];
+            y[o + r] = s;
+        }
+    }
+    for (; o < o_end; ++o) {
+        const float* w = W + o * in;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int64_t i = 0; i < vector_end; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        }
+        float s = horizontal_sum(_mm256_add_ps(a0, a1));
+        for (int64_t i = vector_end; i < in; ++i)
+            s += w[i] * x[i];
+        y[o] = s;
+    }
+}
+
+// Like columns_dot: the rows in order, 1,024 columns at a time, four rows per pass.
+void columns_dot_f32_avx2(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
+                          const float* x, float* y)
+{
+    constexpr int64_t kChunk = 1024;
+    const int64_t vector_end = c_begin + (c_end - c_begin) / 8 * 8;
+    for (int64_t c0 = c_begin; c0 < vector_end; c0 += kChunk) {
+        const int64_t c1 = std::min(vector_end, c0 + kChunk);
+        std::fill(y + c0, y + c1, 0.f);
+        int64_t i = 0;
+        for (; i + 4 <= in; i += 4) {
+            const float* w = W + i * out;
+            const __m256 x0 = _mm256_broadcast_ss(x + i), x1 = _mm256_broadcast_ss(x + i + 1),
+                         x2 = _mm256_broadcast_ss(x + i + 2), x3 = _mm256_broadcast_ss(x + i + 3);
+            for (int64_t c = c0; c < c1; c += 8) {
+                __m256 acc = _mm256_loadu_ps(y + c);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), x0, acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + out + c), x1, acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + 2 * out + c), x2, acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + 3 * out + c), x3, acc);
+                _mm256_storeu_ps(y + c, acc);
+            }
+        }
+        for (; i < in; ++i) {
+            const __m256 xi = _mm256_broadcast_ss(x + i);
+            for (int64_t c = c0; c < c1; c += 8)
+                _mm256_storeu_ps(
+                    y + c, _mm256_fmadd_ps(_mm256_loadu_ps(W + i * out + c), xi, _mm256_loadu_ps(y + c)));
+        }
+    }
+    for (int64_t c = vector_end; c < c_end; ++c) {
+        float s = 0.f;
+        for (int64_t i = 0; i < in; ++i)
+            s += W[i * out + c] * x[i];
+        y[c] = s;
+    }
+}
+
 void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
 {
     if (format == HalfFormat::F16)
@@ -290,6 +368,17 @@ void columns_dot_avx2(HalfFormat format, const uint16_t* W, int64_t in, int64_t 
                       int64_t c_end, const float* x, int64_t rows, float* y, int64_t ldy)
 {
     columns_dot_portable(format, W, in, out, c_begin, c_end, x, rows, y, ldy);
+}
+
+void rows_dot_f32_avx2(const float* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x, float* y)
+{
+    rows_dot_f32_portable(W, in, o_begin, o_end, x, y);
+}
+
+void columns_dot_f32_avx2(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
+                          const float* x, float* y)
+{
+    columns_dot_f32_portable(W, in, out, c_begin, c_end, x, y);
 }
 
 void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n)

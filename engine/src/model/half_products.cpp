@@ -1,6 +1,7 @@
 #include "model/half_products.hpp"
 
 #include <cstdlib>
+#include <functional>
 
 #include "embedlab/parallel_for.hpp"
 
@@ -129,6 +130,72 @@ void columns_dot_portable(HalfFormat format, const uint16_t* W, int64_t in, int6
                 yn[c] += widen_one(format, W[i * out + c]) * xi;
         }
     }
+}
+
+void rows_dot_f32_portable(const float* W, int64_t in, int64_t o_begin, int64_t o_end, const float* x,
+                           float* y)
+{
+    for (int64_t o = o_begin; o < o_end; ++o) {
+        float s = 0.f;
+        for (int64_t i = 0; i < in; ++i)
+            s += W[o * in + i] * x[i];
+        y[o] = s;
+    }
+}
+
+void matrix_vector(const torch::Tensor& W, const float* x, float* y, HalfKernel kernel)
+{
+    const int64_t out = W.size(0), in = W.size(1);
+    const bool avx2 = kernel == HalfKernel::Avx2;
+    std::function<void(int64_t, int64_t)> rows;
+    if (is_half(W)) {
+        const auto format = format_of(W);
+        const uint16_t* w = half_bits(W);
+        rows = [=](int64_t begin, int64_t end) {
+            (avx2 ? rows_dot_avx2 : rows_dot_portable)(format, w, in, begin, end, x, 1, y, out);
+        };
+    } else {
+        const float* w = W.data_ptr<float>();
+        rows = [=](int64_t begin, int64_t end) {
+            (avx2 ? rows_dot_f32_avx2 : rows_dot_f32_portable)(w, in, begin, end, x, y);
+        };
+    }
+    if (out * in < kSplitWeights)
+        rows(0, out);
+    else
+        run_split(out, 16, rows);
+}
+
+void columns_dot_f32_portable(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
+                              const float* x, float* y)
+{
+    std::fill(y + c_begin, y + c_end, 0.f);
+    for (int64_t i = 0; i < in; ++i) // row by row: the weight is read in order
+        for (int64_t c = c_begin; c < c_end; ++c)
+            y[c] += W[i * out + c] * x[i];
+}
+
+void matrix_vector_columns(const torch::Tensor& W, const float* x, float* y, HalfKernel kernel)
+{
+    const int64_t in = W.size(0), out = W.size(1);
+    const bool avx2 = kernel == HalfKernel::Avx2;
+    std::function<void(int64_t, int64_t)> columns;
+    if (is_half(W)) {
+        const auto format = format_of(W);
+        const uint16_t* w = half_bits(W);
+        columns = [=](int64_t begin, int64_t end) {
+            (avx2 ? columns_dot_avx2 : columns_dot_portable)(format, w, in, out, begin, end, x, 1, y, out);
+        };
+    } else {
+        const float* w = W.data_ptr<float>();
+        columns = [=](int64_t begin, int64_t end) {
+            (avx2 ? columns_dot_f32_avx2 : columns_dot_f32_portable)(w, in, out, begin, end, x, y);
+        };
+    }
+    if (out * in < kSplitWeights)
+        columns(0, out);
+    else // 64 columns at least: whole vectors, and a cache line of each row per part
+        run_split(out, 64, columns);
 }
 
 void widen_portable(HalfFormat format, const uint16_t* src, float* dst, int64_t n)

@@ -49,4 +49,13 @@ torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor&
 torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, const torch::Tensor& W,
                              HalfKernel kernel = fastest_half_kernel());
 
+// y = W x for one float32 row x [in] and a contiguous W [out, in], float32 or f16/bf16
+// (TokenDecoder's products), split over the threads when W is large. kernel picks AVX2 or
+// portable for both element types.
+void matrix_vector(const torch::Tensor& W, const float* x, float* y,
+                   HalfKernel kernel = fastest_half_kernel());
+// y = x W for GPT-2's Conv1D layout: a contiguous W [in, out], float32 or f16/bf16.
+void matrix_vector_columns(const torch::Tensor& W, const float* x, float* y,
+                           HalfKernel kernel = fastest_half_kernel());
+
 } // namespace embedlab::detail

@@ -6,7 +6,8 @@
 // cache-resident) is multiplied on the calling thread with Eigen: OpenBLAS would wake
 // its other threads for it, and waking costs more than such a product (tinyllama's
 // generation spent a third of its time in sched_yield and the kernel). Several rows
-// keep the matrix product. Half-precision weights go to half_products.hpp.
+// keep the matrix product. Half-precision weights go to half_products.hpp, and so do
+// larger float32 ones for one row (matrix_vector: split over the threads).
 #pragma once
 
 #include <Eigen/Core>
@@ -44,6 +45,16 @@ inline bool on_calling_thread(const torch::Tensor& W, const torch::Tensor& x, co
            !(bias.defined() && bias.requires_grad());
 }
 
+// A larger weight for one row: split over the threads by decode_team.hpp's spinning
+// workers (matrix_vector) rather than OpenBLAS's sgemv, whose idle threads then yield for
+// milliseconds on the cores the next products need (tinyllama's 32,000-row head).
+inline bool large_on_team(const torch::Tensor& W, const torch::Tensor& x, const torch::Tensor& bias)
+{
+    return W.dim() == 2 && W.is_contiguous() && W.scalar_type() == torch::kFloat32 &&
+           x.scalar_type() == torch::kFloat32 && !W.requires_grad() && !x.requires_grad() &&
+           !(bias.defined() && (bias.requires_grad() || bias.scalar_type() != torch::kFloat32));
+}
+
 inline bool single_row(const torch::Tensor& x)
 {
     return x.dim() >= 1 && x.numel() == x.size(-1);
@@ -67,6 +78,12 @@ inline torch::Tensor times_transposed(const torch::Tensor& x, const torch::Tenso
     if (on_calling_thread(W, x, bias))
         return with_last_dim(small_mv(W, x, bias, false), x);
     const auto row = x.reshape({-1});
+    if (large_on_team(W, x, bias)) {
+        const auto contiguous_row = row.contiguous();
+        auto y = torch::empty({W.size(0)}, torch::kFloat32);
+        matrix_vector(W, contiguous_row.data_ptr<float>(), y.data_ptr<float>());
+        return with_last_dim(bias.defined() ? y.add_(bias) : y, x);
+    }
     return with_last_dim(bias.defined() ? torch::addmv(bias, W, row) : torch::mv(W, row), x);
 }
 
