@@ -6,8 +6,10 @@
 // cores OpenBLAS's threads needed, model.hpp), and a token's 169 products on the
 // Qwen2.5-0.5B shape each waited for a woken thread: two such threads decoded at
 // 0.88x-1.2x one thread's speed. A worker here spins for kSpinMicroseconds after each
-// product (the next one of the same token follows within tens of microseconds), then
-// sleeps on a futex until the next, so idle programs spin for nothing.
+// product (yielding to any other runnable thread: the next product of the same token, or
+// of the next token, follows within that), then sleeps on a futex, so an idle program
+// spins for nothing. Each thread takes the part of the rows that belongs to its CPU, then
+// any part nobody started: a late worker costs the caller its part, never a wait.
 //
 // Usage: run_split(out, 64, [&](int64_t begin, int64_t end) { kernel(begin, end); });
 // Thread safety: callable from any thread; one call at a time gets the workers, a
@@ -22,8 +24,8 @@ namespace embedlab::detail {
 
 constexpr int64_t kSpinMicroseconds = 2000;
 
-// body(begin, end) over [0, count) in at::get_num_threads() contiguous parts, each a
-// multiple of `grain` long but the last; the calling thread takes the first. Returns when
+// body(begin, end) over [0, count) in at::get_num_threads() (at most 32) contiguous parts,
+// each a multiple of `grain` long but the last. Returns when
 // every part is done. Each index is in exactly one part, so a body that writes only its
 // own indices gives the same bits whatever the split.
 void run_split(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
