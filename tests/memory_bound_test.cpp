@@ -223,6 +223,28 @@ long long cli_peak_bytes(const std::vector<std::string>& args, const fs::path& d
     return std::atoll(embedlab::test::read_text(dir / "maxrss").c_str()) * 1024;
 }
 
+// `tokenize` reads the tokenizer, not the weights: on a 4-layer Qwen2.5-0.5B shape in f16
+// (392 MB stored, 784 MB as float32, a 151,665-id tokenizer) its peak stays below the
+// stored bytes. It loaded every weight as float32 (the full shape: 2.1 GB to tokenize).
+TEST(Tokenize, ReadsTheTokenizerNotTheWeights)
+{
+    if (const char* why = peak_rss_unmeasurable())
+        GTEST_SKIP() << why;
+    TempDir dir;
+    const auto model = dir / "qwen-f16";
+    ASSERT_EQ(cli_peak_bytes({"synth", "--like", "qwen2.5-0.5b", "--layers", "4", "--dtype", "f16", "--out",
+                              model.string(), "--quiet"},
+                             dir.path()) > 0,
+              true);
+    write(dir / "tiny.txt", "Once upon a time\n");
+    const auto stored = static_cast<long long>(fs::file_size(model / "model.safetensors"));
+    const long long peak =
+        cli_peak_bytes({"tokenize", model.string(), "--text", (dir / "tiny.txt").string()}, dir.path());
+    EXPECT_GT(peak, 0);
+    EXPECT_LT(peak, stored) << "tokenize peaked at " << (peak >> 20) << " MB; the weights are "
+                            << (stored >> 20) << " MB stored";
+}
+
 // Hostile texts for `tokenize` (issue 57 item 9): NUL bytes (one id per byte with
 // every tokenizer here), ordinary text, and one long word. Each costs at most 5 bytes
 // per input byte above a run on a tiny text (the text itself and int32 ids take 5
