@@ -83,6 +83,21 @@ template <float (*Convert)(uint16_t)> void convert_16bit(const uint8_t* src, flo
     });
 }
 
+// `shape`'s bytes at `offset` copied into the innermost KeepHalfMatrices scope's arena
+// (the file's pages released); undefined outside a scope or when the arena is full.
+torch::Tensor copied_into_arena(const std::shared_ptr<MappedFile>& file, uint64_t offset,
+                                const std::vector<int64_t>& shape, const torch::TensorOptions& options)
+{
+    const auto arena = KeepHalfMatrices::arena_for(*file);
+    const uint64_t bytes = static_cast<uint64_t>(element_count(shape)) * options.dtype().itemsize();
+    void* copy = arena ? arena->copy_in(file->data() + offset, bytes) : nullptr;
+    if (!copy)
+        return {};
+    file->release(offset, bytes);
+    return torch::from_blob(
+        copy, shape, [arena](void*) {}, options);
+}
+
 } // namespace
 
 torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64_t offset, StoredType type,
@@ -96,13 +111,9 @@ torch::Tensor tensor_from_mapped(const std::shared_ptr<MappedFile>& file, uint64
     const uint8_t* src = file->data() + offset;
     if (type == StoredType::F32) {
         // A generation load's float32 matrices go to the huge-page arena as half ones do.
-        const uint64_t bytes = static_cast<uint64_t>(n) * 4;
-        if (const auto arena = shape.size() == 2 ? KeepHalfMatrices::arena_for(*file) : nullptr)
-            if (void* copy = arena->copy_in(src, bytes)) {
-                file->release(offset, bytes);
-                return torch::from_blob(
-                    copy, shape, [arena](void*) {}, f32);
-            }
+        if (shape.size() == 2)
+            if (auto copy = copied_into_arena(file, offset, shape, f32); copy.defined())
+                return copy;
         if (reinterpret_cast<uintptr_t>(src) % alignof(float) == 0) {
             std::shared_ptr<MappedFile> keep_alive = file;
             return torch::from_blob(
@@ -160,13 +171,9 @@ torch::Tensor half_tensor_from_mapped(const std::shared_ptr<MappedFile>& file, u
         torch::TensorOptions().dtype(type == StoredType::F16 ? torch::kHalf : torch::kBFloat16);
     const int64_t n = element_count(shape);
     const uint8_t* src = file->data() + offset;
-    const uint64_t bytes = static_cast<uint64_t>(n) * 2;
-    if (const auto arena = n > 0 ? KeepHalfMatrices::arena_for(*file) : nullptr)
-        if (void* copy = arena->copy_in(src, bytes)) {
-            file->release(offset, bytes);
-            return torch::from_blob(
-                copy, shape, [arena](void*) {}, options);
-        }
+    if (n > 0)
+        if (auto copy = copied_into_arena(file, offset, shape, options); copy.defined())
+            return copy;
     if (n > 0 && reinterpret_cast<uintptr_t>(src) % 2 == 0) {
         std::shared_ptr<MappedFile> keep_alive = file;
         return torch::from_blob(

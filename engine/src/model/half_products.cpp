@@ -20,12 +20,24 @@ namespace {
 // weights faster than one (Qwen2.5-0.5B's f16 shape on huge pages, 2026-11-30: see
 // docs/measurements.md); a smaller one is done before a worker would have started.
 constexpr int64_t kSplitWeights = int64_t{1} << 17;
+// A Conv1D product's parts: whole vectors, and a cache line of each weight row per part.
+constexpr int64_t kColumnGrain = 64;
 
 // A prompt's product of at most this many multiply-adds runs on the calling thread.
 constexpr int64_t kProductsPerTask = int64_t{1} << 20;
 // Prompt tiles: at most 32 MB of float32 widened at a time (a 0.5B model's layer matrices
 // in one tile: wide enough for sgemm).
 constexpr int64_t kTileValues = int64_t{1} << 23;
+
+// body(begin, end) over a product's `out` outputs: on this thread for a weight of fewer
+// than kSplitWeights values, else split over the team in parts of `grain` outputs.
+void over_outputs(int64_t out, int64_t in, int64_t grain, const std::function<void(int64_t, int64_t)>& body)
+{
+    if (out * in < kSplitWeights)
+        body(0, out);
+    else
+        run_split(out, grain, body);
+}
 
 float widen_one(HalfFormat format, uint16_t bits)
 {
@@ -160,10 +172,7 @@ void matrix_vector(const torch::Tensor& W, const float* x, float* y, HalfKernel 
             (avx2 ? rows_dot_f32_avx2 : rows_dot_f32_portable)(w, in, begin, end, x, y);
         };
     }
-    if (out * in < kSplitWeights)
-        rows(0, out);
-    else
-        run_split(out, 16, rows);
+    over_outputs(out, in, 16, rows);
 }
 
 void columns_dot_f32_portable(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
@@ -192,10 +201,7 @@ void matrix_vector_columns(const torch::Tensor& W, const float* x, float* y, Hal
             (avx2 ? columns_dot_f32_avx2 : columns_dot_f32_portable)(w, in, out, begin, end, x, y);
         };
     }
-    if (out * in < kSplitWeights)
-        columns(0, out);
-    else // 64 columns at least: whole vectors, and a cache line of each row per part
-        run_split(out, 64, columns);
+    over_outputs(out, in, kColumnGrain, columns);
 }
 
 void widen_portable(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
@@ -282,11 +288,8 @@ torch::Tensor half_times_transposed(const torch::Tensor& x, const torch::Tensor&
     const float* xs = rows.data_ptr<float>();
     float* ys = y.data_ptr<float>();
     const auto rows_dot = kernel == HalfKernel::Avx2 ? rows_dot_avx2 : rows_dot_portable;
-    if (out * in < kSplitWeights)
-        rows_dot(format, w, in, 0, out, xs, N, ys, out);
-    else
-        run_split(out, 16,
-                  [&](int64_t begin, int64_t end) { rows_dot(format, w, in, begin, end, xs, N, ys, out); });
+    over_outputs(out, in, 16,
+                 [&](int64_t begin, int64_t end) { rows_dot(format, w, in, begin, end, xs, N, ys, out); });
     return with_bias(y, bias).view(shape);
 }
 
@@ -318,12 +321,9 @@ torch::Tensor half_add_times(const torch::Tensor& bias, const torch::Tensor& x, 
     const float* xs = rows.data_ptr<float>();
     float* ys = y.data_ptr<float>();
     const auto columns_dot = kernel == HalfKernel::Avx2 ? columns_dot_avx2 : columns_dot_portable;
-    if (out * in < kSplitWeights)
-        columns_dot(format, w, in, out, 0, out, xs, N, ys, out);
-    else // 64 columns at least: whole vectors, and a cache line of each row per part
-        run_split(out, 64, [&](int64_t begin, int64_t end) {
-            columns_dot(format, w, in, out, begin, end, xs, N, ys, out);
-        });
+    over_outputs(out, in, kColumnGrain, [&](int64_t begin, int64_t end) {
+        columns_dot(format, w, in, out, begin, end, xs, N, ys, out);
+    });
     return with_bias(y, bias).view(shape);
 }
 

@@ -37,22 +37,18 @@ inline torch::Tensor small_mv(const torch::Tensor& W, const torch::Tensor& x, co
     return y;
 }
 
-// Eigen sees raw memory: never where autograd records (fine-tuning's training_logits).
-inline bool on_calling_thread(const torch::Tensor& W, const torch::Tensor& x, const torch::Tensor& bias)
-{
-    return W.numel() <= kCallingThreadWeight && W.is_contiguous() && W.scalar_type() == torch::kFloat32 &&
-           x.scalar_type() == torch::kFloat32 && !W.requires_grad() && !x.requires_grad() &&
-           !(bias.defined() && bias.requires_grad());
-}
-
-// A larger weight for one row: split over the threads by decode_team.hpp's spinning
-// workers (matrix_vector) rather than OpenBLAS's sgemv, whose idle threads then yield for
-// milliseconds on the cores the next products need (tinyllama's 32,000-row head).
-inline bool large_on_team(const torch::Tensor& W, const torch::Tensor& x, const torch::Tensor& bias)
+// Float32 operands our own loops may read as raw memory: never where autograd records
+// (fine-tuning's training_logits).
+inline bool raw_float32(const torch::Tensor& W, const torch::Tensor& x, const torch::Tensor& bias)
 {
     return W.dim() == 2 && W.is_contiguous() && W.scalar_type() == torch::kFloat32 &&
            x.scalar_type() == torch::kFloat32 && !W.requires_grad() && !x.requires_grad() &&
            !(bias.defined() && (bias.requires_grad() || bias.scalar_type() != torch::kFloat32));
+}
+
+inline bool on_calling_thread(const torch::Tensor& W, const torch::Tensor& x, const torch::Tensor& bias)
+{
+    return W.numel() <= kCallingThreadWeight && raw_float32(W, x, bias);
 }
 
 inline bool single_row(const torch::Tensor& x)
@@ -78,7 +74,10 @@ inline torch::Tensor times_transposed(const torch::Tensor& x, const torch::Tenso
     if (on_calling_thread(W, x, bias))
         return with_last_dim(small_mv(W, x, bias, false), x);
     const auto row = x.reshape({-1});
-    if (large_on_team(W, x, bias)) {
+    // A larger weight for one row: split over decode_team.hpp's spinning workers
+    // (matrix_vector) rather than OpenBLAS's sgemv, whose idle threads then yield for
+    // milliseconds on the cores the next products need (tinyllama's 32,000-row head).
+    if (raw_float32(W, x, bias)) {
         const auto contiguous_row = row.contiguous();
         auto y = torch::empty({W.size(0)}, torch::kFloat32);
         matrix_vector(W, contiguous_row.data_ptr<float>(), y.data_ptr<float>());
