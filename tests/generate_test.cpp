@@ -198,7 +198,8 @@ TEST(Generate, ALongPromptIsReadInPartsWithTheFullForwardsTokens)
     for (size_t i = 0; i < g.tokens.size(); ++i) {
         const auto row = logp[static_cast<int64_t>(prompt.size() + i - 1)];
         EXPECT_EQ(row.argmax().item<int64_t>(), g.tokens[i].id) << "token " << i;
-        EXPECT_NEAR(row[g.tokens[i].id].item<double>(), g.tokens[i].logprob, 1e-5) << "token " << i;
+        // float32 attention over 1,100 positions: 1.04e-5 apart on two threads (2026-11-30).
+        EXPECT_NEAR(row[g.tokens[i].id].item<double>(), g.tokens[i].logprob, 1e-4) << "token " << i;
     }
 }
 

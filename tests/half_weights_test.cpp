@@ -132,6 +132,34 @@ TEST(HalfProducts, ASingleRowKeepsItsLeadingShape)
     EXPECT_EQ(detail::half_times_transposed(x, W, {}).sizes(), (std::vector<int64_t>{1, 1, 5}));
 }
 
+// Generation's log-probabilities: log sum exp of a row of logits within 1e-6 of
+// torch's in double, on rows whose length is no multiple of the AVX2 width and whose
+// values span more than float32's exp range; the first non-finite value's index.
+TEST(HalfProducts, LogSumExpEqualsTorchsInDoubleAndFindsTheFirstNonFiniteValue)
+{
+    torch::manual_seed(5);
+    for (const auto kernel : half_kernels_here())
+        for (const int64_t n : {1, 7, 8, 9, 31, 32000, 151936})
+            for (const double spread : {0.1, 10.0, 200.0}) {
+                const auto x = (torch::randn({n}) * spread).contiguous();
+                const std::span<const float> row(x.data_ptr<float>(), static_cast<size_t>(n));
+                const auto got = detail::log_sum_exp(row, kernel);
+                EXPECT_EQ(got.non_finite, -1);
+                EXPECT_NEAR(got.value, torch::logsumexp(x.to(torch::kDouble), 0).item<double>(), 1e-6)
+                    << detail::half_kernel_name(kernel) << " n " << n << " spread " << spread;
+            }
+    for (const auto kernel : half_kernels_here())
+        for (const float bad : {NAN, INFINITY, -INFINITY})
+            for (const int64_t at : {0, 5, 8, 4099, 4100}) {
+                auto x = torch::randn({4101});
+                x[at + (at == 4100 ? 0 : 1)] = bad; // a later one must not be the one named
+                x[at] = bad;
+                const std::span<const float> row(x.data_ptr<float>(), 4101);
+                EXPECT_EQ(detail::log_sum_exp(row, kernel).non_finite, at)
+                    << detail::half_kernel_name(kernel) << " " << bad << " at " << at;
+            }
+}
+
 TEST(GenerationWeights, ParsesHalfAndF32AndNamesTheOptionOtherwise)
 {
     EXPECT_EQ(parse_generation_weights("half"), GenerationWeights::Half);

@@ -44,6 +44,16 @@ void columns_dot_f32_portable(const float* W, int64_t in, int64_t out, int64_t c
 void columns_dot_f32_avx2(const float* W, int64_t in, int64_t out, int64_t c_begin, int64_t c_end,
                           const float* x, float* y);
 
+// Generation's softmax over one row of logits x[n]: false when some x[i] is not finite,
+// else *top = the largest x[i].
+bool finite_max_f32_portable(const float* x, int64_t n, float* top);
+bool finite_max_f32_avx2(const float* x, int64_t n, float* top);
+
+// sum_i exp(x[i] - shift) for x[i] <= shift: each exp in float32 (std::exp; AVX2: a
+// Cephes polynomial within 2 ulp, arguments below -87 taken as -87), summed in double.
+double sum_exp_f32_portable(const float* x, int64_t n, float shift);
+double sum_exp_f32_avx2(const float* x, int64_t n, float shift);
+
 // dst[i] = src[i] as float32, for i < n (exact: every half value is a float).
 void widen_portable(HalfFormat format, const uint16_t* src, float* dst, int64_t n);
 void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n);

@@ -5,6 +5,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <immintrin.h>
 
 #include <cstring>
@@ -336,6 +337,72 @@ void columns_dot_f32_avx2(const float* W, int64_t in, int64_t out, int64_t c_beg
     }
 }
 
+bool finite_max_f32_avx2(const float* x, int64_t n, float* top)
+{
+    // x - x is NaN exactly when x is infinite or NaN; the sum of those stays NaN.
+    __m256 most = _mm256_set1_ps(-INFINITY), probe = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        most = _mm256_max_ps(most, v);
+        probe = _mm256_add_ps(probe, _mm256_sub_ps(v, v));
+    }
+    std::array<float, 8> lanes, probes;
+    _mm256_storeu_ps(lanes.data(), most);
+    _mm256_storeu_ps(probes.data(), probe);
+    float m = -INFINITY, p = 0.f;
+    for (int k = 0; k < 8; ++k) {
+        m = std::max(m, lanes[static_cast<size_t>(k)]);
+        p += probes[static_cast<size_t>(k)];
+    }
+    for (; i < n; ++i) {
+        m = std::max(m, x[i]);
+        p += x[i] - x[i];
+    }
+    *top = m;
+    return p == 0.f;
+}
+
+namespace {
+
+// exp(v) for v in [-87, 0]: Cephes' expf (exp(r) * 2^k, r = v - k ln 2 in [-ln2/2, ln2/2]).
+__m256 exp_nonpositive(__m256 v)
+{
+    v = _mm256_max_ps(v, _mm256_set1_ps(-87.f));
+    const __m256 k =
+        _mm256_floor_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), v);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    for (const float c :
+         {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+    const __m256i exponent =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(exponent));
+}
+
+} // namespace
+
+double sum_exp_f32_avx2(const float* x, int64_t n, float shift)
+{
+    const __m256 s = _mm256_set1_ps(shift);
+    __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+        low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    std::array<double, 4> lanes;
+    _mm256_storeu_pd(lanes.data(), _mm256_add_pd(low, high));
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < n; ++i)
+        sum += std::exp(x[i] - shift);
+    return sum;
+}
+
 void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
 {
     if (format == HalfFormat::F16)
@@ -384,6 +451,16 @@ void columns_dot_f32_avx2(const float* W, int64_t in, int64_t out, int64_t c_beg
 void widen_avx2(HalfFormat format, const uint16_t* src, float* dst, int64_t n)
 {
     widen_portable(format, src, dst, n);
+}
+
+bool finite_max_f32_avx2(const float* x, int64_t n, float* top)
+{
+    return finite_max_f32_portable(x, n, top);
+}
+
+double sum_exp_f32_avx2(const float* x, int64_t n, float shift)
+{
+    return sum_exp_f32_portable(x, n, shift);
 }
 
 } // namespace embedlab::detail

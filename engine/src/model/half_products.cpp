@@ -1,5 +1,7 @@
 #include "model/half_products.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 
@@ -153,6 +155,44 @@ void rows_dot_f32_portable(const float* W, int64_t in, int64_t o_begin, int64_t 
             s += W[o * in + i] * x[i];
         y[o] = s;
     }
+}
+
+bool finite_max_f32_portable(const float* x, int64_t n, float* top)
+{
+    float m = -INFINITY;
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) {
+        finite = finite && std::isfinite(x[i]);
+        m = std::max(m, x[i]);
+    }
+    *top = m;
+    return finite;
+}
+
+double sum_exp_f32_portable(const float* x, int64_t n, float shift)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+        sum += std::exp(x[i] - shift);
+    return sum;
+}
+
+LogSumExp log_sum_exp(std::span<const float> x, HalfKernel kernel)
+{
+    const bool avx2 = kernel == HalfKernel::Avx2;
+    const auto n = static_cast<int64_t>(x.size());
+    LogSumExp result;
+    float top = 0;
+    if (!(avx2 ? finite_max_f32_avx2 : finite_max_f32_portable)(x.data(), n, &top)) {
+        result.non_finite =
+            std::find_if_not(x.begin(), x.end(), [](float v) { return std::isfinite(v); }) - x.begin();
+        return result;
+    }
+    if (n > 0)
+        result.value = top + std::log((avx2 ? sum_exp_f32_avx2 : sum_exp_f32_portable)(x.data(), n, top));
+    else
+        result.value = -INFINITY;
+    return result;
 }
 
 void matrix_vector(const torch::Tensor& W, const float* x, float* y, HalfKernel kernel)

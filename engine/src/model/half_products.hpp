@@ -10,6 +10,8 @@
 // Thread safety: pure functions; safe to call from several threads.
 #pragma once
 
+#include <span>
+
 #include <torch/types.h>
 
 namespace embedlab::detail {
@@ -57,5 +59,14 @@ void matrix_vector(const torch::Tensor& W, const float* x, float* y,
 // y = x W for GPT-2's Conv1D layout: a contiguous W [in, out], float32 or f16/bf16.
 void matrix_vector_columns(const torch::Tensor& W, const float* x, float* y,
                            HalfKernel kernel = fastest_half_kernel());
+
+// log sum_i exp(x[i]) over a row of logits, each exp in float32 and their sum in double
+// (log-probabilities at generation: x[i] minus this), or the index of the first value
+// that is not finite.
+struct LogSumExp {
+    double value = 0;
+    int64_t non_finite = -1;
+};
+LogSumExp log_sum_exp(std::span<const float> x, HalfKernel kernel = fastest_half_kernel());
 
 } // namespace embedlab::detail
