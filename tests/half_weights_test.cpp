@@ -160,6 +160,25 @@ TEST(HalfProducts, LogSumExpEqualsTorchsInDoubleAndFindsTheFirstNonFiniteValue)
             }
 }
 
+// The greedy token: the first of equal largest values, as std::max_element gives it, with
+// infinite and NaN values too.
+TEST(HalfProducts, FirstMaxIndexIsStdMaxElementsIndex)
+{
+    torch::manual_seed(6);
+    for (const auto kernel : half_kernels_here())
+        for (const int64_t n : {1, 7, 9, 32000})
+            for (const float special : {0.f, 4.f, INFINITY, -INFINITY, NAN})
+                for (int trial = 0; trial < 8; ++trial) {
+                    auto x = torch::randn({n}).round(); // ties among the largest
+                    if (special != 0.f)
+                        x[torch::randint(n, {}).item<int64_t>()] = special;
+                    const std::span<const float> row(x.data_ptr<float>(), static_cast<size_t>(n));
+                    EXPECT_EQ(detail::first_max_index(row, kernel),
+                              std::max_element(row.begin(), row.end()) - row.begin())
+                        << detail::half_kernel_name(kernel) << " n " << n << " with " << special;
+                }
+}
+
 TEST(GenerationWeights, ParsesHalfAndF32AndNamesTheOptionOtherwise)
 {
     EXPECT_EQ(parse_generation_weights("half"), GenerationWeights::Half);

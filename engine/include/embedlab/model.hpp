@@ -170,6 +170,11 @@ public:
     // after appending k [B, heads, T, hd] and v [B, heads, T, vd] at length().
     std::pair<torch::Tensor, torch::Tensor> append(int64_t layer, const torch::Tensor& k,
                                                    const torch::Tensor& v);
+    // One position's keys and values as float32 rows k, v [heads * dim] (one-token steps):
+    // append()'s writes without its tensors. Returns the layer's whole float32 buffers
+    // [1, heads, capacity, dim]; positions after length() are not the sequence's.
+    std::pair<const torch::Tensor&, const torch::Tensor&>
+    append_position(int64_t layer, const float* k, const float* v, int64_t heads, int64_t dim);
     // Called once all layers appended T positions.
     void advance(int64_t T) { length_ += T; }
 

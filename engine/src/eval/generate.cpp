@@ -184,17 +184,25 @@ public:
     {
         const int64_t T = ids.size(1), part = prompt_part(model_.config(), cache_.length(), T);
         torch::Tensor h;
-        if (T == 1 && stepper_)
-            h = stepper_->step(ids[0][0].item<int64_t>(), cache_);
+        for (int64_t at = 0; at < T; at += part) // through the cache, a part at a time
+            h = model_.hidden_states(ids.narrow(1, at, std::min(part, T - at)), cache_);
+        take_logits(h[0].narrow(0, h.size(1) - 1, 1));
+    }
+
+    void read_token(int64_t id)
+    {
+        if (stepper_)
+            take_logits(stepper_->step(id, cache_).view({1, -1}));
         else
-            for (int64_t at = 0; at < T; at += part) // through the cache, a part at a time
-                h = model_.hidden_states(ids.narrow(1, at, std::min(part, T - at)), cache_);
-        const auto last = h[0].narrow(0, h.size(1) - 1, 1);
-        logits_ = (blocks_ ? model_.block_head(last) : model_.head(last, rows_))[0];
+            read(torch::tensor({{id}}, torch::kLong));
     }
     const torch::Tensor& logits() const { return logits_; }
 
 private:
+    void take_logits(const torch::Tensor& last) // [1, d]
+    {
+        logits_ = (blocks_ ? model_.block_head(last) : model_.head(last, rows_))[0];
+    }
     const LanguageModel& model_;
     bool blocks_;
     torch::Tensor rows_;
@@ -286,10 +294,9 @@ Generation generate(const LanguageModel& model, const Tokenizer* tokenizer, std:
             throw Cancelled();
         if (!g.stop_reason.empty())
             break;
-        const auto next = torch::tensor({{static_cast<int64_t>(t.id)}}, torch::kLong);
-        reader.read(next);
+        reader.read_token(t.id);
         if (reference_reader)
-            reference_reader->read(next);
+            reference_reader->read_token(t.id);
     }
     g.generate_seconds = seconds_since(t0);
     g.text = text.text();

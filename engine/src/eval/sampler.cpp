@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "embedlab/error.hpp"
+#include "model/half_products.hpp"
 
 namespace embedlab {
 
@@ -193,8 +194,8 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& s, st
 {
     if (logits.empty())
         throw InputError("sampling needs at least one logit");
-    if (s.temperature == 0) // the first argmax, as torch's argmax gives it
-        return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (s.temperature == 0) // the first argmax, as torch's argmax gives it (vectorised)
+        return static_cast<int32_t>(detail::first_max_index(logits));
     auto c = all_tokens(logits);
     for (const auto& stage : chain(s))
         apply(c, stage, s);

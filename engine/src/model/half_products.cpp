@@ -195,6 +195,15 @@ LogSumExp log_sum_exp(std::span<const float> x, HalfKernel kernel)
     return result;
 }
 
+int64_t first_max_index(std::span<const float> x, HalfKernel kernel)
+{
+    float top = 0;
+    if (!(kernel == HalfKernel::Avx2 ? finite_max_f32_avx2 : finite_max_f32_portable)(
+            x.data(), static_cast<int64_t>(x.size()), &top))
+        return std::max_element(x.begin(), x.end()) - x.begin(); // NaN's order, as it was
+    return std::find(x.begin(), x.end(), top) - x.begin();
+}
+
 void matrix_vector(const torch::Tensor& W, const float* x, float* y, HalfKernel kernel)
 {
     const int64_t out = W.size(0), in = W.size(1);

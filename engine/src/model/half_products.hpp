@@ -69,4 +69,8 @@ struct LogSumExp {
 };
 LogSumExp log_sum_exp(std::span<const float> x, HalfKernel kernel = fastest_half_kernel());
 
+// The index of the first largest x[i], as std::max_element gives it (the greedy token),
+// for a non-empty x.
+int64_t first_max_index(std::span<const float> x, HalfKernel kernel = fastest_half_kernel());
+
 } // namespace embedlab::detail

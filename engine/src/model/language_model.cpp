@@ -96,6 +96,29 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::append(int64_t layer, const tor
     return {keys.narrow(2, 0, needed), values.narrow(2, 0, needed)};
 }
 
+std::pair<const torch::Tensor&, const torch::Tensor&>
+KvCache::append_position(int64_t layer, const float* k, const float* v, int64_t heads, int64_t dim)
+{
+    const auto fits = [&](const torch::Tensor& t) {
+        return t.defined() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.size(0) == 1 &&
+               t.size(1) == heads && t.size(2) > length_ && t.size(3) == dim;
+    };
+    const auto at = static_cast<size_t>(layer);
+    if (at >= keys_.size() || !fits(keys_[at]) || !fits(values_[at])) { // the first, or it grows
+        append(layer, torch::from_blob(const_cast<float*>(k), {1, heads, 1, dim}),
+               torch::from_blob(const_cast<float*>(v), {1, heads, 1, dim}));
+        return {keys_[at], values_[at]};
+    }
+    const int64_t capacity = keys_[at].size(2);
+    float* keys = keys_[at].data_ptr<float>();
+    float* values = values_[at].data_ptr<float>();
+    for (int64_t h = 0; h < heads; ++h) {
+        std::copy(k + h * dim, k + (h + 1) * dim, keys + (h * capacity + length_) * dim);
+        std::copy(v + h * dim, v + (h + 1) * dim, values + (h * capacity + length_) * dim);
+    }
+    return {keys_[at], values_[at]};
+}
+
 LanguageModel::LanguageModel(ModelConfig config, WeightMap weights, const std::string& label)
     : config_(std::move(config)), weights_(std::move(weights))
 {

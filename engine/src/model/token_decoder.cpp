@@ -332,8 +332,7 @@ torch::Tensor TokenDecoder::step_gpt2(int64_t id, KvCache& cache)
         matrix_vector_columns(L.qkv, a_.data(), q_.data()); // q, k, v side by side
         add_into(q_.data(), L.qkv_bias.data_ptr<float>(), 3 * d);
         const auto [keys, values] =
-            cache.append(static_cast<int64_t>(l), torch::from_blob(q_.data() + d, {1, H_, 1, hd_}),
-                         torch::from_blob(q_.data() + 2 * d, {1, H_, 1, hd_}));
+            cache.append_position(static_cast<int64_t>(l), q_.data() + d, q_.data() + 2 * d, H_, hd_);
         attend(q_.data(), keys, values, position + 1, y_.data());
         matrix_vector_columns(L.o, y_.data(), o_.data());
         add_into(o_.data(), L.o_bias.data_ptr<float>(), d);
@@ -382,8 +381,7 @@ torch::Tensor TokenDecoder::step_llama(int64_t id, KvCache& cache)
         rope(q_.data(), H_, position);
         rope(k_.data(), Hkv_, position);
         const auto [keys, values] =
-            cache.append(static_cast<int64_t>(l), torch::from_blob(k_.data(), {1, Hkv_, 1, hd_}),
-                         torch::from_blob(v_.data(), {1, Hkv_, 1, hd_}));
+            cache.append_position(static_cast<int64_t>(l), k_.data(), v_.data(), Hkv_, hd_);
         attend(q_.data(), keys, values, position + 1, y_.data());
         matrix_vector(L.o, y_.data(), o_.data());
         add_bias(o_, L.o_bias);
