@@ -1,5 +1,6 @@
 // Raw kernels for products of float32 rows with half-precision (f16 or bf16) weight
-// matrices, accumulated in float32. Torch-free, so that the AVX2 file
+// matrices, accumulated in float32, their float32 twins for one row, and generation's
+// passes over a row of logits (max, sum of exps). Torch-free, so that the AVX2 file
 // (half_kernels_avx2.cpp, the only file compiled with -mavx2 -mfma -mf16c) holds no
 // inline function another file could link to. half_products.hpp chooses between
 // the two at run time and splits the work over threads.

@@ -5,7 +5,8 @@
 // kernel's tiles of 3 weight rows by 4 prompt rows, split over output rows with
 // at::parallel_for (or widen the weight to float32 a tile at a time for sgemm: the
 // portable kernel, EMBEDLAB_HALF_PROMPT=sgemm), so no float32 copy of a whole matrix
-// is ever held.
+// is ever held. Also generation's per-token row work on the same AVX2/portable choice:
+// matrix_vector for float32 weights, log_sum_exp and first_max_index over the logits.
 // Usage: if (detail::is_half(W)) y = detail::half_times_transposed(x, W, bias);
 // Thread safety: pure functions; safe to call from several threads.
 #pragma once
